@@ -1,0 +1,1044 @@
+/*  broker: the reactor and the dispatch of every message.
+
+    One thread, one ROUTER socket. Each turn of the reactor (broker_run):
+    take connection events, take a bounded batch of messages (governor
+    updates and client requests, in arrival order), run the scheduler if it
+    has something to decide, flush each governor's batched orders, and fire
+    timers (heartbeats, dead governors, wait deadlines).
+
+    Peers are known by their ROUTER identity. Disconnects are seen through a
+    socket monitor: every peer's connection file descriptor is learnt from
+    its HELLO (ZMQ_SRCFD), and a DISCONNECTED event on that descriptor ends
+    the peer. Monitor events are drained before messages each turn, so a
+    descriptor reused by a new connection is never confused with the old.
+*/
+#include "broker.h"
+#include "graph.h"
+#include "gov.h"
+#include "scheduler.h"
+#include "watch.h"
+#include "wire.h"
+#include "taskconf.h"
+#include "log.h"
+#include <czmq.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define S_MAX_PER_TURN 2000     //  messages read before scheduling again
+#define S_MAX_DECLARED 64       //  resource names remembered for refusals
+
+typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
+
+typedef struct {
+    peer_kind_t kind;
+    uint32_t id;
+    char *name;
+    uint8_t identity [256];
+    size_t identity_size;
+    int fd;
+    gov_t *gov;                 //  PEER_GOVERNOR
+    uint32_t *sessions;         //  PEER_CLIENT: ids of its open sessions
+    uint32_t n_sessions;
+    uint32_t cap_sessions;
+    uint32_t outstanding;       //  parked waits and fetches
+} peer_t;
+
+typedef struct {
+    char *name;
+    uint64_t amount;            //  the most any governor ever declared
+} s_declared_t;
+
+struct _broker_t {
+    broker_config_t config;
+    char endpoint [256];
+    void *ctx;
+    void *router;
+    void *monitor;
+    graph_t *graph;
+    scheduler_t *scheduler;
+    watches_t *watches;
+    zhashx_t *peers;            //  identity (hex) -> peer_t
+    sq_idmap_t *by_fd;          //  connection fd -> peer_t
+    gov_t *govs [4096];
+    size_t n_govs;
+    uint32_t next_peer_id;
+    s_declared_t declared [S_MAX_DECLARED];
+    size_t n_declared;
+    sq_msg_t msg;
+    sq_wbuf_t out;
+    int64_t next_heartbeat;
+    atomic_int stopping;
+    uint64_t messages;
+};
+
+static int64_t
+s_now (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+broker_config_defaults (broker_config_t *config)
+{
+    config->listen = "tcp://*:7760";
+    config->heartbeat_ms = 1000;
+    config->liveness = 5;
+    config->inline_max = SQ_DEFAULT_INLINE_MAX;
+    config->max_message = SQ_DEFAULT_MAX_HEADER;
+    config->prefetch = 64;
+    config->max_requests = 1024;
+}
+
+//  --------------------------------------------------------------------------
+//  Sending
+
+static void
+s_identity_key (const void *identity, size_t size, char *key)
+{
+    static const char hex [] = "0123456789abcdef";
+    const uint8_t *bytes = (const uint8_t *) identity;
+    for (size_t i = 0; i < size; i++) {
+        key [2 * i] = hex [bytes [i] >> 4];
+        key [2 * i + 1] = hex [bytes [i] & 15];
+    }
+    key [2 * size] = 0;
+}
+
+//  Replies never block the reactor: a client that does not read its
+//  replies loses them (ZeroMQ's high-water mark), not the broker its turn.
+static void
+s_send_to (broker_t *self, const void *identity, size_t identity_size,
+           sq_wbuf_t *header, zmq_msg_t *payload)
+{
+    if (sq_send (self->router, identity, identity_size, header, payload,
+                 payload? 1: 0, ZMQ_DONTWAIT))
+        sq_debug ("reply not sent: %s", zmq_strerror (errno));
+}
+
+static void
+s_reply_error (broker_t *self, const void *identity, size_t identity_size,
+               uint32_t req, int code, const char *message, uint32_t id)
+{
+    sq_wbuf_reset (&self->out);
+    sq_reply_encode_error (&self->out, req, code, message, id, 0);
+    s_send_to (self, identity, identity_size, &self->out, NULL);
+}
+
+static void
+s_reply_nil (broker_t *self, peer_t *peer, uint32_t req)
+{
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, req);
+    msgpack_pack_nil (&self->out.pk);
+    s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+//  --------------------------------------------------------------------------
+//  Graph hooks: turn state changes into governor orders and client replies
+
+static void
+s_hook_task_ready (void *arg, task_t *task)
+{
+    broker_t *self = (broker_t *) arg;
+    scheduler_task_ready (self->scheduler, task);
+}
+
+static void
+s_hook_task_stop (void *arg, task_t *task)
+{
+    gov_t *gov = task->gov;
+    (void) arg;
+    if (!gov)
+        return;
+    sq_idmap_remove (gov->tasks, task->key);
+    msgpack_packer *pk = &gov->stop.elements.pk;
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint64 (pk, task->key);
+    msgpack_pack_uint32 (pk, task->attempt);
+    gov->stop.count++;
+}
+
+static void
+s_hook_task_done (void *arg, task_t *task)
+{
+    broker_t *self = (broker_t *) arg;
+    watches_task_done (self->watches, task);
+}
+
+static void
+s_hook_object_drop (void *arg, object_t *object)
+{
+    (void) arg;
+    for (uint32_t i = 0; i < object->n_locations; i++) {
+        gov_t *gov = object->locations [i].gov;
+        msgpack_pack_uint64 (&gov->drop.elements.pk, object->key);
+        gov->drop.count++;
+    }
+}
+
+static void
+s_watch_reply (void *arg, void *client, sq_wbuf_t *header, zmq_msg_t *payload)
+{
+    broker_t *self = (broker_t *) arg;
+    peer_t *peer = (peer_t *) client;
+    s_send_to (self, peer->identity, peer->identity_size, header, payload);
+}
+
+static void
+s_watch_released (void *arg, void *client)
+{
+    (void) arg;
+    peer_t *peer = (peer_t *) client;
+    if (peer->outstanding)
+        peer->outstanding--;
+}
+
+//  --------------------------------------------------------------------------
+//  Peers
+
+static void
+s_peer_destroy (peer_t **peer_p)
+{
+    peer_t *peer = *peer_p;
+    if (peer) {
+        free (peer->name);
+        free (peer->sessions);
+        free (peer);
+        *peer_p = NULL;
+    }
+}
+
+static void
+s_governor_lost (broker_t *self, peer_t *peer, const char *why)
+{
+    gov_t *gov = peer->gov;
+    sq_warn ("governor %u (%s) lost: %s", gov->id, gov->name, why);
+    scheduler_governor_remove (self->scheduler, gov);
+    for (size_t i = 0; i < self->n_govs; i++)
+        if (self->govs [i] == gov) {
+            self->govs [i] = self->govs [--self->n_govs];
+            break;
+        }
+    //  Its tasks go back to the scheduler with a new attempt; anything it
+    //  still reports under the old attempt is then ignored.
+    size_t cursor = 0;
+    size_t n = sq_idmap_size (gov->tasks), k = 0;
+    task_t **tasks = (task_t **) malloc ((n + 1) * sizeof (task_t *));
+    task_t *task;
+    while (tasks && (task = (task_t *) sq_idmap_next (gov->tasks, &cursor, NULL)))
+        tasks [k++] = task;
+    for (size_t i = 0; i < k; i++)
+        graph_task_requeue (self->graph, tasks [i]);
+    free (tasks);
+    graph_forget_governor (self->graph, gov);
+    gov_destroy (&peer->gov);
+}
+
+static void
+s_client_gone (broker_t *self, peer_t *peer)
+{
+    watches_drop_client (self->watches, peer);
+    for (uint32_t i = 0; i < peer->n_sessions; i++) {
+        session_t *session = graph_session (self->graph, peer->sessions [i]);
+        if (session) {
+            watches_drop_session (self->watches, session);
+            graph_session_close (self->graph, &session);
+        }
+    }
+    sq_info ("client %u (%s) left; %u session(s) closed", peer->id, peer->name, peer->n_sessions);
+}
+
+//  Ends a peer: its sessions close or its tasks go elsewhere.
+static void
+s_peer_end (broker_t *self, peer_t *peer, const char *why)
+{
+    char key [520];
+    s_identity_key (peer->identity, peer->identity_size, key);
+    if (peer->fd >= 0 && sq_idmap_lookup (self->by_fd, (uint64_t) peer->fd) == peer)
+        sq_idmap_remove (self->by_fd, (uint64_t) peer->fd);
+    if (peer->kind == PEER_GOVERNOR)
+        s_governor_lost (self, peer, why);
+    else
+        s_client_gone (self, peer);
+    zhashx_delete (self->peers, key);     //  destructor frees the peer
+}
+
+static void
+s_drain_monitor (broker_t *self)
+{
+    sq_msg_t event;
+    sq_msg_init (&event);
+    while (sq_msg_recv (&event, self->monitor, ZMQ_DONTWAIT, 4) == 0) {
+        if (event.n < 1 || sq_msg_size (&event, 0) < 6)
+            continue;
+        uint16_t type;
+        uint32_t value;
+        memcpy (&type, sq_msg_data (&event, 0), 2);
+        memcpy (&value, (uint8_t *) sq_msg_data (&event, 0) + 2, 4);
+        peer_t *peer = (peer_t *) sq_idmap_remove (self->by_fd, value);
+        if (peer && type == ZMQ_EVENT_DISCONNECTED)
+            s_peer_end (self, peer, "connection closed");
+        //  ACCEPTED: any peer still mapped to this descriptor is long gone.
+        else
+        if (peer)
+            s_peer_end (self, peer, "connection replaced");
+    }
+    sq_msg_close (&event);
+    free (event.frames);
+}
+
+//  --------------------------------------------------------------------------
+//  HELLO
+
+static bool
+s_resource_ok (void *arg, mpr_str_t name, uint64_t amount)
+{
+    broker_t *self = (broker_t *) arg;
+    if (self->n_declared == 0)
+        return true;            //  no governor yet: nothing to judge by
+    for (size_t i = 0; i < self->n_declared; i++)
+        if (mpr_str_eq (name, self->declared [i].name))
+            return amount <= self->declared [i].amount;
+    return amount == 0;
+}
+
+static void
+s_declare (broker_t *self, const char *name, uint64_t amount)
+{
+    for (size_t i = 0; i < self->n_declared; i++)
+        if (strcmp (self->declared [i].name, name) == 0) {
+            if (amount > self->declared [i].amount)
+                self->declared [i].amount = amount;
+            return;
+        }
+    if (self->n_declared < S_MAX_DECLARED) {
+        self->declared [self->n_declared].name = strdup (name);
+        self->declared [self->n_declared].amount = amount;
+        if (self->declared [self->n_declared].name)
+            self->n_declared++;
+    }
+}
+
+static void
+s_hello (broker_t *self, sq_msg_t *msg, const char *key)
+{
+    const void *identity = sq_msg_data (msg, 0);
+    size_t identity_size = sq_msg_size (msg, 0);
+    uint32_t type = 0, req = 0;
+    sq_proto_peek (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &type, &req);
+    if (type != SQ_MSG_HELLO) {
+        s_reply_error (self, identity, identity_size, req, SQ_E_HELLO,
+                       "say HELLO first (this connection is unknown to the broker)", 0);
+        return;
+    }
+    sq_hello_t hello;
+    sq_errbuf_t err;
+    int code;
+    if (sq_hello_decode (&hello, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &code, &err)) {
+        sq_info ("HELLO refused: %s", err.text);
+        s_reply_error (self, identity, identity_size, req, code, err.text, 0);
+        return;
+    }
+    peer_t *peer = (peer_t *) calloc (1, sizeof *peer);
+    if (!peer) {
+        s_reply_error (self, identity, identity_size, req, SQ_E_NOMEM, "out of memory", 0);
+        return;
+    }
+    peer->id = self->next_peer_id++;
+    peer->kind = hello.governor? PEER_GOVERNOR: PEER_CLIENT;
+    peer->name = mpr_strdup (hello.name);
+    memcpy (peer->identity, identity, identity_size);
+    peer->identity_size = identity_size;
+    peer->fd = msg->srcfd;
+    if (hello.governor) {
+        if (self->n_govs == sizeof self->govs / sizeof self->govs [0]) {
+            s_peer_destroy (&peer);
+            s_reply_error (self, identity, identity_size, req, SQ_E_BUSY, "too many governors", 0);
+            return;
+        }
+        peer->gov = gov_new (peer->id, &hello, identity, identity_size, self->config.prefetch);
+        if (!peer->gov) {
+            s_peer_destroy (&peer);
+            s_reply_error (self, identity, identity_size, req, SQ_E_NOMEM, "out of memory", 0);
+            return;
+        }
+        peer->gov->fd = msg->srcfd;
+        peer->gov->last_recv = peer->gov->last_send = s_now ();
+        peer->gov->joined = (int64_t) time (NULL);
+        self->govs [self->n_govs++] = peer->gov;
+        s_declare (self, SQ_RES_CPUS, peer->gov->cpus);
+        for (uint32_t i = 0; i < peer->gov->n_resources; i++)
+            s_declare (self, peer->gov->resources [i].name.ptr, peer->gov->resources [i].amount);
+        scheduler_governor_add (self->scheduler, peer->gov);
+        sq_info ("governor %u (%s) joined: %u cpus, data %s", peer->id, peer->gov->name,
+                 peer->gov->cpus, peer->gov->data_endpoint);
+    }
+    else
+        sq_info ("client %u (%s) connected", peer->id, peer->name ? peer->name: "?");
+    zhashx_insert (self->peers, key, peer);
+    if (peer->fd >= 0) {
+        peer_t *old = (peer_t *) sq_idmap_remove (self->by_fd, (uint64_t) peer->fd);
+        if (old)
+            s_peer_end (self, old, "its connection was replaced");
+        sq_idmap_insert (self->by_fd, (uint64_t) peer->fd, peer);
+    }
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, req);
+    if (hello.governor) {
+        msgpack_pack_array (&self->out.pk, 3);
+        msgpack_pack_uint32 (&self->out.pk, peer->id);
+        msgpack_pack_uint32 (&self->out.pk, (uint32_t) self->config.heartbeat_ms);
+        msgpack_pack_uint64 (&self->out.pk, self->config.inline_max);
+    }
+    else {
+        msgpack_pack_array (&self->out.pk, 2);
+        msgpack_pack_uint32 (&self->out.pk, peer->id);
+        msgpack_pack_uint64 (&self->out.pk, self->config.inline_max);
+    }
+    s_send_to (self, identity, identity_size, &self->out, NULL);
+}
+
+//  --------------------------------------------------------------------------
+//  Assignment (the scheduler's decisions)
+
+static void
+s_assign (void *arg, task_t *task, gov_t *gov)
+{
+    broker_t *self = (broker_t *) arg;
+    sq_input_ref_t inputs_small [16];
+    sq_out_decl_t outputs_small [16];
+    sq_input_ref_t *inputs = task->n_inputs <= 16? inputs_small
+                           : (sq_input_ref_t *) malloc (task->n_inputs * sizeof *inputs);
+    sq_out_decl_t *outputs = task->n_outputs <= 16? outputs_small
+                           : (sq_out_decl_t *) malloc (task->n_outputs * sizeof *outputs);
+    if (!inputs || !outputs) {
+        graph_task_failed (self->graph, task, SQ_E_NOMEM, "broker out of memory");
+        goto done;
+    }
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        object_t *input = task->io [i];
+        sq_input_ref_t *ref = &inputs [i];
+        ref->key = input->key;
+        ref->size = input->size;
+        ref->frame = -1;
+        ref->content_type.ptr = input->content_type? input->content_type: "";
+        ref->content_type.len = (uint32_t) strlen (ref->content_type.ptr);
+        if (graph_object_location (input, gov))
+            continue;           //  there, or on its way
+        if (input->data) {
+            ref->frame = gov_attach (gov, input->data);
+            if (ref->frame < 0) {
+                graph_task_failed (self->graph, task, SQ_E_NOMEM, "broker out of memory");
+                goto done;
+            }
+            graph_object_add_location (self->graph, input, gov, true);
+            continue;
+        }
+        //  Copy it from a governor that has it, straight to this one.
+        location_t *source = NULL;
+        for (uint32_t l = 0; l < input->n_locations && !source; l++)
+            if (input->locations [l].arrived)
+                source = &input->locations [l];
+        if (!source) {
+            graph_task_failed (self->graph, task, SQ_E_LOST, "an input has no copy left");
+            goto done;
+        }
+        sq_pack_send (&source->gov->send.elements.pk, input->key, input->version,
+                      gov->id, gov->data_endpoint);
+        source->gov->send.count++;
+        graph_object_add_location (self->graph, input, gov, false);
+    }
+    for (uint32_t i = 0; i < task->n_outputs; i++) {
+        object_t *output = task->io [task->n_inputs + i];
+        outputs [i].key = output->key;
+        outputs [i].content_type.ptr = output->content_type? output->content_type: "";
+        outputs [i].content_type.len = (uint32_t) strlen (outputs [i].content_type.ptr);
+    }
+    const char *kind = sq_kind_name ((sq_kind_t) task->kind);
+    sq_assign_t a = {
+        .key = task->key, .attempt = task->attempt,
+        .kind = { kind, (uint32_t) strlen (kind) },
+        .config = task->config, .config_size = task->config_size,
+        .n_inputs = task->n_inputs, .inputs = inputs,
+        .n_outputs = task->n_outputs, .outputs = outputs,
+        .cpus = task->cpus, .timeout_ms = task->timeout_ms,
+        .name = { task->name? task->name: "", task->name? (uint32_t) strlen (task->name): 0 }
+    };
+    sq_pack_assign (&gov->assign.elements.pk, &a);
+    gov->assign.count++;
+    graph_task_assigned (self->graph, task, gov);
+    sq_idmap_insert (gov->tasks, task->key, task);
+done:
+    if (inputs != inputs_small)
+        free (inputs);
+    if (outputs != outputs_small)
+        free (outputs);
+}
+
+//  --------------------------------------------------------------------------
+//  Governor messages
+
+static void
+s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
+{
+    gov_t *gov = peer->gov;
+    sq_iter_t it;
+    sq_errbuf_t err;
+    sq_event_t ev;
+    int rc;
+    zmq_msg_t *payloads = msg->frames + 2;
+    size_t n_payloads = msg->n - 2;
+    if (sq_update_begin (&it, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("governor %u: %s", gov->id, err.text);
+        return;
+    }
+    while ((rc = sq_update_next (&it, &ev)) == 1) {
+        if (ev.type == SQ_EV_LOCATED || ev.type == SQ_EV_LOST) {
+            object_t *object = graph_object (self->graph, ev.key);
+            if (ev.type == SQ_EV_LOST) {
+                location_t *loc = object? graph_object_location (object, gov): NULL;
+                if (loc)
+                    *loc = object->locations [--object->n_locations];
+            }
+            else
+            if (object && object->state == OBJ_FINISHED && ev.size == object->size)
+                graph_object_add_location (self->graph, object, gov, true);
+            else {
+                //  A copy nobody wants any more: let the governor free it.
+                msgpack_pack_uint64 (&gov->drop.elements.pk, ev.key);
+                gov->drop.count++;
+            }
+            continue;
+        }
+        task_t *task = graph_task (self->graph, ev.key);
+        //  Only the current attempt, on the governor it was given to, counts:
+        //  anything else is a stale or confused report and changes nothing.
+        if (!task || task->gov != gov || task->attempt != ev.attempt
+        ||  (task->state != TASK_ASSIGNED && task->state != TASK_RUNNING)) {
+            sq_debug ("governor %u: ignoring event %u for task %llx attempt %u",
+                      gov->id, ev.type, (unsigned long long) ev.key, ev.attempt);
+            continue;
+        }
+        if (ev.type == SQ_EV_STARTED)
+            graph_task_started (self->graph, task);
+        else {
+            sq_idmap_remove (gov->tasks, task->key);
+            gov->tasks_done++;
+            if (ev.type == SQ_EV_FINISHED)
+                graph_task_finished (self->graph, task, gov, ev.outputs, ev.n_outputs,
+                                     payloads, n_payloads, self->config.inline_max);
+            else {
+                char message [SQ_MAX_MESSAGE / 4];
+                snprintf (message, sizeof message, "%.*s", (int) ev.message.len, ev.message.ptr);
+                graph_task_failed (self->graph, task, SQ_E_TASK_FAILED, message);
+            }
+        }
+    }
+    if (rc < 0)
+        sq_warn ("governor %u: %s", gov->id, err.text);
+    sq_iter_release (&it);
+}
+
+static void
+s_governor_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type)
+{
+    sq_errbuf_t err;
+    peer->gov->last_recv = s_now ();
+    switch (type) {
+        case SQ_MSG_UPDATE:
+            s_governor_update (self, peer, msg);
+            break;
+        case SQ_MSG_LOAD:
+            if (sq_load_decode (&peer->gov->load, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err))
+                sq_warn ("governor %u: %s", peer->id, err.text);
+            break;
+        case SQ_MSG_HEARTBEAT:
+            break;
+        case SQ_MSG_BYE:
+            s_peer_end (self, peer, "said goodbye");
+            break;
+        default:
+            sq_warn ("governor %u: unexpected message type %u ignored", peer->id, type);
+    }
+}
+
+//  --------------------------------------------------------------------------
+//  Client requests
+
+static session_t *
+s_client_session (broker_t *self, peer_t *peer, uint32_t id, uint32_t req)
+{
+    session_t *session = graph_session (self->graph, id);
+    if (!session || session->client != peer) {
+        char message [120];
+        snprintf (message, sizeof message, "session %u is not open on this connection", id);
+        s_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_SESSION, message, 0);
+        return NULL;
+    }
+    return session;
+}
+
+static void
+s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
+{
+    sq_submit_t submit;
+    sq_errbuf_t err;
+    uint32_t type, req = 0;
+    sq_proto_peek (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &type, &req);
+    if (sq_submit_decode (&submit, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        s_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_PROTOCOL, err.text, 0);
+        return;
+    }
+    session_t *session = s_client_session (self, peer, submit.session, submit.req);
+    if (session) {
+        char message [512];
+        uint32_t bad_id = 0;
+        int rc = graph_submit (self->graph, session, &submit, msg->frames + 2, msg->n - 2,
+                               s_resource_ok, self, message, sizeof message, &bad_id);
+        if (rc == SQ_OK) {
+            sq_debug ("session %u: %u tasks, %u objects submitted", session->id,
+                      submit.n_tasks, submit.n_objects);
+            s_reply_nil (self, peer, submit.req);
+        }
+        else
+            s_reply_error (self, peer->identity, peer->identity_size, submit.req, rc,
+                           message, bad_id);
+    }
+    sq_submit_release (&submit);
+}
+
+static void
+s_pack_kv_u64 (msgpack_packer *pk, const char *key, uint64_t value)
+{
+    sq_pack_cstr (pk, key);
+    msgpack_pack_uint64 (pk, value);
+}
+
+static void
+s_client_info (broker_t *self, peer_t *peer, uint32_t req)
+{
+    msgpack_packer *pk = &self->out.pk;
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, req);
+    size_t clients = 0;
+    for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
+        clients += p->kind == PEER_CLIENT;
+    msgpack_pack_map (pk, 9);
+    sq_pack_cstr (pk, "version");
+    sq_pack_cstr (pk, "0.1.0");
+    sq_pack_cstr (pk, "governors");
+    msgpack_pack_array (pk, self->n_govs);
+    for (size_t i = 0; i < self->n_govs; i++) {
+        gov_t *gov = self->govs [i];
+        msgpack_pack_map (pk, 13);
+        s_pack_kv_u64 (pk, "id", gov->id);
+        sq_pack_cstr (pk, "name");
+        sq_pack_cstr (pk, gov->name);
+        s_pack_kv_u64 (pk, "cpus", gov->cpus);
+        sq_pack_cstr (pk, "resources");
+        msgpack_pack_map (pk, gov->n_resources);
+        for (uint32_t r = 0; r < gov->n_resources; r++)
+            s_pack_kv_u64 (pk, gov->resources [r].name.ptr, gov->resources [r].amount);
+        s_pack_kv_u64 (pk, "assigned", sq_idmap_size (gov->tasks));
+        s_pack_kv_u64 (pk, "running", gov->load.running);
+        s_pack_kv_u64 (pk, "queued", gov->load.queued);
+        s_pack_kv_u64 (pk, "memory", gov->load.memory);
+        s_pack_kv_u64 (pk, "objects", gov->load.objects);
+        s_pack_kv_u64 (pk, "tasks_done", gov->tasks_done);
+        s_pack_kv_u64 (pk, "joined", (uint64_t) gov->joined);
+        sq_pack_cstr (pk, "data_endpoint");
+        sq_pack_cstr (pk, gov->data_endpoint);
+        sq_pack_cstr (pk, "serve_endpoint");
+        sq_pack_cstr (pk, gov->serve_endpoint);
+    }
+    sq_pack_cstr (pk, "tasks");
+    msgpack_pack_map (pk, TASK_STATE_COUNT_);
+    for (int s = 0; s < TASK_STATE_COUNT_; s++)
+        s_pack_kv_u64 (pk, task_state_name ((task_state_t) s),
+                       graph_task_count (self->graph, (task_state_t) s));
+    s_pack_kv_u64 (pk, "ready_queue", scheduler_ready_count (self->scheduler));
+    s_pack_kv_u64 (pk, "blocked", scheduler_blocked_count (self->scheduler));
+    s_pack_kv_u64 (pk, "sessions", graph_session_count (self->graph));
+    s_pack_kv_u64 (pk, "clients", clients);
+    s_pack_kv_u64 (pk, "objects", graph_object_count (self->graph));
+    s_pack_kv_u64 (pk, "watches", watches_count (self->watches));
+    s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+//  KEEP / UNKEEP / CANCEL: every id is checked before anything changes.
+static void
+s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
+{
+    char message [200];
+    for (uint32_t i = 0; i < q->n_ids; i++) {
+        uint64_t key = sq_key (session->id, q->ids [i]);
+        bool found = q->type == SQ_MSG_CANCEL? graph_task (self->graph, key) != NULL
+                                             : graph_object (self->graph, key) != NULL;
+        if (!found) {
+            snprintf (message, sizeof message, q->type == SQ_MSG_CANCEL
+                      ? "id %u is not a task of session %u"
+                      : "id %u is not an object of session %u (or was already released)",
+                      q->ids [i], session->id);
+            s_reply_error (self, peer->identity, peer->identity_size, q->req,
+                           SQ_E_UNKNOWN_ID, message, q->ids [i]);
+            return;
+        }
+    }
+    if (q->type == SQ_MSG_CANCEL && q->n_ids == 0) {
+        for (uint32_t i = 0; i < session->n_tasks; i++)
+            graph_cancel (self->graph, session->tasks [i]);
+    }
+    for (uint32_t i = 0; i < q->n_ids; i++) {
+        uint64_t key = sq_key (session->id, q->ids [i]);
+        if (q->type == SQ_MSG_CANCEL) {
+            task_t *task = graph_task (self->graph, key);
+            if (task)
+                graph_cancel (self->graph, task);
+        }
+        else {
+            //  An earlier UNKEEP in this list may have freed it.
+            object_t *object = graph_object (self->graph, key);
+            if (object)
+                graph_keep (self->graph, object, q->type == SQ_MSG_KEEP);
+        }
+    }
+    s_reply_nil (self, peer, q->req);
+}
+
+static void
+s_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req)
+{
+    if (type == SQ_MSG_SUBMIT) {
+        s_client_submit (self, peer, msg);
+        return;
+    }
+    sq_request_t q;
+    sq_errbuf_t err;
+    if (sq_request_decode (&q, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        int code = type == SQ_MSG_HELLO? SQ_E_HELLO: SQ_E_PROTOCOL;
+        s_reply_error (self, peer->identity, peer->identity_size, req, code,
+                       type == SQ_MSG_HELLO? "HELLO was already said on this connection": err.text, 0);
+        return;
+    }
+    session_t *session = NULL;
+    if (q.type != SQ_MSG_SESSION_OPEN && q.type != SQ_MSG_INFO && q.type != SQ_MSG_PING) {
+        session = s_client_session (self, peer, q.session, q.req);
+        if (!session) {
+            sq_request_release (&q);
+            return;
+        }
+    }
+    int64_t deadline = q.timeout_ms < 0? -1: s_now () + q.timeout_ms;
+    switch (q.type) {
+        case SQ_MSG_SESSION_OPEN: {
+            session_t *opened = NULL;
+            if (peer->n_sessions == peer->cap_sessions) {
+                uint32_t cap = peer->cap_sessions? peer->cap_sessions * 2: 4;
+                uint32_t *p = (uint32_t *) realloc (peer->sessions, cap * sizeof *p);
+                if (p) {
+                    peer->sessions = p;
+                    peer->cap_sessions = cap;
+                }
+            }
+            if (peer->n_sessions < peer->cap_sessions)
+                opened = graph_session_open (self->graph, peer);
+            if (!opened) {
+                s_reply_error (self, peer->identity, peer->identity_size, q.req,
+                               SQ_E_NOMEM, "out of memory", 0);
+                break;
+            }
+            peer->sessions [peer->n_sessions++] = opened->id;
+            sq_wbuf_reset (&self->out);
+            sq_reply_begin (&self->out, q.req);
+            msgpack_pack_uint32 (&self->out.pk, opened->id);
+            s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+            break;
+        }
+        case SQ_MSG_SESSION_CLOSE:
+            for (uint32_t i = 0; i < peer->n_sessions; i++)
+                if (peer->sessions [i] == session->id) {
+                    peer->sessions [i] = peer->sessions [--peer->n_sessions];
+                    break;
+                }
+            watches_drop_session (self->watches, session);
+            graph_session_close (self->graph, &session);
+            s_reply_nil (self, peer, q.req);
+            break;
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+            s_client_ids (self, peer, &q, session);
+            break;
+        case SQ_MSG_WAIT: case SQ_MSG_FETCH:
+            if (peer->outstanding >= self->config.max_requests) {
+                s_reply_error (self, peer->identity, peer->identity_size, q.req, SQ_E_BUSY,
+                               "too many waits and fetches outstanding on this connection", 0);
+                break;
+            }
+            peer->outstanding++;
+            if (q.type == SQ_MSG_WAIT)
+                watches_wait (self->watches, peer, q.req, session, q.mode, q.ids, q.n_ids, deadline);
+            else
+                watches_fetch (self->watches, peer, q.req, session, q.id, deadline);
+            break;
+        case SQ_MSG_INFO:
+            s_client_info (self, peer, q.req);
+            break;
+        case SQ_MSG_PING:
+            s_reply_nil (self, peer, q.req);
+            break;
+        default:
+            break;
+    }
+    sq_request_release (&q);
+}
+
+//  --------------------------------------------------------------------------
+//  One message from the ROUTER
+
+static void
+s_handle (broker_t *self, sq_msg_t *msg)
+{
+    if (msg->n < 2)
+        return;                 //  identity only: nothing to answer
+    const void *identity = sq_msg_data (msg, 0);
+    size_t identity_size = sq_msg_size (msg, 0);
+    if (identity_size == 0 || identity_size > 255)
+        return;
+    uint32_t type = 0, req = 0;
+    bool readable = sq_proto_peek (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &type, &req) == 0;
+    if (msg->truncated) {
+        s_reply_error (self, identity, identity_size, req, SQ_E_TOO_LARGE,
+                       "message has more frames than the broker accepts", 0);
+        return;
+    }
+    char key [520];
+    s_identity_key (identity, identity_size, key);
+    peer_t *peer = (peer_t *) zhashx_lookup (self->peers, key);
+    if (!peer) {
+        if (!readable)
+            s_reply_error (self, identity, identity_size, 0, SQ_E_PROTOCOL,
+                           "frame 0 is not a msgpack array starting with a message type", 0);
+        else
+            s_hello (self, msg, key);
+        return;
+    }
+    if (!readable) {
+        if (peer->kind == PEER_CLIENT)
+            s_reply_error (self, identity, identity_size, 0, SQ_E_PROTOCOL,
+                           "frame 0 is not a msgpack array starting with a message type", 0);
+        else
+            sq_warn ("governor %u: unreadable message ignored", peer->id);
+        return;
+    }
+    if (peer->kind == PEER_GOVERNOR)
+        s_governor_message (self, peer, msg, type);
+    else
+        s_client_message (self, peer, msg, type, req);
+}
+
+//  --------------------------------------------------------------------------
+//  Timers: heartbeats both ways, dead governors, wait deadlines
+
+static int64_t
+s_timers (broker_t *self, int64_t now)
+{
+    if (now >= self->next_heartbeat) {
+        int64_t dead_after = (int64_t) self->config.heartbeat_ms * self->config.liveness;
+        for (size_t i = 0; i < self->n_govs; ) {
+            gov_t *gov = self->govs [i];
+            if (now - gov->last_recv > dead_after) {
+                char key [520];
+                s_identity_key (gov->identity, gov->identity_size, key);
+                peer_t *peer = (peer_t *) zhashx_lookup (self->peers, key);
+                if (peer) {
+                    s_peer_end (self, peer, "missed heartbeats");
+                    continue;   //  slot i now holds another governor
+                }
+            }
+            if (now - gov->last_send >= self->config.heartbeat_ms) {
+                sq_wbuf_reset (&self->out);
+                sq_bare_encode (&self->out, SQ_MSG_HEARTBEAT);
+                s_send_to (self, gov->identity, gov->identity_size, &self->out, NULL);
+                gov->last_send = now;
+            }
+            i++;
+        }
+        self->next_heartbeat = now + self->config.heartbeat_ms / 4 + 1;
+    }
+    int64_t next = self->next_heartbeat;
+    int64_t deadline = watches_expire (self->watches, now);
+    if (deadline >= 0 && deadline < next)
+        next = deadline;
+    return next;
+}
+
+static void
+s_flush_governors (broker_t *self, int64_t now)
+{
+    for (size_t i = 0; i < self->n_govs; ) {
+        gov_t *gov = self->govs [i];
+        if (gov_flush (gov, self->router, now) == 0) {
+            i++;
+            continue;
+        }
+        char key [520];
+        s_identity_key (gov->identity, gov->identity_size, key);
+        peer_t *peer = (peer_t *) zhashx_lookup (self->peers, key);
+        if (peer)
+            s_peer_end (self, peer, "unreachable (not reading, or gone)");
+        else
+            i++;
+    }
+}
+
+int
+broker_run (broker_t *self)
+{
+    int64_t next_timer = s_now ();
+    while (!atomic_load (&self->stopping) && !zsys_interrupted) {
+        int64_t now = s_now ();
+        long timeout = next_timer > now? (long) (next_timer - now): 0;
+        zmq_pollitem_t items [] = {
+            { self->router, 0, ZMQ_POLLIN, 0 },
+            { self->monitor, 0, ZMQ_POLLIN, 0 }
+        };
+        if (zmq_poll (items, 2, timeout) < 0 && errno != EINTR)
+            break;
+        s_drain_monitor (self);
+        for (int n = 0; n < S_MAX_PER_TURN; n++) {
+            if (sq_msg_recv (&self->msg, self->router, ZMQ_DONTWAIT, SQ_MAX_FRAMES + 1))
+                break;
+            self->messages++;
+            s_handle (self, &self->msg);
+        }
+        sq_msg_close (&self->msg);
+        if (scheduler_has_work (self->scheduler))
+            scheduler_run (self->scheduler, s_assign, self);
+        now = s_now ();
+        s_flush_governors (self, now);
+        next_timer = s_timers (self, now);
+    }
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+
+static void
+s_peer_free (void **item)
+{
+    s_peer_destroy ((peer_t **) item);
+}
+
+broker_t *
+broker_new (const broker_config_t *config)
+{
+    broker_t *self = (broker_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->config = *config;
+    self->next_peer_id = 1;
+    sq_msg_init (&self->msg);
+    sq_wbuf_init (&self->out);
+    graph_hooks_t hooks = {
+        self, s_hook_task_ready, s_hook_task_stop, s_hook_task_done, s_hook_object_drop
+    };
+    watches_hooks_t whooks = { self, s_watch_reply, s_watch_released };
+    self->graph = graph_new (&hooks);
+    self->scheduler = self->graph? scheduler_new (self->graph): NULL;
+    self->watches = self->graph? watches_new (self->graph, &whooks): NULL;
+    self->peers = zhashx_new ();
+    self->by_fd = sq_idmap_new ();
+    self->ctx = zmq_ctx_new ();
+    if (!self->graph || !self->scheduler || !self->watches || !self->peers
+    ||  !self->by_fd || !self->ctx) {
+        sq_error ("out of memory");
+        broker_destroy (&self);
+        return NULL;
+    }
+    zhashx_set_destructor (self->peers, s_peer_free);
+    self->router = zmq_socket (self->ctx, ZMQ_ROUTER);
+    int one = 1, zero = 0, hwm = 100000;
+    int64_t max_size = (int64_t) config->max_message;
+    int ivl = config->heartbeat_ms, ttl = config->heartbeat_ms * config->liveness;
+    zmq_setsockopt (self->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt (self->router, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt (self->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt (self->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt (self->router, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size);
+    //  ZMTP heartbeats close connections to peers that vanished without a
+    //  FIN (cut links), which the monitor then reports.
+    zmq_setsockopt (self->router, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt (self->router, ZMQ_HEARTBEAT_TIMEOUT, &ttl, sizeof ttl);
+    char monitor_endpoint [64];
+    snprintf (monitor_endpoint, sizeof monitor_endpoint, "inproc://broker-monitor-%p", (void *) self);
+    if (zmq_socket_monitor (self->router, monitor_endpoint,
+                            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED)) {
+        sq_error ("cannot monitor the socket: %s", zmq_strerror (errno));
+        broker_destroy (&self);
+        return NULL;
+    }
+    self->monitor = zmq_socket (self->ctx, ZMQ_PAIR);
+    zmq_setsockopt (self->monitor, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect (self->monitor, monitor_endpoint);
+    if (zmq_bind (self->router, config->listen)) {
+        sq_error ("cannot listen on %s: %s", config->listen, zmq_strerror (errno));
+        broker_destroy (&self);
+        return NULL;
+    }
+    size_t size = sizeof self->endpoint;
+    zmq_getsockopt (self->router, ZMQ_LAST_ENDPOINT, self->endpoint, &size);
+    return self;
+}
+
+void
+broker_destroy (broker_t **self_p)
+{
+    broker_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->watches)
+        watches_destroy (&self->watches);
+    //  Governors are freed with their peers; the graph's pointers to them
+    //  die with the graph, which goes first.
+    graph_destroy (&self->graph);
+    scheduler_destroy (&self->scheduler);
+    if (self->peers) {
+        for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
+            gov_destroy (&p->gov);
+        zhashx_destroy (&self->peers);
+    }
+    sq_idmap_destroy (&self->by_fd);
+    for (size_t i = 0; i < self->n_declared; i++)
+        free (self->declared [i].name);
+    sq_msg_close (&self->msg);
+    free (self->msg.frames);
+    sq_wbuf_release (&self->out);
+    if (self->monitor)
+        zmq_close (self->monitor);
+    if (self->router) {
+        zmq_socket_monitor (self->router, NULL, 0);
+        zmq_close (self->router);
+    }
+    if (self->ctx)
+        zmq_ctx_term (self->ctx);
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+broker_endpoint (broker_t *self)
+{
+    return self->endpoint;
+}
+
+void
+broker_stop (broker_t *self)
+{
+    atomic_store (&self->stopping, 1);
+}

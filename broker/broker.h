@@ -1,0 +1,38 @@
+/*  broker: the squall broker, one ROUTER socket for clients and governors,
+    one reactor thread. It holds the graph (graph.c), parks client waits
+    (watch.c), places tasks (scheduler.c) and batches what it tells each
+    governor (gov.c). It never relays large payloads: objects above
+    inline_max stay on governors and are copied between them directly.
+
+    Ownership: broker_new returns a broker the caller destroys; everything
+    else is owned by the broker. */
+#ifndef SQ_BROKER_H
+#define SQ_BROKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *listen;         //  ZeroMQ endpoint to bind
+    int heartbeat_ms;           //  governor heartbeat interval
+    int liveness;               //  missed intervals before a governor is dead
+    size_t inline_max;          //  objects up to this many bytes ride inline
+    size_t max_message;         //  largest frame accepted
+    uint32_t prefetch;          //  tasks queued per governor beyond its cpus
+    uint32_t max_requests;      //  outstanding waits/fetches per client
+} broker_config_t;
+
+typedef struct _broker_t broker_t;
+
+void broker_config_defaults (broker_config_t *config);
+//  Binds the socket. NULL (with a logged reason) if that fails.
+broker_t *broker_new (const broker_config_t *config);
+void broker_destroy (broker_t **self_p);
+//  The endpoint actually bound (with the real port for tcp://...:*).
+const char *broker_endpoint (broker_t *self);
+//  Runs the reactor until broker_stop or SIGINT/SIGTERM. 0 on a clean stop.
+int broker_run (broker_t *self);
+//  Async-signal-safe.
+void broker_stop (broker_t *self);
+
+#endif

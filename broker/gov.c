@@ -1,0 +1,152 @@
+/*  gov: a connected governor as the broker sees it. */
+#include "gov.h"
+#include "wire.h"
+#include "blob.h"
+#include <stdlib.h>
+#include <string.h>
+
+static void
+s_batch_init (gov_batch_t *batch)
+{
+    sq_wbuf_init (&batch->elements);
+    batch->count = 0;
+}
+
+gov_t *
+gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
+         size_t identity_size, uint32_t prefetch)
+{
+    gov_t *self = (gov_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->id = id;
+    self->fd = -1;
+    self->name = mpr_strdup (hello->name);
+    self->data_endpoint = mpr_strdup (hello->data_endpoint);
+    self->serve_endpoint = mpr_strdup (hello->serve_endpoint);
+    self->tasks = sq_idmap_new ();
+    self->incarnation = hello->incarnation;
+    if (identity_size > sizeof self->identity)
+        identity_size = sizeof self->identity;
+    memcpy (self->identity, identity, identity_size);
+    self->identity_size = identity_size;
+    self->cpus = 1;
+    for (uint32_t i = 0; i < hello->n_resources; i++) {
+        const sq_resource_t *res = &hello->resources [i];
+        if (mpr_str_eq (res->name, SQ_RES_CPUS)) {
+            self->cpus = res->amount > 65536? 65536: (uint32_t) res->amount;
+            continue;
+        }
+        sq_resource_t *mine = &self->resources [self->n_resources++];
+        mine->name.ptr = mpr_strdup (res->name);
+        mine->name.len = res->name.len;
+        mine->amount = res->amount;
+    }
+    //  Enough queued work to cover a broker round trip at full speed, and
+    //  no more: what is queued on one governor cannot run on another.
+    self->slots = self->cpus + prefetch;
+    s_batch_init (&self->assign);
+    s_batch_init (&self->send);
+    s_batch_init (&self->drop);
+    s_batch_init (&self->stop);
+    if (!self->name || !self->data_endpoint || !self->serve_endpoint || !self->tasks)
+        gov_destroy (&self);
+    return self;
+}
+
+void
+gov_destroy (gov_t **self_p)
+{
+    gov_t *self = *self_p;
+    if (!self)
+        return;
+    free (self->name);
+    free (self->data_endpoint);
+    free (self->serve_endpoint);
+    for (uint32_t i = 0; i < self->n_resources; i++)
+        free ((char *) self->resources [i].name.ptr);
+    sq_idmap_destroy (&self->tasks);
+    sq_wbuf_release (&self->assign.elements);
+    sq_wbuf_release (&self->send.elements);
+    sq_wbuf_release (&self->drop.elements);
+    sq_wbuf_release (&self->stop.elements);
+    for (size_t i = 0; i < self->n_payloads; i++)
+        zmq_msg_close (&self->payloads [i]);
+    free (self->payloads);
+    free (self);
+    *self_p = NULL;
+}
+
+uint64_t
+gov_resource (const gov_t *self, mpr_str_t name)
+{
+    if (mpr_str_eq (name, SQ_RES_CPUS))
+        return self->cpus;
+    for (uint32_t i = 0; i < self->n_resources; i++)
+        if (self->resources [i].name.len == name.len
+        &&  memcmp (self->resources [i].name.ptr, name.ptr, name.len) == 0)
+            return self->resources [i].amount;
+    return 0;
+}
+
+int
+gov_attach (gov_t *self, sq_blob_t *blob)
+{
+    if (self->n_payloads + 1 >= SQ_MAX_FRAMES)
+        return -1;
+    if (self->n_payloads == self->cap_payloads) {
+        size_t cap = self->cap_payloads? self->cap_payloads * 2: 16;
+        zmq_msg_t *p = (zmq_msg_t *) realloc (self->payloads, cap * sizeof *p);
+        if (!p)
+            return -1;
+        self->payloads = p;
+        self->cap_payloads = cap;
+    }
+    if (sq_blob_msg (blob, &self->payloads [self->n_payloads]))
+        return -1;
+    return (int) ++self->n_payloads;
+}
+
+bool
+gov_has_output (const gov_t *self)
+{
+    return self->assign.count || self->send.count || self->drop.count || self->stop.count;
+}
+
+//  One batch as one message: header [type, [..count..]] then the packed
+//  elements appended.
+static int
+s_flush_batch (gov_t *self, void *router, gov_batch_t *batch, uint32_t type,
+               zmq_msg_t *payloads, size_t n_payloads)
+{
+    if (batch->count == 0)
+        return 0;
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_batch_header (&header, type, batch->count);
+    msgpack_sbuffer_write (&header.buf, batch->elements.buf.data, batch->elements.buf.size);
+    sq_wbuf_reset (&batch->elements);
+    batch->count = 0;
+    int rc = sq_send (router, self->identity, self->identity_size, &header,
+                      payloads, n_payloads, ZMQ_DONTWAIT);
+    sq_wbuf_release (&header);
+    return rc;
+}
+
+int
+gov_flush (gov_t *self, void *router, int64_t now)
+{
+    if (!gov_has_output (self))
+        return 0;
+    //  Order matters: copies are ordered before the tasks that need them
+    //  are assigned elsewhere, and stops before new work.
+    int rc = 0;
+    rc |= s_flush_batch (self, router, &self->stop, SQ_MSG_STOP, NULL, 0);
+    rc |= s_flush_batch (self, router, &self->drop, SQ_MSG_DROP, NULL, 0);
+    rc |= s_flush_batch (self, router, &self->send, SQ_MSG_SEND, NULL, 0);
+    rc |= s_flush_batch (self, router, &self->assign, SQ_MSG_ASSIGN,
+                         self->payloads, self->n_payloads);
+    self->n_payloads = 0;
+    self->last_send = now;
+    return rc? -1: 0;
+}

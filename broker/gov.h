@@ -1,0 +1,60 @@
+/*  gov: the broker's view of one connected governor: its identity on the
+    ROUTER socket, its resources and load, the tasks assigned to it, and its
+    outbox of batched messages (ASSIGN, SEND, DROP, STOP) flushed once per
+    reactor turn, so that thousands of decisions cost a handful of messages.
+
+    Ownership: the broker owns governors; tasks and objects point at them
+    (task->gov, object locations) and are detached before a governor is
+    destroyed (graph_forget_governor, requeue of its tasks). */
+#ifndef SQ_GOV_H
+#define SQ_GOV_H
+
+#include "proto.h"
+#include "idmap.h"
+#include "graph.h"
+
+typedef struct {
+    sq_wbuf_t elements;
+    uint32_t count;
+} gov_batch_t;
+
+struct _gov_t {
+    uint32_t id;
+    char *name;
+    uint8_t identity [256];
+    size_t identity_size;
+    int fd;                     //  connection's file descriptor, -1 unknown
+    uint64_t incarnation;
+    char *data_endpoint;
+    char *serve_endpoint;
+    uint32_t cpus;
+    uint32_t n_resources;       //  named resources besides cpus
+    sq_resource_t resources [SQ_MAX_RESOURCES];
+    uint32_t slots;             //  tasks the broker may have assigned at once
+    sq_idmap_t *tasks;          //  assigned and running tasks, by key
+    sq_load_t load;             //  last LOAD report
+    int64_t last_recv;          //  ms, monotonic
+    int64_t last_send;
+    int64_t joined;             //  ms, wall clock
+    uint64_t tasks_done;
+    gov_batch_t assign, send, drop, stop;
+    zmq_msg_t *payloads;        //  inline data attached to the ASSIGN batch
+    size_t n_payloads;
+    size_t cap_payloads;
+};
+
+//  Takes the decoded HELLO; NULL if out of memory.
+gov_t *gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
+                size_t identity_size, uint32_t prefetch);
+void gov_destroy (gov_t **self_p);
+//  Amount of a named resource the governor has (cpus included).
+uint64_t gov_resource (const gov_t *self, mpr_str_t name);
+//  Attaches a payload frame to the pending ASSIGN; returns its index
+//  (1-based, as in the protocol) or -1.
+int gov_attach (gov_t *self, sq_blob_t *blob);
+bool gov_has_output (const gov_t *self);
+//  Sends every non-empty batch over the router. 0, or -1 if the governor
+//  could not be reached (gone, or not reading).
+int gov_flush (gov_t *self, void *router, int64_t now);
+
+#endif

@@ -1,0 +1,1021 @@
+/*  graph: tasks, objects, sessions and their state transitions.
+
+    Objects are freed lazily: any change that may make an object unneeded
+    puts it on `maybe_free`, and every public operation ends by freeing what
+    on that list is really unneeded. Freeing in the middle of a walk over
+    consumers (failure propagation, input release) would pull objects out
+    from under the walk.
+*/
+#include "graph.h"
+#include "taskconf.h"
+#include "log.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct _graph_t {
+    graph_hooks_t hooks;
+    sq_idmap_t *tasks;
+    sq_idmap_t *objects;
+    sq_idmap_t *sessions;
+    uint32_t next_session;
+    uint64_t counts [TASK_STATE_COUNT_];
+    object_t **maybe_free;
+    size_t n_maybe_free;
+    size_t cap_maybe_free;
+    task_t **stack;             //  failure propagation work list
+    size_t cap_stack;
+};
+
+static const char *s_state_names [TASK_STATE_COUNT_] = {
+    "waiting", "ready", "assigned", "running", "finished", "failed", "cancelled"
+};
+
+const char *
+task_state_name (task_state_t state)
+{
+    return state < TASK_STATE_COUNT_? s_state_names [state]: "?";
+}
+
+//  Grows an array of pointers (or structs) to hold one more element.
+static int
+s_grow (void **array, uint32_t *cap, uint32_t count, size_t item)
+{
+    if (count < *cap)
+        return 0;
+    uint32_t new_cap = *cap? *cap * 2: 4;
+    void *p = realloc (*array, new_cap * item);
+    if (!p)
+        return -1;
+    *array = p;
+    *cap = new_cap;
+    return 0;
+}
+
+failure_t *
+failure_new (uint32_t root, int code, const char *message)
+{
+    failure_t *self = (failure_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->refs = 1;
+    self->root = root;
+    self->code = code;
+    self->message = strdup (message? message: "");
+    return self;
+}
+
+static failure_t *
+s_failure_ref (failure_t *self)
+{
+    if (self)
+        self->refs++;
+    return self;
+}
+
+void
+failure_unref (failure_t **self_p)
+{
+    failure_t *self = *self_p;
+    if (self && --self->refs == 0) {
+        free (self->message);
+        free (self);
+    }
+    *self_p = NULL;
+}
+
+graph_t *
+graph_new (const graph_hooks_t *hooks)
+{
+    graph_t *self = (graph_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->hooks = *hooks;
+    self->tasks = sq_idmap_new ();
+    self->objects = sq_idmap_new ();
+    self->sessions = sq_idmap_new ();
+    self->next_session = 1;
+    if (!self->tasks || !self->objects || !self->sessions)
+        graph_destroy (&self);
+    return self;
+}
+
+static void s_task_destroy (task_t **self_p);
+static void s_object_destroy (object_t **self_p);
+
+void
+graph_destroy (graph_t **self_p)
+{
+    graph_t *self = *self_p;
+    if (!self)
+        return;
+    size_t cursor = 0;
+    task_t *task;
+    if (self->tasks)
+        while ((task = (task_t *) sq_idmap_next (self->tasks, &cursor, NULL)))
+            s_task_destroy (&task);
+    object_t *object;
+    cursor = 0;
+    if (self->objects)
+        while ((object = (object_t *) sq_idmap_next (self->objects, &cursor, NULL)))
+            s_object_destroy (&object);
+    session_t *session;
+    cursor = 0;
+    if (self->sessions)
+        while ((session = (session_t *) sq_idmap_next (self->sessions, &cursor, NULL))) {
+            free (session->tasks);
+            free (session->objects);
+            free (session);
+        }
+    sq_idmap_destroy (&self->tasks);
+    sq_idmap_destroy (&self->objects);
+    sq_idmap_destroy (&self->sessions);
+    free (self->maybe_free);
+    free (self->stack);
+    free (self);
+    *self_p = NULL;
+}
+
+//  --------------------------------------------------------------------------
+//  Task and object life
+
+static void
+s_task_destroy (task_t **self_p)
+{
+    task_t *self = *self_p;
+    if (!self)
+        return;
+    free (self->io);
+    free (self->config);
+    for (uint32_t i = 0; i < self->n_resources; i++)
+        free ((char *) self->resources [i].name.ptr);
+    free (self->resources);
+    free (self->name);
+    failure_unref (&self->failure);
+    free (self);
+    *self_p = NULL;
+}
+
+static void
+s_object_destroy (object_t **self_p)
+{
+    object_t *self = *self_p;
+    if (!self)
+        return;
+    free (self->content_type);
+    sq_blob_unref (&self->data);
+    failure_unref (&self->failure);
+    free (self->consumers);
+    free (self->locations);
+    free (self);
+    *self_p = NULL;
+}
+
+static void
+s_set_state (graph_t *self, task_t *task, task_state_t state)
+{
+    self->counts [task->state]--;
+    task->state = (uint8_t) state;
+    self->counts [state]++;
+}
+
+static bool
+s_final (const task_t *task)
+{
+    return task->state >= TASK_FINISHED;
+}
+
+static void
+s_queue_free_check (graph_t *self, object_t *object)
+{
+    if (object->free_queued)
+        return;
+    if (self->n_maybe_free == self->cap_maybe_free) {
+        size_t cap = self->cap_maybe_free? self->cap_maybe_free * 2: 64;
+        object_t **p = (object_t **) realloc (self->maybe_free, cap * sizeof *p);
+        if (!p)
+            return;             //  the object stays until its session closes
+        self->maybe_free = p;
+        self->cap_maybe_free = cap;
+    }
+    object->free_queued = true;
+    self->maybe_free [self->n_maybe_free++] = object;
+}
+
+static bool
+s_unneeded (const object_t *object)
+{
+    return object->state != OBJ_UNFINISHED && !object->keep && object->pending == 0;
+}
+
+//  Removes an object from the graph: governors drop their copies.
+static void
+s_object_free (graph_t *self, object_t *object)
+{
+    if (object->n_locations && self->hooks.object_drop)
+        self->hooks.object_drop (self->hooks.arg, object);
+    sq_idmap_remove (self->objects, object->key);
+    session_t *session = object->session;
+    uint32_t i = object->session_index;
+    session->objects [i] = session->objects [--session->n_objects];
+    session->objects [i]->session_index = i;
+    if (object->producer)
+        object->producer->io [object->producer->n_inputs + object->producer_output] = NULL;
+    s_object_destroy (&object);
+}
+
+static void
+s_flush_frees (graph_t *self)
+{
+    for (size_t i = 0; i < self->n_maybe_free; i++) {
+        object_t *object = self->maybe_free [i];
+        object->free_queued = false;
+        if (s_unneeded (object))
+            s_object_free (self, object);
+    }
+    self->n_maybe_free = 0;
+}
+
+//  A task reached a final state: its inputs are released, counters move.
+static void
+s_task_done (graph_t *self, task_t *task)
+{
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        object_t *input = task->io [i];
+        if (input) {
+            input->pending--;
+            s_queue_free_check (self, input);
+            task->io [i] = NULL;
+        }
+    }
+    free (task->config);        //  not needed any more; keeps finished tasks small
+    task->config = NULL;
+    task->config_size = 0;
+    task->gov = NULL;
+    session_t *session = task->session;
+    session->unfinished--;
+    if (task->state == TASK_FINISHED)
+        session->finished++;
+    else {
+        session->failed++;
+        if (session->n_failures < 64)
+            session->failures [session->n_failures++] = task;
+    }
+    if (self->hooks.task_done)
+        self->hooks.task_done (self->hooks.arg, task);
+}
+
+static int
+s_push (graph_t *self, size_t *n, task_t *task)
+{
+    if (*n == self->cap_stack) {
+        size_t cap = self->cap_stack? self->cap_stack * 2: 64;
+        task_t **p = (task_t **) realloc (self->stack, cap * sizeof *p);
+        if (!p)
+            return -1;
+        self->stack = p;
+        self->cap_stack = cap;
+    }
+    self->stack [(*n)++] = task;
+    return 0;
+}
+
+//  Fails (or cancels) a task and everything downstream of it that is not
+//  done yet, sharing one failure. Iterative: chains can be long.
+static void
+s_fail (graph_t *self, task_t *task, failure_t *failure)
+{
+    size_t n = 0;
+    task_state_t final = failure->code == SQ_E_CANCELLED? TASK_CANCELLED: TASK_FAILED;
+    if ((task->state == TASK_ASSIGNED || task->state == TASK_RUNNING) && self->hooks.task_stop)
+        self->hooks.task_stop (self->hooks.arg, task);
+    task->failure = s_failure_ref (failure);
+    s_set_state (self, task, final);
+    s_task_done (self, task);
+    if (s_push (self, &n, task))
+        return;
+    while (n > 0) {
+        task_t *t = self->stack [--n];
+        for (uint32_t i = 0; i < t->n_outputs; i++) {
+            object_t *out = t->io [t->n_inputs + i];
+            if (!out || out->state != OBJ_UNFINISHED)
+                continue;
+            out->state = OBJ_FAILED;
+            out->failure = s_failure_ref (failure);
+            for (uint32_t c = 0; c < out->n_consumers; c++) {
+                task_t *consumer = out->consumers [c];
+                if (s_final (consumer))
+                    continue;
+                if ((consumer->state == TASK_ASSIGNED || consumer->state == TASK_RUNNING)
+                &&  self->hooks.task_stop)
+                    self->hooks.task_stop (self->hooks.arg, consumer);
+                consumer->failure = s_failure_ref (failure);
+                s_set_state (self, consumer, final);
+                s_task_done (self, consumer);
+                if (s_push (self, &n, consumer))
+                    break;          //  out of memory: the rest fails at session close
+            }
+            s_queue_free_check (self, out);
+        }
+    }
+}
+
+//  --------------------------------------------------------------------------
+//  Sessions
+
+session_t *
+graph_session_open (graph_t *self, void *client)
+{
+    session_t *session = (session_t *) calloc (1, sizeof *session);
+    if (!session)
+        return NULL;
+    session->id = self->next_session++;
+    session->client = client;
+    if (sq_idmap_insert (self->sessions, session->id, session)) {
+        free (session);
+        return NULL;
+    }
+    return session;
+}
+
+session_t *
+graph_session (graph_t *self, uint32_t id)
+{
+    return (session_t *) sq_idmap_lookup (self->sessions, id);
+}
+
+void
+graph_session_close (graph_t *self, session_t **session_p)
+{
+    session_t *session = *session_p;
+    if (!session)
+        return;
+    *session_p = NULL;
+    //  Stop what governors run, then drop everything: no propagation needed,
+    //  the whole session goes.
+    for (uint32_t i = 0; i < session->n_tasks; i++) {
+        task_t *task = session->tasks [i];
+        if ((task->state == TASK_ASSIGNED || task->state == TASK_RUNNING) && self->hooks.task_stop)
+            self->hooks.task_stop (self->hooks.arg, task);
+    }
+    //  Pending frees may point into this session: settle them first.
+    s_flush_frees (self);
+    while (session->n_objects) {
+        object_t *object = session->objects [session->n_objects - 1];
+        if (object->n_locations && self->hooks.object_drop)
+            self->hooks.object_drop (self->hooks.arg, object);
+        sq_idmap_remove (self->objects, object->key);
+        session->n_objects--;
+        s_object_destroy (&object);
+    }
+    for (uint32_t i = 0; i < session->n_tasks; i++) {
+        task_t *task = session->tasks [i];
+        self->counts [task->state]--;
+        sq_idmap_remove (self->tasks, task->key);
+        s_task_destroy (&task);
+    }
+    sq_idmap_remove (self->sessions, session->id);
+    free (session->tasks);
+    free (session->objects);
+    free (session);
+}
+
+size_t
+graph_session_count (graph_t *self)
+{
+    return sq_idmap_size (self->sessions);
+}
+
+//  --------------------------------------------------------------------------
+//  Submit: validate everything, then commit. Nothing enters the graph
+//  unless the whole submit is valid.
+
+//  Index of submitted items by id: value = (index << 1 | is_task) + 1
+typedef struct {
+    sq_idmap_t *ids;
+    const sq_submit_t *submit;
+    int32_t *producer;          //  per object: index of the producing task, -1
+} s_check_t;
+
+static int
+s_refuse (char *message, size_t size, uint32_t *bad_id, uint32_t id, int code,
+          const char *format, ...) __attribute__ ((format (printf, 6, 7)));
+
+static int
+s_refuse (char *message, size_t size, uint32_t *bad_id, uint32_t id, int code,
+          const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    vsnprintf (message, size, format, args);
+    va_end (args);
+    *bad_id = id;
+    return code;
+}
+
+static inline uintptr_t s_entry (uint32_t index, bool task) { return (((uintptr_t) index << 1) | task) + 1; }
+
+static int
+s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloads,
+            graph_resource_fn *resource_ok, void *resource_arg,
+            char *msg, size_t msg_size, uint32_t *bad_id)
+{
+    const sq_submit_t *sub = check->submit;
+    //  Ids: unique within the submit and new to the session
+    for (uint32_t i = 0; i < sub->n_objects + sub->n_tasks; i++) {
+        bool is_task = i >= sub->n_objects;
+        uint32_t index = is_task? i - sub->n_objects: i;
+        uint32_t id = is_task? sub->tasks [index].id: sub->objects [index].id;
+        uint64_t key = sq_key (session->id, id);
+        if (sq_idmap_lookup (self->tasks, key) || sq_idmap_lookup (self->objects, key))
+            return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
+                             "id %u is already used in session %u", id, session->id);
+        if (sq_idmap_insert (check->ids, id, (void *) s_entry (index, is_task))) {
+            if (sq_idmap_lookup (check->ids, id))
+                return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
+                                 "id %u appears twice in the submit", id);
+            return s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+        }
+    }
+    for (uint32_t i = 0; i < sub->n_objects; i++) {
+        const sq_object_spec_t *o = &sub->objects [i];
+        check->producer [i] = -1;
+        if (o->frame == 0 || (o->frame > 0 && (size_t) o->frame > n_payloads))
+            return s_refuse (msg, msg_size, bad_id, o->id, SQ_E_INVALID,
+                             "object %u refers to payload frame %d, the message has %zu",
+                             o->id, o->frame, n_payloads);
+        if (o->flags & ~(uint32_t) SQ_OBJ_KEEP)
+            return s_refuse (msg, msg_size, bad_id, o->id, SQ_E_INVALID,
+                             "object %u has unknown flags %u", o->id, o->flags);
+    }
+    for (uint32_t t = 0; t < sub->n_tasks; t++) {
+        const sq_task_spec_t *task = &sub->tasks [t];
+        int kind = sq_kind_lookup (task->kind);
+        if (kind < 0)
+            return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_KIND,
+                             "task %u has unknown kind '%.*s'", task->id,
+                             (int) (task->kind.len > 100? 100: task->kind.len), task->kind.ptr);
+        sq_taskconf_t conf;
+        sq_errbuf_t err;
+        if (sq_taskconf_decode (&conf, (sq_kind_t) kind, task->config, task->config_size,
+                                task->n_inputs, task->n_outputs, &err))
+            return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
+                             "task %u: %s", task->id, err.text);
+        sq_taskconf_release (&conf);
+        for (uint32_t i = 0; i < task->n_inputs; i++) {
+            uint32_t id = task->inputs [i];
+            uintptr_t entry = (uintptr_t) sq_idmap_lookup (check->ids, id);
+            if (entry && ((entry - 1) & 1))
+                return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
+                                 "task %u: input %u is a task, not a data object", task->id, id);
+            if (!entry) {
+                uint64_t key = sq_key (session->id, id);
+                if (sq_idmap_lookup (self->tasks, key))
+                    return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
+                                     "task %u: input %u is a task, not a data object", task->id, id);
+                if (!sq_idmap_lookup (self->objects, key))
+                    return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
+                                     "task %u: input %u is not an object of session %u "
+                                     "(never declared, or already released because nobody kept it)",
+                                     task->id, id, session->id);
+            }
+        }
+        for (uint32_t i = 0; i < task->n_outputs; i++) {
+            uint32_t id = task->outputs [i];
+            uintptr_t entry = (uintptr_t) sq_idmap_lookup (check->ids, id);
+            if (!entry || ((entry - 1) & 1))
+                return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
+                                 "task %u: output %u must be an object declared in the same submit",
+                                 task->id, id);
+            uint32_t index = (uint32_t) ((entry - 1) >> 1);
+            if (sub->objects [index].frame >= 0)
+                return s_refuse (msg, msg_size, bad_id, id, SQ_E_INVALID,
+                                 "object %u has data and is also the output of task %u", id, task->id);
+            if (check->producer [index] >= 0)
+                return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
+                                 "object %u is the output of two tasks (%u and %u)", id,
+                                 sub->tasks [check->producer [index]].id, task->id);
+            check->producer [index] = (int32_t) t;
+        }
+        for (uint32_t r = 0; r < task->n_resources; r++) {
+            const sq_resource_t *res = &task->resources [r];
+            if (resource_ok && !resource_ok (resource_arg, res->name, res->amount))
+                return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_RESOURCES,
+                                 "task %u needs %.*s=%llu but no governor has ever offered that much",
+                                 task->id, (int) (res->name.len > 100? 100: res->name.len),
+                                 res->name.ptr, (unsigned long long) res->amount);
+        }
+    }
+    for (uint32_t i = 0; i < sub->n_objects; i++)
+        if (sub->objects [i].frame < 0 && check->producer [i] < 0)
+            return s_refuse (msg, msg_size, bad_id, sub->objects [i].id, SQ_E_NO_PRODUCER,
+                             "object %u has neither data nor a task producing it",
+                             sub->objects [i].id);
+    return SQ_OK;
+}
+
+//  Kahn's algorithm over the submitted tasks: edges run from a producer to
+//  the tasks of this submit consuming its outputs. Objects of earlier
+//  submits cannot depend on new tasks, so cycles can only lie inside.
+static int
+s_check_cycles (s_check_t *check, char *msg, size_t msg_size, uint32_t *bad_id)
+{
+    const sq_submit_t *sub = check->submit;
+    uint32_t n = sub->n_tasks;
+    if (n == 0)
+        return SQ_OK;
+    uint32_t *indegree = (uint32_t *) calloc (n, sizeof (uint32_t));
+    uint32_t *queue = (uint32_t *) malloc (n * sizeof (uint32_t));
+    //  consumers of each task, as a CSR adjacency list
+    uint32_t *first = (uint32_t *) calloc (n + 1, sizeof (uint32_t));
+    size_t n_edges = 0;
+    for (uint32_t t = 0; t < n; t++)
+        n_edges += sub->tasks [t].n_inputs;
+    uint32_t *edges = (uint32_t *) malloc ((n_edges + 1) * sizeof (uint32_t));
+    int rc = SQ_OK;
+    if (!indegree || !queue || !first || !edges) {
+        rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t t = 0; t < n; t++) {
+            const sq_task_spec_t *task = &sub->tasks [t];
+            for (uint32_t i = 0; i < task->n_inputs; i++) {
+                uintptr_t entry = (uintptr_t) sq_idmap_lookup (check->ids, task->inputs [i]);
+                if (!entry)
+                    continue;   //  an object of an earlier submit
+                int32_t producer = check->producer [(entry - 1) >> 1];
+                if (producer < 0)
+                    continue;   //  a constant
+                if (pass == 0) {
+                    first [producer + 1]++;
+                    indegree [t]++;
+                }
+                else
+                    edges [first [producer]++] = t;
+            }
+        }
+        if (pass == 0)
+            for (uint32_t t = 0; t < n; t++)
+                first [t + 1] += first [t];
+    }
+    //  The second pass advanced first[p] to the end of p's edges.
+    uint32_t head = 0, tail = 0;
+    for (uint32_t t = 0; t < n; t++)
+        if (indegree [t] == 0)
+            queue [tail++] = t;
+    while (head < tail) {
+        uint32_t t = queue [head++];
+        uint32_t begin = t == 0? 0: first [t - 1];
+        for (uint32_t e = begin; e < first [t]; e++)
+            if (--indegree [edges [e]] == 0)
+                queue [tail++] = edges [e];
+    }
+    if (tail < n) {
+        for (uint32_t t = 0; t < n; t++)
+            if (indegree [t]) {
+                rc = s_refuse (msg, msg_size, bad_id, sub->tasks [t].id, SQ_E_CYCLE,
+                               "task %u is part of a dependency cycle", sub->tasks [t].id);
+                break;
+            }
+    }
+done:
+    free (indegree);
+    free (queue);
+    free (first);
+    free (edges);
+    return rc;
+}
+
+static char *
+s_strndup_or_null (mpr_str_t s)
+{
+    return s.len? mpr_strdup (s): NULL;
+}
+
+//  Reserves room in the session arrays and consumer lists so that linking
+//  cannot fail half way.
+static int
+s_reserve (graph_t *self, session_t *session, const sq_submit_t *sub)
+{
+    uint32_t want_tasks = session->n_tasks + sub->n_tasks;
+    uint32_t want_objects = session->n_objects + sub->n_objects;
+    if (want_tasks > session->cap_tasks) {
+        task_t **p = (task_t **) realloc (session->tasks, want_tasks * sizeof *p);
+        if (!p) return -1;
+        session->tasks = p;
+        session->cap_tasks = want_tasks;
+    }
+    if (want_objects > session->cap_objects) {
+        object_t **p = (object_t **) realloc (session->objects, want_objects * sizeof *p);
+        if (!p) return -1;
+        session->objects = p;
+        session->cap_objects = want_objects;
+    }
+    (void) self;
+    return 0;
+}
+
+int
+graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
+              zmq_msg_t *payloads, size_t n_payloads,
+              graph_resource_fn *resource_ok, void *resource_arg,
+              char *msg, size_t msg_size, uint32_t *bad_id)
+{
+    *bad_id = 0;
+    s_check_t check = { sq_idmap_new (), sub, NULL };
+    check.producer = (int32_t *) malloc ((sub->n_objects + 1) * sizeof (int32_t));
+    int rc = SQ_OK;
+    if (!check.ids || !check.producer)
+        rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+    if (rc == SQ_OK)
+        rc = s_validate (self, session, &check, n_payloads, resource_ok, resource_arg,
+                         msg, msg_size, bad_id);
+    if (rc == SQ_OK)
+        rc = s_check_cycles (&check, msg, msg_size, bad_id);
+    if (rc == SQ_OK && s_reserve (self, session, sub))
+        rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+
+    //  Create every object and task; on allocation failure, undo.
+    object_t **objects = NULL;
+    task_t **tasks = NULL;
+    if (rc == SQ_OK) {
+        objects = (object_t **) calloc (sub->n_objects + 1, sizeof *objects);
+        tasks = (task_t **) calloc (sub->n_tasks + 1, sizeof *tasks);
+        if (!objects || !tasks)
+            rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; rc == SQ_OK && i < sub->n_objects; i++) {
+        const sq_object_spec_t *spec = &sub->objects [i];
+        object_t *o = (object_t *) calloc (1, sizeof *o);
+        if (!o) { rc = SQ_E_NOMEM; break; }
+        objects [i] = o;
+        o->key = sq_key (session->id, spec->id);
+        o->session = session;
+        o->keep = (spec->flags & SQ_OBJ_KEEP) != 0;
+        o->content_type = s_strndup_or_null (spec->content_type);
+        if (spec->content_type.len && !o->content_type) { rc = SQ_E_NOMEM; break; }
+        if (spec->frame > 0) {
+            zmq_msg_t copy;
+            zmq_msg_init (&copy);
+            if (zmq_msg_copy (&copy, &payloads [spec->frame - 1])) { rc = SQ_E_NOMEM; break; }
+            o->data = sq_blob_from_msg (&copy);
+            if (!o->data) { rc = SQ_E_NOMEM; break; }
+            o->size = sq_blob_size (o->data);
+            o->state = OBJ_FINISHED;
+        }
+    }
+    for (uint32_t t = 0; rc == SQ_OK && t < sub->n_tasks; t++) {
+        const sq_task_spec_t *spec = &sub->tasks [t];
+        task_t *task = (task_t *) calloc (1, sizeof *task);
+        if (!task) { rc = SQ_E_NOMEM; break; }
+        tasks [t] = task;
+        task->key = sq_key (session->id, spec->id);
+        task->session = session;
+        task->kind = (uint8_t) sq_kind_lookup (spec->kind);
+        task->n_inputs = spec->n_inputs;
+        task->n_outputs = spec->n_outputs;
+        task->cpus = 1;
+        task->priority = spec->priority;
+        task->max_retries = spec->max_retries;
+        task->timeout_ms = spec->timeout_ms;
+        task->io = (object_t **) calloc (spec->n_inputs + spec->n_outputs + 1, sizeof (object_t *));
+        task->name = s_strndup_or_null (spec->name);
+        if (!task->io || (spec->name.len && !task->name)) { rc = SQ_E_NOMEM; break; }
+        if (spec->config_size && !(spec->config_size == 1 && spec->config [0] == 0xc0)) {
+            task->config = (uint8_t *) malloc (spec->config_size);
+            if (!task->config) { rc = SQ_E_NOMEM; break; }
+            memcpy (task->config, spec->config, spec->config_size);
+            task->config_size = (uint32_t) spec->config_size;
+        }
+        if (spec->n_resources) {
+            task->resources = (sq_resource_t *) calloc (spec->n_resources, sizeof (sq_resource_t));
+            if (!task->resources) { rc = SQ_E_NOMEM; break; }
+        }
+        for (uint32_t r = 0; r < spec->n_resources; r++) {
+            const sq_resource_t *res = &spec->resources [r];
+            if (mpr_str_eq (res->name, SQ_RES_CPUS)) {
+                task->cpus = res->amount > UINT32_MAX? UINT32_MAX: (uint32_t) res->amount;
+                continue;
+            }
+            char *name = mpr_strdup (res->name);
+            if (!name) { rc = SQ_E_NOMEM; break; }
+            task->resources [task->n_resources].name.ptr = name;
+            task->resources [task->n_resources].name.len = res->name.len;
+            task->resources [task->n_resources].amount = res->amount;
+            task->n_resources++;
+        }
+    }
+    //  Consumer lists of objects of earlier submits must grow without
+    //  failing later: reserve first.
+    for (uint32_t t = 0; rc == SQ_OK && t < sub->n_tasks; t++) {
+        const sq_task_spec_t *spec = &sub->tasks [t];
+        for (uint32_t i = 0; rc == SQ_OK && i < spec->n_inputs; i++) {
+            uintptr_t entry = (uintptr_t) sq_idmap_lookup (check.ids, spec->inputs [i]);
+            object_t *o = entry? objects [(entry - 1) >> 1]
+                               : (object_t *) sq_idmap_lookup (self->objects, sq_key (session->id, spec->inputs [i]));
+            tasks [t]->io [i] = o;
+            if (s_grow ((void **) &o->consumers, &o->cap_consumers, o->n_consumers, sizeof (task_t *)))
+                rc = SQ_E_NOMEM;
+            else
+                o->consumers [o->n_consumers++] = tasks [t];
+        }
+    }
+    if (rc == SQ_OK) {
+        //  The submit is accepted from here on: nothing below can fail.
+        for (uint32_t i = 0; i < sub->n_objects; i++) {
+            object_t *o = objects [i];
+            sq_idmap_insert (self->objects, o->key, o);
+            o->session_index = session->n_objects;
+            session->objects [session->n_objects++] = o;
+        }
+        for (uint32_t t = 0; t < sub->n_tasks; t++) {
+            task_t *task = tasks [t];
+            const sq_task_spec_t *spec = &sub->tasks [t];
+            for (uint32_t i = 0; i < spec->n_outputs; i++) {
+                uintptr_t entry = (uintptr_t) sq_idmap_lookup (check.ids, spec->outputs [i]);
+                object_t *o = objects [(entry - 1) >> 1];
+                task->io [task->n_inputs + i] = o;
+                o->producer = task;
+                o->producer_output = i;
+            }
+            sq_idmap_insert (self->tasks, task->key, task);
+            session->tasks [session->n_tasks++] = task;
+            session->unfinished++;
+            task->state = TASK_WAITING;
+            self->counts [TASK_WAITING]++;
+            for (uint32_t i = 0; i < task->n_inputs; i++) {
+                task->io [i]->pending++;
+                if (task->io [i]->state != OBJ_FINISHED)
+                    task->unfinished++;
+            }
+        }
+        //  Tasks fed by failed objects of earlier submits fail now; the
+        //  rest become ready in reverse order, so that the scheduler's
+        //  last-in-first-out queue starts with the first submitted.
+        for (uint32_t t = 0; t < sub->n_tasks; t++) {
+            task_t *task = tasks [t];
+            for (uint32_t i = 0; i < task->n_inputs && !s_final (task); i++)
+                if (task->io [i]->state == OBJ_FAILED)
+                    s_fail (self, task, task->io [i]->failure);
+        }
+        for (uint32_t t = sub->n_tasks; t-- > 0; ) {
+            task_t *task = tasks [t];
+            if (task->state == TASK_WAITING && task->unfinished == 0) {
+                s_set_state (self, task, TASK_READY);
+                self->hooks.task_ready (self->hooks.arg, task);
+            }
+        }
+        for (uint32_t i = 0; i < sub->n_objects; i++)
+            s_queue_free_check (self, objects [i]);
+        s_flush_frees (self);
+    }
+    else {
+        //  Undo: unlink from consumer lists of older objects, free the new.
+        for (uint32_t t = 0; tasks && t < sub->n_tasks && tasks [t]; t++)
+            for (uint32_t i = 0; i < tasks [t]->n_inputs; i++) {
+                object_t *o = tasks [t]->io [i];
+                if (o && o->n_consumers && o->consumers [o->n_consumers - 1] == tasks [t])
+                    o->n_consumers--;
+            }
+        for (uint32_t t = 0; tasks && t < sub->n_tasks; t++)
+            s_task_destroy (&tasks [t]);
+        for (uint32_t i = 0; objects && i < sub->n_objects; i++)
+            s_object_destroy (&objects [i]);
+        if (rc == SQ_E_NOMEM)
+            s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+    }
+    free (objects);
+    free (tasks);
+    free (check.producer);
+    sq_idmap_destroy (&check.ids);
+    return rc;
+}
+
+task_t *
+graph_task (graph_t *self, uint64_t key)
+{
+    return (task_t *) sq_idmap_lookup (self->tasks, key);
+}
+
+object_t *
+graph_object (graph_t *self, uint64_t key)
+{
+    return (object_t *) sq_idmap_lookup (self->objects, key);
+}
+
+//  --------------------------------------------------------------------------
+//  Governor reports
+
+void
+graph_task_assigned (graph_t *self, task_t *task, gov_t *gov)
+{
+    s_set_state (self, task, TASK_ASSIGNED);
+    task->gov = gov;
+}
+
+void
+graph_task_started (graph_t *self, task_t *task)
+{
+    if (task->state == TASK_ASSIGNED)
+        s_set_state (self, task, TASK_RUNNING);
+}
+
+int
+graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
+                     const sq_output_ref_t *outputs, uint32_t n_outputs,
+                     zmq_msg_t *payloads, size_t n_payloads, size_t inline_max)
+{
+    char why [160] = "";
+    if (n_outputs != task->n_outputs)
+        snprintf (why, sizeof why, "governor reported %u outputs, the task has %u",
+                  n_outputs, task->n_outputs);
+    for (uint32_t i = 0; !*why && i < n_outputs; i++) {
+        object_t *o = task->io [task->n_inputs + i];
+        if (o && outputs [i].key != o->key)
+            snprintf (why, sizeof why, "governor reported output %u, expected %u",
+                      sq_key_id (outputs [i].key), sq_key_id (o->key));
+        else
+        if (outputs [i].frame == 0 || (outputs [i].frame > 0
+            && ((size_t) outputs [i].frame > n_payloads
+                || zmq_msg_size (&payloads [outputs [i].frame - 1]) != outputs [i].size
+                || outputs [i].size > inline_max)))
+            snprintf (why, sizeof why, "governor sent inconsistent inline data for output %u", i);
+    }
+    if (*why) {
+        graph_task_failed (self, task, SQ_E_INTERNAL, why);
+        return -1;
+    }
+    s_set_state (self, task, TASK_FINISHED);
+    uint32_t attempt = task->attempt;
+    //  Outputs first: the task_done hook answers waits and fetches, which
+    //  must see the outputs finished and located.
+    for (uint32_t i = 0; i < n_outputs; i++) {
+        object_t *o = task->io [task->n_inputs + i];
+        if (!o)
+            continue;           //  already released (cannot happen while unfinished)
+        o->size = outputs [i].size;
+        o->version = attempt;
+        if (outputs [i].frame > 0) {
+            zmq_msg_t copy;
+            zmq_msg_init (&copy);
+            if (zmq_msg_copy (&copy, &payloads [outputs [i].frame - 1]) == 0)
+                o->data = sq_blob_from_msg (&copy);
+            else
+                zmq_msg_close (&copy);
+        }
+        graph_object_add_location (self, o, gov, true);
+        o->state = OBJ_FINISHED;
+        for (uint32_t c = 0; c < o->n_consumers; c++) {
+            task_t *consumer = o->consumers [c];
+            if (consumer->state == TASK_WAITING && --consumer->unfinished == 0) {
+                s_set_state (self, consumer, TASK_READY);
+                self->hooks.task_ready (self->hooks.arg, consumer);
+            }
+        }
+        s_queue_free_check (self, o);
+    }
+    s_task_done (self, task);
+    s_flush_frees (self);
+    return 0;
+}
+
+void
+graph_task_failed (graph_t *self, task_t *task, int code, const char *message)
+{
+    if (s_final (task))
+        return;
+    failure_t *failure = failure_new (sq_key_id (task->key), code, message);
+    if (!failure)
+        return;
+    s_fail (self, task, failure);
+    failure_unref (&failure);
+    s_flush_frees (self);
+}
+
+void
+graph_task_requeue (graph_t *self, task_t *task)
+{
+    if (task->state != TASK_ASSIGNED && task->state != TASK_RUNNING)
+        return;
+    task->attempt++;
+    task->gov = NULL;
+    s_set_state (self, task, TASK_READY);
+    self->hooks.task_ready (self->hooks.arg, task);
+}
+
+int
+graph_keep (graph_t *self, object_t *object, bool keep)
+{
+    object->keep = keep;
+    if (!keep) {
+        s_queue_free_check (self, object);
+        s_flush_frees (self);
+    }
+    return 0;
+}
+
+void
+graph_cancel (graph_t *self, task_t *task)
+{
+    if (s_final (task))
+        return;
+    failure_t *failure = failure_new (sq_key_id (task->key), SQ_E_CANCELLED, "cancelled");
+    if (!failure)
+        return;
+    s_fail (self, task, failure);
+    failure_unref (&failure);
+    s_flush_frees (self);
+}
+
+//  --------------------------------------------------------------------------
+//  Locations
+
+location_t *
+graph_object_location (object_t *object, gov_t *gov)
+{
+    for (uint32_t i = 0; i < object->n_locations; i++)
+        if (object->locations [i].gov == gov)
+            return &object->locations [i];
+    return NULL;
+}
+
+void
+graph_object_add_location (graph_t *self, object_t *object, gov_t *gov, bool arrived)
+{
+    (void) self;
+    location_t *loc = graph_object_location (object, gov);
+    if (loc) {
+        loc->arrived |= arrived;
+        return;
+    }
+    if (s_grow ((void **) &object->locations, &object->cap_locations,
+                object->n_locations, sizeof (location_t)))
+        return;                 //  out of memory: the copy is simply not used
+    object->locations [object->n_locations].gov = gov;
+    object->locations [object->n_locations].arrived = arrived;
+    object->n_locations++;
+}
+
+void
+graph_forget_governor (graph_t *self, gov_t *gov)
+{
+    //  Collect first: failing objects changes the map under iteration.
+    size_t cursor = 0, n_lost = 0, cap = 0;
+    object_t **lost = NULL;
+    object_t *object;
+    while ((object = (object_t *) sq_idmap_next (self->objects, &cursor, NULL))) {
+        for (uint32_t i = 0; i < object->n_locations; i++)
+            if (object->locations [i].gov == gov) {
+                object->locations [i] = object->locations [--object->n_locations];
+                break;
+            }
+        bool has_copy = object->data != NULL;
+        for (uint32_t i = 0; i < object->n_locations && !has_copy; i++)
+            has_copy = object->locations [i].arrived;
+        if (object->state == OBJ_FINISHED && !has_copy && object->producer) {
+            if (n_lost == cap) {
+                cap = cap? cap * 2: 16;
+                object_t **p = (object_t **) realloc (lost, cap * sizeof *p);
+                if (!p) break;
+                lost = p;
+            }
+            lost [n_lost++] = object;
+        }
+    }
+    for (size_t i = 0; i < n_lost; i++) {
+        object_t *o = lost [i];
+        //  Its consumers cannot run any more. Recomputation from lineage
+        //  belongs to the fault tolerance layer; until then the loss is
+        //  reported as what it is.
+        char message [200];
+        snprintf (message, sizeof message,
+                  "object %u was lost: the only governor holding it left",
+                  sq_key_id (o->key));
+        failure_t *failure = failure_new (sq_key_id (o->key), SQ_E_LOST, message);
+        if (!failure)
+            continue;
+        o->state = OBJ_FAILED;
+        o->failure = s_failure_ref (failure);
+        for (uint32_t c = 0; c < o->n_consumers; c++)
+            if (!s_final (o->consumers [c]))
+                s_fail (self, o->consumers [c], failure);
+        failure_unref (&failure);
+        s_queue_free_check (self, o);
+    }
+    free (lost);
+    s_flush_frees (self);
+}
+
+uint64_t
+graph_task_count (graph_t *self, task_state_t state)
+{
+    return self->counts [state];
+}
+
+size_t
+graph_object_count (graph_t *self)
+{
+    return sq_idmap_size (self->objects);
+}

@@ -1,0 +1,183 @@
+/*  scheduler: LIFO ready stack, locality-first placement. */
+#include "scheduler.h"
+#include <stdlib.h>
+
+#define S_MAX_GOVERNORS 4096
+
+struct _scheduler_t {
+    graph_t *graph;
+    uint64_t *ready;            //  stack of task keys
+    size_t n_ready;
+    size_t cap_ready;
+    uint64_t *blocked;          //  keys of tasks that fit no live governor
+    size_t n_blocked;
+    size_t cap_blocked;
+    gov_t **govs;
+    size_t n_govs;
+    size_t free_slots;          //  sum over governors, kept current by run
+};
+
+static int
+s_push (uint64_t **array, size_t *n, size_t *cap, uint64_t key)
+{
+    if (*n == *cap) {
+        size_t new_cap = *cap? *cap * 2: 1024;
+        uint64_t *p = (uint64_t *) realloc (*array, new_cap * sizeof *p);
+        if (!p)
+            return -1;
+        *array = p;
+        *cap = new_cap;
+    }
+    (*array) [(*n)++] = key;
+    return 0;
+}
+
+scheduler_t *
+scheduler_new (graph_t *graph)
+{
+    scheduler_t *self = (scheduler_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->graph = graph;
+    self->govs = (gov_t **) calloc (S_MAX_GOVERNORS, sizeof (gov_t *));
+    if (!self->govs) {
+        free (self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+scheduler_destroy (scheduler_t **self_p)
+{
+    scheduler_t *self = *self_p;
+    if (!self)
+        return;
+    free (self->ready);
+    free (self->blocked);
+    free (self->govs);
+    free (self);
+    *self_p = NULL;
+}
+
+void
+scheduler_task_ready (scheduler_t *self, task_t *task)
+{
+    if (s_push (&self->ready, &self->n_ready, &self->cap_ready, task->key))
+        //  Out of memory: the task stays READY and is found again when a
+        //  governor joins (the blocked list is rescanned then).
+        s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, task->key);
+}
+
+void
+scheduler_governor_add (scheduler_t *self, gov_t *gov)
+{
+    if (self->n_govs < S_MAX_GOVERNORS)
+        self->govs [self->n_govs++] = gov;
+    //  Tasks that fit nobody before may fit the newcomer.
+    for (size_t i = 0; i < self->n_blocked; i++)
+        s_push (&self->ready, &self->n_ready, &self->cap_ready, self->blocked [i]);
+    self->n_blocked = 0;
+}
+
+void
+scheduler_governor_remove (scheduler_t *self, gov_t *gov)
+{
+    for (size_t i = 0; i < self->n_govs; i++)
+        if (self->govs [i] == gov) {
+            self->govs [i] = self->govs [--self->n_govs];
+            break;
+        }
+}
+
+static bool
+s_fits (const gov_t *gov, const task_t *task)
+{
+    if (task->cpus > gov->cpus)
+        return false;
+    for (uint32_t r = 0; r < task->n_resources; r++)
+        if (gov_resource (gov, task->resources [r].name) < task->resources [r].amount)
+            return false;
+    return true;
+}
+
+//  Input bytes the governor holds or will hold (produced or arriving there).
+static uint64_t
+s_local_bytes (const gov_t *gov, const task_t *task)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        object_t *input = task->io [i];
+        if (input && !input->data && graph_object_location (input, (gov_t *) gov))
+            bytes += input->size;
+    }
+    return bytes;
+}
+
+bool
+scheduler_has_work (scheduler_t *self)
+{
+    if (self->n_ready == 0)
+        return false;
+    for (size_t i = 0; i < self->n_govs; i++)
+        if (sq_idmap_size (self->govs [i]->tasks) < self->govs [i]->slots)
+            return true;
+    return false;
+}
+
+size_t
+scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
+{
+    size_t assigned = 0;
+    while (self->n_ready > 0) {
+        uint64_t key = self->ready [self->n_ready - 1];
+        task_t *task = graph_task (self->graph, key);
+        if (!task || task->state != TASK_READY) {
+            self->n_ready--;    //  cancelled, failed or gone meanwhile
+            continue;
+        }
+        gov_t *best = NULL;
+        bool fits_somewhere = false;
+        uint64_t best_bytes = 0;
+        double best_load = 0;
+        for (size_t i = 0; i < self->n_govs; i++) {
+            gov_t *gov = self->govs [i];
+            if (!s_fits (gov, task))
+                continue;
+            fits_somewhere = true;
+            size_t in_flight = sq_idmap_size (gov->tasks);
+            if (in_flight >= gov->slots)
+                continue;
+            uint64_t bytes = s_local_bytes (gov, task);
+            double load = (double) in_flight / gov->cpus;
+            if (!best || bytes > best_bytes || (bytes == best_bytes && load < best_load)) {
+                best = gov;
+                best_bytes = bytes;
+                best_load = load;
+            }
+        }
+        if (!fits_somewhere) {
+            self->n_ready--;
+            s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, key);
+            continue;
+        }
+        if (!best)
+            break;              //  every governor that could run it is full
+        self->n_ready--;
+        assign (arg, task, best);
+        assigned++;
+    }
+    return assigned;
+}
+
+size_t
+scheduler_ready_count (scheduler_t *self)
+{
+    return self->n_ready;
+}
+
+size_t
+scheduler_blocked_count (scheduler_t *self)
+{
+    return self->n_blocked;
+}

@@ -1,0 +1,38 @@
+/*  scheduler: decides which ready task runs on which governor.
+
+    This is the foundation's scheduler: correct, not yet clever. Ready tasks
+    wait in a last-in-first-out stack (seed 004: finish what was started
+    before starting new work); each goes to the governor that already holds
+    the most of its input bytes, among those with a free slot and enough
+    resources, ties broken toward the least loaded. Every governor may hold
+    cpus + prefetch assigned tasks, so that it never idles for a broker
+    round trip. Everything outside this file sees only this interface.
+
+    Ownership: the scheduler holds task keys, not pointers, so a task that
+    left the READY state (cancelled, session closed) is simply skipped. It
+    borrows the graph and the governors (added / removed by the broker). */
+#ifndef SQ_SCHEDULER_H
+#define SQ_SCHEDULER_H
+
+#include "graph.h"
+#include "gov.h"
+
+typedef struct _scheduler_t scheduler_t;
+
+//  Called for every decision; the callee assigns the task (state, batches).
+typedef void (scheduler_assign_fn) (void *arg, task_t *task, gov_t *gov);
+
+scheduler_t *scheduler_new (graph_t *graph);
+void scheduler_destroy (scheduler_t **self_p);
+void scheduler_task_ready (scheduler_t *self, task_t *task);
+void scheduler_governor_add (scheduler_t *self, gov_t *gov);
+void scheduler_governor_remove (scheduler_t *self, gov_t *gov);
+//  True when a run could assign something (ready tasks and a free slot).
+bool scheduler_has_work (scheduler_t *self);
+//  Assigns as many ready tasks as fit; returns how many.
+size_t scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg);
+size_t scheduler_ready_count (scheduler_t *self);
+//  Tasks no live governor has the resources for (waiting for one to join).
+size_t scheduler_blocked_count (scheduler_t *self);
+
+#endif

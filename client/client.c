@@ -1,0 +1,748 @@
+/*  client: the connection to the broker, request / reply matching, errors,
+    direct fetches from governors, INFO as JSON. */
+#include "sq_client_private.h"
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+//  Send queues are generous: a submit may carry many constants, and a
+//  request must never fail only because the peer is slow to read.
+#define S_HWM 100000
+//  Deepest INFO document converted to JSON.
+#define S_JSON_MAX_DEPTH 32
+
+static const char *s_errnames [SQ_E_COUNT_] = {
+    "ok", "protocol error", "version mismatch", "no hello", "invalid argument",
+    "duplicate id", "unknown id", "cycle", "no producer", "unknown kind",
+    "bad config", "bad session", "not kept", "task failed", "upstream failed",
+    "cancelled", "timeout", "too large", "busy", "no resources",
+    "connection error", "out of memory", "internal error", "lost"
+};
+
+const char *
+sq_strerror (int code)
+{
+    if (code >= 0 && code < SQ_E_COUNT_)
+        return s_errnames [code];
+    return "unknown error";
+}
+
+void
+sq_free (void *ptr)
+{
+    free (ptr);
+}
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+//  --------------------------------------------------------------------------
+
+sq_client_t *
+sq_client_new (void)
+{
+    sq_client_t *self = (sq_client_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->ctx = zmq_ctx_new ();
+    if (!self->ctx) {
+        free (self);
+        return NULL;
+    }
+    sq_wbuf_init (&self->w);
+    sq_msg_init (&self->msg);
+    self->next_req = 1;
+    snprintf (self->errmsg, sizeof self->errmsg, "no error");
+    return self;
+}
+
+static void
+s_close_socket (void **socket_p)
+{
+    if (*socket_p) {
+        int linger = 0;
+        zmq_setsockopt (*socket_p, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close (*socket_p);
+        *socket_p = NULL;
+    }
+}
+
+static void
+s_governor_close (sq_govlink_t *link)
+{
+    s_close_socket (&link->socket);
+    free (link->endpoint);
+    link->endpoint = NULL;
+}
+
+//  Closes the broker connection (not the governor links).
+static void
+s_disconnect (sq_client_t *self)
+{
+    if (self->dealer && self->monitor)
+        zmq_socket_monitor (self->dealer, NULL, 0);
+    s_close_socket (&self->monitor);
+    s_close_socket (&self->dealer);
+    free (self->endpoint);
+    self->endpoint = NULL;
+    self->connected = false;
+    self->broken = false;
+}
+
+void
+sq_client_destroy (sq_client_t **self_p)
+{
+    sq_client_t *self = *self_p;
+    if (!self)
+        return;
+    *self_p = NULL;
+    //  Sessions the caller did not destroy keep working as far as freeing
+    //  goes, but no longer talk to anyone.
+    for (size_t i = 0; i < self->n_sessions; i++)
+        sq_session_orphan (self->sessions [i]);
+    free (self->sessions);
+    s_disconnect (self);
+    for (size_t i = 0; i < self->n_governors; i++)
+        s_governor_close (&self->governors [i]);
+    sq_msg_close (&self->msg);
+    free (self->msg.frames);
+    sq_wbuf_release (&self->w);
+    zmq_ctx_term (self->ctx);
+    free (self);
+}
+
+int
+sq_client_seterr (sq_client_t *self, int code, uint32_t id, uint32_t root,
+                  const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    vsnprintf (self->errmsg, sizeof self->errmsg, format, args);
+    va_end (args);
+    self->errcode = code;
+    self->errid = id;
+    self->errroot = root;
+    return code;
+}
+
+const char *
+sq_client_errmsg (sq_client_t *self)
+{
+    return self? self->errmsg: "no client";
+}
+
+int
+sq_client_errcode (sq_client_t *self)
+{
+    return self? self->errcode: SQ_E_INVALID;
+}
+
+uint32_t
+sq_client_errid (sq_client_t *self)
+{
+    return self? self->errid: 0;
+}
+
+uint32_t
+sq_client_errroot (sq_client_t *self)
+{
+    return self? self->errroot: 0;
+}
+
+uint32_t
+sq_client_next_req (sq_client_t *self)
+{
+    uint32_t req = self->next_req++;
+    if (self->next_req == 0)
+        self->next_req = 1;     //  0 means "no request id" on the wire
+    return req;
+}
+
+int
+sq_client_attach (sq_client_t *self, sq_session_t *session)
+{
+    if (self->n_sessions == self->sessions_cap) {
+        size_t cap = self->sessions_cap? self->sessions_cap * 2: 8;
+        sq_session_t **sessions = (sq_session_t **) realloc (self->sessions, cap * sizeof *sessions);
+        if (!sessions)
+            return -1;
+        self->sessions = sessions;
+        self->sessions_cap = cap;
+    }
+    self->sessions [self->n_sessions++] = session;
+    return 0;
+}
+
+void
+sq_client_detach (sq_client_t *self, sq_session_t *session)
+{
+    for (size_t i = 0; i < self->n_sessions; i++)
+        if (self->sessions [i] == session) {
+            self->sessions [i] = self->sessions [--self->n_sessions];
+            return;
+        }
+}
+
+//  --------------------------------------------------------------------------
+//  Connection loss
+
+static int
+s_lost (sq_client_t *self)
+{
+    self->broken = true;
+    return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
+                             "connection to broker %s lost; its sessions were closed",
+                             self->endpoint);
+}
+
+//  Reads one monitor event; true if it says the connection went down.
+static bool
+s_monitor_disconnected (sq_client_t *self)
+{
+    bool down = false;
+    bool first = true;
+    while (1) {
+        zmq_msg_t frame;
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, self->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&frame);
+            return down;
+        }
+        //  Frame 1: uint16 event, uint32 value (host order, libzmq 4.x)
+        if (first && zmq_msg_size (&frame) >= 2) {
+            uint16_t event;
+            memcpy (&event, zmq_msg_data (&frame), sizeof event);
+            if (event & ZMQ_EVENT_DISCONNECTED)
+                down = true;
+        }
+        first = false;
+        int more = zmq_msg_more (&frame);
+        zmq_msg_close (&frame);
+        if (!more)
+            return down;
+    }
+}
+
+//  Drains pending monitor events without blocking.
+static void
+s_monitor_poll (sq_client_t *self)
+{
+    if (!self->monitor || !self->connected)
+        return;
+    zmq_pollitem_t item = { self->monitor, 0, ZMQ_POLLIN, 0 };
+    while (zmq_poll (&item, 1, 0) > 0 && (item.revents & ZMQ_POLLIN))
+        if (s_monitor_disconnected (self))
+            self->broken = true;
+}
+
+int
+sq_client_check (sq_client_t *self)
+{
+    if (!self->dealer)
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "client is not connected");
+    s_monitor_poll (self);
+    if (self->broken)
+        return s_lost (self);
+    if (!self->connected)
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "client is not connected");
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Request / reply
+
+//  Waits for the REPLY to req on socket, discarding stale replies to older
+//  requests. monitor may be NULL. 0 with the decoded reply (of any code), or
+//  an error recorded: SQ_E_TIMEOUT, SQ_E_CONNECTION, SQ_E_PROTOCOL.
+static int
+s_await (sq_client_t *self, void *socket, void *monitor, uint32_t req,
+         int timeout_ms, const char *peer, sq_reply_t *reply)
+{
+    int64_t deadline = timeout_ms < 0? -1: s_now_ms () + timeout_ms;
+    while (1) {
+        zmq_pollitem_t items [2] = {
+            { socket, 0, ZMQ_POLLIN, 0 },
+            { monitor, 0, ZMQ_POLLIN, 0 }
+        };
+        long wait = -1;
+        if (deadline >= 0) {
+            int64_t left = deadline - s_now_ms ();
+            wait = left > 0? (long) left: 0;
+        }
+        int rc = zmq_poll (items, monitor? 2: 1, wait);
+        if (rc < 0) {
+            if (errno == EINTR)
+                continue;
+            return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
+                                     "waiting for %s: %s", peer, zmq_strerror (errno));
+        }
+        if (monitor && (items [1].revents & ZMQ_POLLIN)
+        &&  s_monitor_disconnected (self) && self->connected)
+            return s_lost (self);
+        if (items [0].revents & ZMQ_POLLIN) {
+            if (sq_msg_recv (&self->msg, socket, ZMQ_DONTWAIT, SQ_CLIENT_MAX_FRAMES)) {
+                if (errno == EAGAIN || errno == EINTR)
+                    continue;
+                return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
+                                         "receiving from %s: %s", peer, zmq_strerror (errno));
+            }
+            uint32_t type, got;
+            if (self->msg.n == 0
+            ||  sq_proto_peek (sq_msg_data (&self->msg, 0), sq_msg_size (&self->msg, 0), &type, &got)
+            ||  got != req)
+                continue;       //  unreadable, or a stale reply to an older request
+            sq_errbuf_t err;
+            if (self->msg.truncated)
+                return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0,
+                                         "reply from %s has too many frames", peer);
+            if (sq_reply_decode (reply, sq_msg_data (&self->msg, 0), sq_msg_size (&self->msg, 0), &err))
+                return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0,
+                                         "malformed reply from %s: %s", peer, err.text);
+            return 0;
+        }
+        if (rc == 0 && deadline >= 0 && s_now_ms () >= deadline)
+            return sq_client_seterr (self, SQ_E_TIMEOUT, 0, 0,
+                                     "no reply from %s within %d ms", peer, timeout_ms);
+    }
+}
+
+//  Records the error a REPLY carries.
+static int
+s_reply_error (sq_client_t *self, const sq_reply_t *reply)
+{
+    return sq_client_seterr (self, (int) reply->code, reply->err_id, reply->err_root,
+                             "%.*s", (int) reply->message.len, reply->message.ptr);
+}
+
+int
+sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
+                size_t n_payloads, int timeout_ms, sq_reply_t *reply)
+{
+    int rc = sq_client_check (self);
+    if (rc) {
+        for (size_t i = 0; i < n_payloads; i++)
+            zmq_msg_close (&payloads [i]);
+        sq_wbuf_reset (&self->w);
+        return rc;
+    }
+    if (sq_send (self->dealer, NULL, 0, &self->w, payloads, n_payloads, ZMQ_DONTWAIT))
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to broker %s: %s",
+                                 self->endpoint, zmq_strerror (errno));
+    char peer [SQ_MAX_NAME + 16];
+    snprintf (peer, sizeof peer, "broker %s", self->endpoint);
+    rc = s_await (self, self->dealer, self->monitor, req, timeout_ms, peer, reply);
+    if (rc)
+        return rc;
+    if (reply->code == SQ_E_HELLO) {
+        //  The broker no longer knows us: it restarted or dropped us, and
+        //  our sessions are gone with it.
+        return s_lost (self);
+    }
+    if (reply->code != SQ_OK)
+        return s_reply_error (self, reply);
+    return 0;
+}
+
+//  Returns the cached link to a governor, opening it if needed.
+static void *
+s_governor_socket (sq_client_t *self, const char *endpoint)
+{
+    for (size_t i = 0; i < self->n_governors; i++)
+        if (strcmp (self->governors [i].endpoint, endpoint) == 0)
+            return self->governors [i].socket;
+    if (self->n_governors == SQ_CLIENT_MAX_GOVERNORS) {
+        s_governor_close (&self->governors [0]);
+        memmove (&self->governors [0], &self->governors [1],
+                 (SQ_CLIENT_MAX_GOVERNORS - 1) * sizeof (sq_govlink_t));
+        self->n_governors--;
+    }
+    sq_govlink_t link = { strdup (endpoint), zmq_socket (self->ctx, ZMQ_DEALER) };
+    int hwm = S_HWM, linger = 0;
+    if (!link.endpoint || !link.socket
+    ||  zmq_setsockopt (link.socket, ZMQ_LINGER, &linger, sizeof linger)
+    ||  zmq_setsockopt (link.socket, ZMQ_RCVHWM, &hwm, sizeof hwm)
+    ||  zmq_setsockopt (link.socket, ZMQ_SNDHWM, &hwm, sizeof hwm)
+    ||  zmq_connect (link.socket, endpoint)) {
+        s_governor_close (&link);
+        return NULL;
+    }
+    self->governors [self->n_governors++] = link;
+    return link.socket;
+}
+
+static void
+s_governor_forget (sq_client_t *self, const char *endpoint)
+{
+    for (size_t i = 0; i < self->n_governors; i++)
+        if (strcmp (self->governors [i].endpoint, endpoint) == 0) {
+            s_governor_close (&self->governors [i]);
+            self->governors [i] = self->governors [--self->n_governors];
+            return;
+        }
+}
+
+int
+sq_client_call_governor (sq_client_t *self, const char *endpoint, uint32_t req,
+                         int timeout_ms, sq_reply_t *reply)
+{
+    void *socket = s_governor_socket (self, endpoint);
+    if (!socket) {
+        sq_wbuf_reset (&self->w);
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
+                                 "cannot connect to governor at %s: %s", endpoint,
+                                 zmq_strerror (errno));
+    }
+    if (sq_send (socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT))
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
+                                 endpoint, zmq_strerror (errno));
+    char peer [SQ_MAX_NAME + 32];
+    snprintf (peer, sizeof peer, "governor at %s", endpoint);
+    int rc = s_await (self, socket, NULL, req, timeout_ms, peer, reply);
+    if (rc) {
+        if (rc == SQ_E_TIMEOUT) {
+            //  A governor that does not answer is as good as unreachable;
+            //  reconnect from scratch next time.
+            s_governor_forget (self, endpoint);
+            self->errcode = SQ_E_CONNECTION;
+            return SQ_E_CONNECTION;
+        }
+        return rc;
+    }
+    if (reply->code != SQ_OK)
+        return s_reply_error (self, reply);
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Connect
+
+int
+sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (!endpoint || !*endpoint || strlen (endpoint) > SQ_MAX_NAME)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "invalid broker endpoint");
+    s_disconnect (self);
+    self->endpoint = strdup (endpoint);
+    self->dealer = zmq_socket (self->ctx, ZMQ_DEALER);
+    self->monitor = zmq_socket (self->ctx, ZMQ_PAIR);
+    if (!self->endpoint || !self->dealer || !self->monitor) {
+        s_disconnect (self);
+        return sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "cannot create sockets: %s",
+                                 zmq_strerror (errno));
+    }
+    int hwm = S_HWM, linger = 0;
+    zmq_setsockopt (self->dealer, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt (self->dealer, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt (self->dealer, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    //  The monitor must watch before connecting, or an early loss is missed.
+    char monitor_ep [64];
+    //  Unique per client and per connect: the old monitor endpoint may still
+    //  be bound while ZeroMQ tears it down.
+    static atomic_uint s_monitors;
+    snprintf (monitor_ep, sizeof monitor_ep, "inproc://squall-monitor-%p-%u",
+              (void *) self, atomic_fetch_add (&s_monitors, 1));
+    if (zmq_socket_monitor (self->dealer, monitor_ep, ZMQ_EVENT_DISCONNECTED)
+    ||  zmq_connect (self->monitor, monitor_ep)) {
+        int rc = sq_client_seterr (self, SQ_E_INTERNAL, 0, 0, "cannot monitor socket: %s",
+                                   zmq_strerror (errno));
+        s_disconnect (self);
+        return rc;
+    }
+    if (zmq_connect (self->dealer, endpoint)) {
+        int rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to %s: %s",
+                                   endpoint, zmq_strerror (errno));
+        s_disconnect (self);
+        return rc;
+    }
+    char host [256] = "";
+    gethostname (host, sizeof host - 1);
+    char name [300];
+    snprintf (name, sizeof name, "%s-%d", *host? host: "client", (int) getpid ());
+
+    uint32_t req = sq_client_next_req (self);
+    sq_wbuf_reset (&self->w);
+    sq_hello_encode_client (&self->w, req, name);
+    if (sq_send (self->dealer, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT)) {
+        int rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to %s: %s",
+                                   endpoint, zmq_strerror (errno));
+        s_disconnect (self);
+        return rc;
+    }
+    //  Until HELLO is answered a dropped connection is only retried by
+    //  ZeroMQ, so s_await ignores disconnects (connected is false) and the
+    //  timeout decides.
+    char peer [SQ_MAX_NAME + 16];
+    snprintf (peer, sizeof peer, "broker %s", endpoint);
+    sq_reply_t reply;
+    int rc = s_await (self, self->dealer, self->monitor, req, timeout_ms, peer, &reply);
+    if (rc == SQ_E_TIMEOUT)
+        rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
+                               "no answer from broker at %s within %d ms", endpoint, timeout_ms);
+    else
+    if (rc == 0 && reply.code != SQ_OK)
+        rc = s_reply_error (self, &reply);
+    else
+    if (rc == 0) {
+        mpr_t r;
+        mpr_init (&r, reply.body, reply.body_size);
+        mpr_field (&r, "hello reply");
+        mpr_array_exact (&r, 2);
+        mpr_field (&r, "client_id");
+        mpr_u32 (&r, &self->client_id);
+        mpr_field (&r, "inline_max");
+        mpr_u32 (&r, &self->inline_max);
+        mpr_field (&r, NULL);
+        if (mpr_end (&r))
+            rc = sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0,
+                                   "malformed HELLO reply from broker %s: %s%s%s", endpoint,
+                                   r.field? r.field: "", r.field? ": ": "", r.error);
+    }
+    if (rc) {
+        s_disconnect (self);
+        return rc;
+    }
+    self->connected = true;
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  INFO as JSON. Conversion is generic: maps become objects (keys that are
+//  not strings are written as the JSON text of the key, quoted), arrays,
+//  strings (escaped), integers, floats (non-finite ones as null), booleans,
+//  nil as null, binary values as strings of lowercase hex digits, extension
+//  values as null.
+
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool failed;
+} s_text_t;
+
+static void
+s_put (s_text_t *t, const char *bytes, size_t n)
+{
+    if (t->failed)
+        return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap? t->cap: 256;
+        while (t->len + n + 1 > cap)
+            cap *= 2;
+        char *data = (char *) realloc (t->data, cap);
+        if (!data) {
+            t->failed = true;
+            return;
+        }
+        t->data = data;
+        t->cap = cap;
+    }
+    memcpy (t->data + t->len, bytes, n);
+    t->len += n;
+    t->data [t->len] = 0;
+}
+
+static void
+s_putf (s_text_t *t, const char *format, ...) __attribute__ ((format (printf, 2, 3)));
+static void
+s_putf (s_text_t *t, const char *format, ...)
+{
+    char buf [64];
+    va_list args;
+    va_start (args, format);
+    int n = vsnprintf (buf, sizeof buf, format, args);
+    va_end (args);
+    if (n > 0)
+        s_put (t, buf, (size_t) n < sizeof buf? (size_t) n: sizeof buf - 1);
+}
+
+static void
+s_put_json_string (s_text_t *t, mpr_str_t s)
+{
+    s_put (t, "\"", 1);
+    for (uint32_t i = 0; i < s.len; i++) {
+        unsigned char c = (unsigned char) s.ptr [i];
+        if (c == '"')
+            s_put (t, "\\\"", 2);
+        else
+        if (c == '\\')
+            s_put (t, "\\\\", 2);
+        else
+        if (c == '\n')
+            s_put (t, "\\n", 2);
+        else
+        if (c == '\r')
+            s_put (t, "\\r", 2);
+        else
+        if (c == '\t')
+            s_put (t, "\\t", 2);
+        else
+        if (c < 0x20 || c == 0x7f)
+            s_putf (t, "\\u%04x", c);
+        else
+            s_put (t, (const char *) &c, 1);
+    }
+    s_put (t, "\"", 1);
+}
+
+static int s_json_value (mpr_t *r, s_text_t *t, int depth);
+
+//  A map key: strings as they are, anything else as its JSON text, quoted.
+static int
+s_json_key (mpr_t *r, s_text_t *t, int depth)
+{
+    if (mpr_peek (r) == MPR_STR) {
+        mpr_str_t s;
+        if (mpr_str (r, &s, UINT32_MAX))
+            return -1;
+        s_put_json_string (t, s);
+        return 0;
+    }
+    s_text_t key = { NULL, 0, 0, false };
+    int rc = s_json_value (r, &key, depth);
+    if (rc == 0 && !key.failed) {
+        mpr_str_t s = { key.data? key.data: "", (uint32_t) key.len };
+        s_put_json_string (t, s);
+    }
+    if (key.failed)
+        t->failed = true;
+    free (key.data);
+    return rc;
+}
+
+static int
+s_json_value (mpr_t *r, s_text_t *t, int depth)
+{
+    if (depth > S_JSON_MAX_DEPTH)
+        return mpr_fail (r, "value nested too deeply");
+    mpr_str_t s;
+    uint32_t n;
+    switch (mpr_peek (r)) {
+        case MPR_NIL:
+            s_put (t, "null", 4);
+            return mpr_nil (r);
+        case MPR_BOOL: {
+            bool b;
+            if (mpr_bool (r, &b))
+                return -1;
+            s_put (t, b? "true": "false", b? 4: 5);
+            return 0;
+        }
+        case MPR_UINT: {
+            uint64_t u;
+            if (mpr_uint (r, &u))
+                return -1;
+            s_putf (t, "%llu", (unsigned long long) u);
+            return 0;
+        }
+        case MPR_INT: {
+            int64_t i;
+            if (mpr_int (r, &i))
+                return -1;
+            s_putf (t, "%lld", (long long) i);
+            return 0;
+        }
+        case MPR_FLOAT: {
+            double d;
+            if (mpr_double (r, &d))
+                return -1;
+            if (isfinite (d))
+                s_putf (t, "%.17g", d);
+            else
+                s_put (t, "null", 4);
+            return 0;
+        }
+        case MPR_STR:
+            if (mpr_str (r, &s, UINT32_MAX))
+                return -1;
+            s_put_json_string (t, s);
+            return 0;
+        case MPR_BIN:
+            if (mpr_bin (r, &s, UINT32_MAX))
+                return -1;
+            s_put (t, "\"", 1);
+            for (uint32_t i = 0; i < s.len; i++)
+                s_putf (t, "%02x", (unsigned char) s.ptr [i]);
+            s_put (t, "\"", 1);
+            return 0;
+        case MPR_ARRAY:
+            if (mpr_array (r, &n))
+                return -1;
+            s_put (t, "[", 1);
+            for (uint32_t i = 0; i < n; i++) {
+                if (i)
+                    s_put (t, ",", 1);
+                if (s_json_value (r, t, depth + 1))
+                    return -1;
+            }
+            s_put (t, "]", 1);
+            return 0;
+        case MPR_MAP:
+            if (mpr_map (r, &n))
+                return -1;
+            s_put (t, "{", 1);
+            for (uint32_t i = 0; i < n; i++) {
+                if (i)
+                    s_put (t, ",", 1);
+                if (s_json_key (r, t, depth + 1))
+                    return -1;
+                s_put (t, ":", 1);
+                if (s_json_value (r, t, depth + 1))
+                    return -1;
+            }
+            s_put (t, "}", 1);
+            return 0;
+        case MPR_EXT:
+            s_put (t, "null", 4);
+            return mpr_skip (r, NULL, NULL);
+        default:
+            //  Let the reader say what is wrong (truncated, bad type byte).
+            return mpr_skip (r, NULL, NULL) == 0? mpr_fail (r, "invalid value"): -1;
+    }
+}
+
+int
+sq_client_info (sq_client_t *self, char **json)
+{
+    if (!self || !json)
+        return self? sq_client_seterr (self, SQ_E_INVALID, 0, 0, "json is NULL"): SQ_E_INVALID;
+    *json = NULL;
+    uint32_t req = sq_client_next_req (self);
+    sq_request_t request = { .type = SQ_MSG_INFO, .req = req };
+    sq_wbuf_reset (&self->w);
+    sq_request_encode (&self->w, &request);
+    sq_reply_t reply;
+    int rc = sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply);
+    if (rc)
+        return rc;
+    mpr_t r;
+    s_text_t text = { NULL, 0, 0, false };
+    mpr_init (&r, reply.body, reply.body_size);
+    if (mpr_peek (&r) != MPR_MAP)
+        mpr_fail (&r, "expected a map");
+    else
+        s_json_value (&r, &text, 0);
+    mpr_end (&r);
+    if (!mpr_ok (&r)) {
+        free (text.data);
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed INFO reply: %s", r.error);
+    }
+    if (text.failed || !text.data) {
+        free (text.data);
+        return sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "out of memory");
+    }
+    *json = text.data;
+    return 0;
+}

@@ -1,0 +1,945 @@
+/*  session: graph building, SUBMIT, KEEP / UNKEEP, WAIT, FETCH, CANCEL.
+
+    The batch recorded since the last submit holds every id from batch_first
+    up to next_id: objects (constants and task outputs) and tasks, found by
+    id through `slots`. Ids are never reused, even when a submit fails. */
+#include "sq_client_private.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint32_t id;
+    uint32_t flags;
+    char *content_type;         //  NULL: ""
+    int32_t frame;              //  payload index, -1: produced by a task
+    sq_blob_t *blob;            //  constants
+} s_object_t;
+
+typedef struct {
+    uint32_t id;
+    char *kind;
+    uint32_t *inputs;
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    uint8_t *config;
+    size_t config_size;
+    char *res_names [SQ_MAX_RESOURCES];
+    uint64_t res_amounts [SQ_MAX_RESOURCES];
+    uint32_t n_resources;
+    int32_t priority;
+    uint32_t max_retries;
+    uint32_t timeout_ms;
+    char *name;
+} s_task_t;
+
+//  What an id of the batch is: index into objects or tasks.
+typedef struct {
+    bool task;
+    uint32_t index;
+} s_slot_t;
+
+struct _sq_session_t {
+    sq_client_t *client;        //  NULL once the client is gone
+    uint32_t id;
+    uint32_t next_id;
+    uint32_t batch_first;
+    s_object_t *objects;
+    size_t n_objects, objects_cap;
+    s_task_t *tasks;
+    size_t n_tasks, tasks_cap;
+    s_slot_t *slots;            //  [id - batch_first]
+    size_t slots_cap;
+    uint32_t n_payloads;
+};
+
+//  Records an error on the client (if any is left) and returns the code.
+#define s_err(self, code, id, ...) \
+    ((self)->client? sq_client_seterr ((self)->client, (code), (id), 0, __VA_ARGS__): (code))
+
+static void
+s_batch_clear (sq_session_t *self)
+{
+    for (size_t i = 0; i < self->n_objects; i++) {
+        free (self->objects [i].content_type);
+        sq_blob_unref (&self->objects [i].blob);
+    }
+    for (size_t i = 0; i < self->n_tasks; i++) {
+        s_task_t *t = &self->tasks [i];
+        free (t->kind);
+        free (t->inputs);
+        free (t->config);
+        free (t->name);
+        for (uint32_t j = 0; j < t->n_resources; j++)
+            free (t->res_names [j]);
+    }
+    self->n_objects = 0;
+    self->n_tasks = 0;
+    self->n_payloads = 0;
+    self->batch_first = self->next_id;
+}
+
+static int
+s_call_simple (sq_session_t *self, sq_request_t *request, int timeout_ms, sq_reply_t *reply)
+{
+    sq_client_t *client = self->client;
+    request->req = sq_client_next_req (client);
+    request->session = self->id;
+    sq_wbuf_reset (&client->w);
+    sq_request_encode (&client->w, request);
+    return sq_client_call (client, request->req, NULL, 0, timeout_ms, reply);
+}
+
+//  The body of an OK reply must be nil.
+static int
+s_expect_nil (sq_session_t *self, const sq_reply_t *reply, const char *what)
+{
+    mpr_t r;
+    mpr_init (&r, reply->body, reply->body_size);
+    mpr_nil (&r);
+    if (mpr_end (&r))
+        return s_err (self, SQ_E_PROTOCOL, 0, "malformed %s reply: %s", what, r.error);
+    return 0;
+}
+
+sq_session_t *
+sq_session_new (sq_client_t *client)
+{
+    if (!client)
+        return NULL;
+    if (sq_client_check (client))
+        return NULL;
+    sq_session_t *self = (sq_session_t *) calloc (1, sizeof *self);
+    if (!self || sq_client_attach (client, self)) {
+        free (self);
+        sq_client_seterr (client, SQ_E_NOMEM, 0, 0, "out of memory");
+        return NULL;
+    }
+    self->client = client;
+    self->next_id = 1;
+    self->batch_first = 1;
+    sq_request_t request = { .type = SQ_MSG_SESSION_OPEN };
+    sq_reply_t reply;
+    if (s_call_simple (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply)) {
+        sq_client_detach (client, self);
+        free (self);
+        return NULL;
+    }
+    mpr_t r;
+    mpr_init (&r, reply.body, reply.body_size);
+    mpr_u32 (&r, &self->id);
+    if (mpr_end (&r) || self->id == 0) {
+        sq_client_seterr (client, SQ_E_PROTOCOL, 0, 0, "malformed SESSION_OPEN reply: %s",
+                          r.error? r.error: "session id 0");
+        sq_client_detach (client, self);
+        free (self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+sq_session_orphan (sq_session_t *self)
+{
+    self->client = NULL;
+}
+
+void
+sq_session_destroy (sq_session_t **self_p)
+{
+    sq_session_t *self = *self_p;
+    if (!self)
+        return;
+    *self_p = NULL;
+    if (self->client) {
+        sq_client_t *client = self->client;
+        if (client->connected && !client->broken) {
+            //  Errors here are only recorded: the session is going anyway,
+            //  and the broker closes it with the connection at worst.
+            sq_request_t request = { .type = SQ_MSG_SESSION_CLOSE };
+            sq_reply_t reply;
+            s_call_simple (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply);
+        }
+        sq_client_detach (client, self);
+    }
+    s_batch_clear (self);
+    free (self->objects);
+    free (self->tasks);
+    free (self->slots);
+    free (self);
+}
+
+uint32_t
+sq_session_id (sq_session_t *self)
+{
+    return self? self->id: 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Graph building
+
+static void *
+s_grow (void *array, size_t *cap, size_t need, size_t item)
+{
+    if (need <= *cap)
+        return array;
+    size_t n = *cap? *cap: 16;
+    while (n < need)
+        n *= 2;
+    void *grown = realloc (array, n * item);
+    if (grown)
+        *cap = n;
+    return grown;
+}
+
+//  Reserves ids [next_id, next_id + count) in the batch; 0 or -1.
+static int
+s_reserve_ids (sq_session_t *self, uint64_t count)
+{
+    if ((uint64_t) self->next_id + count > UINT32_MAX) {
+        s_err (self, SQ_E_TOO_LARGE, 0, "session %u ran out of ids", self->id);
+        return -1;
+    }
+    size_t need = (size_t) (self->next_id - self->batch_first) + (size_t) count;
+    s_slot_t *slots = (s_slot_t *) s_grow (self->slots, &self->slots_cap, need, sizeof (s_slot_t));
+    if (!slots) {
+        s_err (self, SQ_E_NOMEM, 0, "out of memory");
+        return -1;
+    }
+    self->slots = slots;
+    return 0;
+}
+
+static s_object_t *
+s_new_object (sq_session_t *self)
+{
+    s_object_t *objects = (s_object_t *) s_grow (self->objects, &self->objects_cap,
+                                                 self->n_objects + 1, sizeof (s_object_t));
+    if (!objects) {
+        s_err (self, SQ_E_NOMEM, 0, "out of memory");
+        return NULL;
+    }
+    self->objects = objects;
+    s_object_t *o = &objects [self->n_objects];
+    memset (o, 0, sizeof *o);
+    o->id = self->next_id;
+    o->frame = -1;
+    self->slots [self->next_id - self->batch_first] = (s_slot_t) { false, (uint32_t) self->n_objects };
+    self->n_objects++;
+    self->next_id++;
+    return o;
+}
+
+static bool
+s_name_ok (const char *s)
+{
+    return strlen (s) <= SQ_MAX_NAME;
+}
+
+uint32_t
+sq_blob (sq_session_t *self, const void *data, size_t size, const char *content_type)
+{
+    if (!self)
+        return 0;
+    if ((!data && size) || (content_type && !s_name_ok (content_type))) {
+        s_err (self, SQ_E_INVALID, 0, "sq_blob: invalid data or content type");
+        return 0;
+    }
+    if (size > UINT32_MAX) {
+        //  A frame can be larger, but nobody should push 4 GB through the
+        //  broker in one constant: load it from a file instead.
+        s_err (self, SQ_E_TOO_LARGE, 0, "sq_blob: constant of %zu bytes is too large", size);
+        return 0;
+    }
+    if (self->n_payloads + 1 >= SQ_MAX_FRAMES) {
+        s_err (self, SQ_E_TOO_LARGE, 0, "sq_blob: too many constants in one submit (max %d)",
+               SQ_MAX_FRAMES - 1);
+        return 0;
+    }
+    if (s_reserve_ids (self, 1))
+        return 0;
+    sq_blob_t *blob = sq_blob_copy (data, size);
+    char *ct = content_type && *content_type? strdup (content_type): NULL;
+    if (!blob || (content_type && *content_type && !ct)) {
+        sq_blob_unref (&blob);
+        free (ct);
+        s_err (self, SQ_E_NOMEM, 0, "out of memory");
+        return 0;
+    }
+    s_object_t *o = s_new_object (self);
+    if (!o) {
+        sq_blob_unref (&blob);
+        free (ct);
+        return 0;
+    }
+    o->blob = blob;
+    o->content_type = ct;
+    o->frame = (int32_t) ++self->n_payloads;
+    return o->id;
+}
+
+//  The slot of an id in the current batch, NULL if it is not in it.
+static s_slot_t *
+s_slot (sq_session_t *self, uint32_t id)
+{
+    if (id < self->batch_first || id >= self->next_id)
+        return NULL;
+    return &self->slots [id - self->batch_first];
+}
+
+static s_task_t *
+s_pending_task (sq_session_t *self, uint32_t id, const char *what)
+{
+    if (!self)
+        return NULL;
+    s_slot_t *slot = s_slot (self, id);
+    if (!slot || !slot->task) {
+        s_err (self, SQ_E_INVALID, id, "%s: %u is not a task of the unsubmitted batch", what, id);
+        return NULL;
+    }
+    return &self->tasks [slot->index];
+}
+
+uint32_t
+sq_task (sq_session_t *self, const char *kind, const uint32_t *inputs, size_t n_inputs,
+         uint32_t n_outputs, const void *config, size_t config_size)
+{
+    if (!self)
+        return 0;
+    if (!kind || !*kind || !s_name_ok (kind)) {
+        s_err (self, SQ_E_INVALID, 0, "sq_task: invalid kind");
+        return 0;
+    }
+    if ((n_inputs && !inputs) || n_inputs > UINT32_MAX) {
+        s_err (self, SQ_E_INVALID, 0, "sq_task: invalid inputs");
+        return 0;
+    }
+    for (size_t i = 0; i < n_inputs; i++) {
+        uint32_t in = inputs [i];
+        s_slot_t *slot = s_slot (self, in);
+        if (in == 0 || in >= self->next_id || (slot && slot->task)) {
+            s_err (self, SQ_E_INVALID, in, "sq_task: input %zu (%u) is not an object of session %u",
+                   i, in, self->id);
+            return 0;
+        }
+    }
+    if (config && config_size) {
+        //  The config is embedded raw in the SUBMIT frame: it must be
+        //  exactly one msgpack value or it would corrupt the message.
+        mpr_t r;
+        mpr_init (&r, config, config_size);
+        mpr_skip (&r, NULL, NULL);
+        if (config_size > SQ_MAX_CONFIG || mpr_end (&r)) {
+            s_err (self, SQ_E_BAD_CONFIG, 0, "sq_task: config is not one msgpack value%s",
+                   config_size > SQ_MAX_CONFIG? " (too large)": "");
+            return 0;
+        }
+    }
+    if (s_reserve_ids (self, 1 + (uint64_t) n_outputs))
+        return 0;
+    s_task_t *tasks = (s_task_t *) s_grow (self->tasks, &self->tasks_cap, self->n_tasks + 1,
+                                           sizeof (s_task_t));
+    s_object_t *objects = (s_object_t *) s_grow (self->objects, &self->objects_cap,
+                                                 self->n_objects + n_outputs, sizeof (s_object_t));
+    if (tasks)
+        self->tasks = tasks;
+    if (objects)
+        self->objects = objects;
+    s_task_t t;
+    memset (&t, 0, sizeof t);
+    t.kind = strdup (kind);
+    t.inputs = n_inputs? (uint32_t *) malloc (n_inputs * sizeof (uint32_t)): NULL;
+    t.config = config && config_size? (uint8_t *) malloc (config_size): NULL;
+    if (!tasks || !objects || !t.kind || (n_inputs && !t.inputs) || (config && config_size && !t.config)) {
+        free (t.kind);
+        free (t.inputs);
+        free (t.config);
+        s_err (self, SQ_E_NOMEM, 0, "out of memory");
+        return 0;
+    }
+    if (n_inputs)
+        memcpy (t.inputs, inputs, n_inputs * sizeof (uint32_t));
+    if (t.config) {
+        memcpy (t.config, config, config_size);
+        t.config_size = config_size;
+    }
+    t.n_inputs = (uint32_t) n_inputs;
+    t.n_outputs = n_outputs;
+    t.id = self->next_id;
+    self->slots [self->next_id - self->batch_first] = (s_slot_t) { true, (uint32_t) self->n_tasks };
+    self->tasks [self->n_tasks++] = t;
+    self->next_id++;
+    for (uint32_t i = 0; i < n_outputs; i++)
+        s_new_object (self);        //  room reserved above: cannot fail
+    return t.id;
+}
+
+uint32_t
+sq_output (uint32_t task_id, uint32_t i)
+{
+    return task_id + 1 + i;
+}
+
+int
+sq_task_set_name (sq_session_t *self, uint32_t task, const char *name)
+{
+    s_task_t *t = s_pending_task (self, task, "sq_task_set_name");
+    if (!t)
+        return SQ_E_INVALID;
+    if (!name || !s_name_ok (name))
+        return s_err (self, SQ_E_INVALID, task, "sq_task_set_name: invalid name");
+    char *copy = strdup (name);
+    if (!copy)
+        return s_err (self, SQ_E_NOMEM, task, "out of memory");
+    free (t->name);
+    t->name = copy;
+    return 0;
+}
+
+int
+sq_task_set_resource (sq_session_t *self, uint32_t task, const char *name, uint64_t amount)
+{
+    s_task_t *t = s_pending_task (self, task, "sq_task_set_resource");
+    if (!t)
+        return SQ_E_INVALID;
+    if (!name || !*name || !s_name_ok (name))
+        return s_err (self, SQ_E_INVALID, task, "sq_task_set_resource: invalid resource name");
+    //  No map on the wire means cpus=1; once there is a map, cpus must be in
+    //  it explicitly or the task would ask for none.
+    if (t->n_resources == 0 && strcmp (name, SQ_RES_CPUS) != 0) {
+        t->res_names [0] = strdup (SQ_RES_CPUS);
+        if (!t->res_names [0])
+            return s_err (self, SQ_E_NOMEM, task, "out of memory");
+        t->res_amounts [0] = 1;
+        t->n_resources = 1;
+    }
+    for (uint32_t i = 0; i < t->n_resources; i++)
+        if (strcmp (t->res_names [i], name) == 0) {
+            t->res_amounts [i] = amount;
+            return 0;
+        }
+    if (t->n_resources == SQ_MAX_RESOURCES)
+        return s_err (self, SQ_E_INVALID, task, "sq_task_set_resource: at most %d resource kinds",
+                      SQ_MAX_RESOURCES);
+    char *copy = strdup (name);
+    if (!copy)
+        return s_err (self, SQ_E_NOMEM, task, "out of memory");
+    t->res_names [t->n_resources] = copy;
+    t->res_amounts [t->n_resources++] = amount;
+    return 0;
+}
+
+int
+sq_task_set_priority (sq_session_t *self, uint32_t task, int32_t priority)
+{
+    s_task_t *t = s_pending_task (self, task, "sq_task_set_priority");
+    if (!t)
+        return SQ_E_INVALID;
+    t->priority = priority;
+    return 0;
+}
+
+int
+sq_task_set_max_retries (sq_session_t *self, uint32_t task, uint32_t retries)
+{
+    s_task_t *t = s_pending_task (self, task, "sq_task_set_max_retries");
+    if (!t)
+        return SQ_E_INVALID;
+    t->max_retries = retries;
+    return 0;
+}
+
+int
+sq_task_set_timeout (sq_session_t *self, uint32_t task, double seconds)
+{
+    s_task_t *t = s_pending_task (self, task, "sq_task_set_timeout");
+    if (!t)
+        return SQ_E_INVALID;
+    if (!isfinite (seconds) || seconds < 0 || seconds * 1000.0 > (double) UINT32_MAX)
+        return s_err (self, SQ_E_INVALID, task,
+                      "sq_task_set_timeout: %g s is not between 0 and %u s", seconds,
+                      UINT32_MAX / 1000);
+    //  Round up so that a tiny positive timeout does not become "none" (0).
+    t->timeout_ms = (uint32_t) ceil (seconds * 1000.0);
+    return 0;
+}
+
+int
+sq_object_set_content_type (sq_session_t *self, uint32_t object, const char *content_type)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    s_slot_t *slot = s_slot (self, object);
+    if (!slot || slot->task)
+        return s_err (self, SQ_E_INVALID, object,
+                      "sq_object_set_content_type: %u is not an object of the unsubmitted batch",
+                      object);
+    if (!content_type || !s_name_ok (content_type))
+        return s_err (self, SQ_E_INVALID, object, "sq_object_set_content_type: invalid content type");
+    char *copy = NULL;
+    if (*content_type && !(copy = strdup (content_type)))
+        return s_err (self, SQ_E_NOMEM, object, "out of memory");
+    s_object_t *o = &self->objects [slot->index];
+    free (o->content_type);
+    o->content_type = copy;
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Requests on submitted ids
+
+//  Ids a request names must have been submitted already.
+static int
+s_check_submitted (sq_session_t *self, const uint32_t *ids, size_t n, const char *what)
+{
+    if (n && !ids)
+        return s_err (self, SQ_E_INVALID, 0, "%s: ids is NULL", what);
+    if (n > UINT32_MAX)
+        return s_err (self, SQ_E_INVALID, 0, "%s: too many ids", what);
+    for (size_t i = 0; i < n; i++) {
+        if (ids [i] == 0 || ids [i] >= self->next_id)
+            return s_err (self, SQ_E_UNKNOWN_ID, ids [i], "%s: id %u does not exist in session %u",
+                          what, ids [i], self->id);
+        if (ids [i] >= self->batch_first)
+            return s_err (self, SQ_E_INVALID, ids [i],
+                          "%s: id %u is not submitted yet (call sq_submit first)", what, ids [i]);
+    }
+    return 0;
+}
+
+static int
+s_session_check (sq_session_t *self)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (!self->client)
+        return SQ_E_CONNECTION;
+    return 0;
+}
+
+static int
+s_keep_request (sq_session_t *self, uint32_t object, bool keep)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    const char *what = keep? "sq_keep": "sq_unkeep";
+    s_slot_t *slot = s_slot (self, object);
+    if (slot) {
+        if (slot->task)
+            return s_err (self, SQ_E_INVALID, object, "%s: %u is a task, not an object", what, object);
+        s_object_t *o = &self->objects [slot->index];
+        if (keep)
+            o->flags |= SQ_OBJ_KEEP;
+        else
+            o->flags &= ~(uint32_t) SQ_OBJ_KEEP;
+        return 0;
+    }
+    if ((rc = s_check_submitted (self, &object, 1, what)))
+        return rc;
+    sq_request_t request = { .type = keep? SQ_MSG_KEEP: SQ_MSG_UNKEEP, .ids = &object, .n_ids = 1 };
+    sq_reply_t reply;
+    if ((rc = s_call_simple (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply)))
+        return rc;
+    return s_expect_nil (self, &reply, keep? "KEEP": "UNKEEP");
+}
+
+int
+sq_keep (sq_session_t *self, uint32_t object)
+{
+    return s_keep_request (self, object, true);
+}
+
+int
+sq_unkeep (sq_session_t *self, uint32_t object)
+{
+    return s_keep_request (self, object, false);
+}
+
+int
+sq_submit (sq_session_t *self)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if (self->n_objects == 0 && self->n_tasks == 0)
+        return 0;
+    sq_client_t *client = self->client;
+    if ((rc = sq_client_check (client))) {
+        s_batch_clear (self);
+        return rc;
+    }
+    zmq_msg_t *payloads = self->n_payloads?
+        (zmq_msg_t *) malloc (self->n_payloads * sizeof (zmq_msg_t)): NULL;
+    if (self->n_payloads && !payloads) {
+        s_batch_clear (self);
+        return s_err (self, SQ_E_NOMEM, 0, "out of memory");
+    }
+    uint32_t req = sq_client_next_req (client);
+    msgpack_packer *pk = &client->w.pk;
+    sq_wbuf_reset (&client->w);
+    sq_pack_submit_begin (pk, req, self->id);
+    msgpack_pack_array (pk, (uint32_t) self->n_objects);
+    size_t n_payloads = 0;
+    uint64_t payload_bytes = 0;
+    for (size_t i = 0; i < self->n_objects; i++) {
+        s_object_t *o = &self->objects [i];
+        sq_pack_object_spec (pk, o->id, o->flags, o->content_type, o->frame, "");
+        if (o->blob) {
+            //  Constants go out zero-copy: ZeroMQ holds a blob reference
+            //  until the bytes are on the wire.
+            if (sq_blob_msg (o->blob, &payloads [n_payloads])) {
+                rc = s_err (self, SQ_E_NOMEM, o->id, "out of memory");
+                break;
+            }
+            payload_bytes += sq_blob_size (o->blob);
+            n_payloads++;
+        }
+    }
+    msgpack_pack_array (pk, (uint32_t) self->n_tasks);
+    for (size_t i = 0; i < self->n_tasks && rc == 0; i++) {
+        s_task_t *t = &self->tasks [i];
+        sq_resource_t resources [SQ_MAX_RESOURCES];
+        uint32_t outputs_stack [64];
+        uint32_t *outputs = t->n_outputs <= 64? outputs_stack:
+                            (uint32_t *) malloc (t->n_outputs * sizeof (uint32_t));
+        if (!outputs) {
+            rc = s_err (self, SQ_E_NOMEM, t->id, "out of memory");
+            break;
+        }
+        for (uint32_t j = 0; j < t->n_outputs; j++)
+            outputs [j] = sq_output (t->id, j);
+        for (uint32_t j = 0; j < t->n_resources; j++)
+            resources [j] = (sq_resource_t) {
+                { t->res_names [j], (uint32_t) strlen (t->res_names [j]) }, t->res_amounts [j]
+            };
+        sq_task_spec_t spec = {
+            .id = t->id,
+            .kind = { t->kind, (uint32_t) strlen (t->kind) },
+            .n_inputs = t->n_inputs, .inputs = t->inputs,
+            .n_outputs = t->n_outputs, .outputs = outputs,
+            .config = t->config, .config_size = t->config_size,
+            .n_resources = t->n_resources, .resources = resources,
+            .priority = t->priority, .max_retries = t->max_retries,
+            .timeout_ms = t->timeout_ms,
+            .name = { t->name? t->name: "", t->name? (uint32_t) strlen (t->name): 0 }
+        };
+        sq_pack_task_spec (pk, &spec);
+        if (outputs != outputs_stack)
+            free (outputs);
+    }
+    if (rc == 0 && client->w.buf.size > SQ_DEFAULT_MAX_HEADER)
+        rc = s_err (self, SQ_E_TOO_LARGE, 0, "submit header of %zu bytes is over the %u byte limit",
+                    client->w.buf.size, SQ_DEFAULT_MAX_HEADER);
+    if (rc) {
+        for (size_t i = 0; i < n_payloads; i++)
+            zmq_msg_close (&payloads [i]);
+        free (payloads);
+        sq_wbuf_reset (&client->w);
+        s_batch_clear (self);
+        return rc;
+    }
+    //  The broker answers after taking in the whole message, so give the
+    //  transfer time: a second per 10 MB on top of the usual timeout.
+    uint64_t timeout = SQ_CLIENT_CALL_TIMEOUT + (payload_bytes + client->w.buf.size) / 10000;
+    sq_reply_t reply;
+    rc = sq_client_call (client, req, payloads, n_payloads,
+                         timeout > INT32_MAX? -1: (int) timeout, &reply);
+    free (payloads);
+    s_batch_clear (self);
+    if (rc)
+        return rc;
+    return s_expect_nil (self, &reply, "SUBMIT");
+}
+
+//  --------------------------------------------------------------------------
+//  WAIT
+
+static int
+s_wait_timeout (int timeout_ms)
+{
+    if (timeout_ms < 0 || timeout_ms > INT32_MAX - SQ_CLIENT_WAIT_MARGIN)
+        return -1;
+    return timeout_ms + SQ_CLIENT_WAIT_MARGIN;
+}
+
+//  Turns a failed or cancelled entry into the error the caller sees.
+static int
+s_done_error (sq_session_t *self, const sq_done_t *d)
+{
+    int msg_len = (int) d->message.len;
+    const char *msg = d->message.len? d->message.ptr: "";
+    if (d->state == SQ_STATE_CANCELLED) {
+        int rc = s_err (self, SQ_E_CANCELLED, d->id, "task %u was cancelled%s%.*s", d->id,
+                        msg_len? ": ": "", msg_len, msg);
+        if (self->client)
+            self->client->errroot = d->root;
+        return rc;
+    }
+    if (d->root == 0 || d->root == d->id) {
+        int rc = s_err (self, SQ_E_TASK_FAILED, d->id, "task %u failed: %.*s", d->id, msg_len, msg);
+        if (self->client)
+            self->client->errroot = d->id;
+        return rc;
+    }
+    int rc = s_err (self, SQ_E_UPSTREAM_FAILED, d->id, "task %u failed: upstream task %u failed: %.*s",
+                    d->id, d->root, msg_len, msg);
+    if (self->client)
+        self->client->errroot = d->root;
+    return rc;
+}
+
+//  Sends WAIT and reads the reply. For WAIT_SOME the done ids go to done[]
+//  (room for max_done); otherwise the first failure becomes the error.
+static int
+s_wait (sq_session_t *self, uint32_t mode, const uint32_t *ids, size_t n, int timeout_ms,
+        uint32_t *done, size_t max_done, size_t *n_done)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    const char *what = mode == SQ_WAIT_SOME? "sq_wait_some": mode == SQ_WAIT_ALL? "sq_wait": "sq_wait_all";
+    if ((rc = s_check_submitted (self, ids, n, what)))
+        return rc;
+    sq_request_t request = {
+        .type = SQ_MSG_WAIT, .mode = mode, .ids = (uint32_t *) ids, .n_ids = (uint32_t) n,
+        .timeout_ms = timeout_ms < 0? -1: timeout_ms
+    };
+    sq_reply_t reply;
+    if ((rc = s_call_simple (self, &request, s_wait_timeout (timeout_ms), &reply)))
+        return rc;
+    mpr_t r;
+    uint64_t n_finished, n_failed;
+    uint32_t n_entries;
+    mpr_init (&r, reply.body, reply.body_size);
+    mpr_field (&r, "wait reply");
+    mpr_array_exact (&r, 3);
+    mpr_field (&r, "n_finished");
+    mpr_uint (&r, &n_finished);
+    mpr_field (&r, "n_failed");
+    mpr_uint (&r, &n_failed);
+    mpr_field (&r, "states");
+    mpr_array (&r, &n_entries);
+    if (mpr_ok (&r) && mode != SQ_WAIT_SESSION && n_entries > n)
+        mpr_fail (&r, "more states than ids asked for");
+    sq_done_t first_bad = { 0, 0, 0, { NULL, 0 } };
+    size_t count = 0;
+    for (uint32_t i = 0; i < n_entries && mpr_ok (&r); i++) {
+        sq_done_t d = { 0, 0, 0, { NULL, 0 } };
+        mpr_field (&r, "state entry");
+        mpr_array_exact (&r, 4);
+        mpr_field (&r, "id");
+        mpr_u32 (&r, &d.id);
+        mpr_field (&r, "state");
+        mpr_u32 (&r, &d.state);
+        if (mpr_ok (&r) && d.state > SQ_STATE_CANCELLED)
+            mpr_fail (&r, "unknown state");
+        mpr_field (&r, "root");
+        if (!mpr_try_nil (&r))
+            mpr_u32 (&r, &d.root);
+        mpr_field (&r, "message");
+        if (!mpr_try_nil (&r))
+            mpr_str (&r, &d.message, SQ_MAX_MESSAGE);
+        if (!mpr_ok (&r))
+            break;
+        if (d.state != SQ_STATE_PENDING && done && count < max_done)
+            done [count++] = d.id;
+        if ((d.state == SQ_STATE_FAILED || d.state == SQ_STATE_CANCELLED)
+        &&  (first_bad.state == 0
+          || (first_bad.state == SQ_STATE_CANCELLED && d.state == SQ_STATE_FAILED)))
+            first_bad = d;
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_err (self, SQ_E_PROTOCOL, 0, "malformed WAIT reply: %s%s%s",
+                      r.field? r.field: "", r.field? ": ": "", r.error);
+    if (n_done)
+        *n_done = count;
+    if (mode == SQ_WAIT_SOME)
+        return 0;
+    if (first_bad.state)
+        return s_done_error (self, &first_bad);
+    if (n_failed)
+        return s_err (self, SQ_E_TASK_FAILED, 0, "%llu task(s) of session %u failed",
+                      (unsigned long long) n_failed, self->id);
+    return 0;
+}
+
+int
+sq_wait (sq_session_t *self, const uint32_t *ids, size_t n, int timeout_ms)
+{
+    if (n == 0)
+        return s_session_check (self);
+    return s_wait (self, SQ_WAIT_ALL, ids, n, timeout_ms, NULL, 0, NULL);
+}
+
+int
+sq_wait_all (sq_session_t *self, int timeout_ms)
+{
+    return s_wait (self, SQ_WAIT_SESSION, NULL, 0, timeout_ms, NULL, 0, NULL);
+}
+
+int
+sq_wait_some (sq_session_t *self, const uint32_t *ids, size_t n, int timeout_ms,
+              uint32_t *done, size_t *n_done)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if (n_done)
+        *n_done = 0;
+    if (n == 0 || !done || !n_done)
+        return s_err (self, SQ_E_INVALID, 0, "sq_wait_some: needs ids, done and n_done");
+    return s_wait (self, SQ_WAIT_SOME, ids, n, timeout_ms, done, n, n_done);
+}
+
+//  --------------------------------------------------------------------------
+//  FETCH
+
+//  Reads [size, content_type] from a body (the governor's reply, or the
+//  broker's first two fields); the reader is left on the next field.
+static int
+s_copy_out (sq_session_t *self, sq_msg_t *msg, uint64_t size, mpr_str_t content_type,
+            const char *from, void **data, size_t *size_out, char **content_type_out)
+{
+    if (msg->n != 2)
+        return s_err (self, SQ_E_PROTOCOL, 0, "FETCH reply from %s: expected 1 payload frame, got %zu",
+                      from, msg->n? msg->n - 1: 0);
+    if (sq_msg_size (msg, 1) != size)
+        return s_err (self, SQ_E_PROTOCOL, 0, "FETCH reply from %s: payload of %zu bytes, %llu announced",
+                      from, sq_msg_size (msg, 1), (unsigned long long) size);
+    //  sq_free is free (): the bytes must be copied out of the ZeroMQ frame.
+    void *bytes = malloc (size? size: 1);
+    char *ct = content_type_out? mpr_strdup (content_type): NULL;
+    if (!bytes || (content_type_out && !ct)) {
+        free (bytes);
+        free (ct);
+        return s_err (self, SQ_E_NOMEM, 0, "out of memory");
+    }
+    if (size)
+        memcpy (bytes, sq_msg_data (msg, 1), size);
+    *data = bytes;
+    *size_out = (size_t) size;
+    if (content_type_out)
+        *content_type_out = ct;
+    return 0;
+}
+
+int
+sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms, void **data, size_t *size,
+          char **content_type)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if (!data || !size)
+        return s_err (self, SQ_E_INVALID, object, "sq_fetch: data and size are required");
+    *data = NULL;
+    *size = 0;
+    if (content_type)
+        *content_type = NULL;
+    if ((rc = s_check_submitted (self, &object, 1, "sq_fetch")))
+        return rc;
+    sq_client_t *client = self->client;
+    sq_request_t request = {
+        .type = SQ_MSG_FETCH, .id = object, .timeout_ms = timeout_ms < 0? -1: timeout_ms
+    };
+    sq_reply_t reply;
+    if ((rc = s_call_simple (self, &request, s_wait_timeout (timeout_ms), &reply)))
+        return rc;
+    mpr_t r;
+    uint64_t length;
+    mpr_str_t ct = { NULL, 0 };
+    uint32_t governor = 0;
+    mpr_str_t endpoint = { NULL, 0 };
+    bool direct = false;
+    mpr_init (&r, reply.body, reply.body_size);
+    mpr_field (&r, "fetch reply");
+    mpr_array_exact (&r, 3);
+    mpr_field (&r, "size");
+    mpr_uint (&r, &length);
+    mpr_field (&r, "content_type");
+    mpr_str (&r, &ct, SQ_MAX_NAME);
+    mpr_field (&r, "where");
+    if (!mpr_try_nil (&r)) {
+        direct = true;
+        mpr_array_exact (&r, 2);
+        mpr_field (&r, "governor_id");
+        mpr_u32 (&r, &governor);
+        mpr_field (&r, "serve_endpoint");
+        mpr_str (&r, &endpoint, SQ_MAX_NAME);
+        if (mpr_ok (&r) && endpoint.len == 0)
+            mpr_fail (&r, "empty endpoint");
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_err (self, SQ_E_PROTOCOL, object, "malformed FETCH reply: %s%s%s",
+                      r.field? r.field: "", r.field? ": ": "", r.error);
+    if (length > SIZE_MAX)
+        return s_err (self, SQ_E_TOO_LARGE, object, "object %u is too large for memory", object);
+    if (!direct)
+        return s_copy_out (self, &client->msg, length, ct, "broker", data, size, content_type);
+
+    //  The bytes live on a governor: fetch them from it directly. The
+    //  endpoint and content type point into the broker's reply, which the
+    //  next receive replaces: copy them first.
+    char *ep = mpr_strdup (endpoint);
+    char *ct_copy = mpr_strdup (ct);
+    if (!ep || !ct_copy) {
+        free (ep);
+        free (ct_copy);
+        return s_err (self, SQ_E_NOMEM, object, "out of memory");
+    }
+    uint32_t req = sq_client_next_req (client);
+    sq_wbuf_reset (&client->w);
+    sq_gfetch_encode (&client->w, req, sq_key (self->id, object));
+    uint64_t transfer = SQ_CLIENT_CALL_TIMEOUT + length / 10000;
+    rc = sq_client_call_governor (client, ep, req, transfer > INT32_MAX? -1: (int) transfer, &reply);
+    if (rc == 0) {
+        uint64_t gsize;
+        mpr_str_t gct;
+        mpr_init (&r, reply.body, reply.body_size);
+        mpr_field (&r, "governor fetch reply");
+        mpr_array_exact (&r, 2);
+        mpr_field (&r, "size");
+        mpr_uint (&r, &gsize);
+        mpr_field (&r, "content_type");
+        mpr_str (&r, &gct, SQ_MAX_NAME);
+        mpr_field (&r, NULL);
+        if (mpr_end (&r))
+            rc = s_err (self, SQ_E_PROTOCOL, object, "malformed GFETCH reply from %s: %s%s%s", ep,
+                        r.field? r.field: "", r.field? ": ": "", r.error);
+        else
+        if (gsize != length)
+            rc = s_err (self, SQ_E_PROTOCOL, object,
+                        "governor %u at %s has %llu bytes of object %u, the broker said %llu",
+                        governor, ep, (unsigned long long) gsize, object, (unsigned long long) length);
+        else {
+            mpr_str_t keep_ct = { ct_copy, (uint32_t) strlen (ct_copy) };
+            rc = s_copy_out (self, &client->msg, length, keep_ct, ep, data, size, content_type);
+        }
+    }
+    else
+    if (self->client && self->client->errid == 0)
+        self->client->errid = object;
+    free (ep);
+    free (ct_copy);
+    return rc;
+}
+
+//  --------------------------------------------------------------------------
+
+int
+sq_cancel (sq_session_t *self, const uint32_t *ids, size_t n)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if ((rc = s_check_submitted (self, ids, n, "sq_cancel")))
+        return rc;
+    sq_request_t request = { .type = SQ_MSG_CANCEL, .ids = (uint32_t *) ids, .n_ids = (uint32_t) n };
+    sq_reply_t reply;
+    if ((rc = s_call_simple (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply)))
+        return rc;
+    return s_expect_nil (self, &reply, "CANCEL");
+}

@@ -1,0 +1,76 @@
+/*  sq_client_private: what client.c and session.c share inside libsquall.
+    Not installed; nothing here is part of the public API.
+
+    A call is: take a request id (sq_client_next_req), encode the request into
+    client->w with the proto.h encoders, then sq_client_call, which sends it
+    and waits for the REPLY carrying that id. The decoded reply points into
+    client->msg and stays valid until the next call on the client. */
+#ifndef SQ_CLIENT_PRIVATE_H
+#define SQ_CLIENT_PRIVATE_H
+
+#include "squall.h"
+#include "proto.h"
+#include "wire.h"
+#include "blob.h"
+
+//  Governor serve sockets cached for direct fetches; the oldest goes when
+//  the cache is full (a client rarely talks to more governors at once).
+#define SQ_CLIENT_MAX_GOVERNORS 8
+//  Our own receive timeout for requests the broker answers at once. Calls
+//  that wait on the cluster (WAIT, FETCH) add a margin to the broker's
+//  timeout instead, so that the broker's answer normally decides.
+#define SQ_CLIENT_CALL_TIMEOUT 60000
+#define SQ_CLIENT_WAIT_MARGIN 5000
+//  Frames accepted in one reply: header plus at most one payload.
+#define SQ_CLIENT_MAX_FRAMES 4
+
+typedef struct {
+    char *endpoint;
+    void *socket;
+} sq_govlink_t;
+
+struct _sq_client_t {
+    void *ctx;
+    void *dealer;               //  to the broker
+    void *monitor;              //  PAIR receiving the dealer's socket events
+    char *endpoint;
+    bool connected;             //  HELLO answered
+    bool broken;                //  connection lost: every call fails
+    uint32_t next_req;
+    uint32_t client_id;
+    uint32_t inline_max;
+    sq_wbuf_t w;                //  request being encoded
+    sq_msg_t msg;               //  last reply received
+    sq_govlink_t governors [SQ_CLIENT_MAX_GOVERNORS];
+    size_t n_governors;
+    sq_session_t **sessions;    //  open sessions, detached on destroy
+    size_t n_sessions;
+    size_t sessions_cap;
+    int errcode;
+    uint32_t errid;
+    uint32_t errroot;
+    char errmsg [SQ_MAX_MESSAGE + 256];
+};
+
+uint32_t sq_client_next_req (sq_client_t *self);
+//  Records an error and returns its code.
+int sq_client_seterr (sq_client_t *self, int code, uint32_t id, uint32_t root,
+                      const char *format, ...) __attribute__ ((format (printf, 5, 6)));
+//  Fails with SQ_E_CONNECTION when not connected or the connection was lost.
+int sq_client_check (sq_client_t *self);
+//  Sends client->w (plus payloads, which are moved) and waits up to
+//  timeout_ms (< 0: for ever) for the REPLY to req. 0 with an OK reply in
+//  *reply; else the error (the broker's, or the library's own) is recorded
+//  and returned.
+int sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
+                    size_t n_payloads, int timeout_ms, sq_reply_t *reply);
+//  Sends client->w to the governor serving at endpoint and waits for the
+//  REPLY to req as sq_client_call does.
+int sq_client_call_governor (sq_client_t *self, const char *endpoint, uint32_t req,
+                             int timeout_ms, sq_reply_t *reply);
+int sq_client_attach (sq_client_t *self, sq_session_t *session);
+void sq_client_detach (sq_client_t *self, sq_session_t *session);
+//  Called by sq_client_destroy on every session still open.
+void sq_session_orphan (sq_session_t *self);
+
+#endif

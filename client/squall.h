@@ -1,0 +1,199 @@
+/*  squall.h: the squall client library (libsquall), the one public header.
+
+    A client connects to a broker, opens sessions, builds graphs of tasks and
+    data objects, submits them (any number of times per session), waits for
+    them and fetches results. docs/protocol.md describes the wire protocol
+    this library speaks, for clients in other languages.
+
+    Threading: a client and its sessions belong to one thread at a time; use
+    one client per thread. No call keeps a background thread.
+
+    Ownership: sq_client_new / sq_session_new return objects the caller owns
+    and frees with the matching _destroy (which nulls the pointer). Buffers
+    returned through out-parameters (fetch data, info JSON, content types) are
+    owned by the caller and freed with sq_free.
+
+    Errors: every call that can fail returns 0 or a positive sq_err_t code; the
+    client then holds a readable message (sq_client_errmsg) and, when the
+    error is about one task or object, its id (sq_client_errid).
+
+    Ids: tasks and data objects share one id space per session; the library
+    allocates them. A task made with n outputs has id T and outputs
+    T+1 .. T+n (sq_output).
+*/
+#ifndef SQUALL_H
+#define SQUALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SQUALL_VERSION_MAJOR 0
+#define SQUALL_VERSION_MINOR 1
+#define SQUALL_VERSION_PATCH 0
+//  Version of the wire protocol; a peer speaking another one is refused.
+#define SQUALL_PROTOCOL_VERSION 1
+
+//  Error codes: the same numbers travel on the wire (docs/protocol.md).
+typedef enum {
+    SQ_OK = 0,
+    SQ_E_PROTOCOL = 1,          //  malformed message
+    SQ_E_VERSION = 2,           //  protocol version mismatch
+    SQ_E_HELLO = 3,             //  peer has not said HELLO, or said it twice
+    SQ_E_INVALID = 4,           //  invalid argument or field value
+    SQ_E_DUPLICATE_ID = 5,      //  id used twice in a session
+    SQ_E_UNKNOWN_ID = 6,        //  id not in the session (or already released)
+    SQ_E_CYCLE = 7,             //  submitted tasks depend on each other in a cycle
+    SQ_E_NO_PRODUCER = 8,       //  data object with neither data nor producer task
+    SQ_E_UNKNOWN_KIND = 9,      //  task kind no governor knows
+    SQ_E_BAD_CONFIG = 10,       //  task configuration invalid for its kind
+    SQ_E_SESSION = 11,          //  unknown or closed session
+    SQ_E_NOT_KEPT = 12,         //  fetch of an object that is not kept
+    SQ_E_TASK_FAILED = 13,      //  the task itself failed
+    SQ_E_UPSTREAM_FAILED = 14,  //  a task it depends on failed
+    SQ_E_CANCELLED = 15,        //  cancelled by the client or session close
+    SQ_E_TIMEOUT = 16,          //  wait or fetch timed out
+    SQ_E_TOO_LARGE = 17,        //  message, frame or value over a limit
+    SQ_E_BUSY = 18,             //  too many outstanding requests
+    SQ_E_RESOURCES = 19,        //  no governor could ever run the task
+    SQ_E_CONNECTION = 20,       //  broker or governor unreachable / lost
+    SQ_E_NOMEM = 21,            //  out of memory
+    SQ_E_INTERNAL = 22,         //  a bug in squall: please report
+    SQ_E_LOST = 23,             //  object lost and could not be recomputed
+    SQ_E_COUNT_
+} sq_err_t;
+
+//  Short name of an error code ("task failed", ...). Never NULL.
+const char *sq_strerror (int code);
+
+typedef struct _sq_client_t sq_client_t;
+typedef struct _sq_session_t sq_session_t;
+
+//  --------------------------------------------------------------------------
+//  Client
+
+//  Creates an unconnected client. NULL only when out of memory.
+sq_client_t *sq_client_new (void);
+//  Closes the connection (the broker closes the client's sessions) and frees.
+void sq_client_destroy (sq_client_t **self_p);
+//  Connects and says HELLO. timeout_ms < 0 waits for ever. A broker that is
+//  not there gives SQ_E_CONNECTION after the timeout.
+int sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms);
+//  Message and ids of the last error on this client (or its sessions).
+const char *sq_client_errmsg (sq_client_t *self);
+int sq_client_errcode (sq_client_t *self);
+//  Id of the task or object the last error was about (0 if none), and, for
+//  SQ_E_UPSTREAM_FAILED, the id of the task that failed first (root cause).
+uint32_t sq_client_errid (sq_client_t *self);
+uint32_t sq_client_errroot (sq_client_t *self);
+//  Asks the broker about the cluster; *json receives a JSON document
+//  (governors, their resources and load; task counts by state).
+int sq_client_info (sq_client_t *self, char **json);
+//  Frees a buffer this library returned.
+void sq_free (void *ptr);
+
+//  --------------------------------------------------------------------------
+//  Sessions: a namespace of tasks and objects with one life time. Closing a
+//  session cancels its unfinished tasks and frees all its objects.
+
+//  Opens a session on the broker; NULL on error (see the client's errmsg).
+sq_session_t *sq_session_new (sq_client_t *client);
+//  Closes the session on the broker (if still connected) and frees it.
+void sq_session_destroy (sq_session_t **self_p);
+uint32_t sq_session_id (sq_session_t *self);
+
+//  Graph building. These calls only record locally; sq_submit sends what was
+//  recorded since the last submit. They return the new id, or 0 on invalid
+//  arguments or out of memory (see errmsg).
+
+//  A constant data object; `data` is copied. content_type may be NULL ("").
+uint32_t sq_blob (sq_session_t *self, const void *data, size_t size,
+                  const char *content_type);
+//  A task of `kind` taking `inputs` (object ids of this session, constants
+//  or outputs of other tasks, in this or earlier submits) and producing
+//  n_outputs new objects. `config` is the task's configuration encoded as
+//  msgpack (NULL for none; see the sq_config_* helpers). Returns the task id.
+uint32_t sq_task (sq_session_t *self, const char *kind,
+                  const uint32_t *inputs, size_t n_inputs, uint32_t n_outputs,
+                  const void *config, size_t config_size);
+//  Id of output i of a task.
+uint32_t sq_output (uint32_t task_id, uint32_t i);
+
+//  Options of a task recorded in the current (unsubmitted) batch.
+int sq_task_set_name (sq_session_t *self, uint32_t task, const char *name);
+//  A resource request ("cpus", "memory", "gpus" or a custom name), default
+//  cpus=1; set cpus to 0 for tasks that only wait.
+int sq_task_set_resource (sq_session_t *self, uint32_t task,
+                          const char *name, uint64_t amount);
+int sq_task_set_priority (sq_session_t *self, uint32_t task, int32_t priority);
+int sq_task_set_max_retries (sq_session_t *self, uint32_t task, uint32_t retries);
+int sq_task_set_timeout (sq_session_t *self, uint32_t task, double seconds);
+//  Content type of an object produced in the current batch ("" by default).
+int sq_object_set_content_type (sq_session_t *self, uint32_t object,
+                                const char *content_type);
+
+//  Keeps an object so it can be fetched (and outlives its consumers). Before
+//  submit this marks the object; after, it asks the broker (an object that
+//  was already released gives SQ_E_UNKNOWN_ID).
+int sq_keep (sq_session_t *self, uint32_t object);
+int sq_unkeep (sq_session_t *self, uint32_t object);
+
+//  Sends the recorded batch. On error nothing of it entered the graph; the
+//  batch is discarded and errmsg / errid name the offending task or object.
+int sq_submit (sq_session_t *self);
+
+//  Waits until all the given tasks / objects are finished. timeout_ms < 0
+//  waits for ever. A failure gives SQ_E_TASK_FAILED or SQ_E_UPSTREAM_FAILED
+//  with errid / errroot and the task's message.
+int sq_wait (sq_session_t *self, const uint32_t *ids, size_t n, int timeout_ms);
+//  Waits for every task submitted in the session so far.
+int sq_wait_all (sq_session_t *self, int timeout_ms);
+//  Waits until at least one of ids is done; done[] (room for n) receives the
+//  ids that are, *n_done their count. Failed ones count as done; check them
+//  with sq_wait.
+int sq_wait_some (sq_session_t *self, const uint32_t *ids, size_t n,
+                  int timeout_ms, uint32_t *done, size_t *n_done);
+//  Fetches a kept object's content, waiting for it to be finished. *data
+//  (and *content_type if not NULL) are the caller's, freed with sq_free.
+int sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms,
+              void **data, size_t *size, char **content_type);
+//  Cancels tasks (n == 0: every unfinished task of the session).
+int sq_cancel (sq_session_t *self, const uint32_t *ids, size_t n);
+
+//  --------------------------------------------------------------------------
+//  Configuration of the built-in task kinds, encoded as msgpack. Each returns
+//  a buffer (free with sq_free) and its size, or NULL on invalid arguments.
+//
+//  noop     inputs n, outputs m: output i is input i (or empty past n)
+//  sleep    like noop, after `seconds`
+//  concat   inputs n, outputs 1: the inputs joined
+//  slice    inputs 1, outputs 1: bytes [start, end) (end < 0: to the end)
+//  load     inputs 0, outputs 1: a file on the governor
+//  store    inputs 1, outputs 0: writes its input to a path on the governor
+//  execute  runs a program in a private working directory (see below)
+
+void *sq_config_sleep (double seconds, size_t *size);
+void *sq_config_slice (uint64_t start, int64_t end, size_t *size);
+void *sq_config_path (const char *path, size_t *size);      //  load / store
+//  args: argv (args[0] is looked up in PATH); in_paths[i]: file name under
+//  the working directory where input i is written ("" = not written, as for
+//  an input only used as stdin); stdin_input: index of the input given as
+//  standard input, or -1; out_paths[j]: file read back as output j after the
+//  program exits; stdout_output: index of the output that receives standard
+//  output instead of a file, or -1; env: NULL-terminated "NAME=value" list
+//  added to the governor's environment (may be NULL).
+void *sq_config_execute (const char *const *args, size_t n_args,
+                         const char *const *in_paths, size_t n_inputs,
+                         int stdin_input,
+                         const char *const *out_paths, size_t n_outputs,
+                         int stdout_output,
+                         const char *const *env, size_t *size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,26 @@
+/*  log: leveled logging to stderr, one line per event, shared by every
+    process. The level is process-wide, set once at start-up (--log-level). */
+#ifndef SQ_LOG_H
+#define SQ_LOG_H
+
+typedef enum {
+    SQ_LOG_ERROR = 0,
+    SQ_LOG_WARN = 1,
+    SQ_LOG_INFO = 2,
+    SQ_LOG_DEBUG = 3
+} sq_log_level_t;
+
+void sq_log_set_level (sq_log_level_t level);
+//  Parses "error", "warn", "info", "debug"; -1 if none of them.
+int sq_log_parse_level (const char *text);
+//  Name printed in every line ("broker", "governor g1", ...); copied.
+void sq_log_set_name (const char *name);
+void sq_log (sq_log_level_t level, const char *format, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+#define sq_error(...) sq_log (SQ_LOG_ERROR, __VA_ARGS__)
+#define sq_warn(...) sq_log (SQ_LOG_WARN, __VA_ARGS__)
+#define sq_info(...) sq_log (SQ_LOG_INFO, __VA_ARGS__)
+#define sq_debug(...) sq_log (SQ_LOG_DEBUG, __VA_ARGS__)
+
+#endif

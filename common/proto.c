@@ -1,0 +1,1106 @@
+/*  proto: encoders and strict decoders of every squall message.
+    Layouts are documented in proto.h and docs/protocol.md. */
+#include "proto.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+//  Records a decode error with the field it happened in, once.
+static int
+s_error (mpr_t *r, sq_errbuf_t *err, const char *what)
+{
+    if (err) {
+        const char *why = r && r->error? r->error: "invalid value";
+        if (r && r->field)
+            snprintf (err->text, sizeof err->text, "%s: field '%s': %s", what, r->field, why);
+        else
+            snprintf (err->text, sizeof err->text, "%s: %s", what, why);
+    }
+    return -1;
+}
+
+static int
+s_semantic (sq_errbuf_t *err, const char *text)
+{
+    if (err)
+        snprintf (err->text, sizeof err->text, "%s", text);
+    return -1;
+}
+
+//  Reads [type, ...] with an exact total field count and checks the type.
+static int
+s_begin (mpr_t *r, const void *data, size_t size, uint32_t type, uint32_t fields)
+{
+    mpr_init (r, data, size);
+    uint64_t t;
+    mpr_field (r, "message");
+    if (mpr_array_exact (r, fields))
+        return -1;
+    mpr_field (r, "type");
+    if (mpr_uint (r, &t))
+        return -1;
+    if (t != type)
+        return mpr_fail (r, "unexpected message type");
+    return 0;
+}
+
+int
+sq_proto_peek (const void *data, size_t size, uint32_t *type, uint32_t *req)
+{
+    mpr_t r;
+    uint32_t n;
+    mpr_init (&r, data, size);
+    if (mpr_array (&r, &n) || n < 1 || mpr_u32 (&r, type))
+        return -1;
+    *req = 0;
+    if (n >= 2 && mpr_peek (&r) == MPR_UINT) {
+        uint64_t v;
+        if (mpr_uint (&r, &v) == 0 && v <= UINT32_MAX)
+            *req = (uint32_t) v;
+    }
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+
+void
+sq_wbuf_init (sq_wbuf_t *self)
+{
+    msgpack_sbuffer_init (&self->buf);
+    msgpack_packer_init (&self->pk, &self->buf, msgpack_sbuffer_write);
+}
+
+void
+sq_wbuf_reset (sq_wbuf_t *self)
+{
+    msgpack_sbuffer_clear (&self->buf);
+}
+
+void
+sq_wbuf_release (sq_wbuf_t *self)
+{
+    msgpack_sbuffer_destroy (&self->buf);
+    msgpack_sbuffer_init (&self->buf);
+}
+
+void
+sq_pack_cstr (msgpack_packer *pk, const char *s)
+{
+    size_t n = s? strlen (s): 0;
+    msgpack_pack_str (pk, n);
+    msgpack_pack_str_body (pk, s? s: "", n);
+}
+
+void
+sq_pack_mstr (msgpack_packer *pk, mpr_str_t s)
+{
+    msgpack_pack_str (pk, s.len);
+    msgpack_pack_str_body (pk, s.len? s.ptr: "", s.len);
+}
+
+static void
+s_pack_int_or_nil (msgpack_packer *pk, uint32_t value)
+{
+    if (value)
+        msgpack_pack_uint32 (pk, value);
+    else
+        msgpack_pack_nil (pk);
+}
+
+static int
+s_opt_u32 (mpr_t *r, uint32_t *value)
+{
+    if (mpr_try_nil (r)) {
+        *value = 0;
+        return 0;
+    }
+    return mpr_u32 (r, value);
+}
+
+//  Resources map {name: amount}, or nil.
+static int
+s_resources (mpr_t *r, sq_resource_t *out, uint32_t *n_out, uint32_t max)
+{
+    uint32_t n;
+    *n_out = 0;
+    if (mpr_try_nil (r))
+        return 0;
+    if (mpr_map (r, &n))
+        return -1;
+    if (n > max)
+        return mpr_fail (r, "too many resource kinds");
+    for (uint32_t i = 0; i < n; i++) {
+        if (mpr_str (r, &out [i].name, SQ_MAX_NAME) || mpr_uint (r, &out [i].amount))
+            return -1;
+        if (out [i].name.len == 0)
+            return mpr_fail (r, "empty resource name");
+        for (uint32_t j = 0; j < i; j++)
+            if (out [j].name.len == out [i].name.len
+            &&  memcmp (out [j].name.ptr, out [i].name.ptr, out [i].name.len) == 0)
+                return mpr_fail (r, "resource named twice");
+    }
+    *n_out = n;
+    return 0;
+}
+
+static void
+s_pack_resources (msgpack_packer *pk, const sq_resource_t *res, uint32_t n)
+{
+    if (n == 0) {
+        msgpack_pack_nil (pk);
+        return;
+    }
+    msgpack_pack_map (pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        sq_pack_mstr (pk, res [i].name);
+        msgpack_pack_uint64 (pk, res [i].amount);
+    }
+}
+
+//  --------------------------------------------------------------------------
+//  HELLO
+
+int
+sq_hello_decode (sq_hello_t *self, const void *data, size_t size, int *code,
+                 sq_errbuf_t *err)
+{
+    mpr_t r;
+    uint32_t n;
+    uint64_t type;
+    memset (self, 0, sizeof *self);
+    *code = SQ_E_PROTOCOL;
+    mpr_init (&r, data, size);
+    mpr_field (&r, "message");
+    mpr_array (&r, &n);
+    mpr_field (&r, "type");
+    mpr_uint (&r, &type);
+    if (mpr_ok (&r) && type != SQ_MSG_HELLO)
+        mpr_fail (&r, "expected HELLO first");
+    if (mpr_ok (&r) && n < 3)
+        mpr_fail (&r, "wrong number of fields");
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "version");
+    mpr_u32 (&r, &self->version);
+    if (!mpr_ok (&r))
+        return s_error (&r, err, "HELLO");
+    if (self->version != SQUALL_PROTOCOL_VERSION) {
+        *code = SQ_E_VERSION;
+        if (err)
+            snprintf (err->text, sizeof err->text,
+                      "protocol version %u is not supported: this peer speaks version %d",
+                      self->version, SQUALL_PROTOCOL_VERSION);
+        return -1;
+    }
+    mpr_str_t role;
+    mpr_field (&r, "role");
+    mpr_str (&r, &role, SQ_MAX_NAME);
+    if (!mpr_ok (&r))
+        return s_error (&r, err, "HELLO");
+    if (mpr_str_eq (role, "client"))
+        self->governor = false;
+    else
+    if (mpr_str_eq (role, "governor"))
+        self->governor = true;
+    else
+        return s_semantic (err, "HELLO: field 'role': must be \"client\" or \"governor\"");
+    if (n != (self->governor? 9u: 5u)) {
+        mpr_fail (&r, "wrong number of fields");
+        return s_error (&r, err, "HELLO");
+    }
+    mpr_field (&r, "name");
+    mpr_str (&r, &self->name, SQ_MAX_NAME);
+    if (self->governor) {
+        mpr_field (&r, "incarnation");
+        mpr_uint (&r, &self->incarnation);
+        mpr_field (&r, "data_endpoint");
+        mpr_str (&r, &self->data_endpoint, SQ_MAX_NAME);
+        mpr_field (&r, "serve_endpoint");
+        mpr_str (&r, &self->serve_endpoint, SQ_MAX_NAME);
+        mpr_field (&r, "resources");
+        s_resources (&r, self->resources, &self->n_resources, SQ_MAX_RESOURCES);
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "HELLO");
+    *code = SQ_OK;
+    return 0;
+}
+
+void
+sq_hello_encode_client (sq_wbuf_t *w, uint32_t req, const char *name)
+{
+    msgpack_pack_array (&w->pk, 5);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w->pk, req);
+    msgpack_pack_uint32 (&w->pk, SQUALL_PROTOCOL_VERSION);
+    sq_pack_cstr (&w->pk, "client");
+    sq_pack_cstr (&w->pk, name);
+}
+
+void
+sq_hello_encode_governor (sq_wbuf_t *w, uint32_t req, const char *name,
+                          uint64_t incarnation, const char *data_endpoint,
+                          const char *serve_endpoint,
+                          const sq_resource_t *resources, uint32_t n)
+{
+    msgpack_pack_array (&w->pk, 9);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w->pk, req);
+    msgpack_pack_uint32 (&w->pk, SQUALL_PROTOCOL_VERSION);
+    sq_pack_cstr (&w->pk, "governor");
+    sq_pack_cstr (&w->pk, name);
+    msgpack_pack_uint64 (&w->pk, incarnation);
+    sq_pack_cstr (&w->pk, data_endpoint);
+    sq_pack_cstr (&w->pk, serve_endpoint);
+    s_pack_resources (&w->pk, resources, n);
+}
+
+//  --------------------------------------------------------------------------
+//  REPLY
+
+int
+sq_reply_decode (sq_reply_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    if (s_begin (&r, data, size, SQ_MSG_REPLY, 4))
+        return s_error (&r, err, "REPLY");
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "code");
+    mpr_u32 (&r, &self->code);
+    mpr_field (&r, "body");
+    if (mpr_ok (&r) && self->code >= SQ_E_COUNT_)
+        mpr_fail (&r, "unknown error code");
+    if (mpr_ok (&r) && self->code == SQ_OK)
+        mpr_skip (&r, &self->body, &self->body_size);
+    else
+    if (mpr_ok (&r)) {
+        mpr_array_exact (&r, 3);
+        mpr_field (&r, "message");
+        mpr_str (&r, &self->message, SQ_MAX_MESSAGE);
+        mpr_field (&r, "id");
+        s_opt_u32 (&r, &self->err_id);
+        mpr_field (&r, "root");
+        s_opt_u32 (&r, &self->err_root);
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "REPLY");
+    return 0;
+}
+
+void
+sq_reply_begin (sq_wbuf_t *w, uint32_t req)
+{
+    msgpack_pack_array (&w->pk, 4);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_REPLY);
+    msgpack_pack_uint32 (&w->pk, req);
+    msgpack_pack_uint32 (&w->pk, SQ_OK);
+}
+
+void
+sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code, const char *message,
+                       uint32_t id, uint32_t root)
+{
+    msgpack_pack_array (&w->pk, 4);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_REPLY);
+    msgpack_pack_uint32 (&w->pk, req);
+    msgpack_pack_uint32 (&w->pk, (uint32_t) code);
+    msgpack_pack_array (&w->pk, 3);
+    sq_pack_cstr (&w->pk, message);
+    s_pack_int_or_nil (&w->pk, id);
+    s_pack_int_or_nil (&w->pk, root);
+}
+
+//  --------------------------------------------------------------------------
+//  Simple requests
+
+static int
+s_ids (mpr_t *r, uint32_t **ids, uint32_t *n_ids)
+{
+    uint32_t n;
+    if (mpr_array (r, &n))
+        return -1;
+    *ids = NULL;
+    *n_ids = 0;
+    if (n == 0)
+        return 0;
+    *ids = (uint32_t *) malloc (sizeof (uint32_t) * n);
+    if (!*ids)
+        return mpr_fail (r, "out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        if (mpr_u32 (r, &(*ids) [i]))
+            return -1;
+    *n_ids = n;
+    return 0;
+}
+
+int
+sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    uint32_t type, req;
+    memset (self, 0, sizeof *self);
+    if (sq_proto_peek (data, size, &type, &req))
+        return s_semantic (err, "request: not a msgpack array starting with a type");
+    uint32_t fields;
+    switch (type) {
+        case SQ_MSG_SESSION_OPEN: case SQ_MSG_INFO: case SQ_MSG_PING:
+            fields = 2; break;
+        case SQ_MSG_SESSION_CLOSE:
+            fields = 3; break;
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+            fields = 4; break;
+        case SQ_MSG_FETCH:
+            fields = 5; break;
+        case SQ_MSG_WAIT:
+            fields = 6; break;
+        default:
+            return s_semantic (err, "request: unknown message type");
+    }
+    mpr_t r;
+    self->type = type;
+    s_begin (&r, data, size, type, fields);
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    if (fields >= 3) {
+        mpr_field (&r, "session");
+        mpr_u32 (&r, &self->session);
+    }
+    switch (type) {
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+            mpr_field (&r, "ids");
+            s_ids (&r, &self->ids, &self->n_ids);
+            break;
+        case SQ_MSG_FETCH:
+            mpr_field (&r, "id");
+            mpr_u32 (&r, &self->id);
+            mpr_field (&r, "timeout_ms");
+            mpr_int (&r, &self->timeout_ms);
+            break;
+        case SQ_MSG_WAIT:
+            mpr_field (&r, "mode");
+            mpr_u32 (&r, &self->mode);
+            if (mpr_ok (&r) && self->mode > SQ_WAIT_SOME)
+                mpr_fail (&r, "unknown wait mode");
+            mpr_field (&r, "ids");
+            s_ids (&r, &self->ids, &self->n_ids);
+            mpr_field (&r, "timeout_ms");
+            mpr_int (&r, &self->timeout_ms);
+            break;
+        default:
+            break;
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r)) {
+        sq_request_release (self);
+        return s_error (&r, err, "request");
+    }
+    return 0;
+}
+
+void
+sq_request_release (sq_request_t *self)
+{
+    free (self->ids);
+    self->ids = NULL;
+    self->n_ids = 0;
+}
+
+static void
+s_pack_ids (msgpack_packer *pk, const uint32_t *ids, uint32_t n)
+{
+    msgpack_pack_array (pk, n);
+    for (uint32_t i = 0; i < n; i++)
+        msgpack_pack_uint32 (pk, ids [i]);
+}
+
+void
+sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
+{
+    msgpack_packer *pk = &w->pk;
+    uint32_t fields = 2;
+    switch (q->type) {
+        case SQ_MSG_SESSION_CLOSE: fields = 3; break;
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: fields = 4; break;
+        case SQ_MSG_FETCH: fields = 5; break;
+        case SQ_MSG_WAIT: fields = 6; break;
+        default: break;
+    }
+    msgpack_pack_array (pk, fields);
+    msgpack_pack_uint32 (pk, q->type);
+    msgpack_pack_uint32 (pk, q->req);
+    if (fields >= 3)
+        msgpack_pack_uint32 (pk, q->session);
+    switch (q->type) {
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+            s_pack_ids (pk, q->ids, q->n_ids);
+            break;
+        case SQ_MSG_FETCH:
+            msgpack_pack_uint32 (pk, q->id);
+            msgpack_pack_int64 (pk, q->timeout_ms);
+            break;
+        case SQ_MSG_WAIT:
+            msgpack_pack_uint32 (pk, q->mode);
+            s_pack_ids (pk, q->ids, q->n_ids);
+            msgpack_pack_int64 (pk, q->timeout_ms);
+            break;
+        default:
+            break;
+    }
+}
+
+//  --------------------------------------------------------------------------
+//  SUBMIT
+
+int
+sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    s_begin (&r, data, size, SQ_MSG_SUBMIT, 5);
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "session");
+    mpr_u32 (&r, &self->session);
+    mpr_field (&r, "objects");
+    uint32_t n_objects = 0;
+    mpr_array (&r, &n_objects);
+    if (!mpr_ok (&r))
+        return s_error (&r, err, "SUBMIT");
+    if (n_objects) {
+        self->objects = (sq_object_spec_t *) calloc (n_objects, sizeof (sq_object_spec_t));
+        if (!self->objects)
+            mpr_fail (&r, "out of memory");
+    }
+    for (uint32_t i = 0; i < n_objects && mpr_ok (&r); i++) {
+        sq_object_spec_t *o = &self->objects [i];
+        int64_t frame;
+        mpr_field (&r, "object");
+        mpr_array_exact (&r, 5);
+        mpr_field (&r, "object.id");
+        mpr_u32 (&r, &o->id);
+        mpr_field (&r, "object.flags");
+        mpr_u32 (&r, &o->flags);
+        mpr_field (&r, "object.content_type");
+        mpr_str (&r, &o->content_type, SQ_MAX_NAME);
+        mpr_field (&r, "object.frame");
+        mpr_int (&r, &frame);
+        if (mpr_ok (&r) && (frame < -1 || frame >= SQ_MAX_FRAMES))
+            mpr_fail (&r, "frame index out of range");
+        o->frame = (int32_t) frame;
+        mpr_field (&r, "object.name");
+        mpr_str (&r, &o->name, SQ_MAX_NAME);
+        self->n_objects = i + 1;
+    }
+    mpr_field (&r, "tasks");
+    uint32_t n_tasks = 0;
+    mpr_array (&r, &n_tasks);
+    if (!mpr_ok (&r)) {
+        sq_submit_release (self);
+        return s_error (&r, err, "SUBMIT");
+    }
+    //  Every input or output id takes at least one byte of the frame, so the
+    //  bytes left bound the pool; every resource at least two.
+    size_t left = r.size - r.pos;
+    if (n_tasks) {
+        self->tasks = (sq_task_spec_t *) calloc (n_tasks, sizeof (sq_task_spec_t));
+        self->id_pool = (uint32_t *) malloc (sizeof (uint32_t) * (left + 1));
+        self->res_pool = (sq_resource_t *) malloc (sizeof (sq_resource_t) * (left / 2 + 1));
+        if (!self->tasks || !self->id_pool || !self->res_pool)
+            mpr_fail (&r, "out of memory");
+    }
+    size_t ids_used = 0, res_used = 0;
+    for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
+        sq_task_spec_t *t = &self->tasks [i];
+        uint32_t n;
+        int64_t priority;
+        mpr_field (&r, "task");
+        mpr_array_exact (&r, 10);
+        mpr_field (&r, "task.id");
+        mpr_u32 (&r, &t->id);
+        mpr_field (&r, "task.kind");
+        mpr_str (&r, &t->kind, SQ_MAX_NAME);
+        mpr_field (&r, "task.inputs");
+        if (mpr_array (&r, &n) == 0) {
+            t->inputs = self->id_pool + ids_used;
+            t->n_inputs = n;
+            for (uint32_t j = 0; j < n; j++)
+                mpr_u32 (&r, &self->id_pool [ids_used++]);
+        }
+        mpr_field (&r, "task.outputs");
+        if (mpr_array (&r, &n) == 0) {
+            t->outputs = self->id_pool + ids_used;
+            t->n_outputs = n;
+            for (uint32_t j = 0; j < n; j++)
+                mpr_u32 (&r, &self->id_pool [ids_used++]);
+        }
+        mpr_field (&r, "task.config");
+        mpr_skip (&r, &t->config, &t->config_size);
+        if (mpr_ok (&r) && t->config_size > SQ_MAX_CONFIG)
+            mpr_fail (&r, "config too large");
+        mpr_field (&r, "task.resources");
+        t->resources = self->res_pool + res_used;
+        s_resources (&r, t->resources, &t->n_resources, SQ_MAX_RESOURCES);
+        res_used += t->n_resources;
+        mpr_field (&r, "task.priority");
+        mpr_int (&r, &priority);
+        if (mpr_ok (&r) && (priority < INT32_MIN || priority > INT32_MAX))
+            mpr_fail (&r, "priority out of 32-bit range");
+        t->priority = (int32_t) priority;
+        mpr_field (&r, "task.max_retries");
+        mpr_u32 (&r, &t->max_retries);
+        mpr_field (&r, "task.timeout_ms");
+        mpr_u32 (&r, &t->timeout_ms);
+        mpr_field (&r, "task.name");
+        mpr_str (&r, &t->name, SQ_MAX_NAME);
+        self->n_tasks = i + 1;
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r)) {
+        sq_submit_release (self);
+        return s_error (&r, err, "SUBMIT");
+    }
+    return 0;
+}
+
+void
+sq_submit_release (sq_submit_t *self)
+{
+    free (self->objects);
+    free (self->tasks);
+    free (self->id_pool);
+    free (self->res_pool);
+    memset (self, 0, sizeof *self);
+}
+
+void
+sq_pack_submit_begin (msgpack_packer *pk, uint32_t req, uint32_t session)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, SQ_MSG_SUBMIT);
+    msgpack_pack_uint32 (pk, req);
+    msgpack_pack_uint32 (pk, session);
+}
+
+void
+sq_pack_object_spec (msgpack_packer *pk, uint32_t id, uint32_t flags,
+                     const char *content_type, int32_t frame, const char *name)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, id);
+    msgpack_pack_uint32 (pk, flags);
+    sq_pack_cstr (pk, content_type);
+    msgpack_pack_int32 (pk, frame);
+    sq_pack_cstr (pk, name);
+}
+
+void
+sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *t)
+{
+    msgpack_pack_array (pk, 10);
+    msgpack_pack_uint32 (pk, t->id);
+    sq_pack_mstr (pk, t->kind);
+    s_pack_ids (pk, t->inputs, t->n_inputs);
+    s_pack_ids (pk, t->outputs, t->n_outputs);
+    if (t->config && t->config_size)
+        msgpack_pack_str_body (pk, t->config, t->config_size);   //  raw bytes
+    else
+        msgpack_pack_nil (pk);
+    s_pack_resources (pk, t->resources, t->n_resources);
+    msgpack_pack_int32 (pk, t->priority);
+    msgpack_pack_uint32 (pk, t->max_retries);
+    msgpack_pack_uint32 (pk, t->timeout_ms);
+    sq_pack_mstr (pk, t->name);
+}
+
+//  --------------------------------------------------------------------------
+//  Iterating readers
+
+static int
+s_iter_begin (sq_iter_t *self, const void *data, size_t size, uint32_t type,
+              sq_errbuf_t *err, const char *what)
+{
+    memset (self, 0, sizeof *self);
+    self->err = err;
+    s_begin (&self->r, data, size, type, 2);
+    mpr_field (&self->r, "elements");
+    mpr_array (&self->r, &self->left);
+    if (!mpr_ok (&self->r))
+        return s_error (&self->r, err, what);
+    return 0;
+}
+
+//  0 at a clean end, 1 when an element follows, -1 on error.
+static int
+s_iter_more (sq_iter_t *self, const char *what)
+{
+    if (!mpr_ok (&self->r))
+        return s_error (&self->r, self->err, what);
+    if (self->left == 0) {
+        mpr_field (&self->r, NULL);
+        if (mpr_end (&self->r))
+            return s_error (&self->r, self->err, what);
+        return 0;
+    }
+    self->left--;
+    return 1;
+}
+
+static void *
+s_scratch (sq_iter_t *self, size_t bytes)
+{
+    if (bytes > self->scratch_cap) {
+        void *p = realloc (self->scratch, bytes);
+        if (!p) {
+            mpr_fail (&self->r, "out of memory");
+            return NULL;
+        }
+        self->scratch = p;
+        self->scratch_cap = bytes;
+    }
+    return self->scratch;
+}
+
+void
+sq_iter_release (sq_iter_t *self)
+{
+    free (self->scratch);
+    self->scratch = NULL;
+    self->scratch_cap = 0;
+}
+
+static int
+s_frame_index (mpr_t *r, int32_t *frame)
+{
+    int64_t f;
+    if (mpr_int (r, &f))
+        return -1;
+    if (f < -1 || f >= SQ_MAX_FRAMES)
+        return mpr_fail (r, "frame index out of range");
+    *frame = (int32_t) f;
+    return 0;
+}
+
+//  UPDATE ---------------------------------------------------------------
+
+int
+sq_update_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    return s_iter_begin (self, data, size, SQ_MSG_UPDATE, err, "UPDATE");
+}
+
+int
+sq_update_next (sq_iter_t *self, sq_event_t *ev)
+{
+    int more = s_iter_more (self, "UPDATE");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    uint32_t n;
+    memset (ev, 0, sizeof *ev);
+    mpr_field (r, "event");
+    mpr_array (r, &n);
+    mpr_field (r, "event.type");
+    mpr_u32 (r, &ev->type);
+    if (!mpr_ok (r))
+        return s_error (r, self->err, "UPDATE");
+    uint32_t want = ev->type == SQ_EV_FINISHED? 5:
+                    ev->type == SQ_EV_FAILED? 5:
+                    ev->type == SQ_EV_STARTED? 3:
+                    ev->type == SQ_EV_LOCATED? 3:
+                    ev->type == SQ_EV_LOST? 2: 0;
+    if (want == 0)
+        mpr_fail (r, "unknown event type");
+    else
+    if (n != want)
+        mpr_fail (r, "wrong number of fields");
+    mpr_field (r, "event.key");
+    mpr_uint (r, &ev->key);
+    switch (ev->type) {
+        case SQ_EV_FINISHED: {
+            mpr_field (r, "event.attempt");
+            mpr_u32 (r, &ev->attempt);
+            mpr_field (r, "event.outputs");
+            if (mpr_array (r, &n) == 0) {
+                sq_output_ref_t *outs = (sq_output_ref_t *) s_scratch (self, sizeof (sq_output_ref_t) * (n + 1));
+                for (uint32_t i = 0; outs && i < n; i++) {
+                    mpr_array_exact (r, 3);
+                    mpr_uint (r, &outs [i].key);
+                    mpr_uint (r, &outs [i].size);
+                    s_frame_index (r, &outs [i].frame);
+                }
+                ev->outputs = outs;
+                ev->n_outputs = n;
+            }
+            mpr_field (r, "event.duration_us");
+            mpr_uint (r, &ev->duration_us);
+            break;
+        }
+        case SQ_EV_FAILED:
+            mpr_field (r, "event.attempt");
+            mpr_u32 (r, &ev->attempt);
+            mpr_field (r, "event.message");
+            mpr_str (r, &ev->message, SQ_MAX_MESSAGE);
+            mpr_field (r, "event.duration_us");
+            mpr_uint (r, &ev->duration_us);
+            break;
+        case SQ_EV_STARTED:
+            mpr_field (r, "event.attempt");
+            mpr_u32 (r, &ev->attempt);
+            break;
+        case SQ_EV_LOCATED:
+            mpr_field (r, "event.size");
+            mpr_uint (r, &ev->size);
+            break;
+        default:
+            break;
+    }
+    if (!mpr_ok (r))
+        return s_error (r, self->err, "UPDATE");
+    return 1;
+}
+
+void
+sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                  const sq_output_ref_t *outputs, uint32_t n, uint64_t duration_us)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, SQ_EV_FINISHED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+    msgpack_pack_array (pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        msgpack_pack_array (pk, 3);
+        msgpack_pack_uint64 (pk, outputs [i].key);
+        msgpack_pack_uint64 (pk, outputs [i].size);
+        msgpack_pack_int32 (pk, outputs [i].frame);
+    }
+    msgpack_pack_uint64 (pk, duration_us);
+}
+
+void
+sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                const char *message, uint64_t duration_us)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, SQ_EV_FAILED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+    sq_pack_cstr (pk, message);
+    msgpack_pack_uint64 (pk, duration_us);
+}
+
+void
+sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_STARTED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+}
+
+void
+sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_LOCATED);
+    msgpack_pack_uint64 (pk, object);
+    msgpack_pack_uint64 (pk, size);
+}
+
+void
+sq_pack_lost (msgpack_packer *pk, uint64_t object)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint32 (pk, SQ_EV_LOST);
+    msgpack_pack_uint64 (pk, object);
+}
+
+//  LOAD, HEARTBEAT, BYE -----------------------------------------------------
+
+int
+sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    s_begin (&r, data, size, SQ_MSG_LOAD, 6);
+    mpr_field (&r, "running");
+    mpr_uint (&r, &self->running);
+    mpr_field (&r, "queued");
+    mpr_uint (&r, &self->queued);
+    mpr_field (&r, "memory");
+    mpr_uint (&r, &self->memory);
+    mpr_field (&r, "spilled");
+    mpr_uint (&r, &self->spilled);
+    mpr_field (&r, "objects");
+    mpr_uint (&r, &self->objects);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "LOAD");
+    return 0;
+}
+
+void
+sq_load_encode (sq_wbuf_t *w, const sq_load_t *load)
+{
+    msgpack_pack_array (&w->pk, 6);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_LOAD);
+    msgpack_pack_uint64 (&w->pk, load->running);
+    msgpack_pack_uint64 (&w->pk, load->queued);
+    msgpack_pack_uint64 (&w->pk, load->memory);
+    msgpack_pack_uint64 (&w->pk, load->spilled);
+    msgpack_pack_uint64 (&w->pk, load->objects);
+}
+
+void
+sq_bare_encode (sq_wbuf_t *w, uint32_t type)
+{
+    msgpack_pack_array (&w->pk, 1);
+    msgpack_pack_uint32 (&w->pk, type);
+}
+
+int
+sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err)
+{
+    mpr_t r;
+    s_begin (&r, data, size, type, 1);
+    if (mpr_end (&r))
+        return s_error (&r, err, type == SQ_MSG_BYE? "BYE": "HEARTBEAT");
+    return 0;
+}
+
+//  ASSIGN ---------------------------------------------------------------
+
+int
+sq_assign_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    return s_iter_begin (self, data, size, SQ_MSG_ASSIGN, err, "ASSIGN");
+}
+
+int
+sq_assign_next (sq_iter_t *self, sq_assign_t *t)
+{
+    int more = s_iter_more (self, "ASSIGN");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    uint32_t n_in = 0, n_out = 0;
+    memset (t, 0, sizeof *t);
+    mpr_field (r, "task");
+    mpr_array_exact (r, 9);
+    mpr_field (r, "task.key");
+    mpr_uint (r, &t->key);
+    mpr_field (r, "task.attempt");
+    mpr_u32 (r, &t->attempt);
+    mpr_field (r, "task.kind");
+    mpr_str (r, &t->kind, SQ_MAX_NAME);
+    mpr_field (r, "task.config");
+    mpr_skip (r, &t->config, &t->config_size);
+    //  Inputs and outputs share one scratch block: inputs first. The counts
+    //  are bounded by the bytes left, so the block is too.
+    mpr_field (r, "task.inputs");
+    mpr_array (r, &n_in);
+    size_t in_bytes = sizeof (sq_input_ref_t) * n_in;
+    size_t out_max = r->size - r->pos;
+    char *block = mpr_ok (r)? (char *) s_scratch (self, in_bytes + sizeof (sq_out_decl_t) * (out_max + 1)): NULL;
+    if (!block)
+        return s_error (r, self->err, "ASSIGN");
+    t->inputs = (sq_input_ref_t *) block;
+    for (uint32_t i = 0; i < n_in && mpr_ok (r); i++) {
+        sq_input_ref_t *in = &t->inputs [i];
+        mpr_array_exact (r, 4);
+        mpr_uint (r, &in->key);
+        mpr_uint (r, &in->size);
+        s_frame_index (r, &in->frame);
+        mpr_str (r, &in->content_type, SQ_MAX_NAME);
+    }
+    t->n_inputs = n_in;
+    mpr_field (r, "task.outputs");
+    mpr_array (r, &n_out);
+    t->outputs = (sq_out_decl_t *) (block + in_bytes);
+    for (uint32_t i = 0; i < n_out && mpr_ok (r); i++) {
+        mpr_array_exact (r, 2);
+        mpr_uint (r, &t->outputs [i].key);
+        mpr_str (r, &t->outputs [i].content_type, SQ_MAX_NAME);
+    }
+    t->n_outputs = n_out;
+    mpr_field (r, "task.cpus");
+    mpr_u32 (r, &t->cpus);
+    mpr_field (r, "task.timeout_ms");
+    mpr_u32 (r, &t->timeout_ms);
+    mpr_field (r, "task.name");
+    mpr_str (r, &t->name, SQ_MAX_NAME);
+    if (!mpr_ok (r))
+        return s_error (r, self->err, "ASSIGN");
+    return 1;
+}
+
+void
+sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
+{
+    msgpack_pack_array (pk, 9);
+    msgpack_pack_uint64 (pk, t->key);
+    msgpack_pack_uint32 (pk, t->attempt);
+    sq_pack_mstr (pk, t->kind);
+    if (t->config && t->config_size)
+        msgpack_pack_str_body (pk, t->config, t->config_size);
+    else
+        msgpack_pack_nil (pk);
+    msgpack_pack_array (pk, t->n_inputs);
+    for (uint32_t i = 0; i < t->n_inputs; i++) {
+        msgpack_pack_array (pk, 4);
+        msgpack_pack_uint64 (pk, t->inputs [i].key);
+        msgpack_pack_uint64 (pk, t->inputs [i].size);
+        msgpack_pack_int32 (pk, t->inputs [i].frame);
+        sq_pack_mstr (pk, t->inputs [i].content_type);
+    }
+    msgpack_pack_array (pk, t->n_outputs);
+    for (uint32_t i = 0; i < t->n_outputs; i++) {
+        msgpack_pack_array (pk, 2);
+        msgpack_pack_uint64 (pk, t->outputs [i].key);
+        sq_pack_mstr (pk, t->outputs [i].content_type);
+    }
+    msgpack_pack_uint32 (pk, t->cpus);
+    msgpack_pack_uint32 (pk, t->timeout_ms);
+    sq_pack_mstr (pk, t->name);
+}
+
+//  SEND, DROP, STOP -------------------------------------------------------
+
+int
+sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    return s_iter_begin (self, data, size, SQ_MSG_SEND, err, "SEND");
+}
+
+int
+sq_send_next (sq_iter_t *self, sq_send_t *o)
+{
+    int more = s_iter_more (self, "SEND");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    mpr_field (r, "order");
+    mpr_array_exact (r, 4);
+    mpr_uint (r, &o->key);
+    mpr_u32 (r, &o->version);
+    mpr_u32 (r, &o->to);
+    mpr_str (r, &o->endpoint, SQ_MAX_NAME);
+    if (!mpr_ok (r))
+        return s_error (r, self->err, "SEND");
+    return 1;
+}
+
+void
+sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version, uint32_t to,
+              const char *endpoint)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint64 (pk, key);
+    msgpack_pack_uint32 (pk, version);
+    msgpack_pack_uint32 (pk, to);
+    sq_pack_cstr (pk, endpoint);
+}
+
+int
+sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
+               sq_errbuf_t *err)
+{
+    return s_iter_begin (self, data, size, type, err, type == SQ_MSG_DROP? "DROP": "STOP");
+}
+
+int
+sq_drop_next (sq_iter_t *self, uint64_t *key)
+{
+    int more = s_iter_more (self, "DROP");
+    if (more <= 0)
+        return more;
+    mpr_field (&self->r, "object");
+    if (mpr_uint (&self->r, key))
+        return s_error (&self->r, self->err, "DROP");
+    return 1;
+}
+
+int
+sq_stop_next (sq_iter_t *self, uint64_t *key, uint32_t *attempt)
+{
+    int more = s_iter_more (self, "STOP");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    mpr_field (r, "task");
+    mpr_array_exact (r, 2);
+    mpr_uint (r, key);
+    mpr_u32 (r, attempt);
+    if (!mpr_ok (r))
+        return s_error (r, self->err, "STOP");
+    return 1;
+}
+
+void
+sq_batch_header (sq_wbuf_t *w, uint32_t type, uint32_t count)
+{
+    msgpack_pack_array (&w->pk, 2);
+    msgpack_pack_uint32 (&w->pk, type);
+    msgpack_pack_array (&w->pk, count);
+}
+
+//  OBJECT, GFETCH -----------------------------------------------------------
+
+int
+sq_object_decode (sq_object_msg_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    s_begin (&r, data, size, SQ_MSG_OBJECT, 6);
+    mpr_field (&r, "object");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, "version");
+    mpr_u32 (&r, &self->version);
+    mpr_field (&r, "size");
+    mpr_uint (&r, &self->size);
+    mpr_field (&r, "content_type");
+    mpr_str (&r, &self->content_type, SQ_MAX_NAME);
+    mpr_field (&r, "from");
+    mpr_u32 (&r, &self->from);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "OBJECT");
+    return 0;
+}
+
+void
+sq_object_encode (sq_wbuf_t *w, const sq_object_msg_t *m)
+{
+    msgpack_pack_array (&w->pk, 6);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_OBJECT);
+    msgpack_pack_uint64 (&w->pk, m->key);
+    msgpack_pack_uint32 (&w->pk, m->version);
+    msgpack_pack_uint64 (&w->pk, m->size);
+    sq_pack_mstr (&w->pk, m->content_type);
+    msgpack_pack_uint32 (&w->pk, m->from);
+}
+
+int
+sq_gfetch_decode (sq_gfetch_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    s_begin (&r, data, size, SQ_MSG_GFETCH, 3);
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "object");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "GFETCH");
+    return 0;
+}
+
+void
+sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key)
+{
+    msgpack_pack_array (&w->pk, 3);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_GFETCH);
+    msgpack_pack_uint32 (&w->pk, req);
+    msgpack_pack_uint64 (&w->pk, key);
+}

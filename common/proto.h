@@ -1,0 +1,415 @@
+/*  proto: the squall wire protocol, in one place.
+
+    Every message is a ZeroMQ multipart message: frame 0 is a msgpack array
+    [type, fields...]; any further frames are raw payloads (constants, inline
+    object data) referenced from frame 0 by index (1 = the first payload
+    frame). Fields are positional; docs/protocol.md is the description of
+    every message, and it must change together with this file.
+
+    Decoders are strict: exact field counts, exact types, bounded lengths, no
+    trailing bytes. They never assert and never allocate more than the frame
+    can justify. On error they return -1 and fill `err` with a message naming
+    the field.
+
+    Strings in decoded structs point into the frame they came from (mpr_str_t,
+    not NUL-terminated): keep the frame alive while using them.
+*/
+#ifndef SQ_PROTO_H
+#define SQ_PROTO_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <msgpack.h>
+#include "mpreader.h"
+#include "../client/squall.h"
+
+//  Message types (element 0 of frame 0)
+typedef enum {
+    SQ_MSG_HELLO = 1,           //  client|governor -> broker (request)
+    SQ_MSG_REPLY = 2,           //  broker|governor -> requester
+    SQ_MSG_SESSION_OPEN = 10,   //  client -> broker requests ...
+    SQ_MSG_SESSION_CLOSE = 11,
+    SQ_MSG_SUBMIT = 12,
+    SQ_MSG_KEEP = 13,
+    SQ_MSG_UNKEEP = 14,
+    SQ_MSG_WAIT = 15,
+    SQ_MSG_FETCH = 16,
+    SQ_MSG_CANCEL = 17,
+    SQ_MSG_INFO = 18,
+    SQ_MSG_PING = 19,
+    SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
+    SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
+    SQ_MSG_LOAD = 32,           //  governor -> broker: load report
+    SQ_MSG_BYE = 33,            //  both ways: orderly goodbye
+    SQ_MSG_ASSIGN = 40,         //  broker -> governor: batched tasks
+    SQ_MSG_SEND = 41,           //  broker -> governor: push copies
+    SQ_MSG_DROP = 42,           //  broker -> governor: free objects
+    SQ_MSG_STOP = 43,           //  broker -> governor: stop tasks
+    SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
+    SQ_MSG_GFETCH = 70          //  client -> governor (serve socket)
+} sq_msg_type_t;
+
+//  Events inside UPDATE
+typedef enum {
+    SQ_EV_FINISHED = 1,
+    SQ_EV_FAILED = 2,
+    SQ_EV_STARTED = 3,
+    SQ_EV_LOCATED = 4,
+    SQ_EV_LOST = 5
+} sq_event_type_t;
+
+//  WAIT modes
+typedef enum {
+    SQ_WAIT_SESSION = 0,        //  every task of the session
+    SQ_WAIT_ALL = 1,            //  all of the ids
+    SQ_WAIT_SOME = 2            //  at least one of the ids
+} sq_wait_mode_t;
+
+//  States reported per id in WAIT replies
+typedef enum {
+    SQ_STATE_PENDING = 0,
+    SQ_STATE_FINISHED = 1,
+    SQ_STATE_FAILED = 2,
+    SQ_STATE_CANCELLED = 3
+} sq_done_state_t;
+
+//  Object flags in SUBMIT
+#define SQ_OBJ_KEEP 1
+
+//  Limits (see docs/protocol.md: Limits)
+#define SQ_MAX_NAME 4096            //  names, kinds, endpoints, content types
+#define SQ_MAX_MESSAGE 65536        //  error messages
+#define SQ_MAX_CONFIG (16u << 20)   //  one task's config
+#define SQ_MAX_RESOURCES 16         //  resource kinds per task or governor
+#define SQ_MAX_FRAMES 65536         //  frames in one message
+#define SQ_DEFAULT_MAX_HEADER (256u << 20)
+#define SQ_DEFAULT_INLINE_MAX 4096  //  objects up to this ride in control msgs
+
+//  Key of a task or object in the whole cluster: session << 32 | id.
+static inline uint64_t
+sq_key (uint32_t session, uint32_t id)
+{
+    return ((uint64_t) session << 32) | id;
+}
+static inline uint32_t sq_key_session (uint64_t key) { return (uint32_t) (key >> 32); }
+static inline uint32_t sq_key_id (uint64_t key) { return (uint32_t) key; }
+
+//  Error buffer filled by decoders
+typedef struct {
+    char text [256];
+} sq_errbuf_t;
+
+//  Type and request id of a message, read from frame 0 without decoding the
+//  rest. req is 0 for messages that carry none.
+int sq_proto_peek (const void *data, size_t size, uint32_t *type, uint32_t *req);
+
+//  --------------------------------------------------------------------------
+//  Encoding helpers (msgpack-c)
+
+typedef struct {
+    msgpack_sbuffer buf;
+    msgpack_packer pk;
+} sq_wbuf_t;
+
+void sq_wbuf_init (sq_wbuf_t *self);
+void sq_wbuf_reset (sq_wbuf_t *self);
+void sq_wbuf_release (sq_wbuf_t *self);
+void sq_pack_cstr (msgpack_packer *pk, const char *s);
+void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
+
+//  --------------------------------------------------------------------------
+//  HELLO [1, req, version, role, name, <governor fields>]
+//  governor fields: incarnation, data_endpoint, serve_endpoint, resources
+
+typedef struct {
+    mpr_str_t name;
+    uint64_t amount;
+} sq_resource_t;
+
+typedef struct {
+    uint32_t req;
+    uint32_t version;
+    bool governor;
+    mpr_str_t name;
+    uint64_t incarnation;
+    mpr_str_t data_endpoint;
+    mpr_str_t serve_endpoint;
+    uint32_t n_resources;
+    sq_resource_t resources [SQ_MAX_RESOURCES];
+} sq_hello_t;
+
+//  The version is checked before anything else so that a peer speaking
+//  another version gets SQ_E_VERSION (returned in *code) with a message.
+int sq_hello_decode (sq_hello_t *self, const void *data, size_t size,
+                     int *code, sq_errbuf_t *err);
+void sq_hello_encode_client (sq_wbuf_t *w, uint32_t req, const char *name);
+void sq_hello_encode_governor (sq_wbuf_t *w, uint32_t req, const char *name,
+                               uint64_t incarnation, const char *data_endpoint,
+                               const char *serve_endpoint,
+                               const sq_resource_t *resources, uint32_t n);
+
+//  --------------------------------------------------------------------------
+//  REPLY [2, req, code, body]
+//  code 0: body depends on the request. Otherwise body = [message, id, root]
+//  (id and root are nil or uint).
+
+typedef struct {
+    uint32_t req;
+    uint32_t code;
+    const uint8_t *body;        //  raw msgpack of the body (code 0)
+    size_t body_size;
+    mpr_str_t message;          //  code != 0
+    uint32_t err_id;
+    uint32_t err_root;
+} sq_reply_t;
+
+int sq_reply_decode (sq_reply_t *self, const void *data, size_t size, sq_errbuf_t *err);
+//  Starts an OK reply; the caller packs exactly one body value next.
+void sq_reply_begin (sq_wbuf_t *w, uint32_t req);
+void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
+                            const char *message, uint32_t id, uint32_t root);
+
+//  --------------------------------------------------------------------------
+//  Simple client requests
+//    SESSION_OPEN [10, req]                       body: session id
+//    SESSION_CLOSE [11, req, session]              body: nil
+//    KEEP / UNKEEP / CANCEL [t, req, session, [ids]]  body: nil
+//    WAIT [15, req, session, mode, [ids], timeout_ms]
+//    FETCH [16, req, session, id, timeout_ms]
+//    INFO [18, req] / PING [19, req]
+
+typedef struct {
+    uint32_t type;
+    uint32_t req;
+    uint32_t session;
+    uint32_t mode;              //  WAIT
+    uint32_t id;                //  FETCH
+    int64_t timeout_ms;         //  WAIT, FETCH: < 0 for ever
+    uint32_t n_ids;             //  KEEP, UNKEEP, CANCEL, WAIT
+    uint32_t *ids;              //  owned: free with sq_request_release
+} sq_request_t;
+
+int sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_request_release (sq_request_t *self);
+void sq_request_encode (sq_wbuf_t *w, const sq_request_t *request);
+
+//  WAIT reply body: [n_finished, n_failed, [[id, state, root|nil, message|nil]...]]
+//  For SQ_WAIT_SESSION the list holds failures only (at most 64).
+typedef struct {
+    uint32_t id;
+    uint32_t state;             //  sq_done_state_t
+    uint32_t root;              //  failed: the task that failed first
+    mpr_str_t message;
+} sq_done_t;
+
+//  FETCH reply body: [size, content_type, where]; where is nil when the data
+//  is frame 1 of the reply, else [governor_id, serve_endpoint].
+
+//  --------------------------------------------------------------------------
+//  SUBMIT [12, req, session, [objects], [tasks]] + constant payload frames
+//    object: [id, flags, content_type, frame, name]   frame: payload index or -1
+//    task:   [id, kind, [inputs], [outputs], config, resources, priority,
+//             max_retries, timeout_ms, name]         resources: map or nil
+
+typedef struct {
+    uint32_t id;
+    uint32_t flags;
+    mpr_str_t content_type;
+    int32_t frame;              //  -1: produced by a task
+    mpr_str_t name;
+} sq_object_spec_t;
+
+typedef struct {
+    uint32_t id;
+    mpr_str_t kind;
+    uint32_t n_inputs;
+    uint32_t *inputs;           //  into sq_submit_t's pool
+    uint32_t n_outputs;
+    uint32_t *outputs;
+    const uint8_t *config;      //  raw msgpack value (nil if none)
+    size_t config_size;
+    uint32_t n_resources;
+    sq_resource_t *resources;   //  into sq_submit_t's pool; none = cpus 1
+    int32_t priority;
+    uint32_t max_retries;
+    uint32_t timeout_ms;
+    mpr_str_t name;
+} sq_task_spec_t;
+
+typedef struct {
+    uint32_t req;
+    uint32_t session;
+    uint32_t n_objects;
+    sq_object_spec_t *objects;
+    uint32_t n_tasks;
+    sq_task_spec_t *tasks;
+    uint32_t *id_pool;
+    sq_resource_t *res_pool;
+} sq_submit_t;
+
+int sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_submit_release (sq_submit_t *self);
+//  Encoding: begin, then pack an array of n objects (sq_pack_object_spec
+//  each), then an array of n tasks (sq_pack_task_spec each).
+void sq_pack_submit_begin (msgpack_packer *pk, uint32_t req, uint32_t session);
+void sq_pack_object_spec (msgpack_packer *pk, uint32_t id, uint32_t flags,
+                          const char *content_type, int32_t frame, const char *name);
+//  resources: n_resources pairs; config NULL packs nil.
+void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
+
+//  --------------------------------------------------------------------------
+//  Governor <-> broker
+//    UPDATE [30, [events]] + inline payload frames
+//      [1 FINISHED, task, attempt, [[object, size, frame]...], duration_us]
+//      [2 FAILED, task, attempt, message, duration_us]
+//      [3 STARTED, task, attempt]
+//      [4 LOCATED, object, size]      a copy arrived
+//      [5 LOST, object]               a copy could not be had or kept
+//    HEARTBEAT [31]   BYE [33]
+//    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects]
+
+typedef struct {
+    uint64_t key;
+    uint64_t size;
+    int32_t frame;              //  payload index, -1: not inline
+} sq_output_ref_t;
+
+typedef struct {
+    uint32_t type;              //  sq_event_type_t
+    uint64_t key;               //  task (FINISHED/FAILED/STARTED) or object
+    uint32_t attempt;
+    uint64_t size;              //  LOCATED
+    mpr_str_t message;          //  FAILED
+    uint64_t duration_us;
+    uint32_t n_outputs;
+    sq_output_ref_t *outputs;   //  scratch owned by the reader
+} sq_event_t;
+
+//  Iterating readers: one message holds many elements. next returns 1 with
+//  an element, 0 at the (validated) end, -1 on error.
+typedef struct {
+    mpr_t r;
+    uint32_t left;
+    void *scratch;
+    size_t scratch_cap;
+    sq_errbuf_t *err;
+} sq_iter_t;
+
+int sq_update_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
+int sq_update_next (sq_iter_t *self, sq_event_t *event);
+void sq_iter_release (sq_iter_t *self);
+
+void sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                       const sq_output_ref_t *outputs, uint32_t n,
+                       uint64_t duration_us);
+void sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                     const char *message, uint64_t duration_us);
+void sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt);
+void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
+void sq_pack_lost (msgpack_packer *pk, uint64_t object);
+
+typedef struct {
+    uint64_t running;
+    uint64_t queued;
+    uint64_t memory;
+    uint64_t spilled;
+    uint64_t objects;
+} sq_load_t;
+
+int sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_load_encode (sq_wbuf_t *w, const sq_load_t *load);
+//  Messages that are only a type: HEARTBEAT, BYE
+void sq_bare_encode (sq_wbuf_t *w, uint32_t type);
+int sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err);
+
+//  ASSIGN [40, [tasks]] + inline payload frames
+//    task: [task, attempt, kind, config, [inputs], [outputs], cpus,
+//           timeout_ms, name]
+//    input: [object, size, frame, content_type]  frame -1: local or arriving
+//    output: [object, content_type]
+
+typedef struct {
+    uint64_t key;
+    uint64_t size;
+    int32_t frame;
+    mpr_str_t content_type;
+} sq_input_ref_t;
+
+typedef struct {
+    uint64_t key;
+    mpr_str_t content_type;
+} sq_out_decl_t;
+
+typedef struct {
+    uint64_t key;
+    uint32_t attempt;
+    mpr_str_t kind;
+    const uint8_t *config;
+    size_t config_size;
+    uint32_t n_inputs;
+    sq_input_ref_t *inputs;     //  scratch owned by the reader
+    uint32_t n_outputs;
+    sq_out_decl_t *outputs;     //  scratch owned by the reader
+    uint32_t cpus;
+    uint32_t timeout_ms;
+    mpr_str_t name;
+} sq_assign_t;
+
+int sq_assign_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
+int sq_assign_next (sq_iter_t *self, sq_assign_t *task);
+//  Packs one task; inputs/outputs as in the struct.
+void sq_pack_assign (msgpack_packer *pk, const sq_assign_t *task);
+
+//  SEND [41, [[object, version, to_governor, to_endpoint]...]]
+//  DROP [42, [objects]]
+//  STOP [43, [[task, attempt]...]]
+typedef struct {
+    uint64_t key;
+    uint32_t version;           //  producer attempt of the copy to send
+    uint32_t to;
+    mpr_str_t endpoint;
+} sq_send_t;
+
+int sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
+int sq_send_next (sq_iter_t *self, sq_send_t *order);
+void sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version,
+                   uint32_t to, const char *endpoint);
+//  DROP elements are object keys; STOP elements [task, attempt]
+int sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
+                   sq_errbuf_t *err);
+int sq_drop_next (sq_iter_t *self, uint64_t *key);
+int sq_stop_next (sq_iter_t *self, uint64_t *key, uint32_t *attempt);
+
+//  Frame 0 of a batched message: [type, [elements]] where the elements were
+//  packed into `elements` (count of them given).
+void sq_batch_header (sq_wbuf_t *w, uint32_t type, uint32_t count);
+
+//  --------------------------------------------------------------------------
+//  Data channel: OBJECT [60, object, version, size, content_type, from] + payload
+//  Serve socket: GFETCH [70, req, object] -> REPLY body [size, content_type]
+//  + payload frame
+
+typedef struct {
+    uint64_t key;
+    uint32_t version;
+    uint64_t size;
+    mpr_str_t content_type;
+    uint32_t from;
+} sq_object_msg_t;
+
+int sq_object_decode (sq_object_msg_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_object_encode (sq_wbuf_t *w, const sq_object_msg_t *msg);
+
+typedef struct {
+    uint32_t req;
+    uint64_t key;
+} sq_gfetch_t;
+
+int sq_gfetch_decode (sq_gfetch_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key);
+
+//  Resource names: "cpus" is the one every governor and task has.
+#define SQ_RES_CPUS "cpus"
+
+#endif

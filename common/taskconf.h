@@ -1,0 +1,57 @@
+/*  taskconf: the built-in task kinds and their configurations.
+
+    One decoder serves the broker (which refuses a bad config at submit, with
+    the task id in the error) and the governor (which runs the task), so the
+    two can never disagree about what a config means. Configs are msgpack
+    maps with string keys (docs/protocol.md: Built-in tasks); unknown keys
+    are refused so that a typo is an error, not a silent default.
+
+    Ownership: string fields point into the config bytes; the arrays are
+    owned by the struct and freed by sq_taskconf_release. */
+#ifndef SQ_TASKCONF_H
+#define SQ_TASKCONF_H
+
+#include "proto.h"
+
+typedef enum {
+    SQ_KIND_NOOP,
+    SQ_KIND_SLEEP,
+    SQ_KIND_CONCAT,
+    SQ_KIND_SLICE,
+    SQ_KIND_LOAD,
+    SQ_KIND_STORE,
+    SQ_KIND_EXECUTE,
+    SQ_KIND_COUNT_
+} sq_kind_t;
+
+//  -1 for a kind nobody knows.
+int sq_kind_lookup (mpr_str_t name);
+const char *sq_kind_name (sq_kind_t kind);
+
+typedef struct {
+    sq_kind_t kind;
+    double seconds;             //  sleep
+    uint64_t start;             //  slice
+    int64_t end;                //  slice, -1: to the end
+    mpr_str_t path;             //  load, store
+    //  execute
+    uint32_t n_args;
+    mpr_str_t *args;
+    uint32_t n_env;
+    mpr_str_t *env;             //  "NAME=value"
+    uint32_t n_in_paths;
+    mpr_str_t *in_paths;
+    int32_t stdin_input;        //  -1: none
+    uint32_t n_out_paths;
+    mpr_str_t *out_paths;
+    int32_t stdout_output;      //  -1: none
+} sq_taskconf_t;
+
+//  Decodes and checks a config against the task's kind and its numbers of
+//  inputs and outputs. 0, or -1 with err filled.
+int sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind,
+                        const uint8_t *config, size_t size,
+                        uint32_t n_inputs, uint32_t n_outputs, sq_errbuf_t *err);
+void sq_taskconf_release (sq_taskconf_t *self);
+
+#endif

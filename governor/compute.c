@@ -1,0 +1,967 @@
+/*  compute: task queueing, scheduling and event batching. */
+#include "compute.h"
+#include "governor.h"
+#include "store.h"
+#include "task.h"
+#include "builtin.h"
+#include "execute.h"
+#include "deadlines.h"
+#include "wire.h"
+#include "idmap.h"
+#include "log.h"
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_MAX_QUEUED 1000000        //  tasks waiting or ready
+#define S_MAX_PENDING_SENDS 1000000 //  SEND orders for objects not here yet
+#define S_BATCH_EVENTS 2000
+#define S_BATCH_BYTES (4u << 20)
+#define S_BATCH_FRAMES 60000        //  under SQ_MAX_FRAMES
+#define S_READ_BURST 256            //  messages read before timers get a look
+#define S_LOAD_EVERY_NS 10000000ull
+#define S_WAITPID_MS 5
+#define S_ERR_SIZE 8192
+
+//  Tasks waiting for one object, or SEND orders waiting for one object
+typedef struct {
+    size_t n, cap;
+    void **items;
+} s_list_t;
+
+typedef struct {
+    uint32_t version;
+    uint32_t to;
+    char *endpoint;
+} s_order_t;
+
+struct _compute_t {
+    void *pipe;
+    void *load;
+    uint32_t governor_id;
+    uint32_t cpus;
+    uint64_t inline_max;
+    char *workdir;
+    bool terminated;
+
+    store_t *store;
+    sq_idmap_t *tasks;          //  task key -> task, every live attempt
+    sq_idmap_t *waiters;        //  object key -> s_list_t of task_t
+    sq_idmap_t *orders;         //  object key -> s_list_t of s_order_t
+    size_t n_orders;
+    task_t *ready_head, *ready_tail;
+    size_t n_queued;            //  waiting + ready
+    size_t n_running;
+    uint32_t cpus_used;
+    deadlines_t *deadlines;
+    task_t **execs;             //  running execute tasks
+    size_t n_execs, cap_execs;
+
+    //  Pending UPDATE
+    sq_wbuf_t events;
+    uint32_t n_events;
+    zmq_msg_t *payloads;
+    size_t n_payloads, cap_payloads;
+    uint64_t payload_bytes;
+
+    //  Load last told to the balance thread
+    sq_load_t load_sent;
+    uint64_t load_sent_ns;
+
+    zmq_pollitem_t *items;
+    task_t **item_tasks;
+    size_t cap_items;
+    char err [S_ERR_SIZE];
+};
+
+static void s_flush (compute_t *self);
+static void s_object_stored (compute_t *self, uint64_t key);
+
+//  --------------------------------------------------------------------------
+//  Small containers
+
+static int
+s_list_push (s_list_t *list, void *item)
+{
+    if (list->n == list->cap) {
+        size_t cap = list->cap? list->cap * 2: 4;
+        void **items = (void **) realloc (list->items, cap * sizeof (void *));
+        if (!items)
+            return -1;
+        list->items = items;
+        list->cap = cap;
+    }
+    list->items [list->n++] = item;
+    return 0;
+}
+
+static s_list_t *
+s_list_of (sq_idmap_t *map, uint64_t key)
+{
+    s_list_t *list = (s_list_t *) sq_idmap_lookup (map, key);
+    if (!list) {
+        list = (s_list_t *) calloc (1, sizeof *list);
+        if (list && sq_idmap_insert (map, key, list)) {
+            free (list);
+            list = NULL;
+        }
+    }
+    return list;
+}
+
+static void
+s_order_free (s_order_t *order)
+{
+    free (order->endpoint);
+    free (order);
+}
+
+//  --------------------------------------------------------------------------
+//  Events and the UPDATE batch
+
+static void
+s_event_added (compute_t *self)
+{
+    self->n_events++;
+    if (self->n_events >= S_BATCH_EVENTS || self->payload_bytes >= S_BATCH_BYTES
+    ||  self->n_payloads >= S_BATCH_FRAMES)
+        s_flush (self);
+}
+
+//  Payload index of a blob added to the batch (1 = first payload), -1 if
+//  it cannot be inlined.
+static int32_t
+s_add_payload (compute_t *self, sq_blob_t *blob)
+{
+    if (self->n_payloads == self->cap_payloads) {
+        size_t cap = self->cap_payloads? self->cap_payloads * 2: 64;
+        zmq_msg_t *p = (zmq_msg_t *) realloc (self->payloads, cap * sizeof (zmq_msg_t));
+        if (!p)
+            return -1;
+        self->payloads = p;
+        self->cap_payloads = cap;
+    }
+    if (sq_blob_msg (blob, &self->payloads [self->n_payloads]))
+        return -1;
+    self->payload_bytes += sq_blob_size (blob);
+    return (int32_t) ++self->n_payloads;
+}
+
+static void
+s_flush (compute_t *self)
+{
+    if (self->n_events == 0)
+        return;
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_batch_header (&header, SQ_MSG_UPDATE, self->n_events);
+    msgpack_sbuffer_write (&header.buf, self->events.buf.data, self->events.buf.size);
+    const char route = GOV_ROUTE_BROKER;
+    if (sq_send (self->pipe, &route, 1, &header, self->payloads, self->n_payloads, 0))
+        sq_warn ("cannot pass UPDATE on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&header);
+    sq_wbuf_reset (&self->events);
+    self->n_events = 0;
+    self->n_payloads = 0;
+    self->payload_bytes = 0;
+}
+
+static uint64_t
+s_duration_us (task_t *task)
+{
+    return task->start_ns? (task_now_ns () - task->start_ns) / 1000: 0;
+}
+
+static void
+s_failed (compute_t *self, uint64_t key, uint32_t attempt, const char *message,
+          uint64_t duration_us)
+{
+    sq_debug ("task %" PRIx64 "/%u failed: %s", key, attempt, message);
+    sq_pack_failed (&self->events.pk, key, attempt, message, duration_us);
+    s_event_added (self);
+}
+
+//  --------------------------------------------------------------------------
+//  Task life: waiting -> ready -> running -> gone
+
+static void
+s_ready_push (compute_t *self, task_t *task)
+{
+    task->state = TASK_READY;
+    task->next = NULL;
+    task->prev = self->ready_tail;
+    if (self->ready_tail)
+        self->ready_tail->next = task;
+    else
+        self->ready_head = task;
+    self->ready_tail = task;
+}
+
+static void
+s_ready_unlink (compute_t *self, task_t *task)
+{
+    if (task->prev)
+        task->prev->next = task->next;
+    else
+        self->ready_head = task->next;
+    if (task->next)
+        task->next->prev = task->prev;
+    else
+        self->ready_tail = task->prev;
+    task->prev = task->next = NULL;
+}
+
+//  Registers the task with each missing input; ready if none is missing.
+static void
+s_wait_inputs (compute_t *self, task_t *task)
+{
+    task->missing = 0;
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        uint64_t key = task->inputs [i];
+        if (store_has (self->store, key))
+            continue;
+        s_list_t *list = s_list_of (self->waiters, key);
+        //  Registrations of one task are consecutive, so a repeated input
+        //  shows as this task at the end of the list.
+        if (list && list->n && list->items [list->n - 1] == task)
+            continue;
+        if (!list || s_list_push (list, task)) {
+            sq_error ("out of memory queueing task %" PRIx64, task->key);
+            continue;
+        }
+        task->pins++;
+        task->missing++;
+    }
+    if (task->missing)
+        task->state = TASK_WAITING;
+    else
+        s_ready_push (self, task);
+}
+
+static void
+s_unpin (task_t *task)
+{
+    assert (task->pins > 0);
+    if (--task->pins == 0 && task->stopped)
+        task_destroy (&task);
+}
+
+//  Takes a running task off the cpus, the timers and the children.
+static void
+s_unrun (compute_t *self, task_t *task)
+{
+    assert (task->state == TASK_RUNNING);
+    self->n_running--;
+    self->cpus_used -= task->cpus;
+    deadlines_remove (self->deadlines, task);
+    if (task->exec) {
+        task_t *last = self->execs [--self->n_execs];
+        self->execs [task->exec_slot] = last;
+        last->exec_slot = task->exec_slot;
+    }
+}
+
+//  Forgets a task in any state without reporting it (STOP, replaced
+//  attempts, shutdown). A running child is killed and reaped.
+static void
+s_task_drop (compute_t *self, task_t *task)
+{
+    sq_idmap_remove (self->tasks, task->key);
+    if (task->state == TASK_RUNNING)
+        s_unrun (self, task);
+    else {
+        if (task->state == TASK_READY)
+            s_ready_unlink (self, task);
+        self->n_queued--;
+    }
+    if (task->state == TASK_WAITING && task->pins > 0) {
+        task->stopped = true;           //  freed by the last waiter list
+        return;
+    }
+    task_destroy (&task);
+}
+
+//  Reports the outcome of a running task, stores its outputs, frees it.
+static void
+s_complete (compute_t *self, task_t *task, int rc, const char *message)
+{
+    uint64_t duration = s_duration_us (task);
+    sq_idmap_remove (self->tasks, task->key);
+    s_unrun (self, task);
+    if (rc) {
+        s_failed (self, task->key, task->attempt, message, duration);
+        task_destroy (&task);
+        return;
+    }
+    if (self->n_payloads + task->n_outputs > S_BATCH_FRAMES)
+        s_flush (self);
+    sq_output_ref_t refs_small [16];
+    sq_output_ref_t *refs = task->n_outputs <= 16? refs_small:
+        (sq_output_ref_t *) malloc (task->n_outputs * sizeof *refs);
+    if (!refs) {
+        s_failed (self, task->key, task->attempt, "out of memory on the governor", duration);
+        task_destroy (&task);
+        return;
+    }
+    for (uint32_t j = 0; j < task->n_outputs; j++) {
+        sq_blob_t *blob = task->results [j];
+        refs [j].key = task->outputs [j];
+        refs [j].size = sq_blob_size (blob);
+        refs [j].frame = -1;
+        if (refs [j].size <= self->inline_max && self->n_payloads < S_BATCH_FRAMES)
+            refs [j].frame = s_add_payload (self, blob);
+    }
+    sq_pack_finished (&self->events.pk, task->key, task->attempt, refs,
+                      task->n_outputs, duration);
+    if (refs != refs_small)
+        free (refs);
+    //  Stored before the event may be flushed out, so that a SEND or GFETCH
+    //  that follows the broker's reading of it finds the object here.
+    for (uint32_t j = 0; j < task->n_outputs; j++) {
+        uint64_t key = task->outputs [j];
+        if (store_put (self->store, key, task->results [j], task->out_types [j],
+                       strlen (task->out_types [j])) == 0)
+            s_object_stored (self, key);
+        task->results [j] = NULL;
+    }
+    task_destroy (&task);
+    s_event_added (self);
+}
+
+static void
+s_start (compute_t *self, task_t *task)
+{
+    task->state = TASK_RUNNING;
+    task->start_ns = task_now_ns ();
+    self->n_running++;
+    self->cpus_used += task->cpus;
+    uint64_t timeout_at = task->timeout_ms
+        ? task->start_ns + (uint64_t) task->timeout_ms * 1000000ull: 0;
+    if (task->kind == SQ_KIND_SLEEP) {
+        uint64_t end = task->start_ns + (uint64_t) (task->conf.seconds * 1e9);
+        task->deadline_ns = timeout_at && timeout_at < end? timeout_at: end;
+    }
+    else
+    if (task->kind == SQ_KIND_EXECUTE) {
+        task->exec = execute_new (task, self->store, self->workdir, self->err, sizeof self->err);
+        if (!task->exec) {
+            s_complete (self, task, -1, self->err);
+            return;
+        }
+        if (self->n_execs == self->cap_execs) {
+            size_t cap = self->cap_execs? self->cap_execs * 2: 16;
+            task_t **execs = (task_t **) realloc (self->execs, cap * sizeof (task_t *));
+            if (!execs) {
+                self->n_running--;
+                self->cpus_used -= task->cpus;
+                sq_idmap_remove (self->tasks, task->key);
+                s_failed (self, task->key, task->attempt, "out of memory on the governor", 0);
+                task_destroy (&task);
+                return;
+            }
+            self->execs = execs;
+            self->cap_execs = cap;
+        }
+        task->exec_slot = self->n_execs;
+        self->execs [self->n_execs++] = task;
+        task->deadline_ns = timeout_at;
+    }
+    else {
+        int rc = builtin_run (task, self->store, self->err, sizeof self->err);
+        s_complete (self, task, rc, self->err);
+        return;
+    }
+    if (task->deadline_ns && deadlines_add (self->deadlines, task))
+        s_complete (self, task, -1, "out of memory on the governor");
+}
+
+//  Starts ready tasks in FIFO order while they fit in the cpus; one bigger
+//  than the governor runs alone.
+static void
+s_schedule (compute_t *self)
+{
+    while (self->ready_head) {
+        task_t *task = self->ready_head;
+        if (self->cpus_used + task->cpus > self->cpus && self->n_running > 0)
+            break;
+        s_ready_unlink (self, task);
+        self->n_queued--;
+        //  An input DROPped while the task was ready (a broker bug): wait
+        //  for it again rather than run without it.
+        bool complete = true;
+        for (uint32_t i = 0; complete && i < task->n_inputs; i++)
+            complete = store_has (self->store, task->inputs [i]);
+        if (!complete) {
+            sq_warn ("task %" PRIx64 " lost an input before running; waiting again", task->key);
+            self->n_queued++;
+            s_wait_inputs (self, task);
+            continue;
+        }
+        s_start (self, task);
+    }
+}
+
+static void
+s_fire_deadlines (compute_t *self)
+{
+    uint64_t now = task_now_ns ();
+    task_t *task;
+    while ((task = deadlines_first (self->deadlines)) && task->deadline_ns <= now) {
+        deadlines_remove (self->deadlines, task);
+        if (task->timeout_ms
+        &&  now >= task->start_ns + (uint64_t) task->timeout_ms * 1000000ull) {
+            snprintf (self->err, sizeof self->err, "timed out after %g s",
+                      task->timeout_ms / 1000.0);
+            s_complete (self, task, -1, self->err);
+        }
+        else {
+            int rc = builtin_run (task, self->store, self->err, sizeof self->err);
+            s_complete (self, task, rc, self->err);
+        }
+    }
+}
+
+static void
+s_child_exited (compute_t *self, task_t *task)
+{
+    int rc = execute_finish (task->exec, task, self->err, sizeof self->err);
+    s_complete (self, task, rc, self->err);
+}
+
+//  --------------------------------------------------------------------------
+//  Objects
+
+static void
+s_send_object (compute_t *self, uint64_t key, uint32_t version, const char *endpoint)
+{
+    const char *type = NULL;
+    sq_blob_t *blob = store_get (self->store, key, &type);
+    assert (blob);
+    char route [SQ_MAX_NAME + 2];
+    int len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, endpoint);
+    sq_object_msg_t msg = {
+        .key = key, .version = version, .size = sq_blob_size (blob),
+        .content_type = { type, (uint32_t) strlen (type) }, .from = self->governor_id
+    };
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_object_encode (&header, &msg);
+    zmq_msg_t payload;
+    if (sq_blob_msg (blob, &payload) == 0) {
+        if (sq_send (self->pipe, route, (size_t) len, &header, &payload, 1, 0))
+            sq_warn ("cannot pass OBJECT on: %s", zmq_strerror (errno));
+    }
+    sq_wbuf_release (&header);
+}
+
+//  An object just entered the store: wake its waiters, run its orders.
+static void
+s_object_stored (compute_t *self, uint64_t key)
+{
+    s_list_t *list = (s_list_t *) sq_idmap_remove (self->waiters, key);
+    for (size_t i = 0; list && i < list->n; i++) {
+        task_t *task = (task_t *) list->items [i];
+        if (!task->stopped && --task->missing == 0)
+            s_ready_push (self, task);
+        s_unpin (task);
+    }
+    if (list) {
+        free (list->items);
+        free (list);
+    }
+    list = (s_list_t *) sq_idmap_remove (self->orders, key);
+    for (size_t i = 0; list && i < list->n; i++) {
+        s_order_t *order = (s_order_t *) list->items [i];
+        s_send_object (self, key, order->version, order->endpoint);
+        s_order_free (order);
+        self->n_orders--;
+    }
+    if (list) {
+        free (list->items);
+        free (list);
+    }
+}
+
+static void
+s_drop_orders (compute_t *self, uint64_t key)
+{
+    s_list_t *list = (s_list_t *) sq_idmap_remove (self->orders, key);
+    for (size_t i = 0; list && i < list->n; i++) {
+        s_order_free ((s_order_t *) list->items [i]);
+        self->n_orders--;
+    }
+    if (list) {
+        free (list->items);
+        free (list);
+    }
+}
+
+//  --------------------------------------------------------------------------
+//  Messages from the broker, peers and clients
+
+//  One ASSIGN entry; msg frame 1 is the ASSIGN header, so payload index f
+//  is frame 1 + f.
+static void
+s_accept (compute_t *self, const sq_assign_t *assign, sq_msg_t *msg)
+{
+    if (self->n_queued >= S_MAX_QUEUED) {
+        s_failed (self, assign->key, assign->attempt,
+                  "governor queue is full (1000000 tasks queued)", 0);
+        return;
+    }
+    for (uint32_t i = 0; i < assign->n_inputs; i++) {
+        int32_t f = assign->inputs [i].frame;
+        if (f >= 0 && (f < 1 || (size_t) f + 1 >= msg->n)) {
+            snprintf (self->err, sizeof self->err,
+                      "input %u refers to payload frame %d, which the ASSIGN lacks", i, f);
+            s_failed (self, assign->key, assign->attempt, self->err, 0);
+            return;
+        }
+    }
+    sq_errbuf_t err;
+    task_t *task = task_new (assign, &err);
+    if (!task) {
+        s_failed (self, assign->key, assign->attempt, err.text, 0);
+        return;
+    }
+    task_t *old = (task_t *) sq_idmap_lookup (self->tasks, task->key);
+    if (old && old->attempt == task->attempt) {
+        sq_warn ("task %" PRIx64 "/%u assigned twice; ignoring the copy", task->key, task->attempt);
+        task_destroy (&task);
+        return;
+    }
+    if (old)
+        s_task_drop (self, old);
+    //  Inline inputs share the received frame's buffer (zmq_msg_copy).
+    for (uint32_t i = 0; i < assign->n_inputs; i++) {
+        const sq_input_ref_t *in = &assign->inputs [i];
+        if (in->frame < 0 || store_has (self->store, in->key))
+            continue;
+        zmq_msg_t copy;
+        zmq_msg_init (&copy);
+        zmq_msg_copy (&copy, &msg->frames [1 + in->frame]);
+        sq_blob_t *blob = sq_blob_from_msg (&copy);
+        if (!blob || store_put (self->store, in->key, blob, in->content_type.ptr,
+                                in->content_type.len))
+            sq_error ("out of memory storing input %" PRIx64, in->key);
+        else
+            s_object_stored (self, in->key);
+    }
+    if (sq_idmap_insert (self->tasks, task->key, task)) {
+        s_failed (self, task->key, task->attempt, "out of memory on the governor", 0);
+        task_destroy (&task);
+        return;
+    }
+    self->n_queued++;
+    s_wait_inputs (self, task);
+}
+
+static void
+s_on_assign (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_iter_t it;
+    sq_assign_t assign;
+    int rc = sq_assign_begin (&it, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    while (rc == 0 && (rc = sq_assign_next (&it, &assign)) == 1) {
+        s_accept (self, &assign, msg);
+        rc = 0;
+    }
+    if (rc < 0)
+        sq_warn ("bad ASSIGN (tasks before the error were taken): %s", err.text);
+    sq_iter_release (&it);
+}
+
+static void
+s_on_send (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_iter_t it;
+    sq_send_t order;
+    int rc = sq_send_begin (&it, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    while (rc == 0 && (rc = sq_send_next (&it, &order)) == 1) {
+        rc = 0;
+        char *endpoint = mpr_strdup (order.endpoint);
+        if (!endpoint)
+            continue;
+        if (store_has (self->store, order.key)) {
+            s_send_object (self, order.key, order.version, endpoint);
+            free (endpoint);
+            continue;
+        }
+        s_order_t *pending = (s_order_t *) calloc (1, sizeof *pending);
+        s_list_t *list = self->n_orders < S_MAX_PENDING_SENDS? s_list_of (self->orders, order.key): NULL;
+        if (!pending || !list || s_list_push (list, pending)) {
+            sq_warn ("dropping SEND of %" PRIx64 " to %s: too many pending", order.key, endpoint);
+            free (pending);
+            free (endpoint);
+            continue;
+        }
+        pending->version = order.version;
+        pending->to = order.to;
+        pending->endpoint = endpoint;
+        self->n_orders++;
+    }
+    if (rc < 0)
+        sq_warn ("bad SEND: %s", err.text);
+    sq_iter_release (&it);
+}
+
+static void
+s_on_drop (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_iter_t it;
+    uint64_t key;
+    int rc = sq_keys_begin (&it, SQ_MSG_DROP, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    while (rc == 0 && (rc = sq_drop_next (&it, &key)) == 1) {
+        rc = 0;
+        store_remove (self->store, key);
+        s_drop_orders (self, key);
+    }
+    if (rc < 0)
+        sq_warn ("bad DROP: %s", err.text);
+    sq_iter_release (&it);
+}
+
+static void
+s_on_stop (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_iter_t it;
+    uint64_t key;
+    uint32_t attempt;
+    int rc = sq_keys_begin (&it, SQ_MSG_STOP, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    while (rc == 0 && (rc = sq_stop_next (&it, &key, &attempt)) == 1) {
+        rc = 0;
+        task_t *task = (task_t *) sq_idmap_lookup (self->tasks, key);
+        if (task && task->attempt == attempt)
+            s_task_drop (self, task);
+    }
+    if (rc < 0)
+        sq_warn ("bad STOP: %s", err.text);
+    sq_iter_release (&it);
+}
+
+static void
+s_on_object (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_object_msg_t object;
+    if (msg->n != 3 || msg->truncated) {
+        sq_warn ("OBJECT with %zu frames instead of 2; discarded", msg->n - 1);
+        return;
+    }
+    if (sq_object_decode (&object, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad OBJECT: %s", err.text);
+        return;
+    }
+    if (object.size != sq_msg_size (msg, 2)) {
+        sq_warn ("OBJECT %" PRIx64 " says %" PRIu64 " bytes but carries %zu; discarded",
+                 object.key, object.size, sq_msg_size (msg, 2));
+        return;
+    }
+    if (!store_has (self->store, object.key)) {
+        sq_blob_t *blob = sq_blob_from_msg (&msg->frames [2]);
+        zmq_msg_init (&msg->frames [2]);
+        if (!blob || store_put (self->store, object.key, blob, object.content_type.ptr,
+                                object.content_type.len)) {
+            sq_error ("out of memory storing OBJECT %" PRIx64, object.key);
+            return;
+        }
+        s_object_stored (self, object.key);
+    }
+    sq_pack_located (&self->events.pk, object.key, object.size);
+    s_event_added (self);
+}
+
+//  msg: [S][identity][GFETCH]
+static void
+s_on_gfetch (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_gfetch_t fetch;
+    if (msg->n != 3 || msg->truncated) {
+        sq_warn ("GFETCH with %zu frames; discarded", msg->n);
+        return;
+    }
+    if (sq_gfetch_decode (&fetch, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
+        sq_warn ("bad GFETCH: %s", err.text);
+        return;
+    }
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    const char *type = NULL;
+    sq_blob_t *blob = store_get (self->store, fetch.key, &type);
+    zmq_msg_t payload;
+    size_t n_payloads = 0;
+    if (blob && sq_blob_msg (blob, &payload) == 0) {
+        sq_reply_begin (&reply, fetch.req);
+        msgpack_pack_array (&reply.pk, 2);
+        msgpack_pack_uint64 (&reply.pk, sq_blob_size (blob));
+        sq_pack_cstr (&reply.pk, type);
+        n_payloads = 1;
+    }
+    else {
+        snprintf (self->err, sizeof self->err, "object %u/%u is not held by this governor",
+                  sq_key_session (fetch.key), sq_key_id (fetch.key));
+        sq_reply_encode_error (&reply, fetch.req, SQ_E_UNKNOWN_ID, self->err,
+                               sq_key_id (fetch.key), 0);
+    }
+    const char route = GOV_ROUTE_SERVE;
+    if (zmq_send (self->pipe, &route, 1, ZMQ_SNDMORE) < 0
+    ||  sq_send (self->pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply,
+                 &payload, n_payloads, 0))
+        sq_warn ("cannot pass GFETCH reply on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&reply);
+}
+
+static void
+s_on_message (compute_t *self, sq_msg_t *msg)
+{
+    char route = msg->n? *(char *) sq_msg_data (msg, 0): 0;
+    uint32_t type = 0, req;
+    if (msg->n == 1 && sq_msg_size (msg, 0) == strlen (GOV_TERM)
+    &&  memcmp (sq_msg_data (msg, 0), GOV_TERM, strlen (GOV_TERM)) == 0)
+        self->terminated = true;
+    else
+    if (route == GOV_ROUTE_SERVE)
+        s_on_gfetch (self, msg);
+    else
+    if (msg->n < 2 || msg->truncated
+    ||  sq_proto_peek (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &type, &req))
+        sq_warn ("unreadable message from '%c'; discarded", route);
+    else
+    if (route == GOV_ROUTE_DATA && type == SQ_MSG_OBJECT)
+        s_on_object (self, msg);
+    else
+    if (route == GOV_ROUTE_BROKER && type == SQ_MSG_ASSIGN)
+        s_on_assign (self, msg);
+    else
+    if (route == GOV_ROUTE_BROKER && type == SQ_MSG_SEND)
+        s_on_send (self, msg);
+    else
+    if (route == GOV_ROUTE_BROKER && type == SQ_MSG_DROP)
+        s_on_drop (self, msg);
+    else
+    if (route == GOV_ROUTE_BROKER && type == SQ_MSG_STOP)
+        s_on_stop (self, msg);
+    else
+        sq_warn ("unexpected message type %u from '%c'; discarded", type, route);
+}
+
+//  --------------------------------------------------------------------------
+//  The loop
+
+static void
+s_read_pipe (compute_t *self)
+{
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    for (int i = 0; i < S_READ_BURST && !self->terminated; i++) {
+        if (sq_msg_recv (&msg, self->pipe, ZMQ_DONTWAIT, SQ_MAX_FRAMES + 2))
+            break;
+        s_on_message (self, &msg);
+    }
+    sq_msg_close (&msg);
+    free (msg.frames);
+}
+
+//  Tells the balance thread about a change, at most every 10 ms. Returns
+//  the ms until it may tell again if a change is still untold, else -1.
+static long
+s_report_load (compute_t *self)
+{
+    sq_load_t load = {
+        .running = self->n_running, .queued = self->n_queued,
+        .memory = store_bytes (self->store), .spilled = 0,
+        .objects = store_count (self->store)
+    };
+    if (memcmp (&load, &self->load_sent, sizeof load) == 0)
+        return -1;
+    uint64_t now = task_now_ns ();
+    if (now - self->load_sent_ns < S_LOAD_EVERY_NS)
+        return (long) ((self->load_sent_ns + S_LOAD_EVERY_NS - now) / 1000000) + 1;
+    //  Dropped if balance is behind: the next change tells it again.
+    if (zmq_send (self->load, &load, sizeof load, ZMQ_DONTWAIT) == sizeof load) {
+        self->load_sent = load;
+        self->load_sent_ns = now;
+    }
+    return -1;
+}
+
+static long
+s_min_timeout (long a, long b)
+{
+    return a < 0? b: b < 0? a: a < b? a: b;
+}
+
+//  Poll set: the pipe, then one pidfd per child. Returns the item count
+//  and the ms to wait at most (timers, children without pidfd, load).
+static int
+s_poll_set (compute_t *self, long *timeout)
+{
+    if (self->cap_items < self->n_execs + 1) {
+        size_t cap = (self->n_execs + 1) * 2;
+        zmq_pollitem_t *items = (zmq_pollitem_t *) realloc (self->items, cap * sizeof *items);
+        if (items)
+            self->items = items;
+        task_t **tasks = (task_t **) realloc (self->item_tasks, cap * sizeof *tasks);
+        if (tasks)
+            self->item_tasks = tasks;
+        if (items && tasks)
+            self->cap_items = cap;
+    }
+    self->items [0] = (zmq_pollitem_t) { self->pipe, 0, ZMQ_POLLIN, 0 };
+    int n = 1;
+    *timeout = -1;
+    for (size_t i = 0; i < self->n_execs; i++) {
+        int fd = execute_fd (self->execs [i]->exec);
+        if (fd >= 0 && (size_t) n < self->cap_items) {
+            self->item_tasks [n] = self->execs [i];
+            self->items [n++] = (zmq_pollitem_t) { NULL, fd, ZMQ_POLLIN, 0 };
+        }
+        else
+            *timeout = S_WAITPID_MS;
+    }
+    task_t *first = deadlines_first (self->deadlines);
+    if (first) {
+        uint64_t now = task_now_ns ();
+        long ms = first->deadline_ns > now? (long) ((first->deadline_ns - now + 999999) / 1000000): 0;
+        *timeout = s_min_timeout (*timeout, ms);
+    }
+    return n;
+}
+
+static void
+s_reap (compute_t *self, int n_items)
+{
+    //  Collect first: completing a task reshuffles the execs array.
+    task_t *done_small [64];
+    size_t n_done = 0;
+    for (int i = 1; i < n_items && n_done < 64; i++)
+        if ((self->items [i].revents & ZMQ_POLLIN) && execute_poll (self->item_tasks [i]->exec))
+            done_small [n_done++] = self->item_tasks [i];
+    for (size_t i = 0; i < self->n_execs && n_done < 64; i++)
+        if (execute_fd (self->execs [i]->exec) < 0 && execute_poll (self->execs [i]->exec))
+            done_small [n_done++] = self->execs [i];
+    for (size_t i = 0; i < n_done; i++)
+        s_child_exited (self, done_small [i]);
+}
+
+int
+compute_run (compute_t *self)
+{
+    while (!self->terminated) {
+        long timeout;
+        int n = s_poll_set (self, &timeout);
+        int rc = zmq_poll (self->items, n, 0);
+        if (rc == 0) {
+            //  Nothing more to read now: send what we have before waiting.
+            s_flush (self);
+            timeout = s_min_timeout (timeout, s_report_load (self));
+            rc = zmq_poll (self->items, n, timeout);
+        }
+        if (rc < 0 && errno == ETERM)
+            break;
+        if (rc > 0 && (self->items [0].revents & ZMQ_POLLIN))
+            s_read_pipe (self);
+        s_reap (self, rc > 0? n: 0);
+        s_fire_deadlines (self);
+        s_schedule (self);
+    }
+    s_flush (self);
+    return zmq_send (self->pipe, GOV_DONE, strlen (GOV_DONE), 0) < 0? -1: 0;
+}
+
+//  --------------------------------------------------------------------------
+
+compute_t *
+compute_new (const compute_args_t *args)
+{
+    compute_t *self = (compute_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->governor_id = args->governor_id;
+    self->cpus = args->cpus;
+    self->inline_max = args->inline_max;
+    self->workdir = strdup (args->workdir);
+    self->store = store_new ();
+    self->tasks = sq_idmap_new ();
+    self->waiters = sq_idmap_new ();
+    self->orders = sq_idmap_new ();
+    self->deadlines = deadlines_new ();
+    self->cap_items = 16;
+    self->items = (zmq_pollitem_t *) calloc (self->cap_items, sizeof (zmq_pollitem_t));
+    self->item_tasks = (task_t **) calloc (self->cap_items, sizeof (task_t *));
+    sq_wbuf_init (&self->events);
+    if (!self->workdir || !self->store || !self->tasks || !self->waiters || !self->orders
+    ||  !self->deadlines || !self->items || !self->item_tasks) {
+        compute_destroy (&self);
+        return NULL;
+    }
+    //  Taken over only on success, so that a failed start can still talk.
+    self->pipe = args->pipe;
+    self->load = args->load;
+    return self;
+}
+
+static void
+s_free_lists (sq_idmap_t *map, bool orders)
+{
+    size_t cursor = 0;
+    s_list_t *list;
+    while ((list = (s_list_t *) sq_idmap_next (map, &cursor, NULL))) {
+        for (size_t i = 0; i < list->n; i++)
+            if (orders)
+                s_order_free ((s_order_t *) list->items [i]);
+            else
+                s_unpin ((task_t *) list->items [i]);
+        free (list->items);
+        free (list);
+    }
+}
+
+void
+compute_destroy (compute_t **self_p)
+{
+    compute_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->tasks) {
+        size_t n = sq_idmap_size (self->tasks), cursor = 0, i = 0;
+        task_t **all = (task_t **) malloc ((n + 1) * sizeof (task_t *));
+        task_t *task;
+        while (all && (task = (task_t *) sq_idmap_next (self->tasks, &cursor, NULL)))
+            all [i++] = task;
+        for (size_t j = 0; j < i; j++)
+            s_task_drop (self, all [j]);
+        free (all);
+    }
+    if (self->waiters)
+        s_free_lists (self->waiters, false);
+    if (self->orders)
+        s_free_lists (self->orders, true);
+    for (size_t i = 0; i < self->n_payloads; i++)
+        zmq_msg_close (&self->payloads [i]);
+    free (self->payloads);
+    sq_wbuf_release (&self->events);
+    sq_idmap_destroy (&self->tasks);
+    sq_idmap_destroy (&self->waiters);
+    sq_idmap_destroy (&self->orders);
+    deadlines_destroy (&self->deadlines);
+    store_destroy (&self->store);
+    free (self->execs);
+    free (self->items);
+    free (self->item_tasks);
+    free (self->workdir);
+    if (self->pipe)
+        zmq_close (self->pipe);
+    if (self->load)
+        zmq_close (self->load);
+    free (self);
+    *self_p = NULL;
+}

@@ -1,0 +1,30 @@
+/*  compute: the compute thread. It owns the object store and every task:
+    queues ASSIGNed tasks until their inputs are stored, runs them in FIFO
+    order within the governor's cpus, executes SEND/DROP/STOP orders, stores
+    OBJECTs pushed by peers, answers GFETCH, and batches task events into
+    UPDATE messages for the broker.
+
+    Ownership: compute_new takes over the two inproc sockets (to receive, and
+    to balance) when it succeeds; compute_destroy closes them. */
+#ifndef GOV_COMPUTE_H
+#define GOV_COMPUTE_H
+
+#include <stdint.h>
+
+typedef struct _compute_t compute_t;
+
+typedef struct {
+    void *pipe;                 //  PAIR to the receive thread
+    void *load;                 //  PAIR to the balance thread
+    uint32_t governor_id;
+    uint32_t cpus;
+    uint64_t inline_max;        //  outputs up to this ride in UPDATE
+    const char *workdir;
+} compute_args_t;
+
+compute_t *compute_new (const compute_args_t *args);
+void compute_destroy (compute_t **self_p);
+//  Runs until GOV_TERM; sends its pending events, then GOV_DONE. 0 or -1.
+int compute_run (compute_t *self);
+
+#endif

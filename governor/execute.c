@@ -1,0 +1,318 @@
+/*  execute: posix_spawnp with file actions, a pidfd to watch the child. */
+#include "execute.h"
+#include "files.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define S_STDERR_TAIL 2000
+
+struct _execute_t {
+    pid_t pid;                  //  0 once reaped
+    int pidfd;
+    int status;
+    char *dir;                  //  the task's working directory
+    char *stdin_path;           //  files beside it, outside the program's view
+    char *stdout_path;
+    char *stderr_path;
+    char *argv0;
+};
+
+static char *
+s_printf (const char *format, ...) __attribute__ ((format (printf, 1, 2)));
+static char *
+s_printf (const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    char *text = NULL;
+    if (vasprintf (&text, format, args) < 0)
+        text = NULL;
+    va_end (args);
+    return text;
+}
+
+static char *
+s_join (const char *dir, mpr_str_t name)
+{
+    return s_printf ("%s/%.*s", dir, (int) name.len, name.ptr);
+}
+
+//  NULL-terminated array of NUL-terminated copies, `extra` slots at the end
+//  left for the caller (environ is appended that way).
+static char **
+s_strv (const mpr_str_t *strings, uint32_t n, size_t extra)
+{
+    char **v = (char **) calloc (n + extra + 1, sizeof (char *));
+    if (!v)
+        return NULL;
+    for (uint32_t i = 0; i < n; i++)
+        if (!(v [i] = mpr_strdup (strings [i]))) {
+            for (uint32_t j = 0; j < i; j++)
+                free (v [j]);
+            free (v);
+            return NULL;
+        }
+    return v;
+}
+
+static void
+s_strv_free (char **v, uint32_t n_owned)
+{
+    for (uint32_t i = 0; v && i < n_owned; i++)
+        free (v [i]);
+    free (v);
+}
+
+static int
+s_write_inputs (execute_t *self, task_t *task, store_t *store, char *err, size_t err_size)
+{
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        sq_blob_t *blob = store_get (store, task->inputs [i], NULL);
+        bool is_stdin = (int32_t) i == task->conf.stdin_input;
+        mpr_str_t rel = task->conf.in_paths [i];
+        if (rel.len == 0 && !is_stdin)
+            continue;
+        char *path = rel.len? s_join (self->dir, rel): strdup (self->stdin_path);
+        if (!path
+        ||  files_mkparents (path)
+        ||  files_write (path, sq_blob_data (blob), sq_blob_size (blob))) {
+            snprintf (err, err_size, "execute: cannot write input %u to '%.*s': %s", i,
+                      (int) rel.len, rel.ptr, strerror (errno));
+            free (path);
+            return -1;
+        }
+        if (is_stdin && rel.len) {
+            free (self->stdin_path);
+            self->stdin_path = path;        //  the program's own file is its stdin
+        }
+        else
+            free (path);
+    }
+    return 0;
+}
+
+static int
+s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
+{
+    size_t n_environ = 0;
+    while (environ [n_environ])
+        n_environ++;
+    char **argv = s_strv (task->conf.args, task->conf.n_args, 0);
+    char **envp = s_strv (task->conf.env, task->conf.n_env, n_environ);
+    if (!argv || !envp) {
+        s_strv_free (argv, task->conf.n_args);
+        s_strv_free (envp, task->conf.n_env);
+        snprintf (err, err_size, "execute: out of memory");
+        return -1;
+    }
+    //  The task's entries come first: getenv takes the first match, so they
+    //  override the governor's own variables of the same name.
+    memcpy (envp + task->conf.n_env, environ, n_environ * sizeof (char *));
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init (&actions);
+    posix_spawn_file_actions_addopen (&actions, 0,
+        task->conf.stdin_input >= 0? self->stdin_path: "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen (&actions, 1,
+        task->conf.stdout_output >= 0? self->stdout_path: "/dev/null",
+        O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen (&actions, 2, self->stderr_path,
+                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addchdir_np (&actions, self->dir);
+
+    //  The governor blocks SIGINT/SIGTERM for its signalfd; the program gets
+    //  a clean slate, in its own process group so that a kill takes its
+    //  children too.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init (&attr);
+    sigset_t none, defaults;
+    sigemptyset (&none);
+    sigemptyset (&defaults);
+    sigaddset (&defaults, SIGINT);
+    sigaddset (&defaults, SIGTERM);
+    sigaddset (&defaults, SIGPIPE);
+    posix_spawnattr_setsigmask (&attr, &none);
+    posix_spawnattr_setsigdefault (&attr, &defaults);
+    posix_spawnattr_setpgroup (&attr, 0);
+    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+                                     | POSIX_SPAWN_SETPGROUP);
+    int rc = posix_spawnp (&self->pid, argv [0], &actions, &attr, argv, envp);
+    posix_spawnattr_destroy (&attr);
+    posix_spawn_file_actions_destroy (&actions);
+    s_strv_free (argv, task->conf.n_args);
+    s_strv_free (envp, task->conf.n_env);
+    if (rc) {
+        self->pid = 0;
+        snprintf (err, err_size, "execute: cannot run '%s': %s", self->argv0, strerror (rc));
+        return -1;
+    }
+    self->pidfd = (int) syscall (SYS_pidfd_open, self->pid, 0);
+    if (self->pidfd >= 0)
+        fcntl (self->pidfd, F_SETFD, FD_CLOEXEC);
+    return 0;
+}
+
+execute_t *
+execute_new (task_t *task, store_t *store, const char *workdir, char *err, size_t err_size)
+{
+    execute_t *self = (execute_t *) calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, err_size, "execute: out of memory");
+        return NULL;
+    }
+    self->pidfd = -1;
+    self->dir = s_printf ("%s/task-%" PRIx64 "-%u", workdir, task->key, task->attempt);
+    self->stdin_path = s_printf ("%s.stdin", self->dir? self->dir: "");
+    self->stdout_path = s_printf ("%s.stdout", self->dir? self->dir: "");
+    self->stderr_path = s_printf ("%s.stderr", self->dir? self->dir: "");
+    self->argv0 = mpr_strdup (task->conf.args [0]);
+    if (!self->dir || !self->stdin_path || !self->stdout_path || !self->stderr_path
+    ||  !self->argv0) {
+        snprintf (err, err_size, "execute: out of memory");
+        execute_destroy (&self);
+        return NULL;
+    }
+    //  A leftover of an earlier governor with the same pid must not leak in.
+    files_rmtree (self->dir);
+    if (mkdir (self->dir, 0700)) {
+        snprintf (err, err_size, "execute: cannot create '%s': %s", self->dir, strerror (errno));
+        execute_destroy (&self);
+        return NULL;
+    }
+    if (s_write_inputs (self, task, store, err, err_size)
+    ||  s_spawn (self, task, err, err_size)) {
+        execute_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+execute_destroy (execute_t **self_p)
+{
+    execute_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->pid > 0) {
+        execute_kill (self);
+        while (waitpid (self->pid, &self->status, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if (self->pidfd >= 0)
+        close (self->pidfd);
+    if (self->dir) {
+        files_rmtree (self->dir);
+        unlink (self->stdout_path);
+        unlink (self->stderr_path);
+        //  stdin_path may be the program's own input file, inside dir.
+        unlink (self->stdin_path);
+    }
+    free (self->dir);
+    free (self->stdin_path);
+    free (self->stdout_path);
+    free (self->stderr_path);
+    free (self->argv0);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+execute_fd (execute_t *self)
+{
+    return self->pidfd;
+}
+
+int
+execute_poll (execute_t *self)
+{
+    if (self->pid <= 0)
+        return 1;
+    pid_t rc = waitpid (self->pid, &self->status, WNOHANG);
+    if (rc == self->pid || (rc < 0 && errno == ECHILD)) {
+        self->pid = 0;
+        return 1;
+    }
+    return 0;
+}
+
+void
+execute_kill (execute_t *self)
+{
+    if (self->pid > 0) {
+        kill (-self->pid, SIGKILL);
+        kill (self->pid, SIGKILL);
+    }
+}
+
+//  The last bytes of the program's stderr, for the failure message.
+static void
+s_stderr_tail (execute_t *self, char *tail, size_t tail_size)
+{
+    tail [0] = 0;
+    int fd = open (self->stderr_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat (fd, &st) == 0) {
+        off_t from = st.st_size > (off_t) (tail_size - 1)? st.st_size - (off_t) (tail_size - 1): 0;
+        ssize_t n = pread (fd, tail, tail_size - 1, from);
+        tail [n > 0? n: 0] = 0;
+    }
+    close (fd);
+}
+
+int
+execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
+{
+    if (!WIFEXITED (self->status) || WEXITSTATUS (self->status) != 0) {
+        char tail [S_STDERR_TAIL + 1];
+        s_stderr_tail (self, tail, sizeof tail);
+        if (WIFSIGNALED (self->status))
+            snprintf (err, err_size, "execute: '%s' killed by signal %d; stderr: %s",
+                      self->argv0, WTERMSIG (self->status), tail);
+        else
+            snprintf (err, err_size, "execute: '%s' exited with status %d; stderr: %s",
+                      self->argv0, WEXITSTATUS (self->status), tail);
+        return -1;
+    }
+    for (uint32_t j = 0; j < task->n_outputs; j++) {
+        mpr_str_t rel = task->conf.out_paths [j];
+        bool is_stdout = (int32_t) j == task->conf.stdout_output;
+        char *path = is_stdout? strdup (self->stdout_path): s_join (self->dir, rel);
+        if (!path) {
+            snprintf (err, err_size, "execute: out of memory");
+            return -1;
+        }
+        struct stat st;
+        if (stat (path, &st) && errno == ENOENT) {
+            snprintf (err, err_size, "execute: output file '%.*s' was not produced",
+                      (int) rel.len, rel.ptr);
+            free (path);
+            return -1;
+        }
+        //  The mapping outlives the file, which goes with the directory.
+        task->results [j] = sq_blob_map_file (path);
+        if (!task->results [j]) {
+            snprintf (err, err_size, "execute: cannot read output '%.*s': %s",
+                      (int) rel.len, rel.ptr,
+                      errno? strerror (errno): "not a regular file");
+            free (path);
+            return -1;
+        }
+        free (path);
+    }
+    return 0;
+}

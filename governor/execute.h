@@ -1,0 +1,34 @@
+/*  execute: the execute task's child process and its private directory.
+
+    The compute thread starts a child with execute_new, watches execute_fd
+    (a pidfd) in its poll set, or calls execute_poll every few milliseconds
+    when the kernel has no pidfd_open, then collects the outputs with
+    execute_finish.
+
+    Ownership: an execute_t owns the child and the task directory (plus the
+    stdin/stdout/stderr files beside it); execute_destroy kills and reaps a
+    child still running and removes them all. */
+#ifndef GOV_EXECUTE_H
+#define GOV_EXECUTE_H
+
+#include <stddef.h>
+#include <stdbool.h>
+#include "task.h"
+#include "store.h"
+
+//  Writes the inputs and starts the program. NULL with a message in err
+//  when the task fails before running (the directory is removed then).
+execute_t *execute_new (task_t *task, store_t *store, const char *workdir,
+                        char *err, size_t err_size);
+void execute_destroy (execute_t **self_p);
+//  pidfd readable when the child exits, -1 if polling is needed.
+int execute_fd (execute_t *self);
+//  Reaps the child if it exited: 1 (status kept), 0 still running.
+int execute_poll (execute_t *self);
+//  SIGKILLs the child's process group (timeouts, STOP).
+void execute_kill (execute_t *self);
+//  After execute_poll returned 1: reads outputs into task->results. 0, or -1
+//  with the failure message (exit status, stderr tail, missing output).
+int execute_finish (execute_t *self, task_t *task, char *err, size_t err_size);
+
+#endif

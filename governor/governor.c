@@ -1,0 +1,164 @@
+/*  governor: start-up and shut-down of the three threads. */
+#include "governor.h"
+#include "receiver.h"
+#include "compute.h"
+#include "balancer.h"
+#include "log.h"
+#include <errno.h>
+#include <pthread.h>
+#include <zmq.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct _governor_t {
+    const gov_config_t *config;
+    void *ctx;
+};
+
+governor_t *
+governor_new (const gov_config_t *config)
+{
+    governor_t *self = (governor_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->config = config;
+    self->ctx = zmq_ctx_new ();
+    if (!self->ctx) {
+        free (self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+governor_destroy (governor_t **self_p)
+{
+    governor_t *self = *self_p;
+    if (!self)
+        return;
+    zmq_ctx_term (self->ctx);
+    free (self);
+    *self_p = NULL;
+}
+
+//  A connected pair of PAIR sockets; the ends go to different threads.
+static int
+s_pipe (governor_t *self, const char *what, void **here, void **there)
+{
+    char endpoint [64];
+    snprintf (endpoint, sizeof endpoint, "inproc://squall-%s-%p", what, (void *) self);
+    *here = zmq_socket (self->ctx, ZMQ_PAIR);
+    *there = zmq_socket (self->ctx, ZMQ_PAIR);
+    int hwm = GOV_PIPE_HWM, linger = 0;
+    for (int i = 0; i < 2; i++) {
+        void *socket = i? *there: *here;
+        if (!socket)
+            continue;
+        zmq_setsockopt (socket, ZMQ_SNDHWM, &hwm, sizeof hwm);
+        zmq_setsockopt (socket, ZMQ_RCVHWM, &hwm, sizeof hwm);
+        zmq_setsockopt (socket, ZMQ_LINGER, &linger, sizeof linger);
+    }
+    if (!*here || !*there || zmq_bind (*here, endpoint) || zmq_connect (*there, endpoint)) {
+        sq_error ("cannot make inproc pipe %s: %s", what, zmq_strerror (errno));
+        if (*here)
+            zmq_close (*here);
+        if (*there)
+            zmq_close (*there);
+        *here = *there = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void *
+s_compute_main (void *args_)
+{
+    compute_args_t *args = (compute_args_t *) args_;
+    compute_t *compute = compute_new (args);
+    if (compute) {
+        compute_run (compute);
+        compute_destroy (&compute);
+    }
+    else {
+        sq_error ("cannot start the compute thread: out of memory");
+        zmq_send (args->pipe, GOV_DONE, strlen (GOV_DONE), 0);
+        zmq_close (args->pipe);
+        zmq_close (args->load);
+    }
+    return NULL;
+}
+
+typedef struct {
+    void *pipe;
+    void *load;
+} s_balance_args_t;
+
+static void *
+s_balance_main (void *args_)
+{
+    s_balance_args_t *args = (s_balance_args_t *) args_;
+    balancer_t *balancer = balancer_new (args->pipe, args->load);
+    if (balancer) {
+        balancer_run (balancer);
+        balancer_destroy (&balancer);
+    }
+    else {
+        sq_error ("cannot start the balance thread: out of memory");
+        zmq_send (args->pipe, GOV_DONE, strlen (GOV_DONE), 0);
+        zmq_close (args->pipe);
+        zmq_close (args->load);
+    }
+    return NULL;
+}
+
+int
+governor_run (governor_t *self, int signal_fd)
+{
+    receiver_t *receiver = receiver_new (self->ctx, self->config, signal_fd);
+    if (!receiver)
+        return 1;
+    uint32_t governor_id = 0;
+    uint64_t inline_max = SQ_DEFAULT_INLINE_MAX;
+    int code = receiver_hello (receiver, &governor_id, &inline_max);
+    if (code != 0) {
+        receiver_destroy (&receiver);
+        return code < 0? 0: code;
+    }
+    printf ("READY %u %s\n", governor_id, self->config->name);
+    fflush (stdout);
+    sq_info ("accepted as governor %u (heartbeat %d ms, inline max %lu)", governor_id,
+             receiver_heartbeat_ms (receiver), (unsigned long) inline_max);
+
+    void *compute_here, *compute_there, *balance_here, *balance_there, *load_in, *load_out;
+    if (s_pipe (self, "compute", &compute_here, &compute_there)
+    ||  s_pipe (self, "balance", &balance_here, &balance_there)
+    ||  s_pipe (self, "load", &load_in, &load_out)) {
+        receiver_destroy (&receiver);
+        return 1;
+    }
+    compute_args_t compute_args = {
+        .pipe = compute_there, .load = load_out, .governor_id = governor_id,
+        .cpus = self->config->cpus, .inline_max = inline_max, .workdir = self->config->workdir
+    };
+    s_balance_args_t balance_args = { .pipe = balance_there, .load = load_in };
+    pthread_t compute_thread, balance_thread;
+    if (pthread_create (&compute_thread, NULL, s_compute_main, &compute_args)) {
+        sq_error ("cannot start the compute thread");
+        exit (1);
+    }
+    if (pthread_create (&balance_thread, NULL, s_balance_main, &balance_args)) {
+        sq_error ("cannot start the balance thread");
+        exit (1);
+    }
+    code = receiver_run (receiver, compute_here, balance_here);
+    receiver_stop (receiver);
+    pthread_join (compute_thread, NULL);
+    pthread_join (balance_thread, NULL);
+    if (code != 3)
+        receiver_bye (receiver);
+    zmq_close (compute_here);
+    zmq_close (balance_here);
+    receiver_destroy (&receiver);
+    return code;
+}

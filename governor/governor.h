@@ -1,0 +1,56 @@
+/*  governor: a squall worker daemon. It owns the ZeroMQ context and three
+    threads that share no mutable state and talk only over inproc PAIR
+    sockets:
+      receive  (the caller's thread): every network socket (broker ctrl,
+               data PULL, serve ROUTER, peer PUSHes); see receiver.h
+      compute: the object store and the tasks; see compute.h
+      balance: load reports to the broker; see balancer.h
+
+    Messages between them are ZeroMQ multipart messages whose first frame
+    says where they come from or go (GOV_ROUTE_*); the rest is the wire
+    message itself, moved frame by frame without copying.
+
+    Ownership: governor_new copies nothing it does not need after start; the
+    config strings must outlive the governor. governor_destroy frees all. */
+#ifndef GOV_GOVERNOR_H
+#define GOV_GOVERNOR_H
+
+#include <stdint.h>
+#include "proto.h"
+
+typedef struct {
+    const char *broker;         //  endpoint of the broker's governor socket
+    uint32_t cpus;
+    const char *name;
+    const char *listen_host;
+    const char *advertise;      //  host in the endpoints we announce
+    const char *workdir;        //  exists; tasks make directories inside
+    uint32_t n_resources;       //  custom resources besides cpus
+    sq_resource_t resources [SQ_MAX_RESOURCES];
+    int heartbeat_ms;           //  until the broker says otherwise
+} gov_config_t;
+
+//  First frame of inproc messages. Into compute: where the message came
+//  from (broker, data channel, serve socket + identity frame). Out of
+//  compute and balance: where it goes (broker, "P"+endpoint to a peer,
+//  serve + identity frame).
+#define GOV_ROUTE_BROKER 'B'
+#define GOV_ROUTE_DATA 'D'
+#define GOV_ROUTE_PEER 'P'
+#define GOV_ROUTE_SERVE 'S'
+//  Control: receive -> thread "$TERM"; thread -> receive "$DONE" (last).
+#define GOV_TERM "$TERM"
+#define GOV_DONE "$DONE"
+
+//  Messages queued per inproc pipe before the sender waits.
+#define GOV_PIPE_HWM 10000
+
+typedef struct _governor_t governor_t;
+
+governor_t *governor_new (const gov_config_t *config);
+void governor_destroy (governor_t **self_p);
+//  Connects, says HELLO, runs until a signal, BYE or lost broker. Returns
+//  the process exit code: 0 clean, 1 refused by the broker, 3 broker lost.
+int governor_run (governor_t *self, int signal_fd);
+
+#endif

@@ -1,0 +1,240 @@
+/*  squall-governor: command line, signals, working directory, then the
+    governor (governor.h) until it stops. */
+#include "governor.h"
+#include "files.h"
+#include "log.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *s_usage =
+    "usage: squall-governor --broker ENDPOINT [options]\n"
+    "  --broker ENDPOINT      broker's governor endpoint (tcp://host:port)\n"
+    "  --cpus N               CPU slots for tasks (default: online CPUs)\n"
+    "  --name NAME            governor name (default: hostname-pid)\n"
+    "  --listen-host IP       address to bind data and serve sockets (0.0.0.0)\n"
+    "  --advertise HOST       host put in announced endpoints (default: the\n"
+    "                         local address that reaches the broker)\n"
+    "  --workdir DIR          where task directories go (default: a fresh\n"
+    "                         /tmp/squall-governor-XXXXXX, removed at exit)\n"
+    "  --resource NAME=N      a custom resource counter (repeatable)\n"
+    "  --heartbeat-ms MS      heartbeat interval until the broker sets it (1000)\n"
+    "  --log-level LEVEL      error, warn, info or debug (info)\n"
+    "  --help                 this text\n";
+
+static int
+s_bad (const char *message, const char *value)
+{
+    fprintf (stderr, "squall-governor: %s%s%s\n%s", message, value? ": ": "",
+             value? value: "", s_usage);
+    return 2;
+}
+
+static int
+s_parse_u64 (const char *text, uint64_t max, uint64_t *value)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull (text, &end, 10);
+    if (errno || end == text || *end || text [0] == '-' || v > max)
+        return -1;
+    *value = v;
+    return 0;
+}
+
+//  The local address the kernel would use to reach the broker: connect()
+//  on a UDP socket picks the route and sends nothing.
+static void
+s_default_advertise (const char *broker, char *host, size_t size)
+{
+    snprintf (host, size, "127.0.0.1");
+    const char *start = strstr (broker, "://");
+    if (!start)
+        return;
+    start += 3;
+    char name [256];
+    const char *colon = strrchr (start, ':');
+    if (!colon || (size_t) (colon - start) >= sizeof name)
+        return;
+    memcpy (name, start, (size_t) (colon - start));
+    name [colon - start] = 0;
+    char *h = name;
+    if (h [0] == '[') {
+        h++;
+        char *close = strchr (h, ']');
+        if (close)
+            *close = 0;
+    }
+    struct addrinfo hints = { .ai_socktype = SOCK_DGRAM }, *res = NULL;
+    if (getaddrinfo (h, colon + 1, &hints, &res) || !res)
+        return;
+    int fd = socket (res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage local;
+    socklen_t len = sizeof local;
+    if (fd >= 0 && connect (fd, res->ai_addr, res->ai_addrlen) == 0
+    &&  getsockname (fd, (struct sockaddr *) &local, &len) == 0) {
+        char text [INET6_ADDRSTRLEN];
+        const void *addr = local.ss_family == AF_INET6
+            ? (const void *) &((struct sockaddr_in6 *) &local)->sin6_addr
+            : (const void *) &((struct sockaddr_in *) &local)->sin_addr;
+        if (inet_ntop (local.ss_family, addr, text, sizeof text))
+            snprintf (host, size, "%s", text);
+    }
+    if (fd >= 0)
+        close (fd);
+    freeaddrinfo (res);
+}
+
+int
+main (int argc, char *argv [])
+{
+    static const struct option options [] = {
+        { "broker", required_argument, NULL, 'b' },
+        { "cpus", required_argument, NULL, 'c' },
+        { "name", required_argument, NULL, 'n' },
+        { "listen-host", required_argument, NULL, 'l' },
+        { "advertise", required_argument, NULL, 'a' },
+        { "workdir", required_argument, NULL, 'w' },
+        { "resource", required_argument, NULL, 'r' },
+        { "heartbeat-ms", required_argument, NULL, 'H' },
+        { "log-level", required_argument, NULL, 'L' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    gov_config_t config = { .listen_host = "0.0.0.0", .heartbeat_ms = 1000 };
+    long online = sysconf (_SC_NPROCESSORS_ONLN);
+    config.cpus = online > 0? (uint32_t) online: 1;
+    const char *user_workdir = NULL;
+    char *resource_names [SQ_MAX_RESOURCES] = { NULL };
+    int opt;
+    uint64_t value;
+    opterr = 0;
+    while ((opt = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        switch (opt) {
+            case 'b': config.broker = optarg; break;
+            case 'n':
+                if (!*optarg || strlen (optarg) > 256)
+                    return s_bad ("--name must have 1 to 256 characters", optarg);
+                config.name = optarg;
+                break;
+            case 'l': config.listen_host = optarg; break;
+            case 'a': config.advertise = optarg; break;
+            case 'w': user_workdir = optarg; break;
+            case 'c':
+                if (s_parse_u64 (optarg, 1000000, &value))
+                    return s_bad ("--cpus needs a number", optarg);
+                config.cpus = (uint32_t) value;
+                break;
+            case 'H':
+                if (s_parse_u64 (optarg, 3600000, &value) || value == 0)
+                    return s_bad ("--heartbeat-ms needs a positive number", optarg);
+                config.heartbeat_ms = (int) value;
+                break;
+            case 'L': {
+                int level = sq_log_parse_level (optarg);
+                if (level < 0)
+                    return s_bad ("--log-level must be error, warn, info or debug", optarg);
+                sq_log_set_level ((sq_log_level_t) level);
+                break;
+            }
+            case 'r': {
+                char *eq = strchr (optarg, '=');
+                if (!eq || eq == optarg || (size_t) (eq - optarg) > 64
+                ||  s_parse_u64 (eq + 1, UINT64_MAX, &value))
+                    return s_bad ("--resource needs NAME=N", optarg);
+                if (config.n_resources + 1 >= SQ_MAX_RESOURCES)
+                    return s_bad ("too many --resource options", NULL);
+                char *name = strndup (optarg, (size_t) (eq - optarg));
+                if (!name || strcmp (name, SQ_RES_CPUS) == 0) {
+                    free (name);
+                    return s_bad ("use --cpus for cpus", NULL);
+                }
+                resource_names [config.n_resources] = name;
+                config.resources [config.n_resources++] =
+                    (sq_resource_t) { { name, (uint32_t) strlen (name) }, value };
+                break;
+            }
+            case 'h': fputs (s_usage, stdout); return 0;
+            default: return s_bad ("unknown or incomplete option", argv [optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return s_bad ("unexpected argument", argv [optind]);
+    if (!config.broker)
+        return s_bad ("--broker is required", NULL);
+    if (strncmp (config.broker, "tcp://", 6) && strncmp (config.broker, "ipc://", 6)
+    &&  strncmp (config.broker, "inproc://", 9))
+        return s_bad ("--broker must be an endpoint like tcp://host:port", config.broker);
+
+    char default_name [300], advertise [INET6_ADDRSTRLEN + 1];
+    if (!config.name) {
+        char host [256] = "governor";
+        gethostname (host, sizeof host - 1);
+        host [sizeof host - 1] = 0;
+        snprintf (default_name, sizeof default_name, "%s-%d", host, (int) getpid ());
+        config.name = default_name;
+    }
+    if (!config.advertise) {
+        s_default_advertise (config.broker, advertise, sizeof advertise);
+        config.advertise = advertise;
+    }
+    char log_name [320];
+    snprintf (log_name, sizeof log_name, "governor %s", config.name);
+    sq_log_set_name (log_name);
+
+    char workdir [PATH_MAX];
+    if (user_workdir) {
+        char real [PATH_MAX];
+        if (!realpath (user_workdir, real))
+            return s_bad ("--workdir must be an existing directory", user_workdir);
+        snprintf (workdir, sizeof workdir, "%.*s/governor-%d", PATH_MAX - 40, real, (int) getpid ());
+        files_rmtree (workdir);
+        if (mkdir (workdir, 0700)) {
+            sq_error ("cannot create %s: %s", workdir, strerror (errno));
+            return 1;
+        }
+    }
+    else {
+        snprintf (workdir, sizeof workdir, "/tmp/squall-governor-XXXXXX");
+        if (!mkdtemp (workdir)) {
+            sq_error ("cannot create a working directory: %s", strerror (errno));
+            return 1;
+        }
+    }
+    config.workdir = workdir;
+
+    //  Signals are read from a signalfd in the receive loop; blocked before
+    //  any thread starts (ZeroMQ's included) so that none of them takes one.
+    sigset_t set;
+    sigemptyset (&set);
+    sigaddset (&set, SIGINT);
+    sigaddset (&set, SIGTERM);
+    pthread_sigmask (SIG_BLOCK, &set, NULL);
+    signal (SIGPIPE, SIG_IGN);
+    int signal_fd = signalfd (-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    int code = 1;
+    governor_t *governor = signal_fd >= 0? governor_new (&config): NULL;
+    if (governor) {
+        code = governor_run (governor, signal_fd);
+        governor_destroy (&governor);
+    }
+    else
+        sq_error ("cannot start: %s", strerror (errno));
+    if (signal_fd >= 0)
+        close (signal_fd);
+    files_rmtree (workdir);
+    for (uint32_t i = 0; i < config.n_resources; i++)
+        free (resource_names [i]);
+    sq_info ("stopped (exit %d)", code);
+    return code;
+}

@@ -1,0 +1,68 @@
+/*  task: one assigned task attempt as the compute thread keeps it.
+
+    The ASSIGN frame it came from is released as soon as the batch is read,
+    so a task copies what it needs: its config bytes (the decoded taskconf
+    points into that copy), its name, its input keys and its outputs' keys
+    and content types.
+
+    Ownership: task_new returns a task the caller owns; task_destroy frees it
+    with its results and its execute child (killed if still running). */
+#ifndef GOV_TASK_H
+#define GOV_TASK_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include "proto.h"
+#include "taskconf.h"
+#include "blob.h"
+
+typedef struct _execute_t execute_t;
+
+typedef enum {
+    TASK_WAITING,               //  some inputs are not in the store yet
+    TASK_READY,                 //  in the FIFO of runnable tasks
+    TASK_RUNNING                //  holds its cpus: sleeping or a child runs
+} task_state_t;
+
+typedef struct _task_t task_t;
+struct _task_t {
+    uint64_t key;
+    uint32_t attempt;
+    sq_kind_t kind;
+    sq_taskconf_t conf;
+    uint8_t *config;            //  owned copy the conf points into
+    char *name;
+    uint32_t n_inputs;
+    uint64_t *inputs;
+    uint32_t n_outputs;
+    uint64_t *outputs;
+    char **out_types;
+    uint32_t cpus;
+    uint32_t timeout_ms;
+
+    //  Scheduling (owned by the compute thread)
+    task_state_t state;
+    uint32_t missing;           //  inputs not in the store yet
+    uint32_t pins;              //  waiter-list entries still pointing here
+    bool stopped;               //  STOPped while pinned: free when unpinned
+    task_t *prev, *next;        //  ready FIFO or running list
+    uint64_t start_ns;
+    uint64_t deadline_ns;       //  0: none
+    size_t heap_index;          //  in the deadline heap, SIZE_MAX if not
+    size_t exec_slot;           //  in the running children array
+
+    //  Results, filled by builtin_run / execute_finish
+    sq_blob_t **results;        //  n_outputs
+    execute_t *exec;
+};
+
+//  Copies an ASSIGN entry. NULL with err filled if the kind is unknown or
+//  its config is invalid (or out of memory); the caller reports FAILED.
+task_t *task_new (const sq_assign_t *assign, sq_errbuf_t *err);
+void task_destroy (task_t **self_p);
+
+//  Monotonic clock in nanoseconds.
+uint64_t task_now_ns (void);
+
+#endif

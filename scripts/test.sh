@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+#   test.sh: builds squall from scratch twice and runs every test in both:
+#     build/       RelWithDebInfo
+#     build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer
+#   Exits non-zero on any build or test failure.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+JOBS=${JOBS:-2}
+results=()
+status=0
+
+run_suite () {
+    local dir=$1; shift
+    echo "=== $dir: configure ($*)"
+    rm -rf "$dir"
+    if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"; then
+        results+=("$dir: configure FAILED"); status=1; return
+    fi
+    echo "=== $dir: build"
+    if ! cmake --build "$dir" -j "$JOBS"; then
+        results+=("$dir: build FAILED"); status=1; return
+    fi
+    echo "=== $dir: test"
+    if (cd "$dir" && ctest --output-on-failure --no-tests=error -j2); then
+        results+=("$dir: tests passed")
+    else
+        results+=("$dir: tests FAILED"); status=1
+    fi
+}
+
+run_suite build
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+run_suite build-asan -DSQUALL_SANITIZE=ON
+
+echo
+for line in "${results[@]}"; do
+    echo "  $line"
+done
+if [ "$status" -eq 0 ]; then
+    echo "test.sh: SUCCESS (RelWithDebInfo and ASan+UBSan builds, all tests passed)"
+else
+    echo "test.sh: FAILURE"
+fi
+exit "$status"

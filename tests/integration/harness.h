@@ -1,0 +1,159 @@
+/*  harness: starts a real broker and governors on loopback for one
+    integration test, hands out connected clients, and speaks the raw wire
+    protocol for the tests that must send what the client library never
+    would.
+
+    Processes are found through the environment (SQUALL_BROKER_BIN,
+    SQUALL_GOVERNOR_BIN, set by ctest). Start-up waits for the LISTENING /
+    READY lines on each child's stdout with a deadline, never for a fixed
+    time. Every child is killed if the test exits early, aborts or is killed
+    (atexit, fatal-signal handlers and PR_SET_PDEATHSIG).
+
+    SQUALL_LOG_LEVEL (default "warn") is passed to every child.
+*/
+#ifndef SQ_HARNESS_H
+#define SQ_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <czmq.h>
+#include "squall.h"
+#include "proto.h"
+#include "wire.h"
+
+typedef struct _harness_t harness_t;
+
+//  Starts a broker and `governors` governors with `cpus` cpus each and waits
+//  until all of them are up; the test fails (exit 1) if they do not come.
+harness_t *harness_new (int governors, int cpus);
+//  Same with extra broker arguments (NULL-terminated list, may be NULL).
+harness_t *harness_new_args (int governors, int cpus, const char *const *broker_args);
+const char *harness_endpoint (harness_t *self);
+pid_t harness_broker_pid (harness_t *self);
+pid_t harness_governor_pid (harness_t *self, int i);
+//  Governor id and name as printed on its READY line.
+uint32_t harness_governor_id (harness_t *self, int i);
+//  A new client connected to the broker (10 s timeout); fails the test
+//  otherwise. It becomes the client whose errmsg CHECK prints.
+sq_client_t *harness_client (harness_t *self);
+//  Destroys a client and forgets it as CHECK's client.
+void harness_client_destroy (sq_client_t **client_p);
+//  Sends a signal to governor i; with SIGKILL/SIGTERM also reaps it and
+//  does not count its exit status as a failure.
+void harness_kill_governor (harness_t *self, int i, int signal);
+//  True while the broker process exists and has not exited.
+bool harness_broker_alive (harness_t *self);
+//  SIGTERM to all, waits (10 s) then SIGKILL. Returns 0 when the broker
+//  and every governor that was not killed on purpose exited with status 0,
+//  else -1 after printing why: a crashed broker fails the test.
+int harness_destroy (harness_t **self_p);
+
+//  --------------------------------------------------------------------------
+//  Checks: print file:line, the condition, a message and the current
+//  client's error, then exit(1) (the atexit handler stops the processes).
+
+void harness_set_client (sq_client_t *client);
+void harness_fail (const char *file, int line, const char *cond, const char *format, ...)
+    __attribute__ ((format (printf, 4, 5), noreturn));
+void harness_note (const char *format, ...) __attribute__ ((format (printf, 1, 2)));
+
+#define CHECK(cond, ...) do { \
+    if (!(cond)) harness_fail (__FILE__, __LINE__, #cond, __VA_ARGS__); \
+} while (0)
+//  An sq_* call that must return `want` (SQ_OK or an error code).
+#define CHECK_RC(expr, want, ...) do { \
+    int rc_ = (expr); \
+    if (rc_ != (int) (want)) { \
+        char what_ [512]; \
+        snprintf (what_, sizeof what_, __VA_ARGS__); \
+        harness_fail (__FILE__, __LINE__, #expr, "%s: returned %d (%s), expected %d (%s)", \
+                      what_, rc_, sq_strerror (rc_), (int) (want), sq_strerror ((int) (want))); \
+    } \
+} while (0)
+
+//  Monotonic time in seconds.
+double harness_now (void);
+//  Sleeps a short while (ms) between attempts of an "eventually" poll.
+void harness_pause (int ms);
+
+//  --------------------------------------------------------------------------
+//  INFO JSON, parsed just enough. Keys are dotted paths of object members
+//  ("tasks.running", "sessions"); a number gives its value, an array its
+//  element count. -1 when the key is missing.
+
+char *harness_info (sq_client_t *client);
+long harness_json_long (const char *json, const char *path);
+long harness_info_long (sq_client_t *client, const char *path);
+//  Polls INFO until path == value or timeout_ms passes; returns the last
+//  value seen (== value on success).
+long harness_info_wait (sq_client_t *client, const char *path, long value, int timeout_ms);
+//  Sum of tasks in the unfinished states (waiting, ready, assigned, running).
+long harness_json_active (const char *json);
+
+//  --------------------------------------------------------------------------
+//  Data helpers
+
+//  Patterned bytes that differ for different seeds and offsets.
+void harness_pattern (void *buf, size_t size, uint32_t seed);
+//  Fetches a kept object and compares it byte-exact with the expectation.
+void harness_fetch_expect_at (const char *file, int line, sq_session_t *session,
+                              uint32_t id, const void *data, size_t size,
+                              int timeout_ms);
+#define FETCH_EXPECT(session, id, data, size) \
+    harness_fetch_expect_at (__FILE__, __LINE__, (session), (id), (data), (size), 30000)
+//  sq_task that must succeed; frees `config` (from sq_config_*, may be
+//  NULL) with sq_free. Returns the task id.
+uint32_t harness_task (sq_session_t *session, const char *kind,
+                       const uint32_t *inputs, size_t n_inputs, uint32_t n_outputs,
+                       void *config, size_t config_size);
+//  Same for a task with one output: returns the output's id.
+uint32_t harness_task1 (sq_session_t *session, const char *kind,
+                        const uint32_t *inputs, size_t n_inputs,
+                        void *config, size_t config_size);
+//  sq_blob that must succeed.
+uint32_t harness_blob (sq_session_t *session, const void *data, size_t size);
+uint32_t harness_blob_str (sq_session_t *session, const char *text);
+//  Builds a config map from a msgpack packer callback; returns malloc'd bytes.
+typedef void (harness_pack_fn) (msgpack_packer *pk, void *arg);
+void *harness_pack (harness_pack_fn *fn, void *arg, size_t *size);
+
+//  --------------------------------------------------------------------------
+//  Raw protocol peer: a DEALER that speaks the wire protocol by hand.
+
+typedef struct {
+    zsock_t *sock;
+    void *handle;               //  the libzmq socket under sock
+    uint32_t req;               //  last request id used
+    uint32_t session;           //  opened by raw_session_open
+    sq_msg_t msg;               //  last reply received
+    sq_reply_t reply;           //  decoded from msg frame 0
+} raw_t;
+
+raw_t *raw_new (const char *endpoint);
+//  With a receive high-water mark (0: unlimited, the raw_new default); a
+//  small one makes a peer that does not read push back on the broker.
+raw_t *raw_new_hwm (const char *endpoint, int rcvhwm);
+void raw_destroy (raw_t **self_p);
+//  Sends one frame of bytes (more: another frame follows).
+int raw_send_bytes (raw_t *self, const void *data, size_t size, bool more);
+//  Sends a message built in w (+ payload frames), moves the payloads.
+int raw_send (raw_t *self, sq_wbuf_t *w, zmq_msg_t *payloads, size_t n);
+//  Waits for a REPLY with request id req (skipping others); 0 and
+//  self->reply filled, or -1 on timeout / undecodable reply.
+int raw_wait_reply (raw_t *self, uint32_t req, int timeout_ms);
+//  Drains whatever arrived without blocking; returns messages read.
+int raw_drain (raw_t *self);
+//  HELLO as a client; returns the reply code (or -1 on no reply).
+int raw_hello (raw_t *self);
+//  SESSION_OPEN; returns the session id (fails the test on error).
+uint32_t raw_session_open (raw_t *self);
+//  Sends the request and waits for its reply: the reply code, or -1.
+int raw_request (raw_t *self, sq_request_t *request, int timeout_ms);
+//  Next request id.
+static inline uint32_t raw_next_req (raw_t *self) { return ++self->req; }
+//  Copy of the reply's error message (caller frees).
+char *raw_reply_message (raw_t *self);
+
+#endif

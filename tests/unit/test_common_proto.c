@@ -1,0 +1,819 @@
+/*  Unit test of common/proto: encode -> decode round trips of every message,
+    version mismatch, and strict rejection of malformed input. */
+#include "proto.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int s_failures = 0;
+
+#define CHECK(cond) do { \
+    if (!(cond)) { \
+        fprintf (stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        s_failures++; \
+    } \
+} while (0)
+
+static mpr_str_t
+s_mstr (const char *s)
+{
+    mpr_str_t m = { s, (uint32_t) strlen (s) };
+    return m;
+}
+
+//  A decoder under test, wrapped to one signature: 0 or -1. Iterating
+//  decoders are run to their end.
+typedef int (s_decoder_fn) (const void *data, size_t size, sq_errbuf_t *err);
+
+//  Every strict prefix of a valid message must be refused, and so must the
+//  message with a byte appended; the decoder must name what went wrong.
+static void
+s_check_truncations (const char *what, s_decoder_fn *decode, const void *data, size_t size)
+{
+    sq_errbuf_t err;
+    CHECK (decode (data, size, &err) == 0);
+    for (size_t cut = 0; cut < size; cut++) {
+        err.text [0] = 0;
+        if (decode (data, cut, &err) != -1) {
+            fprintf (stderr, "%s: prefix of %zu / %zu bytes accepted\n", what, cut, size);
+            s_failures++;
+        }
+        else
+        if (err.text [0] == 0) {
+            fprintf (stderr, "%s: prefix of %zu bytes refused without a message\n", what, cut);
+            s_failures++;
+        }
+    }
+    uint8_t *longer = (uint8_t *) malloc (size + 1);
+    memcpy (longer, data, size);
+    longer [size] = 0xc0;
+    err.text [0] = 0;
+    CHECK (decode (longer, size + 1, &err) == -1);
+    if (size && !strstr (err.text, "trailing"))
+        fprintf (stderr, "%s: trailing byte: '%s'\n", what, err.text), s_failures++;
+    free (longer);
+}
+
+//  --------------------------------------------------------------------------
+//  Decoder wrappers
+
+static int
+s_dec_hello (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_hello_t h;
+    int code;
+    return sq_hello_decode (&h, d, n, &code, err);
+}
+
+static int
+s_dec_reply (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_reply_t r;
+    return sq_reply_decode (&r, d, n, err);
+}
+
+static int
+s_dec_request (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_request_t q;
+    int rc = sq_request_decode (&q, d, n, err);
+    sq_request_release (&q);
+    return rc;
+}
+
+static int
+s_dec_submit (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_submit_t s;
+    int rc = sq_submit_decode (&s, d, n, err);
+    sq_submit_release (&s);
+    return rc;
+}
+
+static int
+s_dec_update (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_iter_t it;
+    sq_event_t ev;
+    int rc = sq_update_begin (&it, d, n, err);
+    while (rc == 0 && (rc = sq_update_next (&it, &ev)) == 1)
+        rc = 0;
+    sq_iter_release (&it);
+    return rc;
+}
+
+static int
+s_dec_assign (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_iter_t it;
+    sq_assign_t t;
+    int rc = sq_assign_begin (&it, d, n, err);
+    while (rc == 0 && (rc = sq_assign_next (&it, &t)) == 1)
+        rc = 0;
+    sq_iter_release (&it);
+    return rc;
+}
+
+static int
+s_dec_send (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_iter_t it;
+    sq_send_t o;
+    int rc = sq_send_begin (&it, d, n, err);
+    while (rc == 0 && (rc = sq_send_next (&it, &o)) == 1)
+        rc = 0;
+    sq_iter_release (&it);
+    return rc;
+}
+
+static int
+s_dec_drop (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_iter_t it;
+    uint64_t key;
+    int rc = sq_keys_begin (&it, SQ_MSG_DROP, d, n, err);
+    while (rc == 0 && (rc = sq_drop_next (&it, &key)) == 1)
+        rc = 0;
+    sq_iter_release (&it);
+    return rc;
+}
+
+static int
+s_dec_stop (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_iter_t it;
+    uint64_t key;
+    uint32_t attempt;
+    int rc = sq_keys_begin (&it, SQ_MSG_STOP, d, n, err);
+    while (rc == 0 && (rc = sq_stop_next (&it, &key, &attempt)) == 1)
+        rc = 0;
+    sq_iter_release (&it);
+    return rc;
+}
+
+static int
+s_dec_load (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_load_t l;
+    return sq_load_decode (&l, d, n, err);
+}
+
+static int
+s_dec_heartbeat (const void *d, size_t n, sq_errbuf_t *err)
+{
+    return sq_bare_decode (d, n, SQ_MSG_HEARTBEAT, err);
+}
+
+static int
+s_dec_object (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_object_msg_t m;
+    return sq_object_decode (&m, d, n, err);
+}
+
+static int
+s_dec_gfetch (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_gfetch_t g;
+    return sq_gfetch_decode (&g, d, n, err);
+}
+
+//  --------------------------------------------------------------------------
+
+static void
+s_test_hello (void)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_hello_t h;
+    int code;
+    sq_errbuf_t err;
+
+    sq_hello_encode_client (&w, 7, "host-123");
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0);
+    CHECK (code == SQ_OK && h.req == 7 && h.version == SQUALL_PROTOCOL_VERSION);
+    CHECK (!h.governor && mpr_str_eq (h.name, "host-123"));
+    s_check_truncations ("HELLO client", s_dec_hello, w.buf.data, w.buf.size);
+
+    uint32_t type, req;
+    CHECK (sq_proto_peek (w.buf.data, w.buf.size, &type, &req) == 0);
+    CHECK (type == SQ_MSG_HELLO && req == 7);
+
+    sq_wbuf_reset (&w);
+    sq_resource_t res [2] = { { s_mstr ("cpus"), 8 }, { s_mstr ("memory"), 1ull << 34 } };
+    sq_hello_encode_governor (&w, 1, "g1", 99, "tcp://a:1", "tcp://a:2", res, 2);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0);
+    CHECK (h.governor && h.incarnation == 99 && mpr_str_eq (h.name, "g1"));
+    CHECK (mpr_str_eq (h.data_endpoint, "tcp://a:1") && mpr_str_eq (h.serve_endpoint, "tcp://a:2"));
+    CHECK (h.n_resources == 2 && mpr_str_eq (h.resources [1].name, "memory")
+           && h.resources [1].amount == 1ull << 34 && h.resources [0].amount == 8);
+    s_check_truncations ("HELLO governor", s_dec_hello, w.buf.data, w.buf.size);
+
+    //  Governor without resources (nil)
+    sq_wbuf_reset (&w);
+    sq_hello_encode_governor (&w, 1, "g2", 1, "a", "b", NULL, 0);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0 && h.n_resources == 0);
+
+    //  Another protocol version: SQ_E_VERSION naming both versions, even
+    //  if the rest of the message is not what this version expects.
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 77);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+    CHECK (code == SQ_E_VERSION);
+    char mine [16];
+    snprintf (mine, sizeof mine, "%d", SQUALL_PROTOCOL_VERSION);
+    CHECK (strstr (err.text, "77") && strstr (err.text, mine));
+
+    //  Bad role, wrong field count for the role, empty / duplicate resources
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 5);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, SQUALL_PROTOCOL_VERSION);
+    sq_pack_cstr (&w.pk, "admin");
+    sq_pack_cstr (&w.pk, "x");
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+    CHECK (code == SQ_E_PROTOCOL && strstr (err.text, "role"));
+
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 6);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, SQUALL_PROTOCOL_VERSION);
+    sq_pack_cstr (&w.pk, "client");
+    sq_pack_cstr (&w.pk, "x");
+    msgpack_pack_nil (&w.pk);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+    CHECK (strstr (err.text, "number of fields"));
+
+    sq_resource_t dup [2] = { { s_mstr ("cpus"), 1 }, { s_mstr ("cpus"), 2 } };
+    sq_wbuf_reset (&w);
+    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", dup, 2);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+    CHECK (strstr (err.text, "resources") && strstr (err.text, "twice"));
+
+    sq_resource_t empty [1] = { { s_mstr (""), 1 } };
+    sq_wbuf_reset (&w);
+    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", empty, 1);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+    CHECK (strstr (err.text, "empty resource name"));
+
+    sq_resource_t many [SQ_MAX_RESOURCES + 1];
+    char names [SQ_MAX_RESOURCES + 1][8];
+    for (int i = 0; i <= SQ_MAX_RESOURCES; i++) {
+        snprintf (names [i], sizeof names [i], "r%d", i);
+        many [i].name = s_mstr (names [i]);
+        many [i].amount = 1;
+    }
+    sq_wbuf_reset (&w);
+    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", many, SQ_MAX_RESOURCES + 1);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+    CHECK (strstr (err.text, "too many"));
+
+    //  Oversized name
+    char *big = (char *) malloc (SQ_MAX_NAME + 2);
+    memset (big, 'n', SQ_MAX_NAME + 1);
+    big [SQ_MAX_NAME + 1] = 0;
+    sq_wbuf_reset (&w);
+    sq_hello_encode_client (&w, 1, big);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+    CHECK (strstr (err.text, "'name'") && strstr (err.text, "too long"));
+    big [SQ_MAX_NAME] = 0;              //  exactly at the limit is fine
+    sq_wbuf_reset (&w);
+    sq_hello_encode_client (&w, 1, big);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0);
+    free (big);
+
+    //  Not a HELLO at all
+    sq_wbuf_reset (&w);
+    sq_bare_encode (&w, SQ_MSG_PING);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+    CHECK (strstr (err.text, "HELLO"));
+    sq_wbuf_release (&w);
+}
+
+static void
+s_test_reply (void)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_reply_t r;
+    sq_errbuf_t err;
+
+    sq_reply_begin (&w, 42);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, 5);
+    sq_pack_cstr (&w.pk, "x");
+    CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (r.req == 42 && r.code == SQ_OK && r.body_size == 4);
+    CHECK (r.body && r.body [0] == 0x92);
+    s_check_truncations ("REPLY ok", s_dec_reply, w.buf.data, w.buf.size);
+
+    sq_wbuf_reset (&w);
+    sq_reply_encode_error (&w, 3, SQ_E_UPSTREAM_FAILED, "task 9 failed", 9, 7);
+    CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (r.req == 3 && r.code == SQ_E_UPSTREAM_FAILED && r.err_id == 9 && r.err_root == 7);
+    CHECK (mpr_str_eq (r.message, "task 9 failed"));
+    s_check_truncations ("REPLY error", s_dec_reply, w.buf.data, w.buf.size);
+
+    sq_wbuf_reset (&w);
+    sq_reply_encode_error (&w, 3, SQ_E_SESSION, "no such session", 0, 0);
+    CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (r.err_id == 0 && r.err_root == 0 && r.code == SQ_E_SESSION);
+
+    //  Unknown error code
+    sq_wbuf_reset (&w);
+    sq_reply_encode_error (&w, 3, SQ_E_COUNT_, "?", 0, 0);
+    CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "unknown error code"));
+
+    //  Wrong field count, wrong type of req
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 5);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_REPLY);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 0);
+    msgpack_pack_nil (&w.pk);
+    msgpack_pack_nil (&w.pk);
+    CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "number of fields"));
+
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 4);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_REPLY);
+    sq_pack_cstr (&w.pk, "1");
+    msgpack_pack_uint32 (&w.pk, 0);
+    msgpack_pack_nil (&w.pk);
+    CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "'req'"));
+
+    //  Error body with a message over the limit
+    char *big = (char *) malloc (SQ_MAX_MESSAGE + 2);
+    memset (big, 'm', SQ_MAX_MESSAGE + 1);
+    big [SQ_MAX_MESSAGE + 1] = 0;
+    sq_wbuf_reset (&w);
+    sq_reply_encode_error (&w, 1, SQ_E_INTERNAL, big, 0, 0);
+    CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "'message'"));
+    free (big);
+
+    //  Error body with the wrong shape
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 4);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_REPLY);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, SQ_E_INVALID);
+    sq_pack_cstr (&w.pk, "only a message");
+    CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "'body'"));
+
+    //  Other message type
+    sq_wbuf_reset (&w);
+    sq_gfetch_encode (&w, 1, 2);
+    CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == -1);
+    sq_wbuf_release (&w);
+}
+
+static void
+s_test_requests (void)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_errbuf_t err;
+    uint32_t ids [3] = { 1, 70000, UINT32_MAX };
+    const uint32_t types [] = {
+        SQ_MSG_SESSION_OPEN, SQ_MSG_SESSION_CLOSE, SQ_MSG_KEEP, SQ_MSG_UNKEEP,
+        SQ_MSG_WAIT, SQ_MSG_FETCH, SQ_MSG_CANCEL, SQ_MSG_INFO, SQ_MSG_PING
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types [0]; i++) {
+        for (int variant = 0; variant < 2; variant++) {
+            sq_request_t q = {
+                .type = types [i], .req = 1000 + (uint32_t) i, .session = 5,
+                .mode = variant? SQ_WAIT_SOME: SQ_WAIT_SESSION, .id = 9,
+                .timeout_ms = variant? -1: 2500,
+                .n_ids = variant? 3: 0, .ids = variant? ids: NULL
+            };
+            sq_wbuf_reset (&w);
+            sq_request_encode (&w, &q);
+            sq_request_t d;
+            CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == 0);
+            CHECK (d.type == q.type && d.req == q.req);
+            uint32_t t = q.type;
+            bool has_session = t != SQ_MSG_SESSION_OPEN && t != SQ_MSG_INFO && t != SQ_MSG_PING;
+            bool has_ids = t == SQ_MSG_KEEP || t == SQ_MSG_UNKEEP || t == SQ_MSG_CANCEL || t == SQ_MSG_WAIT;
+            CHECK (d.session == (has_session? 5u: 0u));
+            if (has_ids) {
+                CHECK (d.n_ids == q.n_ids);
+                for (uint32_t j = 0; j < d.n_ids; j++)
+                    CHECK (d.ids [j] == ids [j]);
+            }
+            else
+                CHECK (d.n_ids == 0 && d.ids == NULL);
+            if (t == SQ_MSG_WAIT)
+                CHECK (d.mode == q.mode && d.timeout_ms == q.timeout_ms);
+            if (t == SQ_MSG_FETCH)
+                CHECK (d.id == 9 && d.timeout_ms == q.timeout_ms);
+            sq_request_release (&d);
+            CHECK (d.ids == NULL);
+            s_check_truncations ("request", s_dec_request, w.buf.data, w.buf.size);
+        }
+    }
+    sq_request_t d;
+    //  Unknown wait mode
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 6);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_WAIT);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 3);
+    msgpack_pack_array (&w.pk, 0);
+    msgpack_pack_int (&w.pk, -1);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "'mode'"));
+    //  Wrong type inside ids (freed on error: ASan checks)
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 4);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_KEEP);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_int (&w.pk, -4);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "'ids'") && d.ids == NULL);
+    //  Id above 32 bits
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 5);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_FETCH);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint64 (&w.pk, 1ull << 32);
+    msgpack_pack_int (&w.pk, 0);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "'id'") && strstr (err.text, "32-bit"));
+    //  Wrong field count
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_PING);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "number of fields"));
+    //  Not a request type
+    sq_wbuf_reset (&w);
+    sq_bare_encode (&w, SQ_MSG_HEARTBEAT);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "unknown message type"));
+    //  Not even an array
+    CHECK (sq_request_decode (&d, "\xc0", 1, &err) == -1);
+    sq_wbuf_release (&w);
+}
+
+static void
+s_test_submit (void)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_errbuf_t err;
+    msgpack_packer *pk = &w.pk;
+    sq_pack_submit_begin (pk, 11, 3);
+    msgpack_pack_array (pk, 4);
+    sq_pack_object_spec (pk, 1, SQ_OBJ_KEEP, "text/plain", 1, "input");
+    sq_pack_object_spec (pk, 3, 0, "", -1, "");
+    sq_pack_object_spec (pk, 4, SQ_OBJ_KEEP, "application/json", -1, "out");
+    sq_pack_object_spec (pk, 6, 0, "", -1, "");
+    msgpack_pack_array (pk, 2);
+    uint32_t in1 [1] = { 1 }, out1 [2] = { 3, 4 };
+    sq_resource_t res [2] = { { s_mstr ("cpus"), 2 }, { s_mstr ("gpus"), 1 } };
+    const uint8_t config [] = { 0x81, 0xa7, 's', 'e', 'c', 'o', 'n', 'd', 's', 0xcb,
+                                0x3f, 0xe0, 0, 0, 0, 0, 0, 0 };
+    sq_task_spec_t t1 = {
+        .id = 2, .kind = s_mstr ("sleep"), .n_inputs = 1, .inputs = in1,
+        .n_outputs = 2, .outputs = out1, .config = config, .config_size = sizeof config,
+        .n_resources = 2, .resources = res, .priority = -5, .max_retries = 3,
+        .timeout_ms = 60000, .name = s_mstr ("nap")
+    };
+    sq_pack_task_spec (pk, &t1);
+    uint32_t in2 [2] = { 3, 4 }, out2 [1] = { 6 };
+    sq_task_spec_t t2 = {
+        .id = 5, .kind = s_mstr ("concat"), .n_inputs = 2, .inputs = in2,
+        .n_outputs = 1, .outputs = out2, .priority = INT32_MAX, .name = s_mstr ("")
+    };
+    sq_pack_task_spec (pk, &t2);
+
+    sq_submit_t s;
+    CHECK (sq_submit_decode (&s, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (s.req == 11 && s.session == 3 && s.n_objects == 4 && s.n_tasks == 2);
+    if (s.n_objects == 4 && s.n_tasks == 2) {
+        CHECK (s.objects [0].id == 1 && s.objects [0].flags == SQ_OBJ_KEEP && s.objects [0].frame == 1);
+        CHECK (mpr_str_eq (s.objects [0].content_type, "text/plain") && mpr_str_eq (s.objects [0].name, "input"));
+        CHECK (s.objects [1].frame == -1 && s.objects [1].content_type.len == 0);
+        CHECK (mpr_str_eq (s.objects [2].content_type, "application/json"));
+        sq_task_spec_t *a = &s.tasks [0], *b = &s.tasks [1];
+        CHECK (a->id == 2 && mpr_str_eq (a->kind, "sleep") && a->n_inputs == 1 && a->inputs [0] == 1);
+        CHECK (a->n_outputs == 2 && a->outputs [0] == 3 && a->outputs [1] == 4);
+        CHECK (a->config_size == sizeof config && memcmp (a->config, config, sizeof config) == 0);
+        CHECK (a->n_resources == 2 && mpr_str_eq (a->resources [1].name, "gpus") && a->resources [0].amount == 2);
+        CHECK (a->priority == -5 && a->max_retries == 3 && a->timeout_ms == 60000 && mpr_str_eq (a->name, "nap"));
+        CHECK (b->id == 5 && b->n_inputs == 2 && b->inputs [1] == 4 && b->outputs [0] == 6);
+        CHECK (b->config_size == 1 && b->config [0] == 0xc0);   //  nil passes as raw nil
+        CHECK (b->n_resources == 0 && b->priority == INT32_MAX && b->name.len == 0);
+    }
+    sq_submit_release (&s);
+    CHECK (s.objects == NULL && s.tasks == NULL);
+    s_check_truncations ("SUBMIT", s_dec_submit, w.buf.data, w.buf.size);
+
+    //  Empty submit
+    sq_wbuf_reset (&w);
+    sq_pack_submit_begin (pk, 1, 1);
+    msgpack_pack_array (pk, 0);
+    msgpack_pack_array (pk, 0);
+    CHECK (sq_submit_decode (&s, w.buf.data, w.buf.size, &err) == 0 && s.n_objects == 0 && s.n_tasks == 0);
+    sq_submit_release (&s);
+
+    //  Frame index out of range
+    sq_wbuf_reset (&w);
+    sq_pack_submit_begin (pk, 1, 1);
+    msgpack_pack_array (pk, 1);
+    sq_pack_object_spec (pk, 1, 0, "", -2, "");
+    msgpack_pack_array (pk, 0);
+    CHECK (sq_submit_decode (&s, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "object.frame"));
+    sq_wbuf_reset (&w);
+    sq_pack_submit_begin (pk, 1, 1);
+    msgpack_pack_array (pk, 1);
+    sq_pack_object_spec (pk, 1, 0, "", SQ_MAX_FRAMES, "");
+    msgpack_pack_array (pk, 0);
+    CHECK (sq_submit_decode (&s, w.buf.data, w.buf.size, &err) == -1);
+
+    //  Object with a wrong field count
+    sq_wbuf_reset (&w);
+    sq_pack_submit_begin (pk, 1, 1);
+    msgpack_pack_array (pk, 1);
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, 1);
+    msgpack_pack_uint32 (pk, 0);
+    sq_pack_cstr (pk, "");
+    msgpack_pack_int (pk, -1);
+    msgpack_pack_array (pk, 0);
+    CHECK (sq_submit_decode (&s, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "'object'") && strstr (err.text, "number of fields"));
+
+    //  Task priority beyond 32 bits, oversized kind
+    sq_wbuf_reset (&w);
+    sq_pack_submit_begin (pk, 1, 1);
+    msgpack_pack_array (pk, 0);
+    msgpack_pack_array (pk, 1);
+    msgpack_pack_array (pk, 10);
+    msgpack_pack_uint32 (pk, 1);
+    sq_pack_cstr (pk, "noop");
+    msgpack_pack_array (pk, 0);
+    msgpack_pack_array (pk, 0);
+    msgpack_pack_nil (pk);
+    msgpack_pack_nil (pk);
+    msgpack_pack_int64 (pk, (int64_t) INT32_MAX + 1);
+    msgpack_pack_uint32 (pk, 0);
+    msgpack_pack_uint32 (pk, 0);
+    sq_pack_cstr (pk, "");
+    CHECK (sq_submit_decode (&s, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "task.priority"));
+
+    char *big = (char *) malloc (SQ_MAX_NAME + 2);
+    memset (big, 'k', SQ_MAX_NAME + 1);
+    big [SQ_MAX_NAME + 1] = 0;
+    sq_task_spec_t t3 = { .id = 1, .kind = s_mstr (big), .name = s_mstr ("") };
+    sq_wbuf_reset (&w);
+    sq_pack_submit_begin (pk, 1, 1);
+    msgpack_pack_array (pk, 0);
+    msgpack_pack_array (pk, 1);
+    sq_pack_task_spec (pk, &t3);
+    CHECK (sq_submit_decode (&s, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "task.kind") && strstr (err.text, "too long"));
+    free (big);
+
+    //  Hostile counts: a task array declaring more tasks than bytes
+    const uint8_t bomb [] = { 0x95, 0x0c, 0x01, 0x01, 0x90, 0xdd, 0xff, 0xff, 0xff, 0xff };
+    CHECK (sq_submit_decode (&s, bomb, sizeof bomb, &err) == -1);
+    CHECK (strstr (err.text, "tasks"));
+    sq_wbuf_release (&w);
+}
+
+static void
+s_test_update (void)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_errbuf_t err;
+    sq_batch_header (&w, SQ_MSG_UPDATE, 6);
+    sq_output_ref_t outs [2] = { { sq_key (1, 3), 100, 1 }, { sq_key (1, 4), 1ull << 40, -1 } };
+    sq_pack_finished (&w.pk, sq_key (1, 2), 1, outs, 2, 1234);
+    sq_pack_failed (&w.pk, sq_key (1, 5), 2, "exit code 1", 99);
+    sq_pack_started (&w.pk, sq_key (2, 1), 3);
+    sq_pack_located (&w.pk, sq_key (2, 2), 77);
+    sq_pack_lost (&w.pk, sq_key (2, 3));
+    sq_pack_finished (&w.pk, sq_key (1, 9), 1, NULL, 0, 0);
+
+    sq_iter_t it;
+    sq_event_t ev;
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_FINISHED && ev.key == sq_key (1, 2) && ev.attempt == 1 && ev.duration_us == 1234);
+    CHECK (ev.n_outputs == 2 && ev.outputs [0].key == sq_key (1, 3) && ev.outputs [0].frame == 1);
+    CHECK (ev.outputs [1].size == 1ull << 40 && ev.outputs [1].frame == -1);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_FAILED && ev.attempt == 2 && mpr_str_eq (ev.message, "exit code 1") && ev.duration_us == 99);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_STARTED && ev.key == sq_key (2, 1) && ev.attempt == 3);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_LOCATED && ev.size == 77);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_LOST && ev.key == sq_key (2, 3));
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_FINISHED && ev.n_outputs == 0);
+    CHECK (sq_update_next (&it, &ev) == 0);
+    sq_iter_release (&it);
+    s_check_truncations ("UPDATE", s_dec_update, w.buf.data, w.buf.size);
+
+    //  Unknown event type, wrong count for a type
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, 99);
+    msgpack_pack_uint32 (&w.pk, 1);
+    CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "unknown event"));
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, SQ_EV_LOST);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1);
+    CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "number of fields"));
+    sq_wbuf_release (&w);
+}
+
+static void
+s_test_governor_messages (void)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_errbuf_t err;
+
+    //  LOAD
+    sq_load_t load = { 1, 2, 3ull << 33, 4, 5 }, l;
+    sq_load_encode (&w, &load);
+    CHECK (sq_load_decode (&l, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (l.running == 1 && l.queued == 2 && l.memory == 3ull << 33 && l.spilled == 4 && l.objects == 5);
+    s_check_truncations ("LOAD", s_dec_load, w.buf.data, w.buf.size);
+
+    //  HEARTBEAT, BYE
+    sq_wbuf_reset (&w);
+    sq_bare_encode (&w, SQ_MSG_HEARTBEAT);
+    CHECK (sq_bare_decode (w.buf.data, w.buf.size, SQ_MSG_HEARTBEAT, &err) == 0);
+    CHECK (sq_bare_decode (w.buf.data, w.buf.size, SQ_MSG_BYE, &err) == -1);
+    s_check_truncations ("HEARTBEAT", s_dec_heartbeat, w.buf.data, w.buf.size);
+
+    //  ASSIGN
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_ASSIGN, 2);
+    sq_input_ref_t ins [2] = {
+        { sq_key (1, 1), 10, 1, s_mstr ("text/plain") },
+        { sq_key (1, 3), 1ull << 35, -1, s_mstr ("") }
+    };
+    sq_out_decl_t outs [1] = { { sq_key (1, 5), s_mstr ("application/x") } };
+    const uint8_t config [] = { 0x80 };
+    sq_assign_t a = {
+        .key = sq_key (1, 4), .attempt = 2, .kind = s_mstr ("concat"),
+        .config = config, .config_size = 1, .n_inputs = 2, .inputs = ins,
+        .n_outputs = 1, .outputs = outs, .cpus = 4, .timeout_ms = 1000, .name = s_mstr ("cat")
+    };
+    sq_pack_assign (&w.pk, &a);
+    sq_assign_t b = { .key = sq_key (2, 1), .kind = s_mstr ("noop"), .name = s_mstr ("") };
+    sq_pack_assign (&w.pk, &b);
+    sq_iter_t it;
+    sq_assign_t t;
+    CHECK (sq_assign_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_assign_next (&it, &t) == 1);
+    CHECK (t.key == sq_key (1, 4) && t.attempt == 2 && mpr_str_eq (t.kind, "concat"));
+    CHECK (t.config_size == 1 && t.config [0] == 0x80);
+    CHECK (t.n_inputs == 2 && t.inputs [0].frame == 1 && t.inputs [1].size == 1ull << 35 && t.inputs [1].frame == -1);
+    CHECK (mpr_str_eq (t.inputs [0].content_type, "text/plain"));
+    CHECK (t.n_outputs == 1 && t.outputs [0].key == sq_key (1, 5) && mpr_str_eq (t.outputs [0].content_type, "application/x"));
+    CHECK (t.cpus == 4 && t.timeout_ms == 1000 && mpr_str_eq (t.name, "cat"));
+    CHECK (sq_assign_next (&it, &t) == 1);
+    CHECK (t.key == sq_key (2, 1) && t.n_inputs == 0 && t.n_outputs == 0 && t.config [0] == 0xc0);
+    CHECK (sq_assign_next (&it, &t) == 0);
+    sq_iter_release (&it);
+    s_check_truncations ("ASSIGN", s_dec_assign, w.buf.data, w.buf.size);
+
+    //  SEND
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_SEND, 2);
+    sq_pack_send (&w.pk, sq_key (1, 1), 3, 7, "tcp://h:9");
+    sq_pack_send (&w.pk, sq_key (1, 2), 1, 8, "ipc:///x");
+    sq_send_t o;
+    CHECK (sq_send_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_send_next (&it, &o) == 1);
+    CHECK (o.key == sq_key (1, 1) && o.version == 3 && o.to == 7 && mpr_str_eq (o.endpoint, "tcp://h:9"));
+    CHECK (sq_send_next (&it, &o) == 1 && o.to == 8);
+    CHECK (sq_send_next (&it, &o) == 0);
+    sq_iter_release (&it);
+    s_check_truncations ("SEND", s_dec_send, w.buf.data, w.buf.size);
+
+    //  DROP
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_DROP, 3);
+    msgpack_pack_uint64 (&w.pk, sq_key (1, 1));
+    msgpack_pack_uint64 (&w.pk, sq_key (UINT32_MAX, UINT32_MAX));
+    msgpack_pack_uint64 (&w.pk, 0);
+    uint64_t key;
+    CHECK (sq_keys_begin (&it, SQ_MSG_DROP, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_drop_next (&it, &key) == 1 && key == sq_key (1, 1));
+    CHECK (sq_drop_next (&it, &key) == 1 && sq_key_session (key) == UINT32_MAX && sq_key_id (key) == UINT32_MAX);
+    CHECK (sq_drop_next (&it, &key) == 1 && key == 0);
+    CHECK (sq_drop_next (&it, &key) == 0);
+    sq_iter_release (&it);
+    s_check_truncations ("DROP", s_dec_drop, w.buf.data, w.buf.size);
+    //  A DROP is not a STOP
+    CHECK (sq_keys_begin (&it, SQ_MSG_STOP, w.buf.data, w.buf.size, &err) == -1);
+    sq_iter_release (&it);
+
+    //  STOP
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_STOP, 1);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint64 (&w.pk, sq_key (3, 4));
+    msgpack_pack_uint32 (&w.pk, 2);
+    uint32_t attempt;
+    CHECK (sq_keys_begin (&it, SQ_MSG_STOP, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_stop_next (&it, &key, &attempt) == 1 && key == sq_key (3, 4) && attempt == 2);
+    CHECK (sq_stop_next (&it, &key, &attempt) == 0);
+    sq_iter_release (&it);
+    s_check_truncations ("STOP", s_dec_stop, w.buf.data, w.buf.size);
+
+    //  A batch declaring more elements than it has
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_DROP, 3);
+    msgpack_pack_uint64 (&w.pk, 1);
+    CHECK (s_dec_drop (w.buf.data, w.buf.size, &err) == -1);
+
+    //  OBJECT
+    sq_wbuf_reset (&w);
+    sq_object_msg_t m = { sq_key (5, 6), 2, 1ull << 36, s_mstr ("image/png"), 3 }, m2;
+    sq_object_encode (&w, &m);
+    CHECK (sq_object_decode (&m2, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (m2.key == m.key && m2.version == 2 && m2.size == m.size && m2.from == 3);
+    CHECK (mpr_str_eq (m2.content_type, "image/png"));
+    s_check_truncations ("OBJECT", s_dec_object, w.buf.data, w.buf.size);
+
+    //  GFETCH
+    sq_wbuf_reset (&w);
+    sq_gfetch_encode (&w, 17, sq_key (5, 6));
+    sq_gfetch_t g;
+    CHECK (sq_gfetch_decode (&g, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (g.req == 17 && g.key == sq_key (5, 6));
+    uint32_t type, req;
+    CHECK (sq_proto_peek (w.buf.data, w.buf.size, &type, &req) == 0 && type == SQ_MSG_GFETCH && req == 17);
+    s_check_truncations ("GFETCH", s_dec_gfetch, w.buf.data, w.buf.size);
+    //  Wrong type of the key
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_GFETCH);
+    msgpack_pack_uint32 (&w.pk, 1);
+    sq_pack_cstr (&w.pk, "key");
+    CHECK (sq_gfetch_decode (&g, w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "'object'"));
+    sq_wbuf_release (&w);
+}
+
+static void
+s_test_peek (void)
+{
+    uint32_t type, req;
+    const uint8_t bare [] = { 0x91, 0x1f };
+    CHECK (sq_proto_peek (bare, sizeof bare, &type, &req) == 0 && type == 31 && req == 0);
+    const uint8_t neg [] = { 0x92, 0x02, 0xff };
+    CHECK (sq_proto_peek (neg, sizeof neg, &type, &req) == 0 && req == 0);
+    CHECK (sq_proto_peek ("\x90", 1, &type, &req) == -1);
+    CHECK (sq_proto_peek ("\xc0", 1, &type, &req) == -1);
+    CHECK (sq_proto_peek (NULL, 0, &type, &req) == -1);
+}
+
+int
+main (void)
+{
+    s_test_hello ();
+    s_test_reply ();
+    s_test_requests ();
+    s_test_submit ();
+    s_test_update ();
+    s_test_governor_messages ();
+    s_test_peek ();
+    if (s_failures) {
+        fprintf (stderr, "test_common_proto: %d check(s) failed\n", s_failures);
+        return 1;
+    }
+    printf ("test_common_proto: OK\n");
+    return 0;
+}
