@@ -290,8 +290,7 @@ s_drain_monitor (broker_t *self)
         if (peer)
             s_peer_end (self, peer, "connection replaced");
     }
-    sq_msg_close (&event);
-    free (event.frames);
+    sq_msg_release (&event);
 }
 
 //  --------------------------------------------------------------------------
@@ -1016,8 +1015,7 @@ broker_destroy (broker_t **self_p)
     sq_idmap_destroy (&self->by_fd);
     for (size_t i = 0; i < self->n_declared; i++)
         free (self->declared [i].name);
-    sq_msg_close (&self->msg);
-    free (self->msg.frames);
+    sq_msg_release (&self->msg);
     sq_wbuf_release (&self->out);
     if (self->monitor)
         zmq_close (self->monitor);

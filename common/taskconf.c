@@ -90,6 +90,9 @@ int
 sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
                     size_t size, uint32_t n_in, uint32_t n_out, sq_errbuf_t *err)
 {
+    sq_errbuf_t scratch;
+    if (!err)
+        err = &scratch;
     memset (self, 0, sizeof *self);
     self->kind = kind;
     self->end = -1;
@@ -117,10 +120,26 @@ sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
         return s_fail (err, name, "must be a map");
     bool have_seconds = false, have_path = false, have_args = false;
     bool have_in = false, have_out = false;
+    //  A repeated key is refused: it would overwrite (and leak) the first.
+    static const char *keys [] = {
+        "seconds", "start", "end", "path", "args", "env", "in_paths",
+        "out_paths", "stdin", "stdout"
+    };
+    uint32_t seen = 0;
     for (uint32_t i = 0; i < n && mpr_ok (&r); i++) {
         mpr_str_t key;
         if (mpr_str (&r, &key, 64))
             break;
+        for (uint32_t k = 0; k < sizeof keys / sizeof keys [0]; k++)
+            if (mpr_str_eq (key, keys [k])) {
+                if (seen & (1u << k)) {
+                    snprintf (err->text, sizeof err->text, "%s config: key '%s' given twice",
+                              name, keys [k]);
+                    sq_taskconf_release (self);
+                    return -1;
+                }
+                seen |= 1u << k;
+            }
         bool known = false;
         if (kind == SQ_KIND_SLEEP && mpr_str_eq (key, "seconds")) {
             known = have_seconds = true;

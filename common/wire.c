@@ -68,6 +68,15 @@ sq_msg_close (sq_msg_t *self)
     self->truncated = false;
 }
 
+void
+sq_msg_release (sq_msg_t *self)
+{
+    sq_msg_close (self);
+    free (self->frames);
+    self->frames = NULL;
+    self->cap = 0;
+}
+
 static void
 s_free (void *data, void *hint)
 {

@@ -23,7 +23,10 @@ void sq_msg_init (sq_msg_t *self);
 //  Receives one whole multipart message. Frames past max_frames are read and
 //  dropped (self->truncated). 0, or -1 with errno (EAGAIN, ETERM, EINTR).
 int sq_msg_recv (sq_msg_t *self, void *socket, int flags, size_t max_frames);
+//  Closes the frames but keeps the array for the next receive.
 void sq_msg_close (sq_msg_t *self);
+//  Closes the frames and frees the array.
+void sq_msg_release (sq_msg_t *self);
 static inline void *sq_msg_data (sq_msg_t *self, size_t i) { return zmq_msg_data (&self->frames [i]); }
 static inline size_t sq_msg_size (sq_msg_t *self, size_t i) { return zmq_msg_size (&self->frames [i]); }
 

@@ -374,8 +374,14 @@ s_start (compute_t *self, task_t *task)
         s_complete (self, task, rc, self->err);
         return;
     }
-    if (task->deadline_ns && deadlines_add (self->deadlines, task))
+    if (task->deadline_ns && deadlines_add (self->deadlines, task)) {
         s_complete (self, task, -1, "out of memory on the governor");
+        return;
+    }
+    //  Only tasks that outlive this turn are announced: for inline ones the
+    //  FINISHED event says all, and one event per task is what costs.
+    sq_pack_started (&self->events.pk, task->key, task->attempt);
+    s_event_added (self);
 }
 
 //  Starts ready tasks in FIFO order while they fit in the cpus; one bigger

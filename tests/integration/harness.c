@@ -598,6 +598,11 @@ s_member (const char *obj, const char *name, size_t name_len)
 long
 harness_json_long (const char *json, const char *path)
 {
+    if (strcmp (path, "tasks.busy") == 0) {
+        long assigned = harness_json_long (json, "tasks.assigned");
+        long running = harness_json_long (json, "tasks.running");
+        return assigned < 0 || running < 0? -1: assigned + running;
+    }
     const char *value = json;
     while (value && *path) {
         const char *dot = strchr (path, '.');

@@ -81,7 +81,9 @@ void harness_pause (int ms);
 //  --------------------------------------------------------------------------
 //  INFO JSON, parsed just enough. Keys are dotted paths of object members
 //  ("tasks.running", "sessions"); a number gives its value, an array its
-//  element count. -1 when the key is missing.
+//  element count. -1 when the key is missing. The pseudo-key "tasks.busy"
+//  is tasks.assigned + tasks.running: tasks on a governor, whether or not
+//  its STARTED event has been counted yet.
 
 char *harness_info (sq_client_t *client);
 long harness_json_long (const char *json, const char *path);

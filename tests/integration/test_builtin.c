@@ -291,7 +291,12 @@ s_many_tasks (void)
         harness_task (s, "noop", NULL, 0, 1, NULL, 0);
     CHECK_RC (sq_submit (s), SQ_OK, "submit 1000 independent noops");
     CHECK_RC (sq_wait_all (s, 120000), SQ_OK, "wait 1000 independent noops");
-    harness_note ("1000 independent noop tasks in %.2f s", harness_now () - t0);
+    double took = harness_now () - t0;
+    char *json = harness_info (s_client);
+    CHECK (harness_json_active (json) == 0, "no unfinished task after wait_all: %.300s", json);
+    CHECK (harness_json_long (json, "tasks.finished") >= 1000, "INFO counts the finished tasks: %.300s", json);
+    sq_free (json);
+    harness_note ("1000 independent noop tasks in %.3f s", took);
 
     t0 = harness_now ();
     uint32_t x = harness_blob_str (s, "s");
@@ -311,7 +316,7 @@ s_many_tasks (void)
     char expect [128] = "s";
     memset (expect + 1, '.', dots);
     FETCH_EXPECT (s, x, expect, 1 + dots);
-    harness_note ("chain of 1000 dependent noop/concat tasks in %.2f s", harness_now () - t0);
+    harness_note ("chain of 1000 dependent noop/concat tasks in %.3f s", harness_now () - t0);
 }
 
 int

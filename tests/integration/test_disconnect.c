@@ -89,8 +89,8 @@ s_expect_recovery (sq_client_t *b, sq_session_t *sb, double t_gone, long session
            who, n, harness_now () - t_gone, sessions);
     harness_note ("%s: session closed by the broker after %.2f s", who, harness_now () - t_gone);
     left_ms = (int) ((t_gone + LIMIT_SECONDS - harness_now ()) * 1000);
-    n = harness_info_wait (b, "tasks.running", 0, left_ms);
-    CHECK (n == 0, "%s: INFO tasks.running = %ld, expected 0", who, n);
+    n = harness_info_wait (b, "tasks.busy", 0, left_ms);
+    CHECK (n == 0, "%s: INFO tasks.busy = %ld, expected 0", who, n);
     char *json = harness_info (b);
     long active = harness_json_active (json);
     CHECK (active == 0, "%s: %ld unfinished tasks left in INFO: %.400s", who, active, json);
@@ -146,8 +146,8 @@ main (void)
     sq_client_t *b = harness_client (h);
     sq_session_t *sb = sq_session_new (b);
     CHECK (sb, "survivor session");
-    long n = harness_info_wait (b, "tasks.running", 4, 10000);
-    CHECK (n == 4, "the child's 4 sleeps run (INFO tasks.running = %ld)", n);
+    long n = harness_info_wait (b, "tasks.busy", 4, 10000);
+    CHECK (n == 4, "the child's 4 sleeps run (INFO tasks.busy = %ld)", n);
     n = harness_info_long (b, "sessions");
     CHECK (n == 2, "INFO sessions = %ld with the child connected, expected 2", n);
     n = harness_info_long (b, "clients");
@@ -170,8 +170,8 @@ main (void)
     CHECK (s_orphan, "session of the client to destroy");
     CHECK_RC (s_occupy (s_orphan), SQ_OK, "occupy with the second client");
     harness_set_client (b);
-    n = harness_info_wait (b, "tasks.running", 4, 10000);
-    CHECK (n == 4, "the second client's 4 sleeps run (INFO tasks.running = %ld)", n);
+    n = harness_info_wait (b, "tasks.busy", 4, 10000);
+    CHECK (n == 4, "the second client's 4 sleeps run (INFO tasks.busy = %ld)", n);
     CHECK (harness_info_long (b, "sessions") == 2, "2 sessions");
     sq_client_destroy (&a2);
     t_gone = harness_now ();

@@ -102,8 +102,8 @@ main (void)
     uint32_t sleeper = harness_task (s, "sleep", NULL, 0, 1, config, csize);
     uint32_t after = harness_task (s, "noop", (uint32_t []) { sq_output (sleeper, 0) }, 1, 1, NULL, 0);
     CHECK_RC (sq_submit (s), SQ_OK, "submit sleep 60");
-    long running = harness_info_wait (c, "tasks.running", 1, 10000);
-    CHECK (running == 1, "the sleep task runs (INFO tasks.running = %ld)", running);
+    long running = harness_info_wait (c, "tasks.busy", 1, 10000);
+    CHECK (running == 1, "the sleep task runs (INFO tasks.busy = %ld)", running);
     double t0 = harness_now ();
     CHECK_RC (sq_cancel (s, &sleeper, 1), SQ_OK, "cancel sleep task");
     CHECK_RC (sq_wait (s, &sleeper, 1, 10000), SQ_E_CANCELLED, "wait on cancelled task");
@@ -113,8 +113,8 @@ main (void)
            "dependent of a cancelled task: %d (%s)", rc, sq_strerror (rc));
     harness_note ("cancel of sleep 60 -> cancelled after %.2f s; its dependent -> %s",
                   harness_now () - t0, sq_strerror (rc));
-    running = harness_info_wait (c, "tasks.running", 0, 10000);
-    CHECK (running == 0, "no task left running after cancel (INFO tasks.running = %ld)", running);
+    running = harness_info_wait (c, "tasks.busy", 0, 10000);
+    CHECK (running == 0, "no task left running after cancel (INFO tasks.busy = %ld)", running);
 
     //  The cluster is usable: four one-cpu tasks at once need every cpu.
     t0 = harness_now ();

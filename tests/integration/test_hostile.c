@@ -40,7 +40,6 @@ s_round (const char *after)
     size_t cfg_size;
     void *config = sq_config_slice (1, -1, &cfg_size);
     uint32_t out = harness_task1 (gs, "slice", &cat, 1, config, cfg_size);
-    sq_free (config);
     CHECK_RC (sq_keep (gs, out), SQ_OK, "keep");
     double t0 = harness_now ();
     CHECK_RC (sq_submit (gs), SQ_OK, "good round %d (after %s): submit", s_rounds, after);
@@ -462,11 +461,10 @@ s_fake_governor (void)
     size_t size;
     void *config = sq_config_sleep (1.5, &size);
     uint32_t task = harness_task (gs, "sleep", &k, 1, 1, config, size);
-    sq_free (config);
     uint32_t out = sq_output (task, 0);
     CHECK_RC (sq_keep (gs, out), SQ_OK, "keep");
     CHECK_RC (sq_submit (gs), SQ_OK, "submit genuine sleep");
-    long running = harness_info_wait (g, "tasks.running", 1, 10000);
+    long running = harness_info_wait (g, "tasks.busy", 1, 10000);
     CHECK (running == 1, "genuine sleep running on a real governor (running = %ld)", running);
 
     raw_t *fake = raw_new (harness_endpoint (h));

@@ -97,8 +97,8 @@ s_close_frees (sq_client_t *c)
     CHECK_RC (sq_keep (s, copy), SQ_OK, "keep");
     CHECK_RC (sq_submit (s), SQ_OK, "submit");
     CHECK_RC (sq_wait (s, &copy, 1, 20000), SQ_OK, "concat done");
-    long running = harness_info_wait (c, "tasks.running", 3, 10000);
-    CHECK (running == 3, "three sleeps running (INFO tasks.running = %ld)", running);
+    long running = harness_info_wait (c, "tasks.busy", 3, 10000);
+    CHECK (running == 3, "three sleeps running (INFO tasks.busy = %ld)", running);
     long objects = harness_info_long (c, "objects");
     CHECK (objects >= 9, "INFO objects = %ld with the session's objects, expected >= 9", objects);
 
@@ -106,8 +106,8 @@ s_close_frees (sq_client_t *c)
     sq_session_destroy (&s);
     long n = harness_info_wait (c, "objects", base_objects, 10000);
     CHECK (n == base_objects, "INFO objects = %ld after session close, expected %ld", n, base_objects);
-    n = harness_info_wait (c, "tasks.running", 0, 10000);
-    CHECK (n == 0, "INFO tasks.running = %ld after session close, expected 0", n);
+    n = harness_info_wait (c, "tasks.busy", 0, 10000);
+    CHECK (n == 0, "INFO tasks.busy = %ld after session close, expected 0", n);
     char *json = harness_info (c);
     CHECK (harness_json_active (json) == 0, "no unfinished task left: %.400s", json);
     sq_free (json);
@@ -163,7 +163,7 @@ s_timeouts (sq_client_t *c)
 
     //  A timed-out wait leaves the task alone: it still runs, and the
     //  session still works.
-    CHECK (harness_info_long (c, "tasks.running") == 1, "the task still runs after the timeouts");
+    CHECK (harness_info_long (c, "tasks.busy") == 1, "the task still runs after the timeouts");
     uint32_t b = harness_blob_str (s, "after timeouts");
     uint32_t echo = harness_task1 (s, "noop", &b, 1, NULL, 0);
     CHECK_RC (sq_keep (s, echo), SQ_OK, "keep");

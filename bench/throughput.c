@@ -1,0 +1,94 @@
+/*  throughput: squall's task-rate benchmark over built-in noop tasks.
+
+    usage: squall-bench-throughput ENDPOINT independent|chain|tree N
+
+    independent: N noop tasks with no inputs; chain: N noops each taking the
+    previous one's output; tree: a binary reduction (concat) over N leaves.
+    Prints one line: shape, tasks, seconds, tasks per second. */
+#include "squall.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double
+s_now (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int
+s_fail (sq_client_t *client, const char *what)
+{
+    fprintf (stderr, "bench: %s: %s\n", what, sq_client_errmsg (client));
+    return 1;
+}
+
+int
+main (int argc, char *argv [])
+{
+    if (argc != 4) {
+        fprintf (stderr, "usage: %s ENDPOINT independent|chain|tree N\n", argv [0]);
+        return 2;
+    }
+    const char *shape = argv [2];
+    long n = atol (argv [3]);
+    sq_client_t *client = sq_client_new ();
+    if (sq_client_connect (client, argv [1], 10000))
+        return s_fail (client, "connect");
+    sq_session_t *session = sq_session_new (client);
+    if (!session)
+        return s_fail (client, "session");
+    double start = s_now ();
+    long tasks = 0;
+    uint32_t last = 0;
+    if (strcmp (shape, "independent") == 0) {
+        for (long i = 0; i < n; i++, tasks++)
+            last = sq_task (session, "noop", NULL, 0, 1, NULL, 0);
+    }
+    else
+    if (strcmp (shape, "chain") == 0) {
+        uint32_t prev = sq_blob (session, "x", 1, NULL);
+        for (long i = 0; i < n; i++, tasks++) {
+            last = sq_task (session, "noop", &prev, 1, 1, NULL, 0);
+            prev = sq_output (last, 0);
+        }
+    }
+    else
+    if (strcmp (shape, "tree") == 0) {
+        uint32_t *level = (uint32_t *) malloc (n * sizeof (uint32_t));
+        for (long i = 0; i < n; i++, tasks++)
+            level [i] = sq_output (sq_task (session, "noop", NULL, 0, 1, NULL, 0), 0);
+        long width = n;
+        while (width > 1) {
+            long next = 0;
+            for (long i = 0; i + 1 < width; i += 2, tasks++) {
+                uint32_t pair [2] = { level [i], level [i + 1] };
+                last = sq_task (session, "concat", pair, 2, 1, NULL, 0);
+                level [next++] = sq_output (last, 0);
+            }
+            if (width % 2)
+                level [next++] = level [width - 1];
+            width = next;
+        }
+        free (level);
+    }
+    else {
+        fprintf (stderr, "bench: unknown shape %s\n", shape);
+        return 2;
+    }
+    if (sq_submit (session))
+        return s_fail (client, "submit");
+    double submitted = s_now ();
+    if (sq_wait_all (session, -1))
+        return s_fail (client, "wait");
+    double elapsed = s_now () - start;
+    printf ("%s tasks=%ld seconds=%.3f submit_seconds=%.3f tasks_per_second=%.0f\n",
+            shape, tasks, elapsed, submitted - start, tasks / elapsed);
+    (void) last;
+    sq_session_destroy (&session);
+    sq_client_destroy (&client);
+    return 0;
+}
