@@ -431,6 +431,8 @@ s_assign (void *arg, task_t *task, gov_t *gov)
         ref->content_type.len = (uint32_t) strlen (ref->content_type.ptr);
         if (graph_object_location (input, gov))
             continue;           //  there, or on its way
+        if (input->state == OBJ_UNFINISHED)
+            continue;           //  overbooked: its producer runs on this governor
         if (input->data) {
             ref->frame = gov_attach (gov, input->data);
             if (ref->frame < 0) {

@@ -475,7 +475,7 @@ s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloa
                     return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
                                      "task %u: input %u is a task, not a data object", task->id, id);
                 if (!sq_idmap_lookup (self->objects, key))
-                    return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
+                    return s_refuse (msg, msg_size, bad_id, id, SQ_E_UNKNOWN_ID,
                                      "task %u: input %u is not an object of session %u "
                                      "(never declared, or already released because nobody kept it)",
                                      task->id, id, session->id);
@@ -869,7 +869,11 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
         o->state = OBJ_FINISHED;
         for (uint32_t c = 0; c < o->n_consumers; c++) {
             task_t *consumer = o->consumers [c];
-            if (consumer->state == TASK_WAITING && --consumer->unfinished == 0) {
+            //  Overbooked consumers (already assigned) count down too, so
+            //  that a requeue knows what they still wait for.
+            if (s_final (consumer) || consumer->unfinished == 0)
+                continue;
+            if (--consumer->unfinished == 0 && consumer->state == TASK_WAITING) {
                 s_set_state (self, consumer, TASK_READY);
                 self->hooks.task_ready (self->hooks.arg, consumer);
             }
@@ -901,6 +905,11 @@ graph_task_requeue (graph_t *self, task_t *task)
         return;
     task->attempt++;
     task->gov = NULL;
+    //  An overbooked task may still wait for inputs.
+    if (task->unfinished) {
+        s_set_state (self, task, TASK_WAITING);
+        return;
+    }
     s_set_state (self, task, TASK_READY);
     self->hooks.task_ready (self->hooks.arg, task);
 }

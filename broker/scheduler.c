@@ -125,6 +125,58 @@ scheduler_has_work (scheduler_t *self)
     return false;
 }
 
+//  Overbooking (seed 000's "scheduled ready"): a waiting task whose
+//  unfinished inputs are all being produced on one governor can be sent
+//  there now; the governor starts it the moment its local inputs exist,
+//  without a round trip through the broker. This is what makes a chain run
+//  at the governor's speed rather than the network's.
+static bool
+s_overbookable (const task_t *task, const gov_t *gov)
+{
+    if (task->state != TASK_WAITING || !s_fits (gov, task))
+        return false;
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        const object_t *input = task->io [i];
+        if (input->state == OBJ_FINISHED)
+            continue;
+        if (input->state != OBJ_UNFINISHED || !input->producer
+        ||  input->producer->gov != gov
+        ||  (input->producer->state != TASK_ASSIGNED && input->producer->state != TASK_RUNNING))
+            return false;
+    }
+    return true;
+}
+
+//  After `task` went to `gov`, follows its consumers (and theirs) while
+//  they are overbookable and the governor has slots.
+static size_t
+s_overbook (scheduler_t *self, task_t *task, gov_t *gov,
+            scheduler_assign_fn *assign, void *arg)
+{
+    size_t assigned = 0;
+    task_t *current = task;
+    while (current && sq_idmap_size (gov->tasks) < gov->slots) {
+        task_t *next = NULL;
+        for (uint32_t o = 0; o < current->n_outputs; o++) {
+            object_t *output = current->io [current->n_inputs + o];
+            for (uint32_t c = 0; output && c < output->n_consumers; c++) {
+                task_t *consumer = output->consumers [c];
+                if (sq_idmap_size (gov->tasks) >= gov->slots)
+                    return assigned;
+                if (!s_overbookable (consumer, gov))
+                    continue;
+                assign (arg, consumer, gov);
+                assigned++;
+                if (!next)
+                    next = consumer;    //  follow one branch: chains first
+            }
+        }
+        current = next;
+    }
+    (void) self;
+    return assigned;
+}
+
 size_t
 scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
 {
@@ -166,6 +218,7 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
         self->n_ready--;
         assign (arg, task, best);
         assigned++;
+        assigned += s_overbook (self, task, best, assign, arg);
     }
     return assigned;
 }

@@ -175,9 +175,11 @@ s_write_message (s_fw_t *w, int which, uint32_t req, uint32_t session, int *n_pa
     switch (which) {
         case 0:     //  SUBMIT
             s_fw_array (w, 5); s_fw_uint (w, SQ_MSG_SUBMIT); s_fw_uint (w, req); s_fw_uint (w, session);
-            s_fw_array (w, 1);
+            s_fw_array (w, 2);
                 s_fw_array (w, 5); s_fw_uint (w, 501); s_fw_uint (w, 0); s_fw_str (w, "text/plain");
                 s_fw_int (w, 1); s_fw_str (w, "obj");
+                s_fw_array (w, 5); s_fw_uint (w, 503); s_fw_uint (w, 0); s_fw_str (w, "");
+                s_fw_int (w, -1); s_fw_str (w, "out");
             s_fw_array (w, 1);
                 s_fw_array (w, 10); s_fw_uint (w, 502); s_fw_str (w, "noop");
                 s_fw_array (w, 1); s_fw_uint (w, 501);
@@ -528,8 +530,9 @@ s_deaf_client (void)
     sq_wbuf_init (&w);
     uint32_t req = raw_next_req (deaf);
     sq_pack_submit_begin (&w.pk, req, deaf->session);
-    msgpack_pack_array (&w.pk, 1);
+    msgpack_pack_array (&w.pk, 2);
     sq_pack_object_spec (&w.pk, 1, SQ_OBJ_KEEP, "", 1, "");
+    sq_pack_object_spec (&w.pk, 3, 0, "", -1, "");
     msgpack_pack_array (&w.pk, 1);
     size_t size;
     void *config = sq_config_sleep (2.0, &size);
@@ -544,8 +547,11 @@ s_deaf_client (void)
     memcpy (zmq_msg_data (&frame), big, sizeof big);
     raw_send (deaf, &w, &frame, 1);
     sq_wbuf_release (&w);
-    CHECK (raw_wait_reply (deaf, req, 10000) == 0 && deaf->reply.code == SQ_OK,
-           "deaf client's submit accepted");
+    CHECK (raw_wait_reply (deaf, req, 10000) == 0, "deaf client's submit answered");
+    char *message = raw_reply_message (deaf);
+    CHECK (deaf->reply.code == SQ_OK, "deaf client's submit accepted: code %u \"%s\"",
+           deaf->reply.code, message);
+    free (message);
 
     //  Stop reading: 10 000 WAITs on the sleep (all answered at once when
     //  it ends) and 10 000 FETCHes of 4000 bytes each.

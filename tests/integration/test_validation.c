@@ -37,9 +37,25 @@ s_raw_submit (const s_obj_t *objs, size_t n_objs, const s_task_t *tasks, size_t 
     sq_wbuf_init (&w);
     uint32_t req = raw_next_req (s_raw);
     sq_pack_submit_begin (&w.pk, req, s_raw->session);
-    msgpack_pack_array (&w.pk, (uint32_t) n_objs);
+    //  Task outputs are declared as objects (frame -1) in the same submit,
+    //  as the protocol requires, unless the case declares them itself.
+    uint32_t extra [32];
+    size_t n_extra = 0;
+    for (size_t i = 0; i < n_tasks; i++)
+        for (uint32_t j = 0; j < tasks [i].n_out; j++) {
+            bool declared = false;
+            for (size_t k = 0; k < n_objs; k++)
+                declared |= objs [k].id == tasks [i].out [j];
+            for (size_t k = 0; k < n_extra; k++)
+                declared |= extra [k] == tasks [i].out [j];
+            if (!declared && n_extra < 32)
+                extra [n_extra++] = tasks [i].out [j];
+        }
+    msgpack_pack_array (&w.pk, (uint32_t) (n_objs + n_extra));
     for (size_t i = 0; i < n_objs; i++)
         sq_pack_object_spec (&w.pk, objs [i].id, objs [i].flags, "", objs [i].frame, "");
+    for (size_t i = 0; i < n_extra; i++)
+        sq_pack_object_spec (&w.pk, extra [i], 0, "", -1, "");
     msgpack_pack_array (&w.pk, (uint32_t) n_tasks);
     for (size_t i = 0; i < n_tasks; i++) {
         sq_task_spec_t t;
@@ -114,8 +130,8 @@ s_expect_raw (int code, int want, const uint32_t *ids, size_t n_ids, const char 
     for (size_t i = 0; i < n_ids; i++)
         if (s_raw->reply.err_id == ids [i])
             named = true;
-    CHECK (named, "%s: error names id %u, expected %u%s", what, s_raw->reply.err_id,
-           ids [0], n_ids > 1? " (or another of the cycle)": "");
+    CHECK (named, "%s: error names id %u, expected %u%s; message \"%s\"", what, s_raw->reply.err_id,
+           ids [0], n_ids > 1? " (or one of the others listed)": "", message? message: "");
     harness_note ("%s -> %s, id %u: \"%s\"", what, sq_strerror (code), s_raw->reply.err_id,
                   message? message: "");
     free (message);
@@ -187,9 +203,10 @@ s_raw_cases (void)
             { 2, "noop", 1, { 1 }, 1, { 3 }, NULL, 0 },
             { 4, "noop", 2, { 3, 999 }, 1, { 5 }, NULL, 0 },
         };
-        uint32_t ids [] = { 999 };
-        s_expect_raw (s_raw_submit (objs, 1, tasks, 2, one, 1), SQ_E_UNKNOWN_ID, ids, 1,
-                      "input 999 unknown");
+        //  The unknown id itself, or the task that names it.
+        uint32_t ids [] = { 999, 4 };
+        s_expect_raw (s_raw_submit (objs, 1, tasks, 2, one, 1), SQ_E_UNKNOWN_ID, ids, 2,
+                      "input 999 (of task 4) unknown");
         s_expect_unchanged (base, "unknown input");
     }
     //  A cycle: 10 -> 11 -> 12 -> 13 -> 10 (each consumes the other's output).
