@@ -657,6 +657,19 @@ harness_info_wait (sq_client_t *client, const char *path, long value, int timeou
 }
 
 long
+harness_info_wait_min (sq_client_t *client, const char *path, long value, int timeout_ms)
+{
+    double deadline = harness_now () + timeout_ms / 1000.0;
+    long seen;
+    while (1) {
+        seen = harness_info_long (client, path);
+        if (seen >= value || harness_now () > deadline)
+            return seen;
+        harness_pause (50);
+    }
+}
+
+long
 harness_json_active (const char *json)
 {
     const char *states [] = { "tasks.waiting", "tasks.ready", "tasks.assigned", "tasks.running" };

@@ -91,6 +91,8 @@ long harness_info_long (sq_client_t *client, const char *path);
 //  Polls INFO until path == value or timeout_ms passes; returns the last
 //  value seen (== value on success).
 long harness_info_wait (sq_client_t *client, const char *path, long value, int timeout_ms);
+//  Same, until path >= value.
+long harness_info_wait_min (sq_client_t *client, const char *path, long value, int timeout_ms);
 //  Sum of tasks in the unfinished states (waiting, ready, assigned, running).
 long harness_json_active (const char *json);
 

@@ -102,8 +102,10 @@ main (void)
     uint32_t sleeper = harness_task (s, "sleep", NULL, 0, 1, config, csize);
     uint32_t after = harness_task (s, "noop", (uint32_t []) { sq_output (sleeper, 0) }, 1, 1, NULL, 0);
     CHECK_RC (sq_submit (s), SQ_OK, "submit sleep 60");
-    long running = harness_info_wait (c, "tasks.busy", 1, 10000);
-    CHECK (running == 1, "the sleep task runs (INFO tasks.busy = %ld)", running);
+    //  busy, not exactly 1: the broker may hand the dependent to a
+    //  governor ahead of time (prefetch).
+    long running = harness_info_wait_min (c, "tasks.busy", 1, 10000);
+    CHECK (running >= 1, "the sleep task is on a governor (INFO tasks.busy = %ld)", running);
     double t0 = harness_now ();
     CHECK_RC (sq_cancel (s, &sleeper, 1), SQ_OK, "cancel sleep task");
     CHECK_RC (sq_wait (s, &sleeper, 1, 10000), SQ_E_CANCELLED, "wait on cancelled task");

@@ -466,8 +466,8 @@ s_fake_governor (void)
     uint32_t out = sq_output (task, 0);
     CHECK_RC (sq_keep (gs, out), SQ_OK, "keep");
     CHECK_RC (sq_submit (gs), SQ_OK, "submit genuine sleep");
-    long running = harness_info_wait (g, "tasks.busy", 1, 10000);
-    CHECK (running == 1, "genuine sleep running on a real governor (running = %ld)", running);
+    long running = harness_info_wait_min (g, "tasks.busy", 1, 10000);
+    CHECK (running >= 1, "genuine sleep running on a real governor (running = %ld)", running);
 
     raw_t *fake = raw_new (harness_endpoint (h));
     sq_wbuf_t w;
