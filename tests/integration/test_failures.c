@@ -106,6 +106,8 @@ main (void)
     //  governor ahead of time (prefetch).
     long running = harness_info_wait_min (c, "tasks.busy", 1, 10000);
     CHECK (running >= 1, "the sleep task is on a governor (INFO tasks.busy = %ld)", running);
+    running = harness_info_wait_min (c, "tasks.running", 1, 5000);
+    CHECK (running == 1, "the governor's STARTED is counted: INFO tasks.running = %ld", running);
     double t0 = harness_now ();
     CHECK_RC (sq_cancel (s, &sleeper, 1), SQ_OK, "cancel sleep task");
     CHECK_RC (sq_wait (s, &sleeper, 1, 10000), SQ_E_CANCELLED, "wait on cancelled task");
