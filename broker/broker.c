@@ -17,6 +17,8 @@
 #include "gov.h"
 #include "scheduler.h"
 #include "watch.h"
+#include "eventlog.h"
+#include "http.h"
 #include "wire.h"
 #include "taskconf.h"
 #include "log.h"
@@ -74,6 +76,8 @@ struct _broker_t {
     int64_t next_heartbeat;
     atomic_int stopping;
     uint64_t messages;
+    eventlog_t *events;         //  event log, task stream, metrics counters
+    http_t *http;               //  dashboard, or NULL
 };
 
 static int64_t
@@ -94,6 +98,9 @@ broker_config_defaults (broker_config_t *config)
     config->max_message = SQ_DEFAULT_MAX_HEADER;
     config->prefetch = 64;
     config->max_requests = 1024;
+    config->http = NULL;
+    config->event_log = NULL;
+    config->allowed_failures = 3;
 }
 
 //  --------------------------------------------------------------------------
@@ -147,6 +154,7 @@ static void
 s_hook_task_ready (void *arg, task_t *task)
 {
     broker_t *self = (broker_t *) arg;
+    eventlog_task_ready (self->events, task);
     scheduler_task_ready (self->scheduler, task);
 }
 
@@ -181,6 +189,15 @@ s_hook_object_drop (void *arg, object_t *object)
         msgpack_pack_uint64 (&gov->drop.elements.pk, object->key);
         gov->drop.count++;
     }
+}
+
+static void
+s_hook_object_copy (void *arg, object_t *object, gov_t *from, gov_t *to)
+{
+    (void) arg;
+    sq_pack_send (&from->send.elements.pk, object->key, object->version, to->id,
+                  to->data_endpoint);
+    from->send.count++;
 }
 
 static void
@@ -220,6 +237,7 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
 {
     gov_t *gov = peer->gov;
     sq_warn ("governor %u (%s) lost: %s", gov->id, gov->name, why);
+    eventlog_governor (self->events, EV_GOV_LEFT, gov, why);
     scheduler_governor_remove (self->scheduler, gov);
     for (size_t i = 0; i < self->n_govs; i++)
         if (self->govs [i] == gov) {
@@ -227,15 +245,29 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
             break;
         }
     //  Its tasks go back to the scheduler with a new attempt; anything it
-    //  still reports under the old attempt is then ignored.
+    //  still reports under the old attempt is then ignored. A task that was
+    //  running through several governor deaths is suspected of causing
+    //  them (Dask's allowed-failures) and fails instead.
     size_t cursor = 0;
     size_t n = sq_idmap_size (gov->tasks), k = 0;
     task_t **tasks = (task_t **) malloc ((n + 1) * sizeof (task_t *));
     task_t *task;
     while (tasks && (task = (task_t *) sq_idmap_next (gov->tasks, &cursor, NULL)))
         tasks [k++] = task;
-    for (size_t i = 0; i < k; i++)
-        graph_task_requeue (self->graph, tasks [i]);
+    for (size_t i = 0; i < k; i++) {
+        task = tasks [i];
+        if (task->state == TASK_RUNNING && ++task->crashes >= self->config.allowed_failures) {
+            char message [200];
+            snprintf (message, sizeof message,
+                      "task was running on %u governors that died; suspected of killing them",
+                      task->crashes);
+            sq_idmap_remove (gov->tasks, task->key);
+            task->gov = NULL;   //  nothing to stop: its governor is gone
+            graph_task_failed (self->graph, task, SQ_E_TASK_FAILED, message);
+        }
+        else
+            graph_task_requeue (self->graph, task);
+    }
     free (tasks);
     graph_forget_governor (self->graph, gov);
     gov_destroy (&peer->gov);
@@ -376,6 +408,7 @@ s_hello (broker_t *self, sq_msg_t *msg, const char *key)
         for (uint32_t i = 0; i < peer->gov->n_resources; i++)
             s_declare (self, peer->gov->resources [i].name.ptr, peer->gov->resources [i].amount);
         scheduler_governor_add (self->scheduler, peer->gov);
+        eventlog_governor (self->events, EV_GOV_JOINED, peer->gov, NULL);
         sq_info ("governor %u (%s) joined: %u cpus, data %s", peer->id, peer->gov->name,
                  peer->gov->cpus, peer->gov->data_endpoint);
     }
@@ -455,6 +488,7 @@ s_assign (void *arg, task_t *task, gov_t *gov)
                       gov->id, gov->data_endpoint);
         source->gov->send.count++;
         graph_object_add_location (self->graph, input, gov, false);
+        eventlog_object (self->events, EV_OBJECT_COPY, input, gov, source->gov);
     }
     for (uint32_t i = 0; i < task->n_outputs; i++) {
         object_t *output = task->io [task->n_inputs + i];
@@ -474,6 +508,7 @@ s_assign (void *arg, task_t *task, gov_t *gov)
     };
     sq_pack_assign (&gov->assign.elements.pk, &a);
     gov->assign.count++;
+    eventlog_task (self->events, EV_TASK_ASSIGNED, task, gov, NULL, 0);
     graph_task_assigned (self->graph, task, gov);
     sq_idmap_insert (gov->tasks, task->key, task);
 done:
@@ -504,13 +539,15 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
         if (ev.type == SQ_EV_LOCATED || ev.type == SQ_EV_LOST) {
             object_t *object = graph_object (self->graph, ev.key);
             if (ev.type == SQ_EV_LOST) {
-                location_t *loc = object? graph_object_location (object, gov): NULL;
-                if (loc)
-                    *loc = object->locations [--object->n_locations];
+                if (object)
+                    graph_object_lost (self->graph, object, gov);
             }
             else
-            if (object && object->state == OBJ_FINISHED && ev.size == object->size)
+            if (object && object->state == OBJ_FINISHED && !object->released
+            &&  ev.size == object->size) {
+                eventlog_object (self->events, EV_OBJECT_LOCATED, object, gov, NULL);
                 graph_object_add_location (self->graph, object, gov, true);
+            }
             else {
                 //  A copy nobody wants any more: let the governor free it.
                 msgpack_pack_uint64 (&gov->drop.elements.pk, ev.key);
@@ -527,14 +564,32 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
                       gov->id, ev.type, (unsigned long long) ev.key, ev.attempt);
             continue;
         }
-        if (ev.type == SQ_EV_STARTED)
+        if (ev.type == SQ_EV_STARTED) {
+            eventlog_task (self->events, EV_TASK_STARTED, task, gov, NULL, 0);
             graph_task_started (self->graph, task);
+        }
         else {
             sq_idmap_remove (gov->tasks, task->key);
             gov->tasks_done++;
             if (ev.type == SQ_EV_FINISHED)
+                eventlog_task (self->events, EV_TASK_FINISHED, task, gov, NULL, 0);
+            else
+                eventlog_task (self->events, EV_TASK_FAILED, task, gov,
+                               ev.message.ptr, ev.message.len);
+            if (ev.type == SQ_EV_FINISHED)
                 graph_task_finished (self->graph, task, gov, ev.outputs, ev.n_outputs,
                                      payloads, n_payloads, self->config.inline_max);
+            else
+            if (task->retries < task->max_retries) {
+                //  Its own code failed: try again, elsewhere if possible.
+                task->retries++;
+                task->last_gov = gov->id;
+                sq_info ("task %u of session %u failed (retry %u of %u): %.*s",
+                         sq_key_id (task->key), sq_key_session (task->key), task->retries,
+                         task->max_retries, (int) (ev.message.len > 200? 200: ev.message.len),
+                         ev.message.ptr);
+                graph_task_requeue (self->graph, task);
+            }
             else {
                 char message [SQ_MAX_MESSAGE / 4];
                 snprintf (message, sizeof message, "%.*s", (int) ev.message.len, ev.message.ptr);
@@ -604,6 +659,7 @@ s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
         int rc = graph_submit (self->graph, session, &submit, msg->frames + 2, msg->n - 2,
                                s_resource_ok, self, message, sizeof message, &bad_id);
         if (rc == SQ_OK) {
+            eventlog_submit (self->events, session->id, submit.n_tasks, submit.n_objects);
             sq_debug ("session %u: %u tasks, %u objects submitted", session->id,
                       submit.n_tasks, submit.n_objects);
             s_reply_nil (self, peer, submit.req);
@@ -625,13 +681,20 @@ s_pack_kv_u64 (msgpack_packer *pk, const char *key, uint64_t value)
 static void
 s_client_info (broker_t *self, peer_t *peer, uint32_t req)
 {
-    msgpack_packer *pk = &self->out.pk;
     sq_wbuf_reset (&self->out);
     sq_reply_begin (&self->out, req);
+    broker_pack_info (self, &self->out.pk);
+    s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+//  INFO's map; also the dashboard's view of the cluster (http.c).
+void
+broker_pack_info (broker_t *self, msgpack_packer *pk)
+{
     size_t clients = 0;
     for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
         clients += p->kind == PEER_CLIENT;
-    msgpack_pack_map (pk, 9);
+    msgpack_pack_map (pk, 10);
     sq_pack_cstr (pk, "version");
     sq_pack_cstr (pk, "0.1.0");
     sq_pack_cstr (pk, "governors");
@@ -670,7 +733,7 @@ s_client_info (broker_t *self, peer_t *peer, uint32_t req)
     s_pack_kv_u64 (pk, "clients", clients);
     s_pack_kv_u64 (pk, "objects", graph_object_count (self->graph));
     s_pack_kv_u64 (pk, "watches", watches_count (self->watches));
-    s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+    s_pack_kv_u64 (pk, "recomputed", graph_recomputed (self->graph));
 }
 
 //  KEEP / UNKEEP / CANCEL: every id is checked before anything changes.
@@ -680,8 +743,10 @@ s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
     char message [200];
     for (uint32_t i = 0; i < q->n_ids; i++) {
         uint64_t key = sq_key (session->id, q->ids [i]);
+        object_t *object = graph_object (self->graph, key);
         bool found = q->type == SQ_MSG_CANCEL? graph_task (self->graph, key) != NULL
-                                             : graph_object (self->graph, key) != NULL;
+                   : q->type == SQ_MSG_KEEP? object && !object->released
+                   : object != NULL;
         if (!found) {
             snprintf (message, sizeof message, q->type == SQ_MSG_CANCEL
                       ? "id %u is not a task of session %u"
@@ -907,10 +972,18 @@ broker_run (broker_t *self)
         long timeout = next_timer > now? (long) (next_timer - now): 0;
         zmq_pollitem_t items [] = {
             { self->router, 0, ZMQ_POLLIN, 0 },
-            { self->monitor, 0, ZMQ_POLLIN, 0 }
+            { self->monitor, 0, ZMQ_POLLIN, 0 },
+            { NULL, self->http? http_fd (self->http): -1, ZMQ_POLLIN, 0 }
         };
-        if (zmq_poll (items, 2, timeout) < 0 && errno != EINTR)
+        long http_ms = self->http? http_timeout (self->http): -1;
+        if (http_ms >= 0 && http_ms < timeout)
+            timeout = http_ms;
+        if (zmq_poll (items, self->http? 3: 2, timeout) < 0 && errno != EINTR)
             break;
+        //  Dashboard requests are answered between batches of messages,
+        //  from the graph as it stands (http.h).
+        if (self->http)
+            http_run (self->http, items [2].revents != 0);
         s_drain_monitor (self);
         for (int n = 0; n < S_MAX_PER_TURN; n++) {
             if (sq_msg_recv (&self->msg, self->router, ZMQ_DONTWAIT, SQ_MAX_FRAMES + 1))
@@ -923,6 +996,7 @@ broker_run (broker_t *self)
             scheduler_run (self->scheduler, s_assign, self);
         now = s_now ();
         s_flush_governors (self, now);
+        eventlog_flush (self->events);
         next_timer = s_timers (self, now);
     }
     return 0;
@@ -947,7 +1021,8 @@ broker_new (const broker_config_t *config)
     sq_msg_init (&self->msg);
     sq_wbuf_init (&self->out);
     graph_hooks_t hooks = {
-        self, s_hook_task_ready, s_hook_task_stop, s_hook_task_done, s_hook_object_drop
+        self, s_hook_task_ready, s_hook_task_stop, s_hook_task_done, s_hook_object_drop,
+        s_hook_object_copy
     };
     watches_hooks_t whooks = { self, s_watch_reply, s_watch_released };
     self->graph = graph_new (&hooks);
@@ -994,6 +1069,12 @@ broker_new (const broker_config_t *config)
     }
     size_t size = sizeof self->endpoint;
     zmq_getsockopt (self->router, ZMQ_LAST_ENDPOINT, self->endpoint, &size);
+    self->events = eventlog_new (config->event_log);
+    if (!self->events
+    ||  (config->http && !(self->http = http_new (config->http, self, self->events)))) {
+        broker_destroy (&self);
+        return NULL;
+    }
     return self;
 }
 
@@ -1003,6 +1084,7 @@ broker_destroy (broker_t **self_p)
     broker_t *self = *self_p;
     if (!self)
         return;
+    http_destroy (&self->http);
     if (self->watches)
         watches_destroy (&self->watches);
     //  Governors are freed with their peers; the graph's pointers to them
@@ -1027,6 +1109,7 @@ broker_destroy (broker_t **self_p)
     }
     if (self->ctx)
         zmq_ctx_term (self->ctx);
+    eventlog_destroy (&self->events);
     free (self);
     *self_p = NULL;
 }
@@ -1041,4 +1124,40 @@ void
 broker_stop (broker_t *self)
 {
     atomic_store (&self->stopping, 1);
+}
+
+unsigned
+broker_http_port (broker_t *self)
+{
+    return self->http? http_port (self->http): 0;
+}
+
+//  Open sessions for the dashboard: id, owning client, task counts.
+void
+broker_pack_sessions (broker_t *self, msgpack_packer *pk)
+{
+    size_t n = 0;
+    for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
+        if (p->kind == PEER_CLIENT)
+            for (uint32_t i = 0; i < p->n_sessions; i++)
+                n += graph_session (self->graph, p->sessions [i]) != NULL;
+    msgpack_pack_array (pk, n);
+    for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers)) {
+        if (p->kind != PEER_CLIENT)
+            continue;
+        for (uint32_t i = 0; i < p->n_sessions; i++) {
+            session_t *session = graph_session (self->graph, p->sessions [i]);
+            if (!session)
+                continue;
+            msgpack_pack_map (pk, 7);
+            s_pack_kv_u64 (pk, "id", session->id);
+            s_pack_kv_u64 (pk, "client", p->id);
+            sq_pack_cstr (pk, "client_name");
+            sq_pack_cstr (pk, p->name? p->name: "");
+            s_pack_kv_u64 (pk, "tasks", session->n_tasks);
+            s_pack_kv_u64 (pk, "unfinished", session->unfinished);
+            s_pack_kv_u64 (pk, "finished", session->finished);
+            s_pack_kv_u64 (pk, "failed", session->failed);
+        }
+    }
 }

@@ -20,6 +20,9 @@ typedef struct {
     size_t max_message;         //  largest frame accepted
     uint32_t prefetch;          //  tasks queued per governor beyond its cpus
     uint32_t max_requests;      //  outstanding waits/fetches per client
+    uint32_t allowed_failures;  //  governor deaths a running task may see
+    const char *http;           //  dashboard "[HOST:]PORT", or NULL (http.c)
+    const char *event_log;      //  event log file, or NULL (eventlog.c)
 } broker_config_t;
 
 typedef struct _broker_t broker_t;
@@ -34,5 +37,14 @@ const char *broker_endpoint (broker_t *self);
 int broker_run (broker_t *self);
 //  Async-signal-safe.
 void broker_stop (broker_t *self);
+//  The dashboard's port (0 if not serving HTTP).
+unsigned broker_http_port (broker_t *self);
+
+//  Broker-internal, for the dashboard (http.c), reactor thread only: packs
+//  the INFO map exactly as clients receive it, and the open sessions as an
+//  array of maps (id, client, tasks by state).
+struct msgpack_packer;
+void broker_pack_info (broker_t *self, struct msgpack_packer *pk);
+void broker_pack_sessions (broker_t *self, struct msgpack_packer *pk);
 
 #endif

@@ -26,6 +26,8 @@ struct _graph_t {
     size_t cap_maybe_free;
     task_t **stack;             //  failure propagation work list
     size_t cap_stack;
+    size_t live_objects;        //  objects not released
+    uint64_t recomputed;
 };
 
 static const char *s_state_names [TASK_STATE_COUNT_] = {
@@ -209,20 +211,17 @@ s_unneeded (const object_t *object)
     return object->state != OBJ_UNFINISHED && !object->keep && object->pending == 0;
 }
 
-//  Removes an object from the graph: governors drop their copies.
+//  Drops an object's copies everywhere; its record stays as lineage.
 static void
-s_object_free (graph_t *self, object_t *object)
+s_object_release (graph_t *self, object_t *object)
 {
     if (object->n_locations && self->hooks.object_drop)
         self->hooks.object_drop (self->hooks.arg, object);
-    sq_idmap_remove (self->objects, object->key);
-    session_t *session = object->session;
-    uint32_t i = object->session_index;
-    session->objects [i] = session->objects [--session->n_objects];
-    session->objects [i]->session_index = i;
-    if (object->producer)
-        object->producer->io [object->producer->n_inputs + object->producer_output] = NULL;
-    s_object_destroy (&object);
+    object->n_locations = 0;
+    sq_blob_unref (&object->data);
+    if (!object->released)
+        self->live_objects--;
+    object->released = true;
 }
 
 static void
@@ -231,27 +230,22 @@ s_flush_frees (graph_t *self)
     for (size_t i = 0; i < self->n_maybe_free; i++) {
         object_t *object = self->maybe_free [i];
         object->free_queued = false;
-        if (s_unneeded (object))
-            s_object_free (self, object);
+        if (!object->released && s_unneeded (object))
+            s_object_release (self, object);
     }
     self->n_maybe_free = 0;
 }
 
-//  A task reached a final state: its inputs are released, counters move.
+//  A task reached a final state: its inputs may be released, counters
+//  move. The config stays: a lost output may need the task again.
 static void
 s_task_done (graph_t *self, task_t *task)
 {
     for (uint32_t i = 0; i < task->n_inputs; i++) {
         object_t *input = task->io [i];
-        if (input) {
-            input->pending--;
-            s_queue_free_check (self, input);
-            task->io [i] = NULL;
-        }
+        input->pending--;
+        s_queue_free_check (self, input);
     }
-    free (task->config);        //  not needed any more; keeps finished tasks small
-    task->config = NULL;
-    task->config_size = 0;
     task->gov = NULL;
     session_t *session = task->session;
     session->unfinished--;
@@ -363,8 +357,8 @@ graph_session_close (graph_t *self, session_t **session_p)
     s_flush_frees (self);
     while (session->n_objects) {
         object_t *object = session->objects [session->n_objects - 1];
-        if (object->n_locations && self->hooks.object_drop)
-            self->hooks.object_drop (self->hooks.arg, object);
+        if (!object->released)
+            s_object_release (self, object);
         sq_idmap_remove (self->objects, object->key);
         session->n_objects--;
         s_object_destroy (&object);
@@ -474,7 +468,8 @@ s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloa
                 if (sq_idmap_lookup (self->tasks, key))
                     return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
                                      "task %u: input %u is a task, not a data object", task->id, id);
-                if (!sq_idmap_lookup (self->objects, key))
+                object_t *old = (object_t *) sq_idmap_lookup (self->objects, key);
+                if (!old || old->released)
                     return s_refuse (msg, msg_size, bad_id, id, SQ_E_UNKNOWN_ID,
                                      "task %u: input %u is not an object of session %u "
                                      "(never declared, or already released because nobody kept it)",
@@ -727,8 +722,8 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
         for (uint32_t i = 0; i < sub->n_objects; i++) {
             object_t *o = objects [i];
             sq_idmap_insert (self->objects, o->key, o);
-            o->session_index = session->n_objects;
             session->objects [session->n_objects++] = o;
+            self->live_objects++;
         }
         for (uint32_t t = 0; t < sub->n_tasks; t++) {
             task_t *task = tasks [t];
@@ -853,11 +848,16 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
     //  must see the outputs finished and located.
     for (uint32_t i = 0; i < n_outputs; i++) {
         object_t *o = task->io [task->n_inputs + i];
-        if (!o)
-            continue;           //  already released (cannot happen while unfinished)
+        //  A re-run for a lost sibling also reports outputs that never went
+        //  away: their consumers did not count them as missing.
+        bool was_unfinished = o->state == OBJ_UNFINISHED;
+        if (o->released) {
+            o->released = false;
+            self->live_objects++;
+        }
         o->size = outputs [i].size;
         o->version = attempt;
-        if (outputs [i].frame > 0) {
+        if (outputs [i].frame > 0 && !o->data) {
             zmq_msg_t copy;
             zmq_msg_init (&copy);
             if (zmq_msg_copy (&copy, &payloads [outputs [i].frame - 1]) == 0)
@@ -867,7 +867,7 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
         }
         graph_object_add_location (self, o, gov, true);
         o->state = OBJ_FINISHED;
-        for (uint32_t c = 0; c < o->n_consumers; c++) {
+        for (uint32_t c = 0; was_unfinished && c < o->n_consumers; c++) {
             task_t *consumer = o->consumers [c];
             //  Overbooked consumers (already assigned) count down too, so
             //  that a requeue knows what they still wait for.
@@ -967,52 +967,183 @@ graph_object_add_location (graph_t *self, object_t *object, gov_t *gov, bool arr
     object->n_locations++;
 }
 
+static bool
+s_has_copy (const object_t *object)
+{
+    if (object->data)
+        return true;
+    for (uint32_t i = 0; i < object->n_locations; i++)
+        if (object->locations [i].arrived)
+            return true;
+    return false;
+}
+
+static bool
+s_needed (const object_t *object)
+{
+    return object->keep || object->pending > 0;
+}
+
+//  Consumers counted this object as available; it is not any more. Ready
+//  ones wait again; assigned ones are stopped (their governor will never
+//  get it) and wait again with a new attempt.
+static void
+s_unready_consumers (graph_t *self, object_t *object)
+{
+    for (uint32_t c = 0; c < object->n_consumers; c++) {
+        task_t *consumer = object->consumers [c];
+        if (s_final (consumer))
+            continue;
+        consumer->unfinished++;
+        if (consumer->state == TASK_READY)
+            s_set_state (self, consumer, TASK_WAITING);
+        else
+        if (consumer->state == TASK_ASSIGNED || consumer->state == TASK_RUNNING) {
+            if (self->hooks.task_stop)
+                self->hooks.task_stop (self->hooks.arg, consumer);
+            consumer->attempt++;
+            consumer->gov = NULL;
+            s_set_state (self, consumer, TASK_WAITING);
+        }
+    }
+}
+
+//  Lineage recomputation: re-runs the producer of a lost object and,
+//  recursively, of whatever of its inputs has no copy left either, only as
+//  far back as copies (or the broker's inline bytes) exist.
+static void
+s_recompute (graph_t *self, object_t *lost)
+{
+    size_t n = 0, cap = 16, n_reset = 0, cap_reset = 16;
+    object_t **stack = (object_t **) malloc (cap * sizeof *stack);
+    task_t **reset = (task_t **) malloc (cap_reset * sizeof *reset);
+    if (!stack || !reset) {
+        free (stack);
+        free (reset);
+        return;
+    }
+    stack [n++] = lost;
+    while (n > 0) {
+        object_t *o = stack [--n];
+        if (o->state != OBJ_FINISHED || s_has_copy (o))
+            continue;
+        o->n_locations = 0;
+        task_t *producer = o->producer;
+        if (!producer) {
+            //  A constant whose only copy was on a governor: nothing to
+            //  recompute it from.
+            char message [200];
+            snprintf (message, sizeof message,
+                      "constant object %u was lost with the governor holding it; submit it again",
+                      sq_key_id (o->key));
+            failure_t *failure = failure_new (sq_key_id (o->key), SQ_E_LOST, message);
+            if (!failure)
+                continue;
+            o->state = OBJ_FAILED;
+            o->failure = s_failure_ref (failure);
+            for (uint32_t c = 0; c < o->n_consumers; c++)
+                if (!s_final (o->consumers [c]))
+                    s_fail (self, o->consumers [c], failure);
+            failure_unref (&failure);
+            continue;
+        }
+        o->state = OBJ_UNFINISHED;
+        s_unready_consumers (self, o);
+        if (producer->state != TASK_FINISHED)
+            continue;           //  already being re-run for another output
+        if (n_reset == cap_reset) {
+            task_t **p = (task_t **) realloc (reset, (cap_reset *= 2) * sizeof *p);
+            if (!p)
+                break;
+            reset = p;
+        }
+        reset [n_reset++] = producer;
+        self->recomputed++;
+        producer->attempt++;
+        s_set_state (self, producer, TASK_WAITING);
+        producer->session->unfinished++;
+        producer->session->finished--;
+        producer->unfinished = 0;
+        for (uint32_t i = 0; i < producer->n_inputs; i++) {
+            object_t *input = producer->io [i];
+            input->pending++;
+            if (input->state == OBJ_FINISHED && !s_has_copy (input)) {
+                //  Lost or released too: recompute it first. Its own
+                //  consumers (the producer among them) are counted then.
+                if (n == cap) {
+                    object_t **p = (object_t **) realloc (stack, (cap *= 2) * sizeof *p);
+                    if (!p)
+                        break;
+                    stack = p;
+                }
+                stack [n++] = input;
+            }
+            else
+            if (input->state != OBJ_FINISHED)
+                producer->unfinished++;
+        }
+    }
+    free (stack);
+    //  Re-run producers whose inputs all exist can start now; the others
+    //  start when the inputs they wait for are recomputed.
+    for (size_t i = 0; i < n_reset; i++) {
+        task_t *task = reset [i];
+        if (task->state == TASK_WAITING && task->unfinished == 0) {
+            s_set_state (self, task, TASK_READY);
+            self->hooks.task_ready (self->hooks.arg, task);
+        }
+    }
+    free (reset);
+}
+
+void
+graph_object_lost (graph_t *self, object_t *object, gov_t *gov)
+{
+    location_t *loc = graph_object_location (object, gov);
+    if (loc)
+        *loc = object->locations [--object->n_locations];
+    if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
+    &&  s_needed (object))
+        s_recompute (self, object);
+    s_flush_frees (self);
+}
+
 void
 graph_forget_governor (graph_t *self, gov_t *gov)
 {
-    //  Collect first: failing objects changes the map under iteration.
+    //  Collect first: recomputation changes states under the iteration.
     size_t cursor = 0, n_lost = 0, cap = 0;
     object_t **lost = NULL;
     object_t *object;
     while ((object = (object_t *) sq_idmap_next (self->objects, &cursor, NULL))) {
-        for (uint32_t i = 0; i < object->n_locations; i++)
-            if (object->locations [i].gov == gov) {
-                object->locations [i] = object->locations [--object->n_locations];
-                break;
-            }
-        bool has_copy = object->data != NULL;
-        for (uint32_t i = 0; i < object->n_locations && !has_copy; i++)
-            has_copy = object->locations [i].arrived;
-        if (object->state == OBJ_FINISHED && !has_copy && object->producer) {
+        location_t *loc = graph_object_location (object, gov);
+        if (!loc)
+            continue;
+        *loc = object->locations [--object->n_locations];
+        //  Copies still on their way may have come from the dead governor:
+        //  order them again from a copy that exists.
+        location_t *source = NULL;
+        for (uint32_t i = 0; i < object->n_locations && !source; i++)
+            if (object->locations [i].arrived)
+                source = &object->locations [i];
+        for (uint32_t i = 0; source && i < object->n_locations; i++)
+            if (!object->locations [i].arrived && self->hooks.object_copy)
+                self->hooks.object_copy (self->hooks.arg, object, source->gov,
+                                         object->locations [i].gov);
+        if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
+        &&  s_needed (object)) {
             if (n_lost == cap) {
                 cap = cap? cap * 2: 16;
                 object_t **p = (object_t **) realloc (lost, cap * sizeof *p);
-                if (!p) break;
+                if (!p)
+                    break;
                 lost = p;
             }
             lost [n_lost++] = object;
         }
     }
-    for (size_t i = 0; i < n_lost; i++) {
-        object_t *o = lost [i];
-        //  Its consumers cannot run any more. Recomputation from lineage
-        //  belongs to the fault tolerance layer; until then the loss is
-        //  reported as what it is.
-        char message [200];
-        snprintf (message, sizeof message,
-                  "object %u was lost: the only governor holding it left",
-                  sq_key_id (o->key));
-        failure_t *failure = failure_new (sq_key_id (o->key), SQ_E_LOST, message);
-        if (!failure)
-            continue;
-        o->state = OBJ_FAILED;
-        o->failure = s_failure_ref (failure);
-        for (uint32_t c = 0; c < o->n_consumers; c++)
-            if (!s_final (o->consumers [c]))
-                s_fail (self, o->consumers [c], failure);
-        failure_unref (&failure);
-        s_queue_free_check (self, o);
-    }
+    for (size_t i = 0; i < n_lost; i++)
+        s_recompute (self, lost [i]);
     free (lost);
     s_flush_frees (self);
 }
@@ -1026,5 +1157,11 @@ graph_task_count (graph_t *self, task_state_t state)
 size_t
 graph_object_count (graph_t *self)
 {
-    return sq_idmap_size (self->objects);
+    return self->live_objects;
+}
+
+uint64_t
+graph_recomputed (graph_t *self)
+{
+    return self->recomputed;
 }

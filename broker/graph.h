@@ -7,10 +7,11 @@
     through the hooks the broker installs.
 
     Ownership: the graph owns every task, object and session in it. Tasks
-    live until their session closes (so waits on finished ids are answered);
-    objects are freed as soon as nobody keeps them and no unfinished task
-    needs them. A task's pointers to its input objects are cleared when the
-    task is done, its pointers to outputs when those are freed.
+    and object records live until their session closes (waits on finished
+    ids are answered from them, and they are the lineage that recomputes a
+    lost object). An object's *copies* are released (dropped on governors,
+    inline bytes freed) as soon as nobody keeps it and no unfinished task
+    needs it.
 
     Keys: a task or object is known cluster-wide by sq_key (session, id).
 */
@@ -78,8 +79,11 @@ struct _object_t {
     location_t *locations;
     uint32_t n_locations;
     uint32_t cap_locations;
-    uint32_t session_index;     //  position in session->objects
     bool free_queued;           //  on the graph's list of objects to check
+    //  Unneeded: its copies were dropped everywhere. The record stays (until
+    //  the session closes) as lineage: if a later object that depends on it
+    //  is lost, it can be recomputed from here.
+    bool released;
 };
 
 struct _task_t {
@@ -104,6 +108,13 @@ struct _task_t {
     gov_t *gov;                 //  ASSIGNED / RUNNING
     failure_t *failure;         //  FAILED / CANCELLED
     bool watched;               //  some client waits on it (see watch.c)
+    uint16_t retries;           //  failures of its own code retried so far
+    uint16_t crashes;           //  governors that died while it ran
+    uint32_t last_gov;          //  governor of the last failed attempt, 0 none
+    //  Set by the broker for the event log and /metrics (eventlog.c):
+    //  monotonic us when the task became READY and when it last STARTED.
+    int64_t ready_at_us;
+    int64_t started_at_us;
 };
 
 struct _session_t {
@@ -135,6 +146,9 @@ typedef struct {
     //  An object is being freed: every governor in its locations must drop
     //  it. Called before the object is destroyed.
     void (*object_drop) (void *arg, object_t *object);
+    //  A copy of the object must go from one governor to another (a copy
+    //  that was on its way came from a governor that died).
+    void (*object_copy) (void *arg, object_t *object, gov_t *from, gov_t *to);
 } graph_hooks_t;
 
 graph_t *graph_new (const graph_hooks_t *hooks);
@@ -170,8 +184,9 @@ int graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
                          const sq_output_ref_t *outputs, uint32_t n_outputs,
                          zmq_msg_t *payloads, size_t n_payloads, size_t inline_max);
 void graph_task_failed (graph_t *self, task_t *task, int code, const char *message);
-//  Puts an assigned task back to READY with a new attempt (its governor
-//  left, or the plan changed).
+//  Puts an assigned task back to READY (or WAITING) with a new attempt:
+//  its governor left, its own code failed with retries left, or the plan
+//  changed.
 void graph_task_requeue (graph_t *self, task_t *task);
 void graph_task_assigned (graph_t *self, task_t *task, gov_t *gov);
 
@@ -184,14 +199,20 @@ void graph_cancel (graph_t *self, task_t *task);
 void graph_object_add_location (graph_t *self, object_t *object, gov_t *gov, bool arrived);
 location_t *graph_object_location (object_t *object, gov_t *gov);
 //  A governor is gone: removes it from every location list it is on, and
-//  fails (SQ_E_LOST) what can no longer be had. Walks all objects: governor
-//  loss is rare, and keeping per-governor object lists would cost on every
-//  copy.
+//  recomputes what was lost with it and is still needed. Walks all
+//  objects: governor loss is rare, and per-governor object lists would cost
+//  on every copy.
 void graph_forget_governor (graph_t *self, gov_t *gov);
+//  A governor no longer holds a copy (it said so, or a copy failed).
+//  Recomputes the object if that was its last copy and it is needed.
+void graph_object_lost (graph_t *self, object_t *object, gov_t *gov);
 
 //  Counters for INFO
 uint64_t graph_task_count (graph_t *self, task_state_t state);
+//  Objects not released (with copies, or still to be produced).
 size_t graph_object_count (graph_t *self);
+//  Tasks re-run because an object they made was lost.
+uint64_t graph_recomputed (graph_t *self);
 size_t graph_session_count (graph_t *self);
 
 //  Reference counting of failures

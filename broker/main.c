@@ -28,6 +28,8 @@ s_usage (FILE *out)
         "  --inline-max SIZE     objects up to SIZE travel inline (default 4KiB)\n"
         "  --max-message SIZE    largest frame accepted (default 256MiB)\n"
         "  --prefetch N          tasks queued per governor beyond its cpus (default 64)\n"
+        "  --allowed-failures N  governor deaths a running task may see before it\n"
+        "                        fails as their suspected cause (default 3)\n"
         "  --log-level LEVEL     error, warn, info or debug (default info)\n"
         "  --help                this text\n"
         "Prints 'LISTENING <endpoint>' on stdout once bound.\n");
@@ -71,6 +73,9 @@ main (int argc, char *argv [])
         else
         if (strcmp (arg, "--prefetch") == 0 && sq_parse_int (value, 0, 1000000, &n) == 0)
             config.prefetch = (uint32_t) n;
+        else
+        if (strcmp (arg, "--allowed-failures") == 0 && sq_parse_int (value, 1, 1000, &n) == 0)
+            config.allowed_failures = (uint32_t) n;
         else
         if (strcmp (arg, "--log-level") == 0 && sq_log_parse_level (value) >= 0)
             sq_log_set_level ((sq_log_level_t) sq_log_parse_level (value));

@@ -202,6 +202,10 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
                 continue;
             uint64_t bytes = s_local_bytes (gov, task);
             double load = (double) in_flight / gov->cpus;
+            //  A retried task avoids the governor it just failed on (a
+            //  machine-specific fault, or memory): any other is better.
+            if (task->last_gov == gov->id && self->n_govs > 1)
+                load += 1e9;
             if (!best || bytes > best_bytes || (bytes == best_bytes && load < best_load)) {
                 best = gov;
                 best_bytes = bytes;

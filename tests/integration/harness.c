@@ -357,6 +357,35 @@ harness_new_args (int governors, int cpus, const char *const *broker_args)
     return self;
 }
 
+int
+harness_add_governor (harness_t *self, const char *name, int cpus)
+{
+    if (self->n_governors >= S_MAX_GOVERNORS) {
+        fprintf (stdout, "FAIL harness: too many governors\n");
+        exit (1);
+    }
+    int i = self->n_governors++;
+    char cpus_text [16], label [64];
+    snprintf (cpus_text, sizeof cpus_text, "%d", cpus);
+    snprintf (label, sizeof label, "governor %s", name);
+    char *gargv [] = {
+        (char *) s_bin ("SQUALL_GOVERNOR_BIN"), (char *) "--broker", self->endpoint,
+        (char *) "--cpus", cpus_text, (char *) "--name", (char *) name,
+        (char *) "--listen-host", (char *) "127.0.0.1",
+        (char *) "--advertise", (char *) "127.0.0.1",
+        (char *) "--log-level", (char *) s_log_level (), NULL
+    };
+    s_spawn (&self->governor [i], label, gargv);
+    const char *line = s_expect_line (&self->governor [i], "READY ");
+    unsigned long id = 0;
+    if (sscanf (line, "READY %lu", &id) != 1) {
+        fprintf (stdout, "FAIL harness: governor %s printed a strange line '%s'\n", name, line);
+        exit (1);
+    }
+    self->governor_id [i] = (uint32_t) id;
+    return i;
+}
+
 const char *
 harness_endpoint (harness_t *self)
 {

@@ -30,6 +30,9 @@ typedef struct _harness_t harness_t;
 harness_t *harness_new (int governors, int cpus);
 //  Same with extra broker arguments (NULL-terminated list, may be NULL).
 harness_t *harness_new_args (int governors, int cpus, const char *const *broker_args);
+//  Starts one more governor with the given name and waits for it; returns
+//  its index.
+int harness_add_governor (harness_t *self, const char *name, int cpus);
 const char *harness_endpoint (harness_t *self);
 pid_t harness_broker_pid (harness_t *self);
 pid_t harness_governor_pid (harness_t *self, int i);

@@ -1,0 +1,545 @@
+/*  http: dashboard, /metrics and JSON API over libmicrohttpd. See http.h.
+
+    The cluster state comes from the same code that answers INFO
+    (broker_pack_info): it is packed as msgpack, then rendered here as JSON
+    or as Prometheus metrics, so the page, /metrics and `squall status`
+    never disagree. */
+#include "http.h"
+#include "broker.h"
+#include "eventlog.h"
+#include "log.h"
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef SQUALL_HAVE_MICROHTTPD
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+
+//  The page, generated from broker/dashboard/index.html at build time.
+extern const unsigned char squall_dashboard_html [];
+extern const size_t squall_dashboard_html_size;
+
+#define S_MAX_CONNECTIONS 64
+#define S_IDLE_TIMEOUT_S 10
+
+struct _http_t {
+    struct MHD_Daemon *daemon;
+    broker_t *broker;
+    eventlog_t *events;
+    uint16_t port;
+    int fd;
+    msgpack_sbuffer sbuf;       //  the INFO map, rebuilt per request
+    uint64_t requests;
+    int64_t deadline;           //  ms, monotonic; -1 none
+};
+
+bool
+http_available (void)
+{
+    return true;
+}
+
+//  --------------------------------------------------------------------------
+//  Text building on open_memstream: the result is malloc'd, which is what
+//  MHD_RESPMEM_MUST_FREE frees.
+
+typedef struct {
+    char *data;
+    size_t size;
+    FILE *out;
+} s_text_t;
+
+static int
+s_text_open (s_text_t *t)
+{
+    t->data = NULL;
+    t->size = 0;
+    t->out = open_memstream (&t->data, &t->size);
+    return t->out? 0: -1;
+}
+
+static void
+s_json_str (FILE *out, const char *s, size_t len)
+{
+    fputc ('"', out);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char) s [i];
+        if (c == '"' || c == '\\')
+            fprintf (out, "\\%c", c);
+        else
+        if (c < 0x20 || c == 0x7f)
+            fprintf (out, "\\u%04x", c);
+        else
+            fputc (c, out);
+    }
+    fputc ('"', out);
+}
+
+static void
+s_json (FILE *out, const msgpack_object *o)
+{
+    switch (o->type) {
+        case MSGPACK_OBJECT_NIL:
+            fputs ("null", out);
+            break;
+        case MSGPACK_OBJECT_BOOLEAN:
+            fputs (o->via.boolean? "true": "false", out);
+            break;
+        case MSGPACK_OBJECT_POSITIVE_INTEGER:
+            fprintf (out, "%llu", (unsigned long long) o->via.u64);
+            break;
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+            fprintf (out, "%lld", (long long) o->via.i64);
+            break;
+        case MSGPACK_OBJECT_FLOAT32:
+        case MSGPACK_OBJECT_FLOAT64:
+            fprintf (out, "%.17g", o->via.f64);
+            break;
+        case MSGPACK_OBJECT_STR:
+            s_json_str (out, o->via.str.ptr, o->via.str.size);
+            break;
+        case MSGPACK_OBJECT_ARRAY:
+            fputc ('[', out);
+            for (uint32_t i = 0; i < o->via.array.size; i++) {
+                if (i)
+                    fputc (',', out);
+                s_json (out, &o->via.array.ptr [i]);
+            }
+            fputc (']', out);
+            break;
+        case MSGPACK_OBJECT_MAP:
+            fputc ('{', out);
+            for (uint32_t i = 0; i < o->via.map.size; i++) {
+                const msgpack_object_kv *kv = &o->via.map.ptr [i];
+                if (i)
+                    fputc (',', out);
+                if (kv->key.type == MSGPACK_OBJECT_STR)
+                    s_json_str (out, kv->key.via.str.ptr, kv->key.via.str.size);
+                else
+                    fputs ("\"?\"", out);
+                fputc (':', out);
+                s_json (out, &kv->val);
+            }
+            fputc ('}', out);
+            break;
+        default:
+            fputs ("null", out);    //  bin / ext never occur in INFO
+    }
+}
+
+static const msgpack_object *
+s_get (const msgpack_object *map, const char *key)
+{
+    if (!map || map->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    size_t len = strlen (key);
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr [i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == len
+        &&  memcmp (k->via.str.ptr, key, len) == 0)
+            return &map->via.map.ptr [i].val;
+    }
+    return NULL;
+}
+
+static uint64_t
+s_get_u64 (const msgpack_object *map, const char *key)
+{
+    const msgpack_object *v = s_get (map, key);
+    return v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER? v->via.u64: 0;
+}
+
+//  Packs `what` (0: INFO, 1: sessions) and unpacks it into `result`.
+static int
+s_snapshot (http_t *self, int what, msgpack_unpacked *result)
+{
+    msgpack_sbuffer_clear (&self->sbuf);
+    msgpack_packer pk;
+    msgpack_packer_init (&pk, &self->sbuf, msgpack_sbuffer_write);
+    if (what == 0)
+        broker_pack_info (self->broker, &pk);
+    else
+        broker_pack_sessions (self->broker, &pk);
+    msgpack_unpacked_init (result);
+    size_t offset = 0;
+    if (msgpack_unpack_next (result, self->sbuf.data, self->sbuf.size, &offset)
+        != MSGPACK_UNPACK_SUCCESS) {
+        msgpack_unpacked_destroy (result);
+        return -1;
+    }
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Endpoints
+
+static void
+s_api_state (http_t *self, FILE *out)
+{
+    msgpack_unpacked info, sessions;
+    bool have_info = s_snapshot (self, 0, &info) == 0;
+    fputs ("{\"info\":", out);
+    if (have_info) {
+        s_json (out, &info.data);
+        msgpack_unpacked_destroy (&info);
+    }
+    else
+        fputs ("null", out);
+    fputs (",\"sessions\":", out);
+    if (s_snapshot (self, 1, &sessions) == 0) {
+        s_json (out, &sessions.data);
+        msgpack_unpacked_destroy (&sessions);
+    }
+    else
+        fputs ("[]", out);
+    const eventlog_stats_t *st = eventlog_stats (self->events);
+    fprintf (out, ",\"stats\":{\"bytes_moved\":%llu,\"bytes_ordered\":%llu,"
+             "\"scheduled\":%llu,\"latency_sum_s\":%.6f,\"events\":{",
+             (unsigned long long) st->bytes_moved, (unsigned long long) st->bytes_ordered,
+             (unsigned long long) st->latency_count, st->latency_sum);
+    for (int t = 0; t < EV_TYPE_COUNT_; t++)
+        fprintf (out, "%s\"%s\":%llu", t? ",": "", eventlog_type_name ((eventlog_type_t) t),
+                 (unsigned long long) st->events [t]);
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    fprintf (out, "}},\"time\":%lld.%03ld}", (long long) ts.tv_sec, ts.tv_nsec / 1000000);
+}
+
+static void
+s_api_events (http_t *self, FILE *out, uint64_t since, bool errors)
+{
+    static const eventlog_event_t *list [EVENTLOG_RING];
+    size_t n = errors? eventlog_errors (self->events, list, EVENTLOG_ERRORS)
+                     : eventlog_task_events (self->events, since, list, EVENTLOG_RING);
+    uint64_t last = n? list [n - 1]->seq: since;
+    fprintf (out, "{\"last\":%llu,\"%s\":[", (unsigned long long) last, errors? "errors": "events");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            fputc (',', out);
+        eventlog_write_json (list [i], out);
+    }
+    fputs ("]}", out);
+}
+
+static void
+s_label (FILE *out, const char *s, size_t len)
+{
+    fputc ('"', out);
+    for (size_t i = 0; i < len; i++) {
+        if (s [i] == '\\' || s [i] == '"')
+            fputc ('\\', out);
+        if (s [i] == '\n')
+            fputs ("\\n", out);
+        else
+            fputc (s [i], out);
+    }
+    fputc ('"', out);
+}
+
+static void
+s_metric_head (FILE *out, const char *name, const char *type, const char *help)
+{
+    fprintf (out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void
+s_metrics (http_t *self, FILE *out)
+{
+    msgpack_unpacked info;
+    if (s_snapshot (self, 0, &info))
+        return;
+    const msgpack_object *root = &info.data;
+    const msgpack_object *tasks = s_get (root, "tasks");
+    s_metric_head (out, "squall_tasks", "gauge", "Tasks in the graph by state.");
+    if (tasks && tasks->type == MSGPACK_OBJECT_MAP)
+        for (uint32_t i = 0; i < tasks->via.map.size; i++) {
+            const msgpack_object_kv *kv = &tasks->via.map.ptr [i];
+            if (kv->key.type != MSGPACK_OBJECT_STR || kv->val.type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+                continue;
+            fputs ("squall_tasks{state=", out);
+            s_label (out, kv->key.via.str.ptr, kv->key.via.str.size);
+            fprintf (out, "} %llu\n", (unsigned long long) kv->val.via.u64);
+        }
+    const msgpack_object *govs = s_get (root, "governors");
+    uint32_t n_govs = govs && govs->type == MSGPACK_OBJECT_ARRAY? govs->via.array.size: 0;
+    s_metric_head (out, "squall_governors_alive", "gauge", "Governors connected to the broker.");
+    fprintf (out, "squall_governors_alive %u\n", n_govs);
+    static const char *per_gov [][3] = {
+        { "cpus", "squall_governor_cpus", "CPU slots of the governor." },
+        { "running", "squall_governor_running_tasks", "Tasks running on the governor." },
+        { "queued", "squall_governor_queued_tasks", "Tasks queued on the governor." },
+        { "assigned", "squall_governor_assigned_tasks", "Tasks the broker assigned to the governor." },
+        { "memory", "squall_governor_memory_bytes", "Bytes of objects held by the governor." },
+        { "objects", "squall_governor_objects", "Objects held by the governor." },
+        { "tasks_done", "squall_governor_tasks_done_total", "Tasks the governor finished or failed." }
+    };
+    for (size_t m = 0; m < sizeof per_gov / sizeof per_gov [0]; m++) {
+        bool counter = strstr (per_gov [m][1], "_total") != NULL;
+        s_metric_head (out, per_gov [m][1], counter? "counter": "gauge", per_gov [m][2]);
+        for (uint32_t g = 0; g < n_govs; g++) {
+            const msgpack_object *gov = &govs->via.array.ptr [g];
+            const msgpack_object *name = s_get (gov, "name");
+            fprintf (out, "%s{governor=\"%llu\",name=", per_gov [m][1],
+                     (unsigned long long) s_get_u64 (gov, "id"));
+            if (name && name->type == MSGPACK_OBJECT_STR)
+                s_label (out, name->via.str.ptr, name->via.str.size);
+            else
+                fputs ("\"\"", out);
+            fprintf (out, "} %llu\n", (unsigned long long) s_get_u64 (gov, per_gov [m][0]));
+        }
+    }
+    static const char *plain [][3] = {
+        { "sessions", "squall_sessions", "Open sessions." },
+        { "clients", "squall_clients", "Connected clients." },
+        { "objects", "squall_objects", "Data objects alive in the graph." }
+    };
+    for (size_t m = 0; m < sizeof plain / sizeof plain [0]; m++) {
+        s_metric_head (out, plain [m][1], "gauge", plain [m][2]);
+        fprintf (out, "%s %llu\n", plain [m][1], (unsigned long long) s_get_u64 (root, plain [m][0]));
+    }
+    msgpack_unpacked_destroy (&info);
+
+    const eventlog_stats_t *st = eventlog_stats (self->events);
+    s_metric_head (out, "squall_events_total", "counter", "Broker events by type (see docs/eventlog.md).");
+    for (int t = 0; t < EV_TYPE_COUNT_; t++)
+        fprintf (out, "squall_events_total{event=\"%s\"} %llu\n",
+                 eventlog_type_name ((eventlog_type_t) t), (unsigned long long) st->events [t]);
+    s_metric_head (out, "squall_bytes_moved_total", "counter",
+                   "Bytes of object copies that arrived on a governor from another.");
+    fprintf (out, "squall_bytes_moved_total %llu\n", (unsigned long long) st->bytes_moved);
+    s_metric_head (out, "squall_bytes_ordered_total", "counter",
+                   "Bytes of object copies the broker ordered between governors.");
+    fprintf (out, "squall_bytes_ordered_total %llu\n", (unsigned long long) st->bytes_ordered);
+    s_metric_head (out, "squall_scheduling_latency_seconds", "histogram",
+                   "Time from a task becoming ready to its assignment to a governor.");
+    const double *bounds = eventlog_latency_bounds ();
+    for (int i = 0; i < EVENTLOG_LATENCY_BUCKETS; i++)
+        fprintf (out, "squall_scheduling_latency_seconds_bucket{le=\"%g\"} %llu\n",
+                 bounds [i], (unsigned long long) st->latency_buckets [i]);
+    fprintf (out, "squall_scheduling_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
+             (unsigned long long) st->latency_count);
+    fprintf (out, "squall_scheduling_latency_seconds_sum %.9f\n", st->latency_sum);
+    fprintf (out, "squall_scheduling_latency_seconds_count %llu\n",
+             (unsigned long long) st->latency_count);
+}
+
+static enum MHD_Result
+s_respond (struct MHD_Connection *connection, unsigned status, const char *type,
+           void *data, size_t size, enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *response = MHD_create_response_from_buffer (size, data, mode);
+    if (!response) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free (data);
+        return MHD_NO;
+    }
+    MHD_add_response_header (response, "Content-Type", type);
+    MHD_add_response_header (response, "Cache-Control", "no-store");
+    enum MHD_Result rc = MHD_queue_response (connection, status, response);
+    MHD_destroy_response (response);
+    return rc;
+}
+
+static enum MHD_Result
+s_handler (void *cls, struct MHD_Connection *connection, const char *url,
+           const char *method, const char *version, const char *upload_data,
+           size_t *upload_data_size, void **con_cls)
+{
+    http_t *self = (http_t *) cls;
+    (void) version;
+    (void) upload_data;
+    if (strcmp (method, "GET") != 0 && strcmp (method, "HEAD") != 0) {
+        static char text [] = "only GET and HEAD\n";
+        return s_respond (connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                          text, sizeof text - 1, MHD_RESPMEM_PERSISTENT);
+    }
+    //  A GET has no body: answer on the first call. (Requests with a body
+    //  are refused above before it is read.)
+    (void) con_cls;
+    if (*upload_data_size)
+        return MHD_NO;
+    self->requests++;
+    if (strcmp (url, "/") == 0 || strcmp (url, "/index.html") == 0)
+        return s_respond (connection, MHD_HTTP_OK, "text/html; charset=utf-8",
+                          (void *) squall_dashboard_html, squall_dashboard_html_size,
+                          MHD_RESPMEM_PERSISTENT);
+    s_text_t text;
+    if (s_text_open (&text))
+        return MHD_NO;
+    const char *type = "application/json";
+    unsigned status = MHD_HTTP_OK;
+    if (strcmp (url, "/api/state") == 0)
+        s_api_state (self, text.out);
+    else
+    if (strcmp (url, "/api/events") == 0) {
+        const char *since = MHD_lookup_connection_value (connection, MHD_GET_ARGUMENT_KIND, "since");
+        s_api_events (self, text.out, since? strtoull (since, NULL, 10): 0, false);
+    }
+    else
+    if (strcmp (url, "/api/errors") == 0)
+        s_api_events (self, text.out, 0, true);
+    else
+    if (strcmp (url, "/metrics") == 0) {
+        type = "text/plain; version=0.0.4; charset=utf-8";
+        s_metrics (self, text.out);
+    }
+    else {
+        type = "text/plain";
+        status = MHD_HTTP_NOT_FOUND;
+        fputs ("not found; try /, /metrics, /api/state, /api/events, /api/errors\n", text.out);
+    }
+    if (fclose (text.out)) {
+        free (text.data);
+        return MHD_NO;
+    }
+    return s_respond (connection, status, type, text.data, text.size, MHD_RESPMEM_MUST_FREE);
+}
+
+//  --------------------------------------------------------------------------
+
+static int
+s_parse_address (const char *address, struct sockaddr_in *sin)
+{
+    memset (sin, 0, sizeof *sin);
+    sin->sin_family = AF_INET;
+    sin->sin_addr.s_addr = htonl (INADDR_ANY);
+    const char *colon = strrchr (address, ':');
+    const char *port = colon? colon + 1: address;
+    if (colon) {
+        char host [64];
+        size_t len = (size_t) (colon - address);
+        if (len == 0 || len >= sizeof host)
+            return -1;
+        memcpy (host, address, len);
+        host [len] = 0;
+        if (strcmp (host, "*") != 0 && inet_pton (AF_INET, host, &sin->sin_addr) != 1)
+            return -1;
+    }
+    char *end;
+    unsigned long value = strtoul (port, &end, 10);
+    if (!*port || *end || value > 65535)
+        return -1;
+    sin->sin_port = htons ((uint16_t) value);
+    return 0;
+}
+
+http_t *
+http_new (const char *address, broker_t *broker, eventlog_t *events)
+{
+    struct sockaddr_in sin;
+    if (s_parse_address (address, &sin)) {
+        sq_error ("--http %s: expected PORT or IPV4-ADDRESS:PORT", address);
+        return NULL;
+    }
+    http_t *self = (http_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->broker = broker;
+    self->events = events;
+    self->deadline = -1;
+    msgpack_sbuffer_init (&self->sbuf);
+    //  No internal thread: the reactor polls the epoll descriptor.
+    self->daemon = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+        ntohs (sin.sin_port), NULL, NULL, s_handler, self,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &sin,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned) S_MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) S_IDLE_TIMEOUT_S,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned) 1,
+        MHD_OPTION_END);
+    if (!self->daemon) {
+        sq_error ("cannot serve HTTP on %s", address);
+        http_destroy (&self);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info (self->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    self->fd = info? info->epoll_fd: -1;
+    info = MHD_get_daemon_info (self->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    self->port = info? info->port: ntohs (sin.sin_port);
+    if (self->fd < 0) {
+        sq_error ("libmicrohttpd gave no epoll descriptor");
+        http_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+http_destroy (http_t **self_p)
+{
+    http_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->daemon)
+        MHD_stop_daemon (self->daemon);
+    msgpack_sbuffer_destroy (&self->sbuf);
+    free (self);
+    *self_p = NULL;
+}
+
+uint16_t
+http_port (http_t *self)
+{
+    return self->port;
+}
+
+int
+http_fd (http_t *self)
+{
+    return self->fd;
+}
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long
+http_timeout (http_t *self)
+{
+    MHD_UNSIGNED_LONG_LONG ms;
+    if (MHD_get_timeout (self->daemon, &ms) != MHD_YES) {
+        self->deadline = -1;
+        return -1;
+    }
+    if (ms > 3600000)
+        ms = 3600000;
+    self->deadline = s_now_ms () + (int64_t) ms;
+    return (long) ms;
+}
+
+void
+http_run (http_t *self, bool readable)
+{
+    //  Without input, only a due deadline needs libmicrohttpd: this keeps
+    //  an idle dashboard from costing a system call per reactor turn.
+    if (readable || (self->deadline >= 0 && s_now_ms () >= self->deadline))
+        MHD_run (self->daemon);
+}
+
+#else   //  built without libmicrohttpd
+
+bool http_available (void) { return false; }
+
+http_t *
+http_new (const char *address, broker_t *broker, eventlog_t *events)
+{
+    (void) broker;
+    (void) events;
+    sq_error ("--http %s: this broker was built without libmicrohttpd", address);
+    return NULL;
+}
+
+void http_destroy (http_t **self_p) { *self_p = NULL; }
+uint16_t http_port (http_t *self) { (void) self; return 0; }
+int http_fd (http_t *self) { (void) self; return -1; }
+long http_timeout (http_t *self) { (void) self; return -1; }
+void http_run (http_t *self, bool readable) { (void) self; (void) readable; }
+
+#endif
