@@ -8,6 +8,8 @@
 */
 #include "graph.h"
 #include "taskconf.h"
+#include "order.h"
+#include "gov.h"
 #include "log.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@ struct _graph_t {
     size_t cap_stack;
     size_t live_objects;        //  objects not released
     uint64_t recomputed;
+    uint64_t next_order;        //  static priorities, across submits
 };
 
 static const char *s_state_names [TASK_STATE_COUNT_] = {
@@ -746,16 +749,15 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
                     task->unfinished++;
             }
         }
-        //  Tasks fed by failed objects of earlier submits fail now; the
-        //  rest become ready in reverse order, so that the scheduler's
-        //  last-in-first-out queue starts with the first submitted.
+        order_assign (tasks, sub->n_tasks, &self->next_order);
+        //  Tasks fed by failed objects of earlier submits fail now.
         for (uint32_t t = 0; t < sub->n_tasks; t++) {
             task_t *task = tasks [t];
             for (uint32_t i = 0; i < task->n_inputs && !s_final (task); i++)
                 if (task->io [i]->state == OBJ_FAILED)
                     s_fail (self, task, task->io [i]->failure);
         }
-        for (uint32_t t = sub->n_tasks; t-- > 0; ) {
+        for (uint32_t t = 0; t < sub->n_tasks; t++) {
             task_t *task = tasks [t];
             if (task->state == TASK_WAITING && task->unfinished == 0) {
                 s_set_state (self, task, TASK_READY);
@@ -839,7 +841,13 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
             snprintf (why, sizeof why, "governor sent inconsistent inline data for output %u", i);
     }
     if (*why) {
-        graph_task_failed (self, task, SQ_E_INTERNAL, why);
+        //  A report that does not match the task is not trusted: the task
+        //  runs again (elsewhere if possible) rather than fail for a fault
+        //  that is not its own, or finish on bytes nobody can vouch for.
+        sq_warn ("task %u of session %u: %s; running it again", sq_key_id (task->key),
+                 sq_key_session (task->key), why);
+        task->last_gov = gov? gov->id: 0;
+        graph_task_requeue (self, task);
         return -1;
     }
     s_set_state (self, task, TASK_FINISHED);

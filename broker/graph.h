@@ -111,6 +111,7 @@ struct _task_t {
     uint16_t retries;           //  failures of its own code retried so far
     uint16_t crashes;           //  governors that died while it ran
     uint32_t last_gov;          //  governor of the last failed attempt, 0 none
+    uint64_t order;             //  static priority: lower runs first (order.c)
     //  Set by the broker for the event log and /metrics (eventlog.c):
     //  monotonic us when the task became READY and when it last STARTED.
     int64_t ready_at_us;

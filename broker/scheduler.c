@@ -1,12 +1,20 @@
-/*  scheduler: LIFO ready stack, locality-first placement. */
+/*  scheduler: ready tasks by priority, locality-first placement. */
 #include "scheduler.h"
 #include <stdlib.h>
 
 #define S_MAX_GOVERNORS 4096
 
+//  A ready task in the heap: user priority first (higher first), then the
+//  static order (lower first). The task is found by key when popped.
+typedef struct {
+    uint32_t rank;              //  INT32_MAX - priority
+    uint64_t order;
+    uint64_t key;
+} s_entry_t;
+
 struct _scheduler_t {
     graph_t *graph;
-    uint64_t *ready;            //  stack of task keys
+    s_entry_t *ready;           //  binary min-heap
     size_t n_ready;
     size_t cap_ready;
     uint64_t *blocked;          //  keys of tasks that fit no live governor
@@ -60,10 +68,57 @@ scheduler_destroy (scheduler_t **self_p)
     *self_p = NULL;
 }
 
+static inline bool
+s_before (const s_entry_t *a, const s_entry_t *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->order < b->order);
+}
+
+static int
+s_heap_push (scheduler_t *self, task_t *task)
+{
+    if (self->n_ready == self->cap_ready) {
+        size_t cap = self->cap_ready? self->cap_ready * 2: 1024;
+        s_entry_t *p = (s_entry_t *) realloc (self->ready, cap * sizeof *p);
+        if (!p)
+            return -1;
+        self->ready = p;
+        self->cap_ready = cap;
+    }
+    s_entry_t entry = {
+        (uint32_t) ((int64_t) INT32_MAX - task->priority), task->order, task->key
+    };
+    size_t i = self->n_ready++;
+    while (i > 0 && s_before (&entry, &self->ready [(i - 1) / 2])) {
+        self->ready [i] = self->ready [(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    self->ready [i] = entry;
+    return 0;
+}
+
+static void
+s_heap_pop (scheduler_t *self)
+{
+    s_entry_t last = self->ready [--self->n_ready];
+    size_t i = 0, n = self->n_ready;
+    while (2 * i + 1 < n) {
+        size_t child = 2 * i + 1;
+        if (child + 1 < n && s_before (&self->ready [child + 1], &self->ready [child]))
+            child++;
+        if (!s_before (&self->ready [child], &last))
+            break;
+        self->ready [i] = self->ready [child];
+        i = child;
+    }
+    if (n)
+        self->ready [i] = last;
+}
+
 void
 scheduler_task_ready (scheduler_t *self, task_t *task)
 {
-    if (s_push (&self->ready, &self->n_ready, &self->cap_ready, task->key))
+    if (s_heap_push (self, task))
         //  Out of memory: the task stays READY and is found again when a
         //  governor joins (the blocked list is rescanned then).
         s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, task->key);
@@ -75,8 +130,11 @@ scheduler_governor_add (scheduler_t *self, gov_t *gov)
     if (self->n_govs < S_MAX_GOVERNORS)
         self->govs [self->n_govs++] = gov;
     //  Tasks that fit nobody before may fit the newcomer.
-    for (size_t i = 0; i < self->n_blocked; i++)
-        s_push (&self->ready, &self->n_ready, &self->cap_ready, self->blocked [i]);
+    for (size_t i = 0; i < self->n_blocked; i++) {
+        task_t *task = graph_task (self->graph, self->blocked [i]);
+        if (task && task->state == TASK_READY)
+            s_heap_push (self, task);
+    }
     self->n_blocked = 0;
 }
 
@@ -182,10 +240,10 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
 {
     size_t assigned = 0;
     while (self->n_ready > 0) {
-        uint64_t key = self->ready [self->n_ready - 1];
+        uint64_t key = self->ready [0].key;
         task_t *task = graph_task (self->graph, key);
         if (!task || task->state != TASK_READY) {
-            self->n_ready--;    //  cancelled, failed or gone meanwhile
+            s_heap_pop (self);  //  cancelled, failed, gone or a duplicate
             continue;
         }
         gov_t *best = NULL;
@@ -213,13 +271,13 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             }
         }
         if (!fits_somewhere) {
-            self->n_ready--;
+            s_heap_pop (self);
             s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, key);
             continue;
         }
         if (!best)
             break;              //  every governor that could run it is full
-        self->n_ready--;
+        s_heap_pop (self);
         assign (arg, task, best);
         assigned++;
         assigned += s_overbook (self, task, best, assign, arg);

@@ -1,12 +1,14 @@
 /*  scheduler: decides which ready task runs on which governor.
 
-    This is the foundation's scheduler: correct, not yet clever. Ready tasks
-    wait in a last-in-first-out stack (seed 004: finish what was started
-    before starting new work); each goes to the governor that already holds
-    the most of its input bytes, among those with a free slot and enough
+    Ready tasks wait in a heap ordered by user priority, then by the static
+    order computed at submit (order.c: finish what was started before
+    starting new roots). Each goes to the governor that already holds the
+    most of its input bytes, among those with a free slot and enough
     resources, ties broken toward the least loaded. Every governor may hold
     cpus + prefetch assigned tasks, so that it never idles for a broker
-    round trip. Everything outside this file sees only this interface.
+    round trip; consumers whose inputs are all being produced on one
+    governor are overbooked there. Everything outside this file sees only
+    this interface.
 
     Ownership: the scheduler holds task keys, not pointers, so a task that
     left the READY state (cancelled, session closed) is simply skipped. It
