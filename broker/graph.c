@@ -18,8 +18,9 @@
 
 struct _graph_t {
     graph_hooks_t hooks;
-    sq_idmap_t *tasks;
-    sq_idmap_t *objects;
+    //  Tasks and objects share a session's id space, so one map holds both:
+    //  objects are stored with the pointer's low bit set.
+    sq_idmap_t *items;
     sq_idmap_t *sessions;
     uint32_t next_session;
     uint64_t counts [TASK_STATE_COUNT_];
@@ -43,19 +44,49 @@ task_state_name (task_state_t state)
     return state < TASK_STATE_COUNT_? s_state_names [state]: "?";
 }
 
-//  Grows an array of pointers (or structs) to hold one more element.
+//  Grows an array that starts in one inline slot of its owner to hold one
+//  more element; past the inline slot it moves to the heap.
 static int
-s_grow (void **array, uint32_t *cap, uint32_t count, size_t item)
+s_grow (void **array, uint32_t *cap, uint32_t count, size_t item, void *inline_slot)
 {
+    if (!*array) {
+        *array = inline_slot;
+        *cap = 1;
+    }
     if (count < *cap)
         return 0;
-    uint32_t new_cap = *cap? *cap * 2: 4;
-    void *p = realloc (*array, new_cap * item);
+    uint32_t new_cap = *cap < 4? 4: *cap * 2;
+    void *p;
+    if (*array == inline_slot) {
+        p = malloc (new_cap * item);
+        if (p)
+            memcpy (p, inline_slot, count * item);
+    }
+    else
+        p = realloc (*array, new_cap * item);
     if (!p)
         return -1;
     *array = p;
     *cap = new_cap;
     return 0;
+}
+
+static inline void *
+s_item_object (object_t *object)
+{
+    return (void *) ((uintptr_t) object | 1);
+}
+
+static inline task_t *
+s_as_task (void *item)
+{
+    return item && !((uintptr_t) item & 1)? (task_t *) item: NULL;
+}
+
+static inline object_t *
+s_as_object (void *item)
+{
+    return item && ((uintptr_t) item & 1)? (object_t *) ((uintptr_t) item & ~(uintptr_t) 1): NULL;
 }
 
 failure_t *
@@ -97,11 +128,10 @@ graph_new (const graph_hooks_t *hooks)
     if (!self)
         return NULL;
     self->hooks = *hooks;
-    self->tasks = sq_idmap_new ();
-    self->objects = sq_idmap_new ();
+    self->items = sq_idmap_new ();
     self->sessions = sq_idmap_new ();
     self->next_session = 1;
-    if (!self->tasks || !self->objects || !self->sessions)
+    if (!self->items || !self->sessions)
         graph_destroy (&self);
     return self;
 }
@@ -116,15 +146,14 @@ graph_destroy (graph_t **self_p)
     if (!self)
         return;
     size_t cursor = 0;
-    task_t *task;
-    if (self->tasks)
-        while ((task = (task_t *) sq_idmap_next (self->tasks, &cursor, NULL)))
+    void *item;
+    if (self->items)
+        while ((item = sq_idmap_next (self->items, &cursor, NULL))) {
+            task_t *task = s_as_task (item);
+            object_t *object = s_as_object (item);
             s_task_destroy (&task);
-    object_t *object;
-    cursor = 0;
-    if (self->objects)
-        while ((object = (object_t *) sq_idmap_next (self->objects, &cursor, NULL)))
             s_object_destroy (&object);
+        }
     session_t *session;
     cursor = 0;
     if (self->sessions)
@@ -133,8 +162,7 @@ graph_destroy (graph_t **self_p)
             free (session->objects);
             free (session);
         }
-    sq_idmap_destroy (&self->tasks);
-    sq_idmap_destroy (&self->objects);
+    sq_idmap_destroy (&self->items);
     sq_idmap_destroy (&self->sessions);
     free (self->maybe_free);
     free (self->stack);
@@ -151,7 +179,8 @@ s_task_destroy (task_t **self_p)
     task_t *self = *self_p;
     if (!self)
         return;
-    free (self->io);
+    if (self->io != self->io_inline)
+        free (self->io);
     free (self->config);
     for (uint32_t i = 0; i < self->n_resources; i++)
         free ((char *) self->resources [i].name.ptr);
@@ -171,8 +200,10 @@ s_object_destroy (object_t **self_p)
     free (self->content_type);
     sq_blob_unref (&self->data);
     failure_unref (&self->failure);
-    free (self->consumers);
-    free (self->locations);
+    if (self->consumers != &self->consumer_inline)
+        free (self->consumers);
+    if (self->locations != &self->location_inline)
+        free (self->locations);
     free (self);
     *self_p = NULL;
 }
@@ -362,14 +393,14 @@ graph_session_close (graph_t *self, session_t **session_p)
         object_t *object = session->objects [session->n_objects - 1];
         if (!object->released)
             s_object_release (self, object);
-        sq_idmap_remove (self->objects, object->key);
+        sq_idmap_remove (self->items, object->key);
         session->n_objects--;
         s_object_destroy (&object);
     }
     for (uint32_t i = 0; i < session->n_tasks; i++) {
         task_t *task = session->tasks [i];
         self->counts [task->state]--;
-        sq_idmap_remove (self->tasks, task->key);
+        sq_idmap_remove (self->items, task->key);
         s_task_destroy (&task);
     }
     sq_idmap_remove (self->sessions, session->id);
@@ -425,7 +456,7 @@ s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloa
         uint32_t index = is_task? i - sub->n_objects: i;
         uint32_t id = is_task? sub->tasks [index].id: sub->objects [index].id;
         uint64_t key = sq_key (session->id, id);
-        if (sq_idmap_lookup (self->tasks, key) || sq_idmap_lookup (self->objects, key))
+        if (sq_idmap_lookup (self->items, key))
             return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
                              "id %u is already used in session %u", id, session->id);
         if (sq_idmap_insert (check->ids, id, (void *) s_entry (index, is_task))) {
@@ -468,10 +499,10 @@ s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloa
                                  "task %u: input %u is a task, not a data object", task->id, id);
             if (!entry) {
                 uint64_t key = sq_key (session->id, id);
-                if (sq_idmap_lookup (self->tasks, key))
+                if (s_as_task (sq_idmap_lookup (self->items, key)))
                     return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
                                      "task %u: input %u is a task, not a data object", task->id, id);
-                object_t *old = (object_t *) sq_idmap_lookup (self->objects, key);
+                object_t *old = s_as_object (sq_idmap_lookup (self->items, key));
                 if (!old || old->released)
                     return s_refuse (msg, msg_size, bad_id, id, SQ_E_UNKNOWN_ID,
                                      "task %u: input %u is not an object of session %u "
@@ -678,7 +709,8 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
         task->priority = spec->priority;
         task->max_retries = spec->max_retries;
         task->timeout_ms = spec->timeout_ms;
-        task->io = (object_t **) calloc (spec->n_inputs + spec->n_outputs + 1, sizeof (object_t *));
+        task->io = spec->n_inputs + spec->n_outputs <= 2? task->io_inline
+                 : (object_t **) calloc (spec->n_inputs + spec->n_outputs, sizeof (object_t *));
         task->name = s_strndup_or_null (spec->name);
         if (!task->io || (spec->name.len && !task->name)) { rc = SQ_E_NOMEM; break; }
         if (spec->config_size && !(spec->config_size == 1 && spec->config [0] == 0xc0)) {
@@ -712,9 +744,10 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
         for (uint32_t i = 0; rc == SQ_OK && i < spec->n_inputs; i++) {
             uintptr_t entry = (uintptr_t) sq_idmap_lookup (check.ids, spec->inputs [i]);
             object_t *o = entry? objects [(entry - 1) >> 1]
-                               : (object_t *) sq_idmap_lookup (self->objects, sq_key (session->id, spec->inputs [i]));
+                               : s_as_object (sq_idmap_lookup (self->items, sq_key (session->id, spec->inputs [i])));
             tasks [t]->io [i] = o;
-            if (s_grow ((void **) &o->consumers, &o->cap_consumers, o->n_consumers, sizeof (task_t *)))
+            if (s_grow ((void **) &o->consumers, &o->cap_consumers, o->n_consumers,
+                        sizeof (task_t *), &o->consumer_inline))
                 rc = SQ_E_NOMEM;
             else
                 o->consumers [o->n_consumers++] = tasks [t];
@@ -724,7 +757,7 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
         //  The submit is accepted from here on: nothing below can fail.
         for (uint32_t i = 0; i < sub->n_objects; i++) {
             object_t *o = objects [i];
-            sq_idmap_insert (self->objects, o->key, o);
+            sq_idmap_insert (self->items, o->key, s_item_object (o));
             session->objects [session->n_objects++] = o;
             self->live_objects++;
         }
@@ -738,7 +771,7 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
                 o->producer = task;
                 o->producer_output = i;
             }
-            sq_idmap_insert (self->tasks, task->key, task);
+            sq_idmap_insert (self->items, task->key, task);
             session->tasks [session->n_tasks++] = task;
             session->unfinished++;
             task->state = TASK_WAITING;
@@ -793,13 +826,13 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
 task_t *
 graph_task (graph_t *self, uint64_t key)
 {
-    return (task_t *) sq_idmap_lookup (self->tasks, key);
+    return s_as_task (sq_idmap_lookup (self->items, key));
 }
 
 object_t *
 graph_object (graph_t *self, uint64_t key)
 {
-    return (object_t *) sq_idmap_lookup (self->objects, key);
+    return s_as_object (sq_idmap_lookup (self->items, key));
 }
 
 //  --------------------------------------------------------------------------
@@ -968,7 +1001,7 @@ graph_object_add_location (graph_t *self, object_t *object, gov_t *gov, bool arr
         return;
     }
     if (s_grow ((void **) &object->locations, &object->cap_locations,
-                object->n_locations, sizeof (location_t)))
+                object->n_locations, sizeof (location_t), &object->location_inline))
         return;                 //  out of memory: the copy is simply not used
     object->locations [object->n_locations].gov = gov;
     object->locations [object->n_locations].arrived = arrived;
@@ -1123,7 +1156,11 @@ graph_forget_governor (graph_t *self, gov_t *gov)
     size_t cursor = 0, n_lost = 0, cap = 0;
     object_t **lost = NULL;
     object_t *object;
-    while ((object = (object_t *) sq_idmap_next (self->objects, &cursor, NULL))) {
+    void *item;
+    while ((item = sq_idmap_next (self->items, &cursor, NULL))) {
+        object = s_as_object (item);
+        if (!object)
+            continue;
         location_t *loc = graph_object_location (object, gov);
         if (!loc)
             continue;

@@ -76,9 +76,13 @@ struct _object_t {
     uint32_t n_consumers;
     uint32_t cap_consumers;
     uint32_t pending;           //  consumers not yet done
-    location_t *locations;
+    location_t *locations;      //  -> location_inline until a second one
     uint32_t n_locations;
     uint32_t cap_locations;
+    //  Most objects have one consumer and one copy: keeping the first of
+    //  each inline saves two allocations per object (graph.c s_grow).
+    task_t *consumer_inline;
+    location_t location_inline;
     bool free_queued;           //  on the graph's list of objects to check
     //  Unneeded: its copies were dropped everywhere. The record stays (until
     //  the session closes) as lineage: if a later object that depends on it
@@ -95,7 +99,8 @@ struct _task_t {
     uint32_t n_inputs;
     uint32_t n_outputs;
     uint32_t unfinished;        //  inputs not finished yet
-    object_t **io;              //  inputs, then outputs
+    object_t **io;              //  inputs, then outputs (-> io_inline if <= 2)
+    object_t *io_inline [2];
     uint8_t *config;            //  raw msgpack, NULL if none
     uint32_t config_size;
     uint32_t cpus;
