@@ -1,9 +1,10 @@
 /*  throughput: squall's task-rate benchmark over built-in noop tasks.
 
-    usage: squall-bench-throughput ENDPOINT independent|chain|tree N
+    usage: squall-bench-throughput ENDPOINT independent|chain|tree|memtree N
 
     independent: N noop tasks with no inputs; chain: N noops each taking the
-    previous one's output; tree: a binary reduction (concat) over N leaves.
+    previous one's output; tree: a binary reduction (concat) over N leaves;
+    memtree: a reduction over N leaves of 8 MiB each (memory ordering).
     Prints one line: shape, tasks, seconds, tasks per second. */
 #include "squall.h"
 #include <stdio.h>
@@ -30,7 +31,7 @@ int
 main (int argc, char *argv [])
 {
     if (argc != 4) {
-        fprintf (stderr, "usage: %s ENDPOINT independent|chain|tree N\n", argv [0]);
+        fprintf (stderr, "usage: %s ENDPOINT independent|chain|tree|memtree N\n", argv [0]);
         return 2;
     }
     const char *shape = argv [2];
@@ -73,6 +74,34 @@ main (int argc, char *argv [])
             for (long i = 0; i + 1 < width; i += 2, tasks++) {
                 uint32_t pair [2] = { level [i], level [i + 1] };
                 last = sq_task (session, "concat", pair, 2, 1, NULL, 0);
+                level [next++] = sq_output (last, 0);
+            }
+            if (width % 2)
+                level [next++] = level [width - 1];
+            width = next;
+        }
+        free (level);
+    }
+    else
+    if (strcmp (shape, "memtree") == 0) {
+        //  The memory-ordering case: N leaves each producing an 8 MiB
+        //  object, reduced pairwise by tasks that keep their first input
+        //  (noop passes it through without a copy). A good order keeps
+        //  about log2(N) leaves alive; a breadth-first one keeps N.
+        const char *args [] = { "sh", "-c", "head -c 8388608 /dev/zero" };
+        const char *out_paths [] = { "" };
+        size_t size;
+        void *config = sq_config_execute (args, 3, NULL, 0, -1, out_paths, 1, 0, NULL, &size);
+        uint32_t *level = (uint32_t *) malloc (n * sizeof (uint32_t));
+        for (long i = 0; i < n; i++, tasks++)
+            level [i] = sq_output (sq_task (session, "execute", NULL, 0, 1, config, size), 0);
+        sq_free (config);
+        long width = n;
+        while (width > 1) {
+            long next = 0;
+            for (long i = 0; i + 1 < width; i += 2, tasks++) {
+                uint32_t pair [2] = { level [i], level [i + 1] };
+                last = sq_task (session, "noop", pair, 2, 1, NULL, 0);
                 level [next++] = sq_output (last, 0);
             }
             if (width % 2)

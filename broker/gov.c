@@ -43,8 +43,11 @@ gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
         mine->amount = res->amount;
     }
     //  Enough queued work to cover a broker round trip at full speed, and
-    //  no more: what is queued on one governor cannot run on another.
-    self->slots = self->cpus + prefetch;
+    //  no more: what is queued on one governor cannot run on another, and
+    //  roots started too early fill memory (Dask's root-task
+    //  overproduction). Until durations are known, one task per cpu.
+    self->prefetch_max = prefetch;
+    self->slots = self->cpus + (prefetch < self->cpus? prefetch: self->cpus);
     s_batch_init (&self->assign);
     s_batch_init (&self->send);
     s_batch_init (&self->drop);
@@ -105,6 +108,18 @@ gov_attach (gov_t *self, sq_blob_t *blob)
     if (sq_blob_msg (blob, &self->payloads [self->n_payloads]))
         return -1;
     return (int) ++self->n_payloads;
+}
+
+#define S_QUEUE_US 2000.0
+
+void
+gov_note_duration (gov_t *self, uint64_t duration_us)
+{
+    double us = duration_us < 1? 1: (double) duration_us;
+    self->avg_task_us = self->avg_task_us > 0? 0.9 * self->avg_task_us + 0.1 * us: us;
+    double want = S_QUEUE_US / self->avg_task_us * self->cpus;
+    uint32_t prefetch = want < 1? 1: want > self->prefetch_max? self->prefetch_max: (uint32_t) want;
+    self->slots = self->cpus + prefetch;
 }
 
 bool

@@ -31,6 +31,8 @@ struct _gov_t {
     uint32_t n_resources;       //  named resources besides cpus
     sq_resource_t resources [SQ_MAX_RESOURCES];
     uint32_t slots;             //  tasks the broker may have assigned at once
+    uint32_t prefetch_max;      //  the most queued beyond cpus (--prefetch)
+    double avg_task_us;         //  recent task duration (EWMA), 0 unknown
     sq_idmap_t *tasks;          //  assigned and running tasks, by key
     sq_load_t load;             //  last LOAD report
     int64_t last_recv;          //  ms, monotonic
@@ -52,6 +54,9 @@ uint64_t gov_resource (const gov_t *self, mpr_str_t name);
 //  Attaches a payload frame to the pending ASSIGN; returns its index
 //  (1-based, as in the protocol) or -1.
 int gov_attach (gov_t *self, sq_blob_t *blob);
+//  Learns from a finished task how long tasks take here, and sizes the
+//  queue of assigned tasks to cover about two milliseconds of work.
+void gov_note_duration (gov_t *self, uint64_t duration_us);
 bool gov_has_output (const gov_t *self);
 //  Sends every non-empty batch over the router. 0, or -1 if the governor
 //  could not be reached (gone, or not reading).
