@@ -138,6 +138,27 @@ scheduler_governor_add (scheduler_t *self, gov_t *gov)
     self->n_blocked = 0;
 }
 
+static bool s_fits (const gov_t *gov, const task_t *task);
+
+//  A task no live governor can run is reported, not left hanging: it
+//  fails with SQ_E_RESOURCES while other governors are up. With none up
+//  (a cluster starting or restarting) it waits for them.
+static void
+s_unrunnable (scheduler_t *self, task_t *task)
+{
+    char message [256];
+    int len = snprintf (message, sizeof message,
+                        "no live governor can run this task (it needs cpus=%u", task->cpus);
+    for (uint32_t r = 0; r < task->n_resources && len > 0 && (size_t) len < sizeof message; r++)
+        len += snprintf (message + len, sizeof message - (size_t) len, ", %.*s=%llu",
+                         (int) (task->resources [r].name.len > 64? 64: task->resources [r].name.len),
+                         task->resources [r].name.ptr,
+                         (unsigned long long) task->resources [r].amount);
+    if (len > 0 && (size_t) len < sizeof message)
+        snprintf (message + len, sizeof message - (size_t) len, ")");
+    graph_task_failed (self->graph, task, SQ_E_RESOURCES, message);
+}
+
 void
 scheduler_governor_remove (scheduler_t *self, gov_t *gov)
 {
@@ -146,6 +167,22 @@ scheduler_governor_remove (scheduler_t *self, gov_t *gov)
             self->govs [i] = self->govs [--self->n_govs];
             break;
         }
+    if (self->n_govs == 0)
+        return;
+    size_t kept = 0;
+    for (size_t i = 0; i < self->n_blocked; i++) {
+        task_t *task = graph_task (self->graph, self->blocked [i]);
+        if (!task || task->state != TASK_READY)
+            continue;
+        bool fits = false;
+        for (size_t g = 0; g < self->n_govs && !fits; g++)
+            fits = s_fits (self->govs [g], task);
+        if (fits)
+            self->blocked [kept++] = self->blocked [i];
+        else
+            s_unrunnable (self, task);
+    }
+    self->n_blocked = kept;
 }
 
 static bool
@@ -272,7 +309,10 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
         }
         if (!fits_somewhere) {
             s_heap_pop (self);
-            s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, key);
+            if (self->n_govs > 0)
+                s_unrunnable (self, task);
+            else
+                s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, key);
             continue;
         }
         if (!best)

@@ -289,6 +289,13 @@ harness_new (int governors, int cpus)
 harness_t *
 harness_new_args (int governors, int cpus, const char *const *broker_args)
 {
+    return harness_new_govs (governors, cpus, broker_args, NULL);
+}
+
+harness_t *
+harness_new_govs (int governors, int cpus, const char *const *broker_args,
+                  const char *const *const *governor_args)
+{
     s_install_cleanup ();
     if (governors < 0 || governors > S_MAX_GOVERNORS) {
         fprintf (stdout, "FAIL harness: %d governors is too many\n", governors);
@@ -325,13 +332,17 @@ harness_new_args (int governors, int cpus, const char *const *broker_args)
         char name [16], label [32];
         snprintf (name, sizeof name, "g%d", i);
         snprintf (label, sizeof label, "governor %s", name);
-        char *gargv [] = {
+        char *gargv [64] = {
             (char *) governor_bin, (char *) "--broker", self->endpoint,
             (char *) "--cpus", cpus_text, (char *) "--name", name,
             (char *) "--listen-host", (char *) "127.0.0.1",
             (char *) "--advertise", (char *) "127.0.0.1",
             (char *) "--log-level", (char *) s_log_level (), NULL
         };
+        int gargc = 13;
+        for (int a = 0; governor_args && governor_args [i] && governor_args [i][a] && gargc < 63; a++)
+            gargv [gargc++] = (char *) governor_args [i][a];
+        gargv [gargc] = NULL;
         s_spawn (&self->governor [i], label, gargv);
         self->n_governors = i + 1;
     }
@@ -360,6 +371,13 @@ harness_new_args (int governors, int cpus, const char *const *broker_args)
 int
 harness_add_governor (harness_t *self, const char *name, int cpus)
 {
+    return harness_add_governor_args (self, name, cpus, NULL);
+}
+
+int
+harness_add_governor_args (harness_t *self, const char *name, int cpus,
+                           const char *const *extra)
+{
     if (self->n_governors >= S_MAX_GOVERNORS) {
         fprintf (stdout, "FAIL harness: too many governors\n");
         exit (1);
@@ -368,13 +386,15 @@ harness_add_governor (harness_t *self, const char *name, int cpus)
     char cpus_text [16], label [64];
     snprintf (cpus_text, sizeof cpus_text, "%d", cpus);
     snprintf (label, sizeof label, "governor %s", name);
-    char *gargv [] = {
+    char *gargv [64] = {
         (char *) s_bin ("SQUALL_GOVERNOR_BIN"), (char *) "--broker", self->endpoint,
         (char *) "--cpus", cpus_text, (char *) "--name", (char *) name,
         (char *) "--listen-host", (char *) "127.0.0.1",
         (char *) "--advertise", (char *) "127.0.0.1",
         (char *) "--log-level", (char *) s_log_level (), NULL
     };
+    for (int a = 0, at = 13; extra && extra [a] && at < 62; a++)
+        gargv [at++] = (char *) extra [a];
     s_spawn (&self->governor [i], label, gargv);
     const char *line = s_expect_line (&self->governor [i], "READY ");
     unsigned long id = 0;

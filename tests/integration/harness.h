@@ -33,6 +33,13 @@ harness_t *harness_new_args (int governors, int cpus, const char *const *broker_
 //  Starts one more governor with the given name and waits for it; returns
 //  its index.
 int harness_add_governor (harness_t *self, const char *name, int cpus);
+//  Same with extra governor arguments (NULL-terminated list).
+int harness_add_governor_args (harness_t *self, const char *name, int cpus,
+                               const char *const *extra);
+//  Same with extra arguments per governor: governor_args [i] is a
+//  NULL-terminated list for governor i, or NULL (so is governor_args).
+harness_t *harness_new_govs (int governors, int cpus, const char *const *broker_args,
+                             const char *const *const *governor_args);
 const char *harness_endpoint (harness_t *self);
 pid_t harness_broker_pid (harness_t *self);
 pid_t harness_governor_pid (harness_t *self, int i);

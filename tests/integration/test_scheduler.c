@@ -1,0 +1,102 @@
+/*  test_scheduler: resources and placement with real governors.
+
+    - a task needing more than any governor ever offered is refused at
+      submit, naming it;
+    - a task needing a custom resource runs only where it is offered;
+    - when the only governor offering a resource leaves, a task waiting for
+      it fails with SQ_E_RESOURCES instead of hanging;
+    - priorities: with one slot, a high-priority task submitted last runs
+      before the others that are still queued.
+*/
+#include "harness.h"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t
+s_sleep (sq_session_t *session, double seconds)
+{
+    size_t size;
+    void *config = sq_config_sleep (seconds, &size);
+    return harness_task (session, "sleep", NULL, 0, 1, config, size);
+}
+
+int
+main (void)
+{
+    harness_t *h = harness_new (1, 2);
+    const char *gpu [] = { "--resource", "gpu=1", NULL };
+    int gpu_gov = harness_add_governor_args (h, "gpu-box", 1, gpu);
+    sq_client_t *client = harness_client (h);
+    sq_session_t *session = sq_session_new (client);
+
+    //  1. More cpus than anyone ever had: refused at submit, nothing enters.
+    uint32_t big = harness_task (session, "noop", NULL, 0, 1, NULL, 0);
+    CHECK_RC (sq_task_set_resource (session, big, "cpus", 64), SQ_OK, "cpus");
+    CHECK_RC (sq_submit (session), SQ_E_RESOURCES, "a 64-cpu task is refused");
+    CHECK (sq_client_errid (client) == big, "the error names task %u (not %u)", big,
+           sq_client_errid (client));
+    uint32_t alien = harness_task (session, "noop", NULL, 0, 1, NULL, 0);
+    CHECK_RC (sq_task_set_resource (session, alien, "tpu", 1), SQ_OK, "tpu");
+    CHECK_RC (sq_submit (session), SQ_E_RESOURCES, "a resource nobody offers is refused");
+    harness_note ("refused at submit: %s", sq_client_errmsg (client));
+
+    //  2. Three tasks needing the gpu: all on gpu-box (the other governor
+    //  has 2 free cpus but no gpu), and they all finish.
+    uint32_t gpu_tasks [3];
+    for (int i = 0; i < 3; i++) {
+        gpu_tasks [i] = s_sleep (session, 0.05);
+        CHECK_RC (sq_task_set_resource (session, gpu_tasks [i], "gpu", 1), SQ_OK, "gpu");
+    }
+    CHECK_RC (sq_submit (session), SQ_OK, "submit gpu tasks");
+    CHECK_RC (sq_wait (session, gpu_tasks, 3, 20000), SQ_OK, "gpu tasks ran");
+    char *json = harness_info (client);
+    //  The governors array lists g0 then gpu-box: find gpu-box's tasks_done.
+    const char *at = strstr (json, "\"gpu-box\"");
+    CHECK (at, "gpu-box in INFO: %s", json);
+    const char *done = strstr (at, "\"tasks_done\":");
+    CHECK (done && atol (done + 13) == 3, "gpu-box ran the 3 gpu tasks: %s", json);
+    free (json);
+    harness_note ("3 gpu tasks ran on the one governor offering gpu=1");
+
+    //  3. The gpu governor leaves while a gpu task waits behind a long one:
+    //  the waiting task is reported, not left hanging.
+    uint32_t hold = s_sleep (session, 30);
+    CHECK_RC (sq_task_set_resource (session, hold, "gpu", 1), SQ_OK, "gpu");
+    uint32_t after = s_sleep (session, 0.01);
+    CHECK_RC (sq_task_set_resource (session, after, "gpu", 1), SQ_OK, "gpu");
+    CHECK_RC (sq_submit (session), SQ_OK, "submit");
+    CHECK (harness_info_wait_min (client, "tasks.running", 1, 10000) >= 1, "the long gpu task runs");
+    harness_kill_governor (h, gpu_gov, SIGKILL);
+    CHECK_RC (sq_wait (session, &after, 1, 20000), SQ_E_TASK_FAILED,
+              "a task needing a resource that left fails");
+    CHECK (strstr (sq_client_errmsg (client), "no live governor can run this task"),
+           "and says why");
+    harness_note ("after the gpu governor left: %s", sq_client_errmsg (client));
+
+    //  4. Priority: one governor with 2 cpus is kept busy by two sleeps;
+    //  then 5 low and 1 high priority tasks queue; the high one runs first.
+    uint32_t busy [2] = { s_sleep (session, 0.5), s_sleep (session, 0.5) };
+    CHECK_RC (sq_submit (session), SQ_OK, "submit");
+    (void) busy;
+    uint32_t low [5], high;
+    for (int i = 0; i < 5; i++)
+        low [i] = s_sleep (session, 0.2);
+    high = s_sleep (session, 0.01);
+    CHECK_RC (sq_task_set_priority (session, high, 10), SQ_OK, "priority");
+    CHECK_RC (sq_submit (session), SQ_OK, "submit");
+    uint32_t first [6];
+    size_t n_done = 0;
+    uint32_t all [6] = { low [0], low [1], low [2], low [3], low [4], high };
+    CHECK_RC (sq_wait_some (session, all, 6, 20000, first, &n_done), SQ_OK, "wait some");
+    CHECK (n_done >= 1 && first [0] == high, "the high-priority task finished first (got %u)", first [0]);
+    CHECK_RC (sq_wait (session, all, 6, 20000), SQ_OK, "the rest");
+    harness_note ("the priority-10 task ran before 5 earlier ones");
+
+    sq_session_destroy (&session);
+    harness_client_destroy (&client);
+    CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
+    printf ("test_scheduler: all checks passed\n");
+    return 0;
+}
