@@ -27,6 +27,25 @@ s_fail (sq_client_t *client, const char *what)
     return 1;
 }
 
+//  A pairwise reduction of `level` (n object ids) by tasks of `kind` with
+//  two inputs; returns the number of tasks added.
+static long
+s_reduce (sq_session_t *session, const char *kind, uint32_t *level, long n)
+{
+    long tasks = 0, width = n;
+    while (width > 1) {
+        long next = 0;
+        for (long i = 0; i + 1 < width; i += 2, tasks++) {
+            uint32_t pair [2] = { level [i], level [i + 1] };
+            level [next++] = sq_output (sq_task (session, kind, pair, 2, 1, NULL, 0), 0);
+        }
+        if (width % 2)
+            level [next++] = level [width - 1];
+        width = next;
+    }
+    return tasks;
+}
+
 int
 main (int argc, char *argv [])
 {
@@ -44,13 +63,12 @@ main (int argc, char *argv [])
         return s_fail (client, "session");
     double start = s_now ();
     long tasks = 0;
-    uint32_t last = 0;
     if (strcmp (shape, "independent") == 0) {
         //  Large graphs go in submits of 100 000 tasks, as a client
         //  streaming work would send them: the broker then never holds a
         //  whole million-task message besides the graph.
         for (long i = 0; i < n; i++, tasks++) {
-            last = sq_task (session, "noop", NULL, 0, 1, NULL, 0);
+            sq_task (session, "noop", NULL, 0, 1, NULL, 0);
             if ((i + 1) % 100000 == 0 && i + 1 < n && sq_submit (session))
                 return s_fail (client, "submit");
         }
@@ -59,8 +77,7 @@ main (int argc, char *argv [])
     if (strcmp (shape, "chain") == 0) {
         uint32_t prev = sq_blob (session, "x", 1, NULL);
         for (long i = 0; i < n; i++, tasks++) {
-            last = sq_task (session, "noop", &prev, 1, 1, NULL, 0);
-            prev = sq_output (last, 0);
+            prev = sq_output (sq_task (session, "noop", &prev, 1, 1, NULL, 0), 0);
         }
     }
     else
@@ -68,18 +85,7 @@ main (int argc, char *argv [])
         uint32_t *level = (uint32_t *) malloc (n * sizeof (uint32_t));
         for (long i = 0; i < n; i++, tasks++)
             level [i] = sq_output (sq_task (session, "noop", NULL, 0, 1, NULL, 0), 0);
-        long width = n;
-        while (width > 1) {
-            long next = 0;
-            for (long i = 0; i + 1 < width; i += 2, tasks++) {
-                uint32_t pair [2] = { level [i], level [i + 1] };
-                last = sq_task (session, "concat", pair, 2, 1, NULL, 0);
-                level [next++] = sq_output (last, 0);
-            }
-            if (width % 2)
-                level [next++] = level [width - 1];
-            width = next;
-        }
+        tasks += s_reduce (session, "concat", level, n);
         free (level);
     }
     else
@@ -96,18 +102,7 @@ main (int argc, char *argv [])
         for (long i = 0; i < n; i++, tasks++)
             level [i] = sq_output (sq_task (session, "execute", NULL, 0, 1, config, size), 0);
         sq_free (config);
-        long width = n;
-        while (width > 1) {
-            long next = 0;
-            for (long i = 0; i + 1 < width; i += 2, tasks++) {
-                uint32_t pair [2] = { level [i], level [i + 1] };
-                last = sq_task (session, "noop", pair, 2, 1, NULL, 0);
-                level [next++] = sq_output (last, 0);
-            }
-            if (width % 2)
-                level [next++] = level [width - 1];
-            width = next;
-        }
+        tasks += s_reduce (session, "noop", level, n);
         free (level);
     }
     else {
@@ -122,7 +117,6 @@ main (int argc, char *argv [])
     double elapsed = s_now () - start;
     printf ("%s tasks=%ld seconds=%.3f submit_seconds=%.3f tasks_per_second=%.0f\n",
             shape, tasks, elapsed, submitted - start, tasks / elapsed);
-    (void) last;
     sq_session_destroy (&session);
     sq_client_destroy (&client);
     return 0;
