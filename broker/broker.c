@@ -200,6 +200,31 @@ s_hook_object_copy (void *arg, object_t *object, gov_t *from, gov_t *to)
     from->send.count++;
 }
 
+//  Data plane: a copy ordered to `gov` did not arrive (it came short, corrupt
+//  or from a sender that went silent): order it again, from a holder picked
+//  at random so that a second try tends to use another one. False when the
+//  location was not a copy on its way or no holder is left (then the object
+//  is lost there, and recomputed if needed).
+static bool
+s_recopy (broker_t *self, object_t *object, gov_t *gov)
+{
+    location_t *loc = graph_object_location (object, gov);
+    if (!loc || loc->arrived || object->state != OBJ_FINISHED || object->released)
+        return false;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < object->n_locations; i++)
+        n += object->locations [i].arrived && object->locations [i].gov != gov;
+    if (n == 0)
+        return false;
+    uint32_t pick = (uint32_t) rand () % n;
+    for (uint32_t i = 0; i < object->n_locations; i++)
+        if (object->locations [i].arrived && object->locations [i].gov != gov && pick-- == 0) {
+            s_hook_object_copy (self, object, object->locations [i].gov, gov);
+            return true;
+        }
+    return false;
+}
+
 static void
 s_watch_reply (void *arg, void *client, sq_wbuf_t *header, zmq_msg_t *payload)
 {
@@ -539,7 +564,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
         if (ev.type == SQ_EV_LOCATED || ev.type == SQ_EV_LOST) {
             object_t *object = graph_object (self->graph, ev.key);
             if (ev.type == SQ_EV_LOST) {
-                if (object)
+                if (object && !s_recopy (self, object, gov))
                     graph_object_lost (self->graph, object, gov);
             }
             else
@@ -571,6 +596,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
         else {
             sq_idmap_remove (gov->tasks, task->key);
             gov->tasks_done++;
+            gov_note_duration (gov, ev.duration_us);
             if (ev.type == SQ_EV_FINISHED)
                 eventlog_task (self->events, EV_TASK_FINISHED, task, gov, NULL, 0);
             else
@@ -641,6 +667,15 @@ s_client_session (broker_t *self, peer_t *peer, uint32_t id, uint32_t req)
     return session;
 }
 
+static gov_t *
+s_gov_by_id (broker_t *self, uint32_t id)
+{
+    for (size_t i = 0; i < self->n_govs; i++)
+        if (self->govs [i]->id == id)
+            return self->govs [i];
+    return NULL;
+}
+
 static void
 s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
 {
@@ -656,8 +691,28 @@ s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
     if (session) {
         char message [512];
         uint32_t bad_id = 0;
-        int rc = graph_submit (self->graph, session, &submit, msg->frames + 2, msg->n - 2,
+        int rc = SQ_OK;
+        //  Data plane: constants the client uploaded to a governor must name
+        //  one we know; they become copies located there.
+        for (uint32_t i = 0; i < submit.n_objects && rc == SQ_OK; i++)
+            if (submit.objects [i].frame == SQ_FRAME_UPLOADED
+            &&  !s_gov_by_id (self, submit.objects [i].governor)) {
+                rc = SQ_E_INVALID;
+                bad_id = submit.objects [i].id;
+                snprintf (message, sizeof message, "object %u was uploaded to governor %u, "
+                          "which is not connected", bad_id, submit.objects [i].governor);
+            }
+        if (rc == SQ_OK)
+            rc = graph_submit (self->graph, session, &submit, msg->frames + 2, msg->n - 2,
                                s_resource_ok, self, message, sizeof message, &bad_id);
+        for (uint32_t i = 0; i < submit.n_objects && rc == SQ_OK; i++)
+            if (submit.objects [i].frame == SQ_FRAME_UPLOADED) {
+                object_t *object = graph_object (self->graph,
+                                                 sq_key (session->id, submit.objects [i].id));
+                if (object)
+                    graph_object_add_location (self->graph, object,
+                                               s_gov_by_id (self, submit.objects [i].governor), true);
+            }
         if (rc == SQ_OK) {
             eventlog_submit (self->events, session->id, submit.n_tasks, submit.n_objects);
             sq_debug ("session %u: %u tasks, %u objects submitted", session->id,
@@ -701,7 +756,7 @@ broker_pack_info (broker_t *self, msgpack_packer *pk)
     msgpack_pack_array (pk, self->n_govs);
     for (size_t i = 0; i < self->n_govs; i++) {
         gov_t *gov = self->govs [i];
-        msgpack_pack_map (pk, 13);
+        msgpack_pack_map (pk, 14);
         s_pack_kv_u64 (pk, "id", gov->id);
         sq_pack_cstr (pk, "name");
         sq_pack_cstr (pk, gov->name);
@@ -714,6 +769,7 @@ broker_pack_info (broker_t *self, msgpack_packer *pk)
         s_pack_kv_u64 (pk, "running", gov->load.running);
         s_pack_kv_u64 (pk, "queued", gov->load.queued);
         s_pack_kv_u64 (pk, "memory", gov->load.memory);
+        s_pack_kv_u64 (pk, "spilled", gov->load.spilled);
         s_pack_kv_u64 (pk, "objects", gov->load.objects);
         s_pack_kv_u64 (pk, "tasks_done", gov->tasks_done);
         s_pack_kv_u64 (pk, "joined", (uint64_t) gov->joined);

@@ -518,7 +518,7 @@ s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloa
                                  "task %u: output %u must be an object declared in the same submit",
                                  task->id, id);
             uint32_t index = (uint32_t) ((entry - 1) >> 1);
-            if (sub->objects [index].frame >= 0)
+            if (sub->objects [index].frame != -1)
                 return s_refuse (msg, msg_size, bad_id, id, SQ_E_INVALID,
                                  "object %u has data and is also the output of task %u", id, task->id);
             if (check->producer [index] >= 0)
@@ -537,7 +537,7 @@ s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloa
         }
     }
     for (uint32_t i = 0; i < sub->n_objects; i++)
-        if (sub->objects [i].frame < 0 && check->producer [i] < 0)
+        if (sub->objects [i].frame == -1 && check->producer [i] < 0)
             return s_refuse (msg, msg_size, bad_id, sub->objects [i].id, SQ_E_NO_PRODUCER,
                              "object %u has neither data nor a task producing it",
                              sub->objects [i].id);
@@ -692,6 +692,13 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
             o->data = sq_blob_from_msg (&copy);
             if (!o->data) { rc = SQ_E_NOMEM; break; }
             o->size = sq_blob_size (o->data);
+            o->state = OBJ_FINISHED;
+        }
+        else
+        if (spec->frame == SQ_FRAME_UPLOADED) {
+            //  Data plane: already on a governor, which broker.c records
+            //  as its location once the submit is committed.
+            o->size = spec->size;
             o->state = OBJ_FINISHED;
         }
     }

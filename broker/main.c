@@ -30,9 +30,13 @@ s_usage (FILE *out)
         "  --prefetch N          tasks queued per governor beyond its cpus (default 64)\n"
         "  --allowed-failures N  governor deaths a running task may see before it\n"
         "                        fails as their suspected cause (default 3)\n"
+        "  --http [HOST:]PORT    serve the dashboard, /metrics and the JSON API\n"
+        "                        (port 0 picks a free one; see docs/dashboard.md)\n"
+        "  --event-log FILE      append every event to FILE (docs/eventlog.md)\n"
         "  --log-level LEVEL     error, warn, info or debug (default info)\n"
         "  --help                this text\n"
-        "Prints 'LISTENING <endpoint>' on stdout once bound.\n");
+        "Prints 'LISTENING <endpoint>' on stdout once bound, then\n"
+        "'HTTP <port>' when serving the dashboard.\n");
 }
 
 int
@@ -77,6 +81,12 @@ main (int argc, char *argv [])
         if (strcmp (arg, "--allowed-failures") == 0 && sq_parse_int (value, 1, 1000, &n) == 0)
             config.allowed_failures = (uint32_t) n;
         else
+        if (strcmp (arg, "--http") == 0 && *value)
+            config.http = value;
+        else
+        if (strcmp (arg, "--event-log") == 0 && *value)
+            config.event_log = value;
+        else
         if (strcmp (arg, "--log-level") == 0 && sq_log_parse_level (value) >= 0)
             sq_log_set_level ((sq_log_level_t) sq_log_parse_level (value));
         else {
@@ -95,6 +105,8 @@ main (int argc, char *argv [])
     sigaction (SIGINT, &action, NULL);
     sigaction (SIGTERM, &action, NULL);
     printf ("LISTENING %s\n", broker_endpoint (s_broker));
+    if (broker_http_port (s_broker))
+        printf ("HTTP %u\n", broker_http_port (s_broker));
     fflush (stdout);
     sq_info ("listening on %s", broker_endpoint (s_broker));
     int rc = broker_run (s_broker);

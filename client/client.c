@@ -746,3 +746,15 @@ sq_client_info (sq_client_t *self, char **json)
     *json = text.data;
     return 0;
 }
+
+void *
+sq_client_governor_socket (sq_client_t *self, const char *endpoint)
+{
+    return s_governor_socket (self, endpoint);
+}
+
+void
+sq_client_governor_forget (sq_client_t *self, const char *endpoint)
+{
+    s_governor_forget (self, endpoint);
+}

@@ -14,6 +14,7 @@ typedef struct {
     char *content_type;         //  NULL: ""
     int32_t frame;              //  payload index, -1: produced by a task
     sq_blob_t *blob;            //  constants
+    uint32_t uploaded_to;       //  governor holding the constant, 0: none
 } s_object_t;
 
 typedef struct {
@@ -556,6 +557,36 @@ sq_unkeep (sq_session_t *self, uint32_t object)
     return s_keep_request (self, object, false);
 }
 
+//  Silence of a governor after which an upload gives up (and the constant
+//  goes through the broker after all).
+#define S_UPLOAD_TIMEOUT 10000
+
+//  Data plane: constants of SQ_UPLOAD_MIN bytes or more go straight to a
+//  governor before the SUBMIT, which then only names it. On any failure the
+//  rest ride in the SUBMIT as before.
+static void
+s_upload (sq_session_t *self)
+{
+    sq_client_t *client = self->client;
+    uint32_t governor = 0;
+    char endpoint [SQ_MAX_NAME + 1];
+    bool target = false;
+    for (size_t i = 0; i < self->n_objects; i++) {
+        s_object_t *o = &self->objects [i];
+        if (!o->blob || sq_blob_size (o->blob) < SQ_UPLOAD_MIN)
+            continue;
+        if (!target) {
+            if (sq_client_upload_target (client, &governor, endpoint, sizeof endpoint))
+                return;
+            target = true;
+        }
+        if (sq_client_put (client, endpoint, sq_key (self->id, o->id), o->blob,
+                           o->content_type, S_UPLOAD_TIMEOUT))
+            return;
+        o->uploaded_to = governor;
+    }
+}
+
 int
 sq_submit (sq_session_t *self)
 {
@@ -575,6 +606,7 @@ sq_submit (sq_session_t *self)
         s_batch_clear (self);
         return s_err (self, SQ_E_NOMEM, 0, "out of memory");
     }
+    s_upload (self);
     uint32_t req = sq_client_next_req (client);
     msgpack_packer *pk = &client->w.pk;
     sq_wbuf_reset (&client->w);
@@ -584,7 +616,14 @@ sq_submit (sq_session_t *self)
     uint64_t payload_bytes = 0;
     for (size_t i = 0; i < self->n_objects; i++) {
         s_object_t *o = &self->objects [i];
-        sq_pack_object_spec (pk, o->id, o->flags, o->content_type, o->frame, "");
+        if (o->uploaded_to) {
+            sq_pack_object_uploaded (pk, o->id, o->flags, o->content_type, o->uploaded_to,
+                                     sq_blob_size (o->blob), "");
+            continue;
+        }
+        //  Frames are numbered among the constants not uploaded.
+        sq_pack_object_spec (pk, o->id, o->flags, o->content_type,
+                             o->blob? (int32_t) n_payloads + 1: o->frame, "");
         if (o->blob) {
             //  Constants go out zero-copy: ZeroMQ holds a blob reference
             //  until the bytes are on the wire.
@@ -890,33 +929,16 @@ sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms, void **data, size
         free (ct_copy);
         return s_err (self, SQ_E_NOMEM, object, "out of memory");
     }
-    uint32_t req = sq_client_next_req (client);
-    sq_wbuf_reset (&client->w);
-    sq_gfetch_encode (&client->w, req, sq_key (self->id, object));
-    uint64_t transfer = SQ_CLIENT_CALL_TIMEOUT + length / 10000;
-    rc = sq_client_call_governor (client, ep, req, transfer > INT32_MAX? -1: (int) transfer, &reply);
+    //  Chunked, with a window of ranges outstanding: see client/fetch.c.
+    void *bytes = NULL;
+    rc = sq_client_gread (client, ep, sq_key (self->id, object), length,
+                          SQ_CLIENT_CALL_TIMEOUT, &bytes);
     if (rc == 0) {
-        uint64_t gsize;
-        mpr_str_t gct;
-        mpr_init (&r, reply.body, reply.body_size);
-        mpr_field (&r, "governor fetch reply");
-        mpr_array_exact (&r, 2);
-        mpr_field (&r, "size");
-        mpr_uint (&r, &gsize);
-        mpr_field (&r, "content_type");
-        mpr_str (&r, &gct, SQ_MAX_NAME);
-        mpr_field (&r, NULL);
-        if (mpr_end (&r))
-            rc = s_err (self, SQ_E_PROTOCOL, object, "malformed GFETCH reply from %s: %s%s%s", ep,
-                        r.field? r.field: "", r.field? ": ": "", r.error);
-        else
-        if (gsize != length)
-            rc = s_err (self, SQ_E_PROTOCOL, object,
-                        "governor %u at %s has %llu bytes of object %u, the broker said %llu",
-                        governor, ep, (unsigned long long) gsize, object, (unsigned long long) length);
-        else {
-            mpr_str_t keep_ct = { ct_copy, (uint32_t) strlen (ct_copy) };
-            rc = s_copy_out (self, &client->msg, length, keep_ct, ep, data, size, content_type);
+        *data = bytes;
+        *size = (size_t) length;
+        if (content_type) {
+            *content_type = ct_copy;
+            ct_copy = NULL;
         }
     }
     else

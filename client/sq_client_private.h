@@ -68,6 +68,28 @@ int sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
 //  REPLY to req as sq_client_call does.
 int sq_client_call_governor (sq_client_t *self, const char *endpoint, uint32_t req,
                              int timeout_ms, sq_reply_t *reply);
+//  The cached DEALER to the governor serving at endpoint (opened if need
+//  be), NULL on failure; and forgetting it (closed, reconnected next time).
+void *sq_client_governor_socket (sq_client_t *self, const char *endpoint);
+void sq_client_governor_forget (sq_client_t *self, const char *endpoint);
+//  Direct fetch (client/fetch.c): reads object `key` of `size` bytes from
+//  the governor at endpoint with a window of GREAD ranges. 0 with *data
+//  (malloc'd); else the error is recorded and returned. timeout_ms bounds
+//  the silence between two replies.
+#define SQ_FETCH_CHUNK (4u << 20)
+#define SQ_FETCH_WINDOW 8
+int sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t size,
+                     int timeout_ms, void **data);
+//  Upload (client/fetch.c): constants of at least SQ_UPLOAD_MIN bytes go
+//  to the governor with the least memory in use (from INFO) in PUT ranges,
+//  and SUBMIT names it. Below that, a constant rides in the SUBMIT: one
+//  message through the broker costs less than the extra round trips.
+#define SQ_UPLOAD_MIN (64u << 10)
+int sq_client_upload_target (sq_client_t *self, uint32_t *governor, char *endpoint,
+                             size_t size);
+//  Uploads the blob as object `key`. 0, or the error recorded and returned.
+int sq_client_put (sq_client_t *self, const char *endpoint, uint64_t key, sq_blob_t *blob,
+                   const char *content_type, int timeout_ms);
 int sq_client_attach (sq_client_t *self, sq_session_t *session);
 void sq_client_detach (sq_client_t *self, sq_session_t *session);
 //  Called by sq_client_destroy on every session still open.

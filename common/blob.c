@@ -165,3 +165,36 @@ sq_blob_msg (sq_blob_t *self, zmq_msg_t *msg)
     }
     return 0;
 }
+
+int
+sq_blob_msg_range (sq_blob_t *self, size_t offset, size_t size, zmq_msg_t *msg)
+{
+    if (offset > self->size || size > self->size - offset)
+        return -1;
+    const char *start = (const char *) self->data + offset;
+    if (size <= 64) {
+        if (zmq_msg_init_size (msg, size))
+            return -1;
+        if (size)
+            memcpy (zmq_msg_data (msg), start, size);
+        return 0;
+    }
+    sq_blob_ref (self);
+    if (zmq_msg_init_data (msg, (void *) start, size, s_release, self)) {
+        sq_blob_unref (&self);
+        return -1;
+    }
+    return 0;
+}
+
+unsigned
+sq_blob_refs (const sq_blob_t *self)
+{
+    return atomic_load_explicit (&((sq_blob_t *) self)->refs, memory_order_acquire);
+}
+
+bool
+sq_blob_mapped (const sq_blob_t *self)
+{
+    return self->backing == S_MAP;
+}

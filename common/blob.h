@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <zmq.h>
 
 typedef struct _sq_blob_t sq_blob_t;
@@ -38,5 +39,14 @@ size_t sq_blob_size (const sq_blob_t *self);
 //  Initialises `msg` to point at the blob's bytes (zero-copy), holding a
 //  reference that ZeroMQ drops when it is done. 0 or -1.
 int sq_blob_msg (sq_blob_t *self, zmq_msg_t *msg);
+//  Same for bytes [offset, offset + size) of the blob (a chunk of a copy),
+//  which must lie inside it. 0 or -1.
+int sq_blob_msg_range (sq_blob_t *self, size_t offset, size_t size, zmq_msg_t *msg);
+//  References held right now (by any thread: a snapshot). 1 means only the
+//  caller's, so nobody else reads it (the store spills only such blobs).
+unsigned sq_blob_refs (const sq_blob_t *self);
+//  True for a file mapping: its pages are the kernel's to drop, not memory
+//  the process must hold.
+bool sq_blob_mapped (const sq_blob_t *self);
 
 #endif

@@ -454,6 +454,39 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
 //  --------------------------------------------------------------------------
 //  SUBMIT
 
+//  Counts the ids and resources of n tasks on a copy of the reader; leaves
+//  the counts alone unless the whole list reads cleanly.
+static void
+s_submit_count (mpr_t r, uint32_t n_tasks, size_t *n_ids, size_t *n_res)
+{
+    size_t ids = 0, res = 0;
+    for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
+        uint32_t n;
+        mpr_array_exact (&r, 10);
+        mpr_skip (&r, NULL, NULL);                  //  id
+        mpr_skip (&r, NULL, NULL);                  //  kind
+        for (int list = 0; list < 2; list++) {      //  inputs, outputs
+            if (mpr_array (&r, &n) == 0) {
+                ids += n;
+                for (uint32_t j = 0; j < n; j++)
+                    mpr_skip (&r, NULL, NULL);
+            }
+        }
+        mpr_skip (&r, NULL, NULL);                  //  config
+        if (!mpr_try_nil (&r) && mpr_map (&r, &n) == 0) {
+            res += n;
+            for (uint32_t j = 0; j < 2 * n; j++)
+                mpr_skip (&r, NULL, NULL);
+        }
+        for (int j = 0; j < 4; j++)                 //  priority .. name
+            mpr_skip (&r, NULL, NULL);
+    }
+    if (mpr_ok (&r)) {
+        *n_ids = ids;
+        *n_res = res;
+    }
+}
+
 int
 sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
@@ -486,9 +519,20 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
         mpr_field (&r, "object.content_type");
         mpr_str (&r, &o->content_type, SQ_MAX_NAME);
         mpr_field (&r, "object.frame");
-        mpr_int (&r, &frame);
-        if (mpr_ok (&r) && (frame < -1 || frame >= SQ_MAX_FRAMES))
-            mpr_fail (&r, "frame index out of range");
+        if (mpr_peek (&r) == MPR_ARRAY) {
+            //  [governor, size]: a constant the client uploaded there.
+            mpr_array_exact (&r, 2);
+            mpr_field (&r, "object.frame.governor");
+            mpr_u32 (&r, &o->governor);
+            mpr_field (&r, "object.frame.size");
+            mpr_uint (&r, &o->size);
+            frame = SQ_FRAME_UPLOADED;
+        }
+        else {
+            mpr_int (&r, &frame);
+            if (mpr_ok (&r) && (frame < -1 || frame >= SQ_MAX_FRAMES))
+                mpr_fail (&r, "frame index out of range");
+        }
         o->frame = (int32_t) frame;
         mpr_field (&r, "object.name");
         mpr_str (&r, &o->name, SQ_MAX_NAME);
@@ -501,13 +545,17 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
         sq_submit_release (self);
         return s_error (&r, err, "SUBMIT");
     }
-    //  Every input or output id takes at least one byte of the frame, so the
-    //  bytes left bound the pool; every resource at least two.
-    size_t left = r.size - r.pos;
+    //  A first, counting pass sizes the id and resource pools exactly: a
+    //  bound from the bytes left would reserve several times the message
+    //  for the usual task with one output and no resources. If it stops
+    //  early (malformed input), the bound is used and the real pass below
+    //  reports the error: every id takes at least one byte, a resource two.
+    size_t left = r.size - r.pos, n_ids = left + 1, n_res = left / 2 + 1;
+    s_submit_count (r, n_tasks, &n_ids, &n_res);
     if (n_tasks) {
         self->tasks = (sq_task_spec_t *) calloc (n_tasks, sizeof (sq_task_spec_t));
-        self->id_pool = (uint32_t *) malloc (sizeof (uint32_t) * (left + 1));
-        self->res_pool = (sq_resource_t *) malloc (sizeof (sq_resource_t) * (left / 2 + 1));
+        self->id_pool = (uint32_t *) malloc (sizeof (uint32_t) * (n_ids + 1));
+        self->res_pool = (sq_resource_t *) malloc (sizeof (sq_resource_t) * (n_res + 1));
         if (!self->tasks || !self->id_pool || !self->res_pool)
             mpr_fail (&r, "out of memory");
     }
@@ -593,6 +641,21 @@ sq_pack_object_spec (msgpack_packer *pk, uint32_t id, uint32_t flags,
     msgpack_pack_uint32 (pk, flags);
     sq_pack_cstr (pk, content_type);
     msgpack_pack_int32 (pk, frame);
+    sq_pack_cstr (pk, name);
+}
+
+void
+sq_pack_object_uploaded (msgpack_packer *pk, uint32_t id, uint32_t flags,
+                         const char *content_type, uint32_t governor, uint64_t size,
+                         const char *name)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, id);
+    msgpack_pack_uint32 (pk, flags);
+    sq_pack_cstr (pk, content_type);
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint32 (pk, governor);
+    msgpack_pack_uint64 (pk, size);
     sq_pack_cstr (pk, name);
 }
 
@@ -1103,4 +1166,145 @@ sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key)
     msgpack_pack_uint32 (&w->pk, SQ_MSG_GFETCH);
     msgpack_pack_uint32 (&w->pk, req);
     msgpack_pack_uint64 (&w->pk, key);
+}
+
+//  --------------------------------------------------------------------------
+//  Chunked copies and ranged reads
+
+int
+sq_chunk_decode (sq_chunk_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    s_begin (&r, data, size, SQ_MSG_CHUNK, 9);
+    mpr_field (&r, "transfer");
+    mpr_u32 (&r, &self->transfer);
+    mpr_field (&r, "object");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, "version");
+    mpr_u32 (&r, &self->version);
+    mpr_field (&r, "offset");
+    mpr_uint (&r, &self->offset);
+    mpr_field (&r, "size");
+    mpr_uint (&r, &self->size);
+    mpr_field (&r, "content_type");
+    mpr_str (&r, &self->content_type, SQ_MAX_NAME);
+    mpr_field (&r, "from");
+    mpr_u32 (&r, &self->from);
+    mpr_field (&r, "reply_to");
+    mpr_str (&r, &self->reply_to, SQ_MAX_NAME);
+    if (mpr_ok (&r) && self->offset > self->size)
+        mpr_fail (&r, "offset past the end of the object");
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "CHUNK");
+    return 0;
+}
+
+void
+sq_chunk_encode (sq_wbuf_t *w, const sq_chunk_t *m)
+{
+    msgpack_pack_array (&w->pk, 9);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_CHUNK);
+    msgpack_pack_uint32 (&w->pk, m->transfer);
+    msgpack_pack_uint64 (&w->pk, m->key);
+    msgpack_pack_uint32 (&w->pk, m->version);
+    msgpack_pack_uint64 (&w->pk, m->offset);
+    msgpack_pack_uint64 (&w->pk, m->size);
+    sq_pack_mstr (&w->pk, m->content_type);
+    msgpack_pack_uint32 (&w->pk, m->from);
+    sq_pack_mstr (&w->pk, m->reply_to);
+}
+
+int
+sq_credit_decode (sq_credit_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    s_begin (&r, data, size, SQ_MSG_CREDIT, 4);
+    mpr_field (&r, "transfer");
+    mpr_u32 (&r, &self->transfer);
+    mpr_field (&r, "object");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, "credits");
+    mpr_u32 (&r, &self->credits);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "CREDIT");
+    return 0;
+}
+
+void
+sq_credit_encode (sq_wbuf_t *w, const sq_credit_t *m)
+{
+    msgpack_pack_array (&w->pk, 4);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_CREDIT);
+    msgpack_pack_uint32 (&w->pk, m->transfer);
+    msgpack_pack_uint64 (&w->pk, m->key);
+    msgpack_pack_uint32 (&w->pk, m->credits);
+}
+
+int
+sq_gread_decode (sq_gread_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    s_begin (&r, data, size, SQ_MSG_GREAD, 5);
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "object");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, "offset");
+    mpr_uint (&r, &self->offset);
+    mpr_field (&r, "length");
+    mpr_uint (&r, &self->length);
+    if (mpr_ok (&r) && self->length > SQ_CHUNK_MAX)
+        mpr_fail (&r, "longer than a chunk may be");
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "GREAD");
+    return 0;
+}
+
+void
+sq_gread_encode (sq_wbuf_t *w, const sq_gread_t *m)
+{
+    msgpack_pack_array (&w->pk, 5);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_GREAD);
+    msgpack_pack_uint32 (&w->pk, m->req);
+    msgpack_pack_uint64 (&w->pk, m->key);
+    msgpack_pack_uint64 (&w->pk, m->offset);
+    msgpack_pack_uint64 (&w->pk, m->length);
+}
+
+int
+sq_put_decode (sq_put_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    s_begin (&r, data, size, SQ_MSG_PUT, 6);
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "object");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, "offset");
+    mpr_uint (&r, &self->offset);
+    mpr_field (&r, "size");
+    mpr_uint (&r, &self->size);
+    if (mpr_ok (&r) && self->offset > self->size)
+        mpr_fail (&r, "offset past the end of the object");
+    mpr_field (&r, "content_type");
+    mpr_str (&r, &self->content_type, SQ_MAX_NAME);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "PUT");
+    return 0;
+}
+
+void
+sq_put_encode (sq_wbuf_t *w, const sq_put_t *m)
+{
+    msgpack_pack_array (&w->pk, 6);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_PUT);
+    msgpack_pack_uint32 (&w->pk, m->req);
+    msgpack_pack_uint64 (&w->pk, m->key);
+    msgpack_pack_uint64 (&w->pk, m->offset);
+    msgpack_pack_uint64 (&w->pk, m->size);
+    sq_pack_mstr (&w->pk, m->content_type);
 }

@@ -47,7 +47,11 @@ typedef enum {
     SQ_MSG_DROP = 42,           //  broker -> governor: free objects
     SQ_MSG_STOP = 43,           //  broker -> governor: stop tasks
     SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
-    SQ_MSG_GFETCH = 70          //  client -> governor (serve socket)
+    SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
+    SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
+    SQ_MSG_GFETCH = 70,         //  client -> governor (serve socket)
+    SQ_MSG_GREAD = 71,          //  client -> governor: one range of an object
+    SQ_MSG_PUT = 72             //  client -> governor: one range of an upload
 } sq_msg_type_t;
 
 //  Events inside UPDATE
@@ -212,12 +216,18 @@ typedef struct {
 //    task:   [id, kind, [inputs], [outputs], config, resources, priority,
 //             max_retries, timeout_ms, name]         resources: map or nil
 
+//  object.frame of a constant uploaded to a governor: on the wire the frame
+//  field is then [governor, size] instead of an index (docs/protocol.md).
+#define SQ_FRAME_UPLOADED (-2)
+
 typedef struct {
     uint32_t id;
     uint32_t flags;
     mpr_str_t content_type;
-    int32_t frame;              //  -1: produced by a task
+    int32_t frame;              //  -1: produced by a task; SQ_FRAME_UPLOADED
     mpr_str_t name;
+    uint32_t governor;          //  SQ_FRAME_UPLOADED: where it is
+    uint64_t size;              //  SQ_FRAME_UPLOADED: its size
 } sq_object_spec_t;
 
 typedef struct {
@@ -255,6 +265,10 @@ void sq_submit_release (sq_submit_t *self);
 void sq_pack_submit_begin (msgpack_packer *pk, uint32_t req, uint32_t session);
 void sq_pack_object_spec (msgpack_packer *pk, uint32_t id, uint32_t flags,
                           const char *content_type, int32_t frame, const char *name);
+//  A constant already uploaded to `governor` (PUT on its serve socket).
+void sq_pack_object_uploaded (msgpack_packer *pk, uint32_t id, uint32_t flags,
+                              const char *content_type, uint32_t governor, uint64_t size,
+                              const char *name);
 //  resources: n_resources pairs; config NULL packs nil.
 void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 
@@ -408,6 +422,65 @@ typedef struct {
 
 int sq_gfetch_decode (sq_gfetch_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key);
+
+//  Chunked copies on the data channel (docs/protocol.md section 10).
+//    CHUNK [61, transfer, object, version, offset, size, content_type, from,
+//           reply_to] + one payload frame holding bytes [offset, offset+len)
+//    CREDIT [62, transfer, object, credits]   credits 0 = cancel the copy
+//  `transfer` is chosen by the sender, unique among its copies; the receiver
+//  names a copy by (from, transfer) and sends CREDIT to reply_to, the
+//  sender's data endpoint.
+#define SQ_CHUNK_MAX (64u << 20)    //  largest chunk or GREAD range accepted
+
+typedef struct {
+    uint32_t transfer;
+    uint64_t key;
+    uint32_t version;
+    uint64_t offset;
+    uint64_t size;              //  of the whole object
+    mpr_str_t content_type;
+    uint32_t from;
+    mpr_str_t reply_to;
+} sq_chunk_t;
+
+int sq_chunk_decode (sq_chunk_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_chunk_encode (sq_wbuf_t *w, const sq_chunk_t *chunk);
+
+typedef struct {
+    uint32_t transfer;
+    uint64_t key;
+    uint32_t credits;           //  0: the receiver cancels the copy
+} sq_credit_t;
+
+int sq_credit_decode (sq_credit_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_credit_encode (sq_wbuf_t *w, const sq_credit_t *credit);
+
+//  Serve socket: GREAD [71, req, object, offset, length] -> REPLY body
+//  [size, content_type] + one payload frame holding bytes
+//  [offset, min (offset + length, size)). length at most SQ_CHUNK_MAX.
+typedef struct {
+    uint32_t req;
+    uint64_t key;
+    uint64_t offset;
+    uint64_t length;
+} sq_gread_t;
+
+int sq_gread_decode (sq_gread_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_gread_encode (sq_wbuf_t *w, const sq_gread_t *gread);
+
+//  Serve socket: PUT [72, req, object, offset, size, content_type] + one
+//  payload frame with bytes [offset, offset + len) of a constant of `size`
+//  bytes the client uploads (in order, from offset 0) -> REPLY body nil.
+typedef struct {
+    uint32_t req;
+    uint64_t key;
+    uint64_t offset;
+    uint64_t size;
+    mpr_str_t content_type;
+} sq_put_t;
+
+int sq_put_decode (sq_put_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_put_encode (sq_wbuf_t *w, const sq_put_t *put);
 
 //  Resource names: "cpus" is the one every governor and task has.
 #define SQ_RES_CPUS "cpus"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 static const char *s_kinds [SQ_KIND_COUNT_] = {
-    "noop", "sleep", "concat", "slice", "load", "store", "execute"
+    "noop", "sleep", "concat", "slice", "load", "store", "execute", "py"
 };
 
 int
@@ -105,7 +105,7 @@ sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
         case SQ_KIND_SLICE: if (s_arity (err, name, n_in, n_out, 1, 1)) return -1; break;
         case SQ_KIND_LOAD: if (s_arity (err, name, n_in, n_out, 0, 1)) return -1; break;
         case SQ_KIND_STORE: if (s_arity (err, name, n_in, n_out, 1, 0)) return -1; break;
-        case SQ_KIND_EXECUTE: break;
+        case SQ_KIND_EXECUTE: case SQ_KIND_PY: break;
         default: return s_fail (err, name, "unknown kind");
     }
     mpr_t r;
@@ -119,11 +119,11 @@ sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
     if (mpr_map (&r, &n))
         return s_fail (err, name, "must be a map");
     bool have_seconds = false, have_path = false, have_args = false;
-    bool have_in = false, have_out = false;
+    bool have_in = false, have_out = false, have_fn = false;
     //  A repeated key is refused: it would overwrite (and leak) the first.
     static const char *keys [] = {
         "seconds", "start", "end", "path", "args", "env", "in_paths",
-        "out_paths", "stdin", "stdout"
+        "out_paths", "stdin", "stdout", "fn", "args"
     };
     uint32_t seen = 0;
     for (uint32_t i = 0; i < n && mpr_ok (&r); i++) {
@@ -208,6 +208,20 @@ sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
             else
                 self->stdout_output = (int32_t) v;
         }
+        else
+        if (kind == SQ_KIND_PY && mpr_str_eq (key, "fn")) {
+            known = have_fn = true;
+            mpr_field (&r, "fn");
+            if (mpr_bin (&r, &self->fn, SQ_MAX_CONFIG) == 0 && self->fn.len == 0)
+                mpr_fail (&r, "must not be empty");
+        }
+        else
+        if (kind == SQ_KIND_PY && mpr_str_eq (key, "args")) {
+            known = true;
+            mpr_field (&r, "args");
+            if (!mpr_try_nil (&r))
+                mpr_bin (&r, &self->py_args, SQ_MAX_CONFIG);
+        }
         if (!known && mpr_ok (&r)) {
             snprintf (err->text, sizeof err->text, "%s config: unknown key '%.*s'",
                       name, (int) key.len, key.ptr);
@@ -232,6 +246,8 @@ sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
         missing = "'path' is required";
     if (kind == SQ_KIND_SLICE && self->end >= 0 && (uint64_t) self->end < self->start)
         missing = "'end' is before 'start'";
+    if (kind == SQ_KIND_PY && !have_fn)
+        missing = "'fn' is required";
     if (kind == SQ_KIND_EXECUTE) {
         if (!have_args || self->n_args == 0)
             missing = "'args' must name a program";

@@ -21,6 +21,7 @@ typedef enum {
     SQ_KIND_LOAD,
     SQ_KIND_STORE,
     SQ_KIND_EXECUTE,
+    SQ_KIND_PY,                 //  a Python function run by a governor's executors
     SQ_KIND_COUNT_
 } sq_kind_t;
 
@@ -45,6 +46,9 @@ typedef struct {
     uint32_t n_out_paths;
     mpr_str_t *out_paths;
     int32_t stdout_output;      //  -1: none
+    //  py: opaque to C, read by the Python executor (bindings/python)
+    mpr_str_t fn;               //  cloudpickled function, non-empty
+    mpr_str_t py_args;          //  pickled (args, kwargs) template, may be empty
 } sq_taskconf_t;
 
 //  Decodes and checks a config against the task's kind and its numbers of

@@ -1,5 +1,6 @@
 /*  builtin: noop, sleep, concat, slice, load, store. */
 #include "builtin.h"
+#include "dirobj.h"
 #include "files.h"
 #include <errno.h>
 #include <inttypes.h>
@@ -93,8 +94,14 @@ s_load (task_t *task, char *err, size_t err_size)
         rc = -1;
     }
     else
+    if (S_ISDIR (st.st_mode) && dirobj_is (task->out_types [0])) {
+        task->results [0] = dirobj_pack (path, err, err_size);
+        rc = task->results [0]? 0: -1;
+    }
+    else
     if (S_ISDIR (st.st_mode)) {
-        snprintf (err, err_size, "load: '%s' is a directory", path);
+        snprintf (err, err_size, "load: '%s' is a directory (declare the output's content "
+                  "type \"dir\" to load it as a directory object)", path);
         rc = -1;
     }
     else
@@ -119,10 +126,16 @@ s_store (task_t *task, store_t *store, char *err, size_t err_size)
         snprintf (err, err_size, "store: out of memory");
         return -1;
     }
-    sq_blob_t *in = s_input (task, store, 0);
-    int rc = files_write (path, sq_blob_data (in), sq_blob_size (in));
-    if (rc)
-        snprintf (err, err_size, "store: cannot write '%s': %s", path, strerror (errno));
+    const char *type = NULL;
+    sq_blob_t *in = store_get (store, task->inputs [0], &type);
+    int rc;
+    if (dirobj_is (type))
+        rc = dirobj_unpack (sq_blob_data (in), sq_blob_size (in), path, err, err_size);
+    else {
+        rc = files_write (path, sq_blob_data (in), sq_blob_size (in));
+        if (rc)
+            snprintf (err, err_size, "store: cannot write '%s': %s", path, strerror (errno));
+    }
     free (path);
     return rc;
 }

@@ -5,7 +5,9 @@
 #include "task.h"
 #include "builtin.h"
 #include "execute.h"
+#include "pyexec.h"
 #include "deadlines.h"
+#include "transfer.h"
 #include "wire.h"
 #include "idmap.h"
 #include "log.h"
@@ -24,6 +26,7 @@
 #define S_READ_BURST 256            //  messages read before timers get a look
 #define S_LOAD_EVERY_NS 10000000ull
 #define S_WAITPID_MS 5
+#define S_PY_HOLD_NS 1000000ull     //  UPDATE held while Python tasks run
 #define S_ERR_SIZE 8192
 
 //  Tasks waiting for one object, or SEND orders waiting for one object
@@ -48,6 +51,9 @@ struct _compute_t {
     bool terminated;
 
     store_t *store;
+    transfer_t *transfer;       //  chunked copies to and from peers
+    uint64_t memory_limit;
+    char *data_endpoint;
     sq_idmap_t *tasks;          //  task key -> task, every live attempt
     sq_idmap_t *waiters;        //  object key -> s_list_t of task_t
     sq_idmap_t *orders;         //  object key -> s_list_t of s_order_t
@@ -59,6 +65,7 @@ struct _compute_t {
     deadlines_t *deadlines;
     task_t **execs;             //  running execute tasks
     size_t n_execs, cap_execs;
+    pyexec_t *pyexec;           //  Python executors of "py" tasks
 
     //  Pending UPDATE
     sq_wbuf_t events;
@@ -74,6 +81,8 @@ struct _compute_t {
     zmq_pollitem_t *items;
     task_t **item_tasks;
     size_t cap_items;
+    size_t n_py_items;          //  at the end of items
+    uint64_t flushed_ns;        //  when the last UPDATE left
     char err [S_ERR_SIZE];
 };
 
@@ -164,6 +173,7 @@ s_flush (compute_t *self)
         sq_warn ("cannot pass UPDATE on: %s", zmq_strerror (errno));
     sq_wbuf_release (&header);
     sq_wbuf_reset (&self->events);
+    self->flushed_ns = task_now_ns ();
     self->n_events = 0;
     self->n_payloads = 0;
     self->payload_bytes = 0;
@@ -257,6 +267,9 @@ s_unrun (compute_t *self, task_t *task)
     self->n_running--;
     self->cpus_used -= task->cpus;
     deadlines_remove (self->deadlines, task);
+    //  A py task leaving without its reply (timeout, STOP) kills its executor.
+    if (task->kind == SQ_KIND_PY)
+        pyexec_abandon (self->pyexec, task);
     if (task->exec) {
         task_t *last = self->execs [--self->n_execs];
         self->execs [task->exec_slot] = last;
@@ -369,6 +382,14 @@ s_start (compute_t *self, task_t *task)
         self->execs [self->n_execs++] = task;
         task->deadline_ns = timeout_at;
     }
+    else
+    if (task->kind == SQ_KIND_PY) {
+        if (pyexec_start (self->pyexec, task, self->store, self->err, sizeof self->err)) {
+            s_complete (self, task, -1, self->err);
+            return;
+        }
+        task->deadline_ns = timeout_at;
+    }
     else {
         int rc = builtin_run (task, self->store, self->err, sizeof self->err);
         s_complete (self, task, rc, self->err);
@@ -443,24 +464,23 @@ s_child_exited (compute_t *self, task_t *task)
 static void
 s_send_object (compute_t *self, uint64_t key, uint32_t version, const char *endpoint)
 {
-    const char *type = NULL;
-    sq_blob_t *blob = store_get (self->store, key, &type);
-    assert (blob);
-    char route [SQ_MAX_NAME + 2];
-    int len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, endpoint);
-    sq_object_msg_t msg = {
-        .key = key, .version = version, .size = sq_blob_size (blob),
-        .content_type = { type, (uint32_t) strlen (type) }, .from = self->governor_id
-    };
-    sq_wbuf_t header;
-    sq_wbuf_init (&header);
-    sq_object_encode (&header, &msg);
-    zmq_msg_t payload;
-    if (sq_blob_msg (blob, &payload) == 0) {
-        if (sq_send (self->pipe, route, (size_t) len, &header, &payload, 1, 0))
-            sq_warn ("cannot pass OBJECT on: %s", zmq_strerror (errno));
+    //  Chunked, credit-controlled and zero-copy: see transfer.h.
+    if (transfer_send (self->transfer, key, version, endpoint))
+        sq_warn ("cannot start the copy of %" PRIx64 " to %s", key, endpoint);
+}
+
+//  transfer_fn: a copy arrived (located) or could not be had (lost).
+static void
+s_copy_done (void *arg, uint64_t key, uint64_t size, bool located)
+{
+    compute_t *self = (compute_t *) arg;
+    if (located) {
+        s_object_stored (self, key);
+        sq_pack_located (&self->events.pk, key, size);
     }
-    sq_wbuf_release (&header);
+    else
+        sq_pack_lost (&self->events.pk, key);
+    s_event_added (self);
 }
 
 //  An object just entered the store: wake its waiters, run its orders.
@@ -626,6 +646,7 @@ s_on_drop (compute_t *self, sq_msg_t *msg)
     while (rc == 0 && (rc = sq_drop_next (&it, &key)) == 1) {
         rc = 0;
         store_remove (self->store, key);
+        transfer_forget (self->transfer, key);
         s_drop_orders (self, key);
     }
     if (rc < 0)
@@ -725,6 +746,79 @@ s_on_gfetch (compute_t *self, sq_msg_t *msg)
     sq_wbuf_release (&reply);
 }
 
+//  msg: [S][identity][GREAD]. One range of an object, sent zero-copy from
+//  the stored blob; the client keeps a window of these outstanding.
+static void
+s_on_gread (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_gread_t gread;
+    if (sq_gread_decode (&gread, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
+        sq_warn ("bad GREAD: %s", err.text);
+        return;
+    }
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    const char *type = NULL;
+    sq_blob_t *blob = store_get (self->store, gread.key, &type);
+    zmq_msg_t payload;
+    size_t n_payloads = 0;
+    uint64_t size = blob? sq_blob_size (blob): 0;
+    if (blob && gread.offset <= size) {
+        uint64_t len = size - gread.offset < gread.length? size - gread.offset: gread.length;
+        if (sq_blob_msg_range (blob, (size_t) gread.offset, (size_t) len, &payload) == 0) {
+            sq_reply_begin (&reply, gread.req);
+            msgpack_pack_array (&reply.pk, 2);
+            msgpack_pack_uint64 (&reply.pk, size);
+            sq_pack_cstr (&reply.pk, type);
+            n_payloads = 1;
+        }
+    }
+    if (n_payloads == 0) {
+        if (blob)
+            snprintf (self->err, sizeof self->err, "offset %" PRIu64 " is past the end of object %u/%u",
+                      gread.offset, sq_key_session (gread.key), sq_key_id (gread.key));
+        else
+            snprintf (self->err, sizeof self->err, "object %u/%u is not held by this governor",
+                      sq_key_session (gread.key), sq_key_id (gread.key));
+        sq_reply_encode_error (&reply, gread.req, blob? SQ_E_INVALID: SQ_E_UNKNOWN_ID,
+                               self->err, sq_key_id (gread.key), 0);
+    }
+    const char route = GOV_ROUTE_SERVE;
+    if (zmq_send (self->pipe, &route, 1, ZMQ_SNDMORE) < 0
+    ||  sq_send (self->pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply,
+                 &payload, n_payloads, 0))
+        sq_warn ("cannot pass GREAD reply on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&reply);
+}
+
+//  msg: [S][identity][PUT][bytes]. One range of a client's upload.
+static void
+s_on_put (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_put_t put;
+    if (sq_put_decode (&put, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
+        sq_warn ("bad PUT: %s", err.text);
+        return;
+    }
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    int code = transfer_put (self->transfer, &put, sq_msg_data (msg, 3), sq_msg_size (msg, 3),
+                             self->err, sizeof self->err);
+    if (code == 0) {
+        sq_reply_begin (&reply, put.req);
+        msgpack_pack_nil (&reply.pk);
+    }
+    else
+        sq_reply_encode_error (&reply, put.req, code, self->err, sq_key_id (put.key), 0);
+    const char route = GOV_ROUTE_SERVE;
+    if (zmq_send (self->pipe, &route, 1, ZMQ_SNDMORE) < 0
+    ||  sq_send (self->pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply, NULL, 0, 0))
+        sq_warn ("cannot pass PUT reply on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&reply);
+}
+
 static void
 s_on_message (compute_t *self, sq_msg_t *msg)
 {
@@ -733,6 +827,16 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     if (msg->n == 1 && sq_msg_size (msg, 0) == strlen (GOV_TERM)
     &&  memcmp (sq_msg_data (msg, 0), GOV_TERM, strlen (GOV_TERM)) == 0)
         self->terminated = true;
+    else
+    if (route == GOV_ROUTE_SERVE && msg->n == 3 && !msg->truncated
+    &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
+    &&  type == SQ_MSG_GREAD)
+        s_on_gread (self, msg);
+    else
+    if (route == GOV_ROUTE_SERVE && msg->n == 4 && !msg->truncated
+    &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
+    &&  type == SQ_MSG_PUT)
+        s_on_put (self, msg);
     else
     if (route == GOV_ROUTE_SERVE)
         s_on_gfetch (self, msg);
@@ -743,6 +847,12 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     else
     if (route == GOV_ROUTE_DATA && type == SQ_MSG_OBJECT)
         s_on_object (self, msg);
+    else
+    if (route == GOV_ROUTE_DATA && type == SQ_MSG_CHUNK)
+        transfer_on_chunk (self->transfer, msg);
+    else
+    if (route == GOV_ROUTE_DATA && type == SQ_MSG_CREDIT)
+        transfer_on_credit (self->transfer, msg);
     else
     if (route == GOV_ROUTE_BROKER && type == SQ_MSG_ASSIGN)
         s_on_assign (self, msg);
@@ -783,7 +893,8 @@ s_report_load (compute_t *self)
 {
     sq_load_t load = {
         .running = self->n_running, .queued = self->n_queued,
-        .memory = store_bytes (self->store), .spilled = 0,
+        .memory = store_memory (self->store) + transfer_incoming_bytes (self->transfer),
+        .spilled = store_spilled (self->store),
         .objects = store_count (self->store)
     };
     if (memcmp (&load, &self->load_sent, sizeof load) == 0)
@@ -805,13 +916,27 @@ s_min_timeout (long a, long b)
     return a < 0? b: b < 0? a: a < b? a: b;
 }
 
+//  While Python executors are busy their replies come within about a
+//  millisecond, and an UPDATE per reply would cost the broker more than
+//  the tasks: events then wait up to S_PY_HOLD_NS after the last UPDATE.
+//  Returns the ms to hold, or -1 to flush now.
+static long
+s_py_hold (compute_t *self)
+{
+    if (self->n_events == 0 || pyexec_busy (self->pyexec) == 0)
+        return -1;
+    uint64_t now = task_now_ns ();
+    return now - self->flushed_ns < S_PY_HOLD_NS? 1: -1;
+}
+
 //  Poll set: the pipe, then one pidfd per child. Returns the item count
 //  and the ms to wait at most (timers, children without pidfd, load).
 static int
 s_poll_set (compute_t *self, long *timeout)
 {
-    if (self->cap_items < self->n_execs + 1) {
-        size_t cap = (self->n_execs + 1) * 2;
+    size_t need = self->n_execs + 1 + pyexec_busy (self->pyexec);
+    if (self->cap_items < need) {
+        size_t cap = need * 2;
         zmq_pollitem_t *items = (zmq_pollitem_t *) realloc (self->items, cap * sizeof *items);
         if (items)
             self->items = items;
@@ -833,6 +958,9 @@ s_poll_set (compute_t *self, long *timeout)
         else
             *timeout = S_WAITPID_MS;
     }
+    //  Busy Python executors last: s_reap_py finds them from n_items back.
+    self->n_py_items = pyexec_items (self->pyexec, self->items + n, self->cap_items - (size_t) n);
+    n += (int) self->n_py_items;
     task_t *first = deadlines_first (self->deadlines);
     if (first) {
         uint64_t now = task_now_ns ();
@@ -858,6 +986,21 @@ s_reap (compute_t *self, int n_items)
         s_child_exited (self, done_small [i]);
 }
 
+//  Replies of Python executors: the last n_py_items poll items.
+static void
+s_reap_py (compute_t *self, int n_items)
+{
+    for (int i = n_items - (int) self->n_py_items; i > 0 && i < n_items; i++) {
+        if (!(self->items [i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+            continue;
+        int rc;
+        task_t *task = pyexec_reply (self->pyexec, self->items [i].fd, &rc,
+                                     self->err, sizeof self->err);
+        if (task)
+            s_complete (self, task, rc, self->err);
+    }
+}
+
 int
 compute_run (compute_t *self)
 {
@@ -866,16 +1009,23 @@ compute_run (compute_t *self)
         int n = s_poll_set (self, &timeout);
         int rc = zmq_poll (self->items, n, 0);
         if (rc == 0) {
-            //  Nothing more to read now: send what we have before waiting.
-            s_flush (self);
+            //  Nothing more to read now: send what we have before waiting
+            //  (unless Python tasks are about to add to it).
+            long hold = s_py_hold (self);
+            if (hold < 0)
+                s_flush (self);
+            timeout = s_min_timeout (timeout, hold);
             timeout = s_min_timeout (timeout, s_report_load (self));
+            timeout = s_min_timeout (timeout, transfer_tick (self->transfer));
             rc = zmq_poll (self->items, n, timeout);
         }
         if (rc < 0 && errno == ETERM)
             break;
         if (rc > 0 && (self->items [0].revents & ZMQ_POLLIN))
             s_read_pipe (self);
-        s_reap (self, rc > 0? n: 0);
+        s_reap (self, rc > 0? n - (int) self->n_py_items: 0);
+        if (rc > 0)
+            s_reap_py (self, n);
         s_fire_deadlines (self);
         s_schedule (self);
     }
@@ -895,17 +1045,31 @@ compute_new (const compute_args_t *args)
     self->cpus = args->cpus;
     self->inline_max = args->inline_max;
     self->workdir = strdup (args->workdir);
+    self->memory_limit = args->memory_limit;
+    self->data_endpoint = strdup (args->data_endpoint? args->data_endpoint: "");
     self->store = store_new ();
     self->tasks = sq_idmap_new ();
     self->waiters = sq_idmap_new ();
     self->orders = sq_idmap_new ();
     self->deadlines = deadlines_new ();
+    self->pyexec = pyexec_new (self->cpus, self->workdir);
     self->cap_items = 16;
     self->items = (zmq_pollitem_t *) calloc (self->cap_items, sizeof (zmq_pollitem_t));
     self->item_tasks = (task_t **) calloc (self->cap_items, sizeof (task_t *));
     sq_wbuf_init (&self->events);
-    if (!self->workdir || !self->store || !self->tasks || !self->waiters || !self->orders
-    ||  !self->deadlines || !self->items || !self->item_tasks) {
+    //  Spill files live in the workdir, which goes when the governor exits.
+    char spill_dir [4096];
+    snprintf (spill_dir, sizeof spill_dir, "%s", self->workdir? self->workdir: "");
+    if (self->store && self->workdir
+    &&  store_configure (self->store, self->memory_limit, spill_dir) == 0) {
+        transfer_args_t targs = {
+            .pipe = args->pipe, .store = self->store, .governor_id = self->governor_id,
+            .data_endpoint = self->data_endpoint, .done = s_copy_done, .arg = self
+        };
+        self->transfer = transfer_new (&targs);
+    }
+    if (!self->workdir || !self->data_endpoint || !self->transfer || !self->store || !self->tasks || !self->waiters || !self->orders
+    ||  !self->deadlines || !self->pyexec || !self->items || !self->item_tasks) {
         compute_destroy (&self);
         return NULL;
     }
@@ -959,7 +1123,10 @@ compute_destroy (compute_t **self_p)
     sq_idmap_destroy (&self->waiters);
     sq_idmap_destroy (&self->orders);
     deadlines_destroy (&self->deadlines);
+    transfer_destroy (&self->transfer);
     store_destroy (&self->store);
+    free (self->data_endpoint);
+    pyexec_destroy (&self->pyexec);
     free (self->execs);
     free (self->items);
     free (self->item_tasks);

@@ -19,7 +19,9 @@ typedef struct {
     uint32_t governor_id;
     uint32_t cpus;
     uint64_t inline_max;        //  outputs up to this ride in UPDATE
-    const char *workdir;
+    const char *workdir;        //  also holds spill files
+    uint64_t memory_limit;      //  store limit in bytes, 0: none
+    const char *data_endpoint;  //  ours, where peers send CREDITs
 } compute_args_t;
 
 compute_t *compute_new (const compute_args_t *args);

@@ -1,5 +1,6 @@
 /*  execute: posix_spawnp with file actions, a pidfd to watch the child. */
 #include "execute.h"
+#include "dirobj.h"
 #include "files.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -80,11 +81,29 @@ static int
 s_write_inputs (execute_t *self, task_t *task, store_t *store, char *err, size_t err_size)
 {
     for (uint32_t i = 0; i < task->n_inputs; i++) {
-        sq_blob_t *blob = store_get (store, task->inputs [i], NULL);
+        const char *type = NULL;
+        sq_blob_t *blob = store_get (store, task->inputs [i], &type);
         bool is_stdin = (int32_t) i == task->conf.stdin_input;
         mpr_str_t rel = task->conf.in_paths [i];
         if (rel.len == 0 && !is_stdin)
             continue;
+        if (dirobj_is (type)) {
+            //  A directory object becomes a directory tree at its path.
+            char *dir = rel.len? s_join (self->dir, rel): NULL;
+            int rc = -1;
+            if (!dir)
+                snprintf (err, err_size, "execute: input %u is a directory: it needs an in_path", i);
+            else
+            if (files_mkparents (dir))
+                snprintf (err, err_size, "execute: cannot write input %u to '%.*s': %s", i,
+                          (int) rel.len, rel.ptr, strerror (errno));
+            else
+                rc = dirobj_unpack (sq_blob_data (blob), sq_blob_size (blob), dir, err, err_size);
+            free (dir);
+            if (rc)
+                return -1;
+            continue;
+        }
         char *path = rel.len? s_join (self->dir, rel): strdup (self->stdin_path);
         if (!path
         ||  files_mkparents (path)
@@ -302,6 +321,17 @@ execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
                       (int) rel.len, rel.ptr);
             free (path);
             return -1;
+        }
+        if (dirobj_is (task->out_types [j])) {
+            //  Declared a directory object: the tree at its path, packed.
+            task->results [j] = S_ISDIR (st.st_mode)? dirobj_pack (path, err, err_size): NULL;
+            if (!task->results [j] && !S_ISDIR (st.st_mode))
+                snprintf (err, err_size, "execute: output '%.*s' is declared \"dir\" but is "
+                          "not a directory", (int) rel.len, rel.ptr);
+            free (path);
+            if (!task->results [j])
+                return -1;
+            continue;
         }
         //  The mapping outlives the file, which goes with the directory.
         task->results [j] = sq_blob_map_file (path);

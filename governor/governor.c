@@ -139,7 +139,8 @@ governor_run (governor_t *self, int signal_fd)
     }
     compute_args_t compute_args = {
         .pipe = compute_there, .load = load_out, .governor_id = governor_id,
-        .cpus = self->config->cpus, .inline_max = inline_max, .workdir = self->config->workdir
+        .cpus = self->config->cpus, .inline_max = inline_max, .workdir = self->config->workdir,
+        .memory_limit = self->config->memory, .data_endpoint = receiver_data_endpoint (receiver)
     };
     s_balance_args_t balance_args = { .pipe = balance_there, .load = load_in };
     pthread_t compute_thread, balance_thread;

@@ -28,6 +28,7 @@ typedef struct {
     uint32_t n_resources;       //  custom resources besides cpus
     sq_resource_t resources [SQ_MAX_RESOURCES];
     int heartbeat_ms;           //  until the broker says otherwise
+    uint64_t memory;            //  object store limit in bytes (0: none)
 } gov_config_t;
 
 //  First frame of inproc messages. Into compute: where the message came

@@ -2,6 +2,7 @@
     governor (governor.h) until it stops. */
 #include "governor.h"
 #include "files.h"
+#include "args.h"
 #include "log.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,9 +28,14 @@ static const char *s_usage =
     "                         local address that reaches the broker)\n"
     "  --workdir DIR          where task directories go (default: a fresh\n"
     "                         /tmp/squall-governor-XXXXXX, removed at exit)\n"
+    "  --memory SIZE          object store limit, e.g. 4GiB; objects are\n"
+    "                         spilled to the workdir above 70 percent\n"
+    "                         (default: the machine's physical memory)\n"
     "  --resource NAME=N      a custom resource counter (repeatable)\n"
     "  --heartbeat-ms MS      heartbeat interval until the broker sets it (1000)\n"
     "  --log-level LEVEL      error, warn, info or debug (info)\n"
+    "  --python PATH          interpreter of Python executors (default:\n"
+    "                         $SQUALL_PYTHON, else python3 from PATH)\n"
     "  --help                 this text\n";
 
 static int
@@ -106,8 +112,10 @@ main (int argc, char *argv [])
         { "advertise", required_argument, NULL, 'a' },
         { "workdir", required_argument, NULL, 'w' },
         { "resource", required_argument, NULL, 'r' },
+        { "memory", required_argument, NULL, 'M' },
         { "heartbeat-ms", required_argument, NULL, 'H' },
         { "log-level", required_argument, NULL, 'L' },
+        { "python", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -130,6 +138,10 @@ main (int argc, char *argv [])
             case 'l': config.listen_host = optarg; break;
             case 'a': config.advertise = optarg; break;
             case 'w': user_workdir = optarg; break;
+            case 'M':
+                if (sq_parse_size (optarg, &config.memory) || config.memory < (1u << 20))
+                    return s_bad ("--memory needs a size of at least 1MiB, e.g. 4GiB", optarg);
+                break;
             case 'c':
                 if (s_parse_u64 (optarg, 1000000, &value))
                     return s_bad ("--cpus needs a number", optarg);
@@ -164,12 +176,21 @@ main (int argc, char *argv [])
                     (sq_resource_t) { { name, (uint32_t) strlen (name) }, value };
                 break;
             }
+            case 'P':
+                //  Read by governor/pyexec.c; set before any thread starts.
+                if (!*optarg || setenv ("SQUALL_PYTHON", optarg, 1))
+                    return s_bad ("--python needs an interpreter", optarg);
+                break;
             case 'h': fputs (s_usage, stdout); return 0;
             default: return s_bad ("unknown or incomplete option", argv [optind - 1]);
         }
     }
     if (optind < argc)
         return s_bad ("unexpected argument", argv [optind]);
+    if (config.memory == 0) {
+        long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
+        config.memory = pages > 0 && page > 0? (uint64_t) pages * (uint64_t) page: 0;
+    }
     if (!config.broker)
         return s_bad ("--broker is required", NULL);
     if (strncmp (config.broker, "tcp://", 6) && strncmp (config.broker, "ipc://", 6)

@@ -481,3 +481,9 @@ receiver_heartbeat_ms (receiver_t *self)
 {
     return self->heartbeat_ms;
 }
+
+const char *
+receiver_data_endpoint (receiver_t *self)
+{
+    return self->data_endpoint;
+}

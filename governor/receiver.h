@@ -29,6 +29,9 @@ void receiver_destroy (receiver_t **self_p);
 //  Says HELLO and waits for the REPLY. 0 when accepted, otherwise the exit
 //  code: 1 refused, 3 no answer in time, or -1 when a signal came first.
 int receiver_hello (receiver_t *self, uint32_t *governor_id, uint64_t *inline_max);
+//  The data endpoint announced in HELLO (where peers push chunks and
+//  credits to us); valid as long as the receiver.
+const char *receiver_data_endpoint (receiver_t *self);
 //  Broker's heartbeat interval, after receiver_hello.
 int receiver_heartbeat_ms (receiver_t *self);
 //  Runs until a signal, a BYE from the broker, or broker silence. Returns

@@ -1,25 +1,83 @@
-/*  store: an idmap of entries, each a blob reference and a content type. */
+/*  store: an idmap of entries, each a blob reference and a content type,
+    on an LRU list (most recently used at the tail) for spilling. */
 #include "store.h"
 #include "idmap.h"
+#include "log.h"
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-typedef struct {
+typedef struct _s_entry_t s_entry_t;
+struct _s_entry_t {
+    uint64_t key;
     sq_blob_t *blob;
     char *content_type;
-} s_entry_t;
+    s_entry_t *prev, *next;     //  LRU list
+};
 
 struct _store_t {
     sq_idmap_t *map;
     uint64_t bytes;
+    uint64_t memory;            //  of blobs that are not file mappings
+    uint64_t limit;             //  0: none
+    char *spill_dir;
+    uint64_t spill_seq;
+    bool spill_broken;          //  a spill write failed: stop trying for a while
+    s_entry_t *head, *tail;
 };
+
+static void
+s_account (store_t *self, sq_blob_t *blob, bool add)
+{
+    uint64_t size = sq_blob_size (blob);
+    if (add) {
+        self->bytes += size;
+        if (!sq_blob_mapped (blob))
+            self->memory += size;
+    }
+    else {
+        self->bytes -= size;
+        if (!sq_blob_mapped (blob))
+            self->memory -= size;
+    }
+}
+
+static void
+s_unlink (store_t *self, s_entry_t *entry)
+{
+    if (entry->prev)
+        entry->prev->next = entry->next;
+    else
+        self->head = entry->next;
+    if (entry->next)
+        entry->next->prev = entry->prev;
+    else
+        self->tail = entry->prev;
+    entry->prev = entry->next = NULL;
+}
+
+static void
+s_append (store_t *self, s_entry_t *entry)
+{
+    entry->next = NULL;
+    entry->prev = self->tail;
+    if (self->tail)
+        self->tail->next = entry;
+    else
+        self->head = entry;
+    self->tail = entry;
+}
 
 static void
 s_entry_destroy (store_t *self, s_entry_t **entry_p)
 {
     s_entry_t *entry = *entry_p;
-    self->bytes -= sq_blob_size (entry->blob);
+    s_account (self, entry->blob, false);
     sq_blob_unref (&entry->blob);
     free (entry->content_type);
     free (entry);
@@ -46,13 +104,125 @@ store_destroy (store_t **self_p)
     store_t *self = *self_p;
     if (!self)
         return;
-    size_t cursor = 0;
-    s_entry_t *entry;
-    while ((entry = (s_entry_t *) sq_idmap_next (self->map, &cursor, NULL)))
+    s_entry_t *entry = self->head;
+    while (entry) {
+        s_entry_t *next = entry->next;
         s_entry_destroy (self, &entry);
+        entry = next;
+    }
     sq_idmap_destroy (&self->map);
+    free (self->spill_dir);
     free (self);
     *self_p = NULL;
+}
+
+int
+store_configure (store_t *self, uint64_t memory_limit, const char *spill_dir)
+{
+    char *dir = spill_dir? strdup (spill_dir): NULL;
+    if (spill_dir && !dir)
+        return -1;
+    free (self->spill_dir);
+    self->spill_dir = dir;
+    self->limit = memory_limit;
+    return 0;
+}
+
+int
+store_spill_path (store_t *self, char *path, size_t size)
+{
+    if (!self->spill_dir)
+        return -1;
+    int n = snprintf (path, size, "%s/spill-%" PRIu64, self->spill_dir, ++self->spill_seq);
+    return n < 0 || (size_t) n >= size? -1: 0;
+}
+
+//  Writes the entry's bytes to a file, maps it and swaps the blob. 0 or -1.
+static int
+s_spill (store_t *self, s_entry_t *entry)
+{
+    char path [4096];
+    if (store_spill_path (self, path, sizeof path))
+        return -1;
+    int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        sq_warn ("cannot create spill file %s: %s", path, strerror (errno));
+        return -1;
+    }
+    const char *data = (const char *) sq_blob_data (entry->blob);
+    size_t left = sq_blob_size (entry->blob);
+    while (left > 0) {
+        ssize_t n = write (fd, data, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            sq_warn ("cannot write spill file %s: %s", path, strerror (n < 0? errno: ENOSPC));
+            close (fd);
+            unlink (path);
+            return -1;
+        }
+        data += n;
+        left -= (size_t) n;
+    }
+    close (fd);
+    sq_blob_t *mapped = sq_blob_map_file (path);
+    //  Unlinked at once: the mapping holds the bytes as long as it lives.
+    unlink (path);
+    if (!mapped) {
+        sq_warn ("cannot map spill file %s: %s", path, strerror (errno));
+        return -1;
+    }
+    s_account (self, entry->blob, false);
+    sq_blob_unref (&entry->blob);
+    entry->blob = mapped;
+    s_account (self, entry->blob, true);
+    sq_debug ("spilled object %" PRIx64 " (%zu bytes)", entry->key, sq_blob_size (mapped));
+    return 0;
+}
+
+//  Spills least recently used unreferenced objects until memory + need is
+//  at most `target` bytes. True when it is.
+static bool
+s_spill_to (store_t *self, uint64_t need, uint64_t target)
+{
+    s_entry_t *entry = self->head;
+    while (self->memory + need > target && entry && !self->spill_broken) {
+        s_entry_t *next = entry->next;
+        //  Tiny objects are not worth a file each.
+        if (!sq_blob_mapped (entry->blob) && sq_blob_size (entry->blob) >= 4096
+        &&  sq_blob_refs (entry->blob) == 1 && s_spill (self, entry))
+            self->spill_broken = true;
+        entry = next;
+    }
+    return self->memory + need <= target;
+}
+
+static void
+s_maybe_spill (store_t *self)
+{
+    if (self->limit == 0 || !self->spill_dir)
+        return;
+    if (self->memory > self->limit / 100 * STORE_SPILL_HIGH)
+        s_spill_to (self, 0, self->limit / 100 * STORE_SPILL_LOW);
+}
+
+bool
+store_make_room (store_t *self, uint64_t need)
+{
+    if (self->limit == 0)
+        return true;
+    self->spill_broken = false;
+    uint64_t high = self->limit / 100 * STORE_SPILL_HIGH;
+    if (self->memory + need <= high)
+        return true;
+    uint64_t low = self->limit / 100 * STORE_SPILL_LOW;
+    return s_spill_to (self, need, need < low? low: need) || self->memory + need <= high;
+}
+
+bool
+store_too_big (store_t *self, uint64_t size)
+{
+    return self->limit && self->spill_dir && size > self->limit / 2;
 }
 
 int
@@ -68,17 +238,24 @@ store_put (store_t *self, uint64_t key, sq_blob_t *blob,
         sq_blob_unref (&blob);
         return -1;
     }
+    entry->key = key;
     entry->blob = blob;
     entry->content_type = type;
     s_entry_t *old = (s_entry_t *) sq_idmap_remove (self->map, key);
-    if (old)
+    if (old) {
+        s_unlink (self, old);
         s_entry_destroy (self, &old);
+    }
+    s_account (self, blob, true);
     if (sq_idmap_insert (self->map, key, entry)) {
-        self->bytes += sq_blob_size (blob);
         s_entry_destroy (self, &entry);
         return -1;
     }
-    self->bytes += sq_blob_size (blob);
+    s_append (self, entry);
+    //  A new object may leave everything over the mark; spilling is retried
+    //  after a failure only when objects come in.
+    self->spill_broken = false;
+    s_maybe_spill (self);
     return 0;
 }
 
@@ -90,6 +267,10 @@ store_get (store_t *self, uint64_t key, const char **content_type)
         return NULL;
     if (content_type)
         *content_type = entry->content_type;
+    if (entry != self->tail) {
+        s_unlink (self, entry);
+        s_append (self, entry);
+    }
     return entry->blob;
 }
 
@@ -105,6 +286,7 @@ store_remove (store_t *self, uint64_t key)
     s_entry_t *entry = (s_entry_t *) sq_idmap_remove (self->map, key);
     if (!entry)
         return -1;
+    s_unlink (self, entry);
     s_entry_destroy (self, &entry);
     return 0;
 }
@@ -119,4 +301,22 @@ uint64_t
 store_bytes (store_t *self)
 {
     return self->bytes;
+}
+
+uint64_t
+store_memory (store_t *self)
+{
+    return self->memory;
+}
+
+uint64_t
+store_spilled (store_t *self)
+{
+    return self->bytes - self->memory;
+}
+
+uint64_t
+store_limit (store_t *self)
+{
+    return self->limit;
 }

@@ -1,13 +1,28 @@
-/*  store: the governor's in-memory object store, key -> bytes + content type.
+/*  store: the governor's object store, key -> bytes + content type, with a
+    memory limit.
 
     Objects are refcounted blobs, so handing one to a task, a peer or a
     client costs a reference, never a copy; removing an object that is still
     being sent only drops the store's reference.
 
+    Memory limit (store_configure): bytes in memory (heap or received
+    frames) are kept under it by *spilling*. When they pass
+    STORE_SPILL_HIGH percent of the limit, objects that nobody but the store
+    references (no running task, copy or fetch reads them), least recently
+    used first, are written to a file in the spill directory, mapped back
+    read-only (mmap) and the file is unlinked at once: the mapping keeps the
+    bytes readable for as long as the object lives, the kernel may drop its
+    pages at any time, and nothing is left on disk when the object is freed
+    or the governor exits (or crashes). Spilling stops at STORE_SPILL_LOW
+    percent. Mapped blobs (spilled objects, execute outputs, load) count as
+    spilled bytes, not as memory. Nothing is ever lost by spilling: a spill
+    that cannot be written leaves the object in memory.
+
     Ownership: the store owns one reference per object and a copy of each
     content type. store_put takes over the caller's reference. Pointers
-    returned by store_get are borrowed: valid until the object is removed or
-    replaced (take a reference to keep the blob longer). One thread only. */
+    returned by store_get are borrowed: valid until the object is removed,
+    replaced or spilled (take a reference to keep the blob longer; a
+    referenced blob is never spilled). One thread only. */
 #ifndef GOV_STORE_H
 #define GOV_STORE_H
 
@@ -16,21 +31,42 @@
 #include <stdbool.h>
 #include "blob.h"
 
+#define STORE_SPILL_HIGH 70     //  percent of the limit that starts spilling
+#define STORE_SPILL_LOW 50      //  percent it spills down to
+
 typedef struct _store_t store_t;
 
 store_t *store_new (void);
 void store_destroy (store_t **self_p);
+//  Sets the memory limit (0: none, never spill) and the directory spill
+//  files go to (copied; must exist). 0, or -1 out of memory.
+int store_configure (store_t *self, uint64_t memory_limit, const char *spill_dir);
 //  Stores or replaces an object. Takes over `blob` (even on failure).
 //  content_type may be NULL (""); it is copied. 0, or -1 out of memory.
+//  May spill other objects (or this one) to stay under the limit.
 int store_put (store_t *self, uint64_t key, sq_blob_t *blob,
                const char *content_type, size_t content_type_len);
-//  The object's blob (borrowed) and content type, NULL if absent.
+//  The object's blob (borrowed) and content type, NULL if absent. Marks it
+//  recently used.
 sq_blob_t *store_get (store_t *self, uint64_t key, const char **content_type);
 bool store_has (store_t *self, uint64_t key);
 //  0 if removed, -1 if it was not there.
 int store_remove (store_t *self, uint64_t key);
 size_t store_count (store_t *self);
-//  Bytes of object data held.
+//  Bytes of object data held (memory and spilled).
 uint64_t store_bytes (store_t *self);
+//  Bytes held in memory, and bytes held in file mappings.
+uint64_t store_memory (store_t *self);
+uint64_t store_spilled (store_t *self);
+uint64_t store_limit (store_t *self);
+//  Spills until `need` more bytes fit under the high mark (before a big
+//  allocation, e.g. an arriving copy). Returns true when they fit.
+bool store_make_room (store_t *self, uint64_t need);
+//  True when an object of `size` bytes should go straight to a file rather
+//  than to memory (larger than half the limit).
+bool store_too_big (store_t *self, uint64_t size);
+//  Fills `path` with a fresh file name in the spill directory. 0, or -1
+//  when there is none or it does not fit.
+int store_spill_path (store_t *self, char *path, size_t size);
 
 #endif

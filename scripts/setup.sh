@@ -4,8 +4,14 @@
 #   exits, without touching the network.
 set -euo pipefail
 
+#   Build: the compiler, CMake, and the libraries squall links (libzmq,
+#   CZMQ, msgpack-c; libmicrohttpd for the broker's dashboard).
+#   Tests: clang for the fuzz target, iproute2 for the network-namespace
+#   tests, chromium for the dashboard test, docker-compose to check the
+#   compose file (no Docker engine is needed or used).
 PACKAGES=(build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
-          python3 python3-pip)
+          libmicrohttpd-dev python3 python3-pip python3-venv
+          clang libclang-rt-14-dev iproute2 chromium docker-compose)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

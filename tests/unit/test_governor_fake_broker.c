@@ -1,6 +1,6 @@
 /*  A fake broker drives a real squall-governor process: HELLO, ASSIGN of
     concat / execute / failing tasks, garbage that must be ignored, GFETCH,
-    SEND, OBJECT, DROP, STOP and a clean SIGTERM. Skips (exit 0) when the
+    SEND (answered with a CHUNK), OBJECT, DROP, STOP and a clean SIGTERM. Skips (exit 0) when the
     governor binary is not found. */
 #include "proto.h"
 #include "wire.h"
@@ -308,10 +308,14 @@ main (void)
     item = (zmq_pollitem_t) { peer, 0, ZMQ_POLLIN, 0 };
     CHECK (zmq_poll (&item, 1, 5000) == 1);
     CHECK (sq_msg_recv (&msg, peer, 0, 10) == 0 && msg.n == 2);
-    sq_object_msg_t object;
-    CHECK (sq_object_decode (&object, sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &err) == 0);
-    CHECK (object.key == sq_key (1, 21) && object.size == 6 && object.from == 7);
+    //  Copies travel as CHUNKs (docs/protocol.md section 10): this one fits
+    //  in one, so it is the whole copy.
+    sq_chunk_t chunk;
+    CHECK (sq_chunk_decode (&chunk, sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &err) == 0);
+    CHECK (chunk.key == sq_key (1, 21) && chunk.size == 6 && chunk.from == 7 && chunk.offset == 0);
+    CHECK (chunk.reply_to.len > 6 && memcmp (chunk.reply_to.ptr, "tcp://", 6) == 0);
     CHECK (memcmp (sq_msg_data (&msg, 1), "HELLO ", 6) == 0);
+    sq_object_msg_t object;
 
     //  OBJECT pushed to the data socket gives LOCATED; a bad one is ignored.
     void *push = zmq_socket (ctx, ZMQ_PUSH);

@@ -1,0 +1,42 @@
+# squall container image: one image for the broker, the governors and
+# clients (`docker compose up`, see docker-compose.yml and README.md).
+#
+# Stage 1 builds with cmake on Debian bookworm; stage 2 is bookworm-slim with
+# only the shared libraries the programs link (libzmq5, libczmq4,
+# libmsgpackc2, libmicrohttpd12), Python 3 with cloudpickle for pipeline
+# scripts, the programs, libsquall and the Python package.
+
+FROM debian:bookworm AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+        build-essential cmake pkg-config \
+        libzmq3-dev libczmq-dev libmsgpack-dev libmicrohttpd-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+ && cmake --build /build -j"$(nproc)" \
+ && DESTDIR=/stage cmake --install /build --prefix /usr/local
+
+FROM debian:bookworm-slim AS runtime
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+        libzmq5 libczmq4 libmsgpackc2 libmicrohttpd12 \
+        python3 python3-cloudpickle \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /stage/usr/local/ /usr/local/
+# The Python package (squall.Client, the `squall` CLI); the CLI itself is
+# stdlib-only and reaches libsquall through ctypes.
+COPY bindings/python/squall /usr/lib/python3/dist-packages/squall
+COPY tests/deploy/pipeline.py /opt/squall/examples/pipeline.py
+RUN ldconfig \
+ && printf '#!/bin/sh\nexec python3 /usr/lib/python3/dist-packages/squall/cli.py "$@"\n' \
+        > /usr/local/bin/squall \
+ && chmod 755 /usr/local/bin/squall \
+ && useradd --system --create-home --home-dir /var/lib/squall squall \
+ && mkdir -p /var/log/squall && chown squall /var/log/squall
+USER squall
+WORKDIR /var/lib/squall
+# client port, dashboard
+EXPOSE 7760 8080
+CMD ["squall-broker", "--listen", "tcp://*:7760", "--http", "8080"]

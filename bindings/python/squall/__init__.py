@@ -1,0 +1,32 @@
+"""squall: Python bindings of the squall task-pipeline framework.
+
+    import squall
+
+    with squall.LocalCluster(governors=2) as cluster:
+        client = cluster.client()
+        futures = client.map(lambda x: x * x, range(10))
+        print(client.gather(futures))
+
+Graphs (Rain-style): `with client.session() as s:` then constants
+(`squall.blob`, `squall.pickled`), built-in tasks (`squall.tasks`), Python
+tasks (`@squall.remote`); futures (Dask/Ray-style): `client.submit`,
+`client.map`, `client.gather`, `squall.as_completed`; Dask graphs:
+`dask.compute(x, scheduler=client.get)`.
+"""
+from . import tasks
+from ._core import (Client, DataObject, Future, PyTask, RemoteFunction, Session, Task,
+                    as_completed, blob, current_session, pickled, remote)
+from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
+from .cluster import LocalCluster
+from .errors import (ConnectionError, SquallError, TaskCancelled, TaskFailed, TimeoutError,
+                     UpstreamFailed)
+from .tasks import Program
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "LocalCluster", "Session", "DataObject", "Task", "PyTask", "Future",
+    "RemoteFunction", "remote", "blob", "pickled", "tasks", "Program", "as_completed",
+    "current_session", "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
+    "TaskCancelled", "TimeoutError", "PICKLE_CONTENT_TYPE",
+]

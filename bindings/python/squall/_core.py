@@ -1,0 +1,865 @@
+"""Clients, sessions, data objects, tasks, Python tasks and futures."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import io
+import os
+import pickle
+import re
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+
+from . import _lib as L
+from ._pickling import PICKLE, TemplatePickler, dumps, function_bytes, py_config
+from ._progress import Progress
+from .errors import (ConnectionError, SquallError, TaskCancelled, TaskFailed,
+                     TimeoutError, UpstreamFailed)
+
+DEFAULT_ADDRESS = "tcp://127.0.0.1:7760"
+#   client.submit buffers tasks for at most this long (or this many).
+_SUBMIT_DELAY = 0.002
+_SUBMIT_BUFFER = 1000
+#   Inputs per gather task: the values of many futures come back in one fetch
+#   (a concat of their pickles, read back one pickle after the other).
+_GATHER_CHUNK = 2000
+#   Task options accepted by submit(), map() and @remote besides the call's
+#   own arguments.
+TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key")
+
+_local = threading.local()
+#   What the library and the broker put before a task's own message.
+_PREFIX = re.compile(r"^(?:(?:upstream )?task \d+ (?:was cancelled|failed)|object \d+): ?")
+
+
+def _locked(method):
+    """Runs the method holding its client's library lock (see Client._lock)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+def _ms(timeout: Optional[float]) -> int:
+    return -1 if timeout is None else max(0, int(timeout * 1000))
+
+
+def _session_stack() -> list:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def current_session() -> "Session":
+    """The innermost `with client.session():` of this thread."""
+    stack = _session_stack()
+    if not stack:
+        raise SquallError("no active session: build graphs inside "
+                          "`with client.session() as s:` (or use client.submit)")
+    return stack[-1]
+
+
+# ----------------------------------------------------------------------------
+# Client
+
+
+class Client:
+    """A connection to a squall broker.
+
+    `address` defaults to $SQUALL_BROKER, then tcp://127.0.0.1:7760.
+    Graphs are built in sessions (`with client.session() as s:`);
+    `submit` / `map` / `gather` give Dask-style futures; `get` runs Dask
+    graphs. A client belongs to one thread at a time.
+    """
+
+    def __init__(self, address: Optional[str] = None, timeout: float = 10.0):
+        self.address = address or os.environ.get("SQUALL_BROKER") or DEFAULT_ADDRESS
+        handle = L.sq_client_new()
+        if not handle:
+            raise MemoryError("sq_client_new")
+        self._h = ctypes.c_void_p(handle)
+        rc = L.sq_client_connect(self._h, self.address.encode(), _ms(timeout))
+        if rc:
+            message = self._errmsg()
+            L.sq_client_destroy(ctypes.byref(self._h))
+            raise ConnectionError(self.address, message, rc)
+        self._fs: Optional[Session] = None      # the futures' session
+        self._live_futures = 0
+        self._released: List[int] = []           # kept objects of dead futures
+        #   Every call into the library holds this lock: the flusher thread
+        #   sends buffered submits while the caller's thread goes on.
+        self._lock = threading.RLock()
+        self._flush_wanted = threading.Event()
+        self._flusher: Optional[threading.Thread] = None
+
+    # -- errors
+    def _errmsg(self) -> str:
+        msg = L.sq_client_errmsg(self._h)
+        return msg.decode("utf-8", "replace") if msg else ""
+
+    def _error(self, rc: int, session: Optional["Session"] = None) -> SquallError:
+        """The exception for the last error of this client."""
+        message = self._errmsg()
+        if rc == L.SQ_E_CONNECTION:
+            return ConnectionError(self.address, message, rc)
+        if rc == L.SQ_E_TIMEOUT:
+            return TimeoutError(message, rc)
+        errid = L.sq_client_errid(self._h)
+        root = L.sq_client_errroot(self._h)
+        names = session._names if session else {}
+        task_id = session._task_of(errid) if session else errid
+        raw = message
+        while True:
+            stripped = _PREFIX.sub("", raw, count=1)
+            if stripped == raw:
+                break
+            raw = stripped
+        if rc == L.SQ_E_UPSTREAM_FAILED and root and root != task_id:
+            return UpstreamFailed(task_id, root, raw, names.get(task_id), names.get(root))
+        if rc in (L.SQ_E_TASK_FAILED, L.SQ_E_UPSTREAM_FAILED):
+            tid = root or task_id
+            return TaskFailed(tid, raw, names.get(tid))
+        if rc == L.SQ_E_CANCELLED:
+            return TaskCancelled(message, rc)
+        return SquallError(message, rc)
+
+    def _check(self, rc: int, session: Optional["Session"] = None) -> None:
+        if rc:
+            raise self._error(rc, session)
+
+    # -- sessions
+    def session(self) -> "Session":
+        """A new session; use it as a context manager (closed at the end)."""
+        return Session(self)
+
+    @_locked
+    def info(self) -> dict:
+        """The broker's view of the cluster (governors, load, task counts)."""
+        import json
+        out = ctypes.c_void_p()
+        self._check(L.sq_client_info(self._h, ctypes.byref(out)))
+        text = ctypes.string_at(out).decode()
+        L.sq_free(out)
+        return json.loads(text)
+
+    def close(self) -> None:
+        """Closes the connection (and every session of this client)."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            if getattr(self, "_h", None) and self._h.value:
+                if self._fs is not None:
+                    self._fs.close()
+                    self._fs = None
+                L.sq_client_destroy(ctypes.byref(self._h))
+        self._flush_wanted.set()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return "<squall.Client %s>" % self.address
+
+    # -- futures
+    def _futures_session(self) -> "Session":
+        """The session futures live in. When no future is alive any more it is
+        replaced, which frees all its objects in one request."""
+        if self._fs is not None and self._live_futures == 0 and self._fs._n_tasks:
+            self._fs.close()
+            self._fs = None
+            self._released.clear()
+        if self._fs is None:
+            self._fs = Session(self)
+        return self._fs
+
+    def _unkeep_released(self) -> None:
+        """Unkeeps the objects of dead futures. Called right after a submit:
+        a buffered task may still read such an object, and once submitted it
+        holds it by itself."""
+        if len(self._released) >= 256:
+            released, self._released = self._released, []
+            for oid in released:
+                L.sq_unkeep(self._fs._h, oid)   # errors: already gone, fine
+
+    def submit(self, fn: Callable, *args, **kwargs) -> "Future":
+        """Runs fn(*args, **kwargs) on the cluster; returns a Future.
+
+        Arguments may be futures (the dependency stays in the graph, the
+        value never comes back to the client). Task options are keywords:
+        cpus=, resources={name: amount}, max_retries=, timeout= (seconds),
+        priority=, key= (the task's name)."""
+        options = {k: kwargs.pop(k) for k in TASK_OPTIONS if k in kwargs}
+        with self._lock:
+            s = self._futures_session()
+            future = s._future(fn, args, kwargs, options)
+            s._buffered += 1
+            if s._buffered >= _SUBMIT_BUFFER:
+                s.submit()
+            elif s._buffered == 1:
+                self._wake_flusher()
+        return future
+
+    def _wake_flusher(self) -> None:
+        """Buffered submits leave within _SUBMIT_DELAY seconds even if the
+        caller makes no other call (a tight loop of submits sends one
+        message; a chain of submits runs without a round trip per task)."""
+        if self._flusher is None:
+            self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
+                                             name="squall-submit")
+            self._flusher.start()
+        self._flush_wanted.set()
+
+    def _flush_loop(self) -> None:
+        while True:
+            self._flush_wanted.wait()
+            time.sleep(_SUBMIT_DELAY)
+            self._flush_wanted.clear()
+            with self._lock:
+                if not getattr(self, "_h", None) or not self._h.value:
+                    return
+                if self._fs is not None and not self._fs.closed:
+                    try:
+                        self._fs.submit()
+                    except SquallError as exc:
+                        self._fs._submit_error = exc
+
+    def map(self, fn: Callable, *iterables: Iterable, **options) -> List["Future"]:
+        """[submit(fn, *xs) for xs in zip(*iterables)], sent in one request."""
+        bad = set(options) - set(TASK_OPTIONS)
+        if bad:
+            raise TypeError("unknown task option(s) %s" % ", ".join(sorted(bad)))
+        with self._lock:
+            s = self._futures_session()
+            futures = [s._future(fn, xs, None, options) for xs in zip(*iterables)]
+            s.submit()
+        return futures
+
+    def gather(self, futures: Any, timeout: Optional[float] = None) -> Any:
+        """The results of futures, in the same structure (a future, or lists,
+        tuples and dicts of them). Raises the first failure."""
+        flat: List[Future] = []
+        _collect(futures, flat)
+        with self._lock:
+            _gather_values(flat, timeout)
+            return _rebuild(futures)
+
+    def get(self, dsk: Any, keys: Any, **kwargs) -> Any:
+        """Dask's scheduler interface: runs a Dask task graph, returns the
+        values of `keys` (nested like them). See squall.dask."""
+        from .dask import get
+        return get(self, dsk, keys, **kwargs)
+
+
+# ----------------------------------------------------------------------------
+# Sessions, data objects and tasks
+
+
+class Session:
+    """A namespace of tasks and data objects with one lifetime: closing it
+    cancels its unfinished tasks and frees all its objects."""
+
+    def __init__(self, client: Client):
+        self.client = client
+        self._lock = client._lock
+        with client._lock:
+            handle = L.sq_session_new(client._h)
+        if not handle:
+            raise client._error(L.sq_client_errcode(client._h))
+        self._h = ctypes.c_void_p(handle)
+        self.id = L.sq_session_id(self._h)
+        self._names: Dict[int, str] = {}       # task id -> name
+        self._outputs: Dict[int, int] = {}     # object id -> producer task id
+        self._task_ids: List[int] = []
+        self._n_tasks = 0
+        self._dirty = False                    # something recorded, not submitted
+        self._buffered = 0                     # client.submit calls not sent yet
+        self._submit_error: Optional[SquallError] = None
+        self._template = TemplatePickler(self._is_ref, _ref_id)
+
+    # -- context
+    def __enter__(self) -> "Session":
+        _session_stack().append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stack = _session_stack()
+        if stack and stack[-1] is self:
+            stack.pop()
+        self.close()
+
+    def close(self) -> None:
+        """Closes the session on the broker: unfinished tasks are cancelled
+        and every object is freed."""
+        with self._lock:
+            if self._h.value:
+                L.sq_session_destroy(ctypes.byref(self._h))
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def closed(self) -> bool:
+        return not self._h.value
+
+    def __repr__(self) -> str:
+        return "<squall.Session %d%s>" % (self.id, " closed" if self.closed else "")
+
+    def _check(self, rc: int) -> None:
+        if rc:
+            raise self.client._error(rc, self)
+
+    def _task_of(self, oid: int) -> int:
+        return self._outputs.get(oid, oid)
+
+    # -- graph building
+    @_locked
+    def blob(self, data: bytes, content_type: str = "") -> "DataObject":
+        data = bytes(data)
+        oid = L.sq_blob(self._h, data, len(data), content_type.encode())
+        if not oid:
+            self._check(L.sq_client_errcode(self.client._h) or 4)
+        self._dirty = True
+        return DataObject(self, oid, content_type)
+
+    def pickled(self, obj: Any) -> "DataObject":
+        return self.blob(dumps(obj), PICKLE)
+
+    @_locked
+    def _add_task(self, kind: bytes, inputs: Sequence[int], n_outputs: int,
+                  config: Optional[bytes], options: dict, name: Optional[str],
+                  content_types: Optional[Sequence[str]]) -> int:
+        h = self._h
+        n = len(inputs)
+        arr = (ctypes.c_uint32 * n)(*inputs) if n else None
+        tid = L.sq_task(h, kind, arr, n, n_outputs, config, len(config) if config else 0)
+        if not tid:
+            self._check(L.sq_client_errcode(self.client._h) or 4)
+        if name:
+            L.sq_task_set_name(h, tid, name.encode())
+            self._names[tid] = name
+        if options:
+            cpus = options.get("cpus")
+            if cpus is not None and cpus != 1:
+                self._check(L.sq_task_set_resource(h, tid, b"cpus", int(cpus)))
+            for rname, amount in (options.get("resources") or {}).items():
+                self._check(L.sq_task_set_resource(h, tid, rname.encode(), int(amount)))
+            if options.get("max_retries"):
+                self._check(L.sq_task_set_max_retries(h, tid, int(options["max_retries"])))
+            if options.get("timeout"):
+                self._check(L.sq_task_set_timeout(h, tid, float(options["timeout"])))
+            if options.get("priority"):
+                self._check(L.sq_task_set_priority(h, tid, int(options["priority"])))
+        if content_types:
+            for j, ct in enumerate(content_types):
+                if ct:
+                    L.sq_object_set_content_type(h, tid + 1 + j, ct.encode())
+        outputs = self._outputs
+        for j in range(n_outputs):
+            outputs[tid + 1 + j] = tid
+        self._task_ids.append(tid)
+        self._n_tasks += 1
+        self._dirty = True
+        return tid
+
+    def _input_id(self, x: Any) -> int:
+        if isinstance(x, DataObject):
+            if x.session is not self:
+                raise SquallError("%r belongs to another session" % x)
+            return x.id
+        if isinstance(x, Task):
+            return self._input_id(x.output)
+        if isinstance(x, Future):
+            if x._session is not self:
+                raise SquallError("a Future can only be used in client.submit / map")
+            return x._oid
+        if isinstance(x, (bytes, bytearray, memoryview)):
+            return self.blob(bytes(x)).id
+        raise TypeError("not a data object: %r" % (x,))
+
+    def _is_ref(self, x: Any) -> bool:
+        return isinstance(x, (DataObject, Task, Future))
+
+    def _py_task(self, fn: Callable, args: tuple, kwargs: Optional[dict], n_outputs: int,
+                 options: dict, name: Optional[str]) -> int:
+        """Adds a "py" task calling fn(*args, **kwargs); returns its id."""
+        fn_bytes = function_bytes(fn)
+        if not kwargs and all(isinstance(a, (DataObject, Task, Future)) for a in args):
+            template, inputs = b"", [self._input_id(a) for a in args]
+        else:
+            template, refs = self._template.dumps(args, kwargs or {})
+            inputs = [self._check_ref(r) for r in refs]
+        return self._add_task(b"py", inputs, n_outputs, py_config(fn_bytes, template),
+                              options, name, (PICKLE,) * n_outputs)
+
+    def _check_ref(self, ref: Any) -> int:
+        return self._input_id(ref)
+
+    def _future(self, fn: Callable, args: tuple, kwargs: Optional[dict],
+                options: dict) -> "Future":
+        name = options.get("key") or getattr(fn, "__name__", None)
+        tid = self._py_task(fn, tuple(args), kwargs, 1, options, name)
+        L.sq_keep(self._h, tid + 1)
+        return Future(self, tid)
+
+    # -- submit and wait
+    def submit(self) -> None:
+        """Sends what was built since the last submit; tasks start as soon as
+        their inputs exist. May be called any number of times."""
+        with self._lock:
+            if self._submit_error is not None:
+                exc, self._submit_error = self._submit_error, None
+                raise exc
+            if not self._dirty:
+                return
+            self._dirty = False
+            self._buffered = 0
+            self._check(L.sq_submit(self._h))
+            if self.client._fs is self:
+                self.client._unkeep_released()
+
+    def _ids(self, items: Iterable[Any]) -> List[int]:
+        out = []
+        for x in items:
+            if isinstance(x, Task):
+                out.append(x.id)
+            elif isinstance(x, DataObject):
+                out.append(x.id)
+            elif isinstance(x, Future):
+                out.append(x._tid)
+            elif isinstance(x, int):
+                out.append(x)
+            else:
+                raise TypeError("not a task or data object: %r" % (x,))
+        return out
+
+    def wait(self, items: Iterable[Any], timeout: Optional[float] = None) -> None:
+        """Waits until the given tasks / data objects are finished; raises
+        TaskFailed / UpstreamFailed for the first failure."""
+        self.submit()
+        ids = self._ids(items if isinstance(items, (list, tuple, set)) else [items])
+        if ids:
+            self._wait_ids(ids, timeout)
+
+    @_locked
+    def wait_all(self, timeout: Optional[float] = None) -> None:
+        """Waits for every task submitted in this session so far."""
+        self.submit()
+        if self._progress_wanted(len(self._task_ids)):
+            self._wait_ids(list(self._task_ids), timeout)
+            return
+        self._check(L.sq_wait_all(self._h, _ms(timeout)))
+
+    def _progress_wanted(self, n: int) -> bool:
+        return Progress(n).enabled
+
+    @_locked
+    def _wait_ids(self, ids: List[int], timeout: Optional[float]) -> None:
+        arr = L.ids(ids)
+        progress = Progress(len(ids))
+        if not progress.enabled:
+            self._check(L.sq_wait(self._h, arr, len(ids), _ms(timeout)))
+            return
+        import time
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with progress:
+            while True:
+                step = 250 if deadline is None else \
+                    max(0, min(250, int((deadline - time.monotonic()) * 1000)))
+                rc = L.sq_wait(self._h, arr, len(ids), step)
+                if rc != L.SQ_E_TIMEOUT or (deadline is not None and time.monotonic() >= deadline):
+                    if rc == 0:
+                        progress.update(len(ids))
+                    self._check(rc)
+                    return
+                done, _ = self._wait_some_ids(ids, 0)
+                progress.update(len(done))
+
+    @_locked
+    def _wait_some_ids(self, ids: List[int], timeout_ms: int):
+        arr = L.ids(ids)
+        done = (ctypes.c_uint32 * len(ids))()
+        n_done = ctypes.c_size_t(0)
+        rc = L.sq_wait_some(self._h, arr, len(ids), timeout_ms, done, ctypes.byref(n_done))
+        if rc == L.SQ_E_TIMEOUT:
+            return [], ids
+        self._check(rc)
+        got = set(done[:n_done.value])
+        return [i for i in ids if i in got], [i for i in ids if i not in got]
+
+    def wait_some(self, items: Sequence[Any], timeout: Optional[float] = None):
+        """Waits until at least one of items is done (finished or failed);
+        returns (done, not_done) lists of the given items."""
+        self.submit()
+        items = list(items)
+        ids = self._ids(items)
+        if not ids:
+            return [], []
+        done_ids, _ = self._wait_some_ids(ids, _ms(timeout))
+        got = set(done_ids)
+        return ([x for x, i in zip(items, ids) if i in got],
+                [x for x, i in zip(items, ids) if i not in got])
+
+    @_locked
+    def cancel(self, items: Sequence[Any] = ()) -> None:
+        """Cancels tasks (all unfinished tasks of the session if none given)."""
+        ids = self._ids(items)
+        self._check(L.sq_cancel(self._h, L.ids(ids) if ids else None, len(ids)))
+
+    @_locked
+    def _fetch(self, oid: int, timeout: Optional[float]):
+        self.submit()
+        data = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        ctype = ctypes.c_void_p()
+        rc = L.sq_fetch(self._h, oid, _ms(timeout), ctypes.byref(data),
+                        ctypes.byref(size), ctypes.byref(ctype))
+        if rc:
+            error = self.client._error(rc, self)
+            if rc not in (L.SQ_E_TIMEOUT, L.SQ_E_CONNECTION, L.SQ_E_TASK_FAILED,
+                          L.SQ_E_UPSTREAM_FAILED, L.SQ_E_CANCELLED):
+                #   A failed producer can show as a lost object: WAIT names
+                #   the failure and its root.
+                rc = L.sq_wait(self._h, L.ids([oid]), 1, 0)
+                if rc in (L.SQ_E_TASK_FAILED, L.SQ_E_UPSTREAM_FAILED, L.SQ_E_CANCELLED):
+                    error = self.client._error(rc, self)
+            raise error
+        content_type = ""
+        if ctype.value:
+            content_type = ctypes.string_at(ctype).decode("utf-8", "replace")
+            L.sq_free(ctype)
+        return L.take_buffer(data, size.value), content_type
+
+
+def _ref_id(x: Any) -> Any:
+    return x                        # the session maps it (Session._input_id)
+
+
+class DataObject:
+    """A piece of data in a session: a constant or a task's output."""
+
+    __slots__ = ("session", "id", "content_type", "__weakref__")
+
+    def __init__(self, session: Session, oid: int, content_type: str = ""):
+        self.session = session
+        self.id = oid
+        self.content_type = content_type
+
+    def keep(self) -> "DataObject":
+        """Keeps the object so it can be fetched (and outlives its consumers)."""
+        with self.session._lock:
+            self.session._check(L.sq_keep(self.session._h, self.id))
+        return self
+
+    def unkeep(self) -> None:
+        with self.session._lock:
+            self.session._check(L.sq_unkeep(self.session._h, self.id))
+
+    def fetch(self, timeout: Optional[float] = None) -> Any:
+        """The object's content (waits for it): bytes, or the unpickled value
+        when its content type is "py/pickle". The object must be kept."""
+        data, content_type = self.session._fetch(self.id, timeout)
+        if content_type == PICKLE:
+            return pickle.loads(data)
+        return data
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        self.session.wait([self], timeout)
+
+    def __repr__(self) -> str:
+        return "<squall.DataObject %d%s>" % (
+            self.id, " %s" % self.content_type if self.content_type else "")
+
+
+class Task:
+    """A task of a session. `outputs` are its data objects; `output` is the
+    only one (an error if it has several)."""
+
+    kind = "task"
+
+    def __init__(self, kind: str, inputs: Sequence[Any] = (), outputs: int = 1,
+                 config: Optional[bytes] = None, *, name: Optional[str] = None,
+                 content_types: Optional[Sequence[str]] = None,
+                 session: Optional[Session] = None, **options):
+        bad = set(options) - set(TASK_OPTIONS)
+        if bad:
+            raise TypeError("unknown task option(s) %s" % ", ".join(sorted(bad)))
+        s = session or current_session()
+        ids = [s._input_id(x) for x in inputs]
+        self._init(s, s._add_task(kind.encode(), ids, outputs, config, options,
+                                  name or options.get("key"), content_types),
+                   outputs, content_types)
+        self.kind = kind
+
+    def _init(self, session: Session, tid: int, n_outputs: int,
+              content_types: Optional[Sequence[str]]) -> None:
+        self.session = session
+        self.id = tid
+        types = list(content_types or ())
+        types += [""] * (n_outputs - len(types))
+        self.outputs = [DataObject(session, tid + 1 + j, types[j]) for j in range(n_outputs)]
+
+    @property
+    def output(self) -> DataObject:
+        if len(self.outputs) != 1:
+            raise SquallError("task %d has %d outputs; use .outputs"
+                              % (self.id, len(self.outputs)))
+        return self.outputs[0]
+
+    def keep_outputs(self) -> "Task":
+        for o in self.outputs:
+            o.keep()
+        return self
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        self.session.wait([self], timeout)
+
+    def fetch(self, timeout: Optional[float] = None) -> Any:
+        """The value of the only output (which must be kept)."""
+        return self.output.fetch(timeout)
+
+    def __repr__(self) -> str:
+        return "<squall.%s %d>" % (type(self).__name__, self.id)
+
+
+class PyTask(Task):
+    """A call of a Python function (made by calling a @remote function)."""
+
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict, outputs: int = 1,
+                 name: Optional[str] = None, session: Optional[Session] = None, **options):
+        s = session or current_session()
+        tid = s._py_task(fn, args, kwargs, outputs, options,
+                         name or options.get("key") or getattr(fn, "__name__", None))
+        self._init(s, tid, outputs, (PICKLE,) * outputs)
+        self.kind = "py"
+        self.function = fn
+
+
+def blob(data: bytes, content_type: str = "") -> DataObject:
+    """A constant data object in the current session."""
+    return current_session().blob(data, content_type)
+
+
+def pickled(obj: Any) -> DataObject:
+    """A constant holding a pickled Python value (content type "py/pickle")."""
+    return current_session().pickled(obj)
+
+
+# ----------------------------------------------------------------------------
+# @remote
+
+
+class RemoteFunction:
+    """A function that runs on governors; calling it inside a session adds a
+    task and returns it (PyTask). Arguments may be data objects, tasks
+    (their output) or plain values, nested in any picklable structure."""
+
+    def __init__(self, fn: Callable, outputs: int = 1, **options):
+        bad = set(options) - set(TASK_OPTIONS)
+        if bad:
+            raise TypeError("unknown task option(s) %s" % ", ".join(sorted(bad)))
+        self.fn = fn
+        self.n_outputs = outputs
+        self.task_options = options
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs) -> PyTask:
+        return PyTask(self.fn, args, kwargs, self.n_outputs, **self.task_options)
+
+    def options(self, **options) -> "RemoteFunction":
+        """A copy with other task options (outputs=, cpus=, max_retries=, ...)."""
+        merged = dict(self.task_options)
+        outputs = options.pop("outputs", self.n_outputs)
+        merged.update(options)
+        return RemoteFunction(self.fn, outputs, **merged)
+
+    def local(self, *args, **kwargs) -> Any:
+        """Calls the function here, in this process."""
+        return self.fn(*args, **kwargs)
+
+
+def remote(fn: Optional[Callable] = None, *, outputs: int = 1, cpus: int = 1,
+           max_retries: int = 0, **options):
+    """Decorator: `@squall.remote` or `@squall.remote(outputs=2, cpus=1,
+    max_retries=0, resources={...}, timeout=seconds)`."""
+    def wrap(f: Callable) -> RemoteFunction:
+        return RemoteFunction(f, outputs, cpus=cpus, max_retries=max_retries, **options)
+    return wrap(fn) if fn is not None else wrap
+
+
+# ----------------------------------------------------------------------------
+# Futures
+
+_UNSET = object()
+
+
+class Future:
+    """The result of client.submit: a value being computed on the cluster."""
+
+    __slots__ = ("_session", "_tid", "_oid", "_value", "_exc", "__weakref__")
+
+    def __init__(self, session: Session, tid: int):
+        self._session = session
+        self._tid = tid
+        self._oid = tid + 1
+        self._value = _UNSET
+        self._exc: Optional[BaseException] = None
+        session.client._live_futures += 1
+
+    def __del__(self):
+        try:
+            client = self._session.client
+            client._live_futures -= 1
+            if client._fs is self._session:
+                client._released.append(self._oid)
+        except Exception:
+            pass
+
+    @property
+    def key(self) -> str:
+        return self._session._names.get(self._tid) or str(self._tid)
+
+    @property
+    def task_id(self) -> int:
+        return self._tid
+
+    def _resolved(self) -> bool:
+        return self._value is not _UNSET or self._exc is not None
+
+    def _resolve(self, timeout: Optional[float]) -> None:
+        if self._resolved():
+            return
+        try:
+            data, content_type = self._session._fetch(self._oid, timeout)
+        except (TaskFailed, TaskCancelled) as exc:
+            self._exc = exc
+            return
+        self._value = pickle.loads(data) if content_type == PICKLE else data
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """The value, waiting up to `timeout` seconds (None: for ever).
+        Raises TaskFailed / UpstreamFailed if the task failed."""
+        self._resolve(timeout)
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        """The task's exception (TaskFailed, ...) or None, waiting like result."""
+        self._resolve(timeout)
+        return self._exc
+
+    def done(self) -> bool:
+        """Whether the task has finished or failed (does not wait)."""
+        if self._resolved():
+            return True
+        if self._session.closed:
+            return True
+        done, _ = self._session._wait_some_ids([self._tid], 0)
+        return bool(done)
+
+    def __repr__(self) -> str:
+        state = "finished" if self._value is not _UNSET else \
+            "error" if self._exc is not None else "pending"
+        return "<squall.Future %s %s>" % (self.key, state)
+
+
+def _collect(x: Any, out: List[Future]) -> None:
+    if isinstance(x, Future):
+        out.append(x)
+    elif isinstance(x, (list, tuple, set, frozenset)):
+        for y in x:
+            _collect(y, out)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _collect(y, out)
+
+
+def _rebuild(x: Any) -> Any:
+    if isinstance(x, Future):
+        return x.result()
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return type(x)(_rebuild(y) for y in x)
+    if isinstance(x, dict):
+        return {k: _rebuild(v) for k, v in x.items()}
+    return x
+
+
+def _gather_values(futures: List[Future], timeout: Optional[float]) -> None:
+    """Resolves many futures with few round trips: their objects are joined
+    by concat tasks on the cluster and fetched in one piece per chunk."""
+    by_session: Dict[int, List[Future]] = {}
+    seen = set()
+    for f in futures:
+        if not f._resolved() and id(f) not in seen:
+            seen.add(id(f))
+            by_session.setdefault(id(f._session), []).append(f)
+    for group in by_session.values():
+        s = group[0]._session
+        s.submit()
+        if len(group) >= 100 and Progress(len(group)).enabled:
+            try:
+                s._wait_ids([f._tid for f in group], timeout)
+            except (TaskFailed, TaskCancelled):
+                pass
+        if len(group) < 4:
+            for f in group:
+                f._resolve(timeout)
+            continue
+        for start in range(0, len(group), _GATHER_CHUNK):
+            chunk = group[start:start + _GATHER_CHUNK]
+            tid = s._add_task(b"concat", [f._oid for f in chunk], 1, None, {}, None, None)
+            joined = tid + 1
+            L.sq_keep(s._h, joined)
+            try:
+                data, _ = s._fetch(joined, timeout)
+            except (TaskFailed, TaskCancelled):
+                data = None
+            finally:
+                L.sq_unkeep(s._h, joined)
+            if data is None:            # some failed: find out which, one by one
+                for f in chunk:
+                    f._resolve(timeout)
+                continue
+            stream = io.BytesIO(data)
+            load = pickle.Unpickler(stream).load
+            for f in chunk:
+                f._value = load()
+
+
+def as_completed(futures: Iterable[Future], timeout: Optional[float] = None) -> Iterator[Future]:
+    """Yields the futures as they finish (or fail), in completion order."""
+    import time
+    pending = list(futures)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while pending:
+        ready = [f for f in pending if f._resolved()]
+        if not ready:
+            s = pending[0]._session
+            same = [f for f in pending if f._session is s]
+            s.submit()
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done_ids, _ = s._wait_some_ids([f._tid for f in same], _ms(left))
+            if not done_ids:
+                raise TimeoutError("as_completed: %d future(s) still pending after %s s"
+                                   % (len(pending), timeout))
+            got = set(done_ids)
+            ready = [f for f in same if f._tid in got]
+        for f in ready:
+            pending.remove(f)
+            yield f

@@ -1,0 +1,130 @@
+"""Pickling of Python tasks: functions (cloudpickle, cached) and argument
+templates in which data objects become input indexes (persistent ids, read
+back by governor/executor.py)."""
+from __future__ import annotations
+
+import io
+import pickle
+import weakref
+from typing import Any, Callable, List, Tuple
+
+try:
+    import cloudpickle
+except ImportError:                 # pragma: no cover - a declared dependency
+    cloudpickle = None
+
+PICKLE = "py/pickle"
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+
+#   Pickled functions by function object: a function used for 20 000 tasks is
+#   pickled once. (A closure is pickled with the values its cells hold when
+#   first used.)
+_fn_cache: "weakref.WeakKeyDictionary[Any, bytes]" = weakref.WeakKeyDictionary()
+
+
+def dumps(obj: Any) -> bytes:
+    """Pickles a value: plain pickle when it can, else cloudpickle (lambdas,
+    closures, classes defined in __main__)."""
+    try:
+        data = pickle.dumps(obj, protocol=_PROTOCOL)
+        #   Things of __main__ pickled by reference would not load remotely.
+        if b"__main__" not in data or cloudpickle is None:
+            return data
+    except Exception:
+        if cloudpickle is None:
+            raise
+    return cloudpickle.dumps(obj, protocol=_PROTOCOL)
+
+
+def loads(data: bytes) -> Any:
+    return pickle.loads(data)
+
+
+def function_bytes(fn: Callable) -> bytes:
+    try:
+        data = _fn_cache.get(fn)
+    except TypeError:               # not weakly referenceable
+        data = None
+    if data is None:
+        data = cloudpickle.dumps(fn, protocol=_PROTOCOL) if cloudpickle else \
+            pickle.dumps(fn, protocol=_PROTOCOL)
+        try:
+            _fn_cache[fn] = data
+        except TypeError:
+            pass
+    return data
+
+
+def _make_picklers(is_ref: Callable[[Any], bool], ref_id: Callable[[Any], int]):
+    class _Plain(pickle.Pickler):
+        def __init__(self, file, inputs):
+            super().__init__(file, protocol=_PROTOCOL)
+            self.inputs = inputs
+            self.index = {}
+
+        def persistent_id(self, obj):
+            if is_ref(obj):
+                oid = ref_id(obj)
+                i = self.index.get(oid)
+                if i is None:
+                    i = self.index[oid] = len(self.inputs)
+                    self.inputs.append(oid)
+                return i
+            return None
+
+    if cloudpickle is None:
+        return _Plain, None
+
+    class _Cloud(cloudpickle.Pickler):
+        def __init__(self, file, inputs):
+            super().__init__(file, protocol=_PROTOCOL)
+            self.inputs = inputs
+            self.index = {}
+
+        persistent_id = _Plain.persistent_id
+
+    return _Plain, _Cloud
+
+
+class TemplatePickler:
+    """Pickles (args, kwargs) with references (data objects, task outputs,
+    futures) replaced by input indexes."""
+
+    def __init__(self, is_ref: Callable[[Any], bool], ref_id: Callable[[Any], int]):
+        self._plain, self._cloud = _make_picklers(is_ref, ref_id)
+
+    def dumps(self, args: tuple, kwargs: dict) -> Tuple[bytes, List[int]]:
+        """The template and the object ids of its inputs, in index order."""
+        for cls in (self._plain, self._cloud):
+            if cls is None:
+                continue
+            buf = io.BytesIO()
+            inputs: List[int] = []
+            try:
+                cls(buf, inputs).dump((args, kwargs))
+            except Exception:
+                if cls is self._cloud or self._cloud is None:
+                    raise
+                continue
+            data = buf.getvalue()
+            #   Things of __main__ pickled by reference would not load remotely.
+            if cls is self._plain and self._cloud is not None and b"__main__" in data:
+                continue
+            return data, inputs
+        raise AssertionError("unreachable")
+
+
+def _bin(data: bytes) -> bytes:
+    n = len(data)
+    if n < 256:
+        return b"\xc4" + bytes((n,)) + data
+    if n < 65536:
+        return b"\xc5" + n.to_bytes(2, "big") + data
+    return b"\xc6" + n.to_bytes(4, "big") + data
+
+
+def py_config(fn_bytes: bytes, args_bytes: bytes) -> bytes:
+    """msgpack of the "py" task config {"fn": bin, "args": bin}."""
+    if args_bytes:
+        return b"\x82\xa2fn" + _bin(fn_bytes) + b"\xa4args" + _bin(args_bytes)
+    return b"\x81\xa2fn" + _bin(fn_bytes)

@@ -1,0 +1,582 @@
+"""squall: the command line tool.
+
+    squall start --governors N [--cpus C]   a local cluster in the foreground
+    squall status                           governors, their load, tasks
+    squall submit FILE.py [ARGS...]         run a pipeline script on the cluster
+    squall replay EVENTLOG [--html OUT]     what ran where, from an event log
+
+Exit codes (the same for every command, so scripts can rely on them):
+    0  success
+    1  failure (a pipeline script failed, a process died, a bad event log)
+    2  usage error (unknown command or option, missing file)
+    3  the cluster is unreachable (no broker answers at the endpoint)
+
+Standard library only: the client library is reached through ctypes, so this
+works before (and without) the rest of the Python package being importable.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import ctypes
+import ctypes.util
+import glob
+import html
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+DEFAULT_BROKER = "tcp://127.0.0.1:7760"
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_BIN_DIR = os.path.join(_HERE, "_bin")
+
+
+class CliError(Exception):
+    """An error with the exit code it stands for."""
+
+    def __init__(self, message, code=EXIT_FAILURE):
+        super().__init__(message)
+        self.code = code
+
+
+# ---------------------------------------------------------------------------
+# Finding the programs and the client library: bundled in the package (pip),
+# then $SQUALL_BUILD_DIR (a cmake build tree), then PATH / the linker path.
+
+def find_program(name):
+    """Path of squall-broker / squall-governor, or raise CliError."""
+    subdir = {"squall-broker": "broker", "squall-governor": "governor"}.get(name, "")
+    candidates = [os.path.join(_BIN_DIR, name)]
+    build = os.environ.get("SQUALL_BUILD_DIR")
+    if build:
+        candidates += [os.path.join(build, subdir, name), os.path.join(build, name)]
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    found = shutil.which(name)
+    if found:
+        return found
+    raise CliError("cannot find %s: install squall (pip or cmake --install), or set "
+                   "SQUALL_BUILD_DIR to a cmake build directory" % name)
+
+
+def _load_library():
+    candidates = sorted(glob.glob(os.path.join(_BIN_DIR, "libsquall.so*")))
+    if os.environ.get("SQUALL_LIBRARY"):
+        candidates.append(os.environ["SQUALL_LIBRARY"])
+    build = os.environ.get("SQUALL_BUILD_DIR")
+    if build:
+        candidates.append(os.path.join(build, "client", "libsquall.so"))
+    found = ctypes.util.find_library("squall")
+    if found:
+        candidates.append(found)
+    errors = []
+    for path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as exc:
+            errors.append("%s: %s" % (path, exc))
+            continue
+        p = ctypes.c_void_p
+        lib.sq_client_new.restype = p
+        lib.sq_client_new.argtypes = []
+        lib.sq_client_connect.restype = ctypes.c_int
+        lib.sq_client_connect.argtypes = [p, ctypes.c_char_p, ctypes.c_int]
+        lib.sq_client_errmsg.restype = ctypes.c_char_p
+        lib.sq_client_errmsg.argtypes = [p]
+        lib.sq_client_info.restype = ctypes.c_int
+        lib.sq_client_info.argtypes = [p, ctypes.POINTER(p)]
+        lib.sq_free.restype = None
+        lib.sq_free.argtypes = [p]
+        lib.sq_client_destroy.restype = None
+        lib.sq_client_destroy.argtypes = [ctypes.POINTER(p)]
+        return lib
+    raise CliError("cannot find libsquall (set SQUALL_BUILD_DIR or SQUALL_LIBRARY)"
+                   + ("; tried " + "; ".join(errors) if errors else ""))
+
+
+def cluster_info(endpoint, timeout=5.0):
+    """INFO from the broker as a dict; CliError(EXIT_UNREACHABLE) if none answers."""
+    lib = _load_library()
+    client = ctypes.c_void_p(lib.sq_client_new())
+    if not client:
+        raise CliError("out of memory")
+    try:
+        if lib.sq_client_connect(client, endpoint.encode(), int(timeout * 1000)):
+            raise CliError("cluster unreachable: no broker answers at %s (%s)"
+                           % (endpoint, lib.sq_client_errmsg(client).decode(errors="replace")),
+                           EXIT_UNREACHABLE)
+        buffer = ctypes.c_void_p()
+        if lib.sq_client_info(client, ctypes.byref(buffer)):
+            raise CliError("cluster unreachable: INFO failed at %s (%s)"
+                           % (endpoint, lib.sq_client_errmsg(client).decode(errors="replace")),
+                           EXIT_UNREACHABLE)
+        try:
+            return json.loads(ctypes.string_at(buffer).decode())
+        finally:
+            lib.sq_free(buffer)
+    finally:
+        lib.sq_client_destroy(ctypes.byref(client))
+
+
+def _broker_endpoint(args):
+    return getattr(args, "broker", None) or os.environ.get("SQUALL_BROKER") or DEFAULT_BROKER
+
+
+def _bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
+        n /= 1024.0
+    return str(n)
+
+
+def _table(rows, header):
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths)).rstrip()]
+    for r in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# squall start
+
+class _Child:
+    def __init__(self, name, argv, log_path):
+        self.name = name
+        self.log = open(log_path, "ab")
+        # Own session: the terminal's Ctrl-C reaches only us, and we stop the
+        # governors before the broker.
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.lines = []
+        self.cond = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for raw in self.proc.stdout:
+            with self.cond:
+                self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_line(self, prefix, deadline):
+        """The first stdout line starting with prefix, or None at the deadline / exit."""
+        with self.cond:
+            while True:
+                for line in self.lines:
+                    if line.startswith(prefix):
+                        return line
+                if self.proc.poll() is not None and not self.reader.is_alive():
+                    return None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(min(left, 0.2))
+
+    def stop(self, grace=5.0):
+        if self.proc.poll() is None:
+            try:
+                self.proc.terminate()
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def cmd_start(args):
+    if args.governors < 0 or (args.cpus is not None and args.cpus < 1):
+        raise CliError("--governors must be >= 0 and --cpus >= 1", EXIT_USAGE)
+    broker_bin, governor_bin = find_program("squall-broker"), find_program("squall-governor")
+    logdir = args.log_dir or tempfile.mkdtemp(prefix="squall-start-")
+    os.makedirs(logdir, exist_ok=True)
+    port = "*" if args.port == 0 else str(args.port)
+    argv = [broker_bin, "--listen", "tcp://%s:%s" % (args.host, port)]
+    if args.http is not None and args.http >= 0:
+        argv += ["--http", "%s:%d" % (args.http_host or args.host, args.http)]
+    if args.event_log:
+        argv += ["--event-log", args.event_log]
+    children = []
+    stopping = threading.Event()
+
+    def on_signal(signum, frame):
+        stopping.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    code = EXIT_OK
+    try:
+        broker = _Child("broker", argv, os.path.join(logdir, "broker.log"))
+        children.append(broker)
+        deadline = time.monotonic() + 10
+        line = broker.wait_line("LISTENING ", deadline)
+        if not line:
+            raise CliError("the broker did not start; see %s" % os.path.join(logdir, "broker.log"))
+        endpoint = line.split(None, 1)[1]
+        if args.port == 0 or args.host in ("0.0.0.0", "*"):
+            endpoint = endpoint.replace("0.0.0.0", "127.0.0.1")
+        dashboard = None
+        if args.http is not None and args.http >= 0:
+            line = broker.wait_line("HTTP ", deadline)
+            if not line:
+                raise CliError("the broker did not serve HTTP; see %s/broker.log" % logdir)
+            host = args.http_host or args.host
+            dashboard = "http://%s:%s/" % ("127.0.0.1" if host in ("0.0.0.0", "*") else host,
+                                           line.split()[1])
+        governors = []
+        for i in range(args.governors):
+            gargv = [governor_bin, "--broker", endpoint, "--name", "governor-%d" % (i + 1)]
+            if args.cpus:
+                gargv += ["--cpus", str(args.cpus)]
+            child = _Child("governor-%d" % (i + 1), gargv,
+                           os.path.join(logdir, "governor-%d.log" % (i + 1)))
+            children.append(child)
+            governors.append(child)
+        for child in governors:
+            if not child.wait_line("READY", time.monotonic() + 10):
+                raise CliError("%s did not start; see %s/%s.log" % (child.name, logdir, child.name))
+        print("squall: cluster running: broker %s, %d governor(s)%s"
+              % (endpoint, len(governors), ", %d cpus each" % args.cpus if args.cpus else ""))
+        if dashboard:
+            print("squall: dashboard %s" % dashboard)
+        print("squall: logs in %s; Ctrl-C stops the cluster" % logdir)
+        print("SQUALL_BROKER=%s" % endpoint)
+        if dashboard:
+            print("SQUALL_DASHBOARD=%s" % dashboard)
+        sys.stdout.flush()
+        while not stopping.is_set():
+            dead = [c for c in children if c.proc.poll() is not None]
+            if dead:
+                print("squall: %s exited with status %s; stopping the cluster (see %s)"
+                      % (dead[0].name, dead[0].proc.returncode, logdir), file=sys.stderr)
+                code = EXIT_FAILURE
+                break
+            stopping.wait(0.2)
+        if stopping.is_set():
+            print("squall: stopping", file=sys.stderr)
+    finally:
+        # governors first (they say goodbye), then the broker
+        for child in reversed(children):
+            child.stop()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    # a process that failed on its way out (a crash, a sanitizer report)
+    # makes the run a failure too
+    for child in children:
+        if child.proc.returncode not in (0, -signal.SIGTERM) and code == EXIT_OK:
+            print("squall: %s exited with status %s (see %s)"
+                  % (child.name, child.proc.returncode, logdir), file=sys.stderr)
+            code = EXIT_FAILURE
+    return code
+
+
+# ---------------------------------------------------------------------------
+# squall status
+
+def cmd_status(args):
+    endpoint = _broker_endpoint(args)
+    info = cluster_info(endpoint, args.timeout)
+    if args.json:
+        json.dump(info, sys.stdout, indent=2, sort_keys=True)
+        print()
+        return EXIT_OK
+    govs = info.get("governors", [])
+    tasks = info.get("tasks", {})
+    print("broker %s (squall %s): %d governor(s), %d session(s), %d client(s), %d object(s)"
+          % (endpoint, info.get("version", "?"), len(govs), info.get("sessions", 0),
+             info.get("clients", 0), info.get("objects", 0)))
+    rows = []
+    for g in govs:
+        cpus = g.get("cpus", 0) or 1
+        load = (g.get("running", 0) + g.get("queued", 0)) / cpus
+        rows.append([g.get("id"), g.get("name"), g.get("cpus"), "%.2f" % load, g.get("running", 0),
+                     g.get("queued", 0), _bytes(g.get("memory", 0)), g.get("objects", 0),
+                     g.get("tasks_done", 0)])
+    if rows:
+        print()
+        print(_table(rows, ["id", "name", "cpus", "load", "running", "queued", "memory",
+                            "objects", "done"]))
+    print()
+    states = ["waiting", "ready", "assigned", "running", "finished", "failed", "cancelled"]
+    print("tasks: " + ", ".join("%s %d" % (s, tasks.get(s, 0)) for s in states))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# squall submit
+
+def cmd_submit(args):
+    if not os.path.isfile(args.file):
+        raise CliError("no such file: %s" % args.file, EXIT_USAGE)
+    endpoint = _broker_endpoint(args)
+    if not args.no_check:
+        cluster_info(endpoint, args.timeout)
+    env = dict(os.environ, SQUALL_BROKER=endpoint)
+    # the script imports squall from this very package
+    package_root = os.path.dirname(_HERE)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH")] if p)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, args.file] + args.args, env=env)
+    if proc.returncode != 0:
+        print("squall: %s failed with status %d after %.1f s"
+              % (args.file, proc.returncode, time.monotonic() - started), file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# squall replay
+
+def read_events(path):
+    events = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError as exc:
+                raise CliError("%s:%d: not an event (%s)" % (path, n, exc))
+            if not isinstance(event, dict) or "event" not in event or "time" not in event:
+                raise CliError("%s:%d: not an event (no 'event' or 'time')" % (path, n))
+            events.append(event)
+    return events
+
+
+def summarize(events):
+    """What ran where: per governor, per kind, spans, failures."""
+    govs = collections.OrderedDict()
+    def gov(e):
+        key = e.get("governor", 0)
+        if key not in govs:
+            govs[key] = {"id": key, "name": e.get("governor_name", "#%s" % key), "finished": 0,
+                         "failed": 0, "busy_s": 0.0, "first": None, "last": None, "left": None}
+        g = govs[key]
+        if e.get("governor_name"):
+            g["name"] = e["governor_name"]
+        return g
+    started = {}
+    spans = []          # (governor, start, end, task, kind, name, ok)
+    kinds = collections.Counter()
+    failures = []
+    submits = tasks_submitted = 0
+    bytes_moved = 0
+    for e in events:
+        ev, t = e["event"], e["time"]
+        task = (e.get("session"), e.get("id"))
+        if ev == "governor_joined":
+            gov(e)["first"] = t
+        elif ev == "governor_left":
+            gov(e)["left"] = t
+            failures.append({"time": t, "what": "governor %s left" % e.get("governor_name"),
+                             "message": e.get("reason", "")})
+        elif ev == "submit":
+            submits += 1
+            tasks_submitted += e.get("tasks", 0)
+        elif ev == "task_assigned":
+            started.setdefault(task, t)
+        elif ev == "task_started":
+            started[task] = t
+        elif ev in ("task_finished", "task_failed"):
+            g = gov(e)
+            ok = ev == "task_finished"
+            g["finished" if ok else "failed"] += 1
+            begin = started.pop(task, t - e.get("run_us", 0) / 1e6)
+            if e.get("run_us"):
+                begin = t - e["run_us"] / 1e6
+            g["busy_s"] += max(0.0, t - begin)
+            kinds[e.get("kind", "?")] += 1
+            spans.append((e.get("governor", 0), begin, t, "%s:%s" % task, e.get("kind", ""),
+                          e.get("name", ""), ok))
+            if not ok:
+                failures.append({"time": t, "what": "task %s:%s %s on %s" % (
+                    task[0], task[1], e.get("name", ""), e.get("governor_name", "?")),
+                    "message": e.get("message", "")})
+        elif ev == "object_located":
+            bytes_moved += e.get("size", 0)
+    first = events[0]["time"] if events else 0
+    last = events[-1]["time"] if events else 0
+    return {"first": first, "last": last, "duration_s": last - first, "events": len(events),
+            "submits": submits, "tasks_submitted": tasks_submitted,
+            "finished": sum(g["finished"] for g in govs.values()),
+            "failed": sum(g["failed"] for g in govs.values()),
+            "governors": list(govs.values()), "kinds": dict(kinds), "failures": failures,
+            "bytes_moved": bytes_moved,
+            "spans": spans}
+
+
+def _stamp(t):
+    return time.strftime("%H:%M:%S", time.localtime(t)) + ".%03d" % int((t % 1) * 1000)
+
+
+def replay_html(summary, source):
+    s = summary
+    e = html.escape
+    lanes = [g["id"] for g in s["governors"]]
+    names = {g["id"]: g["name"] for g in s["governors"]}
+    width, lane_h, left = 1100, 22, 140
+    span = max(s["duration_s"], 1e-6)
+    bars = []
+    for gid, begin, end, task, kind, name, ok in s["spans"][:20000]:
+        y = 24 + lanes.index(gid) * lane_h if gid in lanes else 24
+        x = left + (begin - s["first"]) / span * (width - left - 10)
+        w = max(1.0, (end - begin) / span * (width - left - 10))
+        bars.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>'
+                    % (x, y + 3, w, lane_h - 6, "#2a9d5b" if ok else "#d64545",
+                       e("%s %s %s: %.3f s" % (task, kind, name, end - begin))))
+    labels = ['<text x="4" y="%d" font-size="12">%s</text>' % (24 + i * lane_h + 15, e(names[g]))
+              for i, g in enumerate(lanes)]
+    height = 34 + max(1, len(lanes)) * lane_h
+    axis = ['<text x="%d" y="14" font-size="11" fill="#6b7385">%s</text>'
+            % (left + k * (width - left - 10) // 4, "+%.2f s" % (span * k / 4)) for k in range(5)]
+    gov_rows = "".join("<tr class='gov-row'><td>%s</td><td>%s</td><td>%d</td><td>%d</td>"
+                       "<td>%.3f s</td></tr>" % (g["id"], e(g["name"]), g["finished"], g["failed"],
+                                                  g["busy_s"]) for g in s["governors"])
+    fail_rows = "".join("<tr><td>%s</td><td>%s</td><td>%s</td></tr>"
+                        % (_stamp(f["time"]), e(f["what"]), e(f["message"])) for f in s["failures"][:200])
+    return """<!DOCTYPE html><html><head><meta charset="utf-8"><title>squall replay: %s</title>
+<style>body{font:14px system-ui,sans-serif;margin:20px;color:#1d2330}table{border-collapse:collapse}
+td,th{padding:3px 10px;border-bottom:1px solid #e1e4ea;text-align:left}h2{font-size:15px}</style></head>
+<body><h1>squall replay</h1><p>%s: %d events, %s to %s (%.3f s); %d submit(s) of %d task(s);
+%d finished, %d failed; %s moved between governors.</p>
+<h2>Timeline (green finished, red failed)</h2>
+<svg width="%d" height="%d" style="background:#f6f7f9">%s%s%s</svg>
+<h2>Tasks per governor</h2><table><tr><th>id</th><th>governor</th><th>finished</th><th>failed</th><th>busy</th></tr>%s</table>
+<h2>Failures</h2><table><tr><th>time</th><th>what</th><th>message</th></tr>%s</table>
+</body></html>
+""" % (e(source), e(source), s["events"], _stamp(s["first"]), _stamp(s["last"]), s["duration_s"],
+       s["submits"], s["tasks_submitted"], s["finished"], s["failed"], _bytes(s["bytes_moved"]),
+       width, height, "".join(axis), "".join(labels), "".join(bars), gov_rows,
+       fail_rows or "<tr><td colspan=3>none</td></tr>")
+
+
+def cmd_replay(args):
+    if not os.path.isfile(args.file):
+        raise CliError("no such file: %s" % args.file, EXIT_USAGE)
+    s = summarize(read_events(args.file))
+    if args.json:
+        out = dict(s)
+        out.pop("spans")
+        json.dump(out, sys.stdout, indent=2)
+        print()
+    else:
+        print("%s: %d events from %s to %s (%.3f s)" % (args.file, s["events"], _stamp(s["first"]),
+                                                      _stamp(s["last"]), s["duration_s"]))
+        print("%d submit(s) of %d task(s); %d finished, %d failed; %s moved"
+              % (s["submits"], s["tasks_submitted"], s["finished"], s["failed"],
+                 _bytes(s["bytes_moved"])))
+        if s["governors"]:
+            print()
+            print(_table([[g["id"], g["name"], g["finished"], g["failed"], "%.3f s" % g["busy_s"],
+                           "left at %s" % _stamp(g["left"]) if g["left"] else ""]
+                          for g in s["governors"]],
+                         ["id", "governor", "finished", "failed", "busy", ""]))
+        if s["kinds"]:
+            print()
+            print("by kind: " + ", ".join("%s %d" % kv for kv in sorted(s["kinds"].items())))
+        if s["failures"]:
+            print()
+            print("failures:")
+            for f in s["failures"][:50]:
+                print("  %s  %s: %s" % (_stamp(f["time"]), f["what"], f["message"]))
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(replay_html(s, args.file))
+        print("squall: wrote %s" % args.html, file=sys.stderr)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+
+def build_parser():
+    epilog = ("exit codes: 0 success, 1 failure, 2 usage error, "
+              "3 cluster unreachable")
+    parser = argparse.ArgumentParser(
+        prog="squall", description="squall: start a local cluster, look at it, run pipelines on it.",
+        epilog=epilog)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("start", help="start a local cluster in the foreground (Ctrl-C stops it)",
+                       description="Starts a broker and N governors on this machine and runs "
+                                   "until Ctrl-C (or SIGTERM), then stops them cleanly. Prints "
+                                   "SQUALL_BROKER=<endpoint> once the cluster is ready.",
+                       epilog=epilog)
+    p.add_argument("--governors", "-g", type=int, default=1, metavar="N",
+                   help="governors to start (default 1)")
+    p.add_argument("--cpus", "-c", type=int, metavar="C", help="CPU slots per governor "
+                   "(default: the machine's CPUs)")
+    p.add_argument("--host", default="127.0.0.1", help="address the broker binds (default 127.0.0.1)")
+    p.add_argument("--port", "-p", type=int, default=7760, metavar="P",
+                   help="broker port (default 7760; 0 picks a free one)")
+    p.add_argument("--http", type=int, default=8080, metavar="PORT",
+                   help="dashboard port (default 8080; 0 picks a free one; -1 no dashboard)")
+    p.add_argument("--http-host", help="address the dashboard binds (default: --host)")
+    p.add_argument("--event-log", metavar="FILE", help="write the broker's event log to FILE")
+    p.add_argument("--log-dir", metavar="DIR", help="where the processes' logs go "
+                   "(default: a new temporary directory)")
+    p.set_defaults(func=cmd_start)
+
+    p = sub.add_parser("status", help="governors, their load, memory and tasks",
+                       description="Asks the broker ($SQUALL_BROKER, or --broker) about the "
+                                   "cluster.", epilog=epilog)
+    p.add_argument("--broker", "-b", metavar="ENDPOINT",
+                   help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
+    p.add_argument("--json", action="store_true", help="print the broker's INFO as JSON")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="seconds to wait for the broker (default 5)")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("submit", help="run a pipeline script against the cluster",
+                       description="Runs FILE.py with the current Python, SQUALL_BROKER set to "
+                                   "the cluster and the squall package importable. Fails with "
+                                   "exit code 3 first if no broker answers.", epilog=epilog)
+    p.add_argument("file", metavar="FILE.py")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.add_argument("--broker", "-b", metavar="ENDPOINT",
+                   help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
+    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="seconds to wait for the broker (default 5)")
+    p.add_argument("--no-check", action="store_true", help="do not check the broker first")
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("replay", help="summarize a finished run from an event log",
+                       description="Reads a broker event log (--event-log, docs/eventlog.md) and "
+                                   "prints what ran where and how long.", epilog=epilog)
+    p.add_argument("file", metavar="EVENTLOG")
+    p.add_argument("--html", metavar="OUT", help="also write a timeline page to OUT")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_replay)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print("squall: %s" % exc, file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""LocalCluster: a broker and governors as child processes on loopback."""
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import List, Optional, Sequence
+
+from ._lib import BIN_DIR
+from .errors import SquallError
+
+__all__ = ["LocalCluster", "find_binary"]
+
+
+def find_binary(name: str) -> str:
+    """Path of squall-broker / squall-governor: bundled in the package, then
+    $SQUALL_BUILD_DIR (a cmake build directory), then PATH."""
+    bundled = os.path.join(BIN_DIR, name)
+    if os.access(bundled, os.X_OK):
+        return bundled
+    build = os.environ.get("SQUALL_BUILD_DIR")
+    if build:
+        sub = "broker" if name.endswith("broker") else "governor"
+        for path in (os.path.join(build, sub, name), os.path.join(build, name)):
+            if os.access(path, os.X_OK):
+                return path
+    found = shutil.which(name)
+    if found:
+        return found
+    raise SquallError("cannot find %s: install squall with pip, set SQUALL_BUILD_DIR "
+                      "to a cmake build directory, or put it in PATH" % name)
+
+
+def _read_line(proc: subprocess.Popen, prefix: str, timeout: float, what: str) -> str:
+    """Reads the child's stdout until a line starting with prefix."""
+    deadline = time.monotonic() + timeout
+    buf = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                text = line.decode("utf-8", "replace").strip()
+                if text.startswith(prefix):
+                    return text[len(prefix):].strip()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SquallError("%s did not say %s within %.0f s" % (what, prefix, timeout))
+            if not sel.select(left):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                raise SquallError("%s exited (status %s) before saying %s"
+                                  % (what, proc.wait(), prefix))
+            buf += chunk
+
+
+def _drain(proc: subprocess.Popen) -> None:
+    """Discards the rest of a child's stdout so that it never blocks on it."""
+    def run() -> None:
+        try:
+            while os.read(proc.stdout.fileno(), 65536):
+                pass
+        except (OSError, ValueError):
+            pass
+    threading.Thread(target=run, daemon=True, name="squall-drain").start()
+
+
+class LocalCluster:
+    """A broker and `governors` governors of `cpus` CPU slots each, started
+    as child processes on free loopback ports and stopped on exit.
+
+        with squall.LocalCluster(governors=2, cpus=1) as cluster:
+            client = cluster.client()
+
+    Governors run Python tasks with this interpreter (sys.executable) and
+    this process's sys.path, so functions of the calling program's modules
+    load there too. `log_level` is passed to both programs (logs go to this
+    process's stderr); `broker_args` / `governor_args` add options;
+    `env` adds to (or, with None values, removes from) their environment.
+    After close(), `exit_codes` maps "broker" / "local-N" to exit statuses.
+    """
+
+    def __init__(self, governors: int = 2, cpus: int = 1, log_level: str = "warn",
+                 python: Optional[str] = None, broker_args: Sequence[str] = (),
+                 governor_args: Sequence[str] = (), timeout: float = 30.0,
+                 env: Optional[dict] = None):
+        self.n_governors = governors
+        self.cpus = cpus
+        self.address: Optional[str] = None
+        self._broker: Optional[subprocess.Popen] = None
+        self._governors: List[subprocess.Popen] = []
+        self._clients: list = []
+        self.exit_codes: dict = {}
+        self._env = dict(os.environ)
+        for name, value in (env or {}).items():
+            if value is None:
+                self._env.pop(name, None)
+            else:
+                self._env[name] = value
+        try:
+            self._start(log_level, python or sys.executable, list(broker_args),
+                        list(governor_args), timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, log_level: str, python: str, broker_args: List[str],
+               governor_args: List[str], timeout: float) -> None:
+        broker_bin = find_binary("squall-broker")
+        governor_bin = find_binary("squall-governor")
+        self._broker = subprocess.Popen(
+            [broker_bin, "--listen", "tcp://127.0.0.1:*", "--log-level", log_level] + broker_args,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._env)
+        self.address = _read_line(self._broker, "LISTENING", timeout, "squall-broker")
+        _drain(self._broker)
+        env = dict(self._env)
+        paths = [p for p in sys.path if p and os.path.isdir(p)]
+        if os.environ.get("PYTHONPATH"):
+            paths.append(os.environ["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        for i in range(self.n_governors):
+            self._governors.append(subprocess.Popen(
+                [governor_bin, "--broker", self.address, "--cpus", str(self.cpus),
+                 "--name", "local-%d" % (i + 1), "--listen-host", "127.0.0.1",
+                 "--advertise", "127.0.0.1", "--python", python, "--log-level", log_level]
+                + governor_args,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env))
+        for i, proc in enumerate(self._governors):
+            _read_line(proc, "READY", timeout, "squall-governor local-%d" % (i + 1))
+            _drain(proc)
+
+    @property
+    def governors(self) -> List[subprocess.Popen]:
+        """The governor processes (for tests that stop one)."""
+        return list(self._governors)
+
+    def client(self, timeout: float = 10.0):
+        """A new Client connected to this cluster (closed with it)."""
+        from ._core import Client
+        client = Client(self.address, timeout=timeout)
+        self._clients.append(client)
+        return client
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stops the governors, then the broker (SIGTERM, SIGKILL after
+        `timeout` seconds)."""
+        for client in self._clients:
+            try:
+                client.close()
+            except Exception:
+                pass
+        self._clients = []
+        procs = self._governors + ([self._broker] if self._broker else [])
+        names = ["local-%d" % (i + 1) for i in range(len(self._governors))] + ["broker"]
+        for proc in procs:
+            if proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + timeout
+        for name, proc in zip(names, procs):
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            self.exit_codes[name] = proc.returncode
+            if proc.stdout:
+                proc.stdout.close()
+        self._governors = []
+        self._broker = None
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close(timeout=2.0)
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return "<squall.LocalCluster %s, %d governors x %d cpus>" % (
+            self.address, self.n_governors, self.cpus)

@@ -1,0 +1,275 @@
+/*  fetch: reading an object straight from a governor's serve socket.
+
+    The client keeps a window of GREAD requests outstanding, one range each
+    (SQ_FETCH_CHUNK bytes), so that the governor streams the object at wire
+    speed while never having more than the window in flight: the window is
+    the credit, and a slow client only slows its own fetch. The governor
+    sends every range zero-copy from its store; the client copies each once
+    from the ZeroMQ frame into the result buffer (which sq_free must be able
+    to free, so it cannot be the frames themselves). */
+#include "sq_client_private.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int
+sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t size,
+                 int timeout_ms, void **data)
+{
+    *data = NULL;
+    if (size > SIZE_MAX - 1)
+        return sq_client_seterr (self, SQ_E_TOO_LARGE, sq_key_id (key), 0,
+                                 "object of %llu bytes is too large for memory",
+                                 (unsigned long long) size);
+    void *socket = sq_client_governor_socket (self, endpoint);
+    if (!socket)
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to governor at %s: %s",
+                                 endpoint, zmq_strerror (errno));
+    char *buffer = (char *) malloc (size? (size_t) size: 1);
+    if (!buffer)
+        return sq_client_seterr (self, SQ_E_NOMEM, sq_key_id (key), 0, "out of memory for %llu bytes",
+                                 (unsigned long long) size);
+    uint64_t chunk = SQ_FETCH_CHUNK;
+    uint64_t n_ranges = size? (size + chunk - 1) / chunk: 1;
+    //  Request ids of this fetch are consecutive: range i has first_req + i.
+    uint32_t first_req = sq_client_next_req (self);
+    for (uint64_t i = 1; i < n_ranges; i++)
+        sq_client_next_req (self);
+    uint64_t sent = 0, received = 0;
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    int rc = 0;
+    int64_t deadline = s_now_ms () + timeout_ms;
+    while (received < n_ranges && rc == 0) {
+        while (sent < n_ranges && sent - received < SQ_FETCH_WINDOW) {
+            sq_gread_t gread = {
+                .req = first_req + (uint32_t) sent, .key = key,
+                .offset = sent * chunk, .length = chunk
+            };
+            sq_wbuf_reset (&self->w);
+            sq_gread_encode (&self->w, &gread);
+            if (sq_send (socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT)) {
+                rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
+                                       endpoint, zmq_strerror (errno));
+                break;
+            }
+            sent++;
+        }
+        if (rc)
+            break;
+        int64_t left = deadline - s_now_ms ();
+        zmq_pollitem_t item = { socket, 0, ZMQ_POLLIN, 0 };
+        int n = left > 0? zmq_poll (&item, 1, (long) left): 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            //  Silent: as good as unreachable; reconnect next time.
+            sq_client_governor_forget (self, endpoint);
+            rc = sq_client_seterr (self, SQ_E_CONNECTION, sq_key_id (key), 0,
+                                   "governor at %s stopped answering a fetch", endpoint);
+            break;
+        }
+        if (sq_msg_recv (&msg, socket, ZMQ_DONTWAIT, SQ_CLIENT_MAX_FRAMES))
+            continue;
+        uint32_t type, req;
+        sq_reply_t reply;
+        sq_errbuf_t err;
+        if (msg.n == 0 || sq_proto_peek (sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &type, &req)
+        ||  req - first_req >= n_ranges || req - first_req < received) {
+            sq_msg_close (&msg);
+            continue;           //  a stale reply to an older request
+        }
+        if (msg.truncated || sq_reply_decode (&reply, sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &err)) {
+            rc = sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
+                                   "malformed GREAD reply from %s", endpoint);
+            break;
+        }
+        if (reply.code != SQ_OK) {
+            rc = sq_client_seterr (self, (int) reply.code, sq_key_id (key), 0, "%.*s",
+                                   (int) reply.message.len, reply.message.ptr);
+            break;
+        }
+        //  Ranges come back in order (one DEALER, one governor thread).
+        uint64_t index = req - first_req;
+        uint64_t offset = index * chunk;
+        uint64_t want = size - offset < chunk? size - offset: chunk;
+        uint64_t got_size;
+        mpr_t r;
+        mpr_init (&r, reply.body, reply.body_size);
+        mpr_array_exact (&r, 2);
+        mpr_uint (&r, &got_size);
+        mpr_skip (&r, NULL, NULL);
+        if (mpr_end (&r) || index != received || got_size != size || msg.n != 2
+        ||  sq_msg_size (&msg, 1) != want) {
+            rc = sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
+                                   "governor at %s sent a wrong range of object %u",
+                                   endpoint, sq_key_id (key));
+            break;
+        }
+        if (want)
+            memcpy (buffer + offset, sq_msg_data (&msg, 1), (size_t) want);
+        received++;
+        deadline = s_now_ms () + timeout_ms;
+        sq_msg_close (&msg);
+    }
+    sq_msg_release (&msg);
+    if (rc) {
+        //  Replies still on their way would confuse nothing (their request
+        //  ids are never used again), but a broken link is better renewed.
+        if (sent > received)
+            sq_client_governor_forget (self, endpoint);
+        free (buffer);
+        return rc;
+    }
+    *data = buffer;
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Upload: big constants go straight to a governor's serve socket in PUT
+//  ranges (a window outstanding, sent zero-copy from the blob), and the
+//  SUBMIT names that governor instead of carrying the bytes.
+
+//  Picks the governor with the least memory in use from INFO: its id and
+//  serve endpoint. 0, or -1 (no governor, or a malformed INFO).
+int
+sq_client_upload_target (sq_client_t *self, uint32_t *governor, char *endpoint, size_t size)
+{
+    uint32_t req = sq_client_next_req (self);
+    sq_request_t request = { .type = SQ_MSG_INFO, .req = req };
+    sq_wbuf_reset (&self->w);
+    sq_request_encode (&self->w, &request);
+    sq_reply_t reply;
+    if (sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply))
+        return -1;
+    mpr_t r;
+    uint32_t n_keys = 0, n_govs = 0;
+    mpr_init (&r, reply.body, reply.body_size);
+    mpr_map (&r, &n_keys);
+    uint64_t best_memory = UINT64_MAX;
+    int found = -1;
+    for (uint32_t k = 0; k < n_keys && mpr_ok (&r); k++) {
+        mpr_str_t key;
+        mpr_str (&r, &key, SQ_MAX_NAME);
+        if (!mpr_ok (&r) || !mpr_str_eq (key, "governors") || mpr_peek (&r) != MPR_ARRAY) {
+            mpr_skip (&r, NULL, NULL);
+            continue;
+        }
+        mpr_array (&r, &n_govs);
+        for (uint32_t g = 0; g < n_govs && mpr_ok (&r); g++) {
+            uint32_t n_fields = 0, id = 0;
+            uint64_t memory = 0;
+            mpr_str_t serve = { NULL, 0 };
+            mpr_map (&r, &n_fields);
+            for (uint32_t f = 0; f < n_fields && mpr_ok (&r); f++) {
+                mpr_str_t name;
+                mpr_str (&r, &name, SQ_MAX_NAME);
+                if (mpr_str_eq (name, "id") && mpr_peek (&r) == MPR_UINT)
+                    mpr_u32 (&r, &id);
+                else
+                if (mpr_str_eq (name, "memory") && mpr_peek (&r) == MPR_UINT)
+                    mpr_uint (&r, &memory);
+                else
+                if (mpr_str_eq (name, "serve_endpoint") && mpr_peek (&r) == MPR_STR)
+                    mpr_str (&r, &serve, SQ_MAX_NAME);
+                else
+                    mpr_skip (&r, NULL, NULL);
+            }
+            if (mpr_ok (&r) && id && serve.len > 6 && serve.len < size
+            &&  memcmp (serve.ptr, "tcp://", 6) == 0 && memory < best_memory) {
+                best_memory = memory;
+                *governor = id;
+                memcpy (endpoint, serve.ptr, serve.len);
+                endpoint [serve.len] = 0;
+                found = 0;
+            }
+        }
+    }
+    return mpr_ok (&r)? found: -1;
+}
+
+int
+sq_client_put (sq_client_t *self, const char *endpoint, uint64_t key, sq_blob_t *blob,
+               const char *content_type, int timeout_ms)
+{
+    void *socket = sq_client_governor_socket (self, endpoint);
+    if (!socket)
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to governor at %s: %s",
+                                 endpoint, zmq_strerror (errno));
+    uint64_t size = sq_blob_size (blob), chunk = SQ_FETCH_CHUNK;
+    uint64_t n_ranges = size? (size + chunk - 1) / chunk: 1;
+    uint32_t first_req = sq_client_next_req (self);
+    for (uint64_t i = 1; i < n_ranges; i++)
+        sq_client_next_req (self);
+    uint64_t sent = 0, answered = 0;
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    int rc = 0;
+    int64_t deadline = s_now_ms () + timeout_ms;
+    const char *ct = content_type? content_type: "";
+    while (answered < n_ranges && rc == 0) {
+        while (sent < n_ranges && sent - answered < SQ_FETCH_WINDOW) {
+            uint64_t offset = sent * chunk;
+            uint64_t len = size - offset < chunk? size - offset: chunk;
+            sq_put_t put = {
+                .req = first_req + (uint32_t) sent, .key = key, .offset = offset, .size = size,
+                .content_type = { ct, (uint32_t) strlen (ct) }
+            };
+            sq_wbuf_reset (&self->w);
+            sq_put_encode (&self->w, &put);
+            zmq_msg_t payload;
+            if (sq_blob_msg_range (blob, (size_t) offset, (size_t) len, &payload)
+            ||  sq_send (socket, NULL, 0, &self->w, &payload, 1, ZMQ_DONTWAIT)) {
+                rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
+                                       endpoint, zmq_strerror (errno));
+                break;
+            }
+            sent++;
+        }
+        if (rc)
+            break;
+        int64_t left = deadline - s_now_ms ();
+        zmq_pollitem_t item = { socket, 0, ZMQ_POLLIN, 0 };
+        int n = left > 0? zmq_poll (&item, 1, (long) left): 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = sq_client_seterr (self, SQ_E_CONNECTION, sq_key_id (key), 0,
+                                   "governor at %s stopped answering an upload", endpoint);
+            break;
+        }
+        if (sq_msg_recv (&msg, socket, ZMQ_DONTWAIT, SQ_CLIENT_MAX_FRAMES))
+            continue;
+        uint32_t type, req;
+        sq_reply_t reply;
+        sq_errbuf_t err;
+        if (msg.n == 0 || sq_proto_peek (sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &type, &req)
+        ||  req - first_req >= n_ranges || req - first_req < answered) {
+            sq_msg_close (&msg);
+            continue;
+        }
+        if (msg.truncated || sq_reply_decode (&reply, sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &err))
+            rc = sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
+                                   "malformed PUT reply from %s", endpoint);
+        else
+        if (reply.code != SQ_OK)
+            rc = sq_client_seterr (self, (int) reply.code, sq_key_id (key), 0, "%.*s",
+                                   (int) reply.message.len, reply.message.ptr);
+        answered++;
+        deadline = s_now_ms () + timeout_ms;
+        sq_msg_close (&msg);
+    }
+    sq_msg_release (&msg);
+    if (rc && sent > answered)
+        sq_client_governor_forget (self, endpoint);
+    return rc;
+}

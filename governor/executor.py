@@ -1,0 +1,194 @@
+"""squall Python executor: runs "py" tasks for a governor.
+
+The governor (governor/pyexec.c) embeds this file, writes it into its working
+directory and starts it as `python executor.py FD`; FD is one end of a Unix
+socketpair. The executor is persistent: it runs one task at a time, for as
+many tasks as the governor gives it, and exits when the socket closes.
+
+Framing (docs/protocol.md, "py"): every message is a little-endian u64 body
+length followed by the body, so that both sides need nothing but `struct`.
+
+  governor -> executor: u8 op (1 = run), u32 n_in, u32 n_out, u32 fn_len,
+      u32 args_len, fn, args, then per input u32 type_len, u64 size, type,
+      data, then per output u32 type_len, type
+  executor -> governor: u8 0, u32 n, then per output u64 size, data
+                     or u8 1, the failure message (UTF-8)
+
+Inputs of content type "py/pickle" are unpickled before the call, others
+are passed as bytes. Outputs of type "py/pickle" are pickled results, others
+must be bytes (or str, encoded as UTF-8). The arguments template `args` is
+a pickle of (args, kwargs) whose persistent ids are input indexes; when it
+is empty the function is called with the inputs as positional arguments.
+
+Only the standard library and cloudpickle (needed to load functions that
+the client pickled by value) are used.
+"""
+import io
+import os
+import pickle
+import signal
+import socket
+import struct
+import sys
+import traceback
+
+PICKLE = "py/pickle"
+_FN_CACHE_MAX = 512
+_MESSAGE_MAX = 60000
+
+_HEAD = struct.Struct("<BIIII")
+_INPUT = struct.Struct("<IQ")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+#   Unpickled functions by their pickled bytes: a bytes key is its own hash,
+#   and the same function sent for 20 000 tasks is loaded once.
+_functions = {}
+
+try:
+    import cloudpickle as _cloudpickle
+except ImportError:             # plain pickles still work
+    _cloudpickle = None
+
+
+class _TemplateUnpickler(pickle.Unpickler):
+    """Loads an arguments template, putting input values where the client
+    pickled data objects (their persistent ids are input indexes)."""
+
+    def __init__(self, data, inputs):
+        super().__init__(io.BytesIO(data))
+        self._inputs = inputs
+
+    def persistent_load(self, pid):
+        return self._inputs[pid]
+
+
+def _function(fn_bytes):
+    fn = _functions.get(fn_bytes)
+    if fn is None:
+        fn = pickle.loads(fn_bytes)
+        if len(_functions) >= _FN_CACHE_MAX:
+            _functions.clear()
+        _functions[fn_bytes] = fn
+    return fn
+
+
+def _encode(value, content_type):
+    if content_type == PICKLE:
+        try:
+            return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            if _cloudpickle is None:
+                raise
+            return _cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError("output of content type %r must be bytes or str, not %s"
+                    % (content_type, type(value).__name__))
+
+
+def _run(body):
+    view = memoryview(body)
+    op, n_in, n_out, fn_len, args_len = _HEAD.unpack_from(view, 0)
+    if op != 1:
+        raise ValueError("unknown executor operation %d" % op)
+    pos = _HEAD.size
+    fn_bytes = bytes(view[pos:pos + fn_len])
+    pos += fn_len
+    args_bytes = view[pos:pos + args_len]
+    pos += args_len
+    inputs = []
+    for _ in range(n_in):
+        type_len, size = _INPUT.unpack_from(view, pos)
+        pos += _INPUT.size
+        content_type = bytes(view[pos:pos + type_len]).decode()
+        pos += type_len
+        data = view[pos:pos + size]
+        pos += size
+        inputs.append(pickle.loads(data) if content_type == PICKLE else bytes(data))
+    out_types = []
+    for _ in range(n_out):
+        (type_len,) = _U32.unpack_from(view, pos)
+        pos += _U32.size
+        out_types.append(bytes(view[pos:pos + type_len]).decode())
+        pos += type_len
+
+    fn = _function(fn_bytes)
+    if args_len:
+        args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
+        result = fn(*args, **kwargs)
+    else:
+        result = fn(*inputs)
+
+    if n_out == 0:
+        values = ()
+    elif n_out == 1:
+        values = (result,)
+    else:
+        values = tuple(result) if result is not None else ()
+        if len(values) != n_out:
+            raise ValueError("the function returned %d value(s) for %d outputs"
+                             % (len(values), n_out))
+    parts = [b"\0", _U32.pack(n_out)]
+    for value, content_type in zip(values, out_types):
+        data = _encode(value, content_type)
+        parts.append(_U64.pack(len(data)))
+        parts.append(data)
+    return parts
+
+
+def _failure(exc):
+    """The task's failure message: the exception, then the traceback
+    without this file's frames."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(exc), exc, tb)
+    text = "%s: %s\n--- remote traceback ---\n%s" % (
+        type(exc).__name__, exc, "".join(lines))
+    data = text.encode("utf-8", "replace")
+    if len(data) > _MESSAGE_MAX:
+        data = data[:_MESSAGE_MAX // 2] + b"\n...\n" + data[-_MESSAGE_MAX // 2:]
+    return [b"\1", data]
+
+
+def _recv_exact(sock, size):
+    buf = bytearray(size)
+    view = memoryview(buf)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:], size - got)
+        if n == 0:
+            return None
+        got += n
+    return buf
+
+
+def main():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    while True:
+        head = _recv_exact(sock, 8)
+        if head is None:
+            return
+        body = _recv_exact(sock, _U64.unpack(head)[0])
+        if body is None:
+            return
+        try:
+            parts = _run(body)
+        except BaseException as exc:    # noqa: B902 - SystemExit fails the task too
+            parts = _failure(exc)
+        del body
+        size = sum(len(p) for p in parts)
+        parts.insert(0, _U64.pack(size))
+        sent = sock.sendmsg(parts)
+        if sent < size + 8:             # a large reply: send the rest
+            sock.sendall(b"".join(parts)[sent:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

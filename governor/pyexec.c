@@ -1,0 +1,423 @@
+/*  pyexec: Python executor processes over Unix socketpairs, with the
+    length-prefixed framing described in governor/executor.py. */
+#include "pyexec.h"
+#include "log.h"
+#include "pyexec_source.h"      //  s_executor_source: governor/executor.py
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define S_EXEC_FD "3"           //  where the executor finds its socket
+#define S_REPLY_MAX (1ull << 40)
+
+typedef struct {
+    pid_t pid;                  //  0: not running
+    int fd;                     //  our end of the socketpair, -1 if none
+    task_t *task;               //  the task it runs, NULL when idle
+} s_exec_t;
+
+struct _pyexec_t {
+    s_exec_t *execs;
+    size_t n_execs;
+    uint32_t cpus;
+    char *python;
+    char *script;
+};
+
+//  --------------------------------------------------------------------------
+//  Little-endian fields, so the Python side reads them with struct "<"
+
+static uint8_t *
+s_put32 (uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        *p++ = (uint8_t) (v >> (8 * i));
+    return p;
+}
+
+static uint8_t *
+s_put64 (uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        *p++ = (uint8_t) (v >> (8 * i));
+    return p;
+}
+
+static uint64_t
+s_get (const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = (v << 8) | p [i];
+    return v;
+}
+
+static int
+s_write_all (int fd, const uint8_t *data, size_t size)
+{
+    while (size) {
+        ssize_t n = write (fd, data, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        size -= (size_t) n;
+    }
+    return 0;
+}
+
+//  0, or -1 on end of file or error (errno 0 at end of file).
+static int
+s_read_all (int fd, uint8_t *data, size_t size)
+{
+    while (size) {
+        ssize_t n = read (fd, data, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0)
+            errno = 0;
+        if (n <= 0)
+            return -1;
+        data += n;
+        size -= (size_t) n;
+    }
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  Processes
+
+static int
+s_spawn (pyexec_t *self, s_exec_t *ex, char *err, size_t err_size)
+{
+    int sv [2];
+    if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+        snprintf (err, err_size, "cannot start a Python executor: socketpair: %s",
+                  strerror (errno));
+        return -1;
+    }
+    //  The child gets its end as fd 3 (dup2 clears close-on-exec), no stdin,
+    //  and stderr as stdout so that print() in tasks lands in our log. The
+    //  governor blocks SIGINT/SIGTERM in every thread; the child must not
+    //  inherit that mask.
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init (&actions);
+    posix_spawn_file_actions_adddup2 (&actions, sv [1], atoi (S_EXEC_FD));
+    posix_spawn_file_actions_addopen (&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2 (&actions, 2, 1);
+    posix_spawnattr_init (&attr);
+    sigset_t none;
+    sigemptyset (&none);
+    posix_spawnattr_setsigmask (&attr, &none);
+    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK);
+    char *argv [] = { self->python, self->script, (char *) S_EXEC_FD, NULL };
+    pid_t pid;
+    int rc = posix_spawnp (&pid, self->python, &actions, &attr, argv, environ);
+    posix_spawn_file_actions_destroy (&actions);
+    posix_spawnattr_destroy (&attr);
+    close (sv [1]);
+    if (rc) {
+        close (sv [0]);
+        snprintf (err, err_size, "cannot start the Python executor '%s': %s "
+                  "(set the interpreter with --python or $SQUALL_PYTHON)",
+                  self->python, strerror (rc));
+        return -1;
+    }
+    ex->pid = pid;
+    ex->fd = sv [0];
+    ex->task = NULL;
+    sq_debug ("started Python executor %d (%s)", (int) pid, self->python);
+    return 0;
+}
+
+//  Stops an executor: waits a little for one that is already exiting (so
+//  its own status is reported), else kills it. Returns the wait status.
+static int
+s_stop (s_exec_t *ex, bool grace)
+{
+    int status = 0;
+    if (ex->fd >= 0)
+        close (ex->fd);
+    ex->fd = -1;
+    ex->task = NULL;
+    if (ex->pid <= 0)
+        return 0;
+    pid_t got = 0;
+    for (int i = 0; grace && i < 50 && got == 0; i++) {
+        got = waitpid (ex->pid, &status, WNOHANG);
+        if (got == 0)
+            nanosleep (&(struct timespec) { 0, 2000000 }, NULL);
+    }
+    if (got == 0) {
+        kill (ex->pid, SIGKILL);
+        while (waitpid (ex->pid, &status, 0) < 0 && errno == EINTR)
+            ;
+    }
+    ex->pid = 0;
+    return status;
+}
+
+//  --------------------------------------------------------------------------
+
+pyexec_t *
+pyexec_new (uint32_t cpus, const char *workdir)
+{
+    pyexec_t *self = (pyexec_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->cpus = cpus? cpus: 1;
+    const char *python = getenv ("SQUALL_PYTHON");
+    self->python = strdup (python && *python? python: "python3");
+    if (asprintf (&self->script, "%s/squall-executor.py", workdir) < 0)
+        self->script = NULL;
+    FILE *file = self->python && self->script? fopen (self->script, "w"): NULL;
+    bool written = file
+        && fwrite (s_executor_source, 1, strlen (s_executor_source), file)
+           == strlen (s_executor_source);
+    if (file && fclose (file))
+        written = false;
+    if (!written) {
+        sq_error ("cannot write the Python executor script: %s", strerror (errno));
+        pyexec_destroy (&self);
+    }
+    return self;
+}
+
+void
+pyexec_destroy (pyexec_t **self_p)
+{
+    pyexec_t *self = *self_p;
+    if (!self)
+        return;
+    for (size_t i = 0; i < self->n_execs; i++)
+        s_stop (&self->execs [i], false);
+    free (self->execs);
+    free (self->python);
+    free (self->script);
+    free (self);
+    *self_p = NULL;
+}
+
+//  The task as one frame: see governor/executor.py. NULL if out of memory.
+static uint8_t *
+s_encode (task_t *task, store_t *store, size_t *size_p)
+{
+    size_t size = 8 + 17 + task->conf.fn.len + task->conf.py_args.len;
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        const char *type = NULL;
+        sq_blob_t *blob = store_get (store, task->inputs [i], &type);
+        if (!blob)
+            return NULL;
+        size += 12 + strlen (type) + sq_blob_size (blob);
+    }
+    for (uint32_t j = 0; j < task->n_outputs; j++)
+        size += 4 + strlen (task->out_types [j]);
+    uint8_t *frame = (uint8_t *) malloc (size);
+    if (!frame)
+        return NULL;
+    uint8_t *p = s_put64 (frame, size - 8);
+    *p++ = 1;
+    p = s_put32 (p, task->n_inputs);
+    p = s_put32 (p, task->n_outputs);
+    p = s_put32 (p, task->conf.fn.len);
+    p = s_put32 (p, task->conf.py_args.len);
+    memcpy (p, task->conf.fn.ptr, task->conf.fn.len);
+    p += task->conf.fn.len;
+    if (task->conf.py_args.len)
+        memcpy (p, task->conf.py_args.ptr, task->conf.py_args.len);
+    p += task->conf.py_args.len;
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        const char *type = NULL;
+        sq_blob_t *blob = store_get (store, task->inputs [i], &type);
+        size_t type_len = strlen (type), data_len = sq_blob_size (blob);
+        p = s_put32 (p, (uint32_t) type_len);
+        p = s_put64 (p, data_len);
+        memcpy (p, type, type_len);
+        p += type_len;
+        if (data_len)
+            memcpy (p, sq_blob_data (blob), data_len);
+        p += data_len;
+    }
+    for (uint32_t j = 0; j < task->n_outputs; j++) {
+        size_t type_len = strlen (task->out_types [j]);
+        p = s_put32 (p, (uint32_t) type_len);
+        memcpy (p, task->out_types [j], type_len);
+        p += type_len;
+    }
+    *size_p = size;
+    return frame;
+}
+
+//  An idle running executor, else a free slot, else a new slot; NULL if
+//  out of memory.
+static s_exec_t *
+s_idle (pyexec_t *self)
+{
+    s_exec_t *free_slot = NULL;
+    for (size_t i = 0; i < self->n_execs; i++) {
+        s_exec_t *ex = &self->execs [i];
+        if (ex->pid && !ex->task)
+            return ex;
+        if (!ex->pid && !free_slot)
+            free_slot = ex;
+    }
+    if (free_slot)
+        return free_slot;
+    s_exec_t *execs = (s_exec_t *) realloc (self->execs, (self->n_execs + 1) * sizeof *execs);
+    if (!execs)
+        return NULL;
+    self->execs = execs;
+    s_exec_t *ex = &self->execs [self->n_execs++];
+    *ex = (s_exec_t) { 0, -1, NULL };
+    return ex;
+}
+
+int
+pyexec_start (pyexec_t *self, task_t *task, store_t *store, char *err, size_t err_size)
+{
+    size_t size = 0;
+    uint8_t *frame = s_encode (task, store, &size);
+    if (!frame) {
+        snprintf (err, err_size, "out of memory on the governor (or an input is missing)");
+        return -1;
+    }
+    //  An idle executor may have died since its last task: the write then
+    //  fails and the task goes to a fresh one.
+    int rc = -1;
+    for (int attempt = 0; attempt < 2 && rc; attempt++) {
+        s_exec_t *ex = s_idle (self);
+        if (!ex) {
+            snprintf (err, err_size, "out of memory on the governor");
+            break;
+        }
+        if (!ex->pid && s_spawn (self, ex, err, err_size))
+            break;
+        if (s_write_all (ex->fd, frame, size) == 0) {
+            ex->task = task;
+            rc = 0;
+        }
+        else {
+            snprintf (err, err_size, "cannot send the task to the Python executor: %s",
+                      strerror (errno));
+            s_stop (ex, true);
+        }
+    }
+    free (frame);
+    return rc;
+}
+
+size_t
+pyexec_busy (pyexec_t *self)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->n_execs; i++)
+        n += self->execs [i].task != NULL;
+    return n;
+}
+
+size_t
+pyexec_items (pyexec_t *self, zmq_pollitem_t *items, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->n_execs && n < max; i++)
+        if (self->execs [i].task)
+            items [n++] = (zmq_pollitem_t) { NULL, self->execs [i].fd, ZMQ_POLLIN, 0 };
+    return n;
+}
+
+static void
+s_died (s_exec_t *ex, char *err, size_t err_size)
+{
+    pid_t pid = ex->pid;
+    int status = s_stop (ex, true);
+    if (WIFSIGNALED (status))
+        snprintf (err, err_size, "the Python executor (pid %d) died while running the "
+                  "task: killed by signal %d (%s)", (int) pid, WTERMSIG (status),
+                  strsignal (WTERMSIG (status)));
+    else
+        snprintf (err, err_size, "the Python executor (pid %d) died while running the "
+                  "task: exit status %d", (int) pid, WEXITSTATUS (status));
+    sq_warn ("%s", err);
+}
+
+task_t *
+pyexec_reply (pyexec_t *self, int fd, int *rc, char *err, size_t err_size)
+{
+    s_exec_t *ex = NULL;
+    for (size_t i = 0; i < self->n_execs && !ex; i++)
+        if (self->execs [i].fd == fd && self->execs [i].task)
+            ex = &self->execs [i];
+    if (!ex)
+        return NULL;
+    task_t *task = ex->task;
+    *rc = -1;
+    uint8_t head [8];
+    if (s_read_all (fd, head, sizeof head)) {
+        s_died (ex, err, err_size);
+        return task;
+    }
+    uint64_t size = s_get (head, 8);
+    uint8_t *body = size >= 1 && size <= S_REPLY_MAX? (uint8_t *) malloc (size): NULL;
+    if (!body) {
+        snprintf (err, err_size, "Python executor reply of %llu bytes refused (or out of memory)",
+                  (unsigned long long) size);
+        s_stop (ex, false);
+        return task;
+    }
+    if (s_read_all (fd, body, size)) {
+        free (body);
+        s_died (ex, err, err_size);
+        return task;
+    }
+    ex->task = NULL;
+    if (body [0] == 1) {
+        size_t len = size - 1 < err_size - 1? size - 1: err_size - 1;
+        memcpy (err, body + 1, len);
+        err [len] = 0;
+    }
+    else {
+        bool ok = body [0] == 0 && size >= 5 && s_get (body + 1, 4) == task->n_outputs;
+        uint64_t pos = 5;
+        for (uint32_t j = 0; ok && j < task->n_outputs; j++) {
+            uint64_t len = pos + 8 <= size? s_get (body + pos, 8): UINT64_MAX;
+            ok = len <= size - pos - 8;
+            if (ok) {
+                task->results [j] = sq_blob_copy (body + pos + 8, len);
+                ok = task->results [j] != NULL;
+                pos += 8 + len;
+            }
+        }
+        if (ok && pos == size)
+            *rc = 0;
+        else {
+            for (uint32_t j = 0; j < task->n_outputs; j++)
+                sq_blob_unref (&task->results [j]);
+            snprintf (err, err_size, "malformed reply from the Python executor (or out of memory)");
+            s_stop (ex, false);
+        }
+    }
+    free (body);
+    return task;
+}
+
+void
+pyexec_abandon (pyexec_t *self, task_t *task)
+{
+    for (size_t i = 0; i < self->n_execs; i++)
+        if (self->execs [i].task == task) {
+            sq_debug ("killing Python executor %d: its task stopped", (int) self->execs [i].pid);
+            s_stop (&self->execs [i], false);
+        }
+}

@@ -1,0 +1,722 @@
+/*  transfer: chunked copies, both ends. */
+#include "transfer.h"
+#include "governor.h"
+#include "task.h"
+#include "idmap.h"
+#include "log.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define S_TICK_MS 1000
+#define S_CANCELLED_RING 256
+
+//  An outgoing copy
+typedef struct _s_out_t s_out_t;
+struct _s_out_t {
+    uint32_t id;
+    uint64_t key;
+    uint32_t version;
+    sq_blob_t *blob;            //  our reference: the store may drop it meanwhile
+    char *content_type;
+    char *endpoint;
+    uint64_t offset;            //  next byte to send
+    bool started;               //  chunk 0 sent (a 0-byte object has one)
+    uint32_t credits;
+    uint64_t last_ns;           //  last credit (or start)
+    s_out_t *next;              //  in the waiting FIFO
+};
+
+//  An incoming copy
+typedef struct {
+    uint64_t id;                //  from << 32 | transfer
+    uint32_t from;
+    uint32_t transfer;
+    uint64_t key;
+    uint32_t version;
+    uint64_t size;
+    uint64_t received;
+    char *content_type;
+    char *reply_to;
+    sq_blob_t *blob;            //  in memory, or
+    int fd;                     //  a spill file (-1 if none)
+    char *path;
+    uint64_t last_ns;
+    bool upload;                //  PUT by a client, not a copy from a peer
+} s_in_t;
+
+struct _transfer_t {
+    void *pipe;
+    store_t *store;
+    uint32_t governor_id;
+    char *data_endpoint;
+    transfer_fn *done;
+    void *arg;
+    size_t chunk;
+    uint32_t window;
+
+    uint32_t next_id;
+    sq_idmap_t *out;            //  transfer id -> s_out_t, under way
+    size_t n_active;
+    s_out_t *queue_head, *queue_tail;
+    size_t n_queued;
+
+    sq_idmap_t *in;             //  from << 32 | transfer -> s_in_t
+    sq_idmap_t *in_keys;        //  object key -> s_in_t
+    sq_idmap_t *uploads;        //  object key -> s_in_t, PUT by clients
+    uint64_t in_bytes;
+    uint64_t cancelled [S_CANCELLED_RING];
+    size_t cancelled_next;
+    uint64_t last_tick_ns;
+};
+
+static uint64_t
+s_env (const char *name, uint64_t fallback, uint64_t min, uint64_t max)
+{
+    const char *text = getenv (name);
+    if (!text || !*text)
+        return fallback;
+    char *end;
+    unsigned long long v = strtoull (text, &end, 10);
+    if (*end || v < min || v > max) {
+        sq_warn ("ignoring %s=%s (%llu .. %llu)", name, text,
+                 (unsigned long long) min, (unsigned long long) max);
+        return fallback;
+    }
+    return v;
+}
+
+transfer_t *
+transfer_new (const transfer_args_t *args)
+{
+    transfer_t *self = (transfer_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->pipe = args->pipe;
+    self->store = args->store;
+    self->governor_id = args->governor_id;
+    self->data_endpoint = strdup (args->data_endpoint? args->data_endpoint: "");
+    self->done = args->done;
+    self->arg = args->arg;
+    self->chunk = (size_t) s_env ("SQUALL_CHUNK_BYTES", TRANSFER_CHUNK, 4096, SQ_CHUNK_MAX);
+    self->window = (uint32_t) s_env ("SQUALL_WINDOW", TRANSFER_WINDOW, 1, 64);
+    self->out = sq_idmap_new ();
+    self->in = sq_idmap_new ();
+    self->in_keys = sq_idmap_new ();
+    self->uploads = sq_idmap_new ();
+    if (!self->data_endpoint || !self->out || !self->in || !self->in_keys || !self->uploads) {
+        transfer_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+static void
+s_out_destroy (s_out_t **out_p)
+{
+    s_out_t *out = *out_p;
+    sq_blob_unref (&out->blob);
+    free (out->content_type);
+    free (out->endpoint);
+    free (out);
+    *out_p = NULL;
+}
+
+static void
+s_in_destroy (transfer_t *self, s_in_t **in_p)
+{
+    s_in_t *in = *in_p;
+    if (in->blob && !sq_blob_mapped (in->blob))
+        self->in_bytes -= in->size;
+    sq_blob_unref (&in->blob);
+    if (in->fd >= 0) {
+        close (in->fd);
+        unlink (in->path);
+    }
+    free (in->path);
+    free (in->content_type);
+    free (in->reply_to);
+    free (in);
+    *in_p = NULL;
+}
+
+void
+transfer_destroy (transfer_t **self_p)
+{
+    transfer_t *self = *self_p;
+    if (!self)
+        return;
+    size_t cursor = 0;
+    void *item;
+    while (self->out && (item = sq_idmap_next (self->out, &cursor, NULL))) {
+        s_out_t *out = (s_out_t *) item;
+        s_out_destroy (&out);
+    }
+    while (self->queue_head) {
+        s_out_t *out = self->queue_head;
+        self->queue_head = out->next;
+        s_out_destroy (&out);
+    }
+    cursor = 0;
+    while (self->in && (item = sq_idmap_next (self->in, &cursor, NULL))) {
+        s_in_t *in = (s_in_t *) item;
+        s_in_destroy (self, &in);
+    }
+    cursor = 0;
+    while (self->uploads && (item = sq_idmap_next (self->uploads, &cursor, NULL))) {
+        s_in_t *in = (s_in_t *) item;
+        s_in_destroy (self, &in);
+    }
+    sq_idmap_destroy (&self->uploads);
+    sq_idmap_destroy (&self->out);
+    sq_idmap_destroy (&self->in);
+    sq_idmap_destroy (&self->in_keys);
+    free (self->data_endpoint);
+    free (self);
+    *self_p = NULL;
+}
+
+//  --------------------------------------------------------------------------
+//  Sender
+
+//  Sends chunks while the copy has credits. Returns true when the last
+//  chunk has gone (the copy is over for us).
+static bool
+s_pump (transfer_t *self, s_out_t *out)
+{
+    uint64_t size = sq_blob_size (out->blob);
+    char route [SQ_MAX_NAME + 2];
+    int route_len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, out->endpoint);
+    while (out->credits > 0 && (out->offset < size || !out->started)) {
+        uint64_t len = size - out->offset;
+        if (len > self->chunk)
+            len = self->chunk;
+        sq_chunk_t chunk = {
+            .transfer = out->id, .key = out->key, .version = out->version,
+            .offset = out->offset, .size = size,
+            .content_type = { out->content_type, (uint32_t) strlen (out->content_type) },
+            .from = self->governor_id,
+            .reply_to = { self->data_endpoint, (uint32_t) strlen (self->data_endpoint) }
+        };
+        sq_wbuf_t header;
+        sq_wbuf_init (&header);
+        sq_chunk_encode (&header, &chunk);
+        zmq_msg_t payload;
+        int rc = sq_blob_msg_range (out->blob, (size_t) out->offset, (size_t) len, &payload);
+        if (rc == 0)
+            rc = sq_send (self->pipe, route, (size_t) route_len, &header, &payload, 1, 0);
+        sq_wbuf_release (&header);
+        if (rc) {
+            sq_warn ("cannot send a chunk of %" PRIx64 ": %s", out->key, zmq_strerror (errno));
+            return true;        //  the receiver stalls and reports it lost
+        }
+        out->started = true;
+        out->offset += len;
+        out->credits--;
+    }
+    return out->started && out->offset >= size;
+}
+
+static void
+s_start_queued (transfer_t *self)
+{
+    while (self->queue_head && self->n_active < TRANSFER_ACTIVE) {
+        s_out_t *out = self->queue_head;
+        self->queue_head = out->next;
+        if (!self->queue_head)
+            self->queue_tail = NULL;
+        self->n_queued--;
+        out->next = NULL;
+        out->credits = self->window;
+        out->last_ns = task_now_ns ();
+        if (s_pump (self, out))
+            s_out_destroy (&out);
+        else
+        if (sq_idmap_insert (self->out, out->id, out)) {
+            sq_error ("out of memory: copy of %" PRIx64 " abandoned", out->key);
+            s_out_destroy (&out);
+        }
+        else
+            self->n_active++;
+    }
+}
+
+int
+transfer_send (transfer_t *self, uint64_t key, uint32_t version, const char *endpoint)
+{
+    const char *type = NULL;
+    sq_blob_t *blob = store_get (self->store, key, &type);
+    if (!blob || self->n_queued >= TRANSFER_MAX_QUEUED)
+        return -1;
+    s_out_t *out = (s_out_t *) calloc (1, sizeof *out);
+    if (!out)
+        return -1;
+    out->id = ++self->next_id;
+    if (out->id == 0)
+        out->id = ++self->next_id;
+    out->key = key;
+    out->version = version;
+    out->blob = sq_blob_ref (blob);
+    out->content_type = strdup (type);
+    out->endpoint = strdup (endpoint);
+    if (!out->content_type || !out->endpoint) {
+        s_out_destroy (&out);
+        return -1;
+    }
+    if (self->queue_tail)
+        self->queue_tail->next = out;
+    else
+        self->queue_head = out;
+    self->queue_tail = out;
+    self->n_queued++;
+    s_start_queued (self);
+    return 0;
+}
+
+void
+transfer_on_credit (transfer_t *self, sq_msg_t *msg)
+{
+    sq_credit_t credit;
+    sq_errbuf_t err;
+    if (msg->n != 2) {
+        sq_warn ("CREDIT with payload frames; discarded");
+        return;
+    }
+    if (sq_credit_decode (&credit, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad CREDIT: %s", err.text);
+        return;
+    }
+    s_out_t *out = (s_out_t *) sq_idmap_lookup (self->out, credit.transfer);
+    if (!out || out->key != credit.key)
+        return;                 //  a copy already over: late credit
+    bool over = true;
+    if (credit.credits > 0) {
+        //  Never more than a window ahead, whatever the receiver says.
+        uint64_t credits = (uint64_t) out->credits + credit.credits;
+        out->credits = credits > self->window? self->window: (uint32_t) credits;
+        out->last_ns = task_now_ns ();
+        over = s_pump (self, out);
+    }
+    else
+        sq_debug ("copy %u of %" PRIx64 " cancelled by the receiver", out->id, out->key);
+    if (over) {
+        sq_idmap_remove (self->out, out->id);
+        s_out_destroy (&out);
+        self->n_active--;
+        s_start_queued (self);
+    }
+}
+
+//  --------------------------------------------------------------------------
+//  Receiver
+
+static void
+s_credit (transfer_t *self, const char *reply_to, uint32_t transfer, uint64_t key,
+          uint32_t credits)
+{
+    char route [SQ_MAX_NAME + 2];
+    int len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, reply_to);
+    sq_credit_t credit = { .transfer = transfer, .key = key, .credits = credits };
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_credit_encode (&header, &credit);
+    if (sq_send (self->pipe, route, (size_t) len, &header, NULL, 0, 0))
+        sq_warn ("cannot pass CREDIT on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&header);
+}
+
+static bool
+s_was_cancelled (transfer_t *self, uint64_t id)
+{
+    for (size_t i = 0; i < S_CANCELLED_RING; i++)
+        if (self->cancelled [i] == id)
+            return true;
+    return false;
+}
+
+//  Ends an incoming copy: tells the sender to stop, forgets it, and
+//  reports it lost unless `quiet` (another copy of it continues).
+static void
+s_in_abort (transfer_t *self, s_in_t *in, bool quiet, const char *why)
+{
+    if (in->upload) {
+        sq_warn ("upload of %" PRIx64 " discarded: %s", in->key, why);
+        sq_idmap_remove (self->uploads, in->key);
+        s_in_destroy (self, &in);
+        return;
+    }
+    sq_warn ("copy of %" PRIx64 " from governor %u discarded: %s", in->key, in->from, why);
+    s_credit (self, in->reply_to, in->transfer, in->key, 0);
+    self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = in->id;
+    sq_idmap_remove (self->in, in->id);
+    if (sq_idmap_lookup (self->in_keys, in->key) == in)
+        sq_idmap_remove (self->in_keys, in->key);
+    uint64_t key = in->key;
+    s_in_destroy (self, &in);
+    if (!quiet && self->done)
+        self->done (self->arg, key, 0, false);
+}
+
+//  First chunk of a copy: makes its state and its buffer. NULL when it is
+//  refused (reported as needed).
+static s_in_t *
+s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id)
+{
+    s_in_t *in = (s_in_t *) calloc (1, sizeof *in);
+    if (!in)
+        return NULL;
+    in->id = id;
+    in->from = chunk->from;
+    in->transfer = chunk->transfer;
+    in->key = chunk->key;
+    in->version = chunk->version;
+    in->size = chunk->size;
+    in->fd = -1;
+    in->content_type = mpr_strdup (chunk->content_type);
+    in->reply_to = mpr_strdup (chunk->reply_to);
+    in->last_ns = task_now_ns ();
+    if (!in->content_type || !in->reply_to) {
+        free (in->content_type);
+        free (in->reply_to);
+        free (in);
+        return NULL;
+    }
+    if (chunk->size > SIZE_MAX / 2)
+        goto refused;
+    //  Straight to disk when it is big, or when the copies already arriving
+    //  would take memory past the limit (many at once must not add up).
+    uint64_t limit = store_limit (self->store);
+    if (store_too_big (self->store, chunk->size)
+    ||  (limit && self->in_bytes + chunk->size > limit / 2)) {
+        //  Straight to disk: assembled in a spill file, mapped at the end.
+        char path [4096];
+        if (store_spill_path (self->store, path, sizeof path) == 0
+        &&  (in->path = strdup (path))
+        &&  (in->fd = open (path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) >= 0
+        &&  ftruncate (in->fd, (off_t) chunk->size) == 0)
+            return in;
+        sq_warn ("cannot make spill file for %" PRIx64 ": %s", chunk->key, strerror (errno));
+        goto refused;
+    }
+    store_make_room (self->store, chunk->size);
+    in->blob = sq_blob_new ((size_t) chunk->size);
+    if (!in->blob)
+        goto refused;
+    self->in_bytes += in->size;
+    return in;
+refused:
+    if (chunk->from == 0 && chunk->transfer == 0) {
+        s_in_destroy (self, &in);       //  an upload: the caller answers
+        return NULL;
+    }
+    s_credit (self, in->reply_to, in->transfer, in->key, 0);
+    self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
+    s_in_destroy (self, &in);
+    if (self->done)
+        self->done (self->arg, chunk->key, 0, false);
+    return NULL;
+}
+
+static int
+s_pwrite_all (int fd, const void *data, size_t size, uint64_t offset)
+{
+    const char *p = (const char *) data;
+    while (size > 0) {
+        ssize_t n = pwrite (fd, p, size, (off_t) offset);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        size -= (size_t) n;
+        offset += (uint64_t) n;
+    }
+    return 0;
+}
+
+//  The last byte arrived: into the store, reported located.
+static void
+s_in_complete (transfer_t *self, s_in_t *in)
+{
+    sq_idmap_remove (self->in, in->id);
+    if (sq_idmap_lookup (self->in_keys, in->key) == in)
+        sq_idmap_remove (self->in_keys, in->key);
+    sq_blob_t *blob = NULL;
+    if (in->fd >= 0) {
+        close (in->fd);
+        in->fd = -1;
+        blob = sq_blob_map_file (in->path);
+        unlink (in->path);
+    }
+    else {
+        blob = in->blob;
+        in->blob = NULL;
+        self->in_bytes -= in->size;
+    }
+    uint64_t key = in->key, size = in->size;
+    bool ok = blob && store_put (self->store, key, blob, in->content_type,
+                                 strlen (in->content_type)) == 0;
+    s_in_destroy (self, &in);
+    if (!ok)
+        sq_error ("cannot store the copy of %" PRIx64 ": %s", key, strerror (errno));
+    if (self->done)
+        self->done (self->arg, key, size, ok);
+}
+
+void
+transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
+{
+    sq_chunk_t chunk;
+    sq_errbuf_t err;
+    if (msg->n != 3 || msg->truncated) {
+        sq_warn ("CHUNK with %zu frames instead of 2; discarded", msg->n - 1);
+        return;
+    }
+    if (sq_chunk_decode (&chunk, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad CHUNK: %s", err.text);
+        return;
+    }
+    if (chunk.reply_to.len < 7 || memcmp (chunk.reply_to.ptr, "tcp://", 6)) {
+        sq_warn ("CHUNK with reply_to '%.*s' refused", (int) chunk.reply_to.len,
+                 chunk.reply_to.ptr);
+        return;
+    }
+    size_t len = sq_msg_size (msg, 2);
+    uint64_t id = (uint64_t) chunk.from << 32 | chunk.transfer;
+    s_in_t *in = (s_in_t *) sq_idmap_lookup (self->in, id);
+    if (!in) {
+        if (s_was_cancelled (self, id))
+            return;             //  the tail of a copy we ended
+        char *reply_to = mpr_strdup (chunk.reply_to);
+        if (!reply_to)
+            return;
+        if (store_has (self->store, chunk.key)) {
+            //  Already here (another copy won): stop this one, and say
+            //  located again so that the broker's order is answered.
+            s_credit (self, reply_to, chunk.transfer, chunk.key, 0);
+            self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
+            free (reply_to);
+            if (self->done)
+                self->done (self->arg, chunk.key, sq_blob_size (store_get (self->store, chunk.key, NULL)), true);
+            return;
+        }
+        s_in_t *other = (s_in_t *) sq_idmap_lookup (self->in_keys, chunk.key);
+        if (chunk.offset != 0 || (other && other->version >= chunk.version)) {
+            //  A copy we never saw start (its head was lost), or a second
+            //  copy of what already arrives: stop it.
+            s_credit (self, reply_to, chunk.transfer, chunk.key, 0);
+            self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
+            free (reply_to);
+            if (chunk.offset != 0 && !other && self->done)
+                self->done (self->arg, chunk.key, 0, false);
+            return;
+        }
+        free (reply_to);
+        if (other)              //  from an older attempt: the newer one wins
+            s_in_abort (self, other, true, "a copy of a newer version arrives");
+        if (sq_idmap_size (self->in) >= TRANSFER_MAX_INCOMING) {
+            sq_warn ("too many copies arriving; refusing one of %" PRIx64, chunk.key);
+            return;
+        }
+        in = s_in_new (self, &chunk, id);
+        if (!in)
+            return;
+        if (sq_idmap_insert (self->in, id, in) || sq_idmap_insert (self->in_keys, in->key, in)) {
+            sq_idmap_remove (self->in, id);
+            s_in_destroy (self, &in);
+            if (self->done)
+                self->done (self->arg, chunk.key, 0, false);
+            return;
+        }
+    }
+    if (chunk.key != in->key || chunk.version != in->version || chunk.size != in->size) {
+        s_in_abort (self, in, false, "a chunk of another object, version or size");
+        return;
+    }
+    if (chunk.offset != in->received) {
+        s_in_abort (self, in, false, "a chunk out of order (a part is missing)");
+        return;
+    }
+    if (len > SQ_CHUNK_MAX || len > in->size - in->received) {
+        s_in_abort (self, in, false, "a chunk past the end of the object");
+        return;
+    }
+    if (len == 0 && in->size > 0) {
+        s_in_abort (self, in, false, "an empty chunk");
+        return;
+    }
+    if (in->fd >= 0) {
+        if (s_pwrite_all (in->fd, sq_msg_data (msg, 2), len, in->received)) {
+            s_in_abort (self, in, false, "cannot write the spill file");
+            return;
+        }
+    }
+    else
+    if (len)
+        memcpy ((char *) sq_blob_wdata (in->blob) + in->received, sq_msg_data (msg, 2), len);
+    in->received += len;
+    in->last_ns = task_now_ns ();
+    if (in->received == in->size)
+        s_in_complete (self, in);
+    else
+        s_credit (self, in->reply_to, in->transfer, in->key, 1);
+}
+
+int
+transfer_put (transfer_t *self, const sq_put_t *put, const void *data, size_t len,
+              char *err, size_t err_size)
+{
+    s_in_t *in = (s_in_t *) sq_idmap_lookup (self->uploads, put->key);
+    if (!in) {
+        if (store_has (self->store, put->key) || transfer_arriving (self, put->key)) {
+            snprintf (err, err_size, "object %u/%u exists on this governor",
+                      sq_key_session (put->key), sq_key_id (put->key));
+            return SQ_E_DUPLICATE_ID;
+        }
+        if (put->offset != 0) {
+            snprintf (err, err_size, "an upload starts at offset 0");
+            return SQ_E_INVALID;
+        }
+        if (sq_idmap_size (self->uploads) >= TRANSFER_MAX_INCOMING) {
+            snprintf (err, err_size, "too many uploads under way");
+            return SQ_E_BUSY;
+        }
+        //  An upload is a copy from "governor 0, transfer 0" that answers
+        //  its client instead of sending credits.
+        sq_chunk_t chunk = {
+            .key = put->key, .size = put->size, .content_type = put->content_type,
+            .reply_to = { "client", 6 }
+        };
+        in = s_in_new (self, &chunk, put->key);
+        if (!in) {
+            snprintf (err, err_size, "no room for %" PRIu64 " bytes on this governor", put->size);
+            return SQ_E_NOMEM;
+        }
+        in->upload = true;
+        if (sq_idmap_insert (self->uploads, put->key, in)) {
+            s_in_destroy (self, &in);
+            snprintf (err, err_size, "out of memory");
+            return SQ_E_NOMEM;
+        }
+    }
+    const char *why = NULL;
+    if (put->size != in->size)
+        why = "a range with another size";
+    else
+    if (put->offset != in->received)
+        why = "a range out of order";
+    else
+    if (len > SQ_CHUNK_MAX || len > in->size - in->received)
+        why = "a range past the end";
+    else
+    if (len == 0 && in->size > 0)
+        why = "an empty range";
+    else
+    if (in->fd >= 0 && s_pwrite_all (in->fd, data, len, in->received))
+        why = "cannot write the spill file";
+    if (why) {
+        snprintf (err, err_size, "upload of %u/%u discarded: %s", sq_key_session (put->key),
+                  sq_key_id (put->key), why);
+        s_in_abort (self, in, true, why);
+        return SQ_E_INVALID;
+    }
+    if (in->fd < 0 && len)
+        memcpy ((char *) sq_blob_wdata (in->blob) + in->received, data, len);
+    in->received += len;
+    in->last_ns = task_now_ns ();
+    if (in->received == in->size) {
+        //  Stored, not reported: the client's SUBMIT tells the broker.
+        sq_idmap_remove (self->uploads, in->key);
+        sq_blob_t *blob = NULL;
+        if (in->fd >= 0) {
+            close (in->fd);
+            in->fd = -1;
+            blob = sq_blob_map_file (in->path);
+            unlink (in->path);
+        }
+        else {
+            blob = in->blob;
+            in->blob = NULL;
+            self->in_bytes -= in->size;
+        }
+        bool ok = blob && store_put (self->store, in->key, blob, in->content_type,
+                                     strlen (in->content_type)) == 0;
+        s_in_destroy (self, &in);
+        if (!ok) {
+            snprintf (err, err_size, "cannot store the upload");
+            return SQ_E_NOMEM;
+        }
+    }
+    return 0;
+}
+
+void
+transfer_forget (transfer_t *self, uint64_t key)
+{
+    s_in_t *up = (s_in_t *) sq_idmap_lookup (self->uploads, key);
+    if (up)
+        s_in_abort (self, up, true, "the object was dropped");
+    s_in_t *in = (s_in_t *) sq_idmap_lookup (self->in_keys, key);
+    if (in)
+        s_in_abort (self, in, true, "the object was dropped");
+}
+
+bool
+transfer_arriving (transfer_t *self, uint64_t key)
+{
+    return sq_idmap_lookup (self->in_keys, key) != NULL;
+}
+
+long
+transfer_tick (transfer_t *self)
+{
+    if (sq_idmap_size (self->in) == 0 && self->n_active == 0
+    &&  sq_idmap_size (self->uploads) == 0)
+        return -1;
+    uint64_t now = task_now_ns ();
+    if (now - self->last_tick_ns >= (uint64_t) S_TICK_MS * 1000000ull) {
+        self->last_tick_ns = now;
+        uint64_t stall = (uint64_t) TRANSFER_STALL_MS * 1000000ull;
+        //  Collect first: ending a copy changes the maps.
+        void *late [64];
+        size_t n_late = 0, cursor = 0;
+        void *item;
+        while (n_late < 64 && (item = sq_idmap_next (self->in, &cursor, NULL)))
+            if (now - ((s_in_t *) item)->last_ns > stall)
+                late [n_late++] = item;
+        for (size_t i = 0; i < n_late; i++)
+            s_in_abort (self, (s_in_t *) late [i], false, "the sender went silent");
+        n_late = 0;
+        cursor = 0;
+        while (n_late < 64 && (item = sq_idmap_next (self->uploads, &cursor, NULL)))
+            if (now - ((s_in_t *) item)->last_ns > stall)
+                late [n_late++] = item;
+        for (size_t i = 0; i < n_late; i++)
+            s_in_abort (self, (s_in_t *) late [i], true, "the client went silent");
+        n_late = 0;
+        cursor = 0;
+        while (n_late < 64 && (item = sq_idmap_next (self->out, &cursor, NULL)))
+            if (now - ((s_out_t *) item)->last_ns > stall)
+                late [n_late++] = item;
+        for (size_t i = 0; i < n_late; i++) {
+            s_out_t *out = (s_out_t *) late [i];
+            sq_warn ("copy of %" PRIx64 " to %s abandoned: the receiver went silent",
+                     out->key, out->endpoint);
+            sq_idmap_remove (self->out, out->id);
+            s_out_destroy (&out);
+            self->n_active--;
+        }
+        s_start_queued (self);
+    }
+    return S_TICK_MS;
+}
+
+uint64_t
+transfer_incoming_bytes (transfer_t *self)
+{
+    return self->in_bytes;
+}

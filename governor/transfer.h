@@ -1,0 +1,82 @@
+/*  transfer: object copies between governors, chunked and flow-controlled
+    by credits (both ends of every copy this governor takes part in).
+
+    Sender: a SEND order becomes an outgoing copy. It sends CHUNKs of
+    TRANSFER_CHUNK bytes, each a zero-copy slice of the stored blob (a
+    ZeroMQ message holding a reference, no memcpy), to the receiver's data
+    PULL, at most `window` chunks ahead of the receiver's CREDITs. At most
+    TRANSFER_ACTIVE copies are under way at once; more wait in a bounded
+    FIFO. Since every copy has its own window and the socket queues are
+    FIFO, the chunks of copies under way interleave: a huge object delays a
+    small one by at most a window per copy, and never fills memory.
+
+    Receiver: the first chunk (offset 0) preallocates the whole object, in
+    memory (after making room in the store) or, when the store says it is
+    too big or the copies arriving already hold half of the memory limit,
+    in a spill file; every chunk is copied once from its ZeroMQ
+    frame into place and answered with CREDIT 1 to the sender's data
+    endpoint (reply_to). A chunk out of order, past the end, of another
+    size or version, or a copy silent for TRANSFER_STALL_MS, is discarded
+    (CREDIT 0 tells the sender to stop) and reported lost, so that the
+    broker orders it again, from another holder if there is one. A
+    complete copy is stored and reported located.
+
+    Both ends run in the compute thread, which owns the store.
+
+    Ownership: transfer_new borrows the pipe and the store (the caller's,
+    outliving the transfer_t); transfer_destroy drops every copy. */
+#ifndef GOV_TRANSFER_H
+#define GOV_TRANSFER_H
+
+#include <stdint.h>
+#include "store.h"
+#include "wire.h"
+
+#define TRANSFER_CHUNK (4u << 20)       //  default chunk (bench/transfer)
+#define TRANSFER_WINDOW 4               //  default chunks ahead per copy
+#define TRANSFER_ACTIVE 16              //  outgoing copies under way
+#define TRANSFER_MAX_QUEUED 100000      //  outgoing copies waiting
+#define TRANSFER_MAX_INCOMING 4096      //  incoming copies under way
+#define TRANSFER_STALL_MS 20000         //  silence that ends a copy
+
+typedef struct _transfer_t transfer_t;
+
+//  A copy arrived and is in the store (located), or could not be had (lost).
+typedef void (transfer_fn) (void *arg, uint64_t key, uint64_t size, bool located);
+
+typedef struct {
+    void *pipe;                 //  PAIR to the receive thread (borrowed)
+    store_t *store;             //  borrowed
+    uint32_t governor_id;
+    const char *data_endpoint;  //  ours, for CREDITs to come back to
+    transfer_fn *done;
+    void *arg;
+} transfer_args_t;
+
+//  Chunk size and window come from the environment when set
+//  (SQUALL_CHUNK_BYTES, SQUALL_WINDOW: for measuring), else the defaults.
+transfer_t *transfer_new (const transfer_args_t *args);
+void transfer_destroy (transfer_t **self_p);
+//  Starts (or queues) a copy of a stored object to the governor at
+//  endpoint. 0, or -1 when it is not stored or too many copies wait.
+int transfer_send (transfer_t *self, uint64_t key, uint32_t version,
+                   const char *endpoint);
+//  msg: [D][CHUNK][payload] and [D][CREDIT] from the data socket.
+void transfer_on_chunk (transfer_t *self, sq_msg_t *msg);
+void transfer_on_credit (transfer_t *self, sq_msg_t *msg);
+//  One range of a constant a client uploads (PUT on the serve socket), in
+//  order from offset 0, stored when complete (not reported: the client's
+//  SUBMIT names this governor). 0, or an sq_err_t code with a message.
+int transfer_put (transfer_t *self, const sq_put_t *put, const void *data, size_t len,
+                  char *err, size_t err_size);
+//  The object was dropped here: incoming copies of it are cancelled.
+void transfer_forget (transfer_t *self, uint64_t key);
+//  True while a copy of key is arriving.
+bool transfer_arriving (transfer_t *self, uint64_t key);
+//  Ends stalled copies. Returns the ms until the next check is due, -1 if
+//  no copy is under way.
+long transfer_tick (transfer_t *self);
+//  Bytes preallocated in memory for copies still arriving.
+uint64_t transfer_incoming_bytes (transfer_t *self);
+
+#endif

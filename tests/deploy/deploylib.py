@@ -1,0 +1,159 @@
+"""Shared by the deployment tests: a local cluster started through the real
+`squall start`, waits on conditions with deadlines (never sleep-and-hope),
+and teardown that leaves no process behind even when a test fails.
+
+Environment (set by tests/CMakeLists.txt): SQUALL_BUILD_DIR, SQUALL_SOURCE_DIR.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+SKIP = 77
+SOURCE = os.environ.get("SQUALL_SOURCE_DIR") or os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("SQUALL_BUILD_DIR", "")
+SQUALL = [sys.executable, os.path.join(SOURCE, "bin", "squall")]
+PIPELINE = os.path.join(SOURCE, "tests", "deploy", "pipeline.py")
+
+
+def fail(message):
+    print("FAIL: " + message, file=sys.stderr)
+    raise SystemExit(1)
+
+
+def check(condition, message):
+    if not condition:
+        fail(message)
+    print("ok: " + message)
+
+
+def wait_until(what, fn, timeout=20.0, interval=0.05):
+    """fn's first truthy result, or fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            result = fn()
+            if result:
+                return result
+        except Exception as exc:     # the thing waited for may not be up yet
+            last = exc
+        time.sleep(interval)
+    fail("timed out waiting for %s%s" % (what, " (last error: %s)" % last if last else ""))
+
+
+def http_get(url, timeout=5.0):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+
+
+def run(argv, env=None, timeout=120, **kwargs):
+    return subprocess.run(argv, env=env, timeout=timeout, capture_output=True, text=True, **kwargs)
+
+
+def _children(pid):
+    """Pids whose parent is pid (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+class Cluster:
+    """`squall start` in the background; use as a context manager."""
+
+    def __init__(self, governors=2, cpus=2, event_log=None, extra=()):
+        self.tmp = tempfile.mkdtemp(prefix="squall-deploy-test-")
+        self.event_log = event_log
+        argv = SQUALL + ["start", "--governors", str(governors), "--cpus", str(cpus),
+                         "--port", "0", "--http", "0", "--log-dir", os.path.join(self.tmp, "logs")]
+        if event_log:
+            argv += ["--event-log", event_log]
+        argv += list(extra)
+        self.out = open(os.path.join(self.tmp, "start.out"), "w+")
+        self.proc = subprocess.Popen(argv, stdout=self.out, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, SQUALL_BUILD_DIR=BUILD))
+        self.pids = []
+        self.broker = self.dashboard = None
+
+    def _lines(self):
+        with open(self.out.name) as f:
+            return f.read().splitlines()
+
+    def __enter__(self):
+        def ready():
+            if self.proc.poll() is not None:
+                fail("squall start exited with %s:\n%s" % (self.proc.returncode,
+                                                           "\n".join(self._lines())))
+            values = dict(l.split("=", 1) for l in self._lines() if l.startswith("SQUALL_"))
+            return values if "SQUALL_BROKER" in values else None
+        values = wait_until("squall start to report the cluster", ready, 30)
+        self.broker = values["SQUALL_BROKER"]
+        self.dashboard = values.get("SQUALL_DASHBOARD")
+        self.pids = _children(self.proc.pid)
+        return self
+
+    def env(self):
+        return dict(os.environ, SQUALL_BROKER=self.broker, SQUALL_BUILD_DIR=BUILD)
+
+    def info(self):
+        r = run(SQUALL + ["status", "--json"], env=self.env())
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr)
+        return json.loads(r.stdout)
+
+    def stop(self):
+        """SIGINT, as Ctrl-C would; returns squall start's exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __exit__(self, exc_type, *exc):
+        self.stop()
+        for pid in self.pids:           # insist, should a test have failed midway
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.out.close()
+        logs = os.path.join(self.tmp, "logs")
+        for name in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+            with open(os.path.join(logs, name), errors="replace") as f:
+                text = f.read()
+            if "Sanitizer" in text or "runtime error:" in text:
+                print(text[-4000:], file=sys.stderr)
+                fail("sanitizer report in %s" % os.path.join(logs, name))
+        if exc_type is None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        else:
+            print("cluster logs kept in %s" % logs, file=sys.stderr)
+        return False
+
+    def leftovers(self):
+        alive = []
+        for pid in self.pids:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        alive.append(pid)
+            except OSError:
+                pass
+        return alive

@@ -1,0 +1,34 @@
+#!/bin/sh
+#   docker-compose.yml is accepted by Debian's docker-compose (`config`,
+#   which validates without a Docker engine) and has the topology README.md
+#   promises. Skips (77) when docker-compose is not installed.
+set -eu
+SOURCE=${SQUALL_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+if ! command -v docker-compose >/dev/null 2>&1; then
+    echo "SKIP: docker-compose is not installed (apt-get install docker-compose)"
+    exit 77
+fi
+cd "$SOURCE"
+docker-compose -f docker-compose.yml config -q
+echo "ok: docker-compose config accepts docker-compose.yml"
+out=$(docker-compose -f docker-compose.yml --profile example config)
+echo "ok: the example profile validates"
+services=$(docker-compose -f docker-compose.yml --profile example config --services | sort | tr '\n' ' ')
+[ "$services" = "broker example governor " ] || { echo "FAIL: services are: $services"; exit 1; }
+echo "ok: services broker, governor, example"
+fail () { echo "FAIL: $1"; exit 1; }
+echo "$out" | grep -q 'SQUALL_BROKER: tcp://broker:7760' || fail "governors find the broker by name"
+echo "$out" | grep -q 'published: 7760\|7760:7760' || fail "client port published"
+echo "$out" | grep -q 'published: 8080\|8080:8080' || fail "dashboard port published"
+echo "$out" | grep -q 'container_name' && fail "governor must be scalable (no container_name)"
+echo "$out" | grep -q 'healthcheck' || fail "health checks"
+# scaling: a governor has no host port, so --scale cannot collide
+gov=$(echo "$out" | awk '/^  governor:/{on=1; next} /^  [a-z]/{on=0} on')
+echo "$gov" | grep -q 'ports:' && fail "the governor publishes ports (it could not scale)"
+# resources from the environment
+SQUALL_CPUS=3 SQUALL_MEMORY=1073741824 docker-compose -f docker-compose.yml config \
+    | grep -q "mem_limit: '1073741824'" || fail "SQUALL_MEMORY sets the memory limit"
+SQUALL_CPUS=3 docker-compose -f docker-compose.yml config | grep -q "cpus: 3" \
+    || fail "SQUALL_CPUS sets the cpus"
+echo "ok: ports, names, scaling, health checks, resources from the environment"
+echo "test_compose: all passed"

@@ -1,0 +1,80 @@
+"""A real headless Chromium loads the dashboard of a running cluster while
+a pipeline runs: the page must show one row per governor and task counts
+that move between two loads. Saves a screenshot as <build>/dashboard.png.
+Skips (77) when Debian's `chromium` is not installed."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deploylib import BUILD, PIPELINE, SKIP, Cluster, check, fail, wait_until  # noqa: E402
+
+
+def chromium(url, user_dir, *extra):
+    argv = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--user-data-dir=" + user_dir,
+            # lets the page's first polls complete before the DOM is taken
+            "--virtual-time-budget=3000", "--window-size=1280,900"] + list(extra) + [url]
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=90, env=env)
+    if r.returncode != 0:
+        fail("chromium failed (%d): %s" % (r.returncode, r.stderr[-2000:]))
+    return r.stdout
+
+
+def counts(dom):
+    return {m.group(1): int(m.group(2))
+            for m in re.finditer(r'id="count-([a-z]+)">(\d+)<', dom)}
+
+
+def main():
+    global CHROMIUM
+    CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not CHROMIUM:
+        print("SKIP: chromium is not installed (apt-get install chromium)")
+        return SKIP
+    screenshot = os.path.join(BUILD or tempfile.gettempdir(), "dashboard.png")
+    user_dir = tempfile.mkdtemp(prefix="squall-chromium-")
+    pipeline = None
+    try:
+        with Cluster(governors=2, cpus=2) as cluster:
+            # enough sleep tasks to keep both governors busy for a while
+            pipeline = subprocess.Popen([sys.executable, PIPELINE, "--parts", "40", "--sleep", "0.25",
+                                         "--rounds", "2"], env=cluster.env(),
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            wait_until("tasks to run", lambda: cluster.info()["tasks"].get("running", 0) > 0, 30)
+            first = chromium(cluster.dashboard, user_dir, "--dump-dom")
+            rows = re.findall(r'<tr class="gov-row"', first)
+            check(len(rows) == 2, "the dashboard shows 2 governor rows")
+            check("governor-1" in first and "governor-2" in first, "governor names shown")
+            a = counts(first)
+            check(set(a) >= {"waiting", "ready", "assigned", "running", "finished", "failed"},
+                  "task counts by state shown: %s" % a)
+            check('class="event-row' in first, "the live task stream has events")
+            check('id="status" class="live"' in first, "the page reached the API (status live)")
+
+            def moved():
+                b = counts(chromium(cluster.dashboard, user_dir, "--dump-dom"))
+                return b if b != a and b.get("finished", 0) + b.get("running", 0) > 0 else None
+            b = wait_until("task counts to move", moved, 60, interval=0.2)
+            check(b != a, "task counts moved: %s -> %s" % (a, b))
+            chromium(cluster.dashboard, user_dir, "--screenshot=" + screenshot)
+            check(os.path.getsize(screenshot) > 10000, "screenshot saved to %s" % screenshot)
+            out, _ = pipeline.communicate(timeout=120)
+            check(pipeline.returncode == 0, "the pipeline finished: %s" % out.strip().splitlines()[-1:])
+            check(cluster.stop() == 0 and not cluster.leftovers(), "cluster stopped cleanly")
+    finally:
+        if pipeline and pipeline.poll() is None:
+            pipeline.kill()
+            pipeline.wait()
+        shutil.rmtree(user_dir, ignore_errors=True)
+    print("test_dashboard: all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,560 @@
+/*  fuzz_proto: one libFuzzer target over every decoder in common/.
+
+    The first input byte selects the decoder (tests/fuzz/fuzz_targets.h);
+    the rest is the frame handed to it, in a heap buffer of exactly its size
+    so that AddressSanitizer sees any read past the end. After a successful
+    decode every string and array the decoder returned is read byte by byte
+    (a pointer outside the frame is caught there), configs found in SUBMIT
+    and ASSIGN are decoded as the broker and governor would, and for the
+    fixed-layout messages the decoded value is encoded again and decoded
+    once more, which must give the same value (round trip).
+
+    Build: cmake -DSQUALL_FUZZ=ON with CC=clang. Run:
+        fuzz_proto -max_total_time=60 tests/fuzz/corpus
+*/
+#include "proto.h"
+#include "taskconf.h"
+#include "fuzz_targets.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile uint32_t s_sink;
+
+#define FZ_ASSERT(cond) do { \
+    if (!(cond)) { \
+        fprintf (stderr, "fuzz_proto: %s:%d: oracle failed: %s\n", __FILE__, __LINE__, #cond); \
+        abort (); \
+    } \
+} while (0)
+
+static void
+s_touch (const void *ptr, size_t len)
+{
+    const uint8_t *p = (const uint8_t *) ptr;
+    uint32_t sum = 0;
+    for (size_t i = 0; i < len; i++)
+        sum += p [i];
+    s_sink += sum;
+}
+
+static void
+s_touch_str (mpr_str_t s)
+{
+    if (s.len)
+        FZ_ASSERT (s.ptr != NULL);
+    s_touch (s.ptr, s.len);
+}
+
+static bool
+s_has_nul (mpr_str_t s)
+{
+    return s.len && memchr (s.ptr, 0, s.len) != NULL;
+}
+
+static bool
+s_str_same (mpr_str_t a, mpr_str_t b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp (a.ptr, b.ptr, a.len) == 0);
+}
+
+//  A config as the broker and governor see it: kind looked up, then decoded
+static void
+s_config (mpr_str_t kind_name, const uint8_t *config, size_t size,
+          uint32_t n_inputs, uint32_t n_outputs)
+{
+    s_touch (config, size);
+    int kind = sq_kind_lookup (kind_name);
+    if (kind < 0)
+        return;
+    sq_taskconf_t conf;
+    sq_errbuf_t err;
+    if (sq_taskconf_decode (&conf, (sq_kind_t) kind, config, size, n_inputs, n_outputs, &err) == 0) {
+        s_touch_str (conf.path);
+        s_touch_str (conf.fn);
+        s_touch_str (conf.py_args);
+        for (uint32_t i = 0; i < conf.n_args; i++)
+            s_touch_str (conf.args [i]);
+        for (uint32_t i = 0; i < conf.n_env; i++)
+            s_touch_str (conf.env [i]);
+        for (uint32_t i = 0; i < conf.n_in_paths; i++)
+            s_touch_str (conf.in_paths [i]);
+        for (uint32_t i = 0; i < conf.n_out_paths; i++)
+            s_touch_str (conf.out_paths [i]);
+        sq_taskconf_release (&conf);
+    }
+    else
+        s_touch (err.text, strnlen (err.text, sizeof err.text));
+}
+
+//  --------------------------------------------------------------------------
+//  The msgpack cursor on its own: walk one value with the typed readers and
+//  compare with mpr_skip over the same bytes.
+
+static int
+s_walk (mpr_t *r, int depth, int *max_depth)
+{
+    if (depth > *max_depth)
+        *max_depth = depth;
+    if (depth > 64)
+        return mpr_fail (r, "walker too deep");
+    uint32_t count;
+    mpr_str_t s;
+    switch (mpr_peek (r)) {
+        case MPR_NIL: return mpr_nil (r);
+        case MPR_BOOL: { bool b; return mpr_bool (r, &b); }
+        case MPR_UINT: { uint64_t v; return mpr_uint (r, &v); }
+        case MPR_INT: { int64_t v; return mpr_int (r, &v); }
+        case MPR_FLOAT: { double v; return mpr_double (r, &v); }
+        case MPR_STR:
+            if (mpr_str (r, &s, UINT32_MAX)) return -1;
+            s_touch_str (s);
+            return 0;
+        case MPR_BIN:
+            if (mpr_bin (r, &s, UINT32_MAX)) return -1;
+            s_touch_str (s);
+            return 0;
+        case MPR_ARRAY:
+            if (mpr_array (r, &count)) return -1;
+            for (uint32_t i = 0; i < count; i++)
+                if (s_walk (r, depth + 1, max_depth)) return -1;
+            return 0;
+        case MPR_MAP:
+            if (mpr_map (r, &count)) return -1;
+            for (uint32_t i = 0; i < count; i++)
+                if (s_walk (r, depth + 1, max_depth) || s_walk (r, depth + 1, max_depth))
+                    return -1;
+            return 0;
+        case MPR_EXT: {
+            const uint8_t *raw;
+            size_t raw_size;
+            if (mpr_skip (r, &raw, &raw_size)) return -1;
+            s_touch (raw, raw_size);
+            return 0;
+        }
+        default:
+            return mpr_fail (r, "invalid");
+    }
+}
+
+static void
+s_fuzz_mpr (const uint8_t *data, size_t size)
+{
+    //  Values one after another until the buffer ends or a reader fails.
+    mpr_t walk, skip;
+    mpr_init (&walk, data, size);
+    mpr_init (&skip, data, size);
+    while (walk.pos < size) {
+        size_t start = walk.pos;
+        int max_depth = 0;
+        int wrc = s_walk (&walk, 0, &max_depth);
+        const uint8_t *raw = NULL;
+        size_t raw_size = 0;
+        int src = mpr_skip (&skip, &raw, &raw_size);
+        if (src == 0) {
+            //  What skip accepts, the typed readers read to the same end
+            FZ_ASSERT (raw == data + start);
+            s_touch (raw, raw_size);
+            FZ_ASSERT (wrc == 0);
+            FZ_ASSERT (walk.pos == skip.pos);
+        }
+        else
+        if (wrc == 0)
+            //  The walker may only get further than skip by nesting deeper
+            //  than skip allows
+            FZ_ASSERT (max_depth > 32);
+        if (wrc || src)
+            break;
+        FZ_ASSERT (walk.pos > start);
+    }
+    mpr_end (&walk);
+    bool ok = mpr_ok (&walk);
+    FZ_ASSERT (!ok || walk.error == NULL);
+    //  a failed reader stays failed
+    if (!ok) {
+        uint64_t v;
+        FZ_ASSERT (mpr_uint (&walk, &v) == -1);
+        FZ_ASSERT (mpr_peek (&walk) == MPR_INVALID);
+    }
+}
+
+//  --------------------------------------------------------------------------
+//  Message decoders
+
+static void
+s_fuzz_hello (const uint8_t *data, size_t size)
+{
+    sq_hello_t hello;
+    sq_errbuf_t err;
+    int code;
+    if (sq_hello_decode (&hello, data, size, &code, &err)) {
+        FZ_ASSERT (code != SQ_OK);
+        return;
+    }
+    FZ_ASSERT (code == SQ_OK);
+    FZ_ASSERT (hello.n_resources <= SQ_MAX_RESOURCES);
+    s_touch_str (hello.name);
+    s_touch_str (hello.data_endpoint);
+    s_touch_str (hello.serve_endpoint);
+    for (uint32_t i = 0; i < hello.n_resources; i++)
+        s_touch_str (hello.resources [i].name);
+
+    //  Round trip (names must be C strings for the encoders)
+    if (s_has_nul (hello.name) || s_has_nul (hello.data_endpoint)
+    ||  s_has_nul (hello.serve_endpoint))
+        return;
+    char *name = mpr_strdup (hello.name);
+    char *data_ep = mpr_strdup (hello.data_endpoint);
+    char *serve_ep = mpr_strdup (hello.serve_endpoint);
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    if (hello.governor)
+        sq_hello_encode_governor (&w, hello.req, name, hello.incarnation, data_ep,
+                                  serve_ep, hello.resources, hello.n_resources);
+    else
+        sq_hello_encode_client (&w, hello.req, name);
+    sq_hello_t again;
+    FZ_ASSERT (sq_hello_decode (&again, w.buf.data, w.buf.size, &code, &err) == 0);
+    FZ_ASSERT (again.req == hello.req && again.governor == hello.governor);
+    FZ_ASSERT (s_str_same (again.name, hello.name));
+    if (hello.governor) {
+        FZ_ASSERT (again.incarnation == hello.incarnation);
+        FZ_ASSERT (s_str_same (again.data_endpoint, hello.data_endpoint));
+        FZ_ASSERT (s_str_same (again.serve_endpoint, hello.serve_endpoint));
+        FZ_ASSERT (again.n_resources == hello.n_resources);
+    }
+    sq_wbuf_release (&w);
+    free (name);
+    free (data_ep);
+    free (serve_ep);
+}
+
+static void
+s_fuzz_reply (const uint8_t *data, size_t size)
+{
+    sq_reply_t reply;
+    sq_errbuf_t err;
+    if (sq_reply_decode (&reply, data, size, &err))
+        return;
+    if (reply.code == 0) {
+        FZ_ASSERT (reply.body >= data && reply.body + reply.body_size <= data + size);
+        s_touch (reply.body, reply.body_size);
+        //  clients read the body with the cursor
+        s_fuzz_mpr (reply.body, reply.body_size);
+    }
+    else
+        s_touch_str (reply.message);
+}
+
+static void
+s_fuzz_request (const uint8_t *data, size_t size)
+{
+    sq_request_t q;
+    sq_errbuf_t err;
+    if (sq_request_decode (&q, data, size, &err))
+        return;
+    s_touch (q.ids, q.n_ids * sizeof (uint32_t));
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_request_encode (&w, &q);
+    sq_request_t again;
+    FZ_ASSERT (sq_request_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.type == q.type && again.req == q.req && again.session == q.session
+            && again.mode == q.mode && again.id == q.id && again.timeout_ms == q.timeout_ms
+            && again.n_ids == q.n_ids);
+    FZ_ASSERT (q.n_ids == 0 || memcmp (again.ids, q.ids, q.n_ids * sizeof (uint32_t)) == 0);
+    sq_request_release (&again);
+    sq_wbuf_release (&w);
+    sq_request_release (&q);
+}
+
+static void
+s_fuzz_submit (const uint8_t *data, size_t size)
+{
+    sq_submit_t s;
+    sq_errbuf_t err;
+    if (sq_submit_decode (&s, data, size, &err))
+        return;
+    for (uint32_t i = 0; i < s.n_objects; i++) {
+        s_touch_str (s.objects [i].content_type);
+        s_touch_str (s.objects [i].name);
+        FZ_ASSERT (s.objects [i].frame >= -1);
+    }
+    for (uint32_t i = 0; i < s.n_tasks; i++) {
+        sq_task_spec_t *t = &s.tasks [i];
+        s_touch_str (t->kind);
+        s_touch_str (t->name);
+        s_touch (t->inputs, t->n_inputs * sizeof (uint32_t));
+        s_touch (t->outputs, t->n_outputs * sizeof (uint32_t));
+        FZ_ASSERT (t->n_resources <= SQ_MAX_RESOURCES);
+        for (uint32_t j = 0; j < t->n_resources; j++)
+            s_touch_str (t->resources [j].name);
+        if (t->config)
+            FZ_ASSERT (t->config >= data && t->config + t->config_size <= data + size);
+        s_config (t->kind, t->config, t->config_size, t->n_inputs, t->n_outputs);
+    }
+    sq_submit_release (&s);
+}
+
+static void
+s_fuzz_update (const uint8_t *data, size_t size)
+{
+    sq_iter_t it;
+    sq_errbuf_t err;
+    memset (&it, 0, sizeof it);
+    if (sq_update_begin (&it, data, size, &err) == 0) {
+        sq_event_t ev;
+        int rc;
+        while ((rc = sq_update_next (&it, &ev)) == 1) {
+            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_LOST);
+            if (ev.type == SQ_EV_FAILED)
+                s_touch_str (ev.message);
+            if (ev.type == SQ_EV_FINISHED)
+                for (uint32_t i = 0; i < ev.n_outputs; i++)
+                    s_sink += (uint32_t) ev.outputs [i].key + (uint32_t) ev.outputs [i].frame;
+        }
+        FZ_ASSERT (rc == 0 || rc == -1);
+    }
+    sq_iter_release (&it);
+}
+
+static void
+s_fuzz_load (const uint8_t *data, size_t size)
+{
+    sq_load_t load;
+    sq_errbuf_t err;
+    if (sq_load_decode (&load, data, size, &err))
+        return;
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_load_encode (&w, &load);
+    sq_load_t again;
+    FZ_ASSERT (sq_load_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (memcmp (&again, &load, sizeof load) == 0);
+    sq_wbuf_release (&w);
+}
+
+static void
+s_fuzz_bare (const uint8_t *data, size_t size)
+{
+    sq_errbuf_t err;
+    int heartbeat = sq_bare_decode (data, size, SQ_MSG_HEARTBEAT, &err);
+    int bye = sq_bare_decode (data, size, SQ_MSG_BYE, &err);
+    FZ_ASSERT (!(heartbeat == 0 && bye == 0));
+    uint32_t type, req;
+    if (heartbeat == 0)
+        FZ_ASSERT (sq_proto_peek (data, size, &type, &req) == 0 && type == SQ_MSG_HEARTBEAT);
+}
+
+static void
+s_fuzz_assign (const uint8_t *data, size_t size)
+{
+    sq_iter_t it;
+    sq_errbuf_t err;
+    memset (&it, 0, sizeof it);
+    if (sq_assign_begin (&it, data, size, &err) == 0) {
+        sq_assign_t t;
+        int rc;
+        while ((rc = sq_assign_next (&it, &t)) == 1) {
+            s_touch_str (t.kind);
+            s_touch_str (t.name);
+            for (uint32_t i = 0; i < t.n_inputs; i++)
+                s_touch_str (t.inputs [i].content_type);
+            for (uint32_t i = 0; i < t.n_outputs; i++)
+                s_touch_str (t.outputs [i].content_type);
+            if (t.config)
+                FZ_ASSERT (t.config >= data && t.config + t.config_size <= data + size);
+            s_config (t.kind, t.config, t.config_size, t.n_inputs, t.n_outputs);
+        }
+        FZ_ASSERT (rc == 0 || rc == -1);
+    }
+    sq_iter_release (&it);
+}
+
+static void
+s_fuzz_send (const uint8_t *data, size_t size)
+{
+    sq_iter_t it;
+    sq_errbuf_t err;
+    memset (&it, 0, sizeof it);
+    if (sq_send_begin (&it, data, size, &err) == 0) {
+        sq_send_t o;
+        while (sq_send_next (&it, &o) == 1)
+            s_touch_str (o.endpoint);
+    }
+    sq_iter_release (&it);
+}
+
+static void
+s_fuzz_keys (const uint8_t *data, size_t size, uint32_t type)
+{
+    sq_iter_t it;
+    sq_errbuf_t err;
+    memset (&it, 0, sizeof it);
+    if (sq_keys_begin (&it, type, data, size, &err) == 0) {
+        uint64_t key;
+        uint32_t attempt;
+        if (type == SQ_MSG_DROP)
+            while (sq_drop_next (&it, &key) == 1)
+                s_sink += (uint32_t) key;
+        else
+            while (sq_stop_next (&it, &key, &attempt) == 1)
+                s_sink += (uint32_t) key + attempt;
+    }
+    sq_iter_release (&it);
+}
+
+static void
+s_fuzz_object (const uint8_t *data, size_t size)
+{
+    sq_object_msg_t m;
+    sq_errbuf_t err;
+    if (sq_object_decode (&m, data, size, &err))
+        return;
+    s_touch_str (m.content_type);
+    if (s_has_nul (m.content_type))
+        return;
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_object_encode (&w, &m);
+    sq_object_msg_t again;
+    FZ_ASSERT (sq_object_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.key == m.key && again.version == m.version && again.size == m.size
+            && again.from == m.from && s_str_same (again.content_type, m.content_type));
+    sq_wbuf_release (&w);
+}
+
+static void
+s_fuzz_gfetch (const uint8_t *data, size_t size)
+{
+    sq_gfetch_t f;
+    sq_errbuf_t err;
+    if (sq_gfetch_decode (&f, data, size, &err))
+        return;
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_gfetch_encode (&w, f.req, f.key);
+    sq_gfetch_t again;
+    FZ_ASSERT (sq_gfetch_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.req == f.req && again.key == f.key);
+    sq_wbuf_release (&w);
+}
+
+static void
+s_fuzz_chunk (const uint8_t *data, size_t size)
+{
+    sq_chunk_t c;
+    sq_errbuf_t err;
+    if (sq_chunk_decode (&c, data, size, &err))
+        return;
+    s_touch_str (c.content_type);
+    s_touch_str (c.reply_to);
+    if (s_has_nul (c.content_type) || s_has_nul (c.reply_to))
+        return;
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_chunk_encode (&w, &c);
+    sq_chunk_t again;
+    FZ_ASSERT (sq_chunk_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.transfer == c.transfer && again.key == c.key
+            && again.version == c.version && again.offset == c.offset
+            && again.size == c.size && again.from == c.from
+            && s_str_same (again.content_type, c.content_type)
+            && s_str_same (again.reply_to, c.reply_to));
+    sq_wbuf_release (&w);
+}
+
+static void
+s_fuzz_credit (const uint8_t *data, size_t size)
+{
+    sq_credit_t c;
+    sq_errbuf_t err;
+    if (sq_credit_decode (&c, data, size, &err))
+        return;
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_credit_encode (&w, &c);
+    sq_credit_t again;
+    FZ_ASSERT (sq_credit_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.transfer == c.transfer && again.key == c.key && again.credits == c.credits);
+    sq_wbuf_release (&w);
+}
+
+static void
+s_fuzz_gread (const uint8_t *data, size_t size)
+{
+    sq_gread_t g;
+    sq_errbuf_t err;
+    if (sq_gread_decode (&g, data, size, &err))
+        return;
+    FZ_ASSERT (g.length <= SQ_CHUNK_MAX);
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_gread_encode (&w, &g);
+    sq_gread_t again;
+    FZ_ASSERT (sq_gread_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.req == g.req && again.key == g.key && again.offset == g.offset
+            && again.length == g.length);
+    sq_wbuf_release (&w);
+}
+
+static void
+s_fuzz_peek (const uint8_t *data, size_t size)
+{
+    uint32_t type, req;
+    if (sq_proto_peek (data, size, &type, &req) == 0)
+        s_sink += type + req;
+}
+
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    uint8_t target = data [0] % FZ_COUNT;
+    //  The frame in its own exactly-sized allocation (NULL-safe when empty)
+    size_t frame_size = size - 1;
+    uint8_t *frame = (uint8_t *) malloc (frame_size? frame_size: 1);
+    if (!frame)
+        return 0;
+    memcpy (frame, data + 1, frame_size);
+    switch (target) {
+        case FZ_PEEK: s_fuzz_peek (frame, frame_size); break;
+        case FZ_HELLO: s_fuzz_hello (frame, frame_size); break;
+        case FZ_REPLY: s_fuzz_reply (frame, frame_size); break;
+        case FZ_REQUEST: s_fuzz_request (frame, frame_size); break;
+        case FZ_SUBMIT: s_fuzz_submit (frame, frame_size); break;
+        case FZ_UPDATE: s_fuzz_update (frame, frame_size); break;
+        case FZ_LOAD: s_fuzz_load (frame, frame_size); break;
+        case FZ_BARE: s_fuzz_bare (frame, frame_size); break;
+        case FZ_ASSIGN: s_fuzz_assign (frame, frame_size); break;
+        case FZ_SEND: s_fuzz_send (frame, frame_size); break;
+        case FZ_DROP: s_fuzz_keys (frame, frame_size, SQ_MSG_DROP); break;
+        case FZ_STOP: s_fuzz_keys (frame, frame_size, SQ_MSG_STOP); break;
+        case FZ_OBJECT: s_fuzz_object (frame, frame_size); break;
+        case FZ_GFETCH: s_fuzz_gfetch (frame, frame_size); break;
+        case FZ_TASKCONF:
+            if (frame_size >= 3) {
+                mpr_str_t kind = { sq_kind_name ((sq_kind_t) (frame [0] % SQ_KIND_COUNT_)), 0 };
+                kind.len = (uint32_t) strlen (kind.ptr);
+                //  config in its own exact allocation too
+                size_t cfg_size = frame_size - 3;
+                uint8_t *cfg = (uint8_t *) malloc (cfg_size? cfg_size: 1);
+                if (cfg) {
+                    memcpy (cfg, frame + 3, cfg_size);
+                    s_config (kind, cfg, cfg_size, frame [1] % 8, frame [2] % 8);
+                    free (cfg);
+                }
+            }
+            break;
+        case FZ_MPR: s_fuzz_mpr (frame, frame_size); break;
+        case FZ_CHUNK: s_fuzz_chunk (frame, frame_size); break;
+        case FZ_CREDIT: s_fuzz_credit (frame, frame_size); break;
+        case FZ_GREAD: s_fuzz_gread (frame, frame_size); break;
+        default: break;
+    }
+    free (frame);
+    return 0;
+}

@@ -1,0 +1,35 @@
+/*  fuzz_targets: the decoders fuzz_proto exercises, selected by the first
+    byte of each input (modulo FZ_COUNT). make_corpus writes seed inputs
+    with the same selector bytes, so the two must agree: both include this
+    file.
+
+    Input layout: [selector] [frame bytes...], except FZ_TASKCONF whose
+    layout is [selector] [kind] [n_inputs] [n_outputs] [config bytes...].
+*/
+#ifndef SQ_FUZZ_TARGETS_H
+#define SQ_FUZZ_TARGETS_H
+
+typedef enum {
+    FZ_PEEK = 0,                //  sq_proto_peek
+    FZ_HELLO = 1,               //  sq_hello_decode
+    FZ_REPLY = 2,               //  sq_reply_decode, then the body as values
+    FZ_REQUEST = 3,             //  sq_request_decode
+    FZ_SUBMIT = 4,              //  sq_submit_decode, then every task config
+    FZ_UPDATE = 5,              //  sq_update_begin / next
+    FZ_LOAD = 6,                //  sq_load_decode
+    FZ_BARE = 7,                //  sq_bare_decode (HEARTBEAT and BYE)
+    FZ_ASSIGN = 8,              //  sq_assign_begin / next, then every config
+    FZ_SEND = 9,                //  sq_send_begin / next
+    FZ_DROP = 10,               //  sq_keys_begin + sq_drop_next
+    FZ_STOP = 11,               //  sq_keys_begin + sq_stop_next
+    FZ_OBJECT = 12,             //  sq_object_decode
+    FZ_GFETCH = 13,             //  sq_gfetch_decode
+    FZ_TASKCONF = 14,           //  sq_taskconf_decode, any kind
+    FZ_MPR = 15,                //  the mpr_* cursor, value by value
+    FZ_CHUNK = 16,              //  sq_chunk_decode
+    FZ_CREDIT = 17,             //  sq_credit_decode
+    FZ_GREAD = 18,              //  sq_gread_decode
+    FZ_COUNT
+} fz_target_t;
+
+#endif

@@ -1,0 +1,386 @@
+/*  make_corpus: writes the seed corpus of fuzz_proto, valid encodings of
+    every message made with the proto.h encoders (and the task configs of
+    every built-in kind made with the client's sq_config_* helpers).
+
+    Usage: make_corpus DIR   (DIR new or empty)
+    Each file is [selector byte] [frame], the selector from fuzz_targets.h;
+    the file name says what it holds. The committed corpus under
+    tests/fuzz/corpus/ is this program's output: regenerate it when a
+    message changes (the ctest "fuzz_corpus_current" checks it decodes).
+*/
+#include "proto.h"
+#include "taskconf.h"
+#include "squall.h"
+#include "fuzz_targets.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *s_dir;
+static int s_files;
+
+static mpr_str_t
+s_mstr (const char *s)
+{
+    mpr_str_t m = { s, (uint32_t) strlen (s) };
+    return m;
+}
+
+static void
+s_write (uint8_t target, const char *name, const void *data, size_t size)
+{
+    char path [1024];
+    snprintf (path, sizeof path, "%s/%02u-%s", s_dir, target, name);
+    FILE *f = fopen (path, "wbx");    //  two seeds of one name: a bug here
+    if (!f) {
+        fprintf (stderr, "make_corpus: %s: %s\n", path, strerror (errno));
+        exit (1);
+    }
+    if (fwrite (&target, 1, 1, f) != 1 || (size && fwrite (data, 1, size, f) != size)
+    ||  fclose (f)) {
+        fprintf (stderr, "make_corpus: %s: write failed\n", path);
+        exit (1);
+    }
+    s_files++;
+}
+
+//  Writes the wbuf under target (and as an mpr and peek seed), then resets it
+static void
+s_emit (uint8_t target, const char *name, sq_wbuf_t *w)
+{
+    s_write (target, name, w->buf.data, w->buf.size);
+    char other [256];
+    snprintf (other, sizeof other, "%s-%s", target == FZ_TASKCONF? "config": "msg", name);
+    s_write (FZ_MPR, other, w->buf.data, w->buf.size);
+    if (target != FZ_TASKCONF)
+        s_write (FZ_PEEK, other, w->buf.data, w->buf.size);
+    sq_wbuf_reset (w);
+}
+
+//  A task config seed: [kind] [n_inputs] [n_outputs] [config]
+static void
+s_config (const char *name, sq_kind_t kind, uint8_t n_in, uint8_t n_out,
+          const void *config, size_t size)
+{
+    uint8_t *buf = (uint8_t *) malloc (size + 3);
+    buf [0] = (uint8_t) kind;
+    buf [1] = n_in;
+    buf [2] = n_out;
+    if (size)
+        memcpy (buf + 3, config, size);
+    //  must be valid, else the seed is wrong
+    sq_taskconf_t conf;
+    sq_errbuf_t err;
+    if (sq_taskconf_decode (&conf, kind, (const uint8_t *) config, size, n_in, n_out, &err)) {
+        fprintf (stderr, "make_corpus: config %s does not decode: %s\n", name, err.text);
+        exit (1);
+    }
+    sq_taskconf_release (&conf);
+    s_write (FZ_TASKCONF, name, buf, size + 3);
+    s_write (FZ_MPR, name, config, size);
+    free (buf);
+}
+
+typedef struct {
+    const char *name;
+    sq_kind_t kind;
+    uint8_t n_in, n_out;
+    void *config;
+    size_t size;
+} s_conf_t;
+
+int
+main (int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf (stderr, "usage: make_corpus DIR\n");
+        return 2;
+    }
+    s_dir = argv [1];
+    mkdir (s_dir, 0755);
+
+    //  Configs of every kind
+    static const uint8_t nil [] = { 0xc0 }, empty_map [] = { 0x80 };
+    const char *exec_args [] = { "sh", "-c", "sha256sum | cut -c1-64" };
+    const char *in_paths [] = { "", "b/in.dat" };
+    const char *out_paths [] = { "", "out/x.bin" };
+    const char *env [] = { "LC_ALL=C", "SQUALL_X=1", NULL };
+    const char *tr_args [] = { "tr", "a-z", "A-Z" };
+    const char *tr_in [] = { "" }, *tr_out [] = { "" };
+    s_conf_t confs [] = {
+        { "noop-nil", SQ_KIND_NOOP, 2, 2, (void *) nil, 1 },
+        { "noop-map", SQ_KIND_NOOP, 0, 1, (void *) empty_map, 1 },
+        { "concat-nil", SQ_KIND_CONCAT, 3, 1, (void *) nil, 1 },
+        { "concat-map", SQ_KIND_CONCAT, 1, 1, (void *) empty_map, 1 },
+        { "sleep", SQ_KIND_SLEEP, 1, 1, NULL, 0 },
+        { "sleep-int", SQ_KIND_SLEEP, 0, 0, NULL, 0 },
+        { "slice", SQ_KIND_SLICE, 1, 1, NULL, 0 },
+        { "slice-open", SQ_KIND_SLICE, 1, 1, NULL, 0 },
+        { "load", SQ_KIND_LOAD, 0, 1, NULL, 0 },
+        { "store", SQ_KIND_STORE, 1, 0, NULL, 0 },
+        { "execute", SQ_KIND_EXECUTE, 2, 2, NULL, 0 },
+        { "execute-tr", SQ_KIND_EXECUTE, 1, 1, NULL, 0 },
+        { "py", SQ_KIND_PY, 2, 1, NULL, 0 },
+    };
+    confs [4].config = sq_config_sleep (0.25, &confs [4].size);
+    confs [5].config = sq_config_sleep (3, &confs [5].size);
+    confs [6].config = sq_config_slice (10, 4096, &confs [6].size);
+    confs [7].config = sq_config_slice (7, -1, &confs [7].size);
+    confs [8].config = sq_config_path ("/tmp/input.dat", &confs [8].size);
+    confs [9].config = sq_config_path ("/tmp/output.dat", &confs [9].size);
+    confs [10].config = sq_config_execute (exec_args, 3, in_paths, 2, 0, out_paths, 2, 0,
+                                           env, &confs [10].size);
+    confs [11].config = sq_config_execute (tr_args, 3, tr_in, 1, 0, tr_out, 1, 0,
+                                           NULL, &confs [11].size);
+    {
+        //  py: {"fn": bin, "args": bin}, the bytes being stand-ins for pickles
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init (&sb);
+        msgpack_packer_init (&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map (&pk, 2);
+        sq_pack_cstr (&pk, "fn");
+        msgpack_pack_bin (&pk, 6);
+        msgpack_pack_bin_body (&pk, "\x80\x05\x95\x00N.", 6);
+        sq_pack_cstr (&pk, "args");
+        msgpack_pack_bin (&pk, 3);
+        msgpack_pack_bin_body (&pk, "\x80\x05N", 3);
+        confs [12].config = malloc (sb.size);
+        memcpy (confs [12].config, sb.data, sb.size);
+        confs [12].size = sb.size;
+        msgpack_sbuffer_destroy (&sb);
+    }
+    size_t n_confs = sizeof confs / sizeof confs [0];
+    for (size_t i = 0; i < n_confs; i++) {
+        if (!confs [i].config) {
+            fprintf (stderr, "make_corpus: config %s not made\n", confs [i].name);
+            return 1;
+        }
+        s_config (confs [i].name, confs [i].kind, confs [i].n_in, confs [i].n_out,
+                  confs [i].config, confs [i].size);
+    }
+
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_resource_t res [] = { { s_mstr ("cpus"), 2 }, { s_mstr ("memory"), 1ull << 33 },
+                             { s_mstr ("gpus"), 1 } };
+
+    //  HELLO
+    sq_hello_encode_client (&w, 1, "example");
+    s_emit (FZ_HELLO, "client", &w);
+    sq_hello_encode_governor (&w, 1, "gov1", 1732180000123ull, "tcp://10.0.0.5:41001",
+                              "tcp://10.0.0.5:41002", res, 3);
+    s_emit (FZ_HELLO, "governor", &w);
+    sq_hello_encode_governor (&w, 7, "", 0, "", "", NULL, 0);
+    s_emit (FZ_HELLO, "governor-nil-resources", &w);
+    msgpack_pack_array (&w.pk, 5);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 2);
+    sq_pack_cstr (&w.pk, "client");
+    sq_pack_cstr (&w.pk, "future");
+    s_emit (FZ_HELLO, "version2", &w);
+
+    //  REPLY: ok bodies of every request, and errors
+    sq_reply_begin (&w, 1);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1000);
+    msgpack_pack_uint32 (&w.pk, 4096);
+    s_emit (FZ_REPLY, "hello-governor", &w);
+    sq_reply_begin (&w, 2);
+    msgpack_pack_nil (&w.pk);
+    s_emit (FZ_REPLY, "nil", &w);
+    sq_reply_begin (&w, 4);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_array (&w.pk, 4);
+    msgpack_pack_uint32 (&w.pk, 2); msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_nil (&w.pk); msgpack_pack_nil (&w.pk);
+    msgpack_pack_array (&w.pk, 4);
+    msgpack_pack_uint32 (&w.pk, 5); msgpack_pack_uint32 (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, 4); sq_pack_cstr (&w.pk, "exit status 1");
+    s_emit (FZ_REPLY, "wait", &w);
+    sq_reply_begin (&w, 5);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, 20000);
+    sq_pack_cstr (&w.pk, "text/plain");
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, 1);
+    sq_pack_cstr (&w.pk, "tcp://10.0.0.5:41002");
+    s_emit (FZ_REPLY, "fetch-where", &w);
+    sq_reply_begin (&w, 6);
+    msgpack_pack_map (&w.pk, 2);
+    sq_pack_cstr (&w.pk, "sessions");
+    msgpack_pack_uint32 (&w.pk, 3);
+    sq_pack_cstr (&w.pk, "load");
+    msgpack_pack_double (&w.pk, 0.5);
+    s_emit (FZ_REPLY, "info-map", &w);
+    sq_reply_encode_error (&w, 6, SQ_E_UNKNOWN_ID, "task 4: input 9 is not an object", 4, 0);
+    s_emit (FZ_REPLY, "error", &w);
+    sq_reply_encode_error (&w, 9, SQ_E_UPSTREAM_FAILED, "exit status 2", 12, 7);
+    s_emit (FZ_REPLY, "error-root", &w);
+
+    //  Client requests
+    uint32_t ids [] = { 3, 5, 70000 };
+    struct { const char *name; uint32_t type, mode, n; int64_t timeout; } reqs [] = {
+        { "open", SQ_MSG_SESSION_OPEN, 0, 0, 0 }, { "close", SQ_MSG_SESSION_CLOSE, 0, 0, 0 },
+        { "keep", SQ_MSG_KEEP, 0, 3, 0 }, { "unkeep", SQ_MSG_UNKEEP, 0, 1, 0 },
+        { "cancel-all", SQ_MSG_CANCEL, 0, 0, 0 }, { "cancel", SQ_MSG_CANCEL, 0, 2, 0 },
+        { "wait-session", SQ_MSG_WAIT, SQ_WAIT_SESSION, 0, -1 },
+        { "wait-all", SQ_MSG_WAIT, SQ_WAIT_ALL, 3, 10000 },
+        { "wait-some", SQ_MSG_WAIT, SQ_WAIT_SOME, 2, 100 },
+        { "fetch", SQ_MSG_FETCH, 0, 0, 30000 }, { "info", SQ_MSG_INFO, 0, 0, 0 },
+        { "ping", SQ_MSG_PING, 0, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof reqs / sizeof reqs [0]; i++) {
+        sq_request_t q = { reqs [i].type, (uint32_t) i + 1, 1, reqs [i].mode, 3,
+                           reqs [i].timeout, reqs [i].n, ids };
+        sq_request_encode (&w, &q);
+        s_emit (FZ_REQUEST, reqs [i].name, &w);
+    }
+
+    //  SUBMIT: the example of docs/protocol.md, then one with every kind
+    uint32_t in1 [] = { 1 }, out3 [] = { 3 };
+    sq_pack_submit_begin (&w.pk, 3, 1);
+    msgpack_pack_array (&w.pk, 2);
+    sq_pack_object_spec (&w.pk, 1, 0, "text/plain", 1, "greeting");
+    sq_pack_object_spec (&w.pk, 3, SQ_OBJ_KEEP, "text/plain", -1, "");
+    msgpack_pack_array (&w.pk, 1);
+    sq_task_spec_t join = { 2, s_mstr ("concat"), 1, in1, 1, out3, NULL, 0, 0, NULL,
+                            0, 0, 0, s_mstr ("join") };
+    sq_pack_task_spec (&w.pk, &join);
+    s_emit (FZ_SUBMIT, "example", &w);
+
+    sq_pack_submit_begin (&w.pk, 4, 2);
+    msgpack_pack_array (&w.pk, 2 + (uint32_t) n_confs * 2);
+    sq_pack_object_spec (&w.pk, 1, 0, "application/octet-stream", 1, "a");
+    sq_pack_object_spec (&w.pk, 2, SQ_OBJ_KEEP, "", 2, "b");
+    for (size_t i = 0; i < n_confs; i++) {
+        sq_pack_object_spec (&w.pk, 1000 + (uint32_t) i * 10 + 1, SQ_OBJ_KEEP, "", -1, "");
+        sq_pack_object_spec (&w.pk, 1000 + (uint32_t) i * 10 + 2, 0, "text/plain", -1, "o2");
+    }
+    msgpack_pack_array (&w.pk, (uint32_t) n_confs);
+    for (size_t i = 0; i < n_confs; i++) {
+        uint32_t ins [] = { 1, 2, 1, 2, 1, 2, 1, 2 };
+        uint32_t outs [] = { 1000 + (uint32_t) i * 10 + 1, 1000 + (uint32_t) i * 10 + 2 };
+        sq_task_spec_t t = { 1000 + (uint32_t) i * 10, s_mstr (sq_kind_name (confs [i].kind)),
+                             confs [i].n_in, ins, confs [i].n_out, outs,
+                             (const uint8_t *) confs [i].config, confs [i].size,
+                             i % 3, res, (int32_t) i - 3, (uint32_t) i % 4,
+                             (uint32_t) i * 1000, s_mstr (confs [i].name) };
+        sq_pack_task_spec (&w.pk, &t);
+    }
+    s_emit (FZ_SUBMIT, "submit-every-kind", &w);
+
+    //  UPDATE: every event
+    sq_output_ref_t outs [] = { { sq_key (1, 3), 14, 1 }, { sq_key (1, 4), 1 << 20, -1 } };
+    sq_batch_header (&w, SQ_MSG_UPDATE, 6);
+    sq_pack_started (&w.pk, sq_key (1, 2), 1);
+    sq_pack_finished (&w.pk, sq_key (1, 2), 1, outs, 2, 1234);
+    sq_pack_finished (&w.pk, sq_key (1, 9), 0, NULL, 0, 0);
+    sq_pack_failed (&w.pk, sq_key (2, 7), 3, "exit status 1", 99);
+    sq_pack_located (&w.pk, sq_key (1, 4), 1 << 20);
+    sq_pack_lost (&w.pk, sq_key (1, 4));
+    s_emit (FZ_UPDATE, "every-event", &w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 0);
+    s_emit (FZ_UPDATE, "empty", &w);
+
+    //  LOAD, HEARTBEAT, BYE
+    sq_load_t load = { 2, 10, 1ull << 30, 12345, 77 };
+    sq_load_encode (&w, &load);
+    s_emit (FZ_LOAD, "load", &w);
+    sq_bare_encode (&w, SQ_MSG_HEARTBEAT);
+    s_emit (FZ_BARE, "heartbeat", &w);
+    sq_bare_encode (&w, SQ_MSG_BYE);
+    s_emit (FZ_BARE, "bye", &w);
+
+    //  ASSIGN: every kind, inputs inline and remote
+    sq_input_ref_t ains [8];
+    for (int i = 0; i < 8; i++) {
+        ains [i].key = sq_key (1, 1 + (uint32_t) i);
+        ains [i].size = i % 2? 1 << 20: 14;
+        ains [i].frame = i % 2? -1: 1;
+        ains [i].content_type = s_mstr (i % 2? "": "text/plain");
+    }
+    sq_out_decl_t aouts [] = { { sq_key (1, 20), s_mstr ("text/plain") },
+                               { sq_key (1, 21), s_mstr ("") } };
+    sq_batch_header (&w, SQ_MSG_ASSIGN, (uint32_t) n_confs);
+    for (size_t i = 0; i < n_confs; i++) {
+        sq_assign_t t = { sq_key (1, 100 + (uint32_t) i), (uint32_t) i % 3,
+                          s_mstr (sq_kind_name (confs [i].kind)),
+                          (const uint8_t *) confs [i].config, confs [i].size,
+                          confs [i].n_in, ains, confs [i].n_out, aouts, 1, 0,
+                          s_mstr (confs [i].name) };
+        sq_pack_assign (&w.pk, &t);
+    }
+    s_emit (FZ_ASSIGN, "assign-every-kind", &w);
+
+    //  SEND, DROP, STOP
+    sq_batch_header (&w, SQ_MSG_SEND, 2);
+    sq_pack_send (&w.pk, sq_key (1, 4), 1, 2, "tcp://10.213.0.12:41001");
+    sq_pack_send (&w.pk, sq_key (3, 9), 0, 3, "tcp://127.0.0.1:5555");
+    s_emit (FZ_SEND, "send", &w);
+    sq_batch_header (&w, SQ_MSG_DROP, 3);
+    msgpack_pack_uint64 (&w.pk, sq_key (1, 4));
+    msgpack_pack_uint64 (&w.pk, sq_key (1, 5));
+    msgpack_pack_uint64 (&w.pk, sq_key (0xffffffffu, 0xffffffffu));
+    s_emit (FZ_DROP, "drop", &w);
+    sq_batch_header (&w, SQ_MSG_STOP, 2);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint64 (&w.pk, sq_key (1, 2));
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint64 (&w.pk, sq_key (7, 2));
+    msgpack_pack_uint32 (&w.pk, 0);
+    s_emit (FZ_STOP, "stop", &w);
+
+    //  OBJECT, GFETCH
+    sq_object_msg_t obj = { sq_key (1, 4), 2, 1 << 20, s_mstr ("application/octet-stream"), 3 };
+    sq_object_encode (&w, &obj);
+    s_emit (FZ_OBJECT, "object", &w);
+    sq_gfetch_encode (&w, 7, sq_key (1, 3));
+    s_emit (FZ_GFETCH, "gfetch", &w);
+
+    //  Chunked copies and ranged reads
+    sq_chunk_t chunk = { 9, sq_key (1, 4), 1, 1 << 20, 4 << 20, s_mstr ("text/plain"), 2,
+                         s_mstr ("tcp://10.213.0.11:41001") };
+    sq_chunk_encode (&w, &chunk);
+    s_emit (FZ_CHUNK, "chunk", &w);
+    sq_credit_t credit = { 9, sq_key (1, 4), 4 };
+    sq_credit_encode (&w, &credit);
+    s_emit (FZ_CREDIT, "credit", &w);
+    credit.credits = 0;
+    sq_credit_encode (&w, &credit);
+    s_emit (FZ_CREDIT, "credit-cancel", &w);
+    sq_gread_t gread = { 8, sq_key (1, 3), 4096, 1 << 20 };
+    sq_gread_encode (&w, &gread);
+    s_emit (FZ_GREAD, "gread", &w);
+
+    //  A few plain values for the cursor
+    msgpack_pack_array (&w.pk, 8);
+    msgpack_pack_float (&w.pk, 1.5f);
+    msgpack_pack_double (&w.pk, -2.25);
+    msgpack_pack_int64 (&w.pk, INT64_MIN);
+    msgpack_pack_uint64 (&w.pk, UINT64_MAX);
+    msgpack_pack_bin (&w.pk, 3);
+    msgpack_pack_bin_body (&w.pk, "abc", 3);
+    msgpack_pack_ext (&w.pk, 4, 1);
+    msgpack_pack_ext_body (&w.pk, "wxyz", 4);
+    msgpack_pack_true (&w.pk);
+    msgpack_pack_map (&w.pk, 1);
+    msgpack_pack_nil (&w.pk);
+    msgpack_pack_false (&w.pk);
+    s_emit (FZ_MPR, "values", &w);
+
+    sq_wbuf_release (&w);
+    for (size_t i = 0; i < n_confs; i++)
+        if (confs [i].config != nil && confs [i].config != empty_map)
+            sq_free (confs [i].config);
+    printf ("make_corpus: %d files in %s\n", s_files, s_dir);
+    return 0;
+}

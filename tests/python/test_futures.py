@@ -1,0 +1,89 @@
+"""Dask/Ray-style futures."""
+import time
+
+import pytest
+
+import squall
+
+from conftest import TIMEOUT
+
+
+def inc(x):
+    return x + 1
+
+
+def slow(x, seconds):
+    time.sleep(seconds)
+    return x
+
+
+def boom(x):
+    raise KeyError(x)
+
+
+def test_submit_result_done(client):
+    f = client.submit(inc, 1)
+    assert f.result(TIMEOUT) == 2
+    assert f.done()
+    assert f.exception(TIMEOUT) is None
+    g = client.submit(lambda a, b=0: a * b, 6, b=7)
+    assert g.result(TIMEOUT) == 42
+
+
+def test_futures_as_arguments_stay_on_the_cluster(client):
+    a = client.submit(inc, 1)
+    b = client.submit(inc, a)
+    c = client.submit(lambda xs, d: sum(xs) + d["k"], [a, b], {"k": a})
+    assert c.result(TIMEOUT) == 2 + 3 + 2
+    chain = client.submit(inc, 0)
+    for _ in range(50):
+        chain = client.submit(inc, chain)
+    assert chain.result(TIMEOUT) == 51
+
+
+def test_map_gather_nested(client):
+    futures = client.map(inc, range(500))
+    assert client.gather(futures, timeout=TIMEOUT) == list(range(1, 501))
+    pairs = client.map(lambda a, b: a * b, range(5), range(5, 10))
+    nested = client.gather({"p": pairs, "one": futures[0], "t": (futures[1],)})
+    assert nested == {"p": [0, 6, 14, 24, 36], "one": 1, "t": (2,)}
+
+
+def test_failures_exception_and_gather(client):
+    bad = client.submit(boom, "key")
+    after = client.submit(inc, bad)
+    with pytest.raises(squall.TaskFailed) as info:
+        bad.result(TIMEOUT)
+    assert "KeyError" in info.value.message and info.value.remote_traceback
+    assert isinstance(after.exception(TIMEOUT), squall.UpstreamFailed)
+    assert after.exception().root_id == bad.task_id
+    assert after.done()
+    futures = client.map(inc, range(10)) + [after]
+    with pytest.raises(squall.UpstreamFailed):
+        client.gather(futures, timeout=TIMEOUT)
+
+
+def test_result_timeout_and_as_completed(client):
+    s = client.submit(slow, "late", 2.0)
+    with pytest.raises(squall.TimeoutError):
+        s.result(timeout=0.05)
+    assert not s.done()
+    fast = client.submit(slow, "early", 0.0)
+    order = [f.result() for f in squall.as_completed([s, fast], timeout=TIMEOUT)]
+    assert order == ["early", "late"]
+
+
+def test_options_cpus_retries_key(client):
+    f = client.submit(inc, 1, cpus=1, max_retries=2, key="my-inc", priority=1)
+    assert f.result(TIMEOUT) == 2
+    assert f.key == "my-inc"
+    with pytest.raises(squall.SquallError):
+        client.submit(inc, 1, cpus=1000).result(TIMEOUT)   # no governor has 1000 cpus
+    futures = client.map(inc, range(3), cpus=1, max_retries=1)
+    assert client.gather(futures) == [1, 2, 3]
+
+
+def test_many_futures_released(client):
+    for _ in range(3):
+        assert sum(client.gather(client.map(inc, range(2000)), timeout=TIMEOUT)) == \
+            sum(range(1, 2001))
