@@ -309,6 +309,27 @@ s_push (graph_t *self, size_t *n, task_t *task)
     return 0;
 }
 
+//  One task fails: its outputs fail with it *before* the task_done hook
+//  runs, so that the waits and fetches it answers see them failed.
+static void
+s_fail_one (graph_t *self, task_t *task, failure_t *failure, task_state_t final)
+{
+    if ((task->state == TASK_ASSIGNED || task->state == TASK_RUNNING) && self->hooks.task_stop)
+        self->hooks.task_stop (self->hooks.arg, task);
+    task->failure = s_failure_ref (failure);
+    s_set_state (self, task, final);
+    for (uint32_t i = 0; i < task->n_outputs; i++) {
+        object_t *out = task->io [task->n_inputs + i];
+        if (out->state != OBJ_UNFINISHED)
+            continue;
+        out->state = OBJ_FAILED;
+        failure_unref (&out->failure);
+        out->failure = s_failure_ref (failure);
+        s_queue_free_check (self, out);
+    }
+    s_task_done (self, task);
+}
+
 //  Fails (or cancels) a task and everything downstream of it that is not
 //  done yet, sharing one failure. Iterative: chains can be long.
 static void
@@ -316,35 +337,21 @@ s_fail (graph_t *self, task_t *task, failure_t *failure)
 {
     size_t n = 0;
     task_state_t final = failure->code == SQ_E_CANCELLED? TASK_CANCELLED: TASK_FAILED;
-    if ((task->state == TASK_ASSIGNED || task->state == TASK_RUNNING) && self->hooks.task_stop)
-        self->hooks.task_stop (self->hooks.arg, task);
-    task->failure = s_failure_ref (failure);
-    s_set_state (self, task, final);
-    s_task_done (self, task);
+    s_fail_one (self, task, failure, final);
     if (s_push (self, &n, task))
         return;
     while (n > 0) {
         task_t *t = self->stack [--n];
         for (uint32_t i = 0; i < t->n_outputs; i++) {
             object_t *out = t->io [t->n_inputs + i];
-            if (!out || out->state != OBJ_UNFINISHED)
-                continue;
-            out->state = OBJ_FAILED;
-            out->failure = s_failure_ref (failure);
             for (uint32_t c = 0; c < out->n_consumers; c++) {
                 task_t *consumer = out->consumers [c];
                 if (s_final (consumer))
                     continue;
-                if ((consumer->state == TASK_ASSIGNED || consumer->state == TASK_RUNNING)
-                &&  self->hooks.task_stop)
-                    self->hooks.task_stop (self->hooks.arg, consumer);
-                consumer->failure = s_failure_ref (failure);
-                s_set_state (self, consumer, final);
-                s_task_done (self, consumer);
+                s_fail_one (self, consumer, failure, final);
                 if (s_push (self, &n, consumer))
                     break;          //  out of memory: the rest fails at session close
             }
-            s_queue_free_check (self, out);
         }
     }
 }

@@ -182,6 +182,9 @@ sq_session_id (sq_session_t *self)
 static void *
 s_grow (void *array, size_t *cap, size_t need, size_t item)
 {
+    //  Never NULL for a valid request, even of nothing: NULL means no memory.
+    if (need == 0)
+        need = 1;
     if (need <= *cap)
         return array;
     size_t n = *cap? *cap: 16;

@@ -159,7 +159,7 @@ mpr_array (mpr_t *self, uint32_t *count)
 int
 mpr_array_exact (mpr_t *self, uint32_t count)
 {
-    uint32_t n;
+    uint32_t n = 0;
     if (s_container (self, false, &n))
         return -1;
     if (n != count)
@@ -267,8 +267,8 @@ s_integer (mpr_t *self, bool *negative, uint64_t *magnitude)
 int
 mpr_uint (mpr_t *self, uint64_t *value)
 {
-    bool negative;
-    uint64_t m;
+    bool negative = false;
+    uint64_t m = 0;
     if (s_integer (self, &negative, &m))
         return -1;
     if (negative)
@@ -292,8 +292,8 @@ mpr_u32 (mpr_t *self, uint32_t *value)
 int
 mpr_int (mpr_t *self, int64_t *value)
 {
-    bool negative;
-    uint64_t m;
+    bool negative = false;
+    uint64_t m = 0;
     if (s_integer (self, &negative, &m))
         return -1;
     if (negative) {

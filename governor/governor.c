@@ -112,31 +112,17 @@ s_balance_main (void *args_)
     return NULL;
 }
 
-int
-governor_run (governor_t *self, int signal_fd)
+//  One incarnation: the compute and balance threads live as long as the
+//  broker knows us. Returns receiver_run's code.
+static int
+s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
+               uint64_t inline_max)
 {
-    receiver_t *receiver = receiver_new (self->ctx, self->config, signal_fd);
-    if (!receiver)
-        return 1;
-    uint32_t governor_id = 0;
-    uint64_t inline_max = SQ_DEFAULT_INLINE_MAX;
-    int code = receiver_hello (receiver, &governor_id, &inline_max);
-    if (code != 0) {
-        receiver_destroy (&receiver);
-        return code < 0? 0: code;
-    }
-    printf ("READY %u %s\n", governor_id, self->config->name);
-    fflush (stdout);
-    sq_info ("accepted as governor %u (heartbeat %d ms, inline max %lu)", governor_id,
-             receiver_heartbeat_ms (receiver), (unsigned long) inline_max);
-
     void *compute_here, *compute_there, *balance_here, *balance_there, *load_in, *load_out;
     if (s_pipe (self, "compute", &compute_here, &compute_there)
     ||  s_pipe (self, "balance", &balance_here, &balance_there)
-    ||  s_pipe (self, "load", &load_in, &load_out)) {
-        receiver_destroy (&receiver);
+    ||  s_pipe (self, "load", &load_in, &load_out))
         return 1;
-    }
     compute_args_t compute_args = {
         .pipe = compute_there, .load = load_out, .governor_id = governor_id,
         .cpus = self->config->cpus, .inline_max = inline_max, .workdir = self->config->workdir,
@@ -152,14 +138,66 @@ governor_run (governor_t *self, int signal_fd)
         sq_error ("cannot start the balance thread");
         exit (1);
     }
-    code = receiver_run (receiver, compute_here, balance_here);
+    int code = receiver_run (receiver, compute_here, balance_here);
     receiver_stop (receiver);
     pthread_join (compute_thread, NULL);
     pthread_join (balance_thread, NULL);
-    if (code != 3)
-        receiver_bye (receiver);
     zmq_close (compute_here);
     zmq_close (balance_here);
+    return code;
+}
+
+//  Waits ms, or until a signal arrives (returns true then).
+static bool
+s_backoff (int signal_fd, int ms)
+{
+    zmq_pollitem_t item = { NULL, signal_fd, ZMQ_POLLIN, 0 };
+    return zmq_poll (&item, 1, ms) > 0;
+}
+
+int
+governor_run (governor_t *self, int signal_fd)
+{
+    receiver_t *receiver = receiver_new (self->ctx, self->config, signal_fd);
+    if (!receiver)
+        return 1;
+    int code, backoff_ms = 250;
+    while (1) {
+        uint32_t governor_id = 0;
+        uint64_t inline_max = SQ_DEFAULT_INLINE_MAX;
+        code = receiver_hello (receiver, &governor_id, &inline_max);
+        if (code < 0) {
+            code = 0;               //  a signal while waiting
+            break;
+        }
+        if (code == 3 && self->config->reconnect) {
+            //  No broker there (yet, or again): try again, backing off.
+            sq_info ("broker %s not answering; next try in %d ms", self->config->broker, backoff_ms);
+            if (s_backoff (signal_fd, backoff_ms) || receiver_reconnect (receiver)) {
+                code = 0;
+                break;
+            }
+            backoff_ms = backoff_ms * 2 > 10000? 10000: backoff_ms * 2;
+            continue;
+        }
+        if (code != 0)
+            break;
+        backoff_ms = 250;
+        printf ("READY %u %s\n", governor_id, self->config->name);
+        fflush (stdout);
+        sq_info ("accepted as governor %u (heartbeat %d ms, inline max %lu)", governor_id,
+                 receiver_heartbeat_ms (receiver), (unsigned long) inline_max);
+        code = s_incarnation (self, receiver, governor_id, inline_max);
+        if (code != GOV_RECONNECT)
+            break;
+        //  Everything this incarnation held went with its compute thread.
+        if (receiver_reconnect (receiver)) {
+            code = 1;
+            break;
+        }
+    }
+    if (code != 3)
+        receiver_bye (receiver);
     receiver_destroy (&receiver);
     return code;
 }

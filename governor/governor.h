@@ -29,6 +29,7 @@ typedef struct {
     sq_resource_t resources [SQ_MAX_RESOURCES];
     int heartbeat_ms;           //  until the broker says otherwise
     uint64_t memory;            //  object store limit in bytes (0: none)
+    bool reconnect;             //  on a lost broker: reconnect (else exit 3)
 } gov_config_t;
 
 //  First frame of inproc messages. Into compute: where the message came
@@ -50,8 +51,15 @@ typedef struct _governor_t governor_t;
 
 governor_t *governor_new (const gov_config_t *config);
 void governor_destroy (governor_t **self_p);
-//  Connects, says HELLO, runs until a signal, BYE or lost broker. Returns
-//  the process exit code: 0 clean, 1 refused by the broker, 3 broker lost.
+//  Connects, says HELLO, runs until a signal or BYE. A lost broker (silent
+//  for 5 heartbeats, or no longer knowing us) ends this incarnation: every
+//  task and object goes (the broker has given them to others, or forgot
+//  them), and the governor reconnects with back-off as a new governor
+//  (seed 003's start-time rule). Returns the process exit code: 0 clean,
+//  1 refused by the broker, 3 broker lost with reconnect off.
 int governor_run (governor_t *self, int signal_fd);
+
+//  Exit code of receiver_run / receiver_hello meaning "reconnect".
+#define GOV_RECONNECT 4
 
 #endif

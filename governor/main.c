@@ -33,6 +33,8 @@ static const char *s_usage =
     "                         (default: the machine's physical memory)\n"
     "  --resource NAME=N      a custom resource counter (repeatable)\n"
     "  --heartbeat-ms MS      heartbeat interval until the broker sets it (1000)\n"
+    "  --no-reconnect         exit (status 3) when the broker is lost, instead\n"
+    "                         of reconnecting with back-off as a new governor\n"
     "  --log-level LEVEL      error, warn, info or debug (info)\n"
     "  --python PATH          interpreter of Python executors (default:\n"
     "                         $SQUALL_PYTHON, else python3 from PATH)\n"
@@ -114,12 +116,13 @@ main (int argc, char *argv [])
         { "resource", required_argument, NULL, 'r' },
         { "memory", required_argument, NULL, 'M' },
         { "heartbeat-ms", required_argument, NULL, 'H' },
+        { "no-reconnect", no_argument, NULL, 'R' },
         { "log-level", required_argument, NULL, 'L' },
         { "python", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
-    gov_config_t config = { .listen_host = "0.0.0.0", .heartbeat_ms = 1000 };
+    gov_config_t config = { .listen_host = "0.0.0.0", .heartbeat_ms = 1000, .reconnect = true };
     long online = sysconf (_SC_NPROCESSORS_ONLN);
     config.cpus = online > 0? (uint32_t) online: 1;
     const char *user_workdir = NULL;
@@ -181,6 +184,7 @@ main (int argc, char *argv [])
                 if (!*optarg || setenv ("SQUALL_PYTHON", optarg, 1))
                     return s_bad ("--python needs an interpreter", optarg);
                 break;
+            case 'R': config.reconnect = false; break;
             case 'h': fputs (s_usage, stdout); return 0;
             default: return s_bad ("unknown or incomplete option", argv [optind - 1]);
         }

@@ -67,6 +67,29 @@ s_bind (receiver_t *self, void *socket, char *announce, size_t size)
     return 0;
 }
 
+static void *s_socket (receiver_t *self, int type);
+
+//  A fresh control connection: a new DEALER is a new identity to the
+//  broker, so nothing of an earlier incarnation can be mistaken for ours.
+static int
+s_connect (receiver_t *self)
+{
+    self->ctrl = s_socket (self, ZMQ_DEALER);
+    if (!self->ctrl)
+        return -1;
+    int ivl = 1000, timeout = 5000;
+    zmq_setsockopt (self->ctrl, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt (self->ctrl, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout);
+    //  Short: BYE and the last UPDATE matter, a dead broker must not hold us.
+    int short_linger = 500;
+    zmq_setsockopt (self->ctrl, ZMQ_LINGER, &short_linger, sizeof short_linger);
+    if (zmq_connect (self->ctrl, self->config->broker)) {
+        sq_error ("cannot connect to broker %s: %s", self->config->broker, zmq_strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
 static void *
 s_socket (receiver_t *self, int type)
 {
@@ -94,27 +117,30 @@ receiver_new (void *ctx, const gov_config_t *config, int signal_fd)
     sq_msg_init (&self->msg);
     sq_msg_init (&self->stalled);
     self->peers = zhashx_new ();
-    self->ctrl = s_socket (self, ZMQ_DEALER);
     self->data = s_socket (self, ZMQ_PULL);
     self->serve = s_socket (self, ZMQ_ROUTER);
-    if (!self->peers || !self->ctrl || !self->data || !self->serve
+    if (!self->peers || !self->data || !self->serve
     ||  s_bind (self, self->data, self->data_endpoint, sizeof self->data_endpoint)
-    ||  s_bind (self, self->serve, self->serve_endpoint, sizeof self->serve_endpoint)) {
-        receiver_destroy (&self);
-        return NULL;
-    }
-    int ivl = 1000, timeout = 5000;
-    zmq_setsockopt (self->ctrl, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
-    zmq_setsockopt (self->ctrl, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout);
-    //  Short: BYE and the last UPDATE matter, a dead broker must not hold us.
-    int short_linger = 500;
-    zmq_setsockopt (self->ctrl, ZMQ_LINGER, &short_linger, sizeof short_linger);
-    if (zmq_connect (self->ctrl, config->broker)) {
-        sq_error ("cannot connect to broker %s: %s", config->broker, zmq_strerror (errno));
+    ||  s_bind (self, self->serve, self->serve_endpoint, sizeof self->serve_endpoint)
+    ||  s_connect (self)) {
         receiver_destroy (&self);
         return NULL;
     }
     return self;
+}
+
+int
+receiver_reconnect (receiver_t *self)
+{
+    int zero = 0;
+    zmq_setsockopt (self->ctrl, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close (self->ctrl);
+    self->ctrl = NULL;
+    sq_msg_close (&self->stalled);
+    self->exit_code = -1;
+    self->broker_said_bye = false;
+    self->done = 0;
+    return s_connect (self);
 }
 
 void
@@ -267,6 +293,21 @@ s_on_broker (receiver_t *self, sq_msg_t *msg)
         self->exit_code = 0;
     }
     else
+    if (type == SQ_MSG_REPLY) {
+        //  The broker only replies to a governor's HELLO; a reply now means
+        //  it does not know this connection (it restarted, or declared us
+        //  dead): start again as a new governor.
+        sq_reply_t reply;
+        sq_errbuf_t err;
+        if (sq_reply_decode (&reply, sq_msg_data (msg, 0), sq_msg_size (msg, 0), &err) == 0
+        &&  reply.code == SQ_E_HELLO) {
+            sq_warn ("the broker no longer knows this governor: reconnecting");
+            self->exit_code = self->config->reconnect? GOV_RECONNECT: 3;
+        }
+        else
+            sq_warn ("unexpected reply from the broker; ignored");
+    }
+    else
     if (type != SQ_MSG_HEARTBEAT)
         sq_warn ("unexpected message type %u from the broker; ignored", type);
 }
@@ -307,8 +348,9 @@ s_keepalive (receiver_t *self)
     if (self->stalled.n)
         self->last_recv_ns = now;       //  the broker may be talking; we are not listening
     if (now - self->last_recv_ns > 5 * ivl) {
-        sq_error ("no message from the broker for %d ms: giving up", 5 * self->heartbeat_ms);
-        self->exit_code = 3;
+        sq_error ("no message from the broker for %d ms: %s", 5 * self->heartbeat_ms,
+                  self->config->reconnect? "reconnecting": "giving up");
+        self->exit_code = self->config->reconnect? GOV_RECONNECT: 3;
         return 0;
     }
     if (now - self->last_send_ns >= ivl) {

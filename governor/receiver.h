@@ -34,6 +34,9 @@ int receiver_hello (receiver_t *self, uint32_t *governor_id, uint64_t *inline_ma
 const char *receiver_data_endpoint (receiver_t *self);
 //  Broker's heartbeat interval, after receiver_hello.
 int receiver_heartbeat_ms (receiver_t *self);
+//  Replaces the control connection after the broker was lost (the bound
+//  data and serve sockets stay). 0 or -1.
+int receiver_reconnect (receiver_t *self);
 //  Runs until a signal, a BYE from the broker, or broker silence. Returns
 //  the exit code (0, or 3 when the broker was lost).
 int receiver_run (receiver_t *self, void *compute, void *balance);

@@ -46,6 +46,7 @@ typedef struct {
     int fd;                     //  a spill file (-1 if none)
     char *path;
     uint64_t last_ns;
+    uint64_t start_ns;
     bool upload;                //  PUT by a client, not a copy from a peer
 } s_in_t;
 
@@ -378,7 +379,7 @@ s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id)
     in->fd = -1;
     in->content_type = mpr_strdup (chunk->content_type);
     in->reply_to = mpr_strdup (chunk->reply_to);
-    in->last_ns = task_now_ns ();
+    in->last_ns = in->start_ns = task_now_ns ();
     if (!in->content_type || !in->reply_to) {
         free (in->content_type);
         free (in->reply_to);
@@ -458,6 +459,8 @@ s_in_complete (transfer_t *self, s_in_t *in)
         self->in_bytes -= in->size;
     }
     uint64_t key = in->key, size = in->size;
+    sq_debug ("copy of %" PRIx64 " from governor %u: %" PRIu64 " bytes in %.1f ms", key,
+              in->from, size, (task_now_ns () - in->start_ns) / 1e6);
     bool ok = blob && store_put (self->store, key, blob, in->content_type,
                                  strlen (in->content_type)) == 0;
     s_in_destroy (self, &in);

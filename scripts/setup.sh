@@ -21,8 +21,29 @@ for package in "${PACKAGES[@]}"; do
     fi
 done
 
+#   Python packages for the tests, in a virtual environment of the checkout
+#   (.venv): Debian's own python3 refuses system-wide pip installs. The
+#   bindings need only cloudpickle at run time; pytest and dask are for the
+#   test suite (dask's adapter is tested against real dask graphs).
+PIP_PACKAGES=(pytest cloudpickle "dask[array,bag]")
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+setup_python () {
+    local venv="$ROOT/.venv"
+    if [ ! -x "$venv/bin/python3" ]; then
+        python3 -m venv "$venv"
+    fi
+    if "$venv/bin/python3" -c 'import pytest, cloudpickle, dask.array, dask.bag' 2>/dev/null; then
+        echo "setup: Python test packages are installed in .venv"
+        return
+    fi
+    echo "setup: installing ${PIP_PACKAGES[*]} into .venv"
+    "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
     echo "setup: all build dependencies are installed"
+    setup_python
     exit 0
 fi
 
@@ -46,4 +67,5 @@ export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+setup_python
 echo "setup: done"

@@ -7,6 +7,12 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 JOBS=${JOBS:-2}
+#   The Python tests run in the virtual environment scripts/setup.sh made;
+#   CMake's FindPython3 picks it up through VIRTUAL_ENV.
+if [ -x .venv/bin/python3 ]; then
+    export VIRTUAL_ENV="$PWD/.venv"
+    export PATH="$VIRTUAL_ENV/bin:$PATH"
+fi
 results=()
 status=0
 

@@ -614,6 +614,27 @@ main (int argc, char **argv)
             s_die ("after trial %d: %ld governors, not %d", trial, s_governors (client), S_GOVS);
     }
     sq_client_destroy (&client);
+    //  An orderly stop: every process must exit with status 0 (under ASan
+    //  that includes LeakSanitizer's verdict)
+    s_proc_t *all [S_GOVS + 1] = { &s_broker, &s_govs [0], &s_govs [1], &s_govs [2] };
+    for (int i = 0; i <= S_GOVS; i++)
+        if (all [i]->pid > 0)
+            kill (all [i]->pid, SIGTERM);
+    for (int i = 0; i <= S_GOVS; i++) {
+        if (all [i]->pid <= 0)
+            continue;
+        double deadline = s_now () + 20;
+        int status = -1;
+        while (s_now () < deadline && waitpid (all [i]->pid, &status, WNOHANG) == 0)
+            usleep (20000);
+        if (status == -1 || !WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+            printf ("BAD: %s did not exit cleanly after SIGTERM (status %d)\n", all [i]->label, status);
+            bad++;
+            kill (all [i]->pid, SIGKILL);
+            waitpid (all [i]->pid, NULL, 0);
+        }
+        all [i]->pid = 0;
+    }
     printf ("chaos_multihost: %d of %d trials ok (logs in %s)\n", trials - bad, trials, s_workdir);
     return bad? 1: 0;
 }

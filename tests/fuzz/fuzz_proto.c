@@ -499,6 +499,26 @@ s_fuzz_gread (const uint8_t *data, size_t size)
 }
 
 static void
+s_fuzz_put (const uint8_t *data, size_t size)
+{
+    sq_put_t put;
+    sq_errbuf_t err;
+    if (sq_put_decode (&put, data, size, &err))
+        return;
+    s_touch_str (put.content_type);
+    if (s_has_nul (put.content_type))
+        return;
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_put_encode (&w, &put);
+    sq_put_t again;
+    FZ_ASSERT (sq_put_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.req == put.req && again.key == put.key && again.offset == put.offset
+            && again.size == put.size && s_str_same (again.content_type, put.content_type));
+    sq_wbuf_release (&w);
+}
+
+static void
 s_fuzz_peek (const uint8_t *data, size_t size)
 {
     uint32_t type, req;
@@ -553,6 +573,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         case FZ_CHUNK: s_fuzz_chunk (frame, frame_size); break;
         case FZ_CREDIT: s_fuzz_credit (frame, frame_size); break;
         case FZ_GREAD: s_fuzz_gread (frame, frame_size); break;
+        case FZ_PUT: s_fuzz_put (frame, frame_size); break;
         default: break;
     }
     free (frame);

@@ -29,6 +29,7 @@ typedef enum {
     FZ_CHUNK = 16,              //  sq_chunk_decode
     FZ_CREDIT = 17,             //  sq_credit_decode
     FZ_GREAD = 18,              //  sq_gread_decode
+    FZ_PUT = 19,                //  sq_put_decode
     FZ_COUNT
 } fz_target_t;
 

@@ -361,6 +361,14 @@ main (int argc, char **argv)
     sq_gread_encode (&w, &gread);
     s_emit (FZ_GREAD, "gread", &w);
 
+    sq_put_t put = { 11, sq_key (2, 1), 65536, 1 << 20, s_mstr ("application/octet-stream") };
+    sq_put_encode (&w, &put);
+    s_emit (FZ_PUT, "put", &w);
+    put.offset = 0;
+    put.content_type = s_mstr ("");
+    sq_put_encode (&w, &put);
+    s_emit (FZ_PUT, "put-first", &w);
+
     //  A few plain values for the cursor
     msgpack_pack_array (&w.pk, 8);
     msgpack_pack_float (&w.pk, 1.5f);

@@ -18,18 +18,31 @@ import squall  # noqa: E402
 TIMEOUT = 60.0
 
 
-def child_env():
-    """Environment of the cluster's processes. Under the sanitizer build
-    this Python process runs with libasan preloaded and leak checks off (the
-    interpreter is not leak-clean); the broker and governors get the strict
-    options back (SQUALL_TEST_CHILD_ASAN_OPTIONS) and no preload."""
+def cluster_options():
+    """Options of the test clusters. Under the sanitizer build this Python
+    process runs with libasan preloaded and leak checks off (the interpreter
+    is not leak-clean, and an instrumented libsquall needs the preload). The
+    broker and governors get the strict options back
+    (SQUALL_TEST_CHILD_ASAN_OPTIONS) and no preload, so that programs run by
+    execute tasks are not affected; Python executors (which may import
+    squall, and so libsquall, with a test module) get the preload again
+    through a wrapper interpreter."""
     strict = os.environ.get("SQUALL_TEST_CHILD_ASAN_OPTIONS")
-    return {"ASAN_OPTIONS": strict, "LD_PRELOAD": None} if strict else None
+    preload = os.environ.get("LD_PRELOAD")
+    if not strict or not preload:
+        return {}
+    import tempfile
+    wrapper = os.path.join(tempfile.mkdtemp(prefix="squall-test-"), "python")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nLD_PRELOAD='%s' ASAN_OPTIONS=detect_leaks=0 exec '%s' \"$@\"\n"
+                % (preload, sys.executable))
+    os.chmod(wrapper, 0o755)
+    return {"env": {"ASAN_OPTIONS": strict, "LD_PRELOAD": None}, "python": wrapper}
 
 
 @pytest.fixture(scope="session")
 def cluster():
-    c = squall.LocalCluster(governors=2, cpus=1, env=child_env())
+    c = squall.LocalCluster(governors=2, cpus=1, **cluster_options())
     with c:
         yield c
     # a clean stop (and, under ASan, no leak or error report) is part of the test

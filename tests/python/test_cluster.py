@@ -4,7 +4,7 @@ import socket
 import pytest
 
 import squall
-from conftest import child_env
+from conftest import cluster_options
 
 
 def _free_port():
@@ -14,7 +14,7 @@ def _free_port():
 
 
 def test_local_cluster_context_and_address():
-    with squall.LocalCluster(governors=1, cpus=1, env=child_env()) as cluster:
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
         assert cluster.address.startswith("tcp://127.0.0.1:")
         procs = cluster.governors
         client = cluster.client()
