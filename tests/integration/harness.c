@@ -489,6 +489,35 @@ harness_kill_governor (harness_t *self, int i, int sig)
     }
 }
 
+int
+harness_restart_broker (harness_t *self)
+{
+    if (self->broker.pid) {
+        kill (self->broker.pid, SIGKILL);
+        self->broker.expected_death = true;
+        s_reap (&self->broker, S_STOP_TIMEOUT_MS);
+    }
+    if (self->broker.out_fd >= 0)
+        close (self->broker.out_fd);
+    char *argv [] = {
+        (char *) s_bin ("SQUALL_BROKER_BIN"), (char *) "--listen", self->endpoint,
+        (char *) "--log-level", (char *) s_log_level (), NULL
+    };
+    s_spawn (&self->broker, "broker", argv);
+    s_expect_line (&self->broker, "LISTENING ");
+    return 0;
+}
+
+void
+harness_governor_expect (harness_t *self, int i, const char *prefix)
+{
+    if (i < 0 || i >= self->n_governors) {
+        fprintf (stdout, "FAIL harness: no governor %d\n", i);
+        exit (1);
+    }
+    s_expect_line (&self->governor [i], prefix);
+}
+
 bool
 harness_broker_alive (harness_t *self)
 {

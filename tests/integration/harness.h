@@ -55,6 +55,11 @@ void harness_client_destroy (sq_client_t **client_p);
 void harness_kill_governor (harness_t *self, int i, int signal);
 //  True while the broker process exists and has not exited.
 bool harness_broker_alive (harness_t *self);
+//  Kills the broker (SIGKILL) and starts a new one on the same endpoint.
+int harness_restart_broker (harness_t *self);
+//  Waits (with the start-up deadline) for governor i to print a line
+//  starting with prefix, e.g. a new "READY " after it reconnected.
+void harness_governor_expect (harness_t *self, int i, const char *prefix);
 //  SIGTERM to all, waits (10 s) then SIGKILL. Returns 0 when the broker
 //  and every governor that was not killed on purpose exited with status 0,
 //  else -1 after printing why: a crashed broker fails the test.
