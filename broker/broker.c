@@ -33,6 +33,7 @@
 
 #define S_MAX_PER_TURN 2000     //  messages read before scheduling again
 #define S_MAX_DECLARED 64       //  resource names remembered for refusals
+#define S_REBALANCE_MS 100      //  work stealing looks at loads this often
 
 typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
 
@@ -74,6 +75,7 @@ struct _broker_t {
     sq_msg_t msg;
     sq_wbuf_t out;
     int64_t next_heartbeat;
+    int64_t next_rebalance;
     atomic_int stopping;
     uint64_t messages;
     eventlog_t *events;         //  event log, task stream, metrics counters
@@ -593,6 +595,13 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             eventlog_task (self->events, EV_TASK_STARTED, task, gov, NULL, 0);
             graph_task_started (self->graph, task);
         }
+        else
+        if (ev.type == SQ_EV_RETRACTED) {
+            //  Given back unstarted (work stealing): place it again, elsewhere.
+            sq_idmap_remove (gov->tasks, task->key);
+            task->last_gov = gov->id;
+            graph_task_requeue (self->graph, task);
+        }
         else {
             sq_idmap_remove (gov->tasks, task->key);
             gov->tasks_done++;
@@ -965,7 +974,20 @@ s_handle (broker_t *self, sq_msg_t *msg)
 }
 
 //  --------------------------------------------------------------------------
-//  Timers: heartbeats both ways, dead governors, wait deadlines
+//  Timers: heartbeats both ways, dead governors, work stealing, wait
+//  deadlines
+
+static void
+s_retract (void *arg, task_t *task)
+{
+    (void) arg;
+    gov_t *gov = task->gov;
+    msgpack_packer *pk = &gov->retract.elements.pk;
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint64 (pk, task->key);
+    msgpack_pack_uint32 (pk, task->attempt);
+    gov->retract.count++;
+}
 
 static int64_t
 s_timers (broker_t *self, int64_t now)
@@ -993,7 +1015,12 @@ s_timers (broker_t *self, int64_t now)
         }
         self->next_heartbeat = now + self->config.heartbeat_ms / 4 + 1;
     }
-    int64_t next = self->next_heartbeat;
+    if (now >= self->next_rebalance) {
+        scheduler_rebalance (self->scheduler, s_retract, self);
+        self->next_rebalance = now + S_REBALANCE_MS;
+    }
+    int64_t next = self->next_heartbeat < self->next_rebalance? self->next_heartbeat
+                                                               : self->next_rebalance;
     int64_t deadline = watches_expire (self->watches, now);
     if (deadline >= 0 && deadline < next)
         next = deadline;
@@ -1051,9 +1078,9 @@ broker_run (broker_t *self)
         if (scheduler_has_work (self->scheduler))
             scheduler_run (self->scheduler, s_assign, self);
         now = s_now ();
+        next_timer = s_timers (self, now);
         s_flush_governors (self, now);
         eventlog_flush (self->events);
-        next_timer = s_timers (self, now);
     }
     return 0;
 }

@@ -52,6 +52,7 @@ gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
     s_batch_init (&self->send);
     s_batch_init (&self->drop);
     s_batch_init (&self->stop);
+    s_batch_init (&self->retract);
     if (!self->name || !self->data_endpoint || !self->serve_endpoint || !self->tasks)
         gov_destroy (&self);
     return self;
@@ -73,6 +74,7 @@ gov_destroy (gov_t **self_p)
     sq_wbuf_release (&self->send.elements);
     sq_wbuf_release (&self->drop.elements);
     sq_wbuf_release (&self->stop.elements);
+    sq_wbuf_release (&self->retract.elements);
     for (size_t i = 0; i < self->n_payloads; i++)
         zmq_msg_close (&self->payloads [i]);
     free (self->payloads);
@@ -125,7 +127,8 @@ gov_note_duration (gov_t *self, uint64_t duration_us)
 bool
 gov_has_output (const gov_t *self)
 {
-    return self->assign.count || self->send.count || self->drop.count || self->stop.count;
+    return self->assign.count || self->send.count || self->drop.count || self->stop.count
+        || self->retract.count;
 }
 
 //  One batch as one message: header [type, [..count..]] then the packed
@@ -157,6 +160,7 @@ gov_flush (gov_t *self, void *router, int64_t now)
     //  are assigned elsewhere, and stops before new work.
     int rc = 0;
     rc |= s_flush_batch (self, router, &self->stop, SQ_MSG_STOP, NULL, 0);
+    rc |= s_flush_batch (self, router, &self->retract, SQ_MSG_RETRACT, NULL, 0);
     rc |= s_flush_batch (self, router, &self->drop, SQ_MSG_DROP, NULL, 0);
     rc |= s_flush_batch (self, router, &self->send, SQ_MSG_SEND, NULL, 0);
     rc |= s_flush_batch (self, router, &self->assign, SQ_MSG_ASSIGN,

@@ -39,7 +39,7 @@ struct _gov_t {
     int64_t last_send;
     int64_t joined;             //  ms, wall clock
     uint64_t tasks_done;
-    gov_batch_t assign, send, drop, stop;
+    gov_batch_t assign, send, drop, stop, retract;
     zmq_msg_t *payloads;        //  inline data attached to the ASSIGN batch
     size_t n_payloads;
     size_t cap_payloads;

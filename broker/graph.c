@@ -857,6 +857,7 @@ graph_task_assigned (graph_t *self, task_t *task, gov_t *gov)
 {
     s_set_state (self, task, TASK_ASSIGNED);
     task->gov = gov;
+    task->retracting = false;
 }
 
 void

@@ -95,6 +95,7 @@ struct _task_t {
     session_t *session;
     uint8_t state;              //  task_state_t
     uint8_t kind;               //  sq_kind_t
+    bool retracting;            //  RETRACT sent, answer not yet in
     uint32_t attempt;
     uint32_t n_inputs;
     uint32_t n_outputs;

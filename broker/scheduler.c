@@ -336,3 +336,77 @@ scheduler_blocked_count (scheduler_t *self)
 {
     return self->n_blocked;
 }
+
+#define S_STAY_BYTES (1u << 20)     //  inputs this large keep a task in place
+
+//  Tasks a governor could give back: assigned, not started, not already
+//  asked for, with little data of theirs on it. Latest in order first:
+//  those would wait longest in its queue.
+static size_t
+s_stealable (gov_t *gov, task_t **out, size_t max)
+{
+    size_t n = 0, cursor = 0;
+    task_t *task;
+    while ((task = (task_t *) sq_idmap_next (gov->tasks, &cursor, NULL))) {
+        if (task->state != TASK_ASSIGNED || task->retracting
+        ||  s_local_bytes (gov, task) > S_STAY_BYTES)
+            continue;
+        //  Keep the `max` latest (largest order) seen so far.
+        if (n < max)
+            out [n++] = task;
+        else {
+            size_t least = 0;
+            for (size_t i = 1; i < n; i++)
+                if (out [i]->order < out [least]->order)
+                    least = i;
+            if (task->order > out [least]->order)
+                out [least] = task;
+        }
+    }
+    return n;
+}
+
+size_t
+scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg)
+{
+    if (self->n_govs < 2 || self->n_ready > 0)
+        return 0;               //  ready work goes to idle governors anyway
+    size_t moved = 0;
+    for (size_t r = 0; r < self->n_govs; r++) {
+        gov_t *receiver = self->govs [r];
+        size_t in_r = sq_idmap_size (receiver->tasks);
+        if (in_r >= receiver->cpus)
+            continue;           //  no idle cpu: nothing to steal for
+        //  The most loaded governor with something to give.
+        gov_t *sender = NULL;
+        double load_s = 0;
+        for (size_t s = 0; s < self->n_govs; s++) {
+            gov_t *gov = self->govs [s];
+            double load = (double) sq_idmap_size (gov->tasks) / gov->cpus;
+            if (gov != receiver && load > load_s && sq_idmap_size (gov->tasks) > gov->cpus) {
+                sender = gov;
+                load_s = load;
+            }
+        }
+        if (!sender)
+            continue;
+        //  Half way toward equal load, without crossing over, at most the
+        //  receiver's idle cpus.
+        size_t in_s = sq_idmap_size (sender->tasks);
+        size_t want = 0;
+        while (want < receiver->cpus - in_r
+        &&     (double) (in_s - want - 1) / sender->cpus >= (double) (in_r + want + 1) / receiver->cpus)
+            want++;
+        want = (want + 1) / 2;
+        task_t *candidates [64];
+        if (want > 64)
+            want = 64;
+        size_t n = s_stealable (sender, candidates, want);
+        for (size_t i = 0; i < n; i++) {
+            candidates [i]->retracting = true;
+            retract (arg, candidates [i]);
+            moved++;
+        }
+    }
+    return moved;
+}

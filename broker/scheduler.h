@@ -34,6 +34,15 @@ bool scheduler_has_work (scheduler_t *self);
 //  Assigns as many ready tasks as fit; returns how many.
 size_t scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg);
 size_t scheduler_ready_count (scheduler_t *self);
+
+//  Work stealing (seed 002's "best effort"): when a governor has idle cpus
+//  and another has tasks queued but not started, asks the loaded one to
+//  give some back (RETRACT); the broker re-places what it gives. Moves
+//  toward the average load, damped by half, never leaving the sender less
+//  loaded than the receiver; tasks with more than a MiB of input on the
+//  sender stay there. Called at most every `interval` by the broker.
+typedef void (scheduler_retract_fn) (void *arg, task_t *task);
+size_t scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg);
 //  Tasks no live governor has the resources for (waiting for one to join).
 size_t scheduler_blocked_count (scheduler_t *self);
 

@@ -772,6 +772,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
     uint32_t want = ev->type == SQ_EV_FINISHED? 5:
                     ev->type == SQ_EV_FAILED? 5:
                     ev->type == SQ_EV_STARTED? 3:
+                    ev->type == SQ_EV_RETRACTED? 3:
                     ev->type == SQ_EV_LOCATED? 3:
                     ev->type == SQ_EV_LOST? 2: 0;
     if (want == 0)
@@ -810,6 +811,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
             mpr_uint (r, &ev->duration_us);
             break;
         case SQ_EV_STARTED:
+        case SQ_EV_RETRACTED:
             mpr_field (r, "event.attempt");
             mpr_u32 (r, &ev->attempt);
             break;
@@ -860,6 +862,15 @@ sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt)
 {
     msgpack_pack_array (pk, 3);
     msgpack_pack_uint32 (pk, SQ_EV_STARTED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+}
+
+void
+sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_RETRACTED);
     msgpack_pack_uint64 (pk, task);
     msgpack_pack_uint32 (pk, attempt);
 }
@@ -1070,7 +1081,8 @@ int
 sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
                sq_errbuf_t *err)
 {
-    return s_iter_begin (self, data, size, type, err, type == SQ_MSG_DROP? "DROP": "STOP");
+    return s_iter_begin (self, data, size, type, err, type == SQ_MSG_DROP? "DROP":
+                         type == SQ_MSG_RETRACT? "RETRACT": "STOP");
 }
 
 int

@@ -46,6 +46,7 @@ typedef enum {
     SQ_MSG_SEND = 41,           //  broker -> governor: push copies
     SQ_MSG_DROP = 42,           //  broker -> governor: free objects
     SQ_MSG_STOP = 43,           //  broker -> governor: stop tasks
+    SQ_MSG_RETRACT = 44,        //  broker -> governor: give back unstarted tasks
     SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
     SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
     SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
@@ -60,7 +61,8 @@ typedef enum {
     SQ_EV_FAILED = 2,
     SQ_EV_STARTED = 3,
     SQ_EV_LOCATED = 4,
-    SQ_EV_LOST = 5
+    SQ_EV_LOST = 5,
+    SQ_EV_RETRACTED = 6         //  a RETRACTed task was given back unstarted
 } sq_event_type_t;
 
 //  WAIT modes
@@ -280,6 +282,7 @@ void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 //      [3 STARTED, task, attempt]
 //      [4 LOCATED, object, size]      a copy arrived
 //      [5 LOST, object]               a copy could not be had or kept
+//      [6 RETRACTED, task, attempt]   given back unstarted (after RETRACT)
 //    HEARTBEAT [31]   BYE [33]
 //    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects]
 
@@ -322,6 +325,7 @@ void sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
 void sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
+void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 
 typedef struct {
     uint64_t running;
@@ -389,7 +393,10 @@ int sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *
 int sq_send_next (sq_iter_t *self, sq_send_t *order);
 void sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version,
                    uint32_t to, const char *endpoint);
-//  DROP elements are object keys; STOP elements [task, attempt]
+//  DROP elements are object keys; STOP and RETRACT elements [task, attempt]
+//  (read RETRACT with sq_stop_next). RETRACT [44, [[task, attempt]...]]:
+//  the governor gives back each task it has not started (a RETRACTED
+//  event) and ignores the others, which run and finish as usual.
 int sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
                    sq_errbuf_t *err);
 int sq_drop_next (sq_iter_t *self, uint64_t *key);

@@ -673,6 +673,30 @@ s_on_stop (compute_t *self, sq_msg_t *msg)
     sq_iter_release (&it);
 }
 
+//  Work stealing: the broker asks for tasks back; only those not started
+//  are given (RETRACTED), so none runs twice and none is lost.
+static void
+s_on_retract (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_iter_t it;
+    uint64_t key;
+    uint32_t attempt;
+    int rc = sq_keys_begin (&it, SQ_MSG_RETRACT, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    while (rc == 0 && (rc = sq_stop_next (&it, &key, &attempt)) == 1) {
+        rc = 0;
+        task_t *task = (task_t *) sq_idmap_lookup (self->tasks, key);
+        if (!task || task->attempt != attempt || task->state == TASK_RUNNING)
+            continue;
+        s_task_drop (self, task);
+        sq_pack_retracted (&self->events.pk, key, attempt);
+        s_event_added (self);
+    }
+    if (rc < 0)
+        sq_warn ("bad RETRACT: %s", err.text);
+    sq_iter_release (&it);
+}
+
 static void
 s_on_object (compute_t *self, sq_msg_t *msg)
 {
@@ -865,6 +889,9 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     else
     if (route == GOV_ROUTE_BROKER && type == SQ_MSG_STOP)
         s_on_stop (self, msg);
+    else
+    if (route == GOV_ROUTE_BROKER && type == SQ_MSG_RETRACT)
+        s_on_retract (self, msg);
     else
         sq_warn ("unexpected message type %u from '%c'; discarded", type, route);
 }

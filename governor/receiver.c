@@ -284,7 +284,8 @@ s_on_broker (receiver_t *self, sq_msg_t *msg)
         sq_warn ("unreadable message from the broker; ignored");
         return;
     }
-    if (type == SQ_MSG_ASSIGN || type == SQ_MSG_SEND || type == SQ_MSG_DROP || type == SQ_MSG_STOP)
+    if (type == SQ_MSG_ASSIGN || type == SQ_MSG_SEND || type == SQ_MSG_DROP || type == SQ_MSG_STOP
+    ||  type == SQ_MSG_RETRACT)
         s_pass (self, GOV_ROUTE_BROKER, msg);
     else
     if (type == SQ_MSG_BYE) {
