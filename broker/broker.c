@@ -8,9 +8,12 @@
 
     Peers are known by their ROUTER identity. Disconnects are seen through a
     socket monitor: every peer's connection file descriptor is learnt from
-    its HELLO (ZMQ_SRCFD), and a DISCONNECTED event on that descriptor ends
-    the peer. Monitor events are drained before messages each turn, so a
-    descriptor reused by a new connection is never confused with the old.
+    its messages (ZMQ_SRCFD), and a DISCONNECTED event on that descriptor
+    makes the peer a suspect. Monitor events and messages travel different
+    pipes, and descriptors are reused, so an event alone cannot say which
+    connection it was about: the suspect is probed, by sending it an empty
+    message with ZMQ_ROUTER_MANDATORY, until ZeroMQ says its identity is
+    gone (EHOSTUNREACH: the peer ends) or it shows it is alive.
 */
 #include "broker.h"
 #include "graph.h"
@@ -34,6 +37,7 @@
 #define S_MAX_PER_TURN 2000     //  messages read before scheduling again
 #define S_MAX_DECLARED 64       //  resource names remembered for refusals
 #define S_REBALANCE_MS 100      //  work stealing looks at loads this often
+#define S_SUSPECT_MS 5000       //  probing a peer whose connection may be gone
 
 typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
 
@@ -44,6 +48,7 @@ typedef struct {
     uint8_t identity [256];
     size_t identity_size;
     int fd;
+    int64_t suspect_since;      //  ms; 0 unless its connection may be gone
     gov_t *gov;                 //  PEER_GOVERNOR
     uint32_t *sessions;         //  PEER_CLIENT: ids of its open sessions
     uint32_t n_sessions;
@@ -341,19 +346,74 @@ s_drain_monitor (broker_t *self)
         uint32_t value;
         memcpy (&type, sq_msg_data (&event, 0), 2);
         memcpy (&value, (uint8_t *) sq_msg_data (&event, 0) + 2, 4);
+        if (type != ZMQ_EVENT_DISCONNECTED)
+            continue;
         peer_t *peer = (peer_t *) sq_idmap_remove (self->by_fd, value);
-        if (peer && type == ZMQ_EVENT_DISCONNECTED)
-            s_peer_end (self, peer, "connection closed");
-        //  ACCEPTED: any peer still mapped to this descriptor is long gone.
-        else
-        if (peer)
-            s_peer_end (self, peer, "connection replaced");
+        if (peer && !peer->suspect_since)
+            peer->suspect_since = s_now ();
     }
     sq_msg_release (&event);
 }
 
+//  Whether the ROUTER still has a connection for this identity. An empty
+//  message is what the peer receives if so (clients and governors ignore
+//  it, docs/protocol.md).
+static bool
+s_probe (broker_t *self, peer_t *peer)
+{
+    if (zmq_send (self->router, peer->identity, peer->identity_size,
+                  ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return errno != EHOSTUNREACH;
+    zmq_send (self->router, "", 0, ZMQ_DONTWAIT);
+    return true;
+}
+
+//  Probes suspects; ends those ZeroMQ no longer knows, clears those that
+//  outlived the doubt.
+static void
+s_check_suspects (broker_t *self, int64_t now)
+{
+    peer_t *peer = (peer_t *) zhashx_first (self->peers);
+    while (peer) {
+        peer_t *next = (peer_t *) zhashx_next (self->peers);
+        if (peer->suspect_since) {
+            if (!s_probe (self, peer)) {
+                //  zhashx_delete inside s_peer_end invalidates the cursor.
+                s_peer_end (self, peer, "connection closed");
+                peer = (peer_t *) zhashx_first (self->peers);
+                continue;
+            }
+            if (now - peer->suspect_since > S_SUSPECT_MS)
+                peer->suspect_since = 0;
+        }
+        peer = next;
+    }
+}
+
 //  --------------------------------------------------------------------------
 //  HELLO
+
+//  Records the descriptor a peer's messages come on. Another peer mapped to
+//  it had its connection closed (the descriptor was reused): it becomes a
+//  suspect.
+static void
+s_learn_fd (broker_t *self, peer_t *peer, int fd)
+{
+    if (fd < 0)
+        return;
+    peer_t *old = (peer_t *) sq_idmap_lookup (self->by_fd, (uint64_t) fd);
+    if (old == peer)
+        return;
+    if (old) {
+        sq_idmap_remove (self->by_fd, (uint64_t) fd);
+        if (!old->suspect_since)
+            old->suspect_since = s_now ();
+    }
+    if (peer->fd >= 0 && sq_idmap_lookup (self->by_fd, (uint64_t) peer->fd) == peer)
+        sq_idmap_remove (self->by_fd, (uint64_t) peer->fd);
+    peer->fd = fd;
+    sq_idmap_insert (self->by_fd, (uint64_t) fd, peer);
+}
 
 static bool
 s_resource_ok (void *arg, mpr_str_t name, uint64_t amount)
@@ -442,12 +502,7 @@ s_hello (broker_t *self, sq_msg_t *msg, const char *key)
     else
         sq_info ("client %u (%s) connected", peer->id, peer->name ? peer->name: "?");
     zhashx_insert (self->peers, key, peer);
-    if (peer->fd >= 0) {
-        peer_t *old = (peer_t *) sq_idmap_remove (self->by_fd, (uint64_t) peer->fd);
-        if (old)
-            s_peer_end (self, old, "its connection was replaced");
-        sq_idmap_insert (self->by_fd, (uint64_t) peer->fd, peer);
-    }
+    s_learn_fd (self, peer, msg->srcfd);
     sq_wbuf_reset (&self->out);
     sq_reply_begin (&self->out, req);
     if (hello.governor) {
@@ -558,10 +613,20 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
     int rc;
     zmq_msg_t *payloads = msg->frames + 2;
     size_t n_payloads = msg->n - 2;
+    //  A malformed UPDATE changes nothing: it is read through once before
+    //  any of its events is applied.
     if (sq_update_begin (&it, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
         sq_warn ("governor %u: %s", gov->id, err.text);
         return;
     }
+    while ((rc = sq_update_next (&it, &ev)) == 1)
+        ;
+    sq_iter_release (&it);
+    if (rc < 0) {
+        sq_warn ("governor %u: UPDATE ignored: %s", gov->id, err.text);
+        return;
+    }
+    sq_update_begin (&it, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
     while ((rc = sq_update_next (&it, &ev)) == 1) {
         if (ev.type == SQ_EV_LOCATED || ev.type == SQ_EV_LOST) {
             object_t *object = graph_object (self->graph, ev.key);
@@ -967,6 +1032,8 @@ s_handle (broker_t *self, sq_msg_t *msg)
             sq_warn ("governor %u: unreadable message ignored", peer->id);
         return;
     }
+    if (msg->srcfd != peer->fd)
+        s_learn_fd (self, peer, msg->srcfd);
     if (peer->kind == PEER_GOVERNOR)
         s_governor_message (self, peer, msg, type);
     else
@@ -1014,6 +1081,7 @@ s_timers (broker_t *self, int64_t now)
             i++;
         }
         self->next_heartbeat = now + self->config.heartbeat_ms / 4 + 1;
+        s_check_suspects (self, now);
     }
     if (now >= self->next_rebalance) {
         scheduler_rebalance (self->scheduler, s_retract, self);

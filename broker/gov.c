@@ -47,7 +47,11 @@ gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
     //  roots started too early fill memory (Dask's root-task
     //  overproduction). Until durations are known, one task per cpu.
     self->prefetch_max = prefetch;
-    self->slots = self->cpus + (prefetch < self->cpus? prefetch: self->cpus);
+    //  A governor with no cpus still runs tasks that need none.
+    uint32_t first = self->cpus? self->cpus: 1;
+    self->slots = self->cpus + (prefetch < first? prefetch: first);
+    if (self->slots == 0)
+        self->slots = 1;
     s_batch_init (&self->assign);
     s_batch_init (&self->send);
     s_batch_init (&self->drop);
@@ -119,7 +123,7 @@ gov_note_duration (gov_t *self, uint64_t duration_us)
 {
     double us = duration_us < 1? 1: (double) duration_us;
     self->avg_task_us = self->avg_task_us > 0? 0.9 * self->avg_task_us + 0.1 * us: us;
-    double want = S_QUEUE_US / self->avg_task_us * self->cpus;
+    double want = S_QUEUE_US / self->avg_task_us * (self->cpus? self->cpus: 1);
     uint32_t prefetch = want < 1? 1: want > self->prefetch_max? self->prefetch_max: (uint32_t) want;
     self->slots = self->cpus + prefetch;
 }

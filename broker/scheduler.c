@@ -296,7 +296,7 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             if (in_flight >= gov->slots)
                 continue;
             uint64_t bytes = s_local_bytes (gov, task);
-            double load = (double) in_flight / gov->cpus;
+            double load = (double) in_flight / (gov->cpus? gov->cpus: 1);
             //  A retried task avoids the governor it just failed on (a
             //  machine-specific fault, or memory): any other is better.
             if (task->last_gov == gov->id && self->n_govs > 1)
@@ -382,7 +382,7 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
         double load_s = 0;
         for (size_t s = 0; s < self->n_govs; s++) {
             gov_t *gov = self->govs [s];
-            double load = (double) sq_idmap_size (gov->tasks) / gov->cpus;
+            double load = (double) sq_idmap_size (gov->tasks) / (gov->cpus? gov->cpus: 1);
             if (gov != receiver && load > load_s && sq_idmap_size (gov->tasks) > gov->cpus) {
                 sender = gov;
                 load_s = load;
@@ -395,7 +395,8 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
         size_t in_s = sq_idmap_size (sender->tasks);
         size_t want = 0;
         while (want < receiver->cpus - in_r
-        &&     (double) (in_s - want - 1) / sender->cpus >= (double) (in_r + want + 1) / receiver->cpus)
+        &&     (double) (in_s - want - 1) / (sender->cpus? sender->cpus: 1)
+               >= (double) (in_r + want + 1) / receiver->cpus)
             want++;
         want = (want + 1) / 2;
         task_t *candidates [64];

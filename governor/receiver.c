@@ -279,6 +279,8 @@ static void
 s_on_broker (receiver_t *self, sq_msg_t *msg)
 {
     uint32_t type, req;
+    if (msg->n == 1 && sq_msg_size (msg, 0) == 0)
+        return;                 //  the broker probing the connection
     if (msg->n == 0 || msg->truncated
     ||  sq_proto_peek (sq_msg_data (msg, 0), sq_msg_size (msg, 0), &type, &req)) {
         sq_warn ("unreadable message from the broker; ignored");

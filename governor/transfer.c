@@ -521,6 +521,18 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
         free (reply_to);
         if (other)              //  from an older attempt: the newer one wins
             s_in_abort (self, other, true, "a copy of a newer version arrives");
+        if (len == chunk.size && len <= SQ_CHUNK_MAX && !store_too_big (self->store, len)) {
+            //  The whole object in one chunk: the received frame becomes
+            //  the stored blob, no copy at all.
+            store_make_room (self->store, len);
+            sq_blob_t *blob = sq_blob_from_msg (&msg->frames [2]);
+            zmq_msg_init (&msg->frames [2]);
+            bool ok = blob && store_put (self->store, chunk.key, blob, chunk.content_type.ptr,
+                                         chunk.content_type.len) == 0;
+            if (self->done)
+                self->done (self->arg, chunk.key, chunk.size, ok);
+            return;
+        }
         if (sq_idmap_size (self->in) >= TRANSFER_MAX_INCOMING) {
             sq_warn ("too many copies arriving; refusing one of %" PRIx64, chunk.key);
             return;

@@ -14,7 +14,8 @@
     memory (after making room in the store) or, when the store says it is
     too big or the copies arriving already hold half of the memory limit,
     in a spill file; every chunk is copied once from its ZeroMQ
-    frame into place and answered with CREDIT 1 to the sender's data
+    frame into place (an object that fits in one chunk is not copied at
+    all: its frame becomes the stored blob) and answered with CREDIT 1 to the sender's data
     endpoint (reply_to). A chunk out of order, past the end, of another
     size or version, or a copy silent for TRANSFER_STALL_MS, is discarded
     (CREDIT 0 tells the sender to stop) and reported lost, so that the

@@ -174,6 +174,14 @@ s_expect (s_proc_t *p, const char *prefix, char *line, size_t line_size)
     s_die ("%s did not print %s within 10 s", p->label, prefix);
 }
 
+//  SQUALL_LOG_LEVEL (default info) for the broker and governors
+static const char *
+s_log_level (void)
+{
+    const char *level = getenv ("SQUALL_LOG_LEVEL");
+    return level && *level? level: "info";
+}
+
 static void
 s_start_governor (int i)
 {
@@ -191,7 +199,7 @@ s_start_governor (int i)
         (char *) "--cpus", cpus, (char *) "--name", name,
         (char *) "--listen-host", host, (char *) "--advertise", host,
         (char *) "--workdir", work, (char *) "--heartbeat-ms", (char *) "200",
-        (char *) "--log-level", (char *) "info", NULL
+        (char *) "--log-level", (char *) s_log_level (), NULL
     };
     s_spawn (&s_govs [i], label, log, argv);
     char line [256];
@@ -323,7 +331,7 @@ typedef struct {
 
 //  The graph of a trial (sizes in the comment at the top of the file):
 //    c_i        constants, 4000 random bytes (at most inline_max, so the
-//               broker holds them and every object can be recomputed)
+//               broker holds them), kept, so every object can be recomputed
 //    big_i      concat of 60 constants c_i, c_i+1, ...     240 000 bytes
 //    mid_i      concat (big_i, big_i+1, big_i+2)           720 000 bytes, inputs from
 //                                                          several governors
@@ -343,6 +351,9 @@ s_build (sq_session_t *session, s_graph_t *g, const char *exec_log)
         for (size_t j = 0; j < S_CONST; j++)
             c [i] [j] = (uint8_t) s_rand ();
         cid [i] = sq_blob (session, c [i], S_CONST, NULL);
+        //  Kept: the roots of the lineage. A constant nobody keeps is
+        //  released once its consumers finished, and cannot be had again.
+        sq_keep (session, cid [i]);
     }
     for (int i = 0; i < S_K; i++) {
         //  S_PARTS constants: c_i, c_i+1, c_i+2, ... round the ring
@@ -465,7 +476,7 @@ main (int argc, char **argv)
     char *bargv [] = {
         (char *) s_broker_bin, (char *) "--listen", (char *) "tcp://" S_BROKER_ADDR ":" S_PORT,
         (char *) "--heartbeat-ms", (char *) "200", (char *) "--liveness", (char *) "5",
-        (char *) "--log-level", (char *) "info", NULL
+        (char *) "--log-level", (char *) s_log_level (), NULL
     };
     s_spawn (&s_broker, "broker", log, bargv);
     s_expect (&s_broker, "LISTENING", line, sizeof line);

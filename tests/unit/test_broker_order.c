@@ -55,7 +55,8 @@ s_add (s_builder_t *b, const uint32_t *inputs, uint32_t n_inputs, int32_t priori
     t->id = task;
     t->kind = (mpr_str_t) { n_inputs? "concat": "noop", n_inputs? 6: 4 };
     t->inputs = b->ids + b->n_ids;
-    memcpy (t->inputs, inputs, n_inputs * sizeof (uint32_t));
+    if (n_inputs)
+        memcpy (t->inputs, inputs, n_inputs * sizeof (uint32_t));
     t->n_inputs = n_inputs;
     b->n_ids += n_inputs;
     t->outputs = b->ids + b->n_ids;
