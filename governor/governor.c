@@ -14,6 +14,8 @@
 struct _governor_t {
     const gov_config_t *config;
     void *ctx;
+    unsigned pipes;             //  made so far: inproc names must not repeat,
+                                //  a closed socket's name is freed late
 };
 
 governor_t *
@@ -47,7 +49,8 @@ static int
 s_pipe (governor_t *self, const char *what, void **here, void **there)
 {
     char endpoint [64];
-    snprintf (endpoint, sizeof endpoint, "inproc://squall-%s-%p", what, (void *) self);
+    snprintf (endpoint, sizeof endpoint, "inproc://squall-%s-%p-%u", what, (void *) self,
+              self->pipes++);
     *here = zmq_socket (self->ctx, ZMQ_PAIR);
     *there = zmq_socket (self->ctx, ZMQ_PAIR);
     int hwm = GOV_PIPE_HWM, linger = 0;
