@@ -588,6 +588,8 @@ s_assign (void *arg, task_t *task, gov_t *gov)
         .cpus = task->cpus, .timeout_ms = task->timeout_ms,
         .name = { task->name? task->name: "", task->name? (uint32_t) strlen (task->name): 0 }
     };
+    for (uint32_t r = 0; r < task->n_resources && r < SQ_MAX_RESOURCES; r++)
+        a.resources [a.n_resources++] = task->resources [r];
     sq_pack_assign (&gov->assign.elements.pk, &a);
     gov->assign.count++;
     eventlog_task (self->events, EV_TASK_ASSIGNED, task, gov, NULL, 0);
@@ -679,6 +681,21 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             if (ev.type == SQ_EV_FINISHED)
                 graph_task_finished (self->graph, task, gov, ev.outputs, ev.n_outputs,
                                      payloads, n_payloads, self->config.inline_max);
+            else
+            if (ev.reason == SQ_FAIL_MEMORY && task->crashes < self->config.allowed_failures) {
+                //  Killed for using more memory than it asked for: ask for
+                //  twice as much, and go to a governor that has it (not this
+                //  one if another can).
+                task->crashes++;
+                task->last_gov = gov->id;
+                for (uint32_t r = 0; r < task->n_resources; r++)
+                    if (mpr_str_eq (task->resources [r].name, "memory"))
+                        task->resources [r].amount *= 2;
+                sq_info ("task %u of session %u: %.*s; retrying with twice the memory",
+                         sq_key_id (task->key), sq_key_session (task->key),
+                         (int) (ev.message.len > 200? 200: ev.message.len), ev.message.ptr);
+                graph_task_requeue (self->graph, task);
+            }
             else
             if (task->retries < task->max_retries) {
                 //  Its own code failed: try again, elsewhere if possible.

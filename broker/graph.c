@@ -239,10 +239,14 @@ s_queue_free_check (graph_t *self, object_t *object)
     self->maybe_free [self->n_maybe_free++] = object;
 }
 
+//  Constants are never unneeded before their session closes: they are the
+//  ends of every lineage, and nothing could recompute them (the broker
+//  holds those sent inside SUBMIT; uploaded ones stay on their governor).
 static bool
 s_unneeded (const object_t *object)
 {
-    return object->state != OBJ_UNFINISHED && !object->keep && object->pending == 0;
+    return object->producer && object->state != OBJ_UNFINISHED && !object->keep
+        && object->pending == 0;
 }
 
 //  Drops an object's copies everywhere; its record stays as lineage.

@@ -770,7 +770,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
     if (!mpr_ok (r))
         return s_error (r, self->err, "UPDATE");
     uint32_t want = ev->type == SQ_EV_FINISHED? 5:
-                    ev->type == SQ_EV_FAILED? 5:
+                    ev->type == SQ_EV_FAILED? 6:
                     ev->type == SQ_EV_STARTED? 3:
                     ev->type == SQ_EV_RETRACTED? 3:
                     ev->type == SQ_EV_LOCATED? 3:
@@ -809,6 +809,9 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
             mpr_str (r, &ev->message, SQ_MAX_MESSAGE);
             mpr_field (r, "event.duration_us");
             mpr_uint (r, &ev->duration_us);
+            mpr_field (r, "event.reason");
+            if (mpr_u32 (r, &ev->reason) == 0 && ev->reason > SQ_FAIL_MEMORY)
+                mpr_fail (r, "unknown failure reason");
             break;
         case SQ_EV_STARTED:
         case SQ_EV_RETRACTED:
@@ -846,15 +849,23 @@ sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
 }
 
 void
-sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
-                const char *message, uint64_t duration_us)
+sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                       const char *message, uint64_t duration_us, uint32_t reason)
 {
-    msgpack_pack_array (pk, 5);
+    msgpack_pack_array (pk, 6);
     msgpack_pack_uint32 (pk, SQ_EV_FAILED);
     msgpack_pack_uint64 (pk, task);
     msgpack_pack_uint32 (pk, attempt);
     sq_pack_cstr (pk, message);
     msgpack_pack_uint64 (pk, duration_us);
+    msgpack_pack_uint32 (pk, reason);
+}
+
+void
+sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                const char *message, uint64_t duration_us)
+{
+    sq_pack_failed_reason (pk, task, attempt, message, duration_us, SQ_FAIL_TASK);
 }
 
 void
@@ -962,7 +973,7 @@ sq_assign_next (sq_iter_t *self, sq_assign_t *t)
     uint32_t n_in = 0, n_out = 0;
     memset (t, 0, sizeof *t);
     mpr_field (r, "task");
-    mpr_array_exact (r, 9);
+    mpr_array_exact (r, 10);
     mpr_field (r, "task.key");
     mpr_uint (r, &t->key);
     mpr_field (r, "task.attempt");
@@ -1005,6 +1016,8 @@ sq_assign_next (sq_iter_t *self, sq_assign_t *t)
     mpr_u32 (r, &t->timeout_ms);
     mpr_field (r, "task.name");
     mpr_str (r, &t->name, SQ_MAX_NAME);
+    mpr_field (r, "task.resources");
+    s_resources (r, t->resources, &t->n_resources, SQ_MAX_RESOURCES);
     if (!mpr_ok (r))
         return s_error (r, self->err, "ASSIGN");
     return 1;
@@ -1013,7 +1026,7 @@ sq_assign_next (sq_iter_t *self, sq_assign_t *t)
 void
 sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
 {
-    msgpack_pack_array (pk, 9);
+    msgpack_pack_array (pk, 10);
     msgpack_pack_uint64 (pk, t->key);
     msgpack_pack_uint32 (pk, t->attempt);
     sq_pack_mstr (pk, t->kind);
@@ -1038,6 +1051,7 @@ sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
     msgpack_pack_uint32 (pk, t->cpus);
     msgpack_pack_uint32 (pk, t->timeout_ms);
     sq_pack_mstr (pk, t->name);
+    s_pack_resources (pk, t->resources, t->n_resources);
 }
 
 //  SEND, DROP, STOP -------------------------------------------------------

@@ -278,7 +278,9 @@ void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 //  Governor <-> broker
 //    UPDATE [30, [events]] + inline payload frames
 //      [1 FINISHED, task, attempt, [[object, size, frame]...], duration_us]
-//      [2 FAILED, task, attempt, message, duration_us]
+//      [2 FAILED, task, attempt, message, duration_us, reason]
+//          reason: SQ_FAIL_TASK (its own failure) or SQ_FAIL_MEMORY (killed
+//          for using more memory than it asked for, or than was free)
 //      [3 STARTED, task, attempt]
 //      [4 LOCATED, object, size]      a copy arrived
 //      [5 LOST, object]               a copy could not be had or kept
@@ -292,8 +294,12 @@ typedef struct {
     int32_t frame;              //  payload index, -1: not inline
 } sq_output_ref_t;
 
+#define SQ_FAIL_TASK 0
+#define SQ_FAIL_MEMORY 1
+
 typedef struct {
     uint32_t type;              //  sq_event_type_t
+    uint32_t reason;            //  FAILED: SQ_FAIL_*
     uint64_t key;               //  task (FINISHED/FAILED/STARTED) or object
     uint32_t attempt;
     uint64_t size;              //  LOCATED
@@ -322,6 +328,8 @@ void sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                        uint64_t duration_us);
 void sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                      const char *message, uint64_t duration_us);
+void sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                            const char *message, uint64_t duration_us, uint32_t reason);
 void sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
@@ -343,7 +351,7 @@ int sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *e
 
 //  ASSIGN [40, [tasks]] + inline payload frames
 //    task: [task, attempt, kind, config, [inputs], [outputs], cpus,
-//           timeout_ms, name]
+//           timeout_ms, name, resources]     resources: map or nil
 //    input: [object, size, frame, content_type]  frame -1: local or arriving
 //    output: [object, content_type]
 
@@ -372,6 +380,11 @@ typedef struct {
     uint32_t cpus;
     uint32_t timeout_ms;
     mpr_str_t name;
+    //  Requests besides cpus ("memory" in bytes, "gpus", custom names): the
+    //  governor runs the task only while they fit, and kills it if it uses
+    //  more memory than it asked for.
+    uint32_t n_resources;
+    sq_resource_t resources [SQ_MAX_RESOURCES];
 } sq_assign_t;
 
 int sq_assign_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);

@@ -62,6 +62,11 @@ struct _compute_t {
     size_t n_queued;            //  waiting + ready
     size_t n_running;
     uint32_t cpus_used;
+    //  Named resources: what the governor offers, what running tasks hold.
+    uint32_t n_res;
+    const sq_resource_t *res;
+    uint64_t res_used [SQ_MAX_RESOURCES];
+    uint64_t next_memcheck_ns;
     deadlines_t *deadlines;
     task_t **execs;             //  running execute tasks
     size_t n_execs, cap_execs;
@@ -186,12 +191,57 @@ s_duration_us (task_t *task)
 }
 
 static void
+s_failed_reason (compute_t *self, uint64_t key, uint32_t attempt, const char *message,
+                 uint64_t duration_us, uint32_t reason)
+{
+    sq_debug ("task %" PRIx64 "/%u failed: %s", key, attempt, message);
+    sq_pack_failed_reason (&self->events.pk, key, attempt, message, duration_us, reason);
+    s_event_added (self);
+}
+
+static void
 s_failed (compute_t *self, uint64_t key, uint32_t attempt, const char *message,
           uint64_t duration_us)
 {
-    sq_debug ("task %" PRIx64 "/%u failed: %s", key, attempt, message);
-    sq_pack_failed (&self->events.pk, key, attempt, message, duration_us);
-    s_event_added (self);
+    s_failed_reason (self, key, attempt, message, duration_us, SQ_FAIL_TASK);
+}
+
+//  Index of a named resource among those offered, -1 if not offered.
+static int
+s_res_index (compute_t *self, mpr_str_t name)
+{
+    for (uint32_t i = 0; i < self->n_res; i++)
+        if (self->res [i].name.len == name.len
+        &&  memcmp (self->res [i].name.ptr, name.ptr, name.len) == 0)
+            return (int) i;
+    return -1;
+}
+
+//  Whether the task's cpus and named resources are free now.
+static bool
+s_fits_now (compute_t *self, task_t *task)
+{
+    if (self->cpus_used + task->cpus > self->cpus)
+        return false;
+    for (uint32_t r = 0; r < task->n_resources; r++) {
+        int i = s_res_index (self, task->resources [r].name);
+        if (i < 0 || self->res_used [i] + task->resources [r].amount > self->res [i].amount)
+            return false;
+    }
+    return true;
+}
+
+//  Takes (sign 1) or gives back (-1) what a running task holds.
+static void
+s_hold (compute_t *self, task_t *task, int sign)
+{
+    self->cpus_used += sign > 0? task->cpus: -task->cpus;
+    for (uint32_t r = 0; r < task->n_resources; r++) {
+        int i = s_res_index (self, task->resources [r].name);
+        if (i >= 0)
+            self->res_used [i] += sign > 0? task->resources [r].amount
+                                          : -task->resources [r].amount;
+    }
 }
 
 //  --------------------------------------------------------------------------
@@ -265,7 +315,7 @@ s_unrun (compute_t *self, task_t *task)
 {
     assert (task->state == TASK_RUNNING);
     self->n_running--;
-    self->cpus_used -= task->cpus;
+    s_hold (self, task, -1);
     deadlines_remove (self->deadlines, task);
     //  A py task leaving without its reply (timeout, STOP) kills its executor.
     if (task->kind == SQ_KIND_PY)
@@ -305,7 +355,7 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     sq_idmap_remove (self->tasks, task->key);
     s_unrun (self, task);
     if (rc) {
-        s_failed (self, task->key, task->attempt, message, duration);
+        s_failed_reason (self, task->key, task->attempt, message, duration, task->fail_reason);
         task_destroy (&task);
         return;
     }
@@ -350,7 +400,7 @@ s_start (compute_t *self, task_t *task)
     task->state = TASK_RUNNING;
     task->start_ns = task_now_ns ();
     self->n_running++;
-    self->cpus_used += task->cpus;
+    s_hold (self, task, 1);
     uint64_t timeout_at = task->timeout_ms
         ? task->start_ns + (uint64_t) task->timeout_ms * 1000000ull: 0;
     if (task->kind == SQ_KIND_SLEEP) {
@@ -369,7 +419,7 @@ s_start (compute_t *self, task_t *task)
             task_t **execs = (task_t **) realloc (self->execs, cap * sizeof (task_t *));
             if (!execs) {
                 self->n_running--;
-                self->cpus_used -= task->cpus;
+                s_hold (self, task, -1);
                 sq_idmap_remove (self->tasks, task->key);
                 s_failed (self, task->key, task->attempt, "out of memory on the governor", 0);
                 task_destroy (&task);
@@ -405,14 +455,14 @@ s_start (compute_t *self, task_t *task)
     s_event_added (self);
 }
 
-//  Starts ready tasks in FIFO order while they fit in the cpus; one bigger
-//  than the governor runs alone.
+//  Starts ready tasks in FIFO order while they fit in the cpus and named
+//  resources; one bigger than the governor runs alone.
 static void
 s_schedule (compute_t *self)
 {
     while (self->ready_head) {
         task_t *task = self->ready_head;
-        if (self->cpus_used + task->cpus > self->cpus && self->n_running > 0)
+        if (!s_fits_now (self, task) && self->n_running > 0)
             break;
         s_ready_unlink (self, task);
         self->n_queued--;
@@ -428,6 +478,46 @@ s_schedule (compute_t *self)
             continue;
         }
         s_start (self, task);
+    }
+}
+
+//  Kills programs using more memory than their task asked for. They fail
+//  with SQ_FAIL_MEMORY, which the broker retries on a governor with more
+//  memory free. Looked at every 200 ms while such tasks run.
+#define S_MEMCHECK_NS 200000000ull
+
+//  ms until the next memory check, -1 when no running task has a limit.
+static long
+s_memcheck_due (compute_t *self)
+{
+    for (size_t i = 0; i < self->n_execs; i++)
+        if (self->execs [i]->memory) {
+            uint64_t now = task_now_ns ();
+            return now >= self->next_memcheck_ns? 0
+                 : (long) ((self->next_memcheck_ns - now) / 1000000) + 1;
+        }
+    return -1;
+}
+
+static void
+s_check_memory (compute_t *self)
+{
+    uint64_t now = task_now_ns ();
+    if (now < self->next_memcheck_ns)
+        return;
+    self->next_memcheck_ns = now + S_MEMCHECK_NS;
+    for (size_t i = 0; i < self->n_execs; ) {
+        task_t *task = self->execs [i];
+        uint64_t rss = task->memory? execute_rss (task->exec): 0;
+        if (rss > task->memory) {
+            snprintf (self->err, sizeof self->err,
+                      "killed for using %" PRIu64 " bytes of memory, more than the %" PRIu64
+                      " it asked for", rss, task->memory);
+            task->fail_reason = SQ_FAIL_MEMORY;
+            s_complete (self, task, -1, self->err);     //  moves the last exec to slot i
+            continue;
+        }
+        i++;
     }
 }
 
@@ -1044,6 +1134,7 @@ compute_run (compute_t *self)
             timeout = s_min_timeout (timeout, hold);
             timeout = s_min_timeout (timeout, s_report_load (self));
             timeout = s_min_timeout (timeout, transfer_tick (self->transfer));
+            timeout = s_min_timeout (timeout, s_memcheck_due (self));
             rc = zmq_poll (self->items, n, timeout);
         }
         if (rc < 0 && errno == ETERM)
@@ -1054,6 +1145,7 @@ compute_run (compute_t *self)
         if (rc > 0)
             s_reap_py (self, n);
         s_fire_deadlines (self);
+        s_check_memory (self);
         s_schedule (self);
     }
     s_flush (self);
@@ -1070,6 +1162,8 @@ compute_new (const compute_args_t *args)
         return NULL;
     self->governor_id = args->governor_id;
     self->cpus = args->cpus;
+    self->n_res = args->n_resources;
+    self->res = args->resources;
     self->inline_max = args->inline_max;
     self->workdir = strdup (args->workdir);
     self->memory_limit = args->memory_limit;

@@ -10,6 +10,7 @@
 #define GOV_COMPUTE_H
 
 #include <stdint.h>
+#include "proto.h"
 
 typedef struct _compute_t compute_t;
 
@@ -22,6 +23,8 @@ typedef struct {
     const char *workdir;        //  also holds spill files
     uint64_t memory_limit;      //  store limit in bytes, 0: none
     const char *data_endpoint;  //  ours, where peers send CREDITs
+    uint32_t n_resources;       //  named resources offered besides cpus
+    const sq_resource_t *resources;
 } compute_args_t;
 
 compute_t *compute_new (const compute_args_t *args);

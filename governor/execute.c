@@ -1,5 +1,6 @@
 /*  execute: posix_spawnp with file actions, a pidfd to watch the child. */
 #include "execute.h"
+#include <dirent.h>
 #include "dirobj.h"
 #include "files.h"
 #include <errno.h>
@@ -345,4 +346,41 @@ execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
         free (path);
     }
     return 0;
+}
+
+uint64_t
+execute_rss (execute_t *self)
+{
+    //  The program is the leader of its own process group (a shell and what
+    //  it starts): its memory is that of the whole group.
+    if (self->pid <= 0)
+        return 0;
+    DIR *proc = opendir ("/proc");
+    if (!proc)
+        return 0;
+    uint64_t pages = 0;
+    struct dirent *entry;
+    while ((entry = readdir (proc))) {
+        if (entry->d_name [0] < '0' || entry->d_name [0] > '9')
+            continue;
+        char path [300], line [512];
+        snprintf (path, sizeof path, "/proc/%s/stat", entry->d_name);
+        FILE *file = fopen (path, "r");
+        if (!file)
+            continue;
+        size_t got = fread (line, 1, sizeof line - 1, file);
+        fclose (file);
+        line [got] = 0;
+        //  Fields after the command name (which may hold spaces): state,
+        //  ppid, pgrp, ... rss is the 24th field overall.
+        char *close_paren = strrchr (line, ')');
+        long pgrp = 0, rss = 0;
+        if (close_paren
+        &&  sscanf (close_paren + 2, "%*c %*d %ld %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+                    "%*d %*d %*d %*d %*d %*d %*u %*u %ld", &pgrp, &rss) == 2
+        &&  pgrp == self->pid && rss > 0)
+            pages += (uint64_t) rss;
+    }
+    closedir (proc);
+    return pages * (uint64_t) sysconf (_SC_PAGESIZE);
 }

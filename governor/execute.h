@@ -21,6 +21,9 @@
 execute_t *execute_new (task_t *task, store_t *store, const char *workdir,
                         char *err, size_t err_size);
 void execute_destroy (execute_t **self_p);
+//  Resident memory of the program and everything it started (its process
+//  group), in bytes; 0 once it exited.
+uint64_t execute_rss (execute_t *self);
 //  pidfd readable when the child exits, -1 if polling is needed.
 int execute_fd (execute_t *self);
 //  Reaps the child if it exited: 1 (status kept), 0 still running.

@@ -484,8 +484,15 @@ receiver_hello (receiver_t *self, uint32_t *governor_id, uint64_t *inline_max)
     sq_resource_t resources [SQ_MAX_RESOURCES];
     resources [0] = (sq_resource_t) { { SQ_RES_CPUS, 4 }, self->config->cpus };
     uint32_t n = 1;
-    for (uint32_t i = 0; i < self->config->n_resources && n < SQ_MAX_RESOURCES; i++)
+    bool has_memory = false;
+    for (uint32_t i = 0; i < self->config->n_resources && n < SQ_MAX_RESOURCES; i++) {
         resources [n++] = self->config->resources [i];
+        has_memory |= mpr_str_eq (self->config->resources [i].name, "memory");
+    }
+    //  Its memory is offered too, so that tasks asking for memory go where
+    //  there is enough of it (--resource memory=N overrides).
+    if (!has_memory && self->config->memory && n < SQ_MAX_RESOURCES)
+        resources [n++] = (sq_resource_t) { { "memory", 6 }, self->config->memory };
     sq_wbuf_t w;
     sq_wbuf_init (&w);
     sq_hello_encode_governor (&w, 1, self->config->name, incarnation, self->data_endpoint,

@@ -31,6 +31,19 @@ task_new (const sq_assign_t *assign, sq_errbuf_t *err)
     self->kind = (sq_kind_t) kind;
     self->cpus = assign->cpus;
     self->timeout_ms = assign->timeout_ms;
+    for (uint32_t i = 0; i < assign->n_resources; i++) {
+        if (mpr_str_eq (assign->resources [i].name, "memory")) {
+            self->memory = assign->resources [i].amount;
+            continue;
+        }
+        sq_resource_t *mine = &self->resources [self->n_resources];
+        mine->name.ptr = mpr_strdup (assign->resources [i].name);
+        if (!mine->name.ptr)
+            goto nomem;
+        mine->name.len = assign->resources [i].name.len;
+        mine->amount = assign->resources [i].amount;
+        self->n_resources++;
+    }
     self->heap_index = SIZE_MAX;
     self->n_inputs = assign->n_inputs;
     self->n_outputs = assign->n_outputs;
@@ -83,6 +96,8 @@ task_destroy (task_t **self_p)
     free (self->inputs);
     free (self->name);
     free (self->config);
+    for (uint32_t i = 0; i < self->n_resources; i++)
+        free ((char *) self->resources [i].name.ptr);
     free (self);
     *self_p = NULL;
 }

@@ -40,6 +40,10 @@ struct _task_t {
     char **out_types;
     uint32_t cpus;
     uint32_t timeout_ms;
+    uint64_t memory;            //  bytes it asked for: killed above, 0: no limit
+    uint32_t fail_reason;       //  SQ_FAIL_* reported if it fails
+    uint32_t n_resources;       //  other named requests (names owned)
+    sq_resource_t resources [SQ_MAX_RESOURCES];
 
     //  Scheduling (owned by the compute thread)
     task_state_t state;

@@ -40,6 +40,23 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_suite build-asan -DSQUALL_SANITIZE=ON
 
+#   The libFuzzer target over every decoder in common/, for a bounded time
+#   (FUZZ_SECONDS, default 60), from the corpus in tests/fuzz/corpus.
+run_fuzz () {
+    local dir=build-fuzz
+    echo "=== $dir: fuzzing for ${FUZZ_SECONDS:-60} s"
+    rm -rf "$dir"
+    if CC=clang cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQUALL_FUZZ=ON \
+         -DSQUALL_FUZZ_SECONDS="${FUZZ_SECONDS:-60}" \
+       && cmake --build "$dir" -j "$JOBS" --target fuzz_proto fuzz_replay make_corpus \
+       && (cd "$dir" && ctest --output-on-failure -L fuzz); then
+        results+=("$dir: fuzzing passed")
+    else
+        results+=("$dir: fuzzing FAILED"); status=1
+    fi
+}
+run_fuzz
+
 echo
 for line in "${results[@]}"; do
     echo "  $line"

@@ -17,7 +17,8 @@
     result, next to the control trial's whole run time), and ok or BAD.
     After each trial the hit governor is restarted (link restored first).
 
-    Usage (as root, inside sqc-broker; see run_multihost.sh):
+    Usage (as root, inside <prefix>-broker, the prefix in SQUALL_CHAOS_NS,
+    default "sqc"; see run_multihost.sh):
       chaos_multihost BROKER_BIN GOVERNOR_BIN WORKDIR [TRIALS] [SEED]
     Exit 0 when every trial is ok, 1 otherwise. */
 #include "squall.h"
@@ -174,6 +175,14 @@ s_expect (s_proc_t *p, const char *prefix, char *line, size_t line_size)
     s_die ("%s did not print %s within 10 s", p->label, prefix);
 }
 
+//  Prefix of the namespaces (SQUALL_CHAOS_NS, set by run_multihost.sh)
+static const char *
+s_ns (void)
+{
+    const char *ns = getenv ("SQUALL_CHAOS_NS");
+    return ns && *ns && strlen (ns) < 20? ns: "sqc";
+}
+
 //  SQUALL_LOG_LEVEL (default info) for the broker and governors
 static const char *
 s_log_level (void)
@@ -186,7 +195,7 @@ static void
 s_start_governor (int i)
 {
     char ns [32], name [32], host [32], cpus [] = "2", label [48], log [512], work [512];
-    snprintf (ns, sizeof ns, "sqc-g%d", i + 1);
+    snprintf (ns, sizeof ns, "%s-g%d", s_ns (), i + 1);
     snprintf (name, sizeof name, "g%d", i + 1);
     snprintf (host, sizeof host, "10.213.0.%d", 11 + i);
     snprintf (label, sizeof label, "governor %s", name);
@@ -210,7 +219,7 @@ static void
 s_link (int i, bool up)
 {
     char ns [32], cmd [128];
-    snprintf (ns, sizeof ns, "sqc-g%d", i + 1);
+    snprintf (ns, sizeof ns, "%s-g%d", s_ns (), i + 1);
     snprintf (cmd, sizeof cmd, "ip -n %s link set eth0 %s", ns, up? "up": "down");
     if (system (cmd) != 0)
         s_die ("%s failed", cmd);
@@ -528,8 +537,8 @@ main (int argc, char **argv)
                 kill (s_govs [victim].pid, SIGKILL);
             }
             else {
-                snprintf (what, sizeof what, "link of governor g%d cut (eth0 down in sqc-g%d)",
-                          victim + 1, victim + 1);
+                snprintf (what, sizeof what, "link of governor g%d cut (eth0 down in %s-g%d)",
+                          victim + 1, s_ns (), victim + 1);
                 s_link (victim, false);
             }
         }

@@ -315,7 +315,12 @@ main (int argc, char **argv)
                           s_mstr (sq_kind_name (confs [i].kind)),
                           (const uint8_t *) confs [i].config, confs [i].size,
                           confs [i].n_in, ains, confs [i].n_out, aouts, 1, 0,
-                          s_mstr (confs [i].name) };
+                          s_mstr (confs [i].name), 0, { { { NULL, 0 }, 0 } } };
+        if (i % 2) {
+            t.n_resources = 2;
+            t.resources [0] = (sq_resource_t) { s_mstr ("memory"), 1 << 20 };
+            t.resources [1] = (sq_resource_t) { s_mstr ("gpus"), 1 };
+        }
         sq_pack_assign (&w.pk, &t);
     }
     s_emit (FZ_ASSIGN, "assign-every-kind", &w);

@@ -126,9 +126,12 @@ main (void)
         memcpy (expect + half, i % 2? a: b, half);
         FETCH_EXPECT (session, out [i], expect, 2 * half);
     }
-    //  Freed objects take their spill with them.
+    //  Freed objects take their spill with them: the outputs once unkept,
+    //  the constants (which the broker keeps for lineage as long as their
+    //  session lives) once the session closes.
     for (int i = 0; i < n; i++)
         CHECK_RC (sq_unkeep (session, out [i]), SQ_OK, "unkeep");
+    sq_session_destroy (&session);
     until = harness_now () + 10;
     while ((got = s_gov_field (client, "spilled")) != 0 && harness_now () < until)
         harness_pause (50);

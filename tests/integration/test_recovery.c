@@ -9,7 +9,9 @@
       the dead one (and is treated as new), and the final result is exact;
     - crash limit: a task that kills every governor it runs on fails as the
       suspected cause after --allowed-failures deaths, and the cluster
-      keeps serving.
+      keeps serving;
+    - memory: a task killed for using more memory than it asked for is
+      retried with twice the memory on a governor that has it.
 */
 #include "harness.h"
 #include <signal.h>
@@ -174,6 +176,50 @@ s_test_crash_limit (void)
     CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
 }
 
+static long
+s_tasks_done (const char *json, const char *name)
+{
+    char quoted [64];
+    snprintf (quoted, sizeof quoted, "\"%s\"", name);
+    const char *at = strstr (json, quoted);
+    const char *done = at? strstr (at, "\"tasks_done\":"): NULL;
+    return done? atol (done + 13): -1;
+}
+
+//  A task asking for 200 MiB that uses about 300 MiB is killed for it, and
+//  retried with twice the memory, which only the big governor has.
+static void
+s_test_memory (void)
+{
+    harness_t *h = harness_new (0, 1);
+    const char *small [] = { "--memory", "256MiB", NULL };
+    const char *big [] = { "--memory", "4GiB", NULL };
+    harness_add_governor_args (h, "small", 1, small);
+    harness_add_governor_args (h, "big", 1, big);
+    sq_client_t *client = harness_client (h);
+    sq_session_t *session = sq_session_new (client);
+    uint32_t hog = s_shell (session,
+        "python3 -c 'b = b\"x\" * (300 << 20); import time; time.sleep(1.5); print(len(b) >> 20)'",
+        NULL, 0);
+    uint32_t out = sq_output (hog, 0);
+    CHECK_RC (sq_task_set_resource (session, hog, "memory", 200u << 20), SQ_OK, "memory");
+    CHECK_RC (sq_keep (session, out), SQ_OK, "keep");
+    CHECK_RC (sq_submit (session), SQ_OK, "submit");
+    CHECK_RC (sq_wait (session, &hog, 1, 60000), SQ_OK, "the memory hog succeeds in the end");
+    FETCH_EXPECT (session, out, "300\n", 4);
+    char *json = harness_info (client);
+    long on_small = s_tasks_done (json, "small"), on_big = s_tasks_done (json, "big");
+    CHECK (on_small + on_big == 2 && on_big >= 1,
+           "one attempt was killed, the retry ran on the big governor (small %ld, big %ld)",
+           on_small, on_big);
+    harness_note ("a task over its memory was killed and retried with twice the memory on "
+                  "the governor that has it (attempts: small %ld, big %ld)", on_small, on_big);
+    free (json);
+    sq_session_destroy (&session);
+    harness_client_destroy (&client);
+    CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
+}
+
 int
 main (void)
 {
@@ -184,6 +230,7 @@ main (void)
     CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
     s_test_lineage ();
     s_test_crash_limit ();
+    s_test_memory ();
     char command [300];
     snprintf (command, sizeof command, "rm -rf %s", s_dir);
     if (system (command) != 0)

@@ -165,9 +165,11 @@ main (void)
     sq_errbuf_t err;
     int code;
     CHECK (sq_hello_decode (&hello, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &code, &err) == 0);
-    CHECK (hello.governor && mpr_str_eq (hello.name, "fake") && hello.n_resources == 2);
+    CHECK (hello.governor && mpr_str_eq (hello.name, "fake") && hello.n_resources == 3);
     CHECK (mpr_str_eq (hello.resources [0].name, "cpus") && hello.resources [0].amount == 2);
     CHECK (mpr_str_eq (hello.resources [1].name, "gpus") && hello.resources [1].amount == 3);
+    //  Its memory is offered too (the physical memory when --memory is not given).
+    CHECK (mpr_str_eq (hello.resources [2].name, "memory") && hello.resources [2].amount > 0);
     char *serve = mpr_strdup (hello.serve_endpoint);
     char *data = mpr_strdup (hello.data_endpoint);
     sq_wbuf_t w;
