@@ -306,9 +306,11 @@ s_fuzz_update (const uint8_t *data, size_t size)
         sq_event_t ev;
         int rc;
         while ((rc = sq_update_next (&it, &ev)) == 1) {
-            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_LOST);
-            if (ev.type == SQ_EV_FAILED)
+            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_RETRACTED);
+            if (ev.type == SQ_EV_FAILED) {
                 s_touch_str (ev.message);
+                FZ_ASSERT (ev.reason <= SQ_FAIL_MEMORY);
+            }
             if (ev.type == SQ_EV_FINISHED)
                 for (uint32_t i = 0; i < ev.n_outputs; i++)
                     s_sink += (uint32_t) ev.outputs [i].key + (uint32_t) ev.outputs [i].frame;
@@ -362,6 +364,9 @@ s_fuzz_assign (const uint8_t *data, size_t size)
                 s_touch_str (t.inputs [i].content_type);
             for (uint32_t i = 0; i < t.n_outputs; i++)
                 s_touch_str (t.outputs [i].content_type);
+            FZ_ASSERT (t.n_resources <= SQ_MAX_RESOURCES);
+            for (uint32_t i = 0; i < t.n_resources; i++)
+                s_touch_str (t.resources [i].name);
             if (t.config)
                 FZ_ASSERT (t.config >= data && t.config + t.config_size <= data + size);
             s_config (t.kind, t.config, t.config_size, t.n_inputs, t.n_outputs);
@@ -552,7 +557,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         case FZ_ASSIGN: s_fuzz_assign (frame, frame_size); break;
         case FZ_SEND: s_fuzz_send (frame, frame_size); break;
         case FZ_DROP: s_fuzz_keys (frame, frame_size, SQ_MSG_DROP); break;
-        case FZ_STOP: s_fuzz_keys (frame, frame_size, SQ_MSG_STOP); break;
+        case FZ_STOP:       //  STOP and RETRACT share a layout and a reader
+            s_fuzz_keys (frame, frame_size, SQ_MSG_STOP);
+            s_fuzz_keys (frame, frame_size, SQ_MSG_RETRACT);
+            break;
         case FZ_OBJECT: s_fuzz_object (frame, frame_size); break;
         case FZ_GFETCH: s_fuzz_gfetch (frame, frame_size); break;
         case FZ_TASKCONF:
