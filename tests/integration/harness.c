@@ -713,6 +713,16 @@ harness_json_long (const char *json, const char *path)
 }
 
 long
+harness_tasks_done (const char *json, const char *name)
+{
+    char quoted [80];
+    snprintf (quoted, sizeof quoted, "\"%.64s\"", name);
+    const char *at = strstr (json, quoted);
+    const char *done = at? strstr (at, "\"tasks_done\":"): NULL;
+    return done? atol (done + 13): -1;
+}
+
+long
 harness_info_long (sq_client_t *client, const char *path)
 {
     char *json = harness_info (client);

@@ -103,6 +103,8 @@ void harness_pause (int ms);
 char *harness_info (sq_client_t *client);
 long harness_json_long (const char *json, const char *path);
 long harness_info_long (sq_client_t *client, const char *path);
+//  tasks_done of the governor named `name` in an INFO JSON, -1 if absent.
+long harness_tasks_done (const char *json, const char *name);
 //  Polls INFO until path == value or timeout_ms passes; returns the last
 //  value seen (== value on success).
 long harness_info_wait (sq_client_t *client, const char *path, long value, int timeout_ms);

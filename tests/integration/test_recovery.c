@@ -176,16 +176,6 @@ s_test_crash_limit (void)
     CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
 }
 
-static long
-s_tasks_done (const char *json, const char *name)
-{
-    char quoted [64];
-    snprintf (quoted, sizeof quoted, "\"%s\"", name);
-    const char *at = strstr (json, quoted);
-    const char *done = at? strstr (at, "\"tasks_done\":"): NULL;
-    return done? atol (done + 13): -1;
-}
-
 //  A task asking for 200 MiB that uses about 300 MiB is killed for it, and
 //  retried with twice the memory, which only the big governor has.
 static void
@@ -208,7 +198,7 @@ s_test_memory (void)
     CHECK_RC (sq_wait (session, &hog, 1, 60000), SQ_OK, "the memory hog succeeds in the end");
     FETCH_EXPECT (session, out, "300\n", 4);
     char *json = harness_info (client);
-    long on_small = s_tasks_done (json, "small"), on_big = s_tasks_done (json, "big");
+    long on_small = harness_tasks_done (json, "small"), on_big = harness_tasks_done (json, "big");
     CHECK (on_small + on_big == 2 && on_big >= 1,
            "one attempt was killed, the retry ran on the big governor (small %ld, big %ld)",
            on_small, on_big);

@@ -52,11 +52,7 @@ main (void)
     CHECK_RC (sq_submit (session), SQ_OK, "submit gpu tasks");
     CHECK_RC (sq_wait (session, gpu_tasks, 3, 20000), SQ_OK, "gpu tasks ran");
     char *json = harness_info (client);
-    //  The governors array lists g0 then gpu-box: find gpu-box's tasks_done.
-    const char *at = strstr (json, "\"gpu-box\"");
-    CHECK (at, "gpu-box in INFO: %s", json);
-    const char *done = strstr (at, "\"tasks_done\":");
-    CHECK (done && atol (done + 13) == 3, "gpu-box ran the 3 gpu tasks: %s", json);
+    CHECK (harness_tasks_done (json, "gpu-box") == 3, "gpu-box ran the 3 gpu tasks: %s", json);
     free (json);
     harness_note ("3 gpu tasks ran on the one governor offering gpu=1");
 

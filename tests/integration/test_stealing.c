@@ -26,16 +26,6 @@ s_lines (const char *path)
     return lines;
 }
 
-static long
-s_tasks_done (const char *json, const char *name)
-{
-    char quoted [64];
-    snprintf (quoted, sizeof quoted, "\"%s\"", name);
-    const char *at = strstr (json, quoted);
-    const char *done = at? strstr (at, "\"tasks_done\":"): NULL;
-    return done? atol (done + 13): -1;
-}
-
 int
 main (void)
 {
@@ -71,7 +61,7 @@ main (void)
     for (int i = 0; i < S_SLOW; i++)
         CHECK (s_lines (paths [i]) == 1, "task %d ran %d times", i, s_lines (paths [i]));
     char *json = harness_info (client);
-    long g1 = s_tasks_done (json, "g1");
+    long g1 = harness_tasks_done (json, "g1");
     CHECK (g1 >= 3, "the idle governor took work over (it ran %ld of %d): %s", g1, S_SLOW, json);
     harness_note ("g1 joined idle and ran %ld of the %d tasks queued on g0; each ran exactly once",
                   g1, S_SLOW);
