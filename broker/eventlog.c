@@ -284,10 +284,14 @@ s_mono_us (void)
     return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+//  Bounded string copy; called several times per task, so no printf.
 static void
 s_copy (char *to, size_t size, const char *from)
 {
-    snprintf (to, size, "%s", from? from: "");
+    size_t n = from? strnlen (from, size - 1): 0;
+    if (n)
+        memcpy (to, from, n);
+    to [n] = 0;
 }
 
 void

@@ -71,12 +71,16 @@ s_number (s_graph_t *g, uint32_t i, void *arg)
     number->tasks [i]->order = (*number->next)++;
 }
 
+//  While the dependencies are collected, a task of the batch carries its
+//  index in `order`, counted down from the top of the range: earlier
+//  submits' numbers are far below, so no map is needed to tell them apart.
+#define S_MARK UINT64_MAX
+
 int
 order_assign (task_t **tasks, uint32_t n, uint64_t *next)
 {
     if (n == 0)
         return 0;
-    sq_idmap_t *index = sq_idmap_new ();
     size_t n_edges = 0;
     for (uint32_t i = 0; i < n; i++)
         n_edges += tasks [i]->n_inputs;
@@ -90,24 +94,24 @@ order_assign (task_t **tasks, uint32_t n, uint64_t *next)
     uint32_t *stack = (uint32_t *) malloc (n * sizeof (uint32_t));
     uint32_t *pos = (uint32_t *) malloc (n * sizeof (uint32_t));
     int rc = 0;
-    if (!index || !g.first || !g.dep || !g.height || !seen || !has_dependent || !stack || !pos) {
+    if (!g.first || !g.dep || !g.height || !seen || !has_dependent || !stack || !pos) {
         for (uint32_t i = 0; i < n; i++)
             tasks [i]->order = (*next)++;
         rc = -1;
         goto done;
     }
     for (uint32_t i = 0; i < n; i++)
-        sq_idmap_insert (index, tasks [i]->key, (void *) (uintptr_t) (i + 1));
+        tasks [i]->order = S_MARK - i;
     //  Dependencies inside the batch, as a CSR list.
     size_t edges = 0;
     for (uint32_t i = 0; i < n; i++) {
         g.first [i] = (uint32_t) edges;
         for (uint32_t k = 0; k < tasks [i]->n_inputs; k++) {
             task_t *producer = tasks [i]->io [k]->producer;
-            uintptr_t j = producer? (uintptr_t) sq_idmap_lookup (index, producer->key): 0;
-            if (j) {
-                g.dep [edges++] = (uint32_t) (j - 1);
-                has_dependent [j - 1] = 1;
+            if (producer && producer->order > S_MARK - n) {
+                uint32_t j = (uint32_t) (S_MARK - producer->order);
+                g.dep [edges++] = j;
+                has_dependent [j] = 1;
             }
         }
     }
@@ -128,7 +132,6 @@ order_assign (task_t **tasks, uint32_t n, uint64_t *next)
         if (!has_dependent [i])
             s_walk (&g, i, seen, stack, pos, s_number, &number);
 done:
-    sq_idmap_destroy (&index);
     free (g.first);
     free (g.dep);
     free (g.height);
