@@ -867,21 +867,13 @@ s_copy_out (sq_session_t *self, sq_msg_t *msg, uint64_t size, mpr_str_t content_
     return 0;
 }
 
-int
-sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms, void **data, size_t *size,
-          char **content_type)
+//  One FETCH through the broker and, for an object on a governor, one direct
+//  read from it. SQ_E_CONNECTION means the governor went away meanwhile.
+static int
+s_fetch_once (sq_session_t *self, uint32_t object, int timeout_ms, void **data, size_t *size,
+              char **content_type)
 {
-    int rc = s_session_check (self);
-    if (rc)
-        return rc;
-    if (!data || !size)
-        return s_err (self, SQ_E_INVALID, object, "sq_fetch: data and size are required");
-    *data = NULL;
-    *size = 0;
-    if (content_type)
-        *content_type = NULL;
-    if ((rc = s_check_submitted (self, &object, 1, "sq_fetch")))
-        return rc;
+    int rc;
     sq_client_t *client = self->client;
     sq_request_t request = {
         .type = SQ_MSG_FETCH, .id = object, .timeout_ms = timeout_ms < 0? -1: timeout_ms
@@ -935,7 +927,7 @@ sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms, void **data, size
     //  Chunked, with a window of ranges outstanding: see client/fetch.c.
     void *bytes = NULL;
     rc = sq_client_gread (client, ep, sq_key (self->id, object), length,
-                          SQ_CLIENT_CALL_TIMEOUT, &bytes);
+                          SQ_FETCH_SILENCE_MS, &bytes);
     if (rc == 0) {
         *data = bytes;
         *size = (size_t) length;
@@ -950,6 +942,33 @@ sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms, void **data, size
     free (ep);
     free (ct_copy);
     return rc;
+}
+
+int
+sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms, void **data, size_t *size,
+          char **content_type)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if (!data || !size)
+        return s_err (self, SQ_E_INVALID, object, "sq_fetch: data and size are required");
+    *data = NULL;
+    *size = 0;
+    if (content_type)
+        *content_type = NULL;
+    if ((rc = s_check_submitted (self, &object, 1, "sq_fetch")))
+        return rc;
+    //  A governor that dies or drops the object while we read from it does
+    //  not fail the fetch: the broker is asked again, and answers with
+    //  another copy, or once the object is recomputed (the caller just
+    //  waits longer). Errors from the broker itself are final.
+    for (int attempt = 1; ; attempt++) {
+        rc = s_fetch_once (self, object, timeout_ms, data, size, content_type);
+        bool governor_trouble = rc == SQ_E_CONNECTION && self->client && !self->client->broken;
+        if (!governor_trouble || attempt == SQ_FETCH_ATTEMPTS)
+            return rc;
+    }
 }
 
 //  --------------------------------------------------------------------------

@@ -78,6 +78,10 @@ void sq_client_governor_forget (sq_client_t *self, const char *endpoint);
 //  the silence between two replies.
 #define SQ_FETCH_CHUNK (4u << 20)
 #define SQ_FETCH_WINDOW 8
+//  A governor silent this long during a direct fetch is taken for gone: the
+//  fetch asks the broker again (another copy, or one recomputed).
+#define SQ_FETCH_SILENCE_MS 5000
+#define SQ_FETCH_ATTEMPTS 10
 int sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t size,
                      int timeout_ms, void **data);
 //  Upload (client/fetch.c): constants of at least SQ_UPLOAD_MIN bytes go

@@ -152,6 +152,41 @@ s_test_lineage (void)
     CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
 }
 
+//  The governor holding a kept object freezes (SIGSTOP) while the client
+//  fetches it: the fetch does not fail; once the broker gives the governor
+//  up, the object is recomputed elsewhere and the fetch returns it.
+static void
+s_test_fetch_from_frozen (void)
+{
+    harness_t *h = harness_new (2, 1);
+    sq_client_t *client = harness_client (h);
+    sq_session_t *session = sq_session_new (client);
+    const size_t big = 1 << 20;
+    char *expect = (char *) malloc (big);
+    for (size_t i = 0; i < big; i++)
+        expect [i] = "squall\n" [i % 7];
+    uint32_t task = s_shell (session, "yes squall | head -c 1048576", NULL, 0);
+    uint32_t out = sq_output (task, 0);
+    CHECK_RC (sq_keep (session, out), SQ_OK, "keep");
+    CHECK_RC (sq_submit (session), SQ_OK, "submit");
+    CHECK_RC (sq_wait (session, &task, 1, 20000), SQ_OK, "made");
+    char *json = harness_info (client);
+    int holder = harness_tasks_done (json, "g0") == 1? 0: 1;
+    free (json);
+    pid_t frozen = harness_governor_pid (h, holder);
+    kill (frozen, SIGSTOP);
+    double start = harness_now ();
+    FETCH_EXPECT (session, out, expect, big);
+    harness_note ("fetch from a frozen governor returned the recomputed object after %.2f s",
+                  harness_now () - start);
+    kill (frozen, SIGCONT);
+    harness_kill_governor (h, holder, SIGKILL);
+    free (expect);
+    sq_session_destroy (&session);
+    harness_client_destroy (&client);
+    CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
+}
+
 static void
 s_test_crash_limit (void)
 {
@@ -219,6 +254,7 @@ main (void)
     s_test_timeout (h);
     CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
     s_test_lineage ();
+    s_test_fetch_from_frozen ();
     s_test_crash_limit ();
     s_test_memory ();
     char command [300];
