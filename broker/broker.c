@@ -38,6 +38,7 @@
 #define S_MAX_DECLARED 64       //  resource names remembered for refusals
 #define S_REBALANCE_MS 100      //  work stealing looks at loads this often
 #define S_SUSPECT_MS 5000       //  probing a peer whose connection may be gone
+#define S_MAX_SESSIONS 4096     //  open sessions per client connection
 
 typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
 
@@ -952,6 +953,11 @@ s_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, ui
     switch (q.type) {
         case SQ_MSG_SESSION_OPEN: {
             session_t *opened = NULL;
+            if (peer->n_sessions >= S_MAX_SESSIONS) {
+                s_reply_error (self, peer->identity, peer->identity_size, q.req, SQ_E_BUSY,
+                               "too many sessions open on this connection", 0);
+                break;
+            }
             if (peer->n_sessions == peer->cap_sessions) {
                 uint32_t cap = peer->cap_sessions? peer->cap_sessions * 2: 4;
                 uint32_t *p = (uint32_t *) realloc (peer->sessions, cap * sizeof *p);

@@ -259,6 +259,32 @@ s_closed_sessions (sq_client_t *c)
     raw_destroy (&raw);
 }
 
+//  A connection's open sessions are bounded: the 4097th is refused with
+//  SQ_E_BUSY, and closing one makes room again.
+static void
+s_session_cap (void)
+{
+    sq_client_t *client = harness_client (h);
+    enum { CAP = 4096 };
+    sq_session_t **sessions = (sq_session_t **) calloc (CAP, sizeof *sessions);
+    for (int i = 0; i < CAP; i++) {
+        sessions [i] = sq_session_new (client);
+        CHECK (sessions [i], "session %d of %d opens", i + 1, CAP);
+    }
+    sq_session_t *extra = sq_session_new (client);
+    CHECK (!extra && sq_client_errcode (client) == SQ_E_BUSY,
+           "session %d is refused with SQ_E_BUSY (%s)", CAP + 1, sq_client_errmsg (client));
+    sq_session_destroy (&sessions [0]);
+    extra = sq_session_new (client);
+    CHECK (extra, "after one closes, another opens");
+    sq_session_destroy (&extra);
+    for (int i = 1; i < CAP; i++)
+        sq_session_destroy (&sessions [i]);
+    free (sessions);
+    harness_client_destroy (&client);
+    harness_note ("at most %d sessions per connection; the next gets SQ_E_BUSY", CAP);
+}
+
 int
 main (void)
 {
@@ -273,6 +299,8 @@ main (void)
     s_timeouts (c2);
     harness_set_client (c1);
     s_closed_sessions (c1);
+    s_session_cap ();
+    harness_set_client (c1);
 
     CHECK (harness_broker_alive (h), "broker alive");
     harness_client_destroy (&c2);
