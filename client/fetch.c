@@ -21,6 +21,44 @@ s_now_ms (void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+//  Waits for the reply to one of the window of requests [first_req,
+//  first_req + n) not yet answered (`done` of them are), skipping stale
+//  replies. 0 with the reply decoded in *reply (its code unchecked), or
+//  the recorded error: silence for timeout_ms, or a malformed reply.
+static int
+s_next_reply (sq_client_t *self, void *socket, const char *endpoint, uint64_t key,
+              uint32_t first_req, uint64_t n, uint64_t done, int timeout_ms,
+              const char *what, sq_msg_t *msg, sq_reply_t *reply, uint32_t *req)
+{
+    int64_t deadline = s_now_ms () + timeout_ms;
+    while (1) {
+        int64_t left = deadline - s_now_ms ();
+        zmq_pollitem_t item = { socket, 0, ZMQ_POLLIN, 0 };
+        int ready = left > 0? zmq_poll (&item, 1, (long) left): 0;
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0) {
+            //  Silent: as good as unreachable; reconnect next time.
+            sq_client_governor_forget (self, endpoint);
+            return sq_client_seterr (self, SQ_E_CONNECTION, sq_key_id (key), 0,
+                                     "governor at %s stopped answering %s", endpoint, what);
+        }
+        if (sq_msg_recv (msg, socket, ZMQ_DONTWAIT, SQ_CLIENT_MAX_FRAMES))
+            continue;
+        uint32_t type;
+        if (msg->n == 0 || sq_proto_peek (sq_msg_data (msg, 0), sq_msg_size (msg, 0), &type, req)
+        ||  *req - first_req >= n || *req - first_req < done) {
+            sq_msg_close (msg);
+            continue;           //  a stale reply to an older request
+        }
+        sq_errbuf_t err;
+        if (msg->truncated || sq_reply_decode (reply, sq_msg_data (msg, 0), sq_msg_size (msg, 0), &err))
+            return sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
+                                     "malformed reply from %s to %s", endpoint, what);
+        return 0;
+    }
+}
+
 int
 sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t size,
                  int timeout_ms, void **data)
@@ -48,7 +86,6 @@ sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t
     sq_msg_t msg;
     sq_msg_init (&msg);
     int rc = 0;
-    int64_t deadline = s_now_ms () + timeout_ms;
     while (received < n_ranges && rc == 0) {
         while (sent < n_ranges && sent - received < SQ_FETCH_WINDOW) {
             sq_gread_t gread = {
@@ -66,33 +103,11 @@ sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t
         }
         if (rc)
             break;
-        int64_t left = deadline - s_now_ms ();
-        zmq_pollitem_t item = { socket, 0, ZMQ_POLLIN, 0 };
-        int n = left > 0? zmq_poll (&item, 1, (long) left): 0;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            //  Silent: as good as unreachable; reconnect next time.
-            sq_client_governor_forget (self, endpoint);
-            rc = sq_client_seterr (self, SQ_E_CONNECTION, sq_key_id (key), 0,
-                                   "governor at %s stopped answering a fetch", endpoint);
-            break;
-        }
-        if (sq_msg_recv (&msg, socket, ZMQ_DONTWAIT, SQ_CLIENT_MAX_FRAMES))
-            continue;
-        uint32_t type, req;
+        uint32_t req;
         sq_reply_t reply;
-        sq_errbuf_t err;
-        if (msg.n == 0 || sq_proto_peek (sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &type, &req)
-        ||  req - first_req >= n_ranges || req - first_req < received) {
-            sq_msg_close (&msg);
-            continue;           //  a stale reply to an older request
-        }
-        if (msg.truncated || sq_reply_decode (&reply, sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &err)) {
-            rc = sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
-                                   "malformed GREAD reply from %s", endpoint);
+        if ((rc = s_next_reply (self, socket, endpoint, key, first_req, n_ranges, received,
+                                timeout_ms, "a fetch", &msg, &reply, &req)))
             break;
-        }
         if (reply.code != SQ_OK) {
             rc = sq_client_seterr (self, (int) reply.code, sq_key_id (key), 0, "%.*s",
                                    (int) reply.message.len, reply.message.ptr);
@@ -118,7 +133,6 @@ sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t
         if (want)
             memcpy (buffer + offset, sq_msg_data (&msg, 1), (size_t) want);
         received++;
-        deadline = s_now_ms () + timeout_ms;
         sq_msg_close (&msg);
     }
     sq_msg_release (&msg);
@@ -214,7 +228,6 @@ sq_client_put (sq_client_t *self, const char *endpoint, uint64_t key, sq_blob_t 
     sq_msg_t msg;
     sq_msg_init (&msg);
     int rc = 0;
-    int64_t deadline = s_now_ms () + timeout_ms;
     const char *ct = content_type? content_type: "";
     while (answered < n_ranges && rc == 0) {
         while (sent < n_ranges && sent - answered < SQ_FETCH_WINDOW) {
@@ -237,35 +250,15 @@ sq_client_put (sq_client_t *self, const char *endpoint, uint64_t key, sq_blob_t 
         }
         if (rc)
             break;
-        int64_t left = deadline - s_now_ms ();
-        zmq_pollitem_t item = { socket, 0, ZMQ_POLLIN, 0 };
-        int n = left > 0? zmq_poll (&item, 1, (long) left): 0;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = sq_client_seterr (self, SQ_E_CONNECTION, sq_key_id (key), 0,
-                                   "governor at %s stopped answering an upload", endpoint);
-            break;
-        }
-        if (sq_msg_recv (&msg, socket, ZMQ_DONTWAIT, SQ_CLIENT_MAX_FRAMES))
-            continue;
-        uint32_t type, req;
+        uint32_t req;
         sq_reply_t reply;
-        sq_errbuf_t err;
-        if (msg.n == 0 || sq_proto_peek (sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &type, &req)
-        ||  req - first_req >= n_ranges || req - first_req < answered) {
-            sq_msg_close (&msg);
-            continue;
-        }
-        if (msg.truncated || sq_reply_decode (&reply, sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &err))
-            rc = sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
-                                   "malformed PUT reply from %s", endpoint);
-        else
+        if ((rc = s_next_reply (self, socket, endpoint, key, first_req, n_ranges, answered,
+                                timeout_ms, "an upload", &msg, &reply, &req)))
+            break;
         if (reply.code != SQ_OK)
             rc = sq_client_seterr (self, (int) reply.code, sq_key_id (key), 0, "%.*s",
                                    (int) reply.message.len, reply.message.ptr);
         answered++;
-        deadline = s_now_ms () + timeout_ms;
         sq_msg_close (&msg);
     }
     sq_msg_release (&msg);
