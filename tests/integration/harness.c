@@ -713,13 +713,23 @@ harness_json_long (const char *json, const char *path)
 }
 
 long
+harness_governor_field (const char *json, const char *name, const char *field)
+{
+    char pattern [80];
+    const char *p = strstr (json, "\"governors\"");
+    if (p && name) {
+        snprintf (pattern, sizeof pattern, "\"%.64s\"", name);
+        p = strstr (p, pattern);
+    }
+    snprintf (pattern, sizeof pattern, "\"%.64s\":", field);
+    p = p? strstr (p, pattern): NULL;
+    return p? strtol (p + strlen (pattern), NULL, 10): -1;
+}
+
+long
 harness_tasks_done (const char *json, const char *name)
 {
-    char quoted [80];
-    snprintf (quoted, sizeof quoted, "\"%.64s\"", name);
-    const char *at = strstr (json, quoted);
-    const char *done = at? strstr (at, "\"tasks_done\":"): NULL;
-    return done? atol (done + 13): -1;
+    return harness_governor_field (json, name, "tasks_done");
 }
 
 long

@@ -14,6 +14,18 @@
 #ifndef SQ_HARNESS_H
 #define SQ_HARNESS_H
 
+//  1 in AddressSanitizer builds, where tests use smaller data.
+#if defined(__SANITIZE_ADDRESS__)
+#define HARNESS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HARNESS_SANITIZED 1
+#endif
+#endif
+#ifndef HARNESS_SANITIZED
+#define HARNESS_SANITIZED 0
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -103,7 +115,10 @@ void harness_pause (int ms);
 char *harness_info (sq_client_t *client);
 long harness_json_long (const char *json, const char *path);
 long harness_info_long (sq_client_t *client, const char *path);
-//  tasks_done of the governor named `name` in an INFO JSON, -1 if absent.
+//  A numeric field of the governor named `name` (NULL: the first one) in an
+//  INFO JSON, -1 if absent.
+long harness_governor_field (const char *json, const char *name, const char *field);
+//  tasks_done of the governor named `name`, -1 if absent.
 long harness_tasks_done (const char *json, const char *name);
 //  Polls INFO until path == value or timeout_ms passes; returns the last
 //  value seen (== value on success).

@@ -12,16 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define S_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define S_SANITIZED 1
-#endif
-#endif
-#ifndef S_SANITIZED
-#define S_SANITIZED 0
-#endif
 
 #define S_MIB (1u << 20)
 
@@ -30,18 +20,7 @@ static long
 s_assigned (sq_client_t *client, const char *name)
 {
     char *json = harness_info (client);
-    char pattern [32];
-    snprintf (pattern, sizeof pattern, "\"%s\"", name);
-    const char *p = strstr (json, "\"governors\"");
-    p = p? strstr (p, pattern): NULL;
-    p = p? strstr (p, "\"assigned\""): NULL;
-    long value = -1;
-    if (p) {
-        p += strlen ("\"assigned\"");
-        while (*p == ' ' || *p == ':')
-            p++;
-        value = strtol (p, NULL, 10);
-    }
+    long value = harness_governor_field (json, name, "assigned");
     free (json);
     return value;
 }
@@ -57,7 +36,7 @@ main (void)
     sq_session_t *session = sq_session_new (client);
     CHECK (session, "session");
 
-    size_t units = S_SANITIZED? 128: 512;
+    size_t units = HARNESS_SANITIZED? 128: 512;
     uint8_t *unit = (uint8_t *) malloc (S_MIB);
     harness_pattern (unit, S_MIB, 5);
     uint32_t c = harness_blob (session, unit, S_MIB);

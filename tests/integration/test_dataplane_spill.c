@@ -9,16 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define S_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define S_SANITIZED 1
-#endif
-#endif
-#ifndef S_SANITIZED
-#define S_SANITIZED 0
-#endif
 
 #define S_MIB (1ul << 20)
 #define S_LIMIT (64 * S_MIB)
@@ -29,17 +19,7 @@ static long
 s_gov_field (sq_client_t *client, const char *key)
 {
     char *json = harness_info (client);
-    const char *p = strstr (json, "\"governors\"");
-    char pattern [64];
-    snprintf (pattern, sizeof pattern, "\"%s\"", key);
-    p = p? strstr (p, pattern): NULL;
-    long value = -1;
-    if (p) {
-        p += strlen (pattern);
-        while (*p == ' ' || *p == ':')
-            p++;
-        value = strtol (p, NULL, 10);
-    }
+    long value = harness_governor_field (json, NULL, key);
     free (json);
     return value;
 }
@@ -70,7 +50,7 @@ main (void)
     CHECK (session, "session");
 
     //  n objects of 16 MiB, each a concat of two different 8 MiB halves.
-    int n = S_SANITIZED? 16: 64;
+    int n = HARNESS_SANITIZED? 16: 64;
     size_t half = 8 * S_MIB;
     uint8_t *a = (uint8_t *) malloc (half), *b = (uint8_t *) malloc (half);
     harness_pattern (a, half, 1);
@@ -116,12 +96,12 @@ main (void)
     CHECK (max_memory <= (long) S_LIMIT, "reported memory reached %ld", max_memory);
     harness_note ("memory %ld, spilled %ld, max reported %ld, max RssAnon %ld", memory, got,
                   max_memory, max_rss);
-    if (!S_SANITIZED)
+    if (!HARNESS_SANITIZED)
         CHECK (max_rss <= (long) (S_LIMIT + S_SLACK), "RssAnon reached %ld", max_rss);
 
     //  Every object reads back byte-exact (from the spill mapping).
     uint8_t *expect = (uint8_t *) malloc (2 * half);
-    for (int i = 0; i < n; i += (S_SANITIZED? 5: 9)) {
+    for (int i = 0; i < n; i += (HARNESS_SANITIZED? 5: 9)) {
         memcpy (expect, i % 2? b: a, half);
         memcpy (expect + half, i % 2? a: b, half);
         FETCH_EXPECT (session, out [i], expect, 2 * half);

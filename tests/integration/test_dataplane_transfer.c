@@ -15,16 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define S_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define S_SANITIZED 1
-#endif
-#endif
-#ifndef S_SANITIZED
-#define S_SANITIZED 0
-#endif
 
 #define S_CHUNK (4u << 20)
 #define S_MIB (1u << 20)
@@ -77,7 +67,7 @@ s_expect_repeated (sq_session_t *session, uint32_t id, const uint8_t *unit, size
 static void
 s_huge (sq_session_t *session)
 {
-    size_t units = S_SANITIZED? 128: 1024;
+    size_t units = HARNESS_SANITIZED? 128: 1024;
     uint8_t *unit = (uint8_t *) malloc (S_MIB);
     harness_pattern (unit, S_MIB, 77);
     uint32_t c = harness_blob (session, unit, S_MIB);
