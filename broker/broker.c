@@ -193,7 +193,7 @@ s_hook_object_drop (void *arg, object_t *object)
 {
     (void) arg;
     for (uint32_t i = 0; i < object->n_locations; i++) {
-        gov_t *gov = object->locations [i].gov;
+        gov_t *gov = object_locations (object) [i].gov;
         msgpack_pack_uint64 (&gov->drop.elements.pk, object->key);
         gov->drop.count++;
     }
@@ -219,15 +219,16 @@ s_recopy (broker_t *self, object_t *object, gov_t *gov)
     location_t *loc = graph_object_location (object, gov);
     if (!loc || loc->arrived || object->state != OBJ_FINISHED || object->released)
         return false;
+    location_t *locations = object_locations (object);
     uint32_t n = 0;
     for (uint32_t i = 0; i < object->n_locations; i++)
-        n += object->locations [i].arrived && object->locations [i].gov != gov;
+        n += locations [i].arrived && locations [i].gov != gov;
     if (n == 0)
         return false;
     uint32_t pick = (uint32_t) rand () % n;
     for (uint32_t i = 0; i < object->n_locations; i++)
-        if (object->locations [i].arrived && object->locations [i].gov != gov && pick-- == 0) {
-            s_hook_object_copy (self, object, object->locations [i].gov, gov);
+        if (locations [i].arrived && locations [i].gov != gov && pick-- == 0) {
+            s_hook_object_copy (self, object, locations [i].gov, gov);
             return true;
         }
     return false;
@@ -289,11 +290,13 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
         tasks [k++] = task;
     for (size_t i = 0; i < k; i++) {
         task = tasks [i];
-        if (task->state == TASK_RUNNING && ++task->crashes >= self->config.allowed_failures) {
+        task_extra_t *extra = task->state == TASK_RUNNING? graph_task_extra (task): NULL;
+        if (task->state == TASK_RUNNING
+        &&  (!extra || ++extra->crashes >= self->config.allowed_failures)) {
             char message [200];
             snprintf (message, sizeof message,
                       "task was running on %u governors that died; suspected of killing them",
-                      task->crashes);
+                      extra? extra->crashes: 1);
             sq_idmap_remove (gov->tasks, task->key);
             task->gov = NULL;   //  nothing to stop: its governor is gone
             graph_task_failed (self->graph, task, SQ_E_TASK_FAILED, message);
@@ -561,8 +564,8 @@ s_assign (void *arg, task_t *task, gov_t *gov)
         //  Copy it from a governor that has it, straight to this one.
         location_t *source = NULL;
         for (uint32_t l = 0; l < input->n_locations && !source; l++)
-            if (input->locations [l].arrived)
-                source = &input->locations [l];
+            if (object_locations (input) [l].arrived)
+                source = &object_locations (input) [l];
         if (!source) {
             graph_task_failed (self->graph, task, SQ_E_LOST, "an input has no copy left");
             goto done;
@@ -580,17 +583,18 @@ s_assign (void *arg, task_t *task, gov_t *gov)
         outputs [i].content_type.len = (uint32_t) strlen (outputs [i].content_type.ptr);
     }
     const char *kind = sq_kind_name ((sq_kind_t) task->kind);
+    const task_extra_t *extra = task_extra (task);
     sq_assign_t a = {
         .key = task->key, .attempt = task->attempt,
         .kind = { kind, (uint32_t) strlen (kind) },
-        .config = task->config, .config_size = task->config_size,
+        .config = task_config (task), .config_size = task->config_size,
         .n_inputs = task->n_inputs, .inputs = inputs,
         .n_outputs = task->n_outputs, .outputs = outputs,
-        .cpus = task->cpus, .timeout_ms = task->timeout_ms,
-        .name = { task->name? task->name: "", task->name? (uint32_t) strlen (task->name): 0 }
+        .cpus = extra->cpus, .timeout_ms = extra->timeout_ms,
+        .name = { extra->name? extra->name: "", extra->name? (uint32_t) strlen (extra->name): 0 }
     };
-    for (uint32_t r = 0; r < task->n_resources && r < SQ_MAX_RESOURCES; r++)
-        a.resources [a.n_resources++] = task->resources [r];
+    for (uint32_t r = 0; r < extra->n_resources && r < SQ_MAX_RESOURCES; r++)
+        a.resources [a.n_resources++] = extra->resources [r];
     sq_pack_assign (&gov->assign.elements.pk, &a);
     gov->assign.count++;
     eventlog_task (self->events, EV_TASK_ASSIGNED, task, gov, NULL, 0);
@@ -667,10 +671,13 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
         if (ev.type == SQ_EV_RETRACTED) {
             //  Given back unstarted (work stealing): place it again, elsewhere.
             sq_idmap_remove (gov->tasks, task->key);
-            task->last_gov = gov->id;
+            task_extra_t *extra = graph_task_extra (task);
+            if (extra)
+                extra->last_gov = gov->id;
             graph_task_requeue (self->graph, task);
         }
         else {
+            task_extra_t *extra;
             sq_idmap_remove (gov->tasks, task->key);
             gov->tasks_done++;
             gov_note_duration (gov, ev.duration_us);
@@ -683,28 +690,30 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
                 graph_task_finished (self->graph, task, gov, ev.outputs, ev.n_outputs,
                                      payloads, n_payloads, self->config.inline_max);
             else
-            if (ev.reason == SQ_FAIL_MEMORY && task->crashes < self->config.allowed_failures) {
+            if (ev.reason == SQ_FAIL_MEMORY && task_extra (task)->crashes < self->config.allowed_failures
+            &&  (extra = graph_task_extra (task))) {
                 //  Killed for using more memory than it asked for: ask for
                 //  twice as much, and go to a governor that has it (not this
                 //  one if another can).
-                task->crashes++;
-                task->last_gov = gov->id;
-                for (uint32_t r = 0; r < task->n_resources; r++)
-                    if (mpr_str_eq (task->resources [r].name, "memory"))
-                        task->resources [r].amount *= 2;
+                extra->crashes++;
+                extra->last_gov = gov->id;
+                for (uint32_t r = 0; r < extra->n_resources; r++)
+                    if (mpr_str_eq (extra->resources [r].name, "memory"))
+                        extra->resources [r].amount *= 2;
                 sq_info ("task %u of session %u: %.*s; retrying with twice the memory",
                          sq_key_id (task->key), sq_key_session (task->key),
                          (int) (ev.message.len > 200? 200: ev.message.len), ev.message.ptr);
                 graph_task_requeue (self->graph, task);
             }
             else
-            if (task->retries < task->max_retries) {
+            if (task_extra (task)->retries < task_extra (task)->max_retries
+            &&  (extra = graph_task_extra (task))) {
                 //  Its own code failed: try again, elsewhere if possible.
-                task->retries++;
-                task->last_gov = gov->id;
+                extra->retries++;
+                extra->last_gov = gov->id;
                 sq_info ("task %u of session %u failed (retry %u of %u): %.*s",
-                         sq_key_id (task->key), sq_key_session (task->key), task->retries,
-                         task->max_retries, (int) (ev.message.len > 200? 200: ev.message.len),
+                         sq_key_id (task->key), sq_key_session (task->key), extra->retries,
+                         extra->max_retries, (int) (ev.message.len > 200? 200: ev.message.len),
                          ev.message.ptr);
                 graph_task_requeue (self->graph, task);
             }
@@ -906,8 +915,10 @@ s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
         }
     }
     if (q->type == SQ_MSG_CANCEL && q->n_ids == 0) {
-        for (uint32_t i = 0; i < session->n_tasks; i++)
-            graph_cancel (self->graph, session->tasks [i]);
+        size_t cursor = 0;
+        task_t *task;
+        while ((task = graph_session_next_task (session, &cursor)))
+            graph_cancel (self->graph, task);
     }
     for (uint32_t i = 0; i < q->n_ids; i++) {
         uint64_t key = sq_key (session->id, q->ids [i]);

@@ -298,7 +298,7 @@ void
 eventlog_task_ready (eventlog_t *self, task_t *task)
 {
     (void) self;
-    task->ready_at_us = s_mono_us ();
+    task->stamp_us = s_mono_us ();
 }
 
 void
@@ -317,18 +317,24 @@ eventlog_task (eventlog_t *self, eventlog_type_t type, task_t *task, gov_t *gov,
         s_copy (e.gov_name, sizeof e.gov_name, gov->name);
     }
     s_copy (e.kind, sizeof e.kind, sq_kind_name ((sq_kind_t) task->kind));
-    s_copy (e.name, sizeof e.name, task->name);
+    s_copy (e.name, sizeof e.name, task_extra (task)->name);
     if (message && message_len)
         snprintf (e.message, sizeof e.message, "%.*s",
                   (int) (message_len < sizeof e.message? message_len: sizeof e.message - 1), message);
-    if (type == EV_TASK_ASSIGNED)
-        e.wait_us = task->ready_at_us? now - task->ready_at_us: 0;
+    //  One stamp serves both spans: the ready time is not needed once the
+    //  task is assigned, the start time only from then on.
+    if (type == EV_TASK_ASSIGNED) {
+        e.wait_us = task->stamp_us? now - task->stamp_us: 0;
+        task->stamp_us = 0;
+    }
     else
     if (type == EV_TASK_STARTED)
-        task->started_at_us = now;
-    else
-    if (task->started_at_us)
-        e.run_us = now - task->started_at_us;
+        task->stamp_us = now;
+    else {
+        if (task->stamp_us)
+            e.run_us = now - task->stamp_us;
+        task->stamp_us = 0;
+    }
     eventlog_emit (self, &e);
 }
 

@@ -11,6 +11,7 @@
 #include "order.h"
 #include "gov.h"
 #include "log.h"
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +19,6 @@
 
 struct _graph_t {
     graph_hooks_t hooks;
-    //  Tasks and objects share a session's id space, so one map holds both:
-    //  objects are stored with the pointer's low bit set.
-    sq_idmap_t *items;
     sq_idmap_t *sessions;
     uint32_t next_session;
     uint64_t counts [TASK_STATE_COUNT_];
@@ -44,33 +42,64 @@ task_state_name (task_state_t state)
     return state < TASK_STATE_COUNT_? s_state_names [state]: "?";
 }
 
-//  Grows an array that starts in one inline slot of its owner to hold one
-//  more element; past the inline slot it moves to the heap.
+const task_extra_t task_extra_default = { .cpus = 1 };
+
+//  Makes room for one more element in a list whose first element lives in
+//  its record (`one`, in a union with `many`, see graph.h). From the second
+//  element on the list is on the heap, its capacity the power of two from 4
+//  up that holds `count`: counts only shrink below what was allocated, so
+//  no capacity needs storing.
 static int
-s_grow (void **array, uint32_t *cap, uint32_t count, size_t item, void *inline_slot)
+s_list_grow (void *one, void **many, bool *on_heap, uint32_t count, size_t item)
 {
-    if (!*array) {
-        *array = inline_slot;
-        *cap = 1;
-    }
-    if (count < *cap)
+    if (!*on_heap) {
+        if (count == 0)
+            return 0;
+        void *p = malloc (4 * item);
+        if (!p)
+            return -1;
+        memcpy (p, one, item);
+        *many = p;
+        *on_heap = true;
         return 0;
-    uint32_t new_cap = *cap < 4? 4: *cap * 2;
-    void *p;
-    if (*array == inline_slot) {
-        p = malloc (new_cap * item);
-        if (p)
-            memcpy (p, inline_slot, count * item);
     }
-    else
-        p = realloc (*array, new_cap * item);
+    uint32_t cap = 4;
+    while (cap < count)
+        cap *= 2;
+    if (count < cap)
+        return 0;
+    void *p = realloc (*many, (size_t) cap * 2 * item);
     if (!p)
         return -1;
-    *array = p;
-    *cap = new_cap;
+    *many = p;
     return 0;
 }
 
+static int
+s_add_consumer (object_t *object, task_t *task)
+{
+    bool on_heap = object->consumers_on_heap;
+    if (s_list_grow (&object->consumer_.one, (void **) &object->consumer_.many, &on_heap,
+                     object->n_consumers, sizeof (task_t *)))
+        return -1;
+    object->consumers_on_heap = on_heap;
+    object_consumers (object) [object->n_consumers++] = task;
+    return 0;
+}
+
+task_extra_t *
+graph_task_extra (task_t *task)
+{
+    if (!task->extra) {
+        task->extra = (task_extra_t *) malloc (sizeof (task_extra_t));
+        if (task->extra)
+            *task->extra = task_extra_default;
+    }
+    return task->extra;
+}
+
+//  Tasks and objects share a session's id space, so one table holds both:
+//  objects are stored with the pointer's low bit set.
 static inline void *
 s_item_object (object_t *object)
 {
@@ -128,16 +157,14 @@ graph_new (const graph_hooks_t *hooks)
     if (!self)
         return NULL;
     self->hooks = *hooks;
-    self->items = sq_idmap_new ();
     self->sessions = sq_idmap_new ();
     self->next_session = 1;
-    if (!self->items || !self->sessions)
+    if (!self->sessions)
         graph_destroy (&self);
     return self;
 }
 
-static void s_task_destroy (task_t **self_p);
-static void s_object_destroy (object_t **self_p);
+static void s_session_destroy (graph_t *self, session_t **session_p);
 
 void
 graph_destroy (graph_t **self_p)
@@ -146,23 +173,10 @@ graph_destroy (graph_t **self_p)
     if (!self)
         return;
     size_t cursor = 0;
-    void *item;
-    if (self->items)
-        while ((item = sq_idmap_next (self->items, &cursor, NULL))) {
-            task_t *task = s_as_task (item);
-            object_t *object = s_as_object (item);
-            s_task_destroy (&task);
-            s_object_destroy (&object);
-        }
     session_t *session;
-    cursor = 0;
     if (self->sessions)
-        while ((session = (session_t *) sq_idmap_next (self->sessions, &cursor, NULL))) {
-            free (session->tasks);
-            free (session->objects);
-            free (session);
-        }
-    sq_idmap_destroy (&self->items);
+        while ((session = (session_t *) sq_idmap_next (self->sessions, &cursor, NULL)))
+            s_session_destroy (self, &session);
     sq_idmap_destroy (&self->sessions);
     free (self->maybe_free);
     free (self->stack);
@@ -173,37 +187,58 @@ graph_destroy (graph_t **self_p)
 //  --------------------------------------------------------------------------
 //  Task and object life
 
-static void
-s_task_destroy (task_t **self_p)
+//  A task's outputs live in the task's own block, after the task: a task
+//  and its output are one allocation, and objects are never freed before
+//  their producer (both go when the session closes).
+static inline object_t *
+s_embedded (task_t *task)
 {
-    task_t *self = *self_p;
-    if (!self)
-        return;
-    if (self->io != self->io_inline)
-        free (self->io);
-    free (self->config);
-    for (uint32_t i = 0; i < self->n_resources; i++)
-        free ((char *) self->resources [i].name.ptr);
-    free (self->resources);
-    free (self->name);
-    failure_unref (&self->failure);
-    free (self);
-    *self_p = NULL;
+    return (object_t *) (task + 1);
 }
 
+//  Frees what an object record points to, not the record.
+static void
+s_object_free_parts (object_t *self)
+{
+    free (self->content_type);
+    sq_blob_unref (&self->data);
+    failure_unref (&self->failure);
+    if (self->consumers_on_heap)
+        free (self->consumer_.many);
+    if (self->locations_on_heap)
+        free (self->location_.many);
+}
+
+//  Destroys a constant; task outputs go with their task.
 static void
 s_object_destroy (object_t **self_p)
 {
     object_t *self = *self_p;
     if (!self)
         return;
-    free (self->content_type);
-    sq_blob_unref (&self->data);
+    assert (!self->embedded);
+    s_object_free_parts (self);
+    free (self);
+    *self_p = NULL;
+}
+
+//  Destroys the task with the outputs embedded in it.
+static void
+s_task_destroy (task_t **self_p)
+{
+    task_t *self = *self_p;
+    if (!self)
+        return;
+    for (uint32_t i = 0; i < self->n_outputs; i++)
+        s_object_free_parts (&s_embedded (self) [i]);
+    if (self->extra) {
+        for (uint32_t i = 0; i < self->extra->n_resources; i++)
+            free ((char *) self->extra->resources [i].name.ptr);
+        free (self->extra->resources);
+        free (self->extra->name);
+        free (self->extra);
+    }
     failure_unref (&self->failure);
-    if (self->consumers != &self->consumer_inline)
-        free (self->consumers);
-    if (self->locations != &self->location_inline)
-        free (self->locations);
     free (self);
     *self_p = NULL;
 }
@@ -349,7 +384,7 @@ s_fail (graph_t *self, task_t *task, failure_t *failure)
         for (uint32_t i = 0; i < t->n_outputs; i++) {
             object_t *out = t->io [t->n_inputs + i];
             for (uint32_t c = 0; c < out->n_consumers; c++) {
-                task_t *consumer = out->consumers [c];
+                task_t *consumer = object_consumers (out) [c];
                 if (s_final (consumer))
                     continue;
                 s_fail_one (self, consumer, failure, final);
@@ -384,6 +419,120 @@ graph_session (graph_t *self, uint32_t id)
     return (session_t *) sq_idmap_lookup (self->sessions, id);
 }
 
+//  The session's item (tagged task or object pointer) with this id, or NULL.
+static inline void *
+s_item (session_t *session, uint32_t id)
+{
+    void *item = id < session->cap_items? session->items [id]: NULL;
+    if (!item && session->sparse)
+        item = sq_idmap_lookup (session->sparse, id);
+    return item;
+}
+
+//  Iterates over a session's items: the id array, then the sparse map.
+static void *
+s_session_next (session_t *session, size_t *cursor)
+{
+    while (*cursor < session->cap_items) {
+        void *item = session->items [(*cursor)++];
+        if (item)
+            return item;
+    }
+    if (!session->sparse)
+        return NULL;
+    size_t in_map = *cursor - session->cap_items;
+    void *item = sq_idmap_next (session->sparse, &in_map, NULL);
+    *cursor = session->cap_items + in_map;
+    return item;
+}
+
+task_t *
+graph_session_next_task (session_t *session, size_t *cursor)
+{
+    void *item;
+    while ((item = s_session_next (session, cursor)))
+        if (s_as_task (item))
+            return (task_t *) item;
+    return NULL;
+}
+
+//  Makes room for the ids of a submit, so that s_put cannot fail. The id
+//  array grows to cover an id only while it stays at least a quarter full:
+//  ids past that go to the sparse map.
+static int
+s_reserve (session_t *session, const sq_submit_t *sub)
+{
+    uint64_t n_new = (uint64_t) sub->n_objects + sub->n_tasks;
+    uint64_t limit = 4 * ((uint64_t) session->n_tasks + session->n_objects + n_new) + 4096;
+    if (limit > (1u << 31))
+        limit = 1u << 31;
+    uint64_t want = session->cap_items;
+    size_t n_sparse = 0;
+    for (uint32_t i = 0; i < n_new; i++) {
+        uint32_t id = i < sub->n_objects? sub->objects [i].id: sub->tasks [i - sub->n_objects].id;
+        if (id < limit)
+            want = (uint64_t) id + 1 > want? (uint64_t) id + 1: want;
+        else
+            n_sparse++;
+    }
+    if (want > session->cap_items) {
+        uint64_t cap = 1024;
+        while (cap < want)
+            cap *= 2;
+        void **items = (void **) realloc (session->items, cap * sizeof (void *));
+        if (!items)
+            return -1;
+        memset (items + session->cap_items, 0, (cap - session->cap_items) * sizeof (void *));
+        session->items = items;
+        session->cap_items = (uint32_t) cap;
+    }
+    if (n_sparse && !session->sparse)
+        session->sparse = sq_idmap_new ();
+    if (n_sparse && (!session->sparse || sq_idmap_reserve (session->sparse, n_sparse)))
+        return -1;
+    return 0;
+}
+
+//  Adds an item reserved by s_reserve.
+static void
+s_put (session_t *session, uint32_t id, void *item)
+{
+    if (id < session->cap_items)
+        session->items [id] = item;
+    else {
+        int rc = sq_idmap_insert (session->sparse, id, item);
+        assert (rc == 0);
+        (void) rc;
+    }
+}
+
+//  Frees every task and object of the session, then the session.
+static void
+s_session_destroy (graph_t *self, session_t **session_p)
+{
+    session_t *session = *session_p;
+    size_t cursor = 0;
+    void *item;
+    //  Constants first: task outputs go with their tasks.
+    while ((item = s_session_next (session, &cursor))) {
+        object_t *object = s_as_object (item);
+        if (object && !object->embedded)
+            s_object_destroy (&object);
+    }
+    cursor = 0;
+    while ((item = s_session_next (session, &cursor))) {
+        task_t *task = s_as_task (item);
+        if (task) {
+            self->counts [task->state]--;
+            s_task_destroy (&task);
+        }
+    }
+    free (session->items);
+    sq_idmap_destroy (&session->sparse);
+    free (session);
+    *session_p = NULL;
+}
+
 void
 graph_session_close (graph_t *self, session_t **session_p)
 {
@@ -393,31 +542,22 @@ graph_session_close (graph_t *self, session_t **session_p)
     *session_p = NULL;
     //  Stop what governors run, then drop everything: no propagation needed,
     //  the whole session goes.
-    for (uint32_t i = 0; i < session->n_tasks; i++) {
-        task_t *task = session->tasks [i];
+    size_t cursor = 0;
+    task_t *task;
+    while ((task = graph_session_next_task (session, &cursor)))
         if ((task->state == TASK_ASSIGNED || task->state == TASK_RUNNING) && self->hooks.task_stop)
             self->hooks.task_stop (self->hooks.arg, task);
-    }
     //  Pending frees may point into this session: settle them first.
     s_flush_frees (self);
-    while (session->n_objects) {
-        object_t *object = session->objects [session->n_objects - 1];
-        if (!object->released)
+    cursor = 0;
+    void *item;
+    while ((item = s_session_next (session, &cursor))) {
+        object_t *object = s_as_object (item);
+        if (object && !object->released)
             s_object_release (self, object);
-        sq_idmap_remove (self->items, object->key);
-        session->n_objects--;
-        s_object_destroy (&object);
-    }
-    for (uint32_t i = 0; i < session->n_tasks; i++) {
-        task_t *task = session->tasks [i];
-        self->counts [task->state]--;
-        sq_idmap_remove (self->items, task->key);
-        s_task_destroy (&task);
     }
     sq_idmap_remove (self->sessions, session->id);
-    free (session->tasks);
-    free (session->objects);
-    free (session);
+    s_session_destroy (self, &session);
 }
 
 size_t
@@ -430,9 +570,67 @@ graph_session_count (graph_t *self)
 //  Submit: validate everything, then commit. Nothing enters the graph
 //  unless the whole submit is valid.
 
-//  Index of submitted items by id: value = (index << 1 | is_task) + 1
+//  Index of a submit's items by id: value = (index << 1 | is_task) + 1.
+//  Ids of one submit are usually consecutive: then an array from the
+//  smallest indexes them, else a map.
 typedef struct {
-    sq_idmap_t *ids;
+    uint32_t base;
+    uint32_t span;
+    uintptr_t *dense;
+    sq_idmap_t *map;
+} s_ids_t;
+
+static int
+s_ids_init (s_ids_t *self, const sq_submit_t *sub)
+{
+    memset (self, 0, sizeof *self);
+    uint64_t n = (uint64_t) sub->n_objects + sub->n_tasks;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t id = i < sub->n_objects? sub->objects [i].id: sub->tasks [i - sub->n_objects].id;
+        lo = id < lo? id: lo;
+        hi = id > hi? id: hi;
+    }
+    if (n && (uint64_t) hi - lo < 2 * n + 1024) {
+        self->base = lo;
+        self->span = hi - lo + 1;
+        self->dense = (uintptr_t *) calloc (self->span, sizeof (uintptr_t));
+        return self->dense? 0: -1;
+    }
+    self->map = sq_idmap_new ();
+    return self->map && sq_idmap_reserve (self->map, n) == 0? 0: -1;
+}
+
+static void
+s_ids_destroy (s_ids_t *self)
+{
+    free (self->dense);
+    sq_idmap_destroy (&self->map);
+}
+
+static uintptr_t
+s_ids_get (s_ids_t *self, uint32_t id)
+{
+    if (self->dense)
+        return id - self->base < self->span? self->dense [id - self->base]: 0;
+    return (uintptr_t) sq_idmap_lookup (self->map, id);
+}
+
+//  0, or -1 if the id is there already (room was reserved by s_ids_init).
+static int
+s_ids_put (s_ids_t *self, uint32_t id, uintptr_t value)
+{
+    if (self->dense) {
+        if (self->dense [id - self->base])
+            return -1;
+        self->dense [id - self->base] = value;
+        return 0;
+    }
+    return sq_idmap_insert (self->map, id, (void *) value);
+}
+
+typedef struct {
+    s_ids_t ids;
     const sq_submit_t *submit;
     int32_t *producer;          //  per object: index of the producing task, -1
 } s_check_t;
@@ -456,7 +654,7 @@ s_refuse (char *message, size_t size, uint32_t *bad_id, uint32_t id, int code,
 static inline uintptr_t s_entry (uint32_t index, bool task) { return (((uintptr_t) index << 1) | task) + 1; }
 
 static int
-s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloads,
+s_validate (session_t *session, s_check_t *check, size_t n_payloads,
             graph_resource_fn *resource_ok, void *resource_arg,
             char *msg, size_t msg_size, uint32_t *bad_id)
 {
@@ -466,16 +664,12 @@ s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloa
         bool is_task = i >= sub->n_objects;
         uint32_t index = is_task? i - sub->n_objects: i;
         uint32_t id = is_task? sub->tasks [index].id: sub->objects [index].id;
-        uint64_t key = sq_key (session->id, id);
-        if (sq_idmap_lookup (self->items, key))
+        if (s_item (session, id))
             return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
                              "id %u is already used in session %u", id, session->id);
-        if (sq_idmap_insert (check->ids, id, (void *) s_entry (index, is_task))) {
-            if (sq_idmap_lookup (check->ids, id))
-                return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
-                                 "id %u appears twice in the submit", id);
-            return s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
-        }
+        if (s_ids_put (&check->ids, id, s_entry (index, is_task)))
+            return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
+                             "id %u appears twice in the submit", id);
     }
     for (uint32_t i = 0; i < sub->n_objects; i++) {
         const sq_object_spec_t *o = &sub->objects [i];
@@ -504,16 +698,15 @@ s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloa
         sq_taskconf_release (&conf);
         for (uint32_t i = 0; i < task->n_inputs; i++) {
             uint32_t id = task->inputs [i];
-            uintptr_t entry = (uintptr_t) sq_idmap_lookup (check->ids, id);
+            uintptr_t entry = s_ids_get (&check->ids, id);
             if (entry && ((entry - 1) & 1))
                 return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
                                  "task %u: input %u is a task, not a data object", task->id, id);
             if (!entry) {
-                uint64_t key = sq_key (session->id, id);
-                if (s_as_task (sq_idmap_lookup (self->items, key)))
+                if (s_as_task (s_item (session, id)))
                     return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
                                      "task %u: input %u is a task, not a data object", task->id, id);
-                object_t *old = s_as_object (sq_idmap_lookup (self->items, key));
+                object_t *old = s_as_object (s_item (session, id));
                 if (!old || old->released)
                     return s_refuse (msg, msg_size, bad_id, id, SQ_E_UNKNOWN_ID,
                                      "task %u: input %u is not an object of session %u "
@@ -523,7 +716,7 @@ s_validate (graph_t *self, session_t *session, s_check_t *check, size_t n_payloa
         }
         for (uint32_t i = 0; i < task->n_outputs; i++) {
             uint32_t id = task->outputs [i];
-            uintptr_t entry = (uintptr_t) sq_idmap_lookup (check->ids, id);
+            uintptr_t entry = s_ids_get (&check->ids, id);
             if (!entry || ((entry - 1) & 1))
                 return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
                                  "task %u: output %u must be an object declared in the same submit",
@@ -582,7 +775,7 @@ s_check_cycles (s_check_t *check, char *msg, size_t msg_size, uint32_t *bad_id)
         for (uint32_t t = 0; t < n; t++) {
             const sq_task_spec_t *task = &sub->tasks [t];
             for (uint32_t i = 0; i < task->n_inputs; i++) {
-                uintptr_t entry = (uintptr_t) sq_idmap_lookup (check->ids, task->inputs [i]);
+                uintptr_t entry = s_ids_get (&check->ids, task->inputs [i]);
                 if (!entry)
                     continue;   //  an object of an earlier submit
                 int32_t producer = check->producer [(entry - 1) >> 1];
@@ -634,26 +827,112 @@ s_strndup_or_null (mpr_str_t s)
     return s.len? mpr_strdup (s): NULL;
 }
 
-//  Reserves room in the session arrays and consumer lists so that linking
-//  cannot fail half way.
+//  The rare fields of a task spec go out of line; *extra_p stays NULL when
+//  all are defaults. On failure what was made is left for s_task_destroy.
 static int
-s_reserve (graph_t *self, session_t *session, const sq_submit_t *sub)
+s_extra_from_spec (task_extra_t **extra_p, const sq_task_spec_t *spec)
 {
-    uint32_t want_tasks = session->n_tasks + sub->n_tasks;
-    uint32_t want_objects = session->n_objects + sub->n_objects;
-    if (want_tasks > session->cap_tasks) {
-        task_t **p = (task_t **) realloc (session->tasks, want_tasks * sizeof *p);
-        if (!p) return -1;
-        session->tasks = p;
-        session->cap_tasks = want_tasks;
+    bool needed = spec->name.len || spec->priority || spec->max_retries || spec->timeout_ms;
+    for (uint32_t r = 0; r < spec->n_resources && !needed; r++)
+        needed = !mpr_str_eq (spec->resources [r].name, SQ_RES_CPUS)
+              || spec->resources [r].amount != 1;
+    if (!needed)
+        return 0;
+    task_extra_t *extra = (task_extra_t *) malloc (sizeof *extra);
+    if (!extra)
+        return -1;
+    *extra = task_extra_default;
+    *extra_p = extra;
+    extra->priority = spec->priority;
+    extra->max_retries = spec->max_retries;
+    extra->timeout_ms = spec->timeout_ms;
+    extra->name = s_strndup_or_null (spec->name);
+    if (spec->name.len && !extra->name)
+        return -1;
+    if (spec->n_resources) {
+        extra->resources = (sq_resource_t *) calloc (spec->n_resources, sizeof (sq_resource_t));
+        if (!extra->resources)
+            return -1;
     }
-    if (want_objects > session->cap_objects) {
-        object_t **p = (object_t **) realloc (session->objects, want_objects * sizeof *p);
-        if (!p) return -1;
-        session->objects = p;
-        session->cap_objects = want_objects;
+    for (uint32_t r = 0; r < spec->n_resources; r++) {
+        const sq_resource_t *res = &spec->resources [r];
+        if (mpr_str_eq (res->name, SQ_RES_CPUS)) {
+            extra->cpus = res->amount > UINT32_MAX? UINT32_MAX: (uint32_t) res->amount;
+            continue;
+        }
+        char *name = mpr_strdup (res->name);
+        if (!name)
+            return -1;
+        extra->resources [extra->n_resources].name.ptr = name;
+        extra->resources [extra->n_resources].name.len = res->name.len;
+        extra->resources [extra->n_resources].amount = res->amount;
+        extra->n_resources++;
     }
-    (void) self;
+    return 0;
+}
+
+//  A task in one block with its outputs, its io array and its config:
+//  one allocation per task, and objects never freed before their producer
+//  (both go when the session closes).
+static task_t *
+s_task_new (session_t *session, const sq_task_spec_t *spec)
+{
+    size_t n_io = (size_t) spec->n_inputs + spec->n_outputs;
+    size_t config_size = spec->config_size == 1 && spec->config [0] == 0xc0? 0: spec->config_size;
+    task_t *task = (task_t *) calloc (1, sizeof (task_t) + spec->n_outputs * sizeof (object_t)
+                                         + n_io * sizeof (object_t *) + config_size);
+    if (!task)
+        return NULL;
+    task->key = sq_key (session->id, spec->id);
+    task->session = session;
+    task->kind = (uint8_t) sq_kind_lookup (spec->kind);
+    task->n_inputs = spec->n_inputs;
+    task->n_outputs = spec->n_outputs;
+    task->io = (object_t **) (s_embedded (task) + spec->n_outputs);
+    for (uint32_t i = 0; i < spec->n_outputs; i++) {
+        object_t *output = &s_embedded (task) [i];
+        output->embedded = true;
+        output->producer = task;
+        output->producer_output = i;
+        task->io [task->n_inputs + i] = output;
+    }
+    if (config_size)
+        memcpy (task->io + n_io, spec->config, config_size);
+    task->config_size = (uint32_t) config_size;
+    if (s_extra_from_spec (&task->extra, spec))
+        s_task_destroy (&task);
+    return task;
+}
+
+//  Fills an object record from its spec.
+static int
+s_object_init (object_t *o, session_t *session, const sq_object_spec_t *spec,
+               zmq_msg_t *payloads)
+{
+    o->key = sq_key (session->id, spec->id);
+    o->session = session;
+    o->keep = (spec->flags & SQ_OBJ_KEEP) != 0;
+    o->content_type = s_strndup_or_null (spec->content_type);
+    if (spec->content_type.len && !o->content_type)
+        return -1;
+    if (spec->frame > 0) {
+        zmq_msg_t copy;
+        zmq_msg_init (&copy);
+        if (zmq_msg_copy (&copy, &payloads [spec->frame - 1]))
+            return -1;
+        o->data = sq_blob_from_msg (&copy);
+        if (!o->data)
+            return -1;
+        o->size = sq_blob_size (o->data);
+        o->state = OBJ_FINISHED;
+    }
+    else
+    if (spec->frame == SQ_FRAME_UPLOADED) {
+        //  Data plane: already on a governor, which broker.c records as
+        //  its location once the submit is committed.
+        o->size = spec->size;
+        o->state = OBJ_FINISHED;
+    }
     return 0;
 }
 
@@ -664,20 +943,21 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
               char *msg, size_t msg_size, uint32_t *bad_id)
 {
     *bad_id = 0;
-    s_check_t check = { sq_idmap_new (), sub, NULL };
+    s_check_t check = { .submit = sub };
     check.producer = (int32_t *) malloc ((sub->n_objects + 1) * sizeof (int32_t));
     int rc = SQ_OK;
-    if (!check.ids || !check.producer)
+    if (s_ids_init (&check.ids, sub) || !check.producer)
         rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
     if (rc == SQ_OK)
-        rc = s_validate (self, session, &check, n_payloads, resource_ok, resource_arg,
+        rc = s_validate (session, &check, n_payloads, resource_ok, resource_arg,
                          msg, msg_size, bad_id);
     if (rc == SQ_OK)
         rc = s_check_cycles (&check, msg, msg_size, bad_id);
-    if (rc == SQ_OK && s_reserve (self, session, sub))
+    if (rc == SQ_OK && s_reserve (session, sub))
         rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
 
-    //  Create every object and task; on allocation failure, undo.
+    //  Create every task (with its outputs) and constant; on allocation
+    //  failure, undo.
     object_t **objects = NULL;
     task_t **tasks = NULL;
     if (rc == SQ_OK) {
@@ -686,111 +966,44 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
         if (!objects || !tasks)
             rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
     }
-    for (uint32_t i = 0; rc == SQ_OK && i < sub->n_objects; i++) {
-        const sq_object_spec_t *spec = &sub->objects [i];
-        object_t *o = (object_t *) calloc (1, sizeof *o);
-        if (!o) { rc = SQ_E_NOMEM; break; }
-        objects [i] = o;
-        o->key = sq_key (session->id, spec->id);
-        o->session = session;
-        o->keep = (spec->flags & SQ_OBJ_KEEP) != 0;
-        o->content_type = s_strndup_or_null (spec->content_type);
-        if (spec->content_type.len && !o->content_type) { rc = SQ_E_NOMEM; break; }
-        if (spec->frame > 0) {
-            zmq_msg_t copy;
-            zmq_msg_init (&copy);
-            if (zmq_msg_copy (&copy, &payloads [spec->frame - 1])) { rc = SQ_E_NOMEM; break; }
-            o->data = sq_blob_from_msg (&copy);
-            if (!o->data) { rc = SQ_E_NOMEM; break; }
-            o->size = sq_blob_size (o->data);
-            o->state = OBJ_FINISHED;
-        }
-        else
-        if (spec->frame == SQ_FRAME_UPLOADED) {
-            //  Data plane: already on a governor, which broker.c records
-            //  as its location once the submit is committed.
-            o->size = spec->size;
-            o->state = OBJ_FINISHED;
+    for (uint32_t t = 0; rc == SQ_OK && t < sub->n_tasks; t++) {
+        tasks [t] = s_task_new (session, &sub->tasks [t]);
+        if (!tasks [t]) { rc = SQ_E_NOMEM; break; }
+        for (uint32_t i = 0; i < sub->tasks [t].n_outputs; i++) {
+            uintptr_t entry = s_ids_get (&check.ids, sub->tasks [t].outputs [i]);
+            objects [(entry - 1) >> 1] = &s_embedded (tasks [t]) [i];
         }
     }
-    for (uint32_t t = 0; rc == SQ_OK && t < sub->n_tasks; t++) {
-        const sq_task_spec_t *spec = &sub->tasks [t];
-        task_t *task = (task_t *) calloc (1, sizeof *task);
-        if (!task) { rc = SQ_E_NOMEM; break; }
-        tasks [t] = task;
-        task->key = sq_key (session->id, spec->id);
-        task->session = session;
-        task->kind = (uint8_t) sq_kind_lookup (spec->kind);
-        task->n_inputs = spec->n_inputs;
-        task->n_outputs = spec->n_outputs;
-        task->cpus = 1;
-        task->priority = spec->priority;
-        task->max_retries = spec->max_retries;
-        task->timeout_ms = spec->timeout_ms;
-        task->io = spec->n_inputs + spec->n_outputs <= 2? task->io_inline
-                 : (object_t **) calloc (spec->n_inputs + spec->n_outputs, sizeof (object_t *));
-        task->name = s_strndup_or_null (spec->name);
-        if (!task->io || (spec->name.len && !task->name)) { rc = SQ_E_NOMEM; break; }
-        if (spec->config_size && !(spec->config_size == 1 && spec->config [0] == 0xc0)) {
-            task->config = (uint8_t *) malloc (spec->config_size);
-            if (!task->config) { rc = SQ_E_NOMEM; break; }
-            memcpy (task->config, spec->config, spec->config_size);
-            task->config_size = (uint32_t) spec->config_size;
-        }
-        if (spec->n_resources) {
-            task->resources = (sq_resource_t *) calloc (spec->n_resources, sizeof (sq_resource_t));
-            if (!task->resources) { rc = SQ_E_NOMEM; break; }
-        }
-        for (uint32_t r = 0; r < spec->n_resources; r++) {
-            const sq_resource_t *res = &spec->resources [r];
-            if (mpr_str_eq (res->name, SQ_RES_CPUS)) {
-                task->cpus = res->amount > UINT32_MAX? UINT32_MAX: (uint32_t) res->amount;
-                continue;
-            }
-            char *name = mpr_strdup (res->name);
-            if (!name) { rc = SQ_E_NOMEM; break; }
-            task->resources [task->n_resources].name.ptr = name;
-            task->resources [task->n_resources].name.len = res->name.len;
-            task->resources [task->n_resources].amount = res->amount;
-            task->n_resources++;
-        }
+    for (uint32_t i = 0; rc == SQ_OK && i < sub->n_objects; i++) {
+        if (!objects [i])
+            objects [i] = (object_t *) calloc (1, sizeof (object_t));
+        if (!objects [i] || s_object_init (objects [i], session, &sub->objects [i], payloads))
+            rc = SQ_E_NOMEM;
     }
     //  Consumer lists of objects of earlier submits must grow without
     //  failing later: reserve first.
     for (uint32_t t = 0; rc == SQ_OK && t < sub->n_tasks; t++) {
         const sq_task_spec_t *spec = &sub->tasks [t];
         for (uint32_t i = 0; rc == SQ_OK && i < spec->n_inputs; i++) {
-            uintptr_t entry = (uintptr_t) sq_idmap_lookup (check.ids, spec->inputs [i]);
+            uintptr_t entry = s_ids_get (&check.ids, spec->inputs [i]);
             object_t *o = entry? objects [(entry - 1) >> 1]
-                               : s_as_object (sq_idmap_lookup (self->items, sq_key (session->id, spec->inputs [i])));
+                               : s_as_object (s_item (session, spec->inputs [i]));
             tasks [t]->io [i] = o;
-            if (s_grow ((void **) &o->consumers, &o->cap_consumers, o->n_consumers,
-                        sizeof (task_t *), &o->consumer_inline))
+            if (s_add_consumer (o, tasks [t]))
                 rc = SQ_E_NOMEM;
-            else
-                o->consumers [o->n_consumers++] = tasks [t];
         }
     }
     if (rc == SQ_OK) {
         //  The submit is accepted from here on: nothing below can fail.
         for (uint32_t i = 0; i < sub->n_objects; i++) {
-            object_t *o = objects [i];
-            sq_idmap_insert (self->items, o->key, s_item_object (o));
-            session->objects [session->n_objects++] = o;
+            s_put (session, sub->objects [i].id, s_item_object (objects [i]));
+            session->n_objects++;
             self->live_objects++;
         }
         for (uint32_t t = 0; t < sub->n_tasks; t++) {
             task_t *task = tasks [t];
-            const sq_task_spec_t *spec = &sub->tasks [t];
-            for (uint32_t i = 0; i < spec->n_outputs; i++) {
-                uintptr_t entry = (uintptr_t) sq_idmap_lookup (check.ids, spec->outputs [i]);
-                object_t *o = objects [(entry - 1) >> 1];
-                task->io [task->n_inputs + i] = o;
-                o->producer = task;
-                o->producer_output = i;
-            }
-            sq_idmap_insert (self->items, task->key, task);
-            session->tasks [session->n_tasks++] = task;
+            s_put (session, sub->tasks [t].id, task);
+            session->n_tasks++;
             session->unfinished++;
             task->state = TASK_WAITING;
             self->counts [TASK_WAITING]++;
@@ -820,37 +1033,46 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
         s_flush_frees (self);
     }
     else {
-        //  Undo: unlink from consumer lists of older objects, free the new.
+        //  Undo: unlink from consumer lists of older objects, free the new
+        //  (constants before tasks: task outputs live in the tasks).
         for (uint32_t t = 0; tasks && t < sub->n_tasks && tasks [t]; t++)
             for (uint32_t i = 0; i < tasks [t]->n_inputs; i++) {
                 object_t *o = tasks [t]->io [i];
-                if (o && o->n_consumers && o->consumers [o->n_consumers - 1] == tasks [t])
+                if (o && o->n_consumers && object_consumers (o) [o->n_consumers - 1] == tasks [t])
                     o->n_consumers--;
             }
+        for (uint32_t i = 0; objects && i < sub->n_objects; i++)
+            if (objects [i] && !objects [i]->embedded)
+                s_object_destroy (&objects [i]);
         for (uint32_t t = 0; tasks && t < sub->n_tasks; t++)
             s_task_destroy (&tasks [t]);
-        for (uint32_t i = 0; objects && i < sub->n_objects; i++)
-            s_object_destroy (&objects [i]);
         if (rc == SQ_E_NOMEM)
             s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
     }
     free (objects);
     free (tasks);
     free (check.producer);
-    sq_idmap_destroy (&check.ids);
+    s_ids_destroy (&check.ids);
     return rc;
+}
+
+static void *
+s_lookup (graph_t *self, uint64_t key)
+{
+    session_t *session = graph_session (self, sq_key_session (key));
+    return session? s_item (session, sq_key_id (key)): NULL;
 }
 
 task_t *
 graph_task (graph_t *self, uint64_t key)
 {
-    return s_as_task (sq_idmap_lookup (self->items, key));
+    return s_as_task (s_lookup (self, key));
 }
 
 object_t *
 graph_object (graph_t *self, uint64_t key)
 {
-    return s_as_object (sq_idmap_lookup (self->items, key));
+    return s_as_object (s_lookup (self, key));
 }
 
 //  --------------------------------------------------------------------------
@@ -898,7 +1120,9 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
         //  that is not its own, or finish on bytes nobody can vouch for.
         sq_warn ("task %u of session %u: %s; running it again", sq_key_id (task->key),
                  sq_key_session (task->key), why);
-        task->last_gov = gov? gov->id: 0;
+        task_extra_t *extra = graph_task_extra (task);
+        if (extra)
+            extra->last_gov = gov? gov->id: 0;
         graph_task_requeue (self, task);
         return -1;
     }
@@ -928,7 +1152,7 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
         graph_object_add_location (self, o, gov, true);
         o->state = OBJ_FINISHED;
         for (uint32_t c = 0; was_unfinished && c < o->n_consumers; c++) {
-            task_t *consumer = o->consumers [c];
+            task_t *consumer = object_consumers (o) [c];
             //  Overbooked consumers (already assigned) count down too, so
             //  that a requeue knows what they still wait for.
             if (s_final (consumer) || consumer->unfinished == 0)
@@ -1004,9 +1228,10 @@ graph_cancel (graph_t *self, task_t *task)
 location_t *
 graph_object_location (object_t *object, gov_t *gov)
 {
+    location_t *locations = object_locations (object);
     for (uint32_t i = 0; i < object->n_locations; i++)
-        if (object->locations [i].gov == gov)
-            return &object->locations [i];
+        if (locations [i].gov == gov)
+            return &locations [i];
     return NULL;
 }
 
@@ -1019,21 +1244,25 @@ graph_object_add_location (graph_t *self, object_t *object, gov_t *gov, bool arr
         loc->arrived |= arrived;
         return;
     }
-    if (s_grow ((void **) &object->locations, &object->cap_locations,
-                object->n_locations, sizeof (location_t), &object->location_inline))
+    bool on_heap = object->locations_on_heap;
+    if (s_list_grow (&object->location_.one, (void **) &object->location_.many, &on_heap,
+                     object->n_locations, sizeof (location_t)))
         return;                 //  out of memory: the copy is simply not used
-    object->locations [object->n_locations].gov = gov;
-    object->locations [object->n_locations].arrived = arrived;
+    object->locations_on_heap = on_heap;
+    location_t *locations = object_locations (object);
+    locations [object->n_locations].gov = gov;
+    locations [object->n_locations].arrived = arrived;
     object->n_locations++;
 }
 
 static bool
-s_has_copy (const object_t *object)
+s_has_copy (object_t *object)
 {
     if (object->data)
         return true;
+    location_t *locations = object_locations (object);
     for (uint32_t i = 0; i < object->n_locations; i++)
-        if (object->locations [i].arrived)
+        if (locations [i].arrived)
             return true;
     return false;
 }
@@ -1051,7 +1280,7 @@ static void
 s_unready_consumers (graph_t *self, object_t *object)
 {
     for (uint32_t c = 0; c < object->n_consumers; c++) {
-        task_t *consumer = object->consumers [c];
+        task_t *consumer = object_consumers (object) [c];
         if (s_final (consumer))
             continue;
         consumer->unfinished++;
@@ -1102,8 +1331,8 @@ s_recompute (graph_t *self, object_t *lost)
             o->state = OBJ_FAILED;
             o->failure = s_failure_ref (failure);
             for (uint32_t c = 0; c < o->n_consumers; c++)
-                if (!s_final (o->consumers [c]))
-                    s_fail (self, o->consumers [c], failure);
+                if (!s_final (object_consumers (o) [c]))
+                    s_fail (self, object_consumers (o) [c], failure);
             failure_unref (&failure);
             continue;
         }
@@ -1161,7 +1390,7 @@ graph_object_lost (graph_t *self, object_t *object, gov_t *gov)
 {
     location_t *loc = graph_object_location (object, gov);
     if (loc)
-        *loc = object->locations [--object->n_locations];
+        *loc = object_locations (object) [--object->n_locations];
     if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
     &&  s_needed (object))
         s_recompute (self, object);
@@ -1172,38 +1401,40 @@ void
 graph_forget_governor (graph_t *self, gov_t *gov)
 {
     //  Collect first: recomputation changes states under the iteration.
-    size_t cursor = 0, n_lost = 0, cap = 0;
+    size_t n_lost = 0, cap = 0;
     object_t **lost = NULL;
-    object_t *object;
-    void *item;
-    while ((item = sq_idmap_next (self->items, &cursor, NULL))) {
-        object = s_as_object (item);
-        if (!object)
-            continue;
-        location_t *loc = graph_object_location (object, gov);
-        if (!loc)
-            continue;
-        *loc = object->locations [--object->n_locations];
-        //  Copies still on their way may have come from the dead governor:
-        //  order them again from a copy that exists.
-        location_t *source = NULL;
-        for (uint32_t i = 0; i < object->n_locations && !source; i++)
-            if (object->locations [i].arrived)
-                source = &object->locations [i];
-        for (uint32_t i = 0; source && i < object->n_locations; i++)
-            if (!object->locations [i].arrived && self->hooks.object_copy)
-                self->hooks.object_copy (self->hooks.arg, object, source->gov,
-                                         object->locations [i].gov);
-        if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
-        &&  s_needed (object)) {
-            if (n_lost == cap) {
-                cap = cap? cap * 2: 16;
-                object_t **p = (object_t **) realloc (lost, cap * sizeof *p);
-                if (!p)
-                    break;
-                lost = p;
+    size_t s_cursor = 0;
+    session_t *session;
+    while ((session = (session_t *) sq_idmap_next (self->sessions, &s_cursor, NULL))) {
+        size_t cursor = 0;
+        void *item;
+        while ((item = s_session_next (session, &cursor))) {
+            object_t *object = s_as_object (item);
+            location_t *loc = object? graph_object_location (object, gov): NULL;
+            if (!loc)
+                continue;
+            location_t *locations = object_locations (object);
+            *loc = locations [--object->n_locations];
+            //  Copies still on their way may have come from the dead
+            //  governor: order them again from a copy that exists.
+            location_t *source = NULL;
+            for (uint32_t i = 0; i < object->n_locations && !source; i++)
+                if (locations [i].arrived)
+                    source = &locations [i];
+            for (uint32_t i = 0; source && i < object->n_locations; i++)
+                if (!locations [i].arrived && self->hooks.object_copy)
+                    self->hooks.object_copy (self->hooks.arg, object, source->gov, locations [i].gov);
+            if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
+            &&  s_needed (object)) {
+                if (n_lost == cap) {
+                    cap = cap? cap * 2: 16;
+                    object_t **p = (object_t **) realloc (lost, cap * sizeof *p);
+                    if (!p)
+                        break;
+                    lost = p;
+                }
+                lost [n_lost++] = object;
             }
-            lost [n_lost++] = object;
         }
     }
     for (size_t i = 0; i < n_lost; i++)

@@ -60,79 +60,119 @@ typedef struct {
     bool arrived;
 } location_t;
 
+//  The broker keeps a record per task and per object of every open
+//  session (a million-task graph is a million of each), so both records
+//  are laid out to stay small: a task and its one output take one 208-byte
+//  allocation (graph.c embeds a task's outputs in the task's block), rare
+//  task fields live out of line in task_extra_t, and the first consumer
+//  and first copy of an object live in the record itself.
+
 struct _object_t {
     uint64_t key;
     session_t *session;
     task_t *producer;           //  NULL for constants
-    uint32_t producer_output;   //  index among the producer's outputs
-    uint8_t state;              //  object_state_t
-    bool keep;
-    uint32_t version;           //  producer attempt that made the copies
     uint64_t size;
     char *content_type;         //  NULL means ""
     sq_blob_t *data;            //  inline bytes held by the broker, or NULL
     failure_t *failure;         //  OBJ_FAILED
-    task_t **consumers;
+    //  Read through object_consumers () and object_locations (): the first
+    //  element is in place, from the second on they are on the heap.
+    union { task_t *one; task_t **many; } consumer_;
+    union { location_t one; location_t *many; } location_;
+    uint32_t producer_output;   //  index among the producer's outputs
+    uint32_t version;           //  producer attempt that made the copies
     uint32_t n_consumers;
-    uint32_t cap_consumers;
     uint32_t pending;           //  consumers not yet done
-    location_t *locations;      //  -> location_inline until a second one
     uint32_t n_locations;
-    uint32_t cap_locations;
-    //  Most objects have one consumer and one copy: keeping the first of
-    //  each inline saves two allocations per object (graph.c s_grow).
-    task_t *consumer_inline;
-    location_t location_inline;
-    bool free_queued;           //  on the graph's list of objects to check
+    uint8_t state;              //  object_state_t
+    bool keep: 1;
+    bool free_queued: 1;        //  on the graph's list of objects to check
     //  Unneeded: its copies were dropped everywhere. The record stays (until
     //  the session closes) as lineage: if a later object that depends on it
     //  is lost, it can be recomputed from here.
-    bool released;
+    bool released: 1;
+    bool consumers_on_heap: 1;
+    bool locations_on_heap: 1;
+    bool embedded: 1;           //  lives in its producer's block
 };
 
+static inline task_t **
+object_consumers (object_t *object)
+{
+    return object->consumers_on_heap? object->consumer_.many: &object->consumer_.one;
+}
+
+static inline location_t *
+object_locations (object_t *object)
+{
+    return object->locations_on_heap? object->location_.many: &object->location_.one;
+}
+
+//  Task fields most tasks leave at their defaults. task_extra () reads
+//  them (defaults when absent); graph_task_extra () makes them writable.
+typedef struct {
+    char *name;                 //  NULL if none
+    uint32_t cpus;
+    int32_t priority;
+    uint32_t max_retries;
+    uint32_t timeout_ms;
+    uint32_t n_resources;       //  requests other than cpus
+    sq_resource_t *resources;   //  names owned (malloc'd copies)
+    uint16_t retries;           //  failures of its own code retried so far
+    uint16_t crashes;           //  governors that died while it ran
+    uint32_t last_gov;          //  governor of the last failed attempt, 0 none
+} task_extra_t;
+
+//  A task is one block (graph.c): the task, its outputs, its io array,
+//  then its config.
 struct _task_t {
     uint64_t key;
     session_t *session;
-    uint8_t state;              //  task_state_t
-    uint8_t kind;               //  sq_kind_t
-    bool retracting;            //  RETRACT sent, answer not yet in
+    object_t **io;              //  inputs, then outputs
+    gov_t *gov;                 //  ASSIGNED / RUNNING
+    failure_t *failure;         //  FAILED / CANCELLED
+    task_extra_t *extra;        //  NULL: all defaults
+    uint64_t order;             //  static priority: lower runs first (order.c)
+    //  Monotonic us, set by the event log (eventlog.c): when the task became
+    //  READY until it is assigned, then when it STARTED (0 if it did not say).
+    int64_t stamp_us;
     uint32_t attempt;
     uint32_t n_inputs;
     uint32_t n_outputs;
     uint32_t unfinished;        //  inputs not finished yet
-    object_t **io;              //  inputs, then outputs (-> io_inline if <= 2)
-    object_t *io_inline [2];
-    uint8_t *config;            //  raw msgpack, NULL if none
-    uint32_t config_size;
-    uint32_t cpus;
-    uint32_t n_resources;       //  requests other than cpus
-    sq_resource_t *resources;   //  names owned (malloc'd copies)
-    int32_t priority;
-    uint32_t max_retries;
-    uint32_t timeout_ms;
-    char *name;
-    gov_t *gov;                 //  ASSIGNED / RUNNING
-    failure_t *failure;         //  FAILED / CANCELLED
-    bool watched;               //  some client waits on it (see watch.c)
-    uint16_t retries;           //  failures of its own code retried so far
-    uint16_t crashes;           //  governors that died while it ran
-    uint32_t last_gov;          //  governor of the last failed attempt, 0 none
-    uint64_t order;             //  static priority: lower runs first (order.c)
-    //  Set by the broker for the event log and /metrics (eventlog.c):
-    //  monotonic us when the task became READY and when it last STARTED.
-    int64_t ready_at_us;
-    int64_t started_at_us;
+    uint32_t config_size;       //  raw msgpack after the io array, 0 if none
+    uint8_t state;              //  task_state_t
+    uint8_t kind;               //  sq_kind_t
+    bool retracting: 1;         //  RETRACT sent, answer not yet in
+    bool watched: 1;            //  some client waits on it (see watch.c)
 };
+
+extern const task_extra_t task_extra_default;
+
+static inline const uint8_t *
+task_config (const task_t *task)
+{
+    return task->config_size? (const uint8_t *) (task->io + task->n_inputs + task->n_outputs): NULL;
+}
+
+static inline const task_extra_t *
+task_extra (const task_t *task)
+{
+    return task->extra? task->extra: &task_extra_default;
+}
 
 struct _session_t {
     uint32_t id;
     void *client;               //  owner (broker's client_t)
-    task_t **tasks;
+    //  Tasks and objects by id. Client libraries number ids densely from
+    //  1, so ids index an array; an id far past it (a client numbering
+    //  its own way) goes to the `sparse` map, so that memory follows the
+    //  number of ids, never their values.
+    void **items;               //  tagged pointers, see graph.c
+    uint32_t cap_items;
+    sq_idmap_t *sparse;         //  NULL until needed
     uint32_t n_tasks;
-    uint32_t cap_tasks;
-    object_t **objects;
     uint32_t n_objects;
-    uint32_t cap_objects;
     uint32_t unfinished;        //  tasks not in a final state
     uint32_t finished;
     uint32_t failed;            //  failed or cancelled
@@ -180,6 +220,11 @@ int graph_submit (graph_t *self, session_t *session, const sq_submit_t *submit,
 
 task_t *graph_task (graph_t *self, uint64_t key);
 object_t *graph_object (graph_t *self, uint64_t key);
+//  Iterates over a session's tasks: *cursor starts at 0; returns NULL at the
+//  end. The session must not gain tasks during the iteration.
+task_t *graph_session_next_task (session_t *session, size_t *cursor);
+//  The task's extra fields, allocated on first use; NULL if out of memory.
+task_extra_t *graph_task_extra (task_t *task);
 
 //  Governor reports. The caller has checked that the task is assigned to
 //  the reporting governor with this attempt.

@@ -86,7 +86,7 @@ s_heap_push (scheduler_t *self, task_t *task)
         self->cap_ready = cap;
     }
     s_entry_t entry = {
-        (uint32_t) ((int64_t) INT32_MAX - task->priority), task->order, task->key
+        (uint32_t) ((int64_t) INT32_MAX - task_extra (task)->priority), task->order, task->key
     };
     size_t i = self->n_ready++;
     while (i > 0 && s_before (&entry, &self->ready [(i - 1) / 2])) {
@@ -146,14 +146,15 @@ static bool s_fits (const gov_t *gov, const task_t *task);
 static void
 s_unrunnable (scheduler_t *self, task_t *task)
 {
+    const task_extra_t *extra = task_extra (task);
     char message [256];
     int len = snprintf (message, sizeof message,
-                        "no live governor can run this task (it needs cpus=%u", task->cpus);
-    for (uint32_t r = 0; r < task->n_resources && len > 0 && (size_t) len < sizeof message; r++)
+                        "no live governor can run this task (it needs cpus=%u", extra->cpus);
+    for (uint32_t r = 0; r < extra->n_resources && len > 0 && (size_t) len < sizeof message; r++)
         len += snprintf (message + len, sizeof message - (size_t) len, ", %.*s=%llu",
-                         (int) (task->resources [r].name.len > 64? 64: task->resources [r].name.len),
-                         task->resources [r].name.ptr,
-                         (unsigned long long) task->resources [r].amount);
+                         (int) (extra->resources [r].name.len > 64? 64: extra->resources [r].name.len),
+                         extra->resources [r].name.ptr,
+                         (unsigned long long) extra->resources [r].amount);
     if (len > 0 && (size_t) len < sizeof message)
         snprintf (message + len, sizeof message - (size_t) len, ")");
     graph_task_failed (self->graph, task, SQ_E_RESOURCES, message);
@@ -188,10 +189,11 @@ scheduler_governor_remove (scheduler_t *self, gov_t *gov)
 static bool
 s_fits (const gov_t *gov, const task_t *task)
 {
-    if (task->cpus > gov->cpus)
+    const task_extra_t *extra = task_extra (task);
+    if (extra->cpus > gov->cpus)
         return false;
-    for (uint32_t r = 0; r < task->n_resources; r++)
-        if (gov_resource (gov, task->resources [r].name) < task->resources [r].amount)
+    for (uint32_t r = 0; r < extra->n_resources; r++)
+        if (gov_resource (gov, extra->resources [r].name) < extra->resources [r].amount)
             return false;
     return true;
 }
@@ -255,7 +257,7 @@ s_overbook (scheduler_t *self, task_t *task, gov_t *gov,
         for (uint32_t o = 0; o < current->n_outputs; o++) {
             object_t *output = current->io [current->n_inputs + o];
             for (uint32_t c = 0; output && c < output->n_consumers; c++) {
-                task_t *consumer = output->consumers [c];
+                task_t *consumer = object_consumers (output) [c];
                 if (sq_idmap_size (gov->tasks) >= gov->slots)
                     return assigned;
                 if (!s_overbookable (consumer, gov))
@@ -299,7 +301,7 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             double load = (double) in_flight / (gov->cpus? gov->cpus: 1);
             //  A retried task avoids the governor it just failed on (a
             //  machine-specific fault, or memory): any other is better.
-            if (task->last_gov == gov->id && self->n_govs > 1)
+            if (task_extra (task)->last_gov == gov->id && self->n_govs > 1)
                 load += 1e9;
             if (!best || bytes > best_bytes || (bytes == best_bytes && load < best_load)) {
                 best = gov;

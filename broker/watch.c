@@ -278,8 +278,8 @@ s_reply_fetch (watches_t *self, watch_t *watch)
     }
     location_t *where = NULL;
     for (uint32_t i = 0; i < object->n_locations && !where; i++)
-        if (object->locations [i].arrived)
-            where = &object->locations [i];
+        if (object_locations (object) [i].arrived)
+            where = &object_locations (object) [i];
     if (!where) {
         sq_wbuf_release (&w);
         s_reply_error (self, watch, SQ_E_LOST, "no governor holds the object any more", id, 0);
@@ -511,8 +511,9 @@ watches_drop_session (watches_t *self, session_t *session)
     //  Registrations of its tasks can go now: the tasks are about to.
     s_list_t *list = (s_list_t *) sq_idmap_remove (self->by_session, session->id);
     s_list_destroy (&list);
-    for (uint32_t i = 0; i < session->n_tasks; i++) {
-        task_t *task = session->tasks [i];
+    size_t cursor = 0;
+    task_t *task;
+    while ((task = graph_session_next_task (session, &cursor))) {
         if (task->watched) {
             task->watched = false;
             list = (s_list_t *) sq_idmap_remove (self->by_task, task->key);

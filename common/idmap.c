@@ -74,6 +74,15 @@ s_grow (sq_idmap_t *self)
 }
 
 int
+sq_idmap_reserve (sq_idmap_t *self, size_t more)
+{
+    while ((self->size + more) * 4 > (self->mask + 1) * 3)
+        if (s_grow (self))
+            return -1;
+    return 0;
+}
+
+int
 sq_idmap_insert (sq_idmap_t *self, uint64_t key, void *value)
 {
     if (!value)

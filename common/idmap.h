@@ -18,6 +18,8 @@ sq_idmap_t *sq_idmap_new (void);
 void sq_idmap_destroy (sq_idmap_t **self_p);
 //  0 on success, -1 if the key is present already or memory ran out.
 int sq_idmap_insert (sq_idmap_t *self, uint64_t key, void *value);
+//  Makes room for `more` inserts that then cannot fail for lack of memory.
+int sq_idmap_reserve (sq_idmap_t *self, size_t more);
 void *sq_idmap_lookup (sq_idmap_t *self, uint64_t key);
 //  Removes and returns the value, NULL if absent.
 void *sq_idmap_remove (sq_idmap_t *self, uint64_t key);

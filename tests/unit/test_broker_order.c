@@ -107,8 +107,8 @@ s_run (s_builder_t *b, uint32_t **order_out)
         graph_task_finished (sim->graph, task, gov, &out, 1, NULL, 0, 0);
         //  Live intermediates: finished, not released objects.
         size_t live = 0;
-        for (uint32_t i = 0; i < session->n_objects; i++) {
-            object_t *o = session->objects [i];
+        for (uint32_t i = 0; i < b->sub.n_objects; i++) {
+            object_t *o = graph_object (sim->graph, sq_key (session->id, b->sub.objects [i].id));
             live += o->state == OBJ_FINISHED && !o->released;
         }
         if (live > peak)

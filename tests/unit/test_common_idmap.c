@@ -156,9 +156,28 @@ s_test_edges (void)
     sq_idmap_destroy (&map);
 }
 
+//  After reserve (n), n inserts never grow the map (they cannot fail for
+//  lack of memory, which graph.c relies on once a submit is accepted).
+static void
+s_test_reserve (void)
+{
+    sq_idmap_t *map = sq_idmap_new ();
+    CHECK (sq_idmap_insert (map, 7, s_value (7)) == 0);
+    CHECK (sq_idmap_reserve (map, 1000) == 0);
+    size_t footprint = sq_idmap_footprint (map);
+    for (uint64_t k = 100; k < 1100; k++)
+        CHECK (sq_idmap_insert (map, k, s_value (k)) == 0);
+    CHECK (sq_idmap_footprint (map) == footprint);
+    CHECK (sq_idmap_size (map) == 1001);
+    CHECK (sq_idmap_lookup (map, 7) == s_value (7) && sq_idmap_lookup (map, 1099) == s_value (1099));
+    CHECK (sq_idmap_reserve (map, 0) == 0 && sq_idmap_footprint (map) == footprint);
+    sq_idmap_destroy (&map);
+}
+
 int
 main (void)
 {
+    s_test_reserve ();
     s_test_edges ();
     s_test_reference ();
     s_test_million ();

@@ -1,0 +1,233 @@
+/*  test_broker_graph: the graph's compact records. Ids a client numbers
+    its own way (far apart, up to UINT32_MAX) work like dense ones without
+    the id table growing with their values; the first consumer and copy of
+    an object live in place and more move to the heap and back out of use
+    correctly; rare task fields stay out of line until set; a task's config
+    and outputs live in its block. Run under ASan this also checks that
+    closing a session frees every record. */
+#include "graph.h"
+#include "gov.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(cond, ...) do { if (!(cond)) { \
+    fprintf (stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+    fprintf (stderr, __VA_ARGS__); fprintf (stderr, "\n"); exit (1); } } while (0)
+
+static size_t s_ready_count;
+static void s_ready (void *arg, task_t *task) { (void) arg; (void) task; s_ready_count++; }
+static void s_nothing (void *arg, task_t *task) { (void) arg; (void) task; }
+static void s_drop (void *arg, object_t *object) { (void) arg; (void) object; }
+static void s_copy (void *arg, object_t *o, gov_t *a, gov_t *b) { (void) arg; (void) o; (void) a; (void) b; }
+
+//  A submit under construction.
+typedef struct {
+    sq_submit_t sub;
+    sq_task_spec_t tasks [64];
+    sq_object_spec_t objects [64];
+    uint32_t ids [256];
+    size_t n_ids;
+} s_submit_t;
+
+static void
+s_reset (s_submit_t *s, uint32_t session)
+{
+    memset (s, 0, sizeof *s);
+    s->sub.session = session;
+    s->sub.tasks = s->tasks;
+    s->sub.objects = s->objects;
+}
+
+static sq_task_spec_t *
+s_task (s_submit_t *s, uint32_t id, const uint32_t *inputs, uint32_t n_inputs, uint32_t output)
+{
+    sq_task_spec_t *t = &s->tasks [s->sub.n_tasks++];
+    t->id = id;
+    t->kind = n_inputs? (mpr_str_t) { "concat", 6 }: (mpr_str_t) { "noop", 4 };
+    t->inputs = s->ids + s->n_ids;
+    if (n_inputs)
+        memcpy (t->inputs, inputs, n_inputs * sizeof (uint32_t));
+    t->n_inputs = n_inputs;
+    s->n_ids += n_inputs;
+    t->outputs = s->ids + s->n_ids++;
+    t->outputs [0] = output;
+    t->n_outputs = 1;
+    sq_object_spec_t *o = &s->objects [s->sub.n_objects++];
+    o->id = output;
+    o->frame = -1;
+    return t;
+}
+
+static int
+s_commit (graph_t *graph, session_t *session, s_submit_t *s, char *message, uint32_t *bad)
+{
+    return graph_submit (graph, session, &s->sub, NULL, 0, NULL, NULL, message, 256, bad);
+}
+
+static gov_t *
+s_gov (uint32_t id)
+{
+    sq_hello_t hello;
+    memset (&hello, 0, sizeof hello);
+    hello.name = (mpr_str_t) { "g", 1 };
+    hello.data_endpoint = hello.serve_endpoint = (mpr_str_t) { "x", 1 };
+    return gov_new (id, &hello, "id", 2, 0);
+}
+
+int
+main (void)
+{
+    graph_hooks_t hooks = { NULL, s_ready, s_nothing, s_nothing, s_drop, s_copy };
+    graph_t *graph = graph_new (&hooks);
+    session_t *session = graph_session_open (graph, NULL);
+    uint32_t sid = session->id;
+    char message [256];
+    uint32_t bad;
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+
+    //  1. Ids far apart: dense ones, ones near UINT32_MAX, and a consumer
+    //  across the two.
+    s_reset (s, sid);
+    s_task (s, 1, NULL, 0, 2);
+    s_task (s, 3000000000u, NULL, 0, UINT32_MAX);
+    uint32_t both [2] = { 2, UINT32_MAX };
+    s_task (s, 7, both, 2, 4000000000u);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    CHECK (session->cap_items <= 8192, "id table grew to %u slots for 6 ids", session->cap_items);
+    task_t *far = graph_task (graph, sq_key (sid, 3000000000u));
+    CHECK (far && sq_key_id (far->key) == 3000000000u, "task by a far id");
+    object_t *top = graph_object (graph, sq_key (sid, UINT32_MAX));
+    CHECK (top && top->producer == far, "object UINT32_MAX made by task 3000000000");
+    CHECK (!graph_task (graph, sq_key (sid, UINT32_MAX)), "an object id is not a task");
+    CHECK (!graph_object (graph, sq_key (sid, 3000000001u)), "an id never used");
+    CHECK (!graph_object (graph, sq_key (sid + 1, 2)), "no such session");
+    task_t *join = graph_task (graph, sq_key (sid, 7));
+    CHECK (join->io [0] == graph_object (graph, sq_key (sid, 2)) && join->io [1] == top,
+           "inputs linked by id");
+    CHECK (join->unfinished == 2 && join->state == TASK_WAITING, "waits for both");
+
+    //  Ids already used, dense and far, are refused and change nothing.
+    s_reset (s, sid);
+    s_task (s, 8, NULL, 0, UINT32_MAX);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_DUPLICATE_ID && bad == UINT32_MAX,
+           "far duplicate: %s", message);
+    s_reset (s, sid);
+    s_task (s, 9, NULL, 0, 2);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_DUPLICATE_ID && bad == 2,
+           "dense duplicate: %s", message);
+    CHECK (!graph_task (graph, sq_key (sid, 8)) && !graph_task (graph, sq_key (sid, 9)),
+           "refused submits left nothing");
+
+    //  A later submit reaching a far object, itself with far and dense ids.
+    s_reset (s, sid);
+    uint32_t far_input = 4000000000u;
+    s_task (s, 4000000001u, &far_input, 1, 10);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    CHECK (graph_task (graph, sq_key (sid, 4000000001u))->io [0]
+           == graph_object (graph, sq_key (sid, 4000000000u)), "far input of a later submit");
+
+    //  Every task once through the session iterator.
+    size_t cursor = 0, n = 0;
+    task_t *task;
+    while ((task = graph_session_next_task (session, &cursor)))
+        n++;
+    CHECK (n == 4 && n == session->n_tasks, "iterated %zu tasks of %u", n, session->n_tasks);
+
+    //  2. One object, ten consumers and six copies: the lists leave their
+    //  in-place slot and grow; copies removed from the middle keep the rest.
+    s_reset (s, sid);
+    s_task (s, 100, NULL, 0, 101);
+    for (uint32_t i = 0; i < 10; i++) {
+        uint32_t input = 101;
+        s_task (s, 200 + 2 * i, &input, 1, 201 + 2 * i);
+    }
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    object_t *shared = graph_object (graph, sq_key (sid, 101));
+    CHECK (shared->n_consumers == 10 && shared->consumers_on_heap, "ten consumers");
+    for (uint32_t i = 0; i < 10; i++)
+        CHECK (object_consumers (shared) [i] == graph_task (graph, sq_key (sid, 200 + 2 * i)),
+               "consumer %u in order", i);
+    gov_t *govs [6];
+    for (uint32_t g = 0; g < 6; g++)
+        govs [g] = s_gov (g + 1);
+    graph_object_add_location (graph, shared, govs [0], false);
+    CHECK (!shared->locations_on_heap && graph_object_location (shared, govs [0]), "first copy in place");
+    for (uint32_t g = 1; g < 6; g++)
+        graph_object_add_location (graph, shared, govs [g], g % 2 == 0);
+    graph_object_add_location (graph, shared, govs [3], true);
+    CHECK (shared->n_locations == 6 && shared->locations_on_heap, "six copies");
+    for (uint32_t g = 0; g < 6; g++) {
+        location_t *loc = graph_object_location (shared, govs [g]);
+        CHECK (loc && loc->gov == govs [g] && loc->arrived == (g == 3 || (g > 0 && g % 2 == 0)),
+               "copy on governor %u", g + 1);
+    }
+    //  Producer finishes: the ten consumers become ready.
+    task_t *producer = graph_task (graph, sq_key (sid, 100));
+    graph_task_assigned (graph, producer, govs [0]);
+    s_ready_count = 0;
+    sq_output_ref_t out = { shared->key, 5, -1 };
+    CHECK (graph_task_finished (graph, producer, govs [0], &out, 1, NULL, 0, 0) == 0, "finished");
+    CHECK (s_ready_count == 10, "%zu of 10 consumers ready", s_ready_count);
+    graph_object_lost (graph, shared, govs [2]);
+    graph_object_lost (graph, shared, govs [4]);
+    CHECK (shared->n_locations == 4 && !graph_object_location (shared, govs [2])
+           && !graph_object_location (shared, govs [4]) && graph_object_location (shared, govs [5]),
+           "two copies gone, four left");
+    for (uint32_t g = 0; g < 6; g++)
+        graph_forget_governor (graph, govs [g]);
+    CHECK (shared->n_locations == 0, "no copies after every governor left");
+    graph_object_add_location (graph, shared, govs [1], true);
+    CHECK (graph_object_location (shared, govs [1]), "a copy again, list on the heap reused");
+
+    //  3. Rare fields stay out of line; config lives in the task's block.
+    s_reset (s, sid);
+    s_task (s, 300, NULL, 0, 301);
+    sq_task_spec_t *named = s_task (s, 302, NULL, 0, 303);
+    named->name = (mpr_str_t) { "named", 5 };
+    named->priority = 5;
+    sq_resource_t res [2] = { { { "cpus", 4 }, 2 }, { { "gpus", 4 }, 1 } };
+    named->resources = res;
+    named->n_resources = 2;
+    sq_task_spec_t *configured = s_task (s, 304, NULL, 0, 305);
+    configured->kind = (mpr_str_t) { "sleep", 5 };
+    static const uint8_t sleep_config [] =                      //  {"seconds": 0}
+        { 0x81, 0xa7, 's', 'e', 'c', 'o', 'n', 'd', 's', 0x00 };
+    configured->config = sleep_config;
+    configured->config_size = sizeof sleep_config;
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *plain = graph_task (graph, sq_key (sid, 300));
+    CHECK (!plain->extra && task_extra (plain)->cpus == 1 && !task_extra (plain)->name,
+           "defaults need no extra record");
+    CHECK (!task_config (plain), "no config");
+    task_t *rich = graph_task (graph, sq_key (sid, 302));
+    CHECK (rich->extra && rich->extra->cpus == 2 && rich->extra->priority == 5
+           && strcmp (rich->extra->name, "named") == 0 && rich->extra->n_resources == 1
+           && rich->extra->resources [0].amount == 1, "rare fields kept");
+    task_extra_t *extra = graph_task_extra (plain);
+    CHECK (extra && extra->cpus == 1 && plain->extra == extra, "extra made on demand");
+    extra->retries = 1;
+    task_t *slow = graph_task (graph, sq_key (sid, 304));
+    CHECK (slow->config_size == sizeof sleep_config
+           && memcmp (task_config (slow), sleep_config, sizeof sleep_config) == 0, "config in the block");
+    CHECK (slow->io [0] == graph_object (graph, sq_key (sid, 305))
+           && slow->io [0]->embedded && slow->io [0]->producer == slow, "output embedded");
+
+    //  4. A refused submit (a cycle) leaves nothing behind.
+    s_reset (s, sid);
+    uint32_t a_in = 401, b_in = 403;
+    s_task (s, 400, &b_in, 1, 401);
+    s_task (s, 402, &a_in, 1, 403);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_CYCLE, "cycle: %s", message);
+    CHECK (!graph_task (graph, sq_key (sid, 400)) && !graph_object (graph, sq_key (sid, 401)),
+           "nothing of the refused submit");
+
+    graph_session_close (graph, &session);
+    CHECK (!session && !graph_task (graph, sq_key (sid, 7)), "session gone");
+    for (uint32_t g = 0; g < 6; g++)
+        gov_destroy (&govs [g]);
+    graph_destroy (&graph);
+    free (s);
+    printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs: ok\n");
+    return 0;
+}
