@@ -18,20 +18,28 @@ typedef struct {
 } s_object_t;
 
 typedef struct {
+    char *name;
+    uint64_t amount;
+} s_res_t;
+
+//  Kept small: a batch may hold millions. Inputs sit in the batch's pool,
+//  the kind is shared with the task before when it is the same, resources
+//  take room only once one is set.
+typedef struct {
     uint32_t id;
-    char *kind;
-    uint32_t *inputs;
     uint32_t n_inputs;
     uint32_t n_outputs;
+    uint32_t n_resources;
+    size_t inputs_at;           //  index into the session's input pool
+    char *kind;                 //  owned unless kind_shared
     uint8_t *config;
     size_t config_size;
-    char *res_names [SQ_MAX_RESOURCES];
-    uint64_t res_amounts [SQ_MAX_RESOURCES];
-    uint32_t n_resources;
+    s_res_t *resources;         //  NULL, or room for SQ_MAX_RESOURCES
+    char *name;
     int32_t priority;
     uint32_t max_retries;
     uint32_t timeout_ms;
-    char *name;
+    bool kind_shared;           //  kind belongs to an earlier task of the batch
 } s_task_t;
 
 //  What an id of the batch is: index into objects or tasks.
@@ -51,6 +59,8 @@ struct _sq_session_t {
     size_t n_tasks, tasks_cap;
     s_slot_t *slots;            //  [id - batch_first]
     size_t slots_cap;
+    uint32_t *inputs;           //  every task's inputs, one after another
+    size_t n_inputs, inputs_cap;
     uint32_t n_payloads;
 };
 
@@ -67,15 +77,17 @@ s_batch_clear (sq_session_t *self)
     }
     for (size_t i = 0; i < self->n_tasks; i++) {
         s_task_t *t = &self->tasks [i];
-        free (t->kind);
-        free (t->inputs);
+        if (!t->kind_shared)
+            free (t->kind);
         free (t->config);
         free (t->name);
         for (uint32_t j = 0; j < t->n_resources; j++)
-            free (t->res_names [j]);
+            free (t->resources [j].name);
+        free (t->resources);
     }
     self->n_objects = 0;
     self->n_tasks = 0;
+    self->n_inputs = 0;
     self->n_payloads = 0;
     self->batch_first = self->next_id;
 }
@@ -167,6 +179,7 @@ sq_session_destroy (sq_session_t **self_p)
     free (self->objects);
     free (self->tasks);
     free (self->slots);
+    free (self->inputs);
     free (self);
 }
 
@@ -343,26 +356,37 @@ sq_task (sq_session_t *self, const char *kind, const uint32_t *inputs, size_t n_
         return 0;
     s_task_t *tasks = (s_task_t *) s_grow (self->tasks, &self->tasks_cap, self->n_tasks + 1,
                                            sizeof (s_task_t));
-    s_object_t *objects = (s_object_t *) s_grow (self->objects, &self->objects_cap,
-                                                 self->n_objects + n_outputs, sizeof (s_object_t));
     if (tasks)
         self->tasks = tasks;
+    s_object_t *objects = (s_object_t *) s_grow (self->objects, &self->objects_cap,
+                                                 self->n_objects + n_outputs, sizeof (s_object_t));
     if (objects)
         self->objects = objects;
+    uint32_t *pool = (uint32_t *) s_grow (self->inputs, &self->inputs_cap,
+                                          self->n_inputs + n_inputs, sizeof (uint32_t));
+    if (pool)
+        self->inputs = pool;
     s_task_t t;
     memset (&t, 0, sizeof t);
-    t.kind = strdup (kind);
-    t.inputs = n_inputs? (uint32_t *) malloc (n_inputs * sizeof (uint32_t)): NULL;
+    s_task_t *before = self->n_tasks? &self->tasks [self->n_tasks - 1]: NULL;
+    if (before && strcmp (before->kind, kind) == 0) {
+        t.kind = before->kind;
+        t.kind_shared = true;
+    }
+    else
+        t.kind = strdup (kind);
     t.config = config && config_size? (uint8_t *) malloc (config_size): NULL;
-    if (!tasks || !objects || !t.kind || (n_inputs && !t.inputs) || (config && config_size && !t.config)) {
-        free (t.kind);
-        free (t.inputs);
+    if (!tasks || !objects || !pool || !t.kind || (config && config_size && !t.config)) {
+        if (!t.kind_shared)
+            free (t.kind);
         free (t.config);
         s_err (self, SQ_E_NOMEM, 0, "out of memory");
         return 0;
     }
+    t.inputs_at = self->n_inputs;
     if (n_inputs)
-        memcpy (t.inputs, inputs, n_inputs * sizeof (uint32_t));
+        memcpy (self->inputs + self->n_inputs, inputs, n_inputs * sizeof (uint32_t));
+    self->n_inputs += n_inputs;
     if (t.config) {
         memcpy (t.config, config, config_size);
         t.config_size = config_size;
@@ -410,16 +434,21 @@ sq_task_set_resource (sq_session_t *self, uint32_t task, const char *name, uint6
         return s_err (self, SQ_E_INVALID, task, "sq_task_set_resource: invalid resource name");
     //  No map on the wire means cpus=1; once there is a map, cpus must be in
     //  it explicitly or the task would ask for none.
-    if (t->n_resources == 0 && strcmp (name, SQ_RES_CPUS) != 0) {
-        t->res_names [0] = strdup (SQ_RES_CPUS);
-        if (!t->res_names [0])
+    if (!t->resources) {
+        t->resources = (s_res_t *) calloc (SQ_MAX_RESOURCES, sizeof (s_res_t));
+        if (!t->resources)
             return s_err (self, SQ_E_NOMEM, task, "out of memory");
-        t->res_amounts [0] = 1;
+    }
+    if (t->n_resources == 0 && strcmp (name, SQ_RES_CPUS) != 0) {
+        t->resources [0].name = strdup (SQ_RES_CPUS);
+        if (!t->resources [0].name)
+            return s_err (self, SQ_E_NOMEM, task, "out of memory");
+        t->resources [0].amount = 1;
         t->n_resources = 1;
     }
     for (uint32_t i = 0; i < t->n_resources; i++)
-        if (strcmp (t->res_names [i], name) == 0) {
-            t->res_amounts [i] = amount;
+        if (strcmp (t->resources [i].name, name) == 0) {
+            t->resources [i].amount = amount;
             return 0;
         }
     if (t->n_resources == SQ_MAX_RESOURCES)
@@ -428,8 +457,8 @@ sq_task_set_resource (sq_session_t *self, uint32_t task, const char *name, uint6
     char *copy = strdup (name);
     if (!copy)
         return s_err (self, SQ_E_NOMEM, task, "out of memory");
-    t->res_names [t->n_resources] = copy;
-    t->res_amounts [t->n_resources++] = amount;
+    t->resources [t->n_resources].name = copy;
+    t->resources [t->n_resources++].amount = amount;
     return 0;
 }
 
@@ -653,12 +682,13 @@ sq_submit (sq_session_t *self)
             outputs [j] = sq_output (t->id, j);
         for (uint32_t j = 0; j < t->n_resources; j++)
             resources [j] = (sq_resource_t) {
-                { t->res_names [j], (uint32_t) strlen (t->res_names [j]) }, t->res_amounts [j]
+                { t->resources [j].name, (uint32_t) strlen (t->resources [j].name) },
+                t->resources [j].amount
             };
         sq_task_spec_t spec = {
             .id = t->id,
             .kind = { t->kind, (uint32_t) strlen (t->kind) },
-            .n_inputs = t->n_inputs, .inputs = t->inputs,
+            .n_inputs = t->n_inputs, .inputs = self->inputs + t->inputs_at,
             .n_outputs = t->n_outputs, .outputs = outputs,
             .config = t->config, .config_size = t->config_size,
             .n_resources = t->n_resources, .resources = resources,
