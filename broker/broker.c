@@ -104,7 +104,7 @@ broker_config_defaults (broker_config_t *config)
     config->liveness = 5;
     config->inline_max = SQ_DEFAULT_INLINE_MAX;
     config->max_message = SQ_DEFAULT_MAX_HEADER;
-    config->prefetch = 64;
+    config->prefetch = 1024;
     config->max_requests = 1024;
     config->http = NULL;
     config->event_log = NULL;
@@ -1165,6 +1165,7 @@ broker_run (broker_t *self)
             timeout = http_ms;
         if (zmq_poll (items, self->http? 3: 2, timeout) < 0 && errno != EINTR)
             break;
+        eventlog_tick (self->events);
         //  Dashboard requests are answered between batches of messages,
         //  from the graph as it stands (http.h).
         if (self->http)
@@ -1177,8 +1178,10 @@ broker_run (broker_t *self)
             s_handle (self, &self->msg);
         }
         sq_msg_close (&self->msg);
-        if (scheduler_has_work (self->scheduler))
+        if (scheduler_has_work (self->scheduler)) {
+            eventlog_tick (self->events);
             scheduler_run (self->scheduler, s_assign, self);
+        }
         now = s_now ();
         next_timer = s_timers (self, now);
         s_flush_governors (self, now);

@@ -28,6 +28,8 @@ struct _eventlog_t {
     s_ring_t tasks;
     s_ring_t errors;
     eventlog_stats_t stats;
+    int64_t mono_us;            //  clocks at the last eventlog_tick
+    int64_t wall_us;
 };
 
 static const char *s_type_names [EV_TYPE_COUNT_] = {
@@ -87,6 +89,7 @@ eventlog_new (const char *path)
         }
         setvbuf (self->file, self->buffer, _IOFBF, S_FILE_BUFFER);
     }
+    eventlog_tick (self);
     return self;
 }
 
@@ -186,10 +189,8 @@ eventlog_write_json (const eventlog_event_t *e, FILE *out)
 void
 eventlog_emit (eventlog_t *self, eventlog_event_t *event)
 {
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
     event->seq = ++self->seq;
-    event->time_us = (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    event->time_us = self->wall_us;
     eventlog_stats_t *stats = &self->stats;
     if (event->type < EV_TYPE_COUNT_)
         stats->events [event->type]++;
@@ -277,11 +278,18 @@ eventlog_stats (eventlog_t *self)
 //  Helpers for the broker's hooks
 
 static int64_t
-s_mono_us (void)
+s_clock_us (clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
+    clock_gettime (clock, &ts);
     return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void
+eventlog_tick (eventlog_t *self)
+{
+    self->mono_us = s_clock_us (CLOCK_MONOTONIC);
+    self->wall_us = s_clock_us (CLOCK_REALTIME);
 }
 
 //  Bounded string copy; called several times per task, so no printf.
@@ -297,8 +305,7 @@ s_copy (char *to, size_t size, const char *from)
 void
 eventlog_task_ready (eventlog_t *self, task_t *task)
 {
-    (void) self;
-    task->stamp_us = s_mono_us ();
+    task->stamp_us = self->mono_us;
 }
 
 void
@@ -307,7 +314,7 @@ eventlog_task (eventlog_t *self, eventlog_type_t type, task_t *task, gov_t *gov,
 {
     eventlog_event_t e;
     memset (&e, 0, sizeof e);
-    int64_t now = s_mono_us ();
+    int64_t now = self->mono_us;
     e.type = (uint8_t) type;
     e.session = sq_key_session (task->key);
     e.id = sq_key_id (task->key);

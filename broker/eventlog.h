@@ -10,7 +10,10 @@
       task stream) and a ring of the last EVENTLOG_ERRORS failures;
     * counters for /metrics (bytes moved, scheduling latency histogram).
 
-    Everything is called from the reactor thread only: no locks.
+    Everything is called from the reactor thread only: no locks. Event
+    times come from a clock the reactor reads once per turn and again
+    before scheduling (eventlog_tick): three events per task would
+    otherwise read the clock a dozen times per task.
 
     Ownership: eventlog_new returns a log the caller destroys. Strings passed
     in are copied (truncated to fixed sizes); nothing is retained. */
@@ -89,6 +92,8 @@ void eventlog_submit (eventlog_t *self, uint32_t session, uint32_t tasks, uint32
 
 //  Writes buffered lines out; called once per reactor turn.
 void eventlog_flush (eventlog_t *self);
+//  Reads the clocks that events are stamped with until the next tick.
+void eventlog_tick (eventlog_t *self);
 
 //  Readers for http.c. Fill out[] (room for max) with pointers to the task
 //  events (started, finished, failed) with seq > since, oldest first, and

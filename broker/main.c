@@ -27,7 +27,7 @@ s_usage (FILE *out)
         "  --liveness N          missed heartbeats before a governor is dead (default 5)\n"
         "  --inline-max SIZE     objects up to SIZE travel inline (default 4KiB)\n"
         "  --max-message SIZE    largest frame accepted (default 256MiB)\n"
-        "  --prefetch N          tasks queued per governor beyond its cpus (default 64)\n"
+        "  --prefetch N          tasks queued per governor beyond its cpus (default 1024)\n"
         "  --allowed-failures N  governor deaths a running task may see before it\n"
         "                        fails as their suspected cause (default 3)\n"
         "  --http [HOST:]PORT    serve the dashboard, /metrics and the JSON API\n"
