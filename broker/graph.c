@@ -1182,11 +1182,47 @@ graph_task_failed (graph_t *self, task_t *task, int code, const char *message)
     s_flush_frees (self);
 }
 
+//  A task leaves its governor unfinished: consumers overbooked there behind
+//  it wait for outputs that will now be made elsewhere (or later). They are
+//  stopped and wait again with a new attempt, and so on down the chain of
+//  tasks overbooked behind them; the scheduler places them anew once their
+//  inputs exist.
+static void
+s_unbook (graph_t *self, task_t *task)
+{
+    gov_t *gov = task->gov;
+    size_t n = 0;
+    if (s_push (self, &n, task))
+        return;
+    while (n > 0) {
+        task_t *t = self->stack [--n];
+        for (uint32_t o = 0; o < t->n_outputs; o++) {
+            object_t *output = t->io [t->n_inputs + o];
+            if (output->state == OBJ_FINISHED)
+                continue;       //  its consumers have it
+            for (uint32_t c = 0; c < output->n_consumers; c++) {
+                task_t *consumer = object_consumers (output) [c];
+                if (consumer->state != TASK_ASSIGNED || consumer->gov != gov
+                ||  consumer->unfinished == 0)
+                    continue;
+                if (self->hooks.task_stop)
+                    self->hooks.task_stop (self->hooks.arg, consumer);
+                consumer->attempt++;
+                consumer->gov = NULL;
+                s_set_state (self, consumer, TASK_WAITING);
+                if (s_push (self, &n, consumer))
+                    return;
+            }
+        }
+    }
+}
+
 void
 graph_task_requeue (graph_t *self, task_t *task)
 {
     if (task->state != TASK_ASSIGNED && task->state != TASK_RUNNING)
         return;
+    s_unbook (self, task);
     task->attempt++;
     task->gov = NULL;
     //  An overbooked task may still wait for inputs.

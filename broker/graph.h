@@ -238,7 +238,9 @@ int graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
 void graph_task_failed (graph_t *self, task_t *task, int code, const char *message);
 //  Puts an assigned task back to READY (or WAITING) with a new attempt:
 //  its governor left, its own code failed with retries left, or the plan
-//  changed.
+//  changed. Tasks overbooked behind it on its governor are stopped there
+//  and wait again (task_stop hook), since their inputs will not be made
+//  there now.
 void graph_task_requeue (graph_t *self, task_t *task);
 void graph_task_assigned (graph_t *self, task_t *task, gov_t *gov);
 

@@ -6,7 +6,10 @@
     - when the only governor offering a resource leaves, a task waiting for
       it fails with SQ_E_RESOURCES instead of hanging;
     - priorities: with one slot, a high-priority task submitted last runs
-      before the others that are still queued.
+      before the others that are still queued;
+    - overbooking retraction: a chain overbooked behind a task whose first
+      run fails (its retry goes to the other governor) is stopped where it
+      waited and placed again, each task of it running exactly once.
 */
 #include "harness.h"
 #include <signal.h>
@@ -20,6 +23,18 @@ s_sleep (sq_session_t *session, double seconds)
     size_t size;
     void *config = sq_config_sleep (seconds, &size);
     return harness_task (session, "sleep", NULL, 0, 1, config, size);
+}
+
+static uint32_t
+s_shell (sq_session_t *session, const char *script, const uint32_t *inputs, size_t n_inputs)
+{
+    const char *args [] = { "sh", "-c", script };
+    const char *in_paths [] = { "in0" };
+    const char *out_paths [] = { "" };
+    size_t size;
+    void *config = sq_config_execute (args, 3, in_paths, n_inputs, -1, out_paths, 1, 0, NULL, &size);
+    CHECK (config, "execute config");
+    return harness_task (session, "execute", inputs, n_inputs, 1, config, size);
 }
 
 int
@@ -89,6 +104,42 @@ main (void)
     CHECK (n_done >= 1 && first [0] == high, "the high-priority task finished first (got %u)", first [0]);
     CHECK_RC (sq_wait (session, all, 6, 20000), SQ_OK, "the rest");
     harness_note ("the priority-10 task ran before 5 earlier ones");
+
+    //  5. Overbooking retraction. a fails on its first run and is retried
+    //  on the other governor (a retry avoids the one it failed on); b and c
+    //  were overbooked behind a where it first ran, waiting for its output.
+    harness_add_governor (h, "spare", 2);
+    char dir [] = "/tmp/squall-overbook-XXXXXX";
+    CHECK (mkdtemp (dir), "temp dir");
+    char a_script [512], b_script [512], c_script [512];
+    snprintf (a_script, sizeof a_script,
+              "n=$(cat %s/a 2>/dev/null || echo 0); echo $((n+1)) > %s/a; "
+              "if [ $n -eq 0 ]; then echo first run fails >&2; exit 1; fi; printf x", dir, dir);
+    snprintf (b_script, sizeof b_script, "echo b >> %s/runs; cat in0; printf y", dir);
+    snprintf (c_script, sizeof c_script, "echo c >> %s/runs; cat in0; printf z", dir);
+    uint32_t a = s_shell (session, a_script, NULL, 0);
+    CHECK_RC (sq_task_set_max_retries (session, a, 1), SQ_OK, "retries");
+    uint32_t a_out = sq_output (a, 0);
+    uint32_t b = s_shell (session, b_script, &a_out, 1);
+    uint32_t b_out = sq_output (b, 0);
+    uint32_t c = s_shell (session, c_script, &b_out, 1);
+    uint32_t c_out = sq_output (c, 0);
+    CHECK_RC (sq_keep (session, c_out), SQ_OK, "keep");
+    CHECK_RC (sq_submit (session), SQ_OK, "submit chain");
+    CHECK_RC (sq_wait (session, &c, 1, 30000), SQ_OK, "the chain finished after a moved");
+    FETCH_EXPECT (session, c_out, "xyz", 3);
+    char runs_path [600], runs [16] = "";
+    snprintf (runs_path, sizeof runs_path, "%s/runs", dir);
+    FILE *file = fopen (runs_path, "r");
+    size_t got = file? fread (runs, 1, sizeof runs - 1, file): 0;
+    if (file)
+        fclose (file);
+    runs [got] = 0;
+    CHECK (strcmp (runs, "b\nc\n") == 0, "b and c ran once each, got '%s'", runs);
+    harness_note ("a chain overbooked behind a failing task was retracted and ran once, elsewhere");
+    char command [600];
+    snprintf (command, sizeof command, "rm -rf %s", dir);
+    CHECK (system (command) == 0, "cleanup");
 
     sq_session_destroy (&session);
     harness_client_destroy (&client);
