@@ -246,6 +246,10 @@ def main():
     finally:
         cluster.close()
 
+    placement = subprocess.run([os.path.join(args.build, "bench", "squall-bench-placement")],
+                               check=True, capture_output=True, text=True).stdout.strip()
+    print(placement, flush=True)
+
     print("running Dask distributed ...", flush=True)
     dask_results = run_dask(peer_sizes, quick)
     print("running Ray ...", flush=True)
@@ -275,6 +279,9 @@ def main():
             dpeak = dask_results["memtree_peak"]
             text += f", Dask workers' peak {dpeak / 2**20:.0f} MiB (ratio {memtree / dpeak:.2f})"
         lines.append(text + ".")
+    lines += ["", "Broker placement cost against cluster size (bench/placement.c, in-process: "
+              "200 000 tasks placed and finished on simulated governors):", "", "```",
+              placement, "```"]
     table = "\n".join(lines)
     print()
     print(table)

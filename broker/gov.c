@@ -47,6 +47,7 @@ gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
     //  roots started too early fill memory (Dask's root-task
     //  overproduction). Until durations are known, one task per cpu.
     self->prefetch_max = prefetch;
+    self->open_at = -1;
     //  A governor with no cpus still runs tasks that need none.
     uint32_t first = self->cpus? self->cpus: 1;
     self->slots = self->cpus + (prefetch < first? prefetch: first);

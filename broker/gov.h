@@ -34,6 +34,7 @@ struct _gov_t {
     uint32_t prefetch_max;      //  the most queued beyond cpus (--prefetch)
     double avg_task_us;         //  recent task duration (EWMA), 0 unknown
     sq_idmap_t *tasks;          //  assigned and running tasks, by key
+    int32_t open_at;            //  scheduler.c: index among governors with a free slot, -1
     sq_load_t load;             //  last LOAD report
     int64_t last_recv;          //  ms, monotonic
     int64_t last_send;

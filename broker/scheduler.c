@@ -3,6 +3,9 @@
 #include <stdlib.h>
 
 #define S_MAX_GOVERNORS 4096
+//  Governors with a free slot a task looks at besides those holding its
+//  inputs: placing a task costs the same with 2 governors or 2000.
+#define S_SAMPLE 8
 
 //  A ready task in the heap: user priority first (higher first), then the
 //  static order (lower first). The task is found by key when popped.
@@ -22,7 +25,9 @@ struct _scheduler_t {
     size_t cap_blocked;
     gov_t **govs;
     size_t n_govs;
-    size_t free_slots;          //  sum over governors, kept current by run
+    gov_t **open;               //  governors with a free slot, built per run
+    size_t n_open;
+    size_t cursor;              //  where the next sample of `open` starts
 };
 
 static int
@@ -48,7 +53,10 @@ scheduler_new (graph_t *graph)
         return NULL;
     self->graph = graph;
     self->govs = (gov_t **) calloc (S_MAX_GOVERNORS, sizeof (gov_t *));
-    if (!self->govs) {
+    self->open = (gov_t **) calloc (S_MAX_GOVERNORS, sizeof (gov_t *));
+    if (!self->govs || !self->open) {
+        free (self->govs);
+        free (self->open);
         free (self);
         return NULL;
     }
@@ -64,6 +72,7 @@ scheduler_destroy (scheduler_t **self_p)
     free (self->ready);
     free (self->blocked);
     free (self->govs);
+    free (self->open);
     free (self);
     *self_p = NULL;
 }
@@ -274,42 +283,87 @@ s_overbook (scheduler_t *self, task_t *task, gov_t *gov,
     return assigned;
 }
 
+//  The governors with a free slot, once per run.
+static void
+s_open_build (scheduler_t *self)
+{
+    self->n_open = 0;
+    for (size_t i = 0; i < self->n_govs; i++) {
+        gov_t *gov = self->govs [i];
+        gov->open_at = -1;
+        if (sq_idmap_size (gov->tasks) < gov->slots) {
+            gov->open_at = (int32_t) self->n_open;
+            self->open [self->n_open++] = gov;
+        }
+    }
+}
+
+//  A governor whose slots just filled up leaves the open list.
+static void
+s_open_update (scheduler_t *self, gov_t *gov)
+{
+    if (gov->open_at < 0 || sq_idmap_size (gov->tasks) < gov->slots)
+        return;
+    gov_t *last = self->open [--self->n_open];
+    self->open [gov->open_at] = last;
+    last->open_at = gov->open_at;
+    gov->open_at = -1;
+}
+
+typedef struct {
+    gov_t *gov;
+    uint64_t bytes;
+    double load;
+} s_pick_t;
+
+//  Most input bytes held first, then the least loaded.
+static void
+s_consider (scheduler_t *self, const task_t *task, gov_t *gov, s_pick_t *best)
+{
+    if (gov->open_at < 0 || !s_fits (gov, task))
+        return;
+    uint64_t bytes = s_local_bytes (gov, task);
+    double load = (double) sq_idmap_size (gov->tasks) / (gov->cpus? gov->cpus: 1);
+    //  A retried task avoids the governor it just failed on (a
+    //  machine-specific fault, or memory): any other is better.
+    if (task_extra (task)->last_gov == gov->id && self->n_govs > 1)
+        load += 1e9;
+    if (!best->gov || bytes > best->bytes || (bytes == best->bytes && load < best->load))
+        *best = (s_pick_t) { gov, bytes, load };
+}
+
 size_t
 scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
 {
     size_t assigned = 0;
-    while (self->n_ready > 0) {
+    s_open_build (self);
+    while (self->n_ready > 0 && self->n_open > 0) {
         uint64_t key = self->ready [0].key;
         task_t *task = graph_task (self->graph, key);
         if (!task || task->state != TASK_READY) {
             s_heap_pop (self);  //  cancelled, failed, gone or a duplicate
             continue;
         }
-        gov_t *best = NULL;
-        bool fits_somewhere = false;
-        uint64_t best_bytes = 0;
-        double best_load = 0;
-        for (size_t i = 0; i < self->n_govs; i++) {
-            gov_t *gov = self->govs [i];
-            if (!s_fits (gov, task))
-                continue;
-            fits_somewhere = true;
-            size_t in_flight = sq_idmap_size (gov->tasks);
-            if (in_flight >= gov->slots)
-                continue;
-            uint64_t bytes = s_local_bytes (gov, task);
-            double load = (double) in_flight / (gov->cpus? gov->cpus: 1);
-            //  A retried task avoids the governor it just failed on (a
-            //  machine-specific fault, or memory): any other is better.
-            if (task_extra (task)->last_gov == gov->id && self->n_govs > 1)
-                load += 1e9;
-            if (!best || bytes > best_bytes || (bytes == best_bytes && load < best_load)) {
-                best = gov;
-                best_bytes = bytes;
-                best_load = load;
-            }
+        //  Candidates: where its inputs are, and a sample of the rest.
+        s_pick_t best = { NULL, 0, 0 };
+        for (uint32_t i = 0; i < task->n_inputs; i++) {
+            object_t *input = task->io [i];
+            for (uint32_t l = 0; !input->data && l < input->n_locations; l++)
+                s_consider (self, task, object_locations (input) [l].gov, &best);
         }
-        if (!fits_somewhere) {
+        size_t start = self->cursor++;
+        size_t sample = self->n_open < S_SAMPLE? self->n_open: S_SAMPLE;
+        for (size_t k = 0; k < sample; k++)
+            s_consider (self, task, self->open [(start + k) % self->n_open], &best);
+        //  Only a task needing what few governors have gets past the sample.
+        for (size_t k = sample; !best.gov && k < self->n_open; k++)
+            s_consider (self, task, self->open [(start + k) % self->n_open], &best);
+        if (!best.gov) {
+            bool fits_somewhere = false;
+            for (size_t i = 0; i < self->n_govs && !fits_somewhere; i++)
+                fits_somewhere = s_fits (self->govs [i], task);
+            if (fits_somewhere)
+                break;          //  every governor that could run it is full
             s_heap_pop (self);
             if (self->n_govs > 0)
                 s_unrunnable (self, task);
@@ -317,12 +371,11 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
                 s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, key);
             continue;
         }
-        if (!best)
-            break;              //  every governor that could run it is full
         s_heap_pop (self);
-        assign (arg, task, best);
+        assign (arg, task, best.gov);
         assigned++;
-        assigned += s_overbook (self, task, best, assign, arg);
+        assigned += s_overbook (self, task, best.gov, assign, arg);
+        s_open_update (self, best.gov);
     }
     return assigned;
 }

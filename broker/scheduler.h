@@ -4,7 +4,10 @@
     order computed at submit (order.c: finish what was started before
     starting new roots). Each goes to the governor that already holds the
     most of its input bytes, among those with a free slot and enough
-    resources, ties broken toward the least loaded. Every governor may hold
+    resources, ties broken toward the least loaded. The candidates are the
+    governors holding its inputs and a rotating sample of those with a free
+    slot (all of them only for a task that fits none of the sample), so
+    placing a task costs the same on a large cluster. Every governor may hold
     cpus + prefetch assigned tasks, so that it never idles for a broker
     round trip; consumers whose inputs are all being produced on one
     governor are overbooked there. Everything outside this file sees only

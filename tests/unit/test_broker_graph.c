@@ -4,9 +4,14 @@
     an object live in place and more move to the heap and back out of use
     correctly; rare task fields stay out of line until set; a task's config
     and outputs live in its block. Run under ASan this also checks that
-    closing a session frees every record. */
+    closing a session frees every record.
+
+    Placement on many governors: the scheduler looks at a sample of the
+    governors with free slots, so it must still fill every slot, and find
+    the one governor offering a resource a task needs. */
 #include "graph.h"
 #include "gov.h"
+#include "scheduler.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,13 +71,91 @@ s_commit (graph_t *graph, session_t *session, s_submit_t *s, char *message, uint
 }
 
 static gov_t *
-s_gov (uint32_t id)
+s_gov_with (uint32_t id, const char *resource, uint32_t prefetch)
 {
     sq_hello_t hello;
     memset (&hello, 0, sizeof hello);
     hello.name = (mpr_str_t) { "g", 1 };
     hello.data_endpoint = hello.serve_endpoint = (mpr_str_t) { "x", 1 };
-    return gov_new (id, &hello, "id", 2, 0);
+    hello.resources [hello.n_resources++] = (sq_resource_t) { { "cpus", 4 }, 1 };
+    if (resource)
+        hello.resources [hello.n_resources++] = (sq_resource_t) { { resource, (uint32_t) strlen (resource) }, 1 };
+    return gov_new (id, &hello, "id", 2, prefetch);
+}
+
+static gov_t *
+s_gov (uint32_t id)
+{
+    return s_gov_with (id, NULL, 0);
+}
+
+static scheduler_t *s_scheduler;
+static gov_t *s_placed_on;
+static void s_sched_ready (void *arg, task_t *task) { (void) arg; scheduler_task_ready (s_scheduler, task); }
+static void
+s_place (void *arg, task_t *task, gov_t *gov)
+{
+    graph_task_assigned ((graph_t *) arg, task, gov);
+    sq_idmap_insert (gov->tasks, task->key, task);
+    s_placed_on = gov;
+}
+
+//  200 governors of one cpu and one queued task (2 slots each) and 400
+//  independent tasks: one run fills every slot. Then a task needing the
+//  "tpu" only governor 137 offers lands there.
+static void
+s_test_placement (void)
+{
+    graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy };
+    graph_t *graph = graph_new (&hooks);
+    s_scheduler = scheduler_new (graph);
+    gov_t *govs [200];
+    for (uint32_t g = 0; g < 200; g++) {
+        govs [g] = s_gov_with (g + 1, g == 137? "tpu": NULL, 1);
+        scheduler_governor_add (s_scheduler, govs [g]);
+    }
+    session_t *session = graph_session_open (graph, NULL);
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+    char message [256];
+    uint32_t bad, id = 1;
+    for (int batch = 0; batch < 400 / 32; batch++) {
+        s_reset (s, session->id);
+        for (int i = 0; i < 32; i++, id += 2)
+            s_task (s, id, NULL, 0, id + 1);
+        CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    }
+    s_reset (s, session->id);
+    for (int i = 0; i < 400 - 32 * (400 / 32); i++, id += 2)
+        s_task (s, id, NULL, 0, id + 1);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    size_t placed = scheduler_run (s_scheduler, s_place, graph);
+    CHECK (placed == 400, "placed %zu of 400 on 200 x 2 slots", placed);
+    for (uint32_t g = 0; g < 200; g++)
+        CHECK (sq_idmap_size (govs [g]->tasks) == 2, "governor %u holds %zu", g + 1,
+               sq_idmap_size (govs [g]->tasks));
+    //  Free a slot on governor 137 and on 20 others; the tpu task must find
+    //  137 even when the sample of open governors misses it.
+    for (uint32_t g = 0; g < 200; g++)
+        if (g < 20 || g == 137) {
+            size_t cursor = 0;
+            task_t *any = (task_t *) sq_idmap_next (govs [g]->tasks, &cursor, NULL);
+            sq_idmap_remove (govs [g]->tasks, any->key);
+        }
+    s_reset (s, session->id);
+    sq_task_spec_t *t = s_task (s, id, NULL, 0, id + 1);
+    sq_resource_t tpu = { { "tpu", 3 }, 1 };
+    t->resources = &tpu;
+    t->n_resources = 1;
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    s_placed_on = NULL;
+    CHECK (scheduler_run (s_scheduler, s_place, graph) == 1 && s_placed_on == govs [137],
+           "the tpu task went to governor %u", s_placed_on? s_placed_on->id: 0);
+    graph_session_close (graph, &session);
+    scheduler_destroy (&s_scheduler);
+    for (uint32_t g = 0; g < 200; g++)
+        gov_destroy (&govs [g]);
+    graph_destroy (&graph);
+    free (s);
 }
 
 int
@@ -228,6 +311,8 @@ main (void)
         gov_destroy (&govs [g]);
     graph_destroy (&graph);
     free (s);
-    printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs: ok\n");
+    s_test_placement ();
+    printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs; "
+            "placement over 200 governors: ok\n");
     return 0;
 }
