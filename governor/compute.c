@@ -918,8 +918,7 @@ s_on_put (compute_t *self, sq_msg_t *msg)
     }
     sq_wbuf_t reply;
     sq_wbuf_init (&reply);
-    int code = transfer_put (self->transfer, &put, sq_msg_data (msg, 3), sq_msg_size (msg, 3),
-                             self->err, sizeof self->err);
+    int code = transfer_put (self->transfer, &put, &msg->frames [3], self->err, sizeof self->err);
     if (code == 0) {
         sq_reply_begin (&reply, put.req);
         msgpack_pack_nil (&reply.pk);
