@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 //  Idle time after the last freed object before heap_release is due.
-#define HEAP_RELEASE_IDLE_MS 5000
+#define HEAP_RELEASE_IDLE_MS 10000
 
 //  memory_limit: the governor's --memory (0: none).
 void heap_configure (uint64_t memory_limit);
