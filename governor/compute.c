@@ -562,17 +562,21 @@ s_send_object (compute_t *self, uint64_t key, uint32_t version, const char *endp
         sq_warn ("cannot start the copy of %" PRIx64 " to %s", key, endpoint);
 }
 
-//  transfer_fn: a copy arrived (located) or could not be had (lost).
+//  transfer_fn: a copy arrived (located) or could not be had (lost), or
+//  an upload is complete (the broker waits for that to count it).
 static void
-s_copy_done (void *arg, uint64_t key, uint64_t size, bool located)
+s_copy_done (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome)
 {
     compute_t *self = (compute_t *) arg;
-    if (located) {
-        s_object_stored (self, key);
-        sq_pack_located (&self->events.pk, key, size);
-    }
-    else
+    if (outcome == TRANSFER_LOST)
         sq_pack_lost (&self->events.pk, key);
+    else {
+        s_object_stored (self, key);
+        if (outcome == TRANSFER_LOCATED)
+            sq_pack_located (&self->events.pk, key, size);
+        else
+            sq_pack_uploaded (&self->events.pk, key, size);
+    }
     s_event_added (self);
 }
 

@@ -326,6 +326,13 @@ transfer_on_credit (transfer_t *self, sq_msg_t *msg)
 //  Receiver
 
 static void
+s_report (transfer_t *self, uint64_t key, uint64_t size, transfer_outcome_t outcome)
+{
+    if (self->done)
+        self->done (self->arg, key, size, outcome);
+}
+
+static void
 s_credit (transfer_t *self, const char *reply_to, uint32_t transfer, uint64_t key,
           uint32_t credits)
 {
@@ -368,8 +375,8 @@ s_in_abort (transfer_t *self, s_in_t *in, bool quiet, const char *why)
         sq_idmap_remove (self->in_keys, in->key);
     uint64_t key = in->key;
     s_in_destroy (self, &in);
-    if (!quiet && self->done)
-        self->done (self->arg, key, 0, false);
+    if (!quiet)
+        s_report (self, key, 0, TRANSFER_LOST);
 }
 
 //  First chunk of a copy (`len` bytes): makes its state and decides where
@@ -430,8 +437,7 @@ refused:
     s_credit (self, in->reply_to, in->transfer, in->key, 0);
     self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
     s_in_destroy (self, &in);
-    if (self->done)
-        self->done (self->arg, chunk->key, 0, false);
+    s_report (self, chunk->key, 0, TRANSFER_LOST);
     return NULL;
 }
 
@@ -535,8 +541,7 @@ s_in_complete (transfer_t *self, s_in_t *in)
     s_in_destroy (self, &in);
     if (!ok)
         sq_error ("cannot store the copy of %" PRIx64 ": %s", key, strerror (errno));
-    if (self->done)
-        self->done (self->arg, key, size, ok);
+    s_report (self, key, size, ok? TRANSFER_LOCATED: TRANSFER_LOST);
 }
 
 void
@@ -572,8 +577,7 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
             s_credit (self, reply_to, chunk.transfer, chunk.key, 0);
             self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
             free (reply_to);
-            if (self->done)
-                self->done (self->arg, chunk.key, sq_blob_size (store_get (self->store, chunk.key, NULL)), true);
+            s_report (self, chunk.key, sq_blob_size (store_get (self->store, chunk.key, NULL)), TRANSFER_LOCATED);
             return;
         }
         s_in_t *other = (s_in_t *) sq_idmap_lookup (self->in_keys, chunk.key);
@@ -583,8 +587,8 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
             s_credit (self, reply_to, chunk.transfer, chunk.key, 0);
             self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
             free (reply_to);
-            if (chunk.offset != 0 && !other && self->done)
-                self->done (self->arg, chunk.key, 0, false);
+            if (chunk.offset != 0 && !other)
+                s_report (self, chunk.key, 0, TRANSFER_LOST);
             return;
         }
         free (reply_to);
@@ -598,8 +602,7 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
             zmq_msg_init (&msg->frames [2]);
             bool ok = blob && store_put (self->store, chunk.key, blob, chunk.content_type.ptr,
                                          chunk.content_type.len) == 0;
-            if (self->done)
-                self->done (self->arg, chunk.key, chunk.size, ok);
+            s_report (self, chunk.key, chunk.size, ok? TRANSFER_LOCATED: TRANSFER_LOST);
             return;
         }
         if (sq_idmap_size (self->in) >= TRANSFER_MAX_INCOMING) {
@@ -612,8 +615,7 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
         if (sq_idmap_insert (self->in, id, in) || sq_idmap_insert (self->in_keys, in->key, in)) {
             sq_idmap_remove (self->in, id);
             s_in_destroy (self, &in);
-            if (self->done)
-                self->done (self->arg, chunk.key, 0, false);
+            s_report (self, chunk.key, 0, TRANSFER_LOST);
             return;
         }
     }
@@ -688,16 +690,17 @@ transfer_put (transfer_t *self, const sq_put_t *put, zmq_msg_t *frame, char *err
         return SQ_E_INVALID;
     }
     if (in->received == in->size) {
-        //  Stored, not reported: the client's SUBMIT tells the broker.
         sq_idmap_remove (self->uploads, in->key);
         sq_blob_t *blob = s_in_take (self, in);
-        bool ok = blob && store_put (self->store, in->key, blob, in->content_type,
+        uint64_t key = in->key, size = in->size;
+        bool ok = blob && store_put (self->store, key, blob, in->content_type,
                                      strlen (in->content_type)) == 0;
         s_in_destroy (self, &in);
         if (!ok) {
             snprintf (err, err_size, "cannot store the upload");
             return SQ_E_NOMEM;
         }
+        s_report (self, key, size, TRANSFER_UPLOADED);
     }
     return 0;
 }

@@ -48,8 +48,10 @@
 
 typedef struct _transfer_t transfer_t;
 
-//  A copy arrived and is in the store (located), or could not be had (lost).
-typedef void (transfer_fn) (void *arg, uint64_t key, uint64_t size, bool located);
+//  A copy arrived and is in the store (located), or could not be had
+//  (lost), or a client's upload is complete and in the store (uploaded).
+typedef enum { TRANSFER_LOST, TRANSFER_LOCATED, TRANSFER_UPLOADED } transfer_outcome_t;
+typedef void (transfer_fn) (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome);
 
 typedef struct {
     void *pipe;                 //  PAIR to the receive thread (borrowed)
@@ -72,8 +74,10 @@ int transfer_send (transfer_t *self, uint64_t key, uint32_t version,
 void transfer_on_chunk (transfer_t *self, sq_msg_t *msg);
 void transfer_on_credit (transfer_t *self, sq_msg_t *msg);
 //  One range of a constant a client uploads (PUT on the serve socket), in
-//  order from offset 0 (its frame is taken over or copied), stored when complete (not reported: the client's
-//  SUBMIT names this governor). 0, or an sq_err_t code with a message.
+//  order from offset 0 (its frame is taken over or copied), stored and
+//  reported uploaded when complete: the broker counts it only once both
+//  this report and the client's SUBMIT naming this governor have come.
+//  0, or an sq_err_t code with a message.
 int transfer_put (transfer_t *self, const sq_put_t *put, zmq_msg_t *frame, char *err,
                   size_t err_size);
 //  The object was dropped here: incoming copies of it are cancelled.
