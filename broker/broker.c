@@ -64,6 +64,19 @@ typedef struct {
     uint64_t amount;            //  the most any governor ever declared
 } s_declared_t;
 
+//  A FETCH of an uploaded constant its governor has not confirmed yet: the
+//  client's FETCH may overtake the governor's UPLOADED (they travel
+//  different connections), and must not be told the object is nowhere.
+//  Handed to the watches once the upload is confirmed or has failed.
+typedef struct _s_fetch_t s_fetch_t;
+struct _s_fetch_t {
+    s_fetch_t *next;
+    uint64_t key;
+    char peer [520];            //  identity key: the peer may go meanwhile
+    uint32_t req;
+    int64_t deadline;
+};
+
 struct _broker_t {
     broker_config_t config;
     char endpoint [256];
@@ -88,6 +101,7 @@ struct _broker_t {
     uint64_t messages;
     eventlog_t *events;         //  event log, task stream, metrics counters
     uploads_t *uploads;         //  uploaded constants: claims and confirmations waiting
+    s_fetch_t *fetches;         //  FETCHes waiting for an upload's confirmation
     http_t *http;               //  dashboard, or NULL
 };
 
@@ -668,6 +682,53 @@ done:
 //  Uploaded constants (uploads.h): counted as copies once the SUBMIT that
 //  claims one and the governor's UPLOADED agree.
 
+//  FETCHes parked on key go to the watches now (the upload is a copy, or
+//  has failed).
+static void
+s_fetches_release (broker_t *self, uint64_t key)
+{
+    s_fetch_t **link = &self->fetches;
+    while (*link) {
+        s_fetch_t *fetch = *link;
+        if (fetch->key != key) {
+            link = &fetch->next;
+            continue;
+        }
+        *link = fetch->next;
+        peer_t *peer = (peer_t *) zhashx_lookup (self->peers, fetch->peer);
+        session_t *session = graph_session (self->graph, sq_key_session (key));
+        if (peer && session && session->client == peer)
+            watches_fetch (self->watches, peer, fetch->req, session, sq_key_id (key),
+                           fetch->deadline);
+        else
+        if (peer) {
+            peer->outstanding--;
+            s_reply_error (self, peer->identity, peer->identity_size, fetch->req, SQ_E_SESSION,
+                           "the session was closed", 0);
+        }
+        free (fetch);
+    }
+}
+
+//  Parks a FETCH of an upload not confirmed yet. False when it is not one.
+static bool
+s_fetch_park (broker_t *self, peer_t *peer, uint64_t key, uint32_t req, int64_t deadline)
+{
+    object_t *object = graph_object (self->graph, key);
+    if (!object || !object->keep || !uploads_awaited (self->uploads, key))
+        return false;
+    s_fetch_t *fetch = (s_fetch_t *) calloc (1, sizeof *fetch);
+    if (!fetch)
+        return false;
+    fetch->key = key;
+    s_identity_key (peer->identity, peer->identity_size, fetch->peer);
+    fetch->req = req;
+    fetch->deadline = deadline;
+    fetch->next = self->fetches;
+    self->fetches = fetch;
+    return true;
+}
+
 //  An upload that will not be had: what needs it fails, saying why.
 static void
 s_upload_failed (broker_t *self, object_t *object, gov_t *gov, const char *why)
@@ -676,6 +737,7 @@ s_upload_failed (broker_t *self, object_t *object, gov_t *gov, const char *why)
     snprintf (message, sizeof message, "constant object %u, uploaded to governor %u, %s; "
               "submit it again", sq_key_id (object->key), gov? gov->id: 0, why);
     s_object_undeliverable (self, object, gov, true, message);
+    s_fetches_release (self, object->key);
 }
 
 //  What the SUBMIT of an object with frame [governor, size] does, once
@@ -718,11 +780,13 @@ s_upload_confirmed (broker_t *self, gov_t *gov, uint64_t key, uint64_t size)
         s_drop (orphan, key);
     if (!object && rc != UPLOADS_WAITING) {
         s_drop (gov, key);      //  claimed by a session closed since
+        s_fetches_release (self, key);
         return;
     }
     if (rc == UPLOADS_MATCHED && object->state == OBJ_FINISHED && !object->released) {
         eventlog_object (self->events, EV_OBJECT_LOCATED, object, gov, NULL);
         graph_object_add_location (self->graph, object, gov, true);
+        s_fetches_release (self, key);
     }
     else
     if (rc == UPLOADS_MISMATCH) {
@@ -765,6 +829,8 @@ s_uploads_expire (broker_t *self, int64_t now)
                      sq_key_session (key), sq_key_id (key), id);
             s_drop (gov, key);
         }
+        if (claim)
+            s_fetches_release (self, key);
     }
     return uploads_next_deadline (self->uploads);
 }
@@ -1180,6 +1246,7 @@ s_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, ui
             if (q.type == SQ_MSG_WAIT)
                 watches_wait (self->watches, peer, q.req, session, q.mode, q.ids, q.n_ids, deadline);
             else
+            if (!s_fetch_park (self, peer, sq_key (session->id, q.id), q.req, deadline))
                 watches_fetch (self->watches, peer, q.req, session, q.id, deadline);
             break;
         case SQ_MSG_INFO:
@@ -1453,6 +1520,11 @@ broker_destroy (broker_t **self_p)
     }
     sq_idmap_destroy (&self->by_fd);
     uploads_destroy (&self->uploads);
+    while (self->fetches) {
+        s_fetch_t *next = self->fetches->next;
+        free (self->fetches);
+        self->fetches = next;
+    }
     for (size_t i = 0; i < self->n_declared; i++)
         free (self->declared [i].name);
     sq_msg_release (&self->msg);

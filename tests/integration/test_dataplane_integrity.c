@@ -2,15 +2,17 @@
 
     An uploaded constant counts as a copy only once its governor confirms
     it (UPLOADED) with the size the SUBMIT claims; each waits for the other
-    at most --upload-timeout-ms (here 400 ms):
+    at most --upload-timeout-ms (here 2 s):
       - confirmation first, SUBMIT later: INFO shows the upload waiting,
         then the task using it runs;
+      - SUBMIT first, FETCH, upload later: the FETCH waits for the
+        confirmation instead of saying the object is nowhere;
       - a lying client (a SUBMIT naming an upload that never happened): the
         task using it fails with SQ_E_LOST, in time, saying why;
       - a SUBMIT claiming another size than was uploaded: the same;
       - a refused SUBMIT: the governor drops the upload at once;
       - an upload no SUBMIT claims: dropped after the timeout;
-      - the C library's own uploads still work under that timeout.
+      - the C library's own uploads still work.
     A copy reported LOST is ordered again at most 3 times: a fake governor
     that reports every copy it gets as lost sees exactly 4, and the task
     waiting there fails (SQ_E_LOST) saying so. */
@@ -18,7 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_TIMEOUT_MS 400
+//  Long enough for a loaded machine to see what waits before it expires.
+#define S_TIMEOUT_MS 2000
 
 static harness_t *s_h;
 static sq_client_t *s_client;
@@ -173,13 +176,32 @@ s_uploads (void)
     CHECK (s_wait_field (NULL, "uploads", 0, 5000) == 0, "nothing waits any more");
     harness_note ("an upload confirmed before its SUBMIT was used");
 
+    //  Claimed first, fetched, uploaded later: the FETCH waits for the
+    //  confirmation rather than say the object is nowhere.
+    CHECK (s_submit (raw, 5, g0, 70000, false) == 0, "SUBMIT before the upload");
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_request_t fetch = { .type = SQ_MSG_FETCH, .req = raw_next_req (raw), .session = raw->session,
+                           .id = 5 + 2, .timeout_ms = 10000 };
+    sq_request_encode (&w, &fetch);
+    CHECK (raw_send (raw, &w, NULL, 0) == 0, "send FETCH");
+    sq_wbuf_release (&w);
+    CHECK (raw_wait_reply (raw, fetch.req, 200) != 0, "no answer before the upload");
+    s_put (serve, raw->session, 5, 70000);
+    CHECK (raw_wait_reply (raw, fetch.req, 5000) == 0 && raw->reply.code == 0,
+           "the FETCH is answered once the upload is confirmed");
+    CHECK (s_wait_task (raw, 6, 10000, &message) == 1, "its consumer finished: %s", message);
+    free (message);
+    harness_note ("a FETCH that overtook the confirmation waited for it");
+
     //  A lie: nothing was uploaded.
     double start = harness_now ();
     CHECK (s_submit (raw, 10, g0, 50000, false) == 0, "SUBMIT of an upload that never was");
-    CHECK (s_wait_task (raw, 11, 10000, &message) == 2, "the consumer of a lie fails");
+    CHECK (s_wait_task (raw, 11, 20000, &message) == 2, "the consumer of a lie fails");
     double took = harness_now () - start;
     CHECK (strstr (message, "was not confirmed by that governor"), "message: %s", message);
-    CHECK (took >= S_TIMEOUT_MS / 1000.0 * 0.9 && took < 5, "failed after the timeout (%.2f s)", took);
+    CHECK (took >= S_TIMEOUT_MS / 1000.0 * 0.9 && took < S_TIMEOUT_MS / 1000.0 + 5,
+           "failed after the timeout (%.2f s)", took);
     harness_note ("a SUBMIT naming no upload failed its consumer in %.2f s: %s", took, message);
     free (message);
 
@@ -190,22 +212,23 @@ s_uploads (void)
     CHECK (strstr (message, "has 30000 bytes there, not the 60000"), "message: %s", message);
     harness_note ("a wrong size failed its consumer: %s", message);
     free (message);
-    //  Left on g0: upload 1 and its copy 3 (the wrong-sized one was dropped).
-    CHECK (s_wait_field ("g0", "objects", 2, 5000) == 2, "only upload 1 and its copy are on g0");
+    //  Left on g0: uploads 1 and 5 and their copies 3 and 7 (the wrong-sized
+    //  one was dropped).
+    CHECK (s_wait_field ("g0", "objects", 4, 5000) == 4, "only uploads 1, 5 and their copies are on g0");
 
     //  A refused SUBMIT: its upload is dropped at once (well before the
     //  timeout would).
     s_put (serve, raw->session, 30, 40000);
-    CHECK (s_wait_field ("g0", "objects", 3, 5000) == 3, "the upload is on g0");
+    CHECK (s_wait_field ("g0", "objects", 5, 5000) == 5, "the upload is on g0");
     start = harness_now ();
     CHECK (s_submit (raw, 30, g0, 40000, true) == SQ_E_UNKNOWN_KIND, "refused SUBMIT");
-    CHECK (s_wait_field ("g0", "objects", 2, 5000) == 2, "the refused upload is dropped");
+    CHECK (s_wait_field ("g0", "objects", 4, 5000) == 4, "the refused upload is dropped");
     CHECK (harness_now () - start < S_TIMEOUT_MS / 1000.0, "dropped before the timeout");
 
     //  An upload no SUBMIT claims goes after the timeout.
     s_put (serve, raw->session, 40, 40000);
-    CHECK (s_wait_field ("g0", "objects", 3, 5000) == 3, "the unclaimed upload is on g0");
-    CHECK (s_wait_field ("g0", "objects", 2, 5000) == 2, "the unclaimed upload is dropped");
+    CHECK (s_wait_field ("g0", "objects", 5, 5000) == 5, "the unclaimed upload is on g0");
+    CHECK (s_wait_field ("g0", "objects", 4, S_TIMEOUT_MS + 5000) == 4, "the unclaimed upload is dropped");
     CHECK (s_wait_field (NULL, "uploads", 0, 5000) == 0, "nothing waits");
     harness_note ("refused and unclaimed uploads were dropped from g0");
     raw_destroy (&raw);
@@ -303,7 +326,7 @@ s_lost_copies (void)
 int
 main (void)
 {
-    const char *broker [] = { "--upload-timeout-ms", "400", NULL };
+    const char *broker [] = { "--upload-timeout-ms", "2000", NULL };
     const char *g0 [] = { "--resource", "src=8", NULL };
     const char *const *govs [] = { g0 };
     s_h = harness_new_govs (1, 2, broker, govs);
