@@ -83,7 +83,19 @@ s_readers (sq_session_t *session, size_t size, const char *from, uint32_t seed)
     CHECK_RC (sq_submit (session), SQ_OK, "submit readers of %zu bytes", size);
     CHECK_RC (sq_wait (session, &store, 1, 60000), SQ_OK, "store");
     s_file_expect (path, data, size);
-    FETCH_EXPECT (session, here, data, size);
+    //  Fetched twice, freed in between: the second fetch reuses the
+    //  first one's buffer (client/buffers.c) and fills it right.
+    void *first = NULL, *second = NULL;
+    size_t got = 0;
+    CHECK_RC (sq_fetch (session, here, 30000, &first, &got, NULL), SQ_OK, "fetch");
+    CHECK (got == size && memcmp (first, data, size) == 0, "fetched bytes");
+    memset (first, 0, size);
+    uintptr_t was = (uintptr_t) first;
+    sq_free (first);
+    CHECK_RC (sq_fetch (session, here, 30000, &second, &got, NULL), SQ_OK, "fetch again");
+    CHECK ((uintptr_t) second == was && got == size && memcmp (second, data, size) == 0,
+           "fetched again into the same buffer, right");
+    sq_free (second);
     FETCH_EXPECT (session, sliced, data + S_CHUNK - 10, 20);
     FETCH_EXPECT (session, same, data, size);
     FETCH_EXPECT (session, catted, data, size);
