@@ -740,6 +740,15 @@ s_upload_failed (broker_t *self, object_t *object, gov_t *gov, const char *why)
     s_fetches_release (self, object->key);
 }
 
+static void
+s_upload_mismatch (broker_t *self, object_t *object, gov_t *gov, uint64_t has, uint64_t said)
+{
+    char why [120];
+    snprintf (why, sizeof why, "has %llu bytes there, not the %llu its SUBMIT said",
+              (unsigned long long) has, (unsigned long long) said);
+    s_upload_failed (self, object, gov, why);
+}
+
 //  What the SUBMIT of an object with frame [governor, size] does, once
 //  the whole SUBMIT is accepted.
 static void
@@ -755,12 +764,8 @@ s_upload_claimed (broker_t *self, object_t *object, gov_t *gov, uint64_t size, i
     //  Until confirmed it is a copy on its way: tasks there wait for it,
     //  copies elsewhere are ordered from there (s_assign).
     graph_object_add_location (self->graph, object, gov, rc == UPLOADS_MATCHED);
-    if (rc == UPLOADS_MISMATCH) {
-        char why [120];
-        snprintf (why, sizeof why, "has %llu bytes there, not the %llu its SUBMIT said",
-                  (unsigned long long) other, (unsigned long long) size);
-        s_upload_failed (self, object, gov, why);
-    }
+    if (rc == UPLOADS_MISMATCH)
+        s_upload_mismatch (self, object, gov, other, size);
     else
     if (rc == UPLOADS_FULL)
         s_upload_failed (self, object, gov, "cannot be tracked (too many uploads waiting)");
@@ -789,12 +794,8 @@ s_upload_confirmed (broker_t *self, gov_t *gov, uint64_t key, uint64_t size)
         s_fetches_release (self, key);
     }
     else
-    if (rc == UPLOADS_MISMATCH) {
-        char why [120];
-        snprintf (why, sizeof why, "has %llu bytes there, not the %llu its SUBMIT said",
-                  (unsigned long long) size, (unsigned long long) claimed);
-        s_upload_failed (self, object, gov, why);
-    }
+    if (rc == UPLOADS_MISMATCH)
+        s_upload_mismatch (self, object, gov, size, claimed);
     else
     if (rc != UPLOADS_WAITING) {
         //  Nobody will claim it, it came too late, or for an object gone.

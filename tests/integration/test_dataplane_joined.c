@@ -37,6 +37,20 @@ s_copy_on (sq_session_t *session, uint32_t input, const char *place)
     return sq_output (s_task_on (session, "concat", &input, 1, 1, NULL, 0, place), 0);
 }
 
+//  An execute on g1 of `cat FILE` with the input written at "in": its
+//  output, kept.
+static uint32_t
+s_cat_on_g1 (sq_session_t *session, uint32_t input, const char *file)
+{
+    const char *args [] = { "cat", file };
+    const char *in_paths [] = { "in" };
+    const char *out_paths [] = { "" };
+    size_t config_size;
+    void *config = sq_config_execute (args, 2, in_paths, 1, -1, out_paths, 1, 0, NULL,
+                                      &config_size);
+    return sq_output (s_task_on (session, "execute", &input, 1, 1, config, config_size, "dst"), 0);
+}
+
 static void
 s_file_expect (const char *path, const uint8_t *data, size_t size)
 {
@@ -68,12 +82,7 @@ s_readers (sq_session_t *session, size_t size, const char *from, uint32_t seed)
     uint32_t two [2] = { here, tail };
     uint32_t joined = sq_output (s_task_on (session, "concat", two, 2, 1, NULL, 0, "dst"), 0);
     uint32_t same = sq_output (s_task_on (session, "noop", &here, 1, 1, NULL, 0, "dst"), 0);
-    const char *args [] = { "cat", "in" };
-    const char *in_paths [] = { "in" };
-    const char *out_paths [] = { "" };
-    config = sq_config_execute (args, 2, in_paths, 1, -1, out_paths, 1, 0, NULL, &config_size);
-    uint32_t catted = sq_output (s_task_on (session, "execute", &here, 1, 1, config,
-                                            config_size, "dst"), 0);
+    uint32_t catted = s_cat_on_g1 (session, here, "in");
     char path [512];
     snprintf (path, sizeof path, "%s/stored-%u", s_tmp, seed);
     config = sq_config_path (path, &config_size);
@@ -136,12 +145,7 @@ s_directory (sq_session_t *session)
     snprintf (out, sizeof out, "%s/out", s_tmp);
     config = sq_config_path (out, &config_size);
     uint32_t store = s_task_on (session, "store", &here, 1, 0, config, config_size, "dst");
-    const char *args [] = { "cat", "in/big" };
-    const char *in_paths [] = { "in" };
-    const char *out_paths [] = { "" };
-    config = sq_config_execute (args, 2, in_paths, 1, -1, out_paths, 1, 0, NULL, &config_size);
-    uint32_t catted = sq_output (s_task_on (session, "execute", &here, 1, 1, config,
-                                            config_size, "dst"), 0);
+    uint32_t catted = s_cat_on_g1 (session, here, "in/big");
     CHECK_RC (sq_submit (session), SQ_OK, "submit directory");
     CHECK_RC (sq_wait (session, &store, 1, 60000), SQ_OK, "store directory");
     snprintf (path, sizeof path, "%s/big", out);
