@@ -9,8 +9,9 @@
     buffers back here, and the next fetch of a like size gets the pages back.
 
     At most S_KEEP buffers of S_KEEP_BYTES in all wait for reuse (a reused
-    buffer is at most 1.5 times what is asked); more are freed. They are
-    freed too when the last client is destroyed. Process-wide, behind a
+    buffer is at most 1.5 times what is asked); a buffer given back pushes
+    out the oldest (the latest sizes say best what comes next). They are
+    freed when the last client is destroyed. Process-wide, behind a
     mutex: sq_free may be called from any thread.
 
     Ownership: sq_client_buffer returns memory the caller owns until it
@@ -19,6 +20,7 @@
 #include "idmap.h"
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define S_KEEP 2
 #define S_KEEP_BYTES ((size_t) 256 << 20)
@@ -30,7 +32,7 @@ typedef struct {
 
 static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER;
 static sq_idmap_t *s_lent;              //  pointer -> capacity, with the caller
-static s_kept_t s_kept [S_KEEP];
+static s_kept_t s_kept [S_KEEP];      //  oldest first
 static size_t s_n_kept, s_kept_bytes;
 static size_t s_clients;
 
@@ -51,7 +53,7 @@ sq_client_buffer (size_t size)
         ptr = s_kept [best].ptr;
         capacity = s_kept [best].capacity;
         s_kept_bytes -= capacity;
-        s_kept [best] = s_kept [--s_n_kept];
+        memmove (&s_kept [best], &s_kept [best + 1], (--s_n_kept - best) * sizeof (s_kept_t));
     }
     else
         ptr = malloc (size);
@@ -67,18 +69,27 @@ sq_client_buffer (size_t size)
 bool
 sq_client_buffer_give (void *ptr)
 {
+    void *release [S_KEEP + 1];
+    size_t n = 0;
     pthread_mutex_lock (&s_lock);
     size_t capacity = s_lent? (size_t) (uintptr_t) sq_idmap_remove (s_lent, (uint64_t) (uintptr_t) ptr)
                             : 0;
     bool ours = capacity > 0;
-    if (ours && s_n_kept < S_KEEP && s_clients > 0 && capacity <= S_KEEP_BYTES - s_kept_bytes) {
+    if (ours && s_clients > 0 && capacity <= S_KEEP_BYTES) {
+        while (s_n_kept == S_KEEP || s_kept_bytes + capacity > S_KEEP_BYTES) {
+            release [n++] = s_kept [0].ptr;
+            s_kept_bytes -= s_kept [0].capacity;
+            memmove (&s_kept [0], &s_kept [1], --s_n_kept * sizeof (s_kept_t));
+        }
         s_kept [s_n_kept++] = (s_kept_t) { ptr, capacity };
         s_kept_bytes += capacity;
-        ptr = NULL;
     }
-    pthread_mutex_unlock (&s_lock);
+    else
     if (ours)
-        free (ptr);
+        release [n++] = ptr;
+    pthread_mutex_unlock (&s_lock);
+    for (size_t i = 0; i < n; i++)
+        free (release [i]);
     return ours;
 }
 

@@ -35,15 +35,25 @@ main (void)
     void *d = sq_client_buffer (2 * MIB);
     void *e = sq_client_buffer (2 * MIB);
     sq_free (c);                                            //  kept with the 4 MiB one
-    sq_free (d);                                            //  a third: freed
-    sq_free (e);
-    CHECK (sq_client_buffers_kept () == 6 * MIB);
+    sq_free (d);                                            //  pushes the 4 MiB one out
+    CHECK (sq_client_buffers_kept () == 4 * MIB);
+    void *f = sq_client_buffer (2 * MIB);                   //  reuses c, the older fit
+    CHECK (f == c && sq_client_buffers_kept () == 2 * MIB);
+    sq_free (f);
+    sq_free (e);                                            //  pushes d out
+    CHECK (sq_client_buffers_kept () == 4 * MIB);
+    void *h = sq_client_buffer (200 * MIB);
+    sq_free (h);                                            //  pushes c out
+    CHECK (sq_client_buffers_kept () == 202 * MIB);
+    void *i = sq_client_buffer (100 * MIB);
+    sq_free (i);                                            //  over 256 MiB: pushes e and h out
+    CHECK (sq_client_buffers_kept () == 100 * MIB);
     sq_client_destroy (&client);
     CHECK (sq_client_buffers_kept () == 0);
 
     //  Nothing is kept without a client; over 256 MiB nothing is either.
-    void *f = sq_client_buffer (2 * MIB);
-    sq_free (f);
+    void *k = sq_client_buffer (2 * MIB);
+    sq_free (k);
     CHECK (sq_client_buffers_kept () == 0);
     client = sq_client_new ();
     void *g = sq_client_buffer (300 * MIB);
