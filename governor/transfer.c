@@ -47,7 +47,7 @@ typedef struct {
     //  TRANSFER_PART_MIN, not worth a part each); or a spill file.
     sq_blob_t **parts;
     size_t n_parts, cap_parts;
-    uint64_t part_size;         //  every chunk's but the last
+    uint64_t part_size;         //  the first chunk's: every one's but the last
     sq_blob_t *blob;
     int fd;                     //  -1 if none
     char *path;
@@ -397,6 +397,7 @@ s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id, size_t len)
     in->content_type = mpr_strdup (chunk->content_type);
     in->reply_to = mpr_strdup (chunk->reply_to);
     in->last_ns = in->start_ns = task_now_ns ();
+    in->part_size = len;
     if (!in->content_type || !in->reply_to) {
         free (in->content_type);
         free (in->reply_to);
@@ -421,10 +422,7 @@ s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id, size_t len)
         goto refused;
     }
     store_make_room (self->store, chunk->size);
-    if (len >= TRANSFER_PART_MIN)
-        in->part_size = len;
-    else
-    if (!(in->blob = sq_blob_new ((size_t) chunk->size)))
+    if (len < TRANSFER_PART_MIN && !(in->blob = sq_blob_new ((size_t) chunk->size)))
         goto refused;
     in->reserved = true;
     self->in_bytes += in->size;
@@ -468,6 +466,9 @@ s_in_append (s_in_t *in, zmq_msg_t *frame)
         return "a chunk past the end of the object";
     if (len == 0 && in->size > 0)
         return "an empty chunk";
+    //  Equal chunks bound the parts (and their overhead) by the size.
+    if (len != in->part_size && len != in->size - in->received)
+        return "a chunk of another size";
     if (in->fd >= 0) {
         if (s_pwrite_all (in->fd, zmq_msg_data (frame), len, in->received))
             return "cannot write the spill file";
@@ -476,9 +477,6 @@ s_in_append (s_in_t *in, zmq_msg_t *frame)
     if (in->blob)
         memcpy ((char *) sq_blob_wdata (in->blob) + in->received, zmq_msg_data (frame), len);
     else {
-        //  Equal chunks bound the parts (and their overhead) by the size.
-        if (len != in->part_size && len != in->size - in->received)
-            return "a chunk of another size";
         if (in->n_parts == in->cap_parts) {
             size_t cap = in->cap_parts? in->cap_parts * 2: 16;
             sq_blob_t **parts = (sq_blob_t **) realloc (in->parts, cap * sizeof *parts);

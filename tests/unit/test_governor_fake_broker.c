@@ -431,6 +431,9 @@ main (void)
     s_chunk (push, peer_ep, 3, sq_key (1, 64), bytes, 0, 256u << 10, big);
     s_chunk (push, peer_ep, 3, sq_key (1, 64), bytes, 256u << 10, 100, big);
     s_expect_copy (&msg, sq_key (1, 64), SQ_EV_LOST, 0);
+    s_chunk (push, peer_ep, 4, sq_key (1, 65), bytes, 0, 4096, small);
+    s_chunk (push, peer_ep, 4, sq_key (1, 65), bytes, 4096, 100, small);
+    s_expect_copy (&msg, sq_key (1, 65), SQ_EV_LOST, 0);
     free (bytes);
 
     //  DROP the concat output: GFETCH now fails.
