@@ -21,6 +21,7 @@
 #include "scheduler.h"
 #include "watch.h"
 #include "eventlog.h"
+#include "uploads.h"
 #include "http.h"
 #include "wire.h"
 #include "taskconf.h"
@@ -39,6 +40,7 @@
 #define S_REBALANCE_MS 100      //  work stealing looks at loads this often
 #define S_SUSPECT_MS 5000       //  probing a peer whose connection may be gone
 #define S_MAX_SESSIONS 4096     //  open sessions per client connection
+#define S_MAX_RECOPIES 3        //  copies to one governor ordered again after LOST
 
 typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
 
@@ -61,6 +63,19 @@ typedef struct {
     char *name;
     uint64_t amount;            //  the most any governor ever declared
 } s_declared_t;
+
+//  A FETCH of an uploaded constant its governor has not confirmed yet: the
+//  client's FETCH may overtake the governor's UPLOADED (they travel
+//  different connections), and must not be told the object is nowhere.
+//  Handed to the watches once the upload is confirmed or has failed.
+typedef struct _s_fetch_t s_fetch_t;
+struct _s_fetch_t {
+    s_fetch_t *next;
+    uint64_t key;
+    char peer [520];            //  identity key: the peer may go meanwhile
+    uint32_t req;
+    int64_t deadline;
+};
 
 struct _broker_t {
     broker_config_t config;
@@ -85,6 +100,8 @@ struct _broker_t {
     atomic_int stopping;
     uint64_t messages;
     eventlog_t *events;         //  event log, task stream, metrics counters
+    uploads_t *uploads;         //  uploaded constants: claims and confirmations waiting
+    s_fetch_t *fetches;         //  FETCHes waiting for an upload's confirmation
     http_t *http;               //  dashboard, or NULL
 };
 
@@ -109,6 +126,7 @@ broker_config_defaults (broker_config_t *config)
     config->http = NULL;
     config->event_log = NULL;
     config->allowed_failures = 3;
+    config->upload_timeout_ms = 10000;
 }
 
 //  --------------------------------------------------------------------------
@@ -188,15 +206,29 @@ s_hook_task_done (void *arg, task_t *task)
     watches_task_done (self->watches, task);
 }
 
+static gov_t *
+s_gov_by_id (broker_t *self, uint32_t id)
+{
+    for (size_t i = 0; i < self->n_govs; i++)
+        if (self->govs [i]->id == id)
+            return self->govs [i];
+    return NULL;
+}
+
+static void
+s_drop (gov_t *gov, uint64_t key)
+{
+    msgpack_pack_uint64 (&gov->drop.elements.pk, key);
+    gov->drop.count++;
+    sq_idmap_remove (gov->recopies, key);
+}
+
 static void
 s_hook_object_drop (void *arg, object_t *object)
 {
     (void) arg;
-    for (uint32_t i = 0; i < object->n_locations; i++) {
-        gov_t *gov = object_locations (object) [i].gov;
-        msgpack_pack_uint64 (&gov->drop.elements.pk, object->key);
-        gov->drop.count++;
-    }
+    for (uint32_t i = 0; i < object->n_locations; i++)
+        s_drop (object_locations (object) [i].gov, object->key);
 }
 
 static void
@@ -208,11 +240,32 @@ s_hook_object_copy (void *arg, object_t *object, gov_t *from, gov_t *to)
     from->send.count++;
 }
 
+//  An object cannot be had on `gov` (NULL: a governor gone): the tasks
+//  that need it fail with `message` (SQ_E_LOST), all of them, or only
+//  those given to `gov`; its location there goes.
+static void
+s_object_undeliverable (broker_t *self, object_t *object, gov_t *gov, bool all,
+                        const char *message)
+{
+    sq_warn ("%s", message);
+    for (uint32_t c = 0; c < object->n_consumers; c++) {
+        task_t *consumer = object_consumers (object) [c];
+        if (all || (gov && consumer->gov == gov))
+            graph_task_failed (self->graph, consumer, SQ_E_LOST, message);
+    }
+    if (gov)
+        s_drop (gov, object->key);
+    graph_object_lost (self->graph, object, gov);
+}
+
 //  Data plane: a copy ordered to `gov` did not arrive (it came short, corrupt
 //  or from a sender that went silent): order it again, from a holder picked
-//  at random so that a second try tends to use another one. False when the
-//  location was not a copy on its way or no holder is left (then the object
-//  is lost there, and recomputed if needed).
+//  at random so that a second try tends to use another one, at most
+//  S_MAX_RECOPIES times per version (a governor that cannot take it would
+//  be sent it for ever). False when the location was not a copy on its
+//  way, no holder is left (then the object is lost there, and recomputed
+//  if needed) or the tries are spent (then the tasks there that need it
+//  fail, saying so).
 static bool
 s_recopy (broker_t *self, object_t *object, gov_t *gov)
 {
@@ -225,6 +278,21 @@ s_recopy (broker_t *self, object_t *object, gov_t *gov)
         n += locations [i].arrived && locations [i].gov != gov;
     if (n == 0)
         return false;
+    uint64_t tries = (uint64_t) (uintptr_t) sq_idmap_lookup (gov->recopies, object->key);
+    if (tries >> 32 != object->version)
+        tries = (uint64_t) object->version << 32;
+    if ((uint32_t) tries >= S_MAX_RECOPIES) {
+        char message [300];
+        snprintf (message, sizeof message, "object %u could not be copied to governor %u (%s): "
+                  "%u copies were lost on the way", sq_key_id (object->key), gov->id, gov->name,
+                  S_MAX_RECOPIES + 1);
+        sq_idmap_remove (gov->recopies, object->key);
+        s_object_undeliverable (self, object, gov, false, message);
+        return true;
+    }
+    sq_idmap_remove (gov->recopies, object->key);
+    if (sq_idmap_insert (gov->recopies, object->key, (void *) (uintptr_t) (tries + 1)))
+        return false;           //  out of memory: as if no holder were left
     uint32_t pick = (uint32_t) rand () % n;
     for (uint32_t i = 0; i < object->n_locations; i++)
         if (locations [i].arrived && locations [i].gov != gov && pick-- == 0) {
@@ -561,20 +629,27 @@ s_assign (void *arg, task_t *task, gov_t *gov)
             graph_object_add_location (self->graph, input, gov, true);
             continue;
         }
-        //  Copy it from a governor that has it, straight to this one.
-        location_t *source = NULL;
+        //  Copy it from a governor that has it, straight to this one; an
+        //  upload not confirmed yet is sent once its governor has it.
+        gov_t *source = NULL;
         for (uint32_t l = 0; l < input->n_locations && !source; l++)
             if (object_locations (input) [l].arrived)
-                source = &object_locations (input) [l];
+                source = object_locations (input) [l].gov;
+        if (!source) {
+            uint32_t uploaded = uploads_awaited (self->uploads, input->key);
+            source = uploaded? s_gov_by_id (self, uploaded): NULL;
+            if (source && !graph_object_location (input, source))
+                source = NULL;
+        }
         if (!source) {
             graph_task_failed (self->graph, task, SQ_E_LOST, "an input has no copy left");
             goto done;
         }
-        sq_pack_send (&source->gov->send.elements.pk, input->key, input->version,
+        sq_pack_send (&source->send.elements.pk, input->key, input->version,
                       gov->id, gov->data_endpoint);
-        source->gov->send.count++;
+        source->send.count++;
         graph_object_add_location (self->graph, input, gov, false);
-        eventlog_object (self->events, EV_OBJECT_COPY, input, gov, source->gov);
+        eventlog_object (self->events, EV_OBJECT_COPY, input, gov, source);
     }
     for (uint32_t i = 0; i < task->n_outputs; i++) {
         object_t *output = task->io [task->n_inputs + i];
@@ -605,6 +680,164 @@ done:
         free (inputs);
     if (outputs != outputs_small)
         free (outputs);
+}
+
+//  --------------------------------------------------------------------------
+//  Uploaded constants (uploads.h): counted as copies once the SUBMIT that
+//  claims one and the governor's UPLOADED agree.
+
+//  FETCHes parked on key go to the watches now (the upload is a copy, or
+//  has failed).
+static void
+s_fetches_release (broker_t *self, uint64_t key)
+{
+    s_fetch_t **link = &self->fetches;
+    while (*link) {
+        s_fetch_t *fetch = *link;
+        if (fetch->key != key) {
+            link = &fetch->next;
+            continue;
+        }
+        *link = fetch->next;
+        peer_t *peer = (peer_t *) zhashx_lookup (self->peers, fetch->peer);
+        session_t *session = graph_session (self->graph, sq_key_session (key));
+        if (peer && session && session->client == peer)
+            watches_fetch (self->watches, peer, fetch->req, session, sq_key_id (key),
+                           fetch->deadline);
+        else
+        if (peer) {
+            peer->outstanding--;
+            s_reply_error (self, peer->identity, peer->identity_size, fetch->req, SQ_E_SESSION,
+                           "the session was closed", 0);
+        }
+        free (fetch);
+    }
+}
+
+//  Parks a FETCH of an upload not confirmed yet. False when it is not one.
+static bool
+s_fetch_park (broker_t *self, peer_t *peer, uint64_t key, uint32_t req, int64_t deadline)
+{
+    object_t *object = graph_object (self->graph, key);
+    if (!object || !object->keep || !uploads_awaited (self->uploads, key))
+        return false;
+    s_fetch_t *fetch = (s_fetch_t *) calloc (1, sizeof *fetch);
+    if (!fetch)
+        return false;
+    fetch->key = key;
+    s_identity_key (peer->identity, peer->identity_size, fetch->peer);
+    fetch->req = req;
+    fetch->deadline = deadline;
+    fetch->next = self->fetches;
+    self->fetches = fetch;
+    return true;
+}
+
+//  An upload that will not be had: what needs it fails, saying why.
+static void
+s_upload_failed (broker_t *self, object_t *object, gov_t *gov, const char *why)
+{
+    char message [400];
+    snprintf (message, sizeof message, "constant object %u, uploaded to governor %u, %s; "
+              "submit it again", sq_key_id (object->key), gov? gov->id: 0, why);
+    s_object_undeliverable (self, object, gov, true, message);
+    s_fetches_release (self, object->key);
+}
+
+static void
+s_upload_mismatch (broker_t *self, object_t *object, gov_t *gov, uint64_t has, uint64_t said)
+{
+    char why [120];
+    snprintf (why, sizeof why, "has %llu bytes there, not the %llu its SUBMIT said",
+              (unsigned long long) has, (unsigned long long) said);
+    s_upload_failed (self, object, gov, why);
+}
+
+//  What the SUBMIT of an object with frame [governor, size] does, once
+//  the whole SUBMIT is accepted.
+static void
+s_upload_claimed (broker_t *self, object_t *object, gov_t *gov, uint64_t size, int64_t now)
+{
+    uint32_t drop_gov;
+    uint64_t other;
+    uploads_result_t rc = uploads_claim (self->uploads, object->key, gov->id, size, now,
+                                         &drop_gov, &other);
+    gov_t *orphan = drop_gov? s_gov_by_id (self, drop_gov): NULL;
+    if (orphan)
+        s_drop (orphan, object->key);
+    //  Until confirmed it is a copy on its way: tasks there wait for it,
+    //  copies elsewhere are ordered from there (s_assign).
+    graph_object_add_location (self->graph, object, gov, rc == UPLOADS_MATCHED);
+    if (rc == UPLOADS_MISMATCH)
+        s_upload_mismatch (self, object, gov, other, size);
+    else
+    if (rc == UPLOADS_FULL)
+        s_upload_failed (self, object, gov, "cannot be tracked (too many uploads waiting)");
+}
+
+//  A governor's UPLOADED event.
+static void
+s_upload_confirmed (broker_t *self, gov_t *gov, uint64_t key, uint64_t size)
+{
+    object_t *object = graph_object (self->graph, key);
+    uint32_t drop_gov;
+    uint64_t claimed;
+    uploads_result_t rc = uploads_confirm (self->uploads, key, gov->id, size, object != NULL,
+                                           s_now (), &drop_gov, &claimed);
+    gov_t *orphan = drop_gov? s_gov_by_id (self, drop_gov): NULL;
+    if (orphan)
+        s_drop (orphan, key);
+    if (!object && rc != UPLOADS_WAITING) {
+        s_drop (gov, key);      //  claimed by a session closed since
+        s_fetches_release (self, key);
+        return;
+    }
+    if (rc == UPLOADS_MATCHED && object->state == OBJ_FINISHED && !object->released) {
+        eventlog_object (self->events, EV_OBJECT_LOCATED, object, gov, NULL);
+        graph_object_add_location (self->graph, object, gov, true);
+        s_fetches_release (self, key);
+    }
+    else
+    if (rc == UPLOADS_MISMATCH)
+        s_upload_mismatch (self, object, gov, size, claimed);
+    else
+    if (rc != UPLOADS_WAITING) {
+        //  Nobody will claim it, it came too late, or for an object gone.
+        location_t *loc = graph_object_location (object, gov);
+        if (!loc || !loc->arrived)
+            s_drop (gov, key);
+    }
+}
+
+//  Claims never confirmed fail what needs them; uploads never claimed are
+//  dropped. Returns the next deadline, -1 if none.
+static int64_t
+s_uploads_expire (broker_t *self, int64_t now)
+{
+    uint64_t key;
+    uint32_t id;
+    bool claim;
+    while (uploads_expired (self->uploads, now, &key, &id, &claim)) {
+        gov_t *gov = s_gov_by_id (self, id);
+        object_t *object = claim? graph_object (self->graph, key): NULL;
+        location_t *loc = object && gov? graph_object_location (object, gov): NULL;
+        if (object && !(loc && loc->arrived)) {
+            char why [120];
+            snprintf (why, sizeof why, "was not confirmed by that governor within %d ms "
+                      "(the upload did not complete there, or the governor restarted)",
+                      self->config.upload_timeout_ms);
+            s_upload_failed (self, object, loc? gov: NULL, why);
+        }
+        else
+        if (!claim && gov) {
+            sq_info ("upload of object %u/%u to governor %u never claimed by a SUBMIT: dropped",
+                     sq_key_session (key), sq_key_id (key), id);
+            s_drop (gov, key);
+        }
+        if (claim)
+            s_fetches_release (self, key);
+    }
+    return uploads_next_deadline (self->uploads);
 }
 
 //  --------------------------------------------------------------------------
@@ -646,12 +879,14 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             &&  ev.size == object->size) {
                 eventlog_object (self->events, EV_OBJECT_LOCATED, object, gov, NULL);
                 graph_object_add_location (self->graph, object, gov, true);
+                sq_idmap_remove (gov->recopies, ev.key);
             }
-            else {
-                //  A copy nobody wants any more: let the governor free it.
-                msgpack_pack_uint64 (&gov->drop.elements.pk, ev.key);
-                gov->drop.count++;
-            }
+            else
+                s_drop (gov, ev.key);   //  a copy nobody wants any more
+            continue;
+        }
+        if (ev.type == SQ_EV_UPLOADED) {
+            s_upload_confirmed (self, gov, ev.key, ev.size);
             continue;
         }
         task_t *task = graph_task (self->graph, ev.key);
@@ -768,15 +1003,6 @@ s_client_session (broker_t *self, peer_t *peer, uint32_t id, uint32_t req)
     return session;
 }
 
-static gov_t *
-s_gov_by_id (broker_t *self, uint32_t id)
-{
-    for (size_t i = 0; i < self->n_govs; i++)
-        if (self->govs [i]->id == id)
-            return self->govs [i];
-    return NULL;
-}
-
 static void
 s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
 {
@@ -794,26 +1020,43 @@ s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
         uint32_t bad_id = 0;
         int rc = SQ_OK;
         //  Data plane: constants the client uploaded to a governor must name
-        //  one we know; they become copies located there.
+        //  one we know; they become copies there once it confirms them.
+        uint32_t n_uploads = 0;
         for (uint32_t i = 0; i < submit.n_objects && rc == SQ_OK; i++)
-            if (submit.objects [i].frame == SQ_FRAME_UPLOADED
-            &&  !s_gov_by_id (self, submit.objects [i].governor)) {
-                rc = SQ_E_INVALID;
-                bad_id = submit.objects [i].id;
-                snprintf (message, sizeof message, "object %u was uploaded to governor %u, "
-                          "which is not connected", bad_id, submit.objects [i].governor);
+            if (submit.objects [i].frame == SQ_FRAME_UPLOADED) {
+                n_uploads++;
+                if (!s_gov_by_id (self, submit.objects [i].governor)) {
+                    rc = SQ_E_INVALID;
+                    bad_id = submit.objects [i].id;
+                    snprintf (message, sizeof message, "object %u was uploaded to governor %u, "
+                              "which is not connected", bad_id, submit.objects [i].governor);
+                }
             }
+        if (rc == SQ_OK && uploads_count (self->uploads) + n_uploads > UPLOADS_MAX) {
+            rc = SQ_E_BUSY;
+            snprintf (message, sizeof message, "too many uploads waiting for confirmation "
+                      "(%u); try again", UPLOADS_MAX);
+        }
         if (rc == SQ_OK)
             rc = graph_submit (self->graph, session, &submit, msg->frames + 2, msg->n - 2,
                                s_resource_ok, self, message, sizeof message, &bad_id);
-        for (uint32_t i = 0; i < submit.n_objects && rc == SQ_OK; i++)
-            if (submit.objects [i].frame == SQ_FRAME_UPLOADED) {
-                object_t *object = graph_object (self->graph,
-                                                 sq_key (session->id, submit.objects [i].id));
-                if (object)
-                    graph_object_add_location (self->graph, object,
-                                               s_gov_by_id (self, submit.objects [i].governor), true);
+        int64_t now = s_now ();
+        for (uint32_t i = 0; i < submit.n_objects && n_uploads; i++) {
+            if (submit.objects [i].frame != SQ_FRAME_UPLOADED)
+                continue;
+            uint64_t key = sq_key (session->id, submit.objects [i].id);
+            gov_t *gov = s_gov_by_id (self, submit.objects [i].governor);
+            object_t *object = graph_object (self->graph, key);
+            if (rc == SQ_OK && object && gov)
+                s_upload_claimed (self, object, gov, submit.objects [i].size, now);
+            else
+            if (rc != SQ_OK && !object && gov) {
+                //  Refused: the bytes uploaded for it are nobody's (unless
+                //  the id is an object of the session, refused as a duplicate).
+                uploads_forget (self->uploads, key);
+                s_drop (gov, key);
             }
+        }
         if (rc == SQ_OK) {
             eventlog_submit (self->events, session->id, submit.n_tasks, submit.n_objects);
             sq_debug ("session %u: %u tasks, %u objects submitted", session->id,
@@ -850,7 +1093,7 @@ broker_pack_info (broker_t *self, msgpack_packer *pk)
     size_t clients = 0;
     for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
         clients += p->kind == PEER_CLIENT;
-    msgpack_pack_map (pk, 10);
+    msgpack_pack_map (pk, 11);
     sq_pack_cstr (pk, "version");
     sq_pack_cstr (pk, "0.1.0");
     sq_pack_cstr (pk, "governors");
@@ -891,6 +1134,7 @@ broker_pack_info (broker_t *self, msgpack_packer *pk)
     s_pack_kv_u64 (pk, "objects", graph_object_count (self->graph));
     s_pack_kv_u64 (pk, "watches", watches_count (self->watches));
     s_pack_kv_u64 (pk, "recomputed", graph_recomputed (self->graph));
+    s_pack_kv_u64 (pk, "uploads", uploads_count (self->uploads));
 }
 
 //  KEEP / UNKEEP / CANCEL: every id is checked before anything changes.
@@ -1014,6 +1258,7 @@ s_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, ui
             if (q.type == SQ_MSG_WAIT)
                 watches_wait (self->watches, peer, q.req, session, q.mode, q.ids, q.n_ids, deadline);
             else
+            if (!s_fetch_park (self, peer, sq_key (session->id, q.id), q.req, deadline))
                 watches_fetch (self->watches, peer, q.req, session, q.id, deadline);
             break;
         case SQ_MSG_INFO:
@@ -1126,6 +1371,9 @@ s_timers (broker_t *self, int64_t now)
     int64_t deadline = watches_expire (self->watches, now);
     if (deadline >= 0 && deadline < next)
         next = deadline;
+    deadline = s_uploads_expire (self, now);
+    if (deadline >= 0 && deadline < next)
+        next = deadline;
     return next;
 }
 
@@ -1218,9 +1466,10 @@ broker_new (const broker_config_t *config)
     self->watches = self->graph? watches_new (self->graph, &whooks): NULL;
     self->peers = zhashx_new ();
     self->by_fd = sq_idmap_new ();
+    self->uploads = uploads_new (config->upload_timeout_ms);
     self->ctx = zmq_ctx_new ();
     if (!self->graph || !self->scheduler || !self->watches || !self->peers
-    ||  !self->by_fd || !self->ctx) {
+    ||  !self->by_fd || !self->uploads || !self->ctx) {
         sq_error ("out of memory");
         broker_destroy (&self);
         return NULL;
@@ -1285,6 +1534,12 @@ broker_destroy (broker_t **self_p)
         zhashx_destroy (&self->peers);
     }
     sq_idmap_destroy (&self->by_fd);
+    uploads_destroy (&self->uploads);
+    while (self->fetches) {
+        s_fetch_t *next = self->fetches->next;
+        free (self->fetches);
+        self->fetches = next;
+    }
     for (size_t i = 0; i < self->n_declared; i++)
         free (self->declared [i].name);
     sq_msg_release (&self->msg);

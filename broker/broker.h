@@ -21,6 +21,7 @@ typedef struct {
     uint32_t prefetch;          //  tasks queued per governor beyond its cpus
     uint32_t max_requests;      //  outstanding waits/fetches per client
     uint32_t allowed_failures;  //  governor deaths a running task may see
+    int upload_timeout_ms;      //  an upload's SUBMIT and confirmation wait this long for each other
     const char *http;           //  dashboard "[HOST:]PORT", or NULL (http.c)
     const char *event_log;      //  event log file, or NULL (eventlog.c)
 } broker_config_t;

@@ -25,6 +25,7 @@ gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
     self->data_endpoint = mpr_strdup (hello->data_endpoint);
     self->serve_endpoint = mpr_strdup (hello->serve_endpoint);
     self->tasks = sq_idmap_new ();
+    self->recopies = sq_idmap_new ();
     self->incarnation = hello->incarnation;
     if (identity_size > sizeof self->identity)
         identity_size = sizeof self->identity;
@@ -58,7 +59,8 @@ gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
     s_batch_init (&self->drop);
     s_batch_init (&self->stop);
     s_batch_init (&self->retract);
-    if (!self->name || !self->data_endpoint || !self->serve_endpoint || !self->tasks)
+    if (!self->name || !self->data_endpoint || !self->serve_endpoint || !self->tasks
+    ||  !self->recopies)
         gov_destroy (&self);
     return self;
 }
@@ -75,6 +77,7 @@ gov_destroy (gov_t **self_p)
     for (uint32_t i = 0; i < self->n_resources; i++)
         free ((char *) self->resources [i].name.ptr);
     sq_idmap_destroy (&self->tasks);
+    sq_idmap_destroy (&self->recopies);
     sq_wbuf_release (&self->assign.elements);
     sq_wbuf_release (&self->send.elements);
     sq_wbuf_release (&self->drop.elements);

@@ -35,6 +35,9 @@ struct _gov_t {
     double avg_task_us;         //  recent task duration (EWMA), 0 unknown
     sq_idmap_t *tasks;          //  assigned and running tasks, by key
     int32_t open_at;            //  scheduler.c: index among governors with a free slot, -1
+    //  Copies to this governor reported LOST and ordered again: object key
+    //  -> (version << 32 | times), until one arrives or the object goes.
+    sq_idmap_t *recopies;
     sq_load_t load;             //  last LOAD report
     int64_t last_recv;          //  ms, monotonic
     int64_t last_send;

@@ -30,6 +30,8 @@ s_usage (FILE *out)
         "  --prefetch N          tasks queued per governor beyond its cpus (default 1024)\n"
         "  --allowed-failures N  governor deaths a running task may see before it\n"
         "                        fails as their suspected cause (default 3)\n"
+        "  --upload-timeout-ms MS  how long an uploaded constant's SUBMIT and its\n"
+        "                        governor's confirmation wait for each other (default 10000)\n"
         "  --http [HOST:]PORT    serve the dashboard, /metrics and the JSON API\n"
         "                        (port 0 picks a free one; see docs/dashboard.md)\n"
         "  --event-log FILE      append every event to FILE (docs/eventlog.md)\n"
@@ -80,6 +82,9 @@ main (int argc, char *argv [])
         else
         if (strcmp (arg, "--allowed-failures") == 0 && sq_parse_int (value, 1, 1000, &n) == 0)
             config.allowed_failures = (uint32_t) n;
+        else
+        if (strcmp (arg, "--upload-timeout-ms") == 0 && sq_parse_int (value, 1, 3600000, &n) == 0)
+            config.upload_timeout_ms = (int) n;
         else
         if (strcmp (arg, "--http") == 0 && *value)
             config.http = value;

@@ -36,7 +36,9 @@ sq_strerror (int code)
 void
 sq_free (void *ptr)
 {
-    free (ptr);
+    //  Big fetch buffers are kept for the next fetch (client/buffers.c).
+    if (ptr && !sq_client_buffer_give (ptr))
+        free (ptr);
 }
 
 static int64_t
@@ -64,6 +66,7 @@ sq_client_new (void)
     sq_msg_init (&self->msg);
     self->next_req = 1;
     snprintf (self->errmsg, sizeof self->errmsg, "no error");
+    sq_client_buffers_hold (true);
     return self;
 }
 
@@ -120,6 +123,7 @@ sq_client_destroy (sq_client_t **self_p)
     sq_wbuf_release (&self->w);
     zmq_ctx_term (self->ctx);
     free (self);
+    sq_client_buffers_hold (false);
 }
 
 int

@@ -6,7 +6,8 @@
     the credit, and a slow client only slows its own fetch. The governor
     sends every range zero-copy from its store; the client copies each once
     from the ZeroMQ frame into the result buffer (which sq_free must be able
-    to free, so it cannot be the frames themselves). */
+    to free, so it cannot be the frames themselves), whose memory is reused
+    from earlier fetches the caller freed (client/buffers.c). */
 #include "sq_client_private.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -72,7 +73,7 @@ sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t
     if (!socket)
         return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to governor at %s: %s",
                                  endpoint, zmq_strerror (errno));
-    char *buffer = (char *) malloc (size? (size_t) size: 1);
+    char *buffer = (char *) sq_client_buffer ((size_t) size);
     if (!buffer)
         return sq_client_seterr (self, SQ_E_NOMEM, sq_key_id (key), 0, "out of memory for %llu bytes",
                                  (unsigned long long) size);
@@ -141,7 +142,7 @@ sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t
         //  ids are never used again), but a broken link is better renewed.
         if (sent > received)
             sq_client_governor_forget (self, endpoint);
-        free (buffer);
+        sq_free (buffer);
         return rc;
     }
     *data = buffer;

@@ -880,7 +880,7 @@ s_copy_out (sq_session_t *self, sq_msg_t *msg, uint64_t size, mpr_str_t content_
     if (sq_msg_size (msg, 1) != size)
         return s_err (self, SQ_E_PROTOCOL, 0, "FETCH reply from %s: payload of %zu bytes, %llu announced",
                       from, sq_msg_size (msg, 1), (unsigned long long) size);
-    //  sq_free is free (): the bytes must be copied out of the ZeroMQ frame.
+    //  The caller frees it with sq_free: the bytes must be copied out of the frame.
     void *bytes = malloc (size? size: 1);
     char *ct = content_type_out? mpr_strdup (content_type): NULL;
     if (!bytes || (content_type_out && !ct)) {

@@ -84,6 +84,18 @@ void sq_client_governor_forget (sq_client_t *self, const char *endpoint);
 #define SQ_FETCH_ATTEMPTS 10
 int sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t size,
                      int timeout_ms, void **data);
+//  Buffers of fetched objects (client/buffers.c): one of at least
+//  SQ_CLIENT_BUFFER_MIN bytes comes back through sq_free, which keeps it
+//  for the next fetch (up to 2 buffers, 256 MiB, while a client exists).
+#define SQ_CLIENT_BUFFER_MIN (1u << 20)
+void *sq_client_buffer (size_t size);
+//  True when ptr came from sq_client_buffer: it is kept or freed now.
+bool sq_client_buffer_give (void *ptr);
+//  Counts clients (new: true, destroy: false); the last one's destroy
+//  frees the buffers kept.
+void sq_client_buffers_hold (bool hold);
+//  Bytes kept for reuse (tests).
+size_t sq_client_buffers_kept (void);
 //  Upload (client/fetch.c): constants of at least SQ_UPLOAD_MIN bytes go
 //  to the governor with the least memory in use (from INFO) in PUT ranges,
 //  and SUBMIT names it. Below that, a constant rides in the SUBMIT: one

@@ -93,7 +93,10 @@ uint32_t sq_client_errroot (sq_client_t *self);
 //  Asks the broker about the cluster; *json receives a JSON document
 //  (governors, their resources and load; task counts by state).
 int sq_client_info (sq_client_t *self, char **json);
-//  Frees a buffer this library returned.
+//  Frees a buffer this library returned (only sq_free may: the buffers of
+//  big fetched objects are kept, at most 2 and 256 MiB, for the next
+//  fetches, whose pages are then already in memory; the last
+//  sq_client_destroy frees them).
 void sq_free (void *ptr);
 
 //  --------------------------------------------------------------------------

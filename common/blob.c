@@ -1,6 +1,7 @@
 /*  blob: reference-counted immutable bytes, backed by malloc, a ZeroMQ
-    message or a read-only file mapping. */
+    message, a read-only file mapping, or a list of such blobs (joined). */
 #include "blob.h"
+#include <assert.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -9,20 +10,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef enum { S_HEAP, S_MSG, S_MAP } s_backing_t;
+typedef enum { S_HEAP, S_MSG, S_MAP, S_JOIN } s_backing_t;
 
 struct _sq_blob_t {
     atomic_uint refs;
     s_backing_t backing;
     size_t size;
-    void *data;
+    void *data;                 //  NULL for S_JOIN
     zmq_msg_t msg;              //  S_MSG only
+    sq_blob_t **parts;          //  S_JOIN only: flat, non-empty, in order
+    size_t *ends;               //  S_JOIN only: offset after each part
+    size_t n_parts;
 };
 
 sq_blob_t *
 sq_blob_new (size_t size)
 {
-    sq_blob_t *self = (sq_blob_t *) malloc (sizeof *self);
+    sq_blob_t *self = (sq_blob_t *) calloc (1, sizeof *self);
     if (!self)
         return NULL;
     //  malloc (0) may return NULL; keep a valid pointer for empty blobs.
@@ -49,7 +53,7 @@ sq_blob_copy (const void *data, size_t size)
 sq_blob_t *
 sq_blob_from_msg (zmq_msg_t *msg)
 {
-    sq_blob_t *self = (sq_blob_t *) malloc (sizeof *self);
+    sq_blob_t *self = (sq_blob_t *) calloc (1, sizeof *self);
     if (!self) {
         zmq_msg_close (msg);
         return NULL;
@@ -83,7 +87,7 @@ sq_blob_map_file (const char *path)
     close (fd);
     if (data == MAP_FAILED)
         return NULL;
-    sq_blob_t *self = (sq_blob_t *) malloc (sizeof *self);
+    sq_blob_t *self = (sq_blob_t *) calloc (1, sizeof *self);
     if (!self) {
         munmap (data, (size_t) st.st_size);
         return NULL;
@@ -93,6 +97,62 @@ sq_blob_map_file (const char *path)
     self->data = data;
     self->size = (size_t) st.st_size;
     return self;
+}
+
+sq_blob_t *
+sq_blob_join (sq_blob_t **parts, size_t n_parts)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < n_parts; i++) {
+        assert (parts [i]->backing != S_JOIN);
+        if (parts [i]->size)
+            parts [n++] = parts [i];
+        else
+            sq_blob_unref (&parts [i]);
+    }
+    if (n == 0)
+        return sq_blob_new (0);
+    if (n == 1)
+        return parts [0];
+    sq_blob_t *self = (sq_blob_t *) calloc (1, sizeof *self);
+    if (self) {
+        self->parts = (sq_blob_t **) malloc (n * sizeof (sq_blob_t *));
+        self->ends = (size_t *) malloc (n * sizeof (size_t));
+    }
+    if (!self || !self->parts || !self->ends) {
+        if (self) {
+            free (self->parts);
+            free (self->ends);
+            free (self);
+        }
+        for (size_t i = 0; i < n; i++)
+            sq_blob_unref (&parts [i]);
+        return NULL;
+    }
+    atomic_init (&self->refs, 1);
+    self->backing = S_JOIN;
+    for (size_t i = 0; i < n; i++) {
+        self->parts [i] = parts [i];
+        self->size += parts [i]->size;
+        self->ends [i] = self->size;
+    }
+    self->n_parts = n;
+    return self;
+}
+
+//  Index of the part of a joined blob holding byte `offset` (< size).
+static size_t
+s_part_of (const sq_blob_t *self, size_t offset)
+{
+    size_t low = 0, high = self->n_parts - 1;
+    while (low < high) {
+        size_t mid = low + (high - low) / 2;
+        if (self->ends [mid] <= offset)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
 }
 
 sq_blob_t *
@@ -117,7 +177,14 @@ sq_blob_unref (sq_blob_t **self_p)
     if (self->backing == S_MSG)
         zmq_msg_close (&self->msg);
     else
+    if (self->backing == S_MAP)
         munmap (self->data, self->size);
+    else {
+        for (size_t i = 0; i < self->n_parts; i++)
+            sq_blob_unref (&self->parts [i]);
+        free (self->parts);
+        free (self->ends);
+    }
     free (self);
 }
 
@@ -139,6 +206,54 @@ sq_blob_size (const sq_blob_t *self)
     return self->size;
 }
 
+bool
+sq_blob_flat (const sq_blob_t *self)
+{
+    return self->backing != S_JOIN;
+}
+
+const void *
+sq_blob_span (const sq_blob_t *self, size_t offset, size_t *len)
+{
+    assert (offset < self->size);
+    if (self->backing != S_JOIN) {
+        *len = self->size - offset;
+        return (const char *) self->data + offset;
+    }
+    size_t i = s_part_of (self, offset);
+    size_t start = self->ends [i] - self->parts [i]->size;
+    *len = self->ends [i] - offset;
+    return (const char *) self->parts [i]->data + (offset - start);
+}
+
+void
+sq_blob_read (const sq_blob_t *self, size_t offset, void *dest, size_t size)
+{
+    assert (offset <= self->size && size <= self->size - offset);
+    char *to = (char *) dest;
+    while (size > 0) {
+        size_t len;
+        const void *from = sq_blob_span (self, offset, &len);
+        if (len > size)
+            len = size;
+        memcpy (to, from, len);
+        to += len;
+        offset += len;
+        size -= len;
+    }
+}
+
+sq_blob_t *
+sq_blob_flatten (sq_blob_t *self)
+{
+    if (self->backing != S_JOIN)
+        return sq_blob_ref (self);
+    sq_blob_t *flat = sq_blob_new (self->size);
+    if (flat)
+        sq_blob_read (self, 0, flat->data, self->size);
+    return flat;
+}
+
 static void
 s_release (void *data, void *hint)
 {
@@ -150,20 +265,7 @@ s_release (void *data, void *hint)
 int
 sq_blob_msg (sq_blob_t *self, zmq_msg_t *msg)
 {
-    //  Tiny payloads are cheaper copied than reference-counted.
-    if (self->size <= 64) {
-        if (zmq_msg_init_size (msg, self->size))
-            return -1;
-        if (self->size)
-            memcpy (zmq_msg_data (msg), self->data, self->size);
-        return 0;
-    }
-    sq_blob_ref (self);
-    if (zmq_msg_init_data (msg, self->data, self->size, s_release, self)) {
-        sq_blob_unref (&self);
-        return -1;
-    }
-    return 0;
+    return sq_blob_msg_range (self, 0, self->size, msg);
 }
 
 int
@@ -171,17 +273,26 @@ sq_blob_msg_range (sq_blob_t *self, size_t offset, size_t size, zmq_msg_t *msg)
 {
     if (offset > self->size || size > self->size - offset)
         return -1;
-    const char *start = (const char *) self->data + offset;
-    if (size <= 64) {
+    //  The blob holding the range in one piece, and where in it.
+    sq_blob_t *holder = self;
+    size_t start = offset;
+    if (self->backing == S_JOIN && size) {
+        size_t i = s_part_of (self, offset);
+        holder = size <= self->ends [i] - offset? self->parts [i]: NULL;
+        start = offset - (self->ends [i] - self->parts [i]->size);
+    }
+    //  Tiny payloads are cheaper copied than reference-counted; ranges
+    //  across parts have to be.
+    if (size <= 64 || !holder) {
         if (zmq_msg_init_size (msg, size))
             return -1;
         if (size)
-            memcpy (zmq_msg_data (msg), start, size);
+            sq_blob_read (self, offset, zmq_msg_data (msg), size);
         return 0;
     }
-    sq_blob_ref (self);
-    if (zmq_msg_init_data (msg, (void *) start, size, s_release, self)) {
-        sq_blob_unref (&self);
+    sq_blob_ref (holder);
+    if (zmq_msg_init_data (msg, (char *) holder->data + start, size, s_release, holder)) {
+        sq_blob_unref (&holder);
         return -1;
     }
     return 0;
@@ -190,7 +301,10 @@ sq_blob_msg_range (sq_blob_t *self, size_t offset, size_t size, zmq_msg_t *msg)
 unsigned
 sq_blob_refs (const sq_blob_t *self)
 {
-    return atomic_load_explicit (&((sq_blob_t *) self)->refs, memory_order_acquire);
+    unsigned refs = atomic_load_explicit (&((sq_blob_t *) self)->refs, memory_order_acquire);
+    for (size_t i = 0; i < self->n_parts; i++)
+        refs += atomic_load_explicit (&self->parts [i]->refs, memory_order_acquire) - 1;
+    return refs;
 }
 
 bool

@@ -774,6 +774,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
                     ev->type == SQ_EV_STARTED? 3:
                     ev->type == SQ_EV_RETRACTED? 3:
                     ev->type == SQ_EV_LOCATED? 3:
+                    ev->type == SQ_EV_UPLOADED? 3:
                     ev->type == SQ_EV_LOST? 2: 0;
     if (want == 0)
         mpr_fail (r, "unknown event type");
@@ -819,6 +820,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
             mpr_u32 (r, &ev->attempt);
             break;
         case SQ_EV_LOCATED:
+        case SQ_EV_UPLOADED:
             mpr_field (r, "event.size");
             mpr_uint (r, &ev->size);
             break;
@@ -901,6 +903,15 @@ sq_pack_lost (msgpack_packer *pk, uint64_t object)
     msgpack_pack_array (pk, 2);
     msgpack_pack_uint32 (pk, SQ_EV_LOST);
     msgpack_pack_uint64 (pk, object);
+}
+
+void
+sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_UPLOADED);
+    msgpack_pack_uint64 (pk, object);
+    msgpack_pack_uint64 (pk, size);
 }
 
 //  LOAD, HEARTBEAT, BYE -----------------------------------------------------

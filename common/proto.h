@@ -62,7 +62,8 @@ typedef enum {
     SQ_EV_STARTED = 3,
     SQ_EV_LOCATED = 4,
     SQ_EV_LOST = 5,
-    SQ_EV_RETRACTED = 6         //  a RETRACTed task was given back unstarted
+    SQ_EV_RETRACTED = 6,        //  a RETRACTed task was given back unstarted
+    SQ_EV_UPLOADED = 7          //  a client's upload of a constant is complete here
 } sq_event_type_t;
 
 //  WAIT modes
@@ -285,6 +286,7 @@ void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 //      [4 LOCATED, object, size]      a copy arrived
 //      [5 LOST, object]               a copy could not be had or kept
 //      [6 RETRACTED, task, attempt]   given back unstarted (after RETRACT)
+//      [7 UPLOADED, object, size]     a client's upload (PUT) is complete here
 //    HEARTBEAT [31]   BYE [33]
 //    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects]
 
@@ -302,7 +304,7 @@ typedef struct {
     uint32_t reason;            //  FAILED: SQ_FAIL_*
     uint64_t key;               //  task (FINISHED/FAILED/STARTED) or object
     uint32_t attempt;
-    uint64_t size;              //  LOCATED
+    uint64_t size;              //  LOCATED, UPLOADED
     mpr_str_t message;          //  FAILED
     uint64_t duration_us;
     uint32_t n_outputs;
@@ -333,6 +335,7 @@ void sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
 void sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
+void sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 
 typedef struct {

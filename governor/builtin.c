@@ -49,8 +49,7 @@ s_concat (task_t *task, store_t *store, char *err, size_t err_size)
     char *p = (char *) sq_blob_wdata (out);
     for (uint32_t i = 0; i < task->n_inputs; i++) {
         sq_blob_t *in = s_input (task, store, i);
-        if (sq_blob_size (in))
-            memcpy (p, sq_blob_data (in), sq_blob_size (in));
+        sq_blob_read (in, 0, p, sq_blob_size (in));
         p += sq_blob_size (in);
     }
     task->results [0] = out;
@@ -71,8 +70,10 @@ s_slice (task_t *task, store_t *store, char *err, size_t err_size)
     }
     if (end < start)
         end = start;
-    task->results [0] = sq_blob_copy ((const char *) sq_blob_data (in) + start, end - start);
-    if (!task->results [0]) {
+    task->results [0] = sq_blob_new (end - start);
+    if (task->results [0])
+        sq_blob_read (in, start, sq_blob_wdata (task->results [0]), end - start);
+    else {
         snprintf (err, err_size, "slice: out of memory");
         return -1;
     }
@@ -129,10 +130,17 @@ s_store (task_t *task, store_t *store, char *err, size_t err_size)
     const char *type = NULL;
     sq_blob_t *in = store_get (store, task->inputs [0], &type);
     int rc;
-    if (dirobj_is (type))
-        rc = dirobj_unpack (sq_blob_data (in), sq_blob_size (in), path, err, err_size);
+    if (dirobj_is (type)) {
+        in = store_get_flat (store, task->inputs [0], NULL);
+        if (in)
+            rc = dirobj_unpack (sq_blob_data (in), sq_blob_size (in), path, err, err_size);
+        else {
+            snprintf (err, err_size, "store: out of memory");
+            rc = -1;
+        }
+    }
     else {
-        rc = files_write (path, sq_blob_data (in), sq_blob_size (in));
+        rc = files_write (path, in);
         if (rc)
             snprintf (err, err_size, "store: cannot write '%s': %s", path, strerror (errno));
     }

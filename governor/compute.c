@@ -8,6 +8,7 @@
 #include "pyexec.h"
 #include "deadlines.h"
 #include "transfer.h"
+#include "heap.h"
 #include "wire.h"
 #include "idmap.h"
 #include "log.h"
@@ -88,6 +89,8 @@ struct _compute_t {
     size_t cap_items;
     size_t n_py_items;          //  at the end of items
     uint64_t flushed_ns;        //  when the last UPDATE left
+    uint64_t heap_bytes;        //  object bytes in memory at the last look
+    uint64_t release_ns;        //  when to give freed memory back (0: nothing to give)
     char err [S_ERR_SIZE];
 };
 
@@ -559,17 +562,21 @@ s_send_object (compute_t *self, uint64_t key, uint32_t version, const char *endp
         sq_warn ("cannot start the copy of %" PRIx64 " to %s", key, endpoint);
 }
 
-//  transfer_fn: a copy arrived (located) or could not be had (lost).
+//  transfer_fn: a copy arrived (located) or could not be had (lost), or
+//  an upload is complete (the broker waits for that to count it).
 static void
-s_copy_done (void *arg, uint64_t key, uint64_t size, bool located)
+s_copy_done (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome)
 {
     compute_t *self = (compute_t *) arg;
-    if (located) {
-        s_object_stored (self, key);
-        sq_pack_located (&self->events.pk, key, size);
-    }
-    else
+    if (outcome == TRANSFER_LOST)
         sq_pack_lost (&self->events.pk, key);
+    else {
+        s_object_stored (self, key);
+        if (outcome == TRANSFER_LOCATED)
+            sq_pack_located (&self->events.pk, key, size);
+        else
+            sq_pack_uploaded (&self->events.pk, key, size);
+    }
     s_event_added (self);
 }
 
@@ -918,8 +925,7 @@ s_on_put (compute_t *self, sq_msg_t *msg)
     }
     sq_wbuf_t reply;
     sq_wbuf_init (&reply);
-    int code = transfer_put (self->transfer, &put, sq_msg_data (msg, 3), sq_msg_size (msg, 3),
-                             self->err, sizeof self->err);
+    int code = transfer_put (self->transfer, &put, &msg->frames [3], self->err, sizeof self->err);
     if (code == 0) {
         sq_reply_begin (&reply, put.req);
         msgpack_pack_nil (&reply.pk);
@@ -1033,6 +1039,26 @@ s_min_timeout (long a, long b)
     return a < 0? b: b < 0? a: a < b? a: b;
 }
 
+//  Freed object memory stays in the heap for the next copies (heap.h)
+//  until nothing has been freed for HEAP_RELEASE_IDLE_MS. Returns the ms
+//  until then, -1 when there is nothing to give back.
+static long
+s_heap_release (compute_t *self)
+{
+    uint64_t bytes = store_memory (self->store) + transfer_incoming_bytes (self->transfer);
+    uint64_t now = task_now_ns ();
+    if (bytes < self->heap_bytes)
+        self->release_ns = now + (uint64_t) HEAP_RELEASE_IDLE_MS * 1000000ull;
+    self->heap_bytes = bytes;
+    if (self->release_ns == 0)
+        return -1;
+    if (now < self->release_ns)
+        return (long) ((self->release_ns - now) / 1000000) + 1;
+    heap_release ();
+    self->release_ns = 0;
+    return -1;
+}
+
 //  While Python executors are busy their replies come within about a
 //  millisecond, and an UPDATE per reply would cost the broker more than
 //  the tasks: events then wait up to S_PY_HOLD_NS after the last UPDATE.
@@ -1135,6 +1161,7 @@ compute_run (compute_t *self)
             timeout = s_min_timeout (timeout, s_report_load (self));
             timeout = s_min_timeout (timeout, transfer_tick (self->transfer));
             timeout = s_min_timeout (timeout, s_memcheck_due (self));
+            timeout = s_min_timeout (timeout, s_heap_release (self));
             rc = zmq_poll (self->items, n, timeout);
         }
         if (rc < 0 && errno == ETERM)

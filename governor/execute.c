@@ -99,6 +99,9 @@ s_write_inputs (execute_t *self, task_t *task, store_t *store, char *err, size_t
                 snprintf (err, err_size, "execute: cannot write input %u to '%.*s': %s", i,
                           (int) rel.len, rel.ptr, strerror (errno));
             else
+            if (!(blob = store_get_flat (store, task->inputs [i], NULL)))
+                snprintf (err, err_size, "execute: out of memory for input %u", i);
+            else
                 rc = dirobj_unpack (sq_blob_data (blob), sq_blob_size (blob), dir, err, err_size);
             free (dir);
             if (rc)
@@ -108,7 +111,7 @@ s_write_inputs (execute_t *self, task_t *task, store_t *store, char *err, size_t
         char *path = rel.len? s_join (self->dir, rel): strdup (self->stdin_path);
         if (!path
         ||  files_mkparents (path)
-        ||  files_write (path, sq_blob_data (blob), sq_blob_size (blob))) {
+        ||  files_write (path, blob)) {
             snprintf (err, err_size, "execute: cannot write input %u to '%.*s': %s", i,
                       (int) rel.len, rel.ptr, strerror (errno));
             free (path);

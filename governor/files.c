@@ -57,24 +57,36 @@ files_mkparents (const char *path)
 }
 
 int
-files_write (const char *path, const void *data, size_t size)
+files_write_fd (int fd, const sq_blob_t *blob)
+{
+    size_t offset = 0, size = sq_blob_size (blob);
+    while (offset < size) {
+        size_t len;
+        const char *p = (const char *) sq_blob_span (blob, offset, &len);
+        ssize_t n = write (fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = ENOSPC;
+            return -1;
+        }
+        offset += (size_t) n;
+    }
+    return 0;
+}
+
+int
+files_write (const char *path, const sq_blob_t *blob)
 {
     int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
-    const char *p = (const char *) data;
-    while (size > 0) {
-        ssize_t n = write (fd, p, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int saved = errno;
-            close (fd);
-            errno = saved;
-            return -1;
-        }
-        p += n;
-        size -= (size_t) n;
+    if (files_write_fd (fd, blob)) {
+        int saved = errno;
+        close (fd);
+        errno = saved;
+        return -1;
     }
     if (close (fd))
         return -1;

@@ -1,6 +1,7 @@
 /*  squall-governor: command line, signals, working directory, then the
     governor (governor.h) until it stops. */
 #include "governor.h"
+#include "heap.h"
 #include "files.h"
 #include "args.h"
 #include "log.h"
@@ -195,6 +196,7 @@ main (int argc, char *argv [])
         long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
         config.memory = pages > 0 && page > 0? (uint64_t) pages * (uint64_t) page: 0;
     }
+    heap_configure (config.memory);
     if (!config.broker)
         return s_bad ("--broker is required", NULL);
     if (strncmp (config.broker, "tcp://", 6) && strncmp (config.broker, "ipc://", 6)

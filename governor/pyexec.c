@@ -246,8 +246,7 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
         p = s_put64 (p, data_len);
         memcpy (p, type, type_len);
         p += type_len;
-        if (data_len)
-            memcpy (p, sq_blob_data (blob), data_len);
+        sq_blob_read (blob, 0, p, data_len);
         p += data_len;
     }
     for (uint32_t j = 0; j < task->n_outputs; j++) {

@@ -2,6 +2,7 @@
     on an LRU list (most recently used at the tail) for spilling. */
 #include "store.h"
 #include "idmap.h"
+#include "files.h"
 #include "log.h"
 #include <assert.h>
 #include <errno.h>
@@ -149,20 +150,11 @@ s_spill (store_t *self, s_entry_t *entry)
         sq_warn ("cannot create spill file %s: %s", path, strerror (errno));
         return -1;
     }
-    const char *data = (const char *) sq_blob_data (entry->blob);
-    size_t left = sq_blob_size (entry->blob);
-    while (left > 0) {
-        ssize_t n = write (fd, data, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            sq_warn ("cannot write spill file %s: %s", path, strerror (n < 0? errno: ENOSPC));
-            close (fd);
-            unlink (path);
-            return -1;
-        }
-        data += n;
-        left -= (size_t) n;
+    if (files_write_fd (fd, entry->blob)) {
+        sq_warn ("cannot write spill file %s: %s", path, strerror (errno));
+        close (fd);
+        unlink (path);
+        return -1;
     }
     close (fd);
     sq_blob_t *mapped = sq_blob_map_file (path);
@@ -272,6 +264,23 @@ store_get (store_t *self, uint64_t key, const char **content_type)
         s_append (self, entry);
     }
     return entry->blob;
+}
+
+sq_blob_t *
+store_get_flat (store_t *self, uint64_t key, const char **content_type)
+{
+    sq_blob_t *blob = store_get (self, key, content_type);
+    if (!blob || sq_blob_flat (blob))
+        return blob;
+    sq_blob_t *flat = sq_blob_flatten (blob);
+    if (!flat)
+        return NULL;
+    s_entry_t *entry = (s_entry_t *) sq_idmap_lookup (self->map, key);
+    s_account (self, entry->blob, false);
+    sq_blob_unref (&entry->blob);
+    entry->blob = flat;
+    s_account (self, flat, true);
+    return flat;
 }
 
 bool

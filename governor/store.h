@@ -49,6 +49,10 @@ int store_put (store_t *self, uint64_t key, sq_blob_t *blob,
 //  The object's blob (borrowed) and content type, NULL if absent. Marks it
 //  recently used.
 sq_blob_t *store_get (store_t *self, uint64_t key, const char **content_type);
+//  Like store_get, for readers that need the bytes in one buffer: a joined
+//  blob (an object that arrived in chunks) is copied flat once and
+//  replaces the stored one. NULL if absent or out of memory.
+sq_blob_t *store_get_flat (store_t *self, uint64_t key, const char **content_type);
 bool store_has (store_t *self, uint64_t key);
 //  0 if removed, -1 if it was not there.
 int store_remove (store_t *self, uint64_t key);

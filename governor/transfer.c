@@ -42,9 +42,16 @@ typedef struct {
     uint64_t received;
     char *content_type;
     char *reply_to;
-    sq_blob_t *blob;            //  in memory, or
-    int fd;                     //  a spill file (-1 if none)
+    //  Where the bytes go: the received chunks themselves, joined at the
+    //  end (no copy); one buffer they are copied into (chunks under
+    //  TRANSFER_PART_MIN, not worth a part each); or a spill file.
+    sq_blob_t **parts;
+    size_t n_parts, cap_parts;
+    uint64_t part_size;         //  the first chunk's: every one's but the last
+    sq_blob_t *blob;
+    int fd;                     //  -1 if none
     char *path;
+    bool reserved;              //  size counted in in_bytes
     uint64_t last_ns;
     uint64_t start_ns;
     bool upload;                //  PUT by a client, not a copy from a peer
@@ -131,8 +138,11 @@ static void
 s_in_destroy (transfer_t *self, s_in_t **in_p)
 {
     s_in_t *in = *in_p;
-    if (in->blob && !sq_blob_mapped (in->blob))
+    if (in->reserved)
         self->in_bytes -= in->size;
+    for (size_t i = 0; i < in->n_parts; i++)
+        sq_blob_unref (&in->parts [i]);
+    free (in->parts);
     sq_blob_unref (&in->blob);
     if (in->fd >= 0) {
         close (in->fd);
@@ -316,6 +326,13 @@ transfer_on_credit (transfer_t *self, sq_msg_t *msg)
 //  Receiver
 
 static void
+s_report (transfer_t *self, uint64_t key, uint64_t size, transfer_outcome_t outcome)
+{
+    if (self->done)
+        self->done (self->arg, key, size, outcome);
+}
+
+static void
 s_credit (transfer_t *self, const char *reply_to, uint32_t transfer, uint64_t key,
           uint32_t credits)
 {
@@ -358,14 +375,14 @@ s_in_abort (transfer_t *self, s_in_t *in, bool quiet, const char *why)
         sq_idmap_remove (self->in_keys, in->key);
     uint64_t key = in->key;
     s_in_destroy (self, &in);
-    if (!quiet && self->done)
-        self->done (self->arg, key, 0, false);
+    if (!quiet)
+        s_report (self, key, 0, TRANSFER_LOST);
 }
 
-//  First chunk of a copy: makes its state and its buffer. NULL when it is
-//  refused (reported as needed).
+//  First chunk of a copy (`len` bytes): makes its state and decides where
+//  the bytes go. NULL when it is refused (reported as needed).
 static s_in_t *
-s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id)
+s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id, size_t len)
 {
     s_in_t *in = (s_in_t *) calloc (1, sizeof *in);
     if (!in)
@@ -380,6 +397,7 @@ s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id)
     in->content_type = mpr_strdup (chunk->content_type);
     in->reply_to = mpr_strdup (chunk->reply_to);
     in->last_ns = in->start_ns = task_now_ns ();
+    in->part_size = len;
     if (!in->content_type || !in->reply_to) {
         free (in->content_type);
         free (in->reply_to);
@@ -404,9 +422,9 @@ s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id)
         goto refused;
     }
     store_make_room (self->store, chunk->size);
-    in->blob = sq_blob_new ((size_t) chunk->size);
-    if (!in->blob)
+    if (len < TRANSFER_PART_MIN && !(in->blob = sq_blob_new ((size_t) chunk->size)))
         goto refused;
+    in->reserved = true;
     self->in_bytes += in->size;
     return in;
 refused:
@@ -417,8 +435,7 @@ refused:
     s_credit (self, in->reply_to, in->transfer, in->key, 0);
     self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
     s_in_destroy (self, &in);
-    if (self->done)
-        self->done (self->arg, chunk->key, 0, false);
+    s_report (self, chunk->key, 0, TRANSFER_LOST);
     return NULL;
 }
 
@@ -439,13 +456,50 @@ s_pwrite_all (int fd, const void *data, size_t size, uint64_t offset)
     return 0;
 }
 
-//  The last byte arrived: into the store, reported located.
-static void
-s_in_complete (transfer_t *self, s_in_t *in)
+//  Takes the next chunk's bytes: the frame itself becomes a part, or is
+//  copied into the buffer or the file. NULL, or why the copy must end.
+static const char *
+s_in_append (s_in_t *in, zmq_msg_t *frame)
 {
-    sq_idmap_remove (self->in, in->id);
-    if (sq_idmap_lookup (self->in_keys, in->key) == in)
-        sq_idmap_remove (self->in_keys, in->key);
+    size_t len = zmq_msg_size (frame);
+    if (len > SQ_CHUNK_MAX || len > in->size - in->received)
+        return "a chunk past the end of the object";
+    if (len == 0 && in->size > 0)
+        return "an empty chunk";
+    //  Equal chunks bound the parts (and their overhead) by the size.
+    if (len != in->part_size && len != in->size - in->received)
+        return "a chunk of another size";
+    if (in->fd >= 0) {
+        if (s_pwrite_all (in->fd, zmq_msg_data (frame), len, in->received))
+            return "cannot write the spill file";
+    }
+    else
+    if (in->blob)
+        memcpy ((char *) sq_blob_wdata (in->blob) + in->received, zmq_msg_data (frame), len);
+    else {
+        if (in->n_parts == in->cap_parts) {
+            size_t cap = in->cap_parts? in->cap_parts * 2: 16;
+            sq_blob_t **parts = (sq_blob_t **) realloc (in->parts, cap * sizeof *parts);
+            if (!parts)
+                return "out of memory";
+            in->parts = parts;
+            in->cap_parts = cap;
+        }
+        sq_blob_t *part = sq_blob_from_msg (frame);
+        zmq_msg_init (frame);
+        if (!part)
+            return "out of memory";
+        in->parts [in->n_parts++] = part;
+    }
+    in->received += len;
+    in->last_ns = task_now_ns ();
+    return NULL;
+}
+
+//  The complete object's blob (the caller's), NULL if it cannot be had.
+static sq_blob_t *
+s_in_take (transfer_t *self, s_in_t *in)
+{
     sq_blob_t *blob = NULL;
     if (in->fd >= 0) {
         close (in->fd);
@@ -453,11 +507,30 @@ s_in_complete (transfer_t *self, s_in_t *in)
         blob = sq_blob_map_file (in->path);
         unlink (in->path);
     }
-    else {
+    else
+    if (in->blob) {
         blob = in->blob;
         in->blob = NULL;
+    }
+    else {
+        blob = sq_blob_join (in->parts, in->n_parts);
+        in->n_parts = 0;
+    }
+    if (in->reserved) {
+        in->reserved = false;
         self->in_bytes -= in->size;
     }
+    return blob;
+}
+
+//  The last byte arrived: into the store, reported located.
+static void
+s_in_complete (transfer_t *self, s_in_t *in)
+{
+    sq_idmap_remove (self->in, in->id);
+    if (sq_idmap_lookup (self->in_keys, in->key) == in)
+        sq_idmap_remove (self->in_keys, in->key);
+    sq_blob_t *blob = s_in_take (self, in);
     uint64_t key = in->key, size = in->size;
     sq_debug ("copy of %" PRIx64 " from governor %u: %" PRIu64 " bytes in %.1f ms", key,
               in->from, size, (task_now_ns () - in->start_ns) / 1e6);
@@ -466,8 +539,7 @@ s_in_complete (transfer_t *self, s_in_t *in)
     s_in_destroy (self, &in);
     if (!ok)
         sq_error ("cannot store the copy of %" PRIx64 ": %s", key, strerror (errno));
-    if (self->done)
-        self->done (self->arg, key, size, ok);
+    s_report (self, key, size, ok? TRANSFER_LOCATED: TRANSFER_LOST);
 }
 
 void
@@ -503,8 +575,7 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
             s_credit (self, reply_to, chunk.transfer, chunk.key, 0);
             self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
             free (reply_to);
-            if (self->done)
-                self->done (self->arg, chunk.key, sq_blob_size (store_get (self->store, chunk.key, NULL)), true);
+            s_report (self, chunk.key, sq_blob_size (store_get (self->store, chunk.key, NULL)), TRANSFER_LOCATED);
             return;
         }
         s_in_t *other = (s_in_t *) sq_idmap_lookup (self->in_keys, chunk.key);
@@ -514,8 +585,8 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
             s_credit (self, reply_to, chunk.transfer, chunk.key, 0);
             self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
             free (reply_to);
-            if (chunk.offset != 0 && !other && self->done)
-                self->done (self->arg, chunk.key, 0, false);
+            if (chunk.offset != 0 && !other)
+                s_report (self, chunk.key, 0, TRANSFER_LOST);
             return;
         }
         free (reply_to);
@@ -529,22 +600,20 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
             zmq_msg_init (&msg->frames [2]);
             bool ok = blob && store_put (self->store, chunk.key, blob, chunk.content_type.ptr,
                                          chunk.content_type.len) == 0;
-            if (self->done)
-                self->done (self->arg, chunk.key, chunk.size, ok);
+            s_report (self, chunk.key, chunk.size, ok? TRANSFER_LOCATED: TRANSFER_LOST);
             return;
         }
         if (sq_idmap_size (self->in) >= TRANSFER_MAX_INCOMING) {
             sq_warn ("too many copies arriving; refusing one of %" PRIx64, chunk.key);
             return;
         }
-        in = s_in_new (self, &chunk, id);
+        in = s_in_new (self, &chunk, id, len);
         if (!in)
             return;
         if (sq_idmap_insert (self->in, id, in) || sq_idmap_insert (self->in_keys, in->key, in)) {
             sq_idmap_remove (self->in, id);
             s_in_destroy (self, &in);
-            if (self->done)
-                self->done (self->arg, chunk.key, 0, false);
+            s_report (self, chunk.key, 0, TRANSFER_LOST);
             return;
         }
     }
@@ -556,25 +625,11 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
         s_in_abort (self, in, false, "a chunk out of order (a part is missing)");
         return;
     }
-    if (len > SQ_CHUNK_MAX || len > in->size - in->received) {
-        s_in_abort (self, in, false, "a chunk past the end of the object");
+    const char *why = s_in_append (in, &msg->frames [2]);
+    if (why) {
+        s_in_abort (self, in, false, why);
         return;
     }
-    if (len == 0 && in->size > 0) {
-        s_in_abort (self, in, false, "an empty chunk");
-        return;
-    }
-    if (in->fd >= 0) {
-        if (s_pwrite_all (in->fd, sq_msg_data (msg, 2), len, in->received)) {
-            s_in_abort (self, in, false, "cannot write the spill file");
-            return;
-        }
-    }
-    else
-    if (len)
-        memcpy ((char *) sq_blob_wdata (in->blob) + in->received, sq_msg_data (msg, 2), len);
-    in->received += len;
-    in->last_ns = task_now_ns ();
     if (in->received == in->size)
         s_in_complete (self, in);
     else
@@ -582,8 +637,8 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
 }
 
 int
-transfer_put (transfer_t *self, const sq_put_t *put, const void *data, size_t len,
-              char *err, size_t err_size)
+transfer_put (transfer_t *self, const sq_put_t *put, zmq_msg_t *frame, char *err,
+              size_t err_size)
 {
     s_in_t *in = (s_in_t *) sq_idmap_lookup (self->uploads, put->key);
     if (!in) {
@@ -606,7 +661,7 @@ transfer_put (transfer_t *self, const sq_put_t *put, const void *data, size_t le
             .key = put->key, .size = put->size, .content_type = put->content_type,
             .reply_to = { "client", 6 }
         };
-        in = s_in_new (self, &chunk, put->key);
+        in = s_in_new (self, &chunk, put->key, zmq_msg_size (frame));
         if (!in) {
             snprintf (err, err_size, "no room for %" PRIu64 " bytes on this governor", put->size);
             return SQ_E_NOMEM;
@@ -625,46 +680,25 @@ transfer_put (transfer_t *self, const sq_put_t *put, const void *data, size_t le
     if (put->offset != in->received)
         why = "a range out of order";
     else
-    if (len > SQ_CHUNK_MAX || len > in->size - in->received)
-        why = "a range past the end";
-    else
-    if (len == 0 && in->size > 0)
-        why = "an empty range";
-    else
-    if (in->fd >= 0 && s_pwrite_all (in->fd, data, len, in->received))
-        why = "cannot write the spill file";
+        why = s_in_append (in, frame);
     if (why) {
         snprintf (err, err_size, "upload of %u/%u discarded: %s", sq_key_session (put->key),
                   sq_key_id (put->key), why);
         s_in_abort (self, in, true, why);
         return SQ_E_INVALID;
     }
-    if (in->fd < 0 && len)
-        memcpy ((char *) sq_blob_wdata (in->blob) + in->received, data, len);
-    in->received += len;
-    in->last_ns = task_now_ns ();
     if (in->received == in->size) {
-        //  Stored, not reported: the client's SUBMIT tells the broker.
         sq_idmap_remove (self->uploads, in->key);
-        sq_blob_t *blob = NULL;
-        if (in->fd >= 0) {
-            close (in->fd);
-            in->fd = -1;
-            blob = sq_blob_map_file (in->path);
-            unlink (in->path);
-        }
-        else {
-            blob = in->blob;
-            in->blob = NULL;
-            self->in_bytes -= in->size;
-        }
-        bool ok = blob && store_put (self->store, in->key, blob, in->content_type,
+        sq_blob_t *blob = s_in_take (self, in);
+        uint64_t key = in->key, size = in->size;
+        bool ok = blob && store_put (self->store, key, blob, in->content_type,
                                      strlen (in->content_type)) == 0;
         s_in_destroy (self, &in);
         if (!ok) {
             snprintf (err, err_size, "cannot store the upload");
             return SQ_E_NOMEM;
         }
+        s_report (self, key, size, TRANSFER_UPLOADED);
     }
     return 0;
 }

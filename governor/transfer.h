@@ -10,14 +10,19 @@
     FIFO, the chunks of copies under way interleave: a huge object delays a
     small one by at most a window per copy, and never fills memory.
 
-    Receiver: the first chunk (offset 0) preallocates the whole object, in
-    memory (after making room in the store) or, when the store says it is
-    too big or the copies arriving already hold half of the memory limit,
-    in a spill file; every chunk is copied once from its ZeroMQ
-    frame into place (an object that fits in one chunk is not copied at
-    all: its frame becomes the stored blob) and answered with CREDIT 1 to the sender's data
-    endpoint (reply_to). A chunk out of order, past the end, of another
-    size or version, or a copy silent for TRANSFER_STALL_MS, is discarded
+    Receiver: the first chunk (offset 0) decides where the object goes: to
+    memory (after making room in the store for all of it), or, when the
+    store says it is too big or the copies arriving already hold half of
+    the memory limit, to a spill file. In memory the received frames are
+    kept as they are and joined into one blob at the end (sq_blob_join):
+    the bytes are never copied in user space, and no buffer of the whole
+    object is allocated (fresh pages cost the kernel more than the copy);
+    readers that need contiguous bytes flatten it then (store_get_flat).
+    Chunks under TRANSFER_PART_MIN are copied into one buffer instead, and
+    the spill file is written with pwrite. Every chunk is answered with
+    CREDIT 1 to the sender's data endpoint (reply_to). A chunk out of
+    order, past the end, of another size (every chunk but the last is the
+    size of the first) or version, or a copy silent for TRANSFER_STALL_MS, is discarded
     (CREDIT 0 tells the sender to stop) and reported lost, so that the
     broker orders it again, from another holder if there is one. A
     complete copy is stored and reported located.
@@ -39,11 +44,14 @@
 #define TRANSFER_MAX_QUEUED 100000      //  outgoing copies waiting
 #define TRANSFER_MAX_INCOMING 4096      //  incoming copies under way
 #define TRANSFER_STALL_MS 20000         //  silence that ends a copy
+#define TRANSFER_PART_MIN (256u << 10)  //  chunks kept as they came, not copied
 
 typedef struct _transfer_t transfer_t;
 
-//  A copy arrived and is in the store (located), or could not be had (lost).
-typedef void (transfer_fn) (void *arg, uint64_t key, uint64_t size, bool located);
+//  A copy arrived and is in the store (located), or could not be had
+//  (lost), or a client's upload is complete and in the store (uploaded).
+typedef enum { TRANSFER_LOST, TRANSFER_LOCATED, TRANSFER_UPLOADED } transfer_outcome_t;
+typedef void (transfer_fn) (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome);
 
 typedef struct {
     void *pipe;                 //  PAIR to the receive thread (borrowed)
@@ -66,10 +74,12 @@ int transfer_send (transfer_t *self, uint64_t key, uint32_t version,
 void transfer_on_chunk (transfer_t *self, sq_msg_t *msg);
 void transfer_on_credit (transfer_t *self, sq_msg_t *msg);
 //  One range of a constant a client uploads (PUT on the serve socket), in
-//  order from offset 0, stored when complete (not reported: the client's
-//  SUBMIT names this governor). 0, or an sq_err_t code with a message.
-int transfer_put (transfer_t *self, const sq_put_t *put, const void *data, size_t len,
-                  char *err, size_t err_size);
+//  order from offset 0 (its frame is taken over or copied), stored and
+//  reported uploaded when complete: the broker counts it only once both
+//  this report and the client's SUBMIT naming this governor have come.
+//  0, or an sq_err_t code with a message.
+int transfer_put (transfer_t *self, const sq_put_t *put, zmq_msg_t *frame, char *err,
+                  size_t err_size);
 //  The object was dropped here: incoming copies of it are cancelled.
 void transfer_forget (transfer_t *self, uint64_t key);
 //  True while a copy of key is arriving.

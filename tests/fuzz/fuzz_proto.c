@@ -306,7 +306,10 @@ s_fuzz_update (const uint8_t *data, size_t size)
         sq_event_t ev;
         int rc;
         while ((rc = sq_update_next (&it, &ev)) == 1) {
-            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_RETRACTED);
+            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_UPLOADED);
+            //  Only events that carry a size have one.
+            if (ev.type != SQ_EV_LOCATED && ev.type != SQ_EV_UPLOADED)
+                FZ_ASSERT (ev.size == 0);
             if (ev.type == SQ_EV_FAILED) {
                 s_touch_str (ev.message);
                 FZ_ASSERT (ev.reason <= SQ_FAIL_MEMORY);

@@ -607,13 +607,14 @@ s_test_update (void)
     sq_wbuf_t w;
     sq_wbuf_init (&w);
     sq_errbuf_t err;
-    sq_batch_header (&w, SQ_MSG_UPDATE, 6);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 7);
     sq_output_ref_t outs [2] = { { sq_key (1, 3), 100, 1 }, { sq_key (1, 4), 1ull << 40, -1 } };
     sq_pack_finished (&w.pk, sq_key (1, 2), 1, outs, 2, 1234);
     sq_pack_failed (&w.pk, sq_key (1, 5), 2, "exit code 1", 99);
     sq_pack_started (&w.pk, sq_key (2, 1), 3);
     sq_pack_located (&w.pk, sq_key (2, 2), 77);
     sq_pack_lost (&w.pk, sq_key (2, 3));
+    sq_pack_uploaded (&w.pk, sq_key (2, 4), 1ull << 33);
     sq_pack_finished (&w.pk, sq_key (1, 9), 1, NULL, 0, 0);
 
     sq_iter_t it;
@@ -632,6 +633,8 @@ s_test_update (void)
     CHECK (sq_update_next (&it, &ev) == 1);
     CHECK (ev.type == SQ_EV_LOST && ev.key == sq_key (2, 3));
     CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_UPLOADED && ev.key == sq_key (2, 4) && ev.size == 1ull << 33);
+    CHECK (sq_update_next (&it, &ev) == 1);
     CHECK (ev.type == SQ_EV_FINISHED && ev.n_outputs == 0);
     CHECK (sq_update_next (&it, &ev) == 0);
     sq_iter_release (&it);
@@ -649,6 +652,12 @@ s_test_update (void)
     msgpack_pack_array (&w.pk, 3);
     msgpack_pack_uint32 (&w.pk, SQ_EV_LOST);
     msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1);
+    CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "number of fields"));
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, SQ_EV_UPLOADED);
     msgpack_pack_uint32 (&w.pk, 1);
     CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "number of fields"));
     sq_wbuf_release (&w);

@@ -125,6 +125,73 @@ s_payload (zmq_msg_t *msg, const char *text)
     memcpy (zmq_msg_data (msg), text, strlen (text));
 }
 
+//  One CHUNK of copy `transfer` from "governor 9" to the data socket: bytes
+//  [offset, offset + len) of `bytes`, an object of `size`.
+static void
+s_chunk (void *push, const char *reply_to, uint32_t transfer, uint64_t key,
+         const uint8_t *bytes, uint64_t offset, size_t len, uint64_t size)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_chunk_t chunk = {
+        .transfer = transfer, .key = key, .version = 0, .offset = offset, .size = size,
+        .content_type = s_mstr ("x"), .from = 9, .reply_to = s_mstr (reply_to)
+    };
+    sq_chunk_encode (&w, &chunk);
+    zmq_msg_t payload;
+    zmq_msg_init_size (&payload, len);
+    memcpy (zmq_msg_data (&payload), bytes + offset, len);
+    CHECK (sq_send (push, NULL, 0, &w, &payload, 1, 0) == 0);
+    sq_wbuf_release (&w);
+}
+
+//  The next LOCATED or LOST event of the governor (other events skipped).
+static void
+s_expect_copy (sq_msg_t *msg, uint64_t key, uint32_t type, uint64_t size)
+{
+    while (1) {
+        s_expect (msg, SQ_MSG_UPDATE, 0, 5000);
+        sq_iter_t it;
+        sq_event_t ev;
+        sq_errbuf_t err;
+        CHECK (sq_update_begin (&it, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err) == 0);
+        bool found = false;
+        while (!found && sq_update_next (&it, &ev) == 1)
+            if (ev.type == SQ_EV_LOCATED || ev.type == SQ_EV_LOST) {
+                CHECK (ev.type == type && ev.key == key);
+                CHECK (type != SQ_EV_LOCATED || ev.size == size);
+                found = true;
+            }
+        sq_iter_release (&it);
+        if (found)
+            return;
+    }
+}
+
+//  GREAD of [offset, offset + len) from the serve socket equals `bytes`.
+static void
+s_gread_check (void *client, uint64_t key, const uint8_t *bytes, uint64_t offset, size_t len)
+{
+    static uint32_t req = 1000;
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_gread_t gread = { .req = ++req, .key = key, .offset = offset, .length = len };
+    sq_gread_encode (&w, &gread);
+    CHECK (sq_send (client, NULL, 0, &w, NULL, 0, 0) == 0);
+    sq_wbuf_release (&w);
+    zmq_pollitem_t item = { client, 0, ZMQ_POLLIN, 0 };
+    CHECK (zmq_poll (&item, 1, 5000) == 1);
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    CHECK (sq_msg_recv (&msg, client, 0, 10) == 0 && msg.n == 2);
+    sq_reply_t reply;
+    sq_errbuf_t err;
+    CHECK (sq_reply_decode (&reply, sq_msg_data (&msg, 0), sq_msg_size (&msg, 0), &err) == 0);
+    CHECK (reply.req == req && reply.code == 0 && sq_msg_size (&msg, 1) == len);
+    CHECK (memcmp (sq_msg_data (&msg, 1), bytes + offset, len) == 0);
+    sq_msg_release (&msg);
+}
+
 int
 main (void)
 {
@@ -338,6 +405,36 @@ main (void)
     CHECK (sq_update_next (&it, &ev) == 1);
     CHECK (ev.type == SQ_EV_LOCATED && ev.key == sq_key (1, 61) && ev.size == 3);
     sq_iter_release (&it);
+
+    //  Copies in chunks. Chunks of at least TRANSFER_PART_MIN (256 KiB) are
+    //  kept as received and joined; ranges are read back inside a part and
+    //  across parts. Smaller ones are copied into one buffer. A chunk of
+    //  another size than the first (but the last) ends the copy: LOST.
+    size_t big = (512u << 10) + 5;
+    uint8_t *bytes = (uint8_t *) malloc (big);
+    for (size_t i = 0; i < big; i++)
+        bytes [i] = (uint8_t) (i * 31 + i / 997);
+    s_chunk (push, peer_ep, 1, sq_key (1, 62), bytes, 0, 256u << 10, big);
+    s_chunk (push, peer_ep, 1, sq_key (1, 62), bytes, 256u << 10, 256u << 10, big);
+    s_chunk (push, peer_ep, 1, sq_key (1, 62), bytes, 512u << 10, 5, big);
+    s_expect_copy (&msg, sq_key (1, 62), SQ_EV_LOCATED, big);
+    s_gread_check (client, sq_key (1, 62), bytes, 0, big);
+    s_gread_check (client, sq_key (1, 62), bytes, 256u << 10, 256u << 10);
+    s_gread_check (client, sq_key (1, 62), bytes, 1000, 300000);
+    s_gread_check (client, sq_key (1, 62), bytes, big - 3, 3);
+    size_t small = 3 * 4096 + 1;
+    for (uint64_t offset = 0; offset < small; offset += 4096)
+        s_chunk (push, peer_ep, 2, sq_key (1, 63), bytes, offset,
+                 small - offset < 4096? small - offset: 4096, small);
+    s_expect_copy (&msg, sq_key (1, 63), SQ_EV_LOCATED, small);
+    s_gread_check (client, sq_key (1, 63), bytes, 0, small);
+    s_chunk (push, peer_ep, 3, sq_key (1, 64), bytes, 0, 256u << 10, big);
+    s_chunk (push, peer_ep, 3, sq_key (1, 64), bytes, 256u << 10, 100, big);
+    s_expect_copy (&msg, sq_key (1, 64), SQ_EV_LOST, 0);
+    s_chunk (push, peer_ep, 4, sq_key (1, 65), bytes, 0, 4096, small);
+    s_chunk (push, peer_ep, 4, sq_key (1, 65), bytes, 4096, 100, small);
+    s_expect_copy (&msg, sq_key (1, 65), SQ_EV_LOST, 0);
+    free (bytes);
 
     //  DROP the concat output: GFETCH now fails.
     sq_wbuf_reset (&elements);

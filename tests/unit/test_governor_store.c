@@ -1,6 +1,8 @@
 /*  The governor's object store and deadline heap, without any sockets. */
 #include "../../governor/store.h"
 #include "../../governor/store.c"
+#include "../../governor/files.h"
+#include "../../governor/files.c"
 #include "../../governor/deadlines.h"
 #include "../../governor/deadlines.c"
 #include <assert.h>
@@ -36,6 +38,68 @@ main (void)
     CHECK (store_count (store) == 10001 && store_bytes (store) == 3 + 10000 * 8);
     store_destroy (&store);
     CHECK (store == NULL);
+
+    //  Joined blobs: an object kept as the chunks it arrived in.
+    char bytes [300000];
+    for (size_t i = 0; i < sizeof bytes; i++)
+        bytes [i] = (char) (i * 7 + i / 251);
+    sq_blob_t *parts [4] = {
+        sq_blob_copy (bytes, 100000), sq_blob_copy ("", 0),
+        sq_blob_copy (bytes + 100000, 100000), sq_blob_copy (bytes + 200000, 100000)
+    };
+    sq_blob_t *joined = sq_blob_join (parts, 4);
+    CHECK (joined && !sq_blob_flat (joined) && sq_blob_data (joined) == NULL);
+    CHECK (sq_blob_size (joined) == sizeof bytes && sq_blob_refs (joined) == 1);
+    size_t len;
+    const char *span = (const char *) sq_blob_span (joined, 150000, &len);
+    CHECK (len == 50000 && memcmp (span, bytes + 150000, len) == 0);
+    char back [300000];
+    sq_blob_read (joined, 99990, back, 100020);          //  across three parts
+    CHECK (memcmp (back, bytes + 99990, 100020) == 0);
+    //  A range inside a part goes zero-copy and holds that part only;
+    //  one across parts is copied.
+    zmq_msg_t msg;
+    CHECK (sq_blob_msg_range (joined, 100000, 100000, &msg) == 0);
+    CHECK (zmq_msg_size (&msg) == 100000 && memcmp (zmq_msg_data (&msg), bytes + 100000, 100000) == 0);
+    CHECK (sq_blob_refs (joined) == 2);                  //  the part is being read
+    zmq_msg_close (&msg);
+    CHECK (sq_blob_refs (joined) == 1);
+    CHECK (sq_blob_msg_range (joined, 50000, 100000, &msg) == 0);
+    CHECK (memcmp (zmq_msg_data (&msg), bytes + 50000, 100000) == 0 && sq_blob_refs (joined) == 1);
+    zmq_msg_close (&msg);
+    CHECK (sq_blob_msg_range (joined, 200010, 20, &msg) == 0);   //  tiny: copied
+    CHECK (memcmp (zmq_msg_data (&msg), bytes + 200010, 20) == 0);
+    zmq_msg_close (&msg);
+    CHECK (sq_blob_msg (joined, &msg) == 0 && zmq_msg_size (&msg) == sizeof bytes);
+    CHECK (memcmp (zmq_msg_data (&msg), bytes, sizeof bytes) == 0);
+    zmq_msg_close (&msg);
+    sq_blob_t *one [1] = { sq_blob_copy ("abc", 3) };
+    sq_blob_t *single = sq_blob_join (one, 1);
+    CHECK (single == one [0] && sq_blob_flat (single));
+    sq_blob_unref (&single);
+
+    //  In the store: spilled part by part, flattened once for a reader
+    //  that needs one buffer.
+    char dir [] = "/tmp/squall-store-test-XXXXXX";
+    CHECK (mkdtemp (dir));
+    store = store_new ();
+    CHECK (store && store_configure (store, 0, dir) == 0);
+    CHECK (store_put (store, 7, sq_blob_ref (joined), "j", 1) == 0);
+    CHECK (store_memory (store) == sizeof bytes);
+    sq_blob_t *flat = store_get_flat (store, 7, &type);
+    CHECK (flat && sq_blob_flat (flat) && strcmp (type, "j") == 0);
+    CHECK (memcmp (sq_blob_data (flat), bytes, sizeof bytes) == 0);
+    CHECK (store_get (store, 7, NULL) == flat && store_memory (store) == sizeof bytes);
+    CHECK (store_get_flat (store, 7, NULL) == flat);
+    store_destroy (&store);
+    store = store_new ();
+    CHECK (store && store_configure (store, 100000, dir) == 0);
+    CHECK (store_put (store, 8, joined, "j", 1) == 0);  //  over 70 %: spilled
+    CHECK (store_memory (store) == 0 && store_spilled (store) == sizeof bytes);
+    sq_blob_t *spilled = store_get (store, 8, NULL);
+    CHECK (sq_blob_mapped (spilled) && memcmp (sq_blob_data (spilled), bytes, sizeof bytes) == 0);
+    store_destroy (&store);
+    CHECK (rmdir (dir) == 0);
 
     //  Deadline heap: pops in order, removal from the middle.
     deadlines_t *heap = deadlines_new ();
