@@ -369,30 +369,56 @@ s_fail_one (graph_t *self, task_t *task, failure_t *failure, task_state_t final)
     s_task_done (self, task);
 }
 
-//  Fails (or cancels) a task and everything downstream of it that is not
-//  done yet, sharing one failure. Iterative: chains can be long.
+//  Walks downstream of a task through the consumers of its outputs: for
+//  each, `visit` acts and says whether to go on below it. Iterative: chains
+//  can be long. Out of memory, the walk stops short.
+typedef bool (s_visit_fn) (graph_t *self, task_t *consumer, object_t *output, void *arg);
+
 static void
-s_fail (graph_t *self, task_t *task, failure_t *failure)
+s_downstream (graph_t *self, task_t *task, s_visit_fn *visit, void *arg)
 {
     size_t n = 0;
-    task_state_t final = failure->code == SQ_E_CANCELLED? TASK_CANCELLED: TASK_FAILED;
-    s_fail_one (self, task, failure, final);
     if (s_push (self, &n, task))
         return;
     while (n > 0) {
         task_t *t = self->stack [--n];
         for (uint32_t i = 0; i < t->n_outputs; i++) {
-            object_t *out = t->io [t->n_inputs + i];
-            for (uint32_t c = 0; c < out->n_consumers; c++) {
-                task_t *consumer = object_consumers (out) [c];
-                if (s_final (consumer))
-                    continue;
-                s_fail_one (self, consumer, failure, final);
-                if (s_push (self, &n, consumer))
-                    break;          //  out of memory: the rest fails at session close
+            object_t *output = t->io [t->n_inputs + i];
+            for (uint32_t c = 0; c < output->n_consumers; c++) {
+                task_t *consumer = object_consumers (output) [c];
+                if (visit (self, consumer, output, arg) && s_push (self, &n, consumer))
+                    return;
             }
         }
     }
+}
+
+typedef struct {
+    failure_t *failure;
+    task_state_t final;
+} s_failing_t;
+
+static bool
+s_fail_visit (graph_t *self, task_t *consumer, object_t *output, void *arg)
+{
+    s_failing_t *failing = (s_failing_t *) arg;
+    (void) output;
+    if (s_final (consumer))
+        return false;
+    s_fail_one (self, consumer, failing->failure, failing->final);
+    return true;
+}
+
+//  Fails (or cancels) a task and everything downstream of it that is not
+//  done yet, sharing one failure.
+static void
+s_fail (graph_t *self, task_t *task, failure_t *failure)
+{
+    s_failing_t failing = {
+        failure, failure->code == SQ_E_CANCELLED? TASK_CANCELLED: TASK_FAILED
+    };
+    s_fail_one (self, task, failure, failing.final);
+    s_downstream (self, task, s_fail_visit, &failing);
 }
 
 //  --------------------------------------------------------------------------
@@ -1182,39 +1208,36 @@ graph_task_failed (graph_t *self, task_t *task, int code, const char *message)
     s_flush_frees (self);
 }
 
+//  An assigned task will not run where it is: it is stopped there and
+//  waits again, with a new attempt.
+static void
+s_stop_and_wait (graph_t *self, task_t *task)
+{
+    if (self->hooks.task_stop)
+        self->hooks.task_stop (self->hooks.arg, task);
+    task->attempt++;
+    task->gov = NULL;
+    s_set_state (self, task, TASK_WAITING);
+}
+
+static bool
+s_unbook_visit (graph_t *self, task_t *consumer, object_t *output, void *gov)
+{
+    if (output->state == OBJ_FINISHED       //  the consumer has it
+    ||  consumer->state != TASK_ASSIGNED || consumer->gov != gov || consumer->unfinished == 0)
+        return false;
+    s_stop_and_wait (self, consumer);
+    return true;
+}
+
 //  A task leaves its governor unfinished: consumers overbooked there behind
 //  it wait for outputs that will now be made elsewhere (or later). They are
-//  stopped and wait again with a new attempt, and so on down the chain of
-//  tasks overbooked behind them; the scheduler places them anew once their
-//  inputs exist.
+//  stopped and wait again, and so on down the chain of tasks overbooked
+//  behind them; the scheduler places them anew once their inputs exist.
 static void
 s_unbook (graph_t *self, task_t *task)
 {
-    gov_t *gov = task->gov;
-    size_t n = 0;
-    if (s_push (self, &n, task))
-        return;
-    while (n > 0) {
-        task_t *t = self->stack [--n];
-        for (uint32_t o = 0; o < t->n_outputs; o++) {
-            object_t *output = t->io [t->n_inputs + o];
-            if (output->state == OBJ_FINISHED)
-                continue;       //  its consumers have it
-            for (uint32_t c = 0; c < output->n_consumers; c++) {
-                task_t *consumer = object_consumers (output) [c];
-                if (consumer->state != TASK_ASSIGNED || consumer->gov != gov
-                ||  consumer->unfinished == 0)
-                    continue;
-                if (self->hooks.task_stop)
-                    self->hooks.task_stop (self->hooks.arg, consumer);
-                consumer->attempt++;
-                consumer->gov = NULL;
-                s_set_state (self, consumer, TASK_WAITING);
-                if (s_push (self, &n, consumer))
-                    return;
-            }
-        }
-    }
+    s_downstream (self, task, s_unbook_visit, task->gov);
 }
 
 void
@@ -1324,11 +1347,8 @@ s_unready_consumers (graph_t *self, object_t *object)
             s_set_state (self, consumer, TASK_WAITING);
         else
         if (consumer->state == TASK_ASSIGNED || consumer->state == TASK_RUNNING) {
-            if (self->hooks.task_stop)
-                self->hooks.task_stop (self->hooks.arg, consumer);
-            consumer->attempt++;
-            consumer->gov = NULL;
-            s_set_state (self, consumer, TASK_WAITING);
+            s_unbook (self, consumer);
+            s_stop_and_wait (self, consumer);
         }
     }
 }

@@ -21,6 +21,8 @@
     fprintf (stderr, __VA_ARGS__); fprintf (stderr, "\n"); exit (1); } } while (0)
 
 static size_t s_ready_count;
+static size_t s_stop_count;
+static void s_stop (void *arg, task_t *task) { (void) arg; (void) task; s_stop_count++; }
 static void s_ready (void *arg, task_t *task) { (void) arg; (void) task; s_ready_count++; }
 static void s_nothing (void *arg, task_t *task) { (void) arg; (void) task; }
 static void s_drop (void *arg, object_t *object) { (void) arg; (void) object; }
@@ -161,7 +163,7 @@ s_test_placement (void)
 int
 main (void)
 {
-    graph_hooks_t hooks = { NULL, s_ready, s_nothing, s_nothing, s_drop, s_copy };
+    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_drop, s_copy };
     graph_t *graph = graph_new (&hooks);
     session_t *session = graph_session_open (graph, NULL);
     uint32_t sid = session->id;
@@ -304,6 +306,33 @@ main (void)
     CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_CYCLE, "cycle: %s", message);
     CHECK (!graph_task (graph, sq_key (sid, 400)) && !graph_object (graph, sq_key (sid, 401)),
            "nothing of the refused submit");
+
+    //  5. A lost input sends back its assigned consumer, and the task
+    //  overbooked behind that consumer on the same governor with it: both
+    //  are stopped and wait (the second would wait for ever for an output
+    //  its governor will not make).
+    s_reset (s, sid);
+    s_task (s, 500, NULL, 0, 501);
+    uint32_t x = 501, y = 503;
+    s_task (s, 502, &x, 1, 503);
+    s_task (s, 504, &y, 1, 505);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    object_t *kept = graph_object (graph, sq_key (sid, 505));
+    graph_keep (graph, kept, true);
+    task_t *p = graph_task (graph, sq_key (sid, 500));
+    task_t *c = graph_task (graph, sq_key (sid, 502));
+    task_t *d = graph_task (graph, sq_key (sid, 504));
+    graph_task_assigned (graph, p, govs [1]);
+    sq_output_ref_t px = { sq_key (sid, 501), 3, -1 };
+    CHECK (graph_task_finished (graph, p, govs [1], &px, 1, NULL, 0, 0) == 0, "p finished");
+    graph_task_assigned (graph, c, govs [1]);
+    graph_task_assigned (graph, d, govs [1]);          //  overbooked behind c
+    s_stop_count = 0;
+    graph_object_lost (graph, graph_object (graph, sq_key (sid, 501)), govs [1]);
+    CHECK (c->state == TASK_WAITING && !c->gov && c->attempt == 1, "c sent back");
+    CHECK (d->state == TASK_WAITING && !d->gov && d->attempt == 1, "d sent back with c");
+    CHECK (s_stop_count == 2, "%zu stops, expected c and d", s_stop_count);
+    CHECK (p->state == TASK_READY, "p runs again to remake the lost input");
 
     graph_session_close (graph, &session);
     CHECK (!session && !graph_task (graph, sq_key (sid, 7)), "session gone");
