@@ -20,7 +20,7 @@ struct _scheduler_t {
     s_entry_t *ready;           //  binary min-heap
     size_t n_ready;
     size_t cap_ready;
-    uint64_t *blocked;          //  keys of tasks that fit no live governor
+    uint64_t *blocked;          //  ready tasks the heap had no memory for
     size_t n_blocked;
     size_t cap_blocked;
     gov_t **govs;
@@ -365,10 +365,7 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             if (fits_somewhere)
                 break;          //  every governor that could run it is full
             s_heap_pop (self);
-            if (self->n_govs > 0)
-                s_unrunnable (self, task);
-            else
-                s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, key);
+            s_unrunnable (self, task);      //  governors are up (n_open > 0)
             continue;
         }
         s_heap_pop (self);
