@@ -5,13 +5,13 @@
 # every round), stops them, then runs the same workload on Dask and Ray when
 # they are installed, in the same rounds, and prints squall / Dask from
 # figures of this run.
-# usage: bench/transfer.sh BUILD_DIR [objects [MiB [rounds]]]
+# usage: bench/transfer.sh BUILD_DIR [objects [MiB [rounds]]]   (16 64 6)
 #        bench/transfer.sh BUILD_DIR inline INLINE_MAX   (the inline threshold)
 set -euo pipefail
 build=${1:?usage: bench/transfer.sh BUILD_DIR [objects [MiB [rounds]]]}
 objects=${2:-16}
 mib=${3:-64}
-rounds=${4:-4}
+rounds=${4:-6}
 inline_max=4096
 if [ "$objects" = inline ]; then inline_max=${3:-4096}; fi
 tmp=$(mktemp -d)
@@ -115,8 +115,10 @@ value () { sed -n "s/^RESULT .*\b$2=\([0-9.]*\).*/\1/p" "$1" | head -1; }
 dask_cold=$(value "$tmp/peers.out" dask_cold)
 dask_warm=$(value "$tmp/peers.out" dask_warm)
 if [ -n "$dask_cold" ]; then
+    # raw / Dask: what a copy at raw ZeroMQ speed would be worth against
+    # this Dask, the ceiling of any PUSH/PULL copy within a few percent.
     awk -v sc="$(value "$tmp/squall.out" copy_cold)" -v sw="$(value "$tmp/squall.out" copy_warm)" \
-        -v dc="$dask_cold" -v dw="$dask_warm" 'BEGIN {
-        printf "squall / Dask, this run: cold %.1fx (%.2f vs %.2f GiB/s), warm %.1fx (%.2f vs %.2f GiB/s)\n",
-               sc / dc, sc, dc, sw / dw, sw, dw }'
+        -v rw="$(value "$tmp/squall.out" raw_warm)" -v dc="$dask_cold" -v dw="$dask_warm" 'BEGIN {
+        printf "squall / Dask, this run: cold %.1fx (%.2f vs %.2f GiB/s), warm %.1fx (%.2f vs %.2f GiB/s); raw ZeroMQ / Dask warm %.1fx\n",
+               sc / dc, sc, dc, sw / dw, sw, dw, rw / dw }'
 fi
