@@ -278,6 +278,14 @@ transfer_send (transfer_t *self, uint64_t key, uint32_t version, const char *end
         s_out_destroy (&out);
         return -1;
     }
+    //  One chunk is all of it: it holds no slot, so it goes now rather
+    //  than behind big copies waiting for one (which may take minutes).
+    if (sq_blob_size (blob) <= self->chunk) {
+        out->credits = 1;
+        s_pump (self, out);
+        s_out_destroy (&out);
+        return 0;
+    }
     if (self->queue_tail)
         self->queue_tail->next = out;
     else

@@ -6,9 +6,11 @@
     ZeroMQ message holding a reference, no memcpy), to the receiver's data
     PULL, at most `window` chunks ahead of the receiver's CREDITs. At most
     TRANSFER_ACTIVE copies are under way at once; more wait in a bounded
-    FIFO. Since every copy has its own window and the socket queues are
+    FIFO, except an object of one chunk, which holds no slot and goes at
+    once. Since every copy has its own window and the socket queues are
     FIFO, the chunks of copies under way interleave: a huge object delays a
-    small one by at most a window per copy, and never fills memory.
+    small one by at most a window per copy (never by its whole length,
+    even when huge ones hold every slot), and never fills memory.
 
     Receiver: the first chunk (offset 0) decides where the object goes: to
     memory (after making room in the store for all of it), or, when the
