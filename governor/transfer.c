@@ -4,6 +4,7 @@
 #include "task.h"
 #include "idmap.h"
 #include "log.h"
+#include <czmq.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -15,10 +16,13 @@
 #define S_TICK_MS 1000
 #define S_CANCELLED_RING 256
 
+typedef struct _s_dest_t s_dest_t;
+
 //  An outgoing copy
 typedef struct _s_out_t s_out_t;
 struct _s_out_t {
     uint32_t id;
+    s_dest_t *dest;
     uint64_t key;
     uint32_t version;
     sq_blob_t *blob;            //  our reference: the store may drop it meanwhile
@@ -28,7 +32,18 @@ struct _s_out_t {
     bool started;               //  chunk 0 sent (a 0-byte object has one)
     uint32_t credits;
     uint64_t last_ns;           //  last credit (or start)
-    s_out_t *next;              //  in the waiting FIFO
+    s_out_t *next;              //  in its destination's waiting FIFO
+};
+
+//  A governor copies go to: its copies under way and waiting. A slow or
+//  frozen receiver holds its own slots only (TRANSFER_ACTIVE_DEST), not
+//  those of copies to others. Kept while it has either.
+struct _s_dest_t {
+    char *endpoint;
+    size_t n_active;
+    s_out_t *head, *tail;
+    bool blocked;               //  in the governor's FIFO of destinations
+    s_dest_t *next_blocked;     //  waiting for a slot of TRANSFER_ACTIVE
 };
 
 //  An incoming copy
@@ -70,8 +85,9 @@ struct _transfer_t {
     uint32_t next_id;
     sq_idmap_t *out;            //  transfer id -> s_out_t, under way
     size_t n_active;
-    s_out_t *queue_head, *queue_tail;
     size_t n_queued;
+    zhashx_t *dests;            //  endpoint -> s_dest_t
+    s_dest_t *blocked_head, *blocked_tail;
 
     sq_idmap_t *in;             //  from << 32 | transfer -> s_in_t
     sq_idmap_t *in_keys;        //  object key -> s_in_t
@@ -116,7 +132,9 @@ transfer_new (const transfer_args_t *args)
     self->in = sq_idmap_new ();
     self->in_keys = sq_idmap_new ();
     self->uploads = sq_idmap_new ();
-    if (!self->data_endpoint || !self->out || !self->in || !self->in_keys || !self->uploads) {
+    self->dests = zhashx_new ();
+    if (!self->data_endpoint || !self->out || !self->in || !self->in_keys || !self->uploads
+    ||  !self->dests) {
         transfer_destroy (&self);
         return NULL;
     }
@@ -167,11 +185,18 @@ transfer_destroy (transfer_t **self_p)
         s_out_t *out = (s_out_t *) item;
         s_out_destroy (&out);
     }
-    while (self->queue_head) {
-        s_out_t *out = self->queue_head;
-        self->queue_head = out->next;
-        s_out_destroy (&out);
+    s_dest_t *dest;
+    while (self->dests && (dest = (s_dest_t *) zhashx_first (self->dests))) {
+        while (dest->head) {
+            s_out_t *out = dest->head;
+            dest->head = out->next;
+            s_out_destroy (&out);
+        }
+        zhashx_delete (self->dests, dest->endpoint);
+        free (dest->endpoint);
+        free (dest);
     }
+    zhashx_destroy (&self->dests);
     cursor = 0;
     while (self->in && (item = sq_idmap_next (self->in, &cursor, NULL))) {
         s_in_t *in = (s_in_t *) item;
@@ -232,14 +257,17 @@ s_pump (transfer_t *self, s_out_t *out)
     return out->started && out->offset >= size;
 }
 
+//  Starts what waits for dest while it and the governor have slots. Held
+//  back by the governor's limit, dest queues for the next slot freed.
 static void
-s_start_queued (transfer_t *self)
+s_dest_start (transfer_t *self, s_dest_t *dest)
 {
-    while (self->queue_head && self->n_active < TRANSFER_ACTIVE) {
-        s_out_t *out = self->queue_head;
-        self->queue_head = out->next;
-        if (!self->queue_head)
-            self->queue_tail = NULL;
+    while (dest->head && dest->n_active < TRANSFER_ACTIVE_DEST
+       &&  self->n_active < TRANSFER_ACTIVE) {
+        s_out_t *out = dest->head;
+        dest->head = out->next;
+        if (!dest->head)
+            dest->tail = NULL;
         self->n_queued--;
         out->next = NULL;
         out->credits = self->window;
@@ -251,9 +279,57 @@ s_start_queued (transfer_t *self)
             sq_error ("out of memory: copy of %" PRIx64 " abandoned", out->key);
             s_out_destroy (&out);
         }
-        else
+        else {
+            dest->n_active++;
             self->n_active++;
+        }
     }
+    if (dest->head && dest->n_active < TRANSFER_ACTIVE_DEST && !dest->blocked) {
+        dest->blocked = true;
+        dest->next_blocked = NULL;
+        if (self->blocked_tail)
+            self->blocked_tail->next_blocked = dest;
+        else
+            self->blocked_head = dest;
+        self->blocked_tail = dest;
+    }
+}
+
+//  Forgets dest once nothing is left of it.
+static void
+s_dest_gc (transfer_t *self, s_dest_t *dest)
+{
+    if (dest->n_active == 0 && !dest->head && !dest->blocked) {
+        zhashx_delete (self->dests, dest->endpoint);
+        free (dest->endpoint);
+        free (dest);
+    }
+}
+
+//  An outgoing copy under way is over (done, cancelled or abandoned). Its
+//  slot of the governor's goes first to the destinations that limit held
+//  back, in turn (a busy destination must not keep it for itself), then
+//  its destination's slot to what waits there.
+static void
+s_out_over (transfer_t *self, s_out_t *out)
+{
+    s_dest_t *dest = out->dest;
+    sq_idmap_remove (self->out, out->id);
+    s_out_destroy (&out);
+    dest->n_active--;
+    self->n_active--;
+    while (self->blocked_head && self->n_active < TRANSFER_ACTIVE) {
+        s_dest_t *next = self->blocked_head;
+        self->blocked_head = next->next_blocked;
+        if (!self->blocked_head)
+            self->blocked_tail = NULL;
+        next->blocked = false;
+        s_dest_start (self, next);
+        if (next != dest)
+            s_dest_gc (self, next);
+    }
+    s_dest_start (self, dest);
+    s_dest_gc (self, dest);
 }
 
 int
@@ -286,13 +362,30 @@ transfer_send (transfer_t *self, uint64_t key, uint32_t version, const char *end
         s_out_destroy (&out);
         return 0;
     }
-    if (self->queue_tail)
-        self->queue_tail->next = out;
+    s_dest_t *dest = (s_dest_t *) zhashx_lookup (self->dests, endpoint);
+    if (!dest) {
+        dest = (s_dest_t *) calloc (1, sizeof *dest);
+        if (dest && !(dest->endpoint = strdup (endpoint))) {
+            free (dest);
+            dest = NULL;
+        }
+        if (!dest || zhashx_insert (self->dests, endpoint, dest)) {
+            if (dest)
+                free (dest->endpoint);
+            free (dest);
+            s_out_destroy (&out);
+            return -1;
+        }
+    }
+    out->dest = dest;
+    if (dest->tail)
+        dest->tail->next = out;
     else
-        self->queue_head = out;
-    self->queue_tail = out;
+        dest->head = out;
+    dest->tail = out;
     self->n_queued++;
-    s_start_queued (self);
+    s_dest_start (self, dest);
+    s_dest_gc (self, dest);
     return 0;
 }
 
@@ -322,12 +415,8 @@ transfer_on_credit (transfer_t *self, sq_msg_t *msg)
     }
     else
         sq_debug ("copy %u of %" PRIx64 " cancelled by the receiver", out->id, out->key);
-    if (over) {
-        sq_idmap_remove (self->out, out->id);
-        s_out_destroy (&out);
-        self->n_active--;
-        s_start_queued (self);
-    }
+    if (over)
+        s_out_over (self, out);
 }
 
 //  --------------------------------------------------------------------------
@@ -763,11 +852,8 @@ transfer_tick (transfer_t *self)
             s_out_t *out = (s_out_t *) late [i];
             sq_warn ("copy of %" PRIx64 " to %s abandoned: the receiver went silent",
                      out->key, out->endpoint);
-            sq_idmap_remove (self->out, out->id);
-            s_out_destroy (&out);
-            self->n_active--;
+            s_out_over (self, out);
         }
-        s_start_queued (self);
     }
     return S_TICK_MS;
 }

@@ -5,12 +5,16 @@
     TRANSFER_CHUNK bytes, each a zero-copy slice of the stored blob (a
     ZeroMQ message holding a reference, no memcpy), to the receiver's data
     PULL, at most `window` chunks ahead of the receiver's CREDITs. At most
-    TRANSFER_ACTIVE copies are under way at once; more wait in a bounded
-    FIFO, except an object of one chunk, which holds no slot and goes at
-    once. Since every copy has its own window and the socket queues are
-    FIFO, the chunks of copies under way interleave: a huge object delays a
-    small one by at most a window per copy (never by its whole length,
-    even when huge ones hold every slot), and never fills memory.
+    TRANSFER_ACTIVE_DEST copies to one destination are under way at once,
+    TRANSFER_ACTIVE in all; more wait in a FIFO per destination (bounded
+    in all by TRANSFER_MAX_QUEUED), and destinations held back by the
+    governor's limit take its freed slots in turn. An object of one chunk
+    holds no slot and goes at once. Since every copy has its own window
+    and the socket queues are FIFO, the chunks of copies under way
+    interleave: a huge object delays a small one by at most a window per
+    copy (never by its whole length, even when huge ones hold every slot),
+    and never fills memory; a frozen receiver stalls its own copies only,
+    until TRANSFER_STALL_MS ends them.
 
     Receiver: the first chunk (offset 0) decides where the object goes: to
     memory (after making room in the store for all of it), or, when the
@@ -42,7 +46,8 @@
 
 #define TRANSFER_CHUNK (4u << 20)       //  default chunk (bench/transfer)
 #define TRANSFER_WINDOW 4               //  default chunks ahead per copy
-#define TRANSFER_ACTIVE 16              //  outgoing copies under way
+#define TRANSFER_ACTIVE 64              //  outgoing copies under way
+#define TRANSFER_ACTIVE_DEST 16         //  of which to one destination
 #define TRANSFER_MAX_QUEUED 100000      //  outgoing copies waiting
 #define TRANSFER_MAX_INCOMING 4096      //  incoming copies under way
 #define TRANSFER_STALL_MS 20000         //  silence that ends a copy

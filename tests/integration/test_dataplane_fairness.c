@@ -1,23 +1,23 @@
-/*  Data plane: big copies holding every outgoing slot of a governor do not
-    hold up a small copy behind them.
+/*  Data plane: copies stalled on a frozen receiver, holding every slot a
+    governor gives one destination, hold up neither a small copy nor a big
+    one to another governor.
 
     g0 offers "src", g1 "dst" (32 cpus: room for every consumer at once),
     g2 "other". Chunks are 64 KiB (SQUALL_CHUNK_BYTES) so that an object of
-    2 MiB is a long copy and one of 64 KiB a single chunk. TRANSFER_ACTIVE
-    (16) big objects and a small one are made on g0. g1 is stopped
-    (SIGSTOP) and handed 16 consumers of the big ones: g0 starts their 16
-    copies, which stall after their first window for want of credits, and
-    hold every slot. Then a task on g2 needs the small object. It must run
-    at once: before, the small copy waited in the FIFO until the stalled
-    ones were abandoned (TRANSFER_STALL_MS, 20 s), which the 10 s wait
-    below does not allow. g1 then resumes, and its copies complete
-    byte-exact. */
+    2 MiB is a long copy and one of 64 KiB a single chunk. 17 big objects
+    and a small one are made on g0. g1 is stopped (SIGSTOP) and handed 16
+    consumers of big ones (TRANSFER_ACTIVE_DEST): g0 starts their copies,
+    which stall after their first window for want of credits. Then tasks on
+    g2 need the small object and the 17th big one. They must run at once:
+    before, the copies to g2 waited in one FIFO until the stalled ones were
+    abandoned (TRANSFER_STALL_MS, 20 s), which the 10 s wait below does not
+    allow. g1 then resumes, and its copies complete byte-exact. */
 #include "harness.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define S_BIG 16                //  TRANSFER_ACTIVE
+#define S_BIG 16                //  TRANSFER_ACTIVE_DEST
 #define S_KIB 1024u
 
 int
@@ -42,8 +42,8 @@ main (void)
     harness_pattern (unit, sizeof unit, 3);
     uint32_t c = harness_blob (session, unit, sizeof unit);
     uint32_t pair [2] = { c, c };
-    uint32_t big [S_BIG];
-    for (int i = 0; i < S_BIG; i++) {
+    uint32_t big [S_BIG + 1];
+    for (int i = 0; i < S_BIG + 1; i++) {
         uint32_t t = harness_task (session, "concat", pair, 2, 1, NULL, 0);
         CHECK_RC (sq_task_set_resource (session, t, "src", 1), SQ_OK, "resource");
         big [i] = sq_output (t, 0);
@@ -81,19 +81,23 @@ main (void)
     }
     CHECK (assigned == S_BIG, "g1 was assigned %ld of the %d big consumers", assigned, S_BIG);
 
-    //  The small copy, ordered after the big ones (the same control
-    //  connection to g0), must not wait for them.
-    uint32_t t = harness_task (session, "concat", &small, 1, 1, NULL, 0);
-    CHECK_RC (sq_task_set_resource (session, t, "other", 1), SQ_OK, "resource");
-    uint32_t small_copy = sq_output (t, 0);
-    CHECK_RC (sq_keep (session, small_copy), SQ_OK, "keep");
-    CHECK_RC (sq_submit (session), SQ_OK, "submit small consumer");
+    //  Copies to g2, ordered after those (the same control connection to
+    //  g0), must not wait for them.
+    uint32_t to_g2 [2] = { small, big [S_BIG] };
+    uint32_t on_g2 [2];
+    for (int i = 0; i < 2; i++) {
+        uint32_t t = harness_task (session, "concat", &to_g2 [i], 1, 1, NULL, 0);
+        CHECK_RC (sq_task_set_resource (session, t, "other", 1), SQ_OK, "resource");
+        on_g2 [i] = sq_output (t, 0);
+        CHECK_RC (sq_keep (session, on_g2 [i]), SQ_OK, "keep");
+    }
+    CHECK_RC (sq_submit (session), SQ_OK, "submit the consumers on g2");
     double start = harness_now ();
-    CHECK_RC (sq_wait (session, &small_copy, 1, 10000), SQ_OK,
-              "the small copy waited behind the stalled big ones");
-    harness_note ("the small copy arrived on g2 in %.3f s while 16 copies stalled",
+    CHECK_RC (sq_wait (session, on_g2, 2, 10000), SQ_OK,
+              "the copies to g2 waited behind the stalled ones to g1");
+    harness_note ("the copies to g2 arrived in %.3f s while 16 to g1 stalled",
                   harness_now () - start);
-    FETCH_EXPECT (session, small_copy, small_bytes, sizeof small_bytes);
+    FETCH_EXPECT (session, on_g2 [0], small_bytes, sizeof small_bytes);
 
     //  g1 resumes: the stalled copies go on and arrive whole.
     harness_kill_governor (harness, g1, SIGCONT);
@@ -103,6 +107,7 @@ main (void)
     memcpy (whole + sizeof unit, unit, sizeof unit);
     for (int i = 0; i < S_BIG; i++)
         FETCH_EXPECT (session, copies [i], whole, sizeof whole);
+    FETCH_EXPECT (session, on_g2 [1], whole, sizeof whole);
 
     sq_session_destroy (&session);
     harness_client_destroy (&client);
