@@ -23,6 +23,12 @@
 #include "eventlog.h"
 #include "uploads.h"
 #include "http.h"
+#include "auth.h"
+#include "persist.h"
+#include "journal.h"
+#include "reattach.h"
+#include "capability.h"
+#include "zap.h"
 #include "wire.h"
 #include "taskconf.h"
 #include "log.h"
@@ -41,6 +47,7 @@
 #define S_SUSPECT_MS 5000       //  probing a peer whose connection may be gone
 #define S_MAX_SESSIONS 4096     //  open sessions per client connection
 #define S_MAX_RECOPIES 3        //  copies to one governor ordered again after LOST
+#define S_GRACE_CHECK_MS 250    //  detached sessions are looked at this often
 
 typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
 
@@ -57,6 +64,15 @@ typedef struct {
     uint32_t n_sessions;
     uint32_t cap_sessions;
     uint32_t outstanding;       //  parked waits and fetches
+    bool said_bye;              //  a client that said BYE: its sessions close at once
+    //  With keys (auth.h): the key the transport vouches for (Z85, "" without
+    //  keys), its role and tenant, and the keyring generation they were
+    //  checked against.
+    char key [SQ_Z85_LEN + 1];
+    uint8_t key_bin [SQ_KEY_LEN];
+    sq_role_t role;
+    char *tenant;
+    uint64_t auth_gen;
 } peer_t;
 
 typedef struct {
@@ -103,6 +119,18 @@ struct _broker_t {
     uploads_t *uploads;         //  uploaded constants: claims and confirmations waiting
     s_fetch_t *fetches;         //  FETCHes waiting for an upload's confirmation
     http_t *http;               //  dashboard, or NULL
+    auth_t *auth;               //  keys and the ZAP handler, or NULL (no keys)
+    atomic_int reload;          //  SIGHUP: re-read the keys
+    persist_t *persist;         //  journal records (persist.h)
+    journal_t *journal;         //  or NULL
+    char cluster [SQ_CLUSTER_ID_LEN + 1];
+    uint64_t epoch;
+    //  A restarted broker waits for its governors to reattach before it
+    //  schedules (or until recover_deadline), so that nothing they hold is
+    //  recomputed.
+    bool recovering;
+    int64_t recover_deadline;
+    int64_t next_grace_check;
 };
 
 static int64_t
@@ -127,6 +155,16 @@ broker_config_defaults (broker_config_t *config)
     config->event_log = NULL;
     config->allowed_failures = 3;
     config->upload_timeout_ms = 10000;
+    config->http_token = NULL;
+    config->secret_key = NULL;
+    config->authorized_keys = NULL;
+    config->insecure = false;
+    config->capability_ttl_ms = 60000;
+    config->journal = NULL;
+    config->journal_sync_ms = 100;
+    config->journal_compact = 64u << 20;
+    config->session_grace_ms = 60000;
+    config->reattach_wait_ms = 15000;
 }
 
 //  --------------------------------------------------------------------------
@@ -150,6 +188,10 @@ static void
 s_send_to (broker_t *self, const void *identity, size_t identity_size,
            sq_wbuf_t *header, zmq_msg_t *payload)
 {
+    //  What a peer is told has happened must be in the journal first, so a
+    //  broker that dies a moment later still knows it (journal.h).
+    if (self->journal && journal_pending (self->journal))
+        journal_flush (self->journal);
     if (sq_send (self->router, identity, identity_size, header, payload,
                  payload? 1: 0, ZMQ_DONTWAIT))
         sq_debug ("reply not sent: %s", zmq_strerror (errno));
@@ -192,17 +234,14 @@ s_hook_task_stop (void *arg, task_t *task)
     if (!gov)
         return;
     sq_idmap_remove (gov->tasks, task->key);
-    msgpack_packer *pk = &gov->stop.elements.pk;
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint64 (pk, task->key);
-    msgpack_pack_uint32 (pk, task->attempt);
-    gov->stop.count++;
+    gov_order_stop (gov, task->key, task->attempt);
 }
 
 static void
 s_hook_task_done (void *arg, task_t *task)
 {
     broker_t *self = (broker_t *) arg;
+    persist_task_done (self->persist, task);
     watches_task_done (self->watches, task);
 }
 
@@ -218,8 +257,7 @@ s_gov_by_id (broker_t *self, uint32_t id)
 static void
 s_drop (gov_t *gov, uint64_t key)
 {
-    msgpack_pack_uint64 (&gov->drop.elements.pk, key);
-    gov->drop.count++;
+    gov_order_drop (gov, key);
     sq_idmap_remove (gov->recopies, key);
 }
 
@@ -235,9 +273,7 @@ static void
 s_hook_object_copy (void *arg, object_t *object, gov_t *from, gov_t *to)
 {
     (void) arg;
-    sq_pack_send (&from->send.elements.pk, object->key, object->version, to->id,
-                  to->data_endpoint);
-    from->send.count++;
+    gov_order_send (from, object->key, object->version, to);
 }
 
 //  An object cannot be had on `gov` (NULL: a governor gone): the tasks
@@ -329,6 +365,7 @@ s_peer_destroy (peer_t **peer_p)
     if (peer) {
         free (peer->name);
         free (peer->sessions);
+        free (peer->tenant);
         free (peer);
         *peer_p = NULL;
     }
@@ -369,26 +406,65 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
             task->gov = NULL;   //  nothing to stop: its governor is gone
             graph_task_failed (self->graph, task, SQ_E_TASK_FAILED, message);
         }
-        else
+        else {
             graph_task_requeue (self->graph, task);
+            if (extra)
+                persist_attempt (self->persist, task);
+        }
     }
     free (tasks);
+    persist_gone (self->persist, gov->id);
     graph_forget_governor (self->graph, gov);
     gov_destroy (&peer->gov);
 }
 
 static void
+s_session_close (broker_t *self, session_t *session)
+{
+    persist_close (self->persist, session->id);
+    watches_drop_session (self->watches, session);
+    graph_session_close (self->graph, &session);
+}
+
+//  A client that said BYE closes its sessions; one whose connection just
+//  went leaves them detached for --session-grace ms, in case it comes back
+//  (a lost link, a broker restart) and RESUMEs them.
+static void
 s_client_gone (broker_t *self, peer_t *peer)
 {
     watches_drop_client (self->watches, peer);
+    bool close = peer->said_bye || self->config.session_grace_ms == 0;
+    int64_t now = s_now ();
     for (uint32_t i = 0; i < peer->n_sessions; i++) {
         session_t *session = graph_session (self->graph, peer->sessions [i]);
+        if (session && close)
+            s_session_close (self, session);
+        else
         if (session) {
-            watches_drop_session (self->watches, session);
-            graph_session_close (self->graph, &session);
+            session->client = NULL;
+            session->detached_at = now;
         }
     }
-    sq_info ("client %u (%s) left; %u session(s) closed", peer->id, peer->name, peer->n_sessions);
+    sq_info ("client %u (%s) left; %u session(s) %s", peer->id, peer->name, peer->n_sessions,
+             close? "closed": "kept for it to resume");
+}
+
+//  Detached sessions whose client did not come back in time are closed.
+static void
+s_sessions_expire (broker_t *self, int64_t now)
+{
+    size_t cursor = 0;
+    session_t *session, *expired [64];
+    size_t n = 0;
+    while (n < 64 && (session = graph_session_next (self->graph, &cursor)))
+        if (!session->client && session->detached_at
+        &&  now - session->detached_at >= self->config.session_grace_ms)
+            expired [n++] = session;
+    for (size_t i = 0; i < n; i++) {
+        sq_info ("session %u closed: its client did not come back within %d ms",
+                 expired [i]->id, self->config.session_grace_ms);
+        s_session_close (self, expired [i]);
+    }
 }
 
 //  Ends a peer: its sessions close or its tasks go elsewhere.
@@ -516,6 +592,64 @@ s_declare (broker_t *self, const char *name, uint64_t amount)
     }
 }
 
+//  The keys a governor must accept on its data and serve sockets (KEYS).
+static void
+s_send_keys (broker_t *self, gov_t *gov)
+{
+    const uint8_t *const *governors, *const *clients;
+    uint32_t n_governors, n_clients;
+    auth_keysets (self->auth, &governors, &n_governors, &clients, &n_clients);
+    sq_wbuf_reset (&self->out);
+    sq_keyset_encode (&self->out, governors, n_governors, clients, n_clients);
+    s_send_to (self, gov->identity, gov->identity_size, &self->out, NULL);
+}
+
+static void s_peer_end (broker_t *self, peer_t *peer, const char *why);
+static void s_governor_lost (broker_t *self, peer_t *peer, const char *why);
+
+//  Whether a governor's HELLO may reattach: it names this cluster and an
+//  id this broker remembers, with the same incarnation and key. A
+//  connection of it the broker still holds is stale (the governor lost
+//  the broker first): it is let go, what it held to be reported again.
+static bool
+s_may_reattach (broker_t *self, const sq_hello_t *hello, const char *key)
+{
+    if (!hello->previous_cluster.len)
+        return false;
+    const char *why = NULL;
+    persist_gov_t *known = persist_known (self->persist, hello->previous_id);
+    if (!self->journal)
+        why = "this broker keeps no journal";
+    else
+    if (!mpr_str_eq (hello->previous_cluster, self->cluster))
+        why = "another cluster";
+    else
+    if (!known || known->incarnation != hello->incarnation)
+        why = "not a governor this broker knows";
+    else
+    if (self->auth && (!known->key || strcmp (known->key, key)))
+        why = "another key";
+    if (why) {
+        sq_info ("governor %.*s asks to reattach as governor %u: %s; it starts afresh",
+                 (int) hello->name.len, hello->name.ptr, hello->previous_id, why);
+        return false;
+    }
+    gov_t *stale = s_gov_by_id (self, hello->previous_id);
+    if (stale) {
+        char hex [520];
+        s_identity_key (stale->identity, stale->identity_size, hex);
+        peer_t *old = (peer_t *) zhashx_lookup (self->peers, hex);
+        if (old) {
+            //  Not forgotten: the inventory takes back what it still holds.
+            if (old->fd >= 0 && sq_idmap_lookup (self->by_fd, (uint64_t) old->fd) == old)
+                sq_idmap_remove (self->by_fd, (uint64_t) old->fd);
+            s_governor_lost (self, old, "reattached on a new connection");
+            zhashx_delete (self->peers, hex);
+        }
+    }
+    return true;
+}
+
 static void
 s_hello (broker_t *self, sq_msg_t *msg, const char *key)
 {
@@ -536,17 +670,41 @@ s_hello (broker_t *self, sq_msg_t *msg, const char *key)
         s_reply_error (self, identity, identity_size, req, code, err.text, 0);
         return;
     }
+    //  Who it is comes from the transport (its CURVE key), and what it may
+    //  be from the keyring: never from anything it wrote.
+    const sq_keyentry_t *entry = NULL;
+    if (self->auth) {
+        const char *user = sq_msg_user (&msg->frames [1]);
+        entry = user? auth_find (self->auth, user, strlen (user)): NULL;
+        const char *why = !entry? "this key is not authorized (any more)"
+            : hello.governor && entry->role != SQ_ROLE_GOVERNOR? "this key is not a governor's"
+            : !hello.governor && entry->role == SQ_ROLE_GOVERNOR? "a governor's key cannot be a client"
+            : NULL;
+        if (why) {
+            sq_info ("HELLO refused: %s", why);
+            s_reply_error (self, identity, identity_size, req, SQ_E_DENIED, why, 0);
+            return;
+        }
+    }
+    bool reattach = hello.governor && s_may_reattach (self, &hello, entry? entry->z85: "");
     peer_t *peer = (peer_t *) calloc (1, sizeof *peer);
     if (!peer) {
         s_reply_error (self, identity, identity_size, req, SQ_E_NOMEM, "out of memory", 0);
         return;
     }
-    peer->id = self->next_peer_id++;
+    peer->id = reattach? hello.previous_id: self->next_peer_id++;
     peer->kind = hello.governor? PEER_GOVERNOR: PEER_CLIENT;
     peer->name = mpr_strdup (hello.name);
     memcpy (peer->identity, identity, identity_size);
     peer->identity_size = identity_size;
     peer->fd = msg->srcfd;
+    if (entry) {
+        memcpy (peer->key, entry->z85, sizeof peer->key);
+        memcpy (peer->key_bin, entry->key, SQ_KEY_LEN);
+        peer->role = entry->role;
+        peer->tenant = entry->tenant [0]? strdup (entry->tenant): NULL;
+        peer->auth_gen = auth_generation (self->auth);
+    }
     if (hello.governor) {
         if (self->n_govs == sizeof self->govs / sizeof self->govs [0]) {
             s_peer_destroy (&peer);
@@ -554,41 +712,53 @@ s_hello (broker_t *self, sq_msg_t *msg, const char *key)
             return;
         }
         peer->gov = gov_new (peer->id, &hello, identity, identity_size, self->config.prefetch);
-        if (!peer->gov) {
+        if (!peer->gov || (reattach && reattach_begin (peer->gov))) {
+            gov_destroy (&peer->gov);
             s_peer_destroy (&peer);
             s_reply_error (self, identity, identity_size, req, SQ_E_NOMEM, "out of memory", 0);
             return;
         }
-        peer->gov->fd = msg->srcfd;
-        peer->gov->last_recv = peer->gov->last_send = s_now ();
-        peer->gov->joined = (int64_t) time (NULL);
-        self->govs [self->n_govs++] = peer->gov;
-        s_declare (self, SQ_RES_CPUS, peer->gov->cpus);
-        for (uint32_t i = 0; i < peer->gov->n_resources; i++)
-            s_declare (self, peer->gov->resources [i].name.ptr, peer->gov->resources [i].amount);
-        scheduler_governor_add (self->scheduler, peer->gov);
-        eventlog_governor (self->events, EV_GOV_JOINED, peer->gov, NULL);
-        sq_info ("governor %u (%s) joined: %u cpus, data %s", peer->id, peer->gov->name,
-                 peer->gov->cpus, peer->gov->data_endpoint);
+        gov_t *gov = peer->gov;
+        if (entry) {
+            gov->has_key = true;
+            memcpy (gov->key, entry->key, SQ_KEY_LEN);
+            memcpy (gov->key_z85, entry->z85, sizeof gov->key_z85);
+            sq_random (gov->secret, sizeof gov->secret);
+        }
+        gov->fd = msg->srcfd;
+        gov->last_recv = gov->last_send = s_now ();
+        gov->joined = (int64_t) time (NULL);
+        self->govs [self->n_govs++] = gov;
+        s_declare (self, SQ_RES_CPUS, gov->cpus);
+        for (uint32_t i = 0; i < gov->n_resources; i++)
+            s_declare (self, gov->resources [i].name.ptr, gov->resources [i].amount);
+        //  A reattaching governor is placed on once its inventory is in.
+        if (reattach)
+            persist_reattached (self->persist, gov->id);
+        else
+            scheduler_governor_add (self->scheduler, gov);
+        persist_governor (self->persist, gov->id, gov->incarnation, gov->name,
+                          entry? entry->z85: NULL);
+        eventlog_governor (self->events, EV_GOV_JOINED, gov, NULL);
+        sq_info ("governor %u (%s) %s: %u cpus, data %s", peer->id, gov->name,
+                 reattach? "reattached": "joined", gov->cpus, gov->data_endpoint);
     }
     else
-        sq_info ("client %u (%s) connected", peer->id, peer->name ? peer->name: "?");
+        sq_info ("client %u (%s) connected%s%s", peer->id, peer->name ? peer->name: "?",
+                 peer->tenant? ", tenant ": "", peer->tenant? peer->tenant: "");
     zhashx_insert (self->peers, key, peer);
     s_learn_fd (self, peer, msg->srcfd);
     sq_wbuf_reset (&self->out);
-    sq_reply_begin (&self->out, req);
-    if (hello.governor) {
-        msgpack_pack_array (&self->out.pk, 3);
-        msgpack_pack_uint32 (&self->out.pk, peer->id);
-        msgpack_pack_uint32 (&self->out.pk, (uint32_t) self->config.heartbeat_ms);
-        msgpack_pack_uint64 (&self->out.pk, self->config.inline_max);
-    }
-    else {
-        msgpack_pack_array (&self->out.pk, 2);
-        msgpack_pack_uint32 (&self->out.pk, peer->id);
-        msgpack_pack_uint64 (&self->out.pk, self->config.inline_max);
-    }
+    if (hello.governor)
+        sq_welcome_encode_governor (&self->out, req, peer->id, (uint32_t) self->config.heartbeat_ms,
+                                    self->config.inline_max, self->cluster, self->epoch, reattach,
+                                    self->auth? peer->gov->secret: NULL, sq_wall_ms ());
+    else
+        sq_welcome_encode_client (&self->out, req, peer->id, self->config.inline_max,
+                                  self->cluster, self->epoch, peer->tenant);
     s_send_to (self, identity, identity_size, &self->out, NULL);
+    if (hello.governor && self->auth)
+        s_send_keys (self, peer->gov);
 }
 
 //  --------------------------------------------------------------------------
@@ -645,9 +815,7 @@ s_assign (void *arg, task_t *task, gov_t *gov)
             graph_task_failed (self->graph, task, SQ_E_LOST, "an input has no copy left");
             goto done;
         }
-        sq_pack_send (&source->send.elements.pk, input->key, input->version,
-                      gov->id, gov->data_endpoint);
-        source->send.count++;
+        gov_order_send (source, input->key, input->version, gov);
         graph_object_add_location (self->graph, input, gov, false);
         eventlog_object (self->events, EV_OBJECT_COPY, input, gov, source);
     }
@@ -843,6 +1011,31 @@ s_uploads_expire (broker_t *self, int64_t now)
 //  --------------------------------------------------------------------------
 //  Governor messages
 
+//  The inventory of a reattaching governor (reattach.h). Events of it
+//  from a governor that is not reattaching are ignored.
+static void
+s_governor_inventory (broker_t *self, gov_t *gov, const sq_event_t *ev)
+{
+    if (!gov->inventory) {
+        sq_warn ("governor %u: inventory event %u outside a reattach; ignored", gov->id, ev->type);
+        return;
+    }
+    if (ev->type == SQ_EV_HELD)
+        reattach_held (self->graph, gov, ev->key, ev->attempt, ev->size);
+    else
+    if (ev->type == SQ_EV_RUNNING)
+        reattach_running (gov, ev->key, ev->attempt);
+    else {
+        reattach_stats_t stats;
+        reattach_end (self->graph, gov, &stats);
+        scheduler_governor_add (self->scheduler, gov);
+        sq_info ("governor %u (%s) reattached: %zu objects held again, %zu tasks found "
+                 "finished there, %zu running tasks kept; %zu objects dropped, %zu tasks "
+                 "stopped", gov->id, gov->name, stats.located, stats.finished, stats.adopted,
+                 stats.dropped, stats.stopped);
+    }
+}
+
 static void
 s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
 {
@@ -868,6 +1061,10 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
     }
     sq_update_begin (&it, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
     while ((rc = sq_update_next (&it, &ev)) == 1) {
+        if (ev.type == SQ_EV_HELD || ev.type == SQ_EV_RUNNING || ev.type == SQ_EV_INVENTORY) {
+            s_governor_inventory (self, gov, &ev);
+            continue;
+        }
         if (ev.type == SQ_EV_LOCATED || ev.type == SQ_EV_LOST) {
             object_t *object = graph_object (self->graph, ev.key);
             if (ev.type == SQ_EV_LOST) {
@@ -939,6 +1136,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
                          sq_key_id (task->key), sq_key_session (task->key),
                          (int) (ev.message.len > 200? 200: ev.message.len), ev.message.ptr);
                 graph_task_requeue (self->graph, task);
+                persist_attempt (self->persist, task);
             }
             else
             if (task_extra (task)->retries < task_extra (task)->max_retries
@@ -951,6 +1149,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
                          extra->max_retries, (int) (ev.message.len > 200? 200: ev.message.len),
                          ev.message.ptr);
                 graph_task_requeue (self->graph, task);
+                persist_attempt (self->persist, task);
             }
             else {
                 char message [SQ_MAX_MESSAGE / 4];
@@ -990,17 +1189,37 @@ s_governor_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type)
 //  --------------------------------------------------------------------------
 //  Client requests
 
+//  Whether a session may be seen by this peer: always without keys; else
+//  a session of its own tenant (an admin key sees every tenant).
+static bool
+s_same_tenant (const peer_t *peer, const session_t *session)
+{
+    if (!session->tenant || peer->role == SQ_ROLE_ADMIN)
+        return true;
+    return peer->tenant && strcmp (peer->tenant, session->tenant) == 0;
+}
+
 static session_t *
 s_client_session (broker_t *self, peer_t *peer, uint32_t id, uint32_t req)
 {
     session_t *session = graph_session (self->graph, id);
-    if (!session || session->client != peer) {
-        char message [120];
-        snprintf (message, sizeof message, "session %u is not open on this connection", id);
-        s_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_SESSION, message, 0);
-        return NULL;
+    if (session && session->client == peer)
+        return session;
+    char message [160];
+    int code = SQ_E_SESSION;
+    if (session && session->tenant && !(peer->tenant && strcmp (peer->tenant, session->tenant) == 0)) {
+        //  Says nothing of whose it is.
+        code = SQ_E_DENIED;
+        snprintf (message, sizeof message, "session %u: access denied", id);
     }
-    return session;
+    else
+    if (session)
+        snprintf (message, sizeof message, "session %u is not open on this connection "
+                  "(RESUME it with its token)", id);
+    else
+        snprintf (message, sizeof message, "session %u is not open on this connection", id);
+    s_reply_error (self, peer->identity, peer->identity_size, req, code, message, 0);
+    return NULL;
 }
 
 static void
@@ -1058,6 +1277,7 @@ s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
             }
         }
         if (rc == SQ_OK) {
+            persist_submit (self->persist, session->id, msg);
             eventlog_submit (self->events, session->id, submit.n_tasks, submit.n_objects);
             sq_debug ("session %u: %u tasks, %u objects submitted", session->id,
                       submit.n_tasks, submit.n_objects);
@@ -1077,23 +1297,62 @@ s_pack_kv_u64 (msgpack_packer *pk, const char *key, uint64_t value)
     msgpack_pack_uint64 (pk, value);
 }
 
+static void s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer);
+
 static void
 s_client_info (broker_t *self, peer_t *peer, uint32_t req)
 {
     sq_wbuf_reset (&self->out);
     sq_reply_begin (&self->out, req);
-    broker_pack_info (self, &self->out.pk);
+    s_pack_info (self, &self->out.pk, peer);
     s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
 }
 
-//  INFO's map; also the dashboard's view of the cluster (http.c).
+//  INFO's map; also the dashboard's view of the cluster (http.c), which
+//  sees every tenant.
 void
 broker_pack_info (broker_t *self, msgpack_packer *pk)
 {
-    size_t clients = 0;
+    s_pack_info (self, pk, NULL);
+}
+
+//  viewer: the client asking (NULL: everything). With keys, a client sees
+//  the tasks, sessions and clients of its own tenant only.
+static void
+s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
+{
+    bool all = !viewer || !self->auth || viewer->role == SQ_ROLE_ADMIN;
+    size_t clients = 0, sessions = 0;
+    uint64_t counts [TASK_STATE_COUNT_] = { 0 };
     for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
-        clients += p->kind == PEER_CLIENT;
-    msgpack_pack_map (pk, 11);
+        clients += p->kind == PEER_CLIENT
+                && (all || (p->tenant && viewer->tenant && strcmp (p->tenant, viewer->tenant) == 0));
+    if (all) {
+        for (int s = 0; s < TASK_STATE_COUNT_; s++)
+            counts [s] = graph_task_count (self->graph, (task_state_t) s);
+        sessions = graph_session_count (self->graph);
+    }
+    else {
+        size_t cursor = 0;
+        session_t *session;
+        while ((session = graph_session_next (self->graph, &cursor)))
+            if (s_same_tenant (viewer, session)) {
+                sessions++;
+                for (int s = 0; s < TASK_STATE_COUNT_; s++)
+                    counts [s] += session->counts [s];
+            }
+    }
+    journal_stats_t js = { 0 };
+    if (self->journal)
+        journal_stats (self->journal, &js);
+    msgpack_pack_map (pk, 17);
+    sq_pack_cstr (pk, "cluster");
+    sq_pack_cstr (pk, self->cluster);
+    s_pack_kv_u64 (pk, "epoch", self->epoch);
+    s_pack_kv_u64 (pk, "recovering", self->recovering);
+    s_pack_kv_u64 (pk, "secure", self->auth != NULL);
+    s_pack_kv_u64 (pk, "journal_bytes", js.bytes);
+    s_pack_kv_u64 (pk, "journal_errors", js.errors);
     sq_pack_cstr (pk, "version");
     sq_pack_cstr (pk, "0.1.0");
     sq_pack_cstr (pk, "governors");
@@ -1125,11 +1384,10 @@ broker_pack_info (broker_t *self, msgpack_packer *pk)
     sq_pack_cstr (pk, "tasks");
     msgpack_pack_map (pk, TASK_STATE_COUNT_);
     for (int s = 0; s < TASK_STATE_COUNT_; s++)
-        s_pack_kv_u64 (pk, task_state_name ((task_state_t) s),
-                       graph_task_count (self->graph, (task_state_t) s));
+        s_pack_kv_u64 (pk, task_state_name ((task_state_t) s), counts [s]);
     s_pack_kv_u64 (pk, "ready_queue", scheduler_ready_count (self->scheduler));
     s_pack_kv_u64 (pk, "blocked", scheduler_blocked_count (self->scheduler));
-    s_pack_kv_u64 (pk, "sessions", graph_session_count (self->graph));
+    s_pack_kv_u64 (pk, "sessions", sessions);
     s_pack_kv_u64 (pk, "clients", clients);
     s_pack_kv_u64 (pk, "objects", graph_object_count (self->graph));
     s_pack_kv_u64 (pk, "watches", watches_count (self->watches));
@@ -1158,6 +1416,8 @@ s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
             return;
         }
     }
+    persist_ids (self->persist, q->type == SQ_MSG_CANCEL? SQ_REC_CANCEL
+                 : q->type == SQ_MSG_KEEP? SQ_REC_KEEP: SQ_REC_UNKEEP, session->id, q->ids, q->n_ids);
     if (q->type == SQ_MSG_CANCEL && q->n_ids == 0) {
         size_t cursor = 0;
         task_t *task;
@@ -1181,11 +1441,151 @@ s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
     s_reply_nil (self, peer, q->req);
 }
 
+static bool
+s_peer_add_session (peer_t *peer, uint32_t id)
+{
+    if (peer->n_sessions >= S_MAX_SESSIONS)
+        return false;
+    if (peer->n_sessions == peer->cap_sessions) {
+        uint32_t cap = peer->cap_sessions? peer->cap_sessions * 2: 4;
+        uint32_t *p = (uint32_t *) realloc (peer->sessions, cap * sizeof *p);
+        if (!p)
+            return false;
+        peer->sessions = p;
+        peer->cap_sessions = cap;
+    }
+    peer->sessions [peer->n_sessions++] = id;
+    return true;
+}
+
+static void
+s_peer_remove_session (peer_t *peer, uint32_t id)
+{
+    for (uint32_t i = 0; i < peer->n_sessions; i++)
+        if (peer->sessions [i] == id) {
+            peer->sessions [i] = peer->sessions [--peer->n_sessions];
+            return;
+        }
+}
+
+static void
+s_client_open (broker_t *self, peer_t *peer, uint32_t req)
+{
+    if (peer->n_sessions >= S_MAX_SESSIONS) {
+        s_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_BUSY,
+                       "too many sessions open on this connection", 0);
+        return;
+    }
+    session_t *opened = graph_session_open (self->graph, peer);
+    if (opened && (peer->tenant || peer->key [0])) {
+        opened->tenant = peer->tenant? strdup (peer->tenant): NULL;
+        opened->owner = strdup (peer->key);
+    }
+    if (!opened || (peer->tenant && !opened->tenant) || (peer->key [0] && !opened->owner)
+    ||  !s_peer_add_session (peer, opened->id)) {
+        if (opened)
+            graph_session_close (self->graph, &opened);
+        s_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_NOMEM,
+                       "out of memory", 0);
+        return;
+    }
+    sq_random (opened->token, SQ_TOKEN_LEN);
+    persist_session (self->persist, opened);
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, req);
+    sq_pack_session_opened (&self->out.pk, opened->id, opened->token);
+    s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+//  RESUME: a client back after a lost connection (or a broker restart)
+//  takes its session again, with the token it was given.
+static void
+s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
+{
+    session_t *session = graph_session (self->graph, q->session);
+    char message [300];
+    if (!session) {
+        snprintf (message, sizeof message, "session %u is not known to this broker: it was "
+                  "closed, its client did not come back within the session grace, or the "
+                  "broker restarted without its journal", q->session);
+        s_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_SESSION, message, 0);
+        return;
+    }
+    //  Constant time: the token is a secret.
+    uint8_t diff = 0;
+    for (int i = 0; i < SQ_TOKEN_LEN; i++)
+        diff |= (uint8_t) (session->token [i] ^ (uint8_t) q->token.ptr [i]);
+    bool tenant_ok = !session->tenant
+                  || (peer->tenant && strcmp (peer->tenant, session->tenant) == 0);
+    if (diff || !tenant_ok) {
+        snprintf (message, sizeof message, "session %u: access denied", q->session);
+        s_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_DENIED, message, 0);
+        return;
+    }
+    if (session->client != peer) {
+        if (!s_peer_add_session (peer, session->id)) {
+            s_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_BUSY,
+                           "too many sessions open on this connection", 0);
+            return;
+        }
+        if (session->client) {
+            //  Its old connection is gone but not noticed yet.
+            peer_t *old = (peer_t *) session->client;
+            s_peer_remove_session (old, session->id);
+            watches_drop_session (self->watches, session);
+        }
+        session->client = peer;
+        session->detached_at = 0;
+        sq_info ("session %u resumed by client %u (%s)", session->id, peer->id, peer->name);
+    }
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, q->req);
+    msgpack_pack_array (&self->out.pk, 1);
+    msgpack_pack_uint32 (&self->out.pk, session->max_id);
+    s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+//  UPLOAD: which governor a constant goes to (the one with the least
+//  memory in use), and with keys the capability to PUT it there.
+static void
+s_client_upload (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *session)
+{
+    gov_t *best = NULL;
+    for (size_t i = 0; i < self->n_govs; i++) {
+        gov_t *gov = self->govs [i];
+        if (gov->inventory)
+            continue;
+        if (!best || gov->load.memory < best->load.memory
+        ||  (gov->load.memory == best->load.memory && gov->load.objects < best->load.objects))
+            best = gov;
+    }
+    if (!best) {
+        s_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_RESOURCES,
+                       "no governor is connected to upload to", q->id);
+        return;
+    }
+    uint8_t cap [SQ_CAP_SIZE];
+    if (self->auth)
+        sq_cap_mint (best->secret, peer->key_bin, sq_key (session->id, q->id),
+                     sq_wall_ms () + (uint64_t) self->config.capability_ttl_ms, SQ_CAP_WRITE, cap);
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, q->req);
+    sq_pack_where (&self->out.pk, best->id, best->serve_endpoint, best->has_key? best->key: NULL,
+                   self->auth? cap: NULL, SQ_CAP_SIZE);
+    s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
 static void
 s_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req)
 {
     if (type == SQ_MSG_SUBMIT) {
         s_client_submit (self, peer, msg);
+        return;
+    }
+    if (type == SQ_MSG_BYE) {
+        //  An orderly goodbye: its sessions close now rather than wait.
+        peer->said_bye = true;
+        s_peer_end (self, peer, "said goodbye");
         return;
     }
     sq_request_t q;
@@ -1197,7 +1597,8 @@ s_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, ui
         return;
     }
     session_t *session = NULL;
-    if (q.type != SQ_MSG_SESSION_OPEN && q.type != SQ_MSG_INFO && q.type != SQ_MSG_PING) {
+    if (q.type != SQ_MSG_SESSION_OPEN && q.type != SQ_MSG_INFO && q.type != SQ_MSG_PING
+    &&  q.type != SQ_MSG_RESUME) {
         session = s_client_session (self, peer, q.session, q.req);
         if (!session) {
             sq_request_release (&q);
@@ -1206,44 +1607,19 @@ s_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, ui
     }
     int64_t deadline = q.timeout_ms < 0? -1: s_now () + q.timeout_ms;
     switch (q.type) {
-        case SQ_MSG_SESSION_OPEN: {
-            session_t *opened = NULL;
-            if (peer->n_sessions >= S_MAX_SESSIONS) {
-                s_reply_error (self, peer->identity, peer->identity_size, q.req, SQ_E_BUSY,
-                               "too many sessions open on this connection", 0);
-                break;
-            }
-            if (peer->n_sessions == peer->cap_sessions) {
-                uint32_t cap = peer->cap_sessions? peer->cap_sessions * 2: 4;
-                uint32_t *p = (uint32_t *) realloc (peer->sessions, cap * sizeof *p);
-                if (p) {
-                    peer->sessions = p;
-                    peer->cap_sessions = cap;
-                }
-            }
-            if (peer->n_sessions < peer->cap_sessions)
-                opened = graph_session_open (self->graph, peer);
-            if (!opened) {
-                s_reply_error (self, peer->identity, peer->identity_size, q.req,
-                               SQ_E_NOMEM, "out of memory", 0);
-                break;
-            }
-            peer->sessions [peer->n_sessions++] = opened->id;
-            sq_wbuf_reset (&self->out);
-            sq_reply_begin (&self->out, q.req);
-            msgpack_pack_uint32 (&self->out.pk, opened->id);
-            s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+        case SQ_MSG_SESSION_OPEN:
+            s_client_open (self, peer, q.req);
             break;
-        }
         case SQ_MSG_SESSION_CLOSE:
-            for (uint32_t i = 0; i < peer->n_sessions; i++)
-                if (peer->sessions [i] == session->id) {
-                    peer->sessions [i] = peer->sessions [--peer->n_sessions];
-                    break;
-                }
-            watches_drop_session (self->watches, session);
-            graph_session_close (self->graph, &session);
+            s_peer_remove_session (peer, session->id);
+            s_session_close (self, session);
             s_reply_nil (self, peer, q.req);
+            break;
+        case SQ_MSG_RESUME:
+            s_client_resume (self, peer, &q);
+            break;
+        case SQ_MSG_UPLOAD:
+            s_client_upload (self, peer, &q, session);
             break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
             s_client_ids (self, peer, &q, session);
@@ -1276,6 +1652,36 @@ s_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, ui
 //  --------------------------------------------------------------------------
 //  One message from the ROUTER
 
+//  With keys, every message is checked against the key its connection
+//  authenticated with: the peer's key must be the one it said HELLO with,
+//  and still in the keyring. True if the message was refused (answered).
+static bool
+s_auth_refused (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t req)
+{
+    const char *user = sq_msg_user (&msg->frames [1]);
+    if (!user || strcmp (user, peer->key)) {
+        //  Another connection took the identity of one that is gone.
+        s_peer_end (self, peer, "its connection was replaced by another key's");
+        s_reply_error (self, sq_msg_data (msg, 0), sq_msg_size (msg, 0), req, SQ_E_HELLO,
+                       "say HELLO first (this connection is unknown to the broker)", 0);
+        return true;
+    }
+    uint64_t generation = auth_generation (self->auth);
+    if (peer->auth_gen == generation)
+        return false;
+    const sq_keyentry_t *entry = auth_find (self->auth, peer->key, strlen (peer->key));
+    if (entry && entry->role == peer->role) {
+        peer->auth_gen = generation;
+        return false;
+    }
+    sq_info ("%s %u (%s): its key was removed from the authorized keys", peer->kind == PEER_CLIENT?
+             "client": "governor", peer->id, peer->name);
+    s_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_DENIED,
+                   "this key is no longer authorized", 0);
+    s_peer_end (self, peer, "its key is no longer authorized");
+    return true;
+}
+
 static void
 s_handle (broker_t *self, sq_msg_t *msg)
 {
@@ -1295,6 +1701,8 @@ s_handle (broker_t *self, sq_msg_t *msg)
     char key [520];
     s_identity_key (identity, identity_size, key);
     peer_t *peer = (peer_t *) zhashx_lookup (self->peers, key);
+    if (peer && self->auth && s_auth_refused (self, peer, msg, req))
+        return;
     if (!peer) {
         if (!readable)
             s_reply_error (self, identity, identity_size, 0, SQ_E_PROTOCOL,
@@ -1327,12 +1735,48 @@ static void
 s_retract (void *arg, task_t *task)
 {
     (void) arg;
-    gov_t *gov = task->gov;
-    msgpack_packer *pk = &gov->retract.elements.pk;
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint64 (pk, task->key);
-    msgpack_pack_uint32 (pk, task->attempt);
-    gov->retract.count++;
+    gov_order_retract (task->gov, task->key, task->attempt);
+}
+
+//  SIGHUP: the keyring is read again; governors learn the new keys, and
+//  peers whose key went are refused at their next message (s_auth_refused).
+static void
+s_reload_keys (broker_t *self)
+{
+    if (!self->auth) {
+        sq_info ("SIGHUP: no keys to reload (the broker runs without --authorized-keys)");
+        return;
+    }
+    if (auth_reload (self->auth))
+        return;
+    for (size_t i = 0; i < self->n_govs; i++)
+        s_send_keys (self, self->govs [i]);
+}
+
+//  The governors of an earlier life came back, or had their time: what
+//  none of them holds is recomputed, and scheduling starts.
+static void
+s_recovered (broker_t *self)
+{
+    size_t missing = persist_expected (self->persist);
+    persist_expect_none (self->persist);
+    size_t lost = graph_recover_sweep (self->graph);
+    self->recovering = false;
+    sq_info ("recovered (epoch %llu): %s; %zu objects no governor holds are recomputed",
+             (unsigned long long) self->epoch, missing? "some governors did not come back"
+             : "every governor came back", lost);
+}
+
+//  Compaction (journal.h): the live state as a new journal.
+static void
+s_compact (broker_t *self)
+{
+    msgpack_sbuffer *snapshot = persist_snapshot (self->persist, self->cluster, self->epoch,
+                                                  self->next_peer_id);
+    if (snapshot)
+        journal_compact (self->journal, snapshot);
+    else
+        sq_warn ("journal: out of memory making a snapshot; compaction postponed");
 }
 
 static int64_t
@@ -1363,11 +1807,28 @@ s_timers (broker_t *self, int64_t now)
         s_check_suspects (self, now);
     }
     if (now >= self->next_rebalance) {
-        scheduler_rebalance (self->scheduler, s_retract, self);
+        if (!self->recovering)
+            scheduler_rebalance (self->scheduler, s_retract, self);
         self->next_rebalance = now + S_REBALANCE_MS;
+    }
+    if (atomic_exchange (&self->reload, 0))
+        s_reload_keys (self);
+    if (self->recovering
+    &&  (persist_expected (self->persist) == 0 || now >= self->recover_deadline))
+        s_recovered (self);
+    if (now >= self->next_grace_check) {
+        s_sessions_expire (self, now);
+        self->next_grace_check = now + S_GRACE_CHECK_MS;
+    }
+    if (self->journal) {
+        journal_tick (self->journal);
+        if (journal_compaction_due (self->journal))
+            s_compact (self);
     }
     int64_t next = self->next_heartbeat < self->next_rebalance? self->next_heartbeat
                                                                : self->next_rebalance;
+    if (self->recovering && self->recover_deadline < next)
+        next = self->recover_deadline;
     int64_t deadline = watches_expire (self->watches, now);
     if (deadline >= 0 && deadline < next)
         next = deadline;
@@ -1406,18 +1867,22 @@ broker_run (broker_t *self)
         zmq_pollitem_t items [] = {
             { self->router, 0, ZMQ_POLLIN, 0 },
             { self->monitor, 0, ZMQ_POLLIN, 0 },
+            { self->auth? auth_socket (self->auth): NULL, -1, ZMQ_POLLIN, 0 },
             { NULL, self->http? http_fd (self->http): -1, ZMQ_POLLIN, 0 }
         };
         long http_ms = self->http? http_timeout (self->http): -1;
         if (http_ms >= 0 && http_ms < timeout)
             timeout = http_ms;
-        if (zmq_poll (items, self->http? 3: 2, timeout) < 0 && errno != EINTR)
+        if (zmq_poll (items, self->http? 4: 3, timeout) < 0 && errno != EINTR)
             break;
         eventlog_tick (self->events);
+        //  Handshakes first: a peer's first message waits on its answer.
+        if (self->auth)
+            auth_handle (self->auth);
         //  Dashboard requests are answered between batches of messages,
         //  from the graph as it stands (http.h).
         if (self->http)
-            http_run (self->http, items [2].revents != 0);
+            http_run (self->http, items [3].revents != 0);
         s_drain_monitor (self);
         for (int n = 0; n < S_MAX_PER_TURN; n++) {
             if (sq_msg_recv (&self->msg, self->router, ZMQ_DONTWAIT, SQ_MAX_FRAMES + 1))
@@ -1426,12 +1891,15 @@ broker_run (broker_t *self)
             s_handle (self, &self->msg);
         }
         sq_msg_close (&self->msg);
-        if (scheduler_has_work (self->scheduler)) {
+        if (!self->recovering && scheduler_has_work (self->scheduler)) {
             eventlog_tick (self->events);
             scheduler_run (self->scheduler, s_assign, self);
         }
         now = s_now ();
         next_timer = s_timers (self, now);
+        //  The turn's records reach the file before its orders leave.
+        if (self->journal)
+            journal_flush (self->journal);
         s_flush_governors (self, now);
         eventlog_flush (self->events);
     }
@@ -1444,6 +1912,63 @@ static void
 s_peer_free (void **item)
 {
     s_peer_destroy ((peer_t **) item);
+}
+
+//  Endpoints only this machine can reach: without keys the broker binds
+//  nothing else, unless told it is fine (--insecure).
+static bool
+s_local_endpoint (const char *endpoint)
+{
+    if (strncmp (endpoint, "ipc://", 6) == 0 || strncmp (endpoint, "inproc://", 9) == 0)
+        return true;
+    if (strncmp (endpoint, "tcp://", 6))
+        return false;
+    const char *host = endpoint + 6;
+    return strncmp (host, "127.", 4) == 0 || strncmp (host, "localhost:", 10) == 0
+        || strncmp (host, "[::1]:", 6) == 0;
+}
+
+//  Where the graph's state comes back from after a restart (persist.h).
+static int
+s_open_journal (broker_t *self)
+{
+    char err [600];
+    self->journal = journal_open (self->config.journal, self->config.journal_sync_ms,
+                                  self->config.journal_compact, persist_replay, self->persist,
+                                  err, sizeof err);
+    if (!self->journal) {
+        sq_error ("journal: %s", err);
+        return -1;
+    }
+    persist_attach (self->persist, self->journal);
+    snprintf (self->cluster, sizeof self->cluster, "%s", journal_cluster (self->journal));
+    self->epoch = journal_epoch (self->journal);
+    if (persist_next_peer (self->persist) > self->next_peer_id)
+        self->next_peer_id = persist_next_peer (self->persist);
+    if (journal_restarted (self->journal)) {
+        persist_replayed (self->persist, s_now ());
+        self->recovering = true;
+        self->recover_deadline = s_now () + self->config.reattach_wait_ms;
+        sq_info ("restarted as epoch %llu of cluster %s: %zu sessions, %zu governors "
+                 "expected back within %d ms", (unsigned long long) self->epoch, self->cluster,
+                 graph_session_count (self->graph), persist_expected (self->persist),
+                 self->config.reattach_wait_ms);
+    }
+    return 0;
+}
+
+static void
+s_watch_where (void *arg, void *client, object_t *object, gov_t *gov, msgpack_packer *pk)
+{
+    broker_t *self = (broker_t *) arg;
+    peer_t *peer = (peer_t *) client;
+    uint8_t cap [SQ_CAP_SIZE];
+    //  Only this client, for this object, for a while (capability.h).
+    if (self->auth)
+        sq_cap_mint (gov->secret, peer->key_bin, object->key,
+                     sq_wall_ms () + (uint64_t) self->config.capability_ttl_ms, SQ_CAP_READ, cap);
+    sq_pack_where (pk, gov->id, gov->serve_endpoint, gov->has_key? gov->key: NULL,
+                   self->auth? cap: NULL, SQ_CAP_SIZE);
 }
 
 broker_t *
@@ -1460,22 +1985,67 @@ broker_new (const broker_config_t *config)
         self, s_hook_task_ready, s_hook_task_stop, s_hook_task_done, s_hook_object_drop,
         s_hook_object_copy
     };
-    watches_hooks_t whooks = { self, s_watch_reply, s_watch_released };
+    watches_hooks_t whooks = { self, s_watch_reply, s_watch_released, s_watch_where };
     self->graph = graph_new (&hooks);
     self->scheduler = self->graph? scheduler_new (self->graph): NULL;
     self->watches = self->graph? watches_new (self->graph, &whooks): NULL;
+    self->persist = self->graph? persist_new (self->graph): NULL;
     self->peers = zhashx_new ();
     self->by_fd = sq_idmap_new ();
     self->uploads = uploads_new (config->upload_timeout_ms);
     self->ctx = zmq_ctx_new ();
-    if (!self->graph || !self->scheduler || !self->watches || !self->peers
+    if (!self->graph || !self->scheduler || !self->watches || !self->peers || !self->persist
     ||  !self->by_fd || !self->uploads || !self->ctx) {
         sq_error ("out of memory");
         broker_destroy (&self);
         return NULL;
     }
     zhashx_set_destructor (self->peers, s_peer_free);
+    if (!config->secret_key != !config->authorized_keys) {
+        sq_error ("--secret-key and --authorized-keys go together");
+        broker_destroy (&self);
+        return NULL;
+    }
+    if (!config->secret_key && !config->insecure && !s_local_endpoint (config->listen)) {
+        sq_error ("refusing to listen on %s without keys: anyone who reaches it could run any "
+                  "program on every governor. Give --secret-key and --authorized-keys "
+                  "(docs/security.md), listen on 127.0.0.1, or accept it with --insecure",
+                  config->listen);
+        broker_destroy (&self);
+        return NULL;
+    }
+    if (!config->secret_key && config->insecure && !s_local_endpoint (config->listen))
+        sq_warn ("INSECURE: listening on %s without keys: anyone who reaches it can run "
+                 "any program on every governor", config->listen);
+    //  The ZAP handler must be bound before the first handshake can come.
+    if (config->secret_key
+    &&  !(self->auth = auth_new (self->ctx, config->secret_key, config->authorized_keys))) {
+        broker_destroy (&self);
+        return NULL;
+    }
+    if (config->journal) {
+        if (s_open_journal (self)) {
+            broker_destroy (&self);
+            return NULL;
+        }
+    }
+    else {
+        //  Without a journal, a cluster id of this run only.
+        static const char hex [] = "0123456789abcdef";
+        uint8_t bytes [SQ_CLUSTER_ID_LEN / 2];
+        sq_random (bytes, sizeof bytes);
+        for (size_t i = 0; i < sizeof bytes; i++) {
+            self->cluster [2 * i] = hex [bytes [i] >> 4];
+            self->cluster [2 * i + 1] = hex [bytes [i] & 15];
+        }
+        self->epoch = 1;
+    }
     self->router = zmq_socket (self->ctx, ZMQ_ROUTER);
+    if (self->auth && sq_curve_server (self->router, auth_cert (self->auth)->secret_key, "squall")) {
+        sq_error ("cannot make the socket a CURVE server: %s", zmq_strerror (errno));
+        broker_destroy (&self);
+        return NULL;
+    }
     int one = 1, zero = 0, hwm = 100000;
     int64_t max_size = (int64_t) config->max_message;
     int ivl = config->heartbeat_ms, ttl = config->heartbeat_ms * config->liveness;
@@ -1522,6 +2092,9 @@ broker_destroy (broker_t **self_p)
     if (!self)
         return;
     http_destroy (&self->http);
+    //  The journal is written and synced on the way out (the reactor has
+    //  stopped: nothing more comes).
+    journal_destroy (&self->journal);
     if (self->watches)
         watches_destroy (&self->watches);
     //  Governors are freed with their peers; the graph's pointers to them
@@ -1535,6 +2108,8 @@ broker_destroy (broker_t **self_p)
     }
     sq_idmap_destroy (&self->by_fd);
     uploads_destroy (&self->uploads);
+    persist_destroy (&self->persist);
+    auth_destroy (&self->auth);
     while (self->fetches) {
         s_fetch_t *next = self->fetches->next;
         free (self->fetches);
@@ -1567,6 +2142,12 @@ void
 broker_stop (broker_t *self)
 {
     atomic_store (&self->stopping, 1);
+}
+
+void
+broker_reload (broker_t *self)
+{
+    atomic_store (&self->reload, 1);
 }
 
 unsigned

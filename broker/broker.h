@@ -9,6 +9,7 @@
 #ifndef SQ_BROKER_H
 #define SQ_BROKER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,7 +24,24 @@ typedef struct {
     uint32_t allowed_failures;  //  governor deaths a running task may see
     int upload_timeout_ms;      //  an upload's SUBMIT and confirmation wait this long for each other
     const char *http;           //  dashboard "[HOST:]PORT", or NULL (http.c)
+    const char *http_token;     //  file holding the dashboard's token, or NULL
     const char *event_log;      //  event log file, or NULL (eventlog.c)
+    //  Security (docs/security.md): the broker's key pair and the directory
+    //  of keys it accepts; both or neither. Without them only loopback
+    //  endpoints may be bound, unless insecure.
+    const char *secret_key;
+    const char *authorized_keys;
+    bool insecure;
+    int capability_ttl_ms;      //  how long a FETCH or UPLOAD capability holds
+    //  Durability (persist.h): the journal, how often it is synced, the
+    //  size under which it is never compacted; how long a session waits
+    //  for its client to come back, and a restarted broker for its
+    //  governors to reattach.
+    const char *journal;
+    int journal_sync_ms;
+    uint64_t journal_compact;
+    int session_grace_ms;
+    int reattach_wait_ms;
 } broker_config_t;
 
 typedef struct _broker_t broker_t;
@@ -38,6 +56,8 @@ const char *broker_endpoint (broker_t *self);
 int broker_run (broker_t *self);
 //  Async-signal-safe.
 void broker_stop (broker_t *self);
+//  Async-signal-safe: the keys are re-read at the next turn (SIGHUP).
+void broker_reload (broker_t *self);
 //  The dashboard's port (0 if not serving HTTP).
 unsigned broker_http_port (broker_t *self);
 

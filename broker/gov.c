@@ -1,5 +1,6 @@
 /*  gov: a connected governor as the broker sees it. */
 #include "gov.h"
+#include "reattach.h"
 #include "wire.h"
 #include "blob.h"
 #include <stdlib.h>
@@ -78,6 +79,7 @@ gov_destroy (gov_t **self_p)
         free ((char *) self->resources [i].name.ptr);
     sq_idmap_destroy (&self->tasks);
     sq_idmap_destroy (&self->recopies);
+    inventory_destroy (&self->inventory);
     sq_wbuf_release (&self->assign.elements);
     sq_wbuf_release (&self->send.elements);
     sq_wbuf_release (&self->drop.elements);
@@ -176,4 +178,41 @@ gov_flush (gov_t *self, void *router, int64_t now)
     self->n_payloads = 0;
     self->last_send = now;
     return rc? -1: 0;
+}
+
+void
+gov_order_drop (gov_t *self, uint64_t key)
+{
+    msgpack_pack_uint64 (&self->drop.elements.pk, key);
+    self->drop.count++;
+}
+
+static void
+s_order_attempt (gov_batch_t *batch, uint64_t key, uint32_t attempt)
+{
+    msgpack_packer *pk = &batch->elements.pk;
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint64 (pk, key);
+    msgpack_pack_uint32 (pk, attempt);
+    batch->count++;
+}
+
+void
+gov_order_stop (gov_t *self, uint64_t key, uint32_t attempt)
+{
+    s_order_attempt (&self->stop, key, attempt);
+}
+
+void
+gov_order_retract (gov_t *self, uint64_t key, uint32_t attempt)
+{
+    s_order_attempt (&self->retract, key, attempt);
+}
+
+void
+gov_order_send (gov_t *self, uint64_t key, uint32_t version, const gov_t *to)
+{
+    sq_pack_send (&self->send.elements.pk, key, version, to->id, to->data_endpoint,
+                  to->has_key? to->key: NULL);
+    self->send.count++;
 }

@@ -47,6 +47,16 @@ struct _gov_t {
     zmq_msg_t *payloads;        //  inline data attached to the ASSIGN batch
     size_t n_payloads;
     size_t cap_payloads;
+    //  Security (docs/security.md): its public key (from the transport)
+    //  and the secret its capabilities are made with.
+    bool has_key;
+    uint8_t key [32];
+    char key_z85 [41];
+    uint8_t secret [32];
+    //  While it lists what it kept through a lost broker (reattach.c): the
+    //  objects of unfinished tasks and the attempts it runs, settled at
+    //  the end of the list. NULL otherwise.
+    struct _inventory_t *inventory;
 };
 
 //  Takes the decoded HELLO; NULL if out of memory.
@@ -65,5 +75,12 @@ bool gov_has_output (const gov_t *self);
 //  Sends every non-empty batch over the router. 0, or -1 if the governor
 //  could not be reached (gone, or not reading).
 int gov_flush (gov_t *self, void *router, int64_t now);
+
+//  Orders, batched until the next flush (docs/protocol.md section 9).
+//  DROP an object; STOP or RETRACT a task attempt; SEND a copy to `to`.
+void gov_order_drop (gov_t *self, uint64_t key);
+void gov_order_stop (gov_t *self, uint64_t key, uint32_t attempt);
+void gov_order_retract (gov_t *self, uint64_t key, uint32_t attempt);
+void gov_order_send (gov_t *self, uint64_t key, uint32_t version, const gov_t *to);
 
 #endif

@@ -247,8 +247,10 @@ static void
 s_set_state (graph_t *self, task_t *task, task_state_t state)
 {
     self->counts [task->state]--;
+    task->session->counts [task->state]--;
     task->state = (uint8_t) state;
     self->counts [state]++;
+    task->session->counts [state]++;
 }
 
 static bool
@@ -332,6 +334,8 @@ s_task_done (graph_t *self, task_t *task)
     if (self->hooks.task_done)
         self->hooks.task_done (self->hooks.arg, task);
 }
+
+static void s_finish (graph_t *self, task_t *task, gov_t *gov);
 
 static int
 s_push (graph_t *self, size_t *n, task_t *task)
@@ -425,18 +429,50 @@ s_fail (graph_t *self, task_t *task, failure_t *failure)
 //  Sessions
 
 session_t *
-graph_session_open (graph_t *self, void *client)
+graph_session_open_as (graph_t *self, uint32_t id, void *client)
 {
+    if (id == 0 || sq_idmap_lookup (self->sessions, id))
+        return NULL;
     session_t *session = (session_t *) calloc (1, sizeof *session);
     if (!session)
         return NULL;
-    session->id = self->next_session++;
+    session->id = id;
     session->client = client;
     if (sq_idmap_insert (self->sessions, session->id, session)) {
         free (session);
         return NULL;
     }
+    if (id >= self->next_session)
+        self->next_session = id + 1;
     return session;
+}
+
+session_t *
+graph_session_open (graph_t *self, void *client)
+{
+    //  Ids are never reused while the broker lives (or its journal).
+    while (self->next_session == 0 || sq_idmap_lookup (self->sessions, self->next_session))
+        self->next_session++;
+    return graph_session_open_as (self, self->next_session, client);
+}
+
+uint32_t
+graph_next_session (graph_t *self)
+{
+    return self->next_session;
+}
+
+void
+graph_set_next_session (graph_t *self, uint32_t next)
+{
+    if (next > self->next_session)
+        self->next_session = next;
+}
+
+session_t *
+graph_session_next (graph_t *self, size_t *cursor)
+{
+    return (session_t *) sq_idmap_next (self->sessions, cursor, NULL);
 }
 
 session_t *
@@ -479,6 +515,17 @@ graph_session_next_task (session_t *session, size_t *cursor)
     while ((item = s_session_next (session, cursor)))
         if (s_as_task (item))
             return (task_t *) item;
+    return NULL;
+}
+
+object_t *
+graph_session_next_object (session_t *session, size_t *cursor)
+{
+    void *item;
+    object_t *object;
+    while ((item = s_session_next (session, cursor)))
+        if ((object = s_as_object (item)))
+            return object;
     return NULL;
 }
 
@@ -555,6 +602,8 @@ s_session_destroy (graph_t *self, session_t **session_p)
     }
     free (session->items);
     sq_idmap_destroy (&session->sparse);
+    free (session->tenant);
+    free (session->owner);
     free (session);
     *session_p = NULL;
 }
@@ -1021,6 +1070,12 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
     }
     if (rc == SQ_OK) {
         //  The submit is accepted from here on: nothing below can fail.
+        for (uint32_t i = 0; i < sub->n_objects; i++)
+            if (sub->objects [i].id > session->max_id)
+                session->max_id = sub->objects [i].id;
+        for (uint32_t t = 0; t < sub->n_tasks; t++)
+            if (sub->tasks [t].id > session->max_id)
+                session->max_id = sub->tasks [t].id;
         for (uint32_t i = 0; i < sub->n_objects; i++) {
             s_put (session, sub->objects [i].id, s_item_object (objects [i]));
             session->n_objects++;
@@ -1033,6 +1088,7 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
             session->unfinished++;
             task->state = TASK_WAITING;
             self->counts [TASK_WAITING]++;
+            session->counts [TASK_WAITING]++;
             for (uint32_t i = 0; i < task->n_inputs; i++) {
                 task->io [i]->pending++;
                 if (task->io [i]->state != OBJ_FINISHED)
@@ -1152,21 +1208,9 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
         graph_task_requeue (self, task);
         return -1;
     }
-    s_set_state (self, task, TASK_FINISHED);
-    uint32_t attempt = task->attempt;
-    //  Outputs first: the task_done hook answers waits and fetches, which
-    //  must see the outputs finished and located.
     for (uint32_t i = 0; i < n_outputs; i++) {
         object_t *o = task->io [task->n_inputs + i];
-        //  A re-run for a lost sibling also reports outputs that never went
-        //  away: their consumers did not count them as missing.
-        bool was_unfinished = o->state == OBJ_UNFINISHED;
-        if (o->released) {
-            o->released = false;
-            self->live_objects++;
-        }
         o->size = outputs [i].size;
-        o->version = attempt;
         if (outputs [i].frame > 0 && !o->data) {
             zmq_msg_t copy;
             zmq_msg_init (&copy);
@@ -1175,7 +1219,32 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
             else
                 zmq_msg_close (&copy);
         }
-        graph_object_add_location (self, o, gov, true);
+    }
+    s_finish (self, task, gov);
+    return 0;
+}
+
+//  A task finished with its outputs' sizes and inline bytes set: they are
+//  finished (and on gov, unless NULL), consumers count down.
+static void
+s_finish (graph_t *self, task_t *task, gov_t *gov)
+{
+    s_set_state (self, task, TASK_FINISHED);
+    uint32_t attempt = task->attempt;
+    //  Outputs first: the task_done hook answers waits and fetches, which
+    //  must see the outputs finished and located.
+    for (uint32_t i = 0; i < task->n_outputs; i++) {
+        object_t *o = task->io [task->n_inputs + i];
+        //  A re-run for a lost sibling also reports outputs that never went
+        //  away: their consumers did not count them as missing.
+        bool was_unfinished = o->state == OBJ_UNFINISHED;
+        if (o->released) {
+            o->released = false;
+            self->live_objects++;
+        }
+        o->version = attempt;
+        if (gov)
+            graph_object_add_location (self, o, gov, true);
         o->state = OBJ_FINISHED;
         for (uint32_t c = 0; was_unfinished && c < o->n_consumers; c++) {
             task_t *consumer = object_consumers (o) [c];
@@ -1192,7 +1261,41 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
     }
     s_task_done (self, task);
     s_flush_frees (self);
-    return 0;
+}
+
+void
+graph_task_restore_finished (graph_t *self, task_t *task, gov_t *gov, uint32_t attempt,
+                             const uint64_t *sizes, sq_blob_t **data, uint32_t n)
+{
+    if (s_final (task) || n != task->n_outputs) {
+        for (uint32_t i = 0; i < n; i++)
+            sq_blob_unref (&data [i]);
+        return;
+    }
+    task->attempt = attempt;
+    task->gov = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        object_t *o = task->io [task->n_inputs + i];
+        o->size = sizes [i];
+        if (data [i] && !o->data)
+            o->data = data [i];
+        else
+            sq_blob_unref (&data [i]);
+        data [i] = NULL;
+    }
+    s_finish (self, task, gov);
+}
+
+bool
+graph_task_adopt (graph_t *self, task_t *task, gov_t *gov, uint32_t attempt, bool running)
+{
+    if (task->state != TASK_READY || task->gov)
+        return false;
+    task->attempt = attempt;
+    graph_task_assigned (self, task, gov);
+    if (running)
+        s_set_state (self, task, TASK_RUNNING);
+    return true;
 }
 
 void
@@ -1497,6 +1600,38 @@ graph_forget_governor (graph_t *self, gov_t *gov)
         s_recompute (self, lost [i]);
     free (lost);
     s_flush_frees (self);
+}
+
+size_t
+graph_recover_sweep (graph_t *self)
+{
+    size_t n_lost = 0, cap = 0;
+    object_t **lost = NULL;
+    size_t s_cursor = 0;
+    session_t *session;
+    while ((session = (session_t *) sq_idmap_next (self->sessions, &s_cursor, NULL))) {
+        size_t cursor = 0;
+        void *item;
+        while ((item = s_session_next (session, &cursor))) {
+            object_t *object = s_as_object (item);
+            if (!object || object->state != OBJ_FINISHED || object->released
+            ||  s_has_copy (object) || !s_needed (object))
+                continue;
+            if (n_lost == cap) {
+                cap = cap? cap * 2: 16;
+                object_t **p = (object_t **) realloc (lost, cap * sizeof *p);
+                if (!p)
+                    break;
+                lost = p;
+            }
+            lost [n_lost++] = object;
+        }
+    }
+    for (size_t i = 0; i < n_lost; i++)
+        s_recompute (self, lost [i]);
+    free (lost);
+    s_flush_frees (self);
+    return n_lost;
 }
 
 uint64_t

@@ -163,7 +163,16 @@ task_extra (const task_t *task)
 
 struct _session_t {
     uint32_t id;
-    void *client;               //  owner (broker's client_t)
+    void *client;               //  the connection using it (broker's peer), NULL while detached
+    //  Who it belongs to (docs/security.md): the tenant of the key that
+    //  opened it (NULL without keys), that key (Z85, NULL without keys),
+    //  and the token a client presents to RESUME it.
+    char *tenant;
+    char *owner;
+    uint8_t token [SQ_TOKEN_LEN];
+    int64_t detached_at;        //  ms (monotonic) since no connection uses it; 0 attached
+    uint32_t max_id;            //  largest id declared in it
+    uint32_t counts [TASK_STATE_COUNT_];    //  its tasks by state
     //  Tasks and objects by id. Client libraries number ids densely from
     //  1, so ids index an array; an id far past it (a client numbering
     //  its own way) goes to the `sparse` map, so that memory follows the
@@ -202,6 +211,13 @@ graph_t *graph_new (const graph_hooks_t *hooks);
 void graph_destroy (graph_t **self_p);
 
 session_t *graph_session_open (graph_t *self, void *client);
+//  Opens a session with a given id (journal replay); NULL if taken.
+session_t *graph_session_open_as (graph_t *self, uint32_t id, void *client);
+//  The id the next session gets, and setting it (journal replay).
+uint32_t graph_next_session (graph_t *self);
+void graph_set_next_session (graph_t *self, uint32_t next);
+//  Iterates over sessions: *cursor starts at 0; NULL at the end.
+session_t *graph_session_next (graph_t *self, size_t *cursor);
 session_t *graph_session (graph_t *self, uint32_t id);
 //  Cancels the session's unfinished tasks, frees everything in it.
 void graph_session_close (graph_t *self, session_t **session_p);
@@ -223,6 +239,8 @@ object_t *graph_object (graph_t *self, uint64_t key);
 //  Iterates over a session's tasks: *cursor starts at 0; returns NULL at the
 //  end. The session must not gain tasks during the iteration.
 task_t *graph_session_next_task (session_t *session, size_t *cursor);
+//  The same over its objects (constants and task outputs).
+object_t *graph_session_next_object (session_t *session, size_t *cursor);
 //  The task's extra fields, allocated on first use; NULL if out of memory.
 task_extra_t *graph_task_extra (task_t *task);
 
@@ -243,6 +261,22 @@ void graph_task_failed (graph_t *self, task_t *task, int code, const char *messa
 //  there now.
 void graph_task_requeue (graph_t *self, task_t *task);
 void graph_task_assigned (graph_t *self, task_t *task, gov_t *gov);
+
+//  A durable broker's restart (persist.c, reattach.c).
+//  The task finished in an earlier life of the broker: attempt, output
+//  sizes and the inline bytes the broker held (NULL where none; they are
+//  taken over).
+//  gov: the governor holding them (a reattach), or NULL (the journal).
+void graph_task_restore_finished (graph_t *self, task_t *task, gov_t *gov, uint32_t attempt,
+                                  const uint64_t *sizes, sq_blob_t **data, uint32_t n);
+//  A reattached governor runs this attempt of a task the broker had not
+//  placed anywhere: it is the task's assignment now. False (nothing
+//  changed) unless the task was waiting for a governor.
+bool graph_task_adopt (graph_t *self, task_t *task, gov_t *gov, uint32_t attempt, bool running);
+//  Objects that count as finished but of which no copy is known (after a
+//  restart, once governors had their chance to reattach): those still
+//  needed are recomputed from lineage. Returns how many were lost.
+size_t graph_recover_sweep (graph_t *self);
 
 //  Client operations
 int graph_keep (graph_t *self, object_t *object, bool keep);

@@ -3,6 +3,7 @@
 #include "args.h"
 #include "log.h"
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,7 +12,9 @@ static broker_t *s_broker;
 static void
 s_signal (int signum)
 {
-    (void) signum;
+    if (s_broker && signum == SIGHUP)
+        broker_reload (s_broker);
+    else
     if (s_broker)
         broker_stop (s_broker);
 }
@@ -21,8 +24,26 @@ s_usage (FILE *out)
 {
     fprintf (out,
         "usage: squall-broker [options]\n"
-        "  --listen ENDPOINT     ZeroMQ endpoint to bind (default tcp://*:7760;\n"
-        "                        tcp://127.0.0.1:* picks a free port)\n"
+        "  --listen ENDPOINT     ZeroMQ endpoint to bind (default tcp://*:7760 with keys,\n"
+        "                        tcp://127.0.0.1:7760 without; tcp://127.0.0.1:* picks\n"
+        "                        a free port)\n"
+        "  --secret-key FILE     the broker's key pair (squall keygen NAME --role broker);\n"
+        "                        with --authorized-keys, every connection is CURVE\n"
+        "                        encrypted and authenticated (docs/security.md)\n"
+        "  --authorized-keys DIR the *.pub keys (client, governor, admin) it accepts;\n"
+        "                        re-read on SIGHUP\n"
+        "  --insecure            allow a non-loopback endpoint without keys\n"
+        "  --capability-ttl-ms MS  how long a client may read or upload an object on a\n"
+        "                        governor after asking the broker (default 60000)\n"
+        "  --journal FILE        keep sessions, graphs and results in FILE: a restarted\n"
+        "                        broker resumes from it, governors reattach with their\n"
+        "                        objects and clients resume their sessions\n"
+        "  --journal-sync MS     make the journal durable this often (default 100)\n"
+        "  --journal-compact SIZE  never compact a journal smaller than SIZE (64MiB)\n"
+        "  --session-grace MS    how long a session whose client went away waits for it\n"
+        "                        to resume (default 60000; 0 closes it at once)\n"
+        "  --reattach-wait MS    how long a restarted broker waits for its governors\n"
+        "                        before it recomputes what they held (default 15000)\n"
         "  --heartbeat-ms MS     governor heartbeat interval (default 1000)\n"
         "  --liveness N          missed heartbeats before a governor is dead (default 5)\n"
         "  --inline-max SIZE     objects up to SIZE travel inline (default 4KiB)\n"
@@ -33,7 +54,10 @@ s_usage (FILE *out)
         "  --upload-timeout-ms MS  how long an uploaded constant's SUBMIT and its\n"
         "                        governor's confirmation wait for each other (default 10000)\n"
         "  --http [HOST:]PORT    serve the dashboard, /metrics and the JSON API\n"
-        "                        (port 0 picks a free one; see docs/dashboard.md)\n"
+        "                        (port 0 picks a free one; HOST 127.0.0.1 unless given;\n"
+        "                        see docs/dashboard.md)\n"
+        "  --http-token FILE     with keys: every dashboard request but /metrics must\n"
+        "                        carry this file's token\n"
         "  --event-log FILE      append every event to FILE (docs/eventlog.md)\n"
         "  --log-level LEVEL     error, warn, info or debug (default info)\n"
         "  --help                this text\n"
@@ -46,6 +70,7 @@ main (int argc, char *argv [])
 {
     broker_config_t config;
     broker_config_defaults (&config);
+    bool listen_given = false;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv [i];
         const char *value = i + 1 < argc? argv [i + 1]: NULL;
@@ -55,13 +80,46 @@ main (int argc, char *argv [])
             s_usage (stdout);
             return 0;
         }
+        if (strcmp (arg, "--insecure") == 0) {
+            config.insecure = true;
+            continue;
+        }
         if (!value) {
             fprintf (stderr, "squall-broker: %s needs a value (see --help)\n", arg);
             return 2;
         }
         i++;
-        if (strcmp (arg, "--listen") == 0)
+        if (strcmp (arg, "--listen") == 0) {
             config.listen = value;
+            listen_given = true;
+        }
+        else
+        if (strcmp (arg, "--secret-key") == 0 && *value)
+            config.secret_key = value;
+        else
+        if (strcmp (arg, "--authorized-keys") == 0 && *value)
+            config.authorized_keys = value;
+        else
+        if (strcmp (arg, "--http-token") == 0 && *value)
+            config.http_token = value;
+        else
+        if (strcmp (arg, "--capability-ttl-ms") == 0 && sq_parse_int (value, 1, 86400000, &n) == 0)
+            config.capability_ttl_ms = (int) n;
+        else
+        if (strcmp (arg, "--journal") == 0 && *value)
+            config.journal = value;
+        else
+        if (strcmp (arg, "--journal-sync") == 0 && sq_parse_int (value, 1, 60000, &n) == 0)
+            config.journal_sync_ms = (int) n;
+        else
+        if (strcmp (arg, "--journal-compact") == 0 && sq_parse_size (value, &size) == 0)
+            config.journal_compact = size;
+        else
+        if (strcmp (arg, "--session-grace") == 0 && sq_parse_int (value, 0, 86400000, &n) == 0)
+            config.session_grace_ms = (int) n;
+        else
+        if (strcmp (arg, "--reattach-wait") == 0 && sq_parse_int (value, 0, 3600000, &n) == 0)
+            config.reattach_wait_ms = (int) n;
         else
         if (strcmp (arg, "--heartbeat-ms") == 0 && sq_parse_int (value, 10, 3600000, &n) == 0)
             config.heartbeat_ms = (int) n;
@@ -100,6 +158,10 @@ main (int argc, char *argv [])
         }
     }
     sq_log_set_name ("broker");
+    //  Without keys the default stays on this machine (broker.c refuses
+    //  anything else without --insecure).
+    if (!listen_given && !config.secret_key)
+        config.listen = "tcp://127.0.0.1:7760";
     signal (SIGPIPE, SIG_IGN);
     s_broker = broker_new (&config);
     if (!s_broker)
@@ -109,6 +171,7 @@ main (int argc, char *argv [])
     action.sa_handler = s_signal;
     sigaction (SIGINT, &action, NULL);
     sigaction (SIGTERM, &action, NULL);
+    sigaction (SIGHUP, &action, NULL);
     printf ("LISTENING %s\n", broker_endpoint (s_broker));
     if (broker_http_port (s_broker))
         printf ("HTTP %u\n", broker_http_port (s_broker));

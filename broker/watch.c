@@ -285,9 +285,7 @@ s_reply_fetch (watches_t *self, watch_t *watch)
         s_reply_error (self, watch, SQ_E_LOST, "no governor holds the object any more", id, 0);
         return;
     }
-    msgpack_pack_array (&w.pk, 2);
-    msgpack_pack_uint32 (&w.pk, where->gov->id);
-    sq_pack_cstr (&w.pk, where->gov->serve_endpoint);
+    self->hooks.where (self->hooks.arg, watch->client, object, where->gov, &w.pk);
     self->hooks.reply (self->hooks.arg, watch->client, &w, NULL);
     sq_wbuf_release (&w);
     s_finish (self, watch);

@@ -25,6 +25,9 @@ typedef struct {
     void (*reply) (void *arg, void *client, sq_wbuf_t *header, zmq_msg_t *payload);
     //  A watch of this client ended (answered, expired or dropped).
     void (*released) (void *arg, void *client);
+    //  Packs a FETCH reply's `where` for a client: the governor holding
+    //  the object, and whatever that client needs to read it there.
+    void (*where) (void *arg, void *client, object_t *object, gov_t *gov, msgpack_packer *pk);
 } watches_hooks_t;
 
 watches_t *watches_new (graph_t *graph, const watches_hooks_t *hooks);

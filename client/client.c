@@ -1,6 +1,8 @@
 /*  client: the connection to the broker, request / reply matching, errors,
     direct fetches from governors, INFO as JSON. */
 #include "sq_client_private.h"
+#include "keys.h"
+#include "zap.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -22,7 +24,7 @@ static const char *s_errnames [SQ_E_COUNT_] = {
     "duplicate id", "unknown id", "cycle", "no producer", "unknown kind",
     "bad config", "bad session", "not kept", "task failed", "upstream failed",
     "cancelled", "timeout", "too large", "busy", "no resources",
-    "connection error", "out of memory", "internal error", "lost"
+    "connection error", "out of memory", "internal error", "lost", "denied"
 };
 
 const char *
@@ -65,6 +67,7 @@ sq_client_new (void)
     sq_wbuf_init (&self->w);
     sq_msg_init (&self->msg);
     self->next_req = 1;
+    self->resume_ms = 60000;
     snprintf (self->errmsg, sizeof self->errmsg, "no error");
     sq_client_buffers_hold (true);
     return self;
@@ -110,6 +113,15 @@ sq_client_destroy (sq_client_t **self_p)
     if (!self)
         return;
     *self_p = NULL;
+    //  A goodbye: the broker closes our sessions now instead of keeping
+    //  them for us to resume.
+    if (self->dealer && self->connected && !self->broken) {
+        sq_wbuf_reset (&self->w);
+        sq_bare_encode (&self->w, SQ_MSG_BYE);
+        int linger = 200;
+        zmq_setsockopt (self->dealer, ZMQ_LINGER, &linger, sizeof linger);
+        sq_send (self->dealer, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT);
+    }
     //  Sessions the caller did not destroy keep working as far as freeing
     //  goes, but no longer talk to anyone.
     for (size_t i = 0; i < self->n_sessions; i++)
@@ -122,8 +134,53 @@ sq_client_destroy (sq_client_t **self_p)
     free (self->msg.frames);
     sq_wbuf_release (&self->w);
     zmq_ctx_term (self->ctx);
+    memset (self->secret_key, 0, sizeof self->secret_key);
     free (self);
     sq_client_buffers_hold (false);
+}
+
+int
+sq_client_set_keys (sq_client_t *self, const char *secret_key_file, const char *broker_key_file)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (!secret_key_file || !broker_key_file)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "both key files are needed");
+    sq_cert_t mine, broker;
+    char err [600];
+    if (sq_cert_load (&mine, secret_key_file, err, sizeof err))
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "secret key: %s", err);
+    if (!mine.has_secret)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "%s holds no secret key "
+                                 "(give the .key file, not the .pub)", secret_key_file);
+    if (sq_cert_load (&broker, broker_key_file, err, sizeof err))
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "broker key: %s", err);
+    memcpy (self->public_key, mine.public_key, 32);
+    memcpy (self->secret_key, mine.secret_key, 32);
+    memcpy (self->broker_key, broker.public_key, 32);
+    self->has_keys = true;
+    memset (&mine, 0, sizeof mine);
+    return 0;
+}
+
+void
+sq_client_set_resume (sq_client_t *self, int timeout_ms)
+{
+    if (self)
+        self->resume_ms = timeout_ms < 0? 0: timeout_ms;
+}
+
+int
+sq_keygen (const char *name, const char *dir, const char *role, const char *tenant,
+           char *err, size_t err_size)
+{
+    char why [600];
+    if (sq_keys_generate (name, dir, role, tenant, why, sizeof why)) {
+        if (err && err_size)
+            snprintf (err, err_size, "%s", why);
+        return SQ_E_INVALID;
+    }
+    return 0;
 }
 
 int
@@ -206,9 +263,10 @@ s_lost (sq_client_t *self)
 {
     self->broken = true;
     return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
-                             "connection to broker %s lost; its sessions were closed",
-                             self->endpoint);
+                             "connection to broker %s lost", self->endpoint);
 }
+
+static int s_resume (sq_client_t *self, int64_t deadline);
 
 //  Reads one monitor event; true if it says the connection went down.
 static bool
@@ -253,9 +311,11 @@ s_monitor_poll (sq_client_t *self)
 int
 sq_client_check (sq_client_t *self)
 {
-    if (!self->dealer)
+    if (!self->endpoint)
         return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "client is not connected");
     s_monitor_poll (self);
+    if (self->broken && self->resume_ms > 0)
+        return s_resume (self, s_now_ms () + self->resume_ms);
     if (self->broken)
         return s_lost (self);
     if (!self->connected)
@@ -329,55 +389,151 @@ s_reply_error (sq_client_t *self, const sq_reply_t *reply)
                              "%.*s", (int) reply->message.len, reply->message.ptr);
 }
 
+static void
+s_close_all (zmq_msg_t *msgs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        zmq_msg_close (&msgs [i]);
+}
+
 int
-sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
-                size_t n_payloads, int timeout_ms, sq_reply_t *reply)
+sq_client_call_submit (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
+                       size_t n_payloads, int timeout_ms, sq_reply_t *reply,
+                       sq_session_t *session, uint32_t batch_max)
 {
     int rc = sq_client_check (self);
     if (rc) {
-        for (size_t i = 0; i < n_payloads; i++)
-            zmq_msg_close (&payloads [i]);
+        s_close_all (payloads, n_payloads);
         sq_wbuf_reset (&self->w);
         return rc;
     }
-    if (sq_send (self->dealer, NULL, 0, &self->w, payloads, n_payloads, ZMQ_DONTWAIT))
-        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to broker %s: %s",
-                                 self->endpoint, zmq_strerror (errno));
+    //  What goes out is kept until the reply, to be sent again if the
+    //  connection is lost and resumed meanwhile: the header's bytes (the
+    //  send takes the buffer over) and references to the payload frames.
+    bool keep = self->resume_ms > 0;
+    size_t size = self->w.buf.size;
+    char *header = keep? (char *) malloc (size? size: 1): NULL;
+    zmq_msg_t *copies = keep && n_payloads? (zmq_msg_t *) calloc (n_payloads, sizeof (zmq_msg_t)): NULL;
+    if (keep && (!header || (n_payloads && !copies))) {
+        free (header);
+        free (copies);
+        s_close_all (payloads, n_payloads);
+        sq_wbuf_reset (&self->w);
+        return sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "out of memory");
+    }
+    if (keep) {
+        memcpy (header, self->w.buf.data, size);
+        for (size_t i = 0; i < n_payloads; i++) {
+            zmq_msg_init (&copies [i]);
+            zmq_msg_copy (&copies [i], &payloads [i]);
+        }
+    }
     char peer [SQ_MAX_NAME + 16];
     snprintf (peer, sizeof peer, "broker %s", self->endpoint);
-    rc = s_await (self, self->dealer, self->monitor, req, timeout_ms, peer, reply);
+    int64_t resume_deadline = -1;
+    while (1) {
+        if (sq_send (self->dealer, NULL, 0, &self->w, payloads, n_payloads, ZMQ_DONTWAIT))
+            rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to broker %s: %s",
+                                   self->endpoint, zmq_strerror (errno));
+        else
+            rc = s_await (self, self->dealer, self->monitor, req, timeout_ms, peer, reply);
+        bool lost = (rc == SQ_E_CONNECTION && self->broken)
+                 || (rc == 0 && reply->code == SQ_E_HELLO);
+        if (!lost || !keep)
+            break;
+        //  The broker no longer knows this connection (it restarted, or the
+        //  link broke): reconnect, take the sessions back, try again.
+        if (resume_deadline < 0)
+            resume_deadline = s_now_ms () + self->resume_ms;
+        self->broken = true;
+        if ((rc = s_resume (self, resume_deadline)))
+            break;
+        if (session && batch_max && sq_session_known_max (session) >= batch_max) {
+            //  The broker had the SUBMIT before the connection went.
+            static const uint8_t nil = 0xc0;
+            memset (reply, 0, sizeof *reply);
+            reply->req = req;
+            reply->body = &nil;
+            reply->body_size = 1;
+            break;
+        }
+        sq_wbuf_reset (&self->w);
+        msgpack_sbuffer_write (&self->w.buf, header, size);
+        for (size_t i = 0; i < n_payloads; i++) {
+            zmq_msg_init (&payloads [i]);
+            zmq_msg_copy (&payloads [i], &copies [i]);
+        }
+    }
+    free (header);
+    s_close_all (copies, copies? n_payloads: 0);
+    free (copies);
     if (rc)
         return rc;
-    if (reply->code == SQ_E_HELLO) {
-        //  The broker no longer knows us: it restarted or dropped us, and
-        //  our sessions are gone with it.
+    if (reply->code == SQ_E_HELLO)
         return s_lost (self);
-    }
     if (reply->code != SQ_OK)
         return s_reply_error (self, reply);
     return 0;
 }
 
-//  Returns the cached link to a governor, opening it if needed.
-static void *
-s_governor_socket (sq_client_t *self, const char *endpoint)
+int
+sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
+                size_t n_payloads, int timeout_ms, sq_reply_t *reply)
 {
-    for (size_t i = 0; i < self->n_governors; i++)
-        if (strcmp (self->governors [i].endpoint, endpoint) == 0)
-            return self->governors [i].socket;
+    return sq_client_call_submit (self, req, payloads, n_payloads, timeout_ms, reply, NULL, 0);
+}
+
+int
+sq_target_from (sq_target_t *target, const sq_where_t *where)
+{
+    memset (target, 0, sizeof *target);
+    if (where->endpoint.len == 0 || where->endpoint.len >= sizeof target->endpoint
+    ||  where->capability.len > sizeof target->capability)
+        return -1;
+    target->governor = where->governor;
+    memcpy (target->endpoint, where->endpoint.ptr, where->endpoint.len);
+    if (where->key.len == 32) {
+        target->has_key = true;
+        memcpy (target->key, where->key.ptr, 32);
+    }
+    memcpy (target->capability, where->capability.ptr, where->capability.len);
+    target->capability_size = where->capability.len;
+    return 0;
+}
+
+//  Returns the cached link to a governor, opening it if needed: CURVE with
+//  the key the broker gave for it, when there is one.
+static void *
+s_governor_socket (sq_client_t *self, const sq_target_t *target)
+{
+    for (size_t i = 0; i < self->n_governors; i++) {
+        sq_govlink_t *link = &self->governors [i];
+        if (strcmp (link->endpoint, target->endpoint) == 0 && link->has_key == target->has_key
+        &&  (!link->has_key || memcmp (link->key, target->key, 32) == 0))
+            return link->socket;
+    }
     if (self->n_governors == SQ_CLIENT_MAX_GOVERNORS) {
         s_governor_close (&self->governors [0]);
         memmove (&self->governors [0], &self->governors [1],
                  (SQ_CLIENT_MAX_GOVERNORS - 1) * sizeof (sq_govlink_t));
         self->n_governors--;
     }
-    sq_govlink_t link = { strdup (endpoint), zmq_socket (self->ctx, ZMQ_DEALER) };
+    sq_govlink_t link = { strdup (target->endpoint), zmq_socket (self->ctx, ZMQ_DEALER),
+                          target->has_key, { 0 } };
+    memcpy (link.key, target->key, 32);
     int hwm = S_HWM, linger = 0;
+    if (target->has_key && !self->has_keys) {
+        s_governor_close (&link);
+        errno = EACCES;         //  the cluster wants keys we do not have
+        return NULL;
+    }
     if (!link.endpoint || !link.socket
     ||  zmq_setsockopt (link.socket, ZMQ_LINGER, &linger, sizeof linger)
     ||  zmq_setsockopt (link.socket, ZMQ_RCVHWM, &hwm, sizeof hwm)
     ||  zmq_setsockopt (link.socket, ZMQ_SNDHWM, &hwm, sizeof hwm)
-    ||  zmq_connect (link.socket, endpoint)) {
+    ||  (target->has_key
+         && sq_curve_client (link.socket, self->public_key, self->secret_key, target->key))
+    ||  zmq_connect (link.socket, target->endpoint)) {
         s_governor_close (&link);
         return NULL;
     }
@@ -388,48 +544,95 @@ s_governor_socket (sq_client_t *self, const char *endpoint)
 static void
 s_governor_forget (sq_client_t *self, const char *endpoint)
 {
-    for (size_t i = 0; i < self->n_governors; i++)
+    for (size_t i = 0; i < self->n_governors; ) {
         if (strcmp (self->governors [i].endpoint, endpoint) == 0) {
             s_governor_close (&self->governors [i]);
             self->governors [i] = self->governors [--self->n_governors];
-            return;
         }
-}
-
-int
-sq_client_call_governor (sq_client_t *self, const char *endpoint, uint32_t req,
-                         int timeout_ms, sq_reply_t *reply)
-{
-    void *socket = s_governor_socket (self, endpoint);
-    if (!socket) {
-        sq_wbuf_reset (&self->w);
-        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
-                                 "cannot connect to governor at %s: %s", endpoint,
-                                 zmq_strerror (errno));
+        else
+            i++;
     }
-    if (sq_send (socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT))
-        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
-                                 endpoint, zmq_strerror (errno));
-    char peer [SQ_MAX_NAME + 32];
-    snprintf (peer, sizeof peer, "governor at %s", endpoint);
-    int rc = s_await (self, socket, NULL, req, timeout_ms, peer, reply);
-    if (rc) {
-        if (rc == SQ_E_TIMEOUT) {
-            //  A governor that does not answer is as good as unreachable;
-            //  reconnect from scratch next time.
-            s_governor_forget (self, endpoint);
-            self->errcode = SQ_E_CONNECTION;
-            return SQ_E_CONNECTION;
-        }
-        return rc;
-    }
-    if (reply->code != SQ_OK)
-        return s_reply_error (self, reply);
-    return 0;
 }
 
 //  --------------------------------------------------------------------------
 //  Connect
+
+//  A new DEALER to self->endpoint (CURVE with keys) and HELLO on it.
+static int
+s_open (sq_client_t *self, int timeout_ms)
+{
+    const char *endpoint = self->endpoint;
+    self->dealer = zmq_socket (self->ctx, ZMQ_DEALER);
+    self->monitor = zmq_socket (self->ctx, ZMQ_PAIR);
+    if (!self->dealer || !self->monitor)
+        return sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "cannot create sockets: %s",
+                                 zmq_strerror (errno));
+    int hwm = S_HWM, linger = 0;
+    zmq_setsockopt (self->dealer, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt (self->dealer, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt (self->dealer, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    if (self->has_keys
+    &&  sq_curve_client (self->dealer, self->public_key, self->secret_key, self->broker_key))
+        return sq_client_seterr (self, SQ_E_INTERNAL, 0, 0, "this libzmq cannot do CURVE: %s",
+                                 zmq_strerror (errno));
+    //  The monitor must watch before connecting, or an early loss is missed.
+    char monitor_ep [64];
+    //  Unique per client and per connect: the old monitor endpoint may still
+    //  be bound while ZeroMQ tears it down.
+    static atomic_uint s_monitors;
+    snprintf (monitor_ep, sizeof monitor_ep, "inproc://squall-monitor-%p-%u",
+              (void *) self, atomic_fetch_add (&s_monitors, 1));
+    if (zmq_socket_monitor (self->dealer, monitor_ep, ZMQ_EVENT_DISCONNECTED)
+    ||  zmq_connect (self->monitor, monitor_ep))
+        return sq_client_seterr (self, SQ_E_INTERNAL, 0, 0, "cannot monitor socket: %s",
+                                 zmq_strerror (errno));
+    if (zmq_connect (self->dealer, endpoint))
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to %s: %s",
+                                 endpoint, zmq_strerror (errno));
+    char host [256] = "";
+    gethostname (host, sizeof host - 1);
+    char name [300];
+    snprintf (name, sizeof name, "%s-%d", *host? host: "client", (int) getpid ());
+
+    uint32_t req = sq_client_next_req (self);
+    sq_wbuf_reset (&self->w);
+    sq_hello_encode_client (&self->w, req, name);
+    if (sq_send (self->dealer, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT))
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to %s: %s",
+                                 endpoint, zmq_strerror (errno));
+    //  Until HELLO is answered a dropped connection is only retried by
+    //  ZeroMQ, so s_await ignores disconnects (connected is false) and the
+    //  timeout decides.
+    char peer [SQ_MAX_NAME + 16];
+    snprintf (peer, sizeof peer, "broker %s", endpoint);
+    sq_reply_t reply;
+    int rc = s_await (self, self->dealer, self->monitor, req, timeout_ms, peer, &reply);
+    if (rc == SQ_E_TIMEOUT)
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
+                                 "no answer from broker at %s within %d ms%s", endpoint,
+                                 timeout_ms, self->has_keys? " (are the keys right?)": "");
+    if (rc)
+        return rc;
+    if (reply.code != SQ_OK)
+        return s_reply_error (self, &reply);
+    sq_welcome_t welcome;
+    sq_errbuf_t err;
+    if (sq_welcome_decode (&welcome, false, reply.body, reply.body_size, &err))
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed HELLO reply from broker %s: %s",
+                                 endpoint, err.text);
+    if (self->cluster [0] && !mpr_str_eq (welcome.cluster, self->cluster))
+        return sq_client_seterr (self, SQ_E_SESSION, 0, 0, "the broker at %s is another cluster "
+                                 "now (it restarted without its journal): the sessions of this "
+                                 "client are lost", endpoint);
+    self->client_id = welcome.id;
+    self->inline_max = welcome.inline_max > UINT32_MAX? UINT32_MAX: (uint32_t) welcome.inline_max;
+    snprintf (self->cluster, sizeof self->cluster, "%.*s", (int) welcome.cluster.len,
+              welcome.cluster.ptr);
+    self->epoch = welcome.epoch;
+    self->connected = true;
+    self->broken = false;
+    return 0;
+}
 
 int
 sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
@@ -439,88 +642,100 @@ sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
     if (!endpoint || !*endpoint || strlen (endpoint) > SQ_MAX_NAME)
         return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "invalid broker endpoint");
     s_disconnect (self);
+    self->cluster [0] = 0;
     self->endpoint = strdup (endpoint);
-    self->dealer = zmq_socket (self->ctx, ZMQ_DEALER);
-    self->monitor = zmq_socket (self->ctx, ZMQ_PAIR);
-    if (!self->endpoint || !self->dealer || !self->monitor) {
-        s_disconnect (self);
-        return sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "cannot create sockets: %s",
-                                 zmq_strerror (errno));
-    }
-    int hwm = S_HWM, linger = 0;
-    zmq_setsockopt (self->dealer, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt (self->dealer, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt (self->dealer, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    //  The monitor must watch before connecting, or an early loss is missed.
-    char monitor_ep [64];
-    //  Unique per client and per connect: the old monitor endpoint may still
-    //  be bound while ZeroMQ tears it down.
-    static atomic_uint s_monitors;
-    snprintf (monitor_ep, sizeof monitor_ep, "inproc://squall-monitor-%p-%u",
-              (void *) self, atomic_fetch_add (&s_monitors, 1));
-    if (zmq_socket_monitor (self->dealer, monitor_ep, ZMQ_EVENT_DISCONNECTED)
-    ||  zmq_connect (self->monitor, monitor_ep)) {
-        int rc = sq_client_seterr (self, SQ_E_INTERNAL, 0, 0, "cannot monitor socket: %s",
-                                   zmq_strerror (errno));
-        s_disconnect (self);
-        return rc;
-    }
-    if (zmq_connect (self->dealer, endpoint)) {
-        int rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to %s: %s",
-                                   endpoint, zmq_strerror (errno));
-        s_disconnect (self);
-        return rc;
-    }
-    char host [256] = "";
-    gethostname (host, sizeof host - 1);
-    char name [300];
-    snprintf (name, sizeof name, "%s-%d", *host? host: "client", (int) getpid ());
-
-    uint32_t req = sq_client_next_req (self);
-    sq_wbuf_reset (&self->w);
-    sq_hello_encode_client (&self->w, req, name);
-    if (sq_send (self->dealer, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT)) {
-        int rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to %s: %s",
-                                   endpoint, zmq_strerror (errno));
-        s_disconnect (self);
-        return rc;
-    }
-    //  Until HELLO is answered a dropped connection is only retried by
-    //  ZeroMQ, so s_await ignores disconnects (connected is false) and the
-    //  timeout decides.
-    char peer [SQ_MAX_NAME + 16];
-    snprintf (peer, sizeof peer, "broker %s", endpoint);
-    sq_reply_t reply;
-    int rc = s_await (self, self->dealer, self->monitor, req, timeout_ms, peer, &reply);
-    if (rc == SQ_E_TIMEOUT)
-        rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
-                               "no answer from broker at %s within %d ms", endpoint, timeout_ms);
-    else
-    if (rc == 0 && reply.code != SQ_OK)
-        rc = s_reply_error (self, &reply);
-    else
-    if (rc == 0) {
-        mpr_t r;
-        mpr_init (&r, reply.body, reply.body_size);
-        mpr_field (&r, "hello reply");
-        mpr_array_exact (&r, 2);
-        mpr_field (&r, "client_id");
-        mpr_u32 (&r, &self->client_id);
-        mpr_field (&r, "inline_max");
-        mpr_u32 (&r, &self->inline_max);
-        mpr_field (&r, NULL);
-        if (mpr_end (&r))
-            rc = sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0,
-                                   "malformed HELLO reply from broker %s: %s%s%s", endpoint,
-                                   r.field? r.field: "", r.field? ": ": "", r.error);
-    }
+    if (!self->endpoint)
+        return sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "out of memory");
+    int rc = s_open (self, timeout_ms);
     if (rc) {
         s_disconnect (self);
         return rc;
     }
-    self->connected = true;
     return 0;
 }
+
+//  --------------------------------------------------------------------------
+//  Resuming: the broker was lost (a broken link, a restart on its journal).
+//  A new connection says HELLO, checks it is the same cluster, and takes
+//  each session back with its token (RESUME). Sessions the broker no longer
+//  knows are marked lost and fail with a message naming them.
+
+static int
+s_resume_sessions (sq_client_t *self)
+{
+    for (size_t i = 0; i < self->n_sessions; i++) {
+        sq_session_t *session = self->sessions [i];
+        const uint8_t *token;
+        uint32_t id = sq_session_resume_info (session, &token);
+        if (!id)
+            continue;           //  already lost
+        uint32_t req = sq_client_next_req (self);
+        sq_request_t request = {
+            .type = SQ_MSG_RESUME, .req = req, .session = id,
+            .token = { (const char *) token, SQ_TOKEN_LEN }
+        };
+        sq_wbuf_reset (&self->w);
+        sq_request_encode (&self->w, &request);
+        if (sq_send (self->dealer, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT))
+            return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to %s",
+                                     self->endpoint);
+        char peer [SQ_MAX_NAME + 16];
+        snprintf (peer, sizeof peer, "broker %s", self->endpoint);
+        sq_reply_t reply;
+        int rc = s_await (self, self->dealer, self->monitor, req, SQ_CLIENT_CALL_TIMEOUT, peer,
+                          &reply);
+        if (rc)
+            return rc;
+        uint32_t max_id = 0;
+        if (reply.code == SQ_OK) {
+            mpr_t r;
+            mpr_init (&r, reply.body, reply.body_size);
+            mpr_array_exact (&r, 1);
+            mpr_u32 (&r, &max_id);
+            if (mpr_end (&r))
+                return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed RESUME reply");
+        }
+        else
+            s_reply_error (self, &reply);
+        sq_session_resumed (session, (int) reply.code, max_id);
+    }
+    return 0;
+}
+
+//  Reconnects within the resume window. 0 once resumed; else the error.
+static int
+s_resume (sq_client_t *self, int64_t deadline)
+{
+    int rc = SQ_E_CONNECTION;
+    int backoff = 100;
+    while (1) {
+        int64_t left = deadline - s_now_ms ();
+        if (left <= 0)
+            break;
+        if (self->dealer && self->monitor)
+            zmq_socket_monitor (self->dealer, NULL, 0);
+        s_close_socket (&self->monitor);
+        s_close_socket (&self->dealer);
+        self->connected = false;
+        rc = s_open (self, left < 2000? (int) left: 2000);
+        if (rc == 0 && (rc = s_resume_sessions (self)) == 0)
+            return 0;
+        if (rc == SQ_E_SESSION || rc == SQ_E_DENIED || rc == SQ_E_VERSION || rc == SQ_E_NOMEM)
+            break;              //  nothing to wait for
+        //  Not there yet (or gone again): try again, backing off a little.
+        zmq_pollitem_t none = { NULL, -1, 0, 0 };
+        zmq_poll (&none, 0, backoff < left? backoff: (long) left);
+        backoff = backoff * 2 > 1000? 1000: backoff * 2;
+    }
+    self->connected = false;
+    self->broken = true;
+    if (rc == SQ_E_CONNECTION || rc == SQ_E_TIMEOUT)
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "connection to broker %s lost "
+                                 "and not resumed within %d ms", self->endpoint, self->resume_ms);
+    return rc;
+}
+
+//  --------------------------------------------------------------------------
 
 //  --------------------------------------------------------------------------
 //  INFO as JSON. Conversion is generic: maps become objects (keys that are
@@ -752,9 +967,9 @@ sq_client_info (sq_client_t *self, char **json)
 }
 
 void *
-sq_client_governor_socket (sq_client_t *self, const char *endpoint)
+sq_client_governor_socket (sq_client_t *self, const sq_target_t *target)
 {
-    return s_governor_socket (self, endpoint);
+    return s_governor_socket (self, target);
 }
 
 void

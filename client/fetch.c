@@ -61,18 +61,20 @@ s_next_reply (sq_client_t *self, void *socket, const char *endpoint, uint64_t ke
 }
 
 int
-sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t size,
+sq_client_gread (sq_client_t *self, const sq_target_t *target, uint64_t key, uint64_t size,
                  int timeout_ms, void **data)
 {
+    const char *endpoint = target->endpoint;
     *data = NULL;
     if (size > SIZE_MAX - 1)
         return sq_client_seterr (self, SQ_E_TOO_LARGE, sq_key_id (key), 0,
                                  "object of %llu bytes is too large for memory",
                                  (unsigned long long) size);
-    void *socket = sq_client_governor_socket (self, endpoint);
+    void *socket = sq_client_governor_socket (self, target);
     if (!socket)
         return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to governor at %s: %s",
-                                 endpoint, zmq_strerror (errno));
+                                 endpoint, errno == EACCES? "the cluster uses keys and this "
+                                 "client has none": zmq_strerror (errno));
     char *buffer = (char *) sq_client_buffer ((size_t) size);
     if (!buffer)
         return sq_client_seterr (self, SQ_E_NOMEM, sq_key_id (key), 0, "out of memory for %llu bytes",
@@ -91,7 +93,9 @@ sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t
         while (sent < n_ranges && sent - received < SQ_FETCH_WINDOW) {
             sq_gread_t gread = {
                 .req = first_req + (uint32_t) sent, .key = key,
-                .offset = sent * chunk, .length = chunk
+                .offset = sent * chunk, .length = chunk,
+                .capability = { (const char *) target->capability,
+                                (uint32_t) target->capability_size }
             };
             sq_wbuf_reset (&self->w);
             sq_gread_encode (&self->w, &gread);
@@ -154,69 +158,35 @@ sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t
 //  ranges (a window outstanding, sent zero-copy from the blob), and the
 //  SUBMIT names that governor instead of carrying the bytes.
 
-//  Picks the governor with the least memory in use from INFO: its id and
-//  serve endpoint. 0, or -1 (no governor, or a malformed INFO).
+//  Asks the broker where to upload object `object` of `session` (UPLOAD):
+//  a governor, and with keys the capability to write there. 0, or -1.
 int
-sq_client_upload_target (sq_client_t *self, uint32_t *governor, char *endpoint, size_t size)
+sq_client_upload_target (sq_client_t *self, uint32_t session, uint32_t object, uint64_t size,
+                         sq_target_t *target)
 {
     uint32_t req = sq_client_next_req (self);
-    sq_request_t request = { .type = SQ_MSG_INFO, .req = req };
+    sq_request_t request = {
+        .type = SQ_MSG_UPLOAD, .req = req, .session = session, .id = object, .size = size
+    };
     sq_wbuf_reset (&self->w);
     sq_request_encode (&self->w, &request);
     sq_reply_t reply;
-    if (sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply))
+    sq_where_t where;
+    sq_errbuf_t err;
+    if (sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply)
+    ||  sq_where_decode (&where, reply.body, reply.body_size, &err)
+    ||  where.endpoint.len < 7 || memcmp (where.endpoint.ptr, "tcp://", 6)
+    ||  sq_target_from (target, &where))
         return -1;
-    mpr_t r;
-    uint32_t n_keys = 0, n_govs = 0;
-    mpr_init (&r, reply.body, reply.body_size);
-    mpr_map (&r, &n_keys);
-    uint64_t best_memory = UINT64_MAX;
-    int found = -1;
-    for (uint32_t k = 0; k < n_keys && mpr_ok (&r); k++) {
-        mpr_str_t key;
-        mpr_str (&r, &key, SQ_MAX_NAME);
-        if (!mpr_ok (&r) || !mpr_str_eq (key, "governors") || mpr_peek (&r) != MPR_ARRAY) {
-            mpr_skip (&r, NULL, NULL);
-            continue;
-        }
-        mpr_array (&r, &n_govs);
-        for (uint32_t g = 0; g < n_govs && mpr_ok (&r); g++) {
-            uint32_t n_fields = 0, id = 0;
-            uint64_t memory = 0;
-            mpr_str_t serve = { NULL, 0 };
-            mpr_map (&r, &n_fields);
-            for (uint32_t f = 0; f < n_fields && mpr_ok (&r); f++) {
-                mpr_str_t name;
-                mpr_str (&r, &name, SQ_MAX_NAME);
-                if (mpr_str_eq (name, "id") && mpr_peek (&r) == MPR_UINT)
-                    mpr_u32 (&r, &id);
-                else
-                if (mpr_str_eq (name, "memory") && mpr_peek (&r) == MPR_UINT)
-                    mpr_uint (&r, &memory);
-                else
-                if (mpr_str_eq (name, "serve_endpoint") && mpr_peek (&r) == MPR_STR)
-                    mpr_str (&r, &serve, SQ_MAX_NAME);
-                else
-                    mpr_skip (&r, NULL, NULL);
-            }
-            if (mpr_ok (&r) && id && serve.len > 6 && serve.len < size
-            &&  memcmp (serve.ptr, "tcp://", 6) == 0 && memory < best_memory) {
-                best_memory = memory;
-                *governor = id;
-                memcpy (endpoint, serve.ptr, serve.len);
-                endpoint [serve.len] = 0;
-                found = 0;
-            }
-        }
-    }
-    return mpr_ok (&r)? found: -1;
+    return 0;
 }
 
 int
-sq_client_put (sq_client_t *self, const char *endpoint, uint64_t key, sq_blob_t *blob,
+sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_blob_t *blob,
                const char *content_type, int timeout_ms)
 {
-    void *socket = sq_client_governor_socket (self, endpoint);
+    const char *endpoint = target->endpoint;
+    void *socket = sq_client_governor_socket (self, target);
     if (!socket)
         return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to governor at %s: %s",
                                  endpoint, zmq_strerror (errno));
@@ -236,7 +206,9 @@ sq_client_put (sq_client_t *self, const char *endpoint, uint64_t key, sq_blob_t 
             uint64_t len = size - offset < chunk? size - offset: chunk;
             sq_put_t put = {
                 .req = first_req + (uint32_t) sent, .key = key, .offset = offset, .size = size,
-                .content_type = { ct, (uint32_t) strlen (ct) }
+                .content_type = { ct, (uint32_t) strlen (ct) },
+                .capability = { (const char *) target->capability,
+                                (uint32_t) target->capability_size }
             };
             sq_wbuf_reset (&self->w);
             sq_put_encode (&self->w, &put);

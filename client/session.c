@@ -51,6 +51,9 @@ typedef struct {
 struct _sq_session_t {
     sq_client_t *client;        //  NULL once the client is gone
     uint32_t id;
+    uint8_t token [SQ_TOKEN_LEN];   //  what RESUME presents
+    int lost;                   //  the error that made it unusable (a failed resume), 0
+    uint32_t known_max;         //  the largest id the broker knew at the last resume
     uint32_t next_id;
     uint32_t batch_first;
     s_object_t *objects;
@@ -138,17 +141,36 @@ sq_session_new (sq_client_t *client)
         free (self);
         return NULL;
     }
-    mpr_t r;
-    mpr_init (&r, reply.body, reply.body_size);
-    mpr_u32 (&r, &self->id);
-    if (mpr_end (&r) || self->id == 0) {
+    sq_errbuf_t err;
+    if (sq_session_opened_decode (reply.body, reply.body_size, &self->id, self->token, &err)
+    ||  self->id == 0) {
         sq_client_seterr (client, SQ_E_PROTOCOL, 0, 0, "malformed SESSION_OPEN reply: %s",
-                          r.error? r.error: "session id 0");
+                          self->id? err.text: "session id 0");
         sq_client_detach (client, self);
         free (self);
         return NULL;
     }
     return self;
+}
+
+uint32_t
+sq_session_resume_info (sq_session_t *self, const uint8_t **token)
+{
+    *token = self->token;
+    return self->lost? 0: self->id;
+}
+
+void
+sq_session_resumed (sq_session_t *self, int code, uint32_t max_id)
+{
+    self->lost = code;
+    self->known_max = max_id;
+}
+
+uint32_t
+sq_session_known_max (sq_session_t *self)
+{
+    return self->known_max;
 }
 
 void
@@ -547,6 +569,9 @@ s_session_check (sq_session_t *self)
         return SQ_E_INVALID;
     if (!self->client)
         return SQ_E_CONNECTION;
+    if (self->lost)
+        return s_err (self, self->lost, 0, "session %u is lost: the broker did not take it "
+                      "back after the connection was lost (%s)", self->id, sq_strerror (self->lost));
     return 0;
 }
 
@@ -600,22 +625,17 @@ static void
 s_upload (sq_session_t *self)
 {
     sq_client_t *client = self->client;
-    uint32_t governor = 0;
-    char endpoint [SQ_MAX_NAME + 1];
-    bool target = false;
+    sq_target_t target;
     for (size_t i = 0; i < self->n_objects; i++) {
         s_object_t *o = &self->objects [i];
         if (!o->blob || sq_blob_size (o->blob) < SQ_UPLOAD_MIN)
             continue;
-        if (!target) {
-            if (sq_client_upload_target (client, &governor, endpoint, sizeof endpoint))
-                return;
-            target = true;
-        }
-        if (sq_client_put (client, endpoint, sq_key (self->id, o->id), o->blob,
+        //  Each upload its own: with keys, the right to write is per object.
+        if (sq_client_upload_target (client, self->id, o->id, sq_blob_size (o->blob), &target)
+        ||  sq_client_put (client, &target, sq_key (self->id, o->id), o->blob,
                            o->content_type, S_UPLOAD_TIMEOUT))
             return;
-        o->uploaded_to = governor;
+        o->uploaded_to = target.governor;
     }
 }
 
@@ -715,8 +735,9 @@ sq_submit (sq_session_t *self)
     //  transfer time: a second per 10 MB on top of the usual timeout.
     uint64_t timeout = SQ_CLIENT_CALL_TIMEOUT + (payload_bytes + client->w.buf.size) / 10000;
     sq_reply_t reply;
-    rc = sq_client_call (client, req, payloads, n_payloads,
-                         timeout > INT32_MAX? -1: (int) timeout, &reply);
+    rc = sq_client_call_submit (client, req, payloads, n_payloads,
+                                timeout > INT32_MAX? -1: (int) timeout, &reply, self,
+                                self->next_id - 1);
     free (payloads);
     s_batch_clear (self);
     if (rc)
@@ -911,52 +932,35 @@ s_fetch_once (sq_session_t *self, uint32_t object, int timeout_ms, void **data, 
     sq_reply_t reply;
     if ((rc = s_call_simple (self, &request, s_wait_timeout (timeout_ms), &reply)))
         return rc;
-    mpr_t r;
-    uint64_t length;
-    mpr_str_t ct = { NULL, 0 };
-    uint32_t governor = 0;
-    mpr_str_t endpoint = { NULL, 0 };
-    bool direct = false;
-    mpr_init (&r, reply.body, reply.body_size);
-    mpr_field (&r, "fetch reply");
-    mpr_array_exact (&r, 3);
-    mpr_field (&r, "size");
-    mpr_uint (&r, &length);
-    mpr_field (&r, "content_type");
-    mpr_str (&r, &ct, SQ_MAX_NAME);
-    mpr_field (&r, "where");
-    if (!mpr_try_nil (&r)) {
-        direct = true;
-        mpr_array_exact (&r, 2);
-        mpr_field (&r, "governor_id");
-        mpr_u32 (&r, &governor);
-        mpr_field (&r, "serve_endpoint");
-        mpr_str (&r, &endpoint, SQ_MAX_NAME);
-        if (mpr_ok (&r) && endpoint.len == 0)
-            mpr_fail (&r, "empty endpoint");
-    }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return s_err (self, SQ_E_PROTOCOL, object, "malformed FETCH reply: %s%s%s",
-                      r.field? r.field: "", r.field? ": ": "", r.error);
+    sq_fetched_t fetched;
+    sq_errbuf_t err;
+    if (sq_fetched_decode (&fetched, reply.body, reply.body_size, &err))
+        return s_err (self, SQ_E_PROTOCOL, object, "malformed FETCH reply: %s", err.text);
+    uint64_t length = fetched.size;
     if (length > SIZE_MAX)
         return s_err (self, SQ_E_TOO_LARGE, object, "object %u is too large for memory", object);
-    if (!direct)
-        return s_copy_out (self, &client->msg, length, ct, "broker", data, size, content_type);
+    if (!fetched.located)
+        return s_copy_out (self, &client->msg, length, fetched.content_type, "broker", data,
+                           size, content_type);
 
-    //  The bytes live on a governor: fetch them from it directly. The
-    //  endpoint and content type point into the broker's reply, which the
+    //  The bytes live on a governor: fetch them from it directly. Where it
+    //  is and the content type point into the broker's reply, which the
     //  next receive replaces: copy them first.
-    char *ep = mpr_strdup (endpoint);
-    char *ct_copy = mpr_strdup (ct);
-    if (!ep || !ct_copy) {
-        free (ep);
+    sq_target_t *target = (sq_target_t *) malloc (sizeof *target);
+    char *ct_copy = mpr_strdup (fetched.content_type);
+    if (!target || !ct_copy) {
+        free (target);
         free (ct_copy);
         return s_err (self, SQ_E_NOMEM, object, "out of memory");
     }
+    if (sq_target_from (target, &fetched.where)) {
+        free (target);
+        free (ct_copy);
+        return s_err (self, SQ_E_PROTOCOL, object, "malformed FETCH reply: bad where");
+    }
     //  Chunked, with a window of ranges outstanding: see client/fetch.c.
     void *bytes = NULL;
-    rc = sq_client_gread (client, ep, sq_key (self->id, object), length,
+    rc = sq_client_gread (client, target, sq_key (self->id, object), length,
                           SQ_FETCH_SILENCE_MS, &bytes);
     if (rc == 0) {
         *data = bytes;
@@ -969,7 +973,7 @@ s_fetch_once (sq_session_t *self, uint32_t object, int timeout_ms, void **data, 
     else
     if (self->client && self->client->errid == 0)
         self->client->errid = object;
-    free (ep);
+    free (target);
     free (ct_copy);
     return rc;
 }
@@ -993,9 +997,13 @@ sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms, void **data, size
     //  not fail the fetch: the broker is asked again, and answers with
     //  another copy, or once the object is recomputed (the caller just
     //  waits longer). Errors from the broker itself are final.
+    //  A governor that refuses the capability (it expired, or the governor
+    //  reattached to a restarted broker and has a new secret) is asked again
+    //  the same way.
     for (int attempt = 1; ; attempt++) {
         rc = s_fetch_once (self, object, timeout_ms, data, size, content_type);
-        bool governor_trouble = rc == SQ_E_CONNECTION && self->client && !self->client->broken;
+        bool governor_trouble = (rc == SQ_E_CONNECTION || rc == SQ_E_DENIED)
+                              && self->client && !self->client->broken;
         if (!governor_trouble || attempt == SQ_FETCH_ATTEMPTS)
             return rc;
     }

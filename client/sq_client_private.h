@@ -27,7 +27,23 @@
 typedef struct {
     char *endpoint;
     void *socket;
+    bool has_key;               //  a CURVE link to a governor with this key
+    uint8_t key [32];
 } sq_govlink_t;
+
+//  A governor the broker named (FETCH's where, UPLOAD's reply), copied out
+//  of the reply.
+typedef struct {
+    uint32_t governor;
+    char endpoint [SQ_MAX_NAME + 1];
+    bool has_key;
+    uint8_t key [32];
+    uint8_t capability [SQ_CAP_MAX];
+    size_t capability_size;
+} sq_target_t;
+
+//  Copies a decoded where; -1 if it does not fit.
+int sq_target_from (sq_target_t *target, const sq_where_t *where);
 
 struct _sq_client_t {
     void *ctx;
@@ -35,7 +51,16 @@ struct _sq_client_t {
     void *monitor;              //  PAIR receiving the dealer's socket events
     char *endpoint;
     bool connected;             //  HELLO answered
-    bool broken;                //  connection lost: every call fails
+    bool broken;                //  connection lost: the next call resumes, or fails
+    //  Keys (sq_client_set_keys): ours and the broker's public key.
+    bool has_keys;
+    uint8_t public_key [32];
+    uint8_t secret_key [32];
+    uint8_t broker_key [32];
+    //  Who the broker is: the same cluster across its restarts.
+    char cluster [SQ_CLUSTER_ID_LEN + 1];
+    uint64_t epoch;
+    int resume_ms;              //  how long a lost broker is waited for (sq_client_set_resume)
     uint32_t next_req;
     uint32_t client_id;
     uint32_t inline_max;
@@ -64,13 +89,15 @@ int sq_client_check (sq_client_t *self);
 //  and returned.
 int sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
                     size_t n_payloads, int timeout_ms, sq_reply_t *reply);
-//  Sends client->w to the governor serving at endpoint and waits for the
-//  REPLY to req as sq_client_call does.
-int sq_client_call_governor (sq_client_t *self, const char *endpoint, uint32_t req,
-                             int timeout_ms, sq_reply_t *reply);
+//  The same for a SUBMIT of `session` whose largest id is `batch_max`: if
+//  the connection is lost and resumed before the reply came, the batch is
+//  sent again only if the broker does not have it already.
+int sq_client_call_submit (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
+                           size_t n_payloads, int timeout_ms, sq_reply_t *reply,
+                           sq_session_t *session, uint32_t batch_max);
 //  The cached DEALER to the governor serving at endpoint (opened if need
 //  be), NULL on failure; and forgetting it (closed, reconnected next time).
-void *sq_client_governor_socket (sq_client_t *self, const char *endpoint);
+void *sq_client_governor_socket (sq_client_t *self, const sq_target_t *target);
 void sq_client_governor_forget (sq_client_t *self, const char *endpoint);
 //  Direct fetch (client/fetch.c): reads object `key` of `size` bytes from
 //  the governor at endpoint with a window of GREAD ranges. 0 with *data
@@ -82,8 +109,8 @@ void sq_client_governor_forget (sq_client_t *self, const char *endpoint);
 //  fetch asks the broker again (another copy, or one recomputed).
 #define SQ_FETCH_SILENCE_MS 5000
 #define SQ_FETCH_ATTEMPTS 10
-int sq_client_gread (sq_client_t *self, const char *endpoint, uint64_t key, uint64_t size,
-                     int timeout_ms, void **data);
+int sq_client_gread (sq_client_t *self, const sq_target_t *target, uint64_t key,
+                     uint64_t size, int timeout_ms, void **data);
 //  Buffers of fetched objects (client/buffers.c): one of at least
 //  SQ_CLIENT_BUFFER_MIN bytes comes back through sq_free, which keeps it
 //  for the next fetch (up to 2 buffers, 256 MiB, while a client exists).
@@ -97,18 +124,25 @@ void sq_client_buffers_hold (bool hold);
 //  Bytes kept for reuse (tests).
 size_t sq_client_buffers_kept (void);
 //  Upload (client/fetch.c): constants of at least SQ_UPLOAD_MIN bytes go
-//  to the governor with the least memory in use (from INFO) in PUT ranges,
-//  and SUBMIT names it. Below that, a constant rides in the SUBMIT: one
-//  message through the broker costs less than the extra round trips.
+//  to the governor the broker names (UPLOAD: the one with the least memory
+//  in use, with the capability to write there) in PUT ranges, and SUBMIT
+//  names it. Below that, a constant rides in the SUBMIT: one message
+//  through the broker costs less than the extra round trips.
 #define SQ_UPLOAD_MIN (64u << 10)
-int sq_client_upload_target (sq_client_t *self, uint32_t *governor, char *endpoint,
-                             size_t size);
+int sq_client_upload_target (sq_client_t *self, uint32_t session, uint32_t object,
+                             uint64_t size, sq_target_t *target);
 //  Uploads the blob as object `key`. 0, or the error recorded and returned.
-int sq_client_put (sq_client_t *self, const char *endpoint, uint64_t key, sq_blob_t *blob,
+int sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_blob_t *blob,
                    const char *content_type, int timeout_ms);
 int sq_client_attach (sq_client_t *self, sq_session_t *session);
 void sq_client_detach (sq_client_t *self, sq_session_t *session);
 //  Called by sq_client_destroy on every session still open.
 void sq_session_orphan (sq_session_t *self);
+//  Resuming after a lost connection (client.c): what RESUME needs of a
+//  session, and what came of it (code 0 with the largest id the broker
+//  knows in it, or the error that makes the session unusable).
+uint32_t sq_session_resume_info (sq_session_t *self, const uint8_t **token);
+void sq_session_resumed (sq_session_t *self, int code, uint32_t max_id);
+uint32_t sq_session_known_max (sq_session_t *self);
 
 #endif

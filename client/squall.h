@@ -36,7 +36,7 @@ extern "C" {
 #define SQUALL_VERSION_MINOR 1
 #define SQUALL_VERSION_PATCH 0
 //  Version of the wire protocol; a peer speaking another one is refused.
-#define SQUALL_PROTOCOL_VERSION 1
+#define SQUALL_PROTOCOL_VERSION 2
 
 //  Error codes: the same numbers travel on the wire (docs/protocol.md).
 typedef enum {
@@ -64,6 +64,7 @@ typedef enum {
     SQ_E_NOMEM = 21,            //  out of memory
     SQ_E_INTERNAL = 22,         //  a bug in squall: please report
     SQ_E_LOST = 23,             //  object lost and could not be recomputed
+    SQ_E_DENIED = 24,           //  the peer's key may not do this (security)
     SQ_E_COUNT_
 } sq_err_t;
 
@@ -78,11 +79,29 @@ typedef struct _sq_session_t sq_session_t;
 
 //  Creates an unconnected client. NULL only when out of memory.
 sq_client_t *sq_client_new (void);
-//  Closes the connection (the broker closes the client's sessions) and frees.
+//  Says goodbye (the broker closes the client's sessions at once) and frees.
 void sq_client_destroy (sq_client_t **self_p);
 //  Connects and says HELLO. timeout_ms < 0 waits for ever. A broker that is
 //  not there gives SQ_E_CONNECTION after the timeout.
 int sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms);
+//  Authenticates and encrypts every connection of this client with CurveZMQ
+//  (docs/security.md): secret_key_file is this client's key pair (NAME.key
+//  from `squall keygen`), broker_key_file the broker's public key (its .pub).
+//  Call before sq_client_connect. 0, or SQ_E_INVALID with a message.
+int sq_client_set_keys (sq_client_t *self, const char *secret_key_file,
+                        const char *broker_key_file);
+//  When the connection to the broker is lost (a broken link, a broker
+//  restart), the library reconnects and resumes its sessions for up to
+//  timeout_ms (default 60000; 0: the call fails with SQ_E_CONNECTION at
+//  once), and the call that was waiting goes on. A session the broker no
+//  longer knows gives SQ_E_SESSION, naming it.
+void sq_client_set_resume (sq_client_t *self, int timeout_ms);
+//  Makes a CurveZMQ key pair: DIR/NAME.key (secret, mode 0600) and
+//  DIR/NAME.pub, in CZMQ's certificate format. role: "client", "governor",
+//  "admin" or "broker"; tenant NULL: a client is its own tenant, NAME. 0, or
+//  SQ_E_INVALID with a message in err (err_size bytes).
+int sq_keygen (const char *name, const char *dir, const char *role, const char *tenant,
+               char *err, size_t err_size);
 //  Message and ids of the last error on this client (or its sessions).
 const char *sq_client_errmsg (sq_client_t *self);
 int sq_client_errcode (sq_client_t *self);

@@ -117,6 +117,43 @@ s_opt_u32 (mpr_t *r, uint32_t *value)
     return mpr_u32 (r, value);
 }
 
+//  Exactly `len` bytes of bin, or nil (value->len 0).
+static int
+s_opt_bin (mpr_t *r, mpr_str_t *value, uint32_t len)
+{
+    value->ptr = NULL;
+    value->len = 0;
+    if (mpr_try_nil (r))
+        return 0;
+    if (mpr_bin (r, value, len))
+        return -1;
+    if (value->len != len)
+        return mpr_fail (r, "wrong number of bytes");
+    return 0;
+}
+
+//  bin of at most `max` bytes, or nil (value->len 0).
+static int
+s_opt_bin_max (mpr_t *r, mpr_str_t *value, uint32_t max)
+{
+    value->ptr = NULL;
+    value->len = 0;
+    if (mpr_try_nil (r))
+        return 0;
+    return mpr_bin (r, value, max);
+}
+
+static void
+s_pack_bin_or_nil (msgpack_packer *pk, const uint8_t *bytes, size_t size)
+{
+    if (!bytes || !size) {
+        msgpack_pack_nil (pk);
+        return;
+    }
+    msgpack_pack_bin (pk, size);
+    msgpack_pack_bin_body (pk, bytes, size);
+}
+
 //  Resources map {name: amount}, or nil.
 static int
 s_resources (mpr_t *r, sq_resource_t *out, uint32_t *n_out, uint32_t max)
@@ -204,7 +241,7 @@ sq_hello_decode (sq_hello_t *self, const void *data, size_t size, int *code,
         self->governor = true;
     else
         return s_semantic (err, "HELLO: field 'role': must be \"client\" or \"governor\"");
-    if (n != (self->governor? 9u: 5u)) {
+    if (n != (self->governor? 10u: 5u)) {
         mpr_fail (&r, "wrong number of fields");
         return s_error (&r, err, "HELLO");
     }
@@ -219,6 +256,16 @@ sq_hello_decode (sq_hello_t *self, const void *data, size_t size, int *code,
         mpr_str (&r, &self->serve_endpoint, SQ_MAX_NAME);
         mpr_field (&r, "resources");
         s_resources (&r, self->resources, &self->n_resources, SQ_MAX_RESOURCES);
+        mpr_field (&r, "previous");
+        if (mpr_ok (&r) && !mpr_try_nil (&r)) {
+            mpr_array_exact (&r, 2);
+            mpr_field (&r, "previous.cluster");
+            mpr_str (&r, &self->previous_cluster, SQ_MAX_NAME);
+            if (mpr_ok (&r) && self->previous_cluster.len == 0)
+                mpr_fail (&r, "empty");
+            mpr_field (&r, "previous.governor");
+            mpr_u32 (&r, &self->previous_id);
+        }
     }
     mpr_field (&r, NULL);
     if (mpr_end (&r))
@@ -242,9 +289,10 @@ void
 sq_hello_encode_governor (sq_wbuf_t *w, uint32_t req, const char *name,
                           uint64_t incarnation, const char *data_endpoint,
                           const char *serve_endpoint,
-                          const sq_resource_t *resources, uint32_t n)
+                          const sq_resource_t *resources, uint32_t n,
+                          const char *previous_cluster, uint32_t previous_id)
 {
-    msgpack_pack_array (&w->pk, 9);
+    msgpack_pack_array (&w->pk, 10);
     msgpack_pack_uint32 (&w->pk, SQ_MSG_HELLO);
     msgpack_pack_uint32 (&w->pk, req);
     msgpack_pack_uint32 (&w->pk, SQUALL_PROTOCOL_VERSION);
@@ -254,6 +302,91 @@ sq_hello_encode_governor (sq_wbuf_t *w, uint32_t req, const char *name,
     sq_pack_cstr (&w->pk, data_endpoint);
     sq_pack_cstr (&w->pk, serve_endpoint);
     s_pack_resources (&w->pk, resources, n);
+    if (previous_cluster && *previous_cluster) {
+        msgpack_pack_array (&w->pk, 2);
+        sq_pack_cstr (&w->pk, previous_cluster);
+        msgpack_pack_uint32 (&w->pk, previous_id);
+    }
+    else
+        msgpack_pack_nil (&w->pk);
+}
+
+void
+sq_welcome_encode_client (sq_wbuf_t *w, uint32_t req, uint32_t id, uint64_t inline_max,
+                          const char *cluster, uint64_t epoch, const char *tenant)
+{
+    sq_reply_begin (w, req);
+    msgpack_pack_array (&w->pk, 5);
+    msgpack_pack_uint32 (&w->pk, id);
+    msgpack_pack_uint64 (&w->pk, inline_max);
+    sq_pack_cstr (&w->pk, cluster);
+    msgpack_pack_uint64 (&w->pk, epoch);
+    if (tenant)
+        sq_pack_cstr (&w->pk, tenant);
+    else
+        msgpack_pack_nil (&w->pk);
+}
+
+void
+sq_welcome_encode_governor (sq_wbuf_t *w, uint32_t req, uint32_t id, uint32_t heartbeat_ms,
+                            uint64_t inline_max, const char *cluster, uint64_t epoch,
+                            bool reattached, const uint8_t *secret, uint64_t broker_ms)
+{
+    sq_reply_begin (w, req);
+    msgpack_pack_array (&w->pk, 8);
+    msgpack_pack_uint32 (&w->pk, id);
+    msgpack_pack_uint32 (&w->pk, heartbeat_ms);
+    msgpack_pack_uint64 (&w->pk, inline_max);
+    sq_pack_cstr (&w->pk, cluster);
+    msgpack_pack_uint64 (&w->pk, epoch);
+    if (reattached)
+        msgpack_pack_true (&w->pk);
+    else
+        msgpack_pack_false (&w->pk);
+    s_pack_bin_or_nil (&w->pk, secret, SQ_SECRET_LEN);
+    msgpack_pack_uint64 (&w->pk, broker_ms);
+}
+
+int
+sq_welcome_decode (sq_welcome_t *self, bool governor, const uint8_t *body, size_t size,
+                   sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    mpr_init (&r, body, size);
+    mpr_field (&r, "welcome");
+    mpr_array_exact (&r, governor? 8: 5);
+    mpr_field (&r, "id");
+    mpr_u32 (&r, &self->id);
+    if (governor) {
+        mpr_field (&r, "heartbeat_ms");
+        mpr_u32 (&r, &self->heartbeat_ms);
+        if (mpr_ok (&r) && (self->heartbeat_ms == 0 || self->heartbeat_ms > 3600000))
+            mpr_fail (&r, "out of range");
+    }
+    mpr_field (&r, "inline_max");
+    mpr_uint (&r, &self->inline_max);
+    mpr_field (&r, "cluster");
+    mpr_str (&r, &self->cluster, SQ_MAX_NAME);
+    mpr_field (&r, "epoch");
+    mpr_uint (&r, &self->epoch);
+    if (governor) {
+        mpr_field (&r, "reattached");
+        mpr_bool (&r, &self->reattached);
+        mpr_field (&r, "secret");
+        s_opt_bin (&r, &self->secret, SQ_SECRET_LEN);
+        mpr_field (&r, "broker_ms");
+        mpr_uint (&r, &self->broker_ms);
+    }
+    else {
+        mpr_field (&r, "tenant");
+        if (mpr_ok (&r) && !mpr_try_nil (&r))
+            mpr_str (&r, &self->tenant, SQ_MAX_NAME);
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "HELLO reply");
+    return 0;
 }
 
 //  --------------------------------------------------------------------------
@@ -350,9 +483,9 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             fields = 2; break;
         case SQ_MSG_SESSION_CLOSE:
             fields = 3; break;
-        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
             fields = 4; break;
-        case SQ_MSG_FETCH:
+        case SQ_MSG_FETCH: case SQ_MSG_UPLOAD:
             fields = 5; break;
         case SQ_MSG_WAIT:
             fields = 6; break;
@@ -378,6 +511,18 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             mpr_u32 (&r, &self->id);
             mpr_field (&r, "timeout_ms");
             mpr_int (&r, &self->timeout_ms);
+            break;
+        case SQ_MSG_RESUME:
+            mpr_field (&r, "token");
+            mpr_bin (&r, &self->token, SQ_TOKEN_LEN);
+            if (mpr_ok (&r) && self->token.len != SQ_TOKEN_LEN)
+                mpr_fail (&r, "wrong number of bytes");
+            break;
+        case SQ_MSG_UPLOAD:
+            mpr_field (&r, "id");
+            mpr_u32 (&r, &self->id);
+            mpr_field (&r, "size");
+            mpr_uint (&r, &self->size);
             break;
         case SQ_MSG_WAIT:
             mpr_field (&r, "mode");
@@ -423,8 +568,9 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     uint32_t fields = 2;
     switch (q->type) {
         case SQ_MSG_SESSION_CLOSE: fields = 3; break;
-        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: fields = 4; break;
-        case SQ_MSG_FETCH: fields = 5; break;
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
+            fields = 4; break;
+        case SQ_MSG_FETCH: case SQ_MSG_UPLOAD: fields = 5; break;
         case SQ_MSG_WAIT: fields = 6; break;
         default: break;
     }
@@ -441,6 +587,14 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
             msgpack_pack_uint32 (pk, q->id);
             msgpack_pack_int64 (pk, q->timeout_ms);
             break;
+        case SQ_MSG_RESUME:
+            msgpack_pack_bin (pk, q->token.len);
+            msgpack_pack_bin_body (pk, q->token.ptr, q->token.len);
+            break;
+        case SQ_MSG_UPLOAD:
+            msgpack_pack_uint32 (pk, q->id);
+            msgpack_pack_uint64 (pk, q->size);
+            break;
         case SQ_MSG_WAIT:
             msgpack_pack_uint32 (pk, q->mode);
             s_pack_ids (pk, q->ids, q->n_ids);
@@ -448,6 +602,173 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
             break;
         default:
             break;
+    }
+}
+
+void
+sq_pack_session_opened (msgpack_packer *pk, uint32_t session, const uint8_t *token)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint32 (pk, session);
+    msgpack_pack_bin (pk, SQ_TOKEN_LEN);
+    msgpack_pack_bin_body (pk, token, SQ_TOKEN_LEN);
+}
+
+int
+sq_session_opened_decode (const uint8_t *body, size_t size, uint32_t *session,
+                          uint8_t *token, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_str_t t = { NULL, 0 };
+    mpr_init (&r, body, size);
+    mpr_field (&r, "session");
+    mpr_array_exact (&r, 2);
+    mpr_u32 (&r, session);
+    mpr_field (&r, "token");
+    mpr_bin (&r, &t, SQ_TOKEN_LEN);
+    if (mpr_ok (&r) && t.len != SQ_TOKEN_LEN)
+        mpr_fail (&r, "wrong number of bytes");
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "SESSION_OPEN reply");
+    memcpy (token, t.ptr, SQ_TOKEN_LEN);
+    return 0;
+}
+
+void
+sq_pack_where (msgpack_packer *pk, uint32_t governor, const char *endpoint,
+               const uint8_t *key, const uint8_t *capability, size_t capability_size)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, governor);
+    sq_pack_cstr (pk, endpoint);
+    s_pack_bin_or_nil (pk, key, 32);
+    s_pack_bin_or_nil (pk, capability, capability_size);
+}
+
+int
+sq_where_read (mpr_t *r, sq_where_t *where)
+{
+    memset (where, 0, sizeof *where);
+    mpr_field (r, "where");
+    mpr_array_exact (r, 4);
+    mpr_field (r, "where.governor");
+    mpr_u32 (r, &where->governor);
+    mpr_field (r, "where.endpoint");
+    mpr_str (r, &where->endpoint, SQ_MAX_NAME);
+    mpr_field (r, "where.key");
+    s_opt_bin (r, &where->key, 32);
+    mpr_field (r, "where.capability");
+    s_opt_bin_max (r, &where->capability, SQ_CAP_MAX);
+    return mpr_ok (r)? 0: -1;
+}
+
+int
+sq_where_decode (sq_where_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, body, size);
+    sq_where_read (&r, self);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "UPLOAD reply");
+    return 0;
+}
+
+int
+sq_fetched_decode (sq_fetched_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array_exact (&r, 3);
+    mpr_field (&r, "size");
+    mpr_uint (&r, &self->size);
+    mpr_field (&r, "content_type");
+    mpr_str (&r, &self->content_type, SQ_MAX_NAME);
+    if (mpr_ok (&r) && !mpr_try_nil (&r)) {
+        self->located = true;
+        sq_where_read (&r, &self->where);
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "FETCH reply");
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  KEYS
+
+static int
+s_keylist (mpr_t *r, const uint8_t ***keys, uint32_t *n_keys)
+{
+    uint32_t n;
+    *keys = NULL;
+    *n_keys = 0;
+    if (mpr_array (r, &n))
+        return -1;
+    if (n > SQ_MAX_KEYS)
+        return mpr_fail (r, "too many keys");
+    if (n == 0)
+        return 0;
+    *keys = (const uint8_t **) malloc (n * sizeof (uint8_t *));
+    if (!*keys)
+        return mpr_fail (r, "out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        mpr_str_t key;
+        if (mpr_bin (r, &key, 32))
+            return -1;
+        if (key.len != 32)
+            return mpr_fail (r, "a key is not 32 bytes");
+        (*keys) [i] = (const uint8_t *) key.ptr;
+        *n_keys = i + 1;
+    }
+    return 0;
+}
+
+int
+sq_keyset_decode (sq_keyset_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    s_begin (&r, data, size, SQ_MSG_KEYS, 3);
+    mpr_field (&r, "governors");
+    if (mpr_ok (&r))
+        s_keylist (&r, &self->governors, &self->n_governors);
+    mpr_field (&r, "clients");
+    if (mpr_ok (&r))
+        s_keylist (&r, &self->clients, &self->n_clients);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r)) {
+        sq_keyset_release (self);
+        return s_error (&r, err, "KEYS");
+    }
+    return 0;
+}
+
+void
+sq_keyset_release (sq_keyset_t *self)
+{
+    free (self->governors);
+    free (self->clients);
+    memset (self, 0, sizeof *self);
+}
+
+void
+sq_keyset_encode (sq_wbuf_t *w, const uint8_t *const *governors, uint32_t n_governors,
+                  const uint8_t *const *clients, uint32_t n_clients)
+{
+    msgpack_pack_array (&w->pk, 3);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_KEYS);
+    for (int list = 0; list < 2; list++) {
+        const uint8_t *const *keys = list? clients: governors;
+        uint32_t n = list? n_clients: n_governors;
+        msgpack_pack_array (&w->pk, n);
+        for (uint32_t i = 0; i < n; i++) {
+            msgpack_pack_bin (&w->pk, 32);
+            msgpack_pack_bin_body (&w->pk, keys [i], 32);
+        }
     }
 }
 
@@ -775,14 +1096,19 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
                     ev->type == SQ_EV_RETRACTED? 3:
                     ev->type == SQ_EV_LOCATED? 3:
                     ev->type == SQ_EV_UPLOADED? 3:
-                    ev->type == SQ_EV_LOST? 2: 0;
+                    ev->type == SQ_EV_LOST? 2:
+                    ev->type == SQ_EV_HELD? 4:
+                    ev->type == SQ_EV_RUNNING? 3:
+                    ev->type == SQ_EV_INVENTORY? 1: 0;
     if (want == 0)
         mpr_fail (r, "unknown event type");
     else
     if (n != want)
         mpr_fail (r, "wrong number of fields");
-    mpr_field (r, "event.key");
-    mpr_uint (r, &ev->key);
+    if (ev->type != SQ_EV_INVENTORY) {
+        mpr_field (r, "event.key");
+        mpr_uint (r, &ev->key);
+    }
     switch (ev->type) {
         case SQ_EV_FINISHED: {
             mpr_field (r, "event.attempt");
@@ -816,8 +1142,15 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
             break;
         case SQ_EV_STARTED:
         case SQ_EV_RETRACTED:
+        case SQ_EV_RUNNING:
             mpr_field (r, "event.attempt");
             mpr_u32 (r, &ev->attempt);
+            break;
+        case SQ_EV_HELD:
+            mpr_field (r, "event.version");
+            mpr_u32 (r, &ev->attempt);
+            mpr_field (r, "event.size");
+            mpr_uint (r, &ev->size);
             break;
         case SQ_EV_LOCATED:
         case SQ_EV_UPLOADED:
@@ -886,6 +1219,32 @@ sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt)
     msgpack_pack_uint32 (pk, SQ_EV_RETRACTED);
     msgpack_pack_uint64 (pk, task);
     msgpack_pack_uint32 (pk, attempt);
+}
+
+void
+sq_pack_held (msgpack_packer *pk, uint64_t object, uint32_t version, uint64_t size)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, SQ_EV_HELD);
+    msgpack_pack_uint64 (pk, object);
+    msgpack_pack_uint32 (pk, version);
+    msgpack_pack_uint64 (pk, size);
+}
+
+void
+sq_pack_running (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_RUNNING);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+}
+
+void
+sq_pack_inventory_end (msgpack_packer *pk)
+{
+    msgpack_pack_array (pk, 1);
+    msgpack_pack_uint32 (pk, SQ_EV_INVENTORY);
 }
 
 void
@@ -1081,11 +1440,13 @@ sq_send_next (sq_iter_t *self, sq_send_t *o)
         return more;
     mpr_t *r = &self->r;
     mpr_field (r, "order");
-    mpr_array_exact (r, 4);
+    mpr_array_exact (r, 5);
     mpr_uint (r, &o->key);
     mpr_u32 (r, &o->version);
     mpr_u32 (r, &o->to);
     mpr_str (r, &o->endpoint, SQ_MAX_NAME);
+    mpr_field (r, "order.to_key");
+    s_opt_bin (r, &o->to_key, 32);
     if (!mpr_ok (r))
         return s_error (r, self->err, "SEND");
     return 1;
@@ -1093,13 +1454,14 @@ sq_send_next (sq_iter_t *self, sq_send_t *o)
 
 void
 sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version, uint32_t to,
-              const char *endpoint)
+              const char *endpoint, const uint8_t *to_key)
 {
-    msgpack_pack_array (pk, 4);
+    msgpack_pack_array (pk, 5);
     msgpack_pack_uint64 (pk, key);
     msgpack_pack_uint32 (pk, version);
     msgpack_pack_uint32 (pk, to);
     sq_pack_cstr (pk, endpoint);
+    s_pack_bin_or_nil (pk, to_key, 32);
 }
 
 int
@@ -1185,11 +1547,13 @@ int
 sq_gfetch_decode (sq_gfetch_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
     mpr_t r;
-    s_begin (&r, data, size, SQ_MSG_GFETCH, 3);
+    s_begin (&r, data, size, SQ_MSG_GFETCH, 4);
     mpr_field (&r, "req");
     mpr_u32 (&r, &self->req);
     mpr_field (&r, "object");
     mpr_uint (&r, &self->key);
+    mpr_field (&r, "capability");
+    s_opt_bin_max (&r, &self->capability, SQ_CAP_MAX);
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return s_error (&r, err, "GFETCH");
@@ -1197,12 +1561,14 @@ sq_gfetch_decode (sq_gfetch_t *self, const void *data, size_t size, sq_errbuf_t 
 }
 
 void
-sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key)
+sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key, const uint8_t *capability,
+                  size_t capability_size)
 {
-    msgpack_pack_array (&w->pk, 3);
+    msgpack_pack_array (&w->pk, 4);
     msgpack_pack_uint32 (&w->pk, SQ_MSG_GFETCH);
     msgpack_pack_uint32 (&w->pk, req);
     msgpack_pack_uint64 (&w->pk, key);
+    s_pack_bin_or_nil (&w->pk, capability, capability_size);
 }
 
 //  --------------------------------------------------------------------------
@@ -1283,7 +1649,7 @@ int
 sq_gread_decode (sq_gread_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
     mpr_t r;
-    s_begin (&r, data, size, SQ_MSG_GREAD, 5);
+    s_begin (&r, data, size, SQ_MSG_GREAD, 6);
     mpr_field (&r, "req");
     mpr_u32 (&r, &self->req);
     mpr_field (&r, "object");
@@ -1294,6 +1660,8 @@ sq_gread_decode (sq_gread_t *self, const void *data, size_t size, sq_errbuf_t *e
     mpr_uint (&r, &self->length);
     if (mpr_ok (&r) && self->length > SQ_CHUNK_MAX)
         mpr_fail (&r, "longer than a chunk may be");
+    mpr_field (&r, "capability");
+    s_opt_bin_max (&r, &self->capability, SQ_CAP_MAX);
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return s_error (&r, err, "GREAD");
@@ -1303,19 +1671,20 @@ sq_gread_decode (sq_gread_t *self, const void *data, size_t size, sq_errbuf_t *e
 void
 sq_gread_encode (sq_wbuf_t *w, const sq_gread_t *m)
 {
-    msgpack_pack_array (&w->pk, 5);
+    msgpack_pack_array (&w->pk, 6);
     msgpack_pack_uint32 (&w->pk, SQ_MSG_GREAD);
     msgpack_pack_uint32 (&w->pk, m->req);
     msgpack_pack_uint64 (&w->pk, m->key);
     msgpack_pack_uint64 (&w->pk, m->offset);
     msgpack_pack_uint64 (&w->pk, m->length);
+    s_pack_bin_or_nil (&w->pk, (const uint8_t *) m->capability.ptr, m->capability.len);
 }
 
 int
 sq_put_decode (sq_put_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
     mpr_t r;
-    s_begin (&r, data, size, SQ_MSG_PUT, 6);
+    s_begin (&r, data, size, SQ_MSG_PUT, 7);
     mpr_field (&r, "req");
     mpr_u32 (&r, &self->req);
     mpr_field (&r, "object");
@@ -1328,6 +1697,8 @@ sq_put_decode (sq_put_t *self, const void *data, size_t size, sq_errbuf_t *err)
         mpr_fail (&r, "offset past the end of the object");
     mpr_field (&r, "content_type");
     mpr_str (&r, &self->content_type, SQ_MAX_NAME);
+    mpr_field (&r, "capability");
+    s_opt_bin_max (&r, &self->capability, SQ_CAP_MAX);
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return s_error (&r, err, "PUT");
@@ -1337,11 +1708,12 @@ sq_put_decode (sq_put_t *self, const void *data, size_t size, sq_errbuf_t *err)
 void
 sq_put_encode (sq_wbuf_t *w, const sq_put_t *m)
 {
-    msgpack_pack_array (&w->pk, 6);
+    msgpack_pack_array (&w->pk, 7);
     msgpack_pack_uint32 (&w->pk, SQ_MSG_PUT);
     msgpack_pack_uint32 (&w->pk, m->req);
     msgpack_pack_uint64 (&w->pk, m->key);
     msgpack_pack_uint64 (&w->pk, m->offset);
     msgpack_pack_uint64 (&w->pk, m->size);
     sq_pack_mstr (&w->pk, m->content_type);
+    s_pack_bin_or_nil (&w->pk, (const uint8_t *) m->capability.ptr, m->capability.len);
 }

@@ -38,6 +38,8 @@ typedef enum {
     SQ_MSG_CANCEL = 17,
     SQ_MSG_INFO = 18,
     SQ_MSG_PING = 19,
+    SQ_MSG_RESUME = 20,         //  client -> broker: take a session back after a lost connection
+    SQ_MSG_UPLOAD = 21,         //  client -> broker: where (and with what right) to PUT a constant
     SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
     SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
     SQ_MSG_LOAD = 32,           //  governor -> broker: load report
@@ -47,6 +49,7 @@ typedef enum {
     SQ_MSG_DROP = 42,           //  broker -> governor: free objects
     SQ_MSG_STOP = 43,           //  broker -> governor: stop tasks
     SQ_MSG_RETRACT = 44,        //  broker -> governor: give back unstarted tasks
+    SQ_MSG_KEYS = 45,           //  broker -> governor: keys that may reach its sockets
     SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
     SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
     SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
@@ -63,7 +66,10 @@ typedef enum {
     SQ_EV_LOCATED = 4,
     SQ_EV_LOST = 5,
     SQ_EV_RETRACTED = 6,        //  a RETRACTed task was given back unstarted
-    SQ_EV_UPLOADED = 7          //  a client's upload of a constant is complete here
+    SQ_EV_UPLOADED = 7,         //  a client's upload of a constant is complete here
+    SQ_EV_HELD = 8,             //  reattach inventory: an object this governor holds
+    SQ_EV_RUNNING = 9,          //  reattach inventory: a task attempt running here
+    SQ_EV_INVENTORY = 10        //  reattach inventory: complete
 } sq_event_type_t;
 
 //  WAIT modes
@@ -144,6 +150,11 @@ typedef struct {
     mpr_str_t serve_endpoint;
     uint32_t n_resources;
     sq_resource_t resources [SQ_MAX_RESOURCES];
+    //  A governor that kept its objects and tasks through a lost broker
+    //  names the cluster and the id it had there (reattach); else the
+    //  cluster is empty.
+    mpr_str_t previous_cluster;
+    uint32_t previous_id;
 } sq_hello_t;
 
 //  The version is checked before anything else so that a peer speaking
@@ -151,10 +162,47 @@ typedef struct {
 int sq_hello_decode (sq_hello_t *self, const void *data, size_t size,
                      int *code, sq_errbuf_t *err);
 void sq_hello_encode_client (sq_wbuf_t *w, uint32_t req, const char *name);
+//  previous_cluster NULL: a fresh governor; else it asks to reattach as
+//  previous_id of that cluster.
 void sq_hello_encode_governor (sq_wbuf_t *w, uint32_t req, const char *name,
                                uint64_t incarnation, const char *data_endpoint,
                                const char *serve_endpoint,
-                               const sq_resource_t *resources, uint32_t n);
+                               const sq_resource_t *resources, uint32_t n,
+                               const char *previous_cluster, uint32_t previous_id);
+
+//  The body of the broker's OK reply to HELLO (the "welcome"):
+//    client   [client_id, inline_max, cluster, epoch, tenant|nil]
+//    governor [governor_id, heartbeat_ms, inline_max, cluster, epoch,
+//              reattached, secret|nil, broker_ms]
+//  cluster: the broker's cluster id (32 hex digits), the same across
+//  restarts on one journal; epoch: counts those restarts. reattached: the
+//  governor keeps what it holds and sends its inventory. secret: 32 bytes
+//  that check the broker's capabilities (capability.h), nil without keys.
+//  broker_ms: the broker's wall clock, which capabilities expire by.
+#define SQ_CLUSTER_ID_LEN 32
+#define SQ_SECRET_LEN 32
+typedef struct {
+    uint32_t id;
+    uint32_t heartbeat_ms;      //  governor
+    uint64_t inline_max;
+    mpr_str_t cluster;
+    uint64_t epoch;
+    mpr_str_t tenant;           //  client; empty if nil
+    bool reattached;            //  governor
+    mpr_str_t secret;           //  governor; empty if nil
+    uint64_t broker_ms;         //  governor
+} sq_welcome_t;
+
+void sq_welcome_encode_client (sq_wbuf_t *w, uint32_t req, uint32_t id, uint64_t inline_max,
+                               const char *cluster, uint64_t epoch, const char *tenant);
+void sq_welcome_encode_governor (sq_wbuf_t *w, uint32_t req, uint32_t id,
+                                 uint32_t heartbeat_ms, uint64_t inline_max,
+                                 const char *cluster, uint64_t epoch, bool reattached,
+                                 const uint8_t *secret, uint64_t broker_ms);
+//  Decode the body of an OK reply (sq_reply_t body) to a client's or a
+//  governor's HELLO.
+int sq_welcome_decode (sq_welcome_t *self, bool governor, const uint8_t *body, size_t size,
+                       sq_errbuf_t *err);
 
 //  --------------------------------------------------------------------------
 //  REPLY [2, req, code, body]
@@ -186,13 +234,17 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    FETCH [16, req, session, id, timeout_ms]
 //    INFO [18, req] / PING [19, req]
 
+//    RESUME [20, req, session, token]             body: [next_id]
+//    UPLOAD [21, req, session, id, size]          body: where (below)
 typedef struct {
     uint32_t type;
     uint32_t req;
     uint32_t session;
     uint32_t mode;              //  WAIT
-    uint32_t id;                //  FETCH
+    uint32_t id;                //  FETCH, UPLOAD
     int64_t timeout_ms;         //  WAIT, FETCH: < 0 for ever
+    uint64_t size;              //  UPLOAD
+    mpr_str_t token;            //  RESUME (bin, points into the frame)
     uint32_t n_ids;             //  KEEP, UNKEEP, CANCEL, WAIT
     uint32_t *ids;              //  owned: free with sq_request_release
 } sq_request_t;
@@ -200,6 +252,53 @@ typedef struct {
 int sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_request_release (sq_request_t *self);
 void sq_request_encode (sq_wbuf_t *w, const sq_request_t *request);
+
+//  SESSION_OPEN reply body: [session, token]; the token (SQ_TOKEN_LEN
+//  random bytes) is what RESUME must present.
+#define SQ_TOKEN_LEN 16
+void sq_pack_session_opened (msgpack_packer *pk, uint32_t session, const uint8_t *token);
+int sq_session_opened_decode (const uint8_t *body, size_t size, uint32_t *session,
+                              uint8_t *token, sq_errbuf_t *err);
+
+//  Where an object is, or where to upload one: the FETCH reply's `where`
+//  and the UPLOAD reply body. [governor_id, serve_endpoint, serve_key|nil,
+//  capability|nil]: the governor's public key (32 bytes) when keys are on,
+//  and the capability (capability.h) to present in GREAD / GFETCH / PUT.
+typedef struct {
+    uint32_t governor;
+    mpr_str_t endpoint;
+    mpr_str_t key;              //  empty if nil
+    mpr_str_t capability;       //  empty if nil
+} sq_where_t;
+
+void sq_pack_where (msgpack_packer *pk, uint32_t governor, const char *endpoint,
+                    const uint8_t *key, const uint8_t *capability, size_t capability_size);
+int sq_where_read (mpr_t *r, sq_where_t *where);
+int sq_where_decode (sq_where_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err);
+//  FETCH reply body [size, content_type, where|nil]; where NULL packs nil
+//  (the bytes are payload frame 1).
+typedef struct {
+    uint64_t size;
+    mpr_str_t content_type;
+    bool located;               //  where is set; else the data is inline
+    sq_where_t where;
+} sq_fetched_t;
+int sq_fetched_decode (sq_fetched_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err);
+
+//  KEYS [45, governors, clients] (broker -> governor): the public keys (32
+//  bytes each) that may connect to the governor's data socket (governors)
+//  and to its serve socket (clients). Replaces the previous lists.
+#define SQ_MAX_KEYS 65536
+typedef struct {
+    uint32_t n_governors;
+    const uint8_t **governors;  //  into the frame; owned array
+    uint32_t n_clients;
+    const uint8_t **clients;
+} sq_keyset_t;
+int sq_keyset_decode (sq_keyset_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_keyset_release (sq_keyset_t *self);
+void sq_keyset_encode (sq_wbuf_t *w, const uint8_t *const *governors, uint32_t n_governors,
+                     const uint8_t *const *clients, uint32_t n_clients);
 
 //  WAIT reply body: [n_finished, n_failed, [[id, state, root|nil, message|nil]...]]
 //  For SQ_WAIT_SESSION the list holds failures only (at most 64).
@@ -302,9 +401,9 @@ typedef struct {
 typedef struct {
     uint32_t type;              //  sq_event_type_t
     uint32_t reason;            //  FAILED: SQ_FAIL_*
-    uint64_t key;               //  task (FINISHED/FAILED/STARTED) or object
-    uint32_t attempt;
-    uint64_t size;              //  LOCATED, UPLOADED
+    uint64_t key;               //  task (FINISHED/FAILED/STARTED/RUNNING) or object
+    uint32_t attempt;           //  a task's; HELD: the object's version
+    uint64_t size;              //  LOCATED, UPLOADED, HELD
     mpr_str_t message;          //  FAILED
     uint64_t duration_us;
     uint32_t n_outputs;
@@ -337,6 +436,12 @@ void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
 void sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
+//  Reattach inventory (after a HELLO welcomed with reattached = true):
+//  HELD [8, object, version, size], RUNNING [9, task, attempt], then
+//  INVENTORY [10] once everything was listed.
+void sq_pack_held (msgpack_packer *pk, uint64_t object, uint32_t version, uint64_t size);
+void sq_pack_running (msgpack_packer *pk, uint64_t task, uint32_t attempt);
+void sq_pack_inventory_end (msgpack_packer *pk);
 
 typedef struct {
     uint64_t running;
@@ -398,17 +503,20 @@ void sq_pack_assign (msgpack_packer *pk, const sq_assign_t *task);
 //  SEND [41, [[object, version, to_governor, to_endpoint]...]]
 //  DROP [42, [objects]]
 //  STOP [43, [[task, attempt]...]]
+//  SEND elements: [object, version, to_governor, to_endpoint, to_key|nil];
+//  to_key is the receiver's public key (32 bytes) when keys are on.
 typedef struct {
     uint64_t key;
     uint32_t version;           //  producer attempt of the copy to send
     uint32_t to;
     mpr_str_t endpoint;
+    mpr_str_t to_key;           //  empty if nil
 } sq_send_t;
 
 int sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
 int sq_send_next (sq_iter_t *self, sq_send_t *order);
 void sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version,
-                   uint32_t to, const char *endpoint);
+                   uint32_t to, const char *endpoint, const uint8_t *to_key);
 //  DROP elements are object keys; STOP and RETRACT elements [task, attempt]
 //  (read RETRACT with sq_stop_next). RETRACT [44, [[task, attempt]...]]:
 //  the governor gives back each task it has not started (a RETRACTED
@@ -438,13 +546,16 @@ typedef struct {
 int sq_object_decode (sq_object_msg_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_object_encode (sq_wbuf_t *w, const sq_object_msg_t *msg);
 
+//  GFETCH [70, req, object, capability|nil]
 typedef struct {
     uint32_t req;
     uint64_t key;
+    mpr_str_t capability;       //  empty if nil
 } sq_gfetch_t;
 
 int sq_gfetch_decode (sq_gfetch_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key);
+void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key,
+                       const uint8_t *capability, size_t capability_size);
 
 //  Chunked copies on the data channel (docs/protocol.md section 10).
 //    CHUNK [61, transfer, object, version, offset, size, content_type, from,
@@ -454,6 +565,7 @@ void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key);
 //  names a copy by (from, transfer) and sends CREDIT to reply_to, the
 //  sender's data endpoint.
 #define SQ_CHUNK_MAX (64u << 20)    //  largest chunk or GREAD range accepted
+#define SQ_CAP_MAX 256              //  largest capability accepted (capability.h)
 
 typedef struct {
     uint32_t transfer;
@@ -478,28 +590,31 @@ typedef struct {
 int sq_credit_decode (sq_credit_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_credit_encode (sq_wbuf_t *w, const sq_credit_t *credit);
 
-//  Serve socket: GREAD [71, req, object, offset, length] -> REPLY body
-//  [size, content_type] + one payload frame holding bytes
+//  Serve socket: GREAD [71, req, object, offset, length, capability|nil]
+//  -> REPLY body [size, content_type] + one payload frame holding bytes
 //  [offset, min (offset + length, size)). length at most SQ_CHUNK_MAX.
 typedef struct {
     uint32_t req;
     uint64_t key;
     uint64_t offset;
     uint64_t length;
+    mpr_str_t capability;       //  empty if nil; encoders take it from here
 } sq_gread_t;
 
 int sq_gread_decode (sq_gread_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_gread_encode (sq_wbuf_t *w, const sq_gread_t *gread);
 
-//  Serve socket: PUT [72, req, object, offset, size, content_type] + one
-//  payload frame with bytes [offset, offset + len) of a constant of `size`
-//  bytes the client uploads (in order, from offset 0) -> REPLY body nil.
+//  Serve socket: PUT [72, req, object, offset, size, content_type,
+//  capability|nil] + one payload frame with bytes [offset, offset + len) of
+//  a constant of `size` bytes the client uploads (in order, from offset 0)
+//  -> REPLY body nil.
 typedef struct {
     uint32_t req;
     uint64_t key;
     uint64_t offset;
     uint64_t size;
     mpr_str_t content_type;
+    mpr_str_t capability;       //  empty if nil
 } sq_put_t;
 
 int sq_put_decode (sq_put_t *self, const void *data, size_t size, sq_errbuf_t *err);

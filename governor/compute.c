@@ -96,6 +96,8 @@ struct _compute_t {
 
 static void s_flush (compute_t *self);
 static void s_object_stored (compute_t *self, uint64_t key);
+static void s_drop_orders (compute_t *self, uint64_t key);
+static void s_task_drop (compute_t *self, task_t *task);
 
 //  --------------------------------------------------------------------------
 //  Small containers
@@ -389,8 +391,10 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     for (uint32_t j = 0; j < task->n_outputs; j++) {
         uint64_t key = task->outputs [j];
         if (store_put (self->store, key, task->results [j], task->out_types [j],
-                       strlen (task->out_types [j])) == 0)
+                       strlen (task->out_types [j])) == 0) {
+            store_set_version (self->store, key, task->attempt);
             s_object_stored (self, key);
+        }
         task->results [j] = NULL;
     }
     task_destroy (&task);
@@ -707,7 +711,11 @@ s_on_send (compute_t *self, sq_msg_t *msg)
     int rc = sq_send_begin (&it, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
     while (rc == 0 && (rc = sq_send_next (&it, &order)) == 1) {
         rc = 0;
-        char *endpoint = mpr_strdup (order.endpoint);
+        char address [SQ_MAX_NAME + 48];
+        if (gov_peer_address (address, sizeof address, order.to_key.len? (const uint8_t *) order.to_key.ptr: NULL,
+                              order.endpoint.ptr, order.endpoint.len) < 0)
+            continue;
+        char *endpoint = strdup (address);
         if (!endpoint)
             continue;
         if (store_has (self->store, order.key)) {
@@ -824,6 +832,53 @@ s_on_object (compute_t *self, sq_msg_t *msg)
     }
     sq_pack_located (&self->events.pk, object.key, object.size);
     s_event_added (self);
+}
+
+//  The broker took us back after a loss: it learns what runs and what is
+//  held here (reattach inventory, docs/protocol.md); what only waited is
+//  dropped, the broker places it again (it cannot know what we queued).
+static void
+s_inventory (compute_t *self)
+{
+    size_t n_tasks = sq_idmap_size (self->tasks), k = 0, cursor = 0;
+    task_t **drop = (task_t **) malloc ((n_tasks + 1) * sizeof (task_t *));
+    task_t *task;
+    size_t running = 0, held = 0;
+    while (drop && (task = (task_t *) sq_idmap_next (self->tasks, &cursor, NULL))) {
+        if (task->state == TASK_RUNNING) {
+            sq_pack_running (&self->events.pk, task->key, task->attempt);
+            s_event_added (self);
+            running++;
+        }
+        else
+            drop [k++] = task;
+    }
+    for (size_t i = 0; i < k; i++)
+        s_task_drop (self, drop [i]);
+    free (drop);
+    //  Copies the old broker ordered: the new one orders what it needs.
+    size_t n_keys = sq_idmap_size (self->orders);
+    uint64_t *keys = (uint64_t *) malloc ((n_keys + 1) * sizeof (uint64_t));
+    uint64_t key;
+    cursor = k = 0;
+    while (keys && k < n_keys && sq_idmap_next (self->orders, &cursor, &key))
+        keys [k++] = key;
+    for (size_t i = 0; keys && i < k; i++)
+        s_drop_orders (self, keys [i]);
+    free (keys);
+    cursor = 0;
+    uint32_t version;
+    uint64_t size;
+    while (store_next (self->store, &cursor, &key, &version, &size)) {
+        sq_pack_held (&self->events.pk, key, version, size);
+        s_event_added (self);
+        held++;
+    }
+    sq_pack_inventory_end (&self->events.pk);
+    s_event_added (self);
+    s_flush (self);
+    sq_info ("reattach: %zu running tasks and %zu objects listed, %zu queued tasks dropped",
+             running, held, n_tasks - running);
 }
 
 //  msg: [S][identity][GFETCH]
@@ -947,6 +1002,10 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     if (msg->n == 1 && sq_msg_size (msg, 0) == strlen (GOV_TERM)
     &&  memcmp (sq_msg_data (msg, 0), GOV_TERM, strlen (GOV_TERM)) == 0)
         self->terminated = true;
+    else
+    if (msg->n == 1 && sq_msg_size (msg, 0) == strlen (GOV_REATTACH)
+    &&  memcmp (sq_msg_data (msg, 0), GOV_REATTACH, strlen (GOV_REATTACH)) == 0)
+        s_inventory (self);
     else
     if (route == GOV_ROUTE_SERVE && msg->n == 3 && !msg->truncated
     &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0

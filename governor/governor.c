@@ -166,10 +166,14 @@ governor_run (governor_t *self, int signal_fd)
     if (!receiver)
         return 1;
     int code, backoff_ms = 250;
+    bool welcomed = false;
     while (1) {
         uint32_t governor_id = 0;
         uint64_t inline_max = SQ_DEFAULT_INLINE_MAX;
-        code = receiver_hello (receiver, &governor_id, &inline_max);
+        if (welcomed)
+            receiver_welcome (receiver, &governor_id, &inline_max);
+        code = welcomed? 0: receiver_hello (receiver, &governor_id, &inline_max);
+        welcomed = false;
         if (code < 0) {
             code = 0;               //  a signal while waiting
             break;
@@ -192,6 +196,10 @@ governor_run (governor_t *self, int signal_fd)
         sq_info ("accepted as governor %u (heartbeat %d ms, inline max %lu)", governor_id,
                  receiver_heartbeat_ms (receiver), (unsigned long) inline_max);
         code = s_incarnation (self, receiver, governor_id, inline_max);
+        if (code == GOV_AFRESH) {
+            welcomed = true;    //  the next incarnation starts with that welcome
+            continue;
+        }
         if (code != GOV_RECONNECT)
             break;
         //  Everything this incarnation held went with its compute thread.

@@ -16,6 +16,8 @@
 #define GOV_GOVERNOR_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <zmq.h>
 #include "proto.h"
 
 typedef struct {
@@ -30,6 +32,15 @@ typedef struct {
     int heartbeat_ms;           //  until the broker says otherwise
     uint64_t memory;            //  object store limit in bytes (0: none)
     bool reconnect;             //  on a lost broker: reconnect (else exit 3)
+    //  Keys (docs/security.md): ours (public and secret) and the broker's
+    //  public key; has_keys false without them.
+    bool has_keys;
+    uint8_t public_key [32];
+    uint8_t secret_key [32];
+    uint8_t broker_key [32];
+    //  How long a lost broker is waited for with everything kept (tasks
+    //  run on, objects stay) before starting afresh; 0: at once.
+    int broker_grace_ms;
 } gov_config_t;
 
 //  First frame of inproc messages. Into compute: where the message came
@@ -43,6 +54,27 @@ typedef struct {
 //  Control: receive -> thread "$TERM"; thread -> receive "$DONE" (last).
 #define GOV_TERM "$TERM"
 #define GOV_DONE "$DONE"
+//  receive -> compute: the broker took us back after a loss (reattach):
+//  list what we hold and run (reattach inventory), drop what waits.
+#define GOV_REATTACH "$REATTACH"
+
+//  A peer's data socket as compute names it for the receive thread: its
+//  endpoint, preceded by 'K' and its public key in Z85 when the broker
+//  gave one (keys on): "tcp://h:p" or "K<40 chars>tcp://h:p". Into
+//  compute, data messages come behind GOV_ROUTE_DATA followed by the
+//  sender's key in Z85 when the connection is CURVE.
+#define GOV_PEER_KEYED 'K'
+static inline int
+gov_peer_address (char *out, size_t size, const uint8_t *key, const char *endpoint,
+                  size_t endpoint_len)
+{
+    char z85 [41];
+    if (key)
+        zmq_z85_encode (z85, key, 32);
+    int n = snprintf (out, size, "%s%s%.*s", key? "K": "", key? z85: "", (int) endpoint_len,
+                      endpoint);
+    return n < 0 || (size_t) n >= size? -1: n;
+}
 
 //  Messages queued per inproc pipe before the sender waits.
 #define GOV_PIPE_HWM 10000
@@ -59,7 +91,9 @@ void governor_destroy (governor_t **self_p);
 //  1 refused by the broker, 3 broker lost with reconnect off.
 int governor_run (governor_t *self, int signal_fd);
 
-//  Exit code of receiver_run / receiver_hello meaning "reconnect".
+//  Exit codes of receiver_run / receiver_hello: "reconnect as a new
+//  governor", and "a broker welcomed us as a new governor already".
 #define GOV_RECONNECT 4
+#define GOV_AFRESH 5
 
 #endif

@@ -1,6 +1,7 @@
 /*  squall-governor: command line, signals, working directory, then the
     governor (governor.h) until it stops. */
 #include "governor.h"
+#include "keys.h"
 #include "heap.h"
 #include "files.h"
 #include "args.h"
@@ -24,7 +25,8 @@ static const char *s_usage =
     "  --broker ENDPOINT      broker's governor endpoint (tcp://host:port)\n"
     "  --cpus N               CPU slots for tasks (default: online CPUs)\n"
     "  --name NAME            governor name (default: hostname-pid)\n"
-    "  --listen-host IP       address to bind data and serve sockets (0.0.0.0)\n"
+    "  --listen-host IP       address to bind data and serve sockets (0.0.0.0\n"
+    "                         with keys, 127.0.0.1 without)\n"
     "  --advertise HOST       host put in announced endpoints (default: the\n"
     "                         local address that reaches the broker)\n"
     "  --workdir DIR          where task directories go (default: a fresh\n"
@@ -36,6 +38,15 @@ static const char *s_usage =
     "  --heartbeat-ms MS      heartbeat interval until the broker sets it (1000)\n"
     "  --no-reconnect         exit (status 3) when the broker is lost, instead\n"
     "                         of reconnecting with back-off as a new governor\n"
+    "  --broker-grace SEC     when the broker is lost, keep objects and running\n"
+    "                         tasks this long while asking it (or a broker\n"
+    "                         restarted on its journal) to take us back (60;\n"
+    "                         0: start afresh at once)\n"
+    "  --secret-key FILE      this governor's key pair (squall keygen NAME --role\n"
+    "                         governor); with --broker-key every connection is\n"
+    "                         CURVE encrypted and authenticated (docs/security.md)\n"
+    "  --broker-key FILE      the broker's public key (its .pub file)\n"
+    "  --insecure             allow binding a non-loopback address without keys\n"
     "  --log-level LEVEL      error, warn, info or debug (info)\n"
     "  --python PATH          interpreter of Python executors (default:\n"
     "                         $SQUALL_PYTHON, else python3 from PATH)\n"
@@ -104,6 +115,39 @@ s_default_advertise (const char *broker, char *host, size_t size)
     freeaddrinfo (res);
 }
 
+static bool
+s_loopback_host (const char *host)
+{
+    return strncmp (host, "127.", 4) == 0 || strcmp (host, "::1") == 0
+        || strcmp (host, "localhost") == 0;
+}
+
+static int
+s_load_keys (gov_config_t *config, const char *secret_key, const char *broker_key)
+{
+    sq_cert_t mine, broker;
+    char err [600];
+    if (sq_cert_load (&mine, secret_key, err, sizeof err)) {
+        fprintf (stderr, "squall-governor: --secret-key: %s\n", err);
+        return -1;
+    }
+    if (!mine.has_secret) {
+        fprintf (stderr, "squall-governor: --secret-key %s holds no secret key (give the "
+                 ".key file, not the .pub)\n", secret_key);
+        return -1;
+    }
+    if (sq_cert_load (&broker, broker_key, err, sizeof err)) {
+        fprintf (stderr, "squall-governor: --broker-key: %s\n", err);
+        return -1;
+    }
+    memcpy (config->public_key, mine.public_key, 32);
+    memcpy (config->secret_key, mine.secret_key, 32);
+    memcpy (config->broker_key, broker.public_key, 32);
+    config->has_keys = true;
+    memset (&mine, 0, sizeof mine);
+    return 0;
+}
+
 int
 main (int argc, char *argv [])
 {
@@ -118,12 +162,18 @@ main (int argc, char *argv [])
         { "memory", required_argument, NULL, 'M' },
         { "heartbeat-ms", required_argument, NULL, 'H' },
         { "no-reconnect", no_argument, NULL, 'R' },
+        { "broker-grace", required_argument, NULL, 'G' },
+        { "secret-key", required_argument, NULL, 'S' },
+        { "broker-key", required_argument, NULL, 'K' },
+        { "insecure", no_argument, NULL, 'I' },
         { "log-level", required_argument, NULL, 'L' },
         { "python", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
-    gov_config_t config = { .listen_host = "0.0.0.0", .heartbeat_ms = 1000, .reconnect = true };
+    gov_config_t config = { .heartbeat_ms = 1000, .reconnect = true, .broker_grace_ms = 60000 };
+    const char *secret_key = NULL, *broker_key = NULL;
+    bool insecure = false;
     long online = sysconf (_SC_NPROCESSORS_ONLN);
     config.cpus = online > 0? (uint32_t) online: 1;
     const char *user_workdir = NULL;
@@ -186,6 +236,14 @@ main (int argc, char *argv [])
                     return s_bad ("--python needs an interpreter", optarg);
                 break;
             case 'R': config.reconnect = false; break;
+            case 'G':
+                if (s_parse_u64 (optarg, 86400, &value))
+                    return s_bad ("--broker-grace needs seconds", optarg);
+                config.broker_grace_ms = (int) value * 1000;
+                break;
+            case 'S': secret_key = optarg; break;
+            case 'K': broker_key = optarg; break;
+            case 'I': insecure = true; break;
             case 'h': fputs (s_usage, stdout); return 0;
             default: return s_bad ("unknown or incomplete option", argv [optind - 1]);
         }
@@ -199,6 +257,21 @@ main (int argc, char *argv [])
     heap_configure (config.memory);
     if (!config.broker)
         return s_bad ("--broker is required", NULL);
+    if (!secret_key != !broker_key)
+        return s_bad ("--secret-key and --broker-key go together", NULL);
+    if (secret_key && s_load_keys (&config, secret_key, broker_key))
+        return 2;
+    //  Without keys nothing but this machine may reach our sockets, unless
+    //  told it is fine: anyone who can would read every object we hold.
+    if (!config.listen_host)
+        config.listen_host = config.has_keys? "0.0.0.0": "127.0.0.1";
+    if (!config.has_keys && !s_loopback_host (config.listen_host)) {
+        if (!insecure)
+            return s_bad ("refusing to bind a non-loopback address without keys (anyone "
+                          "reaching it could read every object here): give --secret-key and "
+                          "--broker-key, or accept it with --insecure", config.listen_host);
+        sq_warn ("INSECURE: data and serve sockets on %s without keys", config.listen_host);
+    }
     if (strncmp (config.broker, "tcp://", 6) && strncmp (config.broker, "ipc://", 6)
     &&  strncmp (config.broker, "inproc://", 9))
         return s_bad ("--broker must be an endpoint like tcp://host:port", config.broker);

@@ -2,6 +2,8 @@
 #include "receiver.h"
 #include "task.h"
 #include "wire.h"
+#include "zap.h"
+#include "capability.h"
 #include "log.h"
 #include <czmq.h>
 #include <errno.h>
@@ -15,13 +17,22 @@
 #define S_NET_HWM 100000
 #define S_READ_BURST 256
 #define S_MAX_PEERS 4096
+#define S_HELLO_REQ 1
+#define S_REATTACH_BACKOFF_MAX_MS 2000
+
+//  Keys that may reach a socket, sorted for bsearch (KEYS from the broker).
+typedef struct {
+    uint8_t (*keys) [32];
+    size_t n;
+} s_keyset_t;
 
 struct _receiver_t {
     void *ctx;
     const gov_config_t *config;
     int signal_fd;
     void *ctrl, *data, *serve;
-    zhashx_t *peers;                //  endpoint -> PUSH socket
+    void *zap;                      //  ZAP handler, with keys
+    zhashx_t *peers;                //  peer address (governor.h) -> PUSH socket
     void *compute, *balance;        //  pipes, during run and stop
     char data_endpoint [256];
     char serve_endpoint [256];
@@ -30,10 +41,26 @@ struct _receiver_t {
     uint64_t last_send_ns;          //  to the broker
     sq_msg_t msg;
     sq_msg_t stalled;               //  waiting for room in compute's pipe
-    char stalled_route;
+    char stalled_route [48];
+    size_t stalled_route_len;
     int exit_code;                  //  -1 while running
     bool broker_said_bye;
     int done;                       //  GOV_DONE received (during stop)
+    //  What the broker told us in its welcome.
+    uint32_t governor_id;
+    uint64_t inline_max;
+    uint64_t incarnation;           //  ours, the same through reattaches
+    char cluster [SQ_CLUSTER_ID_LEN + 1];   //  "" until welcomed
+    uint8_t secret [SQ_SECRET_LEN]; //  checks capabilities
+    int64_t clock_offset_ms;        //  broker's wall clock minus ours
+    s_keyset_t governors;           //  may push to our data socket
+    s_keyset_t clients;             //  may use our serve socket
+    //  A lost broker, waited for within --broker-grace (everything kept).
+    bool detached;
+    uint64_t detached_ns;
+    uint64_t next_hello_ns;
+    int backoff_ms;
+    uint64_t dropped;               //  messages for the broker while detached
 };
 
 static uint64_t
@@ -83,8 +110,14 @@ s_connect (receiver_t *self)
     //  Short: BYE and the last UPDATE matter, a dead broker must not hold us.
     int short_linger = 500;
     zmq_setsockopt (self->ctrl, ZMQ_LINGER, &short_linger, sizeof short_linger);
-    if (zmq_connect (self->ctrl, self->config->broker)) {
-        sq_error ("cannot connect to broker %s: %s", self->config->broker, zmq_strerror (errno));
+    const gov_config_t *config = self->config;
+    if (config->has_keys
+    &&  sq_curve_client (self->ctrl, config->public_key, config->secret_key, config->broker_key)) {
+        sq_error ("cannot make the broker connection CURVE: %s", zmq_strerror (errno));
+        return -1;
+    }
+    if (zmq_connect (self->ctrl, config->broker)) {
+        sq_error ("cannot connect to broker %s: %s", config->broker, zmq_strerror (errno));
         return -1;
     }
     return 0;
@@ -117,8 +150,20 @@ receiver_new (void *ctx, const gov_config_t *config, int signal_fd)
     sq_msg_init (&self->msg);
     sq_msg_init (&self->stalled);
     self->peers = zhashx_new ();
+    //  The ZAP handler first: no handshake may come before it is there.
+    if (config->has_keys && !(self->zap = sq_zap_bind (ctx))) {
+        receiver_destroy (&self);
+        return NULL;
+    }
     self->data = s_socket (self, ZMQ_PULL);
     self->serve = s_socket (self, ZMQ_ROUTER);
+    if (self->data && self->serve && config->has_keys
+    &&  (sq_curve_server (self->data, config->secret_key, "data")
+    ||   sq_curve_server (self->serve, config->secret_key, "serve"))) {
+        sq_error ("cannot make the data and serve sockets CURVE servers");
+        receiver_destroy (&self);
+        return NULL;
+    }
     if (!self->peers || !self->data || !self->serve
     ||  s_bind (self, self->data, self->data_endpoint, sizeof self->data_endpoint)
     ||  s_bind (self, self->serve, self->serve_endpoint, sizeof self->serve_endpoint)
@@ -140,6 +185,7 @@ receiver_reconnect (receiver_t *self)
     self->exit_code = -1;
     self->broker_said_bye = false;
     self->done = 0;
+    self->detached = false;
     return s_connect (self);
 }
 
@@ -160,12 +206,100 @@ receiver_destroy (receiver_t **self_p)
         zmq_close (self->data);
     if (self->serve)
         zmq_close (self->serve);
+    if (self->zap)
+        zmq_close (self->zap);
+    free (self->governors.keys);
+    free (self->clients.keys);
     sq_msg_close (&self->msg);
     sq_msg_close (&self->stalled);
     free (self->msg.frames);
     free (self->stalled.frames);
+    memset (self->secret, 0, sizeof self->secret);
     free (self);
     *self_p = NULL;
+}
+
+//  --------------------------------------------------------------------------
+//  Keys (KEYS from the broker)
+
+static int
+s_key_cmp (const void *a, const void *b)
+{
+    return memcmp (a, b, 32);
+}
+
+static bool
+s_keyset_has (const s_keyset_t *set, const uint8_t *key)
+{
+    return set->n && bsearch (key, set->keys, set->n, 32, s_key_cmp) != NULL;
+}
+
+//  The key a message came with (its User-Id, Z85), decoded; false if none.
+static bool
+s_user_key (zmq_msg_t *frame, uint8_t *key)
+{
+    const char *user = sq_msg_user (frame);
+    return user && sq_key_from_z85 (user, strlen (user), key) == 0;
+}
+
+static void
+s_keyset_load (s_keyset_t *set, const uint8_t *const *keys, uint32_t n)
+{
+    uint8_t (*copy) [32] = n? (uint8_t (*) [32]) malloc (n * 32): NULL;
+    if (n && !copy) {
+        sq_error ("out of memory: keys not updated");
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        memcpy (copy [i], keys [i], 32);
+    qsort (copy, n, 32, s_key_cmp);
+    free (set->keys);
+    set->keys = copy;
+    set->n = n;
+}
+
+static void
+s_on_keys (receiver_t *self, sq_msg_t *msg)
+{
+    sq_keyset_t keys;
+    sq_errbuf_t err;
+    if (sq_keyset_decode (&keys, sq_msg_data (msg, 0), sq_msg_size (msg, 0), &err)) {
+        sq_warn ("bad KEYS from the broker: %s", err.text);
+        return;
+    }
+    s_keyset_load (&self->governors, keys.governors, keys.n_governors);
+    s_keyset_load (&self->clients, keys.clients, keys.n_clients);
+    sq_info ("keys: %u governors, %u clients may reach this governor", keys.n_governors,
+             keys.n_clients);
+    sq_keyset_release (&keys);
+}
+
+//  ZAP: a governor's key on the data socket, a client's on the serve socket.
+static void
+s_on_zap (receiver_t *self)
+{
+    for (int i = 0; i < S_READ_BURST; i++) {
+        if (sq_msg_recv (&self->msg, self->zap, ZMQ_DONTWAIT, 8))
+            break;
+        sq_zap_request_t request;
+        char err [200];
+        bool allow = false;
+        if (sq_zap_decode_msg (&request, &self->msg, err, sizeof err) == 0 && request.curve)
+            allow = strcmp (request.domain, "data") == 0? s_keyset_has (&self->governors, request.key)
+                  : strcmp (request.domain, "serve") == 0? s_keyset_has (&self->clients, request.key)
+                  : false;
+        else
+        if (self->msg.n > 1 && sq_msg_size (&self->msg, 1) <= sizeof request.request_id) {
+            memset (&request, 0, sizeof request);
+            request.request_id_size = sq_msg_size (&self->msg, 1);
+            memcpy (request.request_id, sq_msg_data (&self->msg, 1), request.request_id_size);
+        }
+        if (!allow)
+            sq_info ("connection to the %s socket refused: key %s not admitted by the broker",
+                     request.domain [0]? request.domain: "?", request.curve? request.z85: "?");
+        sq_zap_reply (self->zap, &request, allow, request.z85, "not admitted");
+        sq_msg_close (&self->msg);
+    }
 }
 
 //  --------------------------------------------------------------------------
@@ -185,6 +319,11 @@ s_send_frames (void *socket, sq_msg_t *msg, size_t from)
 static void
 s_to_broker (receiver_t *self, sq_msg_t *msg, size_t from)
 {
+    if (self->detached) {
+        //  Nobody to tell; what matters is listed again at the reattach.
+        self->dropped++;
+        return;
+    }
     if (s_send_frames (self->ctrl, msg, from))
         sq_warn ("broker queue full: message dropped (%s)", zmq_strerror (errno));
     self->last_send_ns = task_now_ns ();
@@ -194,29 +333,46 @@ static void
 s_to_peer (receiver_t *self, sq_msg_t *msg)
 {
     size_t size = sq_msg_size (msg, 0) - 1;
-    char endpoint [SQ_MAX_NAME + 1];
-    if (size > SQ_MAX_NAME || size < 7)
+    char address [SQ_MAX_NAME + 48];
+    if (size >= sizeof address || size < 7)
         return;
-    memcpy (endpoint, (char *) sq_msg_data (msg, 0) + 1, size);
-    endpoint [size] = 0;
-    void *peer = zhashx_lookup (self->peers, endpoint);
+    memcpy (address, (char *) sq_msg_data (msg, 0) + 1, size);
+    address [size] = 0;
+    void *peer = zhashx_lookup (self->peers, address);
     if (!peer) {
+        const char *endpoint = address;
+        uint8_t key [32];
+        bool keyed = address [0] == GOV_PEER_KEYED;
+        if (keyed) {
+            if (size < 41 || sq_key_from_z85 (address + 1, 40, key)) {
+                sq_warn ("refusing a malformed peer address");
+                return;
+            }
+            endpoint = address + 41;
+        }
         //  Only TCP: a broker must not make us connect to inproc or ipc.
         if (strncmp (endpoint, "tcp://", 6) || zhashx_size (self->peers) >= S_MAX_PEERS) {
             sq_warn ("refusing peer endpoint '%s'", endpoint);
             return;
         }
+        if (self->config->has_keys && !keyed) {
+            sq_warn ("no key for peer '%s': nothing sent", endpoint);
+            return;
+        }
         peer = s_socket (self, ZMQ_PUSH);
-        if (!peer || zmq_connect (peer, endpoint)) {
+        if (!peer
+        ||  (keyed && self->config->has_keys
+             && sq_curve_client (peer, self->config->public_key, self->config->secret_key, key))
+        ||  zmq_connect (peer, endpoint)) {
             sq_warn ("cannot connect to peer '%s': %s", endpoint, zmq_strerror (errno));
             if (peer)
                 zmq_close (peer);
             return;
         }
-        zhashx_insert (self->peers, endpoint, peer);
+        zhashx_insert (self->peers, address, peer);
     }
     if (s_send_frames (peer, msg, 1))
-        sq_warn ("queue to peer %s full: object dropped", endpoint);
+        sq_warn ("queue to peer %s full: object dropped", address);
 }
 
 //  Routes one message from compute or balance by its first frame.
@@ -258,13 +414,15 @@ s_route_from (receiver_t *self, void *pipe)
 //  Passes a message to compute behind a route frame; on a full pipe keeps
 //  it as the stalled message. 0 passed, -1 stalled.
 static int
-s_pass (receiver_t *self, char route, sq_msg_t *msg)
+s_pass (receiver_t *self, const char *route, size_t route_len, sq_msg_t *msg)
 {
-    if (zmq_send (self->compute, &route, 1, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    if (zmq_send (self->compute, route, route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         sq_msg_t swap = self->stalled;
         self->stalled = *msg;
         *msg = swap;
-        self->stalled_route = route;
+        if (route != self->stalled_route)
+            memcpy (self->stalled_route, route, route_len);
+        self->stalled_route_len = route_len;
         return -1;
     }
     s_send_frames (self->compute, msg, 0);
@@ -272,8 +430,126 @@ s_pass (receiver_t *self, char route, sq_msg_t *msg)
     return 0;
 }
 
+static void
+s_pass_byte (receiver_t *self, char route, sq_msg_t *msg)
+{
+    s_pass (self, &route, 1, msg);
+}
+
+//  --------------------------------------------------------------------------
+//  The serve socket: with keys, a client reads or writes an object only
+//  with the broker's capability for its own key (capability.h). Checked
+//  here, before compute sees the request.
+
+static void
+s_serve_refuse (receiver_t *self, sq_msg_t *msg, uint32_t req, int code, const char *why)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_reply_encode_error (&w, req, code, why, 0, 0);
+    sq_send (self->serve, sq_msg_data (msg, 0), sq_msg_size (msg, 0), &w, NULL, 0, ZMQ_DONTWAIT);
+    sq_wbuf_release (&w);
+}
+
+//  True when the request may go on to compute.
+static bool
+s_serve_allowed (receiver_t *self, sq_msg_t *msg)
+{
+    if (!self->config->has_keys)
+        return true;
+    uint8_t client [32];
+    if (msg->n < 2 || !s_user_key (&msg->frames [1], client) || !s_keyset_has (&self->clients, client))
+        return false;           //  not admitted (any more): not answered
+    uint32_t type = 0, req = 0;
+    const void *data = sq_msg_data (msg, 1);
+    size_t size = sq_msg_size (msg, 1);
+    if (sq_proto_peek (data, size, &type, &req))
+        return true;            //  compute refuses it
+    sq_errbuf_t err;
+    uint64_t key = 0;
+    mpr_str_t cap = { NULL, 0 };
+    uint8_t right = SQ_CAP_READ;
+    if (type == SQ_MSG_GREAD) {
+        sq_gread_t g;
+        if (sq_gread_decode (&g, data, size, &err))
+            return true;
+        key = g.key, cap = g.capability;
+    }
+    else
+    if (type == SQ_MSG_GFETCH) {
+        sq_gfetch_t g;
+        if (sq_gfetch_decode (&g, data, size, &err))
+            return true;
+        key = g.key, cap = g.capability;
+    }
+    else
+    if (type == SQ_MSG_PUT) {
+        sq_put_t p;
+        if (sq_put_decode (&p, data, size, &err))
+            return true;
+        key = p.key, cap = p.capability, right = SQ_CAP_WRITE;
+    }
+    else
+        return true;
+    const char *why = NULL;
+    uint64_t now = (uint64_t) ((int64_t) sq_wall_ms () + self->clock_offset_ms);
+    if (sq_cap_check (self->secret, client, key, right, now, (const uint8_t *) cap.ptr,
+                      cap.len, &why) == 0)
+        return true;
+    s_serve_refuse (self, msg, req, SQ_E_DENIED, why);
+    return false;
+}
+
 //  --------------------------------------------------------------------------
 //  Receiving
+
+static void s_broker_lost (receiver_t *self, const char *why);
+
+//  The broker's answer to a reattaching HELLO.
+static void
+s_on_welcome (receiver_t *self, sq_msg_t *msg)
+{
+    sq_reply_t reply;
+    sq_welcome_t welcome;
+    sq_errbuf_t err;
+    if (sq_reply_decode (&reply, sq_msg_data (msg, 0), sq_msg_size (msg, 0), &err)
+    ||  reply.req != S_HELLO_REQ)
+        return;
+    if (reply.code != SQ_OK) {
+        sq_error ("the broker refused us (error %u): %.*s", reply.code,
+                  (int) reply.message.len, reply.message.ptr);
+        self->exit_code = 1;
+        return;
+    }
+    if (sq_welcome_decode (&welcome, true, reply.body, reply.body_size, &err)) {
+        sq_error ("broker's HELLO reply is malformed: %s", err.text);
+        self->exit_code = 1;
+        return;
+    }
+    self->detached = false;
+    self->heartbeat_ms = (int) welcome.heartbeat_ms;
+    self->governor_id = welcome.id;
+    self->inline_max = welcome.inline_max;
+    snprintf (self->cluster, sizeof self->cluster, "%.*s", (int) welcome.cluster.len,
+              welcome.cluster.ptr);
+    if (welcome.secret.len)
+        memcpy (self->secret, welcome.secret.ptr, SQ_SECRET_LEN);
+    self->clock_offset_ms = (int64_t) welcome.broker_ms - (int64_t) sq_wall_ms ();
+    self->last_recv_ns = self->last_send_ns = task_now_ns ();
+    if (!welcome.reattached) {
+        //  It does not know us (no journal, another cluster): what we
+        //  kept goes, and we start again as the governor it just made.
+        sq_warn ("the broker does not take us back: starting afresh as governor %u", welcome.id);
+        self->exit_code = GOV_AFRESH;
+        return;
+    }
+    sq_info ("reattached as governor %u (epoch %llu; %llu messages for the broker were "
+             "dropped meanwhile)", welcome.id, (unsigned long long) welcome.epoch,
+             (unsigned long long) self->dropped);
+    self->dropped = 0;
+    //  Compute lists what it holds and runs; blocking: it reads its pipe.
+    zmq_send (self->compute, GOV_REATTACH, strlen (GOV_REATTACH), 0);
+}
 
 static void
 s_on_broker (receiver_t *self, sq_msg_t *msg)
@@ -286,9 +562,17 @@ s_on_broker (receiver_t *self, sq_msg_t *msg)
         sq_warn ("unreadable message from the broker; ignored");
         return;
     }
+    if (self->detached) {
+        if (type == SQ_MSG_REPLY)
+            s_on_welcome (self, msg);
+        return;                 //  nothing else counts before the welcome
+    }
     if (type == SQ_MSG_ASSIGN || type == SQ_MSG_SEND || type == SQ_MSG_DROP || type == SQ_MSG_STOP
     ||  type == SQ_MSG_RETRACT)
-        s_pass (self, GOV_ROUTE_BROKER, msg);
+        s_pass_byte (self, GOV_ROUTE_BROKER, msg);
+    else
+    if (type == SQ_MSG_KEYS)
+        s_on_keys (self, msg);
     else
     if (type == SQ_MSG_BYE) {
         sq_info ("broker said BYE");
@@ -299,20 +583,38 @@ s_on_broker (receiver_t *self, sq_msg_t *msg)
     if (type == SQ_MSG_REPLY) {
         //  The broker only replies to a governor's HELLO; a reply now means
         //  it does not know this connection (it restarted, or declared us
-        //  dead): start again as a new governor.
+        //  dead).
         sq_reply_t reply;
         sq_errbuf_t err;
         if (sq_reply_decode (&reply, sq_msg_data (msg, 0), sq_msg_size (msg, 0), &err) == 0
-        &&  reply.code == SQ_E_HELLO) {
-            sq_warn ("the broker no longer knows this governor: reconnecting");
-            self->exit_code = self->config->reconnect? GOV_RECONNECT: 3;
-        }
+        &&  reply.code == SQ_E_HELLO)
+            s_broker_lost (self, "the broker no longer knows this governor");
         else
             sq_warn ("unexpected reply from the broker; ignored");
     }
     else
     if (type != SQ_MSG_HEARTBEAT)
         sq_warn ("unexpected message type %u from the broker; ignored", type);
+}
+
+//  Data socket: with keys, only governors the broker admitted; their key
+//  goes along to compute (CREDITs are sent back under it).
+static void
+s_on_data (receiver_t *self, sq_msg_t *msg)
+{
+    if (msg->n == 0 || msg->truncated)
+        return;
+    if (!self->config->has_keys) {
+        s_pass_byte (self, GOV_ROUTE_DATA, msg);
+        return;
+    }
+    uint8_t key [32];
+    if (!s_user_key (&msg->frames [0], key) || !s_keyset_has (&self->governors, key))
+        return;                 //  a key removed since it connected
+    char route [42];
+    route [0] = GOV_ROUTE_DATA;
+    zmq_z85_encode (route + 1, key, 32);     //  40 characters and a NUL, not sent
+    s_pass (self, route, 41, msg);
 }
 
 static void
@@ -326,8 +628,11 @@ s_read (receiver_t *self, void *socket, char route)
             s_on_broker (self, &self->msg);
         }
         else
-        if (self->msg.n > 0 && !self->msg.truncated)
-            s_pass (self, route, &self->msg);
+        if (route == GOV_ROUTE_DATA)
+            s_on_data (self, &self->msg);
+        else
+        if (self->msg.n > 0 && !self->msg.truncated && s_serve_allowed (self, &self->msg))
+            s_pass_byte (self, route, &self->msg);
         sq_msg_close (&self->msg);
     }
 }
@@ -342,18 +647,105 @@ s_on_signal (receiver_t *self)
     }
 }
 
-//  Heartbeats when we were quiet, exit 3 when the broker was.
+//  --------------------------------------------------------------------------
+//  Handshake
+
+static void
+s_send_hello (receiver_t *self, bool reattach)
+{
+    sq_resource_t resources [SQ_MAX_RESOURCES];
+    resources [0] = (sq_resource_t) { { SQ_RES_CPUS, 4 }, self->config->cpus };
+    uint32_t n = 1;
+    bool has_memory = false;
+    for (uint32_t i = 0; i < self->config->n_resources && n < SQ_MAX_RESOURCES; i++) {
+        resources [n++] = self->config->resources [i];
+        has_memory |= mpr_str_eq (self->config->resources [i].name, "memory");
+    }
+    //  Its memory is offered too, so that tasks asking for memory go where
+    //  there is enough of it (--resource memory=N overrides).
+    if (!has_memory && self->config->memory && n < SQ_MAX_RESOURCES)
+        resources [n++] = (sq_resource_t) { { "memory", 6 }, self->config->memory };
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_hello_encode_governor (&w, S_HELLO_REQ, self->config->name, self->incarnation,
+                              self->data_endpoint, self->serve_endpoint, resources, n,
+                              reattach? self->cluster: NULL, self->governor_id);
+    sq_send (self->ctrl, NULL, 0, &w, NULL, 0, ZMQ_DONTWAIT);
+    sq_wbuf_release (&w);
+    self->last_send_ns = task_now_ns ();
+}
+
+//  A new control connection and a HELLO that asks to reattach.
+static void
+s_reattach_hello (receiver_t *self)
+{
+    int zero = 0;
+    zmq_setsockopt (self->ctrl, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close (self->ctrl);
+    self->ctrl = NULL;
+    if (s_connect (self)) {
+        self->exit_code = 1;
+        return;
+    }
+    s_send_hello (self, true);
+    uint64_t now = task_now_ns ();
+    self->next_hello_ns = now + s_ms_to_ns (self->backoff_ms);
+    self->backoff_ms = self->backoff_ms * 2 > S_REATTACH_BACKOFF_MAX_MS
+                     ? S_REATTACH_BACKOFF_MAX_MS: self->backoff_ms * 2;
+}
+
+//  The broker is lost. Within --broker-grace everything is kept: tasks run
+//  on and their outputs stay in the store, while we ask a broker (the same,
+//  or one restarted on its journal) to take us back. Without it, this
+//  incarnation ends.
+static void
+s_broker_lost (receiver_t *self, const char *why)
+{
+    if (!self->config->reconnect) {
+        sq_error ("%s: giving up (--no-reconnect)", why);
+        self->exit_code = 3;
+        return;
+    }
+    if (self->config->broker_grace_ms <= 0 || !self->cluster [0]) {
+        sq_warn ("%s: reconnecting as a new governor", why);
+        self->exit_code = GOV_RECONNECT;
+        return;
+    }
+    if (!self->detached) {
+        sq_warn ("%s: keeping tasks and objects for up to %d ms while asking to reattach",
+                 why, self->config->broker_grace_ms);
+        self->detached = true;
+        self->detached_ns = task_now_ns ();
+        self->backoff_ms = 250;
+        self->dropped = 0;
+    }
+    s_reattach_hello (self);
+}
+
+//  Heartbeats when we were quiet; a silent broker is lost; while detached,
+//  HELLO again with back-off until the grace is over.
 static long
 s_keepalive (receiver_t *self)
 {
     uint64_t now = task_now_ns ();
     uint64_t ivl = s_ms_to_ns (self->heartbeat_ms);
+    if (self->detached) {
+        if (now - self->detached_ns > s_ms_to_ns (self->config->broker_grace_ms)) {
+            sq_warn ("no broker took us back within %d ms: starting afresh",
+                     self->config->broker_grace_ms);
+            self->exit_code = GOV_RECONNECT;
+            return 0;
+        }
+        if (now >= self->next_hello_ns)
+            s_reattach_hello (self);
+        return (long) ((self->next_hello_ns - now) / 1000000) + 1;
+    }
     if (self->stalled.n)
         self->last_recv_ns = now;       //  the broker may be talking; we are not listening
     if (now - self->last_recv_ns > 5 * ivl) {
-        sq_error ("no message from the broker for %d ms: %s", 5 * self->heartbeat_ms,
-                  self->config->reconnect? "reconnecting": "giving up");
-        self->exit_code = self->config->reconnect? GOV_RECONNECT: 3;
+        char why [120];
+        snprintf (why, sizeof why, "no message from the broker for %d ms", 5 * self->heartbeat_ms);
+        s_broker_lost (self, why);
         return 0;
     }
     if (now - self->last_send_ns >= ivl) {
@@ -377,6 +769,8 @@ receiver_run (receiver_t *self, void *compute, void *balance)
     self->compute = compute;
     self->balance = balance;
     self->last_recv_ns = self->last_send_ns = task_now_ns ();
+    self->exit_code = -1;
+    self->done = 0;
     while (self->exit_code < 0) {
         short net = self->stalled.n? 0: ZMQ_POLLIN;
         zmq_pollitem_t items [] = {
@@ -385,9 +779,10 @@ receiver_run (receiver_t *self, void *compute, void *balance)
             { balance, 0, ZMQ_POLLIN, 0 },
             { self->ctrl, 0, net, 0 },
             { self->data, 0, net, 0 },
-            { self->serve, 0, net, 0 }
+            { self->serve, 0, net, 0 },
+            { self->zap, -1, ZMQ_POLLIN, 0 }
         };
-        if (zmq_poll (items, 6, s_keepalive (self)) < 0 && errno == ETERM)
+        if (zmq_poll (items, self->zap? 7: 6, s_keepalive (self)) < 0 && errno == ETERM)
             break;
         if (items [0].revents & ZMQ_POLLIN)
             s_on_signal (self);
@@ -396,9 +791,12 @@ receiver_run (receiver_t *self, void *compute, void *balance)
         if (items [2].revents & ZMQ_POLLIN)
             s_route_from (self, balance);
         if (items [1].revents & ZMQ_POLLOUT)
-            s_pass (self, self->stalled_route, &self->stalled);
+            s_pass (self, self->stalled_route, self->stalled_route_len, &self->stalled);
+        //  The broker's messages before handshakes: KEYS may admit them.
         if (items [3].revents & ZMQ_POLLIN)
             s_read (self, self->ctrl, GOV_ROUTE_BROKER);
+        if (self->zap && (items [6].revents & ZMQ_POLLIN))
+            s_on_zap (self);
         if (items [4].revents & ZMQ_POLLIN)
             s_read (self, self->data, GOV_ROUTE_DATA);
         if (items [5].revents & ZMQ_POLLIN)
@@ -414,10 +812,11 @@ receiver_stop (receiver_t *self)
     bool told [2] = { false, false };
     void *pipes [2] = { self->compute, self->balance };
     while (self->done < 2) {
-        zmq_pollitem_t items [2];
+        zmq_pollitem_t items [3];
         for (int i = 0; i < 2; i++)
             items [i] = (zmq_pollitem_t) { pipes [i], 0, ZMQ_POLLIN | (told [i]? 0: ZMQ_POLLOUT), 0 };
-        if (zmq_poll (items, 2, -1) < 0 && errno == ETERM)
+        items [2] = (zmq_pollitem_t) { self->zap, -1, ZMQ_POLLIN, 0 };
+        if (zmq_poll (items, self->zap? 3: 2, -1) < 0 && errno == ETERM)
             break;
         for (int i = 0; i < 2; i++) {
             if (items [i].revents & ZMQ_POLLIN)
@@ -426,13 +825,16 @@ receiver_stop (receiver_t *self)
             &&  zmq_send (pipes [i], GOV_TERM, strlen (GOV_TERM), ZMQ_DONTWAIT) >= 0)
                 told [i] = true;
         }
+        //  Peers connecting meanwhile must not wait on us for an answer.
+        if (self->zap && (items [2].revents & ZMQ_POLLIN))
+            s_on_zap (self);
     }
 }
 
 void
 receiver_bye (receiver_t *self)
 {
-    if (self->broker_said_bye)
+    if (self->broker_said_bye || self->detached)
         return;
     sq_wbuf_t w;
     sq_wbuf_init (&w);
@@ -441,64 +843,51 @@ receiver_bye (receiver_t *self)
     sq_wbuf_release (&w);
 }
 
-//  --------------------------------------------------------------------------
-//  Handshake
-
 static int
-s_hello_reply (receiver_t *self, sq_msg_t *msg, uint32_t *governor_id, uint64_t *inline_max)
+s_hello_reply (receiver_t *self, sq_msg_t *msg)
 {
     sq_reply_t reply;
+    sq_welcome_t welcome;
     sq_errbuf_t err;
     if (msg->n < 1 || sq_reply_decode (&reply, sq_msg_data (msg, 0), sq_msg_size (msg, 0), &err)) {
         sq_warn ("unexpected message before the HELLO reply; ignored");
         return -1;
     }
-    if (reply.req != 1)
+    if (reply.req != S_HELLO_REQ)
         return -1;
     if (reply.code != 0) {
         sq_error ("broker refused HELLO (error %u): %.*s", reply.code,
                   (int) reply.message.len, reply.message.ptr);
         return 1;
     }
-    mpr_t r;
-    uint32_t hb = 0;
-    mpr_init (&r, reply.body, reply.body_size);
-    mpr_array_exact (&r, 3);
-    mpr_u32 (&r, governor_id);
-    mpr_u32 (&r, &hb);
-    mpr_uint (&r, inline_max);
-    if (!mpr_ok (&r) || hb == 0 || hb > 3600000) {
-        sq_error ("broker's HELLO reply is malformed");
+    if (sq_welcome_decode (&welcome, true, reply.body, reply.body_size, &err)) {
+        sq_error ("broker's HELLO reply is malformed: %s", err.text);
         return 1;
     }
-    self->heartbeat_ms = (int) hb;
+    if (self->config->has_keys && welcome.secret.len != SQ_SECRET_LEN) {
+        sq_error ("the broker gave no capability secret: is it running without keys?");
+        return 1;
+    }
+    self->heartbeat_ms = (int) welcome.heartbeat_ms;
+    self->governor_id = welcome.id;
+    self->inline_max = welcome.inline_max;
+    snprintf (self->cluster, sizeof self->cluster, "%.*s", (int) welcome.cluster.len,
+              welcome.cluster.ptr);
+    if (welcome.secret.len)
+        memcpy (self->secret, welcome.secret.ptr, SQ_SECRET_LEN);
+    self->clock_offset_ms = (int64_t) welcome.broker_ms - (int64_t) sq_wall_ms ();
     return 0;
 }
 
 int
 receiver_hello (receiver_t *self, uint32_t *governor_id, uint64_t *inline_max)
 {
+    //  A new incarnation: everything of the last one is gone.
     struct timespec ts;
     clock_gettime (CLOCK_REALTIME, &ts);
-    uint64_t incarnation = (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
-    sq_resource_t resources [SQ_MAX_RESOURCES];
-    resources [0] = (sq_resource_t) { { SQ_RES_CPUS, 4 }, self->config->cpus };
-    uint32_t n = 1;
-    bool has_memory = false;
-    for (uint32_t i = 0; i < self->config->n_resources && n < SQ_MAX_RESOURCES; i++) {
-        resources [n++] = self->config->resources [i];
-        has_memory |= mpr_str_eq (self->config->resources [i].name, "memory");
-    }
-    //  Its memory is offered too, so that tasks asking for memory go where
-    //  there is enough of it (--resource memory=N overrides).
-    if (!has_memory && self->config->memory && n < SQ_MAX_RESOURCES)
-        resources [n++] = (sq_resource_t) { { "memory", 6 }, self->config->memory };
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_hello_encode_governor (&w, 1, self->config->name, incarnation, self->data_endpoint,
-                              self->serve_endpoint, resources, n);
-    sq_send (self->ctrl, NULL, 0, &w, NULL, 0, 0);
-    sq_wbuf_release (&w);
+    self->incarnation = (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+    self->cluster [0] = 0;
+    s_send_hello (self, false);
     sq_info ("HELLO sent to %s (data %s, serve %s)", self->config->broker,
              self->data_endpoint, self->serve_endpoint);
 
@@ -520,12 +909,22 @@ receiver_hello (receiver_t *self, uint32_t *governor_id, uint64_t *inline_max)
         }
         if ((items [1].revents & ZMQ_POLLIN)
         &&  sq_msg_recv (&self->msg, self->ctrl, ZMQ_DONTWAIT, 16) == 0) {
-            int rc = s_hello_reply (self, &self->msg, governor_id, inline_max);
+            int rc = s_hello_reply (self, &self->msg);
             sq_msg_close (&self->msg);
-            if (rc >= 0)
+            if (rc >= 0) {
+                *governor_id = self->governor_id;
+                *inline_max = self->inline_max;
                 return rc;
+            }
         }
     }
+}
+
+void
+receiver_welcome (receiver_t *self, uint32_t *governor_id, uint64_t *inline_max)
+{
+    *governor_id = self->governor_id;
+    *inline_max = self->inline_max;
 }
 
 int

@@ -16,6 +16,7 @@
 typedef struct _s_entry_t s_entry_t;
 struct _s_entry_t {
     uint64_t key;
+    uint32_t version;           //  producer attempt of this copy (reattach inventory)
     sq_blob_t *blob;
     char *content_type;
     s_entry_t *prev, *next;     //  LRU list
@@ -287,6 +288,26 @@ bool
 store_has (store_t *self, uint64_t key)
 {
     return sq_idmap_lookup (self->map, key) != NULL;
+}
+
+void
+store_set_version (store_t *self, uint64_t key, uint32_t version)
+{
+    s_entry_t *entry = (s_entry_t *) sq_idmap_lookup (self->map, key);
+    if (entry)
+        entry->version = version;
+}
+
+bool
+store_next (store_t *self, size_t *cursor, uint64_t *key, uint32_t *version, uint64_t *size)
+{
+    s_entry_t *entry = (s_entry_t *) sq_idmap_next (self->map, cursor, NULL);
+    if (!entry)
+        return false;
+    *key = entry->key;
+    *version = entry->version;
+    *size = sq_blob_size (entry->blob);
+    return true;
 }
 
 int

@@ -54,6 +54,13 @@ sq_blob_t *store_get (store_t *self, uint64_t key, const char **content_type);
 //  replaces the stored one. NULL if absent or out of memory.
 sq_blob_t *store_get_flat (store_t *self, uint64_t key, const char **content_type);
 bool store_has (store_t *self, uint64_t key);
+//  The producer attempt the stored copy comes from (0 unless set), which
+//  a reattaching governor reports with it.
+void store_set_version (store_t *self, uint64_t key, uint32_t version);
+//  Iterates over the objects: *cursor starts at 0; false at the end. The
+//  store must not change during the iteration.
+bool store_next (store_t *self, size_t *cursor, uint64_t *key, uint32_t *version,
+                 uint64_t *size);
 //  0 if removed, -1 if it was not there.
 int store_remove (store_t *self, uint64_t key);
 size_t store_count (store_t *self);

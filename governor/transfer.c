@@ -478,12 +478,37 @@ s_in_abort (transfer_t *self, s_in_t *in, bool quiet, const char *why)
 
 //  First chunk of a copy (`len` bytes): makes its state and decides where
 //  the bytes go. NULL when it is refused (reported as needed).
+//  Where CREDITs for a copy go: the sender's data endpoint, with the key
+//  its chunks came with when the connection is CURVE (msg frame 0 is the
+//  route 'D' and that key in Z85, governor.h). NULL if out of memory.
+static char *
+s_reply_address (sq_msg_t *msg, const sq_chunk_t *chunk)
+{
+    char address [SQ_MAX_NAME + 48];
+    uint8_t key [32];
+    const char *route = (const char *) sq_msg_data (msg, 0);
+    char z85 [41];
+    const uint8_t *from_key = NULL;
+    if (sq_msg_size (msg, 0) == 41) {
+        memcpy (z85, route + 1, 40);
+        z85 [40] = 0;
+        if (zmq_z85_decode (key, z85))
+            from_key = key;
+    }
+    if (gov_peer_address (address, sizeof address, from_key, chunk->reply_to.ptr,
+                          chunk->reply_to.len) < 0)
+        return NULL;
+    return strdup (address);
+}
+
 static s_in_t *
-s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id, size_t len)
+s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id, size_t len, char *reply_to)
 {
     s_in_t *in = (s_in_t *) calloc (1, sizeof *in);
-    if (!in)
+    if (!in) {
+        free (reply_to);
         return NULL;
+    }
     in->id = id;
     in->from = chunk->from;
     in->transfer = chunk->transfer;
@@ -492,7 +517,7 @@ s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id, size_t len)
     in->size = chunk->size;
     in->fd = -1;
     in->content_type = mpr_strdup (chunk->content_type);
-    in->reply_to = mpr_strdup (chunk->reply_to);
+    in->reply_to = reply_to;
     in->last_ns = in->start_ns = task_now_ns ();
     in->part_size = len;
     if (!in->content_type || !in->reply_to) {
@@ -633,6 +658,8 @@ s_in_complete (transfer_t *self, s_in_t *in)
               in->from, size, (task_now_ns () - in->start_ns) / 1e6);
     bool ok = blob && store_put (self->store, key, blob, in->content_type,
                                  strlen (in->content_type)) == 0;
+    if (ok)
+        store_set_version (self->store, key, in->version);
     s_in_destroy (self, &in);
     if (!ok)
         sq_error ("cannot store the copy of %" PRIx64 ": %s", key, strerror (errno));
@@ -663,7 +690,7 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
     if (!in) {
         if (s_was_cancelled (self, id))
             return;             //  the tail of a copy we ended
-        char *reply_to = mpr_strdup (chunk.reply_to);
+        char *reply_to = s_reply_address (msg, &chunk);
         if (!reply_to)
             return;
         if (store_has (self->store, chunk.key)) {
@@ -697,6 +724,8 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
             zmq_msg_init (&msg->frames [2]);
             bool ok = blob && store_put (self->store, chunk.key, blob, chunk.content_type.ptr,
                                          chunk.content_type.len) == 0;
+            if (ok)
+                store_set_version (self->store, chunk.key, chunk.version);
             s_report (self, chunk.key, chunk.size, ok? TRANSFER_LOCATED: TRANSFER_LOST);
             return;
         }
@@ -704,7 +733,7 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
             sq_warn ("too many copies arriving; refusing one of %" PRIx64, chunk.key);
             return;
         }
-        in = s_in_new (self, &chunk, id, len);
+        in = s_in_new (self, &chunk, id, len, s_reply_address (msg, &chunk));
         if (!in)
             return;
         if (sq_idmap_insert (self->in, id, in) || sq_idmap_insert (self->in_keys, in->key, in)) {
@@ -758,7 +787,7 @@ transfer_put (transfer_t *self, const sq_put_t *put, zmq_msg_t *frame, char *err
             .key = put->key, .size = put->size, .content_type = put->content_type,
             .reply_to = { "client", 6 }
         };
-        in = s_in_new (self, &chunk, put->key, zmq_msg_size (frame));
+        in = s_in_new (self, &chunk, put->key, zmq_msg_size (frame), strdup ("client"));
         if (!in) {
             snprintf (err, err_size, "no room for %" PRIu64 " bytes on this governor", put->size);
             return SQ_E_NOMEM;

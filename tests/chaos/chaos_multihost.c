@@ -191,6 +191,28 @@ s_log_level (void)
     return level && *level? level: "info";
 }
 
+//  A key file's path under the work directory's keys (authorized/ for the
+//  keys the broker accepts). Static storage: one of a few rotating buffers.
+static char *
+s_key_path (const char *name)
+{
+    static char paths [8][512];
+    static int next;
+    char *path = paths [next++ % 8];
+    bool authorized = strcmp (name, "governor.key") == 0 || strcmp (name, "client.key") == 0;
+    snprintf (path, 512, "%s/keys/%s%s", s_workdir, authorized? "authorized/": "", name);
+    return path;
+}
+
+static sq_client_t *
+s_client_new (void)
+{
+    sq_client_t *client = sq_client_new ();
+    if (sq_client_set_keys (client, s_key_path ("client.key"), s_key_path ("broker.pub")))
+        s_die ("client keys: %s", sq_client_errmsg (client));
+    return client;
+}
+
 static void
 s_start_governor (int i)
 {
@@ -205,6 +227,8 @@ s_start_governor (int i)
     char *argv [] = {
         (char *) "ip", (char *) "netns", (char *) "exec", ns,
         (char *) s_governor_bin, (char *) "--broker", (char *) "tcp://" S_BROKER_ADDR ":" S_PORT,
+        (char *) "--secret-key", s_key_path ("governor.key"),
+        (char *) "--broker-key", s_key_path ("broker.pub"),
         (char *) "--cpus", cpus, (char *) "--name", name,
         (char *) "--listen-host", host, (char *) "--advertise", host,
         (char *) "--workdir", work, (char *) "--heartbeat-ms", (char *) "200",
@@ -283,7 +307,7 @@ static void *
 s_watcher (void *arg)
 {
     s_watch_t *self = (s_watch_t *) arg;
-    sq_client_t *client = sq_client_new ();
+    sq_client_t *client = s_client_new ();
     if (sq_client_connect (client, "tcp://" S_BROKER_ADDR ":" S_PORT, 10000) == 0)
         while (!atomic_load (&self->stop)) {
             long n = s_governors (client);
@@ -482,8 +506,21 @@ main (int argc, char **argv)
     char log [512], exec_log [512], line [256];
     snprintf (log, sizeof log, "%s/broker.log", s_workdir);
     snprintf (exec_log, sizeof exec_log, "%s/executions.log", s_workdir);
+    //  Every connection across the namespaces is CURVE (docs/security.md):
+    //  one key for the broker, one shared by the governors, one client key.
+    char keys [512], authorized [512], err [600];
+    snprintf (keys, sizeof keys, "%s/keys", s_workdir);
+    snprintf (authorized, sizeof authorized, "%s/keys/authorized", s_workdir);
+    mkdir (keys, 0700);
+    mkdir (authorized, 0700);
+    if (sq_keygen ("broker", keys, "broker", NULL, err, sizeof err)
+    ||  sq_keygen ("governor", authorized, "governor", NULL, err, sizeof err)
+    ||  sq_keygen ("client", authorized, "client", NULL, err, sizeof err))
+        s_die ("keygen: %s", err);
     char *bargv [] = {
         (char *) s_broker_bin, (char *) "--listen", (char *) "tcp://" S_BROKER_ADDR ":" S_PORT,
+        (char *) "--secret-key", s_key_path ("broker.key"),
+        (char *) "--authorized-keys", authorized,
         (char *) "--heartbeat-ms", (char *) "200", (char *) "--liveness", (char *) "5",
         (char *) "--log-level", (char *) s_log_level (), NULL
     };
@@ -491,7 +528,7 @@ main (int argc, char **argv)
     s_expect (&s_broker, "LISTENING", line, sizeof line);
     for (int i = 0; i < S_GOVS; i++)
         s_start_governor (i);
-    sq_client_t *client = sq_client_new ();
+    sq_client_t *client = s_client_new ();
     if (sq_client_connect (client, "tcp://" S_BROKER_ADDR ":" S_PORT, 10000))
         s_die ("connect: %s", sq_client_errmsg (client));
     if (!s_wait_governors (client, S_GOVS, 10))

@@ -308,7 +308,7 @@ main (void)
     uint32_t req = raw_next_req (fake.raw);
     sq_resource_t res [] = { { { "cpus", 4 }, 1 }, { { "fakeres", 7 }, 4 } };
     sq_hello_encode_governor (&w, req, "fake-governor", 42, "tcp://127.0.0.1:9",
-                              "tcp://127.0.0.1:9", res, 2);
+                              "tcp://127.0.0.1:9", res, 2, NULL, 0);
     raw_send (fake.raw, &w, NULL, 0);
     CHECK (raw_wait_reply (fake.raw, req, 5000) == 0 && fake.raw->reply.code == 0,
            "fake governor HELLO accepted");
@@ -438,7 +438,7 @@ main (void)
     msgpack_pack_uint32 (&w.pk, 99);
     s_fake_send (&fake, &w, NULL);
     //  client requests from a governor
-    sq_request_t info = { SQ_MSG_INFO, raw_next_req (fake.raw), 0, 0, 0, 0, 0, NULL };
+    sq_request_t info = { .type = SQ_MSG_INFO, .req = raw_next_req (fake.raw) };
     sq_request_encode (&w, &info);
     s_fake_send (&fake, &w, NULL);
     state = s_state (t2, 500);
@@ -566,7 +566,7 @@ main (void)
     //  duplicate with other data is ignored.
     req = raw_next_req (fake.raw);
     sq_hello_encode_governor (&w, req, "fake-governor-2", 43, "tcp://127.0.0.1:9",
-                              "tcp://127.0.0.1:9", res, 2);
+                              "tcp://127.0.0.1:9", res, 2, NULL, 0);
     raw_send (fake.raw, &w, NULL, 0);
     int hello = raw_wait_reply (fake.raw, req, 5000);
     CHECK (hello == 0, "no reply to a new HELLO after BYE");

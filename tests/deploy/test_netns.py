@@ -105,7 +105,8 @@ def main():
         check(True, "namespaces %s-{broker,governor-1,governor-2,example} on a bridge" % TAG)
         log = open(os.path.join(logdir, "broker.log"), "w")
         # the compose file's broker command
-        procs.append(in_ns("broker", [broker_bin, "--listen", "tcp://*:7760", "--http", "8080",
+        procs.append(in_ns("broker", [broker_bin, "--listen", "tcp://*:7760", "--insecure",
+                                      "--http", "8080",
                                       "--event-log", os.path.join(logdir, "events.jsonl")],
                            stdout=log, stderr=log))
         env = dict(os.environ, SQUALL_BUILD_DIR=BUILD, SQUALL_BROKER="tcp://broker:7760")
@@ -122,7 +123,7 @@ def main():
             glog = open(os.path.join(logdir, g + ".log"), "w")
             # the compose file's governor command, SQUALL_* from the environment
             procs.append(in_ns(g, ["sh", "-c", 'exec "$0" --broker "$SQUALL_BROKER" --cpus "$SQUALL_CPUS" '
-                                   '--resource memory="$SQUALL_MEMORY" --name "$1" --workdir /tmp',
+                                   '--resource memory="$SQUALL_MEMORY" --name "$1" --workdir /tmp --insecure',
                                    governor_bin, g],
                                env=dict(env, SQUALL_CPUS="2", SQUALL_MEMORY="1073741824"),
                                stdout=glog, stderr=glog))

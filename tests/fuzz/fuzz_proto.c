@@ -14,6 +14,9 @@
 */
 #include "proto.h"
 #include "taskconf.h"
+#include "zap.h"
+#include "keys.h"
+#include "record.h"
 #include "fuzz_targets.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,9 +211,16 @@ s_fuzz_hello (const uint8_t *data, size_t size)
     char *serve_ep = mpr_strdup (hello.serve_endpoint);
     sq_wbuf_t w;
     sq_wbuf_init (&w);
+    char *cluster = hello.previous_cluster.len? mpr_strdup (hello.previous_cluster): NULL;
+    if (hello.governor && s_has_nul (hello.previous_cluster)) {
+        free (cluster);
+        cluster = NULL;
+        hello.previous_cluster.len = 0;
+    }
     if (hello.governor)
         sq_hello_encode_governor (&w, hello.req, name, hello.incarnation, data_ep,
-                                  serve_ep, hello.resources, hello.n_resources);
+                                  serve_ep, hello.resources, hello.n_resources, cluster,
+                                  hello.previous_id);
     else
         sq_hello_encode_client (&w, hello.req, name);
     sq_hello_t again;
@@ -222,8 +232,11 @@ s_fuzz_hello (const uint8_t *data, size_t size)
         FZ_ASSERT (s_str_same (again.data_endpoint, hello.data_endpoint));
         FZ_ASSERT (s_str_same (again.serve_endpoint, hello.serve_endpoint));
         FZ_ASSERT (again.n_resources == hello.n_resources);
+        FZ_ASSERT (s_str_same (again.previous_cluster, hello.previous_cluster));
+        FZ_ASSERT (!hello.previous_cluster.len || again.previous_id == hello.previous_id);
     }
     sq_wbuf_release (&w);
+    free (cluster);
     free (name);
     free (data_ep);
     free (serve_ep);
@@ -261,7 +274,8 @@ s_fuzz_request (const uint8_t *data, size_t size)
     FZ_ASSERT (sq_request_decode (&again, w.buf.data, w.buf.size, &err) == 0);
     FZ_ASSERT (again.type == q.type && again.req == q.req && again.session == q.session
             && again.mode == q.mode && again.id == q.id && again.timeout_ms == q.timeout_ms
-            && again.n_ids == q.n_ids);
+            && again.n_ids == q.n_ids && again.size == q.size
+            && s_str_same (again.token, q.token));
     FZ_ASSERT (q.n_ids == 0 || memcmp (again.ids, q.ids, q.n_ids * sizeof (uint32_t)) == 0);
     sq_request_release (&again);
     sq_wbuf_release (&w);
@@ -306,10 +320,12 @@ s_fuzz_update (const uint8_t *data, size_t size)
         sq_event_t ev;
         int rc;
         while ((rc = sq_update_next (&it, &ev)) == 1) {
-            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_UPLOADED);
+            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_INVENTORY);
             //  Only events that carry a size have one.
-            if (ev.type != SQ_EV_LOCATED && ev.type != SQ_EV_UPLOADED)
+            if (ev.type != SQ_EV_LOCATED && ev.type != SQ_EV_UPLOADED && ev.type != SQ_EV_HELD)
                 FZ_ASSERT (ev.size == 0);
+            if (ev.type == SQ_EV_INVENTORY)
+                FZ_ASSERT (ev.key == 0);
             if (ev.type == SQ_EV_FAILED) {
                 s_touch_str (ev.message);
                 FZ_ASSERT (ev.reason <= SQ_FAIL_MEMORY);
@@ -441,10 +457,13 @@ s_fuzz_gfetch (const uint8_t *data, size_t size)
         return;
     sq_wbuf_t w;
     sq_wbuf_init (&w);
-    sq_gfetch_encode (&w, f.req, f.key);
+    s_touch_str (f.capability);
+    FZ_ASSERT (f.capability.len <= SQ_CAP_MAX);
+    sq_gfetch_encode (&w, f.req, f.key, (const uint8_t *) f.capability.ptr, f.capability.len);
     sq_gfetch_t again;
     FZ_ASSERT (sq_gfetch_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.req == f.req && again.key == f.key);
+    FZ_ASSERT (again.req == f.req && again.key == f.key
+            && s_str_same (again.capability, f.capability));
     sq_wbuf_release (&w);
 }
 
@@ -502,7 +521,7 @@ s_fuzz_gread (const uint8_t *data, size_t size)
     sq_gread_t again;
     FZ_ASSERT (sq_gread_decode (&again, w.buf.data, w.buf.size, &err) == 0);
     FZ_ASSERT (again.req == g.req && again.key == g.key && again.offset == g.offset
-            && again.length == g.length);
+            && again.length == g.length && s_str_same (again.capability, g.capability));
     sq_wbuf_release (&w);
 }
 
@@ -522,8 +541,144 @@ s_fuzz_put (const uint8_t *data, size_t size)
     sq_put_t again;
     FZ_ASSERT (sq_put_decode (&again, w.buf.data, w.buf.size, &err) == 0);
     FZ_ASSERT (again.req == put.req && again.key == put.key && again.offset == put.offset
-            && again.size == put.size && s_str_same (again.content_type, put.content_type));
+            && again.size == put.size && s_str_same (again.content_type, put.content_type)
+            && s_str_same (again.capability, put.capability));
     sq_wbuf_release (&w);
+}
+
+//  ZAP requests: the frames are [u8 length][bytes] one after another.
+static void
+s_fuzz_zap (const uint8_t *data, size_t size)
+{
+    const void *frames [9] = { NULL };
+    size_t sizes [9] = { 0 }, n = 0, pos = 0;
+    while (pos < size && n < 9) {
+        size_t len = data [pos++];
+        if (len > size - pos)
+            len = size - pos;
+        frames [n] = data + pos;
+        sizes [n++] = len;
+        pos += len;
+    }
+    sq_zap_request_t request;
+    char err [200];
+    if (sq_zap_decode (&request, frames, sizes, n, err, sizeof err))
+        return;
+    FZ_ASSERT (n >= 6 && request.request_id_size <= sizeof request.request_id);
+    FZ_ASSERT (strlen (request.domain) < sizeof request.domain);
+    FZ_ASSERT (!request.curve || strlen (request.z85) == SQ_Z85_LEN);
+    s_touch (request.request_id, request.request_id_size);
+}
+
+//  Key files: what a directory of keys (or --secret-key) may hold.
+static void
+s_fuzz_cert (const uint8_t *data, size_t size)
+{
+    sq_cert_t cert;
+    char err [300];
+    if (sq_cert_parse (&cert, (const char *) data, size, err, sizeof err)) {
+        FZ_ASSERT (strlen (err) > 0);
+        return;
+    }
+    FZ_ASSERT (strlen (cert.public_z85) == SQ_Z85_LEN);
+    FZ_ASSERT (cert.tenant [0] == 0 || sq_key_name_ok (cert.tenant));
+    uint8_t back [SQ_KEY_LEN];
+    FZ_ASSERT (sq_key_from_z85 (cert.public_z85, SQ_Z85_LEN, back) == 0
+            && memcmp (back, cert.public_key, SQ_KEY_LEN) == 0);
+}
+
+//  A journal after its magic: every record framed and decoded as the
+//  broker's loader does, up to the first torn or corrupt one.
+static void
+s_fuzz_record (const uint8_t *data, size_t size)
+{
+    size_t pos = 0;
+    const uint8_t *body;
+    size_t body_size;
+    const char *why = NULL;
+    int rc;
+    while ((rc = sq_rec_next (data, size, &pos, &body, &body_size, &why)) == 1) {
+        FZ_ASSERT (body >= data && body + body_size <= data + size && pos <= size);
+        sq_rec_t rec;
+        char err [300];
+        if (sq_rec_decode (&rec, body, body_size, err, sizeof err))
+            continue;
+        FZ_ASSERT (rec.type > 0 && rec.type < SQ_REC_TYPES_);
+        s_touch_str (rec.cluster);
+        s_touch_str (rec.token);
+        s_touch_str (rec.tenant);
+        s_touch_str (rec.owner);
+        s_touch_str (rec.frame0);
+        s_touch_str (rec.message);
+        s_touch_str (rec.name);
+        s_touch_str (rec.key_z85);
+        for (uint32_t i = 0; i < rec.n_payloads; i++)
+            s_touch_str (rec.payloads [i]);
+        s_touch (rec.ids, rec.n_ids * sizeof (uint32_t));
+        for (uint32_t i = 0; i < rec.n_outputs; i++) {
+            FZ_ASSERT (!rec.outputs [i].data.ptr || rec.outputs [i].data.len == rec.outputs [i].size);
+            s_touch_str (rec.outputs [i].data);
+        }
+        //  A SUBMIT record's frame is read by the SUBMIT decoder at replay.
+        if (rec.type == SQ_REC_SUBMIT)
+            s_fuzz_submit ((const uint8_t *) rec.frame0.ptr, rec.frame0.len);
+        sq_rec_release (&rec);
+    }
+    FZ_ASSERT (rc == 0 || (rc == -1 && why != NULL));
+}
+
+static void
+s_fuzz_keyset (const uint8_t *data, size_t size)
+{
+    sq_keyset_t keys;
+    sq_errbuf_t err;
+    if (sq_keyset_decode (&keys, data, size, &err))
+        return;
+    FZ_ASSERT (keys.n_governors <= SQ_MAX_KEYS && keys.n_clients <= SQ_MAX_KEYS);
+    for (uint32_t i = 0; i < keys.n_governors; i++)
+        s_touch (keys.governors [i], 32);
+    for (uint32_t i = 0; i < keys.n_clients; i++)
+        s_touch (keys.clients [i], 32);
+    sq_keyset_release (&keys);
+}
+
+static void
+s_fuzz_welcome (const uint8_t *data, size_t size)
+{
+    sq_welcome_t welcome;
+    sq_errbuf_t err;
+    for (int governor = 0; governor < 2; governor++)
+        if (sq_welcome_decode (&welcome, governor, data, size, &err) == 0) {
+            s_touch_str (welcome.cluster);
+            s_touch_str (welcome.tenant);
+            FZ_ASSERT (welcome.secret.len == 0 || welcome.secret.len == SQ_SECRET_LEN);
+            s_touch_str (welcome.secret);
+        }
+    uint32_t session;
+    uint8_t token [SQ_TOKEN_LEN];
+    if (sq_session_opened_decode (data, size, &session, token, &err) == 0)
+        s_touch (token, sizeof token);
+}
+
+static void
+s_fuzz_where (const uint8_t *data, size_t size)
+{
+    sq_fetched_t fetched;
+    sq_where_t where;
+    sq_errbuf_t err;
+    if (sq_fetched_decode (&fetched, data, size, &err) == 0) {
+        s_touch_str (fetched.content_type);
+        if (fetched.located) {
+            s_touch_str (fetched.where.endpoint);
+            FZ_ASSERT (fetched.where.key.len == 0 || fetched.where.key.len == 32);
+            FZ_ASSERT (fetched.where.capability.len <= SQ_CAP_MAX);
+        }
+    }
+    if (sq_where_decode (&where, data, size, &err) == 0) {
+        s_touch_str (where.endpoint);
+        s_touch_str (where.key);
+        s_touch_str (where.capability);
+    }
 }
 
 static void
@@ -585,6 +740,12 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         case FZ_CREDIT: s_fuzz_credit (frame, frame_size); break;
         case FZ_GREAD: s_fuzz_gread (frame, frame_size); break;
         case FZ_PUT: s_fuzz_put (frame, frame_size); break;
+        case FZ_ZAP: s_fuzz_zap (frame, frame_size); break;
+        case FZ_CERT: s_fuzz_cert (frame, frame_size); break;
+        case FZ_RECORD: s_fuzz_record (frame, frame_size); break;
+        case FZ_KEYS: s_fuzz_keyset (frame, frame_size); break;
+        case FZ_WELCOME: s_fuzz_welcome (frame, frame_size); break;
+        case FZ_WHERE: s_fuzz_where (frame, frame_size); break;
         default: break;
     }
     free (frame);

@@ -4,7 +4,8 @@
     file.
 
     Input layout: [selector] [frame bytes...], except FZ_TASKCONF whose
-    layout is [selector] [kind] [n_inputs] [n_outputs] [config bytes...].
+    layout is [selector] [kind] [n_inputs] [n_outputs] [config bytes...]
+    and FZ_ZAP whose frames are each [u8 length] [bytes].
 */
 #ifndef SQ_FUZZ_TARGETS_H
 #define SQ_FUZZ_TARGETS_H
@@ -30,6 +31,12 @@ typedef enum {
     FZ_CREDIT = 17,             //  sq_credit_decode
     FZ_GREAD = 18,              //  sq_gread_decode
     FZ_PUT = 19,                //  sq_put_decode
+    FZ_ZAP = 20,                //  sq_zap_decode: frames as [u8 length, bytes]...
+    FZ_CERT = 21,               //  sq_cert_parse: a key file's text
+    FZ_RECORD = 22,             //  a journal's bytes: sq_rec_next + sq_rec_decode
+    FZ_KEYS = 23,               //  sq_keyset_decode (KEYS)
+    FZ_WELCOME = 24,            //  sq_welcome_decode, both roles; SESSION_OPEN reply
+    FZ_WHERE = 25,              //  sq_fetched_decode and sq_where_decode
     FZ_COUNT
 } fz_target_t;
 

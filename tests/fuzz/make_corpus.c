@@ -10,6 +10,8 @@
 */
 #include "proto.h"
 #include "taskconf.h"
+#include "record.h"
+#include "keys.h"
 #include "squall.h"
 #include "fuzz_targets.h"
 #include <errno.h>
@@ -171,17 +173,20 @@ main (int argc, char **argv)
     sq_hello_encode_client (&w, 1, "example");
     s_emit (FZ_HELLO, "client", &w);
     sq_hello_encode_governor (&w, 1, "gov1", 1732180000123ull, "tcp://10.0.0.5:41001",
-                              "tcp://10.0.0.5:41002", res, 3);
+                              "tcp://10.0.0.5:41002", res, 3, NULL, 0);
     s_emit (FZ_HELLO, "governor", &w);
-    sq_hello_encode_governor (&w, 7, "", 0, "", "", NULL, 0);
+    sq_hello_encode_governor (&w, 7, "", 0, "", "", NULL, 0, NULL, 0);
     s_emit (FZ_HELLO, "governor-nil-resources", &w);
     msgpack_pack_array (&w.pk, 5);
     msgpack_pack_uint32 (&w.pk, SQ_MSG_HELLO);
     msgpack_pack_uint32 (&w.pk, 1);
-    msgpack_pack_uint32 (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, SQUALL_PROTOCOL_VERSION + 1);
     sq_pack_cstr (&w.pk, "client");
     sq_pack_cstr (&w.pk, "future");
-    s_emit (FZ_HELLO, "version2", &w);
+    s_emit (FZ_HELLO, "version-next", &w);
+    sq_hello_encode_governor (&w, 1, "gov1", 1732180000123ull, "tcp://10.0.0.5:41001",
+                              "tcp://10.0.0.5:41002", res, 2, "0123456789abcdef0123456789abcdef", 3);
+    s_emit (FZ_HELLO, "governor-reattach", &w);
 
     //  REPLY: ok bodies of every request, and errors
     sq_reply_begin (&w, 1);
@@ -238,8 +243,9 @@ main (int argc, char **argv)
         { "ping", SQ_MSG_PING, 0, 0, 0 },
     };
     for (size_t i = 0; i < sizeof reqs / sizeof reqs [0]; i++) {
-        sq_request_t q = { reqs [i].type, (uint32_t) i + 1, 1, reqs [i].mode, 3,
-                           reqs [i].timeout, reqs [i].n, ids };
+        sq_request_t q = { .type = reqs [i].type, .req = (uint32_t) i + 1, .session = 1,
+                           .mode = reqs [i].mode, .id = 3, .timeout_ms = reqs [i].timeout,
+                           .n_ids = reqs [i].n, .ids = ids };
         sq_request_encode (&w, &q);
         s_emit (FZ_REQUEST, reqs [i].name, &w);
     }
@@ -329,8 +335,8 @@ main (int argc, char **argv)
 
     //  SEND, DROP, STOP
     sq_batch_header (&w, SQ_MSG_SEND, 2);
-    sq_pack_send (&w.pk, sq_key (1, 4), 1, 2, "tcp://10.213.0.12:41001");
-    sq_pack_send (&w.pk, sq_key (3, 9), 0, 3, "tcp://127.0.0.1:5555");
+    sq_pack_send (&w.pk, sq_key (1, 4), 1, 2, "tcp://10.213.0.12:41001", NULL);
+    sq_pack_send (&w.pk, sq_key (3, 9), 0, 3, "tcp://127.0.0.1:5555", NULL);
     s_emit (FZ_SEND, "send", &w);
     sq_batch_header (&w, SQ_MSG_DROP, 3);
     msgpack_pack_uint64 (&w.pk, sq_key (1, 4));
@@ -350,7 +356,7 @@ main (int argc, char **argv)
     sq_object_msg_t obj = { sq_key (1, 4), 2, 1 << 20, s_mstr ("application/octet-stream"), 3 };
     sq_object_encode (&w, &obj);
     s_emit (FZ_OBJECT, "object", &w);
-    sq_gfetch_encode (&w, 7, sq_key (1, 3));
+    sq_gfetch_encode (&w, 7, sq_key (1, 3), NULL, 0);
     s_emit (FZ_GFETCH, "gfetch", &w);
 
     //  Chunked copies and ranged reads
@@ -364,17 +370,132 @@ main (int argc, char **argv)
     credit.credits = 0;
     sq_credit_encode (&w, &credit);
     s_emit (FZ_CREDIT, "credit-cancel", &w);
-    sq_gread_t gread = { 8, sq_key (1, 3), 4096, 1 << 20 };
+    sq_gread_t gread = { 8, sq_key (1, 3), 4096, 1 << 20, { NULL, 0 } };
     sq_gread_encode (&w, &gread);
     s_emit (FZ_GREAD, "gread", &w);
 
-    sq_put_t put = { 11, sq_key (2, 1), 65536, 1 << 20, s_mstr ("application/octet-stream") };
+    sq_put_t put = { 11, sq_key (2, 1), 65536, 1 << 20, s_mstr ("application/octet-stream"),
+                     { NULL, 0 } };
     sq_put_encode (&w, &put);
     s_emit (FZ_PUT, "put", &w);
     put.offset = 0;
     put.content_type = s_mstr ("");
     sq_put_encode (&w, &put);
     s_emit (FZ_PUT, "put-first", &w);
+
+    //  Security and durability: ZAP requests (frames as [length, bytes]),
+    //  key files, KEYS, welcomes, where, journal records.
+    {
+        static const uint8_t key [32] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                          17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32 };
+        const char *frames [] = { "1.0", "1", "serve", "127.0.0.1", "", "CURVE" };
+        uint8_t zap [256];
+        size_t n = 0;
+        for (size_t i = 0; i < 6; i++) {
+            zap [n++] = (uint8_t) strlen (frames [i]);
+            memcpy (zap + n, frames [i], strlen (frames [i]));
+            n += strlen (frames [i]);
+        }
+        zap [n++] = 32;
+        memcpy (zap + n, key, 32);
+        s_write (FZ_ZAP, "curve", zap, n + 32);
+        zap [n - 1 - 5 - 1] = 4;        //  mechanism "NULL", no credentials
+        memcpy (zap + n - 5 - 1 + 1, "NULL", 4);
+        s_write (FZ_ZAP, "null", zap, n - 1);
+
+        char cert [1024];
+        int len;
+        //  A fixed pair: the corpus must not change from run to run.
+        const char *fixed_public = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+        const char *fixed_secret = "JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6";
+        len = snprintf (cert, sizeof cert, "#   ZeroMQ CURVE **Secret** Certificate\n\n"
+                        "metadata\n    role = \"client\"\n    tenant = \"alice\"\n"
+                        "curve\n    public-key = \"%s\"\n    secret-key = \"%s\"\n",
+                        fixed_public, fixed_secret);
+        s_write (FZ_CERT, "secret", cert, (size_t) len);
+        len = snprintf (cert, sizeof cert, "metadata\n    role = governor\ncurve\n"
+                        "    public-key = \"%s\"\n", fixed_public);
+        s_write (FZ_CERT, "public", cert, (size_t) len);
+
+        const uint8_t *keys [2] = { key, key };
+        sq_keyset_encode (&w, keys, 1, keys, 2);
+        s_emit (FZ_KEYS, "keys", &w);
+        sq_keyset_encode (&w, NULL, 0, NULL, 0);
+        s_emit (FZ_KEYS, "keys-none", &w);
+
+        sq_wbuf_t body;
+        sq_wbuf_init (&body);
+        sq_welcome_encode_client (&body, 1, 3, 4096, "0123456789abcdef0123456789abcdef", 2, "alice");
+        sq_reply_t reply;
+        sq_errbuf_t err;
+        sq_reply_decode (&reply, body.buf.data, body.buf.size, &err);
+        s_write (FZ_WELCOME, "client", reply.body, reply.body_size);
+        sq_wbuf_reset (&body);
+        sq_welcome_encode_governor (&body, 1, 4, 1000, 4096, "0123456789abcdef0123456789abcdef", 2,
+                                    true, key, 1764000000000ull);
+        sq_reply_decode (&reply, body.buf.data, body.buf.size, &err);
+        s_write (FZ_WELCOME, "governor", reply.body, reply.body_size);
+        sq_pack_session_opened (&w.pk, 5, key);
+        s_write (FZ_WELCOME, "session-opened", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+        sq_wbuf_release (&body);
+
+        msgpack_pack_array (&w.pk, 3);
+        msgpack_pack_uint64 (&w.pk, 20000);
+        sq_pack_cstr (&w.pk, "text/plain");
+        sq_pack_where (&w.pk, 1, "tcp://10.0.0.5:41002", key, key, 32);
+        s_write (FZ_WHERE, "fetched", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+        sq_pack_where (&w.pk, 2, "tcp://10.0.0.6:41002", NULL, NULL, 0);
+        s_write (FZ_WHERE, "where", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+
+        //  A journal: every record type once.
+        msgpack_sbuffer journal;
+        msgpack_packer jp;
+        msgpack_sbuffer_init (&journal);
+        msgpack_packer_init (&jp, &journal, msgpack_sbuffer_write);
+        size_t at;
+        at = sq_rec_begin (&journal); sq_rec_pack_header (&jp, "0123456789abcdef0123456789abcdef", 1); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_epoch (&jp, 2); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_session (&jp, 1, key, "alice", fixed_public); sq_rec_end (&journal, at);
+        sq_wbuf_t submit;
+        sq_wbuf_init (&submit);
+        sq_pack_submit_begin (&submit.pk, 3, 1);
+        msgpack_pack_array (&submit.pk, 2);
+        sq_pack_object_spec (&submit.pk, 1, 0, "text/plain", 1, "greeting");
+        sq_pack_object_spec (&submit.pk, 3, 1, "text/plain", -1, "");
+        msgpack_pack_array (&submit.pk, 1);
+        uint32_t in [1] = { 1 }, out [1] = { 3 };
+        sq_task_spec_t t = { .id = 2, .kind = s_mstr ("concat"), .n_inputs = 1, .inputs = in,
+                             .n_outputs = 1, .outputs = out, .name = s_mstr ("join") };
+        sq_pack_task_spec (&submit.pk, &t);
+        const void *payload [1] = { "hello, squall\n" };
+        size_t payload_size [1] = { 14 };
+        at = sq_rec_begin (&journal);
+        sq_rec_pack_submit (&jp, 1, submit.buf.data, submit.buf.size, payload, payload_size, 1);
+        sq_rec_end (&journal, at);
+        sq_wbuf_release (&submit);
+        uint32_t ids [2] = { 3, 1 };
+        at = sq_rec_begin (&journal); sq_rec_pack_ids (&jp, SQ_REC_KEEP, 1, ids, 2); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_ids (&jp, SQ_REC_UNKEEP, 1, ids, 1); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_ids (&jp, SQ_REC_CANCEL, 1, NULL, 0); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal);
+        sq_rec_pack_finished_begin (&jp, sq_key (1, 2), 0, 2);
+        sq_rec_pack_output (&jp, 14, "hello, squall\n", 14);
+        sq_rec_pack_output (&jp, 1 << 20, NULL, 0);
+        sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_failed (&jp, sq_key (1, 4), 1, SQ_E_TASK_FAILED, "boom"); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_attempt (&jp, sq_key (1, 4), 2, 1, 0, 1 << 30); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_governor (&jp, 2, 99, "gov1", fixed_public); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_gone (&jp, 2); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_ids_counters (&jp, 7, 9); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_close (&jp, 1); sq_rec_end (&journal, at);
+        s_write (FZ_RECORD, "journal", journal.data, journal.size);
+        //  A torn tail: the last record cut short.
+        s_write (FZ_RECORD, "journal-torn", journal.data, journal.size - 3);
+        msgpack_sbuffer_destroy (&journal);
+    }
 
     //  A few plain values for the cursor
     msgpack_pack_array (&w.pk, 8);

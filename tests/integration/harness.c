@@ -979,10 +979,11 @@ raw_session_open (raw_t *self)
     sq_request_t q = { .type = SQ_MSG_SESSION_OPEN, .req = raw_next_req (self) };
     int code = raw_request (self, &q, 10000);
     CHECK (code == SQ_OK, "raw SESSION_OPEN replied %d", code);
-    mpr_t r;
     uint32_t session = 0;
-    mpr_init (&r, self->reply.body, self->reply.body_size);
-    CHECK (mpr_u32 (&r, &session) == 0 && session, "SESSION_OPEN body is a session id");
+    sq_errbuf_t err;
+    CHECK (sq_session_opened_decode (self->reply.body, self->reply.body_size, &session,
+                                     self->token, &err) == 0 && session,
+           "SESSION_OPEN body is [session id, token]");
     self->session = session;
     return session;
 }

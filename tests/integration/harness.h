@@ -163,6 +163,7 @@ typedef struct {
     void *handle;               //  the libzmq socket under sock
     uint32_t req;               //  last request id used
     uint32_t session;           //  opened by raw_session_open
+    uint8_t token [SQ_TOKEN_LEN];   //  its token (RESUME)
     sq_msg_t msg;               //  last reply received
     sq_reply_t reply;           //  decoded from msg frame 0
 } raw_t;

@@ -263,7 +263,7 @@ s_lost_copies (void)
     sq_resource_t res [2] = { { { "cpus", 4 }, 1 }, { { "fake", 4 }, 1 } };
     sq_wbuf_t w;
     sq_wbuf_init (&w);
-    sq_hello_encode_governor (&w, 1, "fake", 1, data_ep, "tcp://127.0.0.1:1", res, 2);
+    sq_hello_encode_governor (&w, 1, "fake", 1, data_ep, "tcp://127.0.0.1:1", res, 2, NULL, 0);
     CHECK (raw_send (fake, &w, NULL, 0) == 0 && raw_wait_reply (fake, 1, 5000) == 0
            && fake->reply.code == 0, "fake governor accepted");
 

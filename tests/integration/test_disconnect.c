@@ -1,8 +1,10 @@
 /*  test_disconnect: a client that vanishes without closing its session.
     The broker must close the session, cancel its tasks, free its objects,
     and give the governors back to other clients promptly. Two ways to
-    vanish: a forked child process that _exit()s (no goodbye of any kind),
-    and sq_client_destroy without sq_session_destroy. */
+    vanish: a forked child process that _exit()s (no goodbye of any kind:
+    its session waits --session-grace for it to come back and RESUME, then
+    closes), and sq_client_destroy without sq_session_destroy (a BYE: the
+    session closes at once). */
 #include "harness.h"
 #include <errno.h>
 #include <poll.h>
@@ -120,7 +122,7 @@ s_expect_recovery (sq_client_t *b, sq_session_t *sb, double t_gone, long session
 int
 main (void)
 {
-    const char *broker_args [] = { "--heartbeat-ms", "500", NULL };
+    const char *broker_args [] = { "--heartbeat-ms", "500", "--session-grace", "5000", NULL };
     harness_t *h = harness_new_args (2, 2, broker_args);
 
     //  Fork before this process makes any ZeroMQ context, so the child
@@ -159,9 +161,13 @@ main (void)
     CHECK (waitpid (child, &status, 0) == child && WIFEXITED (status) && WEXITSTATUS (status) == 0,
            "child exited 0 (status 0x%x)", status);
     double t_gone = harness_now ();
-    s_expect_recovery (b, sb, t_gone, 1, 0, "vanished process");
     n = harness_info_wait (b, "clients", 1, 10000);
     CHECK (n == 1, "INFO clients = %ld after the child vanished, expected 1", n);
+    //  Its connection is gone, its session is not: it waits for a resume.
+    n = harness_info_long (b, "sessions");
+    CHECK (n == 2 || harness_now () - t_gone > 4.0,
+           "the vanished client's session is kept within the grace (INFO sessions = %ld)", n);
+    s_expect_recovery (b, sb, t_gone, 1, 0, "vanished process");
     long objects_b = harness_info_long (b, "objects");
 
     //  Same with sq_client_destroy while the session is open.

@@ -475,7 +475,7 @@ s_fake_governor (void)
     uint32_t req = raw_next_req (fake);
     sq_resource_t cpus = { { "cpus", 4 }, 1 };
     sq_hello_encode_governor (&w, req, "fake-governor", 1, "tcp://127.0.0.1:9",
-                              "tcp://127.0.0.1:9", &cpus, 1);
+                              "tcp://127.0.0.1:9", &cpus, 1, NULL, 0);
     raw_send (fake, &w, NULL, 0);
     sq_wbuf_release (&w);
     int got = raw_wait_reply (fake, req, 5000);

@@ -201,7 +201,7 @@ s_test_hello (void)
 
     sq_wbuf_reset (&w);
     sq_resource_t res [2] = { { s_mstr ("cpus"), 8 }, { s_mstr ("memory"), 1ull << 34 } };
-    sq_hello_encode_governor (&w, 1, "g1", 99, "tcp://a:1", "tcp://a:2", res, 2);
+    sq_hello_encode_governor (&w, 1, "g1", 99, "tcp://a:1", "tcp://a:2", res, 2, NULL, 0);
     CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0);
     CHECK (h.governor && h.incarnation == 99 && mpr_str_eq (h.name, "g1"));
     CHECK (mpr_str_eq (h.data_endpoint, "tcp://a:1") && mpr_str_eq (h.serve_endpoint, "tcp://a:2"));
@@ -211,7 +211,7 @@ s_test_hello (void)
 
     //  Governor without resources (nil)
     sq_wbuf_reset (&w);
-    sq_hello_encode_governor (&w, 1, "g2", 1, "a", "b", NULL, 0);
+    sq_hello_encode_governor (&w, 1, "g2", 1, "a", "b", NULL, 0, NULL, 0);
     CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0 && h.n_resources == 0);
 
     //  Another protocol version: SQ_E_VERSION naming both versions, even
@@ -251,13 +251,13 @@ s_test_hello (void)
 
     sq_resource_t dup [2] = { { s_mstr ("cpus"), 1 }, { s_mstr ("cpus"), 2 } };
     sq_wbuf_reset (&w);
-    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", dup, 2);
+    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", dup, 2, NULL, 0);
     CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
     CHECK (strstr (err.text, "resources") && strstr (err.text, "twice"));
 
     sq_resource_t empty [1] = { { s_mstr (""), 1 } };
     sq_wbuf_reset (&w);
-    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", empty, 1);
+    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", empty, 1, NULL, 0);
     CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
     CHECK (strstr (err.text, "empty resource name"));
 
@@ -269,7 +269,7 @@ s_test_hello (void)
         many [i].amount = 1;
     }
     sq_wbuf_reset (&w);
-    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", many, SQ_MAX_RESOURCES + 1);
+    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", many, SQ_MAX_RESOURCES + 1, NULL, 0);
     CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
     CHECK (strstr (err.text, "too many"));
 
@@ -372,7 +372,7 @@ s_test_reply (void)
 
     //  Other message type
     sq_wbuf_reset (&w);
-    sq_gfetch_encode (&w, 1, 2);
+    sq_gfetch_encode (&w, 1, 2, NULL, 0);
     CHECK (sq_reply_decode (&r, w.buf.data, w.buf.size, &err) == -1);
     sq_wbuf_release (&w);
 }
@@ -720,8 +720,8 @@ s_test_governor_messages (void)
     //  SEND
     sq_wbuf_reset (&w);
     sq_batch_header (&w, SQ_MSG_SEND, 2);
-    sq_pack_send (&w.pk, sq_key (1, 1), 3, 7, "tcp://h:9");
-    sq_pack_send (&w.pk, sq_key (1, 2), 1, 8, "ipc:///x");
+    sq_pack_send (&w.pk, sq_key (1, 1), 3, 7, "tcp://h:9", NULL);
+    sq_pack_send (&w.pk, sq_key (1, 2), 1, 8, "ipc:///x", NULL);
     sq_send_t o;
     CHECK (sq_send_begin (&it, w.buf.data, w.buf.size, &err) == 0);
     CHECK (sq_send_next (&it, &o) == 1);
@@ -779,7 +779,7 @@ s_test_governor_messages (void)
 
     //  GFETCH
     sq_wbuf_reset (&w);
-    sq_gfetch_encode (&w, 17, sq_key (5, 6));
+    sq_gfetch_encode (&w, 17, sq_key (5, 6), NULL, 0);
     sq_gfetch_t g;
     CHECK (sq_gfetch_decode (&g, w.buf.data, w.buf.size, &err) == 0);
     CHECK (g.req == 17 && g.key == sq_key (5, 6));
@@ -788,10 +788,11 @@ s_test_governor_messages (void)
     s_check_truncations ("GFETCH", s_dec_gfetch, w.buf.data, w.buf.size);
     //  Wrong type of the key
     sq_wbuf_reset (&w);
-    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_array (&w.pk, 4);
     msgpack_pack_uint32 (&w.pk, SQ_MSG_GFETCH);
     msgpack_pack_uint32 (&w.pk, 1);
     sq_pack_cstr (&w.pk, "key");
+    msgpack_pack_nil (&w.pk);
     CHECK (sq_gfetch_decode (&g, w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "'object'"));
     sq_wbuf_release (&w);
 }

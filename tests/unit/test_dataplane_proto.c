@@ -59,7 +59,7 @@ main (void)
     sq_gread_t gread = { .req = 9, .key = sq_key (1, 3), .offset = 0, .length = 4u << 20 }, gback;
     sq_gread_encode (&w, &gread);
     const uint8_t doc [] = {    //  docs/protocol.md section 11
-        0x95, 0x47, 0x07, 0xcf, 0, 0, 0, 1, 0, 0, 0, 3, 0x00, 0xce, 0x00, 0x40, 0, 0
+        0x96, 0x47, 0x07, 0xcf, 0, 0, 0, 1, 0, 0, 0, 3, 0x00, 0xce, 0x00, 0x40, 0, 0, 0xc0
     };
     (void) doc;
     CHECK (sq_gread_decode (&gback, w.buf.data, w.buf.size, &err) == 0);

@@ -241,11 +241,8 @@ main (void)
     char *data = mpr_strdup (hello.data_endpoint);
     sq_wbuf_t w;
     sq_wbuf_init (&w);
-    sq_reply_begin (&w, hello.req);
-    msgpack_pack_array (&w.pk, 3);
-    msgpack_pack_uint32 (&w.pk, 7);
-    msgpack_pack_uint32 (&w.pk, 1000);
-    msgpack_pack_uint32 (&w.pk, 4096);
+    sq_welcome_encode_governor (&w, hello.req, 7, 1000, 4096, "0123456789abcdef0123456789abcdef",
+                                1, false, NULL, 0);
     s_send_to_gov (&w, NULL, 0);
 
     char line [256] = "";
@@ -352,7 +349,7 @@ main (void)
     void *client = zmq_socket (ctx, ZMQ_DEALER);
     zmq_setsockopt (client, ZMQ_LINGER, &linger, sizeof linger);
     CHECK (zmq_connect (client, serve) == 0);
-    sq_gfetch_encode (&w, 5, sq_key (1, 11));
+    sq_gfetch_encode (&w, 5, sq_key (1, 11), NULL, 0);
     CHECK (sq_send (client, NULL, 0, &w, NULL, 0, 0) == 0);
     zmq_pollitem_t item = { client, 0, ZMQ_POLLIN, 0 };
     CHECK (zmq_poll (&item, 1, 5000) == 1);
@@ -370,7 +367,7 @@ main (void)
     size = sizeof peer_ep;
     zmq_getsockopt (peer, ZMQ_LAST_ENDPOINT, peer_ep, &size);
     sq_wbuf_reset (&elements);
-    sq_pack_send (&elements.pk, sq_key (1, 21), 0, 9, peer_ep);
+    sq_pack_send (&elements.pk, sq_key (1, 21), 0, 9, peer_ep, NULL);
     sq_batch_header (&w, SQ_MSG_SEND, 1);
     msgpack_sbuffer_write (&w.buf, elements.buf.data, elements.buf.size);
     s_send_to_gov (&w, NULL, 0);
@@ -443,7 +440,7 @@ main (void)
     msgpack_sbuffer_write (&w.buf, elements.buf.data, elements.buf.size);
     s_send_to_gov (&w, NULL, 0);
     for (int tries = 0; ; tries++) {
-        sq_gfetch_encode (&w, 6, sq_key (1, 11));
+        sq_gfetch_encode (&w, 6, sq_key (1, 11), NULL, 0);
         CHECK (sq_send (client, NULL, 0, &w, NULL, 0, 0) == 0);
         item = (zmq_pollitem_t) { client, 0, ZMQ_POLLIN, 0 };
         CHECK (zmq_poll (&item, 1, 5000) == 1);

@@ -1,0 +1,181 @@
+/*  auth: the broker's keys, keyring and ZAP handler. */
+#include "auth.h"
+#include "zap.h"
+#include "log.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_ZAP_BURST 64          //  handshakes answered per reactor turn
+
+struct _auth_t {
+    sq_cert_t cert;
+    char *dir;
+    sq_keyring_t *ring;
+    void *zap;
+    sq_msg_t msg;
+    const uint8_t **governors;
+    uint32_t n_governors;
+    const uint8_t **clients;
+    uint32_t n_clients;
+};
+
+static int
+s_index (auth_t *self)
+{
+    size_t n = sq_keyring_size (self->ring);
+    const uint8_t **governors = (const uint8_t **) malloc ((n + 1) * sizeof (uint8_t *));
+    const uint8_t **clients = (const uint8_t **) malloc ((n + 1) * sizeof (uint8_t *));
+    if (!governors || !clients) {
+        free (governors);
+        free (clients);
+        return -1;
+    }
+    uint32_t g = 0, c = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sq_keyentry_t *entry = sq_keyring_at (self->ring, i);
+        if (entry->role == SQ_ROLE_GOVERNOR)
+            governors [g++] = entry->key;
+        else
+            clients [c++] = entry->key;
+    }
+    free (self->governors);
+    free (self->clients);
+    self->governors = governors;
+    self->n_governors = g;
+    self->clients = clients;
+    self->n_clients = c;
+    return 0;
+}
+
+int
+auth_reload (auth_t *self)
+{
+    char err [512];
+    int n = sq_keyring_load (self->ring, self->dir, err, sizeof err);
+    if (n < 0 || s_index (self)) {
+        sq_error ("keys not reloaded: %s", n < 0? err: "out of memory");
+        return -1;
+    }
+    sq_info ("%d authorized keys (%u governors, %u clients and admins) from %s",
+             n, self->n_governors, self->n_clients, self->dir);
+    return 0;
+}
+
+auth_t *
+auth_new (void *ctx, const char *secret_key_file, const char *keys_dir)
+{
+    char err [600];
+    auth_t *self = (auth_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    sq_msg_init (&self->msg);
+    if (sq_cert_load (&self->cert, secret_key_file, err, sizeof err)) {
+        sq_error ("--secret-key: %s", err);
+        auth_destroy (&self);
+        return NULL;
+    }
+    if (!self->cert.has_secret) {
+        sq_error ("--secret-key %s holds no secret key (give the .key file, not the .pub)",
+                  secret_key_file);
+        auth_destroy (&self);
+        return NULL;
+    }
+    self->dir = strdup (keys_dir);
+    self->ring = sq_keyring_new ();
+    if (!self->dir || !self->ring || auth_reload (self)) {
+        auth_destroy (&self);
+        return NULL;
+    }
+    self->zap = sq_zap_bind (ctx);
+    if (!self->zap) {
+        auth_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+auth_destroy (auth_t **self_p)
+{
+    auth_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->zap)
+        zmq_close (self->zap);
+    sq_msg_release (&self->msg);
+    sq_keyring_destroy (&self->ring);
+    free (self->governors);
+    free (self->clients);
+    free (self->dir);
+    memset (&self->cert, 0, sizeof self->cert);
+    free (self);
+    *self_p = NULL;
+}
+
+void *
+auth_socket (auth_t *self)
+{
+    return self->zap;
+}
+
+void
+auth_handle (auth_t *self)
+{
+    for (int i = 0; i < S_ZAP_BURST; i++) {
+        if (sq_msg_recv (&self->msg, self->zap, ZMQ_DONTWAIT, 8))
+            break;
+        sq_zap_request_t request;
+        char err [200];
+        const sq_keyentry_t *entry = NULL;
+        const char *why = NULL;
+        if (sq_zap_decode_msg (&request, &self->msg, err, sizeof err)) {
+            //  A REP socket must answer every request, even one it cannot read.
+            why = err;
+            memset (&request, 0, sizeof request);
+            if (self->msg.n > 1 && sq_msg_size (&self->msg, 1) <= sizeof request.request_id) {
+                request.request_id_size = sq_msg_size (&self->msg, 1);
+                memcpy (request.request_id, sq_msg_data (&self->msg, 1), request.request_id_size);
+            }
+        }
+        else
+        if (!request.curve)
+            why = "only CURVE connections are accepted";
+        else
+        if (!(entry = sq_keyring_find (self->ring, request.z85, SQ_Z85_LEN)))
+            why = "key not authorized";
+        if (why)
+            sq_info ("connection refused: %s%s%s", why, request.curve? ": key ": "",
+                     request.curve? request.z85: "");
+        sq_zap_reply (self->zap, &request, entry != NULL, entry? entry->z85: NULL, why);
+        sq_msg_close (&self->msg);
+    }
+}
+
+const sq_keyentry_t *
+auth_find (auth_t *self, const char *z85, size_t len)
+{
+    return sq_keyring_find (self->ring, z85, len);
+}
+
+uint64_t
+auth_generation (auth_t *self)
+{
+    return sq_keyring_generation (self->ring);
+}
+
+const sq_cert_t *
+auth_cert (auth_t *self)
+{
+    return &self->cert;
+}
+
+void
+auth_keysets (auth_t *self, const uint8_t *const **governors, uint32_t *n_governors,
+              const uint8_t *const **clients, uint32_t *n_clients)
+{
+    *governors = self->governors;
+    *n_governors = self->n_governors;
+    *clients = self->clients;
+    *n_clients = self->n_clients;
+}
