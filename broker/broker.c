@@ -732,10 +732,9 @@ s_hello (broker_t *self, sq_msg_t *msg, const char *key)
         s_declare (self, SQ_RES_CPUS, gov->cpus);
         for (uint32_t i = 0; i < gov->n_resources; i++)
             s_declare (self, gov->resources [i].name.ptr, gov->resources [i].amount);
-        //  A reattaching governor is placed on once its inventory is in.
-        if (reattach)
-            persist_reattached (self->persist, gov->id);
-        else
+        //  A reattaching governor is placed on once its inventory is in
+        //  (and a restarted broker waits for it until then).
+        if (!reattach)
             scheduler_governor_add (self->scheduler, gov);
         persist_governor (self->persist, gov->id, gov->incarnation, gov->name,
                           entry? entry->z85: NULL);
@@ -1029,6 +1028,7 @@ s_governor_inventory (broker_t *self, gov_t *gov, const sq_event_t *ev)
         reattach_stats_t stats;
         reattach_end (self->graph, gov, &stats);
         scheduler_governor_add (self->scheduler, gov);
+        persist_reattached (self->persist, gov->id);
         sq_info ("governor %u (%s) reattached: %zu objects held again, %zu tasks found "
                  "finished there, %zu running tasks kept; %zu objects dropped, %zu tasks "
                  "stopped", gov->id, gov->name, stats.located, stats.finished, stats.adopted,
@@ -1298,6 +1298,7 @@ s_pack_kv_u64 (msgpack_packer *pk, const char *key, uint64_t value)
 }
 
 static void s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer);
+static bool s_local_endpoint (const char *endpoint);
 
 static void
 s_client_info (broker_t *self, peer_t *peer, uint32_t req)
@@ -1345,12 +1346,14 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     journal_stats_t js = { 0 };
     if (self->journal)
         journal_stats (self->journal, &js);
-    msgpack_pack_map (pk, 17);
+    msgpack_pack_map (pk, 18);
     sq_pack_cstr (pk, "cluster");
     sq_pack_cstr (pk, self->cluster);
     s_pack_kv_u64 (pk, "epoch", self->epoch);
     s_pack_kv_u64 (pk, "recovering", self->recovering);
     s_pack_kv_u64 (pk, "secure", self->auth != NULL);
+    s_pack_kv_u64 (pk, "insecure", !self->auth && self->config.insecure
+                                   && !s_local_endpoint (self->config.listen));
     s_pack_kv_u64 (pk, "journal_bytes", js.bytes);
     s_pack_kv_u64 (pk, "journal_errors", js.errors);
     sq_pack_cstr (pk, "version");
@@ -1551,7 +1554,14 @@ static void
 s_client_upload (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *session)
 {
     gov_t *best = NULL;
-    for (size_t i = 0; i < self->n_govs; i++) {
+    if (q->governor && !(best = s_gov_by_id (self, q->governor))) {
+        char message [120];
+        snprintf (message, sizeof message, "governor %u is not connected", q->governor);
+        s_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_INVALID,
+                       message, q->id);
+        return;
+    }
+    for (size_t i = 0; i < self->n_govs && !q->governor; i++) {
         gov_t *gov = self->govs [i];
         if (gov->inventory)
             continue;
@@ -1928,6 +1938,36 @@ s_local_endpoint (const char *endpoint)
         || strncmp (host, "[::1]:", 6) == 0;
 }
 
+//  The dashboard's token (--http-token): with keys there must be one, since
+//  the dashboard shows every tenant. 0, or -1 (logged).
+static int
+s_read_token (broker_t *self, char *token, size_t size)
+{
+    const char *file = self->config.http_token;
+    if (!file) {
+        if (!self->config.secret_key)
+            return 0;
+        sq_error ("--http with keys needs --http-token FILE: the dashboard shows every tenant");
+        return -1;
+    }
+    FILE *f = fopen (file, "r");
+    size_t n = f? fread (token, 1, size - 1, f): 0;
+    if (f)
+        fclose (f);
+    token [n] = 0;
+    while (n && (token [n - 1] == '\n' || token [n - 1] == '\r' || token [n - 1] == ' '))
+        token [--n] = 0;
+    bool ok = n >= 16;
+    for (size_t i = 0; i < n; i++)
+        ok &= token [i] > ' ' && token [i] < 127 && token [i] != ';';
+    if (!ok) {
+        sq_error ("--http-token %s: %s", file, f? "needs 16 to 255 printable characters "
+                  "(no spaces or ';')": strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
 //  Where the graph's state comes back from after a restart (persist.h).
 static int
 s_open_journal (broker_t *self)
@@ -2001,6 +2041,12 @@ broker_new (const broker_config_t *config)
         return NULL;
     }
     zhashx_set_destructor (self->peers, s_peer_free);
+    //  Before the journal: replaying it makes tasks ready, which it notes.
+    self->events = eventlog_new (config->event_log);
+    if (!self->events) {
+        broker_destroy (&self);
+        return NULL;
+    }
     if (!config->secret_key != !config->authorized_keys) {
         sq_error ("--secret-key and --authorized-keys go together");
         broker_destroy (&self);
@@ -2076,9 +2122,13 @@ broker_new (const broker_config_t *config)
     }
     size_t size = sizeof self->endpoint;
     zmq_getsockopt (self->router, ZMQ_LAST_ENDPOINT, self->endpoint, &size);
-    self->events = eventlog_new (config->event_log);
-    if (!self->events
-    ||  (config->http && !(self->http = http_new (config->http, self, self->events)))) {
+    char token [256] = "";
+    if (config->http && s_read_token (self, token, sizeof token)) {
+        broker_destroy (&self);
+        return NULL;
+    }
+    if (config->http && !(self->http = http_new (config->http, token [0]? token: NULL, self,
+                                                  self->events))) {
         broker_destroy (&self);
         return NULL;
     }

@@ -35,6 +35,7 @@ struct _http_t {
     msgpack_sbuffer sbuf;       //  the INFO map, rebuilt per request
     uint64_t requests;
     int64_t deadline;           //  ms, monotonic; -1 none
+    char *token;                //  every request but /metrics must carry it, or NULL
 };
 
 bool
@@ -344,6 +345,35 @@ s_respond (struct MHD_Connection *connection, unsigned status, const char *type,
     return rc;
 }
 
+//  Constant time: the token is a secret.
+static bool
+s_same (const char *a, const char *b)
+{
+    size_t n = strlen (a), m = strlen (b);
+    unsigned diff = (unsigned) (n ^ m);
+    for (size_t i = 0; i < m; i++)
+        diff |= (unsigned) (unsigned char) a [i % (n? n: 1)] ^ (unsigned char) b [i];
+    return diff == 0 && n == m;
+}
+
+//  The token, from "Authorization: Bearer TOKEN", the cookie the page got,
+//  or ?token=TOKEN (how a browser first opens the page).
+static bool
+s_authorized (http_t *self, struct MHD_Connection *connection, bool *from_query)
+{
+    *from_query = false;
+    const char *auth = MHD_lookup_connection_value (connection, MHD_HEADER_KIND, "Authorization");
+    if (auth && strncmp (auth, "Bearer ", 7) == 0 && s_same (auth + 7, self->token))
+        return true;
+    const char *cookie = MHD_lookup_connection_value (connection, MHD_COOKIE_KIND, "squall_token");
+    if (cookie && s_same (cookie, self->token))
+        return true;
+    const char *query = MHD_lookup_connection_value (connection, MHD_GET_ARGUMENT_KIND, "token");
+    if (query && s_same (query, self->token))
+        return *from_query = true;
+    return false;
+}
+
 static enum MHD_Result
 s_handler (void *cls, struct MHD_Connection *connection, const char *url,
            const char *method, const char *version, const char *upload_data,
@@ -363,10 +393,32 @@ s_handler (void *cls, struct MHD_Connection *connection, const char *url,
     if (*upload_data_size)
         return MHD_NO;
     self->requests++;
-    if (strcmp (url, "/") == 0 || strcmp (url, "/index.html") == 0)
-        return s_respond (connection, MHD_HTTP_OK, "text/html; charset=utf-8",
-                          (void *) squall_dashboard_html, squall_dashboard_html_size,
-                          MHD_RESPMEM_PERSISTENT);
+    bool from_query = false;
+    if (self->token && strcmp (url, "/metrics") != 0
+    &&  !s_authorized (self, connection, &from_query)) {
+        static char text [] = "this dashboard needs its token: open /?token=TOKEN "
+                              "(the file given to the broker's --http-token)\n";
+        return s_respond (connection, MHD_HTTP_UNAUTHORIZED, "text/plain",
+                          text, sizeof text - 1, MHD_RESPMEM_PERSISTENT);
+    }
+    if (strcmp (url, "/") == 0 || strcmp (url, "/index.html") == 0) {
+        struct MHD_Response *response = MHD_create_response_from_buffer (
+            squall_dashboard_html_size, (void *) squall_dashboard_html, MHD_RESPMEM_PERSISTENT);
+        if (!response)
+            return MHD_NO;
+        MHD_add_response_header (response, "Content-Type", "text/html; charset=utf-8");
+        MHD_add_response_header (response, "Cache-Control", "no-store");
+        if (from_query) {
+            //  The page's own requests then carry it without the query.
+            char cookie [600];
+            snprintf (cookie, sizeof cookie, "squall_token=%s; HttpOnly; SameSite=Strict; Path=/",
+                      self->token);
+            MHD_add_response_header (response, "Set-Cookie", cookie);
+        }
+        enum MHD_Result rc = MHD_queue_response (connection, MHD_HTTP_OK, response);
+        MHD_destroy_response (response);
+        return rc;
+    }
     s_text_t text;
     if (s_text_open (&text))
         return MHD_NO;
@@ -406,7 +458,9 @@ s_parse_address (const char *address, struct sockaddr_in *sin)
 {
     memset (sin, 0, sizeof *sin);
     sin->sin_family = AF_INET;
-    sin->sin_addr.s_addr = htonl (INADDR_ANY);
+    //  A port alone serves this machine only: the dashboard shows every
+    //  tenant. "*:PORT" or an address serves more.
+    sin->sin_addr.s_addr = htonl (INADDR_LOOPBACK);
     const char *colon = strrchr (address, ':');
     const char *port = colon? colon + 1: address;
     if (colon) {
@@ -416,7 +470,10 @@ s_parse_address (const char *address, struct sockaddr_in *sin)
             return -1;
         memcpy (host, address, len);
         host [len] = 0;
-        if (strcmp (host, "*") != 0 && inet_pton (AF_INET, host, &sin->sin_addr) != 1)
+        if (strcmp (host, "*") == 0)
+            sin->sin_addr.s_addr = htonl (INADDR_ANY);
+        else
+        if (inet_pton (AF_INET, host, &sin->sin_addr) != 1)
             return -1;
     }
     char *end;
@@ -428,7 +485,7 @@ s_parse_address (const char *address, struct sockaddr_in *sin)
 }
 
 http_t *
-http_new (const char *address, broker_t *broker, eventlog_t *events)
+http_new (const char *address, const char *token, broker_t *broker, eventlog_t *events)
 {
     struct sockaddr_in sin;
     if (s_parse_address (address, &sin)) {
@@ -441,6 +498,10 @@ http_new (const char *address, broker_t *broker, eventlog_t *events)
     self->broker = broker;
     self->events = events;
     self->deadline = -1;
+    if (token && !(self->token = strdup (token))) {
+        http_destroy (&self);
+        return NULL;
+    }
     msgpack_sbuffer_init (&self->sbuf);
     //  No internal thread: the reactor polls the epoll descriptor.
     self->daemon = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
@@ -476,6 +537,7 @@ http_destroy (http_t **self_p)
     if (self->daemon)
         MHD_stop_daemon (self->daemon);
     msgpack_sbuffer_destroy (&self->sbuf);
+    free (self->token);
     free (self);
     *self_p = NULL;
 }
@@ -528,8 +590,9 @@ http_run (http_t *self, bool readable)
 bool http_available (void) { return false; }
 
 http_t *
-http_new (const char *address, broker_t *broker, eventlog_t *events)
+http_new (const char *address, const char *token, broker_t *broker, eventlog_t *events)
 {
+    (void) token;
     (void) broker;
     (void) events;
     sq_error ("--http %s: this broker was built without libmicrohttpd", address);

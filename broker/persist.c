@@ -94,6 +94,9 @@ static void
 s_gov_remember (persist_t *self, uint32_t id, uint64_t incarnation, mpr_str_t name,
                 mpr_str_t key, bool expected)
 {
+    //  A governor that reattaches is still expected until its inventory is in.
+    persist_gov_t *old = persist_known (self, id);
+    expected |= old && old->expected;
     s_gov_forget (self, id);
     if (self->n_govs == S_MAX_GOVERNORS)
         return;

@@ -485,9 +485,9 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
             fields = 4; break;
-        case SQ_MSG_FETCH: case SQ_MSG_UPLOAD:
+        case SQ_MSG_FETCH:
             fields = 5; break;
-        case SQ_MSG_WAIT:
+        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD:
             fields = 6; break;
         default:
             return s_semantic (err, "request: unknown message type");
@@ -523,6 +523,8 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             mpr_u32 (&r, &self->id);
             mpr_field (&r, "size");
             mpr_uint (&r, &self->size);
+            mpr_field (&r, "governor");
+            mpr_u32 (&r, &self->governor);
             break;
         case SQ_MSG_WAIT:
             mpr_field (&r, "mode");
@@ -570,8 +572,8 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
         case SQ_MSG_SESSION_CLOSE: fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
             fields = 4; break;
-        case SQ_MSG_FETCH: case SQ_MSG_UPLOAD: fields = 5; break;
-        case SQ_MSG_WAIT: fields = 6; break;
+        case SQ_MSG_FETCH: fields = 5; break;
+        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: fields = 6; break;
         default: break;
     }
     msgpack_pack_array (pk, fields);
@@ -594,6 +596,7 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
         case SQ_MSG_UPLOAD:
             msgpack_pack_uint32 (pk, q->id);
             msgpack_pack_uint64 (pk, q->size);
+            msgpack_pack_uint32 (pk, q->governor);
             break;
         case SQ_MSG_WAIT:
             msgpack_pack_uint32 (pk, q->mode);

@@ -235,7 +235,8 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    INFO [18, req] / PING [19, req]
 
 //    RESUME [20, req, session, token]             body: [next_id]
-//    UPLOAD [21, req, session, id, size]          body: where (below)
+//    UPLOAD [21, req, session, id, size, governor] body: where (below);
+//           governor 0: the broker picks one
 typedef struct {
     uint32_t type;
     uint32_t req;
@@ -244,6 +245,7 @@ typedef struct {
     uint32_t id;                //  FETCH, UPLOAD
     int64_t timeout_ms;         //  WAIT, FETCH: < 0 for ever
     uint64_t size;              //  UPLOAD
+    uint32_t governor;          //  UPLOAD: where the client wants it, 0 any
     mpr_str_t token;            //  RESUME (bin, points into the frame)
     uint32_t n_ids;             //  KEEP, UNKEEP, CANCEL, WAIT
     uint32_t *ids;              //  owned: free with sq_request_release

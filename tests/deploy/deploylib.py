@@ -48,8 +48,11 @@ def wait_until(what, fn, timeout=20.0, interval=0.05):
     fail("timed out waiting for %s%s" % (what, " (last error: %s)" % last if last else ""))
 
 
-def http_get(url, timeout=5.0):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+def http_get(url, timeout=5.0, token=None):
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", "Bearer " + token)
+    with urllib.request.urlopen(request, timeout=timeout) as r:
         return r.status, r.headers.get("Content-Type", ""), r.read().decode()
 
 
@@ -102,12 +105,18 @@ class Cluster:
             return values if "SQUALL_BROKER" in values else None
         values = wait_until("squall start to report the cluster", ready, 30)
         self.broker = values["SQUALL_BROKER"]
+        self.keys = {k: values[k] for k in ("SQUALL_SECRET_KEY", "SQUALL_BROKER_KEY") if k in values}
         self.dashboard = values.get("SQUALL_DASHBOARD")
+        # the dashboard URL carries its token: http://host:port/?token=T
+        self.http = self.token = None
+        if self.dashboard:
+            self.http, _, query = self.dashboard.partition("/?")
+            self.token = query.partition("token=")[2] or None
         self.pids = _children(self.proc.pid)
         return self
 
     def env(self):
-        return dict(os.environ, SQUALL_BROKER=self.broker, SQUALL_BUILD_DIR=BUILD)
+        return dict(os.environ, SQUALL_BROKER=self.broker, SQUALL_BUILD_DIR=BUILD, **self.keys)
 
     def info(self):
         r = run(SQUALL + ["status", "--json"], env=self.env())
@@ -136,6 +145,8 @@ class Cluster:
         self.out.close()
         logs = os.path.join(self.tmp, "logs")
         for name in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+            if not os.path.isfile(os.path.join(logs, name)) or name == "journal":
+                continue                # the keys' directory, the broker's journal
             with open(os.path.join(logs, name), errors="replace") as f:
                 text = f.read()
             if "Sanitizer" in text or "runtime error:" in text:

@@ -4,7 +4,8 @@ N parts, each through a `sleep` task (so a dashboard sees tasks run) and an
 the same computation done locally. Exits 0 when the result matches.
 
 Uses libsquall through ctypes only, so it runs with the standard library and
-a built libsquall (SQUALL_BUILD_DIR, SQUALL_LIBRARY, or installed).
+a built libsquall (SQUALL_BUILD_DIR, SQUALL_LIBRARY, or installed). With keys,
+$SQUALL_SECRET_KEY and $SQUALL_BROKER_KEY name the client's and the broker's.
     python3 pipeline.py [--parts N] [--sleep S] [--rounds R]
 """
 import argparse
@@ -46,6 +47,7 @@ def load():
                                   size, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), size,
                                   ctypes.c_int, p, ctypes.POINTER(size)]),
         "sq_session_destroy": (None, [ctypes.POINTER(p)]), "sq_client_destroy": (None, [ctypes.POINTER(p)]),
+        "sq_client_set_keys": (ctypes.c_int, [p, ctypes.c_char_p, ctypes.c_char_p]),
     }
     for name, (restype, argtypes) in sigs.items():
         getattr(lib, name).restype = restype
@@ -66,6 +68,10 @@ def main():
     endpoint = os.environ.get("SQUALL_BROKER", "tcp://127.0.0.1:7760")
     lib = load()
     client = ctypes.c_void_p(lib.sq_client_new())
+    # With keys (docs/security.md): this client's and the broker's public key.
+    secret, broker = os.environ.get("SQUALL_SECRET_KEY"), os.environ.get("SQUALL_BROKER_KEY")
+    if secret and broker and lib.sq_client_set_keys(client, secret.encode(), broker.encode()):
+        sys.exit("pipeline: keys: %s" % lib.sq_client_errmsg(client).decode())
     if lib.sq_client_connect(client, endpoint.encode(), 10000):
         sys.exit("pipeline: %s" % lib.sq_client_errmsg(client).decode())
     session = ctypes.c_void_p(lib.sq_session_new(client))

@@ -77,7 +77,8 @@ def value(families, name, **labels):
 
 def main():
     with Cluster(governors=2, cpus=2) as cluster:
-        base = cluster.dashboard.rstrip("/")
+        base, token = cluster.http, cluster.token
+        check(token and len(token) >= 16, "the dashboard has a token (the cluster has keys)")
         status, ctype, text = http_get(base + "/metrics")
         check(status == 200 and ctype.startswith("text/plain; version=0.0.4"), "/metrics content type")
         families = parse_prometheus(text)
@@ -96,21 +97,31 @@ def main():
         value(families, "squall_bytes_moved_total")
         check(sum(s[2] for s in families["squall_governor_tasks_done_total"]["samples"]) == 21,
               "per-governor tasks done add up")
-        state = json.loads(http_get(base + "/api/state")[2])
+        try:
+            http_get(base + "/api/state")
+            fail("/api/state answered without the token")
+        except Exception as exc:     # urllib raises HTTPError for 401
+            check("401" in str(exc), "/api/state without the token: 401")
+        try:
+            http_get(base + "/api/state", token="0" * len(token))
+            fail("/api/state answered with a wrong token")
+        except Exception as exc:
+            check("401" in str(exc), "/api/state with a wrong token: 401")
+        state = json.loads(http_get(base + "/api/state", token=token)[2])
         check(len(state["info"]["governors"]) == 2 and "tasks" in state["info"]
               and "sessions" in state and "stats" in state, "/api/state has governors, tasks, sessions")
-        events = json.loads(http_get(base + "/api/events?since=0")[2])
+        events = json.loads(http_get(base + "/api/events?since=0", token=token)[2])
         kinds = {(e["event"], e.get("kind")) for e in events["events"]}
         check(("task_finished", "execute") in kinds and all("governor_name" in e for e in events["events"]),
               "/api/events: which governor ran what")
-        later = json.loads(http_get(base + "/api/events?since=%d" % events["last"])[2])
+        later = json.loads(http_get(base + "/api/events?since=%d" % events["last"], token=token)[2])
         check(later["events"] == [], "/api/events?since=LAST returns nothing new")
-        check("errors" in json.loads(http_get(base + "/api/errors")[2]), "/api/errors answers")
-        page = http_get(base + "/")[2]
+        check("errors" in json.loads(http_get(base + "/api/errors", token=token)[2]), "/api/errors answers")
+        page = http_get(base + "/?token=" + token)[2]
         check("<html" in page and "/api/state" in page and "http://" not in page.split("<script>")[1]
               and "https://" not in page, "the page is self-contained")
         try:
-            http_get(base + "/nope")
+            http_get(base + "/nope", token=token)
             fail("/nope answered 200")
         except Exception as exc:     # urllib raises HTTPError for 404
             check("404" in str(exc), "unknown path: 404")

@@ -106,7 +106,7 @@ def main():
         log = open(os.path.join(logdir, "broker.log"), "w")
         # the compose file's broker command
         procs.append(in_ns("broker", [broker_bin, "--listen", "tcp://*:7760", "--insecure",
-                                      "--http", "8080",
+                                      "--http", "*:8080",
                                       "--event-log", os.path.join(logdir, "events.jsonl")],
                            stdout=log, stderr=log))
         env = dict(os.environ, SQUALL_BUILD_DIR=BUILD, SQUALL_BROKER="tcp://broker:7760")

@@ -1,5 +1,6 @@
 /*  harness: real processes on loopback for the integration tests. */
 #include "harness.h"
+#include "keys.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@ typedef struct {
 } s_proc_t;
 
 struct _harness_t {
+    const char *const *restart_args;    //  harness_restart_broker's extra arguments
     s_proc_t broker;
     s_proc_t governor [S_MAX_GOVERNORS];
     int n_governors;
@@ -156,6 +159,98 @@ harness_note (const char *format, ...)
     fputc ('\n', stdout);
     fflush (stdout);
     va_end (args);
+}
+
+//  --------------------------------------------------------------------------
+//  Keys: with SQUALL_TEST_SECURE=1 every connection is CURVE. One key pair
+//  each for the broker, the governors (all share it) and the clients, in a
+//  private directory made on first use (authorized/ holds what the broker
+//  accepts) and removed at exit.
+
+static char s_keys [256];
+
+static void
+s_keys_remove (void)
+{
+    if (!s_keys [0])
+        return;
+    char cmd [400];
+    snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_keys);
+    if (system (cmd) != 0)
+        fprintf (stderr, "harness: could not remove %s\n", s_keys);
+}
+
+bool
+harness_secure (void)
+{
+    const char *secure = getenv ("SQUALL_TEST_SECURE");
+    return secure && *secure && strcmp (secure, "0");
+}
+
+const char *
+harness_keys_dir (void)
+{
+    if (s_keys [0])
+        return s_keys;
+    snprintf (s_keys, sizeof s_keys, "/tmp/squall-test-keys-XXXXXX");
+    char authorized [300], err [600];
+    if (!mkdtemp (s_keys)) {
+        fprintf (stdout, "FAIL harness: mkdtemp: %s\n", strerror (errno));
+        exit (1);
+    }
+    atexit (s_keys_remove);
+    snprintf (authorized, sizeof authorized, "%s/authorized", s_keys);
+    if (mkdir (authorized, 0700)
+    ||  sq_keygen ("broker", s_keys, "broker", NULL, err, sizeof err)
+    ||  sq_keygen ("governor", authorized, "governor", NULL, err, sizeof err)
+    ||  sq_keygen ("client", authorized, "client", NULL, err, sizeof err)) {
+        fprintf (stdout, "FAIL harness: keys: %s\n", err);
+        exit (1);
+    }
+    return s_keys;
+}
+
+const char *
+harness_key (const char *file)
+{
+    static char paths [8][400];
+    static int next;
+    char *path = paths [next++ % 8];
+    bool in_authorized = strcmp (file, "broker.key") && strcmp (file, "broker.pub");
+    snprintf (path, 400, "%s/%s%s", harness_keys_dir (), in_authorized? "authorized/": "", file);
+    return path;
+}
+
+const char *
+harness_keygen (const char *name, const char *role, const char *tenant)
+{
+    char err [600];
+    if (sq_keygen (name, harness_key (""), role, tenant, err, sizeof err)) {
+        fprintf (stdout, "FAIL harness: keygen %s: %s\n", name, err);
+        exit (1);
+    }
+    char file [128];
+    snprintf (file, sizeof file, "%s.key", name);
+    return harness_key (file);
+}
+
+int
+harness_reload_keys (harness_t *self)
+{
+    return kill (self->broker.pid, SIGHUP);
+}
+
+//  The public key in a key file.
+static void
+s_public_key (const char *file, uint8_t *key)
+{
+    sq_cert_t cert;
+    char err [600];
+    if (sq_cert_load (&cert, file, err, sizeof err)) {
+        fprintf (stdout, "FAIL harness: %s\n", err);
+        exit (1);
+    }
+    memcpy (key, cert.public_key, 32);
 }
 
 //  --------------------------------------------------------------------------
@@ -313,6 +408,12 @@ harness_new_govs (int governors, int cpus, const char *const *broker_args,
     argv [argc++] = (char *) "tcp://127.0.0.1:*";
     argv [argc++] = (char *) "--log-level";
     argv [argc++] = (char *) s_log_level ();
+    if (harness_secure ()) {
+        argv [argc++] = (char *) "--secret-key";
+        argv [argc++] = (char *) harness_key ("broker.key");
+        argv [argc++] = (char *) "--authorized-keys";
+        argv [argc++] = (char *) harness_key ("");
+    }
     for (int i = 0; broker_args && broker_args [i] && argc < 60; i++)
         argv [argc++] = (char *) broker_args [i];
     argv [argc] = NULL;
@@ -340,6 +441,12 @@ harness_new_govs (int governors, int cpus, const char *const *broker_args,
             (char *) "--log-level", (char *) s_log_level (), NULL
         };
         int gargc = 13;
+        if (harness_secure ()) {
+            gargv [gargc++] = (char *) "--secret-key";
+            gargv [gargc++] = (char *) harness_key ("governor.key");
+            gargv [gargc++] = (char *) "--broker-key";
+            gargv [gargc++] = (char *) harness_key ("broker.pub");
+        }
         for (int a = 0; governor_args && governor_args [i] && governor_args [i][a] && gargc < 63; a++)
             gargv [gargc++] = (char *) governor_args [i][a];
         gargv [gargc] = NULL;
@@ -393,7 +500,14 @@ harness_add_governor_args (harness_t *self, const char *name, int cpus,
         (char *) "--advertise", (char *) "127.0.0.1",
         (char *) "--log-level", (char *) s_log_level (), NULL
     };
-    for (int a = 0, at = 13; extra && extra [a] && at < 62; a++)
+    int at = 13;
+    if (harness_secure ()) {
+        gargv [at++] = (char *) "--secret-key";
+        gargv [at++] = (char *) harness_key ("governor.key");
+        gargv [at++] = (char *) "--broker-key";
+        gargv [at++] = (char *) harness_key ("broker.pub");
+    }
+    for (int a = 0; extra && extra [a] && at < 62; a++)
         gargv [at++] = (char *) extra [a];
     s_spawn (&self->governor [i], label, gargv);
     const char *line = s_expect_line (&self->governor [i], "READY ");
@@ -436,6 +550,9 @@ harness_client (harness_t *self)
     sq_client_t *client = sq_client_new ();
     CHECK (client, "sq_client_new");
     harness_set_client (client);
+    if (harness_secure ())
+        CHECK_RC (sq_client_set_keys (client, harness_key ("client.key"), harness_key ("broker.pub")),
+                  SQ_OK, "client keys");
     CHECK_RC (sq_client_connect (client, self->endpoint, 10000), SQ_OK,
               "connect to %s", self->endpoint);
     return client;
@@ -489,6 +606,12 @@ harness_kill_governor (harness_t *self, int i, int sig)
     }
 }
 
+void
+harness_set_restart_args (harness_t *self, const char *const *args)
+{
+    self->restart_args = args;
+}
+
 int
 harness_restart_broker (harness_t *self)
 {
@@ -499,10 +622,20 @@ harness_restart_broker (harness_t *self)
     }
     if (self->broker.out_fd >= 0)
         close (self->broker.out_fd);
-    char *argv [] = {
+    char *argv [16] = {
         (char *) s_bin ("SQUALL_BROKER_BIN"), (char *) "--listen", self->endpoint,
         (char *) "--log-level", (char *) s_log_level (), NULL
     };
+    int argc = 5;
+    if (harness_secure ()) {
+        argv [argc++] = (char *) "--secret-key";
+        argv [argc++] = (char *) harness_key ("broker.key");
+        argv [argc++] = (char *) "--authorized-keys";
+        argv [argc++] = (char *) harness_key ("");
+    }
+    for (int i = 0; self->restart_args && self->restart_args [i] && argc < 15; i++)
+        argv [argc++] = (char *) self->restart_args [i];
+    argv [argc] = NULL;
     s_spawn (&self->broker, "broker", argv);
     s_expect_line (&self->broker, "LISTENING ");
     return 0;
@@ -879,9 +1012,47 @@ raw_new (const char *endpoint)
 raw_t *
 raw_new_hwm (const char *endpoint, int rcvhwm)
 {
+    if (harness_secure ())
+        return raw_new_keyed (endpoint, rcvhwm, harness_key ("client.key"), harness_key ("broker.pub"));
+    return raw_new_keyed (endpoint, rcvhwm, NULL, NULL);
+}
+
+raw_t *
+raw_new_serve (const char *endpoint)
+{
+    if (harness_secure ())
+        return raw_new_keyed (endpoint, 0, harness_key ("client.key"), harness_key ("governor.pub"));
+    return raw_new_keyed (endpoint, 0, NULL, NULL);
+}
+
+raw_t *
+raw_new_governor (const char *endpoint)
+{
+    if (harness_secure ())
+        return raw_new_keyed (endpoint, 0, harness_key ("governor.key"), harness_key ("broker.pub"));
+    return raw_new_keyed (endpoint, 0, NULL, NULL);
+}
+
+raw_t *
+raw_new_keyed (const char *endpoint, int rcvhwm, const char *key_file, const char *server_file)
+{
     raw_t *self = (raw_t *) calloc (1, sizeof *self);
     self->sock = zsock_new (ZMQ_DEALER);
     CHECK (self->sock, "raw DEALER socket");
+    if (key_file) {
+        sq_cert_t mine;
+        char err [600];
+        CHECK (sq_cert_load (&mine, key_file, err, sizeof err) == 0 && mine.has_secret,
+               "raw peer key %s: %s", key_file, err);
+        uint8_t server [32];
+        s_public_key (server_file, server);
+
+        void *handle = zsock_resolve (self->sock);
+        CHECK (zmq_setsockopt (handle, ZMQ_CURVE_SERVERKEY, server, 32) == 0
+            && zmq_setsockopt (handle, ZMQ_CURVE_PUBLICKEY, mine.public_key, 32) == 0
+            && zmq_setsockopt (handle, ZMQ_CURVE_SECRETKEY, mine.secret_key, 32) == 0,
+               "raw peer CURVE options");
+    }
     zsock_set_linger (self->sock, 0);
     //  Big sends must not block the test for ever if the broker stops
     //  reading; they fail instead.
@@ -1005,4 +1176,24 @@ char *
 raw_reply_message (raw_t *self)
 {
     return mpr_strdup (self->reply.message);
+}
+
+int
+raw_upload_where (raw_t *self, uint32_t id, uint64_t size, uint32_t governor, uint8_t *cap,
+                  size_t *cap_len)
+{
+    sq_request_t q = { .type = SQ_MSG_UPLOAD, .req = raw_next_req (self), .session = self->session,
+                       .id = id, .size = size, .governor = governor };
+    int code = raw_request (self, &q, 10000);
+    *cap_len = 0;
+    if (code != SQ_OK)
+        return code;
+    sq_where_t where;
+    sq_errbuf_t err;
+    CHECK (sq_where_decode (&where, self->reply.body, self->reply.body_size, &err) == 0,
+           "UPLOAD reply: %s", err.text);
+    CHECK (where.capability.len <= SQ_CAP_MAX, "capability size");
+    memcpy (cap, where.capability.ptr, where.capability.len);
+    *cap_len = where.capability.len;
+    return 0;
 }

@@ -67,11 +67,24 @@ void harness_client_destroy (sq_client_t **client_p);
 void harness_kill_governor (harness_t *self, int i, int signal);
 //  True while the broker process exists and has not exited.
 bool harness_broker_alive (harness_t *self);
-//  Kills the broker (SIGKILL) and starts a new one on the same endpoint.
+//  Kills the broker (SIGKILL) and starts a new one on the same endpoint,
+//  with the extra arguments set by harness_set_restart_args (if any).
 int harness_restart_broker (harness_t *self);
+void harness_set_restart_args (harness_t *self, const char *const *args);
 //  Waits (with the start-up deadline) for governor i to print a line
 //  starting with prefix, e.g. a new "READY " after it reconnected.
 void harness_governor_expect (harness_t *self, int i, const char *prefix);
+//  Keys (docs/security.md). With SQUALL_TEST_SECURE=1 (the "secure" ctest
+//  label) the broker, the governors and harness_client use CURVE keys made
+//  for the test run: harness_key ("broker.key" | "broker.pub" |
+//  "governor.key" | "governor.pub" | "client.key" | "client.pub") gives
+//  their paths. harness_keygen makes one more authorized key (returns the
+//  .key path); harness_reload_keys sends the broker SIGHUP.
+bool harness_secure (void);
+const char *harness_keys_dir (void);
+const char *harness_key (const char *file);
+const char *harness_keygen (const char *name, const char *role, const char *tenant);
+int harness_reload_keys (harness_t *self);
 //  SIGTERM to all, waits (10 s) then SIGKILL. Returns 0 when the broker
 //  and every governor that was not killed on purpose exited with status 0,
 //  else -1 after printing why: a crashed broker fails the test.
@@ -169,6 +182,18 @@ typedef struct {
 } raw_t;
 
 raw_t *raw_new (const char *endpoint);
+//  A raw peer of a governor's serve socket (keys on: CURVE to the
+//  governors' key), a raw peer that is a governor (the governors' key), and
+//  one with any key pair and server key files (NULL: plain).
+raw_t *raw_new_serve (const char *endpoint);
+raw_t *raw_new_governor (const char *endpoint);
+raw_t *raw_new_keyed (const char *endpoint, int rcvhwm, const char *key_file,
+                      const char *server_file);
+//  UPLOAD on the raw peer's session (said HELLO, session open): object id
+//  of size bytes to `governor` (0: the broker picks). The reply code; on
+//  success the capability (empty without keys) in cap / *cap_len.
+int raw_upload_where (raw_t *self, uint32_t id, uint64_t size, uint32_t governor, uint8_t *cap,
+                      size_t *cap_len);
 //  With a receive high-water mark (0: unlimited, the raw_new default); a
 //  small one makes a peer that does not read push back on the broker.
 raw_t *raw_new_hwm (const char *endpoint, int rcvhwm);

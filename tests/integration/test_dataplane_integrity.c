@@ -17,6 +17,7 @@
     that reports every copy it gets as lost sees exactly 4, and the task
     waiting there fails (SQ_E_LOST) saying so. */
 #include "harness.h"
+#include "keys.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,12 +70,17 @@ s_serve_endpoint (const char *name)
     return endpoint;
 }
 
-//  Uploads `size` bytes as object `id` of `session` to a serve endpoint
-//  with PUTs of 1 MiB.
+//  Uploads `size` bytes as object `id` of the client's session to governor
+//  `gov` at its serve endpoint with PUTs of 1 MiB, with the capability the
+//  broker gives for it (keys on).
 static void
-s_put (const char *endpoint, uint32_t session, uint32_t id, size_t size)
+s_put (raw_t *client, uint32_t gov, const char *endpoint, uint32_t id, size_t size)
 {
-    raw_t *raw = raw_new (endpoint);
+    uint8_t cap [SQ_CAP_MAX];
+    size_t cap_len;
+    CHECK (raw_upload_where (client, id, size, gov, cap, &cap_len) == 0, "UPLOAD");
+    uint32_t session = client->session;
+    raw_t *raw = raw_new_serve (endpoint);
     uint8_t *data = (uint8_t *) malloc (size);
     harness_pattern (data, size, id);
     for (size_t offset = 0; offset < size || offset == 0; offset += 1u << 20) {
@@ -82,7 +88,8 @@ s_put (const char *endpoint, uint32_t session, uint32_t id, size_t size)
         sq_wbuf_t w;
         sq_wbuf_init (&w);
         sq_put_t put = { .req = raw_next_req (raw), .key = sq_key (session, id),
-                         .offset = offset, .size = size, .content_type = { "", 0 } };
+                         .offset = offset, .size = size, .content_type = { "", 0 },
+                         .capability = { (const char *) cap, (uint32_t) cap_len } };
         sq_put_encode (&w, &put);
         zmq_msg_t payload;
         zmq_msg_init_size (&payload, len);
@@ -171,7 +178,7 @@ s_uploads (void)
     char *message;
 
     //  Confirmed first, claimed later: it waits for its SUBMIT, then runs.
-    s_put (serve, raw->session, 1, 100000);
+    s_put (raw, g0, serve, 1, 100000);
     CHECK (s_wait_field (NULL, "uploads", 1, 5000) == 1, "the confirmation waits for its SUBMIT");
     CHECK (s_submit (raw, 1, g0, 100000, false) == 0, "SUBMIT of a confirmed upload");
     CHECK (s_wait_task (raw, 2, 10000, &message) == 1, "its consumer finished: %s", message);
@@ -190,7 +197,7 @@ s_uploads (void)
     CHECK (raw_send (raw, &w, NULL, 0) == 0, "send FETCH");
     sq_wbuf_release (&w);
     CHECK (raw_wait_reply (raw, fetch.req, 200) != 0, "no answer before the upload");
-    s_put (serve, raw->session, 5, 70000);
+    s_put (raw, g0, serve, 5, 70000);
     CHECK (raw_wait_reply (raw, fetch.req, 5000) == 0 && raw->reply.code == 0,
            "the FETCH is answered once the upload is confirmed");
     CHECK (s_wait_task (raw, 6, 10000, &message) == 1, "its consumer finished: %s", message);
@@ -209,7 +216,7 @@ s_uploads (void)
     free (message);
 
     //  A lie about the size.
-    s_put (serve, raw->session, 20, 30000);
+    s_put (raw, g0, serve, 20, 30000);
     CHECK (s_submit (raw, 20, g0, 60000, false) == 0, "SUBMIT claiming another size");
     CHECK (s_wait_task (raw, 21, 10000, &message) == 2, "the consumer of a wrong size fails");
     CHECK (strstr (message, "has 30000 bytes there, not the 60000"), "message: %s", message);
@@ -221,7 +228,7 @@ s_uploads (void)
 
     //  A refused SUBMIT: its upload is dropped at once (well before the
     //  timeout would).
-    s_put (serve, raw->session, 30, 40000);
+    s_put (raw, g0, serve, 30, 40000);
     CHECK (s_wait_field ("g0", "objects", 5, S_SETTLE_MS) == 5, "the upload is on g0");
     start = harness_now ();
     CHECK (s_submit (raw, 30, g0, 40000, true) == SQ_E_UNKNOWN_KIND, "refused SUBMIT");
@@ -229,7 +236,7 @@ s_uploads (void)
     CHECK (harness_now () - start < S_TIMEOUT_MS / 1000.0, "dropped before the timeout");
 
     //  An upload no SUBMIT claims goes after the timeout.
-    s_put (serve, raw->session, 40, 40000);
+    s_put (raw, g0, serve, 40, 40000);
     CHECK (s_wait_field ("g0", "objects", 5, S_SETTLE_MS) == 5, "the unclaimed upload is on g0");
     CHECK (s_wait_field ("g0", "objects", 4, S_TIMEOUT_MS + S_SETTLE_MS) == 4, "the unclaimed upload is dropped");
     CHECK (s_wait_field (NULL, "uploads", 0, S_SETTLE_MS) == 0, "nothing waits");
@@ -256,9 +263,20 @@ s_uploads (void)
 static void
 s_lost_copies (void)
 {
-    raw_t *fake = raw_new (harness_endpoint (s_h));
+    raw_t *fake = raw_new_governor (harness_endpoint (s_h));
     zsock_t *data = zsock_new (ZMQ_PULL);
-    CHECK (data && zsock_bind (data, "tcp://127.0.0.1:*") > 0, "fake data socket");
+    CHECK (data, "fake data socket");
+    if (harness_secure ()) {
+        //  A governor's data socket is a CURVE server with the governor key
+        //  (no ZAP handler here: every client is let in).
+        sq_cert_t cert;
+        char err [600];
+        CHECK (sq_cert_load (&cert, harness_key ("governor.key"), err, sizeof err) == 0, "%s", err);
+        int one = 1;
+        zmq_setsockopt (zsock_resolve (data), ZMQ_CURVE_SERVER, &one, sizeof one);
+        zmq_setsockopt (zsock_resolve (data), ZMQ_CURVE_SECRETKEY, cert.secret_key, 32);
+    }
+    CHECK (zsock_bind (data, "tcp://127.0.0.1:*") > 0, "fake data socket bound");
     char *data_ep = zsock_last_endpoint (data);
     sq_resource_t res [2] = { { { "cpus", 4 }, 1 }, { { "fake", 4 }, 1 } };
     sq_wbuf_t w;

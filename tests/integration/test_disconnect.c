@@ -51,6 +51,8 @@ s_child (const char *endpoint, int report_fd, int go_fd)
 {
     char line [256];
     sq_client_t *client = sq_client_new ();
+    if (client && harness_secure ())
+        sq_client_set_keys (client, harness_key ("client.key"), harness_key ("broker.pub"));
     int rc = client? sq_client_connect (client, endpoint, 10000): -1;
     sq_session_t *session = rc == 0? sq_session_new (client): NULL;
     if (session)

@@ -469,7 +469,7 @@ s_fake_governor (void)
     long running = harness_info_wait_min (g, "tasks.busy", 1, 10000);
     CHECK (running >= 1, "genuine sleep running on a real governor (running = %ld)", running);
 
-    raw_t *fake = raw_new (harness_endpoint (h));
+    raw_t *fake = raw_new_governor (harness_endpoint (h));
     sq_wbuf_t w;
     sq_wbuf_init (&w);
     uint32_t req = raw_next_req (fake);

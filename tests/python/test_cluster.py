@@ -35,6 +35,8 @@ def test_connection_error_names_address():
 
 def test_default_address_from_environment(cluster, monkeypatch):
     monkeypatch.setenv("SQUALL_BROKER", cluster.address)
+    monkeypatch.setenv("SQUALL_SECRET_KEY", cluster.secret_key)
+    monkeypatch.setenv("SQUALL_BROKER_KEY", cluster.broker_key)
     with squall.Client() as client:
         assert client.address == cluster.address
         assert client.submit(int, "7").result(timeout=30) == 7
@@ -44,6 +46,37 @@ def test_default_address_from_environment(cluster, monkeypatch):
     assert squall._core.DEFAULT_ADDRESS == "tcp://127.0.0.1:7760"
     with pytest.raises(squall.ConnectionError):
         squall.Client(address, timeout=0.2)
+
+
+def test_local_cluster_needs_its_keys(cluster, tmp_path):
+    """A LocalCluster is closed to strangers: no keys, or keys it does not
+    know, get no connection; its own keys do."""
+    with pytest.raises(squall.ConnectionError):
+        squall.Client(cluster.address, timeout=0.5)
+    stranger = squall.keygen("stranger", str(tmp_path))
+    with pytest.raises(squall.ConnectionError):
+        squall.Client(cluster.address, timeout=0.5, secret_key=stranger,
+                      broker_key=cluster.broker_key)
+    with pytest.raises(squall.SquallError):
+        squall.Client(cluster.address, timeout=0.5, secret_key=stranger)
+    with squall.Client(cluster.address, secret_key=cluster.secret_key,
+                       broker_key=cluster.broker_key) as client:
+        assert client.submit(len, "abc").result(timeout=30) == 3
+
+
+def test_keygen_files(tmp_path):
+    import os
+    import stat
+    key = squall.keygen("alice", str(tmp_path), role="client", tenant="team")
+    assert key == str(tmp_path / "alice.key")
+    assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
+    pub = (tmp_path / "alice.pub").read_text()
+    assert 'role = "client"' in pub and 'tenant = "team"' in pub and "secret-key" not in pub
+    assert "secret-key" in open(key).read()
+    with pytest.raises(squall.SquallError):
+        squall.keygen("alice", str(tmp_path))        # never overwrites a key
+    with pytest.raises(squall.SquallError):
+        squall.keygen("bad name", str(tmp_path))
 
 
 def test_progress_only_on_a_tty():

@@ -18,6 +18,7 @@ from ._core import (Client, DataObject, Future, PyTask, RemoteFunction, Session,
                     as_completed, blob, current_session, pickled, remote)
 from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
 from .cluster import LocalCluster
+from .keys import keygen
 from .errors import (ConnectionError, SquallError, TaskCancelled, TaskFailed, TimeoutError,
                      UpstreamFailed)
 from .tasks import Program
@@ -28,5 +29,5 @@ __all__ = [
     "Client", "LocalCluster", "Session", "DataObject", "Task", "PyTask", "Future",
     "RemoteFunction", "remote", "blob", "pickled", "tasks", "Program", "as_completed",
     "current_session", "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
-    "TaskCancelled", "TimeoutError", "PICKLE_CONTENT_TYPE",
+    "TaskCancelled", "TimeoutError", "PICKLE_CONTENT_TYPE", "keygen",
 ]

@@ -69,18 +69,38 @@ def current_session() -> "Session":
 class Client:
     """A connection to a squall broker.
 
-    `address` defaults to $SQUALL_BROKER, then tcp://127.0.0.1:7760.
+    `address` defaults to $SQUALL_BROKER, then tcp://127.0.0.1:7760. With a
+    cluster that uses keys (docs/security.md), `secret_key` is this client's
+    key file (NAME.key from `squall keygen`) and `broker_key` the broker's
+    public key (its .pub file); they default to $SQUALL_SECRET_KEY and
+    $SQUALL_BROKER_KEY. When the connection to the broker is lost (a broken
+    link, a broker restarted on its journal) the client reconnects and
+    resumes its sessions for up to `resume` seconds: calls in progress just
+    take longer.
     Graphs are built in sessions (`with client.session() as s:`);
     `submit` / `map` / `gather` give Dask-style futures; `get` runs Dask
     graphs. A client belongs to one thread at a time.
     """
 
-    def __init__(self, address: Optional[str] = None, timeout: float = 10.0):
+    def __init__(self, address: Optional[str] = None, timeout: float = 10.0,
+                 secret_key: Optional[str] = None, broker_key: Optional[str] = None,
+                 resume: float = 60.0):
         self.address = address or os.environ.get("SQUALL_BROKER") or DEFAULT_ADDRESS
+        secret_key = secret_key or os.environ.get("SQUALL_SECRET_KEY") or None
+        broker_key = broker_key or os.environ.get("SQUALL_BROKER_KEY") or None
+        if bool(secret_key) != bool(broker_key):
+            raise SquallError("a client with keys needs both secret_key and broker_key "
+                              "(or $SQUALL_SECRET_KEY and $SQUALL_BROKER_KEY)")
         handle = L.sq_client_new()
         if not handle:
             raise MemoryError("sq_client_new")
         self._h = ctypes.c_void_p(handle)
+        L.sq_client_set_resume(self._h, _ms(resume) if resume else 0)
+        if secret_key and L.sq_client_set_keys(self._h, os.fsencode(secret_key),
+                                               os.fsencode(broker_key)):
+            message = self._errmsg()
+            L.sq_client_destroy(ctypes.byref(self._h))
+            raise SquallError(message)
         rc = L.sq_client_connect(self._h, self.address.encode(), _ms(timeout))
         if rc:
             message = self._errmsg()

@@ -98,18 +98,45 @@ def _load_library():
         lib.sq_free.argtypes = [p]
         lib.sq_client_destroy.restype = None
         lib.sq_client_destroy.argtypes = [ctypes.POINTER(p)]
+        lib.sq_client_set_keys.restype = ctypes.c_int
+        lib.sq_client_set_keys.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
+        lib.sq_keygen.restype = ctypes.c_int
+        lib.sq_keygen.argtypes = [ctypes.c_char_p] * 5 + [ctypes.c_size_t]
         return lib
     raise CliError("cannot find libsquall (set SQUALL_BUILD_DIR or SQUALL_LIBRARY)"
                    + ("; tried " + "; ".join(errors) if errors else ""))
 
 
-def cluster_info(endpoint, timeout=5.0):
+def _keys(args):
+    """(secret key file, broker key file) from the options or the environment,
+    or (None, None)."""
+    secret = getattr(args, "secret_key", None) or os.environ.get("SQUALL_SECRET_KEY") or None
+    broker = getattr(args, "broker_key", None) or os.environ.get("SQUALL_BROKER_KEY") or None
+    if bool(secret) != bool(broker):
+        raise CliError("keys need both --secret-key and --broker-key (or $SQUALL_SECRET_KEY "
+                       "and $SQUALL_BROKER_KEY)", EXIT_USAGE)
+    return secret, broker
+
+
+def keygen(name, directory, role, tenant=None):
+    """Writes DIRECTORY/NAME.key and .pub (libsquall's sq_keygen); the .key path."""
+    lib = _load_library()
+    err = ctypes.create_string_buffer(600)
+    if lib.sq_keygen(name.encode(), os.fsencode(directory), role.encode(),
+                     tenant.encode() if tenant else None, err, len(err)):
+        raise CliError("keygen %s: %s" % (name, err.value.decode(errors="replace")), EXIT_USAGE)
+    return os.path.join(directory, name + ".key")
+
+
+def cluster_info(endpoint, timeout=5.0, keys=(None, None)):
     """INFO from the broker as a dict; CliError(EXIT_UNREACHABLE) if none answers."""
     lib = _load_library()
     client = ctypes.c_void_p(lib.sq_client_new())
     if not client:
         raise CliError("out of memory")
     try:
+        if keys[0] and lib.sq_client_set_keys(client, os.fsencode(keys[0]), os.fsencode(keys[1])):
+            raise CliError(lib.sq_client_errmsg(client).decode(errors="replace"), EXIT_USAGE)
         if lib.sq_client_connect(client, endpoint.encode(), int(timeout * 1000)):
             raise CliError("cluster unreachable: no broker answers at %s (%s)"
                            % (endpoint, lib.sq_client_errmsg(client).decode(errors="replace")),
@@ -202,10 +229,27 @@ def cmd_start(args):
     broker_bin, governor_bin = find_program("squall-broker"), find_program("squall-governor")
     logdir = args.log_dir or tempfile.mkdtemp(prefix="squall-start-")
     os.makedirs(logdir, exist_ok=True)
+    # Keys of its own (docs/security.md): the cluster is closed to anyone
+    # without them, even on this machine. A new set per start.
+    keydir = tempfile.mkdtemp(prefix="keys-", dir=logdir)
+    authorized = os.path.join(keydir, "authorized")
+    os.mkdir(authorized, 0o700)
+    broker_key = keygen("broker", keydir, "broker")
+    governor_key = keygen("governor", authorized, "governor")
+    client_key = keygen("client", authorized, "admin")
+    broker_pub = broker_key[:-4] + ".pub"
+    token_file = os.path.join(keydir, "http-token")
+    token = os.urandom(24).hex()
+    with os.fdopen(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(token + "\n")
     port = "*" if args.port == 0 else str(args.port)
-    argv = [broker_bin, "--listen", "tcp://%s:%s" % (args.host, port)]
+    argv = [broker_bin, "--listen", "tcp://%s:%s" % (args.host, port),
+            "--secret-key", broker_key, "--authorized-keys", authorized,
+            "--journal", os.path.join(logdir, "journal")]
     if args.http is not None and args.http >= 0:
-        argv += ["--http", "%s:%d" % (args.http_host or args.host, args.http)]
+        host = args.http_host or args.host
+        argv += ["--http", "%s:%d" % ("*" if host == "0.0.0.0" else host, args.http),
+                 "--http-token", token_file]
     if args.event_log:
         argv += ["--event-log", args.event_log]
     children = []
@@ -232,11 +276,12 @@ def cmd_start(args):
             if not line:
                 raise CliError("the broker did not serve HTTP; see %s/broker.log" % logdir)
             host = args.http_host or args.host
-            dashboard = "http://%s:%s/" % ("127.0.0.1" if host in ("0.0.0.0", "*") else host,
-                                           line.split()[1])
+            dashboard = "http://%s:%s/?token=%s" % ("127.0.0.1" if host in ("0.0.0.0", "*")
+                                                    else host, line.split()[1], token)
         governors = []
         for i in range(args.governors):
-            gargv = [governor_bin, "--broker", endpoint, "--name", "governor-%d" % (i + 1)]
+            gargv = [governor_bin, "--broker", endpoint, "--name", "governor-%d" % (i + 1),
+                     "--secret-key", governor_key, "--broker-key", broker_pub]
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
             child = _Child("governor-%d" % (i + 1), gargv,
@@ -251,9 +296,12 @@ def cmd_start(args):
         if dashboard:
             print("squall: dashboard %s" % dashboard)
         print("squall: logs in %s; Ctrl-C stops the cluster" % logdir)
-        print("SQUALL_BROKER=%s" % endpoint)
+        # In one write: whoever reads them sees all or none.
+        lines = ["SQUALL_BROKER=%s" % endpoint, "SQUALL_SECRET_KEY=%s" % client_key,
+                 "SQUALL_BROKER_KEY=%s" % broker_pub]
         if dashboard:
-            print("SQUALL_DASHBOARD=%s" % dashboard)
+            lines.append("SQUALL_DASHBOARD=%s" % dashboard)
+        sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
         while not stopping.is_set():
             dead = [c for c in children if c.proc.poll() is not None]
@@ -284,9 +332,15 @@ def cmd_start(args):
 # ---------------------------------------------------------------------------
 # squall status
 
+def cmd_keygen(args):
+    key = keygen(args.name, args.dir, args.role, args.tenant)
+    print("%s\n%s" % (key, key[:-4] + ".pub"))
+    return EXIT_OK
+
+
 def cmd_status(args):
     endpoint = _broker_endpoint(args)
-    info = cluster_info(endpoint, args.timeout)
+    info = cluster_info(endpoint, args.timeout, _keys(args))
     if args.json:
         json.dump(info, sys.stdout, indent=2, sort_keys=True)
         print()
@@ -320,9 +374,12 @@ def cmd_submit(args):
     if not os.path.isfile(args.file):
         raise CliError("no such file: %s" % args.file, EXIT_USAGE)
     endpoint = _broker_endpoint(args)
+    keys = _keys(args)
     if not args.no_check:
-        cluster_info(endpoint, args.timeout)
+        cluster_info(endpoint, args.timeout, keys)
     env = dict(os.environ, SQUALL_BROKER=endpoint)
+    if keys[0]:
+        env.update(SQUALL_SECRET_KEY=keys[0], SQUALL_BROKER_KEY=keys[1])
     # the script imports squall from this very package
     package_root = os.path.dirname(_HERE)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH")] if p)
@@ -528,12 +585,31 @@ def build_parser():
                    "(default: a new temporary directory)")
     p.set_defaults(func=cmd_start)
 
+    p = sub.add_parser("keygen", help="make a CurveZMQ key pair (docs/security.md)",
+                       description="Writes DIR/NAME.key (the secret key, mode 0600) and "
+                                   "DIR/NAME.pub (the public key) in CZMQ's certificate format. "
+                                   "A broker accepts the .pub files in its --authorized-keys "
+                                   "directory; role and tenant travel in them.", epilog=epilog)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--dir", default=".", help="where the files go (default .)")
+    p.add_argument("--role", default="client", choices=["client", "governor", "admin", "broker"],
+                   help="what the key may be (default client; admin sees every tenant)")
+    p.add_argument("--tenant", help="the tenant of a client or admin key (default: NAME)")
+    p.set_defaults(func=cmd_keygen)
+
+    def key_options(p):
+        p.add_argument("--secret-key", metavar="FILE",
+                       help="this client's key (default $SQUALL_SECRET_KEY)")
+        p.add_argument("--broker-key", metavar="FILE",
+                       help="the broker's public key (default $SQUALL_BROKER_KEY)")
+
     p = sub.add_parser("status", help="governors, their load, memory and tasks",
                        description="Asks the broker ($SQUALL_BROKER, or --broker) about the "
                                    "cluster.", epilog=epilog)
     p.add_argument("--broker", "-b", metavar="ENDPOINT",
                    help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
     p.add_argument("--json", action="store_true", help="print the broker's INFO as JSON")
+    key_options(p)
     p.add_argument("--timeout", type=float, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.set_defaults(func=cmd_status)
@@ -549,6 +625,7 @@ def build_parser():
     p.add_argument("--timeout", type=float, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.add_argument("--no-check", action="store_true", help="do not check the broker first")
+    key_options(p)
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("replay", help="summarize a finished run from an event log",

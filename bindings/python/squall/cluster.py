@@ -7,12 +7,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import List, Optional, Sequence
 
 from ._lib import BIN_DIR
 from .errors import SquallError
+from .keys import local_keys
 
 __all__ = ["LocalCluster", "find_binary"]
 
@@ -84,6 +86,11 @@ class LocalCluster:
     process's stderr); `broker_args` / `governor_args` add options;
     `env` adds to (or, with None values, removes from) their environment.
     After close(), `exit_codes` maps "broker" / "local-N" to exit statuses.
+
+    Every connection is authenticated and encrypted (docs/security.md): the
+    cluster makes keys of its own in a private temporary directory, removed
+    on close; `secret_key` and `broker_key` are the paths a client outside
+    `client()` needs (squall.Client(address, secret_key=..., broker_key=...)).
     """
 
     def __init__(self, governors: int = 2, cpus: int = 1, log_level: str = "warn",
@@ -97,6 +104,10 @@ class LocalCluster:
         self._governors: List[subprocess.Popen] = []
         self._clients: list = []
         self.exit_codes: dict = {}
+        self._keydir = tempfile.mkdtemp(prefix="squall-keys-")
+        self._keys = local_keys(self._keydir)
+        self.secret_key = self._keys["client_key"]
+        self.broker_key = self._keys["broker_pub"]
         self._env = dict(os.environ)
         for name, value in (env or {}).items():
             if value is None:
@@ -114,8 +125,13 @@ class LocalCluster:
                governor_args: List[str], timeout: float) -> None:
         broker_bin = find_binary("squall-broker")
         governor_bin = find_binary("squall-governor")
+        keys = ["--secret-key", self._keys["broker_key"],
+                "--authorized-keys", self._keys["authorized"]]
+        if any(a == "--http" for a in broker_args):
+            keys += ["--http-token", self._keys["http_token"]]
         self._broker = subprocess.Popen(
-            [broker_bin, "--listen", "tcp://127.0.0.1:*", "--log-level", log_level] + broker_args,
+            [broker_bin, "--listen", "tcp://127.0.0.1:*", "--log-level", log_level] + keys
+            + broker_args,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._env)
         self.address = _read_line(self._broker, "LISTENING", timeout, "squall-broker")
         _drain(self._broker)
@@ -128,7 +144,8 @@ class LocalCluster:
             self._governors.append(subprocess.Popen(
                 [governor_bin, "--broker", self.address, "--cpus", str(self.cpus),
                  "--name", "local-%d" % (i + 1), "--listen-host", "127.0.0.1",
-                 "--advertise", "127.0.0.1", "--python", python, "--log-level", log_level]
+                 "--advertise", "127.0.0.1", "--python", python, "--log-level", log_level,
+                 "--secret-key", self._keys["governor_key"], "--broker-key", self.broker_key]
                 + governor_args,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env))
         for i, proc in enumerate(self._governors):
@@ -143,7 +160,8 @@ class LocalCluster:
     def client(self, timeout: float = 10.0):
         """A new Client connected to this cluster (closed with it)."""
         from ._core import Client
-        client = Client(self.address, timeout=timeout)
+        client = Client(self.address, timeout=timeout, secret_key=self.secret_key,
+                        broker_key=self.broker_key)
         self._clients.append(client)
         return client
 
@@ -176,6 +194,15 @@ class LocalCluster:
                 proc.stdout.close()
         self._governors = []
         self._broker = None
+        if getattr(self, "_keydir", None):
+            shutil.rmtree(self._keydir, ignore_errors=True)
+            self._keydir = None
+
+    @property
+    def http_token(self) -> str:
+        """The dashboard's token (when started with --http in broker_args)."""
+        with open(self._keys["http_token"]) as f:
+            return f.read().strip()
 
     def __enter__(self) -> "LocalCluster":
         return self
