@@ -882,11 +882,25 @@ s_fetches_release (broker_t *self, uint64_t key)
 }
 
 //  Parks a FETCH of an upload not confirmed yet. False when it is not one.
+//  An object finished in an earlier life of the broker that no governor
+//  has said it holds yet: while governors reattach, a FETCH of it waits.
+static bool
+s_unlocated (object_t *object)
+{
+    if (object->state != OBJ_FINISHED || object->data)
+        return false;
+    for (uint32_t i = 0; i < object->n_locations; i++)
+        if (object_locations (object) [i].arrived)
+            return false;
+    return true;
+}
+
 static bool
 s_fetch_park (broker_t *self, peer_t *peer, uint64_t key, uint32_t req, int64_t deadline)
 {
     object_t *object = graph_object (self->graph, key);
-    if (!object || !object->keep || !uploads_awaited (self->uploads, key))
+    if (!object || !object->keep
+    ||  !(uploads_awaited (self->uploads, key) || (self->recovering && s_unlocated (object))))
         return false;
     s_fetch_t *fetch = (s_fetch_t *) calloc (1, sizeof *fetch);
     if (!fetch)
@@ -1019,6 +1033,13 @@ s_governor_inventory (broker_t *self, gov_t *gov, const sq_event_t *ev)
         sq_warn ("governor %u: inventory event %u outside a reattach; ignored", gov->id, ev->type);
         return;
     }
+    if (ev->type == SQ_EV_HELD && !graph_object (self->graph, ev->key)
+    &&  graph_session (self->graph, sq_key_session (ev->key)))
+        //  Not in the graph, in a session that is: an upload whose SUBMIT
+        //  has not come (again) yet. It waits for it like any upload, and
+        //  is dropped if none comes (uploads.h).
+        s_upload_confirmed (self, gov, ev->key, ev->size);
+    else
     if (ev->type == SQ_EV_HELD)
         reattach_held (self->graph, gov, ev->key, ev->attempt, ev->size);
     else
@@ -1362,7 +1383,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     msgpack_pack_array (pk, self->n_govs);
     for (size_t i = 0; i < self->n_govs; i++) {
         gov_t *gov = self->govs [i];
-        msgpack_pack_map (pk, 14);
+        msgpack_pack_map (pk, 15);
         s_pack_kv_u64 (pk, "id", gov->id);
         sq_pack_cstr (pk, "name");
         sq_pack_cstr (pk, gov->name);
@@ -1378,6 +1399,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         s_pack_kv_u64 (pk, "spilled", gov->load.spilled);
         s_pack_kv_u64 (pk, "objects", gov->load.objects);
         s_pack_kv_u64 (pk, "tasks_done", gov->tasks_done);
+        s_pack_kv_u64 (pk, "tasks_run", gov->load.tasks);
         s_pack_kv_u64 (pk, "joined", (uint64_t) gov->joined);
         sq_pack_cstr (pk, "data_endpoint");
         sq_pack_cstr (pk, gov->data_endpoint);
@@ -1772,6 +1794,16 @@ s_recovered (broker_t *self)
     persist_expect_none (self->persist);
     size_t lost = graph_recover_sweep (self->graph);
     self->recovering = false;
+    //  FETCHes that waited for the governors go to the watches now (an
+    //  object none of them held is being recomputed: they wait for that).
+    while (self->fetches) {
+        s_fetch_t *fetch = self->fetches;
+        while (fetch && uploads_awaited (self->uploads, fetch->key))
+            fetch = fetch->next;
+        if (!fetch)
+            break;
+        s_fetches_release (self, fetch->key);
+    }
     sq_info ("recovered (epoch %llu): %s; %zu objects no governor holds are recomputed",
              (unsigned long long) self->epoch, missing? "some governors did not come back"
              : "every governor came back", lost);

@@ -353,11 +353,19 @@ s_replay (journal_t *self, const uint8_t *data, size_t size, journal_replay_fn *
         good = pos;
         n++;
     }
+    if (!header && rc == -1) {
+        //  Not a torn write: the header itself is damaged, and what follows
+        //  may be good. Starting afresh would throw it all away.
+        snprintf (err, err_size, "%s: the journal's header is damaged (%s); refusing to start "
+                  "(move the file away to start a new cluster)", self->path, why);
+        return -1;
+    }
     if (rc < 0)
-        sq_warn ("%s: %s at byte %zu: the %zu bytes from there on are cut off "
-                 "(a write the broker did not finish)", self->path, why, pos, size - pos);
+        sq_warn ("%s: %s at byte %zu: the %zu bytes from there on are cut off (%s)", self->path,
+                 why, pos, size - pos, rc == -2? "a write the broker did not finish"
+                 : "damaged on disk");
     if (!header)
-        return 0;               //  not even a header made it: start afresh
+        return 0;               //  not even a header was written whole: start afresh
     sq_info ("journal %s: %llu records replayed (cluster %s, epoch %llu)", self->path,
              (unsigned long long) n, self->cluster, (unsigned long long) self->epoch);
     return (int64_t) good;

@@ -401,15 +401,10 @@ sq_client_call_submit (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
                        size_t n_payloads, int timeout_ms, sq_reply_t *reply,
                        sq_session_t *session, uint32_t batch_max)
 {
-    int rc = sq_client_check (self);
-    if (rc) {
-        s_close_all (payloads, n_payloads);
-        sq_wbuf_reset (&self->w);
-        return rc;
-    }
     //  What goes out is kept until the reply, to be sent again if the
-    //  connection is lost and resumed meanwhile: the header's bytes (the
-    //  send takes the buffer over) and references to the payload frames.
+    //  connection is lost and resumed meanwhile (a resume uses client->w
+    //  for its own requests): the header's bytes (the send takes the buffer
+    //  over) and references to the payload frames.
     bool keep = self->resume_ms > 0;
     size_t size = self->w.buf.size;
     char *header = keep? (char *) malloc (size? size: 1): NULL;
@@ -427,6 +422,21 @@ sq_client_call_submit (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
             zmq_msg_init (&copies [i]);
             zmq_msg_copy (&copies [i], &payloads [i]);
         }
+    }
+    int rc = sq_client_check (self);
+    if (rc == 0 && session && sq_session_lost (session))
+        rc = sq_session_lost_error (session);
+    if (rc == 0 && keep) {
+        sq_wbuf_reset (&self->w);
+        msgpack_sbuffer_write (&self->w.buf, header, size);
+    }
+    if (rc) {
+        s_close_all (payloads, n_payloads);
+        s_close_all (copies, copies? n_payloads: 0);
+        free (header);
+        free (copies);
+        sq_wbuf_reset (&self->w);
+        return rc;
     }
     char peer [SQ_MAX_NAME + 16];
     snprintf (peer, sizeof peer, "broker %s", self->endpoint);
@@ -448,6 +458,11 @@ sq_client_call_submit (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
         self->broken = true;
         if ((rc = s_resume (self, resume_deadline)))
             break;
+        if (session && sq_session_lost (session)) {
+            //  Its broker forgot it: nothing is sent again into it.
+            rc = sq_session_lost_error (session);
+            break;
+        }
         if (session && batch_max && sq_session_known_max (session) >= batch_max) {
             //  The broker had the SUBMIT before the connection went.
             static const uint8_t nil = 0xc0;
@@ -620,10 +635,9 @@ s_open (sq_client_t *self, int timeout_ms)
     if (sq_welcome_decode (&welcome, false, reply.body, reply.body_size, &err))
         return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed HELLO reply from broker %s: %s",
                                  endpoint, err.text);
-    if (self->cluster [0] && !mpr_str_eq (welcome.cluster, self->cluster))
-        return sq_client_seterr (self, SQ_E_SESSION, 0, 0, "the broker at %s is another cluster "
-                                 "now (it restarted without its journal): the sessions of this "
-                                 "client are lost", endpoint);
+    //  Another cluster (a broker restarted without its journal): the
+    //  connection is good, the sessions of the old one are lost.
+    self->cluster_changed = self->cluster [0] && !mpr_str_eq (welcome.cluster, self->cluster);
     self->client_id = welcome.id;
     self->inline_max = welcome.inline_max > UINT32_MAX? UINT32_MAX: (uint32_t) welcome.inline_max;
     snprintf (self->cluster, sizeof self->cluster, "%.*s", (int) welcome.cluster.len,
@@ -669,6 +683,10 @@ s_resume_sessions (sq_client_t *self)
         uint32_t id = sq_session_resume_info (session, &token);
         if (!id)
             continue;           //  already lost
+        if (self->cluster_changed) {
+            sq_session_resumed (session, SQ_E_SESSION, 0);
+            continue;
+        }
         uint32_t req = sq_client_next_req (self);
         sq_request_t request = {
             .type = SQ_MSG_RESUME, .req = req, .session = id,

@@ -103,7 +103,9 @@ s_call_simple (sq_session_t *self, sq_request_t *request, int timeout_ms, sq_rep
     request->session = self->id;
     sq_wbuf_reset (&client->w);
     sq_request_encode (&client->w, request);
-    return sq_client_call (client, request->req, NULL, 0, timeout_ms, reply);
+    //  SESSION_OPEN has no session yet: nothing to lose.
+    return sq_client_call_submit (client, request->req, NULL, 0, timeout_ms, reply,
+                                  request->type == SQ_MSG_SESSION_OPEN? NULL: self, 0);
 }
 
 //  The body of an OK reply must be nil.
@@ -171,6 +173,12 @@ uint32_t
 sq_session_known_max (sq_session_t *self)
 {
     return self->known_max;
+}
+
+bool
+sq_session_lost (sq_session_t *self)
+{
+    return self->lost != 0;
 }
 
 void
@@ -562,6 +570,15 @@ s_check_submitted (sq_session_t *self, const uint32_t *ids, size_t n, const char
     return 0;
 }
 
+int
+sq_session_lost_error (sq_session_t *self)
+{
+    return s_err (self, self->lost, 0, "session %u is lost: the broker did not take it back "
+                  "after the connection was lost (%s): it was closed, its client did not come "
+                  "back within the broker's session grace, or the broker restarted without "
+                  "its journal", self->id, sq_strerror (self->lost));
+}
+
 static int
 s_session_check (sq_session_t *self)
 {
@@ -570,8 +587,7 @@ s_session_check (sq_session_t *self)
     if (!self->client)
         return SQ_E_CONNECTION;
     if (self->lost)
-        return s_err (self, self->lost, 0, "session %u is lost: the broker did not take it "
-                      "back after the connection was lost (%s)", self->id, sq_strerror (self->lost));
+        return sq_session_lost_error (self);
     return 0;
 }
 

@@ -61,6 +61,7 @@ struct _sq_client_t {
     char cluster [SQ_CLUSTER_ID_LEN + 1];
     uint64_t epoch;
     int resume_ms;              //  how long a lost broker is waited for (sq_client_set_resume)
+    bool cluster_changed;       //  the last HELLO found another cluster: sessions are lost
     uint32_t next_req;
     uint32_t client_id;
     uint32_t inline_max;
@@ -89,9 +90,10 @@ int sq_client_check (sq_client_t *self);
 //  and returned.
 int sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
                     size_t n_payloads, int timeout_ms, sq_reply_t *reply);
-//  The same for a SUBMIT of `session` whose largest id is `batch_max`: if
-//  the connection is lost and resumed before the reply came, the batch is
-//  sent again only if the broker does not have it already.
+//  The same for a request on `session` (NULL: none): if the connection is
+//  lost and resumed before the reply came, it is sent again, unless the
+//  session was lost meanwhile, or it is a SUBMIT (batch_max: its largest
+//  id, else 0) the broker already has.
 int sq_client_call_submit (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
                            size_t n_payloads, int timeout_ms, sq_reply_t *reply,
                            sq_session_t *session, uint32_t batch_max);
@@ -144,5 +146,9 @@ void sq_session_orphan (sq_session_t *self);
 uint32_t sq_session_resume_info (sq_session_t *self, const uint8_t **token);
 void sq_session_resumed (sq_session_t *self, int code, uint32_t max_id);
 uint32_t sq_session_known_max (sq_session_t *self);
+//  Whether a resume lost it, and recording that error (naming it) on the
+//  client; returns the error code.
+bool sq_session_lost (sq_session_t *self);
+int sq_session_lost_error (sq_session_t *self);
 
 #endif

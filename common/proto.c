@@ -1282,7 +1282,7 @@ int
 sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
     mpr_t r;
-    s_begin (&r, data, size, SQ_MSG_LOAD, 6);
+    s_begin (&r, data, size, SQ_MSG_LOAD, 7);
     mpr_field (&r, "running");
     mpr_uint (&r, &self->running);
     mpr_field (&r, "queued");
@@ -1293,6 +1293,8 @@ sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err
     mpr_uint (&r, &self->spilled);
     mpr_field (&r, "objects");
     mpr_uint (&r, &self->objects);
+    mpr_field (&r, "tasks");
+    mpr_uint (&r, &self->tasks);
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return s_error (&r, err, "LOAD");
@@ -1302,13 +1304,14 @@ sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err
 void
 sq_load_encode (sq_wbuf_t *w, const sq_load_t *load)
 {
-    msgpack_pack_array (&w->pk, 6);
+    msgpack_pack_array (&w->pk, 7);
     msgpack_pack_uint32 (&w->pk, SQ_MSG_LOAD);
     msgpack_pack_uint64 (&w->pk, load->running);
     msgpack_pack_uint64 (&w->pk, load->queued);
     msgpack_pack_uint64 (&w->pk, load->memory);
     msgpack_pack_uint64 (&w->pk, load->spilled);
     msgpack_pack_uint64 (&w->pk, load->objects);
+    msgpack_pack_uint64 (&w->pk, load->tasks);
 }
 
 void

@@ -389,7 +389,7 @@ void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 //      [6 RETRACTED, task, attempt]   given back unstarted (after RETRACT)
 //      [7 UPLOADED, object, size]     a client's upload (PUT) is complete here
 //    HEARTBEAT [31]   BYE [33]
-//    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects]
+//    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects, tasks]
 
 typedef struct {
     uint64_t key;
@@ -451,6 +451,7 @@ typedef struct {
     uint64_t memory;
     uint64_t spilled;
     uint64_t objects;
+    uint64_t tasks;             //  tasks this governor ran to an end, through reattaches
 } sq_load_t;
 
 int sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err);

@@ -73,7 +73,7 @@ sq_rec_next (const uint8_t *data, size_t size, size_t *pos, const uint8_t **body
         return 0;
     if (size - *pos < SQ_REC_HEAD) {
         *why = "a record's head is cut short";
-        return -1;
+        return -2;
     }
     uint32_t length = s_get32 (data + *pos), crc = s_get32 (data + *pos + 4);
     if (length == 0 || length > SQ_REC_MAX) {
@@ -82,7 +82,7 @@ sq_rec_next (const uint8_t *data, size_t size, size_t *pos, const uint8_t **body
     }
     if (size - *pos - SQ_REC_HEAD < length) {
         *why = "a record is cut short";
-        return -1;
+        return -2;
     }
     const uint8_t *b = data + *pos + SQ_REC_HEAD;
     if (sq_crc32c (0, b, length) != crc) {

@@ -96,8 +96,10 @@ size_t sq_rec_begin (msgpack_sbuffer *buf);
 void sq_rec_end (msgpack_sbuffer *buf, size_t offset);
 
 //  Frames the record at *pos of a journal's bytes (after the magic): 1 with
-//  its body (and *pos past it), 0 at a clean end, -1 at a torn or corrupt
-//  record (*why says which; *pos is left at its start).
+//  its body (and *pos past it), 0 at a clean end, -2 at a record cut short
+//  (a write that did not finish), -1 at a corrupt one (a length out of
+//  range, a checksum that does not match); *why says which and *pos is
+//  left at its start.
 int sq_rec_next (const uint8_t *data, size_t size, size_t *pos,
                  const uint8_t **body, size_t *body_size, const char **why);
 //  Decodes a body. 0, or -1 with a message.

@@ -62,6 +62,7 @@ struct _compute_t {
     task_t *ready_head, *ready_tail;
     size_t n_queued;            //  waiting + ready
     size_t n_running;
+    uint64_t tasks_completed;   //  ran to an end here (finished or failed), for LOAD
     uint32_t cpus_used;
     //  Named resources: what the governor offers, what running tasks hold.
     uint32_t n_res;
@@ -359,6 +360,7 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     uint64_t duration = s_duration_us (task);
     sq_idmap_remove (self->tasks, task->key);
     s_unrun (self, task);
+    self->tasks_completed++;
     if (rc) {
         s_failed_reason (self, task->key, task->attempt, message, duration, task->fail_reason);
         task_destroy (&task);
@@ -1077,7 +1079,8 @@ s_report_load (compute_t *self)
         .running = self->n_running, .queued = self->n_queued,
         .memory = store_memory (self->store) + transfer_incoming_bytes (self->transfer),
         .spilled = store_spilled (self->store),
-        .objects = store_count (self->store)
+        .objects = store_count (self->store),
+        .tasks = self->tasks_completed
     };
     if (memcmp (&load, &self->load_sent, sizeof load) == 0)
         return -1;

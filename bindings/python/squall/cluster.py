@@ -91,12 +91,18 @@ class LocalCluster:
     cluster makes keys of its own in a private temporary directory, removed
     on close; `secret_key` and `broker_key` are the paths a client outside
     `client()` needs (squall.Client(address, secret_key=..., broker_key=...)).
+
+    With `journal` (a file), the broker keeps its journal there: after
+    `restart_broker()` (or a crash and a new cluster on the same journal)
+    sessions, graphs and results come back, the governors reattach with
+    what they hold, and clients resume (docs/architecture.md, "A broker
+    restart").
     """
 
     def __init__(self, governors: int = 2, cpus: int = 1, log_level: str = "warn",
                  python: Optional[str] = None, broker_args: Sequence[str] = (),
                  governor_args: Sequence[str] = (), timeout: float = 30.0,
-                 env: Optional[dict] = None):
+                 env: Optional[dict] = None, journal: Optional[str] = None):
         self.n_governors = governors
         self.cpus = cpus
         self.address: Optional[str] = None
@@ -104,6 +110,9 @@ class LocalCluster:
         self._governors: List[subprocess.Popen] = []
         self._clients: list = []
         self.exit_codes: dict = {}
+        self._journal = journal
+        self._log_level = log_level
+        self._broker_args: List[str] = []
         self._keydir = tempfile.mkdtemp(prefix="squall-keys-")
         self._keys = local_keys(self._keydir)
         self.secret_key = self._keys["client_key"]
@@ -123,18 +132,15 @@ class LocalCluster:
 
     def _start(self, log_level: str, python: str, broker_args: List[str],
                governor_args: List[str], timeout: float) -> None:
-        broker_bin = find_binary("squall-broker")
         governor_bin = find_binary("squall-governor")
         keys = ["--secret-key", self._keys["broker_key"],
                 "--authorized-keys", self._keys["authorized"]]
         if any(a == "--http" for a in broker_args):
             keys += ["--http-token", self._keys["http_token"]]
-        self._broker = subprocess.Popen(
-            [broker_bin, "--listen", "tcp://127.0.0.1:*", "--log-level", log_level] + keys
-            + broker_args,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._env)
-        self.address = _read_line(self._broker, "LISTENING", timeout, "squall-broker")
-        _drain(self._broker)
+        if self._journal:
+            keys += ["--journal", self._journal]
+        self._broker_args = keys + broker_args
+        self._start_broker("tcp://127.0.0.1:*", timeout)
         env = dict(self._env)
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         if os.environ.get("PYTHONPATH"):
@@ -151,6 +157,30 @@ class LocalCluster:
         for i, proc in enumerate(self._governors):
             _read_line(proc, "READY", timeout, "squall-governor local-%d" % (i + 1))
             _drain(proc)
+
+    def _start_broker(self, endpoint: str, timeout: float) -> None:
+        self._broker = subprocess.Popen(
+            [find_binary("squall-broker"), "--listen", endpoint, "--log-level", self._log_level]
+            + self._broker_args,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._env)
+        self.address = _read_line(self._broker, "LISTENING", timeout, "squall-broker")
+        _drain(self._broker)
+
+    def restart_broker(self, sig: int = signal.SIGKILL, timeout: float = 30.0) -> None:
+        """Stops the broker with `sig` (SIGKILL: a crash) and starts it again
+        on the same endpoint. Without a journal everything it knew is gone;
+        with one, it comes back (see the class doc)."""
+        if self._broker and self._broker.poll() is None:
+            self._broker.send_signal(sig)
+            self._broker.wait(timeout)
+        if self._broker and self._broker.stdout:
+            self._broker.stdout.close()
+        self._start_broker(self.address, timeout)
+
+    @property
+    def broker(self) -> Optional[subprocess.Popen]:
+        """The broker process."""
+        return self._broker
 
     @property
     def governors(self) -> List[subprocess.Popen]:
