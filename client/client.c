@@ -511,7 +511,8 @@ sq_target_from (sq_target_t *target, const sq_where_t *where)
         target->has_key = true;
         memcpy (target->key, where->key.ptr, 32);
     }
-    memcpy (target->capability, where->capability.ptr, where->capability.len);
+    if (where->capability.len)      //  memcpy from NULL is undefined even for 0 bytes
+        memcpy (target->capability, where->capability.ptr, where->capability.len);
     target->capability_size = where->capability.len;
     return 0;
 }

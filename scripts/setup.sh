@@ -5,11 +5,12 @@
 set -euo pipefail
 
 #   Build: the compiler, CMake, and the libraries squall links (libzmq,
-#   CZMQ, msgpack-c; libmicrohttpd for the broker's dashboard).
+#   CZMQ, msgpack-c; libmicrohttpd for the broker's dashboard; libsodium,
+#   already under libzmq, for the HMAC of capabilities).
 #   Tests: clang for the fuzz target, iproute2 for the network-namespace
 #   tests, chromium for the dashboard test, docker-compose to check the
 #   compose file (no Docker engine is needed or used).
-PACKAGES=(build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev
+PACKAGES=(build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev libsodium-dev
           libmicrohttpd-dev python3 python3-pip python3-venv
           clang libclang-rt-14-dev iproute2 chromium docker-compose)
 

@@ -1193,7 +1193,8 @@ raw_upload_where (raw_t *self, uint32_t id, uint64_t size, uint32_t governor, ui
     CHECK (sq_where_decode (&where, self->reply.body, self->reply.body_size, &err) == 0,
            "UPLOAD reply: %s", err.text);
     CHECK (where.capability.len <= SQ_CAP_MAX, "capability size");
-    memcpy (cap, where.capability.ptr, where.capability.len);
+    if (where.capability.len)
+        memcpy (cap, where.capability.ptr, where.capability.len);
     *cap_len = where.capability.len;
     return 0;
 }
