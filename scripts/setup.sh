@@ -25,8 +25,9 @@ done
 #   Python packages for the tests, in a virtual environment of the checkout
 #   (.venv): Debian's own python3 refuses system-wide pip installs. The
 #   bindings need only cloudpickle at run time; pytest and dask are for the
-#   test suite (dask's adapter is tested against real dask graphs).
-PIP_PACKAGES=(pytest cloudpickle "dask[array,bag]")
+#   test suite (dask's adapter is tested against real dask graphs; pyzmq
+#   and msgpack run the client sketch of docs/protocol.md).
+PIP_PACKAGES=(pytest cloudpickle "dask[array,bag]" pyzmq msgpack)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 setup_python () {
@@ -34,7 +35,7 @@ setup_python () {
     if [ ! -x "$venv/bin/python3" ]; then
         python3 -m venv "$venv"
     fi
-    if "$venv/bin/python3" -c 'import pytest, cloudpickle, dask.array, dask.bag' 2>/dev/null; then
+    if "$venv/bin/python3" -c 'import pytest, cloudpickle, dask.array, dask.bag, zmq, msgpack' 2>/dev/null; then
         echo "setup: Python test packages are installed in .venv"
         return
     fi
