@@ -5,7 +5,9 @@
     independent: N noop tasks with no inputs; chain: N noops each taking the
     previous one's output; tree: a binary reduction (concat) over N leaves;
     memtree: a reduction over N leaves of 8 MiB each (memory ordering).
-    Prints one line: shape, tasks, seconds, tasks per second. */
+    Prints one line: shape, tasks, seconds, tasks per second. Keys come
+    from $SQUALL_SECRET_KEY / $SQUALL_BROKER_KEY (libsquall); with
+    $SQUALL_BENCH_HOLD set it keeps its session open until stdin closes. */
 #include "squall.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +119,12 @@ main (int argc, char *argv [])
     double elapsed = s_now () - start;
     printf ("%s tasks=%ld seconds=%.3f submit_seconds=%.3f tasks_per_second=%.0f\n",
             shape, tasks, elapsed, submitted - start, tasks / elapsed);
+    fflush (stdout);
+    //  SQUALL_BENCH_HOLD: the session stays open (in the broker, and in its
+    //  journal) until stdin closes, for bench/keys_journal.py's restart.
+    if (getenv ("SQUALL_BENCH_HOLD"))
+        while (getchar () != EOF)
+            ;
     sq_session_destroy (&session);
     sq_client_destroy (&client);
     return 0;

@@ -656,6 +656,15 @@ sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
         return SQ_E_INVALID;
     if (!endpoint || !*endpoint || strlen (endpoint) > SQ_MAX_NAME)
         return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "invalid broker endpoint");
+    //  Keys from the environment when none were set, as the Python
+    //  package and the squall command do: a program then needs no change
+    //  to join a cluster with keys.
+    const char *secret = getenv ("SQUALL_SECRET_KEY"), *broker = getenv ("SQUALL_BROKER_KEY");
+    if (!self->has_keys && secret && *secret && broker && *broker) {
+        int rc = sq_client_set_keys (self, secret, broker);
+        if (rc)
+            return rc;
+    }
     s_disconnect (self);
     self->cluster [0] = 0;
     self->endpoint = strdup (endpoint);

@@ -88,6 +88,8 @@ int sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms);
 //  (docs/security.md): secret_key_file is this client's key pair (NAME.key
 //  from `squall keygen`), broker_key_file the broker's public key (its .pub).
 //  Call before sq_client_connect. 0, or SQ_E_INVALID with a message.
+//  Without this call, sq_client_connect uses $SQUALL_SECRET_KEY and
+//  $SQUALL_BROKER_KEY when both are set.
 int sq_client_set_keys (sq_client_t *self, const char *secret_key_file,
                         const char *broker_key_file);
 //  When the connection to the broker is lost (a broken link, a broker

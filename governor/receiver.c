@@ -637,6 +637,8 @@ s_read (receiver_t *self, void *socket, char route)
     }
 }
 
+#define S_STOP_GRACE 10          //  seconds from a stopping signal to _exit
+
 static void
 s_on_signal (receiver_t *self)
 {
@@ -644,6 +646,10 @@ s_on_signal (receiver_t *self)
     if (read (self->signal_fd, &info, sizeof info) == (ssize_t) sizeof info) {
         sq_info ("signal %u: stopping", info.ssi_signo);
         self->exit_code = 0;
+        //  Stopping is bounded: tasks are killed, sockets linger at most
+        //  1 s; whatever still holds us after S_STOP_GRACE, main.c's
+        //  SIGALRM handler ends.
+        alarm (S_STOP_GRACE);
     }
 }
 
