@@ -1,6 +1,7 @@
 /*  scheduler: ready tasks by priority, locality-first placement. */
 #include "scheduler.h"
 #include <stdlib.h>
+#include <string.h>
 
 #define S_MAX_GOVERNORS 4096
 //  Governors with a free slot a task looks at besides those holding its
@@ -15,6 +16,20 @@ typedef struct {
     uint64_t key;
 } s_entry_t;
 
+//  Ready tasks set aside during one run because every governor that could
+//  run them is full, with the needs that made them wait: a task with the
+//  same needs is set aside without looking at governors again. Bounded, so
+//  a run costs at most S_DEFER_MAX heap moves more than it assigns; past
+//  that it stops at the first task that must wait, as a plain heap would.
+#define S_DEFER_MAX 1024
+#define S_DEFER_SHAPES 8
+typedef struct {
+    s_entry_t entries [S_DEFER_MAX];
+    size_t n;
+    const task_t *shapes [S_DEFER_SHAPES];
+    size_t n_shapes;
+} s_deferred_t;
+
 struct _scheduler_t {
     graph_t *graph;
     s_entry_t *ready;           //  binary min-heap
@@ -28,6 +43,7 @@ struct _scheduler_t {
     gov_t **open;               //  governors with a free slot, built per run
     size_t n_open;
     size_t cursor;              //  where the next sample of `open` starts
+    s_deferred_t deferred;      //  scratch of scheduler_run
 };
 
 static int
@@ -332,16 +348,78 @@ s_consider (scheduler_t *self, const task_t *task, gov_t *gov, s_pick_t *best)
         *best = (s_pick_t) { gov, bytes, load };
 }
 
+
+static bool
+s_same_needs (const task_t *a, const task_t *b)
+{
+    const task_extra_t *x = task_extra (a), *y = task_extra (b);
+    if (x->cpus != y->cpus || x->n_resources != y->n_resources)
+        return false;
+    for (uint32_t r = 0; r < x->n_resources; r++)
+        if (x->resources [r].amount != y->resources [r].amount
+        ||  x->resources [r].name.len != y->resources [r].name.len
+        ||  memcmp (x->resources [r].name.ptr, y->resources [r].name.ptr, x->resources [r].name.len))
+            return false;
+    return true;
+}
+
+static bool
+s_deferred_shape (const s_deferred_t *deferred, const task_t *task)
+{
+    for (size_t i = 0; i < deferred->n_shapes; i++)
+        if (s_same_needs (deferred->shapes [i], task))
+            return true;
+    return false;
+}
+
+//  Takes the head task off the heap into `deferred`. True when there is
+//  no room left (the task stays at the head: the run stops there).
+static bool
+s_defer (scheduler_t *self, s_deferred_t *deferred, const task_t *task)
+{
+    if (deferred->n == S_DEFER_MAX)
+        return true;
+    if (deferred->n_shapes < S_DEFER_SHAPES && !s_deferred_shape (deferred, task))
+        deferred->shapes [deferred->n_shapes++] = task;
+    deferred->entries [deferred->n++] = self->ready [0];
+    s_heap_pop (self);
+    return false;
+}
+
+//  Puts the set-aside entries back: the heap had them a moment ago, so it
+//  has room (its array never shrinks).
+static void
+s_undefer (scheduler_t *self, s_deferred_t *deferred)
+{
+    for (size_t d = 0; d < deferred->n; d++) {
+        s_entry_t entry = deferred->entries [d];
+        size_t i = self->n_ready++;
+        while (i > 0 && s_before (&entry, &self->ready [(i - 1) / 2])) {
+            self->ready [i] = self->ready [(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+        self->ready [i] = entry;
+    }
+    deferred->n = 0;
+}
+
 size_t
 scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
 {
     size_t assigned = 0;
+    s_deferred_t *deferred = &self->deferred;
+    deferred->n = deferred->n_shapes = 0;
     s_open_build (self);
     while (self->n_ready > 0 && self->n_open > 0) {
         uint64_t key = self->ready [0].key;
         task_t *task = graph_task (self->graph, key);
         if (!task || task->state != TASK_READY) {
             s_heap_pop (self);  //  cancelled, failed, gone or a duplicate
+            continue;
+        }
+        if (s_deferred_shape (deferred, task)) {
+            if (s_defer (self, deferred, task))
+                break;
             continue;
         }
         //  Candidates: where its inputs are, and a sample of the rest.
@@ -362,10 +440,16 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             bool fits_somewhere = false;
             for (size_t i = 0; i < self->n_govs && !fits_somewhere; i++)
                 fits_somewhere = s_fits (self->govs [i], task);
-            if (fits_somewhere)
-                break;          //  every governor that could run it is full
-            s_heap_pop (self);
-            s_unrunnable (self, task);      //  governors are up (n_open > 0)
+            if (!fits_somewhere) {
+                s_heap_pop (self);
+                s_unrunnable (self, task);  //  governors are up (n_open > 0)
+                continue;
+            }
+            //  Every governor that could run it is full: it waits, and
+            //  so does every task with the same needs behind it, but not
+            //  the others (a GPU task must not hold back CPU work).
+            if (s_defer (self, deferred, task))
+                break;
             continue;
         }
         s_heap_pop (self);
@@ -374,6 +458,7 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
         assigned += s_overbook (self, task, best.gov, assign, arg);
         s_open_update (self, best.gov);
     }
+    s_undefer (self, deferred);
     return assigned;
 }
 

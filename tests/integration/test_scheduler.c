@@ -9,7 +9,9 @@
       before the others that are still queued;
     - overbooking retraction: a chain overbooked behind a task whose first
       run fails (its retry goes to the other governor) is stopped where it
-      waited and placed again, each task of it running exactly once.
+      waited and placed again, each task of it running exactly once;
+    - no head-of-line blocking: cpu tasks behind a gpu task that waits for
+      a full gpu governor run at once on idle cpu governors.
 */
 #include "harness.h"
 #include <signal.h>
@@ -140,6 +142,30 @@ main (void)
     char command [600];
     snprintf (command, sizeof command, "rm -rf %s", dir);
     CHECK (system (command) == 0, "cleanup");
+
+    //  6. No head-of-line blocking: three gpu tasks of priority 10 on a
+    //  one-cpu gpu governor (one runs for 30 s, one waits in its queue,
+    //  the third must wait at the broker: every governor that could run it
+    //  is full) and four cpu tasks of priority 0 behind them. The idle
+    //  cpu governors run the cpu tasks at once, while the long gpu task
+    //  still runs; they do not wait for the gpu.
+    const char *gpu2_args [] = { "--resource", "gpu=1", NULL };
+    harness_add_governor_args (h, "gpu-2", 1, gpu2_args);
+    uint32_t g [3] = { s_sleep (session, 30), s_sleep (session, 0.01), s_sleep (session, 0.01) };
+    for (int i = 0; i < 3; i++) {
+        CHECK_RC (sq_task_set_resource (session, g [i], "gpu", 1), SQ_OK, "gpu");
+        CHECK_RC (sq_task_set_priority (session, g [i], 10), SQ_OK, "priority");
+    }
+    uint32_t cpu_tasks [4];
+    for (int i = 0; i < 4; i++)
+        cpu_tasks [i] = s_sleep (session, 0.01);
+    CHECK_RC (sq_submit (session), SQ_OK, "submit gpu and cpu tasks");
+    CHECK_RC (sq_wait (session, cpu_tasks, 4, 20000), SQ_OK,
+              "the cpu tasks ran while the gpu tasks waited for the gpu");
+    CHECK_RC (sq_wait (session, g, 1, 0), SQ_E_TIMEOUT,
+              "the long gpu task is still running: nothing waited for it");
+    CHECK_RC (sq_cancel (session, g, 3), SQ_OK, "cancel the gpu tasks");
+    harness_note ("cpu tasks behind a gpu task waiting for a full governor ran at once");
 
     sq_session_destroy (&session);
     harness_client_destroy (&client);

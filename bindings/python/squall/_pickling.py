@@ -16,6 +16,32 @@ except ImportError:                 # pragma: no cover - a declared dependency
 PICKLE = "py/pickle"
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 
+if cloudpickle is not None:
+    import types
+    from collections import ChainMap
+
+    _cloud_code_reduce = cloudpickle.Pickler.dispatch_table.get(types.CodeType)
+
+    def _code_reduce(code):
+        #   cloudpickle 3.1.3 names every code object "<dynamic-code>", so a
+        #   remote traceback would lose its file names and source lines;
+        #   the real file name is given back (pickles of one function stay
+        #   the same from one call to the next).
+        reduced = _cloud_code_reduce(code)
+        args = tuple(code.co_filename if isinstance(a, str) and a == "<dynamic-code>" else a
+                     for a in reduced[1])
+        return (reduced[0], args) + tuple(reduced[2:])
+
+    class _Pickler(cloudpickle.Pickler):
+        if _cloud_code_reduce is not None:
+            dispatch_table = ChainMap({types.CodeType: _code_reduce},
+                                      cloudpickle.Pickler.dispatch_table)
+
+    def _cloud_dumps(obj: Any) -> bytes:
+        with io.BytesIO() as file:
+            _Pickler(file, protocol=_PROTOCOL).dump(obj)
+            return file.getvalue()
+
 #   Pickled functions by function object: a function used for 20 000 tasks is
 #   pickled once. (A closure is pickled with the values its cells hold when
 #   first used.)
@@ -33,7 +59,7 @@ def dumps(obj: Any) -> bytes:
     except Exception:
         if cloudpickle is None:
             raise
-    return cloudpickle.dumps(obj, protocol=_PROTOCOL)
+    return _cloud_dumps(obj)
 
 
 def loads(data: bytes) -> Any:
@@ -46,7 +72,7 @@ def function_bytes(fn: Callable) -> bytes:
     except TypeError:               # not weakly referenceable
         data = None
     if data is None:
-        data = cloudpickle.dumps(fn, protocol=_PROTOCOL) if cloudpickle else \
+        data = _cloud_dumps(fn) if cloudpickle else \
             pickle.dumps(fn, protocol=_PROTOCOL)
         try:
             _fn_cache[fn] = data
@@ -75,7 +101,7 @@ def _make_picklers(is_ref: Callable[[Any], bool], ref_id: Callable[[Any], int]):
     if cloudpickle is None:
         return _Plain, None
 
-    class _Cloud(cloudpickle.Pickler):
+    class _Cloud(_Pickler):
         def __init__(self, file, inputs):
             super().__init__(file, protocol=_PROTOCOL)
             self.inputs = inputs
