@@ -291,7 +291,7 @@ s_object_undeliverable (broker_t *self, object_t *object, gov_t *gov, bool all,
     }
     if (gov)
         s_drop (gov, object->key);
-    graph_object_lost (self->graph, object, gov);
+    graph_object_lost_why (self->graph, object, gov, message);
 }
 
 //  Data plane: a copy ordered to `gov` did not arrive (it came short, corrupt

@@ -19,6 +19,7 @@
 
 struct _graph_t {
     graph_hooks_t hooks;
+    const char *constant_why;   //  graph_object_lost_why: why a constant went
     sq_idmap_t *sessions;
     uint32_t next_session;
     uint64_t counts [TASK_STATE_COUNT_];
@@ -783,7 +784,9 @@ s_validate (session_t *session, s_check_t *check, size_t n_payloads,
                                      "task %u: input %u is a task, not a data object", task->id, id);
                 object_t *old = s_as_object (s_item (session, id));
                 if (!old || old->released)
-                    return s_refuse (msg, msg_size, bad_id, id, SQ_E_UNKNOWN_ID,
+                    //  The reply names the task, as for every other
+                    //  fault of a task's spec (docs/protocol.md).
+                    return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
                                      "task %u: input %u is not an object of session %u "
                                      "(never declared, or already released because nobody kept it)",
                                      task->id, id, session->id);
@@ -1480,10 +1483,13 @@ s_recompute (graph_t *self, object_t *lost)
         if (!producer) {
             //  A constant whose only copy was on a governor: nothing to
             //  recompute it from.
-            char message [200];
-            snprintf (message, sizeof message,
-                      "constant object %u was lost with the governor holding it; submit it again",
-                      sq_key_id (o->key));
+            char message [500];
+            if (self->constant_why)
+                snprintf (message, sizeof message, "%s", self->constant_why);
+            else
+                snprintf (message, sizeof message,
+                          "constant object %u was lost with the governor holding it; submit it again",
+                          sq_key_id (o->key));
             failure_t *failure = failure_new (sq_key_id (o->key), SQ_E_LOST, message);
             if (!failure)
                 continue;
@@ -1554,6 +1560,14 @@ graph_object_lost (graph_t *self, object_t *object, gov_t *gov)
     &&  s_needed (object))
         s_recompute (self, object);
     s_flush_frees (self);
+}
+
+void
+graph_object_lost_why (graph_t *self, object_t *object, gov_t *gov, const char *why)
+{
+    self->constant_why = why;
+    graph_object_lost (self, object, gov);
+    self->constant_why = NULL;
 }
 
 void

@@ -294,6 +294,10 @@ void graph_forget_governor (graph_t *self, gov_t *gov);
 //  A governor no longer holds a copy (it said so, or a copy failed).
 //  Recomputes the object if that was its last copy and it is needed.
 void graph_object_lost (graph_t *self, object_t *object, gov_t *gov);
+//  The same, for a copy that never was (an upload refused or never
+//  confirmed): a constant left without a copy fails with `why`, not as
+//  lost with a governor.
+void graph_object_lost_why (graph_t *self, object_t *object, gov_t *gov, const char *why);
 
 //  Counters for INFO
 uint64_t graph_task_count (graph_t *self, task_state_t state);

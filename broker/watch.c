@@ -253,6 +253,10 @@ s_reply_fetch (watches_t *self, watch_t *watch)
             snprintf (message, sizeof message, "object %u: upstream task %u failed: %s",
                       id, f->root, f->message);
         else
+        if (!graph_task (self->graph, sq_key (watch->session, f->root)))
+            //  A constant lost or never delivered: no task failed.
+            snprintf (message, sizeof message, "object %u: %s", id, f->message);
+        else
             snprintf (message, sizeof message, "object %u: task %u failed: %s", id, f->root, f->message);
         s_reply_error (self, watch, code, message, id, f->root);
         return;

@@ -470,6 +470,44 @@ s_ids (mpr_t *r, uint32_t **ids, uint32_t *n_ids)
     return 0;
 }
 
+const char *
+sq_msg_name (uint32_t type)
+{
+    switch (type) {
+        case SQ_MSG_HELLO: return "HELLO";
+        case SQ_MSG_REPLY: return "REPLY";
+        case SQ_MSG_SESSION_OPEN: return "SESSION_OPEN";
+        case SQ_MSG_SESSION_CLOSE: return "SESSION_CLOSE";
+        case SQ_MSG_SUBMIT: return "SUBMIT";
+        case SQ_MSG_KEEP: return "KEEP";
+        case SQ_MSG_UNKEEP: return "UNKEEP";
+        case SQ_MSG_WAIT: return "WAIT";
+        case SQ_MSG_FETCH: return "FETCH";
+        case SQ_MSG_CANCEL: return "CANCEL";
+        case SQ_MSG_INFO: return "INFO";
+        case SQ_MSG_PING: return "PING";
+        case SQ_MSG_RESUME: return "RESUME";
+        case SQ_MSG_UPLOAD: return "UPLOAD";
+        case SQ_MSG_UPDATE: return "UPDATE";
+        case SQ_MSG_HEARTBEAT: return "HEARTBEAT";
+        case SQ_MSG_LOAD: return "LOAD";
+        case SQ_MSG_BYE: return "BYE";
+        case SQ_MSG_ASSIGN: return "ASSIGN";
+        case SQ_MSG_SEND: return "SEND";
+        case SQ_MSG_DROP: return "DROP";
+        case SQ_MSG_STOP: return "STOP";
+        case SQ_MSG_RETRACT: return "RETRACT";
+        case SQ_MSG_KEYS: return "KEYS";
+        case SQ_MSG_OBJECT: return "OBJECT";
+        case SQ_MSG_CHUNK: return "CHUNK";
+        case SQ_MSG_CREDIT: return "CREDIT";
+        case SQ_MSG_GFETCH: return "GFETCH";
+        case SQ_MSG_GREAD: return "GREAD";
+        case SQ_MSG_PUT: return "PUT";
+        default: return NULL;
+    }
+}
+
 int
 sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
@@ -490,7 +528,7 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         case SQ_MSG_WAIT: case SQ_MSG_UPLOAD:
             fields = 6; break;
         default:
-            return s_semantic (err, "request: unknown message type");
+            return s_semantic (err, "unknown message type (not a client request)");
     }
     mpr_t r;
     self->type = type;
@@ -542,7 +580,7 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
     mpr_field (&r, NULL);
     if (mpr_end (&r)) {
         sq_request_release (self);
-        return s_error (&r, err, "request");
+        return s_error (&r, err, sq_msg_name (type));
     }
     return 0;
 }

@@ -113,6 +113,10 @@ typedef struct {
     char text [256];
 } sq_errbuf_t;
 
+//  The name of a message type as docs/protocol.md writes it ("SUBMIT");
+//  NULL for a type that is not one.
+const char *sq_msg_name (uint32_t type);
+
 //  Type and request id of a message, read from frame 0 without decoding the
 //  rest. req is 0 for messages that carry none.
 int sq_proto_peek (const void *data, size_t size, uint32_t *type, uint32_t *req);

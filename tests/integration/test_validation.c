@@ -203,9 +203,9 @@ s_raw_cases (void)
             { 2, "noop", 1, { 1 }, 1, { 3 }, NULL, 0 },
             { 4, "noop", 2, { 3, 999 }, 1, { 5 }, NULL, 0 },
         };
-        //  The unknown id itself, or the task that names it.
-        uint32_t ids [] = { 999, 4 };
-        s_expect_raw (s_raw_submit (objs, 1, tasks, 2, one, 1), SQ_E_UNKNOWN_ID, ids, 2,
+        //  The reply names the task whose input is unknown.
+        uint32_t ids [] = { 4 };
+        s_expect_raw (s_raw_submit (objs, 1, tasks, 2, one, 1), SQ_E_UNKNOWN_ID, ids, 1,
                       "input 999 (of task 4) unknown");
         s_expect_unchanged (base, "unknown input");
     }
@@ -354,9 +354,10 @@ s_library_cases (void)
                       ghost, sq_client_errmsg (s_client));
     else {
         CHECK_RC (sq_submit (s), SQ_E_UNKNOWN_ID, "submit with unknown input %u", ghost);
-        CHECK (sq_client_errid (s_client) == ghost, "UNKNOWN_ID names %u (got %u)",
-               ghost, sq_client_errid (s_client));
-        harness_note ("library: unknown input -> %s, id %u", sq_strerror (SQ_E_UNKNOWN_ID), ghost);
+        CHECK (sq_client_errid (s_client) == t, "UNKNOWN_ID names task %u, whose input %u is "
+               "unknown (got %u)", t, ghost, sq_client_errid (s_client));
+        harness_note ("library: unknown input %u -> %s, id %u", ghost,
+                      sq_strerror (SQ_E_UNKNOWN_ID), t);
     }
     s_expect_unchanged (base, "library unknown input");
 
