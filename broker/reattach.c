@@ -99,7 +99,8 @@ static s_entry_t *
 s_find (inventory_t *inv, uint64_t key)
 {
     s_entry_t probe = { key, 0, 0 };
-    return (s_entry_t *) bsearch (&probe, inv->held, inv->n_held, sizeof probe, s_by_key);
+    return inv->n_held? (s_entry_t *) bsearch (&probe, inv->held, inv->n_held, sizeof probe,
+                                                s_by_key): NULL;
 }
 
 //  The producer finished on this governor if it holds every output at one
@@ -140,7 +141,8 @@ reattach_end (graph_t *graph, gov_t *gov, reattach_stats_t *stats)
         memset (stats, 0, sizeof *stats);
         return;
     }
-    qsort (inv->held, inv->n_held, sizeof (s_entry_t), s_by_key);
+    if (inv->n_held)            //  qsort of NULL is undefined even for 0 items
+        qsort (inv->held, inv->n_held, sizeof (s_entry_t), s_by_key);
     for (size_t i = 0; i < inv->n_held; i++) {
         object_t *object = graph_object (graph, inv->held [i].key);
         task_t *producer = object? object->producer: NULL;

@@ -252,7 +252,8 @@ s_keyset_load (s_keyset_t *set, const uint8_t *const *keys, uint32_t n)
     }
     for (uint32_t i = 0; i < n; i++)
         memcpy (copy [i], keys [i], 32);
-    qsort (copy, n, 32, s_key_cmp);
+    if (n)                      //  qsort of NULL is undefined even for 0 keys
+        qsort (copy, n, 32, s_key_cmp);
     free (set->keys);
     set->keys = copy;
     set->n = n;
