@@ -210,8 +210,7 @@ static void
 s_reply_nil (broker_t *self, peer_t *peer, uint32_t req)
 {
     sq_wbuf_reset (&self->out);
-    sq_reply_begin (&self->out, req);
-    msgpack_pack_nil (&self->out.pk);
+    sq_reply_encode_nil (&self->out, req);
     s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
 }
 
@@ -1565,8 +1564,7 @@ s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
     }
     sq_wbuf_reset (&self->out);
     sq_reply_begin (&self->out, q->req);
-    msgpack_pack_array (&self->out.pk, 1);
-    msgpack_pack_uint32 (&self->out.pk, session->max_id);
+    sq_pack_resumed (&self->out.pk, session->max_id);
     s_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
 }
 

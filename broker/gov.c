@@ -183,17 +183,14 @@ gov_flush (gov_t *self, void *router, int64_t now)
 void
 gov_order_drop (gov_t *self, uint64_t key)
 {
-    msgpack_pack_uint64 (&self->drop.elements.pk, key);
+    sq_pack_drop (&self->drop.elements.pk, key);
     self->drop.count++;
 }
 
 static void
 s_order_attempt (gov_batch_t *batch, uint64_t key, uint32_t attempt)
 {
-    msgpack_packer *pk = &batch->elements.pk;
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint64 (pk, key);
-    msgpack_pack_uint32 (pk, attempt);
+    sq_pack_stop (&batch->elements.pk, key, attempt);
     batch->count++;
 }
 

@@ -5,6 +5,7 @@
     or as Prometheus metrics, so the page, /metrics and `squall status`
     never disagree. */
 #include "http.h"
+#include "json.h"
 #include "broker.h"
 #include "eventlog.h"
 #include "log.h"
@@ -63,75 +64,6 @@ s_text_open (s_text_t *t)
     return t->out? 0: -1;
 }
 
-static void
-s_json_str (FILE *out, const char *s, size_t len)
-{
-    fputc ('"', out);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char) s [i];
-        if (c == '"' || c == '\\')
-            fprintf (out, "\\%c", c);
-        else
-        if (c < 0x20 || c == 0x7f)
-            fprintf (out, "\\u%04x", c);
-        else
-            fputc (c, out);
-    }
-    fputc ('"', out);
-}
-
-static void
-s_json (FILE *out, const msgpack_object *o)
-{
-    switch (o->type) {
-        case MSGPACK_OBJECT_NIL:
-            fputs ("null", out);
-            break;
-        case MSGPACK_OBJECT_BOOLEAN:
-            fputs (o->via.boolean? "true": "false", out);
-            break;
-        case MSGPACK_OBJECT_POSITIVE_INTEGER:
-            fprintf (out, "%llu", (unsigned long long) o->via.u64);
-            break;
-        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-            fprintf (out, "%lld", (long long) o->via.i64);
-            break;
-        case MSGPACK_OBJECT_FLOAT32:
-        case MSGPACK_OBJECT_FLOAT64:
-            fprintf (out, "%.17g", o->via.f64);
-            break;
-        case MSGPACK_OBJECT_STR:
-            s_json_str (out, o->via.str.ptr, o->via.str.size);
-            break;
-        case MSGPACK_OBJECT_ARRAY:
-            fputc ('[', out);
-            for (uint32_t i = 0; i < o->via.array.size; i++) {
-                if (i)
-                    fputc (',', out);
-                s_json (out, &o->via.array.ptr [i]);
-            }
-            fputc (']', out);
-            break;
-        case MSGPACK_OBJECT_MAP:
-            fputc ('{', out);
-            for (uint32_t i = 0; i < o->via.map.size; i++) {
-                const msgpack_object_kv *kv = &o->via.map.ptr [i];
-                if (i)
-                    fputc (',', out);
-                if (kv->key.type == MSGPACK_OBJECT_STR)
-                    s_json_str (out, kv->key.via.str.ptr, kv->key.via.str.size);
-                else
-                    fputs ("\"?\"", out);
-                fputc (':', out);
-                s_json (out, &kv->val);
-            }
-            fputc ('}', out);
-            break;
-        default:
-            fputs ("null", out);    //  bin / ext never occur in INFO
-    }
-}
-
 static const msgpack_object *
 s_get (const msgpack_object *map, const char *key)
 {
@@ -178,25 +110,33 @@ s_snapshot (http_t *self, int what, msgpack_unpacked *result)
 //  --------------------------------------------------------------------------
 //  Endpoints
 
+//  Packs `what` (0: INFO, 1: sessions) and writes it as JSON, or `absent`.
+static void
+s_write_json (http_t *self, int what, FILE *out, const char *absent)
+{
+    msgpack_sbuffer_clear (&self->sbuf);
+    msgpack_packer pk;
+    msgpack_packer_init (&pk, &self->sbuf, msgpack_sbuffer_write);
+    if (what == 0)
+        broker_pack_info (self->broker, &pk);
+    else
+        broker_pack_sessions (self->broker, &pk);
+    char *json = NULL;
+    if (sq_json_from_msgpack (self->sbuf.data, self->sbuf.size, false, &json, NULL) == 0) {
+        fputs (json, out);
+        free (json);
+    }
+    else
+        fputs (absent, out);
+}
+
 static void
 s_api_state (http_t *self, FILE *out)
 {
-    msgpack_unpacked info, sessions;
-    bool have_info = s_snapshot (self, 0, &info) == 0;
     fputs ("{\"info\":", out);
-    if (have_info) {
-        s_json (out, &info.data);
-        msgpack_unpacked_destroy (&info);
-    }
-    else
-        fputs ("null", out);
+    s_write_json (self, 0, out, "null");
     fputs (",\"sessions\":", out);
-    if (s_snapshot (self, 1, &sessions) == 0) {
-        s_json (out, &sessions.data);
-        msgpack_unpacked_destroy (&sessions);
-    }
-    else
-        fputs ("[]", out);
+    s_write_json (self, 1, out, "[]");
     const eventlog_stats_t *st = eventlog_stats (self->events);
     fprintf (out, ",\"stats\":{\"bytes_moved\":%llu,\"bytes_ordered\":%llu,"
              "\"scheduled\":%llu,\"latency_sum_s\":%.6f,\"events\":{",

@@ -514,7 +514,7 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
     *payloads = NULL;
     *n_payloads = 0;
     sq_pack_submit_begin (&pk, 0, session->id);
-    msgpack_pack_array (&pk, session->n_objects);
+    sq_pack_submit_objects (&pk, session->n_objects);
     size_t cursor = 0;
     object_t *o;
     while ((o = graph_session_next_object (session, &cursor))) {
@@ -540,7 +540,7 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
             sq_pack_object_uploaded (&pk, sq_key_id (o->key), flags, type, gov, o->size, "");
         }
     }
-    msgpack_pack_array (&pk, session->n_tasks);
+    sq_pack_submit_tasks (&pk, session->n_tasks);
     cursor = 0;
     task_t *task;
     while ((task = graph_session_next_task (session, &cursor))) {

@@ -175,18 +175,9 @@ s_done_state (task_t *task)
 static void
 s_pack_done (msgpack_packer *pk, uint32_t id, task_t *task)
 {
-    uint32_t state = s_done_state (task);
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, id);
-    msgpack_pack_uint32 (pk, state);
-    if (task && task->failure) {
-        msgpack_pack_uint32 (pk, task->failure->root);
-        sq_pack_cstr (pk, task->failure->message);
-    }
-    else {
-        msgpack_pack_nil (pk);
-        msgpack_pack_nil (pk);
-    }
+    bool failure = task && task->failure;
+    sq_pack_done (pk, id, s_done_state (task), failure? task->failure->root: 0,
+                  failure? task->failure->message: NULL);
 }
 
 static void
@@ -195,11 +186,8 @@ s_reply_wait (watches_t *self, watch_t *watch, session_t *session)
     sq_wbuf_t w;
     sq_wbuf_init (&w);
     sq_reply_begin (&w, watch->req);
-    msgpack_pack_array (&w.pk, 3);
     if (watch->mode == SQ_WAIT_SESSION) {
-        msgpack_pack_uint32 (&w.pk, session->finished);
-        msgpack_pack_uint32 (&w.pk, session->failed);
-        msgpack_pack_array (&w.pk, session->n_failures);
+        sq_pack_wait_head (&w.pk, session->finished, session->failed, session->n_failures);
         for (uint32_t i = 0; i < session->n_failures; i++)
             s_pack_done (&w.pk, sq_key_id (session->failures [i]->key), session->failures [i]);
     }
@@ -219,9 +207,7 @@ s_reply_wait (watches_t *self, watch_t *watch, session_t *session)
             else
                 failed++;
         }
-        msgpack_pack_uint32 (&w.pk, finished);
-        msgpack_pack_uint32 (&w.pk, failed);
-        msgpack_pack_array (&w.pk, listed);
+        sq_pack_wait_head (&w.pk, finished, failed, listed);
         for (uint32_t i = 0; i < watch->n_ids; i++) {
             task_t *task = tasks? tasks [i]: NULL;
             if (s_done_state (task) != SQ_STATE_PENDING)
@@ -264,11 +250,8 @@ s_reply_fetch (watches_t *self, watch_t *watch)
     sq_wbuf_t w;
     sq_wbuf_init (&w);
     sq_reply_begin (&w, watch->req);
-    msgpack_pack_array (&w.pk, 3);
-    msgpack_pack_uint64 (&w.pk, object->size);
-    sq_pack_cstr (&w.pk, object->content_type);
     if (object->data) {
-        msgpack_pack_nil (&w.pk);
+        sq_pack_fetched_inline (&w.pk, object->size, object->content_type);
         zmq_msg_t payload;
         if (sq_blob_msg (object->data, &payload) == 0) {
             self->hooks.reply (self->hooks.arg, watch->client, &w, &payload);
@@ -289,6 +272,7 @@ s_reply_fetch (watches_t *self, watch_t *watch)
         s_reply_error (self, watch, SQ_E_LOST, "no governor holds the object any more", id, 0);
         return;
     }
+    sq_pack_fetched_head (&w.pk, object->size, object->content_type);
     self->hooks.where (self->hooks.arg, watch->client, object, where->gov, &w.pk);
     self->hooks.reply (self->hooks.arg, watch->client, &w, NULL);
     sq_wbuf_release (&w);

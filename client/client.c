@@ -3,6 +3,7 @@
 #include "sq_client_private.h"
 #include "keys.h"
 #include "zap.h"
+#include "json.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -17,7 +18,6 @@
 //  request must never fail only because the peer is slow to read.
 #define S_HWM 100000
 //  Deepest INFO document converted to JSON.
-#define S_JSON_MAX_DEPTH 32
 
 static const char *s_errnames [SQ_E_COUNT_] = {
     "ok", "protocol error", "version mismatch", "no hello", "invalid argument",
@@ -716,12 +716,9 @@ s_resume_sessions (sq_client_t *self)
             return rc;
         uint32_t max_id = 0;
         if (reply.code == SQ_OK) {
-            mpr_t r;
-            mpr_init (&r, reply.body, reply.body_size);
-            mpr_array_exact (&r, 1);
-            mpr_u32 (&r, &max_id);
-            if (mpr_end (&r))
-                return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed RESUME reply");
+            sq_errbuf_t err;
+            if (sq_resumed_decode (reply.body, reply.body_size, &max_id, &err))
+                return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
         }
         else
             s_reply_error (self, &reply);
@@ -765,201 +762,6 @@ s_resume (sq_client_t *self, int64_t deadline)
 
 //  --------------------------------------------------------------------------
 
-//  --------------------------------------------------------------------------
-//  INFO as JSON. Conversion is generic: maps become objects (keys that are
-//  not strings are written as the JSON text of the key, quoted), arrays,
-//  strings (escaped), integers, floats (non-finite ones as null), booleans,
-//  nil as null, binary values as strings of lowercase hex digits, extension
-//  values as null.
-
-typedef struct {
-    char *data;
-    size_t len;
-    size_t cap;
-    bool failed;
-} s_text_t;
-
-static void
-s_put (s_text_t *t, const char *bytes, size_t n)
-{
-    if (t->failed)
-        return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap? t->cap: 256;
-        while (t->len + n + 1 > cap)
-            cap *= 2;
-        char *data = (char *) realloc (t->data, cap);
-        if (!data) {
-            t->failed = true;
-            return;
-        }
-        t->data = data;
-        t->cap = cap;
-    }
-    memcpy (t->data + t->len, bytes, n);
-    t->len += n;
-    t->data [t->len] = 0;
-}
-
-static void
-s_putf (s_text_t *t, const char *format, ...) __attribute__ ((format (printf, 2, 3)));
-static void
-s_putf (s_text_t *t, const char *format, ...)
-{
-    char buf [64];
-    va_list args;
-    va_start (args, format);
-    int n = vsnprintf (buf, sizeof buf, format, args);
-    va_end (args);
-    if (n > 0)
-        s_put (t, buf, (size_t) n < sizeof buf? (size_t) n: sizeof buf - 1);
-}
-
-static void
-s_put_json_string (s_text_t *t, mpr_str_t s)
-{
-    s_put (t, "\"", 1);
-    for (uint32_t i = 0; i < s.len; i++) {
-        unsigned char c = (unsigned char) s.ptr [i];
-        if (c == '"')
-            s_put (t, "\\\"", 2);
-        else
-        if (c == '\\')
-            s_put (t, "\\\\", 2);
-        else
-        if (c == '\n')
-            s_put (t, "\\n", 2);
-        else
-        if (c == '\r')
-            s_put (t, "\\r", 2);
-        else
-        if (c == '\t')
-            s_put (t, "\\t", 2);
-        else
-        if (c < 0x20 || c == 0x7f)
-            s_putf (t, "\\u%04x", c);
-        else
-            s_put (t, (const char *) &c, 1);
-    }
-    s_put (t, "\"", 1);
-}
-
-static int s_json_value (mpr_t *r, s_text_t *t, int depth);
-
-//  A map key: strings as they are, anything else as its JSON text, quoted.
-static int
-s_json_key (mpr_t *r, s_text_t *t, int depth)
-{
-    if (mpr_peek (r) == MPR_STR) {
-        mpr_str_t s;
-        if (mpr_str (r, &s, UINT32_MAX))
-            return -1;
-        s_put_json_string (t, s);
-        return 0;
-    }
-    s_text_t key = { NULL, 0, 0, false };
-    int rc = s_json_value (r, &key, depth);
-    if (rc == 0 && !key.failed) {
-        mpr_str_t s = { key.data? key.data: "", (uint32_t) key.len };
-        s_put_json_string (t, s);
-    }
-    if (key.failed)
-        t->failed = true;
-    free (key.data);
-    return rc;
-}
-
-static int
-s_json_value (mpr_t *r, s_text_t *t, int depth)
-{
-    if (depth > S_JSON_MAX_DEPTH)
-        return mpr_fail (r, "value nested too deeply");
-    mpr_str_t s;
-    uint32_t n;
-    switch (mpr_peek (r)) {
-        case MPR_NIL:
-            s_put (t, "null", 4);
-            return mpr_nil (r);
-        case MPR_BOOL: {
-            bool b;
-            if (mpr_bool (r, &b))
-                return -1;
-            s_put (t, b? "true": "false", b? 4: 5);
-            return 0;
-        }
-        case MPR_UINT: {
-            uint64_t u;
-            if (mpr_uint (r, &u))
-                return -1;
-            s_putf (t, "%llu", (unsigned long long) u);
-            return 0;
-        }
-        case MPR_INT: {
-            int64_t i;
-            if (mpr_int (r, &i))
-                return -1;
-            s_putf (t, "%lld", (long long) i);
-            return 0;
-        }
-        case MPR_FLOAT: {
-            double d;
-            if (mpr_double (r, &d))
-                return -1;
-            if (isfinite (d))
-                s_putf (t, "%.17g", d);
-            else
-                s_put (t, "null", 4);
-            return 0;
-        }
-        case MPR_STR:
-            if (mpr_str (r, &s, UINT32_MAX))
-                return -1;
-            s_put_json_string (t, s);
-            return 0;
-        case MPR_BIN:
-            if (mpr_bin (r, &s, UINT32_MAX))
-                return -1;
-            s_put (t, "\"", 1);
-            for (uint32_t i = 0; i < s.len; i++)
-                s_putf (t, "%02x", (unsigned char) s.ptr [i]);
-            s_put (t, "\"", 1);
-            return 0;
-        case MPR_ARRAY:
-            if (mpr_array (r, &n))
-                return -1;
-            s_put (t, "[", 1);
-            for (uint32_t i = 0; i < n; i++) {
-                if (i)
-                    s_put (t, ",", 1);
-                if (s_json_value (r, t, depth + 1))
-                    return -1;
-            }
-            s_put (t, "]", 1);
-            return 0;
-        case MPR_MAP:
-            if (mpr_map (r, &n))
-                return -1;
-            s_put (t, "{", 1);
-            for (uint32_t i = 0; i < n; i++) {
-                if (i)
-                    s_put (t, ",", 1);
-                if (s_json_key (r, t, depth + 1))
-                    return -1;
-                s_put (t, ":", 1);
-                if (s_json_value (r, t, depth + 1))
-                    return -1;
-            }
-            s_put (t, "}", 1);
-            return 0;
-        case MPR_EXT:
-            s_put (t, "null", 4);
-            return mpr_skip (r, NULL, NULL);
-        default:
-            //  Let the reader say what is wrong (truncated, bad type byte).
-            return mpr_skip (r, NULL, NULL) == 0? mpr_fail (r, "invalid value"): -1;
-    }
-}
-
 int
 sq_client_info (sq_client_t *self, char **json)
 {
@@ -974,23 +776,12 @@ sq_client_info (sq_client_t *self, char **json)
     int rc = sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply);
     if (rc)
         return rc;
-    mpr_t r;
-    s_text_t text = { NULL, 0, 0, false };
-    mpr_init (&r, reply.body, reply.body_size);
-    if (mpr_peek (&r) != MPR_MAP)
-        mpr_fail (&r, "expected a map");
-    else
-        s_json_value (&r, &text, 0);
-    mpr_end (&r);
-    if (!mpr_ok (&r)) {
-        free (text.data);
-        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed INFO reply: %s", r.error);
-    }
-    if (text.failed || !text.data) {
-        free (text.data);
+    sq_errbuf_t err;
+    rc = sq_json_from_msgpack (reply.body, reply.body_size, true, json, &err);
+    if (rc == -2)
         return sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "out of memory");
-    }
-    *json = text.data;
+    if (rc)
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed INFO reply: %s", err.text);
     return 0;
 }
 

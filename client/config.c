@@ -1,26 +1,12 @@
-/*  config: msgpack encoders of the built-in task configurations.
+/*  config: the built-in task configurations, for libsquall's callers.
 
-    Every encoded config is checked with the same decoder the broker and the
+    The encoders are common/taskconf.c's; every encoded config is checked with the same decoder the broker and the
     governors use (common/taskconf.c), so a helper never hands out a config
     the cluster would refuse. */
 #include "sq_client_private.h"
 #include "taskconf.h"
 #include <stdlib.h>
 #include <string.h>
-
-static void
-s_key (msgpack_packer *pk, const char *key)
-{
-    sq_pack_cstr (pk, key);
-}
-
-static void
-s_pack_strings (msgpack_packer *pk, const char *const *items, size_t n)
-{
-    msgpack_pack_array (pk, n);
-    for (size_t i = 0; i < n; i++)
-        sq_pack_cstr (pk, items [i]);
-}
 
 //  Checks the encoded config against its kind and hands the buffer over,
 //  or frees it and returns NULL.
@@ -49,9 +35,7 @@ sq_config_sleep (double seconds, size_t *size)
     msgpack_packer pk;
     msgpack_sbuffer_init (&buf);
     msgpack_packer_init (&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map (&pk, 1);
-    s_key (&pk, "seconds");
-    msgpack_pack_double (&pk, seconds);
+    sq_taskconf_pack_sleep (&pk, seconds);
     return s_finish (&buf, SQ_KIND_SLEEP, 0, 0, size);
 }
 
@@ -62,11 +46,7 @@ sq_config_slice (uint64_t start, int64_t end, size_t *size)
     msgpack_packer pk;
     msgpack_sbuffer_init (&buf);
     msgpack_packer_init (&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map (&pk, 2);
-    s_key (&pk, "start");
-    msgpack_pack_uint64 (&pk, start);
-    s_key (&pk, "end");
-    msgpack_pack_int64 (&pk, end);
+    sq_taskconf_pack_slice (&pk, start, end);
     return s_finish (&buf, SQ_KIND_SLICE, 1, 1, size);
 }
 
@@ -79,9 +59,7 @@ sq_config_path (const char *path, size_t *size)
     msgpack_packer pk;
     msgpack_sbuffer_init (&buf);
     msgpack_packer_init (&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map (&pk, 1);
-    s_key (&pk, "path");
-    sq_pack_cstr (&pk, path);
+    sq_taskconf_pack_path (&pk, path);
     return s_finish (&buf, SQ_KIND_LOAD, 0, 1, size);
 }
 
@@ -112,21 +90,7 @@ sq_config_execute (const char *const *args, size_t n_args,
     msgpack_packer pk;
     msgpack_sbuffer_init (&buf);
     msgpack_packer_init (&pk, &buf, msgpack_sbuffer_write);
-    msgpack_pack_map (&pk, 6);
-    s_key (&pk, "args");
-    s_pack_strings (&pk, args, n_args);
-    s_key (&pk, "env");
-    if (env)
-        s_pack_strings (&pk, env, n_env);
-    else
-        msgpack_pack_nil (&pk);
-    s_key (&pk, "in_paths");
-    s_pack_strings (&pk, in_paths, n_inputs);
-    s_key (&pk, "stdin");
-    msgpack_pack_int (&pk, stdin_input);
-    s_key (&pk, "out_paths");
-    s_pack_strings (&pk, out_paths, n_outputs);
-    s_key (&pk, "stdout");
-    msgpack_pack_int (&pk, stdout_output);
+    sq_taskconf_pack_execute (&pk, args, n_args, env, n_env, in_paths, n_inputs, stdin_input,
+                              out_paths, n_outputs, stdout_output);
     return s_finish (&buf, SQ_KIND_EXECUTE, (uint32_t) n_inputs, (uint32_t) n_outputs, size);
 }

@@ -123,12 +123,10 @@ sq_client_gread (sq_client_t *self, const sq_target_t *target, uint64_t key, uin
         uint64_t offset = index * chunk;
         uint64_t want = size - offset < chunk? size - offset: chunk;
         uint64_t got_size;
-        mpr_t r;
-        mpr_init (&r, reply.body, reply.body_size);
-        mpr_array_exact (&r, 2);
-        mpr_uint (&r, &got_size);
-        mpr_skip (&r, NULL, NULL);
-        if (mpr_end (&r) || index != received || got_size != size || msg.n != 2
+        mpr_str_t got_type;
+        sq_errbuf_t err;
+        if (sq_served_decode (reply.body, reply.body_size, &got_size, &got_type, &err)
+        ||  index != received || got_size != size || msg.n != 2
         ||  sq_msg_size (&msg, 1) != want) {
             rc = sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
                                    "governor at %s sent a wrong range of object %u",

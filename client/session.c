@@ -112,11 +112,9 @@ s_call_simple (sq_session_t *self, sq_request_t *request, int timeout_ms, sq_rep
 static int
 s_expect_nil (sq_session_t *self, const sq_reply_t *reply, const char *what)
 {
-    mpr_t r;
-    mpr_init (&r, reply->body, reply->body_size);
-    mpr_nil (&r);
-    if (mpr_end (&r))
-        return s_err (self, SQ_E_PROTOCOL, 0, "malformed %s reply: %s", what, r.error);
+    sq_errbuf_t err;
+    if (sq_nil_decode (reply->body, reply->body_size, &err))
+        return s_err (self, SQ_E_PROTOCOL, 0, "malformed %s %s", what, err.text);
     return 0;
 }
 
@@ -373,10 +371,7 @@ sq_task (sq_session_t *self, const char *kind, const uint32_t *inputs, size_t n_
     if (config && config_size) {
         //  The config is embedded raw in the SUBMIT frame: it must be
         //  exactly one msgpack value or it would corrupt the message.
-        mpr_t r;
-        mpr_init (&r, config, config_size);
-        mpr_skip (&r, NULL, NULL);
-        if (config_size > SQ_MAX_CONFIG || mpr_end (&r)) {
+        if (sq_opaque_check (config, config_size)) {
             s_err (self, SQ_E_BAD_CONFIG, 0, "sq_task: config is not one msgpack value%s",
                    config_size > SQ_MAX_CONFIG? " (too large)": "");
             return 0;
@@ -679,7 +674,7 @@ sq_submit (sq_session_t *self)
     msgpack_packer *pk = &client->w.pk;
     sq_wbuf_reset (&client->w);
     sq_pack_submit_begin (pk, req, self->id);
-    msgpack_pack_array (pk, (uint32_t) self->n_objects);
+    sq_pack_submit_objects (pk, (uint32_t) self->n_objects);
     size_t n_payloads = 0;
     uint64_t payload_bytes = 0;
     for (size_t i = 0; i < self->n_objects; i++) {
@@ -703,7 +698,7 @@ sq_submit (sq_session_t *self)
             n_payloads++;
         }
     }
-    msgpack_pack_array (pk, (uint32_t) self->n_tasks);
+    sq_pack_submit_tasks (pk, (uint32_t) self->n_tasks);
     for (size_t i = 0; i < self->n_tasks && rc == 0; i++) {
         s_task_t *t = &self->tasks [i];
         sq_resource_t resources [SQ_MAX_RESOURCES];
@@ -817,51 +812,27 @@ s_wait (sq_session_t *self, uint32_t mode, const uint32_t *ids, size_t n, int ti
     sq_reply_t reply;
     if ((rc = s_call_simple (self, &request, s_wait_timeout (timeout_ms), &reply)))
         return rc;
-    mpr_t r;
     uint64_t n_finished, n_failed;
-    uint32_t n_entries;
-    mpr_init (&r, reply.body, reply.body_size);
-    mpr_field (&r, "wait reply");
-    mpr_array_exact (&r, 3);
-    mpr_field (&r, "n_finished");
-    mpr_uint (&r, &n_finished);
-    mpr_field (&r, "n_failed");
-    mpr_uint (&r, &n_failed);
-    mpr_field (&r, "states");
-    mpr_array (&r, &n_entries);
-    if (mpr_ok (&r) && mode != SQ_WAIT_SESSION && n_entries > n)
-        mpr_fail (&r, "more states than ids asked for");
+    sq_iter_t it;
+    sq_errbuf_t err;
+    uint32_t max_listed = mode == SQ_WAIT_SESSION? UINT32_MAX: (uint32_t) n;
     sq_done_t first_bad = { 0, 0, 0, { NULL, 0 } };
     size_t count = 0;
-    for (uint32_t i = 0; i < n_entries && mpr_ok (&r); i++) {
-        sq_done_t d = { 0, 0, 0, { NULL, 0 } };
-        mpr_field (&r, "state entry");
-        mpr_array_exact (&r, 4);
-        mpr_field (&r, "id");
-        mpr_u32 (&r, &d.id);
-        mpr_field (&r, "state");
-        mpr_u32 (&r, &d.state);
-        if (mpr_ok (&r) && d.state > SQ_STATE_CANCELLED)
-            mpr_fail (&r, "unknown state");
-        mpr_field (&r, "root");
-        if (!mpr_try_nil (&r))
-            mpr_u32 (&r, &d.root);
-        mpr_field (&r, "message");
-        if (!mpr_try_nil (&r))
-            mpr_str (&r, &d.message, SQ_MAX_MESSAGE);
-        if (!mpr_ok (&r))
-            break;
+    int more = sq_wait_reply_begin (&it, reply.body, reply.body_size, max_listed,
+                                    &n_finished, &n_failed, &err);
+    sq_done_t d;
+    while (more == 0 && (more = sq_wait_reply_next (&it, &d)) == 1) {
         if (d.state != SQ_STATE_PENDING && done && count < max_done)
             done [count++] = d.id;
         if ((d.state == SQ_STATE_FAILED || d.state == SQ_STATE_CANCELLED)
         &&  (first_bad.state == 0
           || (first_bad.state == SQ_STATE_CANCELLED && d.state == SQ_STATE_FAILED)))
             first_bad = d;
+        more = 0;
     }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return s_err (self, SQ_E_PROTOCOL, 0, "malformed WAIT reply: %s%s%s",
-                      r.field? r.field: "", r.field? ": ": "", r.error);
+    sq_iter_release (&it);
+    if (more < 0)
+        return s_err (self, SQ_E_PROTOCOL, 0, "malformed %s", err.text);
     if (n_done)
         *n_done = count;
     if (mode == SQ_WAIT_SOME)

@@ -1761,3 +1761,201 @@ sq_put_encode (sq_wbuf_t *w, const sq_put_t *m)
     sq_pack_mstr (&w->pk, m->content_type);
     s_pack_bin_or_nil (&w->pk, (const uint8_t *) m->capability.ptr, m->capability.len);
 }
+
+//  --------------------------------------------------------------------------
+//  Reply bodies of client requests and of the serve socket
+
+void
+sq_pack_wait_head (msgpack_packer *pk, uint32_t finished, uint32_t failed, uint32_t listed)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, finished);
+    msgpack_pack_uint32 (pk, failed);
+    msgpack_pack_array (pk, listed);
+}
+
+void
+sq_pack_done (msgpack_packer *pk, uint32_t id, uint32_t state, uint32_t root, const char *message)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, id);
+    msgpack_pack_uint32 (pk, state);
+    if (message) {
+        msgpack_pack_uint32 (pk, root);
+        sq_pack_cstr (pk, message);
+    }
+    else {
+        msgpack_pack_nil (pk);
+        msgpack_pack_nil (pk);
+    }
+}
+
+int
+sq_wait_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size, uint32_t max_listed,
+                     uint64_t *finished, uint64_t *failed, sq_errbuf_t *err)
+{
+    memset (self, 0, sizeof *self);
+    self->err = err;
+    mpr_t *r = &self->r;
+    mpr_init (r, body, size);
+    mpr_field (r, "body");
+    mpr_array_exact (r, 3);
+    mpr_field (r, "n_finished");
+    mpr_uint (r, finished);
+    mpr_field (r, "n_failed");
+    mpr_uint (r, failed);
+    mpr_field (r, "states");
+    mpr_array (r, &self->left);
+    if (mpr_ok (r) && self->left > max_listed)
+        mpr_fail (r, "more states than ids asked for");
+    if (!mpr_ok (r))
+        return s_error (r, err, "WAIT reply");
+    return 0;
+}
+
+int
+sq_wait_reply_next (sq_iter_t *self, sq_done_t *done)
+{
+    int more = s_iter_more (self, "WAIT reply");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    memset (done, 0, sizeof *done);
+    mpr_field (r, "state entry");
+    mpr_array_exact (r, 4);
+    mpr_field (r, "id");
+    mpr_u32 (r, &done->id);
+    mpr_field (r, "state");
+    mpr_u32 (r, &done->state);
+    if (mpr_ok (r) && done->state > SQ_STATE_CANCELLED)
+        mpr_fail (r, "unknown state");
+    mpr_field (r, "root");
+    if (!mpr_try_nil (r))
+        mpr_u32 (r, &done->root);
+    mpr_field (r, "message");
+    if (!mpr_try_nil (r))
+        mpr_str (r, &done->message, SQ_MAX_MESSAGE);
+    if (!mpr_ok (r))
+        return s_error (r, self->err, "WAIT reply");
+    return 1;
+}
+
+void
+sq_pack_fetched_inline (msgpack_packer *pk, uint64_t size, const char *content_type)
+{
+    sq_pack_fetched_head (pk, size, content_type);
+    msgpack_pack_nil (pk);
+}
+
+void
+sq_pack_fetched_head (msgpack_packer *pk, uint64_t size, const char *content_type)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint64 (pk, size);
+    sq_pack_cstr (pk, content_type);
+}
+
+void
+sq_pack_resumed (msgpack_packer *pk, uint32_t max_id)
+{
+    msgpack_pack_array (pk, 1);
+    msgpack_pack_uint32 (pk, max_id);
+}
+
+int
+sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array_exact (&r, 1);
+    mpr_field (&r, "max_id");
+    mpr_u32 (&r, max_id);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "RESUME reply");
+    return 0;
+}
+
+void
+sq_reply_encode_nil (sq_wbuf_t *w, uint32_t req)
+{
+    sq_reply_begin (w, req);
+    msgpack_pack_nil (&w->pk);
+}
+
+int
+sq_nil_decode (const uint8_t *body, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_nil (&r);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "reply");
+    return 0;
+}
+
+int
+sq_opaque_check (const void *data, size_t size)
+{
+    if (size > SQ_MAX_CONFIG)
+        return -1;
+    mpr_t r;
+    mpr_init (&r, data, size);
+    mpr_skip (&r, NULL, NULL);
+    return mpr_end (&r)? -1: 0;
+}
+
+void
+sq_pack_submit_objects (msgpack_packer *pk, uint32_t n_objects)
+{
+    msgpack_pack_array (pk, n_objects);
+}
+
+void
+sq_pack_submit_tasks (msgpack_packer *pk, uint32_t n_tasks)
+{
+    msgpack_pack_array (pk, n_tasks);
+}
+
+void
+sq_pack_served (msgpack_packer *pk, uint64_t size, const char *content_type)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint64 (pk, size);
+    sq_pack_cstr (pk, content_type);
+}
+
+int
+sq_served_decode (const uint8_t *body, size_t size, uint64_t *object_size,
+                  mpr_str_t *content_type, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array_exact (&r, 2);
+    mpr_field (&r, "size");
+    mpr_uint (&r, object_size);
+    mpr_field (&r, "content_type");
+    mpr_str (&r, content_type, SQ_MAX_NAME);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return s_error (&r, err, "GREAD reply");
+    return 0;
+}
+
+void
+sq_pack_drop (msgpack_packer *pk, uint64_t object)
+{
+    msgpack_pack_uint64 (pk, object);
+}
+
+void
+sq_pack_stop (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+}

@@ -129,6 +129,16 @@ typedef struct {
     msgpack_packer pk;
 } sq_wbuf_t;
 
+//  Iterating readers: one message holds many elements. next returns 1 with
+//  an element, 0 at the (validated) end, -1 on error.
+typedef struct {
+    mpr_t r;
+    uint32_t left;
+    void *scratch;
+    size_t scratch_cap;
+    sq_errbuf_t *err;
+} sq_iter_t;
+
 void sq_wbuf_init (sq_wbuf_t *self);
 void sq_wbuf_reset (sq_wbuf_t *self);
 void sq_wbuf_release (sq_wbuf_t *self);
@@ -315,8 +325,35 @@ typedef struct {
     mpr_str_t message;
 } sq_done_t;
 
-//  FETCH reply body: [size, content_type, where]; where is nil when the data
-//  is frame 1 of the reply, else [governor_id, serve_endpoint].
+//  Encoding: the head, then `listed` entries. message NULL packs root and
+//  message as nil (an id that finished).
+void sq_pack_wait_head (msgpack_packer *pk, uint32_t finished, uint32_t failed, uint32_t listed);
+void sq_pack_done (msgpack_packer *pk, uint32_t id, uint32_t state, uint32_t root,
+                   const char *message);
+//  Decoding: begin reads the counts (max_listed: more entries are an
+//  error), next gives each entry (1), then 0 at the validated end, -1 on
+//  error (err says why).
+int sq_wait_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size, uint32_t max_listed,
+                         uint64_t *finished, uint64_t *failed, sq_errbuf_t *err);
+int sq_wait_reply_next (sq_iter_t *self, sq_done_t *done);
+
+//  FETCH reply body [size, content_type, where|nil]: inline (the bytes are
+//  payload frame 1) or located (where, as sq_pack_where).
+void sq_pack_fetched_inline (msgpack_packer *pk, uint64_t size, const char *content_type);
+//  Located: the head, then one sq_pack_where.
+void sq_pack_fetched_head (msgpack_packer *pk, uint64_t size, const char *content_type);
+
+//  RESUME reply body [max_id].
+void sq_pack_resumed (msgpack_packer *pk, uint32_t max_id);
+int sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf_t *err);
+
+//  Replies whose body is nil (most requests): encoding and checking.
+void sq_reply_encode_nil (sq_wbuf_t *w, uint32_t req);
+int sq_nil_decode (const uint8_t *body, size_t size, sq_errbuf_t *err);
+
+//  A task's config is embedded raw in SUBMIT and ASSIGN: it must be one
+//  msgpack value of at most SQ_MAX_CONFIG bytes. 0 if it is.
+int sq_opaque_check (const void *data, size_t size);
 
 //  --------------------------------------------------------------------------
 //  SUBMIT [12, req, session, [objects], [tasks]] + constant payload frames
@@ -371,6 +408,9 @@ void sq_submit_release (sq_submit_t *self);
 //  Encoding: begin, then pack an array of n objects (sq_pack_object_spec
 //  each), then an array of n tasks (sq_pack_task_spec each).
 void sq_pack_submit_begin (msgpack_packer *pk, uint32_t req, uint32_t session);
+//  The heads of the two lists that follow the begin.
+void sq_pack_submit_objects (msgpack_packer *pk, uint32_t n_objects);
+void sq_pack_submit_tasks (msgpack_packer *pk, uint32_t n_tasks);
 void sq_pack_object_spec (msgpack_packer *pk, uint32_t id, uint32_t flags,
                           const char *content_type, int32_t frame, const char *name);
 //  A constant already uploaded to `governor` (PUT on its serve socket).
@@ -416,15 +456,6 @@ typedef struct {
     sq_output_ref_t *outputs;   //  scratch owned by the reader
 } sq_event_t;
 
-//  Iterating readers: one message holds many elements. next returns 1 with
-//  an element, 0 at the (validated) end, -1 on error.
-typedef struct {
-    mpr_t r;
-    uint32_t left;
-    void *scratch;
-    size_t scratch_cap;
-    sq_errbuf_t *err;
-} sq_iter_t;
 
 int sq_update_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
 int sq_update_next (sq_iter_t *self, sq_event_t *event);
@@ -530,6 +561,9 @@ void sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version,
 //  event) and ignores the others, which run and finish as usual.
 int sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
                    sq_errbuf_t *err);
+//  Elements of those batches (after sq_batch_header).
+void sq_pack_drop (msgpack_packer *pk, uint64_t object);
+void sq_pack_stop (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 int sq_drop_next (sq_iter_t *self, uint64_t *key);
 int sq_stop_next (sq_iter_t *self, uint64_t *key, uint32_t *attempt);
 
@@ -596,6 +630,12 @@ typedef struct {
 
 int sq_credit_decode (sq_credit_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_credit_encode (sq_wbuf_t *w, const sq_credit_t *credit);
+
+//  The OK reply body of GREAD and GFETCH: [size, content_type] (the bytes
+//  are its payload frame).
+void sq_pack_served (msgpack_packer *pk, uint64_t size, const char *content_type);
+int sq_served_decode (const uint8_t *body, size_t size, uint64_t *object_size,
+                      mpr_str_t *content_type, sq_errbuf_t *err);
 
 //  Serve socket: GREAD [71, req, object, offset, length, capability|nil]
 //  -> REPLY body [size, content_type] + one payload frame holding bytes

@@ -290,3 +290,64 @@ sq_taskconf_release (sq_taskconf_t *self)
     self->args = self->env = self->in_paths = self->out_paths = NULL;
     self->n_args = self->n_env = self->n_in_paths = self->n_out_paths = 0;
 }
+
+//  --------------------------------------------------------------------------
+//  Encoders
+
+static void
+s_pack_strings (msgpack_packer *pk, const char *const *items, size_t n)
+{
+    msgpack_pack_array (pk, n);
+    for (size_t i = 0; i < n; i++)
+        sq_pack_cstr (pk, items [i]);
+}
+
+void
+sq_taskconf_pack_sleep (msgpack_packer *pk, double seconds)
+{
+    msgpack_pack_map (pk, 1);
+    sq_pack_cstr (pk, "seconds");
+    msgpack_pack_double (pk, seconds);
+}
+
+void
+sq_taskconf_pack_slice (msgpack_packer *pk, uint64_t start, int64_t end)
+{
+    msgpack_pack_map (pk, 2);
+    sq_pack_cstr (pk, "start");
+    msgpack_pack_uint64 (pk, start);
+    sq_pack_cstr (pk, "end");
+    msgpack_pack_int64 (pk, end);
+}
+
+void
+sq_taskconf_pack_path (msgpack_packer *pk, const char *path)
+{
+    msgpack_pack_map (pk, 1);
+    sq_pack_cstr (pk, "path");
+    sq_pack_cstr (pk, path);
+}
+
+void
+sq_taskconf_pack_execute (msgpack_packer *pk, const char *const *args, size_t n_args,
+                          const char *const *env, size_t n_env,
+                          const char *const *in_paths, size_t n_inputs, int stdin_input,
+                          const char *const *out_paths, size_t n_outputs, int stdout_output)
+{
+    msgpack_pack_map (pk, 6);
+    sq_pack_cstr (pk, "args");
+    s_pack_strings (pk, args, n_args);
+    sq_pack_cstr (pk, "env");
+    if (env)
+        s_pack_strings (pk, env, n_env);
+    else
+        msgpack_pack_nil (pk);
+    sq_pack_cstr (pk, "in_paths");
+    s_pack_strings (pk, in_paths, n_inputs);
+    sq_pack_cstr (pk, "stdin");
+    msgpack_pack_int (pk, stdin_input);
+    sq_pack_cstr (pk, "out_paths");
+    s_pack_strings (pk, out_paths, n_outputs);
+    sq_pack_cstr (pk, "stdout");
+    msgpack_pack_int (pk, stdout_output);
+}

@@ -58,4 +58,16 @@ int sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind,
                         uint32_t n_inputs, uint32_t n_outputs, sq_errbuf_t *err);
 void sq_taskconf_release (sq_taskconf_t *self);
 
+//  Encoders, one per kind with a config (libsquall's sq_config_* check
+//  what they make with the decoder above). Strings are NUL-terminated;
+//  env NULL packs nil.
+void sq_taskconf_pack_sleep (msgpack_packer *pk, double seconds);
+void sq_taskconf_pack_slice (msgpack_packer *pk, uint64_t start, int64_t end);
+void sq_taskconf_pack_path (msgpack_packer *pk, const char *path);
+void sq_taskconf_pack_execute (msgpack_packer *pk, const char *const *args, size_t n_args,
+                               const char *const *env, size_t n_env,
+                               const char *const *in_paths, size_t n_inputs, int stdin_input,
+                               const char *const *out_paths, size_t n_outputs,
+                               int stdout_output);
+
 #endif

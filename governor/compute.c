@@ -905,9 +905,7 @@ s_on_gfetch (compute_t *self, sq_msg_t *msg)
     size_t n_payloads = 0;
     if (blob && sq_blob_msg (blob, &payload) == 0) {
         sq_reply_begin (&reply, fetch.req);
-        msgpack_pack_array (&reply.pk, 2);
-        msgpack_pack_uint64 (&reply.pk, sq_blob_size (blob));
-        sq_pack_cstr (&reply.pk, type);
+        sq_pack_served (&reply.pk, sq_blob_size (blob), type);
         n_payloads = 1;
     }
     else {
@@ -946,9 +944,7 @@ s_on_gread (compute_t *self, sq_msg_t *msg)
         uint64_t len = size - gread.offset < gread.length? size - gread.offset: gread.length;
         if (sq_blob_msg_range (blob, (size_t) gread.offset, (size_t) len, &payload) == 0) {
             sq_reply_begin (&reply, gread.req);
-            msgpack_pack_array (&reply.pk, 2);
-            msgpack_pack_uint64 (&reply.pk, size);
-            sq_pack_cstr (&reply.pk, type);
+            sq_pack_served (&reply.pk, size, type);
             n_payloads = 1;
         }
     }
@@ -983,10 +979,8 @@ s_on_put (compute_t *self, sq_msg_t *msg)
     sq_wbuf_t reply;
     sq_wbuf_init (&reply);
     int code = transfer_put (self->transfer, &put, &msg->frames [3], self->err, sizeof self->err);
-    if (code == 0) {
-        sq_reply_begin (&reply, put.req);
-        msgpack_pack_nil (&reply.pk);
-    }
+    if (code == 0)
+        sq_reply_encode_nil (&reply, put.req);
     else
         sq_reply_encode_error (&reply, put.req, code, self->err, sq_key_id (put.key), 0);
     const char route = GOV_ROUTE_SERVE;

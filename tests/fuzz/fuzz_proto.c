@@ -18,6 +18,7 @@
 #include "keys.h"
 #include "record.h"
 #include "fuzz_targets.h"
+#include "json.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -682,6 +683,49 @@ s_fuzz_where (const uint8_t *data, size_t size)
 }
 
 static void
+s_fuzz_replies (const uint8_t *data, size_t size)
+{
+    sq_errbuf_t err;
+    sq_iter_t it;
+    uint64_t finished, failed;
+    if (sq_wait_reply_begin (&it, data, size, 64, &finished, &failed, &err) == 0) {
+        sq_done_t done;
+        int rc, n = 0;
+        while ((rc = sq_wait_reply_next (&it, &done)) == 1) {
+            FZ_ASSERT (done.state <= SQ_STATE_CANCELLED);
+            s_touch_str (done.message);
+            n++;
+        }
+        FZ_ASSERT (rc == 0 || rc == -1);
+        FZ_ASSERT (n <= 64);
+    }
+    sq_iter_release (&it);
+    uint32_t max_id;
+    if (sq_resumed_decode (data, size, &max_id, &err) == 0) {
+        //  Round trip: what decodes re-encodes to the same value.
+        sq_wbuf_t w;
+        sq_wbuf_init (&w);
+        sq_pack_resumed (&w.pk, max_id);
+        uint32_t again = 0;
+        FZ_ASSERT (sq_resumed_decode ((const uint8_t *) w.buf.data, w.buf.size, &again, &err) == 0);
+        FZ_ASSERT (again == max_id);
+        sq_wbuf_release (&w);
+    }
+    s_sink += (uint32_t) sq_nil_decode (data, size, &err);
+    uint64_t object_size;
+    mpr_str_t type;
+    if (sq_served_decode (data, size, &object_size, &type, &err) == 0)
+        s_touch_str (type);
+    char *json = NULL;
+    int rc = sq_json_from_msgpack (data, size, false, &json, &err);
+    FZ_ASSERT ((rc == 0) == (json != NULL));
+    if (json) {
+        FZ_ASSERT (strlen (json) > 0);
+        free (json);
+    }
+}
+
+static void
 s_fuzz_peek (const uint8_t *data, size_t size)
 {
     uint32_t type, req;
@@ -746,6 +790,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         case FZ_KEYS: s_fuzz_keyset (frame, frame_size); break;
         case FZ_WELCOME: s_fuzz_welcome (frame, frame_size); break;
         case FZ_WHERE: s_fuzz_where (frame, frame_size); break;
+        case FZ_REPLIES: s_fuzz_replies (frame, frame_size); break;
         default: break;
     }
     free (frame);

@@ -37,6 +37,8 @@ typedef enum {
     FZ_KEYS = 23,               //  sq_keyset_decode (KEYS)
     FZ_WELCOME = 24,            //  sq_welcome_decode, both roles; SESSION_OPEN reply
     FZ_WHERE = 25,              //  sq_fetched_decode and sq_where_decode
+    FZ_REPLIES = 26,            //  reply bodies a client reads: WAIT, RESUME, nil, GREAD;
+                                //  sq_json_from_msgpack (INFO)
     FZ_COUNT
 } fz_target_t;
 

@@ -449,6 +449,28 @@ main (int argc, char **argv)
         sq_pack_where (&w.pk, 2, "tcp://10.0.0.6:41002", NULL, NULL, 0);
         s_write (FZ_WHERE, "where", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
+        sq_pack_wait_head (&w.pk, 1, 1, 2);
+        sq_pack_done (&w.pk, 2, SQ_STATE_FINISHED, 0, NULL);
+        sq_pack_done (&w.pk, 4, SQ_STATE_FAILED, 4, "exit status 1");
+        s_write (FZ_REPLIES, "wait", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+        sq_pack_resumed (&w.pk, 13);
+        s_write (FZ_REPLIES, "resumed", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+        sq_pack_served (&w.pk, 20000, "text/plain");
+        s_write (FZ_REPLIES, "served", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+        msgpack_pack_map (&w.pk, 2);
+        sq_pack_cstr (&w.pk, "tasks");
+        msgpack_pack_array (&w.pk, 3);
+        msgpack_pack_double (&w.pk, 1.5);
+        msgpack_pack_bin (&w.pk, 2);
+        msgpack_pack_bin_body (&w.pk, "\x01\xff", 2);
+        msgpack_pack_nil (&w.pk);
+        msgpack_pack_uint32 (&w.pk, 7);
+        msgpack_pack_true (&w.pk);
+        s_write (FZ_REPLIES, "info", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
 
         //  A journal: every record type once.
         msgpack_sbuffer journal;
