@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <msgpack.h>
 #include "mpreader.h"
-#include "../client/squall.h"
+#include "squall_codes.h"
 
 //  Message types (element 0 of frame 0)
 typedef enum {

@@ -280,6 +280,6 @@ def test_uploads_gread_gfetch_and_their_errors(cluster):
 def test_error_codes_are_the_documented_table():
     codes = [int(m) for m in re.findall(r"^\| (\d+) \| SQ_", DOC, re.M)]
     assert codes == list(range(25))
-    header = open(os.path.join(os.path.dirname(_DOC), "..", "client", "squall.h")).read()
+    header = open(os.path.join(os.path.dirname(_DOC), "..", "common", "squall_codes.h")).read()
     for code, name in re.findall(r"^\| (\d+) \| (SQ_[A-Z_]+) \|", DOC, re.M):
         assert re.search(r"\b%s = %s\b" % (name, code), header), name
