@@ -1,5 +1,6 @@
 /*  graph: the broker's tasks, data objects and sessions, and every change of
-    their state (the task and object tables of seed 000).
+    their state (a task: waiting, ready, assigned, running, final; an object:
+    unfinished, finished with its locations, failed).
 
     The graph knows nothing of sockets. Effects that need messages (a task
     became ready, an assigned task must be stopped, an object must be dropped
@@ -54,7 +55,7 @@ typedef struct {
 } failure_t;
 
 //  Where copies of an object are (governor ids), and where copies are on
-//  their way (seed 000's "assigned" vs "located").
+//  their way (a copy ordered there, "assigned", is not yet a copy "located" there).
 typedef struct {
     gov_t *gov;
     bool arrived;

@@ -1,5 +1,5 @@
 /*  order: the static priority of tasks, computed once per submit, in the
-    spirit of seed 004 and dask.order: number the tasks by a depth-first,
+    spirit of dask.order: number the tasks by a depth-first,
     post-order walk from the graph's final tasks down through their inputs,
     visiting the input with the longest chain behind it first. Running
     ready tasks in that order finishes a branch (and frees its

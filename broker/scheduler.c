@@ -247,7 +247,7 @@ scheduler_has_work (scheduler_t *self)
     return false;
 }
 
-//  Overbooking (seed 000's "scheduled ready"): a waiting task whose
+//  Overbooking (a task "scheduled" before it is ready): a waiting task whose
 //  unfinished inputs are all being produced on one governor can be sent
 //  there now; the governor starts it the moment its local inputs exist,
 //  without a round trip through the broker. This is what makes a chain run

@@ -38,7 +38,7 @@ bool scheduler_has_work (scheduler_t *self);
 size_t scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg);
 size_t scheduler_ready_count (scheduler_t *self);
 
-//  Work stealing (seed 002's "best effort"): when a governor has idle cpus
+//  Work stealing (best effort): when a governor has idle cpus
 //  and another has tasks queued but not started, asks the loaded one to
 //  give some back (RETRACT); the broker re-places what it gives. Moves
 //  toward the average load, damped by half, never leaving the sender less

@@ -87,7 +87,7 @@ void governor_destroy (governor_t **self_p);
 //  for 5 heartbeats, or no longer knowing us) ends this incarnation: every
 //  task and object goes (the broker has given them to others, or forgot
 //  them), and the governor reconnects with back-off as a new governor
-//  (seed 003's start-time rule). Returns the process exit code: 0 clean,
+//  (a governor is known by its start time, so nothing of an earlier run is taken for this one). Returns the process exit code: 0 clean,
 //  1 refused by the broker, 3 broker lost with reconnect off.
 int governor_run (governor_t *self, int signal_fd);
 
