@@ -8,6 +8,7 @@
 #include "pyexec.h"
 #include "deadlines.h"
 #include "transfer.h"
+#include "serve.h"
 #include "heap.h"
 #include "wire.h"
 #include "idmap.h"
@@ -883,113 +884,6 @@ s_inventory (compute_t *self)
              running, held, n_tasks - running);
 }
 
-//  msg: [S][identity][GFETCH]
-static void
-s_on_gfetch (compute_t *self, sq_msg_t *msg)
-{
-    sq_errbuf_t err;
-    sq_gfetch_t fetch;
-    if (msg->n != 3 || msg->truncated) {
-        sq_warn ("GFETCH with %zu frames; discarded", msg->n);
-        return;
-    }
-    if (sq_gfetch_decode (&fetch, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad GFETCH: %s", err.text);
-        return;
-    }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
-    const char *type = NULL;
-    sq_blob_t *blob = store_get (self->store, fetch.key, &type);
-    zmq_msg_t payload;
-    size_t n_payloads = 0;
-    if (blob && sq_blob_msg (blob, &payload) == 0) {
-        sq_reply_begin (&reply, fetch.req);
-        sq_pack_served (&reply.pk, sq_blob_size (blob), type);
-        n_payloads = 1;
-    }
-    else {
-        snprintf (self->err, sizeof self->err, "object %u/%u is not held by this governor",
-                  sq_key_session (fetch.key), sq_key_id (fetch.key));
-        sq_reply_encode_error (&reply, fetch.req, SQ_E_UNKNOWN_ID, self->err,
-                               sq_key_id (fetch.key), 0);
-    }
-    const char route = GOV_ROUTE_SERVE;
-    if (zmq_send (self->pipe, &route, 1, ZMQ_SNDMORE) < 0
-    ||  sq_send (self->pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply,
-                 &payload, n_payloads, 0))
-        sq_warn ("cannot pass GFETCH reply on: %s", zmq_strerror (errno));
-    sq_wbuf_release (&reply);
-}
-
-//  msg: [S][identity][GREAD]. One range of an object, sent zero-copy from
-//  the stored blob; the client keeps a window of these outstanding.
-static void
-s_on_gread (compute_t *self, sq_msg_t *msg)
-{
-    sq_errbuf_t err;
-    sq_gread_t gread;
-    if (sq_gread_decode (&gread, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad GREAD: %s", err.text);
-        return;
-    }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
-    const char *type = NULL;
-    sq_blob_t *blob = store_get (self->store, gread.key, &type);
-    zmq_msg_t payload;
-    size_t n_payloads = 0;
-    uint64_t size = blob? sq_blob_size (blob): 0;
-    if (blob && gread.offset <= size) {
-        uint64_t len = size - gread.offset < gread.length? size - gread.offset: gread.length;
-        if (sq_blob_msg_range (blob, (size_t) gread.offset, (size_t) len, &payload) == 0) {
-            sq_reply_begin (&reply, gread.req);
-            sq_pack_served (&reply.pk, size, type);
-            n_payloads = 1;
-        }
-    }
-    if (n_payloads == 0) {
-        if (blob)
-            snprintf (self->err, sizeof self->err, "offset %" PRIu64 " is past the end of object %u/%u",
-                      gread.offset, sq_key_session (gread.key), sq_key_id (gread.key));
-        else
-            snprintf (self->err, sizeof self->err, "object %u/%u is not held by this governor",
-                      sq_key_session (gread.key), sq_key_id (gread.key));
-        sq_reply_encode_error (&reply, gread.req, blob? SQ_E_INVALID: SQ_E_UNKNOWN_ID,
-                               self->err, sq_key_id (gread.key), 0);
-    }
-    const char route = GOV_ROUTE_SERVE;
-    if (zmq_send (self->pipe, &route, 1, ZMQ_SNDMORE) < 0
-    ||  sq_send (self->pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply,
-                 &payload, n_payloads, 0))
-        sq_warn ("cannot pass GREAD reply on: %s", zmq_strerror (errno));
-    sq_wbuf_release (&reply);
-}
-
-//  msg: [S][identity][PUT][bytes]. One range of a client's upload.
-static void
-s_on_put (compute_t *self, sq_msg_t *msg)
-{
-    sq_errbuf_t err;
-    sq_put_t put;
-    if (sq_put_decode (&put, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad PUT: %s", err.text);
-        return;
-    }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
-    int code = transfer_put (self->transfer, &put, &msg->frames [3], self->err, sizeof self->err);
-    if (code == 0)
-        sq_reply_encode_nil (&reply, put.req);
-    else
-        sq_reply_encode_error (&reply, put.req, code, self->err, sq_key_id (put.key), 0);
-    const char route = GOV_ROUTE_SERVE;
-    if (zmq_send (self->pipe, &route, 1, ZMQ_SNDMORE) < 0
-    ||  sq_send (self->pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply, NULL, 0, 0))
-        sq_warn ("cannot pass PUT reply on: %s", zmq_strerror (errno));
-    sq_wbuf_release (&reply);
-}
-
 static void
 s_on_message (compute_t *self, sq_msg_t *msg)
 {
@@ -1006,15 +900,15 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     if (route == GOV_ROUTE_SERVE && msg->n == 3 && !msg->truncated
     &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
     &&  type == SQ_MSG_GREAD)
-        s_on_gread (self, msg);
+        serve_gread (self->store, self->pipe, msg);
     else
     if (route == GOV_ROUTE_SERVE && msg->n == 4 && !msg->truncated
     &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
     &&  type == SQ_MSG_PUT)
-        s_on_put (self, msg);
+        serve_put (self->transfer, self->pipe, msg);
     else
     if (route == GOV_ROUTE_SERVE)
-        s_on_gfetch (self, msg);
+        serve_gfetch (self->store, self->pipe, msg);
     else
     if (msg->n < 2 || msg->truncated
     ||  sq_proto_peek (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &type, &req))

@@ -1,0 +1,125 @@
+/*  serve: the requests of a governor's serve socket, answered on the
+    compute thread where the store is: GFETCH and GREAD (reads, sent
+    zero-copy from the stored blob) and PUT (a client's upload, by way of
+    transfer.c). The receive thread has already checked the client's key
+    and capability (receiver.c); replies go back through the compute pipe
+    to the receive thread, which owns the socket. */
+#include "serve.h"
+#include "governor.h"
+#include "wire.h"
+#include "log.h"
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+//  msg: [S][identity][GFETCH]
+void
+serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg)
+{
+    char why [512];
+    sq_errbuf_t err;
+    sq_gfetch_t fetch;
+    if (msg->n != 3 || msg->truncated) {
+        sq_warn ("GFETCH with %zu frames; discarded", msg->n);
+        return;
+    }
+    if (sq_gfetch_decode (&fetch, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
+        sq_warn ("bad GFETCH: %s", err.text);
+        return;
+    }
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    const char *type = NULL;
+    sq_blob_t *blob = store_get (store, fetch.key, &type);
+    zmq_msg_t payload;
+    size_t n_payloads = 0;
+    if (blob && sq_blob_msg (blob, &payload) == 0) {
+        sq_reply_begin (&reply, fetch.req);
+        sq_pack_served (&reply.pk, sq_blob_size (blob), type);
+        n_payloads = 1;
+    }
+    else {
+        snprintf (why, sizeof why, "object %u/%u is not held by this governor",
+                  sq_key_session (fetch.key), sq_key_id (fetch.key));
+        sq_reply_encode_error (&reply, fetch.req, SQ_E_UNKNOWN_ID, why,
+                               sq_key_id (fetch.key), 0);
+    }
+    const char route = GOV_ROUTE_SERVE;
+    if (zmq_send (pipe, &route, 1, ZMQ_SNDMORE) < 0
+    ||  sq_send (pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply,
+                 &payload, n_payloads, 0))
+        sq_warn ("cannot pass GFETCH reply on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&reply);
+}
+
+//  msg: [S][identity][GREAD]. One range of an object, sent zero-copy from
+//  the stored blob; the client keeps a window of these outstanding.
+void
+serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
+{
+    char why [512];
+    sq_errbuf_t err;
+    sq_gread_t gread;
+    if (sq_gread_decode (&gread, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
+        sq_warn ("bad GREAD: %s", err.text);
+        return;
+    }
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    const char *type = NULL;
+    sq_blob_t *blob = store_get (store, gread.key, &type);
+    zmq_msg_t payload;
+    size_t n_payloads = 0;
+    uint64_t size = blob? sq_blob_size (blob): 0;
+    if (blob && gread.offset <= size) {
+        uint64_t len = size - gread.offset < gread.length? size - gread.offset: gread.length;
+        if (sq_blob_msg_range (blob, (size_t) gread.offset, (size_t) len, &payload) == 0) {
+            sq_reply_begin (&reply, gread.req);
+            sq_pack_served (&reply.pk, size, type);
+            n_payloads = 1;
+        }
+    }
+    if (n_payloads == 0) {
+        if (blob)
+            snprintf (why, sizeof why, "offset %" PRIu64 " is past the end of object %u/%u",
+                      gread.offset, sq_key_session (gread.key), sq_key_id (gread.key));
+        else
+            snprintf (why, sizeof why, "object %u/%u is not held by this governor",
+                      sq_key_session (gread.key), sq_key_id (gread.key));
+        sq_reply_encode_error (&reply, gread.req, blob? SQ_E_INVALID: SQ_E_UNKNOWN_ID,
+                               why, sq_key_id (gread.key), 0);
+    }
+    const char route = GOV_ROUTE_SERVE;
+    if (zmq_send (pipe, &route, 1, ZMQ_SNDMORE) < 0
+    ||  sq_send (pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply,
+                 &payload, n_payloads, 0))
+        sq_warn ("cannot pass GREAD reply on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&reply);
+}
+
+//  msg: [S][identity][PUT][bytes]. One range of a client's upload.
+void
+serve_put (transfer_t *transfer, void *pipe, sq_msg_t *msg)
+{
+    char why [512];
+    sq_errbuf_t err;
+    sq_put_t put;
+    if (sq_put_decode (&put, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
+        sq_warn ("bad PUT: %s", err.text);
+        return;
+    }
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    int code = transfer_put (transfer, &put, &msg->frames [3], why, sizeof why);
+    if (code == 0)
+        sq_reply_encode_nil (&reply, put.req);
+    else
+        sq_reply_encode_error (&reply, put.req, code, why, sq_key_id (put.key), 0);
+    const char route = GOV_ROUTE_SERVE;
+    if (zmq_send (pipe, &route, 1, ZMQ_SNDMORE) < 0
+    ||  sq_send (pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply, NULL, 0, 0))
+        sq_warn ("cannot pass PUT reply on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&reply);
+}
+

@@ -1,0 +1,16 @@
+/*  serve: GFETCH, GREAD and PUT from clients, on the compute thread.
+    Each takes the message as the receive thread passed it,
+    [S][identity][request] (+ [bytes] for PUT), and sends its reply back
+    through `pipe`. Malformed requests are dropped with a warning. */
+#ifndef SQ_SERVE_H
+#define SQ_SERVE_H
+
+#include "store.h"
+#include "transfer.h"
+#include "wire.h"
+
+void serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg);
+void serve_gread (store_t *store, void *pipe, sq_msg_t *msg);
+void serve_put (transfer_t *transfer, void *pipe, sq_msg_t *msg);
+
+#endif
