@@ -1,0 +1,580 @@
+/*  proto_client: the client plane, client <-> broker: requests (SESSION_OPEN
+    .. UPLOAD), SUBMIT, and the bodies of their replies (docs/protocol.md
+    sections 5 and 6). */
+#include "proto_internal.h"
+
+int
+sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    uint32_t type, req;
+    memset (self, 0, sizeof *self);
+    if (sq_proto_peek (data, size, &type, &req))
+        return sqp_semantic (err, "request: not a msgpack array starting with a type");
+    uint32_t fields;
+    switch (type) {
+        case SQ_MSG_SESSION_OPEN: case SQ_MSG_INFO: case SQ_MSG_PING:
+            fields = 2; break;
+        case SQ_MSG_SESSION_CLOSE:
+            fields = 3; break;
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
+            fields = 4; break;
+        case SQ_MSG_FETCH:
+            fields = 5; break;
+        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD:
+            fields = 6; break;
+        default:
+            return sqp_semantic (err, "unknown message type (not a client request)");
+    }
+    mpr_t r;
+    self->type = type;
+    sqp_begin (&r, data, size, type, fields);
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    if (fields >= 3) {
+        mpr_field (&r, "session");
+        mpr_u32 (&r, &self->session);
+    }
+    switch (type) {
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+            mpr_field (&r, "ids");
+            sqp_ids (&r, &self->ids, &self->n_ids);
+            break;
+        case SQ_MSG_FETCH:
+            mpr_field (&r, "id");
+            mpr_u32 (&r, &self->id);
+            mpr_field (&r, "timeout_ms");
+            mpr_int (&r, &self->timeout_ms);
+            break;
+        case SQ_MSG_RESUME:
+            mpr_field (&r, "token");
+            mpr_bin (&r, &self->token, SQ_TOKEN_LEN);
+            if (mpr_ok (&r) && self->token.len != SQ_TOKEN_LEN)
+                mpr_fail (&r, "wrong number of bytes");
+            break;
+        case SQ_MSG_UPLOAD:
+            mpr_field (&r, "id");
+            mpr_u32 (&r, &self->id);
+            mpr_field (&r, "size");
+            mpr_uint (&r, &self->size);
+            mpr_field (&r, "governor");
+            mpr_u32 (&r, &self->governor);
+            break;
+        case SQ_MSG_WAIT:
+            mpr_field (&r, "mode");
+            mpr_u32 (&r, &self->mode);
+            if (mpr_ok (&r) && self->mode > SQ_WAIT_SOME)
+                mpr_fail (&r, "unknown wait mode");
+            mpr_field (&r, "ids");
+            sqp_ids (&r, &self->ids, &self->n_ids);
+            mpr_field (&r, "timeout_ms");
+            mpr_int (&r, &self->timeout_ms);
+            break;
+        default:
+            break;
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r)) {
+        sq_request_release (self);
+        return sqp_error (&r, err, sq_msg_name (type));
+    }
+    return 0;
+}
+
+void
+sq_request_release (sq_request_t *self)
+{
+    free (self->ids);
+    self->ids = NULL;
+    self->n_ids = 0;
+}
+
+void
+sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
+{
+    msgpack_packer *pk = &w->pk;
+    uint32_t fields = 2;
+    switch (q->type) {
+        case SQ_MSG_SESSION_CLOSE: fields = 3; break;
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
+            fields = 4; break;
+        case SQ_MSG_FETCH: fields = 5; break;
+        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: fields = 6; break;
+        default: break;
+    }
+    msgpack_pack_array (pk, fields);
+    msgpack_pack_uint32 (pk, q->type);
+    msgpack_pack_uint32 (pk, q->req);
+    if (fields >= 3)
+        msgpack_pack_uint32 (pk, q->session);
+    switch (q->type) {
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+            sqp_pack_ids (pk, q->ids, q->n_ids);
+            break;
+        case SQ_MSG_FETCH:
+            msgpack_pack_uint32 (pk, q->id);
+            msgpack_pack_int64 (pk, q->timeout_ms);
+            break;
+        case SQ_MSG_RESUME:
+            msgpack_pack_bin (pk, q->token.len);
+            msgpack_pack_bin_body (pk, q->token.ptr, q->token.len);
+            break;
+        case SQ_MSG_UPLOAD:
+            msgpack_pack_uint32 (pk, q->id);
+            msgpack_pack_uint64 (pk, q->size);
+            msgpack_pack_uint32 (pk, q->governor);
+            break;
+        case SQ_MSG_WAIT:
+            msgpack_pack_uint32 (pk, q->mode);
+            sqp_pack_ids (pk, q->ids, q->n_ids);
+            msgpack_pack_int64 (pk, q->timeout_ms);
+            break;
+        default:
+            break;
+    }
+}
+
+void
+sq_pack_session_opened (msgpack_packer *pk, uint32_t session, const uint8_t *token)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint32 (pk, session);
+    msgpack_pack_bin (pk, SQ_TOKEN_LEN);
+    msgpack_pack_bin_body (pk, token, SQ_TOKEN_LEN);
+}
+
+int
+sq_session_opened_decode (const uint8_t *body, size_t size, uint32_t *session,
+                          uint8_t *token, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_str_t t = { NULL, 0 };
+    mpr_init (&r, body, size);
+    mpr_field (&r, "session");
+    mpr_array_exact (&r, 2);
+    mpr_u32 (&r, session);
+    mpr_field (&r, "token");
+    mpr_bin (&r, &t, SQ_TOKEN_LEN);
+    if (mpr_ok (&r) && t.len != SQ_TOKEN_LEN)
+        mpr_fail (&r, "wrong number of bytes");
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "SESSION_OPEN reply");
+    memcpy (token, t.ptr, SQ_TOKEN_LEN);
+    return 0;
+}
+
+void
+sq_pack_where (msgpack_packer *pk, uint32_t governor, const char *endpoint,
+               const uint8_t *key, const uint8_t *capability, size_t capability_size)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, governor);
+    sq_pack_cstr (pk, endpoint);
+    sqp_pack_bin_or_nil (pk, key, 32);
+    sqp_pack_bin_or_nil (pk, capability, capability_size);
+}
+
+int
+sq_where_read (mpr_t *r, sq_where_t *where)
+{
+    memset (where, 0, sizeof *where);
+    mpr_field (r, "where");
+    mpr_array_exact (r, 4);
+    mpr_field (r, "where.governor");
+    mpr_u32 (r, &where->governor);
+    mpr_field (r, "where.endpoint");
+    mpr_str (r, &where->endpoint, SQ_MAX_NAME);
+    mpr_field (r, "where.key");
+    sqp_opt_bin (r, &where->key, 32);
+    mpr_field (r, "where.capability");
+    sqp_opt_bin_max (r, &where->capability, SQ_CAP_MAX);
+    return mpr_ok (r)? 0: -1;
+}
+
+int
+sq_where_decode (sq_where_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, body, size);
+    sq_where_read (&r, self);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "UPLOAD reply");
+    return 0;
+}
+
+int
+sq_fetched_decode (sq_fetched_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array_exact (&r, 3);
+    mpr_field (&r, "size");
+    mpr_uint (&r, &self->size);
+    mpr_field (&r, "content_type");
+    mpr_str (&r, &self->content_type, SQ_MAX_NAME);
+    if (mpr_ok (&r) && !mpr_try_nil (&r)) {
+        self->located = true;
+        sq_where_read (&r, &self->where);
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "FETCH reply");
+    return 0;
+}
+
+//  --------------------------------------------------------------------------
+//  SUBMIT
+
+//  Counts the ids and resources of n tasks on a copy of the reader; leaves
+//  the counts alone unless the whole list reads cleanly.
+static void
+s_submit_count (mpr_t r, uint32_t n_tasks, size_t *n_ids, size_t *n_res)
+{
+    size_t ids = 0, res = 0;
+    for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
+        uint32_t n;
+        mpr_array_exact (&r, 10);
+        mpr_skip (&r, NULL, NULL);                  //  id
+        mpr_skip (&r, NULL, NULL);                  //  kind
+        for (int list = 0; list < 2; list++) {      //  inputs, outputs
+            if (mpr_array (&r, &n) == 0) {
+                ids += n;
+                for (uint32_t j = 0; j < n; j++)
+                    mpr_skip (&r, NULL, NULL);
+            }
+        }
+        mpr_skip (&r, NULL, NULL);                  //  config
+        if (!mpr_try_nil (&r) && mpr_map (&r, &n) == 0) {
+            res += n;
+            for (uint32_t j = 0; j < 2 * n; j++)
+                mpr_skip (&r, NULL, NULL);
+        }
+        for (int j = 0; j < 4; j++)                 //  priority .. name
+            mpr_skip (&r, NULL, NULL);
+    }
+    if (mpr_ok (&r)) {
+        *n_ids = ids;
+        *n_res = res;
+    }
+}
+
+int
+sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    sqp_begin (&r, data, size, SQ_MSG_SUBMIT, 5);
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "session");
+    mpr_u32 (&r, &self->session);
+    mpr_field (&r, "objects");
+    uint32_t n_objects = 0;
+    mpr_array (&r, &n_objects);
+    if (!mpr_ok (&r))
+        return sqp_error (&r, err, "SUBMIT");
+    if (n_objects) {
+        self->objects = (sq_object_spec_t *) calloc (n_objects, sizeof (sq_object_spec_t));
+        if (!self->objects)
+            mpr_fail (&r, "out of memory");
+    }
+    for (uint32_t i = 0; i < n_objects && mpr_ok (&r); i++) {
+        sq_object_spec_t *o = &self->objects [i];
+        int64_t frame;
+        mpr_field (&r, "object");
+        mpr_array_exact (&r, 5);
+        mpr_field (&r, "object.id");
+        mpr_u32 (&r, &o->id);
+        mpr_field (&r, "object.flags");
+        mpr_u32 (&r, &o->flags);
+        mpr_field (&r, "object.content_type");
+        mpr_str (&r, &o->content_type, SQ_MAX_NAME);
+        mpr_field (&r, "object.frame");
+        if (mpr_peek (&r) == MPR_ARRAY) {
+            //  [governor, size]: a constant the client uploaded there.
+            mpr_array_exact (&r, 2);
+            mpr_field (&r, "object.frame.governor");
+            mpr_u32 (&r, &o->governor);
+            mpr_field (&r, "object.frame.size");
+            mpr_uint (&r, &o->size);
+            frame = SQ_FRAME_UPLOADED;
+        }
+        else {
+            mpr_int (&r, &frame);
+            if (mpr_ok (&r) && (frame < -1 || frame >= SQ_MAX_FRAMES))
+                mpr_fail (&r, "frame index out of range");
+        }
+        o->frame = (int32_t) frame;
+        mpr_field (&r, "object.name");
+        mpr_str (&r, &o->name, SQ_MAX_NAME);
+        self->n_objects = i + 1;
+    }
+    mpr_field (&r, "tasks");
+    uint32_t n_tasks = 0;
+    mpr_array (&r, &n_tasks);
+    if (!mpr_ok (&r)) {
+        sq_submit_release (self);
+        return sqp_error (&r, err, "SUBMIT");
+    }
+    //  A first, counting pass sizes the id and resource pools exactly: a
+    //  bound from the bytes left would reserve several times the message
+    //  for the usual task with one output and no resources. If it stops
+    //  early (malformed input), the bound is used and the real pass below
+    //  reports the error: every id takes at least one byte, a resource two.
+    size_t left = r.size - r.pos, n_ids = left + 1, n_res = left / 2 + 1;
+    s_submit_count (r, n_tasks, &n_ids, &n_res);
+    if (n_tasks) {
+        self->tasks = (sq_task_spec_t *) calloc (n_tasks, sizeof (sq_task_spec_t));
+        self->id_pool = (uint32_t *) malloc (sizeof (uint32_t) * (n_ids + 1));
+        self->res_pool = (sq_resource_t *) malloc (sizeof (sq_resource_t) * (n_res + 1));
+        if (!self->tasks || !self->id_pool || !self->res_pool)
+            mpr_fail (&r, "out of memory");
+    }
+    size_t ids_used = 0, res_used = 0;
+    for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
+        sq_task_spec_t *t = &self->tasks [i];
+        uint32_t n;
+        int64_t priority;
+        mpr_field (&r, "task");
+        mpr_array_exact (&r, 10);
+        mpr_field (&r, "task.id");
+        mpr_u32 (&r, &t->id);
+        mpr_field (&r, "task.kind");
+        mpr_str (&r, &t->kind, SQ_MAX_NAME);
+        mpr_field (&r, "task.inputs");
+        if (mpr_array (&r, &n) == 0) {
+            t->inputs = self->id_pool + ids_used;
+            t->n_inputs = n;
+            for (uint32_t j = 0; j < n; j++)
+                mpr_u32 (&r, &self->id_pool [ids_used++]);
+        }
+        mpr_field (&r, "task.outputs");
+        if (mpr_array (&r, &n) == 0) {
+            t->outputs = self->id_pool + ids_used;
+            t->n_outputs = n;
+            for (uint32_t j = 0; j < n; j++)
+                mpr_u32 (&r, &self->id_pool [ids_used++]);
+        }
+        mpr_field (&r, "task.config");
+        mpr_skip (&r, &t->config, &t->config_size);
+        if (mpr_ok (&r) && t->config_size > SQ_MAX_CONFIG)
+            mpr_fail (&r, "config too large");
+        mpr_field (&r, "task.resources");
+        t->resources = self->res_pool + res_used;
+        sqp_resources (&r, t->resources, &t->n_resources, SQ_MAX_RESOURCES);
+        res_used += t->n_resources;
+        mpr_field (&r, "task.priority");
+        mpr_int (&r, &priority);
+        if (mpr_ok (&r) && (priority < INT32_MIN || priority > INT32_MAX))
+            mpr_fail (&r, "priority out of 32-bit range");
+        t->priority = (int32_t) priority;
+        mpr_field (&r, "task.max_retries");
+        mpr_u32 (&r, &t->max_retries);
+        mpr_field (&r, "task.timeout_ms");
+        mpr_u32 (&r, &t->timeout_ms);
+        mpr_field (&r, "task.name");
+        mpr_str (&r, &t->name, SQ_MAX_NAME);
+        self->n_tasks = i + 1;
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r)) {
+        sq_submit_release (self);
+        return sqp_error (&r, err, "SUBMIT");
+    }
+    return 0;
+}
+
+void
+sq_submit_release (sq_submit_t *self)
+{
+    free (self->objects);
+    free (self->tasks);
+    free (self->id_pool);
+    free (self->res_pool);
+    memset (self, 0, sizeof *self);
+}
+
+void
+sq_pack_submit_begin (msgpack_packer *pk, uint32_t req, uint32_t session)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, SQ_MSG_SUBMIT);
+    msgpack_pack_uint32 (pk, req);
+    msgpack_pack_uint32 (pk, session);
+}
+
+void
+sq_pack_object_spec (msgpack_packer *pk, uint32_t id, uint32_t flags,
+                     const char *content_type, int32_t frame, const char *name)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, id);
+    msgpack_pack_uint32 (pk, flags);
+    sq_pack_cstr (pk, content_type);
+    msgpack_pack_int32 (pk, frame);
+    sq_pack_cstr (pk, name);
+}
+
+void
+sq_pack_object_uploaded (msgpack_packer *pk, uint32_t id, uint32_t flags,
+                         const char *content_type, uint32_t governor, uint64_t size,
+                         const char *name)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, id);
+    msgpack_pack_uint32 (pk, flags);
+    sq_pack_cstr (pk, content_type);
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint32 (pk, governor);
+    msgpack_pack_uint64 (pk, size);
+    sq_pack_cstr (pk, name);
+}
+
+void
+sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *t)
+{
+    msgpack_pack_array (pk, 10);
+    msgpack_pack_uint32 (pk, t->id);
+    sq_pack_mstr (pk, t->kind);
+    sqp_pack_ids (pk, t->inputs, t->n_inputs);
+    sqp_pack_ids (pk, t->outputs, t->n_outputs);
+    if (t->config && t->config_size)
+        msgpack_pack_str_body (pk, t->config, t->config_size);   //  raw bytes
+    else
+        msgpack_pack_nil (pk);
+    sqp_pack_resources (pk, t->resources, t->n_resources);
+    msgpack_pack_int32 (pk, t->priority);
+    msgpack_pack_uint32 (pk, t->max_retries);
+    msgpack_pack_uint32 (pk, t->timeout_ms);
+    sq_pack_mstr (pk, t->name);
+}
+
+//  --------------------------------------------------------------------------
+//  Reply bodies of client requests and of the serve socket
+
+void
+sq_pack_wait_head (msgpack_packer *pk, uint32_t finished, uint32_t failed, uint32_t listed)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, finished);
+    msgpack_pack_uint32 (pk, failed);
+    msgpack_pack_array (pk, listed);
+}
+
+void
+sq_pack_done (msgpack_packer *pk, uint32_t id, uint32_t state, uint32_t root, const char *message)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, id);
+    msgpack_pack_uint32 (pk, state);
+    if (message) {
+        msgpack_pack_uint32 (pk, root);
+        sq_pack_cstr (pk, message);
+    }
+    else {
+        msgpack_pack_nil (pk);
+        msgpack_pack_nil (pk);
+    }
+}
+
+int
+sq_wait_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size, uint32_t max_listed,
+                     uint64_t *finished, uint64_t *failed, sq_errbuf_t *err)
+{
+    memset (self, 0, sizeof *self);
+    self->err = err;
+    mpr_t *r = &self->r;
+    mpr_init (r, body, size);
+    mpr_field (r, "body");
+    mpr_array_exact (r, 3);
+    mpr_field (r, "n_finished");
+    mpr_uint (r, finished);
+    mpr_field (r, "n_failed");
+    mpr_uint (r, failed);
+    mpr_field (r, "states");
+    mpr_array (r, &self->left);
+    if (mpr_ok (r) && self->left > max_listed)
+        mpr_fail (r, "more states than ids asked for");
+    if (!mpr_ok (r))
+        return sqp_error (r, err, "WAIT reply");
+    return 0;
+}
+
+int
+sq_wait_reply_next (sq_iter_t *self, sq_done_t *done)
+{
+    int more = sqp_iter_more (self, "WAIT reply");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    memset (done, 0, sizeof *done);
+    mpr_field (r, "state entry");
+    mpr_array_exact (r, 4);
+    mpr_field (r, "id");
+    mpr_u32 (r, &done->id);
+    mpr_field (r, "state");
+    mpr_u32 (r, &done->state);
+    if (mpr_ok (r) && done->state > SQ_STATE_CANCELLED)
+        mpr_fail (r, "unknown state");
+    mpr_field (r, "root");
+    if (!mpr_try_nil (r))
+        mpr_u32 (r, &done->root);
+    mpr_field (r, "message");
+    if (!mpr_try_nil (r))
+        mpr_str (r, &done->message, SQ_MAX_MESSAGE);
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "WAIT reply");
+    return 1;
+}
+
+void
+sq_pack_fetched_inline (msgpack_packer *pk, uint64_t size, const char *content_type)
+{
+    sq_pack_fetched_head (pk, size, content_type);
+    msgpack_pack_nil (pk);
+}
+
+void
+sq_pack_fetched_head (msgpack_packer *pk, uint64_t size, const char *content_type)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint64 (pk, size);
+    sq_pack_cstr (pk, content_type);
+}
+
+void
+sq_pack_resumed (msgpack_packer *pk, uint32_t max_id)
+{
+    msgpack_pack_array (pk, 1);
+    msgpack_pack_uint32 (pk, max_id);
+}
+
+int
+sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array_exact (&r, 1);
+    mpr_field (&r, "max_id");
+    mpr_u32 (&r, max_id);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "RESUME reply");
+    return 0;
+}
+
+void
+sq_pack_submit_objects (msgpack_packer *pk, uint32_t n_objects)
+{
+    msgpack_pack_array (pk, n_objects);
+}
+
+void
+sq_pack_submit_tasks (msgpack_packer *pk, uint32_t n_tasks)
+{
+    msgpack_pack_array (pk, n_tasks);
+}

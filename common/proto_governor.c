@@ -1,0 +1,529 @@
+/*  proto_governor: the governor plane, governor <-> broker: UPDATE events,
+    LOAD, ASSIGN, SEND, DROP, STOP, RETRACT, KEYS (docs/protocol.md
+    section 9). */
+#include "proto_internal.h"
+
+//  --------------------------------------------------------------------------
+//  KEYS
+
+static int
+s_keylist (mpr_t *r, const uint8_t ***keys, uint32_t *n_keys)
+{
+    uint32_t n;
+    *keys = NULL;
+    *n_keys = 0;
+    if (mpr_array (r, &n))
+        return -1;
+    if (n > SQ_MAX_KEYS)
+        return mpr_fail (r, "too many keys");
+    if (n == 0)
+        return 0;
+    *keys = (const uint8_t **) malloc (n * sizeof (uint8_t *));
+    if (!*keys)
+        return mpr_fail (r, "out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        mpr_str_t key;
+        if (mpr_bin (r, &key, 32))
+            return -1;
+        if (key.len != 32)
+            return mpr_fail (r, "a key is not 32 bytes");
+        (*keys) [i] = (const uint8_t *) key.ptr;
+        *n_keys = i + 1;
+    }
+    return 0;
+}
+
+int
+sq_keyset_decode (sq_keyset_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    sqp_begin (&r, data, size, SQ_MSG_KEYS, 3);
+    mpr_field (&r, "governors");
+    if (mpr_ok (&r))
+        s_keylist (&r, &self->governors, &self->n_governors);
+    mpr_field (&r, "clients");
+    if (mpr_ok (&r))
+        s_keylist (&r, &self->clients, &self->n_clients);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r)) {
+        sq_keyset_release (self);
+        return sqp_error (&r, err, "KEYS");
+    }
+    return 0;
+}
+
+void
+sq_keyset_release (sq_keyset_t *self)
+{
+    free (self->governors);
+    free (self->clients);
+    memset (self, 0, sizeof *self);
+}
+
+void
+sq_keyset_encode (sq_wbuf_t *w, const uint8_t *const *governors, uint32_t n_governors,
+                  const uint8_t *const *clients, uint32_t n_clients)
+{
+    msgpack_pack_array (&w->pk, 3);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_KEYS);
+    for (int list = 0; list < 2; list++) {
+        const uint8_t *const *keys = list? clients: governors;
+        uint32_t n = list? n_clients: n_governors;
+        msgpack_pack_array (&w->pk, n);
+        for (uint32_t i = 0; i < n; i++) {
+            msgpack_pack_bin (&w->pk, 32);
+            msgpack_pack_bin_body (&w->pk, keys [i], 32);
+        }
+    }
+}
+
+//  UPDATE ---------------------------------------------------------------
+
+int
+sq_update_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    return sqp_iter_begin (self, data, size, SQ_MSG_UPDATE, err, "UPDATE");
+}
+
+int
+sq_update_next (sq_iter_t *self, sq_event_t *ev)
+{
+    int more = sqp_iter_more (self, "UPDATE");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    uint32_t n;
+    memset (ev, 0, sizeof *ev);
+    mpr_field (r, "event");
+    mpr_array (r, &n);
+    mpr_field (r, "event.type");
+    mpr_u32 (r, &ev->type);
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "UPDATE");
+    uint32_t want = ev->type == SQ_EV_FINISHED? 5:
+                    ev->type == SQ_EV_FAILED? 6:
+                    ev->type == SQ_EV_STARTED? 3:
+                    ev->type == SQ_EV_RETRACTED? 3:
+                    ev->type == SQ_EV_LOCATED? 3:
+                    ev->type == SQ_EV_UPLOADED? 3:
+                    ev->type == SQ_EV_LOST? 2:
+                    ev->type == SQ_EV_HELD? 4:
+                    ev->type == SQ_EV_RUNNING? 3:
+                    ev->type == SQ_EV_INVENTORY? 1: 0;
+    if (want == 0)
+        mpr_fail (r, "unknown event type");
+    else
+    if (n != want)
+        mpr_fail (r, "wrong number of fields");
+    if (ev->type != SQ_EV_INVENTORY) {
+        mpr_field (r, "event.key");
+        mpr_uint (r, &ev->key);
+    }
+    switch (ev->type) {
+        case SQ_EV_FINISHED: {
+            mpr_field (r, "event.attempt");
+            mpr_u32 (r, &ev->attempt);
+            mpr_field (r, "event.outputs");
+            if (mpr_array (r, &n) == 0) {
+                sq_output_ref_t *outs = (sq_output_ref_t *) sqp_scratch (self, sizeof (sq_output_ref_t) * (n + 1));
+                for (uint32_t i = 0; outs && i < n; i++) {
+                    mpr_array_exact (r, 3);
+                    mpr_uint (r, &outs [i].key);
+                    mpr_uint (r, &outs [i].size);
+                    sqp_frame_index (r, &outs [i].frame);
+                }
+                ev->outputs = outs;
+                ev->n_outputs = n;
+            }
+            mpr_field (r, "event.duration_us");
+            mpr_uint (r, &ev->duration_us);
+            break;
+        }
+        case SQ_EV_FAILED:
+            mpr_field (r, "event.attempt");
+            mpr_u32 (r, &ev->attempt);
+            mpr_field (r, "event.message");
+            mpr_str (r, &ev->message, SQ_MAX_MESSAGE);
+            mpr_field (r, "event.duration_us");
+            mpr_uint (r, &ev->duration_us);
+            mpr_field (r, "event.reason");
+            if (mpr_u32 (r, &ev->reason) == 0 && ev->reason > SQ_FAIL_MEMORY)
+                mpr_fail (r, "unknown failure reason");
+            break;
+        case SQ_EV_STARTED:
+        case SQ_EV_RETRACTED:
+        case SQ_EV_RUNNING:
+            mpr_field (r, "event.attempt");
+            mpr_u32 (r, &ev->attempt);
+            break;
+        case SQ_EV_HELD:
+            mpr_field (r, "event.version");
+            mpr_u32 (r, &ev->attempt);
+            mpr_field (r, "event.size");
+            mpr_uint (r, &ev->size);
+            break;
+        case SQ_EV_LOCATED:
+        case SQ_EV_UPLOADED:
+            mpr_field (r, "event.size");
+            mpr_uint (r, &ev->size);
+            break;
+        default:
+            break;
+    }
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "UPDATE");
+    return 1;
+}
+
+void
+sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                  const sq_output_ref_t *outputs, uint32_t n, uint64_t duration_us)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, SQ_EV_FINISHED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+    msgpack_pack_array (pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        msgpack_pack_array (pk, 3);
+        msgpack_pack_uint64 (pk, outputs [i].key);
+        msgpack_pack_uint64 (pk, outputs [i].size);
+        msgpack_pack_int32 (pk, outputs [i].frame);
+    }
+    msgpack_pack_uint64 (pk, duration_us);
+}
+
+void
+sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                       const char *message, uint64_t duration_us, uint32_t reason)
+{
+    msgpack_pack_array (pk, 6);
+    msgpack_pack_uint32 (pk, SQ_EV_FAILED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+    sq_pack_cstr (pk, message);
+    msgpack_pack_uint64 (pk, duration_us);
+    msgpack_pack_uint32 (pk, reason);
+}
+
+void
+sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                const char *message, uint64_t duration_us)
+{
+    sq_pack_failed_reason (pk, task, attempt, message, duration_us, SQ_FAIL_TASK);
+}
+
+void
+sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_STARTED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+}
+
+void
+sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_RETRACTED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+}
+
+void
+sq_pack_held (msgpack_packer *pk, uint64_t object, uint32_t version, uint64_t size)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, SQ_EV_HELD);
+    msgpack_pack_uint64 (pk, object);
+    msgpack_pack_uint32 (pk, version);
+    msgpack_pack_uint64 (pk, size);
+}
+
+void
+sq_pack_running (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_RUNNING);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+}
+
+void
+sq_pack_inventory_end (msgpack_packer *pk)
+{
+    msgpack_pack_array (pk, 1);
+    msgpack_pack_uint32 (pk, SQ_EV_INVENTORY);
+}
+
+void
+sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_LOCATED);
+    msgpack_pack_uint64 (pk, object);
+    msgpack_pack_uint64 (pk, size);
+}
+
+void
+sq_pack_lost (msgpack_packer *pk, uint64_t object)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint32 (pk, SQ_EV_LOST);
+    msgpack_pack_uint64 (pk, object);
+}
+
+void
+sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_UPLOADED);
+    msgpack_pack_uint64 (pk, object);
+    msgpack_pack_uint64 (pk, size);
+}
+
+//  LOAD, HEARTBEAT, BYE -----------------------------------------------------
+
+int
+sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    sqp_begin (&r, data, size, SQ_MSG_LOAD, 7);
+    mpr_field (&r, "running");
+    mpr_uint (&r, &self->running);
+    mpr_field (&r, "queued");
+    mpr_uint (&r, &self->queued);
+    mpr_field (&r, "memory");
+    mpr_uint (&r, &self->memory);
+    mpr_field (&r, "spilled");
+    mpr_uint (&r, &self->spilled);
+    mpr_field (&r, "objects");
+    mpr_uint (&r, &self->objects);
+    mpr_field (&r, "tasks");
+    mpr_uint (&r, &self->tasks);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "LOAD");
+    return 0;
+}
+
+void
+sq_load_encode (sq_wbuf_t *w, const sq_load_t *load)
+{
+    msgpack_pack_array (&w->pk, 7);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_LOAD);
+    msgpack_pack_uint64 (&w->pk, load->running);
+    msgpack_pack_uint64 (&w->pk, load->queued);
+    msgpack_pack_uint64 (&w->pk, load->memory);
+    msgpack_pack_uint64 (&w->pk, load->spilled);
+    msgpack_pack_uint64 (&w->pk, load->objects);
+    msgpack_pack_uint64 (&w->pk, load->tasks);
+}
+
+void
+sq_bare_encode (sq_wbuf_t *w, uint32_t type)
+{
+    msgpack_pack_array (&w->pk, 1);
+    msgpack_pack_uint32 (&w->pk, type);
+}
+
+int
+sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err)
+{
+    mpr_t r;
+    sqp_begin (&r, data, size, type, 1);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, type == SQ_MSG_BYE? "BYE": "HEARTBEAT");
+    return 0;
+}
+
+//  ASSIGN ---------------------------------------------------------------
+
+int
+sq_assign_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    return sqp_iter_begin (self, data, size, SQ_MSG_ASSIGN, err, "ASSIGN");
+}
+
+int
+sq_assign_next (sq_iter_t *self, sq_assign_t *t)
+{
+    int more = sqp_iter_more (self, "ASSIGN");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    uint32_t n_in = 0, n_out = 0;
+    memset (t, 0, sizeof *t);
+    mpr_field (r, "task");
+    mpr_array_exact (r, 10);
+    mpr_field (r, "task.key");
+    mpr_uint (r, &t->key);
+    mpr_field (r, "task.attempt");
+    mpr_u32 (r, &t->attempt);
+    mpr_field (r, "task.kind");
+    mpr_str (r, &t->kind, SQ_MAX_NAME);
+    mpr_field (r, "task.config");
+    mpr_skip (r, &t->config, &t->config_size);
+    //  Inputs and outputs share one scratch block: inputs first. The counts
+    //  are bounded by the bytes left, so the block is too.
+    mpr_field (r, "task.inputs");
+    mpr_array (r, &n_in);
+    size_t in_bytes = sizeof (sq_input_ref_t) * n_in;
+    size_t out_max = r->size - r->pos;
+    char *block = mpr_ok (r)? (char *) sqp_scratch (self, in_bytes + sizeof (sq_out_decl_t) * (out_max + 1)): NULL;
+    if (!block)
+        return sqp_error (r, self->err, "ASSIGN");
+    t->inputs = (sq_input_ref_t *) block;
+    for (uint32_t i = 0; i < n_in && mpr_ok (r); i++) {
+        sq_input_ref_t *in = &t->inputs [i];
+        mpr_array_exact (r, 4);
+        mpr_uint (r, &in->key);
+        mpr_uint (r, &in->size);
+        sqp_frame_index (r, &in->frame);
+        mpr_str (r, &in->content_type, SQ_MAX_NAME);
+    }
+    t->n_inputs = n_in;
+    mpr_field (r, "task.outputs");
+    mpr_array (r, &n_out);
+    t->outputs = (sq_out_decl_t *) (block + in_bytes);
+    for (uint32_t i = 0; i < n_out && mpr_ok (r); i++) {
+        mpr_array_exact (r, 2);
+        mpr_uint (r, &t->outputs [i].key);
+        mpr_str (r, &t->outputs [i].content_type, SQ_MAX_NAME);
+    }
+    t->n_outputs = n_out;
+    mpr_field (r, "task.cpus");
+    mpr_u32 (r, &t->cpus);
+    mpr_field (r, "task.timeout_ms");
+    mpr_u32 (r, &t->timeout_ms);
+    mpr_field (r, "task.name");
+    mpr_str (r, &t->name, SQ_MAX_NAME);
+    mpr_field (r, "task.resources");
+    sqp_resources (r, t->resources, &t->n_resources, SQ_MAX_RESOURCES);
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "ASSIGN");
+    return 1;
+}
+
+void
+sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
+{
+    msgpack_pack_array (pk, 10);
+    msgpack_pack_uint64 (pk, t->key);
+    msgpack_pack_uint32 (pk, t->attempt);
+    sq_pack_mstr (pk, t->kind);
+    if (t->config && t->config_size)
+        msgpack_pack_str_body (pk, t->config, t->config_size);
+    else
+        msgpack_pack_nil (pk);
+    msgpack_pack_array (pk, t->n_inputs);
+    for (uint32_t i = 0; i < t->n_inputs; i++) {
+        msgpack_pack_array (pk, 4);
+        msgpack_pack_uint64 (pk, t->inputs [i].key);
+        msgpack_pack_uint64 (pk, t->inputs [i].size);
+        msgpack_pack_int32 (pk, t->inputs [i].frame);
+        sq_pack_mstr (pk, t->inputs [i].content_type);
+    }
+    msgpack_pack_array (pk, t->n_outputs);
+    for (uint32_t i = 0; i < t->n_outputs; i++) {
+        msgpack_pack_array (pk, 2);
+        msgpack_pack_uint64 (pk, t->outputs [i].key);
+        sq_pack_mstr (pk, t->outputs [i].content_type);
+    }
+    msgpack_pack_uint32 (pk, t->cpus);
+    msgpack_pack_uint32 (pk, t->timeout_ms);
+    sq_pack_mstr (pk, t->name);
+    sqp_pack_resources (pk, t->resources, t->n_resources);
+}
+
+//  SEND, DROP, STOP -------------------------------------------------------
+
+int
+sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    return sqp_iter_begin (self, data, size, SQ_MSG_SEND, err, "SEND");
+}
+
+int
+sq_send_next (sq_iter_t *self, sq_send_t *o)
+{
+    int more = sqp_iter_more (self, "SEND");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    mpr_field (r, "order");
+    mpr_array_exact (r, 5);
+    mpr_uint (r, &o->key);
+    mpr_u32 (r, &o->version);
+    mpr_u32 (r, &o->to);
+    mpr_str (r, &o->endpoint, SQ_MAX_NAME);
+    mpr_field (r, "order.to_key");
+    sqp_opt_bin (r, &o->to_key, 32);
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "SEND");
+    return 1;
+}
+
+void
+sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version, uint32_t to,
+              const char *endpoint, const uint8_t *to_key)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint64 (pk, key);
+    msgpack_pack_uint32 (pk, version);
+    msgpack_pack_uint32 (pk, to);
+    sq_pack_cstr (pk, endpoint);
+    sqp_pack_bin_or_nil (pk, to_key, 32);
+}
+
+int
+sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
+               sq_errbuf_t *err)
+{
+    return sqp_iter_begin (self, data, size, type, err, type == SQ_MSG_DROP? "DROP":
+                         type == SQ_MSG_RETRACT? "RETRACT": "STOP");
+}
+
+int
+sq_drop_next (sq_iter_t *self, uint64_t *key)
+{
+    int more = sqp_iter_more (self, "DROP");
+    if (more <= 0)
+        return more;
+    mpr_field (&self->r, "object");
+    if (mpr_uint (&self->r, key))
+        return sqp_error (&self->r, self->err, "DROP");
+    return 1;
+}
+
+int
+sq_stop_next (sq_iter_t *self, uint64_t *key, uint32_t *attempt)
+{
+    int more = sqp_iter_more (self, "STOP");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    mpr_field (r, "task");
+    mpr_array_exact (r, 2);
+    mpr_uint (r, key);
+    mpr_u32 (r, attempt);
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "STOP");
+    return 1;
+}
+
+void
+sq_pack_drop (msgpack_packer *pk, uint64_t object)
+{
+    msgpack_pack_uint64 (pk, object);
+}
+
+void
+sq_pack_stop (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+}
