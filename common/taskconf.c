@@ -37,6 +37,9 @@ s_str_array (mpr_t *r, mpr_str_t **out, uint32_t *n_out)
     uint32_t n;
     if (mpr_array (r, &n))
         return -1;
+    //  A key given twice is refused by the caller after it was read: the
+    //  first array must not leak.
+    free (*out);
     *out = (mpr_str_t *) calloc (n + 1, sizeof (mpr_str_t));
     if (!*out)
         return mpr_fail (r, "out of memory");
@@ -86,6 +89,191 @@ s_arity (sq_errbuf_t *err, const char *kind, uint32_t n_in, uint32_t n_out,
     return 0;
 }
 
+//  --------------------------------------------------------------------------
+//  The kinds, one row each: how many inputs and outputs, whether the config
+//  may be nil, and two functions: `key` reads one key of the config map
+//  (returns its bit, 0 for a key the kind does not have), `check` says what
+//  is wrong once all keys are read (NULL: nothing). Adding a kind is one
+//  row and its two functions here, and its runner on the governor.
+
+typedef unsigned (s_key_fn) (sq_taskconf_t *self, mpr_t *r, mpr_str_t key,
+                             uint32_t n_in, uint32_t n_out);
+typedef const char *(s_check_fn) (sq_taskconf_t *self, unsigned have,
+                                  uint32_t n_in, uint32_t n_out);
+
+static unsigned
+s_sleep_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t n_out)
+{
+    (void) n_in; (void) n_out;
+    if (!mpr_str_eq (key, "seconds"))
+        return 0;
+    mpr_field (r, "seconds");
+    if (mpr_double (r, &self->seconds) == 0
+    && (!isfinite (self->seconds) || self->seconds < 0 || self->seconds > 1e7))
+        mpr_fail (r, "must be between 0 and 1e7");
+    return 1;
+}
+
+static const char *
+s_sleep_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_out)
+{
+    (void) self; (void) n_in; (void) n_out;
+    return have & 1? NULL: "'seconds' is required";
+}
+
+static unsigned
+s_slice_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t n_out)
+{
+    (void) n_in; (void) n_out;
+    if (mpr_str_eq (key, "start")) {
+        mpr_field (r, "start");
+        mpr_uint (r, &self->start);
+        return 1;
+    }
+    if (mpr_str_eq (key, "end")) {
+        mpr_field (r, "end");
+        if (mpr_int (r, &self->end) == 0 && self->end < -1)
+            mpr_fail (r, "must be -1 or a byte offset");
+        return 2;
+    }
+    return 0;
+}
+
+static const char *
+s_slice_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_out)
+{
+    (void) have; (void) n_in; (void) n_out;
+    return self->end >= 0 && (uint64_t) self->end < self->start? "'end' is before 'start'": NULL;
+}
+
+static unsigned
+s_path_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t n_out)
+{
+    (void) n_in; (void) n_out;
+    if (!mpr_str_eq (key, "path"))
+        return 0;
+    mpr_field (r, "path");
+    if (mpr_str (r, &self->path, SQ_MAX_NAME) == 0
+    && (self->path.len == 0 || !s_no_nul (self->path)))
+        mpr_fail (r, "must be a non-empty path");
+    return 1;
+}
+
+static const char *
+s_path_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_out)
+{
+    (void) self; (void) n_in; (void) n_out;
+    return have & 1? NULL: "'path' is required";
+}
+
+static unsigned
+s_execute_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t n_out)
+{
+    if (mpr_str_eq (key, "args")) {
+        mpr_field (r, "args");
+        s_str_array (r, &self->args, &self->n_args);
+        return 1;
+    }
+    if (mpr_str_eq (key, "env")) {
+        mpr_field (r, "env");
+        if (!mpr_try_nil (r))
+            s_str_array (r, &self->env, &self->n_env);
+        return 2;
+    }
+    if (mpr_str_eq (key, "in_paths")) {
+        mpr_field (r, "in_paths");
+        s_str_array (r, &self->in_paths, &self->n_in_paths);
+        return 4;
+    }
+    if (mpr_str_eq (key, "out_paths")) {
+        mpr_field (r, "out_paths");
+        s_str_array (r, &self->out_paths, &self->n_out_paths);
+        return 8;
+    }
+    bool in = mpr_str_eq (key, "stdin");
+    if (!in && !mpr_str_eq (key, "stdout"))
+        return 0;
+    int64_t v = -1;
+    mpr_field (r, in? "stdin": "stdout");
+    if (!mpr_try_nil (r) && mpr_int (r, &v) == 0
+    && (v < -1 || v >= (int64_t) (in? n_in: n_out)))
+        mpr_fail (r, in? "not an input index": "not an output index");
+    if (in)
+        self->stdin_input = (int32_t) v;
+    else
+        self->stdout_output = (int32_t) v;
+    return in? 16: 32;
+}
+
+static const char *
+s_execute_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_out)
+{
+    if (!(have & 1) || self->n_args == 0)
+        return "'args' must name a program";
+    if ((have & 4? self->n_in_paths: 0) != n_in)
+        return "'in_paths' must have one entry per input";
+    if ((have & 8? self->n_out_paths: 0) != n_out)
+        return "'out_paths' must have one entry per output";
+    for (uint32_t i = 0; i < self->n_args; i++)
+        if (!s_no_nul (self->args [i]))
+            return "arguments must not contain NUL";
+    for (uint32_t i = 0; i < self->n_env; i++)
+        if (!s_no_nul (self->env [i]) || !memchr (self->env [i].ptr, '=', self->env [i].len)
+        ||  self->env [i].ptr [0] == '=')
+            return "env entries must be NAME=value";
+    for (uint32_t i = 0; i < self->n_in_paths; i++)
+        if (!(self->in_paths [i].len == 0 && (int32_t) i == self->stdin_input)
+        &&  !s_safe_path (self->in_paths [i]))
+            return "input paths must be relative, without '..' (\"\" only for the stdin input)";
+    for (uint32_t i = 0; i < self->n_out_paths; i++)
+        if (!(self->out_paths [i].len == 0 && (int32_t) i == self->stdout_output)
+        &&  !s_safe_path (self->out_paths [i]))
+            return "output paths must be relative, without '..' (\"\" only for the stdout output)";
+    return NULL;
+}
+
+static unsigned
+s_py_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t n_out)
+{
+    (void) n_in; (void) n_out;
+    if (mpr_str_eq (key, "fn")) {
+        mpr_field (r, "fn");
+        if (mpr_bin (r, &self->fn, SQ_MAX_CONFIG) == 0 && self->fn.len == 0)
+            mpr_fail (r, "must not be empty");
+        return 1;
+    }
+    if (mpr_str_eq (key, "args")) {
+        mpr_field (r, "args");
+        if (!mpr_try_nil (r))
+            mpr_bin (r, &self->py_args, SQ_MAX_CONFIG);
+        return 2;
+    }
+    return 0;
+}
+
+static const char *
+s_py_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_out)
+{
+    (void) self; (void) n_in; (void) n_out;
+    return have & 1? NULL: "'fn' is required";
+}
+
+static const struct {
+    int inputs, outputs;        //  -1: any number
+    bool nil_ok;                //  a nil (or absent) config is allowed
+    s_key_fn *key;              //  NULL: the map must be empty
+    s_check_fn *check;
+} s_table [SQ_KIND_COUNT_] = {
+    [SQ_KIND_NOOP] = { -1, -1, true, NULL, NULL },
+    [SQ_KIND_SLEEP] = { -1, -1, false, s_sleep_key, s_sleep_check },
+    [SQ_KIND_CONCAT] = { -1, 1, true, NULL, NULL },
+    [SQ_KIND_SLICE] = { 1, 1, false, s_slice_key, s_slice_check },
+    [SQ_KIND_LOAD] = { 0, 1, false, s_path_key, s_path_check },
+    [SQ_KIND_STORE] = { 1, 0, false, s_path_key, s_path_check },
+    [SQ_KIND_EXECUTE] = { -1, -1, false, s_execute_key, s_execute_check },
+    [SQ_KIND_PY] = { -1, -1, false, s_py_key, s_py_check },
+};
+
 int
 sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
                     size_t size, uint32_t n_in, uint32_t n_out, sq_errbuf_t *err)
@@ -99,130 +287,35 @@ sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
     self->stdin_input = -1;
     self->stdout_output = -1;
     const char *name = sq_kind_name (kind);
-    switch (kind) {
-        case SQ_KIND_NOOP: case SQ_KIND_SLEEP: break;
-        case SQ_KIND_CONCAT: if (s_arity (err, name, n_in, n_out, -1, 1)) return -1; break;
-        case SQ_KIND_SLICE: if (s_arity (err, name, n_in, n_out, 1, 1)) return -1; break;
-        case SQ_KIND_LOAD: if (s_arity (err, name, n_in, n_out, 0, 1)) return -1; break;
-        case SQ_KIND_STORE: if (s_arity (err, name, n_in, n_out, 1, 0)) return -1; break;
-        case SQ_KIND_EXECUTE: case SQ_KIND_PY: break;
-        default: return s_fail (err, name, "unknown kind");
-    }
+    if ((unsigned) kind >= SQ_KIND_COUNT_)
+        return s_fail (err, name, "unknown kind");
+    if (s_arity (err, name, n_in, n_out, s_table [kind].inputs, s_table [kind].outputs))
+        return -1;
     mpr_t r;
     mpr_init (&r, config, size);
     if (size == 0 || mpr_try_nil (&r)) {
-        if (kind == SQ_KIND_NOOP || kind == SQ_KIND_CONCAT)
+        if (s_table [kind].nil_ok)
             return 0;
         return s_fail (err, name, "a configuration map is required");
     }
     uint32_t n;
     if (mpr_map (&r, &n))
         return s_fail (err, name, "must be a map");
-    bool have_seconds = false, have_path = false, have_args = false;
-    bool have_in = false, have_out = false, have_fn = false;
-    //  A repeated key is refused: it would overwrite (and leak) the first.
-    static const char *keys [] = {
-        "seconds", "start", "end", "path", "args", "env", "in_paths",
-        "out_paths", "stdin", "stdout", "fn", "args"
-    };
-    uint32_t seen = 0;
+    unsigned have = 0;
     for (uint32_t i = 0; i < n && mpr_ok (&r); i++) {
         mpr_str_t key;
         if (mpr_str (&r, &key, 64))
             break;
-        for (uint32_t k = 0; k < sizeof keys / sizeof keys [0]; k++)
-            if (mpr_str_eq (key, keys [k])) {
-                if (seen & (1u << k)) {
-                    snprintf (err->text, sizeof err->text, "%s config: key '%s' given twice",
-                              name, keys [k]);
-                    sq_taskconf_release (self);
-                    return -1;
-                }
-                seen |= 1u << k;
-            }
-        bool known = false;
-        if (kind == SQ_KIND_SLEEP && mpr_str_eq (key, "seconds")) {
-            known = have_seconds = true;
-            mpr_field (&r, "seconds");
-            if (mpr_double (&r, &self->seconds) == 0
-            && (!isfinite (self->seconds) || self->seconds < 0 || self->seconds > 1e7))
-                mpr_fail (&r, "must be between 0 and 1e7");
+        unsigned bit = s_table [kind].key? s_table [kind].key (self, &r, key, n_in, n_out): 0;
+        if (bit && (have & bit)) {
+            //  A repeated key is refused: it would overwrite (and leak) the first.
+            snprintf (err->text, sizeof err->text, "%s config: key '%.*s' given twice",
+                      name, (int) key.len, key.ptr);
+            sq_taskconf_release (self);
+            return -1;
         }
-        else
-        if (kind == SQ_KIND_SLICE && mpr_str_eq (key, "start")) {
-            known = true;
-            mpr_field (&r, "start");
-            mpr_uint (&r, &self->start);
-        }
-        else
-        if (kind == SQ_KIND_SLICE && mpr_str_eq (key, "end")) {
-            known = true;
-            mpr_field (&r, "end");
-            if (mpr_int (&r, &self->end) == 0 && self->end < -1)
-                mpr_fail (&r, "must be -1 or a byte offset");
-        }
-        else
-        if ((kind == SQ_KIND_LOAD || kind == SQ_KIND_STORE) && mpr_str_eq (key, "path")) {
-            known = have_path = true;
-            mpr_field (&r, "path");
-            if (mpr_str (&r, &self->path, SQ_MAX_NAME) == 0
-            && (self->path.len == 0 || !s_no_nul (self->path)))
-                mpr_fail (&r, "must be a non-empty path");
-        }
-        else
-        if (kind == SQ_KIND_EXECUTE && mpr_str_eq (key, "args")) {
-            known = have_args = true;
-            mpr_field (&r, "args");
-            s_str_array (&r, &self->args, &self->n_args);
-        }
-        else
-        if (kind == SQ_KIND_EXECUTE && mpr_str_eq (key, "env")) {
-            known = true;
-            mpr_field (&r, "env");
-            if (!mpr_try_nil (&r))
-                s_str_array (&r, &self->env, &self->n_env);
-        }
-        else
-        if (kind == SQ_KIND_EXECUTE && mpr_str_eq (key, "in_paths")) {
-            known = have_in = true;
-            mpr_field (&r, "in_paths");
-            s_str_array (&r, &self->in_paths, &self->n_in_paths);
-        }
-        else
-        if (kind == SQ_KIND_EXECUTE && mpr_str_eq (key, "out_paths")) {
-            known = have_out = true;
-            mpr_field (&r, "out_paths");
-            s_str_array (&r, &self->out_paths, &self->n_out_paths);
-        }
-        else
-        if (kind == SQ_KIND_EXECUTE && (mpr_str_eq (key, "stdin") || mpr_str_eq (key, "stdout"))) {
-            known = true;
-            bool in = mpr_str_eq (key, "stdin");
-            int64_t v = -1;
-            mpr_field (&r, in? "stdin": "stdout");
-            if (!mpr_try_nil (&r) && mpr_int (&r, &v) == 0
-            && (v < -1 || v >= (int64_t) (in? n_in: n_out)))
-                mpr_fail (&r, in? "not an input index": "not an output index");
-            if (in)
-                self->stdin_input = (int32_t) v;
-            else
-                self->stdout_output = (int32_t) v;
-        }
-        else
-        if (kind == SQ_KIND_PY && mpr_str_eq (key, "fn")) {
-            known = have_fn = true;
-            mpr_field (&r, "fn");
-            if (mpr_bin (&r, &self->fn, SQ_MAX_CONFIG) == 0 && self->fn.len == 0)
-                mpr_fail (&r, "must not be empty");
-        }
-        else
-        if (kind == SQ_KIND_PY && mpr_str_eq (key, "args")) {
-            known = true;
-            mpr_field (&r, "args");
-            if (!mpr_try_nil (&r))
-                mpr_bin (&r, &self->py_args, SQ_MAX_CONFIG);
-        }
-        if (!known && mpr_ok (&r)) {
+        have |= bit;
+        if (!bit && mpr_ok (&r)) {
             snprintf (err->text, sizeof err->text, "%s config: unknown key '%.*s'",
                       name, (int) key.len, key.ptr);
             sq_taskconf_release (self);
@@ -239,43 +332,10 @@ sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
         sq_taskconf_release (self);
         return -1;
     }
-    const char *missing = NULL;
-    if (kind == SQ_KIND_SLEEP && !have_seconds)
-        missing = "'seconds' is required";
-    if ((kind == SQ_KIND_LOAD || kind == SQ_KIND_STORE) && !have_path)
-        missing = "'path' is required";
-    if (kind == SQ_KIND_SLICE && self->end >= 0 && (uint64_t) self->end < self->start)
-        missing = "'end' is before 'start'";
-    if (kind == SQ_KIND_PY && !have_fn)
-        missing = "'fn' is required";
-    if (kind == SQ_KIND_EXECUTE) {
-        if (!have_args || self->n_args == 0)
-            missing = "'args' must name a program";
-        else
-        if ((have_in? self->n_in_paths: 0) != n_in)
-            missing = "'in_paths' must have one entry per input";
-        else
-        if ((have_out? self->n_out_paths: 0) != n_out)
-            missing = "'out_paths' must have one entry per output";
-        for (uint32_t i = 0; !missing && i < self->n_args; i++)
-            if (!s_no_nul (self->args [i]))
-                missing = "arguments must not contain NUL";
-        for (uint32_t i = 0; !missing && i < self->n_env; i++)
-            if (!s_no_nul (self->env [i]) || !memchr (self->env [i].ptr, '=', self->env [i].len)
-            ||  self->env [i].ptr [0] == '=')
-                missing = "env entries must be NAME=value";
-        for (uint32_t i = 0; !missing && i < self->n_in_paths; i++)
-            if (!(self->in_paths [i].len == 0 && (int32_t) i == self->stdin_input)
-            &&  !s_safe_path (self->in_paths [i]))
-                missing = "input paths must be relative, without '..' (\"\" only for the stdin input)";
-        for (uint32_t i = 0; !missing && i < self->n_out_paths; i++)
-            if (!(self->out_paths [i].len == 0 && (int32_t) i == self->stdout_output)
-            &&  !s_safe_path (self->out_paths [i]))
-                missing = "output paths must be relative, without '..' (\"\" only for the stdout output)";
-    }
-    if (missing) {
+    const char *wrong = s_table [kind].check? s_table [kind].check (self, have, n_in, n_out): NULL;
+    if (wrong) {
         sq_taskconf_release (self);
-        return s_fail (err, name, missing);
+        return s_fail (err, name, wrong);
     }
     return 0;
 }
