@@ -1,0 +1,267 @@
+/*  graph_lineage: where each object's copies are, and what happens when
+    copies are lost: an object still needed whose last copy went is
+    recomputed from its producer, and recursively whatever of that
+    producer's inputs is gone too; a governor lost takes its copies with it;
+    a restarted broker recomputes what no governor reported. */
+#include "graph_internal.h"
+
+//  --------------------------------------------------------------------------
+//  Locations
+
+location_t *
+graph_object_location (object_t *object, gov_t *gov)
+{
+    location_t *locations = object_locations (object);
+    for (uint32_t i = 0; i < object->n_locations; i++)
+        if (locations [i].gov == gov)
+            return &locations [i];
+    return NULL;
+}
+
+void
+graph_object_add_location (graph_t *self, object_t *object, gov_t *gov, bool arrived)
+{
+    (void) self;
+    location_t *loc = graph_object_location (object, gov);
+    if (loc) {
+        loc->arrived |= arrived;
+        return;
+    }
+    bool on_heap = object->locations_on_heap;
+    if (gx_list_grow (&object->location_.one, (void **) &object->location_.many, &on_heap,
+                     object->n_locations, sizeof (location_t)))
+        return;                 //  out of memory: the copy is simply not used
+    object->locations_on_heap = on_heap;
+    location_t *locations = object_locations (object);
+    locations [object->n_locations].gov = gov;
+    locations [object->n_locations].arrived = arrived;
+    object->n_locations++;
+}
+
+static bool
+s_has_copy (object_t *object)
+{
+    if (object->data)
+        return true;
+    location_t *locations = object_locations (object);
+    for (uint32_t i = 0; i < object->n_locations; i++)
+        if (locations [i].arrived)
+            return true;
+    return false;
+}
+
+static bool
+s_needed (const object_t *object)
+{
+    return object->keep || object->pending > 0;
+}
+
+//  Consumers counted this object as available; it is not any more. Ready
+//  ones wait again; assigned ones are stopped (their governor will never
+//  get it) and wait again with a new attempt.
+static void
+s_unready_consumers (graph_t *self, object_t *object)
+{
+    for (uint32_t c = 0; c < object->n_consumers; c++) {
+        task_t *consumer = object_consumers (object) [c];
+        if (gx_final (consumer))
+            continue;
+        consumer->unfinished++;
+        if (consumer->state == TASK_READY)
+            gx_set_state (self, consumer, TASK_WAITING);
+        else
+        if (consumer->state == TASK_ASSIGNED || consumer->state == TASK_RUNNING) {
+            gx_unbook (self, consumer);
+            gx_stop_and_wait (self, consumer);
+        }
+    }
+}
+
+//  Lineage recomputation: re-runs the producer of a lost object and,
+//  recursively, of whatever of its inputs has no copy left either, only as
+//  far back as copies (or the broker's inline bytes) exist.
+static void
+s_recompute (graph_t *self, object_t *lost)
+{
+    size_t n = 0, cap = 16, n_reset = 0, cap_reset = 16;
+    object_t **stack = (object_t **) malloc (cap * sizeof *stack);
+    task_t **reset = (task_t **) malloc (cap_reset * sizeof *reset);
+    if (!stack || !reset) {
+        free (stack);
+        free (reset);
+        return;
+    }
+    stack [n++] = lost;
+    while (n > 0) {
+        object_t *o = stack [--n];
+        if (o->state != OBJ_FINISHED || s_has_copy (o))
+            continue;
+        o->n_locations = 0;
+        task_t *producer = o->producer;
+        if (!producer) {
+            //  A constant whose only copy was on a governor: nothing to
+            //  recompute it from.
+            char message [500];
+            if (self->constant_why)
+                snprintf (message, sizeof message, "%s", self->constant_why);
+            else
+                snprintf (message, sizeof message,
+                          "constant object %u was lost with the governor holding it; submit it again",
+                          sq_key_id (o->key));
+            failure_t *failure = failure_new (sq_key_id (o->key), SQ_E_LOST, message);
+            if (!failure)
+                continue;
+            o->state = OBJ_FAILED;
+            o->failure = gx_failure_ref (failure);
+            for (uint32_t c = 0; c < o->n_consumers; c++)
+                if (!gx_final (object_consumers (o) [c]))
+                    gx_fail (self, object_consumers (o) [c], failure);
+            failure_unref (&failure);
+            continue;
+        }
+        o->state = OBJ_UNFINISHED;
+        s_unready_consumers (self, o);
+        if (producer->state != TASK_FINISHED)
+            continue;           //  already being re-run for another output
+        if (n_reset == cap_reset) {
+            task_t **p = (task_t **) realloc (reset, (cap_reset *= 2) * sizeof *p);
+            if (!p)
+                break;
+            reset = p;
+        }
+        reset [n_reset++] = producer;
+        self->recomputed++;
+        producer->attempt++;
+        gx_set_state (self, producer, TASK_WAITING);
+        producer->session->unfinished++;
+        producer->session->finished--;
+        producer->unfinished = 0;
+        for (uint32_t i = 0; i < producer->n_inputs; i++) {
+            object_t *input = producer->io [i];
+            input->pending++;
+            if (input->state == OBJ_FINISHED && !s_has_copy (input)) {
+                //  Lost or released too: recompute it first. Its own
+                //  consumers (the producer among them) are counted then.
+                if (n == cap) {
+                    object_t **p = (object_t **) realloc (stack, (cap *= 2) * sizeof *p);
+                    if (!p)
+                        break;
+                    stack = p;
+                }
+                stack [n++] = input;
+            }
+            else
+            if (input->state != OBJ_FINISHED)
+                producer->unfinished++;
+        }
+    }
+    free (stack);
+    //  Re-run producers whose inputs all exist can start now; the others
+    //  start when the inputs they wait for are recomputed.
+    for (size_t i = 0; i < n_reset; i++) {
+        task_t *task = reset [i];
+        if (task->state == TASK_WAITING && task->unfinished == 0) {
+            gx_set_state (self, task, TASK_READY);
+            self->hooks.task_ready (self->hooks.arg, task);
+        }
+    }
+    free (reset);
+}
+
+void
+graph_object_lost (graph_t *self, object_t *object, gov_t *gov)
+{
+    location_t *loc = graph_object_location (object, gov);
+    if (loc)
+        *loc = object_locations (object) [--object->n_locations];
+    if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
+    &&  s_needed (object))
+        s_recompute (self, object);
+    gx_flush_frees (self);
+}
+
+void
+graph_object_lost_why (graph_t *self, object_t *object, gov_t *gov, const char *why)
+{
+    self->constant_why = why;
+    graph_object_lost (self, object, gov);
+    self->constant_why = NULL;
+}
+
+void
+graph_forget_governor (graph_t *self, gov_t *gov)
+{
+    //  Collect first: recomputation changes states under the iteration.
+    size_t n_lost = 0, cap = 0;
+    object_t **lost = NULL;
+    size_t s_cursor = 0;
+    session_t *session;
+    while ((session = (session_t *) sq_idmap_next (self->sessions, &s_cursor, NULL))) {
+        size_t cursor = 0;
+        void *item;
+        while ((item = gx_session_next (session, &cursor))) {
+            object_t *object = gx_as_object (item);
+            location_t *loc = object? graph_object_location (object, gov): NULL;
+            if (!loc)
+                continue;
+            location_t *locations = object_locations (object);
+            *loc = locations [--object->n_locations];
+            //  Copies still on their way may have come from the dead
+            //  governor: order them again from a copy that exists.
+            location_t *source = NULL;
+            for (uint32_t i = 0; i < object->n_locations && !source; i++)
+                if (locations [i].arrived)
+                    source = &locations [i];
+            for (uint32_t i = 0; source && i < object->n_locations; i++)
+                if (!locations [i].arrived && self->hooks.object_copy)
+                    self->hooks.object_copy (self->hooks.arg, object, source->gov, locations [i].gov);
+            if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
+            &&  s_needed (object)) {
+                if (n_lost == cap) {
+                    cap = cap? cap * 2: 16;
+                    object_t **p = (object_t **) realloc (lost, cap * sizeof *p);
+                    if (!p)
+                        break;
+                    lost = p;
+                }
+                lost [n_lost++] = object;
+            }
+        }
+    }
+    for (size_t i = 0; i < n_lost; i++)
+        s_recompute (self, lost [i]);
+    free (lost);
+    gx_flush_frees (self);
+}
+
+size_t
+graph_recover_sweep (graph_t *self)
+{
+    size_t n_lost = 0, cap = 0;
+    object_t **lost = NULL;
+    size_t s_cursor = 0;
+    session_t *session;
+    while ((session = (session_t *) sq_idmap_next (self->sessions, &s_cursor, NULL))) {
+        size_t cursor = 0;
+        void *item;
+        while ((item = gx_session_next (session, &cursor))) {
+            object_t *object = gx_as_object (item);
+            if (!object || object->state != OBJ_FINISHED || object->released
+            ||  s_has_copy (object) || !s_needed (object))
+                continue;
+            if (n_lost == cap) {
+                cap = cap? cap * 2: 16;
+                object_t **p = (object_t **) realloc (lost, cap * sizeof *p);
+                if (!p)
+                    break;
+                lost = p;
+            }
+            lost [n_lost++] = object;
+        }
+    }
+    for (size_t i = 0; i < n_lost; i++)
+        s_recompute (self, lost [i]);
+    free (lost);
+    gx_flush_frees (self);
+    return n_lost;
+}

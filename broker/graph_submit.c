@@ -1,0 +1,503 @@
+/*  graph_submit: a SUBMIT checked as a whole (ids, inputs, outputs, kinds,
+    configs, resources, cycles) and only then committed to its session:
+    all or nothing. */
+#include "graph_internal.h"
+
+//  --------------------------------------------------------------------------
+//  Submit: validate everything, then commit. Nothing enters the graph
+//  unless the whole submit is valid.
+
+//  Index of a submit's items by id: value = (index << 1 | is_task) + 1.
+//  Ids of one submit are usually consecutive: then an array from the
+//  smallest indexes them, else a map.
+typedef struct {
+    uint32_t base;
+    uint32_t span;
+    uintptr_t *dense;
+    sq_idmap_t *map;
+} s_ids_t;
+
+static int
+s_ids_init (s_ids_t *self, const sq_submit_t *sub)
+{
+    memset (self, 0, sizeof *self);
+    uint64_t n = (uint64_t) sub->n_objects + sub->n_tasks;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t id = i < sub->n_objects? sub->objects [i].id: sub->tasks [i - sub->n_objects].id;
+        lo = id < lo? id: lo;
+        hi = id > hi? id: hi;
+    }
+    if (n && (uint64_t) hi - lo < 2 * n + 1024) {
+        self->base = lo;
+        self->span = hi - lo + 1;
+        self->dense = (uintptr_t *) calloc (self->span, sizeof (uintptr_t));
+        return self->dense? 0: -1;
+    }
+    self->map = sq_idmap_new ();
+    return self->map && sq_idmap_reserve (self->map, n) == 0? 0: -1;
+}
+
+static void
+s_ids_destroy (s_ids_t *self)
+{
+    free (self->dense);
+    sq_idmap_destroy (&self->map);
+}
+
+static uintptr_t
+s_ids_get (s_ids_t *self, uint32_t id)
+{
+    if (self->dense)
+        return id - self->base < self->span? self->dense [id - self->base]: 0;
+    return (uintptr_t) sq_idmap_lookup (self->map, id);
+}
+
+//  0, or -1 if the id is there already (room was reserved by s_ids_init).
+static int
+s_ids_put (s_ids_t *self, uint32_t id, uintptr_t value)
+{
+    if (self->dense) {
+        if (self->dense [id - self->base])
+            return -1;
+        self->dense [id - self->base] = value;
+        return 0;
+    }
+    return sq_idmap_insert (self->map, id, (void *) value);
+}
+
+typedef struct {
+    s_ids_t ids;
+    const sq_submit_t *submit;
+    int32_t *producer;          //  per object: index of the producing task, -1
+} s_check_t;
+
+static int
+s_refuse (char *message, size_t size, uint32_t *bad_id, uint32_t id, int code,
+          const char *format, ...) __attribute__ ((format (printf, 6, 7)));
+
+static int
+s_refuse (char *message, size_t size, uint32_t *bad_id, uint32_t id, int code,
+          const char *format, ...)
+{
+    va_list args;
+    va_start (args, format);
+    vsnprintf (message, size, format, args);
+    va_end (args);
+    *bad_id = id;
+    return code;
+}
+
+static inline uintptr_t s_entry (uint32_t index, bool task) { return (((uintptr_t) index << 1) | task) + 1; }
+
+static int
+s_validate (session_t *session, s_check_t *check, size_t n_payloads,
+            graph_resource_fn *resource_ok, void *resource_arg,
+            char *msg, size_t msg_size, uint32_t *bad_id)
+{
+    const sq_submit_t *sub = check->submit;
+    //  Ids: unique within the submit and new to the session
+    for (uint32_t i = 0; i < sub->n_objects + sub->n_tasks; i++) {
+        bool is_task = i >= sub->n_objects;
+        uint32_t index = is_task? i - sub->n_objects: i;
+        uint32_t id = is_task? sub->tasks [index].id: sub->objects [index].id;
+        if (gx_item (session, id))
+            return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
+                             "id %u is already used in session %u", id, session->id);
+        if (s_ids_put (&check->ids, id, s_entry (index, is_task)))
+            return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
+                             "id %u appears twice in the submit", id);
+    }
+    for (uint32_t i = 0; i < sub->n_objects; i++) {
+        const sq_object_spec_t *o = &sub->objects [i];
+        check->producer [i] = -1;
+        if (o->frame == 0 || (o->frame > 0 && (size_t) o->frame > n_payloads))
+            return s_refuse (msg, msg_size, bad_id, o->id, SQ_E_INVALID,
+                             "object %u refers to payload frame %d, the message has %zu",
+                             o->id, o->frame, n_payloads);
+        if (o->flags & ~(uint32_t) SQ_OBJ_KEEP)
+            return s_refuse (msg, msg_size, bad_id, o->id, SQ_E_INVALID,
+                             "object %u has unknown flags %u", o->id, o->flags);
+    }
+    for (uint32_t t = 0; t < sub->n_tasks; t++) {
+        const sq_task_spec_t *task = &sub->tasks [t];
+        int kind = sq_kind_lookup (task->kind);
+        if (kind < 0)
+            return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_KIND,
+                             "task %u has unknown kind '%.*s'", task->id,
+                             (int) (task->kind.len > 100? 100: task->kind.len), task->kind.ptr);
+        sq_taskconf_t conf;
+        sq_errbuf_t err;
+        if (sq_taskconf_decode (&conf, (sq_kind_t) kind, task->config, task->config_size,
+                                task->n_inputs, task->n_outputs, &err))
+            return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
+                             "task %u: %s", task->id, err.text);
+        sq_taskconf_release (&conf);
+        for (uint32_t i = 0; i < task->n_inputs; i++) {
+            uint32_t id = task->inputs [i];
+            uintptr_t entry = s_ids_get (&check->ids, id);
+            if (entry && ((entry - 1) & 1))
+                return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
+                                 "task %u: input %u is a task, not a data object", task->id, id);
+            if (!entry) {
+                if (gx_as_task (gx_item (session, id)))
+                    return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
+                                     "task %u: input %u is a task, not a data object", task->id, id);
+                object_t *old = gx_as_object (gx_item (session, id));
+                if (!old || old->released)
+                    //  The reply names the task, as for every other
+                    //  fault of a task's spec (docs/protocol.md).
+                    return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
+                                     "task %u: input %u is not an object of session %u "
+                                     "(never declared, or already released because nobody kept it)",
+                                     task->id, id, session->id);
+            }
+        }
+        for (uint32_t i = 0; i < task->n_outputs; i++) {
+            uint32_t id = task->outputs [i];
+            uintptr_t entry = s_ids_get (&check->ids, id);
+            if (!entry || ((entry - 1) & 1))
+                return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_UNKNOWN_ID,
+                                 "task %u: output %u must be an object declared in the same submit",
+                                 task->id, id);
+            uint32_t index = (uint32_t) ((entry - 1) >> 1);
+            if (sub->objects [index].frame != -1)
+                return s_refuse (msg, msg_size, bad_id, id, SQ_E_INVALID,
+                                 "object %u has data and is also the output of task %u", id, task->id);
+            if (check->producer [index] >= 0)
+                return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
+                                 "object %u is the output of two tasks (%u and %u)", id,
+                                 sub->tasks [check->producer [index]].id, task->id);
+            check->producer [index] = (int32_t) t;
+        }
+        for (uint32_t r = 0; r < task->n_resources; r++) {
+            const sq_resource_t *res = &task->resources [r];
+            if (resource_ok && !resource_ok (resource_arg, res->name, res->amount))
+                return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_RESOURCES,
+                                 "task %u needs %.*s=%llu but no governor has ever offered that much",
+                                 task->id, (int) (res->name.len > 100? 100: res->name.len),
+                                 res->name.ptr, (unsigned long long) res->amount);
+        }
+    }
+    for (uint32_t i = 0; i < sub->n_objects; i++)
+        if (sub->objects [i].frame == -1 && check->producer [i] < 0)
+            return s_refuse (msg, msg_size, bad_id, sub->objects [i].id, SQ_E_NO_PRODUCER,
+                             "object %u has neither data nor a task producing it",
+                             sub->objects [i].id);
+    return SQ_OK;
+}
+
+//  Kahn's algorithm over the submitted tasks: edges run from a producer to
+//  the tasks of this submit consuming its outputs. Objects of earlier
+//  submits cannot depend on new tasks, so cycles can only lie inside.
+static int
+s_check_cycles (s_check_t *check, char *msg, size_t msg_size, uint32_t *bad_id)
+{
+    const sq_submit_t *sub = check->submit;
+    uint32_t n = sub->n_tasks;
+    if (n == 0)
+        return SQ_OK;
+    uint32_t *indegree = (uint32_t *) calloc (n, sizeof (uint32_t));
+    uint32_t *queue = (uint32_t *) malloc (n * sizeof (uint32_t));
+    //  consumers of each task, as a CSR adjacency list
+    uint32_t *first = (uint32_t *) calloc (n + 1, sizeof (uint32_t));
+    size_t n_edges = 0;
+    for (uint32_t t = 0; t < n; t++)
+        n_edges += sub->tasks [t].n_inputs;
+    uint32_t *edges = (uint32_t *) malloc ((n_edges + 1) * sizeof (uint32_t));
+    int rc = SQ_OK;
+    if (!indegree || !queue || !first || !edges) {
+        rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t t = 0; t < n; t++) {
+            const sq_task_spec_t *task = &sub->tasks [t];
+            for (uint32_t i = 0; i < task->n_inputs; i++) {
+                uintptr_t entry = s_ids_get (&check->ids, task->inputs [i]);
+                if (!entry)
+                    continue;   //  an object of an earlier submit
+                int32_t producer = check->producer [(entry - 1) >> 1];
+                if (producer < 0)
+                    continue;   //  a constant
+                if (pass == 0) {
+                    first [producer + 1]++;
+                    indegree [t]++;
+                }
+                else
+                    edges [first [producer]++] = t;
+            }
+        }
+        if (pass == 0)
+            for (uint32_t t = 0; t < n; t++)
+                first [t + 1] += first [t];
+    }
+    //  The second pass advanced first[p] to the end of p's edges.
+    uint32_t head = 0, tail = 0;
+    for (uint32_t t = 0; t < n; t++)
+        if (indegree [t] == 0)
+            queue [tail++] = t;
+    while (head < tail) {
+        uint32_t t = queue [head++];
+        uint32_t begin = t == 0? 0: first [t - 1];
+        for (uint32_t e = begin; e < first [t]; e++)
+            if (--indegree [edges [e]] == 0)
+                queue [tail++] = edges [e];
+    }
+    if (tail < n) {
+        for (uint32_t t = 0; t < n; t++)
+            if (indegree [t]) {
+                rc = s_refuse (msg, msg_size, bad_id, sub->tasks [t].id, SQ_E_CYCLE,
+                               "task %u is part of a dependency cycle", sub->tasks [t].id);
+                break;
+            }
+    }
+done:
+    free (indegree);
+    free (queue);
+    free (first);
+    free (edges);
+    return rc;
+}
+
+static char *
+s_strndup_or_null (mpr_str_t s)
+{
+    return s.len? mpr_strdup (s): NULL;
+}
+
+//  The rare fields of a task spec go out of line; *extra_p stays NULL when
+//  all are defaults. On failure what was made is left for gx_task_destroy.
+static int
+s_extra_from_spec (task_extra_t **extra_p, const sq_task_spec_t *spec)
+{
+    bool needed = spec->name.len || spec->priority || spec->max_retries || spec->timeout_ms;
+    for (uint32_t r = 0; r < spec->n_resources && !needed; r++)
+        needed = !mpr_str_eq (spec->resources [r].name, SQ_RES_CPUS)
+              || spec->resources [r].amount != 1;
+    if (!needed)
+        return 0;
+    task_extra_t *extra = (task_extra_t *) malloc (sizeof *extra);
+    if (!extra)
+        return -1;
+    *extra = task_extra_default;
+    *extra_p = extra;
+    extra->priority = spec->priority;
+    extra->max_retries = spec->max_retries;
+    extra->timeout_ms = spec->timeout_ms;
+    extra->name = s_strndup_or_null (spec->name);
+    if (spec->name.len && !extra->name)
+        return -1;
+    if (spec->n_resources) {
+        extra->resources = (sq_resource_t *) calloc (spec->n_resources, sizeof (sq_resource_t));
+        if (!extra->resources)
+            return -1;
+    }
+    for (uint32_t r = 0; r < spec->n_resources; r++) {
+        const sq_resource_t *res = &spec->resources [r];
+        if (mpr_str_eq (res->name, SQ_RES_CPUS)) {
+            extra->cpus = res->amount > UINT32_MAX? UINT32_MAX: (uint32_t) res->amount;
+            continue;
+        }
+        char *name = mpr_strdup (res->name);
+        if (!name)
+            return -1;
+        extra->resources [extra->n_resources].name.ptr = name;
+        extra->resources [extra->n_resources].name.len = res->name.len;
+        extra->resources [extra->n_resources].amount = res->amount;
+        extra->n_resources++;
+    }
+    return 0;
+}
+
+//  A task in one block with its outputs, its io array and its config:
+//  one allocation per task, and objects never freed before their producer
+//  (both go when the session closes).
+static task_t *
+s_task_new (session_t *session, const sq_task_spec_t *spec)
+{
+    size_t n_io = (size_t) spec->n_inputs + spec->n_outputs;
+    size_t config_size = spec->config_size == 1 && spec->config [0] == 0xc0? 0: spec->config_size;
+    task_t *task = (task_t *) calloc (1, sizeof (task_t) + spec->n_outputs * sizeof (object_t)
+                                         + n_io * sizeof (object_t *) + config_size);
+    if (!task)
+        return NULL;
+    task->key = sq_key (session->id, spec->id);
+    task->session = session;
+    task->kind = (uint8_t) sq_kind_lookup (spec->kind);
+    task->n_inputs = spec->n_inputs;
+    task->n_outputs = spec->n_outputs;
+    task->io = (object_t **) (gx_embedded (task) + spec->n_outputs);
+    for (uint32_t i = 0; i < spec->n_outputs; i++) {
+        object_t *output = &gx_embedded (task) [i];
+        output->embedded = true;
+        output->producer = task;
+        output->producer_output = i;
+        task->io [task->n_inputs + i] = output;
+    }
+    if (config_size)
+        memcpy (task->io + n_io, spec->config, config_size);
+    task->config_size = (uint32_t) config_size;
+    if (s_extra_from_spec (&task->extra, spec))
+        gx_task_destroy (&task);
+    return task;
+}
+
+//  Fills an object record from its spec.
+static int
+s_object_init (object_t *o, session_t *session, const sq_object_spec_t *spec,
+               zmq_msg_t *payloads)
+{
+    o->key = sq_key (session->id, spec->id);
+    o->session = session;
+    o->keep = (spec->flags & SQ_OBJ_KEEP) != 0;
+    o->content_type = s_strndup_or_null (spec->content_type);
+    if (spec->content_type.len && !o->content_type)
+        return -1;
+    if (spec->frame > 0) {
+        zmq_msg_t copy;
+        zmq_msg_init (&copy);
+        if (zmq_msg_copy (&copy, &payloads [spec->frame - 1]))
+            return -1;
+        o->data = sq_blob_from_msg (&copy);
+        if (!o->data)
+            return -1;
+        o->size = sq_blob_size (o->data);
+        o->state = OBJ_FINISHED;
+    }
+    else
+    if (spec->frame == SQ_FRAME_UPLOADED) {
+        //  Data plane: already on a governor, which broker.c records as
+        //  its location once the submit is committed.
+        o->size = spec->size;
+        o->state = OBJ_FINISHED;
+    }
+    return 0;
+}
+
+int
+graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
+              zmq_msg_t *payloads, size_t n_payloads,
+              graph_resource_fn *resource_ok, void *resource_arg,
+              char *msg, size_t msg_size, uint32_t *bad_id)
+{
+    *bad_id = 0;
+    s_check_t check = { .submit = sub };
+    check.producer = (int32_t *) malloc ((sub->n_objects + 1) * sizeof (int32_t));
+    int rc = SQ_OK;
+    if (s_ids_init (&check.ids, sub) || !check.producer)
+        rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+    if (rc == SQ_OK)
+        rc = s_validate (session, &check, n_payloads, resource_ok, resource_arg,
+                         msg, msg_size, bad_id);
+    if (rc == SQ_OK)
+        rc = s_check_cycles (&check, msg, msg_size, bad_id);
+    if (rc == SQ_OK && gx_reserve (session, sub))
+        rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+
+    //  Create every task (with its outputs) and constant; on allocation
+    //  failure, undo.
+    object_t **objects = NULL;
+    task_t **tasks = NULL;
+    if (rc == SQ_OK) {
+        objects = (object_t **) calloc (sub->n_objects + 1, sizeof *objects);
+        tasks = (task_t **) calloc (sub->n_tasks + 1, sizeof *tasks);
+        if (!objects || !tasks)
+            rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+    }
+    for (uint32_t t = 0; rc == SQ_OK && t < sub->n_tasks; t++) {
+        tasks [t] = s_task_new (session, &sub->tasks [t]);
+        if (!tasks [t]) { rc = SQ_E_NOMEM; break; }
+        for (uint32_t i = 0; i < sub->tasks [t].n_outputs; i++) {
+            uintptr_t entry = s_ids_get (&check.ids, sub->tasks [t].outputs [i]);
+            objects [(entry - 1) >> 1] = &gx_embedded (tasks [t]) [i];
+        }
+    }
+    for (uint32_t i = 0; rc == SQ_OK && i < sub->n_objects; i++) {
+        if (!objects [i])
+            objects [i] = (object_t *) calloc (1, sizeof (object_t));
+        if (!objects [i] || s_object_init (objects [i], session, &sub->objects [i], payloads))
+            rc = SQ_E_NOMEM;
+    }
+    //  Consumer lists of objects of earlier submits must grow without
+    //  failing later: reserve first.
+    for (uint32_t t = 0; rc == SQ_OK && t < sub->n_tasks; t++) {
+        const sq_task_spec_t *spec = &sub->tasks [t];
+        for (uint32_t i = 0; rc == SQ_OK && i < spec->n_inputs; i++) {
+            uintptr_t entry = s_ids_get (&check.ids, spec->inputs [i]);
+            object_t *o = entry? objects [(entry - 1) >> 1]
+                               : gx_as_object (gx_item (session, spec->inputs [i]));
+            tasks [t]->io [i] = o;
+            if (gx_add_consumer (o, tasks [t]))
+                rc = SQ_E_NOMEM;
+        }
+    }
+    if (rc == SQ_OK) {
+        //  The submit is accepted from here on: nothing below can fail.
+        for (uint32_t i = 0; i < sub->n_objects; i++)
+            if (sub->objects [i].id > session->max_id)
+                session->max_id = sub->objects [i].id;
+        for (uint32_t t = 0; t < sub->n_tasks; t++)
+            if (sub->tasks [t].id > session->max_id)
+                session->max_id = sub->tasks [t].id;
+        for (uint32_t i = 0; i < sub->n_objects; i++) {
+            gx_put (session, sub->objects [i].id, gx_item_object (objects [i]));
+            session->n_objects++;
+            self->live_objects++;
+        }
+        for (uint32_t t = 0; t < sub->n_tasks; t++) {
+            task_t *task = tasks [t];
+            gx_put (session, sub->tasks [t].id, task);
+            session->n_tasks++;
+            session->unfinished++;
+            task->state = TASK_WAITING;
+            self->counts [TASK_WAITING]++;
+            session->counts [TASK_WAITING]++;
+            for (uint32_t i = 0; i < task->n_inputs; i++) {
+                task->io [i]->pending++;
+                if (task->io [i]->state != OBJ_FINISHED)
+                    task->unfinished++;
+            }
+        }
+        order_assign (tasks, sub->n_tasks, &self->next_order);
+        //  Tasks fed by failed objects of earlier submits fail now.
+        for (uint32_t t = 0; t < sub->n_tasks; t++) {
+            task_t *task = tasks [t];
+            for (uint32_t i = 0; i < task->n_inputs && !gx_final (task); i++)
+                if (task->io [i]->state == OBJ_FAILED)
+                    gx_fail (self, task, task->io [i]->failure);
+        }
+        for (uint32_t t = 0; t < sub->n_tasks; t++) {
+            task_t *task = tasks [t];
+            if (task->state == TASK_WAITING && task->unfinished == 0) {
+                gx_set_state (self, task, TASK_READY);
+                self->hooks.task_ready (self->hooks.arg, task);
+            }
+        }
+        for (uint32_t i = 0; i < sub->n_objects; i++)
+            gx_queue_free_check (self, objects [i]);
+        gx_flush_frees (self);
+    }
+    else {
+        //  Undo: unlink from consumer lists of older objects, free the new
+        //  (constants before tasks: task outputs live in the tasks).
+        for (uint32_t t = 0; tasks && t < sub->n_tasks && tasks [t]; t++)
+            for (uint32_t i = 0; i < tasks [t]->n_inputs; i++) {
+                object_t *o = tasks [t]->io [i];
+                if (o && o->n_consumers && object_consumers (o) [o->n_consumers - 1] == tasks [t])
+                    o->n_consumers--;
+            }
+        for (uint32_t i = 0; objects && i < sub->n_objects; i++)
+            if (objects [i] && !objects [i]->embedded)
+                gx_object_destroy (&objects [i]);
+        for (uint32_t t = 0; tasks && t < sub->n_tasks; t++)
+            gx_task_destroy (&tasks [t]);
+        if (rc == SQ_E_NOMEM)
+            s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+    }
+    free (objects);
+    free (tasks);
+    free (check.producer);
+    s_ids_destroy (&check.ids);
+    return rc;
+}
