@@ -2142,8 +2142,14 @@ broker_new (const broker_config_t *config)
         broker_destroy (&self);
         return NULL;
     }
+    //  libzmq's I/O thread sends each event with a blocking send while it
+    //  holds the monitor's lock: a full pipe would stall every socket of
+    //  the broker until the reactor reads. A deep one (two events per
+    //  connection that comes and goes) absorbs a long reactor turn.
+    int events_hwm = 100000;
     self->monitor = zmq_socket (self->ctx, ZMQ_PAIR);
     zmq_setsockopt (self->monitor, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt (self->monitor, ZMQ_RCVHWM, &events_hwm, sizeof events_hwm);
     zmq_connect (self->monitor, monitor_endpoint);
     if (zmq_bind (self->router, config->listen)) {
         sq_error ("cannot listen on %s: %s", config->listen, zmq_strerror (errno));
@@ -2199,12 +2205,23 @@ broker_destroy (broker_t **self_p)
         free (self->declared [i].name);
     sq_msg_release (&self->msg);
     sq_wbuf_release (&self->out);
+    //  The monitor stops while its reader still exists: closed first, an
+    //  event sent to it (peers leave as we stop) would block the I/O
+    //  thread with the monitor's lock held, and zmq_socket_monitor would
+    //  wait for that lock for ever. Reading what is pending first frees a
+    //  send blocked on a full pipe.
+    if (self->router && self->monitor) {
+        sq_msg_t event;
+        sq_msg_init (&event);
+        while (sq_msg_recv (&event, self->monitor, ZMQ_DONTWAIT, 4) == 0)
+            ;
+        sq_msg_release (&event);
+        zmq_socket_monitor (self->router, NULL, 0);
+    }
     if (self->monitor)
         zmq_close (self->monitor);
-    if (self->router) {
-        zmq_socket_monitor (self->router, NULL, 0);
+    if (self->router)
         zmq_close (self->router);
-    }
     if (self->ctx)
         zmq_ctx_term (self->ctx);
     eventlog_destroy (&self->events);
