@@ -97,14 +97,20 @@ def test_resume_after_a_lost_connection(keyed):
         d.close()
 
 
-def test_a_stranger_gets_nothing(keyed, tmp_path):
-    stranger = squall.keygen("stranger", str(tmp_path), "client")
+def _unwelcomed(cluster, key_file):
+    """A sketch client connected with this key, before its HELLO."""
     c = sketch.Client.__new__(sketch.Client)
     c.ctx = zmq.Context.instance()
-    c.keys = sketch.load_key(stranger)
-    c.reqs = iter(range(1, 10))
-    c.sock = c.dealer(sketch.load_key(keyed.broker_key)[0])
-    c.sock.connect(keyed.address)
+    c.keys = sketch.load_key(key_file)
+    c.reqs = iter(range(1, 100))
+    c.sock = c.dealer(sketch.load_key(cluster.broker_key)[0])
+    c.sock.connect(cluster.address)
+    return c
+
+
+def test_a_stranger_gets_nothing(keyed, tmp_path):
+    stranger = squall.keygen("stranger", str(tmp_path), "client")
+    c = _unwelcomed(keyed, stranger)
     with pytest.raises(TimeoutError):
         c.call([1, None, 2, "client", "stranger"], timeout_ms=1500)
     c.sock.close()
@@ -121,12 +127,7 @@ def test_another_tenant_cannot_resume(keyed):
     deadline = time.monotonic() + 20
     while True:
         try:
-            d = sketch.Client.__new__(sketch.Client)
-            d.ctx = zmq.Context.instance()
-            d.keys = sketch.load_key(other)
-            d.reqs = iter(range(1, 100))
-            d.sock = d.dealer(sketch.load_key(keyed.broker_key)[0])
-            d.sock.connect(keyed.address)
+            d = _unwelcomed(keyed, other)
             d.client_id, d.inline_max, d.cluster, d.epoch, d.tenant = \
                 d.call([1, None, 2, "client", "other"], timeout_ms=1000)
             break
