@@ -2,7 +2,11 @@
 
     The batch recorded since the last submit holds every id from batch_first
     up to next_id: objects (constants and task outputs) and tasks, found by
-    id through `slots`. Ids are never reused, even when a submit fails. */
+    id through `slots`. Ids are never reused, even when a submit fails.
+
+    About 1000 lines: every request a session makes shares the batch, the
+    id bookkeeping and the resend-after-resume logic, which would otherwise
+    be spread over files that all reach into the session. */
 #include "sq_client_private.h"
 #include <math.h>
 #include <stdlib.h>

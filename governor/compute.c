@@ -1,4 +1,11 @@
-/*  compute: task queueing, scheduling and event batching. */
+/*  compute: task queueing, scheduling and event batching.
+
+    Long (about 1200 lines) because it is the compute thread's one loop and
+    the state only that thread touches: the task queue, the resources in
+    use, the object store's events and the orders from the broker that act
+    on all of them. The parts with a life of their own already left: the
+    tasks' kinds (builtin.c, execute.c, pyexec.c), copies (transfer.c), the
+    serve socket (serve.c), the store (store.c). */
 #include "compute.h"
 #include "governor.h"
 #include "store.h"
