@@ -1129,7 +1129,6 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             graph_task_requeue (self->graph, task);
         }
         else {
-            task_extra_t *extra;
             sq_idmap_remove (gov->tasks, task->key);
             gov->tasks_done++;
             gov_note_duration (gov, ev.duration_us);
@@ -1141,40 +1140,18 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             if (ev.type == SQ_EV_FINISHED)
                 graph_task_finished (self->graph, task, gov, ev.outputs, ev.n_outputs,
                                      payloads, n_payloads, self->config.inline_max);
-            else
-            if (ev.reason == SQ_FAIL_MEMORY && task_extra (task)->crashes < self->config.allowed_failures
-            &&  (extra = graph_task_extra (task))) {
-                //  Killed for using more memory than it asked for: ask for
-                //  twice as much, and go to a governor that has it (not this
-                //  one if another can).
-                extra->crashes++;
-                extra->last_gov = gov->id;
-                for (uint32_t r = 0; r < extra->n_resources; r++)
-                    if (mpr_str_eq (extra->resources [r].name, "memory"))
-                        extra->resources [r].amount *= 2;
-                sq_info ("task %u of session %u: %.*s; retrying with twice the memory",
-                         sq_key_id (task->key), sq_key_session (task->key),
-                         (int) (ev.message.len > 200? 200: ev.message.len), ev.message.ptr);
-                graph_task_requeue (self->graph, task);
-                persist_attempt (self->persist, task);
-            }
-            else
-            if (task_extra (task)->retries < task_extra (task)->max_retries
-            &&  (extra = graph_task_extra (task))) {
-                //  Its own code failed: try again, elsewhere if possible.
-                extra->retries++;
-                extra->last_gov = gov->id;
-                sq_info ("task %u of session %u failed (retry %u of %u): %.*s",
-                         sq_key_id (task->key), sq_key_session (task->key), extra->retries,
-                         extra->max_retries, (int) (ev.message.len > 200? 200: ev.message.len),
-                         ev.message.ptr);
-                graph_task_requeue (self->graph, task);
-                persist_attempt (self->persist, task);
-            }
             else {
                 char message [SQ_MAX_MESSAGE / 4];
                 snprintf (message, sizeof message, "%.*s", (int) ev.message.len, ev.message.ptr);
-                graph_task_failed (self->graph, task, SQ_E_TASK_FAILED, message);
+                graph_outcome_t outcome = graph_task_attempt_failed (
+                    self->graph, task, gov->id, ev.reason, message, self->config.allowed_failures);
+                if (outcome != GRAPH_FAILED) {
+                    sq_info ("task %u of session %u: %.200s; %s", sq_key_id (task->key),
+                             sq_key_session (task->key), message,
+                             outcome == GRAPH_RETRY_MEMORY? "retrying with twice the memory"
+                                                          : "retrying");
+                    persist_attempt (self->persist, task);
+                }
             }
         }
     }

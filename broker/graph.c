@@ -801,6 +801,32 @@ graph_task_requeue (graph_t *self, task_t *task)
     self->hooks.task_ready (self->hooks.arg, task);
 }
 
+graph_outcome_t
+graph_task_attempt_failed (graph_t *self, task_t *task, uint32_t gov_id, uint32_t reason,
+                           const char *message, uint32_t allowed_failures)
+{
+    task_extra_t *extra;
+    if (reason == SQ_FAIL_MEMORY && task_extra (task)->crashes < allowed_failures
+    &&  (extra = graph_task_extra (task))) {
+        extra->crashes++;
+        extra->last_gov = gov_id;
+        for (uint32_t r = 0; r < extra->n_resources; r++)
+            if (mpr_str_eq (extra->resources [r].name, "memory"))
+                extra->resources [r].amount *= 2;
+        graph_task_requeue (self, task);
+        return GRAPH_RETRY_MEMORY;
+    }
+    if (task_extra (task)->retries < task_extra (task)->max_retries
+    &&  (extra = graph_task_extra (task))) {
+        extra->retries++;
+        extra->last_gov = gov_id;
+        graph_task_requeue (self, task);
+        return GRAPH_RETRY;
+    }
+    graph_task_failed (self, task, SQ_E_TASK_FAILED, message);
+    return GRAPH_FAILED;
+}
+
 int
 graph_keep (graph_t *self, object_t *object, bool keep)
 {

@@ -261,6 +261,21 @@ void graph_task_failed (graph_t *self, task_t *task, int code, const char *messa
 //  and wait again (task_stop hook), since their inputs will not be made
 //  there now.
 void graph_task_requeue (graph_t *self, task_t *task);
+//  A governor reported the current attempt failed (SQ_FAIL_TASK: its own
+//  code; SQ_FAIL_MEMORY: killed for using more memory than it asked for).
+//  The retry policy as a state transition: killed for memory and fewer
+//  than `allowed_failures` such kills so far, it asks for twice the memory
+//  and goes back to be placed, away from `gov_id` if it can; its own
+//  failure with retries left, it goes back likewise; otherwise it fails
+//  (and its dependents with it). Returns which.
+typedef enum {
+    GRAPH_RETRY_MEMORY,
+    GRAPH_RETRY,
+    GRAPH_FAILED
+} graph_outcome_t;
+graph_outcome_t graph_task_attempt_failed (graph_t *self, task_t *task, uint32_t gov_id,
+                                           uint32_t reason, const char *message,
+                                           uint32_t allowed_failures);
 void graph_task_assigned (graph_t *self, task_t *task, gov_t *gov);
 
 //  A durable broker's restart (persist.c, reattach.c).

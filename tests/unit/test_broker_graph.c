@@ -334,6 +334,34 @@ main (void)
     CHECK (s_stop_count == 2, "%zu stops, expected c and d", s_stop_count);
     CHECK (p->state == TASK_READY, "p runs again to remake the lost input");
 
+    //  6. The retry policy: a task killed for memory asks for twice as
+    //  much and goes back (while allowed_failures lasts), one whose own
+    //  code failed goes back while it has retries, then it fails; each
+    //  retry avoids the governor it failed on.
+    s_reset (s, sid);
+    sq_task_spec_t *hungry = s_task (s, 600, NULL, 0, 601);
+    sq_resource_t mem [2] = { { { "cpus", 4 }, 1 }, { { "memory", 6 }, 1000 } };
+    hungry->resources = mem;
+    hungry->n_resources = 2;
+    hungry->max_retries = 1;
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *h = graph_task (graph, sq_key (sid, 600));
+    graph_task_assigned (graph, h, govs [2]);
+    CHECK (graph_task_attempt_failed (graph, h, govs [2]->id, SQ_FAIL_MEMORY, "too big", 1)
+           == GRAPH_RETRY_MEMORY, "killed for memory: retried");
+    CHECK (h->state == TASK_READY && h->attempt == 1 && task_extra (h)->resources [0].amount == 2000
+           && task_extra (h)->last_gov == govs [2]->id, "with twice the memory, away from it");
+    graph_task_assigned (graph, h, govs [3]);
+    CHECK (graph_task_attempt_failed (graph, h, govs [3]->id, SQ_FAIL_MEMORY, "too big", 1)
+           == GRAPH_RETRY, "memory kills spent: its retry counts");
+    CHECK (h->state == TASK_READY && h->attempt == 2 && task_extra (h)->retries == 1,
+           "one retry used");
+    graph_task_assigned (graph, h, govs [3]);
+    CHECK (graph_task_attempt_failed (graph, h, govs [3]->id, SQ_FAIL_TASK, "broken", 1)
+           == GRAPH_FAILED, "no retry left: failed");
+    CHECK (h->state == TASK_FAILED && h->failure && h->failure->code == SQ_E_TASK_FAILED
+           && strcmp (h->failure->message, "broken") == 0, "failed with its message");
+
     graph_session_close (graph, &session);
     CHECK (!session && !graph_task (graph, sq_key (sid, 7)), "session gone");
     for (uint32_t g = 0; g < 6; g++)
