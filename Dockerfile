@@ -3,14 +3,14 @@
 #
 # Stage 1 builds with cmake on Debian bookworm; stage 2 is bookworm-slim with
 # only the shared libraries the programs link (libzmq5, libczmq4,
-# libmsgpackc2, libmicrohttpd12), Python 3 with cloudpickle for pipeline
+# libmsgpackc2, libmicrohttpd12; libsodium23 comes with libzmq5), Python 3 with cloudpickle for pipeline
 # scripts, the programs, libsquall and the Python package.
 
 FROM debian:bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         build-essential cmake pkg-config \
-        libzmq3-dev libczmq-dev libmsgpack-dev libmicrohttpd-dev \
+        libzmq3-dev libczmq-dev libmsgpack-dev libsodium-dev libmicrohttpd-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -34,9 +34,11 @@ RUN ldconfig \
         > /usr/local/bin/squall \
  && chmod 755 /usr/local/bin/squall \
  && useradd --system --create-home --home-dir /var/lib/squall squall \
- && mkdir -p /var/log/squall && chown squall /var/log/squall
+ && mkdir -p /var/log/squall /var/lib/squall/journal /keys \
+ && chown squall /var/log/squall /var/lib/squall/journal /keys \
+ && chmod 700 /var/lib/squall/journal /keys
 USER squall
 WORKDIR /var/lib/squall
 # client port, dashboard
 EXPOSE 7760 8080
-CMD ["squall-broker", "--listen", "tcp://*:7760", "--http", "8080"]
+CMD ["squall", "--help"]

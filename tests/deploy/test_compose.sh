@@ -14,12 +14,28 @@ echo "ok: docker-compose config accepts docker-compose.yml"
 out=$(docker-compose -f docker-compose.yml --profile example config)
 echo "ok: the example profile validates"
 services=$(docker-compose -f docker-compose.yml --profile example config --services | sort | tr '\n' ' ')
-[ "$services" = "broker example governor " ] || { echo "FAIL: services are: $services"; exit 1; }
-echo "ok: services broker, governor, example"
+[ "$services" = "broker example governor keys " ] || { echo "FAIL: services are: $services"; exit 1; }
+echo "ok: services keys, broker, governor, example"
 fail () { echo "FAIL: $1"; exit 1; }
 echo "$out" | grep -q 'SQUALL_BROKER: tcp://broker:7760' || fail "governors find the broker by name"
-echo "$out" | grep -q 'published: 7760\|7760:7760' || fail "client port published"
-echo "$out" | grep -q 'published: 8080\|8080:8080' || fail "dashboard port published"
+echo "$out" | grep -q '127.0.0.1:7760:7760' || fail "client port published on 127.0.0.1 by default"
+echo "$out" | grep -q '127.0.0.1:8080:8080' || fail "dashboard port published on 127.0.0.1 by default"
+SQUALL_BIND=0.0.0.0 docker-compose -f docker-compose.yml config | grep -q '0.0.0.0:7760:7760' \
+    || fail "SQUALL_BIND opens the ports"
+# secure by default: keys made once into a volume, used by every service
+broker=$(echo "$out" | awk '/^  broker:/{on=1; next} /^  [a-z]/{on=0} on')
+echo "$broker" | grep -q -- '--secret-key' && echo "$broker" | grep -q -- '--authorized-keys' \
+    || fail "the broker runs with keys"
+echo "$broker" | grep -q -- '--http-token' || fail "the dashboard asks for a token"
+echo "$broker" | grep -q -- '--journal' && echo "$broker" | grep -q 'journal:/var/lib/squall/journal' \
+    || fail "the broker keeps its journal in a volume"
+echo "$broker" | grep -q -- '--insecure' && fail "no --insecure in the compose file"
+echo "$broker" | grep -q 'condition: service_completed_successfully' || fail "the broker waits for the keys"
+keys=$(echo "$out" | awk '/^  keys:/{on=1; next} /^  [a-z]/{on=0} on')
+echo "$keys" | grep -q 'squall keygen broker' && echo "$keys" | grep -q '\[ -f broker.key \]' \
+    || fail "the keys service makes the keys once"
+echo "$out" | grep -q 'SQUALL_SECRET_KEY: /keys/authorized/client.key' || fail "clients use the client key"
+echo "ok: keys made once and used everywhere, token, journal in a volume, loopback ports"
 echo "$out" | grep -q 'container_name' && fail "governor must be scalable (no container_name)"
 echo "$out" | grep -q 'healthcheck' || fail "health checks"
 # scaling: a governor has no host port, so --scale cannot collide

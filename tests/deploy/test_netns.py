@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -100,17 +101,34 @@ def main():
     logdir = os.path.join(BUILD or "/tmp", "netns-test-logs")
     os.makedirs(logdir, exist_ok=True)
     procs = []
+    keys = None
     try:
         setup()
         check(True, "namespaces %s-{broker,governor-1,governor-2,example} on a bridge" % TAG)
         log = open(os.path.join(logdir, "broker.log"), "w")
-        # the compose file's broker command
-        procs.append(in_ns("broker", [broker_bin, "--listen", "tcp://*:7760", "--insecure",
-                                      "--http", "*:8080",
-                                      "--event-log", os.path.join(logdir, "events.jsonl")],
-                           stdout=log, stderr=log))
         env = dict(os.environ, SQUALL_BUILD_DIR=BUILD, SQUALL_BROKER="tcp://broker:7760")
         squall = [sys.executable, os.path.join(SOURCE, "bin", "squall")]
+        # the compose file's keys service, into a private directory
+        keys = tempfile.mkdtemp(prefix="squall-netns-keys-")
+        authorized = os.path.join(keys, "authorized")
+        os.makedirs(authorized)
+        for name, where, role in (("broker", keys, "broker"), ("governor", authorized, "governor"),
+                                  ("client", authorized, "admin")):
+            subprocess.run(squall + ["keygen", name, "--dir", where, "--role", role], env=env,
+                           check=True, capture_output=True, timeout=30)
+        with open(os.path.join(keys, "http-token"), "w") as f:
+            f.write("netns-test-token-0123456789\n")
+        env.update(SQUALL_SECRET_KEY=os.path.join(authorized, "client.key"),
+                   SQUALL_BROKER_KEY=os.path.join(keys, "broker.pub"))
+        # the compose file's broker command
+        procs.append(in_ns("broker", [broker_bin, "--listen", "tcp://*:7760",
+                                      "--secret-key", os.path.join(keys, "broker.key"),
+                                      "--authorized-keys", authorized,
+                                      "--journal", os.path.join(keys, "broker.journal"),
+                                      "--http", "*:8080", "--http-token",
+                                      os.path.join(keys, "http-token"),
+                                      "--event-log", os.path.join(logdir, "events.jsonl")],
+                           stdout=log, stderr=log))
 
         def status():
             r = subprocess.run(["ip", "netns", "exec", ns("example")] + squall +
@@ -123,8 +141,9 @@ def main():
             glog = open(os.path.join(logdir, g + ".log"), "w")
             # the compose file's governor command, SQUALL_* from the environment
             procs.append(in_ns(g, ["sh", "-c", 'exec "$0" --broker "$SQUALL_BROKER" --cpus "$SQUALL_CPUS" '
-                                   '--resource memory="$SQUALL_MEMORY" --name "$1" --workdir /tmp --insecure',
-                                   governor_bin, g],
+                                   '--resource memory="$SQUALL_MEMORY" --name "$1" --workdir /tmp '
+                                   '--secret-key "$2" --broker-key "$SQUALL_BROKER_KEY"',
+                                   governor_bin, g, os.path.join(authorized, "governor.key")],
                                env=dict(env, SQUALL_CPUS="2", SQUALL_MEMORY="1073741824"),
                                stdout=glog, stderr=glog))
         info = wait_until("both governors to join", lambda: (lambda i: i if i and len(
@@ -145,10 +164,25 @@ def main():
                            capture_output=True, text=True, timeout=30)
         check(r.returncode == 0 and "squall_governors_alive 2" in r.stdout,
               "the dashboard port answers as http://broker:8080")
+        r = subprocess.run(["ip", "netns", "exec", ns("example"), sys.executable, "-c",
+                            "import urllib.request,urllib.error\n"
+                            "try:\n"
+                            "    urllib.request.urlopen('http://broker:8080/api/state', timeout=5)\n"
+                            "except urllib.error.HTTPError as e:\n"
+                            "    print(e.code)"],
+                           capture_output=True, text=True, timeout=30)
+        check(r.stdout.strip() == "401", "the dashboard's API wants its token")
+        r = subprocess.run(["ip", "netns", "exec", ns("example")] + squall +
+                           ["status", "--json", "--timeout", "1"],
+                           env=dict(env, SQUALL_SECRET_KEY="", SQUALL_BROKER_KEY=""),
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0, "a client without keys gets nothing from the broker")
         done = sum(g["tasks_done"] for g in status()["governors"])
         check(done >= 50, "%d tasks done on the governors" % done)
     finally:
         teardown(procs)
+        if keys:
+            shutil.rmtree(keys, ignore_errors=True)
     left = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                       text=True).stdout.split() if n.startswith(TAG)]
     check(not left, "no namespace left behind")
