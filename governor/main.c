@@ -3,6 +3,7 @@
 #include "governor.h"
 #include "keys.h"
 #include "heap.h"
+#include "cgroup.h"
 #include "files.h"
 #include "args.h"
 #include "log.h"
@@ -19,11 +20,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sched.h>
 
 static const char *s_usage =
     "usage: squall-governor --broker ENDPOINT [options]\n"
     "  --broker ENDPOINT      broker's governor endpoint (tcp://host:port)\n"
-    "  --cpus N               CPU slots for tasks (default: online CPUs)\n"
+    "  --cpus N               CPU slots for tasks (default: the CPUs it may run on,\n"
+    "                         or its cgroup's CPU quota if smaller)\n"
     "  --name NAME            governor name (default: hostname-pid)\n"
     "  --listen-host IP       address to bind data and serve sockets (0.0.0.0\n"
     "                         with keys, 127.0.0.1 without)\n"
@@ -33,7 +36,7 @@ static const char *s_usage =
     "                         /tmp/squall-governor-XXXXXX, removed at exit)\n"
     "  --memory SIZE          object store limit, e.g. 4GiB; objects are\n"
     "                         spilled to the workdir above 70 percent\n"
-    "                         (default: the machine's physical memory)\n"
+    "                         (default: physical memory, or the cgroup's limit)\n"
     "  --resource NAME=N      a custom resource counter (repeatable)\n"
     "  --heartbeat-ms MS      heartbeat interval until the broker sets it (1000)\n"
     "  --no-reconnect         exit (status 3) when the broker is lost, instead\n"
@@ -184,8 +187,7 @@ main (int argc, char *argv [])
     gov_config_t config = { .heartbeat_ms = 1000, .reconnect = true, .broker_grace_ms = 60000 };
     const char *secret_key = NULL, *broker_key = NULL;
     bool insecure = false;
-    long online = sysconf (_SC_NPROCESSORS_ONLN);
-    config.cpus = online > 0? (uint32_t) online: 1;
+    bool cpus_given = false;
     const char *user_workdir = NULL;
     char *resource_names [SQ_MAX_RESOURCES] = { NULL };
     int opt;
@@ -210,6 +212,7 @@ main (int argc, char *argv [])
                 if (s_parse_u64 (optarg, 1000000, &value))
                     return s_bad ("--cpus needs a number", optarg);
                 config.cpus = (uint32_t) value;
+                cpus_given = true;
                 break;
             case 'H':
                 if (s_parse_u64 (optarg, 3600000, &value) || value == 0)
@@ -260,9 +263,27 @@ main (int argc, char *argv [])
     }
     if (optind < argc)
         return s_bad ("unexpected argument", argv [optind]);
+    //  Defaults that fit the box this governor is in: a container's or a
+    //  Slurm step's limits, not the host's (cgroup.h).
+    cgroup_limits_t box;
+    cgroup_limits ("", &box);
+    if (!cpus_given) {
+        cpu_set_t mine;
+        long online = sysconf (_SC_NPROCESSORS_ONLN);
+        long cpus = sched_getaffinity (0, sizeof mine, &mine) == 0? CPU_COUNT (&mine): online;
+        if (box.cpus > 0 && (double) cpus > box.cpus)
+            cpus = (long) box.cpus + ((double) (long) box.cpus < box.cpus);    //  rounded up
+        config.cpus = cpus > 0? (uint32_t) cpus: 1;
+        if (box.cpus > 0)
+            sq_info ("--cpus %u: the cgroup's CPU quota is %.2f cpus", config.cpus, box.cpus);
+    }
     if (config.memory == 0) {
         long pages = sysconf (_SC_PHYS_PAGES), page = sysconf (_SC_PAGESIZE);
         config.memory = pages > 0 && page > 0? (uint64_t) pages * (uint64_t) page: 0;
+        if (box.memory && (config.memory == 0 || box.memory < config.memory)) {
+            config.memory = box.memory;
+            sq_info ("--memory %llu: the cgroup's memory limit", (unsigned long long) box.memory);
+        }
     }
     heap_configure (config.memory);
     if (!config.broker)

@@ -42,9 +42,14 @@ echo "$out" | grep -q 'healthcheck' || fail "health checks"
 gov=$(echo "$out" | awk '/^  governor:/{on=1; next} /^  [a-z]/{on=0} on')
 echo "$gov" | grep -q 'ports:' && fail "the governor publishes ports (it could not scale)"
 # resources from the environment
-SQUALL_CPUS=3 SQUALL_MEMORY=1073741824 docker-compose -f docker-compose.yml config \
+SQUALL_MEMORY=1073741824 docker-compose -f docker-compose.yml config \
     | grep -q "mem_limit: '1073741824'" || fail "SQUALL_MEMORY sets the memory limit"
-SQUALL_CPUS=3 docker-compose -f docker-compose.yml config | grep -q "cpus: 3" \
-    || fail "SQUALL_CPUS sets the cpus"
+echo "$gov" | grep -q -- '--memory' && fail "a governor's --memory comes from its container's limit"
+docker-compose -f docker-compose.yml config | grep -q "cpus: 0" \
+    || fail "no CPU limit by default (a limit above the host's CPUs is refused)"
+SQUALL_CPU_LIMIT=1.5 docker-compose -f docker-compose.yml config | grep -q "cpus: 1.5" \
+    || fail "SQUALL_CPU_LIMIT sets the container's CPU limit"
+SQUALL_CPUS=3 docker-compose -f docker-compose.yml config | grep -q "SQUALL_CPUS: '3'" \
+    || fail "SQUALL_CPUS reaches the governor"
 echo "ok: ports, names, scaling, health checks, resources from the environment"
 echo "test_compose: all passed"
