@@ -40,16 +40,19 @@ typedef enum {
     SQ_MSG_PING = 19,
     SQ_MSG_RESUME = 20,         //  client -> broker: take a session back after a lost connection
     SQ_MSG_UPLOAD = 21,         //  client -> broker: where (and with what right) to PUT a constant
+    SQ_MSG_RETIRE = 22,         //  client -> broker: drain a governor and let it leave
     SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
     SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
     SQ_MSG_LOAD = 32,           //  governor -> broker: load report
     SQ_MSG_BYE = 33,            //  both ways: orderly goodbye
+    SQ_MSG_DRAIN = 34,          //  governor -> broker: it is stopping; take its work away
     SQ_MSG_ASSIGN = 40,         //  broker -> governor: batched tasks
     SQ_MSG_SEND = 41,           //  broker -> governor: push copies
     SQ_MSG_DROP = 42,           //  broker -> governor: free objects
     SQ_MSG_STOP = 43,           //  broker -> governor: stop tasks
     SQ_MSG_RETRACT = 44,        //  broker -> governor: give back unstarted tasks
     SQ_MSG_KEYS = 45,           //  broker -> governor: keys that may reach its sockets
+    SQ_MSG_LEAVE = 46,          //  broker -> governor: drained; it may exit
     SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
     SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
     SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
@@ -248,6 +251,7 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    FETCH [16, req, session, id, timeout_ms]
 //    INFO [18, req] / PING [19, req]
 
+//    RETIRE [22, req, governor]                   body: nil (the drain started)
 //    RESUME [20, req, session, token]             body: [next_id]
 //    UPLOAD [21, req, session, id, size, governor] body: where (below);
 //           governor 0: the broker picks one
@@ -259,7 +263,7 @@ typedef struct {
     uint32_t id;                //  FETCH, UPLOAD
     int64_t timeout_ms;         //  WAIT, FETCH: < 0 for ever
     uint64_t size;              //  UPLOAD
-    uint32_t governor;          //  UPLOAD: where the client wants it, 0 any
+    uint32_t governor;          //  UPLOAD: where the client wants it, 0 any; RETIRE
     mpr_str_t token;            //  RESUME (bin, points into the frame)
     uint32_t n_ids;             //  KEEP, UNKEEP, CANCEL, WAIT
     uint32_t *ids;              //  owned: free with sq_request_release
@@ -491,7 +495,7 @@ typedef struct {
 
 int sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_load_encode (sq_wbuf_t *w, const sq_load_t *load);
-//  Messages that are only a type: HEARTBEAT, BYE
+//  Messages that are only a type: HEARTBEAT, BYE, DRAIN [34], LEAVE [46]
 void sq_bare_encode (sq_wbuf_t *w, uint32_t type);
 int sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err);
 

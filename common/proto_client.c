@@ -14,7 +14,7 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
     switch (type) {
         case SQ_MSG_SESSION_OPEN: case SQ_MSG_INFO: case SQ_MSG_PING:
             fields = 2; break;
-        case SQ_MSG_SESSION_CLOSE:
+        case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE:
             fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
             fields = 4; break;
@@ -30,6 +30,11 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
     sqp_begin (&r, data, size, type, fields);
     mpr_field (&r, "req");
     mpr_u32 (&r, &self->req);
+    if (type == SQ_MSG_RETIRE) {
+        mpr_field (&r, "governor");
+        mpr_u32 (&r, &self->governor);
+    }
+    else
     if (fields >= 3) {
         mpr_field (&r, "session");
         mpr_u32 (&r, &self->session);
@@ -94,7 +99,7 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     msgpack_packer *pk = &w->pk;
     uint32_t fields = 2;
     switch (q->type) {
-        case SQ_MSG_SESSION_CLOSE: fields = 3; break;
+        case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
             fields = 4; break;
         case SQ_MSG_FETCH: fields = 5; break;
@@ -104,6 +109,9 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     msgpack_pack_array (pk, fields);
     msgpack_pack_uint32 (pk, q->type);
     msgpack_pack_uint32 (pk, q->req);
+    if (q->type == SQ_MSG_RETIRE)
+        msgpack_pack_uint32 (pk, q->governor);
+    else
     if (fields >= 3)
         msgpack_pack_uint32 (pk, q->session);
     switch (q->type) {

@@ -335,7 +335,7 @@ sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err)
     mpr_t r;
     sqp_begin (&r, data, size, type, 1);
     if (mpr_end (&r))
-        return sqp_error (&r, err, type == SQ_MSG_BYE? "BYE": "HEARTBEAT");
+        return sqp_error (&r, err, sq_msg_name (type)? sq_msg_name (type): "message");
     return 0;
 }
 

@@ -1,0 +1,163 @@
+/*  broker_internal: the broker's state and what its files share:
+    broker.c (the reactor, dispatch, timers, start and stop), orders.c
+    (graph hooks, assignment), peers.c
+    (connections, HELLO), requests.c (client requests), reports.c (what
+    governors report, uploads). One thread touches all of it. Not for use
+    outside broker/. */
+#ifndef SQ_BROKER_INTERNAL_H
+#define SQ_BROKER_INTERNAL_H
+#include "broker.h"
+#include "graph.h"
+#include "gov.h"
+#include "scheduler.h"
+#include "watch.h"
+#include "eventlog.h"
+#include "uploads.h"
+#include "http.h"
+#include "auth.h"
+#include "persist.h"
+#include "journal.h"
+#include "reattach.h"
+#include "capability.h"
+#include "zap.h"
+#include "wire.h"
+#include "taskconf.h"
+#include "log.h"
+#include <czmq.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define S_MAX_PER_TURN 2000     //  messages read before scheduling again
+#define S_MAX_DECLARED 64       //  resource names remembered for refusals
+#define S_REBALANCE_MS 100      //  work stealing looks at loads this often
+#define S_SUSPECT_MS 5000       //  probing a peer whose connection may be gone
+#define S_MAX_SESSIONS 4096     //  open sessions per client connection
+#define S_MAX_RECOPIES 3        //  copies to one governor ordered again after LOST
+#define S_GRACE_CHECK_MS 250    //  detached sessions are looked at this often
+
+typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
+
+typedef struct {
+    peer_kind_t kind;
+    uint32_t id;
+    char *name;
+    uint8_t identity [256];
+    size_t identity_size;
+    int fd;
+    int64_t suspect_since;      //  ms; 0 unless its connection may be gone
+    gov_t *gov;                 //  PEER_GOVERNOR
+    uint32_t *sessions;         //  PEER_CLIENT: ids of its open sessions
+    uint32_t n_sessions;
+    uint32_t cap_sessions;
+    uint32_t outstanding;       //  parked waits and fetches
+    bool said_bye;              //  a client that said BYE: its sessions close at once
+    //  With keys (auth.h): the key the transport vouches for (Z85, "" without
+    //  keys), its role and tenant, and the keyring generation they were
+    //  checked against.
+    char key [SQ_Z85_LEN + 1];
+    uint8_t key_bin [SQ_KEY_LEN];
+    sq_role_t role;
+    char *tenant;
+    uint64_t auth_gen;
+} peer_t;
+
+typedef struct {
+    char *name;
+    uint64_t amount;            //  the most any governor ever declared
+} s_declared_t;
+
+//  A FETCH of an uploaded constant its governor has not confirmed yet: the
+//  client's FETCH may overtake the governor's UPLOADED (they travel
+//  different connections), and must not be told the object is nowhere.
+//  Handed to the watches once the upload is confirmed or has failed.
+typedef struct _s_fetch_t s_fetch_t;
+struct _s_fetch_t {
+    s_fetch_t *next;
+    uint64_t key;
+    char peer [520];            //  identity key: the peer may go meanwhile
+    uint32_t req;
+    int64_t deadline;
+};
+
+struct _broker_t {
+    broker_config_t config;
+    char endpoint [256];
+    void *ctx;
+    void *router;
+    void *monitor;
+    graph_t *graph;
+    scheduler_t *scheduler;
+    watches_t *watches;
+    zhashx_t *peers;            //  identity (hex) -> peer_t
+    sq_idmap_t *by_fd;          //  connection fd -> peer_t
+    gov_t *govs [4096];
+    size_t n_govs;
+    uint32_t next_peer_id;
+    s_declared_t declared [S_MAX_DECLARED];
+    size_t n_declared;
+    sq_msg_t msg;
+    sq_wbuf_t out;
+    int64_t next_heartbeat;
+    int64_t next_rebalance;
+    atomic_int stopping;
+    uint64_t messages;
+    eventlog_t *events;         //  event log, task stream, metrics counters
+    uploads_t *uploads;         //  uploaded constants: claims and confirmations waiting
+    s_fetch_t *fetches;         //  FETCHes waiting for an upload's confirmation
+    http_t *http;               //  dashboard, or NULL
+    auth_t *auth;               //  keys and the ZAP handler, or NULL (no keys)
+    atomic_int reload;          //  SIGHUP: re-read the keys
+    persist_t *persist;         //  journal records (persist.h)
+    journal_t *journal;         //  or NULL
+    char cluster [SQ_CLUSTER_ID_LEN + 1];
+    uint64_t epoch;
+    //  A restarted broker waits for its governors to reattach before it
+    //  schedules (or until recover_deadline), so that nothing they hold is
+    //  recomputed.
+    bool recovering;
+    int64_t recover_deadline;
+    int64_t next_grace_check;
+};
+
+void bx_assign (void *arg, task_t *task, gov_t *gov);
+void bx_check_suspects (broker_t *self, int64_t now);
+void bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req);
+void bx_drain_monitor (broker_t *self);
+void bx_drop (gov_t *gov, uint64_t key);
+bool bx_fetch_park (broker_t *self, peer_t *peer, uint64_t key, uint32_t req, int64_t deadline);
+void bx_fetches_release (broker_t *self, uint64_t key);
+gov_t *bx_gov_by_id (broker_t *self, uint32_t id);
+void bx_governor_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type);
+void bx_hello (broker_t *self, sq_msg_t *msg, const char *key);
+void bx_hook_object_copy (void *arg, object_t *object, gov_t *from, gov_t *to);
+void bx_hook_object_drop (void *arg, object_t *object);
+void bx_hook_task_done (void *arg, task_t *task);
+void bx_hook_task_ready (void *arg, task_t *task);
+void bx_hook_task_stop (void *arg, task_t *task);
+void bx_identity_key (const void *identity, size_t size, char *key);
+void bx_learn_fd (broker_t *self, peer_t *peer, int fd);
+bool bx_local_endpoint (const char *endpoint);
+int64_t bx_now (void);
+void bx_object_undeliverable (broker_t *self, object_t *object, gov_t *gov, bool all, const char *message);
+void bx_pack_kv_u64 (msgpack_packer *pk, const char *key, uint64_t value);
+void bx_peer_destroy (peer_t **peer_p);
+void bx_peer_end (broker_t *self, peer_t *peer, const char *why);
+bool bx_recopy (broker_t *self, object_t *object, gov_t *gov);
+void bx_reply_error (broker_t *self, const void *identity, size_t identity_size, uint32_t req, int code, const char *message, uint32_t id);
+void bx_reply_nil (broker_t *self, peer_t *peer, uint32_t req);
+bool bx_resource_ok (void *arg, mpr_str_t name, uint64_t amount);
+void bx_send_keys (broker_t *self, gov_t *gov);
+void bx_send_to (broker_t *self, const void *identity, size_t identity_size, sq_wbuf_t *header, zmq_msg_t *payload);
+void bx_session_close (broker_t *self, session_t *session);
+void bx_sessions_expire (broker_t *self, int64_t now);
+void bx_upload_claimed (broker_t *self, object_t *object, gov_t *gov, uint64_t size, int64_t now);
+int64_t bx_uploads_expire (broker_t *self, int64_t now);
+void bx_watch_released (void *arg, void *client);
+void bx_watch_reply (void *arg, void *client, sq_wbuf_t *header, zmq_msg_t *payload);
+
+#endif

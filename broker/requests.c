@@ -1,0 +1,475 @@
+/*  requests: what clients ask the broker (docs/protocol.md section 5),
+    with the tenancy checks every request on a session goes through. */
+#include "broker_internal.h"
+
+//  --------------------------------------------------------------------------
+//  Client requests
+
+//  Whether a session may be seen by this peer: always without keys; else
+//  a session of its own tenant (an admin key sees every tenant).
+static bool
+s_same_tenant (const peer_t *peer, const session_t *session)
+{
+    if (!session->tenant || peer->role == SQ_ROLE_ADMIN)
+        return true;
+    return peer->tenant && strcmp (peer->tenant, session->tenant) == 0;
+}
+
+static session_t *
+s_client_session (broker_t *self, peer_t *peer, uint32_t id, uint32_t req)
+{
+    session_t *session = graph_session (self->graph, id);
+    if (session && session->client == peer)
+        return session;
+    char message [160];
+    int code = SQ_E_SESSION;
+    if (session && session->tenant && !(peer->tenant && strcmp (peer->tenant, session->tenant) == 0)) {
+        //  Says nothing of whose it is.
+        code = SQ_E_DENIED;
+        snprintf (message, sizeof message, "session %u: access denied", id);
+    }
+    else
+    if (session)
+        snprintf (message, sizeof message, "session %u is not open on this connection "
+                  "(RESUME it with its token)", id);
+    else
+        snprintf (message, sizeof message, "session %u is not open on this connection", id);
+    bx_reply_error (self, peer->identity, peer->identity_size, req, code, message, 0);
+    return NULL;
+}
+
+static void
+s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
+{
+    sq_submit_t submit;
+    sq_errbuf_t err;
+    uint32_t type, req = 0;
+    sq_proto_peek (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &type, &req);
+    if (sq_submit_decode (&submit, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_PROTOCOL, err.text, 0);
+        return;
+    }
+    session_t *session = s_client_session (self, peer, submit.session, submit.req);
+    if (session) {
+        char message [512];
+        uint32_t bad_id = 0;
+        int rc = SQ_OK;
+        //  Data plane: constants the client uploaded to a governor must name
+        //  one we know; they become copies there once it confirms them.
+        uint32_t n_uploads = 0;
+        for (uint32_t i = 0; i < submit.n_objects && rc == SQ_OK; i++)
+            if (submit.objects [i].frame == SQ_FRAME_UPLOADED) {
+                n_uploads++;
+                if (!bx_gov_by_id (self, submit.objects [i].governor)) {
+                    rc = SQ_E_INVALID;
+                    bad_id = submit.objects [i].id;
+                    snprintf (message, sizeof message, "object %u was uploaded to governor %u, "
+                              "which is not connected", bad_id, submit.objects [i].governor);
+                }
+            }
+        if (rc == SQ_OK && uploads_count (self->uploads) + n_uploads > UPLOADS_MAX) {
+            rc = SQ_E_BUSY;
+            snprintf (message, sizeof message, "too many uploads waiting for confirmation "
+                      "(%u); try again", UPLOADS_MAX);
+        }
+        if (rc == SQ_OK)
+            rc = graph_submit (self->graph, session, &submit, msg->frames + 2, msg->n - 2,
+                               bx_resource_ok, self, message, sizeof message, &bad_id);
+        int64_t now = bx_now ();
+        for (uint32_t i = 0; i < submit.n_objects && n_uploads; i++) {
+            if (submit.objects [i].frame != SQ_FRAME_UPLOADED)
+                continue;
+            uint64_t key = sq_key (session->id, submit.objects [i].id);
+            gov_t *gov = bx_gov_by_id (self, submit.objects [i].governor);
+            object_t *object = graph_object (self->graph, key);
+            if (rc == SQ_OK && object && gov)
+                bx_upload_claimed (self, object, gov, submit.objects [i].size, now);
+            else
+            if (rc != SQ_OK && !object && gov) {
+                //  Refused: the bytes uploaded for it are nobody's (unless
+                //  the id is an object of the session, refused as a duplicate).
+                uploads_forget (self->uploads, key);
+                bx_drop (gov, key);
+            }
+        }
+        if (rc == SQ_OK) {
+            persist_submit (self->persist, session->id, msg);
+            eventlog_submit (self->events, session->id, submit.n_tasks, submit.n_objects);
+            sq_debug ("session %u: %u tasks, %u objects submitted", session->id,
+                      submit.n_tasks, submit.n_objects);
+            bx_reply_nil (self, peer, submit.req);
+        }
+        else
+            bx_reply_error (self, peer->identity, peer->identity_size, submit.req, rc,
+                           message, bad_id);
+    }
+    sq_submit_release (&submit);
+}
+
+void
+bx_pack_kv_u64 (msgpack_packer *pk, const char *key, uint64_t value)
+{
+    sq_pack_cstr (pk, key);
+    msgpack_pack_uint64 (pk, value);
+}
+
+static void s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer);
+
+static void
+s_client_info (broker_t *self, peer_t *peer, uint32_t req)
+{
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, req);
+    s_pack_info (self, &self->out.pk, peer);
+    bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+//  INFO's map; also the dashboard's view of the cluster (http.c), which
+//  sees every tenant.
+void
+broker_pack_info (broker_t *self, msgpack_packer *pk)
+{
+    s_pack_info (self, pk, NULL);
+}
+
+//  viewer: the client asking (NULL: everything). With keys, a client sees
+//  the tasks, sessions and clients of its own tenant only.
+static void
+s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
+{
+    bool all = !viewer || !self->auth || viewer->role == SQ_ROLE_ADMIN;
+    size_t clients = 0, sessions = 0;
+    uint64_t counts [TASK_STATE_COUNT_] = { 0 };
+    for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
+        clients += p->kind == PEER_CLIENT
+                && (all || (p->tenant && viewer->tenant && strcmp (p->tenant, viewer->tenant) == 0));
+    if (all) {
+        for (int s = 0; s < TASK_STATE_COUNT_; s++)
+            counts [s] = graph_task_count (self->graph, (task_state_t) s);
+        sessions = graph_session_count (self->graph);
+    }
+    else {
+        size_t cursor = 0;
+        session_t *session;
+        while ((session = graph_session_next (self->graph, &cursor)))
+            if (s_same_tenant (viewer, session)) {
+                sessions++;
+                for (int s = 0; s < TASK_STATE_COUNT_; s++)
+                    counts [s] += session->counts [s];
+            }
+    }
+    journal_stats_t js = { 0 };
+    if (self->journal)
+        journal_stats (self->journal, &js);
+    msgpack_pack_map (pk, 18);
+    sq_pack_cstr (pk, "cluster");
+    sq_pack_cstr (pk, self->cluster);
+    bx_pack_kv_u64 (pk, "epoch", self->epoch);
+    bx_pack_kv_u64 (pk, "recovering", self->recovering);
+    bx_pack_kv_u64 (pk, "secure", self->auth != NULL);
+    bx_pack_kv_u64 (pk, "insecure", !self->auth && self->config.insecure
+                                   && !bx_local_endpoint (self->config.listen));
+    bx_pack_kv_u64 (pk, "journal_bytes", js.bytes);
+    bx_pack_kv_u64 (pk, "journal_errors", js.errors);
+    sq_pack_cstr (pk, "version");
+    sq_pack_cstr (pk, "0.1.0");
+    sq_pack_cstr (pk, "governors");
+    msgpack_pack_array (pk, self->n_govs);
+    for (size_t i = 0; i < self->n_govs; i++) {
+        gov_t *gov = self->govs [i];
+        msgpack_pack_map (pk, 15);
+        bx_pack_kv_u64 (pk, "id", gov->id);
+        sq_pack_cstr (pk, "name");
+        sq_pack_cstr (pk, gov->name);
+        bx_pack_kv_u64 (pk, "cpus", gov->cpus);
+        sq_pack_cstr (pk, "resources");
+        msgpack_pack_map (pk, gov->n_resources);
+        for (uint32_t r = 0; r < gov->n_resources; r++)
+            bx_pack_kv_u64 (pk, gov->resources [r].name.ptr, gov->resources [r].amount);
+        bx_pack_kv_u64 (pk, "assigned", sq_idmap_size (gov->tasks));
+        bx_pack_kv_u64 (pk, "running", gov->load.running);
+        bx_pack_kv_u64 (pk, "queued", gov->load.queued);
+        bx_pack_kv_u64 (pk, "memory", gov->load.memory);
+        bx_pack_kv_u64 (pk, "spilled", gov->load.spilled);
+        bx_pack_kv_u64 (pk, "objects", gov->load.objects);
+        bx_pack_kv_u64 (pk, "tasks_done", gov->tasks_done);
+        bx_pack_kv_u64 (pk, "tasks_run", gov->load.tasks);
+        bx_pack_kv_u64 (pk, "joined", (uint64_t) gov->joined);
+        sq_pack_cstr (pk, "data_endpoint");
+        sq_pack_cstr (pk, gov->data_endpoint);
+        sq_pack_cstr (pk, "serve_endpoint");
+        sq_pack_cstr (pk, gov->serve_endpoint);
+    }
+    sq_pack_cstr (pk, "tasks");
+    msgpack_pack_map (pk, TASK_STATE_COUNT_);
+    for (int s = 0; s < TASK_STATE_COUNT_; s++)
+        bx_pack_kv_u64 (pk, task_state_name ((task_state_t) s), counts [s]);
+    bx_pack_kv_u64 (pk, "ready_queue", scheduler_ready_count (self->scheduler));
+    bx_pack_kv_u64 (pk, "blocked", scheduler_blocked_count (self->scheduler));
+    bx_pack_kv_u64 (pk, "sessions", sessions);
+    bx_pack_kv_u64 (pk, "clients", clients);
+    bx_pack_kv_u64 (pk, "objects", graph_object_count (self->graph));
+    bx_pack_kv_u64 (pk, "watches", watches_count (self->watches));
+    bx_pack_kv_u64 (pk, "recomputed", graph_recomputed (self->graph));
+    bx_pack_kv_u64 (pk, "uploads", uploads_count (self->uploads));
+}
+
+//  KEEP / UNKEEP / CANCEL: every id is checked before anything changes.
+static void
+s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
+{
+    char message [200];
+    for (uint32_t i = 0; i < q->n_ids; i++) {
+        uint64_t key = sq_key (session->id, q->ids [i]);
+        object_t *object = graph_object (self->graph, key);
+        bool found = q->type == SQ_MSG_CANCEL? graph_task (self->graph, key) != NULL
+                   : q->type == SQ_MSG_KEEP? object && !object->released
+                   : object != NULL;
+        if (!found) {
+            snprintf (message, sizeof message, q->type == SQ_MSG_CANCEL
+                      ? "id %u is not a task of session %u"
+                      : "id %u is not an object of session %u (or was already released)",
+                      q->ids [i], session->id);
+            bx_reply_error (self, peer->identity, peer->identity_size, q->req,
+                           SQ_E_UNKNOWN_ID, message, q->ids [i]);
+            return;
+        }
+    }
+    persist_ids (self->persist, q->type == SQ_MSG_CANCEL? SQ_REC_CANCEL
+                 : q->type == SQ_MSG_KEEP? SQ_REC_KEEP: SQ_REC_UNKEEP, session->id, q->ids, q->n_ids);
+    if (q->type == SQ_MSG_CANCEL && q->n_ids == 0) {
+        size_t cursor = 0;
+        task_t *task;
+        while ((task = graph_session_next_task (session, &cursor)))
+            graph_cancel (self->graph, task);
+    }
+    for (uint32_t i = 0; i < q->n_ids; i++) {
+        uint64_t key = sq_key (session->id, q->ids [i]);
+        if (q->type == SQ_MSG_CANCEL) {
+            task_t *task = graph_task (self->graph, key);
+            if (task)
+                graph_cancel (self->graph, task);
+        }
+        else {
+            //  An earlier UNKEEP in this list may have freed it.
+            object_t *object = graph_object (self->graph, key);
+            if (object)
+                graph_keep (self->graph, object, q->type == SQ_MSG_KEEP);
+        }
+    }
+    bx_reply_nil (self, peer, q->req);
+}
+
+static bool
+s_peer_add_session (peer_t *peer, uint32_t id)
+{
+    if (peer->n_sessions >= S_MAX_SESSIONS)
+        return false;
+    if (peer->n_sessions == peer->cap_sessions) {
+        uint32_t cap = peer->cap_sessions? peer->cap_sessions * 2: 4;
+        uint32_t *p = (uint32_t *) realloc (peer->sessions, cap * sizeof *p);
+        if (!p)
+            return false;
+        peer->sessions = p;
+        peer->cap_sessions = cap;
+    }
+    peer->sessions [peer->n_sessions++] = id;
+    return true;
+}
+
+static void
+s_peer_remove_session (peer_t *peer, uint32_t id)
+{
+    for (uint32_t i = 0; i < peer->n_sessions; i++)
+        if (peer->sessions [i] == id) {
+            peer->sessions [i] = peer->sessions [--peer->n_sessions];
+            return;
+        }
+}
+
+static void
+s_client_open (broker_t *self, peer_t *peer, uint32_t req)
+{
+    if (peer->n_sessions >= S_MAX_SESSIONS) {
+        bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_BUSY,
+                       "too many sessions open on this connection", 0);
+        return;
+    }
+    session_t *opened = graph_session_open (self->graph, peer);
+    if (opened && (peer->tenant || peer->key [0])) {
+        opened->tenant = peer->tenant? strdup (peer->tenant): NULL;
+        opened->owner = strdup (peer->key);
+    }
+    if (!opened || (peer->tenant && !opened->tenant) || (peer->key [0] && !opened->owner)
+    ||  !s_peer_add_session (peer, opened->id)) {
+        if (opened)
+            graph_session_close (self->graph, &opened);
+        bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_NOMEM,
+                       "out of memory", 0);
+        return;
+    }
+    sq_random (opened->token, SQ_TOKEN_LEN);
+    persist_session (self->persist, opened);
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, req);
+    sq_pack_session_opened (&self->out.pk, opened->id, opened->token);
+    bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+//  RESUME: a client back after a lost connection (or a broker restart)
+//  takes its session again, with the token it was given.
+static void
+s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
+{
+    session_t *session = graph_session (self->graph, q->session);
+    char message [300];
+    if (!session) {
+        snprintf (message, sizeof message, "session %u is not known to this broker: it was "
+                  "closed, its client did not come back within the session grace, or the "
+                  "broker restarted without its journal", q->session);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_SESSION, message, 0);
+        return;
+    }
+    //  Constant time: the token is a secret.
+    uint8_t diff = 0;
+    for (int i = 0; i < SQ_TOKEN_LEN; i++)
+        diff |= (uint8_t) (session->token [i] ^ (uint8_t) q->token.ptr [i]);
+    bool tenant_ok = !session->tenant
+                  || (peer->tenant && strcmp (peer->tenant, session->tenant) == 0);
+    if (diff || !tenant_ok) {
+        snprintf (message, sizeof message, "session %u: access denied", q->session);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_DENIED, message, 0);
+        return;
+    }
+    if (session->client != peer) {
+        if (!s_peer_add_session (peer, session->id)) {
+            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_BUSY,
+                           "too many sessions open on this connection", 0);
+            return;
+        }
+        if (session->client) {
+            //  Its old connection is gone but not noticed yet.
+            peer_t *old = (peer_t *) session->client;
+            s_peer_remove_session (old, session->id);
+            watches_drop_session (self->watches, session);
+        }
+        session->client = peer;
+        session->detached_at = 0;
+        sq_info ("session %u resumed by client %u (%s)", session->id, peer->id, peer->name);
+    }
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, q->req);
+    sq_pack_resumed (&self->out.pk, session->max_id);
+    bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+//  UPLOAD: which governor a constant goes to (the one with the least
+//  memory in use), and with keys the capability to PUT it there.
+static void
+s_client_upload (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *session)
+{
+    gov_t *best = NULL;
+    if (q->governor && !(best = bx_gov_by_id (self, q->governor))) {
+        char message [120];
+        snprintf (message, sizeof message, "governor %u is not connected", q->governor);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_INVALID,
+                       message, q->id);
+        return;
+    }
+    for (size_t i = 0; i < self->n_govs && !q->governor; i++) {
+        gov_t *gov = self->govs [i];
+        if (gov->inventory)
+            continue;
+        if (!best || gov->load.memory < best->load.memory
+        ||  (gov->load.memory == best->load.memory && gov->load.objects < best->load.objects))
+            best = gov;
+    }
+    if (!best) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_RESOURCES,
+                       "no governor is connected to upload to", q->id);
+        return;
+    }
+    uint8_t cap [SQ_CAP_SIZE];
+    if (self->auth)
+        sq_cap_mint (best->secret, peer->key_bin, sq_key (session->id, q->id),
+                     sq_wall_ms () + (uint64_t) self->config.capability_ttl_ms, SQ_CAP_WRITE, cap);
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, q->req);
+    sq_pack_where (&self->out.pk, best->id, best->serve_endpoint, best->has_key? best->key: NULL,
+                   self->auth? cap: NULL, SQ_CAP_SIZE);
+    bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+void
+bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req)
+{
+    if (type == SQ_MSG_SUBMIT) {
+        s_client_submit (self, peer, msg);
+        return;
+    }
+    if (type == SQ_MSG_BYE) {
+        //  An orderly goodbye: its sessions close now rather than wait.
+        peer->said_bye = true;
+        bx_peer_end (self, peer, "said goodbye");
+        return;
+    }
+    sq_request_t q;
+    sq_errbuf_t err;
+    if (sq_request_decode (&q, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        int code = type == SQ_MSG_HELLO? SQ_E_HELLO: SQ_E_PROTOCOL;
+        bx_reply_error (self, peer->identity, peer->identity_size, req, code,
+                       type == SQ_MSG_HELLO? "HELLO was already said on this connection": err.text, 0);
+        return;
+    }
+    session_t *session = NULL;
+    if (q.type != SQ_MSG_SESSION_OPEN && q.type != SQ_MSG_INFO && q.type != SQ_MSG_PING
+    &&  q.type != SQ_MSG_RESUME) {
+        session = s_client_session (self, peer, q.session, q.req);
+        if (!session) {
+            sq_request_release (&q);
+            return;
+        }
+    }
+    int64_t deadline = q.timeout_ms < 0? -1: bx_now () + q.timeout_ms;
+    switch (q.type) {
+        case SQ_MSG_SESSION_OPEN:
+            s_client_open (self, peer, q.req);
+            break;
+        case SQ_MSG_SESSION_CLOSE:
+            s_peer_remove_session (peer, session->id);
+            bx_session_close (self, session);
+            bx_reply_nil (self, peer, q.req);
+            break;
+        case SQ_MSG_RESUME:
+            s_client_resume (self, peer, &q);
+            break;
+        case SQ_MSG_UPLOAD:
+            s_client_upload (self, peer, &q, session);
+            break;
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+            s_client_ids (self, peer, &q, session);
+            break;
+        case SQ_MSG_WAIT: case SQ_MSG_FETCH:
+            if (peer->outstanding >= self->config.max_requests) {
+                bx_reply_error (self, peer->identity, peer->identity_size, q.req, SQ_E_BUSY,
+                               "too many waits and fetches outstanding on this connection", 0);
+                break;
+            }
+            peer->outstanding++;
+            if (q.type == SQ_MSG_WAIT)
+                watches_wait (self->watches, peer, q.req, session, q.mode, q.ids, q.n_ids, deadline);
+            else
+            if (!bx_fetch_park (self, peer, sq_key (session->id, q.id), q.req, deadline))
+                watches_fetch (self->watches, peer, q.req, session, q.id, deadline);
+            break;
+        case SQ_MSG_INFO:
+            s_client_info (self, peer, q.req);
+            break;
+        case SQ_MSG_PING:
+            bx_reply_nil (self, peer, q.req);
+            break;
+        default:
+            break;
+    }
+    sq_request_release (&q);
+}
