@@ -24,6 +24,7 @@ import datetime
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -77,7 +78,7 @@ class SquallCluster:
 
     def close(self):
         for p in reversed(self.procs):
-            p.terminate()
+            p.send_signal(signal.SIGINT)    # governors leave without draining
         for p in self.procs:
             try:
                 p.wait(10)

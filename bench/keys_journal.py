@@ -79,7 +79,7 @@ class Cluster:
     def close(self, sig=signal.SIGTERM):
         for p in reversed(self.procs):
             if p.poll() is None:
-                p.send_signal(sig)
+                p.send_signal(sig if p is self.broker else signal.SIGINT)
         for p in self.procs:
             try:
                 p.wait(20)

@@ -16,6 +16,7 @@
     gone (EHOSTUNREACH: the peer ends) or it shows it is alive.
 */
 #include "broker_internal.h"
+#include "drain.h"
 
 int64_t
 bx_now (void)
@@ -286,6 +287,9 @@ s_timers (broker_t *self, int64_t now)
     }
     int64_t next = self->next_heartbeat < self->next_rebalance? self->next_heartbeat
                                                                : self->next_rebalance;
+    int64_t drains = drain_tick (self, now);
+    if (drains >= 0 && drains < next)
+        next = drains;
     if (self->recovering && self->recover_deadline < next)
         next = self->recover_deadline;
     int64_t deadline = watches_expire (self->watches, now);
@@ -468,6 +472,7 @@ broker_new (const broker_config_t *config)
         return NULL;
     self->config = *config;
     self->next_peer_id = 1;
+    self->next_drain = -1;
     sq_msg_init (&self->msg);
     sq_wbuf_init (&self->out);
     graph_hooks_t hooks = {

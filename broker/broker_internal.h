@@ -104,6 +104,7 @@ struct _broker_t {
     sq_wbuf_t out;
     int64_t next_heartbeat;
     int64_t next_rebalance;
+    int64_t next_drain;         //  drain.c: -1 while no governor drains
     atomic_int stopping;
     uint64_t messages;
     eventlog_t *events;         //  event log, task stream, metrics counters

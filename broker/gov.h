@@ -57,6 +57,11 @@ struct _gov_t {
     //  objects of unfinished tasks and the attempts it runs, settled at
     //  the end of the list. NULL otherwise.
     struct _inventory_t *inventory;
+    //  Draining (drain.c): out of the scheduler, its work and the objects
+    //  only it holds moving elsewhere; told LEAVE once nothing is left.
+    bool draining;
+    bool leaving;
+    int64_t drain_started;      //  ms, monotonic
 };
 
 //  Takes the decoded HELLO; NULL if out of memory.

@@ -314,6 +314,12 @@ void graph_object_lost (graph_t *self, object_t *object, gov_t *gov);
 //  confirmed): a constant left without a copy fails with `why`, not as
 //  lost with a governor.
 void graph_object_lost_why (graph_t *self, object_t *object, gov_t *gov, const char *why);
+//  Whether an object is still needed: kept, or an unfinished task reads it.
+bool graph_object_needed (const object_t *object);
+//  Calls fn for every live object with a location (a copy, or one on its
+//  way) on gov. Walks all objects: for rare events (a governor draining).
+typedef void (graph_object_fn) (void *arg, object_t *object);
+void graph_each_located (graph_t *self, gov_t *gov, graph_object_fn *fn, void *arg);
 
 //  Counters for INFO
 uint64_t graph_task_count (graph_t *self, task_state_t state);

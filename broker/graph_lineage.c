@@ -265,3 +265,25 @@ graph_recover_sweep (graph_t *self)
     gx_flush_frees (self);
     return n_lost;
 }
+
+bool
+graph_object_needed (const object_t *object)
+{
+    return s_needed (object);
+}
+
+void
+graph_each_located (graph_t *self, gov_t *gov, graph_object_fn *fn, void *arg)
+{
+    size_t s_cursor = 0;
+    session_t *session;
+    while ((session = (session_t *) sq_idmap_next (self->sessions, &s_cursor, NULL))) {
+        size_t cursor = 0;
+        void *item;
+        while ((item = gx_session_next (session, &cursor))) {
+            object_t *object = gx_as_object (item);
+            if (object && !object->released && graph_object_location (object, gov))
+                fn (arg, object);
+        }
+    }
+}

@@ -381,8 +381,10 @@ bx_hello (broker_t *self, sq_msg_t *msg, const char *key)
             s_declare (self, gov->resources [i].name.ptr, gov->resources [i].amount);
         //  A reattaching governor is placed on once its inventory is in
         //  (and a restarted broker waits for it until then).
-        if (!reattach)
+        if (!reattach) {
             scheduler_governor_add (self->scheduler, gov);
+            self->next_rebalance = 0;       //  a newcomer gets queued work at once
+        }
         persist_governor (self->persist, gov->id, gov->incarnation, gov->name,
                           entry? entry->z85: NULL);
         eventlog_governor (self->events, EV_GOV_JOINED, gov, NULL);

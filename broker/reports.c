@@ -2,6 +2,7 @@
     reattach inventories) and the uploaded constants whose SUBMIT and
     confirmation meet here. */
 #include "broker_internal.h"
+#include "drain.h"
 
 //  --------------------------------------------------------------------------
 //  Uploaded constants (uploads.h): counted as copies once the SUBMIT that
@@ -203,6 +204,7 @@ s_governor_inventory (broker_t *self, gov_t *gov, const sq_event_t *ev)
         reattach_stats_t stats;
         reattach_end (self->graph, gov, &stats);
         scheduler_governor_add (self->scheduler, gov);
+        self->next_rebalance = 0;           //  a newcomer gets queued work at once
         persist_reattached (self->persist, gov->id);
         sq_info ("governor %u (%s) reattached: %zu objects held again, %zu tasks found "
                  "finished there, %zu running tasks kept; %zu objects dropped, %zu tasks "
@@ -329,6 +331,12 @@ bx_governor_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type)
                 sq_warn ("governor %u: %s", peer->id, err.text);
             break;
         case SQ_MSG_HEARTBEAT:
+            break;
+        case SQ_MSG_DRAIN:
+            if (sq_bare_decode (sq_msg_data (msg, 1), sq_msg_size (msg, 1), SQ_MSG_DRAIN, &err))
+                sq_warn ("governor %u: %s", peer->id, err.text);
+            else
+                drain_start (self, peer->gov, "it is stopping");
             break;
         case SQ_MSG_BYE:
             bx_peer_end (self, peer, "said goodbye");

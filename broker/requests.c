@@ -1,6 +1,7 @@
 /*  requests: what clients ask the broker (docs/protocol.md section 5),
     with the tenancy checks every request on a session goes through. */
 #include "broker_internal.h"
+#include "drain.h"
 
 //  --------------------------------------------------------------------------
 //  Client requests
@@ -177,8 +178,9 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     msgpack_pack_array (pk, self->n_govs);
     for (size_t i = 0; i < self->n_govs; i++) {
         gov_t *gov = self->govs [i];
-        msgpack_pack_map (pk, 15);
+        msgpack_pack_map (pk, 16);
         bx_pack_kv_u64 (pk, "id", gov->id);
+        bx_pack_kv_u64 (pk, "draining", gov->draining);
         sq_pack_cstr (pk, "name");
         sq_pack_cstr (pk, gov->name);
         bx_pack_kv_u64 (pk, "cpus", gov->cpus);
@@ -400,6 +402,30 @@ s_client_upload (broker_t *self, peer_t *peer, const sq_request_t *q, session_t 
     bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
 }
 
+//  RETIRE: drain a governor and let it leave (drain.h). With keys, only an
+//  admin key may: it takes capacity from every tenant.
+static void
+s_client_retire (broker_t *self, peer_t *peer, const sq_request_t *q)
+{
+    if (self->auth && peer->role != SQ_ROLE_ADMIN) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_DENIED,
+                        "only an admin key may retire a governor", 0);
+        return;
+    }
+    gov_t *gov = bx_gov_by_id (self, q->governor);
+    if (!gov) {
+        char message [80];
+        snprintf (message, sizeof message, "governor %u is not connected", q->governor);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_INVALID,
+                        message, q->governor);
+        return;
+    }
+    char why [120];
+    snprintf (why, sizeof why, "retired by client %u", peer->id);
+    drain_start (self, gov, why);
+    bx_reply_nil (self, peer, q->req);
+}
+
 void
 bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req)
 {
@@ -423,7 +449,7 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
     }
     session_t *session = NULL;
     if (q.type != SQ_MSG_SESSION_OPEN && q.type != SQ_MSG_INFO && q.type != SQ_MSG_PING
-    &&  q.type != SQ_MSG_RESUME) {
+    &&  q.type != SQ_MSG_RESUME && q.type != SQ_MSG_RETIRE) {
         session = s_client_session (self, peer, q.session, q.req);
         if (!session) {
             sq_request_release (&q);
@@ -445,6 +471,9 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
             break;
         case SQ_MSG_UPLOAD:
             s_client_upload (self, peer, &q, session);
+            break;
+        case SQ_MSG_RETIRE:
+            s_client_retire (self, peer, &q);
             break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
             s_client_ids (self, peer, &q, session);

@@ -527,7 +527,7 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
         }
         if (!sender)
             continue;
-        //  Half way toward equal load, without crossing over, at most the
+        //  Toward equal load, without crossing over, at most the
         //  receiver's idle cpus.
         size_t in_s = sq_idmap_size (sender->tasks);
         size_t want = 0;
@@ -535,7 +535,10 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
         &&     (double) (in_s - want - 1) / (sender->cpus? sender->cpus: 1)
                >= (double) (in_r + want + 1) / receiver->cpus)
             want++;
-        want = (want + 1) / 2;
+        //  Damped by half against moving tasks back and forth, except
+        //  toward an empty governor (a newcomer): it is filled at once.
+        if (in_r > 0)
+            want = (want + 1) / 2;
         task_t *candidates [64];
         if (want > 64)
             want = 64;

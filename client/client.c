@@ -785,6 +785,25 @@ sq_client_info (sq_client_t *self, char **json)
     return 0;
 }
 
+int
+sq_client_retire (sq_client_t *self, uint32_t governor)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    uint32_t req = sq_client_next_req (self);
+    sq_request_t request = { .type = SQ_MSG_RETIRE, .req = req, .governor = governor };
+    sq_wbuf_reset (&self->w);
+    sq_request_encode (&self->w, &request);
+    sq_reply_t reply;
+    int rc = sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply);
+    if (rc)
+        return rc;
+    sq_errbuf_t err;
+    if (sq_nil_decode (reply.body, reply.body_size, &err))
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
+    return 0;
+}
+
 void *
 sq_client_governor_socket (sq_client_t *self, const sq_target_t *target)
 {

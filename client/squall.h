@@ -81,6 +81,11 @@ uint32_t sq_client_errroot (sq_client_t *self);
 //  Asks the broker about the cluster; *json receives a JSON document
 //  (governors, their resources and load; task counts by state).
 int sq_client_info (sq_client_t *self, char **json);
+//  Drains a governor (its id from sq_client_info): it takes no new task,
+//  its queued ones go elsewhere, running ones finish, objects only it
+//  holds are copied away, then it leaves (docs/protocol.md, RETIRE).
+//  Returns once the drain started. With keys, only an admin key may.
+int sq_client_retire (sq_client_t *self, uint32_t governor);
 //  Frees a buffer this library returned (only sq_free may: the buffers of
 //  big fetched objects are kept, at most 2 and 256 MiB, for the next
 //  fetches, whose pages are then already in memory; the last

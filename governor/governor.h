@@ -41,6 +41,9 @@ typedef struct {
     //  How long a lost broker is waited for with everything kept (tasks
     //  run on, objects stay) before starting afresh; 0: at once.
     int broker_grace_ms;
+    //  After a first SIGTERM the governor drains (the broker takes its
+    //  work elsewhere and says LEAVE); past this, it leaves anyway.
+    int drain_timeout_ms;
 } gov_config_t;
 
 //  First frame of inproc messages. Into compute: where the message came

@@ -45,6 +45,11 @@ static const char *s_usage =
     "                         tasks this long while asking it (or a broker\n"
     "                         restarted on its journal) to take us back (60;\n"
     "                         0: start afresh at once)\n"
+    "  --drain-timeout SEC    on a first SIGTERM the governor drains: the broker\n"
+    "                         moves its work and the objects only it holds to\n"
+    "                         other governors, then lets it leave; past SEC it\n"
+    "                         leaves anyway (30; 0: SIGTERM stops at once).\n"
+    "                         A second SIGTERM, or SIGINT, stops at once\n"
     "  --secret-key FILE      this governor's key pair (squall keygen NAME --role\n"
     "                         governor); with --broker-key every connection is\n"
     "                         CURVE encrypted and authenticated (docs/security.md)\n"
@@ -176,6 +181,7 @@ main (int argc, char *argv [])
         { "heartbeat-ms", required_argument, NULL, 'H' },
         { "no-reconnect", no_argument, NULL, 'R' },
         { "broker-grace", required_argument, NULL, 'G' },
+        { "drain-timeout", required_argument, NULL, 'D' },
         { "secret-key", required_argument, NULL, 'S' },
         { "broker-key", required_argument, NULL, 'K' },
         { "insecure", no_argument, NULL, 'I' },
@@ -184,7 +190,8 @@ main (int argc, char *argv [])
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
-    gov_config_t config = { .heartbeat_ms = 1000, .reconnect = true, .broker_grace_ms = 60000 };
+    gov_config_t config = { .heartbeat_ms = 1000, .reconnect = true, .broker_grace_ms = 60000,
+                            .drain_timeout_ms = 30000 };
     const char *secret_key = NULL, *broker_key = NULL;
     bool insecure = false;
     bool cpus_given = false;
@@ -253,6 +260,11 @@ main (int argc, char *argv [])
                 if (s_parse_u64 (optarg, 86400, &value))
                     return s_bad ("--broker-grace needs seconds", optarg);
                 config.broker_grace_ms = (int) value * 1000;
+                break;
+            case 'D':
+                if (s_parse_u64 (optarg, 86400, &value))
+                    return s_bad ("--drain-timeout needs seconds", optarg);
+                config.drain_timeout_ms = (int) value * 1000;
                 break;
             case 'S': secret_key = optarg; break;
             case 'K': broker_key = optarg; break;

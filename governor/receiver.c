@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define S_STOP_GRACE 10          //  seconds from a stopping signal to _exit
+
 #define S_NET_HWM 100000
 #define S_READ_BURST 256
 #define S_MAX_PEERS 4096
@@ -65,6 +67,9 @@ struct _receiver_t {
     //  A lost broker, waited for within --broker-grace (everything kept).
     bool detached;
     uint64_t detached_ns;
+    //  A first SIGTERM: DRAIN was sent, LEAVE is awaited until the deadline.
+    bool draining;
+    uint64_t drain_deadline_ns;
     uint64_t next_hello_ns;
     int backoff_ms;
     uint64_t dropped;               //  messages for the broker while detached
@@ -588,6 +593,12 @@ s_on_broker (receiver_t *self, sq_msg_t *msg)
         self->exit_code = 0;
     }
     else
+    if (type == SQ_MSG_LEAVE) {
+        sq_info ("drained: the broker lets us leave");
+        self->exit_code = 0;
+        alarm (S_STOP_GRACE);
+    }
+    else
     if (type == SQ_MSG_REPLY) {
         //  The broker only replies to a governor's HELLO; a reply now means
         //  it does not know this connection (it restarted, or declared us
@@ -645,13 +656,28 @@ s_read (receiver_t *self, void *socket, char route)
     }
 }
 
-#define S_STOP_GRACE 10          //  seconds from a stopping signal to _exit
-
 static void
 s_on_signal (receiver_t *self)
 {
     struct signalfd_siginfo info;
     if (read (self->signal_fd, &info, sizeof info) == (ssize_t) sizeof info) {
+        //  A first SIGTERM drains: the broker moves this governor's work
+        //  and the objects only it holds elsewhere, then says LEAVE, and
+        //  nothing is recomputed (an autoscaler's or Kubernetes' stop). A
+        //  second one, SIGINT, or a governor not joined, stops at once.
+        if (info.ssi_signo == SIGTERM && !self->draining && !self->detached
+        &&  self->governor_id && self->config->drain_timeout_ms > 0) {
+            self->draining = true;
+            self->drain_deadline_ns = task_now_ns () + s_ms_to_ns (self->config->drain_timeout_ms);
+            sq_wbuf_t w;
+            sq_wbuf_init (&w);
+            sq_bare_encode (&w, SQ_MSG_DRAIN);
+            sq_send (self->ctrl, NULL, 0, &w, NULL, 0, ZMQ_DONTWAIT);
+            sq_wbuf_release (&w);
+            sq_info ("SIGTERM: draining (at most %d ms; a second SIGTERM stops at once)",
+                     self->config->drain_timeout_ms);
+            return;
+        }
         sq_info ("signal %u: stopping", info.ssi_signo);
         self->exit_code = 0;
         //  Stopping is bounded: tasks are killed, sockets linger at most
@@ -715,6 +741,12 @@ s_reattach_hello (receiver_t *self)
 static void
 s_broker_lost (receiver_t *self, const char *why)
 {
+    if (self->draining) {
+        //  Stopping anyway: nothing to come back for.
+        sq_warn ("%s while draining: stopping", why);
+        self->exit_code = 0;
+        return;
+    }
     if (!self->config->reconnect) {
         sq_error ("%s: giving up (--no-reconnect)", why);
         self->exit_code = 3;
@@ -754,11 +786,20 @@ s_keepalive (receiver_t *self)
             s_reattach_hello (self);
         return (long) ((self->next_hello_ns - now) / 1000000) + 1;
     }
+    if (self->draining && now >= self->drain_deadline_ns) {
+        sq_warn ("not drained within %d ms (--drain-timeout): leaving now",
+                 self->config->drain_timeout_ms);
+        self->exit_code = 0;
+        alarm (S_STOP_GRACE);
+        return 0;
+    }
     if (self->stalled.n)
         self->last_recv_ns = now;       //  the broker may be talking; we are not listening
-    if (now - self->last_recv_ns > 5 * ivl) {
+    //  A draining governor waits less for a silent broker: it was leaving.
+    int missed = self->draining? 2: 5;
+    if (now - self->last_recv_ns > (uint64_t) missed * ivl) {
         char why [120];
-        snprintf (why, sizeof why, "no message from the broker for %d ms", 5 * self->heartbeat_ms);
+        snprintf (why, sizeof why, "no message from the broker for %d ms", missed * self->heartbeat_ms);
         s_broker_lost (self, why);
         return 0;
     }
@@ -774,6 +815,8 @@ s_keepalive (receiver_t *self)
     uint64_t dead = self->last_recv_ns + 5 * ivl;
     if (dead < next)
         next = dead;
+    if (self->draining && self->drain_deadline_ns < next)
+        next = self->drain_deadline_ns;
     return next > now? (long) ((next - now) / 1000000) + 1: 0;
 }
 

@@ -676,7 +676,7 @@ main (int argc, char **argv)
     s_proc_t *all [S_GOVS + 1] = { &s_broker, &s_govs [0], &s_govs [1], &s_govs [2] };
     for (int i = 0; i <= S_GOVS; i++)
         if (all [i]->pid > 0)
-            kill (all [i]->pid, SIGTERM);
+            kill (all [i]->pid, i == 0? SIGTERM: SIGINT);   //  governors leave without draining
     for (int i = 0; i <= S_GOVS; i++) {
         if (all [i]->pid <= 0)
             continue;
@@ -685,7 +685,7 @@ main (int argc, char **argv)
         while (s_now () < deadline && waitpid (all [i]->pid, &status, WNOHANG) == 0)
             usleep (20000);
         if (status == -1 || !WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-            printf ("BAD: %s did not exit cleanly after SIGTERM (status %d)\n", all [i]->label, status);
+            printf ("BAD: %s did not exit cleanly after its signal (status %d)\n", all [i]->label, status);
             bad++;
             kill (all [i]->pid, SIGKILL);
             waitpid (all [i]->pid, NULL, 0);

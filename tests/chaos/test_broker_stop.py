@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A broker's stop is bounded whatever its peers do: the broker and its
-governors get SIGTERM at the same moment, over and over, so that governors
+"""A broker's stop is bounded whatever its peers do: the broker (SIGTERM)
+and its governors (SIGINT) are stopped at the same moment, over and over, so that governors
 leave while the broker tears its sockets down. The broker must exit 0 each
 time, on its own: its watchdog (exit 1 and "stopping took too long" ten
 seconds after the signal) firing is a failure. This caught a deadlock in
@@ -39,8 +39,9 @@ def main():
                      for i in range(3)]
         for g in governors:
             assert g.stdout.readline().startswith("READY"), "governor joined"
-        for p in [broker] + governors:
-            p.send_signal(signal.SIGTERM)
+        broker.send_signal(signal.SIGTERM)
+        for g in governors:
+            g.send_signal(signal.SIGINT)       # they leave without draining
         try:
             _, err = broker.communicate(timeout=60)
         except subprocess.TimeoutExpired:

@@ -17,7 +17,7 @@ def free_port():
 
 def main():
     env = dict(os.environ, SQUALL_BUILD_DIR=BUILD)
-    for cmd in ([], ["start"], ["status"], ["submit"], ["replay"]):
+    for cmd in ([], ["start"], ["status"], ["submit"], ["replay"], ["retire"]):
         r = run(SQUALL + cmd + ["--help"], env=env)
         check(r.returncode == 0 and "usage: squall" in r.stdout and "exit codes" in r.stdout,
               "squall %s --help" % " ".join(cmd))
@@ -51,6 +51,14 @@ def main():
             check(r.returncode == 1 and "failed with status 7" in r.stderr, "failing script: exit 1")
             done = json.loads(run(SQUALL + ["status", "--json"], env=cluster.env()).stdout)
             check(sum(g["tasks_done"] for g in done["governors"]) >= 13, "governors counted the tasks")
+            r = run(SQUALL + ["retire", "nosuch"], env=cluster.env())
+            check(r.returncode == 2 and "no governor nosuch" in r.stderr, "retire an unknown governor: exit 2")
+            r = run(SQUALL + ["retire", "governor-2", "--wait", "60"], env=cluster.env())
+            check(r.returncode == 0 and "drains" in r.stdout and "left" in r.stdout,
+                  "retire governor-2 --wait: it drained and left (%s)" % (r.stdout + r.stderr).strip())
+            after = json.loads(run(SQUALL + ["status", "--json"], env=cluster.env()).stdout)
+            check([g["name"] for g in after["governors"]] == ["governor-1"],
+                  "the cluster goes on with governor-1")
             code = cluster.stop()
             check(code == 0, "Ctrl-C (SIGINT) stops squall start with exit 0")
             check(not cluster.leftovers(), "no broker or governor left running")

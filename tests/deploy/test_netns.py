@@ -60,7 +60,7 @@ def setup():
 def teardown(procs):
     for p in procs:
         if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
+            p.send_signal(signal.SIGINT)        # governors leave without draining; the broker stops
     for p in procs:
         try:
             p.wait(10)

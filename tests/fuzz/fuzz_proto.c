@@ -275,7 +275,7 @@ s_fuzz_request (const uint8_t *data, size_t size)
     FZ_ASSERT (sq_request_decode (&again, w.buf.data, w.buf.size, &err) == 0);
     FZ_ASSERT (again.type == q.type && again.req == q.req && again.session == q.session
             && again.mode == q.mode && again.id == q.id && again.timeout_ms == q.timeout_ms
-            && again.n_ids == q.n_ids && again.size == q.size
+            && again.n_ids == q.n_ids && again.size == q.size && again.governor == q.governor
             && s_str_same (again.token, q.token));
     FZ_ASSERT (q.n_ids == 0 || memcmp (again.ids, q.ids, q.n_ids * sizeof (uint32_t)) == 0);
     sq_request_release (&again);
@@ -362,7 +362,9 @@ s_fuzz_bare (const uint8_t *data, size_t size)
     sq_errbuf_t err;
     int heartbeat = sq_bare_decode (data, size, SQ_MSG_HEARTBEAT, &err);
     int bye = sq_bare_decode (data, size, SQ_MSG_BYE, &err);
-    FZ_ASSERT (!(heartbeat == 0 && bye == 0));
+    int drain = sq_bare_decode (data, size, SQ_MSG_DRAIN, &err);
+    int leave = sq_bare_decode (data, size, SQ_MSG_LEAVE, &err);
+    FZ_ASSERT ((heartbeat == 0) + (bye == 0) + (drain == 0) + (leave == 0) <= 1);
     uint32_t type, req;
     if (heartbeat == 0)
         FZ_ASSERT (sq_proto_peek (data, size, &type, &req) == 0 && type == SQ_MSG_HEARTBEAT);

@@ -18,7 +18,7 @@ typedef enum {
     FZ_SUBMIT = 4,              //  sq_submit_decode, then every task config
     FZ_UPDATE = 5,              //  sq_update_begin / next
     FZ_LOAD = 6,                //  sq_load_decode
-    FZ_BARE = 7,                //  sq_bare_decode (HEARTBEAT and BYE)
+    FZ_BARE = 7,                //  sq_bare_decode (HEARTBEAT, BYE, DRAIN, LEAVE)
     FZ_ASSIGN = 8,              //  sq_assign_begin / next, then every config
     FZ_SEND = 9,                //  sq_send_begin / next
     FZ_DROP = 10,               //  sq_keys_begin + sq_drop_next

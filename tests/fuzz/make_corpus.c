@@ -249,6 +249,9 @@ main (int argc, char **argv)
         sq_request_encode (&w, &q);
         s_emit (FZ_REQUEST, reqs [i].name, &w);
     }
+    sq_request_t retire = { .type = SQ_MSG_RETIRE, .req = 40, .governor = 3 };
+    sq_request_encode (&w, &retire);
+    s_emit (FZ_REQUEST, "retire", &w);
 
     //  SUBMIT: the example of docs/protocol.md, then one with every kind
     uint32_t in1 [] = { 1 }, out3 [] = { 3 };
@@ -306,6 +309,10 @@ main (int argc, char **argv)
     s_emit (FZ_BARE, "heartbeat", &w);
     sq_bare_encode (&w, SQ_MSG_BYE);
     s_emit (FZ_BARE, "bye", &w);
+    sq_bare_encode (&w, SQ_MSG_DRAIN);
+    s_emit (FZ_BARE, "drain", &w);
+    sq_bare_encode (&w, SQ_MSG_LEAVE);
+    s_emit (FZ_BARE, "leave", &w);
 
     //  ASSIGN: every kind, inputs inline and remote
     sq_input_ref_t ains [8];

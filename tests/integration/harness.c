@@ -606,6 +606,18 @@ harness_kill_governor (harness_t *self, int i, int sig)
     }
 }
 
+int
+harness_governor_exit (harness_t *self, int i, int timeout_ms)
+{
+    if (i < 0 || i >= self->n_governors)
+        return -1;
+    s_proc_t *proc = &self->governor [i];
+    proc->expected_death = true;
+    if (proc->pid && !s_reap (proc, timeout_ms))
+        return -1;
+    return WIFEXITED (proc->status)? WEXITSTATUS (proc->status): -1;
+}
+
 void
 harness_set_restart_args (harness_t *self, const char *const *args)
 {
@@ -709,9 +721,11 @@ harness_destroy (harness_t **self_p)
         return 0;
     int rc = 0;
     //  Governors first so that the broker sees them leave, then the broker.
+    //  SIGINT: they leave at once (SIGTERM would drain them into each
+    //  other, as an autoscaler's stop should).
     for (int i = 0; i < self->n_governors; i++)
         if (self->governor [i].pid)
-            kill (self->governor [i].pid, SIGTERM);
+            kill (self->governor [i].pid, SIGINT);
     for (int i = 0; i < self->n_governors; i++)
         if (s_stop (&self->governor [i]))
             rc = -1;

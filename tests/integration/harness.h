@@ -65,6 +65,10 @@ void harness_client_destroy (sq_client_t **client_p);
 //  Sends a signal to governor i; with SIGKILL/SIGTERM also reaps it and
 //  does not count its exit status as a failure.
 void harness_kill_governor (harness_t *self, int i, int signal);
+//  Waits up to timeout_ms for governor i to exit by itself (after a signal
+//  the test sent it); its exit status, or -1 if it did not exit in time or
+//  died of a signal. Its end is not counted as a failure.
+int harness_governor_exit (harness_t *self, int i, int timeout_ms);
 //  True while the broker process exists and has not exited.
 bool harness_broker_alive (harness_t *self);
 //  Kills the broker (SIGKILL) and starts a new one on the same endpoint,

@@ -160,6 +160,44 @@ s_test_placement (void)
     free (s);
 }
 
+//  A newcomer gets queued work at once: governor A (1 cpu, a deep queue)
+//  holds 12 unstarted tasks; B joins with 4 idle cpus. One rebalance
+//  takes back 4 of A's (B's cpus), not half of that.
+static size_t s_retracted;
+static void s_count_retract (void *arg, task_t *task) { (void) arg; (void) task; s_retracted++; }
+
+static void
+s_test_newcomer (void)
+{
+    graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy };
+    graph_t *graph = graph_new (&hooks);
+    s_scheduler = scheduler_new (graph);
+    gov_t *a = s_gov_with (1, NULL, 64), *b = s_gov_with (2, NULL, 64);
+    a->slots = 12;
+    scheduler_governor_add (s_scheduler, a);
+    session_t *session = graph_session_open (graph, NULL);
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+    char message [256];
+    uint32_t bad;
+    s_reset (s, session->id);
+    for (uint32_t i = 0; i < 12; i++)
+        s_task (s, 1 + 2 * i, NULL, 0, 2 + 2 * i);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    CHECK (scheduler_run (s_scheduler, s_place, graph) == 12, "12 tasks on A");
+    b->cpus = 4;
+    b->slots = 8;
+    scheduler_governor_add (s_scheduler, b);
+    s_retracted = 0;
+    scheduler_rebalance (s_scheduler, s_count_retract, NULL);
+    CHECK (s_retracted == 4, "the newcomer's 4 cpus filled at once: %zu taken back", s_retracted);
+    graph_session_close (graph, &session);
+    scheduler_destroy (&s_scheduler);
+    gov_destroy (&a);
+    gov_destroy (&b);
+    graph_destroy (&graph);
+    free (s);
+}
+
 int
 main (void)
 {
@@ -369,6 +407,7 @@ main (void)
     graph_destroy (&graph);
     free (s);
     s_test_placement ();
+    s_test_newcomer ();
     printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs; "
             "placement over 200 governors: ok\n");
     return 0;

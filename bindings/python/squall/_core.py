@@ -165,6 +165,13 @@ class Client:
         L.sq_free(out)
         return json.loads(text)
 
+    def retire(self, governor: int) -> None:
+        """Drains a governor (its id, from info()): it takes no new task, its
+        queued tasks go to other governors, running ones finish, objects
+        only it holds are copied away, then it leaves. Returns once the
+        drain started. With keys, needs an admin key."""
+        self._check(L.sq_client_retire(self._h, int(governor)))
+
     def close(self) -> None:
         """Closes the connection (and every session of this client)."""
         lock = getattr(self, "_lock", None)

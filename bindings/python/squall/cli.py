@@ -94,6 +94,8 @@ def _load_library():
         lib.sq_client_errmsg.argtypes = [p]
         lib.sq_client_info.restype = ctypes.c_int
         lib.sq_client_info.argtypes = [p, ctypes.POINTER(p)]
+        lib.sq_client_retire.restype = ctypes.c_int
+        lib.sq_client_retire.argtypes = [p, ctypes.c_uint32]
         lib.sq_free.restype = None
         lib.sq_free.argtypes = [p]
         lib.sq_client_destroy.restype = None
@@ -128,9 +130,8 @@ def keygen(name, directory, role, tenant=None):
     return os.path.join(directory, name + ".key")
 
 
-def cluster_info(endpoint, timeout=5.0, keys=(None, None)):
-    """INFO from the broker as a dict; CliError(EXIT_UNREACHABLE) if none answers."""
-    lib = _load_library()
+def _connected(lib, endpoint, timeout, keys):
+    """A libsquall client connected to the broker; CliError if none answers."""
     client = ctypes.c_void_p(lib.sq_client_new())
     if not client:
         raise CliError("out of memory")
@@ -141,6 +142,17 @@ def cluster_info(endpoint, timeout=5.0, keys=(None, None)):
             raise CliError("cluster unreachable: no broker answers at %s (%s)"
                            % (endpoint, lib.sq_client_errmsg(client).decode(errors="replace")),
                            EXIT_UNREACHABLE)
+    except BaseException:
+        lib.sq_client_destroy(ctypes.byref(client))
+        raise
+    return client
+
+
+def cluster_info(endpoint, timeout=5.0, keys=(None, None)):
+    """INFO from the broker as a dict; CliError(EXIT_UNREACHABLE) if none answers."""
+    lib = _load_library()
+    client = _connected(lib, endpoint, timeout, keys)
+    try:
         buffer = ctypes.c_void_p()
         if lib.sq_client_info(client, ctypes.byref(buffer)):
             raise CliError("cluster unreachable: INFO failed at %s (%s)"
@@ -215,7 +227,9 @@ class _Child:
     def stop(self, grace=5.0):
         if self.proc.poll() is None:
             try:
-                self.proc.terminate()
+                #   The whole cluster stops: governors leave at once (SIGINT)
+                #   rather than drain into each other (SIGTERM).
+                self.proc.send_signal(signal.SIGTERM if self.name == "broker" else signal.SIGINT)
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
@@ -304,7 +318,10 @@ def cmd_start(args):
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
         while not stopping.is_set():
-            dead = [c for c in children if c.proc.poll() is not None]
+            #   A governor that left with status 0 was retired (squall retire):
+            #   the cluster goes on without it.
+            dead = [c for c in children if c.proc.poll() is not None
+                    and (c.name == "broker" or c.proc.returncode != 0)]
             if dead:
                 print("squall: %s exited with status %s; stopping the cluster (see %s)"
                       % (dead[0].name, dead[0].proc.returncode, logdir), file=sys.stderr)
@@ -322,7 +339,7 @@ def cmd_start(args):
     # a process that failed on its way out (a crash, a sanitizer report)
     # makes the run a failure too
     for child in children:
-        if child.proc.returncode not in (0, -signal.SIGTERM) and code == EXIT_OK:
+        if child.proc.returncode not in (0, -signal.SIGTERM, -signal.SIGINT) and code == EXIT_OK:
             print("squall: %s exited with status %s (see %s)"
                   % (child.name, child.proc.returncode, logdir), file=sys.stderr)
             code = EXIT_FAILURE
@@ -354,7 +371,8 @@ def cmd_status(args):
     for g in govs:
         cpus = g.get("cpus", 0) or 1
         load = (g.get("running", 0) + g.get("queued", 0)) / cpus
-        rows.append([g.get("id"), g.get("name"), g.get("cpus"), "%.2f" % load, g.get("running", 0),
+        name = g.get("name", "") + (" (draining)" if g.get("draining") else "")
+        rows.append([g.get("id"), name, g.get("cpus"), "%.2f" % load, g.get("running", 0),
                      g.get("queued", 0), _bytes(g.get("memory", 0)), g.get("objects", 0),
                      g.get("tasks_done", 0)])
     if rows:
@@ -365,6 +383,41 @@ def cmd_status(args):
     states = ["waiting", "ready", "assigned", "running", "finished", "failed", "cancelled"]
     print("tasks: " + ", ".join("%s %d" % (s, tasks.get(s, 0)) for s in states))
     return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# squall retire
+
+def cmd_retire(args):
+    endpoint = _broker_endpoint(args)
+    keys = _keys(args)
+    governors = cluster_info(endpoint, args.timeout, keys).get("governors", [])
+    chosen = [g for g in governors if str(g.get("id")) == args.governor
+              or g.get("name") == args.governor]
+    if not chosen:
+        raise CliError("no governor %s: the broker lists %s" % (
+            args.governor, ", ".join("%s (%s)" % (g.get("id"), g.get("name")) for g in governors)
+            or "none"), EXIT_USAGE)
+    gov = chosen[0]
+    lib = _load_library()
+    client = _connected(lib, endpoint, args.timeout, keys)
+    try:
+        if lib.sq_client_retire(client, int(gov["id"])):
+            raise CliError("retire: %s" % lib.sq_client_errmsg(client).decode(errors="replace"))
+    finally:
+        lib.sq_client_destroy(ctypes.byref(client))
+    print("governor %s (%s) drains: no new tasks; its work and the objects only it holds move "
+          "to other governors, then it leaves" % (gov["id"], gov.get("name")))
+    if not args.wait:
+        return EXIT_OK
+    deadline = time.monotonic() + args.wait
+    while time.monotonic() < deadline:
+        listed = cluster_info(endpoint, args.timeout, keys).get("governors", [])
+        if not any(g.get("id") == gov["id"] for g in listed):
+            print("governor %s left" % gov["id"])
+            return EXIT_OK
+        time.sleep(0.2)
+    raise CliError("governor %s still there after %g s" % (gov["id"], args.wait))
 
 
 # ---------------------------------------------------------------------------
@@ -613,6 +666,21 @@ def build_parser():
     p.add_argument("--timeout", type=float, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("retire", help="drain a governor and let it leave",
+                       description="Drains GOVERNOR (an id or a name from `squall status`): it "
+                                   "takes no new task, its queued tasks go to other governors, "
+                                   "running ones finish, objects only it holds are copied away, "
+                                   "then it exits. With keys, needs an admin key.", epilog=epilog)
+    p.add_argument("governor", metavar="GOVERNOR")
+    p.add_argument("--broker", "-b", metavar="ENDPOINT",
+                   help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
+    p.add_argument("--wait", type=float, nargs="?", const=300.0, default=None, metavar="S",
+                   help="wait until it left (at most S seconds, default 300)")
+    key_options(p)
+    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="seconds to wait for the broker (default 5)")
+    p.set_defaults(func=cmd_retire)
 
     p = sub.add_parser("submit", help="run a pipeline script against the cluster",
                        description="Runs FILE.py with the current Python, SQUALL_BROKER set to "

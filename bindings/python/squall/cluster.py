@@ -209,7 +209,9 @@ class LocalCluster:
         for proc in procs:
             if proc.poll() is None:
                 try:
-                    proc.send_signal(signal.SIGTERM)
+                    #   The whole cluster stops: governors leave at once
+                    #   (SIGINT) rather than drain into each other (SIGTERM).
+                    proc.send_signal(signal.SIGTERM if proc is self._broker else signal.SIGINT)
                 except OSError:
                     pass
         deadline = time.monotonic() + timeout
