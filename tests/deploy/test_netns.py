@@ -22,7 +22,8 @@ from deploylib import BUILD, PIPELINE, SKIP, SOURCE, check, fail, wait_until  # 
 TAG = "sqt%d" % (os.getpid() % 100000)
 SWITCH = TAG + "-sw"
 SERVICES = {"broker": "10.213.0.2", "governor-1": "10.213.0.11", "governor-2": "10.213.0.12",
-            "example": "10.213.0.20"}
+            "governor-3": "10.213.0.13", "example": "10.213.0.20"}
+MIDGRAPH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "midgraph.py")
 
 
 def ns(service):
@@ -137,7 +138,9 @@ def main():
             return json.loads(r.stdout) if r.returncode == 0 else None
         wait_until("the broker to answer as tcp://broker:7760", status, 20, interval=0.2)
         check(True, "the example namespace reaches the broker by service name")
-        for g in ("governor-1", "governor-2"):
+        govs = {}
+
+        def start_governor(g):
             glog = open(os.path.join(logdir, g + ".log"), "w")
             # the compose file's governor command, SQUALL_* from the environment;
             # --memory, which a container's cgroup gives there, is explicit here
@@ -146,8 +149,12 @@ def main():
                                    '--memory "$SQUALL_MEMORY" --name "$1" --workdir /tmp '
                                    '--secret-key "$2" --broker-key "$SQUALL_BROKER_KEY"',
                                    governor_bin, g, os.path.join(authorized, "governor.key")],
-                               env=dict(env, SQUALL_CPUS="2", SQUALL_MEMORY="1073741824"),
+                               env=dict(env, SQUALL_CPUS="2", SQUALL_MEMORY="1073741824",
+                                        SQUALL_PYTHON=sys.executable),
                                stdout=glog, stderr=glog))
+            govs[g] = procs[-1]
+        for g in ("governor-1", "governor-2"):
+            start_governor(g)
         info = wait_until("both governors to join", lambda: (lambda i: i if i and len(
             i["governors"]) == 2 else None)(status()), 20, interval=0.2)
         endpoints = sorted(g["data_endpoint"] for g in info["governors"])
@@ -181,6 +188,38 @@ def main():
         check(r.returncode != 0, "a client without keys gets nothing from the broker")
         done = sum(g["tasks_done"] for g in status()["governors"])
         check(done >= 50, "%d tasks done on the governors" % done)
+
+        # Mid-graph, governor-1 is stopped with SIGTERM (it drains) and
+        # governor-3 joins: exact results, each task run once, governor-3
+        # ran some, nothing recomputed, governor-1 left with status 0.
+        runlog = os.path.join(keys, "runs")
+        n = 36
+        graph = subprocess.Popen(["ip", "netns", "exec", ns("example"), sys.executable, MIDGRAPH,
+                                  runlog, str(n)],
+                                 env=dict(env, PYTHONPATH=os.path.join(SOURCE, "bindings", "python")),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(graph)
+        line = graph.stdout.readline()
+        check(line.startswith("SUBMITTED"), "the graph of %d Python tasks is in (%s)" % (n, line.strip()))
+        wait_until("tasks to run on governor-1", lambda: any(
+            g["name"] == "governor-1" and g["running"] > 0 for g in status()["governors"]), 30,
+            interval=0.05)
+        govs["governor-1"].send_signal(signal.SIGTERM)
+        start_governor("governor-3")
+        out, err = graph.communicate(timeout=180)
+        check(graph.returncode == 0 and "RESULTS OK" in out,
+              "exact results across the drain and the join (%s)" % (out + err).strip()[-400:])
+        check(govs["governor-1"].wait(30) == 0, "governor-1 drained and left with status 0")
+        with open(runlog) as f:
+            runs = [int(x) for x in f.read().split()]
+        counts = {i: runs.count(i) for i in range(n)}
+        check(all(c == 1 for c in counts.values()),
+              "each task ran exactly once (%s)" % {i: c for i, c in counts.items() if c != 1})
+        final = status()
+        by_name = {g["name"]: g for g in final["governors"]}
+        check("governor-1" not in by_name and by_name.get("governor-3", {}).get("tasks_done", 0) > 0,
+              "governor-3 joined and ran tasks: %s" % {k: v.get("tasks_done") for k, v in by_name.items()})
+        check(final.get("recomputed") == 0, "nothing recomputed")
     finally:
         teardown(procs)
         if keys:
