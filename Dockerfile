@@ -33,7 +33,7 @@ RUN ldconfig \
  && printf '#!/bin/sh\nexec python3 /usr/lib/python3/dist-packages/squall/cli.py "$@"\n' \
         > /usr/local/bin/squall \
  && chmod 755 /usr/local/bin/squall \
- && useradd --system --create-home --home-dir /var/lib/squall squall \
+ && useradd --system --uid 10001 --user-group --create-home --home-dir /var/lib/squall squall \
  && mkdir -p /var/log/squall /var/lib/squall/journal /keys \
  && chown squall /var/log/squall /var/lib/squall/journal /keys \
  && chmod 700 /var/lib/squall/journal /keys

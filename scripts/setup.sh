@@ -26,8 +26,9 @@ done
 #   (.venv): Debian's own python3 refuses system-wide pip installs. The
 #   bindings need only cloudpickle at run time; pytest and dask are for the
 #   test suite (dask's adapter is tested against real dask graphs; pyzmq
-#   and msgpack run the client sketch of docs/protocol.md).
-PIP_PACKAGES=(pytest cloudpickle "dask[array,bag]" pyzmq msgpack)
+#   and msgpack run the client sketch of docs/protocol.md; kubernetes-validate
+#   checks the Helm chart against Kubernetes' schemas).
+PIP_PACKAGES=(pytest cloudpickle "dask[array,bag]" pyzmq msgpack kubernetes-validate)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 setup_python () {
@@ -35,7 +36,7 @@ setup_python () {
     if [ ! -x "$venv/bin/python3" ]; then
         python3 -m venv "$venv"
     fi
-    if "$venv/bin/python3" -c 'import pytest, cloudpickle, dask.array, dask.bag, zmq, msgpack' 2>/dev/null; then
+    if "$venv/bin/python3" -c 'import pytest, cloudpickle, dask.array, dask.bag, zmq, msgpack, kubernetes_validate' 2>/dev/null; then
         echo "setup: Python test packages are installed in .venv"
         return
     fi
@@ -43,9 +44,27 @@ setup_python () {
     "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
 }
 
+#   helm, for the chart's test (tests/deploy/test_helm.py): built from the Go
+#   module proxy when a Go toolchain is there; the test skips without it.
+setup_helm () {
+    local go
+    go=$(command -v go || true)
+    [ -n "$go" ] || [ ! -x /usr/local/go/bin/go ] || go=/usr/local/go/bin/go
+    if command -v helm >/dev/null 2>&1 || [ -x "$HOME/go/bin/helm" ]; then
+        echo "setup: helm is installed"
+    elif [ -n "$go" ]; then
+        echo "setup: building helm v3.22.0 (go install, from the Go module proxy)"
+        "$go" install helm.sh/helm/v3/cmd/helm@v3.22.0 \
+            || echo "setup: helm could not be built; the chart's test will be skipped"
+    else
+        echo "setup: no Go toolchain: helm not built; the chart's test will be skipped"
+    fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
     echo "setup: all build dependencies are installed"
     setup_python
+    setup_helm
     exit 0
 fi
 
@@ -70,4 +89,5 @@ export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 setup_python
+setup_helm
 echo "setup: done"
