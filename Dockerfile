@@ -13,7 +13,15 @@ RUN apt-get update \
         libzmq3-dev libczmq-dev libmsgpack-dev libsodium-dev libmicrohttpd-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY . .
+# The C sources only: an edit of the docs or the Python package does not
+# rebuild the programs.
+COPY CMakeLists.txt ./
+COPY common common
+COPY client client
+COPY broker broker
+COPY governor governor
+COPY examples examples
+COPY bench bench
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
  && cmake --build /build -j"$(nproc)" \
  && DESTDIR=/stage cmake --install /build --prefix /usr/local
@@ -23,12 +31,13 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         libzmq5 libczmq4 libmsgpackc2 libmicrohttpd12 \
         python3 python3-cloudpickle \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 COPY --from=build /stage/usr/local/ /usr/local/
 # The Python package (squall.Client, the `squall` CLI); the CLI itself is
 # stdlib-only and reaches libsquall through ctypes.
 COPY bindings/python/squall /usr/lib/python3/dist-packages/squall
 COPY tests/deploy/pipeline.py /opt/squall/examples/pipeline.py
+COPY examples/*.py /opt/squall/examples/
 RUN ldconfig \
  && printf '#!/bin/sh\nexec python3 /usr/lib/python3/dist-packages/squall/cli.py "$@"\n' \
         > /usr/local/bin/squall \

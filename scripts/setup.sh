@@ -8,11 +8,12 @@ set -euo pipefail
 #   CZMQ, msgpack-c; libmicrohttpd for the broker's dashboard; libsodium,
 #   already under libzmq, for the HMAC of capabilities).
 #   Tests: clang for the fuzz target, iproute2 for the network-namespace
-#   tests, chromium for the dashboard test, docker-compose to check the
-#   compose file (no Docker engine is needed or used).
+#   tests, chromium for the dashboard test, docker-compose, docker.io and
+#   debootstrap to run the compose file for real (the test starts dockerd
+#   and makes its base image from Debian's archive).
 PACKAGES=(build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev libsodium-dev
           libmicrohttpd-dev python3 python3-pip python3-venv
-          clang libclang-rt-14-dev iproute2 chromium docker-compose)
+          clang libclang-rt-14-dev iproute2 chromium docker-compose docker.io debootstrap)
 
 missing=()
 for package in "${PACKAGES[@]}"; do
