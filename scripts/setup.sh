@@ -10,10 +10,12 @@ set -euo pipefail
 #   Tests: clang for the fuzz target, iproute2 for the network-namespace
 #   tests, chromium for the dashboard test, docker-compose, docker.io and
 #   debootstrap to run the compose file for real (the test starts dockerd
-#   and makes its base image from Debian's archive).
+#   and makes its base image from Debian's archive), slurm-wlm and munge for
+#   a one-node Slurm cluster the Slurm test starts on this machine.
 PACKAGES=(build-essential cmake pkg-config libzmq3-dev libczmq-dev libmsgpack-dev libsodium-dev
           libmicrohttpd-dev python3 python3-pip python3-venv
-          clang libclang-rt-14-dev iproute2 chromium docker-compose docker.io debootstrap)
+          clang libclang-rt-14-dev iproute2 chromium docker-compose docker.io debootstrap
+          slurm-wlm munge)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -315,6 +316,19 @@ def cmd_start(args):
                  "SQUALL_BROKER_KEY=%s" % broker_pub]
         if dashboard:
             lines.append("SQUALL_DASHBOARD=%s" % dashboard)
+        if args.access:
+            #   For governors and clients elsewhere (Slurm, squall/slurm.py):
+            #   the broker as they reach it, and the keys, in a file only
+            #   its owner reads.
+            port_now = endpoint.rsplit(":", 1)[1]
+            access = {"broker": "tcp://%s:%s" % (args.access_host or socket.getfqdn(), port_now),
+                      "secret_key": client_key, "broker_key": broker_pub,
+                      "governor_key": governor_key, "dashboard": dashboard}
+            fd = os.open(args.access + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(access, f, indent=2)
+            os.replace(args.access + ".tmp", args.access)
+            lines.append("SQUALL_ACCESS=%s" % os.path.abspath(args.access))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
         while not stopping.is_set():
@@ -385,6 +399,30 @@ def cmd_status(args):
     return EXIT_OK
 
 
+def _slurm():
+    """squall/slurm.py, loaded by path like this file (stdlib only), with
+    this module's helpers."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("squall_slurm", os.path.join(_HERE, "slurm.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    import types
+    module.cli = types.SimpleNamespace(cluster_info=cluster_info, retire_governor=retire_governor,
+                                       find_program=find_program, CliError=CliError,
+                                       EXIT_OK=EXIT_OK, EXIT_USAGE=EXIT_USAGE)
+    return module
+
+
+def retire_governor(endpoint, governor, timeout, keys):
+    lib = _load_library()
+    client = _connected(lib, endpoint, timeout, keys)
+    try:
+        if lib.sq_client_retire(client, int(governor)):
+            raise CliError("retire: %s" % lib.sq_client_errmsg(client).decode(errors="replace"))
+    finally:
+        lib.sq_client_destroy(ctypes.byref(client))
+
+
 # ---------------------------------------------------------------------------
 # squall retire
 
@@ -399,13 +437,7 @@ def cmd_retire(args):
             args.governor, ", ".join("%s (%s)" % (g.get("id"), g.get("name")) for g in governors)
             or "none"), EXIT_USAGE)
     gov = chosen[0]
-    lib = _load_library()
-    client = _connected(lib, endpoint, args.timeout, keys)
-    try:
-        if lib.sq_client_retire(client, int(gov["id"])):
-            raise CliError("retire: %s" % lib.sq_client_errmsg(client).decode(errors="replace"))
-    finally:
-        lib.sq_client_destroy(ctypes.byref(client))
+    retire_governor(endpoint, gov["id"], args.timeout, keys)
     print("governor %s (%s) drains: no new tasks; its work and the objects only it holds move "
           "to other governors, then it leaves" % (gov["id"], gov.get("name")))
     if not args.wait:
@@ -636,7 +668,46 @@ def build_parser():
     p.add_argument("--event-log", metavar="FILE", help="write the broker's event log to FILE")
     p.add_argument("--log-dir", metavar="DIR", help="where the processes' logs go "
                    "(default: a new temporary directory)")
+    p.add_argument("--access", metavar="FILE",
+                   help="write FILE (mode 0600): the broker's address as other machines reach "
+                        "it and the keys, for `squall slurm` and clients elsewhere")
+    p.add_argument("--access-host", metavar="HOST",
+                   help="the broker's host name in the access file (default: this machine's)")
     p.set_defaults(func=cmd_start)
+
+    p = sub.add_parser("slurm", help="governors in Slurm allocations",
+                       description="Submits a Slurm job whose step starts one governor per node "
+                                   "with the cpus and memory Slurm gave it, for the broker of an "
+                                   "access file (squall start --access). Prints the job id.",
+                       epilog=epilog)
+    p.add_argument("what", choices=["governors"])
+    p.add_argument("--access", required=True, metavar="FILE")
+    p.add_argument("--nodes", "-N", type=int, default=1)
+    p.add_argument("--cpus", "-c", type=int, metavar="C", help="cpus per governor (Slurm's -c)")
+    p.add_argument("--mem", metavar="MB", help="memory per node (Slurm's --mem)")
+    p.add_argument("--time", "-t", metavar="T", help="time limit (Slurm's --time)")
+    p.add_argument("--partition", "-p", metavar="P")
+    p.add_argument("--log-dir", metavar="DIR", help="where the jobs' output goes (default: the "
+                                                      "access file's directory)")
+    p.set_defaults(func=lambda args: _slurm().cmd_governors(args))
+
+    p = sub.add_parser("alloc", help="grow and shrink governors with the work (Slurm)",
+                       description="Watches the broker of an access file; while ready tasks wait "
+                                   "that the governors have no free cpu for (never tasks still "
+                                   "waiting on inputs), submits governor jobs, at most "
+                                   "--max-governors; retires governors idle for --idle-timeout "
+                                   "seconds. Runs until Ctrl-C.", epilog=epilog)
+    p.add_argument("what", choices=["slurm"])
+    p.add_argument("--access", required=True, metavar="FILE")
+    p.add_argument("--max-governors", type=int, default=4, metavar="N")
+    p.add_argument("--time-limit", "-t", metavar="T", help="each job's time limit")
+    p.add_argument("--idle-timeout", type=float, default=300.0, metavar="S")
+    p.add_argument("--cpus", "-c", type=int, metavar="C", help="cpus per governor job")
+    p.add_argument("--mem", metavar="MB", help="memory per governor job")
+    p.add_argument("--partition", "-p", metavar="P")
+    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="how often it looks")
+    p.add_argument("--log-dir", metavar="DIR")
+    p.set_defaults(func=lambda args: _slurm().cmd_alloc(args))
 
     p = sub.add_parser("keygen", help="make a CurveZMQ key pair (docs/security.md)",
                        description="Writes DIR/NAME.key (the secret key, mode 0600) and "

@@ -1,0 +1,216 @@
+"""squall on a real one-node Slurm cluster: munged, slurmctld and slurmd on
+this machine with a configuration this test writes (its own ports and
+directories). A broker (`squall start --governors 0 --access FILE`), then:
+
+1. `squall slurm governors`: a job whose srun step starts a governor with
+   the cpus Slurm gave it; a pipeline runs through it; `squall retire`
+   drains it and its job ends.
+2. `squall alloc slurm --max-governors 2`: with a gate task running and six
+   tasks waiting on its output, no second governor is asked for; once the
+   six are ready (more than the first governor's cpus), a second job comes;
+   when all is done, both governors are retired as idle and their jobs end.
+
+Skips (77) without root or Slurm (slurm-wlm, munge)."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deploylib import BUILD, PIPELINE, SKIP, SOURCE, SQUALL, check, fail, wait_until  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+CONF = """ClusterName=squalltest
+SlurmctldHost={host}(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldPort={ctld}
+SlurmdPort={d}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+ReturnToService=2
+MpiDefault=none
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd.log
+KillWait=40
+NodeName={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=2048 State=UNKNOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def main():
+    if os.geteuid() != 0:
+        print("SKIP: needs root to run slurmctld and slurmd")
+        return SKIP
+    missing = [p for p in ("slurmctld", "slurmd", "sbatch", "squeue", "munged", "munge")
+               if not shutil.which(p)]
+    if missing:
+        print("SKIP: Slurm is not installed (%s; apt-get install slurm-wlm munge)" % ", ".join(missing))
+        return SKIP
+    work = tempfile.mkdtemp(prefix="squall-slurm-")
+    os.makedirs(os.path.join(work, "state"))
+    os.makedirs(os.path.join(work, "spool"))
+    host = socket.gethostname().split(".")[0]
+    conf = os.path.join(work, "slurm.conf")
+    with open(conf, "w") as f:
+        f.write(CONF.format(host=host, dir=work, ctld=free_port(), d=free_port()))
+    # Jobs inherit this environment (sbatch exports it): the governors' Python
+    # executors run this interpreter, whose cloudpickle is the clients'.
+    env = dict(os.environ, SLURM_CONF=conf, SQUALL_BUILD_DIR=BUILD, SQUALL_PYTHON=sys.executable)
+    procs, munged = [], None
+    try:
+        if subprocess.run(["munge", "-n"], capture_output=True).returncode != 0:
+            os.makedirs("/run/munge", exist_ok=True)
+            shutil.chown("/run/munge", "munge", "munge")
+            munged = subprocess.Popen(["su", "-s", "/bin/sh", "munge", "-c", "exec munged -F"])
+            wait_until("munged", lambda: subprocess.run(["munge", "-n"], capture_output=True)
+                       .returncode == 0, 20, interval=0.1)
+        for daemon in ("slurmctld", "slurmd"):
+            procs.append(subprocess.Popen([daemon, "-D", "-f", conf], env=env,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_until("the node to be idle", lambda: "idle" in subprocess.run(
+            ["sinfo", "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout, 60,
+            interval=0.2)
+        check(True, "a one-node Slurm cluster (%s) on this machine" % host)
+
+        access = os.path.join(work, "access.json")
+        broker = subprocess.Popen(SQUALL + ["start", "--governors", "0", "--port", "0",
+                                            "--http", "-1", "--host", "0.0.0.0", "--access", access,
+                                            "--access-host", "127.0.0.1", "--log-dir",
+                                            os.path.join(work, "broker")],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs.append(broker)
+        wait_until("the access file", lambda: os.path.exists(access), 30, interval=0.1)
+        with open(access) as f:
+            acc = json.load(f)
+        check(oct(os.stat(access).st_mode & 0o777) == "0o600" and acc["broker"].startswith("tcp://"),
+              "the broker's access file (0600): %s" % acc["broker"])
+        cenv = dict(env, SQUALL_BROKER=acc["broker"], SQUALL_SECRET_KEY=acc["secret_key"],
+                    SQUALL_BROKER_KEY=acc["broker_key"])
+
+        def info():
+            r = subprocess.run(SQUALL + ["status", "--json"], env=cenv, capture_output=True,
+                               text=True, timeout=60)
+            return json.loads(r.stdout) if r.returncode == 0 else None
+
+        # 1. a governor job, a pipeline, a retire
+        r = subprocess.run(SQUALL + ["slurm", "governors", "--access", access, "--cpus", "2",
+                                     "--mem", "512", "--time", "10"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        check(r.returncode == 0 and r.stdout.strip().isdigit(), "squall slurm governors: job %s"
+              % (r.stdout + r.stderr).strip())
+        job = r.stdout.strip()
+        gov = wait_until("the governor of job %s" % job, lambda: next(
+            (g for g in (info() or {}).get("governors", []) if g["name"].endswith("-" + job)), None),
+            60, interval=0.2)
+        check(gov["cpus"] == 2 and gov["resources"].get("memory") == 512 << 20,
+              "the governor has Slurm's cpus and memory: %s cpus, %s bytes"
+              % (gov["cpus"], gov["resources"].get("memory")))
+        r = subprocess.run(SQUALL + ["submit", PIPELINE, "--parts", "8", "--sleep", "0.05"],
+                           env=cenv, capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0 and "pipeline: OK" in r.stdout, "a pipeline through the Slurm governor")
+        r = subprocess.run(SQUALL + ["retire", gov["name"], "--wait", "60"], env=cenv,
+                           capture_output=True, text=True, timeout=90)
+        check(r.returncode == 0, "squall retire: the governor drained and left")
+        wait_until("job %s to end" % job, lambda: job not in subprocess.run(
+            ["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True).stdout.split(),
+            60, interval=0.2)
+        check(True, "and its Slurm job ended")
+
+        # 2. the autoscaler
+        alloc = subprocess.Popen(SQUALL + ["alloc", "slurm", "--access", access, "--max-governors",
+                                           "2", "--cpus", "1", "--mem", "256", "--idle-timeout",
+                                           "3", "--interval", "0.3", "--time-limit", "10"],
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs.append(alloc)
+        graph = os.path.join(work, "graph.py")
+        with open(graph, "w") as f:
+            f.write(GRAPH)
+        g = subprocess.Popen([sys.executable, graph], env=dict(
+            cenv, PYTHONPATH=os.path.join(SOURCE, "bindings", "python")),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs.append(g)
+
+        def jobs():
+            return subprocess.run(["squeue", "-h", "-o", "%i", "-n", "squall-governor"], env=env,
+                                  capture_output=True, text=True).stdout.split()
+        wait_until("a first governor for the gate task", lambda: any(
+            gv for gv in (info() or {}).get("governors", [])), 60, interval=0.2)
+        wait_until("the gate task to run", lambda: (info() or {}).get("tasks", {}).get("running", 0)
+                   >= 1, 30, interval=0.1)
+        # While the gate runs (4 s), six tasks wait on it: not demand.
+        seen = set()
+        end = time.monotonic() + 2.5
+        while time.monotonic() < end:
+            seen.add(len(jobs()))
+            time.sleep(0.2)
+        check(seen == {1}, "no governor asked for while six tasks wait on the gate's output "
+              "(jobs seen: %s)" % sorted(seen))
+        wait_until("a second governor once the six are ready", lambda: len(
+            (info() or {}).get("governors", [])) == 2, 90, interval=0.2)
+        check(True, "a second governor came for the ready tasks")
+        out, _ = g.communicate(timeout=120)
+        check(g.returncode == 0 and "GRAPH OK" in out, "the graph finished (%s)" % out.strip()[-200:])
+        wait_until("both governors to be retired as idle", lambda: (info() or {}).get(
+            "governors", [None]) == [], 60, interval=0.3)
+        wait_until("their jobs to end", lambda: not jobs(), 60, interval=0.3)
+        check(True, "idle governors retired, their jobs ended")
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT if p is not procs[0] else signal.SIGTERM)
+        subprocess.run(["scancel", "-n", "squall-governor"], env=env, capture_output=True)
+        for p in reversed(procs):
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if munged:
+            subprocess.run(["pkill", "-x", "munged"], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    print("test_slurm: all passed")
+    return 0
+
+
+GRAPH = """
+import os, sys, time, squall
+client = squall.Client(os.environ["SQUALL_BROKER"])
+def gate():
+    time.sleep(4)
+    return 1
+def after(x, i):
+    time.sleep(1)
+    return x + i
+g = client.submit(gate)
+rest = [client.submit(after, g, i) for i in range(6)]
+ok = [f.result(timeout=180) for f in rest] == [1 + i for i in range(6)]
+print("GRAPH OK" if ok else "GRAPH BAD", flush=True)
+client.close()
+sys.exit(0 if ok else 1)
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
