@@ -14,6 +14,18 @@ length followed by the body, so that both sides need nothing but `struct`.
   executor -> governor: u8 0, u32 n, then per output u64 size, data
                      or u8 1, the failure message (UTF-8)
 
+Two things ride inside these fields without changing the framing (the
+client, bindings/python/squall/errors.py, reads them back):
+  - a failure message ends with EXC_SEPARATOR and the base64 of the pickled
+    exception when it pickles (and unpickles) in at most _EXC_B64_MAX bytes,
+    so the client can raise the task's own exception; the whole message stays
+    under the governor's cap on failure messages (_MESSAGE_MAX);
+  - warnings the task raised follow the first output's pickle as
+    WARN_MAGIC, u32 length, pickle of [(module, qualname, message, filename,
+    lineno)], at most _WARN_MAX of them: pickle.loads stops at the pickle's
+    STOP opcode, so every reader of the value ignores them, and the client
+    re-emits them through its own warning filters.
+
 Inputs of content type "py/pickle" are unpickled before the call, others
 are passed as bytes. Outputs of type "py/pickle" are pickled results, others
 must be bytes (or str, encoded as UTF-8). The arguments template `args` is
@@ -23,6 +35,7 @@ is empty the function is called with the inputs as positional arguments.
 Only the standard library and cloudpickle (needed to load functions that
 the client pickled by value) are used.
 """
+import base64
 import io
 import os
 import pickle
@@ -31,10 +44,18 @@ import socket
 import struct
 import sys
 import traceback
+import warnings
 
 PICKLE = "py/pickle"
 _FN_CACHE_MAX = 512
-_MESSAGE_MAX = 60000
+#   The governor keeps 8 KiB of a failure message (governor/compute.c,
+#   S_ERR_SIZE); what is cut off there would break the pickled exception.
+_MESSAGE_MAX = 8000
+_EXC_B64_MAX = 6000
+EXC_SEPARATOR = "\n--- pickled exception ---\n"
+WARN_MAGIC = b"\0SQWARN"
+#   A task warning in a loop must not make its output grow without bound.
+_WARN_MAX = 100
 
 _HEAD = struct.Struct("<BIIII")
 _INPUT = struct.Struct("<IQ")
@@ -116,11 +137,14 @@ def _run(body):
         pos += type_len
 
     fn = _function(fn_bytes)
-    if args_len:
-        args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
-        result = fn(*args, **kwargs)
-    else:
-        result = fn(*inputs)
+    with warnings.catch_warnings(record=True) as caught:
+        #   Record every warning: the client's filters decide which to show.
+        warnings.simplefilter("always")
+        if args_len:
+            args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
+            result = fn(*args, **kwargs)
+        else:
+            result = fn(*inputs)
 
     if n_out == 0:
         values = ()
@@ -131,27 +155,77 @@ def _run(body):
         if len(values) != n_out:
             raise ValueError("the function returned %d value(s) for %d outputs"
                              % (len(values), n_out))
+    trailer = _warnings_trailer(caught)
     parts = [b"\0", _U32.pack(n_out)]
     for value, content_type in zip(values, out_types):
         data = _encode(value, content_type)
+        if trailer and content_type == PICKLE:
+            data += trailer
+            trailer = b""
         parts.append(_U64.pack(len(data)))
         parts.append(data)
     return parts
 
 
+def _warnings_trailer(caught):
+    """WARN_MAGIC, u32 length, pickle of the caught warnings (b"" if none).
+    Categories travel by name: a class the client cannot import becomes a
+    UserWarning there rather than a failed result."""
+    if not caught:
+        return b""
+    seen = []
+    for w in caught:
+        cat = w.category
+        item = (cat.__module__, cat.__qualname__, str(w.message),
+                str(w.filename), int(w.lineno or 0))
+        if item not in seen:
+            seen.append(item)
+            if len(seen) >= _WARN_MAX:
+                break
+    data = pickle.dumps(seen, protocol=pickle.HIGHEST_PROTOCOL)
+    return WARN_MAGIC + _U32.pack(len(data)) + data
+
+
+def _pickled_exception(exc):
+    """base64 of the pickled exception, or None if it does not survive a
+    round trip here (then the client raises TaskFailed with the text)."""
+    tb, exc.__traceback__ = exc.__traceback__, None
+    try:
+        for dumps in (pickle.dumps, getattr(_cloudpickle, "dumps", None)):
+            if dumps is None:
+                continue
+            try:
+                data = dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.loads(data)      # exceptions with odd __init__s fail here
+            except Exception:
+                continue
+            text = base64.b64encode(data).decode("ascii")
+            return text if len(text) <= _EXC_B64_MAX else None
+        return None
+    finally:
+        exc.__traceback__ = tb
+
+
 def _failure(exc):
     """The task's failure message: the exception, then the traceback
-    without this file's frames."""
+    without this file's frames, then the pickled exception if it fits."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
     lines = traceback.format_exception(type(exc), exc, tb)
     text = "%s: %s\n--- remote traceback ---\n%s" % (
         type(exc).__name__, exc, "".join(lines))
+    try:
+        pickled = _pickled_exception(exc)
+    except BaseException:           # noqa: B902 - a broken __reduce__ must not kill us
+        pickled = None
+    tail = (EXC_SEPARATOR + pickled).encode("ascii") if pickled else b""
+    room = _MESSAGE_MAX - len(tail)
     data = text.encode("utf-8", "replace")
-    if len(data) > _MESSAGE_MAX:
-        data = data[:_MESSAGE_MAX // 2] + b"\n...\n" + data[-_MESSAGE_MAX // 2:]
-    return [b"\1", data]
+    if len(data) > room:
+        data = data[:room // 2 - 3] + b"\n...\n" + data[-(room // 2 - 3):]
+        data = data.decode("utf-8", "ignore").encode("utf-8")
+    return [b"\1", data + tail]
 
 
 def _recv_exact(sock, size):

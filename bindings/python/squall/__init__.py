@@ -19,8 +19,8 @@ from ._core import (Client, DataObject, Future, PyTask, RemoteFunction, Session,
 from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
 from .cluster import LocalCluster
 from .keys import keygen
-from .errors import (ConnectionError, SquallError, TaskCancelled, TaskFailed, TimeoutError,
-                     UpstreamFailed)
+from .errors import (ConnectionError, RemoteTraceback, SquallError, TaskCancelled, TaskFailed,
+                     TimeoutError, UpstreamFailed)
 from .tasks import Program
 
 __version__ = "0.1.0"
@@ -29,5 +29,5 @@ __all__ = [
     "Client", "LocalCluster", "Session", "DataObject", "Task", "PyTask", "Future",
     "RemoteFunction", "remote", "blob", "pickled", "tasks", "Program", "as_completed",
     "current_session", "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
-    "TaskCancelled", "TimeoutError", "PICKLE_CONTENT_TYPE", "keygen",
+    "TaskCancelled", "TimeoutError", "RemoteTraceback", "PICKLE_CONTENT_TYPE", "keygen",
 ]

@@ -12,7 +12,8 @@ import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from . import _lib as L
-from ._pickling import PICKLE, TemplatePickler, dumps, function_bytes, py_config
+from ._pickling import (PICKLE, TemplatePickler, dumps, function_bytes, loads_result,
+                        py_config, read_value)
 from ._progress import Progress
 from .errors import (ConnectionError, SquallError, TaskCancelled, TaskFailed,
                      TimeoutError, UpstreamFailed)
@@ -470,20 +471,27 @@ class Session:
 
     def wait(self, items: Iterable[Any], timeout: Optional[float] = None) -> None:
         """Waits until the given tasks / data objects are finished; raises
-        TaskFailed / UpstreamFailed for the first failure."""
+        the first failure (a Python task's own exception, else TaskFailed /
+        UpstreamFailed)."""
         self.submit()
         ids = self._ids(items if isinstance(items, (list, tuple, set)) else [items])
         if ids:
-            self._wait_ids(ids, timeout)
+            try:
+                self._wait_ids(ids, timeout)
+            except TaskFailed as exc:
+                raise exc.raised()
 
     @_locked
     def wait_all(self, timeout: Optional[float] = None) -> None:
         """Waits for every task submitted in this session so far."""
         self.submit()
-        if self._progress_wanted(len(self._task_ids)):
-            self._wait_ids(list(self._task_ids), timeout)
-            return
-        self._check(L.sq_wait_all(self._h, _ms(timeout)))
+        try:
+            if self._progress_wanted(len(self._task_ids)):
+                self._wait_ids(list(self._task_ids), timeout)
+                return
+            self._check(L.sq_wait_all(self._h, _ms(timeout)))
+        except TaskFailed as exc:
+            raise exc.raised()
 
     def _progress_wanted(self, n: int) -> bool:
         return Progress(n).enabled
@@ -542,7 +550,9 @@ class Session:
         self._check(L.sq_cancel(self._h, L.ids(ids) if ids else None, len(ids)))
 
     @_locked
-    def _fetch(self, oid: int, timeout: Optional[float]):
+    def _fetch(self, oid: int, timeout: Optional[float], raw: bool = False):
+        """(data, content type) of a kept object. A failure raises the Python
+        task's own exception, or with raw=True always the TaskFailed."""
         self.submit()
         data = ctypes.c_void_p()
         size = ctypes.c_size_t()
@@ -558,6 +568,8 @@ class Session:
                 rc = L.sq_wait(self._h, L.ids([oid]), 1, 0)
                 if rc in (L.SQ_E_TASK_FAILED, L.SQ_E_UPSTREAM_FAILED, L.SQ_E_CANCELLED):
                     error = self.client._error(rc, self)
+            if isinstance(error, TaskFailed) and not raw:
+                raise error.raised()
             raise error
         content_type = ""
         if ctype.value:
@@ -595,7 +607,7 @@ class DataObject:
         when its content type is "py/pickle". The object must be kept."""
         data, content_type = self.session._fetch(self.id, timeout)
         if content_type == PICKLE:
-            return pickle.loads(data)
+            return loads_result(data)
         return data
 
     def wait(self, timeout: Optional[float] = None) -> None:
@@ -765,22 +777,27 @@ class Future:
         if self._resolved():
             return
         try:
-            data, content_type = self._session._fetch(self._oid, timeout)
-        except (TaskFailed, TaskCancelled) as exc:
+            data, content_type = self._session._fetch(self._oid, timeout, raw=True)
+        except TaskFailed as exc:
+            self._exc = exc.raised()
+            return
+        except TaskCancelled as exc:
             self._exc = exc
             return
-        self._value = pickle.loads(data) if content_type == PICKLE else data
+        self._value = loads_result(data) if content_type == PICKLE else data
 
     def result(self, timeout: Optional[float] = None) -> Any:
         """The value, waiting up to `timeout` seconds (None: for ever).
-        Raises TaskFailed / UpstreamFailed if the task failed."""
+        Raises the task's own exception if it raised one (its __cause__ is
+        a RemoteTraceback naming the task), else TaskFailed /
+        UpstreamFailed; warnings the task raised are re-emitted here."""
         self._resolve(timeout)
         if self._exc is not None:
             raise self._exc
         return self._value
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
-        """The task's exception (TaskFailed, ...) or None, waiting like result."""
+        """The exception result() would raise, or None, waiting like result."""
         self._resolve(timeout)
         return self._exc
 
@@ -847,7 +864,7 @@ def _gather_values(futures: List[Future], timeout: Optional[float]) -> None:
             joined = tid + 1
             L.sq_keep(s._h, joined)
             try:
-                data, _ = s._fetch(joined, timeout)
+                data, _ = s._fetch(joined, timeout, raw=True)
             except (TaskFailed, TaskCancelled):
                 data = None
             finally:
@@ -857,9 +874,8 @@ def _gather_values(futures: List[Future], timeout: Optional[float]) -> None:
                     f._resolve(timeout)
                 continue
             stream = io.BytesIO(data)
-            load = pickle.Unpickler(stream).load
             for f in chunk:
-                f._value = load()
+                f._value = read_value(stream)
 
 
 def as_completed(futures: Iterable[Future], timeout: Optional[float] = None) -> Iterator[Future]:
