@@ -2,6 +2,7 @@
 #include "broker.h"
 #include "args.h"
 #include "log.h"
+#include "parentwatch.h"
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -185,9 +186,19 @@ main (int argc, char *argv [])
     if (!listen_given && !config.secret_key)
         config.listen = "tcp://127.0.0.1:7760";
     signal (SIGPIPE, SIG_IGN);
+    //  A bad $SQUALL_PARENT_FD is refused before anything starts: a broker
+    //  its starter thinks it can stop must not run unwatched.
+    char err [256];
+    parentwatch_t *watch = NULL;
+    if (parentwatch_from_env (&watch, err, sizeof err)) {
+        fprintf (stderr, "squall-broker: %s\n", err);
+        return 2;
+    }
     s_broker = broker_new (&config);
-    if (!s_broker)
+    if (!s_broker) {
+        parentwatch_destroy (&watch);
         return 1;
+    }
     struct sigaction action;
     memset (&action, 0, sizeof action);
     action.sa_handler = s_signal;
@@ -204,5 +215,6 @@ main (int argc, char *argv [])
     int rc = broker_run (s_broker);
     sq_info ("stopping");
     broker_destroy (&s_broker);
+    parentwatch_destroy (&watch);
     return rc;
 }

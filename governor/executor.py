@@ -1,9 +1,10 @@
 """squall Python executor: runs "py" tasks for a governor.
 
 The governor (governor/pyexec.c) embeds this file, writes it into its working
-directory and starts it as `python executor.py FD`; FD is one end of a Unix
-socketpair. The executor is persistent: it runs one task at a time, for as
-many tasks as the governor gives it, and exits when the socket closes.
+directory and starts it as `python executor.py FD GOVERNOR_PID`; FD is one
+end of a Unix socketpair. The executor is persistent: it runs one task at a
+time, for as many tasks as the governor gives it, and exits when the socket
+closes, or is killed (SIGKILL) when the governor dies, even mid-task.
 
 Framing (docs/protocol.md, "py"): every message is a little-endian u64 body
 length followed by the body, so that both sides need nothing but `struct`.
@@ -240,8 +241,24 @@ def _recv_exact(sock, size):
     return buf
 
 
+def _die_with_governor(governor_pid):
+    """Asks Linux for SIGKILL when the governor dies (PR_SET_PDEATHSIG): a
+    task in a long computation would otherwise run on with nobody to hear
+    of it (the socket's end of file is only read between tasks). If the
+    governor died before this call, the parent is already someone else."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):   # not Linux: the socket's EOF still ends us
+        return
+    if governor_pid and os.getppid() != governor_pid:
+        os._exit(1)
+
+
 def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_governor(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     if "" not in sys.path:
         sys.path.insert(0, "")
     sock = socket.socket(fileno=int(sys.argv[1]))

@@ -6,6 +6,7 @@
 #include "files.h"
 #include "args.h"
 #include "log.h"
+#include "parentwatch.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -336,6 +337,18 @@ main (int argc, char *argv [])
     signal (SIGALRM, s_too_slow);
     int signal_fd = signalfd (-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     int code = 1;
+    //  After the mask: the watcher's SIGTERM must reach the signalfd.
+    char watch_err [256];
+    parentwatch_t *watch = NULL;
+    if (parentwatch_from_env (&watch, watch_err, sizeof watch_err)) {
+        fprintf (stderr, "squall-governor: %s\n", watch_err);
+        if (signal_fd >= 0)
+            close (signal_fd);
+        files_rmtree (workdir);
+        for (uint32_t i = 0; i < config.n_resources; i++)
+            free (resource_names [i]);
+        return 2;
+    }
     governor_t *governor = signal_fd >= 0? governor_new (&config): NULL;
     if (governor) {
         code = governor_run (governor, signal_fd);
@@ -343,6 +356,7 @@ main (int argc, char *argv [])
     }
     else
         sq_error ("cannot start: %s", strerror (errno));
+    parentwatch_destroy (&watch);
     if (signal_fd >= 0)
         close (signal_fd);
     files_rmtree (workdir);

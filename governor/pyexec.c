@@ -122,7 +122,11 @@ s_spawn (pyexec_t *self, s_exec_t *ex, char *err, size_t err_size)
     sigemptyset (&none);
     posix_spawnattr_setsigmask (&attr, &none);
     posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK);
-    char *argv [] = { self->python, self->script, (char *) S_EXEC_FD, NULL };
+    //  Our pid lets the executor tell whether we died before it asked for
+    //  a death signal (executor.py, _die_with_governor).
+    char governor_pid [24];
+    snprintf (governor_pid, sizeof governor_pid, "%d", (int) getpid ());
+    char *argv [] = { self->python, self->script, (char *) S_EXEC_FD, governor_pid, NULL };
     pid_t pid;
     int rc = posix_spawnp (&pid, self->python, &actions, &attr, argv, environ);
     posix_spawn_file_actions_destroy (&actions);

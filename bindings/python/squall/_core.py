@@ -807,6 +807,7 @@ class Future:
             return True
         if self._session.closed:
             return True
+        self._session.submit()          # a buffered submit is not known yet
         done, _ = self._session._wait_some_ids([self._tid], 0)
         return bool(done)
 

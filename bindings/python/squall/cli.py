@@ -178,13 +178,21 @@ def _table(rows, header):
 # squall start
 
 class _Child:
-    def __init__(self, name, argv, log_path):
+    def __init__(self, name, argv, log_path, lifeline=None):
         self.name = name
         self.log = open(log_path, "ab")
+        # The child stops when the read end of `lifeline` sees end of file,
+        # i.e. when this process is gone however it ended (common/
+        # parentwatch.h): a killed `squall start` leaves no cluster behind.
+        env = pass_fds = None
+        if lifeline is not None:
+            env = dict(os.environ, SQUALL_PARENT_FD=str(lifeline))
+            pass_fds = (lifeline,)
         # Own session: the terminal's Ctrl-C reaches only us, and we stop the
         # governors before the broker.
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     env=env, pass_fds=pass_fds or ())
         self.lines = []
         self.cond = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -260,8 +268,9 @@ def cmd_start(args):
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     code = EXIT_OK
+    lifeline = os.pipe()            # only this process holds the write end
     try:
-        broker = _Child("broker", argv, os.path.join(logdir, "broker.log"))
+        broker = _Child("broker", argv, os.path.join(logdir, "broker.log"), lifeline[0])
         children.append(broker)
         deadline = time.monotonic() + 10
         line = broker.wait_line("LISTENING ", deadline)
@@ -285,7 +294,7 @@ def cmd_start(args):
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
             child = _Child("governor-%d" % (i + 1), gargv,
-                           os.path.join(logdir, "governor-%d.log" % (i + 1)))
+                           os.path.join(logdir, "governor-%d.log" % (i + 1)), lifeline[0])
             children.append(child)
             governors.append(child)
         for child in governors:
@@ -319,6 +328,8 @@ def cmd_start(args):
             child.stop()
         for s, handler in old.items():
             signal.signal(s, handler)
+        for fd in lifeline:
+            os.close(fd)
     # a process that failed on its way out (a crash, a sanitizer report)
     # makes the run a failure too
     for child in children:

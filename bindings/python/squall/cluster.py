@@ -18,6 +18,9 @@ from .keys import local_keys
 
 __all__ = ["LocalCluster", "find_binary"]
 
+#   common/parentwatch.h: the read end of a pipe the starter holds open.
+PARENT_FD_ENV = "SQUALL_PARENT_FD"
+
 
 def find_binary(name: str) -> str:
     """Path of squall-broker / squall-governor: bundled in the package, then
@@ -87,6 +90,11 @@ class LocalCluster:
     `env` adds to (or, with None values, removes from) their environment.
     After close(), `exit_codes` maps "broker" / "local-N" to exit statuses.
 
+    The broker and governors end with this process: they watch a pipe whose
+    write end only this process holds ($SQUALL_PARENT_FD, common/
+    parentwatch.h), so when it dies in any way (killed, os._exit, a
+    segfault) they stop, and a governor's executors die with it.
+
     Every connection is authenticated and encrypted (docs/security.md): the
     cluster makes keys of its own in a private temporary directory, removed
     on close; `secret_key` and `broker_key` are the paths a client outside
@@ -118,6 +126,11 @@ class LocalCluster:
         self.secret_key = self._keys["client_key"]
         self.broker_key = self._keys["broker_pub"]
         self._env = dict(os.environ)
+        #   The children's lifeline: they see end of file on the read end
+        #   when the write end closes, i.e. when this process is gone.
+        #   os.pipe() fds are not inherited by other children (O_CLOEXEC).
+        self._lifeline = os.pipe()
+        self._env[PARENT_FD_ENV] = str(self._lifeline[0])
         for name, value in (env or {}).items():
             if value is None:
                 self._env.pop(name, None)
@@ -153,7 +166,8 @@ class LocalCluster:
                  "--advertise", "127.0.0.1", "--python", python, "--log-level", log_level,
                  "--secret-key", self._keys["governor_key"], "--broker-key", self.broker_key]
                 + governor_args,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env))
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
+                pass_fds=self._pass_fds(env)))
         for i, proc in enumerate(self._governors):
             _read_line(proc, "READY", timeout, "squall-governor local-%d" % (i + 1))
             _drain(proc)
@@ -162,9 +176,16 @@ class LocalCluster:
         self._broker = subprocess.Popen(
             [find_binary("squall-broker"), "--listen", endpoint, "--log-level", self._log_level]
             + self._broker_args,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._env)
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._env,
+            pass_fds=self._pass_fds(self._env))
         self.address = _read_line(self._broker, "LISTENING", timeout, "squall-broker")
         _drain(self._broker)
+
+    def _pass_fds(self, env: dict) -> tuple:
+        """The lifeline's read end, unless the caller's env= took it away."""
+        if env.get(PARENT_FD_ENV) == str(self._lifeline[0]):
+            return (self._lifeline[0],)
+        return ()
 
     def restart_broker(self, sig: int = signal.SIGKILL, timeout: float = 30.0) -> None:
         """Stops the broker with `sig` (SIGKILL: a crash) and starts it again
@@ -227,6 +248,12 @@ class LocalCluster:
         if getattr(self, "_keydir", None):
             shutil.rmtree(self._keydir, ignore_errors=True)
             self._keydir = None
+        for fd in getattr(self, "_lifeline", ()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._lifeline = ()
 
     @property
     def http_token(self) -> str:
