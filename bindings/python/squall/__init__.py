@@ -15,7 +15,7 @@ tasks (`@squall.remote`); futures (Dask/Ray-style): `client.submit`,
 """
 from . import tasks
 from ._core import (Client, DataObject, Future, PyTask, RemoteFunction, Session, Task,
-                    as_completed, blob, current_session, pickled, remote)
+                    as_completed, blob, current_session, pickled, remote, wait)
 from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
 from .cluster import LocalCluster
 from .keys import keygen
@@ -23,11 +23,14 @@ from .errors import (ConnectionError, RemoteTraceback, SquallError, TaskCancelle
                      TimeoutError, UpstreamFailed)
 from .tasks import Program
 
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, FIRST_EXCEPTION  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "LocalCluster", "Session", "DataObject", "Task", "PyTask", "Future",
     "RemoteFunction", "remote", "blob", "pickled", "tasks", "Program", "as_completed",
-    "current_session", "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
+    "current_session", "wait", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
+    "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
     "TaskCancelled", "TimeoutError", "RemoteTraceback", "PICKLE_CONTENT_TYPE", "keygen",
 ]
