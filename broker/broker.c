@@ -165,7 +165,14 @@ broker_config_defaults (broker_config_t *config)
     config->journal_compact = 64u << 20;
     config->session_grace_ms = 60000;
     config->reattach_wait_ms = 15000;
+    config->resource_wait_ms = 60000;
 }
+
+//  Tasks that may wait for a governor with the resources they need
+//  (--resource-wait); past this many, such a task fails at once.
+#define S_RESOURCE_WAITS_MAX 65536
+//  Waiting tasks INFO lists (their number is in "tasks"/"ready").
+#define S_INFO_WAITS 16
 
 //  --------------------------------------------------------------------------
 //  Sending
@@ -1367,7 +1374,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     journal_stats_t js = { 0 };
     if (self->journal)
         journal_stats (self->journal, &js);
-    msgpack_pack_map (pk, 18);
+    msgpack_pack_map (pk, 19);
     sq_pack_cstr (pk, "cluster");
     sq_pack_cstr (pk, self->cluster);
     s_pack_kv_u64 (pk, "epoch", self->epoch);
@@ -1412,6 +1419,30 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         s_pack_kv_u64 (pk, task_state_name ((task_state_t) s), counts [s]);
     s_pack_kv_u64 (pk, "ready_queue", scheduler_ready_count (self->scheduler));
     s_pack_kv_u64 (pk, "blocked", scheduler_blocked_count (self->scheduler));
+    //  Tasks waiting for a governor that fits (--resource-wait), the first
+    //  S_INFO_WAITS of them (of the viewer's tenant) with what they need.
+    sq_pack_cstr (pk, "resource_waits");
+    size_t n_waits = scheduler_waiting_count (self->scheduler), shown = 0;
+    uint64_t wait_keys [S_INFO_WAITS];
+    int64_t wait_left [S_INFO_WAITS];
+    char wait_needs [S_INFO_WAITS][160];
+    for (size_t i = 0; i < n_waits && shown < S_INFO_WAITS; i++) {
+        if (!scheduler_waiting_get (self->scheduler, i, &wait_keys [shown], &wait_left [shown],
+                                    wait_needs [shown], sizeof wait_needs [shown]))
+            break;
+        session_t *ws = graph_session (self->graph, sq_key_session (wait_keys [shown]));
+        if (all || (ws && s_same_tenant (viewer, ws)))
+            shown++;
+    }
+    msgpack_pack_array (pk, shown);
+    for (size_t i = 0; i < shown; i++) {
+        msgpack_pack_map (pk, 4);
+        s_pack_kv_u64 (pk, "session", sq_key_session (wait_keys [i]));
+        s_pack_kv_u64 (pk, "task", sq_key_id (wait_keys [i]));
+        sq_pack_cstr (pk, "needs");
+        sq_pack_cstr (pk, wait_needs [i]);
+        s_pack_kv_u64 (pk, "left_ms", wait_left [i] > 0? (uint64_t) wait_left [i]: 0);
+    }
     s_pack_kv_u64 (pk, "sessions", sessions);
     s_pack_kv_u64 (pk, "clients", clients);
     s_pack_kv_u64 (pk, "objects", graph_object_count (self->graph));
@@ -1938,6 +1969,8 @@ broker_run (broker_t *self)
             scheduler_run (self->scheduler, s_assign, self);
         }
         now = s_now ();
+        if (!self->recovering)
+            scheduler_tick (self->scheduler, now);
         next_timer = s_timers (self, now);
         //  The turn's records reach the file before its orders leave.
         if (self->journal)
@@ -2060,6 +2093,9 @@ broker_new (const broker_config_t *config)
     watches_hooks_t whooks = { self, s_watch_reply, s_watch_released, s_watch_where };
     self->graph = graph_new (&hooks);
     self->scheduler = self->graph? scheduler_new (self->graph): NULL;
+    if (self->scheduler
+    &&  scheduler_set_resource_wait (self->scheduler, config->resource_wait_ms, S_RESOURCE_WAITS_MAX))
+        scheduler_destroy (&self->scheduler);
     self->watches = self->graph? watches_new (self->graph, &whooks): NULL;
     self->persist = self->graph? persist_new (self->graph): NULL;
     self->peers = zhashx_new ();

@@ -65,6 +65,10 @@ s_usage (FILE *out)
         "  --journal-compact SIZE  never compact a journal smaller than SIZE (64MiB)\n"
         "  --session-grace MS    how long a session whose client went away waits for it\n"
         "                        to resume (default 60000; 0 closes it at once)\n"
+        "  --resource-wait SECONDS  how long a task that no connected governor has the\n"
+        "                        cpus and resources for waits for one to join before it\n"
+        "                        fails (default 60; time with no governor connected\n"
+        "                        does not count; 0 fails it at once)\n"
         "  --reattach-wait MS    how long a restarted broker waits for its governors\n"
         "                        before it recomputes what they held (default 15000)\n"
         "  --heartbeat-ms MS     governor heartbeat interval (default 1000)\n"
@@ -140,6 +144,9 @@ main (int argc, char *argv [])
         else
         if (strcmp (arg, "--session-grace") == 0 && sq_parse_int (value, 0, 86400000, &n) == 0)
             config.session_grace_ms = (int) n;
+        else
+        if (strcmp (arg, "--resource-wait") == 0 && sq_parse_int (value, 0, 86400, &n) == 0)
+            config.resource_wait_ms = (int) n * 1000;
         else
         if (strcmp (arg, "--reattach-wait") == 0 && sq_parse_int (value, 0, 3600000, &n) == 0)
             config.reattach_wait_ms = (int) n;

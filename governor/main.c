@@ -30,7 +30,8 @@ static const char *s_usage =
     "                         with keys, 127.0.0.1 without)\n"
     "  --advertise HOST       host put in announced endpoints (default: the\n"
     "                         local address that reaches the broker)\n"
-    "  --workdir DIR          where task directories go (default: a fresh\n"
+    "  --workdir DIR          where task directories go, made if missing\n"
+    "                         (default: a fresh\n"
     "                         /tmp/squall-governor-XXXXXX, removed at exit)\n"
     "  --memory SIZE          object store limit, e.g. 4GiB; objects are\n"
     "                         spilled to the workdir above 70 percent\n"
@@ -52,6 +53,27 @@ static const char *s_usage =
     "  --python PATH          interpreter of Python executors (default:\n"
     "                         $SQUALL_PYTHON, else python3 from PATH)\n"
     "  --help                 this text\n";
+
+//  mkdir -p: every missing directory of path, mode 0700. 0 or -1 (errno).
+static int
+s_mkdirs (const char *path)
+{
+    char buf [PATH_MAX];
+    if (snprintf (buf, sizeof buf, "%s", path) >= (int) sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1; ; p++)
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir (buf, 0700) && errno != EEXIST)
+                return -1;
+            if (c == 0)
+                return 0;
+            *p = c;
+        }
+}
 
 static int
 s_bad (const char *message, const char *value)
@@ -306,8 +328,17 @@ main (int argc, char *argv [])
     char workdir [PATH_MAX];
     if (user_workdir) {
         char real [PATH_MAX];
-        if (!realpath (user_workdir, real))
-            return s_bad ("--workdir must be an existing directory", user_workdir);
+        //  A missing workdir is made (with its parents): a governor that
+        //  exited over it left whole test clusters silently idle.
+        if (!realpath (user_workdir, real) && errno == ENOENT && s_mkdirs (user_workdir) == 0)
+            sq_info ("created the working directory %s", user_workdir);
+        struct stat st;
+        errno = 0;
+        if (!realpath (user_workdir, real) || stat (real, &st) || !S_ISDIR (st.st_mode)) {
+            fprintf (stderr, "squall-governor: --workdir %s: %s\n", user_workdir,
+                     errno? strerror (errno): "not a directory");
+            return 2;
+        }
         snprintf (workdir, sizeof workdir, "%.*s/governor-%d", PATH_MAX - 40, real, (int) getpid ());
         files_rmtree (workdir);
         if (mkdir (workdir, 0700)) {

@@ -6,6 +6,7 @@ import concurrent.futures as _cf
 import ctypes
 import functools
 import io
+import logging
 import os
 import pickle
 import re
@@ -36,6 +37,11 @@ TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key"
 #   lock held; a longer wait is made of such slices, so that other threads
 #   (and the future watcher) get their turn in between.
 _SLICE_MS = 100
+#   A client waiting on the cluster while no governor at all is connected
+#   says so this often (a governor that failed to start leaves the cluster
+#   silently idle otherwise).
+_NO_GOVERNOR_WARNING = 10.0
+_log = logging.getLogger("squall")
 
 _local = threading.local()
 #   What the library and the broker put before a task's own message.
@@ -418,6 +424,15 @@ class Client:
                        max(0.0, min(delay, deadline - time.monotonic())))
             delay = min(0.5, delay * 2)
 
+    def _warn_if_no_governor(self) -> None:
+        try:
+            governors = self.info().get("governors")
+        except SquallError:
+            return
+        if not governors:
+            _log.warning("squall: waiting on the cluster at %s, but no governor is connected: "
+                         "tasks run once one joins (see `squall status`)", self.address)
+
     def _watch(self, future: "Future") -> None:
         """Completes the future in the background (a callback or a waiter
         was added to it)."""
@@ -646,7 +661,11 @@ class Session:
         with the lock held only during each (see Client's threads note),
         until it returns anything but a timeout or `timeout` is over."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        check_at = time.monotonic() + _NO_GOVERNOR_WARNING
         while True:
+            if time.monotonic() >= check_at:
+                check_at = time.monotonic() + _NO_GOVERNOR_WARNING
+                self.client._warn_if_no_governor()
             if deadline is None:
                 step = _SLICE_MS
             else:

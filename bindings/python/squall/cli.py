@@ -372,10 +372,28 @@ def cmd_status(args):
         print()
         print(_table(rows, ["id", "name", "cpus", "load", "running", "queued", "memory",
                             "objects", "done"]))
+    else:
+        print()
+        print("no governor connected: tasks wait until one joins")
     print()
     states = ["waiting", "ready", "assigned", "running", "finished", "failed", "cancelled"]
     print("tasks: " + ", ".join("%s %d" % (s, tasks.get(s, 0)) for s in states))
+    for line in resource_wait_lines(info):
+        print(line)
     return EXIT_OK
+
+
+def resource_wait_lines(info):
+    """`squall status` lines for tasks waiting for a governor that fits
+    (the broker's --resource-wait), grouped by what they need."""
+    groups = {}
+    for w in info.get("resource_waits") or []:
+        needs = w.get("needs", "?")
+        count, left = groups.get(needs, (0, None))
+        ms = w.get("left_ms", 0)
+        groups[needs] = (count + 1, ms if left is None else min(left, ms))
+    return ["%d task(s) waiting for a governor with %s (%.0f s left)" % (n, needs, left / 1000.0)
+            for needs, (n, left) in sorted(groups.items())]
 
 
 # ---------------------------------------------------------------------------

@@ -145,7 +145,7 @@ class LocalCluster:
 
     def _start(self, log_level: str, python: str, broker_args: List[str],
                governor_args: List[str], timeout: float) -> None:
-        governor_bin = find_binary("squall-governor")
+        find_binary("squall-governor")         # missing: fail before anything starts
         keys = ["--secret-key", self._keys["broker_key"],
                 "--authorized-keys", self._keys["authorized"]]
         if any(a == "--http" for a in broker_args):
@@ -159,18 +159,38 @@ class LocalCluster:
         if os.environ.get("PYTHONPATH"):
             paths.append(os.environ["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(paths)
-        for i in range(self.n_governors):
-            self._governors.append(subprocess.Popen(
-                [governor_bin, "--broker", self.address, "--cpus", str(self.cpus),
-                 "--name", "local-%d" % (i + 1), "--listen-host", "127.0.0.1",
-                 "--advertise", "127.0.0.1", "--python", python, "--log-level", log_level,
-                 "--secret-key", self._keys["governor_key"], "--broker-key", self.broker_key]
-                + governor_args,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env,
-                pass_fds=self._pass_fds(env)))
-        for i, proc in enumerate(self._governors):
+        self._governor_env = env
+        self._python = python
+        self._governor_args = governor_args
+        procs = [self._spawn_governor("local-%d" % (i + 1), self.cpus, governor_args)
+                 for i in range(self.n_governors)]
+        for i, proc in enumerate(procs):
             _read_line(proc, "READY", timeout, "squall-governor local-%d" % (i + 1))
             _drain(proc)
+
+    def _spawn_governor(self, name: str, cpus: int, args: Sequence[str]) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [find_binary("squall-governor"), "--broker", self.address, "--cpus", str(cpus),
+             "--name", name, "--listen-host", "127.0.0.1",
+             "--advertise", "127.0.0.1", "--python", self._python, "--log-level", self._log_level,
+             "--secret-key", self._keys["governor_key"], "--broker-key", self.broker_key]
+            + list(args),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._governor_env,
+            pass_fds=self._pass_fds(self._governor_env))
+        self._governors.append(proc)
+        return proc
+
+    def add_governor(self, cpus: Optional[int] = None, args: Sequence[str] = (),
+                     wait: bool = True, timeout: float = 30.0) -> subprocess.Popen:
+        """Starts one more governor (e.g. args=["--resource", "gpu=1"]), named
+        local-N; with wait, returns once it is connected."""
+        name = "local-%d" % (len(self._governors) + 1)
+        proc = self._spawn_governor(name, cpus or self.cpus,
+                                    list(self._governor_args) + list(args))
+        if wait:
+            _read_line(proc, "READY", timeout, "squall-governor " + name)
+            _drain(proc)
+        return proc
 
     def _start_broker(self, endpoint: str, timeout: float) -> None:
         self._broker = subprocess.Popen(
