@@ -39,8 +39,18 @@ def status_text(cluster):
     return out.getvalue()
 
 
+def dashboard_state(cluster):
+    import json
+    import urllib.request
+    request = urllib.request.Request("http://127.0.0.1:%d/api/state" % cluster.http_port,
+                                     headers={"Authorization": "Bearer " + cluster.http_token})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as reply:
+        return json.loads(reply.read())
+
+
 def test_a_task_waits_for_a_governor_with_its_resource():
-    with squall.LocalCluster(governors=0, **cluster_options()) as cluster:
+    with squall.LocalCluster(governors=0, broker_args=["--http", "0"],
+                             **cluster_options()) as cluster:
         client = cluster.client()
         assert "no governor connected" in status_text(cluster)
         f = client.submit(inc, 1, resources={"a": 1})
@@ -50,6 +60,9 @@ def test_a_task_waits_for_a_governor_with_its_resource():
         assert wait["task"] == f.task_id and wait["needs"] == "cpus=1, a=1"
         assert 0 < wait["left_ms"] <= 60000
         assert "1 task(s) waiting for a governor with cpus=1, a=1" in status_text(cluster)
+        # the dashboard's data has them, and its page shows them
+        state = dashboard_state(cluster)
+        assert [w["needs"] for w in state["info"]["resource_waits"]] == ["cpus=1, a=1"]
         assert not f.done()
         cluster.add_governor(args=["--resource", "a=1"])
         assert f.result(TIMEOUT) == 2

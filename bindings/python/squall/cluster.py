@@ -44,7 +44,9 @@ def find_binary(name: str) -> str:
 def _read_line(proc: subprocess.Popen, prefix: str, timeout: float, what: str) -> str:
     """Reads the child's stdout until a line starting with prefix."""
     deadline = time.monotonic() + timeout
-    buf = b""
+    #   What came after the line asked for stays for the next call (the
+    #   broker's LISTENING and HTTP lines often arrive in one read).
+    buf = getattr(proc, "_squall_rest", b"")
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         while True:
@@ -52,6 +54,7 @@ def _read_line(proc: subprocess.Popen, prefix: str, timeout: float, what: str) -
                 line, buf = buf.split(b"\n", 1)
                 text = line.decode("utf-8", "replace").strip()
                 if text.startswith(prefix):
+                    proc._squall_rest = buf
                     return text[len(prefix):].strip()
             left = deadline - time.monotonic()
             if left <= 0:
@@ -114,6 +117,7 @@ class LocalCluster:
         self.n_governors = governors
         self.cpus = cpus
         self.address: Optional[str] = None
+        self.http_port: Optional[int] = None
         self._broker: Optional[subprocess.Popen] = None
         self._governors: List[subprocess.Popen] = []
         self._clients: list = []
@@ -199,6 +203,9 @@ class LocalCluster:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._env,
             pass_fds=self._pass_fds(self._env))
         self.address = _read_line(self._broker, "LISTENING", timeout, "squall-broker")
+        if "--http" in self._broker_args:
+            #   the dashboard's port (--http 0 picks one)
+            self.http_port = int(_read_line(self._broker, "HTTP", timeout, "squall-broker"))
         _drain(self._broker)
 
     def _pass_fds(self, env: dict) -> tuple:
