@@ -256,11 +256,27 @@ def _die_with_governor(governor_pid):
         os._exit(1)
 
 
+def _preload():
+    """Imports the governor's --python-preload modules now, while no task
+    waits (a module that fails is reported, not fatal: the task that needs
+    it will fail with the real error)."""
+    import importlib
+    for name in os.environ.get("SQUALL_PYTHON_PRELOAD", "").split(","):
+        name = name.strip()
+        if name:
+            try:
+                importlib.import_module(name)
+            except BaseException as exc:    # noqa: B902 - SystemExit in a module too
+                print("squall executor: cannot preload %s: %s: %s"
+                      % (name, type(exc).__name__, exc), file=sys.stderr, flush=True)
+
+
 def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_governor(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     if "" not in sys.path:
         sys.path.insert(0, "")
+    _preload()
     sock = socket.socket(fileno=int(sys.argv[1]))
     while True:
         head = _recv_exact(sock, 8)

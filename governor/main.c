@@ -52,6 +52,11 @@ static const char *s_usage =
     "  --log-level LEVEL      error, warn, info or debug (info)\n"
     "  --python PATH          interpreter of Python executors (default:\n"
     "                         $SQUALL_PYTHON, else python3 from PATH)\n"
+    "  --python-prestart      start one Python executor per cpu at once instead\n"
+    "                         of at the first Python task (its start-up, 0.1-1 s,\n"
+    "                         is then not paid by the first task)\n"
+    "  --python-preload MODS  comma-separated modules every executor imports\n"
+    "                         when it starts (implies --python-prestart)\n"
     "  --help                 this text\n";
 
 //  mkdir -p: every missing directory of path, mode 0700. 0 or -1 (errno).
@@ -201,6 +206,8 @@ main (int argc, char *argv [])
         { "insecure", no_argument, NULL, 'I' },
         { "log-level", required_argument, NULL, 'L' },
         { "python", required_argument, NULL, 'P' },
+        { "python-prestart", no_argument, NULL, 'X' },
+        { "python-preload", required_argument, NULL, 'Y' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -267,6 +274,16 @@ main (int argc, char *argv [])
                 //  Read by governor/pyexec.c; set before any thread starts.
                 if (!*optarg || setenv ("SQUALL_PYTHON", optarg, 1))
                     return s_bad ("--python needs an interpreter", optarg);
+                break;
+            case 'X':
+                //  Read by governor/pyexec.c, like SQUALL_PYTHON.
+                setenv ("SQUALL_PYTHON_PRESTART", "1", 1);
+                break;
+            case 'Y':
+                //  Read by the executors (executor.py) and pyexec.c.
+                if (setenv ("SQUALL_PYTHON_PRELOAD", optarg, 1)
+                ||  setenv ("SQUALL_PYTHON_PRESTART", "1", 1))
+                    return s_bad ("--python-preload needs module names", optarg);
                 break;
             case 'R': config.reconnect = false; break;
             case 'G':

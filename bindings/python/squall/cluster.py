@@ -103,6 +103,10 @@ class LocalCluster:
     on close; `secret_key` and `broker_key` are the paths a client outside
     `client()` needs (squall.Client(address, secret_key=..., broker_key=...)).
 
+    Python executors start with the governors, one per cpu (`prestart`),
+    and import the modules in `preload` before any task, so the first
+    compute is not slowed by interpreter start-up (bench/first_compute.py).
+
     With `journal` (a file), the broker keeps its journal there: after
     `restart_broker()` (or a crash and a new cluster on the same journal)
     sessions, graphs and results come back, the governors reattach with
@@ -113,7 +117,8 @@ class LocalCluster:
     def __init__(self, governors: int = 2, cpus: int = 1, log_level: str = "warn",
                  python: Optional[str] = None, broker_args: Sequence[str] = (),
                  governor_args: Sequence[str] = (), timeout: float = 30.0,
-                 env: Optional[dict] = None, journal: Optional[str] = None):
+                 env: Optional[dict] = None, journal: Optional[str] = None,
+                 prestart: bool = True, preload: Sequence[str] = ()):
         self.n_governors = governors
         self.cpus = cpus
         self.address: Optional[str] = None
@@ -123,6 +128,12 @@ class LocalCluster:
         self._clients: list = []
         self.exit_codes: dict = {}
         self._journal = journal
+        #   Executors start with the governors (one per cpu), importing
+        #   `preload`: the first compute does not pay for an interpreter.
+        if prestart or preload:
+            governor_args = list(governor_args) + ["--python-prestart"]
+        if preload:
+            governor_args = list(governor_args) + ["--python-preload", ",".join(preload)]
         self._log_level = log_level
         self._broker_args: List[str] = []
         self._keydir = tempfile.mkdtemp(prefix="squall-keys-")
