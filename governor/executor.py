@@ -158,8 +158,19 @@ def _run(body):
                              % (len(values), n_out))
     trailer = _warnings_trailer(caught)
     parts = [b"\0", _U32.pack(n_out)]
-    for value, content_type in zip(values, out_types):
-        data = _encode(value, content_type)
+    for j, (value, content_type) in enumerate(zip(values, out_types)):
+        try:
+            data = _encode(value, content_type)
+        except Exception as exc:
+            if content_type != PICKLE:
+                raise
+            raise TypeError(
+                "output %d of this task, a %s, cannot be pickled (%s: %s); it must be, "
+                "because a task's outputs leave its executor: another task reads them "
+                "(maybe on another governor) or the client fetches them. Return a "
+                "picklable value, or do the work that needs this object in the same "
+                "task (the Dask adapter fuses linear chains for this)"
+                % (j, type(value).__qualname__, type(exc).__name__, exc)) from None
         if trailer and content_type == PICKLE:
             data += trailer
             trailer = b""

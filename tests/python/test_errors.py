@@ -242,8 +242,13 @@ def test_warnings_in_gather_dask_and_fetch(client):
     dsk = {"a": 4, "b": (warn_and_return, "a"), "c": (inc, "b")}
     with pytest.warns(TaskWarning, match="careful with 4"):
         assert client.get(dsk, "b") == 8
-    # a consumer reads the value with the warnings after it, unharmed
-    assert client.get(dsk, "c") == 9
+    # b fused into c's task (a linear chain): its warnings come with c
+    with pytest.warns(TaskWarning, match="careful with 4"):
+        assert client.get(dsk, "c") == 9
+    # consumers in other tasks read b's value with the warnings after it,
+    # unharmed (b's warnings come back only if the client reads b)
+    dsk2 = dict(dsk, d=(inc, "b"))
+    assert client.get(dsk2, ["c", "d"]) == (9, 9)
 
 
 def test_warnings_are_bounded(client):

@@ -14,7 +14,7 @@ tasks (`@squall.remote`); futures (Dask/Ray-style): `client.submit`,
 `dask.compute(x, scheduler=client.get)`.
 """
 from . import tasks
-from ._core import (Client, DataObject, Future, PyTask, RemoteFunction, Session, Task,
+from ._core import (TaskConfigTooLarge, Client, DataObject, Future, PyTask, RemoteFunction, Session, Task,
                     as_completed, blob, current_session, pickled, remote, wait)
 from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
 from .cluster import LocalCluster
@@ -32,5 +32,5 @@ __all__ = [
     "RemoteFunction", "remote", "blob", "pickled", "tasks", "Program", "as_completed",
     "current_session", "wait", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
     "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
-    "TaskCancelled", "TimeoutError", "RemoteTraceback", "PICKLE_CONTENT_TYPE", "keygen",
+    "TaskCancelled", "TimeoutError", "RemoteTraceback", "TaskConfigTooLarge", "PICKLE_CONTENT_TYPE", "keygen",
 ]

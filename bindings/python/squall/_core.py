@@ -41,6 +41,9 @@ _SLICE_MS = 100
 #   says so this often (a governor that failed to start leaves the cluster
 #   silently idle otherwise).
 _NO_GOVERNOR_WARNING = 10.0
+#   One task's config at most (common/proto.h SQ_MAX_CONFIG): a bigger one
+#   is refused with a clear message before anything is sent.
+_CONFIG_MAX = 16 << 20
 _log = logging.getLogger("squall")
 
 _local = threading.local()
@@ -113,6 +116,11 @@ class _FairLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+class TaskConfigTooLarge(SquallError, ValueError):
+    """A Python task's pickled function and arguments are over the size a
+    task's config may have (16 MiB): large values must travel as data."""
 
 
 def _locked(method):
@@ -589,7 +597,14 @@ class Session:
         else:
             template, refs = self._template.dumps(args, kwargs or {})
             inputs = [self._check_ref(r) for r in refs]
-        return self._add_task(b"py", inputs, n_outputs, py_config(fn_bytes, template),
+        config = py_config(fn_bytes, template)
+        if len(config) > _CONFIG_MAX:
+            raise TaskConfigTooLarge(
+                "task %s: its pickled function and arguments take %.1f MiB, over the %d MiB a "
+                "task's config may have; pass large values as data instead (client.scatter, "
+                "squall.pickled, or a future), so that they travel as task inputs"
+                % (name or "?", len(config) / 2.0 ** 20, _CONFIG_MAX >> 20))
+        return self._add_task(b"py", inputs, n_outputs, config,
                               options, name, (PICKLE,) * n_outputs)
 
     def _check_ref(self, ref: Any) -> int:

@@ -97,6 +97,8 @@ class TaskFailed(SquallError):
             if isinstance(original, Exception):
                 original.__cause__ = RemoteTraceback(self._root,
                                                      self.remote_traceback or self.message)
+                if hasattr(original, "add_note"):   # shown with the error itself
+                    original.add_note("raised by %s on the cluster" % self._root)
                 self._raised = original
             else:
                 self._raised = self
