@@ -21,11 +21,15 @@ client, bindings/python/squall/errors.py, reads them back):
     exception when it pickles (and unpickles) in at most _EXC_B64_MAX bytes,
     so the client can raise the task's own exception; the whole message stays
     under the governor's cap on failure messages (_MESSAGE_MAX);
-  - warnings the task raised follow the first output's pickle as
-    WARN_MAGIC, u32 length, pickle of [(module, qualname, message, filename,
-    lineno)], at most _WARN_MAX of them: pickle.loads stops at the pickle's
-    STOP opcode, so every reader of the value ignores them, and the client
-    re-emits them through its own warning filters.
+  - warnings the task raised, and those its inputs carried (so a warning of
+    an intermediate task reaches the client with the final result), follow
+    the first output's pickle as WARN_MAGIC, u32 length, pickle of
+    [(module, qualname, message, filename, lineno)], u32 length, WARN_MAGIC,
+    at most _WARN_MAX of them: pickle.loads stops at the pickle's STOP
+    opcode, so every reader of the value ignores them; the framing at both
+    ends lets a reader find them after a pickle (a stream of values) or at
+    the end of a value (an input here), and the client re-emits them
+    through its own warning filters.
 
 Inputs of content type "py/pickle" are unpickled before the call, others
 are passed as bytes. Outputs of type "py/pickle" are pickled results, others
@@ -122,6 +126,7 @@ def _run(body):
     args_bytes = view[pos:pos + args_len]
     pos += args_len
     inputs = []
+    upstream = []                   # warnings the inputs carry
     for _ in range(n_in):
         type_len, size = _INPUT.unpack_from(view, pos)
         pos += _INPUT.size
@@ -129,7 +134,11 @@ def _run(body):
         pos += type_len
         data = view[pos:pos + size]
         pos += size
-        inputs.append(pickle.loads(data) if content_type == PICKLE else bytes(data))
+        if content_type == PICKLE:
+            inputs.append(pickle.loads(data))
+            _input_warnings(data, upstream)
+        else:
+            inputs.append(bytes(data))
     out_types = []
     for _ in range(n_out):
         (type_len,) = _U32.unpack_from(view, pos)
@@ -156,7 +165,7 @@ def _run(body):
         if len(values) != n_out:
             raise ValueError("the function returned %d value(s) for %d outputs"
                              % (len(values), n_out))
-    trailer = _warnings_trailer(caught)
+    trailer = _warnings_trailer(upstream, caught)
     parts = [b"\0", _U32.pack(n_out)]
     for j, (value, content_type) in enumerate(zip(values, out_types)):
         try:
@@ -179,23 +188,46 @@ def _run(body):
     return parts
 
 
-def _warnings_trailer(caught):
-    """WARN_MAGIC, u32 length, pickle of the caught warnings (b"" if none).
-    Categories travel by name: a class the client cannot import becomes a
-    UserWarning there rather than a failed result."""
-    if not caught:
+def _input_warnings(data, out):
+    """Appends the warnings that end the value `data` (see the module
+    doc), if any, to out (at most _WARN_MAX in all)."""
+    tail = len(WARN_MAGIC) + _U32.size
+    if len(data) < 2 * tail or bytes(data[-len(WARN_MAGIC):]) != WARN_MAGIC:
+        return
+    (size,) = _U32.unpack_from(data, len(data) - tail)
+    start = len(data) - 2 * tail - size
+    if start < 0 or bytes(data[start:start + len(WARN_MAGIC)]) != WARN_MAGIC \
+            or _U32.unpack_from(data, start + len(WARN_MAGIC))[0] != size:
+        return                      # a value that merely ends like one
+    try:
+        items = pickle.loads(data[start + tail:start + tail + size])
+    except Exception:
+        return
+    for item in items:
+        if len(out) >= _WARN_MAX:
+            break
+        if item not in out:
+            out.append(item)
+
+
+def _warnings_trailer(upstream, caught):
+    """The trailer of the inputs' warnings and the caught ones (b"" if
+    none). Categories travel by name: a class the client cannot import
+    becomes a UserWarning there rather than a failed result."""
+    if not caught and not upstream:
         return b""
-    seen = []
+    seen = list(upstream)
     for w in caught:
+        if len(seen) >= _WARN_MAX:
+            break
         cat = w.category
         item = (cat.__module__, cat.__qualname__, str(w.message),
                 str(w.filename), int(w.lineno or 0))
         if item not in seen:
             seen.append(item)
-            if len(seen) >= _WARN_MAX:
-                break
     data = pickle.dumps(seen, protocol=pickle.HIGHEST_PROTOCOL)
-    return WARN_MAGIC + _U32.pack(len(data)) + data
+    size = _U32.pack(len(data))
+    return WARN_MAGIC + size + data + size + WARN_MAGIC
 
 
 def _pickled_exception(exc):

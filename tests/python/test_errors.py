@@ -246,9 +246,14 @@ def test_warnings_in_gather_dask_and_fetch(client):
     with pytest.warns(TaskWarning, match="careful with 4"):
         assert client.get(dsk, "c") == 9
     # consumers in other tasks read b's value with the warnings after it,
-    # unharmed (b's warnings come back only if the client reads b)
-    dsk2 = dict(dsk, d=(inc, "b"))
-    assert client.get(dsk2, ["c", "d"]) == (9, 9)
+    # unharmed, and carry them on: they come back with what the client reads
+    dsk2 = dict(dsk, d=(inc, "b"), e=(lambda x, y: x + y, "c", "d"))
+    with pytest.warns(TaskWarning, match="careful with 4"):
+        assert client.get(dsk2, ["c", "d"]) == (9, 9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert client.get(dsk2, "e") == 18      # b is two tasks upstream of e
+    assert [str(w.message) for w in caught if w.category is TaskWarning] == ["careful with 4"]
 
 
 def test_warnings_are_bounded(client):

@@ -133,7 +133,7 @@ def py_config(fn_bytes: bytes, args_bytes: bytes) -> bytes:
 # ----------------------------------------------------------------------------
 # Results: a pickle, maybe followed by the warnings the task raised
 # (governor/executor.py: WARN_MAGIC, u32 length, pickle of a list of
-# (module, qualname, message, filename, lineno)).
+# (module, qualname, message, filename, lineno), u32 length, WARN_MAGIC).
 
 WARN_MAGIC = b"\0SQWARN"
 
@@ -174,7 +174,9 @@ def read_value(stream: "io.BytesIO") -> Any:
     pos = stream.tell()
     if stream.read(len(WARN_MAGIC)) == WARN_MAGIC:
         size = int.from_bytes(stream.read(4), "little")
-        _emit_warnings(stream.read(size))
+        payload = stream.read(size)
+        stream.read(4 + len(WARN_MAGIC))        # the closing length and magic
+        _emit_warnings(payload)
     else:
         stream.seek(pos)
     return value
