@@ -26,3 +26,23 @@ XFAIL = {
         "np.frompyfunc makes a ufunc that cannot be pickled (by reference or value), "
         "so the graph cannot leave the client process",
 }
+
+#   Outside the sample (run_sample.py --all), the same causes:
+_STORE = ("da.store into arrays of the client's memory: the tasks write into the "
+          "executors' copies of the target, the client's array stays empty")
+_COUNT = ("observes objects of the client process from the tasks (a store target's "
+          "concurrent uses, a lock held by the test, a call counter): the tasks run on "
+          "copies in executors")
+for _name in ("test_store_delayed_target", "test_store", "test_store_regions",
+              "test_store_compute_false"):
+    XFAIL["dask/array/tests/test_array_core.py::" + _name] = _STORE
+for _name in ("test_store_locks_failure_lock_released", "test_store_locks_one_lock_two_stores",
+              "test_store_locks_dont_assume_threadsafe", "test_store_locks_no_lock",
+              "test_store_locks_count_calls[False]", "test_store_locks_count_calls[True]",
+              "test_from_array_with_lock[True]", "test_from_array_with_lock[False]",
+              "test_from_array_getitem[True-True]", "test_from_array_getitem[False-True]",
+              "test_store_sources_unoptimized_nocompute"):
+    XFAIL["dask/array/tests/test_array_core.py::" + _name] = _COUNT
+XFAIL["dask/array/tests/test_array_core.py::test_memmap"] = (
+    "stores into an np.memmap: a memmap pickles as a plain in-memory array, so the "
+    "executors' writes never reach the file")
