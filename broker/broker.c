@@ -50,6 +50,7 @@ broker_config_defaults (broker_config_t *config)
     config->journal_compact = 64u << 20;
     config->session_grace_ms = 60000;
     config->reattach_wait_ms = 15000;
+    config->resource_wait_ms = 60000;
 }
 
 //  --------------------------------------------------------------------------
@@ -359,6 +360,8 @@ broker_run (broker_t *self)
             scheduler_run (self->scheduler, bx_assign, self);
         }
         now = bx_now ();
+        if (!self->recovering)
+            scheduler_tick (self->scheduler, now);
         next_timer = s_timers (self, now);
         //  The turn's records reach the file before its orders leave.
         if (self->journal)
@@ -482,6 +485,9 @@ broker_new (const broker_config_t *config)
     watches_hooks_t whooks = { self, bx_watch_reply, bx_watch_released, s_watch_where };
     self->graph = graph_new (&hooks);
     self->scheduler = self->graph? scheduler_new (self->graph): NULL;
+    if (self->scheduler
+    &&  scheduler_set_resource_wait (self->scheduler, config->resource_wait_ms, S_RESOURCE_WAITS_MAX))
+        scheduler_destroy (&self->scheduler);
     self->watches = self->graph? watches_new (self->graph, &whooks): NULL;
     self->persist = self->graph? persist_new (self->graph): NULL;
     self->peers = zhashx_new ();

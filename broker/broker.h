@@ -42,6 +42,7 @@ typedef struct {
     uint64_t journal_compact;
     int session_grace_ms;
     int reattach_wait_ms;
+    int resource_wait_ms;       //  how long a task no connected governor fits waits for one (0: fails at once)
 } broker_config_t;
 
 typedef struct _broker_t broker_t;

@@ -39,6 +39,11 @@
 #define S_MAX_SESSIONS 4096     //  open sessions per client connection
 #define S_MAX_RECOPIES 3        //  copies to one governor ordered again after LOST
 #define S_GRACE_CHECK_MS 250    //  detached sessions are looked at this often
+//  Tasks that may wait for a governor with the resources they need
+//  (--resource-wait); past this many, such a task fails at once.
+#define S_RESOURCE_WAITS_MAX 65536
+//  Waiting tasks INFO lists (their number is in "tasks"/"ready").
+#define S_INFO_WAITS 16
 
 typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
 

@@ -2,6 +2,7 @@
 #include "broker.h"
 #include "args.h"
 #include "log.h"
+#include "parentwatch.h"
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -64,6 +65,10 @@ s_usage (FILE *out)
         "  --journal-compact SIZE  never compact a journal smaller than SIZE (64MiB)\n"
         "  --session-grace MS    how long a session whose client went away waits for it\n"
         "                        to resume (default 60000; 0 closes it at once)\n"
+        "  --resource-wait SECONDS  how long a task that no connected governor has the\n"
+        "                        cpus and resources for waits for one to join before it\n"
+        "                        fails (default 60; time with no governor connected\n"
+        "                        does not count; 0 fails it at once)\n"
         "  --reattach-wait MS    how long a restarted broker waits for its governors\n"
         "                        before it recomputes what they held (default 15000)\n"
         "  --heartbeat-ms MS     governor heartbeat interval (default 1000)\n"
@@ -140,6 +145,9 @@ main (int argc, char *argv [])
         if (strcmp (arg, "--session-grace") == 0 && sq_parse_int (value, 0, 86400000, &n) == 0)
             config.session_grace_ms = (int) n;
         else
+        if (strcmp (arg, "--resource-wait") == 0 && sq_parse_int (value, 0, 86400, &n) == 0)
+            config.resource_wait_ms = (int) n * 1000;
+        else
         if (strcmp (arg, "--reattach-wait") == 0 && sq_parse_int (value, 0, 3600000, &n) == 0)
             config.reattach_wait_ms = (int) n;
         else
@@ -185,9 +193,19 @@ main (int argc, char *argv [])
     if (!listen_given && !config.secret_key)
         config.listen = "tcp://127.0.0.1:7760";
     signal (SIGPIPE, SIG_IGN);
+    //  A bad $SQUALL_PARENT_FD is refused before anything starts: a broker
+    //  its starter thinks it can stop must not run unwatched.
+    char err [256];
+    parentwatch_t *watch = NULL;
+    if (parentwatch_from_env (&watch, err, sizeof err)) {
+        fprintf (stderr, "squall-broker: %s\n", err);
+        return 2;
+    }
     s_broker = broker_new (&config);
-    if (!s_broker)
+    if (!s_broker) {
+        parentwatch_destroy (&watch);
         return 1;
+    }
     struct sigaction action;
     memset (&action, 0, sizeof action);
     action.sa_handler = s_signal;
@@ -204,5 +222,6 @@ main (int argc, char *argv [])
     int rc = broker_run (s_broker);
     sq_info ("stopping");
     broker_destroy (&s_broker);
+    parentwatch_destroy (&watch);
     return rc;
 }

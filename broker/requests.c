@@ -162,7 +162,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     journal_stats_t js = { 0 };
     if (self->journal)
         journal_stats (self->journal, &js);
-    msgpack_pack_map (pk, 18);
+    msgpack_pack_map (pk, 19);
     sq_pack_cstr (pk, "cluster");
     sq_pack_cstr (pk, self->cluster);
     bx_pack_kv_u64 (pk, "epoch", self->epoch);
@@ -208,6 +208,30 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         bx_pack_kv_u64 (pk, task_state_name ((task_state_t) s), counts [s]);
     bx_pack_kv_u64 (pk, "ready_queue", scheduler_ready_count (self->scheduler));
     bx_pack_kv_u64 (pk, "blocked", scheduler_blocked_count (self->scheduler));
+    //  Tasks waiting for a governor that fits (--resource-wait), the first
+    //  S_INFO_WAITS of them (of the viewer's tenant) with what they need.
+    sq_pack_cstr (pk, "resource_waits");
+    size_t n_waits = scheduler_waiting_count (self->scheduler), shown = 0;
+    uint64_t wait_keys [S_INFO_WAITS];
+    int64_t wait_left [S_INFO_WAITS];
+    char wait_needs [S_INFO_WAITS][160];
+    for (size_t i = 0; i < n_waits && shown < S_INFO_WAITS; i++) {
+        if (!scheduler_waiting_get (self->scheduler, i, &wait_keys [shown], &wait_left [shown],
+                                    wait_needs [shown], sizeof wait_needs [shown]))
+            break;
+        session_t *ws = graph_session (self->graph, sq_key_session (wait_keys [shown]));
+        if (all || (ws && s_same_tenant (viewer, ws)))
+            shown++;
+    }
+    msgpack_pack_array (pk, shown);
+    for (size_t i = 0; i < shown; i++) {
+        msgpack_pack_map (pk, 4);
+        bx_pack_kv_u64 (pk, "session", sq_key_session (wait_keys [i]));
+        bx_pack_kv_u64 (pk, "task", sq_key_id (wait_keys [i]));
+        sq_pack_cstr (pk, "needs");
+        sq_pack_cstr (pk, wait_needs [i]);
+        bx_pack_kv_u64 (pk, "left_ms", wait_left [i] > 0? (uint64_t) wait_left [i]: 0);
+    }
     bx_pack_kv_u64 (pk, "sessions", sessions);
     bx_pack_kv_u64 (pk, "clients", clients);
     bx_pack_kv_u64 (pk, "objects", graph_object_count (self->graph));

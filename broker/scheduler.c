@@ -1,5 +1,7 @@
 /*  scheduler: ready tasks by priority, locality-first placement. */
 #include "scheduler.h"
+#include "reswait.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +46,9 @@ struct _scheduler_t {
     size_t n_open;
     size_t cursor;              //  where the next sample of `open` starts
     s_deferred_t deferred;      //  scratch of scheduler_run
+    reswait_t *waiting;         //  tasks waiting for a governor that fits (or NULL)
+    int64_t wait_ms;
+    int64_t last_tick;          //  ms of the last scheduler_tick that did work
 };
 
 static int
@@ -86,6 +91,7 @@ scheduler_destroy (scheduler_t **self_p)
     if (!self)
         return;
     free (self->ready);
+    reswait_destroy (&self->waiting);
     free (self->blocked);
     free (self->govs);
     free (self->open);
@@ -154,6 +160,17 @@ scheduler_governor_add (scheduler_t *self, gov_t *gov)
 {
     if (self->n_govs < S_MAX_GOVERNORS)
         self->govs [self->n_govs++] = gov;
+    //  Tasks waiting for resources are tried again; they stay in the wait
+    //  set (their budget goes on) until placed or gone.
+    size_t n_waiting = self->waiting? reswait_count (self->waiting): 0;
+    for (size_t i = 0; i < n_waiting; i++) {
+        uint64_t key;
+        int64_t left;
+        reswait_get (self->waiting, i, &key, &left);
+        task_t *task = graph_task (self->graph, key);
+        if (task && task->state == TASK_READY)
+            s_heap_push (self, task);
+    }
     //  Tasks that fit nobody before may fit the newcomer.
     for (size_t i = 0; i < self->n_blocked; i++) {
         task_t *task = graph_task (self->graph, self->blocked [i]);
@@ -168,21 +185,47 @@ static bool s_fits (const gov_t *gov, const task_t *task);
 //  A task no live governor can run is reported, not left hanging: it
 //  fails with SQ_E_RESOURCES while other governors are up. With none up
 //  (a cluster starting or restarting) it waits for them.
+//  What the task asks for: "cpus=1, gpu=2".
 static void
-s_unrunnable (scheduler_t *self, task_t *task)
+s_needs (const task_t *task, char *out, size_t size)
 {
     const task_extra_t *extra = task_extra (task);
-    char message [256];
-    int len = snprintf (message, sizeof message,
-                        "no live governor can run this task (it needs cpus=%u", extra->cpus);
-    for (uint32_t r = 0; r < extra->n_resources && len > 0 && (size_t) len < sizeof message; r++)
-        len += snprintf (message + len, sizeof message - (size_t) len, ", %.*s=%llu",
+    int len = snprintf (out, size, "cpus=%u", extra->cpus);
+    for (uint32_t r = 0; r < extra->n_resources && len > 0 && (size_t) len < size; r++)
+        len += snprintf (out + len, size - (size_t) len, ", %.*s=%llu",
                          (int) (extra->resources [r].name.len > 64? 64: extra->resources [r].name.len),
                          extra->resources [r].name.ptr,
                          (unsigned long long) extra->resources [r].amount);
-    if (len > 0 && (size_t) len < sizeof message)
-        snprintf (message + len, sizeof message - (size_t) len, ")");
+}
+
+static void
+s_unrunnable_after (scheduler_t *self, task_t *task, int64_t waited_ms)
+{
+    char needs [200], message [300];
+    s_needs (task, needs, sizeof needs);
+    if (waited_ms > 0)
+        snprintf (message, sizeof message, "no live governor can run this task (it needs %s; "
+                  "waited %.1f s for one, see --resource-wait)", needs, waited_ms / 1000.0);
+    else
+        snprintf (message, sizeof message, "no live governor can run this task (it needs %s)",
+                  needs);
     graph_task_failed (self->graph, task, SQ_E_RESOURCES, message);
+}
+
+static void
+s_unrunnable (scheduler_t *self, task_t *task)
+{
+    s_unrunnable_after (self, task, 0);
+}
+
+//  No connected governor fits the task: it waits for one (reswait.h) if
+//  waits are on and there is room, else fails now.
+static void
+s_cannot_run (scheduler_t *self, task_t *task)
+{
+    if (self->waiting && reswait_add (self->waiting, task->key) == 0)
+        return;
+    s_unrunnable (self, task);
 }
 
 void
@@ -206,7 +249,7 @@ scheduler_governor_remove (scheduler_t *self, gov_t *gov)
         if (fits)
             self->blocked [kept++] = self->blocked [i];
         else
-            s_unrunnable (self, task);
+            s_cannot_run (self, task);
     }
     self->n_blocked = kept;
 }
@@ -442,7 +485,7 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
                 fits_somewhere = s_fits (self->govs [i], task);
             if (!fits_somewhere) {
                 s_heap_pop (self);
-                s_unrunnable (self, task);  //  governors are up (n_open > 0)
+                s_cannot_run (self, task);  //  governors are up (n_open > 0)
                 continue;
             }
             //  Every governor that could run it is full: it waits, and
@@ -453,6 +496,8 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             continue;
         }
         s_heap_pop (self);
+        if (self->waiting && reswait_count (self->waiting))
+            reswait_remove (self->waiting, task->key);
         assign (arg, task, best.gov);
         assigned++;
         assigned += s_overbook (self, task, best.gov, assign, arg);
@@ -472,6 +517,73 @@ size_t
 scheduler_blocked_count (scheduler_t *self)
 {
     return self->n_blocked;
+}
+
+int
+scheduler_set_resource_wait (scheduler_t *self, int64_t wait_ms, size_t max)
+{
+    reswait_destroy (&self->waiting);
+    self->wait_ms = wait_ms;
+    if (wait_ms <= 0 || max == 0)
+        return 0;
+    self->waiting = reswait_new (max, wait_ms);
+    return self->waiting? 0: -1;
+}
+
+static void
+s_wait_over (void *arg, uint64_t key)
+{
+    scheduler_t *self = (scheduler_t *) arg;
+    task_t *task = graph_task (self->graph, key);
+    if (task && task->state == TASK_READY)
+        s_unrunnable_after (self, task, self->wait_ms);
+}
+
+//  Ticks this far apart at most: a tick walks every waiting task.
+#define S_TICK_MS 100
+
+void
+scheduler_tick (scheduler_t *self, int64_t now_ms)
+{
+    if (!self->waiting)
+        return;
+    if (reswait_count (self->waiting) && now_ms - self->last_tick < S_TICK_MS)
+        return;
+    self->last_tick = now_ms;
+    //  Placed, cancelled or gone tasks leave the set first.
+    size_t i = 0;
+    while (i < reswait_count (self->waiting)) {
+        uint64_t key;
+        int64_t left;
+        reswait_get (self->waiting, i, &key, &left);
+        task_t *task = graph_task (self->graph, key);
+        if (!task || task->state != TASK_READY)
+            reswait_remove (self->waiting, key);
+        else
+            i++;
+    }
+    reswait_tick (self->waiting, now_ms, self->n_govs > 0, s_wait_over, self);
+}
+
+size_t
+scheduler_waiting_count (scheduler_t *self)
+{
+    return self->waiting? reswait_count (self->waiting): 0;
+}
+
+bool
+scheduler_waiting_get (scheduler_t *self, size_t i, uint64_t *key, int64_t *left_ms,
+                       char *needs, size_t needs_size)
+{
+    if (i >= scheduler_waiting_count (self))
+        return false;
+    reswait_get (self->waiting, i, key, left_ms);
+    task_t *task = graph_task (self->graph, *key);
+    if (task)
+        s_needs (task, needs, needs_size);
+    else
+        snprintf (needs, needs_size, "?");
+    return true;
 }
 
 #define S_STAY_BYTES (1u << 20)     //  inputs this large keep a task in place

@@ -49,4 +49,17 @@ size_t scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, vo
 //  Tasks no live governor has the resources for (waiting for one to join).
 size_t scheduler_blocked_count (scheduler_t *self);
 
+//  Resource waits (reswait.h): a ready task no connected governor can run
+//  waits up to wait_ms (of time with some governor connected) for one that
+//  can, at most `max` tasks; wait_ms 0 fails such tasks at once. Default
+//  0. 0, or -1 if out of memory.
+int scheduler_set_resource_wait (scheduler_t *self, int64_t wait_ms, size_t max);
+//  Time passes: fails the tasks whose wait is over. Call every turn.
+void scheduler_tick (scheduler_t *self, int64_t now_ms);
+size_t scheduler_waiting_count (scheduler_t *self);
+//  The i-th waiting task: its key, ms of its wait left, and what it needs
+//  ("cpus=1, gpu=2") in needs. False if there is no i-th.
+bool scheduler_waiting_get (scheduler_t *self, size_t i, uint64_t *key, int64_t *left_ms,
+                            char *needs, size_t needs_size);
+
 #endif

@@ -1,9 +1,10 @@
 """squall Python executor: runs "py" tasks for a governor.
 
 The governor (governor/pyexec.c) embeds this file, writes it into its working
-directory and starts it as `python executor.py FD`; FD is one end of a Unix
-socketpair. The executor is persistent: it runs one task at a time, for as
-many tasks as the governor gives it, and exits when the socket closes.
+directory and starts it as `python executor.py FD GOVERNOR_PID`; FD is one
+end of a Unix socketpair. The executor is persistent: it runs one task at a
+time, for as many tasks as the governor gives it, and exits when the socket
+closes, or is killed (SIGKILL) when the governor dies, even mid-task.
 
 Framing (docs/protocol.md, "py"): every message is a little-endian u64 body
 length followed by the body, so that both sides need nothing but `struct`.
@@ -14,6 +15,22 @@ length followed by the body, so that both sides need nothing but `struct`.
   executor -> governor: u8 0, u32 n, then per output u64 size, data
                      or u8 1, the failure message (UTF-8)
 
+Two things ride inside these fields without changing the framing (the
+client, bindings/python/squall/errors.py, reads them back):
+  - a failure message ends with EXC_SEPARATOR and the base64 of the pickled
+    exception when it pickles (and unpickles) in at most _EXC_B64_MAX bytes,
+    so the client can raise the task's own exception; the whole message stays
+    under the governor's cap on failure messages (_MESSAGE_MAX);
+  - warnings the task raised, and those its inputs carried (so a warning of
+    an intermediate task reaches the client with the final result), follow
+    the first output's pickle as WARN_MAGIC, u32 length, pickle of
+    [(module, qualname, message, filename, lineno)], u32 length, WARN_MAGIC,
+    at most _WARN_MAX of them: pickle.loads stops at the pickle's STOP
+    opcode, so every reader of the value ignores them; the framing at both
+    ends lets a reader find them after a pickle (a stream of values) or at
+    the end of a value (an input here), and the client re-emits them
+    through its own warning filters.
+
 Inputs of content type "py/pickle" are unpickled before the call, others
 are passed as bytes. Outputs of type "py/pickle" are pickled results, others
 must be bytes (or str, encoded as UTF-8). The arguments template `args` is
@@ -23,6 +40,7 @@ is empty the function is called with the inputs as positional arguments.
 Only the standard library and cloudpickle (needed to load functions that
 the client pickled by value) are used.
 """
+import base64
 import io
 import os
 import pickle
@@ -31,10 +49,18 @@ import socket
 import struct
 import sys
 import traceback
+import warnings
 
 PICKLE = "py/pickle"
 _FN_CACHE_MAX = 512
-_MESSAGE_MAX = 60000
+#   The governor keeps 8 KiB of a failure message (governor/compute.c,
+#   S_ERR_SIZE); what is cut off there would break the pickled exception.
+_MESSAGE_MAX = 8000
+_EXC_B64_MAX = 6000
+EXC_SEPARATOR = "\n--- pickled exception ---\n"
+WARN_MAGIC = b"\0SQWARN"
+#   A task warning in a loop must not make its output grow without bound.
+_WARN_MAX = 100
 
 _HEAD = struct.Struct("<BIIII")
 _INPUT = struct.Struct("<IQ")
@@ -100,6 +126,7 @@ def _run(body):
     args_bytes = view[pos:pos + args_len]
     pos += args_len
     inputs = []
+    upstream = []                   # warnings the inputs carry
     for _ in range(n_in):
         type_len, size = _INPUT.unpack_from(view, pos)
         pos += _INPUT.size
@@ -107,7 +134,11 @@ def _run(body):
         pos += type_len
         data = view[pos:pos + size]
         pos += size
-        inputs.append(pickle.loads(data) if content_type == PICKLE else bytes(data))
+        if content_type == PICKLE:
+            inputs.append(pickle.loads(data))
+            _input_warnings(data, upstream)
+        else:
+            inputs.append(bytes(data))
     out_types = []
     for _ in range(n_out):
         (type_len,) = _U32.unpack_from(view, pos)
@@ -116,11 +147,14 @@ def _run(body):
         pos += type_len
 
     fn = _function(fn_bytes)
-    if args_len:
-        args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
-        result = fn(*args, **kwargs)
-    else:
-        result = fn(*inputs)
+    with warnings.catch_warnings(record=True) as caught:
+        #   Record every warning: the client's filters decide which to show.
+        warnings.simplefilter("always")
+        if args_len:
+            args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
+            result = fn(*args, **kwargs)
+        else:
+            result = fn(*inputs)
 
     if n_out == 0:
         values = ()
@@ -131,27 +165,111 @@ def _run(body):
         if len(values) != n_out:
             raise ValueError("the function returned %d value(s) for %d outputs"
                              % (len(values), n_out))
+    trailer = _warnings_trailer(upstream, caught)
     parts = [b"\0", _U32.pack(n_out)]
-    for value, content_type in zip(values, out_types):
-        data = _encode(value, content_type)
+    for j, (value, content_type) in enumerate(zip(values, out_types)):
+        try:
+            data = _encode(value, content_type)
+        except Exception as exc:
+            if content_type != PICKLE:
+                raise
+            raise TypeError(
+                "output %d of this task, a %s, cannot be pickled (%s: %s); it must be, "
+                "because a task's outputs leave its executor: another task reads them "
+                "(maybe on another governor) or the client fetches them. Return a "
+                "picklable value, or do the work that needs this object in the same "
+                "task (the Dask adapter fuses linear chains for this)"
+                % (j, type(value).__qualname__, type(exc).__name__, exc)) from None
+        if trailer and content_type == PICKLE:
+            data += trailer
+            trailer = b""
         parts.append(_U64.pack(len(data)))
         parts.append(data)
     return parts
 
 
+def _input_warnings(data, out):
+    """Appends the warnings that end the value `data` (see the module
+    doc), if any, to out (at most _WARN_MAX in all)."""
+    tail = len(WARN_MAGIC) + _U32.size
+    if len(data) < 2 * tail or bytes(data[-len(WARN_MAGIC):]) != WARN_MAGIC:
+        return
+    (size,) = _U32.unpack_from(data, len(data) - tail)
+    start = len(data) - 2 * tail - size
+    if start < 0 or bytes(data[start:start + len(WARN_MAGIC)]) != WARN_MAGIC \
+            or _U32.unpack_from(data, start + len(WARN_MAGIC))[0] != size:
+        return                      # a value that merely ends like one
+    try:
+        items = pickle.loads(data[start + tail:start + tail + size])
+    except Exception:
+        return
+    for item in items:
+        if len(out) >= _WARN_MAX:
+            break
+        if item not in out:
+            out.append(item)
+
+
+def _warnings_trailer(upstream, caught):
+    """The trailer of the inputs' warnings and the caught ones (b"" if
+    none). Categories travel by name: a class the client cannot import
+    becomes a UserWarning there rather than a failed result."""
+    if not caught and not upstream:
+        return b""
+    seen = list(upstream)
+    for w in caught:
+        if len(seen) >= _WARN_MAX:
+            break
+        cat = w.category
+        item = (cat.__module__, cat.__qualname__, str(w.message),
+                str(w.filename), int(w.lineno or 0))
+        if item not in seen:
+            seen.append(item)
+    data = pickle.dumps(seen, protocol=pickle.HIGHEST_PROTOCOL)
+    size = _U32.pack(len(data))
+    return WARN_MAGIC + size + data + size + WARN_MAGIC
+
+
+def _pickled_exception(exc):
+    """base64 of the pickled exception, or None if it does not survive a
+    round trip here (then the client raises TaskFailed with the text)."""
+    tb, exc.__traceback__ = exc.__traceback__, None
+    try:
+        for dumps in (pickle.dumps, getattr(_cloudpickle, "dumps", None)):
+            if dumps is None:
+                continue
+            try:
+                data = dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.loads(data)      # exceptions with odd __init__s fail here
+            except Exception:
+                continue
+            text = base64.b64encode(data).decode("ascii")
+            return text if len(text) <= _EXC_B64_MAX else None
+        return None
+    finally:
+        exc.__traceback__ = tb
+
+
 def _failure(exc):
     """The task's failure message: the exception, then the traceback
-    without this file's frames."""
+    without this file's frames, then the pickled exception if it fits."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
     lines = traceback.format_exception(type(exc), exc, tb)
     text = "%s: %s\n--- remote traceback ---\n%s" % (
         type(exc).__name__, exc, "".join(lines))
+    try:
+        pickled = _pickled_exception(exc)
+    except BaseException:           # noqa: B902 - a broken __reduce__ must not kill us
+        pickled = None
+    tail = (EXC_SEPARATOR + pickled).encode("ascii") if pickled else b""
+    room = _MESSAGE_MAX - len(tail)
     data = text.encode("utf-8", "replace")
-    if len(data) > _MESSAGE_MAX:
-        data = data[:_MESSAGE_MAX // 2] + b"\n...\n" + data[-_MESSAGE_MAX // 2:]
-    return [b"\1", data]
+    if len(data) > room:
+        data = data[:room // 2 - 3] + b"\n...\n" + data[-(room // 2 - 3):]
+        data = data.decode("utf-8", "ignore").encode("utf-8")
+    return [b"\1", data + tail]
 
 
 def _recv_exact(sock, size):
@@ -166,10 +284,42 @@ def _recv_exact(sock, size):
     return buf
 
 
+def _die_with_governor(governor_pid):
+    """Asks Linux for SIGKILL when the governor dies (PR_SET_PDEATHSIG): a
+    task in a long computation would otherwise run on with nobody to hear
+    of it (the socket's end of file is only read between tasks). If the
+    governor died before this call, the parent is already someone else."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):   # not Linux: the socket's EOF still ends us
+        return
+    if governor_pid and os.getppid() != governor_pid:
+        os._exit(1)
+
+
+def _preload():
+    """Imports the governor's --python-preload modules now, while no task
+    waits (a module that fails is reported, not fatal: the task that needs
+    it will fail with the real error)."""
+    import importlib
+    for name in os.environ.get("SQUALL_PYTHON_PRELOAD", "").split(","):
+        name = name.strip()
+        if name:
+            try:
+                importlib.import_module(name)
+            except BaseException as exc:    # noqa: B902 - SystemExit in a module too
+                print("squall executor: cannot preload %s: %s: %s"
+                      % (name, type(exc).__name__, exc), file=sys.stderr, flush=True)
+
+
 def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_governor(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     if "" not in sys.path:
         sys.path.insert(0, "")
+    _preload()
     sock = socket.socket(fileno=int(sys.argv[1]))
     while True:
         head = _recv_exact(sock, 8)

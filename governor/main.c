@@ -7,6 +7,7 @@
 #include "files.h"
 #include "args.h"
 #include "log.h"
+#include "parentwatch.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -32,7 +33,8 @@ static const char *s_usage =
     "                         with keys, 127.0.0.1 without)\n"
     "  --advertise HOST       host put in announced endpoints (default: the\n"
     "                         local address that reaches the broker)\n"
-    "  --workdir DIR          where task directories go (default: a fresh\n"
+    "  --workdir DIR          where task directories go, made if missing\n"
+    "                         (default: a fresh\n"
     "                         /tmp/squall-governor-XXXXXX, removed at exit)\n"
     "  --memory SIZE          object store limit, e.g. 4GiB; objects are\n"
     "                         spilled to the workdir above 70 percent\n"
@@ -58,7 +60,33 @@ static const char *s_usage =
     "  --log-level LEVEL      error, warn, info or debug (info)\n"
     "  --python PATH          interpreter of Python executors (default:\n"
     "                         $SQUALL_PYTHON, else python3 from PATH)\n"
+    "  --python-prestart      start one Python executor per cpu at once instead\n"
+    "                         of at the first Python task (its start-up, 0.1-1 s,\n"
+    "                         is then not paid by the first task)\n"
+    "  --python-preload MODS  comma-separated modules every executor imports\n"
+    "                         when it starts (implies --python-prestart)\n"
     "  --help                 this text\n";
+
+//  mkdir -p: every missing directory of path, mode 0700. 0 or -1 (errno).
+static int
+s_mkdirs (const char *path)
+{
+    char buf [PATH_MAX];
+    if (snprintf (buf, sizeof buf, "%s", path) >= (int) sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1; ; p++)
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir (buf, 0700) && errno != EEXIST)
+                return -1;
+            if (c == 0)
+                return 0;
+            *p = c;
+        }
+}
 
 static int
 s_bad (const char *message, const char *value)
@@ -187,6 +215,8 @@ main (int argc, char *argv [])
         { "insecure", no_argument, NULL, 'I' },
         { "log-level", required_argument, NULL, 'L' },
         { "python", required_argument, NULL, 'P' },
+        { "python-prestart", no_argument, NULL, 'X' },
+        { "python-preload", required_argument, NULL, 'Y' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 }
     };
@@ -254,6 +284,16 @@ main (int argc, char *argv [])
                 //  Read by governor/pyexec.c; set before any thread starts.
                 if (!*optarg || setenv ("SQUALL_PYTHON", optarg, 1))
                     return s_bad ("--python needs an interpreter", optarg);
+                break;
+            case 'X':
+                //  Read by governor/pyexec.c, like SQUALL_PYTHON.
+                setenv ("SQUALL_PYTHON_PRESTART", "1", 1);
+                break;
+            case 'Y':
+                //  Read by the executors (executor.py) and pyexec.c.
+                if (setenv ("SQUALL_PYTHON_PRELOAD", optarg, 1)
+                ||  setenv ("SQUALL_PYTHON_PRESTART", "1", 1))
+                    return s_bad ("--python-preload needs module names", optarg);
                 break;
             case 'R': config.reconnect = false; break;
             case 'G':
@@ -338,8 +378,17 @@ main (int argc, char *argv [])
     char workdir [PATH_MAX];
     if (user_workdir) {
         char real [PATH_MAX];
-        if (!realpath (user_workdir, real))
-            return s_bad ("--workdir must be an existing directory", user_workdir);
+        //  A missing workdir is made (with its parents): a governor that
+        //  exited over it left whole test clusters silently idle.
+        if (!realpath (user_workdir, real) && errno == ENOENT && s_mkdirs (user_workdir) == 0)
+            sq_info ("created the working directory %s", user_workdir);
+        struct stat st;
+        errno = 0;
+        if (!realpath (user_workdir, real) || stat (real, &st) || !S_ISDIR (st.st_mode)) {
+            fprintf (stderr, "squall-governor: --workdir %s: %s\n", user_workdir,
+                     errno? strerror (errno): "not a directory");
+            return 2;
+        }
         snprintf (workdir, sizeof workdir, "%.*s/governor-%d", PATH_MAX - 40, real, (int) getpid ());
         files_rmtree (workdir);
         if (mkdir (workdir, 0700)) {
@@ -369,6 +418,18 @@ main (int argc, char *argv [])
     signal (SIGALRM, s_too_slow);
     int signal_fd = signalfd (-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     int code = 1;
+    //  After the mask: the watcher's SIGTERM must reach the signalfd.
+    char watch_err [256];
+    parentwatch_t *watch = NULL;
+    if (parentwatch_from_env (&watch, watch_err, sizeof watch_err)) {
+        fprintf (stderr, "squall-governor: %s\n", watch_err);
+        if (signal_fd >= 0)
+            close (signal_fd);
+        files_rmtree (workdir);
+        for (uint32_t i = 0; i < config.n_resources; i++)
+            free (resource_names [i]);
+        return 2;
+    }
     governor_t *governor = signal_fd >= 0? governor_new (&config): NULL;
     if (governor) {
         code = governor_run (governor, signal_fd);
@@ -376,6 +437,7 @@ main (int argc, char *argv [])
     }
     else
         sq_error ("cannot start: %s", strerror (errno));
+    parentwatch_destroy (&watch);
     if (signal_fd >= 0)
         close (signal_fd);
     files_rmtree (workdir);

@@ -34,6 +34,8 @@ struct _pyexec_t {
     char *script;
 };
 
+static s_exec_t *s_idle_slot (pyexec_t *self);
+
 //  --------------------------------------------------------------------------
 //  Little-endian fields, so the Python side reads them with struct "<"
 
@@ -122,7 +124,11 @@ s_spawn (pyexec_t *self, s_exec_t *ex, char *err, size_t err_size)
     sigemptyset (&none);
     posix_spawnattr_setsigmask (&attr, &none);
     posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK);
-    char *argv [] = { self->python, self->script, (char *) S_EXEC_FD, NULL };
+    //  Our pid lets the executor tell whether we died before it asked for
+    //  a death signal (executor.py, _die_with_governor).
+    char governor_pid [24];
+    snprintf (governor_pid, sizeof governor_pid, "%d", (int) getpid ());
+    char *argv [] = { self->python, self->script, (char *) S_EXEC_FD, governor_pid, NULL };
     pid_t pid;
     int rc = posix_spawnp (&pid, self->python, &actions, &attr, argv, environ);
     posix_spawn_file_actions_destroy (&actions);
@@ -192,6 +198,21 @@ pyexec_new (uint32_t cpus, const char *workdir)
         sq_error ("cannot write the Python executor script: %s", strerror (errno));
         pyexec_destroy (&self);
     }
+    //  --python-prestart: the executors start now, with the governor, so
+    //  that the first tasks do not wait for an interpreter (and the imports
+    //  of --python-preload). They wait for tasks like any idle executor.
+    const char *prestart = getenv ("SQUALL_PYTHON_PRESTART");
+    if (self && prestart && *prestart && strcmp (prestart, "0") != 0) {
+        char err [256];
+        for (uint32_t i = 0; i < self->cpus; i++) {
+            s_exec_t *ex = s_idle_slot (self);
+            if (!ex || s_spawn (self, ex, err, sizeof err)) {
+                sq_warn ("cannot start Python executors in advance: %s",
+                         ex? err: "out of memory");
+                break;
+            }
+        }
+    }
     return self;
 }
 
@@ -259,6 +280,18 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
     return frame;
 }
 
+static s_exec_t *s_new_slot (pyexec_t *self);
+
+//  A slot with no process (free, else new); NULL if out of memory.
+static s_exec_t *
+s_idle_slot (pyexec_t *self)
+{
+    for (size_t i = 0; i < self->n_execs; i++)
+        if (!self->execs [i].pid)
+            return &self->execs [i];
+    return s_new_slot (self);
+}
+
 //  An idle running executor, else a free slot, else a new slot; NULL if
 //  out of memory.
 static s_exec_t *
@@ -274,6 +307,12 @@ s_idle (pyexec_t *self)
     }
     if (free_slot)
         return free_slot;
+    return s_new_slot (self);
+}
+
+static s_exec_t *
+s_new_slot (pyexec_t *self)
+{
     s_exec_t *execs = (s_exec_t *) realloc (self->execs, (self->n_execs + 1) * sizeof *execs);
     if (!execs)
         return NULL;

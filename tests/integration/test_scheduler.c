@@ -4,7 +4,8 @@
       submit, naming it;
     - a task needing a custom resource runs only where it is offered;
     - when the only governor offering a resource leaves, a task waiting for
-      it fails with SQ_E_RESOURCES instead of hanging;
+      it fails with SQ_E_RESOURCES after --resource-wait (2 s here) instead
+      of hanging;
     - priorities: with one slot, a high-priority task submitted last runs
       before the others that are still queued;
     - overbooking retraction: a chain overbooked behind a task whose first
@@ -42,7 +43,9 @@ s_shell (sq_session_t *session, const char *script, const uint32_t *inputs, size
 int
 main (void)
 {
-    harness_t *h = harness_new (1, 2);
+    //  A short resource wait: case 3 waits it out.
+    const char *broker_args [] = { "--resource-wait", "2", NULL };
+    harness_t *h = harness_new_args (1, 2, broker_args);
     const char *gpu [] = { "--resource", "gpu=1", NULL };
     int gpu_gov = harness_add_governor_args (h, "gpu-box", 1, gpu);
     sq_client_t *client = harness_client (h);

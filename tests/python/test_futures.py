@@ -52,14 +52,15 @@ def test_map_gather_nested(client):
 def test_failures_exception_and_gather(client):
     bad = client.submit(boom, "key")
     after = client.submit(inc, bad)
-    with pytest.raises(squall.TaskFailed) as info:
+    with pytest.raises(KeyError) as info:
         bad.result(TIMEOUT)
-    assert "KeyError" in info.value.message and info.value.remote_traceback
-    assert isinstance(after.exception(TIMEOUT), squall.UpstreamFailed)
-    assert after.exception().root_id == bad.task_id
+    assert isinstance(info.value.__cause__, squall.RemoteTraceback)
+    assert "in boom" in info.value.__cause__.traceback
+    assert isinstance(after.exception(TIMEOUT), KeyError)
+    assert "task %d" % bad.task_id in str(after.exception().__cause__)
     assert after.done()
     futures = client.map(inc, range(10)) + [after]
-    with pytest.raises(squall.UpstreamFailed):
+    with pytest.raises(KeyError):
         client.gather(futures, timeout=TIMEOUT)
 
 

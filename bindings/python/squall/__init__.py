@@ -14,20 +14,23 @@ tasks (`@squall.remote`); futures (Dask/Ray-style): `client.submit`,
 `dask.compute(x, scheduler=client.get)`.
 """
 from . import tasks
-from ._core import (Client, DataObject, Future, PyTask, RemoteFunction, Session, Task,
-                    as_completed, blob, current_session, pickled, remote)
+from ._core import (TaskConfigTooLarge, Client, DataObject, Future, PyTask, RemoteFunction, Session, Task,
+                    as_completed, blob, current_session, pickled, remote, wait)
 from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
 from .cluster import LocalCluster
 from .keys import keygen
-from .errors import (ConnectionError, SquallError, TaskCancelled, TaskFailed, TimeoutError,
-                     UpstreamFailed)
+from .errors import (ConnectionError, RemoteTraceback, SquallError, TaskCancelled, TaskFailed,
+                     TimeoutError, UpstreamFailed)
 from .tasks import Program
+
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, FIRST_EXCEPTION  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "LocalCluster", "Session", "DataObject", "Task", "PyTask", "Future",
     "RemoteFunction", "remote", "blob", "pickled", "tasks", "Program", "as_completed",
-    "current_session", "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
-    "TaskCancelled", "TimeoutError", "PICKLE_CONTENT_TYPE", "keygen",
+    "current_session", "wait", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
+    "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
+    "TaskCancelled", "TimeoutError", "RemoteTraceback", "TaskConfigTooLarge", "PICKLE_CONTENT_TYPE", "keygen",
 ]

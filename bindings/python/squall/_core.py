@@ -1,18 +1,23 @@
 """Clients, sessions, data objects, tasks, Python tasks and futures."""
 from __future__ import annotations
 
+import collections
+import concurrent.futures as _cf
 import ctypes
 import functools
 import io
+import logging
 import os
 import pickle
 import re
 import threading
 import time
+import weakref
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from . import _lib as L
-from ._pickling import PICKLE, TemplatePickler, dumps, function_bytes, py_config
+from ._pickling import (PICKLE, TemplatePickler, dumps, function_bytes, loads_result,
+                        py_config, read_value)
 from ._progress import Progress
 from .errors import (ConnectionError, SquallError, TaskCancelled, TaskFailed,
                      TimeoutError, UpstreamFailed)
@@ -28,9 +33,94 @@ _GATHER_CHUNK = 2000
 #   own arguments.
 TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key")
 
+#   Blocking calls into the library last at most this long with the client's
+#   lock held; a longer wait is made of such slices, so that other threads
+#   (and the future watcher) get their turn in between.
+_SLICE_MS = 100
+#   A client waiting on the cluster while no governor at all is connected
+#   says so this often (a governor that failed to start leaves the cluster
+#   silently idle otherwise).
+_NO_GOVERNOR_WARNING = 10.0
+#   One task's config at most (common/proto.h SQ_MAX_CONFIG): a bigger one
+#   is refused with a clear message before anything is sent.
+_CONFIG_MAX = 16 << 20
+_log = logging.getLogger("squall")
+
 _local = threading.local()
 #   What the library and the broker put before a task's own message.
 _PREFIX = re.compile(r"^(?:(?:upstream )?task \d+ (?:was cancelled|failed)|object \d+): ?")
+
+
+class _FairLock:
+    """A reentrant lock granted in the order threads asked for it. Python's
+    RLock lets a thread that releases and at once re-acquires (a loop of
+    slices, the flusher) starve the others; here each acquire takes a
+    ticket and waits for its turn."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._owner: Optional[int] = None
+        self._count = 0
+        self._next = 0              # the next ticket to hand out
+        self._serving = 0           # the ticket whose turn it is
+        self._abandoned: set = set()  # tickets of waits interrupted (KeyboardInterrupt)
+
+    def _advance(self) -> None:
+        self._serving += 1
+        while self._serving in self._abandoned:
+            self._abandoned.discard(self._serving)
+            self._serving += 1
+        self._cond.notify_all()
+
+    def acquire(self) -> bool:
+        me = threading.get_ident()
+        if self._owner == me:           # only this thread can change that
+            self._count += 1
+            return True
+        with self._cond:
+            if self._owner == me:
+                self._count += 1
+                return True
+            ticket = self._next
+            self._next += 1
+            try:
+                while self._owner is not None or self._serving != ticket:
+                    self._cond.wait()
+            except BaseException:
+                if self._serving == ticket:
+                    self._advance()
+                else:
+                    self._abandoned.add(ticket)
+                raise
+            self._owner = me
+            self._count = 1
+            return True
+
+    def release(self) -> None:
+        if self._count > 1 and self._owner == threading.get_ident():
+            self._count -= 1
+            return
+        with self._cond:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("squall: releasing a client lock this thread does not hold")
+            self._count -= 1
+            if self._count == 0:
+                self._owner = None
+                self._advance()
+
+    def held(self) -> bool:
+        return self._owner == threading.get_ident()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+class TaskConfigTooLarge(SquallError, ValueError):
+    """A Python task's pickled function and arguments are over the size a
+    task's config may have (16 MiB): large values must travel as data."""
 
 
 def _locked(method):
@@ -79,7 +169,14 @@ class Client:
     take longer.
     Graphs are built in sessions (`with client.session() as s:`);
     `submit` / `map` / `gather` give Dask-style futures; `get` runs Dask
-    graphs. A client belongs to one thread at a time.
+    graphs.
+
+    Threads: a client may be used from several threads. Every call into
+    the library holds the client's lock, granted in arrival order; blocking
+    waits hold it for at most 100 ms at a time, so other threads' calls go
+    through while one waits. Futures are completed (callbacks,
+    concurrent.futures.wait, asyncio) by a watcher thread that exists only
+    while some future has a callback or a waiter.
     """
 
     def __init__(self, address: Optional[str] = None, timeout: float = 10.0,
@@ -109,9 +206,14 @@ class Client:
         self._fs: Optional[Session] = None      # the futures' session
         self._live_futures = 0
         self._released: List[int] = []           # kept objects of dead futures
+        #   Future.__del__ runs in whatever thread the garbage collector
+        #   does, maybe while another holds the lock: it only appends
+        #   (session, object id) here, and the next locked call drains it.
+        self._dead: collections.deque = collections.deque()
         #   Every call into the library holds this lock: the flusher thread
         #   sends buffered submits while the caller's thread goes on.
-        self._lock = threading.RLock()
+        self._lock = _FairLock()
+        self._watcher: Optional[_Watcher] = None
         self._flush_wanted = threading.Event()
         self._flusher: Optional[threading.Thread] = None
 
@@ -178,6 +280,8 @@ class Client:
         if lock is None:
             return
         with lock:
+            if self._watcher is not None:
+                self._watcher.stop()
             if getattr(self, "_h", None) and self._h.value:
                 if self._fs is not None:
                     self._fs.close()
@@ -201,9 +305,19 @@ class Client:
         return "<squall.Client %s>" % self.address
 
     # -- futures
+    def _drain_dead(self) -> None:
+        """Accounts for futures collected since the last call (lock held)."""
+        dead = self._dead
+        while dead:
+            session, oid = dead.popleft()
+            self._live_futures -= 1
+            if session is self._fs:
+                self._released.append(oid)
+
     def _futures_session(self) -> "Session":
         """The session futures live in. When no future is alive any more it is
         replaced, which frees all its objects in one request."""
+        self._drain_dead()
         if self._fs is not None and self._live_futures == 0 and self._fs._n_tasks:
             self._fs.close()
             self._fs = None
@@ -216,6 +330,7 @@ class Client:
         """Unkeeps the objects of dead futures. Called right after a submit:
         a buffered task may still read such an object, and once submitted it
         holds it by itself."""
+        self._drain_dead()
         if len(self._released) >= 256:
             released, self._released = self._released, []
             for oid in released:
@@ -279,9 +394,67 @@ class Client:
         tuples and dicts of them). Raises the first failure."""
         flat: List[Future] = []
         _collect(futures, flat)
+        _gather_values(flat, timeout)
+        return _rebuild(futures)
+
+    def scatter(self, data: Any) -> Any:
+        """Puts values on the cluster once, to be used by many tasks: a
+        value gives a Future (already done), a list or tuple a list of
+        them, a dict a dict of them (as Dask's scatter). The value is
+        pickled once and travels as a constant of the futures' session
+        (inline, or uploaded straight to a governor when large); every task
+        given the future reads that one copy."""
+        if isinstance(data, dict):
+            return {k: self._scatter_one(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return [self._scatter_one(v) for v in data]
+        return self._scatter_one(data)
+
+    def _scatter_one(self, value: Any) -> "Future":
         with self._lock:
-            _gather_values(flat, timeout)
-            return _rebuild(futures)
+            s = self._futures_session()
+            obj = s.pickled(value)
+            L.sq_keep(s._h, obj.id)
+            future = Future(s, obj.id, oid=obj.id)
+            s.submit()
+        future._set_value(value)
+        return future
+
+    def wait_for_governors(self, n: int = 1, timeout: Optional[float] = None) -> int:
+        """Waits until at least n governors are connected (as Dask's
+        wait_for_workers); returns how many are. TimeoutError after
+        `timeout` seconds (None: for ever)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.01
+        while True:
+            count = len(self.info().get("governors") or [])
+            if count >= n:
+                return count
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError("%d governor(s) connected after %s s, %d wanted"
+                                   % (count, timeout, n))
+            #   INFO is the only way to learn of governors: ask again, less
+            #   and less often (at most every half second).
+            time.sleep(delay if deadline is None else
+                       max(0.0, min(delay, deadline - time.monotonic())))
+            delay = min(0.5, delay * 2)
+
+    def _warn_if_no_governor(self) -> None:
+        try:
+            governors = self.info().get("governors")
+        except SquallError:
+            return
+        if not governors:
+            _log.warning("squall: waiting on the cluster at %s, but no governor is connected: "
+                         "tasks run once one joins (see `squall status`)", self.address)
+
+    def _watch(self, future: "Future") -> None:
+        """Completes the future in the background (a callback or a waiter
+        was added to it)."""
+        with self._lock:
+            if self._watcher is None or not self._watcher.add(future):
+                self._watcher = _Watcher(self)
+                self._watcher.add(future)
 
     def get(self, dsk: Any, keys: Any, **kwargs) -> Any:
         """Dask's scheduler interface: runs a Dask task graph, returns the
@@ -431,7 +604,14 @@ class Session:
         else:
             template, refs = self._template.dumps(args, kwargs or {})
             inputs = [self._check_ref(r) for r in refs]
-        return self._add_task(b"py", inputs, n_outputs, py_config(fn_bytes, template),
+        config = py_config(fn_bytes, template)
+        if len(config) > _CONFIG_MAX:
+            raise TaskConfigTooLarge(
+                "task %s: its pickled function and arguments take %.1f MiB, over the %d MiB a "
+                "task's config may have; pass large values as data instead (client.scatter, "
+                "squall.pickled, or a future), so that they travel as task inputs"
+                % (name or "?", len(config) / 2.0 ** 20, _CONFIG_MAX >> 20))
+        return self._add_task(b"py", inputs, n_outputs, config,
                               options, name, (PICKLE,) * n_outputs)
 
     def _check_ref(self, ref: Any) -> int:
@@ -477,38 +657,65 @@ class Session:
 
     def wait(self, items: Iterable[Any], timeout: Optional[float] = None) -> None:
         """Waits until the given tasks / data objects are finished; raises
-        TaskFailed / UpstreamFailed for the first failure."""
+        the first failure (a Python task's own exception, else TaskFailed /
+        UpstreamFailed)."""
         self.submit()
         ids = self._ids(items if isinstance(items, (list, tuple, set)) else [items])
         if ids:
-            self._wait_ids(ids, timeout)
+            try:
+                self._wait_ids(ids, timeout)
+            except TaskFailed as exc:
+                raise exc.raised()
 
-    @_locked
     def wait_all(self, timeout: Optional[float] = None) -> None:
         """Waits for every task submitted in this session so far."""
         self.submit()
-        if self._progress_wanted(len(self._task_ids)):
-            self._wait_ids(list(self._task_ids), timeout)
-            return
-        self._check(L.sq_wait_all(self._h, _ms(timeout)))
+        try:
+            if self._progress_wanted(len(self._task_ids)):
+                self._wait_ids(list(self._task_ids), timeout)
+                return
+            self._check(self._sliced(lambda ms: L.sq_wait_all(self._h, ms), timeout))
+        except TaskFailed as exc:
+            raise exc.raised()
+
+    def _sliced(self, call: Callable[[int], int], timeout: Optional[float]) -> int:
+        """call(timeout_ms) -> rc, repeated in slices of at most _SLICE_MS
+        with the lock held only during each (see Client's threads note),
+        until it returns anything but a timeout or `timeout` is over."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        check_at = time.monotonic() + _NO_GOVERNOR_WARNING
+        while True:
+            if time.monotonic() >= check_at:
+                check_at = time.monotonic() + _NO_GOVERNOR_WARNING
+                self.client._warn_if_no_governor()
+            if deadline is None:
+                step = _SLICE_MS
+            else:
+                step = max(0, min(_SLICE_MS, int((deadline - time.monotonic()) * 1000)))
+            with self._lock:
+                if self.closed:
+                    raise TaskCancelled("session %d is closed" % self.id)
+                rc = call(step)
+            if rc != L.SQ_E_TIMEOUT or (deadline is not None and time.monotonic() >= deadline):
+                return rc
 
     def _progress_wanted(self, n: int) -> bool:
         return Progress(n).enabled
 
-    @_locked
     def _wait_ids(self, ids: List[int], timeout: Optional[float]) -> None:
         arr = L.ids(ids)
         progress = Progress(len(ids))
         if not progress.enabled:
-            self._check(L.sq_wait(self._h, arr, len(ids), _ms(timeout)))
+            rc = self._sliced(lambda ms: L.sq_wait(self._h, arr, len(ids), ms), timeout)
+            self._check(rc)
             return
-        import time
         deadline = None if timeout is None else time.monotonic() + timeout
         with progress:
             while True:
                 step = 250 if deadline is None else \
                     max(0, min(250, int((deadline - time.monotonic()) * 1000)))
-                rc = L.sq_wait(self._h, arr, len(ids), step)
+                with self._lock:
+                    rc = L.sq_wait(self._h, arr, len(ids), step)
                 if rc != L.SQ_E_TIMEOUT or (deadline is not None and time.monotonic() >= deadline):
                     if rc == 0:
                         progress.update(len(ids))
@@ -517,12 +724,13 @@ class Session:
                 done, _ = self._wait_some_ids(ids, 0)
                 progress.update(len(done))
 
-    @_locked
     def _wait_some_ids(self, ids: List[int], timeout_ms: int):
         arr = L.ids(ids)
         done = (ctypes.c_uint32 * len(ids))()
         n_done = ctypes.c_size_t(0)
-        rc = L.sq_wait_some(self._h, arr, len(ids), timeout_ms, done, ctypes.byref(n_done))
+        rc = self._sliced(lambda ms: L.sq_wait_some(self._h, arr, len(ids), ms, done,
+                                                    ctypes.byref(n_done)),
+                          None if timeout_ms < 0 else timeout_ms / 1000.0)
         if rc == L.SQ_E_TIMEOUT:
             return [], ids
         self._check(rc)
@@ -548,14 +756,20 @@ class Session:
         ids = self._ids(items)
         self._check(L.sq_cancel(self._h, L.ids(ids) if ids else None, len(ids)))
 
-    @_locked
-    def _fetch(self, oid: int, timeout: Optional[float]):
+    def _fetch(self, oid: int, timeout: Optional[float], raw: bool = False):
+        """(data, content type) of a kept object. A failure raises the Python
+        task's own exception, or with raw=True always the TaskFailed."""
         self.submit()
         data = ctypes.c_void_p()
         size = ctypes.c_size_t()
         ctype = ctypes.c_void_p()
-        rc = L.sq_fetch(self._h, oid, _ms(timeout), ctypes.byref(data),
-                        ctypes.byref(size), ctypes.byref(ctype))
+        rc = self._sliced(lambda ms: L.sq_fetch(self._h, oid, ms, ctypes.byref(data),
+                                                ctypes.byref(size), ctypes.byref(ctype)),
+                          timeout)
+        with self._lock:
+            return self._fetched(oid, rc, data, size, ctype, raw)
+
+    def _fetched(self, oid, rc, data, size, ctype, raw):
         if rc:
             error = self.client._error(rc, self)
             if rc not in (L.SQ_E_TIMEOUT, L.SQ_E_CONNECTION, L.SQ_E_TASK_FAILED,
@@ -565,6 +779,8 @@ class Session:
                 rc = L.sq_wait(self._h, L.ids([oid]), 1, 0)
                 if rc in (L.SQ_E_TASK_FAILED, L.SQ_E_UPSTREAM_FAILED, L.SQ_E_CANCELLED):
                     error = self.client._error(rc, self)
+            if isinstance(error, TaskFailed) and not raw:
+                raise error.raised()
             raise error
         content_type = ""
         if ctype.value:
@@ -602,7 +818,7 @@ class DataObject:
         when its content type is "py/pickle". The object must be kept."""
         data, content_type = self.session._fetch(self.id, timeout)
         if content_type == PICKLE:
-            return pickle.loads(data)
+            return loads_result(data)
         return data
 
     def wait(self, timeout: Optional[float] = None) -> None:
@@ -735,25 +951,69 @@ def remote(fn: Optional[Callable] = None, *, outputs: int = 1, cpus: int = 1,
 _UNSET = object()
 
 
-class Future:
-    """The result of client.submit: a value being computed on the cluster."""
+class _Waiters(list):
+    """Future._waiters: concurrent.futures.wait / as_completed append their
+    waiter here (under the future's condition); that is the moment the
+    future needs completing in the background."""
 
-    __slots__ = ("_session", "_tid", "_oid", "_value", "_exc", "__weakref__")
+    __slots__ = ("_future",)
 
-    def __init__(self, session: Session, tid: int):
+    def __init__(self, future: "Future"):
+        super().__init__()
+        #   Weak: a cycle would leave dead futures to the cyclic collector,
+        #   and their objects kept on the cluster until it runs.
+        self._future = weakref.ref(future)
+
+    def append(self, waiter) -> None:
+        super().append(waiter)
+        future = self._future()
+        if future is not None:
+            future._watch()
+
+
+_CONDITION_LOCK = threading.Lock()
+
+
+class Future(_cf.Future):
+    """The result of client.submit: a value being computed on the cluster.
+
+    A concurrent.futures.Future: `result`, `exception`, `done`, `cancel`,
+    `cancelled`, `add_done_callback`, and it works with
+    concurrent.futures.wait / as_completed, asyncio.wrap_future and
+    `await future`. Callbacks run in the client's watcher thread (or at
+    once, in the caller's, if the future is already done)."""
+
+    def __init__(self, session: Session, tid: int, oid: Optional[int] = None):
+        #   concurrent.futures.Future's own fields, but its condition only
+        #   when first needed (see _condition): 20 000 futures of a map
+        #   should not cost 20 000 Conditions.
+        self._state = _cf._base.PENDING
+        self._result = None
+        self._exception = None
+        self._done_callbacks = []
         self._session = session
         self._tid = tid
-        self._oid = tid + 1
+        self._oid = tid + 1 if oid is None else oid
         self._value = _UNSET
         self._exc: Optional[BaseException] = None
+        self._watched = False
+        self._waiters = _Waiters(self)
         session.client._live_futures += 1
+
+    @property
+    def _condition(self) -> threading.Condition:
+        cond = self.__dict__.get("_cond")
+        if cond is None:
+            with _CONDITION_LOCK:
+                cond = self.__dict__.get("_cond")
+                if cond is None:
+                    cond = self.__dict__["_cond"] = threading.Condition()
+        return cond
 
     def __del__(self):
         try:
-            client = self._session.client
-            client._live_futures -= 1
-            if client._fs is self._session:
-                client._released.append(self._oid)
+            # no lock here: see Client._dead
+            self._session.client._dead.append((self._session, self._oid))
         except Exception:
             pass
 
@@ -766,44 +1026,186 @@ class Future:
         return self._tid
 
     def _resolved(self) -> bool:
-        return self._value is not _UNSET or self._exc is not None
+        return self._value is not _UNSET or self._exc is not None or \
+            self._state in (_cf._base.CANCELLED, _cf._base.CANCELLED_AND_NOTIFIED)
+
+    def _set_value(self, value: Any) -> None:
+        """Completes the concurrent.futures side: waiters wake, callbacks
+        run (in this thread, without the client's lock held)."""
+        self._value = value
+        try:
+            super().set_result(value)
+        except _cf.InvalidStateError:   # cancelled meanwhile, or set by another thread
+            pass
+
+    def _set_exc(self, exc: BaseException) -> None:
+        self._exc = exc
+        try:
+            super().set_exception(exc)
+        except _cf.InvalidStateError:
+            pass
 
     def _resolve(self, timeout: Optional[float]) -> None:
         if self._resolved():
             return
         try:
-            data, content_type = self._session._fetch(self._oid, timeout)
-        except (TaskFailed, TaskCancelled) as exc:
-            self._exc = exc
+            data, content_type = self._session._fetch(self._oid, timeout, raw=True)
+        except TaskFailed as exc:
+            self._set_exc(exc.raised())
             return
-        self._value = pickle.loads(data) if content_type == PICKLE else data
+        except TaskCancelled as exc:
+            self._set_exc(exc)
+            return
+        self._set_value(loads_result(data) if content_type == PICKLE else data)
 
     def result(self, timeout: Optional[float] = None) -> Any:
         """The value, waiting up to `timeout` seconds (None: for ever).
-        Raises TaskFailed / UpstreamFailed if the task failed."""
+        Raises the task's own exception if it raised one (its __cause__ is
+        a RemoteTraceback naming the task), else TaskFailed /
+        UpstreamFailed; warnings the task raised are re-emitted here.
+        concurrent.futures.CancelledError if it was cancelled."""
+        if self.cancelled():
+            raise _cf.CancelledError()
         self._resolve(timeout)
+        if self.cancelled():
+            raise _cf.CancelledError()
         if self._exc is not None:
             raise self._exc
         return self._value
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
-        """The task's exception (TaskFailed, ...) or None, waiting like result."""
+        """The exception result() would raise, or None, waiting like result."""
+        if self.cancelled():
+            raise _cf.CancelledError()
         self._resolve(timeout)
         return self._exc
 
     def done(self) -> bool:
-        """Whether the task has finished or failed (does not wait)."""
+        """Whether the task has finished, failed or was cancelled (does not
+        wait)."""
         if self._resolved():
             return True
         if self._session.closed:
             return True
+        self._session.submit()          # a buffered submit is not known yet
         done, _ = self._session._wait_some_ids([self._tid], 0)
         return bool(done)
 
+    def running(self) -> bool:
+        return not self.done()
+
+    def cancel(self) -> bool:
+        """Cancels the task and, through the broker, every task that needs
+        it. False if it is already done."""
+        if self.done():                 # finished (or failed) on the cluster already
+            return self.cancelled()
+        s = self._session
+        with s._lock:
+            if not s.closed:
+                try:
+                    s.submit()
+                    s.cancel([self])
+                except SquallError:
+                    pass
+        if not super().cancel():
+            return self.cancelled()
+        #   concurrent.futures.wait counts CANCELLED_AND_NOTIFIED as done:
+        #   this moves the state there and wakes its waiters.
+        self.set_running_or_notify_cancel()
+        return True
+
+    def add_done_callback(self, fn: Callable[["Future"], Any]) -> None:
+        """Calls fn(future) when it is done (at once if it already is)."""
+        if not super().done():
+            self._watch()
+        super().add_done_callback(fn)
+
+    def _watch(self) -> None:
+        if not self._watched and not self._resolved():
+            self._watched = True
+            self._session.client._watch(self)
+
+    def __await__(self):
+        import asyncio
+        return asyncio.wrap_future(self).__await__()
+
     def __repr__(self) -> str:
-        state = "finished" if self._value is not _UNSET else \
+        state = "cancelled" if self.cancelled() else \
+            "finished" if self._value is not _UNSET else \
             "error" if self._exc is not None else "pending"
         return "<squall.Future %s %s>" % (self.key, state)
+
+
+class _Watcher:
+    """A thread that completes watched futures (callbacks, waiters) as
+    their tasks finish: it waits for any of them in slices (so it holds the
+    client's lock at most _SLICE_MS at a time), fetches the finished ones
+    and completes them outside the lock. It ends when nothing is left to
+    watch; the next watched future starts a new one."""
+
+    def __init__(self, client: Client):
+        self._client = client
+        self._futures: List[Future] = []
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, daemon=True, name="squall-watch")
+        #   Started by the first add (under the lock that made it), so that
+        #   it never sees an empty list first and ends at once.
+        self._started = False
+
+    _idle = False
+
+    def add(self, future: Future) -> bool:
+        """False if this watcher has ended (the caller starts another)."""
+        with self._cond:
+            if self._idle or self._stopped:
+                return False
+            self._futures.append(future)
+            if not self._started:
+                self._started = True
+                self._thread.start()
+            return True
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._futures = [f for f in self._futures if not f._resolved()]
+                if self._stopped or not self._futures:
+                    self._idle = True
+                    return
+                futures = list(self._futures)
+            s = futures[0]._session
+            same = [f for f in futures if f._session is s]
+            try:
+                if s.closed:
+                    for f in same:
+                        f._set_exc(TaskCancelled("session %d is closed" % s.id))
+                    continue
+                s.submit()
+                done, _ = s._wait_some_ids([f._tid for f in same], _SLICE_MS)
+            except SquallError as exc:
+                for f in same:
+                    f._set_exc(exc)
+                continue
+            got = set(done)
+            for f in same:
+                if f._tid in got:
+                    try:
+                        f._resolve(0)
+                    except SquallError as exc:
+                        f._set_exc(exc)
+
+
+def wait(futures: Iterable[Future], timeout: Optional[float] = None,
+         return_when: str = _cf.ALL_COMPLETED):
+    """concurrent.futures.wait for squall futures: (done, not_done) sets;
+    return_when is FIRST_COMPLETED, FIRST_EXCEPTION or ALL_COMPLETED."""
+    return _cf.wait(list(futures), timeout, return_when)
 
 
 def _collect(x: Any, out: List[Future]) -> None:
@@ -850,23 +1252,24 @@ def _gather_values(futures: List[Future], timeout: Optional[float]) -> None:
             continue
         for start in range(0, len(group), _GATHER_CHUNK):
             chunk = group[start:start + _GATHER_CHUNK]
-            tid = s._add_task(b"concat", [f._oid for f in chunk], 1, None, {}, None, None)
-            joined = tid + 1
-            L.sq_keep(s._h, joined)
+            with s._lock:
+                tid = s._add_task(b"concat", [f._oid for f in chunk], 1, None, {}, None, None)
+                joined = tid + 1
+                L.sq_keep(s._h, joined)
             try:
-                data, _ = s._fetch(joined, timeout)
+                data, _ = s._fetch(joined, timeout, raw=True)
             except (TaskFailed, TaskCancelled):
                 data = None
             finally:
-                L.sq_unkeep(s._h, joined)
+                with s._lock:
+                    L.sq_unkeep(s._h, joined)
             if data is None:            # some failed: find out which, one by one
                 for f in chunk:
                     f._resolve(timeout)
                 continue
             stream = io.BytesIO(data)
-            load = pickle.Unpickler(stream).load
             for f in chunk:
-                f._value = load()
+                f._set_value(read_value(stream))
 
 
 def as_completed(futures: Iterable[Future], timeout: Optional[float] = None) -> Iterator[Future]:

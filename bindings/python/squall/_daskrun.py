@@ -28,3 +28,36 @@ def _evaluate(x, env):
     except TypeError:
         pass
     return x
+
+
+def run_chain(spec, members, first_keys, *values):
+    """A linear chain of graph nodes fused into one task: members is a list
+    of (key, node); the first node reads `first_keys` (given as values),
+    each later one the value of the one before. Intermediate values stay
+    Python objects in this process: they are never pickled. A node that
+    raises gets a note naming its key (the task is named after the last)."""
+    env = dict(zip(first_keys, values))
+    value = None
+    for key, node in members:
+        try:
+            if spec:
+                value = node(env)
+            else:
+                value = _evaluate(node, env)
+        except Exception as exc:
+            if hasattr(exc, "add_note"):
+                exc.add_note("in Dask key %r (fused into the task of %r)"
+                             % (key, members[-1][0]))
+            raise
+        env = {key: value}
+    return value
+
+
+def run_data(node, keys, *values):
+    """run() for a node that travelled as a data object (too large to sit in
+    the task's config): the same call."""
+    return run(node, keys, *values)
+
+
+def run_legacy_data(expr, keys, *values):
+    return run_legacy(expr, keys, *values)

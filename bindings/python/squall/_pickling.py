@@ -154,3 +154,60 @@ def py_config(fn_bytes: bytes, args_bytes: bytes) -> bytes:
     if args_bytes:
         return b"\x82\xa2fn" + _bin(fn_bytes) + b"\xa4args" + _bin(args_bytes)
     return b"\x81\xa2fn" + _bin(fn_bytes)
+
+
+# ----------------------------------------------------------------------------
+# Results: a pickle, maybe followed by the warnings the task raised
+# (governor/executor.py: WARN_MAGIC, u32 length, pickle of a list of
+# (module, qualname, message, filename, lineno), u32 length, WARN_MAGIC).
+
+WARN_MAGIC = b"\0SQWARN"
+
+
+def _warning_category(module: str, qualname: str) -> type:
+    """The category by name, only from modules this process already has (a
+    remote name must not make the client import anything); UserWarning if
+    it is not there."""
+    import sys
+    obj: Any = sys.modules.get(module)
+    try:
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        return UserWarning
+    if isinstance(obj, type) and issubclass(obj, Warning):
+        return obj
+    return UserWarning
+
+
+def _emit_warnings(data: bytes) -> None:
+    import warnings
+    try:
+        items = pickle.loads(data)
+    except Exception:               # a damaged trailer loses the warnings, not the value
+        return
+    for module, qualname, message, filename, lineno in items:
+        #   warn_explicit goes through this process's filters and
+        #   showwarning, as if the task had run here.
+        warnings.warn_explicit(message, _warning_category(module, qualname),
+                               filename, lineno)
+
+
+def read_value(stream: "io.BytesIO") -> Any:
+    """Loads one value from the stream and re-emits the warnings that follow
+    it, if any (the stream may hold more values after them)."""
+    value = pickle.Unpickler(stream).load()
+    pos = stream.tell()
+    if stream.read(len(WARN_MAGIC)) == WARN_MAGIC:
+        size = int.from_bytes(stream.read(4), "little")
+        payload = stream.read(size)
+        stream.read(4 + len(WARN_MAGIC))        # the closing length and magic
+        _emit_warnings(payload)
+    else:
+        stream.seek(pos)
+    return value
+
+
+def loads_result(data: bytes) -> Any:
+    """A task's pickled result (warnings re-emitted)."""
+    return read_value(io.BytesIO(data))

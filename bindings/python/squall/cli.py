@@ -191,13 +191,21 @@ def _table(rows, header):
 # squall start
 
 class _Child:
-    def __init__(self, name, argv, log_path):
+    def __init__(self, name, argv, log_path, lifeline=None):
         self.name = name
         self.log = open(log_path, "ab")
+        # The child stops when the read end of `lifeline` sees end of file,
+        # i.e. when this process is gone however it ended (common/
+        # parentwatch.h): a killed `squall start` leaves no cluster behind.
+        env = pass_fds = None
+        if lifeline is not None:
+            env = dict(os.environ, SQUALL_PARENT_FD=str(lifeline))
+            pass_fds = (lifeline,)
         # Own session: the terminal's Ctrl-C reaches only us, and we stop the
         # governors before the broker.
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     env=env, pass_fds=pass_fds or ())
         self.lines = []
         self.cond = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -275,8 +283,9 @@ def cmd_start(args):
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     code = EXIT_OK
+    lifeline = os.pipe()            # only this process holds the write end
     try:
-        broker = _Child("broker", argv, os.path.join(logdir, "broker.log"))
+        broker = _Child("broker", argv, os.path.join(logdir, "broker.log"), lifeline[0])
         children.append(broker)
         deadline = time.monotonic() + 10
         line = broker.wait_line("LISTENING ", deadline)
@@ -300,7 +309,7 @@ def cmd_start(args):
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
             child = _Child("governor-%d" % (i + 1), gargv,
-                           os.path.join(logdir, "governor-%d.log" % (i + 1)))
+                           os.path.join(logdir, "governor-%d.log" % (i + 1)), lifeline[0])
             children.append(child)
             governors.append(child)
         for child in governors:
@@ -350,6 +359,8 @@ def cmd_start(args):
             child.stop()
         for s, handler in old.items():
             signal.signal(s, handler)
+        for fd in lifeline:
+            os.close(fd)
     # a process that failed on its way out (a crash, a sanitizer report)
     # makes the run a failure too
     for child in children:
@@ -393,9 +404,14 @@ def cmd_status(args):
         print()
         print(_table(rows, ["id", "name", "cpus", "load", "running", "queued", "memory",
                             "objects", "done"]))
+    else:
+        print()
+        print("no governor connected: tasks wait until one joins")
     print()
     states = ["waiting", "ready", "assigned", "running", "finished", "failed", "cancelled"]
     print("tasks: " + ", ".join("%s %d" % (s, tasks.get(s, 0)) for s in states))
+    for line in resource_wait_lines(info):
+        print(line)
     return EXIT_OK
 
 
@@ -450,6 +466,19 @@ def cmd_retire(args):
             return EXIT_OK
         time.sleep(0.2)
     raise CliError("governor %s still there after %g s" % (gov["id"], args.wait))
+
+
+def resource_wait_lines(info):
+    """`squall status` lines for tasks waiting for a governor that fits
+    (the broker's --resource-wait), grouped by what they need."""
+    groups = {}
+    for w in info.get("resource_waits") or []:
+        needs = w.get("needs", "?")
+        count, left = groups.get(needs, (0, None))
+        ms = w.get("left_ms", 0)
+        groups[needs] = (count + 1, ms if left is None else min(left, ms))
+    return ["%d task(s) waiting for a governor with %s (%.0f s left)" % (n, needs, left / 1000.0)
+            for needs, (n, left) in sorted(groups.items())]
 
 
 # ---------------------------------------------------------------------------

@@ -18,6 +18,9 @@ from .keys import local_keys
 
 __all__ = ["LocalCluster", "find_binary"]
 
+#   common/parentwatch.h: the read end of a pipe the starter holds open.
+PARENT_FD_ENV = "SQUALL_PARENT_FD"
+
 
 def find_binary(name: str) -> str:
     """Path of squall-broker / squall-governor: bundled in the package, then
@@ -41,7 +44,9 @@ def find_binary(name: str) -> str:
 def _read_line(proc: subprocess.Popen, prefix: str, timeout: float, what: str) -> str:
     """Reads the child's stdout until a line starting with prefix."""
     deadline = time.monotonic() + timeout
-    buf = b""
+    #   What came after the line asked for stays for the next call (the
+    #   broker's LISTENING and HTTP lines often arrive in one read).
+    buf = getattr(proc, "_squall_rest", b"")
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         while True:
@@ -49,6 +54,7 @@ def _read_line(proc: subprocess.Popen, prefix: str, timeout: float, what: str) -
                 line, buf = buf.split(b"\n", 1)
                 text = line.decode("utf-8", "replace").strip()
                 if text.startswith(prefix):
+                    proc._squall_rest = buf
                     return text[len(prefix):].strip()
             left = deadline - time.monotonic()
             if left <= 0:
@@ -87,10 +93,19 @@ class LocalCluster:
     `env` adds to (or, with None values, removes from) their environment.
     After close(), `exit_codes` maps "broker" / "local-N" to exit statuses.
 
+    The broker and governors end with this process: they watch a pipe whose
+    write end only this process holds ($SQUALL_PARENT_FD, common/
+    parentwatch.h), so when it dies in any way (killed, os._exit, a
+    segfault) they stop, and a governor's executors die with it.
+
     Every connection is authenticated and encrypted (docs/security.md): the
     cluster makes keys of its own in a private temporary directory, removed
     on close; `secret_key` and `broker_key` are the paths a client outside
     `client()` needs (squall.Client(address, secret_key=..., broker_key=...)).
+
+    Python executors start with the governors, one per cpu (`prestart`),
+    and import the modules in `preload` before any task, so the first
+    compute is not slowed by interpreter start-up (bench/first_compute.py).
 
     With `journal` (a file), the broker keeps its journal there: after
     `restart_broker()` (or a crash and a new cluster on the same journal)
@@ -102,15 +117,23 @@ class LocalCluster:
     def __init__(self, governors: int = 2, cpus: int = 1, log_level: str = "warn",
                  python: Optional[str] = None, broker_args: Sequence[str] = (),
                  governor_args: Sequence[str] = (), timeout: float = 30.0,
-                 env: Optional[dict] = None, journal: Optional[str] = None):
+                 env: Optional[dict] = None, journal: Optional[str] = None,
+                 prestart: bool = True, preload: Sequence[str] = ()):
         self.n_governors = governors
         self.cpus = cpus
         self.address: Optional[str] = None
+        self.http_port: Optional[int] = None
         self._broker: Optional[subprocess.Popen] = None
         self._governors: List[subprocess.Popen] = []
         self._clients: list = []
         self.exit_codes: dict = {}
         self._journal = journal
+        #   Executors start with the governors (one per cpu), importing
+        #   `preload`: the first compute does not pay for an interpreter.
+        if prestart or preload:
+            governor_args = list(governor_args) + ["--python-prestart"]
+        if preload:
+            governor_args = list(governor_args) + ["--python-preload", ",".join(preload)]
         self._log_level = log_level
         self._broker_args: List[str] = []
         self._keydir = tempfile.mkdtemp(prefix="squall-keys-")
@@ -118,6 +141,11 @@ class LocalCluster:
         self.secret_key = self._keys["client_key"]
         self.broker_key = self._keys["broker_pub"]
         self._env = dict(os.environ)
+        #   The children's lifeline: they see end of file on the read end
+        #   when the write end closes, i.e. when this process is gone.
+        #   os.pipe() fds are not inherited by other children (O_CLOEXEC).
+        self._lifeline = os.pipe()
+        self._env[PARENT_FD_ENV] = str(self._lifeline[0])
         for name, value in (env or {}).items():
             if value is None:
                 self._env.pop(name, None)
@@ -132,7 +160,7 @@ class LocalCluster:
 
     def _start(self, log_level: str, python: str, broker_args: List[str],
                governor_args: List[str], timeout: float) -> None:
-        governor_bin = find_binary("squall-governor")
+        find_binary("squall-governor")         # missing: fail before anything starts
         keys = ["--secret-key", self._keys["broker_key"],
                 "--authorized-keys", self._keys["authorized"]]
         if any(a == "--http" for a in broker_args):
@@ -146,25 +174,56 @@ class LocalCluster:
         if os.environ.get("PYTHONPATH"):
             paths.append(os.environ["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(paths)
-        for i in range(self.n_governors):
-            self._governors.append(subprocess.Popen(
-                [governor_bin, "--broker", self.address, "--cpus", str(self.cpus),
-                 "--name", "local-%d" % (i + 1), "--listen-host", "127.0.0.1",
-                 "--advertise", "127.0.0.1", "--python", python, "--log-level", log_level,
-                 "--secret-key", self._keys["governor_key"], "--broker-key", self.broker_key]
-                + governor_args,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env))
-        for i, proc in enumerate(self._governors):
+        self._governor_env = env
+        self._python = python
+        self._governor_args = governor_args
+        procs = [self._spawn_governor("local-%d" % (i + 1), self.cpus, governor_args)
+                 for i in range(self.n_governors)]
+        for i, proc in enumerate(procs):
             _read_line(proc, "READY", timeout, "squall-governor local-%d" % (i + 1))
             _drain(proc)
+
+    def _spawn_governor(self, name: str, cpus: int, args: Sequence[str]) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [find_binary("squall-governor"), "--broker", self.address, "--cpus", str(cpus),
+             "--name", name, "--listen-host", "127.0.0.1",
+             "--advertise", "127.0.0.1", "--python", self._python, "--log-level", self._log_level,
+             "--secret-key", self._keys["governor_key"], "--broker-key", self.broker_key]
+            + list(args),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._governor_env,
+            pass_fds=self._pass_fds(self._governor_env))
+        self._governors.append(proc)
+        return proc
+
+    def add_governor(self, cpus: Optional[int] = None, args: Sequence[str] = (),
+                     wait: bool = True, timeout: float = 30.0) -> subprocess.Popen:
+        """Starts one more governor (e.g. args=["--resource", "gpu=1"]), named
+        local-N; with wait, returns once it is connected."""
+        name = "local-%d" % (len(self._governors) + 1)
+        proc = self._spawn_governor(name, cpus or self.cpus,
+                                    list(self._governor_args) + list(args))
+        if wait:
+            _read_line(proc, "READY", timeout, "squall-governor " + name)
+            _drain(proc)
+        return proc
 
     def _start_broker(self, endpoint: str, timeout: float) -> None:
         self._broker = subprocess.Popen(
             [find_binary("squall-broker"), "--listen", endpoint, "--log-level", self._log_level]
             + self._broker_args,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._env)
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._env,
+            pass_fds=self._pass_fds(self._env))
         self.address = _read_line(self._broker, "LISTENING", timeout, "squall-broker")
+        if "--http" in self._broker_args:
+            #   the dashboard's port (--http 0 picks one)
+            self.http_port = int(_read_line(self._broker, "HTTP", timeout, "squall-broker"))
         _drain(self._broker)
+
+    def _pass_fds(self, env: dict) -> tuple:
+        """The lifeline's read end, unless the caller's env= took it away."""
+        if env.get(PARENT_FD_ENV) == str(self._lifeline[0]):
+            return (self._lifeline[0],)
+        return ()
 
     def restart_broker(self, sig: int = signal.SIGKILL, timeout: float = 30.0) -> None:
         """Stops the broker with `sig` (SIGKILL: a crash) and starts it again
@@ -229,6 +288,12 @@ class LocalCluster:
         if getattr(self, "_keydir", None):
             shutil.rmtree(self._keydir, ignore_errors=True)
             self._keydir = None
+        for fd in getattr(self, "_lifeline", ()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._lifeline = ()
 
     @property
     def http_token(self) -> str:

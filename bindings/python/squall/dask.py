@@ -5,7 +5,13 @@
 
 Every graph node becomes a squall "py" task named after its Dask key (so
 failures and the dashboard show the key); literal nodes become constants;
-aliases point at their target's output. Dask is imported only here and only
+aliases point at their target's output. Linear chains (a node whose only
+dependency is a node nothing else needs and nobody asked for) are fused into
+one task, so their intermediate values stay Python objects in one executor
+and are never pickled: only values that move between tasks or come back to
+the client must pickle, and one that cannot fails with a TypeError saying
+so. A node too large for a task's config (it embeds data) travels as a data
+object instead. Dask is imported only here and only
 when present (with it, graphs are normalised by dask._task_spec; without
 it, legacy dict graphs of tuples are understood directly).
 """
@@ -14,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Dict, Hashable, List, Tuple
 
 from . import _daskrun
-from ._core import Client, DataObject, Session
+from ._core import Client, DataObject, Session, TaskConfigTooLarge
 from .errors import SquallError
 
 try:
@@ -112,25 +118,69 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
             if found == [k] and expr == k:
                 found = []
             deps[k] = found
-    objects: Dict[Hashable, DataObject] = {}
-    for key in _order(graph, deps, wanted):
+    order = _order(graph, deps, wanted)
+    wanted_set = set(wanted)
+
+    def is_data(key: Hashable) -> bool:
         node = graph[key]
-        name = str(key)
+        if spec:
+            return isinstance(node, (Alias, DataNode))
+        return not deps[key] and not (type(node) is tuple and node and callable(node[0])) \
+            and type(node) is not list
+
+    #   Fusion: a node joins the chain of its only dependency when that
+    #   one is a computed node, read by nothing else and not wanted.
+    dependents: Dict[Hashable, int] = {}
+    for key in order:
+        for d in deps[key]:
+            dependents[d] = dependents.get(d, 0) + 1
+    chain_of: Dict[Hashable, List[Hashable]] = {}     # key -> its chain (shared list)
+    chains: List[List[Hashable]] = []
+    for key in order:
+        if is_data(key):
+            continue
+        ds = deps[key]
+        if len(ds) == 1 and ds[0] in chain_of and dependents.get(ds[0]) == 1 \
+                and ds[0] not in wanted_set and chain_of[ds[0]][-1] == ds[0]:
+            chain = chain_of[ds[0]]
+            chain.append(key)
+        else:
+            chain = [key]
+            chains.append(chain)
+        chain_of[key] = chain
+
+    objects: Dict[Hashable, DataObject] = {}
+    for key in order:
+        node = graph[key]
         if spec and isinstance(node, Alias):
             objects[key] = objects[node.target]
             continue
-        if spec and isinstance(node, DataNode):
-            objects[key] = session.pickled(node.value)
+        if is_data(key):
+            objects[key] = session.pickled(node.value if spec else node)
             continue
-        if not spec and not deps[key] and not (type(node) is tuple and node
-                                               and callable(node[0])) \
-                and type(node) is not list:
-            objects[key] = session.pickled(node)
-            continue
-        inputs = [objects[d] for d in deps[key]]
-        fn = _daskrun.run if spec else _daskrun.run_legacy
-        tid = session._py_task(fn, (node, list(deps[key])) + tuple(inputs), None, 1,
-                               options, name)
+        chain = chain_of[key]
+        if chain[-1] != key:
+            continue                    # built with its chain's last node
+        first = chain[0]
+        inputs = tuple(objects[d] for d in deps[first])
+        if len(chain) == 1:
+            fn = _daskrun.run if spec else _daskrun.run_legacy
+            args = (node, list(deps[key])) + inputs
+        else:
+            fn = _daskrun.run_chain
+            args = (spec, [(k, graph[k]) for k in chain], list(deps[first])) + inputs
+        try:
+            tid = session._py_task(fn, args, None, 1, options, str(key))
+        except TaskConfigTooLarge:
+            #   The node embeds data: it travels as a data object (uploaded
+            #   to a governor when large), an input of its task.
+            if len(chain) == 1:
+                fn = _daskrun.run_data if spec else _daskrun.run_legacy_data
+                args = (session.pickled(node), list(deps[key])) + inputs
+            else:
+                args = (spec, session.pickled([(k, graph[k]) for k in chain]),
+                        list(deps[first])) + inputs
+            tid = session._py_task(fn, args, None, 1, options, str(key))
         objects[key] = DataObject(session, tid + 1, "py/pickle")
     return objects
 
