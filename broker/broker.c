@@ -687,12 +687,8 @@ broker_http_port (broker_t *self)
 void
 broker_pack_sessions (broker_t *self, msgpack_packer *pk)
 {
-    size_t n = 0;
-    for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
-        if (p->kind == PEER_CLIENT)
-            for (uint32_t i = 0; i < p->n_sessions; i++)
-                n += graph_session (self->graph, p->sessions [i]) != NULL;
-    msgpack_pack_array (pk, n);
+    size_t n = 0, cap = 0;
+    sq_info_session_t *rows = NULL;
     for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers)) {
         if (p->kind != PEER_CLIENT)
             continue;
@@ -700,15 +696,20 @@ broker_pack_sessions (broker_t *self, msgpack_packer *pk)
             session_t *session = graph_session (self->graph, p->sessions [i]);
             if (!session)
                 continue;
-            msgpack_pack_map (pk, 7);
-            bx_pack_kv_u64 (pk, "id", session->id);
-            bx_pack_kv_u64 (pk, "client", p->id);
-            sq_pack_cstr (pk, "client_name");
-            sq_pack_cstr (pk, p->name? p->name: "");
-            bx_pack_kv_u64 (pk, "tasks", session->n_tasks);
-            bx_pack_kv_u64 (pk, "unfinished", session->unfinished);
-            bx_pack_kv_u64 (pk, "finished", session->finished);
-            bx_pack_kv_u64 (pk, "failed", session->failed);
+            if (n == cap) {
+                size_t more = cap? cap * 2: 64;
+                sq_info_session_t *bigger = (sq_info_session_t *) realloc (rows, more * sizeof *rows);
+                if (!bigger)
+                    break;              //  out of memory: the dashboard shows fewer
+                rows = bigger;
+                cap = more;
+            }
+            rows [n++] = (sq_info_session_t) {
+                session->id, p->id, p->name? p->name: "", session->n_tasks,
+                session->unfinished, session->finished, session->failed
+            };
         }
     }
+    sq_pack_sessions (pk, rows, n);
+    free (rows);
 }

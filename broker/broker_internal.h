@@ -150,7 +150,6 @@ void bx_learn_fd (broker_t *self, peer_t *peer, int fd);
 bool bx_local_endpoint (const char *endpoint);
 int64_t bx_now (void);
 void bx_object_undeliverable (broker_t *self, object_t *object, gov_t *gov, bool all, const char *message);
-void bx_pack_kv_u64 (msgpack_packer *pk, const char *key, uint64_t value);
 void bx_peer_destroy (peer_t **peer_p);
 void bx_peer_end (broker_t *self, peer_t *peer, const char *why);
 bool bx_recopy (broker_t *self, object_t *object, gov_t *gov);

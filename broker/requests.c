@@ -107,13 +107,6 @@ s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
     sq_submit_release (&submit);
 }
 
-void
-bx_pack_kv_u64 (msgpack_packer *pk, const char *key, uint64_t value)
-{
-    sq_pack_cstr (pk, key);
-    msgpack_pack_uint64 (pk, value);
-}
-
 static void s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer);
 
 static void
@@ -162,82 +155,58 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     journal_stats_t js = { 0 };
     if (self->journal)
         journal_stats (self->journal, &js);
-    msgpack_pack_map (pk, 19);
-    sq_pack_cstr (pk, "cluster");
-    sq_pack_cstr (pk, self->cluster);
-    bx_pack_kv_u64 (pk, "epoch", self->epoch);
-    bx_pack_kv_u64 (pk, "recovering", self->recovering);
-    bx_pack_kv_u64 (pk, "secure", self->auth != NULL);
-    bx_pack_kv_u64 (pk, "insecure", !self->auth && self->config.insecure
-                                   && !bx_local_endpoint (self->config.listen));
-    bx_pack_kv_u64 (pk, "journal_bytes", js.bytes);
-    bx_pack_kv_u64 (pk, "journal_errors", js.errors);
-    sq_pack_cstr (pk, "version");
-    sq_pack_cstr (pk, "0.1.0");
-    sq_pack_cstr (pk, "governors");
-    msgpack_pack_array (pk, self->n_govs);
+    //  Static: up to 4096 governors is too much for the stack; one thread.
+    static sq_info_gov_t govs [sizeof self->govs / sizeof self->govs [0]];
     for (size_t i = 0; i < self->n_govs; i++) {
         gov_t *gov = self->govs [i];
-        msgpack_pack_map (pk, 16);
-        bx_pack_kv_u64 (pk, "id", gov->id);
-        bx_pack_kv_u64 (pk, "draining", gov->draining);
-        sq_pack_cstr (pk, "name");
-        sq_pack_cstr (pk, gov->name);
-        bx_pack_kv_u64 (pk, "cpus", gov->cpus);
-        sq_pack_cstr (pk, "resources");
-        msgpack_pack_map (pk, gov->n_resources);
-        for (uint32_t r = 0; r < gov->n_resources; r++)
-            bx_pack_kv_u64 (pk, gov->resources [r].name.ptr, gov->resources [r].amount);
-        bx_pack_kv_u64 (pk, "assigned", sq_idmap_size (gov->tasks));
-        bx_pack_kv_u64 (pk, "running", gov->load.running);
-        bx_pack_kv_u64 (pk, "queued", gov->load.queued);
-        bx_pack_kv_u64 (pk, "memory", gov->load.memory);
-        bx_pack_kv_u64 (pk, "spilled", gov->load.spilled);
-        bx_pack_kv_u64 (pk, "objects", gov->load.objects);
-        bx_pack_kv_u64 (pk, "tasks_done", gov->tasks_done);
-        bx_pack_kv_u64 (pk, "tasks_run", gov->load.tasks);
-        bx_pack_kv_u64 (pk, "joined", (uint64_t) gov->joined);
-        sq_pack_cstr (pk, "data_endpoint");
-        sq_pack_cstr (pk, gov->data_endpoint);
-        sq_pack_cstr (pk, "serve_endpoint");
-        sq_pack_cstr (pk, gov->serve_endpoint);
+        govs [i] = (sq_info_gov_t) {
+            .id = gov->id, .draining = gov->draining, .name = gov->name, .cpus = gov->cpus,
+            .resources = gov->resources, .n_resources = gov->n_resources,
+            .assigned = sq_idmap_size (gov->tasks), .running = gov->load.running,
+            .queued = gov->load.queued, .memory = gov->load.memory,
+            .spilled = gov->load.spilled, .objects = gov->load.objects,
+            .tasks_done = gov->tasks_done, .tasks_run = gov->load.tasks, .joined = gov->joined,
+            .data_endpoint = gov->data_endpoint, .serve_endpoint = gov->serve_endpoint
+        };
     }
-    sq_pack_cstr (pk, "tasks");
-    msgpack_pack_map (pk, TASK_STATE_COUNT_);
+    const char *state_names [TASK_STATE_COUNT_];
     for (int s = 0; s < TASK_STATE_COUNT_; s++)
-        bx_pack_kv_u64 (pk, task_state_name ((task_state_t) s), counts [s]);
-    bx_pack_kv_u64 (pk, "ready_queue", scheduler_ready_count (self->scheduler));
-    bx_pack_kv_u64 (pk, "blocked", scheduler_blocked_count (self->scheduler));
+        state_names [s] = task_state_name ((task_state_t) s);
     //  Tasks waiting for a governor that fits (--resource-wait), the first
     //  S_INFO_WAITS of them (of the viewer's tenant) with what they need.
-    sq_pack_cstr (pk, "resource_waits");
     size_t n_waits = scheduler_waiting_count (self->scheduler), shown = 0;
-    uint64_t wait_keys [S_INFO_WAITS];
-    int64_t wait_left [S_INFO_WAITS];
+    uint64_t wait_key;
+    int64_t wait_left;
     char wait_needs [S_INFO_WAITS][160];
+    sq_info_wait_t waits [S_INFO_WAITS];
     for (size_t i = 0; i < n_waits && shown < S_INFO_WAITS; i++) {
-        if (!scheduler_waiting_get (self->scheduler, i, &wait_keys [shown], &wait_left [shown],
+        if (!scheduler_waiting_get (self->scheduler, i, &wait_key, &wait_left,
                                     wait_needs [shown], sizeof wait_needs [shown]))
             break;
-        session_t *ws = graph_session (self->graph, sq_key_session (wait_keys [shown]));
-        if (all || (ws && s_same_tenant (viewer, ws)))
+        session_t *ws = graph_session (self->graph, sq_key_session (wait_key));
+        if (all || (ws && s_same_tenant (viewer, ws))) {
+            waits [shown] = (sq_info_wait_t) {
+                sq_key_session (wait_key), sq_key_id (wait_key), wait_needs [shown],
+                wait_left > 0? (uint64_t) wait_left: 0
+            };
             shown++;
+        }
     }
-    msgpack_pack_array (pk, shown);
-    for (size_t i = 0; i < shown; i++) {
-        msgpack_pack_map (pk, 4);
-        bx_pack_kv_u64 (pk, "session", sq_key_session (wait_keys [i]));
-        bx_pack_kv_u64 (pk, "task", sq_key_id (wait_keys [i]));
-        sq_pack_cstr (pk, "needs");
-        sq_pack_cstr (pk, wait_needs [i]);
-        bx_pack_kv_u64 (pk, "left_ms", wait_left [i] > 0? (uint64_t) wait_left [i]: 0);
-    }
-    bx_pack_kv_u64 (pk, "sessions", sessions);
-    bx_pack_kv_u64 (pk, "clients", clients);
-    bx_pack_kv_u64 (pk, "objects", graph_object_count (self->graph));
-    bx_pack_kv_u64 (pk, "watches", watches_count (self->watches));
-    bx_pack_kv_u64 (pk, "recomputed", graph_recomputed (self->graph));
-    bx_pack_kv_u64 (pk, "uploads", uploads_count (self->uploads));
+    sq_info_t info = {
+        .cluster = self->cluster, .epoch = self->epoch, .recovering = self->recovering,
+        .secure = self->auth != NULL,
+        .insecure = !self->auth && self->config.insecure && !bx_local_endpoint (self->config.listen),
+        .journal_bytes = js.bytes, .journal_errors = js.errors, .version = "0.1.0",
+        .govs = govs, .n_govs = self->n_govs,
+        .state_names = state_names, .state_counts = counts, .n_states = TASK_STATE_COUNT_,
+        .ready_queue = scheduler_ready_count (self->scheduler),
+        .blocked = scheduler_blocked_count (self->scheduler),
+        .waits = waits, .n_waits = shown,
+        .sessions = sessions, .clients = clients, .objects = graph_object_count (self->graph),
+        .watches = watches_count (self->watches), .recomputed = graph_recomputed (self->graph),
+        .uploads = uploads_count (self->uploads)
+    };
+    sq_pack_info (pk, &info);
 }
 
 //  KEEP / UNKEEP / CANCEL: every id is checked before anything changes.

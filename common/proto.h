@@ -273,6 +273,55 @@ int sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_err
 void sq_request_release (sq_request_t *self);
 void sq_request_encode (sq_wbuf_t *w, const sq_request_t *request);
 
+//  INFO reply body: a map (docs/protocol.md lists every key). The broker
+//  fills these from its state; sq_pack_info is the one place the map is
+//  made. Strings are borrowed for the call.
+typedef struct {
+    uint32_t id;
+    bool draining;
+    const char *name;
+    uint32_t cpus;
+    const sq_resource_t *resources;     //  besides cpus
+    uint32_t n_resources;
+    uint64_t assigned, running, queued, memory, spilled, objects, tasks_done, tasks_run;
+    int64_t joined;                     //  Unix seconds
+    const char *data_endpoint;
+    const char *serve_endpoint;
+} sq_info_gov_t;
+
+typedef struct {
+    uint32_t session, task;
+    const char *needs;
+    uint64_t left_ms;
+} sq_info_wait_t;
+
+typedef struct {
+    const char *cluster;
+    uint64_t epoch, recovering, secure, insecure, journal_bytes, journal_errors;
+    const char *version;
+    const sq_info_gov_t *govs;
+    size_t n_govs;
+    const char *const *state_names;     //  task states, with their counts
+    const uint64_t *state_counts;
+    size_t n_states;
+    uint64_t ready_queue, blocked;
+    const sq_info_wait_t *waits;
+    size_t n_waits;
+    uint64_t sessions, clients, objects, watches, recomputed, uploads;
+} sq_info_t;
+
+void sq_pack_info (msgpack_packer *pk, const sq_info_t *info);
+
+//  The dashboard's sessions (its JSON API, docs/dashboard.md): an array of
+//  maps, one per open session.
+typedef struct {
+    uint32_t id, client;
+    const char *client_name;
+    uint64_t tasks, unfinished, finished, failed;
+} sq_info_session_t;
+
+void sq_pack_sessions (msgpack_packer *pk, const sq_info_session_t *sessions, size_t n);
+
 //  SESSION_OPEN reply body: [session, token]; the token (SQ_TOKEN_LEN
 //  random bytes) is what RESUME must present.
 #define SQ_TOKEN_LEN 16

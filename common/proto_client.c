@@ -586,3 +586,98 @@ sq_pack_submit_tasks (msgpack_packer *pk, uint32_t n_tasks)
 {
     msgpack_pack_array (pk, n_tasks);
 }
+
+//  --------------------------------------------------------------------------
+//  INFO, and the dashboard's sessions
+
+static void
+s_kv (msgpack_packer *pk, const char *key, uint64_t value)
+{
+    sq_pack_cstr (pk, key);
+    msgpack_pack_uint64 (pk, value);
+}
+
+static void
+s_kv_str (msgpack_packer *pk, const char *key, const char *value)
+{
+    sq_pack_cstr (pk, key);
+    sq_pack_cstr (pk, value? value: "");
+}
+
+void
+sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
+{
+    msgpack_pack_map (pk, 19);
+    s_kv_str (pk, "cluster", info->cluster);
+    s_kv (pk, "epoch", info->epoch);
+    s_kv (pk, "recovering", info->recovering);
+    s_kv (pk, "secure", info->secure);
+    s_kv (pk, "insecure", info->insecure);
+    s_kv (pk, "journal_bytes", info->journal_bytes);
+    s_kv (pk, "journal_errors", info->journal_errors);
+    s_kv_str (pk, "version", info->version);
+    sq_pack_cstr (pk, "governors");
+    msgpack_pack_array (pk, (uint32_t) info->n_govs);
+    for (size_t i = 0; i < info->n_govs; i++) {
+        const sq_info_gov_t *gov = &info->govs [i];
+        msgpack_pack_map (pk, 16);
+        s_kv (pk, "id", gov->id);
+        s_kv (pk, "draining", gov->draining);
+        s_kv_str (pk, "name", gov->name);
+        s_kv (pk, "cpus", gov->cpus);
+        sq_pack_cstr (pk, "resources");
+        msgpack_pack_map (pk, gov->n_resources);
+        for (uint32_t r = 0; r < gov->n_resources; r++) {
+            sq_pack_mstr (pk, gov->resources [r].name);
+            msgpack_pack_uint64 (pk, gov->resources [r].amount);
+        }
+        s_kv (pk, "assigned", gov->assigned);
+        s_kv (pk, "running", gov->running);
+        s_kv (pk, "queued", gov->queued);
+        s_kv (pk, "memory", gov->memory);
+        s_kv (pk, "spilled", gov->spilled);
+        s_kv (pk, "objects", gov->objects);
+        s_kv (pk, "tasks_done", gov->tasks_done);
+        s_kv (pk, "tasks_run", gov->tasks_run);
+        s_kv (pk, "joined", (uint64_t) gov->joined);
+        s_kv_str (pk, "data_endpoint", gov->data_endpoint);
+        s_kv_str (pk, "serve_endpoint", gov->serve_endpoint);
+    }
+    sq_pack_cstr (pk, "tasks");
+    msgpack_pack_map (pk, (uint32_t) info->n_states);
+    for (size_t i = 0; i < info->n_states; i++)
+        s_kv (pk, info->state_names [i], info->state_counts [i]);
+    s_kv (pk, "ready_queue", info->ready_queue);
+    s_kv (pk, "blocked", info->blocked);
+    sq_pack_cstr (pk, "resource_waits");
+    msgpack_pack_array (pk, (uint32_t) info->n_waits);
+    for (size_t i = 0; i < info->n_waits; i++) {
+        msgpack_pack_map (pk, 4);
+        s_kv (pk, "session", info->waits [i].session);
+        s_kv (pk, "task", info->waits [i].task);
+        s_kv_str (pk, "needs", info->waits [i].needs);
+        s_kv (pk, "left_ms", info->waits [i].left_ms);
+    }
+    s_kv (pk, "sessions", info->sessions);
+    s_kv (pk, "clients", info->clients);
+    s_kv (pk, "objects", info->objects);
+    s_kv (pk, "watches", info->watches);
+    s_kv (pk, "recomputed", info->recomputed);
+    s_kv (pk, "uploads", info->uploads);
+}
+
+void
+sq_pack_sessions (msgpack_packer *pk, const sq_info_session_t *sessions, size_t n)
+{
+    msgpack_pack_array (pk, (uint32_t) n);
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_map (pk, 7);
+        s_kv (pk, "id", sessions [i].id);
+        s_kv (pk, "client", sessions [i].client);
+        s_kv_str (pk, "client_name", sessions [i].client_name);
+        s_kv (pk, "tasks", sessions [i].tasks);
+        s_kv (pk, "unfinished", sessions [i].unfinished);
+        s_kv (pk, "finished", sessions [i].finished);
+        s_kv (pk, "failed", sessions [i].failed);
+    }
+}
