@@ -17,15 +17,6 @@ static broker_t *s_broker;
 //  turn (journal.h), so only its last fdatasync is skipped.
 #define S_STOP_GRACE 10
 
-static void
-s_too_slow (int signum)
-{
-    static const char text [] = "broker: stopping took too long; leaving now\n";
-    (void) signum;
-    if (write (STDERR_FILENO, text, sizeof text - 1) < 0)
-        _exit (1);
-    _exit (1);
-}
 
 static void
 s_signal (int signum)
@@ -37,7 +28,7 @@ s_signal (int signum)
     if (s_broker) {
         broker_stop (s_broker);
         if (stops++)
-            s_too_slow (signum);
+            sq_stop_watchdog (signum);
         alarm (S_STOP_GRACE);
     }
 }
@@ -212,7 +203,7 @@ main (int argc, char *argv [])
     sigaction (SIGINT, &action, NULL);
     sigaction (SIGTERM, &action, NULL);
     sigaction (SIGHUP, &action, NULL);
-    action.sa_handler = s_too_slow;
+    action.sa_handler = sq_stop_watchdog;
     sigaction (SIGALRM, &action, NULL);
     printf ("LISTENING %s\n", broker_endpoint (s_broker));
     if (broker_http_port (s_broker))

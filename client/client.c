@@ -762,18 +762,25 @@ s_resume (sq_client_t *self, int64_t deadline)
 
 //  --------------------------------------------------------------------------
 
+//  Sends a request that needs no session and waits for its OK reply.
+static int
+s_call (sq_client_t *self, sq_request_t *request, sq_reply_t *reply)
+{
+    request->req = sq_client_next_req (self);
+    sq_wbuf_reset (&self->w);
+    sq_request_encode (&self->w, request);
+    return sq_client_call (self, request->req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, reply);
+}
+
 int
 sq_client_info (sq_client_t *self, char **json)
 {
     if (!self || !json)
         return self? sq_client_seterr (self, SQ_E_INVALID, 0, 0, "json is NULL"): SQ_E_INVALID;
     *json = NULL;
-    uint32_t req = sq_client_next_req (self);
-    sq_request_t request = { .type = SQ_MSG_INFO, .req = req };
-    sq_wbuf_reset (&self->w);
-    sq_request_encode (&self->w, &request);
+    sq_request_t request = { .type = SQ_MSG_INFO };
     sq_reply_t reply;
-    int rc = sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply);
+    int rc = s_call (self, &request, &reply);
     if (rc)
         return rc;
     sq_errbuf_t err;
@@ -790,12 +797,9 @@ sq_client_retire (sq_client_t *self, uint32_t governor)
 {
     if (!self)
         return SQ_E_INVALID;
-    uint32_t req = sq_client_next_req (self);
-    sq_request_t request = { .type = SQ_MSG_RETIRE, .req = req, .governor = governor };
-    sq_wbuf_reset (&self->w);
-    sq_request_encode (&self->w, &request);
+    sq_request_t request = { .type = SQ_MSG_RETIRE, .governor = governor };
     sq_reply_t reply;
-    int rc = sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply);
+    int rc = s_call (self, &request, &reply);
     if (rc)
         return rc;
     sq_errbuf_t err;

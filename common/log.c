@@ -1,6 +1,7 @@
 /*  log: leveled logging. A single fprintf per line keeps lines of several
     threads from interleaving (stdio locks the stream per call). */
 #include "log.h"
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,4 +51,14 @@ sq_log (sq_log_level_t level, const char *format, ...)
     fprintf (stderr, "%02d:%02d:%02d.%03ld %s %-5s %s\n",
              tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
              s_name, s_names [level], text);
+}
+
+void
+sq_stop_watchdog (int signum)
+{
+    static const char text [] = "stopping took too long; leaving now\n";
+    (void) signum;
+    if (write (STDERR_FILENO, text, sizeof text - 1) < 0)
+        _exit (1);
+    _exit (1);
 }

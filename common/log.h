@@ -23,4 +23,10 @@ void sq_log (sq_log_level_t level, const char *format, ...)
 #define sq_info(...) sq_log (SQ_LOG_INFO, __VA_ARGS__)
 #define sq_debug(...) sq_log (SQ_LOG_DEBUG, __VA_ARGS__)
 
+//  A signal handler for SIGALRM that ends the process (status 1) saying
+//  why: the bound on a stop, armed with alarm () when one begins, so that
+//  nothing a peer does can hold a broker or a governor up. Async-signal
+//  safe: it only writes and exits.
+void sq_stop_watchdog (int signum);
+
 #endif

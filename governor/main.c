@@ -184,15 +184,6 @@ s_load_keys (gov_config_t *config, const char *secret_key, const char *broker_ke
     return 0;
 }
 
-static void
-s_too_slow (int signum)
-{
-    static const char text [] = "governor: stopping took too long; leaving now\n";
-    (void) signum;
-    if (write (STDERR_FILENO, text, sizeof text - 1) < 0)
-        _exit (1);
-    _exit (1);
-}
 
 int
 main (int argc, char *argv [])
@@ -415,7 +406,7 @@ main (int argc, char *argv [])
     signal (SIGPIPE, SIG_IGN);
     //  A stop is bounded whatever the peers do: the receive thread arms an
     //  alarm when a signal stops it (receiver.c), and this leaves then.
-    signal (SIGALRM, s_too_slow);
+    signal (SIGALRM, sq_stop_watchdog);
     int signal_fd = signalfd (-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     int code = 1;
     //  After the mask: the watcher's SIGTERM must reach the signalfd.
