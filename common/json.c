@@ -19,14 +19,25 @@ typedef struct {
     char *data;
     size_t len;
     size_t cap;
-    bool failed;
+    bool failed;                //  out of memory, or too_large
+    bool too_large;
 } s_text_t;
+
+//  Bounds on what a value may become: escaping a key inside a key inside
+//  a key doubles its text each time, so a few bytes of nested map keys
+//  would otherwise ask for gigabytes (found by the fuzzer).
+#define S_JSON_MAX (64u << 20)
+#define S_JSON_KEY_MAX 4096
 
 static void
 s_put (s_text_t *t, const char *bytes, size_t n)
 {
     if (t->failed)
         return;
+    if (t->len + n > S_JSON_MAX) {
+        t->failed = t->too_large = true;
+        return;
+    }
     if (t->len + n + 1 > t->cap) {
         size_t cap = t->cap? t->cap: 256;
         while (t->len + n + 1 > cap)
@@ -100,14 +111,18 @@ s_json_key (mpr_t *r, s_text_t *t, int depth)
         s_put_json_string (t, s);
         return 0;
     }
-    s_text_t key = { NULL, 0, 0, false };
+    s_text_t key = { NULL, 0, 0, false, false };
     int rc = s_json_value (r, &key, depth);
+    if (rc == 0 && key.len > S_JSON_KEY_MAX)
+        rc = mpr_fail (r, "a map key's JSON text is over 4096 bytes");
     if (rc == 0 && !key.failed) {
         mpr_str_t s = { key.data? key.data: "", (uint32_t) key.len };
         s_put_json_string (t, s);
     }
-    if (key.failed)
+    if (key.failed) {
         t->failed = true;
+        t->too_large |= key.too_large;
+    }
     free (key.data);
     return rc;
 }
@@ -210,7 +225,7 @@ sq_json_from_msgpack (const void *data, size_t size, bool want_map, char **json,
 {
     *json = NULL;
     mpr_t r;
-    s_text_t text = { NULL, 0, 0, false };
+    s_text_t text = { NULL, 0, 0, false, false };
     mpr_init (&r, data, size);
     if (want_map && mpr_peek (&r) != MPR_MAP)
         mpr_fail (&r, "expected a map");
@@ -221,6 +236,13 @@ sq_json_from_msgpack (const void *data, size_t size, bool want_map, char **json,
         free (text.data);
         if (err)
             snprintf (err->text, sizeof err->text, "%s", r.error? r.error: "invalid value");
+        return -1;
+    }
+    if (text.too_large) {
+        free (text.data);
+        if (err)
+            snprintf (err->text, sizeof err->text, "the JSON text would be over %u bytes",
+                      S_JSON_MAX);
         return -1;
     }
     if (text.failed || !text.data) {
