@@ -17,6 +17,7 @@
 */
 #include "broker_internal.h"
 #include "drain.h"
+#include "place.h"
 
 int64_t
 bx_now (void)
@@ -291,6 +292,9 @@ s_timers (broker_t *self, int64_t now)
     int64_t drains = drain_tick (self, now);
     if (drains >= 0 && drains < next)
         next = drains;
+    int64_t places = place_tick (self, now);
+    if (places >= 0 && places < next)
+        next = places;
     if (self->recovering && self->recover_deadline < next)
         next = self->recover_deadline;
     int64_t deadline = watches_expire (self->watches, now);
@@ -476,6 +480,7 @@ broker_new (const broker_config_t *config)
     self->config = *config;
     self->next_peer_id = 1;
     self->next_drain = -1;
+    self->next_place = -1;
     sq_msg_init (&self->msg);
     sq_wbuf_init (&self->out);
     graph_hooks_t hooks = {
@@ -631,6 +636,7 @@ broker_destroy (broker_t **self_p)
         free (self->fetches);
         self->fetches = next;
     }
+    place_destroy_all (self);
     for (size_t i = 0; i < self->n_declared; i++)
         free (self->declared [i].name);
     sq_msg_release (&self->msg);

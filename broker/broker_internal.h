@@ -115,6 +115,9 @@ struct _broker_t {
     eventlog_t *events;         //  event log, task stream, metrics counters
     uploads_t *uploads;         //  uploaded constants: claims and confirmations waiting
     s_fetch_t *fetches;         //  FETCHes waiting for an upload's confirmation
+    struct _s_place_t *places;  //  PLACEs waiting for their copies (place.c)
+    size_t n_places;
+    int64_t next_place;         //  place.c: -1 while nothing is parked
     http_t *http;               //  dashboard, or NULL
     auth_t *auth;               //  keys and the ZAP handler, or NULL (no keys)
     atomic_int reload;          //  SIGHUP: re-read the keys

@@ -679,6 +679,14 @@ s_finish (graph_t *self, task_t *task, gov_t *gov)
         //  A re-run for a lost sibling also reports outputs that never went
         //  away: their consumers did not count them as missing.
         bool was_unfinished = o->state == OBJ_UNFINISHED;
+        if (o->state == OBJ_FAILED) {
+            //  Deleted by hand (graph_object_delete) while a sibling was
+            //  being recomputed: it stays deleted, and this new copy goes.
+            if (gov)
+                graph_object_add_location (self, o, gov, true);
+            s_object_release (self, o);
+            continue;
+        }
         if (o->released) {
             o->released = false;
             self->live_objects++;
@@ -835,6 +843,30 @@ graph_keep (graph_t *self, object_t *object, bool keep)
         gx_queue_free_check (self, object);
         gx_flush_frees (self);
     }
+    return 0;
+}
+
+int
+graph_object_delete (graph_t *self, object_t *object, const char *message)
+{
+    if (object->state != OBJ_FINISHED || object->released)
+        return -1;
+    failure_t *failure = failure_new (sq_key_id (object->key), SQ_E_DELETED, message);
+    if (!failure)
+        return -1;
+    object->state = OBJ_FAILED;
+    object->failure = gx_failure_ref (failure);
+    //  Every consumer not done fails, running ones too: they are stopped
+    //  rather than left to finish on bytes that no longer exist anywhere
+    //  else (a retry of theirs could not run).
+    for (uint32_t c = 0; c < object->n_consumers; c++) {
+        task_t *consumer = object_consumers (object) [c];
+        if (!gx_final (consumer))
+            gx_fail (self, consumer, failure);
+    }
+    failure_unref (&failure);
+    s_object_release (self, object);
+    gx_flush_frees (self);
     return 0;
 }
 

@@ -298,6 +298,12 @@ size_t graph_recover_sweep (graph_t *self);
 int graph_keep (graph_t *self, object_t *object, bool keep);
 //  Cancels a task (and, through failure propagation, its dependents).
 void graph_cancel (graph_t *self, task_t *task);
+//  Deletes a finished object now, whoever keeps it (a client's DELETE): its
+//  copies are dropped everywhere, it fails with SQ_E_DELETED (root: the
+//  object, `message`), and so does every task not done that needs it and
+//  everything downstream of them. Never recomputed: a later loss that needs
+//  it fails the same way. -1 if it is not a finished, unreleased object.
+int graph_object_delete (graph_t *self, object_t *object, const char *message);
 
 //  Locations
 void graph_object_add_location (graph_t *self, object_t *object, gov_t *gov, bool arrived);

@@ -157,9 +157,20 @@ s_recompute (graph_t *self, object_t *lost)
     }
     free (stack);
     //  Re-run producers whose inputs all exist can start now; the others
-    //  start when the inputs they wait for are recomputed.
+    //  start when the inputs they wait for are recomputed. One with an
+    //  input that failed since it last ran (a constant lost with its only
+    //  governor, an object deleted by hand) can never run again: it fails
+    //  as that input did, rather than wait for it for ever.
     for (size_t i = 0; i < n_reset; i++) {
         task_t *task = reset [i];
+        failure_t *failed = NULL;
+        for (uint32_t k = 0; k < task->n_inputs && !failed; k++)
+            if (task->io [k]->state == OBJ_FAILED)
+                failed = task->io [k]->failure;
+        if (failed && !gx_final (task)) {
+            gx_fail (self, task, failed);
+            continue;
+        }
         if (task->state == TASK_WAITING && task->unfinished == 0) {
             gx_set_state (self, task, TASK_READY);
             self->hooks.task_ready (self->hooks.arg, task);

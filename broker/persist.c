@@ -266,6 +266,14 @@ s_replay_ids (persist_t *self, const sq_rec_t *rec)
             continue;
         }
         object_t *object = graph_object (self->graph, key);
+        if (rec->type == SQ_REC_DELETE) {
+            char message [120];
+            snprintf (message, sizeof message, "object %u was deleted by its client (DELETE)",
+                      rec->ids [i]);
+            if (object)
+                graph_object_delete (self->graph, object, message);
+            continue;
+        }
         if (object && !(rec->type == SQ_REC_KEEP && object->released))
             graph_keep (self->graph, object, rec->type == SQ_REC_KEEP);
     }
@@ -291,7 +299,7 @@ persist_replay (void *arg, const sq_rec_t *rec)
         case SQ_REC_SUBMIT:
             s_replay_submit (self, rec);
             break;
-        case SQ_REC_KEEP: case SQ_REC_UNKEEP: case SQ_REC_CANCEL:
+        case SQ_REC_KEEP: case SQ_REC_UNKEEP: case SQ_REC_CANCEL: case SQ_REC_DELETE:
             s_replay_ids (self, rec);
             break;
         case SQ_REC_CLOSE: {
@@ -671,6 +679,29 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
         if (n_cancelled) {
             s_begin (buf, &offset);
             sq_rec_pack_ids (&pk, SQ_REC_CANCEL, session->id, cancelled, n_cancelled);
+            sq_rec_end (buf, offset);
+        }
+        //  Objects deleted by hand, after the FINISHED records that make
+        //  them deletable again on replay (the list reuses `cancelled`).
+        n_cancelled = 0;
+        size_t o = 0;
+        object_t *object;
+        while ((object = graph_session_next_object (session, &o)))
+            if (object->state == OBJ_FAILED && object->failure
+            &&  object->failure->code == SQ_E_DELETED
+            &&  object->failure->root == sq_key_id (object->key)) {
+                if (n_cancelled == cap_cancelled) {
+                    cap_cancelled = cap_cancelled? cap_cancelled * 2: 16;
+                    uint32_t *p = (uint32_t *) realloc (cancelled, cap_cancelled * sizeof *p);
+                    if (!p)
+                        break;
+                    cancelled = p;
+                }
+                cancelled [n_cancelled++] = sq_key_id (object->key);
+            }
+        if (n_cancelled) {
+            s_begin (buf, &offset);
+            sq_rec_pack_ids (&pk, SQ_REC_DELETE, session->id, cancelled, n_cancelled);
             sq_rec_end (buf, offset);
         }
         free (cancelled);

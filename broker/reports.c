@@ -2,6 +2,7 @@
     reattach inventories) and the uploaded constants whose SUBMIT and
     confirmation meet here. */
 #include "broker_internal.h"
+#include "place.h"
 #include "drain.h"
 
 //  --------------------------------------------------------------------------
@@ -257,6 +258,8 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             }
             else
                 bx_drop (gov, ev.key);   //  a copy nobody wants any more
+            if (object)
+                place_object_changed (self, object);
             continue;
         }
         if (ev.type == SQ_EV_UPLOADED) {

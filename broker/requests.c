@@ -2,6 +2,7 @@
     with the tenancy checks every request on a session goes through. */
 #include "broker_internal.h"
 #include "drain.h"
+#include "place.h"
 
 //  --------------------------------------------------------------------------
 //  Client requests
@@ -470,6 +471,12 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
             break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
             s_client_ids (self, peer, &q, session);
+            break;
+        case SQ_MSG_DELETE:
+            place_delete (self, peer, &q, session);
+            break;
+        case SQ_MSG_PLACE:
+            place_request (self, peer, &q, session);
             break;
         case SQ_MSG_WAIT: case SQ_MSG_FETCH:
             if (peer->outstanding >= self->config.max_requests) {

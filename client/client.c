@@ -24,7 +24,8 @@ static const char *s_errnames [SQ_E_COUNT_] = {
     "duplicate id", "unknown id", "cycle", "no producer", "unknown kind",
     "bad config", "bad session", "not kept", "task failed", "upstream failed",
     "cancelled", "timeout", "too large", "busy", "no resources",
-    "connection error", "out of memory", "internal error", "lost", "denied"
+    "connection error", "out of memory", "internal error", "lost", "denied",
+    "actor lost", "deleted"
 };
 
 const char *

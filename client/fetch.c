@@ -157,14 +157,16 @@ sq_client_gread (sq_client_t *self, const sq_target_t *target, uint64_t key, uin
 //  SUBMIT names that governor instead of carrying the bytes.
 
 //  Asks the broker where to upload object `object` of `session` (UPLOAD):
-//  a governor, and with keys the capability to write there. 0, or -1.
+//  a governor (`governor`, or 0: the broker picks), and with keys the
+//  capability to write there. 0, or -1.
 int
 sq_client_upload_target (sq_client_t *self, uint32_t session, uint32_t object, uint64_t size,
-                         sq_target_t *target)
+                         uint32_t governor, sq_target_t *target)
 {
     uint32_t req = sq_client_next_req (self);
     sq_request_t request = {
-        .type = SQ_MSG_UPLOAD, .req = req, .session = session, .id = object, .size = size
+        .type = SQ_MSG_UPLOAD, .req = req, .session = session, .id = object, .size = size,
+        .governor = governor
     };
     sq_wbuf_reset (&self->w);
     sq_request_encode (&self->w, &request);

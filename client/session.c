@@ -19,6 +19,7 @@ typedef struct {
     int32_t frame;              //  payload index, -1: produced by a task
     sq_blob_t *blob;            //  constants
     uint32_t uploaded_to;       //  governor holding the constant, 0: none
+    uint32_t governor;          //  sq_object_set_governor: upload it there, 0: any
 } s_object_t;
 
 typedef struct {
@@ -547,6 +548,20 @@ sq_object_set_content_type (sq_session_t *self, uint32_t object, const char *con
     return 0;
 }
 
+int
+sq_object_set_governor (sq_session_t *self, uint32_t object, uint32_t governor)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    s_slot_t *slot = s_slot (self, object);
+    if (!slot || slot->task || !self->objects [slot->index].blob)
+        return s_err (self, SQ_E_INVALID, object,
+                      "sq_object_set_governor: %u is not a constant of the unsubmitted batch",
+                      object);
+    self->objects [slot->index].governor = governor;
+    return 0;
+}
+
 //  --------------------------------------------------------------------------
 //  Requests on submitted ids
 
@@ -635,23 +650,35 @@ sq_unkeep (sq_session_t *self, uint32_t object)
 
 //  Data plane: constants of SQ_UPLOAD_MIN bytes or more go straight to a
 //  governor before the SUBMIT, which then only names it. On any failure the
-//  rest ride in the SUBMIT as before.
-static void
+//  rest ride in the SUBMIT as before; but a constant put on a governor by
+//  name (sq_object_set_governor) goes there or the submit fails.
+static int
 s_upload (sq_session_t *self)
 {
     sq_client_t *client = self->client;
     sq_target_t target;
+    bool fallback = false;
     for (size_t i = 0; i < self->n_objects; i++) {
         s_object_t *o = &self->objects [i];
-        if (!o->blob || sq_blob_size (o->blob) < SQ_UPLOAD_MIN)
+        if (!o->blob || (!o->governor && (fallback || sq_blob_size (o->blob) < SQ_UPLOAD_MIN)))
             continue;
         //  Each upload its own: with keys, the right to write is per object.
-        if (sq_client_upload_target (client, self->id, o->id, sq_blob_size (o->blob), &target)
+        if (sq_client_upload_target (client, self->id, o->id, sq_blob_size (o->blob),
+                                     o->governor, &target)
         ||  sq_client_put (client, &target, sq_key (self->id, o->id), o->blob,
-                           o->content_type, S_UPLOAD_TIMEOUT))
-            return;
+                           o->content_type, S_UPLOAD_TIMEOUT)) {
+            if (o->governor) {
+                int code = sq_client_errcode (client);
+                return s_err (self, code? code: SQ_E_CONNECTION, o->id,
+                              "object %u could not be put on governor %u: %s", o->id,
+                              o->governor, sq_client_errmsg (client));
+            }
+            fallback = true;
+            continue;
+        }
         o->uploaded_to = target.governor;
     }
+    return 0;
 }
 
 int
@@ -673,7 +700,11 @@ sq_submit (sq_session_t *self)
         s_batch_clear (self);
         return s_err (self, SQ_E_NOMEM, 0, "out of memory");
     }
-    s_upload (self);
+    if ((rc = s_upload (self))) {
+        free (payloads);
+        s_batch_clear (self);
+        return rc;
+    }
     uint32_t req = sq_client_next_req (client);
     msgpack_packer *pk = &client->w.pk;
     sq_wbuf_reset (&client->w);
@@ -1001,6 +1032,62 @@ sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms, void **data, size
 }
 
 //  --------------------------------------------------------------------------
+
+int
+sq_delete (sq_session_t *self, const uint32_t *ids, size_t n)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if ((rc = s_check_submitted (self, ids, n, "sq_delete")))
+        return rc;
+    sq_request_t request = { .type = SQ_MSG_DELETE, .ids = (uint32_t *) ids, .n_ids = (uint32_t) n };
+    sq_reply_t reply;
+    if ((rc = s_call_simple (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply)))
+        return rc;
+    return s_expect_nil (self, &reply, "DELETE");
+}
+
+int
+sq_place (sq_session_t *self, uint32_t object, const uint32_t *governors, size_t n_governors,
+          uint32_t copies, uint32_t flags, int timeout_ms,
+          uint32_t *holders, size_t max_holders, size_t *n_holders)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if (n_holders)
+        *n_holders = 0;
+    if ((rc = s_check_submitted (self, &object, 1, "sq_place")))
+        return rc;
+    if (n_governors > SQ_PLACE_MAX || (n_governors && !governors))
+        return s_err (self, SQ_E_INVALID, object, "sq_place: at most %d governors, not NULL",
+                      SQ_PLACE_MAX);
+    if (flags & ~(uint32_t) SQ_PLACE_MOVE)
+        return s_err (self, SQ_E_INVALID, object, "sq_place: unknown flags");
+    sq_request_t request = {
+        .type = SQ_MSG_PLACE, .id = object, .ids = (uint32_t *) governors,
+        .n_ids = (uint32_t) n_governors, .copies = copies, .flags = flags,
+        .timeout_ms = timeout_ms
+    };
+    sq_reply_t reply;
+    //  The reply waits for the copies: the call waits as long, and a little
+    //  more so that the broker's timeout is the one that speaks.
+    int call_ms = timeout_ms < 0 || timeout_ms > INT32_MAX - SQ_CLIENT_CALL_TIMEOUT? -1
+                : timeout_ms + SQ_CLIENT_CALL_TIMEOUT;
+    if ((rc = s_call_simple (self, &request, call_ms, &reply)))
+        return rc;
+    static __thread uint32_t ids [SQ_PLACE_MAX];
+    uint32_t n = 0;
+    sq_errbuf_t err;
+    if (sq_holders_decode (reply.body, reply.body_size, ids, SQ_PLACE_MAX, &n, &err))
+        return s_err (self, SQ_E_PROTOCOL, object, "malformed PLACE reply: %s", err.text);
+    for (uint32_t i = 0; i < n && i < max_holders && holders; i++)
+        holders [i] = ids [i];
+    if (n_holders)
+        *n_holders = n;
+    return 0;
+}
 
 int
 sq_cancel (sq_session_t *self, const uint32_t *ids, size_t n)

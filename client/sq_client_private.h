@@ -132,7 +132,7 @@ size_t sq_client_buffers_kept (void);
 //  through the broker costs less than the extra round trips.
 #define SQ_UPLOAD_MIN (64u << 10)
 int sq_client_upload_target (sq_client_t *self, uint32_t session, uint32_t object,
-                             uint64_t size, sq_target_t *target);
+                             uint64_t size, uint32_t governor, sq_target_t *target);
 //  Uploads the blob as object `key`. 0, or the error recorded and returned.
 int sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_blob_t *blob,
                    const char *content_type, int timeout_ms);

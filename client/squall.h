@@ -131,6 +131,11 @@ int sq_task_set_timeout (sq_session_t *self, uint32_t task, double seconds);
 //  Content type of an object produced in the current batch ("" by default).
 int sq_object_set_content_type (sq_session_t *self, uint32_t object,
                                 const char *content_type);
+//  Puts a constant of the current batch straight on governor `governor`
+//  (an id from INFO) when the batch is submitted, whatever its size: no
+//  lineage, so if every copy is lost the tasks needing it fail with
+//  SQ_E_LOST naming it. The submit fails if that governor cannot take it.
+int sq_object_set_governor (sq_session_t *self, uint32_t object, uint32_t governor);
 
 //  Keeps an object so it can be fetched (and outlives its consumers). Before
 //  submit this marks the object; after, it asks the broker (an object that
@@ -159,6 +164,22 @@ int sq_fetch (sq_session_t *self, uint32_t object, int timeout_ms,
               void **data, size_t *size, char **content_type);
 //  Cancels tasks (n == 0: every unfinished task of the session).
 int sq_cancel (sq_session_t *self, const uint32_t *ids, size_t n);
+//  Deletes finished objects now, whoever keeps them (repartitioning): their
+//  copies are dropped everywhere; tasks not done that need them fail with
+//  SQ_E_DELETED naming the object, and so does a later fetch.
+int sq_delete (sq_session_t *self, const uint32_t *ids, size_t n);
+//  Replicates or moves a finished object, or says where it is: copies go to
+//  every governor in `governors` and to more, least loaded first, until at
+//  least `copies` governors hold it (at most every governor); with flags
+//  SQ_PLACE_MOVE every other copy is then dropped. Returns once the copies
+//  are there (timeout_ms < 0: however long it takes), with the governors
+//  holding it in holders[0 .. min(*n_holders, max_holders)). Nothing asked
+//  (no governors, copies 0): only where it is. An object only the broker
+//  holds (small, or a constant sent inside the submit) has no holders and
+//  travels with every task that needs it.
+int sq_place (sq_session_t *self, uint32_t object, const uint32_t *governors, size_t n_governors,
+              uint32_t copies, uint32_t flags, int timeout_ms,
+              uint32_t *holders, size_t max_holders, size_t *n_holders);
 
 //  --------------------------------------------------------------------------
 //  Configuration of the built-in task kinds, encoded as msgpack. Each returns

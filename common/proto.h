@@ -41,6 +41,8 @@ typedef enum {
     SQ_MSG_RESUME = 20,         //  client -> broker: take a session back after a lost connection
     SQ_MSG_UPLOAD = 21,         //  client -> broker: where (and with what right) to PUT a constant
     SQ_MSG_RETIRE = 22,         //  client -> broker: drain a governor and let it leave
+    SQ_MSG_DELETE = 23,         //  client -> broker: free objects now, whoever keeps them
+    SQ_MSG_PLACE = 24,          //  client -> broker: replicate or move an object, or say where it is
     SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
     SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
     SQ_MSG_LOAD = 32,           //  governor -> broker: load report
@@ -255,6 +257,9 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    RESUME [20, req, session, token]             body: [next_id]
 //    UPLOAD [21, req, session, id, size, governor] body: where (below);
 //           governor 0: the broker picks one
+//    DELETE [23, req, session, [ids]]             body: nil
+//    PLACE [24, req, session, id, [governors], copies, flags, timeout_ms]
+//           body: [governor ids holding it] once the copies asked for are there
 typedef struct {
     uint32_t type;
     uint32_t req;
@@ -264,8 +269,10 @@ typedef struct {
     int64_t timeout_ms;         //  WAIT, FETCH: < 0 for ever
     uint64_t size;              //  UPLOAD
     uint32_t governor;          //  UPLOAD: where the client wants it, 0 any; RETIRE
+    uint32_t copies;            //  PLACE: at least this many governors hold it
+    uint32_t flags;             //  PLACE: SQ_PLACE_MOVE
     mpr_str_t token;            //  RESUME (bin, points into the frame)
-    uint32_t n_ids;             //  KEEP, UNKEEP, CANCEL, WAIT
+    uint32_t n_ids;             //  KEEP, UNKEEP, CANCEL, WAIT, DELETE; PLACE: governors
     uint32_t *ids;              //  owned: free with sq_request_release
 } sq_request_t;
 
@@ -399,6 +406,11 @@ void sq_pack_fetched_head (msgpack_packer *pk, uint64_t size, const char *conten
 //  RESUME reply body [max_id].
 void sq_pack_resumed (msgpack_packer *pk, uint32_t max_id);
 int sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf_t *err);
+//  PLACE's reply: the governors holding the object, at most SQ_PLACE_MAX
+//  of them. The decoder fills ids (room for `max`) and *n.
+void sq_pack_holders (msgpack_packer *pk, const uint32_t *ids, uint32_t n);
+int sq_holders_decode (const uint8_t *body, size_t size, uint32_t *ids, uint32_t max,
+                       uint32_t *n, sq_errbuf_t *err);
 
 //  Replies whose body is nil (most requests): encoding and checking.
 void sq_reply_encode_nil (sq_wbuf_t *w, uint32_t req);

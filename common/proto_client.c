@@ -17,11 +17,14 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE:
             fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
+        case SQ_MSG_DELETE:
             fields = 4; break;
         case SQ_MSG_FETCH:
             fields = 5; break;
         case SQ_MSG_WAIT: case SQ_MSG_UPLOAD:
             fields = 6; break;
+        case SQ_MSG_PLACE:
+            fields = 8; break;
         default:
             return sqp_semantic (err, "unknown message type (not a client request)");
     }
@@ -40,9 +43,25 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         mpr_u32 (&r, &self->session);
     }
     switch (type) {
-        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_DELETE:
             mpr_field (&r, "ids");
             sqp_ids (&r, &self->ids, &self->n_ids);
+            break;
+        case SQ_MSG_PLACE:
+            mpr_field (&r, "id");
+            mpr_u32 (&r, &self->id);
+            mpr_field (&r, "governors");
+            sqp_ids (&r, &self->ids, &self->n_ids);
+            if (mpr_ok (&r) && self->n_ids > SQ_PLACE_MAX)
+                mpr_fail (&r, "more than 1024 governors");
+            mpr_field (&r, "copies");
+            mpr_u32 (&r, &self->copies);
+            mpr_field (&r, "flags");
+            mpr_u32 (&r, &self->flags);
+            if (mpr_ok (&r) && (self->flags & ~SQ_PLACE_MOVE))
+                mpr_fail (&r, "unknown flags");
+            mpr_field (&r, "timeout_ms");
+            mpr_int (&r, &self->timeout_ms);
             break;
         case SQ_MSG_FETCH:
             mpr_field (&r, "id");
@@ -101,9 +120,11 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     switch (q->type) {
         case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
+        case SQ_MSG_DELETE:
             fields = 4; break;
         case SQ_MSG_FETCH: fields = 5; break;
         case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: fields = 6; break;
+        case SQ_MSG_PLACE: fields = 8; break;
         default: break;
     }
     msgpack_pack_array (pk, fields);
@@ -115,8 +136,15 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     if (fields >= 3)
         msgpack_pack_uint32 (pk, q->session);
     switch (q->type) {
-        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
+        case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_DELETE:
             sqp_pack_ids (pk, q->ids, q->n_ids);
+            break;
+        case SQ_MSG_PLACE:
+            msgpack_pack_uint32 (pk, q->id);
+            sqp_pack_ids (pk, q->ids, q->n_ids);
+            msgpack_pack_uint32 (pk, q->copies);
+            msgpack_pack_uint32 (pk, q->flags);
+            msgpack_pack_int64 (pk, q->timeout_ms);
             break;
         case SQ_MSG_FETCH:
             msgpack_pack_uint32 (pk, q->id);
@@ -572,6 +600,33 @@ sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return sqp_error (&r, err, "RESUME reply");
+    return 0;
+}
+
+void
+sq_pack_holders (msgpack_packer *pk, const uint32_t *ids, uint32_t n)
+{
+    sqp_pack_ids (pk, ids, n);
+}
+
+int
+sq_holders_decode (const uint8_t *body, size_t size, uint32_t *ids, uint32_t max,
+                   uint32_t *n, sq_errbuf_t *err)
+{
+    mpr_t r;
+    uint32_t count = 0;
+    *n = 0;
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array (&r, &count);
+    if (mpr_ok (&r) && count > max)
+        mpr_fail (&r, "more governors than room for them");
+    for (uint32_t i = 0; i < count && mpr_ok (&r); i++)
+        mpr_u32 (&r, &ids [i]);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "PLACE reply");
+    *n = count;
     return 0;
 }
 

@@ -131,7 +131,7 @@ int
 sq_rec_decode (sq_rec_t *self, const uint8_t *body, size_t size, char *err, size_t err_size)
 {
     static const uint32_t fields [SQ_REC_TYPES_] = {
-        0, 4, 2, 5, 4, 3, 3, 3, 2, 4, 5, 6, 5, 2, 3
+        0, 4, 2, 5, 4, 3, 3, 3, 2, 4, 5, 6, 5, 2, 3, 3
     };
     mpr_t r;
     uint32_t n, count;
@@ -195,7 +195,7 @@ sq_rec_decode (sq_rec_t *self, const uint8_t *body, size_t size, char *err, size
                 self->n_payloads = i + 1;
             }
             break;
-        case SQ_REC_KEEP: case SQ_REC_UNKEEP: case SQ_REC_CANCEL:
+        case SQ_REC_KEEP: case SQ_REC_UNKEEP: case SQ_REC_CANCEL: case SQ_REC_DELETE:
             mpr_field (&r, "session");
             mpr_u32 (&r, &self->session);
             mpr_field (&r, "ids");

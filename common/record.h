@@ -53,6 +53,7 @@ typedef enum {
     SQ_REC_GOVERNOR,
     SQ_REC_GONE,
     SQ_REC_IDS,
+    SQ_REC_DELETE,              //  [type, session, ids]: objects deleted by hand
     SQ_REC_TYPES_
 } sq_rec_type_t;
 

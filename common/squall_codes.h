@@ -39,7 +39,15 @@ typedef enum {
     SQ_E_INTERNAL = 22,         //  a bug in squall: please report
     SQ_E_LOST = 23,             //  object lost and could not be recomputed
     SQ_E_DENIED = 24,           //  the peer's key may not do this (security)
+    SQ_E_ACTOR_LOST = 25,       //  an actor's governor or executor was lost
+    SQ_E_DELETED = 26,          //  the object was deleted by a client (DELETE)
     SQ_E_COUNT_
 } sq_err_t;
+
+//  PLACE (sq_place): with SQ_PLACE_MOVE every copy but those asked for is
+//  dropped once they are there. At most SQ_PLACE_MAX governors per request
+//  and in a reply.
+#define SQ_PLACE_MOVE 1u
+#define SQ_PLACE_MAX 1024
 
 #endif

@@ -19,8 +19,8 @@ from ._core import (TaskConfigTooLarge, Client, DataObject, Future, PyTask, Remo
 from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
 from .cluster import LocalCluster
 from .keys import keygen
-from .errors import (ConnectionError, RemoteTraceback, SquallError, TaskCancelled, TaskFailed,
-                     TimeoutError, UpstreamFailed)
+from .errors import (ConnectionError, ObjectDeleted, ObjectLost, RemoteTraceback, SquallError,
+                     TaskCancelled, TaskFailed, TimeoutError, UpstreamFailed)
 from .tasks import Program
 
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, FIRST_EXCEPTION  # noqa: E402
@@ -32,5 +32,5 @@ __all__ = [
     "RemoteFunction", "remote", "blob", "pickled", "tasks", "Program", "as_completed",
     "current_session", "wait", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
     "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
-    "TaskCancelled", "TimeoutError", "RemoteTraceback", "TaskConfigTooLarge", "PICKLE_CONTENT_TYPE", "keygen",
+    "TaskCancelled", "TimeoutError", "RemoteTraceback", "ObjectLost", "ObjectDeleted", "TaskConfigTooLarge", "PICKLE_CONTENT_TYPE", "keygen",
 ]

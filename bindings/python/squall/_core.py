@@ -19,8 +19,8 @@ from . import _lib as L
 from ._pickling import (PICKLE, TemplatePickler, dumps, function_bytes, loads_result,
                         py_config, read_value)
 from ._progress import Progress
-from .errors import (ConnectionError, SquallError, TaskCancelled, TaskFailed,
-                     TimeoutError, UpstreamFailed)
+from .errors import (ConnectionError, ObjectDeleted, ObjectLost, SquallError, TaskCancelled,
+                     TaskFailed, TimeoutError, UpstreamFailed)
 
 DEFAULT_ADDRESS = "tcp://127.0.0.1:7760"
 #   client.submit buffers tasks for at most this long (or this many).
@@ -246,6 +246,10 @@ class Client:
             return TaskFailed(tid, raw, names.get(tid))
         if rc == L.SQ_E_CANCELLED:
             return TaskCancelled(message, rc)
+        if rc == L.SQ_E_LOST:
+            return ObjectLost(message, rc)
+        if rc == L.SQ_E_DELETED:
+            return ObjectDeleted(message, rc)
         return SquallError(message, rc)
 
     def _check(self, rc: int, session: Optional["Session"] = None) -> None:
@@ -397,28 +401,92 @@ class Client:
         _gather_values(flat, timeout)
         return _rebuild(futures)
 
-    def scatter(self, data: Any) -> Any:
-        """Puts values on the cluster once, to be used by many tasks: a
-        value gives a Future (already done), a list or tuple a list of
-        them, a dict a dict of them (as Dask's scatter). The value is
+    def scatter(self, data: Any, governor: Any = None, broadcast: bool = False) -> Any:
+        """Puts values on the cluster once, to be used by many tasks (Dask's
+        scatter, Ray's put): a value gives a Future (already done), a list
+        or tuple a list of them, a dict a dict of them. The value is
         pickled once and travels as a constant of the futures' session
         (inline, or uploaded straight to a governor when large); every task
-        given the future reads that one copy."""
-        if isinstance(data, dict):
-            return {k: self._scatter_one(v) for k, v in data.items()}
-        if isinstance(data, (list, tuple)):
-            return [self._scatter_one(v) for v in data]
-        return self._scatter_one(data)
+        given the future reads that one copy.
 
-    def _scatter_one(self, value: Any) -> "Future":
+        governor (an id or a name, see governors()): the value is put
+        straight on that governor whatever its size. Such a constant has no
+        lineage: if every copy of it is lost (its governor died), tasks
+        needing it fail with an error naming it (seed 003's warning).
+        broadcast=True: then copied to every governor."""
+        gid = None if governor is None else self._governor_id(governor)
+        if broadcast and gid is None:
+            #   A broadcast starts from a governor copy, never from the
+            #   broker's inline bytes: put it on the least loaded one.
+            govs = sorted(self.governors(), key=lambda g: g.get("memory", 0))
+            if not govs:
+                raise SquallError("no governor is connected to scatter to", L.SQ_E_INVALID)
+            gid = int(govs[0]["id"])
+        one = lambda v: self._scatter_one(v, gid, broadcast)  # noqa: E731
+        if isinstance(data, dict):
+            return {k: one(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return [one(v) for v in data]
+        return one(data)
+
+    def _scatter_one(self, value: Any, governor: Optional[int] = None,
+                     broadcast: bool = False) -> "Future":
         with self._lock:
             s = self._futures_session()
-            obj = s.pickled(value)
+            obj = s.pickled(value, governor)
             L.sq_keep(s._h, obj.id)
             future = Future(s, obj.id, oid=obj.id)
             s.submit()
+        if broadcast:
+            s.place(obj, copies=L.SQ_PLACE_MAX)
         future._set_value(value)
         return future
+
+    def governors(self) -> List[dict]:
+        """The connected governors (INFO's entries: id, name, cpus, ...)."""
+        return list(self.info().get("governors") or [])
+
+    def _governor_id(self, governor: Any) -> int:
+        """A governor id from an id or a name."""
+        if isinstance(governor, int) and not isinstance(governor, bool):
+            return governor
+        if isinstance(governor, str):
+            for g in self.governors():
+                if g.get("name") == governor:
+                    return int(g["id"])
+            raise ValueError("no governor named %r is connected" % governor)
+        raise TypeError("a governor is an id (int) or a name (str), not %r" % (governor,))
+
+    def delete(self, futures: Any) -> None:
+        """Deletes results on the cluster now (Future.delete), a future or
+        a list of them."""
+        futures = futures if isinstance(futures, (list, tuple, set)) else [futures]
+        by_session: Dict[Session, list] = {}
+        for f in futures:
+            by_session.setdefault(f._session, []).append(f)
+        for session, fs in by_session.items():
+            session.delete(fs)
+
+    def replicate(self, futures: Any, n: Optional[int] = None,
+                  governors: Sequence[Any] = ()) -> None:
+        """Future.replicate for a future or a list of them (Dask's
+        replicate); n=None with no governors: on every governor."""
+        futures = futures if isinstance(futures, (list, tuple, set)) else [futures]
+        if n is None and not governors:
+            n = L.SQ_PLACE_MAX
+        for f in futures:
+            f.replicate(n, governors)
+
+    def move(self, futures: Any, governor: Any) -> None:
+        """Future.move for a future or a list of them."""
+        futures = futures if isinstance(futures, (list, tuple, set)) else [futures]
+        for f in futures:
+            f.move(governor)
+
+    def who_has(self, futures: Any) -> Dict[str, List[int]]:
+        """{future key: governor ids holding it} (Dask's who_has)."""
+        futures = futures if isinstance(futures, (list, tuple, set)) else [futures]
+        return {f.key: f.where() for f in futures}
 
     def wait_for_governors(self, n: int = 1, timeout: Optional[float] = None) -> int:
         """Waits until at least n governors are connected (as Dask's
@@ -529,16 +597,58 @@ class Session:
 
     # -- graph building
     @_locked
-    def blob(self, data: bytes, content_type: str = "") -> "DataObject":
+    def blob(self, data: bytes, content_type: str = "",
+             governor: Optional[int] = None) -> "DataObject":
+        """A constant. With `governor` (an id, see Client.governors) it is
+        put straight on that governor at submit, whatever its size: it has
+        no lineage there, so if every copy of it is lost the tasks needing
+        it fail, naming it."""
         data = bytes(data)
         oid = L.sq_blob(self._h, data, len(data), content_type.encode())
         if not oid:
             self._check(L.sq_client_errcode(self.client._h) or 4)
+        if governor is not None:
+            self._check(L.sq_object_set_governor(self._h, oid, int(governor)))
         self._dirty = True
         return DataObject(self, oid, content_type)
 
-    def pickled(self, obj: Any) -> "DataObject":
-        return self.blob(dumps(obj), PICKLE)
+    def pickled(self, obj: Any, governor: Optional[int] = None) -> "DataObject":
+        return self.blob(dumps(obj), PICKLE, governor)
+
+    # -- moving results by hand (docs/protocol.md, DELETE and PLACE)
+    def delete(self, items: Sequence[Any]) -> None:
+        """Deletes finished data objects now, whoever keeps them: their
+        copies are dropped on every governor, tasks not done that need them
+        fail (naming the object), and so does a later fetch."""
+        self.submit()
+        ids = [_object_id(x) for x in items]
+        if ids:
+            with self._lock:
+                self._check(L.sq_delete(self._h, L.ids(ids), len(ids)))
+
+    def place(self, item: Any, governors: Sequence[int] = (), copies: int = 0,
+              move: bool = False, timeout: Optional[float] = None) -> List[int]:
+        """Copies a data object to `governors` and to more until at least
+        `copies` governors hold it; with move=True every other copy is then
+        dropped. Waits for the object first, then for the copies; returns
+        the ids of the governors holding it ([] for a small object the
+        broker holds itself and sends with every task)."""
+        self.submit()
+        oid = _object_id(item)
+        if len(governors) > L.SQ_PLACE_MAX:
+            raise ValueError("at most %d governors" % L.SQ_PLACE_MAX)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._wait_ids([oid], timeout)
+        govs = L.ids([int(g) for g in governors]) if governors else None
+        holders = (ctypes.c_uint32 * L.SQ_PLACE_MAX)()
+        n = ctypes.c_size_t(0)
+        flags = L.SQ_PLACE_MOVE if move else 0
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        rc = self._sliced(lambda ms: L.sq_place(self._h, oid, govs, len(governors), int(copies),
+                                                flags, ms, holders, L.SQ_PLACE_MAX,
+                                                ctypes.byref(n)), left)
+        self._check(rc)
+        return list(holders[:min(n.value, L.SQ_PLACE_MAX)])
 
     @_locked
     def _add_task(self, kind: bytes, inputs: Sequence[int], n_outputs: int,
@@ -793,6 +903,17 @@ def _ref_id(x: Any) -> Any:
     return x                        # the session maps it (Session._input_id)
 
 
+def _object_id(x: Any) -> int:
+    """The data object id of a Future, DataObject or id."""
+    if isinstance(x, Future):
+        return x._oid
+    if isinstance(x, DataObject):
+        return x.id
+    if isinstance(x, int):
+        return x
+    raise TypeError("not a data object or future: %r" % (x,))
+
+
 class DataObject:
     """A piece of data in a session: a constant or a task's output."""
 
@@ -823,6 +944,24 @@ class DataObject:
 
     def wait(self, timeout: Optional[float] = None) -> None:
         self.session.wait([self], timeout)
+
+    def delete(self) -> None:
+        """Deletes it now (Session.delete)."""
+        self.session.delete([self])
+
+    def replicate(self, n: Optional[int] = None, governors: Sequence[int] = (),
+                  timeout: Optional[float] = None) -> List[int]:
+        """Copies it to `governors` and to at least `n` governors in all;
+        returns where it is (Session.place)."""
+        return self.session.place(self, governors, n or 0, False, timeout)
+
+    def move(self, governor: int, timeout: Optional[float] = None) -> List[int]:
+        """Moves it to one governor: copied there, then dropped elsewhere."""
+        return self.session.place(self, [governor], 0, True, timeout)
+
+    def where(self) -> List[int]:
+        """The governors holding a copy (waits for it to be finished)."""
+        return self.session.place(self)
 
     def __repr__(self) -> str:
         return "<squall.DataObject %d%s>" % (
@@ -1113,6 +1252,34 @@ class Future(_cf.Future):
         #   this moves the state there and wakes its waiters.
         self.set_running_or_notify_cancel()
         return True
+
+    # -- moving results by hand
+    def delete(self) -> None:
+        """Deletes the result on the cluster now, whoever else keeps it
+        (repartitioning): tasks not done that need it fail, naming it. A
+        value this client already fetched stays readable here."""
+        self._session.delete([self])
+
+    def replicate(self, n: Optional[int] = None, governors: Sequence[Any] = (),
+                  timeout: Optional[float] = None) -> List[int]:
+        """Copies the result to `governors` (ids or names) and to more
+        until at least `n` governors hold it (a broadcast join's small
+        side); waits for the result and the copies, returns the governors
+        holding it."""
+        client = self._session.client
+        return self._session.place(self, [client._governor_id(g) for g in governors],
+                                   n or 0, False, timeout)
+
+    def move(self, governor: Any, timeout: Optional[float] = None) -> List[int]:
+        """Moves the result to one governor (an id or a name): copied
+        there, then dropped everywhere else (except where a task already
+        placed there still reads it)."""
+        client = self._session.client
+        return self._session.place(self, [client._governor_id(governor)], 0, True, timeout)
+
+    def where(self, timeout: Optional[float] = None) -> List[int]:
+        """The governors holding the result (waits for it)."""
+        return self._session.place(self, timeout=timeout)
 
     def add_done_callback(self, fn: Callable[["Future"], Any]) -> None:
         """Calls fn(future) when it is done (at once if it already is)."""

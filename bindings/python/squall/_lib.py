@@ -23,6 +23,10 @@ SQ_E_UPSTREAM_FAILED = 14
 SQ_E_CANCELLED = 15
 SQ_E_TIMEOUT = 16
 SQ_E_CONNECTION = 20
+SQ_E_LOST = 23
+SQ_E_DELETED = 26
+SQ_PLACE_MOVE = 1
+SQ_PLACE_MAX = 1024
 
 
 def _candidates():
@@ -103,6 +107,10 @@ sq_wait_some = _sig("sq_wait_some", _c.c_int, _p, _u32p, _size, _c.c_int, _u32p,
 sq_fetch = _sig("sq_fetch", _c.c_int, _p, _u32, _c.c_int, _c.POINTER(_p),
                 _c.POINTER(_size), _c.POINTER(_p))
 sq_cancel = _sig("sq_cancel", _c.c_int, _p, _u32p, _size)
+sq_delete = _sig("sq_delete", _c.c_int, _p, _u32p, _size)
+sq_place = _sig("sq_place", _c.c_int, _p, _u32, _u32p, _size, _u32, _u32, _c.c_int,
+                _u32p, _size, _c.POINTER(_size))
+sq_object_set_governor = _sig("sq_object_set_governor", _c.c_int, _p, _u32, _u32)
 
 sq_config_sleep = _sig("sq_config_sleep", _p, _c.c_double, _c.POINTER(_size))
 sq_config_slice = _sig("sq_config_slice", _p, _c.c_uint64, _c.c_int64, _c.POINTER(_size))

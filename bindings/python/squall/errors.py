@@ -125,6 +125,15 @@ class UpstreamFailed(TaskFailed):
         self.args = (text,)
 
 
+class ObjectLost(SquallError):
+    """A data object was lost and cannot be recomputed: a constant put on
+    a governor by hand (scatter(governor=...)) whose every copy went."""
+
+
+class ObjectDeleted(SquallError):
+    """A data object was deleted by hand (Future.delete, DELETE)."""
+
+
 class TaskCancelled(SquallError):
     """The task was cancelled (by the client or because its session closed)."""
 
