@@ -276,7 +276,9 @@ s_fuzz_request (const uint8_t *data, size_t size)
     FZ_ASSERT (again.type == q.type && again.req == q.req && again.session == q.session
             && again.mode == q.mode && again.id == q.id && again.timeout_ms == q.timeout_ms
             && again.n_ids == q.n_ids && again.size == q.size && again.governor == q.governor
+            && again.copies == q.copies && again.flags == q.flags
             && s_str_same (again.token, q.token));
+    FZ_ASSERT (q.type != SQ_MSG_PLACE || (q.n_ids <= SQ_PLACE_MAX && q.flags <= SQ_PLACE_MOVE));
     FZ_ASSERT (q.n_ids == 0 || memcmp (again.ids, q.ids, q.n_ids * sizeof (uint32_t)) == 0);
     sq_request_release (&again);
     sq_wbuf_release (&w);
@@ -711,6 +713,18 @@ s_fuzz_replies (const uint8_t *data, size_t size)
         uint32_t again = 0;
         FZ_ASSERT (sq_resumed_decode ((const uint8_t *) w.buf.data, w.buf.size, &again, &err) == 0);
         FZ_ASSERT (again == max_id);
+        sq_wbuf_release (&w);
+    }
+    static uint32_t holders [SQ_PLACE_MAX], holders2 [SQ_PLACE_MAX];
+    uint32_t n_holders;
+    if (sq_holders_decode (data, size, holders, SQ_PLACE_MAX, &n_holders, &err) == 0) {
+        sq_wbuf_t w;
+        sq_wbuf_init (&w);
+        sq_pack_holders (&w.pk, holders, n_holders);
+        uint32_t n2 = 0;
+        FZ_ASSERT (sq_holders_decode ((const uint8_t *) w.buf.data, w.buf.size, holders2,
+                                      SQ_PLACE_MAX, &n2, &err) == 0);
+        FZ_ASSERT (n2 == n_holders && memcmp (holders, holders2, n2 * sizeof (uint32_t)) == 0);
         sq_wbuf_release (&w);
     }
     s_sink += (uint32_t) sq_nil_decode (data, size, &err);

@@ -252,6 +252,15 @@ main (int argc, char **argv)
     sq_request_t retire = { .type = SQ_MSG_RETIRE, .req = 40, .governor = 3 };
     sq_request_encode (&w, &retire);
     s_emit (FZ_REQUEST, "retire", &w);
+    sq_request_t del = { .type = SQ_MSG_DELETE, .req = 41, .session = 1, .n_ids = 2, .ids = ids };
+    sq_request_encode (&w, &del);
+    s_emit (FZ_REQUEST, "delete", &w);
+    sq_request_t place = { .type = SQ_MSG_PLACE, .req = 42, .session = 1, .id = 5, .n_ids = 2,
+                           .ids = ids, .copies = 3, .flags = SQ_PLACE_MOVE, .timeout_ms = -1 };
+    sq_request_encode (&w, &place);
+    s_emit (FZ_REQUEST, "place", &w);
+    sq_pack_holders (&w.pk, ids, 3);
+    s_emit (FZ_REPLIES, "holders", &w);
 
     //  SUBMIT: the example of docs/protocol.md, then one with every kind
     uint32_t in1 [] = { 1 }, out3 [] = { 3 };

@@ -198,6 +198,83 @@ s_test_newcomer (void)
     free (s);
 }
 
+//  Objects deleted by hand (DELETE): what needs one fails, running tasks
+//  are stopped, copies are dropped; only finished objects can be deleted;
+//  a producer re-run for a sibling output leaves a deleted one deleted.
+static size_t s_drop_count;
+static void s_count_drop (void *arg, object_t *object) { (void) arg; (void) object; s_drop_count++; }
+
+static void
+s_finish_on (graph_t *graph, task_t *task, gov_t *gov)
+{
+    sq_output_ref_t outs [4];
+    for (uint32_t i = 0; i < task->n_outputs; i++)
+        outs [i] = (sq_output_ref_t) { task->io [task->n_inputs + i]->key, 100, -1 };
+    graph_task_assigned (graph, task, gov);
+    CHECK (graph_task_finished (graph, task, gov, outs, task->n_outputs, NULL, 0, 4096) == 0,
+           "finished");
+}
+
+static void
+s_test_delete (void)
+{
+    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_count_drop, s_copy };
+    graph_t *graph = graph_new (&hooks);
+    gov_t *a = s_gov (1);
+    session_t *session = graph_session_open (graph, NULL);
+    uint32_t sid = session->id;
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+    char message [256];
+    uint32_t bad;
+    s_reset (s, sid);
+    uint32_t two = 2, four = 4;
+    s_task (s, 1, NULL, 0, 2);
+    s_task (s, 3, &two, 1, 4);
+    s_task (s, 5, &two, 1, 6);
+    s_task (s, 7, &four, 1, 8);
+    sq_task_spec_t *pair = s_task (s, 11, NULL, 0, 12);
+    s->ids [s->n_ids++] = 13;           //  a second output, right after the first
+    pair->n_outputs = 2;
+    s->objects [s->sub.n_objects++] = (sq_object_spec_t) { .id = 13, .frame = -1 };
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    object_t *o2 = graph_object (graph, sq_key (sid, 2));
+    object_t *o12 = graph_object (graph, sq_key (sid, 12));
+    object_t *o13 = graph_object (graph, sq_key (sid, 13));
+    CHECK (graph_object_delete (graph, o12, "x") == -1, "an unfinished object is not deleted");
+    s_finish_on (graph, graph_task (graph, sq_key (sid, 1)), a);
+    task_t *t3 = graph_task (graph, sq_key (sid, 3)), *t5 = graph_task (graph, sq_key (sid, 5));
+    task_t *t7 = graph_task (graph, sq_key (sid, 7));
+    graph_task_assigned (graph, t3, a);
+    graph_task_started (graph, t3);
+    CHECK (t3->state == TASK_RUNNING && t5->state == TASK_READY, "one running, one ready");
+    s_stop_count = s_drop_count = 0;
+    CHECK (graph_object_delete (graph, o2, "object 2 was deleted") == 0, "deleted");
+    CHECK (o2->state == OBJ_FAILED && o2->failure->code == SQ_E_DELETED && o2->released
+           && o2->failure->root == 2 && s_drop_count == 1, "deleted, its copy dropped");
+    CHECK (t3->state == TASK_FAILED && t5->state == TASK_FAILED && t7->state == TASK_FAILED
+           && s_stop_count == 1 && t7->failure->code == SQ_E_DELETED
+           && strcmp (t7->failure->message, "object 2 was deleted") == 0,
+           "the running consumer stopped; every consumer and what is below failed naming it");
+    CHECK (graph_object_delete (graph, o2, "x") == -1, "deleted once");
+
+    task_t *t11 = graph_task (graph, sq_key (sid, 11));
+    graph_keep (graph, o12, true);
+    graph_keep (graph, o13, true);
+    s_finish_on (graph, t11, a);
+    CHECK (graph_object_delete (graph, o13, "object 13 was deleted") == 0, "sibling deleted");
+    graph_object_lost (graph, o12, a);
+    CHECK (t11->state == TASK_READY && o12->state == OBJ_UNFINISHED, "re-run for its lost sibling");
+    s_drop_count = 0;
+    s_finish_on (graph, t11, a);
+    CHECK (o12->state == OBJ_FINISHED && o13->state == OBJ_FAILED && o13->released
+           && o13->n_locations == 0 && s_drop_count == 1,
+           "the re-run's copy of the deleted output is dropped; it stays deleted");
+    graph_session_close (graph, &session);
+    gov_destroy (&a);
+    graph_destroy (&graph);
+    free (s);
+}
+
 int
 main (void)
 {
@@ -408,6 +485,7 @@ main (void)
     free (s);
     s_test_placement ();
     s_test_newcomer ();
+    s_test_delete ();
     printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs; "
             "placement over 200 governors: ok\n");
     return 0;

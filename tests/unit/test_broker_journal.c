@@ -106,6 +106,7 @@ typedef struct {
     uint32_t attempt4;          //  task 4's attempt (a retry was journaled)
     uint64_t size3;             //  object 3's size
     bool data3;                 //  its inline bytes came back
+    bool deleted1;              //  constant 1 was deleted by hand (DELETE)
 } s_state_t;
 
 static void
@@ -119,6 +120,9 @@ s_state (graph_t *graph, uint32_t session_id, s_state_t *st)
     st->attempt4 = t4? t4->attempt: 0;
     object_t *o3 = graph_object (graph, sq_key (session_id, 3));
     st->size3 = o3? o3->size: 0;
+    object_t *o1 = graph_object (graph, sq_key (session_id, 1));
+    st->deleted1 = o1 && o1->state == OBJ_FAILED && o1->failure
+                && o1->failure->code == SQ_E_DELETED && !o1->data;
     st->data3 = o3 && o3->data && sq_blob_size (o3->data) == 14
              && memcmp (sq_blob_data (o3->data), "hello, squall\n", 14) == 0;
 }
@@ -162,6 +166,12 @@ s_write_journal (const char *path, s_state_t *want, uint32_t *live_session)
     t4->attempt = 1;
     persist_attempt (persist, t4);
     graph_task_failed (graph, t4, SQ_E_TASK_FAILED, "boom");
+    //  The constant deleted by hand: it must stay deleted, not come back
+    //  with the SUBMIT that declared it.
+    uint32_t one [1] = { 1 };
+    CHECK (graph_object_delete (graph, graph_object (graph, sq_key (s->id, 1)), "deleted") == 0,
+           "delete");
+    persist_ids (persist, SQ_REC_DELETE, s->id, one, 1);
     persist_gone (persist, 2);
     persist_counters (persist, 9);
     uint32_t gone_id = gone->id;
@@ -238,11 +248,11 @@ main (void)
     uint32_t session;
     s_write_journal (path, &want, &session);
     CHECK (want.counts [TASK_FINISHED] == 1 && want.counts [TASK_FAILED] == 2 && want.data3
-           && want.attempt4 == 1 && want.sessions == 1, "the written state");
+           && want.attempt4 == 1 && want.sessions == 1 && want.deleted1, "the written state");
     size_t govs = 0;
     CHECK (s_load (path, session, &got, err, sizeof err, &govs) == 0, "reload: %s", err);
     CHECK (got.sessions == 1 && memcmp (got.counts, want.counts, sizeof got.counts) == 0
-           && got.data3 && got.size3 == 14 && got.attempt4 == 1 && govs == 1,
+           && got.data3 && got.size3 == 14 && got.attempt4 == 1 && govs == 1 && got.deleted1,
            "the replayed graph is the written one (sessions %zu, finished %llu, failed %llu, "
            "data %d, attempt %u, governors expected %zu)", got.sessions,
            (unsigned long long) got.counts [TASK_FINISHED],
@@ -338,8 +348,8 @@ main (void)
     size_t compacted = s_file_size (path);
     CHECK (s_load (path, session, &got, err, sizeof err, &govs) == 0, "compacted reload: %s", err);
     CHECK (got.sessions == 1 && memcmp (got.counts, live.counts, sizeof got.counts) == 0
-           && got.attempt4 == 1 && govs == 1,
-           "the compacted journal replays to the live state");
+           && got.attempt4 == 1 && govs == 1 && live.deleted1 && got.deleted1,
+           "the compacted journal replays to the live state (a deletion included)");
     graph = s_graph ();
     persist = persist_new (graph);
     journal = journal_open (path, 10, 64u << 20, persist_replay, persist, err, sizeof err);

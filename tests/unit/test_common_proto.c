@@ -469,6 +469,44 @@ s_test_requests (void)
     CHECK (strstr (err.text, "unknown message type"));
     //  Not even an array
     CHECK (sq_request_decode (&d, "\xc0", 1, &err) == -1);
+    //  DELETE and PLACE (moving results by hand) round trip
+    sq_request_t del = { .type = SQ_MSG_DELETE, .req = 7, .session = 2, .n_ids = 3, .ids = ids };
+    sq_wbuf_reset (&w);
+    sq_request_encode (&w, &del);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (d.type == SQ_MSG_DELETE && d.session == 2 && d.n_ids == 3 && d.ids [2] == UINT32_MAX);
+    sq_request_release (&d);
+    s_check_truncations ("delete", s_dec_request, w.buf.data, w.buf.size);
+    sq_request_t place = { .type = SQ_MSG_PLACE, .req = 8, .session = 2, .id = 41, .n_ids = 2,
+                           .ids = ids, .copies = 3, .flags = SQ_PLACE_MOVE, .timeout_ms = -1 };
+    sq_wbuf_reset (&w);
+    sq_request_encode (&w, &place);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (d.type == SQ_MSG_PLACE && d.id == 41 && d.n_ids == 2 && d.ids [1] == 70000
+           && d.copies == 3 && d.flags == SQ_PLACE_MOVE && d.timeout_ms == -1);
+    sq_request_release (&d);
+    s_check_truncations ("place", s_dec_request, w.buf.data, w.buf.size);
+    place.flags = 2;                    //  unknown flag
+    sq_wbuf_reset (&w);
+    sq_request_encode (&w, &place);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "'flags'") && d.ids == NULL);
+    static uint32_t many [SQ_PLACE_MAX + 1];
+    place.flags = 0;
+    place.ids = many;
+    place.n_ids = SQ_PLACE_MAX + 1;
+    sq_wbuf_reset (&w);
+    sq_request_encode (&w, &place);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "'governors'") && d.ids == NULL);
+    //  PLACE's reply: the holders, bounded by the caller's room
+    uint32_t got [3], n_got = 9;
+    sq_wbuf_reset (&w);
+    sq_pack_holders (&w.pk, ids, 3);
+    CHECK (sq_holders_decode ((const uint8_t *) w.buf.data, w.buf.size, got, 3, &n_got, &err) == 0
+           && n_got == 3 && got [1] == 70000);
+    CHECK (sq_holders_decode ((const uint8_t *) w.buf.data, w.buf.size, got, 2, &n_got, &err) == -1
+           && n_got == 0);
     sq_wbuf_release (&w);
 }
 
