@@ -194,27 +194,30 @@ place_request (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *s
         if (!s_targeted (targets, n_targets, gov->id))
             targets [n_targets++] = gov->id;
     }
+    //  Without MOVE the copies there are count; copies on their way come
+    //  next (a PLACE asked again, after a timeout, picks the same ones).
     location_t *locations = object_locations (object);
     uint32_t have = n_targets;
     if (!move)
         for (uint32_t i = 0; i < object->n_locations; i++)
             have += locations [i].arrived && !s_targeted (targets, n_targets, locations [i].gov->id);
-    for (uint32_t i = 0; i < object->n_locations && have < q->copies && n_targets < SQ_PLACE_MAX; i++)
-        if (locations [i].arrived && s_usable (locations [i].gov)
-        &&  !s_targeted (targets, n_targets, locations [i].gov->id)) {
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < object->n_locations && have < q->copies
+                             && n_targets < SQ_PLACE_MAX; i++) {
+            bool arrived = locations [i].arrived;
+            if (arrived != (pass == 0) || (arrived && !move) || !s_usable (locations [i].gov)
+            ||  s_targeted (targets, n_targets, locations [i].gov->id))
+                continue;
             targets [n_targets++] = locations [i].gov->id;
-            if (move)
-                have++;
+            have++;
         }
     while (have < q->copies && n_targets < SQ_PLACE_MAX) {
         gov_t *best = NULL;
         for (size_t g = 0; g < self->n_govs; g++) {
             gov_t *gov = self->govs [g];
-            if (!s_usable (gov) || s_targeted (targets, n_targets, gov->id))
-                continue;
-            location_t *loc = graph_object_location (object, gov);
-            if (loc && loc->arrived)
-                continue;       //  counted already
+            if (!s_usable (gov) || s_targeted (targets, n_targets, gov->id)
+            ||  graph_object_location (object, gov))
+                continue;       //  counted or taken already
             if (!best || gov->load.memory < best->load.memory)
                 best = gov;
         }
@@ -305,6 +308,13 @@ s_check (broker_t *self, s_place_t *place, object_t **object_p, int64_t now,
     if (!object || object->state == OBJ_FAILED || object->released) {
         snprintf (message, size, "object %u was released", sq_key_id (place->key));
         return object && object->state == OBJ_FAILED? SQ_E_LOST: SQ_E_UNKNOWN_ID;
+    }
+    if (object->state == OBJ_UNFINISHED) {
+        //  Every copy went and it is being recomputed: the copies asked
+        //  for will not come by themselves.
+        snprintf (message, size, "object %u was lost and is being recomputed: place it again "
+                  "once it is finished", sq_key_id (place->key));
+        return SQ_E_LOST;
     }
     for (uint32_t t = 0; t < place->n_targets; t++) {
         gov_t *gov = bx_gov_by_id (self, place->targets [t]);

@@ -44,6 +44,8 @@ def cluster3():
     c = squall.LocalCluster(governors=3, cpus=1, **cluster_options())
     with c:
         yield c
+    # a clean stop (under ASan: no leak, no error report) is part of the test
+    assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
 
 
 def gov_ids(client):
@@ -160,6 +162,7 @@ def test_a_scattered_constant_has_no_lineage():
             again.result(TIMEOUT)
         assert "constant object %d" % constant._oid in str(info.value)
         client.close()
+    assert cluster.exit_codes["broker"] == 0, cluster.exit_codes
 
 
 def test_the_example_runs():

@@ -226,6 +226,43 @@ def test_every_client_request(cluster):
     p.close()
 
 
+def test_delete_and_place(cluster):
+    p, _ = hello(cluster)
+    info, _ = p.ok([18, 2])
+    gov = info["governors"][0]["id"]
+    (session, _), _ = p.ok([10, 3])
+    # a constant the broker holds, and a task output above inline_max that
+    # stays on the governor, both kept
+    p.ok([12, 4, session, [[1, 1, "", 1, "c"], [3, 1, "", -1, ""], [5, 1, "", -1, ""],
+                           [7, 1, "", 2, "unused"]],
+          [[2, "concat", [1], [3], None, None, 0, 0, 0, ""],
+           [4, "sleep", [], [5], {"seconds": 30}, None, 0, 0, 0, ""]]], b"x" * 5000, b"y")
+    p.ok([15, 5, session, 1, [3], 10000])
+    assert p.ok([24, 6, session, 3, [], 0, 0, 10000])[0] == [gov]             # who has it
+    assert p.ok([24, 7, session, 7, [], 1, 0, 10000])[0] == []                # the broker's
+    assert p.ok([24, 8, session, 3, [], 5, 0, 10000])[0] == [gov]             # capped
+    assert p.ok([24, 9, session, 3, [gov], 0, 1, 10000])[0] == [gov]          # MOVE there
+    assert p.error([24, 10, session, 3, [999999], 0, 0, 1000], 4)[1] == 999999
+    assert p.error([24, 11, session, 5, [], 1, 0, 1000], 4)[1] == 5            # unfinished
+    assert p.error([24, 12, session, 3, [], 0, 1, 1000], 4)[1] == 3            # MOVE, nowhere
+    assert p.error([24, 13, session, 2, [], 0, 0, 1000], 6)[1] == 2            # a task id
+    body = p.error([24, 14, session, 3, [], 0, 2, 1000], 1)
+    assert body[0].startswith("PLACE: field 'flags'"), body[0]
+    # DELETE: every id checked first; then FETCH and PLACE say deleted
+    assert p.error([23, 15, session, [3, 77]], 6)[1] == 77
+    assert p.error([23, 16, session, [5]], 4)[1] == 5
+    assert p.ok([23, 17, session, [3, 7]]) == (None, [])
+    body = p.error([16, 18, session, 3, 1000], 26)
+    assert body[1] == 3 and body[2] == 3 and "deleted" in body[0]
+    p.error([24, 19, session, 7, [], 0, 0, 1000], 26)
+    p.error([13, 20, session, [3]], 6)                                          # KEEP: released
+    p.error([23, 21, session, [3]], 6)                                          # deleted once
+    body, _ = p.ok([15, 22, session, 1, [3], 1000])                            # WAIT: it was made
+    assert body == [1, 0, [[3, 1, None, None]]]
+    assert p.ok([11, 23, session]) == (None, [])
+    p.close()
+
+
 def test_slice_beyond_the_input_fails(cluster):
     p, _ = hello(cluster)
     (session, _), _ = p.ok([10, 2])
@@ -280,7 +317,7 @@ def test_uploads_gread_gfetch_and_their_errors(cluster):
 
 def test_error_codes_are_the_documented_table():
     codes = [int(m) for m in re.findall(r"^\| (\d+) \| SQ_", DOC, re.M)]
-    assert codes == list(range(25))
+    assert codes == list(range(27))
     header = open(os.path.join(os.path.dirname(_DOC), "..", "common", "squall_codes.h")).read()
     for code, name in re.findall(r"^\| (\d+) \| (SQ_[A-Z_]+) \|", DOC, re.M):
         assert re.search(r"\b%s = %s\b" % (name, code), header), name
