@@ -585,6 +585,22 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
     return 0;
 }
 
+//  Appends to a growing list of ids; -1 out of memory.
+static int
+s_push_id (uint32_t **ids, uint32_t *n, uint32_t *cap, uint32_t id)
+{
+    if (*n == *cap) {
+        uint32_t grown = *cap? *cap * 2: 16;
+        uint32_t *p = (uint32_t *) realloc (*ids, grown * sizeof *p);
+        if (!p)
+            return -1;
+        *ids = p;
+        *cap = grown;
+    }
+    (*ids) [(*n)++] = id;
+    return 0;
+}
+
 msgpack_sbuffer *
 persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t next_peer)
 {
@@ -665,16 +681,9 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
             }
             else
             if (task->state == TASK_CANCELLED && task->failure
-            &&  task->failure->root == sq_key_id (task->key)) {
-                if (n_cancelled == cap_cancelled) {
-                    cap_cancelled = cap_cancelled? cap_cancelled * 2: 16;
-                    uint32_t *p = (uint32_t *) realloc (cancelled, cap_cancelled * sizeof *p);
-                    if (!p)
-                        break;
-                    cancelled = p;
-                }
-                cancelled [n_cancelled++] = sq_key_id (task->key);
-            }
+            &&  task->failure->root == sq_key_id (task->key)
+            &&  s_push_id (&cancelled, &n_cancelled, &cap_cancelled, sq_key_id (task->key)))
+                break;
         }
         if (n_cancelled) {
             s_begin (buf, &offset);
@@ -689,16 +698,9 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
         while ((object = graph_session_next_object (session, &o)))
             if (object->state == OBJ_FAILED && object->failure
             &&  object->failure->code == SQ_E_DELETED
-            &&  object->failure->root == sq_key_id (object->key)) {
-                if (n_cancelled == cap_cancelled) {
-                    cap_cancelled = cap_cancelled? cap_cancelled * 2: 16;
-                    uint32_t *p = (uint32_t *) realloc (cancelled, cap_cancelled * sizeof *p);
-                    if (!p)
-                        break;
-                    cancelled = p;
-                }
-                cancelled [n_cancelled++] = sq_key_id (object->key);
-            }
+            &&  object->failure->root == sq_key_id (object->key)
+            &&  s_push_id (&cancelled, &n_cancelled, &cap_cancelled, sq_key_id (object->key)))
+                break;
         if (n_cancelled) {
             s_begin (buf, &offset);
             sq_rec_pack_ids (&pk, SQ_REC_DELETE, session->id, cancelled, n_cancelled);

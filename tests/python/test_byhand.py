@@ -130,6 +130,13 @@ def test_delete_fails_what_needs_it(cluster3, tmp_path):
         client.close()
 
 
+def kill(client, proc, gid):
+    """SIGKILLs a governor and waits until the broker knows it is gone."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(TIMEOUT)
+    until(lambda: gid not in gov_ids(client), "governor %d to be gone" % gid)
+
+
 def test_a_scattered_constant_has_no_lineage():
     """A constant put on a governor by hand, lost with its governor: what
     needs it fails naming it; and a result computed from it before, lost
@@ -145,18 +152,14 @@ def test_a_scattered_constant_has_no_lineage():
         derived = client.submit(double, constant)     # too big for the broker to hold
         assert client.submit(size_of, derived).result(TIMEOUT) == 1 << 17
         assert derived.move(b) == [b]
-        by_id[a].send_signal(signal.SIGKILL)
-        by_id[a].wait(TIMEOUT)
-        until(lambda: a not in gov_ids(client), "governor %d to be gone" % a)
+        kill(client, by_id[a], a)
         later = client.submit(size_of, constant)
         with pytest.raises(squall.SquallError) as info:
             later.result(TIMEOUT)
         assert "constant object %d" % constant._oid in str(info.value)
         # now the derived result's only copy goes too: recomputing it would
         # need the lost constant
-        by_id[b].send_signal(signal.SIGKILL)
-        by_id[b].wait(TIMEOUT)
-        until(lambda: b not in gov_ids(client), "governor %d to be gone" % b)
+        kill(client, by_id[b], b)
         again = client.submit(size_of, derived)
         with pytest.raises(squall.SquallError) as info:
             again.result(TIMEOUT)
