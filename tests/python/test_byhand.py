@@ -48,16 +48,15 @@ def cluster3():
     assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
 
 
-def gov_ids(client):
-    ids = sorted(g["id"] for g in client.governors())
-    assert len(ids) >= 1
-    return ids
+def gov_ids(client, n=1):
+    client.wait_for_governors(n, timeout=TIMEOUT)
+    return sorted(g["id"] for g in client.governors())
 
 
 def test_scatter_onto_a_governor_and_where(cluster3):
     client = cluster3.client()
     try:
-        ids = gov_ids(client)
+        ids = gov_ids(client, 3)
         small = client.scatter(12345, governor=ids[-1])
         assert small.where() == [ids[-1]]
         # by name too
@@ -80,7 +79,7 @@ def test_scatter_onto_a_governor_and_where(cluster3):
 def test_replicate_and_move(cluster3):
     client = cluster3.client()
     try:
-        ids = gov_ids(client)
+        ids = gov_ids(client, 3)
         big = client.submit(make, 1 << 20)
         first = big.where()
         assert len(first) == 1
