@@ -523,6 +523,7 @@ main (int argc, char **argv)
         sq_rec_pack_output (&jp, 14, "hello, squall\n", 14);
         sq_rec_pack_output (&jp, 1 << 20, NULL, 0);
         sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_ids (&jp, SQ_REC_DELETE, 1, ids, 1); sq_rec_end (&journal, at);
         at = sq_rec_begin (&journal); sq_rec_pack_failed (&jp, sq_key (1, 4), 1, SQ_E_TASK_FAILED, "boom"); sq_rec_end (&journal, at);
         at = sq_rec_begin (&journal); sq_rec_pack_attempt (&jp, sq_key (1, 4), 2, 1, 0, 1 << 30); sq_rec_end (&journal, at);
         at = sq_rec_begin (&journal); sq_rec_pack_governor (&jp, 2, 99, "gov1", fixed_public); sq_rec_end (&journal, at);
