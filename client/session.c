@@ -432,6 +432,91 @@ sq_task (sq_session_t *self, const char *kind, const uint32_t *inputs, size_t n_
     return t.id;
 }
 
+//  The model's settings on a clone (sq_tasks_like). 0, or an error code.
+static int
+s_copy_settings (sq_session_t *self, const s_task_t *model, uint32_t id)
+{
+    int rc = 0;
+    if (model->name && (rc = sq_task_set_name (self, id, model->name)))
+        return rc;
+    for (uint32_t r = 0; r < model->n_resources && !rc; r++)
+        rc = sq_task_set_resource (self, id, model->resources [r].name,
+                                   model->resources [r].amount);
+    s_task_t *t = s_pending_task (self, id, "sq_tasks_like");
+    if (rc || !t)
+        return rc? rc: SQ_E_INTERNAL;
+    t->priority = model->priority;
+    t->max_retries = model->max_retries;
+    t->timeout_ms = model->timeout_ms;
+    return 0;
+}
+
+int
+sq_tasks_like (sq_session_t *self, uint32_t model, size_t n, const void *configs,
+               const size_t *ends, uint32_t *first)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    s_slot_t *slot = s_slot (self, model);
+    if (!slot || !slot->task)
+        return s_err (self, SQ_E_INVALID, model,
+                      "sq_tasks_like: %u is not a task of the unsubmitted batch", model);
+    if (n && (!configs || !ends || !first))
+        return s_err (self, SQ_E_INVALID, model, "sq_tasks_like: NULL configs, ends or first");
+    //  Every config checked first, so that a refusal adds nothing.
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ends [i] < at)
+            return s_err (self, SQ_E_INVALID, model, "sq_tasks_like: ends must not decrease");
+        if (ends [i] > at && sq_opaque_check ((const uint8_t *) configs + at, ends [i] - at))
+            return s_err (self, SQ_E_BAD_CONFIG, model,
+                          "sq_tasks_like: config %zu is not one msgpack value", i);
+        at = ends [i];
+    }
+    //  The model's inputs, kind and outputs, copied: adding tasks moves the
+    //  arrays they live in.
+    s_task_t m = self->tasks [slot->index];
+    uint32_t inputs_small [16];
+    uint32_t *inputs = m.n_inputs <= 16? inputs_small
+                     : (uint32_t *) malloc (m.n_inputs * sizeof (uint32_t));
+    char *kind = strdup (m.kind);
+    if (!inputs || !kind) {
+        if (inputs != inputs_small)
+            free (inputs);
+        free (kind);
+        return s_err (self, SQ_E_NOMEM, model, "out of memory");
+    }
+    memcpy (inputs, self->inputs + m.inputs_at, m.n_inputs * sizeof (uint32_t));
+    int rc = 0;
+    size_t start = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        uint32_t id = sq_task (self, kind, inputs, m.n_inputs, m.n_outputs,
+                               (const uint8_t *) configs + start, ends [i] - start);
+        if (!id) {
+            rc = sq_client_errcode (self->client)? sq_client_errcode (self->client): SQ_E_INVALID;
+            break;
+        }
+        if (i == 0)
+            *first = id;
+        start = ends [i];
+        //  Settings and outputs as the model's (model's slot: the arrays moved).
+        const s_task_t *mt = &self->tasks [s_slot (self, model)->index];
+        if ((rc = s_copy_settings (self, mt, id)))
+            break;
+        for (uint32_t j = 0; j < m.n_outputs && !rc; j++) {
+            const s_object_t *mo = &self->objects [s_slot (self, model + 1 + j)->index];
+            s_object_t *o = &self->objects [s_slot (self, id + 1 + j)->index];
+            o->flags = mo->flags;
+            if (mo->content_type && !(o->content_type = strdup (mo->content_type)))
+                rc = s_err (self, SQ_E_NOMEM, id, "out of memory");
+        }
+    }
+    if (inputs != inputs_small)
+        free (inputs);
+    free (kind);
+    return rc;
+}
+
 uint32_t
 sq_output (uint32_t task_id, uint32_t i)
 {

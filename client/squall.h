@@ -119,6 +119,15 @@ uint32_t sq_task (sq_session_t *self, const char *kind,
 //  Id of output i of a task.
 uint32_t sq_output (uint32_t task_id, uint32_t i);
 
+//  Adds n tasks like `model` (a task of the unsubmitted batch: same kind,
+//  inputs, number of outputs, name, resources, priority, retries, timeout,
+//  and its outputs' content types and keep flags), task i with config
+//  bytes [ends[i-1], ends[i]) of `configs` (ends[-1] being 0). The new
+//  tasks' ids are consecutive, from *first, each 1 + n_outputs after the
+//  previous one (its outputs in between). One call instead of several per
+//  task: Python's client.map adds its tasks so.
+int sq_tasks_like (sq_session_t *self, uint32_t model, size_t n, const void *configs,
+                   const size_t *ends, uint32_t *first);
 //  Options of a task recorded in the current (unsubmitted) batch.
 int sq_task_set_name (sq_session_t *self, uint32_t task, const char *name);
 //  A resource request ("cpus", "memory", "gpus" or a custom name), default

@@ -248,14 +248,25 @@ s_py_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t 
             mpr_bin (r, &self->py_args, SQ_MAX_CONFIG);
         return 2;
     }
+    if (mpr_str_eq (key, "fn_in")) {
+        mpr_field (r, "fn_in");
+        mpr_bool (r, &self->fn_in);
+        return 4;
+    }
     return 0;
 }
 
 static const char *
 s_py_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_out)
 {
-    (void) self; (void) n_in; (void) n_out;
-    return have & 1? NULL: "'fn' is required";
+    (void) n_out;
+    if ((have & 1) && self->fn_in)
+        return "'fn' and 'fn_in' true exclude each other";
+    if (!(have & 1) && !self->fn_in)
+        return "'fn' (or 'fn_in' true) is required";
+    if (self->fn_in && n_in == 0)
+        return "'fn_in' true needs the function as input 0";
+    return NULL;
 }
 
 static const struct {

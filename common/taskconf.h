@@ -47,7 +47,8 @@ typedef struct {
     mpr_str_t *out_paths;
     int32_t stdout_output;      //  -1: none
     //  py: opaque to C, read by the Python executor (bindings/python)
-    mpr_str_t fn;               //  cloudpickled function, non-empty
+    mpr_str_t fn;               //  cloudpickled function, non-empty; or
+    bool fn_in;                 //  the function is the task's first input instead
     mpr_str_t py_args;          //  pickled (args, kwargs) template, may be empty
 } sq_taskconf_t;
 

@@ -235,8 +235,23 @@ pyexec_destroy (pyexec_t **self_p)
 static uint8_t *
 s_encode (task_t *task, store_t *store, size_t *size_p)
 {
-    size_t size = 8 + 17 + task->conf.fn.len + task->conf.py_args.len;
-    for (uint32_t i = 0; i < task->n_inputs; i++) {
+    //  With fn_in the function is input 0 (one object per function and
+    //  session, which each governor receives once): the executor gets it
+    //  in the fn field as before, and the other inputs as its inputs.
+    sq_blob_t *fn_blob = NULL;
+    uint32_t first = 0;
+    size_t fn_len = task->conf.fn.len;
+    if (task->conf.fn_in) {
+        const char *type = NULL;
+        if (task->n_inputs == 0 || !(fn_blob = store_get (store, task->inputs [0], &type)))
+            return NULL;
+        fn_len = sq_blob_size (fn_blob);
+        first = 1;
+    }
+    if (fn_len > UINT32_MAX)
+        return NULL;
+    size_t size = 8 + 17 + fn_len + task->conf.py_args.len;
+    for (uint32_t i = first; i < task->n_inputs; i++) {
         const char *type = NULL;
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
         if (!blob)
@@ -250,16 +265,19 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
         return NULL;
     uint8_t *p = s_put64 (frame, size - 8);
     *p++ = 1;
-    p = s_put32 (p, task->n_inputs);
+    p = s_put32 (p, task->n_inputs - first);
     p = s_put32 (p, task->n_outputs);
-    p = s_put32 (p, task->conf.fn.len);
+    p = s_put32 (p, (uint32_t) fn_len);
     p = s_put32 (p, task->conf.py_args.len);
-    memcpy (p, task->conf.fn.ptr, task->conf.fn.len);
-    p += task->conf.fn.len;
+    if (fn_blob)
+        sq_blob_read (fn_blob, 0, p, fn_len);
+    else
+        memcpy (p, task->conf.fn.ptr, fn_len);
+    p += fn_len;
     if (task->conf.py_args.len)
         memcpy (p, task->conf.py_args.ptr, task->conf.py_args.len);
     p += task->conf.py_args.len;
-    for (uint32_t i = 0; i < task->n_inputs; i++) {
+    for (uint32_t i = first; i < task->n_inputs; i++) {
         const char *type = NULL;
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
         size_t type_len = strlen (type), data_len = sq_blob_size (blob);

@@ -5,6 +5,7 @@ import collections
 import concurrent.futures as _cf
 import ctypes
 import functools
+import itertools
 import io
 import logging
 import os
@@ -16,8 +17,9 @@ import weakref
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from . import _lib as L
-from ._pickling import (PICKLE, TemplatePickler, dumps, function_bytes, loads_result,
-                        py_config, read_value)
+from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, TemplatePickler,
+                        dumps, function_bytes, loads_result, py_config, py_config_fn_in,
+                        read_value)
 from ._progress import Progress
 from .errors import (ConnectionError, ObjectDeleted, ObjectLost, SquallError, TaskCancelled,
                      TaskFailed, TimeoutError, UpstreamFailed)
@@ -44,6 +46,9 @@ _NO_GOVERNOR_WARNING = 10.0
 #   One task's config at most (common/proto.h SQ_MAX_CONFIG): a bigger one
 #   is refused with a clear message before anything is sent.
 _CONFIG_MAX = 16 << 20
+#   Argument types pickled as they are, never references: client.map adds
+#   calls taking only these in bulk (Session._map_futures).
+_PLAIN_TYPES = frozenset((int, float, str, bytes, bool, type(None)))
 _log = logging.getLogger("squall")
 
 _local = threading.local()
@@ -389,7 +394,7 @@ class Client:
             raise TypeError("unknown task option(s) %s" % ", ".join(sorted(bad)))
         with self._lock:
             s = self._futures_session()
-            futures = [s._future(fn, xs, None, options) for xs in zip(*iterables)]
+            futures = s._map_futures(fn, zip(*iterables), options)
             s.submit()
         return futures
 
@@ -556,6 +561,7 @@ class Session:
         self._buffered = 0                     # client.submit calls not sent yet
         self._submit_error: Optional[SquallError] = None
         self._template = TemplatePickler(self._is_ref, _ref_id)
+        self._fn_objects: Dict[bytes, int] = {}   # pickled function -> its data object
 
     # -- context
     def __enter__(self) -> "Session":
@@ -714,7 +720,15 @@ class Session:
         else:
             template, refs = self._template.dumps(args, kwargs or {})
             inputs = [self._check_ref(r) for r in refs]
-        config = py_config(fn_bytes, template)
+        #   The function goes once per session as a data object, input 0 of
+        #   every task calling it: each governor receives it once, instead
+        #   of every task's config carrying it.
+        fn_oid = self._fn_objects.get(fn_bytes)
+        if fn_oid is None:
+            fn_oid = self.blob(fn_bytes, PY_FUNCTION).id
+            self._fn_objects[fn_bytes] = fn_oid
+        inputs.insert(0, fn_oid)
+        config = py_config_fn_in(template)
         if len(config) > _CONFIG_MAX:
             raise TaskConfigTooLarge(
                 "task %s: its pickled function and arguments take %.1f MiB, over the %d MiB a "
@@ -723,6 +737,60 @@ class Session:
                 % (name or "?", len(config) / 2.0 ** 20, _CONFIG_MAX >> 20))
         return self._add_task(b"py", inputs, n_outputs, config,
                               options, name, (PICKLE,) * n_outputs)
+
+    def _map_futures(self, fn: Callable, items: Iterable[tuple], options: dict) -> List["Future"]:
+        """Futures of fn(*xs) for each xs, in order. Calls whose arguments
+        are all plain values (numbers, strings, bytes, None) are added as
+        copies of the first such one (sq_tasks_like: one C call for all of
+        them, the arguments pickled by the C pickler); the others one by
+        one as client.submit adds them."""
+        futures: List[Future] = []
+        model = 0
+        configs: List[bytes] = []
+        pending: List[int] = []       # indexes in futures of the clones to come
+
+        def flush() -> None:
+            if not configs:
+                return
+            n = len(configs)
+            ends = (ctypes.c_size_t * n)(*itertools.accumulate(map(len, configs)))
+            first = ctypes.c_uint32(0)
+            self._check(L.sq_tasks_like(self._h, model, n, b"".join(configs), ends,
+                                        ctypes.byref(first)))
+            stride = 2                  # a task and its one output
+            ids = range(first.value, first.value + n * stride, stride)
+            name = self._names.get(model)
+            if name:
+                self._names.update(dict.fromkeys(ids, name))
+            self._outputs.update(zip(range(first.value + 1, first.value + 1 + n * stride, stride),
+                                     ids))
+            self._task_ids.extend(ids)
+            self._n_tasks += n
+            self._dirty = True
+            for i, tid in zip(pending, ids):
+                futures[i] = Future(self, tid)
+            configs.clear()
+            pending.clear()
+
+        dumps = pickle.dumps
+        for xs in items:
+            if all(type(x) in _PLAIN_TYPES for x in xs):
+                if model:
+                    config = py_config_fn_in(dumps((xs, {}), _PICKLE_PROTOCOL))
+                    if len(config) <= _CONFIG_MAX:
+                        configs.append(config)
+                        pending.append(len(futures))
+                        futures.append(None)
+                        continue
+                else:
+                    future = self._future(fn, xs, None, options)
+                    model = future._tid
+                    futures.append(future)
+                    continue
+            flush()
+            futures.append(self._future(fn, xs, None, options))
+        flush()
+        return futures
 
     def _check_ref(self, ref: Any) -> int:
         return self._input_id(ref)

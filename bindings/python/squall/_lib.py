@@ -91,6 +91,8 @@ sq_session_destroy = _sig("sq_session_destroy", None, _c.POINTER(_p))
 sq_session_id = _sig("sq_session_id", _u32, _p)
 sq_blob = _sig("sq_blob", _u32, _p, _c.c_char_p, _size, _c.c_char_p)
 sq_task = _sig("sq_task", _u32, _p, _c.c_char_p, _u32p, _size, _u32, _c.c_char_p, _size)
+sq_tasks_like = _sig("sq_tasks_like", _c.c_int, _p, _u32, _size, _c.c_char_p,
+                     _c.POINTER(_size), _c.POINTER(_u32))
 sq_task_set_name = _sig("sq_task_set_name", _c.c_int, _p, _u32, _c.c_char_p)
 sq_task_set_resource = _sig("sq_task_set_resource", _c.c_int, _p, _u32, _c.c_char_p, _c.c_uint64)
 sq_task_set_priority = _sig("sq_task_set_priority", _c.c_int, _p, _u32, _c.c_int32)

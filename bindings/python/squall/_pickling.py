@@ -14,6 +14,8 @@ except ImportError:                 # pragma: no cover - a declared dependency
     cloudpickle = None
 
 PICKLE = "py/pickle"
+#   Content type of a pickled function that "py" tasks take as input 0.
+PY_FUNCTION = "py/function"
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 if cloudpickle is not None:
@@ -154,6 +156,19 @@ def py_config(fn_bytes: bytes, args_bytes: bytes) -> bytes:
     if args_bytes:
         return b"\x82\xa2fn" + _bin(fn_bytes) + b"\xa4args" + _bin(args_bytes)
     return b"\x81\xa2fn" + _bin(fn_bytes)
+
+
+#   {"fn_in": true}: the function is the task's input 0 (docs/protocol.md,
+#   the "py" kind), one data object per function and session.
+_FN_IN = b"\x81\xa5fn_in\xc3"
+_FN_IN_ARGS = b"\x82\xa5fn_in\xc3\xa4args"
+
+
+def py_config_fn_in(args_bytes: bytes) -> bytes:
+    """msgpack of {"fn_in": true, "args": bin}."""
+    if args_bytes:
+        return _FN_IN_ARGS + _bin(args_bytes)
+    return _FN_IN
 
 
 # ----------------------------------------------------------------------------
