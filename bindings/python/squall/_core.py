@@ -1190,22 +1190,58 @@ class Future(_cf.Future):
     `await future`. Callbacks run in the client's watcher thread (or at
     once, in the caller's, if the future is already done)."""
 
+    #   concurrent.futures.Future's own fields and ours, as class defaults
+    #   until set: a million futures of a map should not cost a million of
+    #   each. The condition, the waiters list and the callbacks list are
+    #   made when first needed (_condition, _waiters, add_done_callback).
+    _state = _cf._base.PENDING
+    _result = None
+    _exception = None
+    _done_callbacks: Any = ()
+    _value: Any = _UNSET
+    _exc: Optional[BaseException] = None
+    _watched = False
+
     def __init__(self, session: Session, tid: int, oid: Optional[int] = None):
-        #   concurrent.futures.Future's own fields, but its condition only
-        #   when first needed (see _condition): 20 000 futures of a map
-        #   should not cost 20 000 Conditions.
-        self._state = _cf._base.PENDING
-        self._result = None
-        self._exception = None
-        self._done_callbacks = []
         self._session = session
         self._tid = tid
         self._oid = tid + 1 if oid is None else oid
-        self._value = _UNSET
-        self._exc: Optional[BaseException] = None
-        self._watched = False
-        self._waiters = _Waiters(self)
         session.client._live_futures += 1
+
+    @property
+    def _waiters(self) -> "_Waiters":
+        #   concurrent.futures.wait / as_completed reach it holding the
+        #   condition; so do set_result / set_exception below.
+        w = self.__dict__.get("_w")
+        if w is None:
+            w = self.__dict__["_w"] = _Waiters(self)
+        return w
+
+    def set_result(self, result: Any) -> None:
+        self._complete(result, None)
+
+    def set_exception(self, exception: Optional[BaseException]) -> None:
+        self._complete(None, exception)
+
+    def _complete(self, result: Any, exception: Optional[BaseException]) -> None:
+        """concurrent.futures.Future.set_result / set_exception, without
+        making a waiters list when nobody waits."""
+        with self._condition:
+            if self._state in (_cf._base.CANCELLED, _cf._base.CANCELLED_AND_NOTIFIED,
+                               _cf._base.FINISHED):
+                raise _cf.InvalidStateError("%s: %r" % (self._state, self))
+            if exception is None:
+                self._result = result
+            else:
+                self._exception = exception
+            self._state = _cf._base.FINISHED
+            for waiter in self.__dict__.get("_w", ()):
+                if exception is None:
+                    waiter.add_result(self)
+                else:
+                    waiter.add_exception(self)
+            self._condition.notify_all()
+        self._invoke_callbacks()
 
     @property
     def _condition(self) -> threading.Condition:
@@ -1241,14 +1277,14 @@ class Future(_cf.Future):
         run (in this thread, without the client's lock held)."""
         self._value = value
         try:
-            super().set_result(value)
+            self.set_result(value)
         except _cf.InvalidStateError:   # cancelled meanwhile, or set by another thread
             pass
 
     def _set_exc(self, exc: BaseException) -> None:
         self._exc = exc
         try:
-            super().set_exception(exc)
+            self.set_exception(exc)
         except _cf.InvalidStateError:
             pass
 
@@ -1353,6 +1389,9 @@ class Future(_cf.Future):
         """Calls fn(future) when it is done (at once if it already is)."""
         if not super().done():
             self._watch()
+        with self._condition:
+            if "_done_callbacks" not in self.__dict__:
+                self._done_callbacks = []
         super().add_done_callback(fn)
 
     def _watch(self) -> None:
