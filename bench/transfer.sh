@@ -21,14 +21,25 @@ trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
     --inline-max "$inline_max" > "$tmp/broker.out" &
 for _ in $(seq 100); do grep -q LISTENING "$tmp/broker.out" && break; sleep 0.05; done
 ep=$(sed -n 's/^LISTENING //p' "$tmp/broker.out")
+# PREFAULT=SIZE: the governors pre-fault that much heap at start (--prefault),
+# and the rounds begin once B says it is done, as a governor started a while
+# before its first copy would be.
+prefault=()
+level=${GOV_LOG:-warn}
+[ -z "${PREFAULT:-}" ] || { prefault=(--prefault "$PREFAULT"); level=${GOV_LOG:-info}; }
 for g in A:src B:dst; do  # 1024 of each: the resource only places tasks, it must not serialise them
     "$build/governor/squall-governor" --broker "$ep" --cpus 2 --name "${g%%:*}" \
         --listen-host 127.0.0.1 --advertise 127.0.0.1 --resource "${g##*:}=1024" \
-        --log-level ${GOV_LOG:-warn} > "$tmp/${g%%:*}.out" 2> "$tmp/${g%%:*}.err" &
+        "${prefault[@]}" --log-level "$level" \
+        > "$tmp/${g%%:*}.out" 2> "$tmp/${g%%:*}.err" &
 done
 for g in A B; do
     for _ in $(seq 100); do grep -q READY "$tmp/$g.out" && break; sleep 0.05; done
 done
+if [ -n "${PREFAULT:-}" ]; then
+    for _ in $(seq 600); do grep -q pre-faulted "$tmp/B.err" && break; sleep 0.05; done
+    grep -h pre-faulted "$tmp/B.err" | sed 's/^/B: /'
+fi
 if [ "$objects" = inline ]; then
     echo "inline_max $inline_max:"
     "$build/bench/squall-bench-transfer-inline" "$ep" 50

@@ -12,7 +12,8 @@
     both calls do nothing.
 
     Ownership: process-wide; heap_configure runs in main before any other
-    thread exists (ZeroMQ's included). */
+    thread exists (ZeroMQ's included); the pre-fault thread is heap.c's own,
+    started and stopped by main. */
 #ifndef GOV_HEAP_H
 #define GOV_HEAP_H
 
@@ -25,5 +26,17 @@
 void heap_configure (uint64_t memory_limit);
 //  Returns the heap's free memory to the system.
 void heap_release (void);
+
+//  Pre-faults `bytes` of heap (at most what heap_configure keeps: a quarter
+//  of the memory limit, 2 GiB) from a low-priority thread: malloc'd in
+//  chunks, every page touched, then freed into the heap, so that the first
+//  copies a new governor receives land in pages that exist already (on a
+//  virtual machine a page never touched can cost 2 s per GiB, five times
+//  the copy itself). The bytes stay until heap_release gives them back
+//  (after objects were freed and HEAP_RELEASE_IDLE_MS passed). 0, or -1 if
+//  the thread could not start. Called once, after heap_configure.
+int heap_prefault_start (uint64_t bytes);
+//  Stops a pre-fault still under way and waits for its thread.
+void heap_prefault_stop (void);
 
 #endif

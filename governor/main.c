@@ -39,6 +39,9 @@ static const char *s_usage =
     "  --memory SIZE          object store limit, e.g. 4GiB; objects are\n"
     "                         spilled to the workdir above 70 percent\n"
     "                         (default: physical memory, or the cgroup's limit)\n"
+    "  --prefault SIZE        touch SIZE of heap in the background at start, so\n"
+    "                         that the first copies received land in pages that\n"
+    "                         exist (at most a quarter of --memory; default 0)\n"
     "  --resource NAME=N      a custom resource counter (repeatable)\n"
     "  --heartbeat-ms MS      heartbeat interval until the broker sets it (1000)\n"
     "  --no-reconnect         exit (status 3) when the broker is lost, instead\n"
@@ -197,6 +200,7 @@ main (int argc, char *argv [])
         { "workdir", required_argument, NULL, 'w' },
         { "resource", required_argument, NULL, 'r' },
         { "memory", required_argument, NULL, 'M' },
+        { "prefault", required_argument, NULL, 'F' },
         { "heartbeat-ms", required_argument, NULL, 'H' },
         { "no-reconnect", no_argument, NULL, 'R' },
         { "broker-grace", required_argument, NULL, 'G' },
@@ -219,7 +223,7 @@ main (int argc, char *argv [])
     const char *user_workdir = NULL;
     char *resource_names [SQ_MAX_RESOURCES] = { NULL };
     int opt;
-    uint64_t value;
+    uint64_t value, prefault = 0;
     opterr = 0;
     while ((opt = getopt_long (argc, argv, "", options, NULL)) != -1) {
         switch (opt) {
@@ -235,6 +239,10 @@ main (int argc, char *argv [])
             case 'M':
                 if (sq_parse_size (optarg, &config.memory) || config.memory < (1u << 20))
                     return s_bad ("--memory needs a size of at least 1MiB, e.g. 4GiB", optarg);
+                break;
+            case 'F':
+                if (sq_parse_size (optarg, &prefault))
+                    return s_bad ("--prefault needs a size, e.g. 1GiB", optarg);
                 break;
             case 'c':
                 if (s_parse_u64 (optarg, 1000000, &value))
@@ -421,6 +429,8 @@ main (int argc, char *argv [])
             free (resource_names [i]);
         return 2;
     }
+    if (heap_prefault_start (prefault))
+        sq_warn ("--prefault: cannot start its thread: %s", strerror (errno));
     governor_t *governor = signal_fd >= 0? governor_new (&config): NULL;
     if (governor) {
         code = governor_run (governor, signal_fd);
@@ -428,6 +438,7 @@ main (int argc, char *argv [])
     }
     else
         sq_error ("cannot start: %s", strerror (errno));
+    heap_prefault_stop ();
     parentwatch_destroy (&watch);
     if (signal_fd >= 0)
         close (signal_fd);
