@@ -729,6 +729,36 @@ sq_unkeep (sq_session_t *self, uint32_t object)
     return s_keep_request (self, object, false);
 }
 
+int
+sq_unkeep_many (sq_session_t *self, const uint32_t *objects, size_t n)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if (n == 0)
+        return 0;
+    //  Objects of the unsubmitted batch just lose their keep flag.
+    uint32_t *sent = (uint32_t *) malloc (n * sizeof (uint32_t));
+    if (!sent)
+        return s_err (self, SQ_E_NOMEM, 0, "out of memory");
+    size_t n_sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        s_slot_t *slot = s_slot (self, objects [i]);
+        if (slot && !slot->task)
+            self->objects [slot->index].flags &= ~(uint32_t) SQ_OBJ_KEEP;
+        else
+            sent [n_sent++] = objects [i];
+    }
+    if (n_sent && !(rc = s_check_submitted (self, sent, n_sent, "sq_unkeep_many"))) {
+        sq_request_t request = { .type = SQ_MSG_UNKEEP, .ids = sent, .n_ids = (uint32_t) n_sent };
+        sq_reply_t reply;
+        if (!(rc = s_call_simple (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply)))
+            rc = s_expect_nil (self, &reply, "UNKEEP");
+    }
+    free (sent);
+    return rc;
+}
+
 //  Silence of a governor after which an upload gives up (and the constant
 //  goes through the broker after all).
 #define S_UPLOAD_TIMEOUT 10000

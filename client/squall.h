@@ -151,6 +151,9 @@ int sq_object_set_governor (sq_session_t *self, uint32_t object, uint32_t govern
 //  was already released gives SQ_E_UNKNOWN_ID).
 int sq_keep (sq_session_t *self, uint32_t object);
 int sq_unkeep (sq_session_t *self, uint32_t object);
+//  Unkeeps many objects in one request (the broker checks them all before
+//  changing anything: an id not of the session fails the whole call).
+int sq_unkeep_many (sq_session_t *self, const uint32_t *objects, size_t n);
 
 //  Sends the recorded batch. On error nothing of it entered the graph; the
 //  batch is discarded and errmsg / errid name the offending task or object.

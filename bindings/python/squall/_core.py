@@ -342,8 +342,9 @@ class Client:
         self._drain_dead()
         if len(self._released) >= 256:
             released, self._released = self._released, []
-            for oid in released:
-                L.sq_unkeep(self._fs._h, oid)   # errors: already gone, fine
+            #   One request for all (a round trip each made a chain of
+            #   submits wait on the broker once per future).
+            L.sq_unkeep_many(self._fs._h, L.ids(released), len(released))
 
     def submit(self, fn: Callable, *args, **kwargs) -> "Future":
         """Runs fn(*args, **kwargs) on the cluster; returns a Future.

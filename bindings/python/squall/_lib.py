@@ -101,6 +101,7 @@ sq_task_set_timeout = _sig("sq_task_set_timeout", _c.c_int, _p, _u32, _c.c_doubl
 sq_object_set_content_type = _sig("sq_object_set_content_type", _c.c_int, _p, _u32, _c.c_char_p)
 sq_keep = _sig("sq_keep", _c.c_int, _p, _u32)
 sq_unkeep = _sig("sq_unkeep", _c.c_int, _p, _u32)
+sq_unkeep_many = _sig("sq_unkeep_many", _c.c_int, _p, _u32p, _size)
 sq_submit = _sig("sq_submit", _c.c_int, _p)
 sq_wait = _sig("sq_wait", _c.c_int, _p, _u32p, _size, _c.c_int)
 sq_wait_all = _sig("sq_wait_all", _c.c_int, _p, _c.c_int)
