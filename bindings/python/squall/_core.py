@@ -1180,6 +1180,7 @@ class _Waiters(list):
 
 
 _CONDITION_LOCK = threading.Lock()
+_CANCELLED_STATES = (_cf._base.CANCELLED, _cf._base.CANCELLED_AND_NOTIFIED)
 
 
 class Future(_cf.Future):
@@ -1308,10 +1309,12 @@ class Future(_cf.Future):
         a RemoteTraceback naming the task), else TaskFailed /
         UpstreamFailed; warnings the task raised are re-emitted here.
         concurrent.futures.CancelledError if it was cancelled."""
-        if self.cancelled():
+        #   The state read without the condition: one attribute read is
+        #   atomic, and these checks run twice per result of a gather.
+        if self._state in _CANCELLED_STATES:
             raise _cf.CancelledError()
         self._resolve(timeout)
-        if self.cancelled():
+        if self._state in _CANCELLED_STATES:
             raise _cf.CancelledError()
         if self._exc is not None:
             raise self._exc
