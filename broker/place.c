@@ -3,6 +3,7 @@
 #include "place.h"
 
 #define S_PLACE_TICK_MS 100     //  timeouts and governors gone are looked at this often
+#define S_PLACE_REORDERS 3      //  copies of one PLACE ordered again at most this often
 
 typedef struct _s_place_t s_place_t;
 struct _s_place_t {
@@ -12,6 +13,7 @@ struct _s_place_t {
     uint32_t req;
     int64_t deadline;           //  -1: none
     bool move;
+    uint32_t orders;            //  times copies were ordered again (S_PLACE_REORDERS)
     uint32_t n_targets;
     uint32_t targets [];        //  governor ids that must hold a copy
 };
@@ -106,13 +108,16 @@ s_complete (broker_t *self, const void *identity, size_t identity_size, uint32_t
     s_reply_holders (self, identity, identity_size, req, object);
 }
 
-//  Orders a copy to every target that has none, arrived or on its way.
-//  False if there is no copy to send from.
-static bool
+//  Orders a copy to every target that has none, arrived or on its way,
+//  from the governors holding an arrived copy. Returns how many it
+//  ordered, or -1 if some target needs one and there is no copy to send
+//  from (yet: an upload not confirmed, a copy still on its way).
+static int
 s_order (broker_t *self, object_t *object, const uint32_t *targets, uint32_t n_targets)
 {
     static gov_t *sources [sizeof self->govs / sizeof self->govs [0]];
     size_t n_sources = 0, next = 0;
+    int ordered = 0;
     location_t *locations = object_locations (object);
     for (uint32_t i = 0; i < object->n_locations; i++)
         if (locations [i].arrived && !locations [i].gov->leaving)
@@ -122,19 +127,27 @@ s_order (broker_t *self, object_t *object, const uint32_t *targets, uint32_t n_t
         if (!gov || graph_object_location (object, gov))
             continue;
         if (n_sources == 0)
-            return false;
+            return -1;
         //  Round robin over the holders: a broadcast from several copies
         //  spreads the sending.
         gov_t *from = sources [next++ % n_sources];
         bx_hook_object_copy (self, object, from, gov);
         graph_object_add_location (self->graph, object, gov, false);
+        ordered++;
     }
-    return true;
+    return ordered;
 }
 
+//  Done: every target holds an arrived copy, and so does some governor
+//  (an upload not confirmed yet is no copy: "where" waits for it).
 static bool
-s_all_arrived (object_t *object, broker_t *self, const uint32_t *targets, uint32_t n_targets)
+s_done (object_t *object, broker_t *self, const uint32_t *targets, uint32_t n_targets)
 {
+    bool any = false;
+    for (uint32_t i = 0; i < object->n_locations; i++)
+        any |= object_locations (object) [i].arrived;
+    if (!any)
+        return false;
     for (uint32_t t = 0; t < n_targets; t++) {
         gov_t *gov = bx_gov_by_id (self, targets [t]);
         location_t *loc = gov? graph_object_location (object, gov): NULL;
@@ -226,14 +239,15 @@ place_request (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *s
         targets [n_targets++] = best->id;
         have++;
     }
-    if (!s_order (self, object, targets, n_targets)) {
-        //  No governor has a copy: the broker holds its bytes (a constant
-        //  sent inside SUBMIT, a small output) and gives them with every
-        //  task that needs them; there is nothing to copy from.
+    if (object->n_locations == 0) {
+        //  No governor has a copy, nor one coming: the broker holds its
+        //  bytes (a constant sent inside SUBMIT, a small output) and gives
+        //  them with every task that needs them; nothing to copy from.
         s_reply_holders (self, peer->identity, peer->identity_size, q->req, object);
         return;
     }
-    if (s_all_arrived (object, self, targets, n_targets)) {
+    s_order (self, object, targets, n_targets);     //  -1: once a copy arrives
+    if (s_done (object, self, targets, n_targets)) {
         s_complete (self, peer->identity, peer->identity_size, q->req, object,
                     targets, n_targets, move);
         return;
@@ -316,23 +330,27 @@ s_check (broker_t *self, s_place_t *place, object_t **object_p, int64_t now,
                   "once it is finished", sq_key_id (place->key));
         return SQ_E_LOST;
     }
-    for (uint32_t t = 0; t < place->n_targets; t++) {
-        gov_t *gov = bx_gov_by_id (self, place->targets [t]);
-        if (!gov) {
+    for (uint32_t t = 0; t < place->n_targets; t++)
+        if (!bx_gov_by_id (self, place->targets [t])) {
             snprintf (message, size, "governor %u left before its copy of object %u arrived",
                       place->targets [t], sq_key_id (place->key));
             return SQ_E_LOST;
         }
-        location_t *loc = graph_object_location (object, gov);
-        if (!loc && object->state == OBJ_FINISHED) {
-            //  The copy failed on its way (and was not ordered again), or
-            //  every holder went and the object is being recomputed.
-            snprintf (message, size, "the copy of object %u to governor %u was lost on its way",
-                      sq_key_id (place->key), gov->id);
-            return SQ_E_LOST;
-        }
+    //  Copies that could not be ordered yet (no copy to send from), or
+    //  that were lost on their way (their location went): ordered now,
+    //  a few times at most.
+    int ordered = s_order (self, object, place->targets, place->n_targets);
+    if (ordered > 0 && place->orders++ >= S_PLACE_REORDERS) {
+        snprintf (message, size, "the copies of object %u were lost on their way %d times",
+                  sq_key_id (place->key), S_PLACE_REORDERS);
+        return SQ_E_LOST;
     }
-    if (object->state == OBJ_FINISHED && s_all_arrived (object, self, place->targets, place->n_targets))
+    if (ordered < 0 && object->n_locations == 0) {
+        snprintf (message, size, "object %u has no copy left to copy from",
+                  sq_key_id (place->key));
+        return SQ_E_LOST;
+    }
+    if (s_done (object, self, place->targets, place->n_targets))
         return SQ_OK;
     if (place->deadline >= 0 && now >= place->deadline) {
         snprintf (message, size, "the copies of object %u did not all arrive in time "
