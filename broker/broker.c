@@ -27,6 +27,16 @@ bx_now (void)
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t
+bx_deadline (int64_t timeout_ms)
+{
+    if (timeout_ms < 0)
+        return -1;
+    int64_t now = bx_now ();
+    //  A client may say "in 2^63 ms": that is for ever, not an overflow.
+    return timeout_ms > INT64_MAX - now? INT64_MAX: now + timeout_ms;
+}
+
 void
 broker_config_defaults (broker_config_t *config)
 {

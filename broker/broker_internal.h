@@ -152,6 +152,8 @@ void bx_identity_key (const void *identity, size_t size, char *key);
 void bx_learn_fd (broker_t *self, peer_t *peer, int fd);
 bool bx_local_endpoint (const char *endpoint);
 int64_t bx_now (void);
+//  The monotonic ms at which a client's timeout ends; -1 for none (< 0).
+int64_t bx_deadline (int64_t timeout_ms);
 void bx_object_undeliverable (broker_t *self, object_t *object, gov_t *gov, bool all, const char *message);
 void bx_peer_destroy (peer_t **peer_p);
 void bx_peer_end (broker_t *self, peer_t *peer, const char *why);

@@ -268,7 +268,7 @@ place_request (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *s
     place->key = object->key;
     bx_identity_key (peer->identity, peer->identity_size, place->peer);
     place->req = q->req;
-    place->deadline = q->timeout_ms < 0? -1: bx_now () + q->timeout_ms;
+    place->deadline = bx_deadline (q->timeout_ms);
     place->move = move;
     place->n_targets = n_targets;
     memcpy (place->targets, targets, n_targets * sizeof (uint32_t));

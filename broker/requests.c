@@ -450,7 +450,7 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
             return;
         }
     }
-    int64_t deadline = q.timeout_ms < 0? -1: bx_now () + q.timeout_ms;
+    int64_t deadline = bx_deadline (q.timeout_ms);
     switch (q.type) {
         case SQ_MSG_SESSION_OPEN:
             s_client_open (self, peer, q.req);

@@ -239,6 +239,9 @@ def test_delete_and_place(cluster):
            [4, "sleep", [], [5], {"seconds": 30}, None, 0, 0, 0, ""]]], b"x" * 5000, b"y")
     p.ok([15, 5, session, 1, [3], 10000])
     assert p.ok([24, 6, session, 3, [], 0, 0, 10000])[0] == [gov]             # who has it
+    # a timeout of 2^63 - 1 ms is "for ever", not an overflow (UBSan checks)
+    assert p.ok([24, 60, session, 3, [], 0, 0, 2 ** 63 - 1])[0] == [gov]
+    assert p.ok([15, 61, session, 1, [3], 2 ** 63 - 1])[0][0] == 1
     assert p.ok([24, 7, session, 7, [], 1, 0, 10000])[0] == []                # the broker's
     assert p.ok([24, 8, session, 3, [], 5, 0, 10000])[0] == [gov]             # capped
     assert p.ok([24, 9, session, 3, [gov], 0, 1, 10000])[0] == [gov]          # MOVE there
