@@ -133,6 +133,7 @@ s_upload_confirmed (broker_t *self, gov_t *gov, uint64_t key, uint64_t size)
         eventlog_object (self->events, EV_OBJECT_LOCATED, object, gov, NULL);
         graph_object_add_location (self->graph, object, gov, true);
         bx_fetches_release (self, key);
+        place_object_changed (self, object);    //  a PLACE waiting for the upload
     }
     else
     if (rc == UPLOADS_MISMATCH)
