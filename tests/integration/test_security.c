@@ -11,8 +11,8 @@
     - a client reads (GREAD) and writes (PUT) on a governor only with the
       broker's capability for its own key and that object, until it
       expires;
-    - tenant B can neither wait on, fetch, cancel, unkeep, resume nor
-      submit into tenant A's session, and sees none of it in INFO; an
+    - tenant B can neither wait on, fetch, cancel, unkeep, delete, place,
+      resume nor submit into tenant A's session, and sees none of it in INFO; an
       admin key sees it;
     - a key removed from the directory (SIGHUP) is refused from then on,
       on a live connection and on a new one.
@@ -422,6 +422,9 @@ s_tenants (void)
         { "SESSION_CLOSE", { .type = SQ_MSG_SESSION_CLOSE } },
         { "UPLOAD", { .type = SQ_MSG_UPLOAD, .id = 9, .size = 10 } },
         { "RESUME", { .type = SQ_MSG_RESUME, .token = { (const char *) mallory->token, SQ_TOKEN_LEN } } },
+        { "DELETE", { .type = SQ_MSG_DELETE, .ids = ids, .n_ids = 1 } },
+        { "PLACE", { .type = SQ_MSG_PLACE, .id = 3, .copies = 2, .timeout_ms = 1000 } },
+        { "PLACE who has it", { .type = SQ_MSG_PLACE, .id = 3, .timeout_ms = 1000 } },
     };
     for (size_t i = 0; i < sizeof tries / sizeof tries [0]; i++) {
         tries [i].q.req = raw_next_req (mallory);
@@ -454,8 +457,13 @@ s_tenants (void)
     CHECK (raw_send (mallory, &w, NULL, 0) == 0 && raw_wait_reply (mallory, req, 5000) == 0
            && mallory->reply.code == SQ_E_UNKNOWN_ID,
            "alice's object is nothing in mallory's session (code %u)", mallory->reply.code);
+    //  alice's object is still there, undeleted and unmoved.
+    sq_request_t where3 = { .type = SQ_MSG_PLACE, .req = raw_next_req (alice), .session = alice->session,
+                            .id = 3, .timeout_ms = 5000 };
+    CHECK (raw_request (alice, &where3, 10000) == 0, "alice's object survived mallory's DELETE");
     harness_note ("tenant mallory cannot wait on, fetch, cancel, keep, unkeep, close, upload "
-                  "into, resume or submit into tenant alice's session, nor use its objects");
+                  "into, resume, delete, place or submit into tenant alice's session, nor use "
+                  "its objects");
 
     //  INFO: mallory sees only her own session; an admin sees both.
     sq_client_t *m = sq_client_new ();
