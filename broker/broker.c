@@ -377,6 +377,12 @@ broker_run (broker_t *self)
         if (!self->recovering)
             scheduler_tick (self->scheduler, now);
         next_timer = s_timers (self, now);
+        //  Actors' calls go after everything that could change their hosts.
+        if (!self->recovering && graph_actors_pending (self->graph)) {
+            graph_actors_settle (self->graph, bx_assign, self);
+            if (graph_actors_pending (self->graph))
+                next_timer = now;
+        }
         //  The turn's records reach the file before its orders leave.
         if (self->journal)
             journal_flush (self->journal);

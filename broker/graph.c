@@ -140,6 +140,7 @@ graph_destroy (graph_t **self_p)
     sq_idmap_destroy (&self->sessions);
     free (self->maybe_free);
     free (self->stack);
+    free (self->actors_dirty);
     free (self);
     *self_p = NULL;
 }
@@ -188,6 +189,7 @@ gx_task_destroy (task_t **self_p)
             free ((char *) self->extra->resources [i].name.ptr);
         free (self->extra->resources);
         free (self->extra->name);
+        gx_actor_free (&self->extra->actor);
         free (self->extra);
     }
     failure_unref (&self->failure);
@@ -203,6 +205,8 @@ gx_set_state (graph_t *self, task_t *task, task_state_t state)
     task->state = (uint8_t) state;
     self->counts [state]++;
     task->session->counts [state]++;
+    if (task->actor_host || task->actor_call)
+        gx_actor_touch (self, task);
 }
 
 
@@ -814,6 +818,8 @@ graph_task_attempt_failed (graph_t *self, task_t *task, uint32_t gov_id, uint32_
                            const char *message, uint32_t allowed_failures)
 {
     task_extra_t *extra;
+    if (task->actor_call && gx_actor_call_lost (self, task, gov_id, message))
+        return GRAPH_FAILED;
     if (reason == SQ_FAIL_MEMORY && task_extra (task)->crashes < allowed_failures
     &&  (extra = graph_task_extra (task))) {
         extra->crashes++;

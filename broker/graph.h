@@ -28,6 +28,7 @@ typedef struct _task_t task_t;
 typedef struct _object_t object_t;
 typedef struct _session_t session_t;
 typedef struct _gov_t gov_t;
+typedef struct _actor_t actor_t;
 
 typedef enum {
     TASK_WAITING,               //  some input not finished
@@ -122,6 +123,10 @@ typedef struct {
     uint16_t retries;           //  failures of its own code retried so far
     uint16_t crashes;           //  governors that died while it ran
     uint32_t last_gov;          //  governor of the last failed attempt, 0 none
+    //  Actors (graph_actor.c): a call's host, the task that started its
+    //  actor; a host's queue of calls.
+    task_t *host;
+    struct _actor_t *actor;
 } task_extra_t;
 
 //  A task is one block (graph.c): the task, its outputs, its io array,
@@ -146,6 +151,9 @@ struct _task_t {
     uint8_t kind;               //  sq_kind_t
     bool retracting: 1;         //  RETRACT sent, answer not yet in
     bool watched: 1;            //  some client waits on it (see watch.c)
+    bool actor_host: 1;         //  starts an actor (py config `actor`)
+    bool actor_call: 1;         //  calls an actor's method (py config `call`)
+    bool actor_dirty: 1;        //  host: on the graph's list to settle
 };
 
 extern const task_extra_t task_extra_default;
@@ -326,6 +334,15 @@ bool graph_object_needed (const object_t *object);
 //  way) on gov. Walks all objects: for rare events (a governor draining).
 typedef void (graph_object_fn) (void *arg, object_t *object);
 void graph_each_located (graph_t *self, gov_t *gov, graph_object_fn *fn, void *arg);
+
+//  Actors (graph_actor.c): sends each actor's next call to the governor
+//  running its host (through `assign`, which assigns it there), and fails
+//  the calls its host's loss or end left behind. Call once per broker turn,
+//  outside any other graph call. Returns the calls sent.
+typedef void (graph_assign_fn) (void *arg, task_t *task, gov_t *gov);
+size_t graph_actors_settle (graph_t *self, graph_assign_fn *assign, void *arg);
+//  Whether graph_actors_settle has something to look at.
+bool graph_actors_pending (graph_t *self);
 
 //  Counters for INFO
 uint64_t graph_task_count (graph_t *self, task_state_t state);

@@ -29,6 +29,11 @@ struct _graph_t {
     size_t live_objects;        //  objects not released
     uint64_t recomputed;
     uint64_t next_order;        //  static priorities, across submits
+    //  Actors whose host or calls changed state: keys of hosts, settled by
+    //  graph_actors_settle (graph_actor.c) outside any graph operation.
+    uint64_t *actors_dirty;
+    size_t n_actors_dirty;
+    size_t cap_actors_dirty;
 };
 
 int gx_add_consumer (object_t *object, task_t *task);
@@ -45,6 +50,13 @@ void gx_set_state (graph_t *self, task_t *task, task_state_t state);
 void gx_stop_and_wait (graph_t *self, task_t *task);
 void gx_task_destroy (task_t **self_p);
 void gx_unbook (graph_t *self, task_t *task);
+//  graph_actor.c
+void gx_actor_touch (graph_t *self, task_t *task);
+int gx_actor_reserve (task_t *host);
+void gx_actor_append (task_t *host, task_t *call);
+void gx_actor_unappend (task_t *host, task_t *call);
+void gx_actor_free (struct _actor_t **actor_p);
+bool gx_actor_call_lost (graph_t *self, task_t *call, uint32_t gov_id, const char *message);
 
 //  Small enough to inline in every file of the graph.
 

@@ -98,17 +98,24 @@ s_recompute (graph_t *self, object_t *lost)
             continue;
         o->n_locations = 0;
         task_t *producer = o->producer;
-        if (!producer) {
+        if (!producer || producer->actor_call) {
             //  A constant whose only copy was on a governor: nothing to
-            //  recompute it from.
+            //  recompute it from. Nor is there for the result of an actor's
+            //  call: running it again would change the actor's state.
             char message [500];
+            if (producer)
+                snprintf (message, sizeof message,
+                          "the result of actor call %u was lost with the governor holding it; "
+                          "an actor's calls are never run twice", sq_key_id (producer->key));
+            else
             if (self->constant_why)
                 snprintf (message, sizeof message, "%s", self->constant_why);
             else
                 snprintf (message, sizeof message,
                           "constant object %u was lost with the governor holding it; submit it again",
                           sq_key_id (o->key));
-            failure_t *failure = failure_new (sq_key_id (o->key), SQ_E_LOST, message);
+            failure_t *failure = failure_new (sq_key_id (o->key),
+                                              producer? SQ_E_ACTOR_LOST: SQ_E_LOST, message);
             if (!failure)
                 continue;
             o->state = OBJ_FAILED;

@@ -70,7 +70,12 @@ typedef struct {
     s_ids_t ids;
     const sq_submit_t *submit;
     int32_t *producer;          //  per object: index of the producing task, -1
+    //  per task, allocated at the first actor's task: 0, S_HOST, or the id
+    //  of the host a call calls
+    uint32_t *actor;
 } s_check_t;
+
+#define S_HOST UINT32_MAX
 
 static int
 s_refuse (char *message, size_t size, uint32_t *bad_id, uint32_t id, int code,
@@ -89,6 +94,42 @@ s_refuse (char *message, size_t size, uint32_t *bad_id, uint32_t id, int code,
 }
 
 static inline uintptr_t s_entry (uint32_t index, bool task) { return (((uintptr_t) index << 1) | task) + 1; }
+
+//  An actor's host, or a call naming a host of this session submitted
+//  before it (in an earlier submit, or earlier in this one).
+static int
+s_check_actor (session_t *session, s_check_t *check, uint32_t t, const sq_taskconf_t *conf,
+               char *msg, size_t msg_size, uint32_t *bad_id)
+{
+    const sq_task_spec_t *task = &check->submit->tasks [t];
+    if (!check->actor
+    &&  !(check->actor = (uint32_t *) calloc (check->submit->n_tasks, sizeof (uint32_t))))
+        return s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+    if (conf->actor) {
+        check->actor [t] = S_HOST;
+        return SQ_OK;
+    }
+    uint32_t host = conf->call;
+    uintptr_t entry = s_ids_get (&check->ids, host);
+    bool ok;
+    if (entry)
+        ok = ((entry - 1) & 1) && (uint32_t) ((entry - 1) >> 1) < t
+          && check->actor [(entry - 1) >> 1] == S_HOST;
+    else {
+        task_t *old = gx_as_task (gx_item (session, host));
+        ok = old && old->actor_host;
+    }
+    if (!ok)
+        return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
+                         "task %u: 'call' %u is not an actor of session %u submitted before "
+                         "it (a py task with 'actor' true)", task->id, host, session->id);
+    if (task->timeout_ms)
+        return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
+                         "task %u: an actor's call cannot have a timeout (stopping it would "
+                         "stop the actor)", task->id);
+    check->actor [t] = host;
+    return SQ_OK;
+}
 
 static int
 s_validate (session_t *session, s_check_t *check, size_t n_payloads,
@@ -133,6 +174,11 @@ s_validate (session_t *session, s_check_t *check, size_t n_payloads,
             return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
                              "task %u: %s", task->id, err.text);
         sq_taskconf_release (&conf);
+        if (conf.actor || conf.call) {
+            int rc = s_check_actor (session, check, t, &conf, msg, msg_size, bad_id);
+            if (rc)
+                return rc;
+        }
         for (uint32_t i = 0; i < task->n_inputs; i++) {
             uint32_t id = task->inputs [i];
             uintptr_t entry = s_ids_get (&check->ids, id);
@@ -432,6 +478,32 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
                 rc = SQ_E_NOMEM;
         }
     }
+    //  Actors: hosts are marked, calls join their host's queue (taken out
+    //  again on undo) and run on the host's resources, never retried.
+    uint32_t n_linked = 0;
+    for (uint32_t t = 0; rc == SQ_OK && check.actor && t < sub->n_tasks; t++) {
+        if (check.actor [t] == S_HOST)
+            tasks [t]->actor_host = true;
+        if (check.actor [t] == 0 || check.actor [t] == S_HOST)
+            continue;
+        uintptr_t entry = s_ids_get (&check.ids, check.actor [t]);
+        task_t *host = entry? tasks [(entry - 1) >> 1]
+                            : gx_as_task (gx_item (session, check.actor [t]));
+        task_extra_t *extra = graph_task_extra (tasks [t]);
+        if (!extra || gx_actor_reserve (host)) {
+            rc = SQ_E_NOMEM;
+            break;
+        }
+        for (uint32_t r = 0; r < extra->n_resources; r++)
+            free ((char *) extra->resources [r].name.ptr);
+        extra->n_resources = 0;
+        extra->cpus = 0;
+        extra->max_retries = 0;
+        extra->host = host;
+        tasks [t]->actor_call = true;
+        gx_actor_append (host, tasks [t]);
+        n_linked = t + 1;
+    }
     if (rc == SQ_OK) {
         //  The submit is accepted from here on: nothing below can fail.
         for (uint32_t i = 0; i < sub->n_objects; i++)
@@ -460,6 +532,10 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
             }
         }
         order_assign (tasks, sub->n_tasks, &self->next_order);
+        //  A call of an actor that has ended fails at the next settle.
+        for (uint32_t t = 0; check.actor && t < sub->n_tasks; t++)
+            if (tasks [t]->actor_call)
+                gx_actor_touch (self, tasks [t]);
         //  Tasks fed by failed objects of earlier submits fail now.
         for (uint32_t t = 0; t < sub->n_tasks; t++) {
             task_t *task = tasks [t];
@@ -479,8 +555,12 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
         gx_flush_frees (self);
     }
     else {
-        //  Undo: unlink from consumer lists of older objects, free the new
-        //  (constants before tasks: task outputs live in the tasks).
+        //  Undo: out of their hosts' queues (newest first), unlink from
+        //  consumer lists of older objects, free the new (constants
+        //  before tasks: task outputs live in the tasks).
+        for (uint32_t t = n_linked; t-- > 0; )
+            if (tasks [t]->actor_call)
+                gx_actor_unappend (tasks [t]->extra->host, tasks [t]);
         for (uint32_t t = 0; tasks && t < sub->n_tasks && tasks [t]; t++)
             for (uint32_t i = 0; i < tasks [t]->n_inputs; i++) {
                 object_t *o = tasks [t]->io [i];
@@ -498,6 +578,7 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
     free (objects);
     free (tasks);
     free (check.producer);
+    free (check.actor);
     s_ids_destroy (&check.ids);
     return rc;
 }

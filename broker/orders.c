@@ -11,7 +11,9 @@ bx_hook_task_ready (void *arg, task_t *task)
 {
     broker_t *self = (broker_t *) arg;
     eventlog_task_ready (self->events, task);
-    scheduler_task_ready (self->scheduler, task);
+    //  An actor's calls go to its host's governor (graph_actors_settle).
+    if (!task->actor_call)
+        scheduler_task_ready (self->scheduler, task);
 }
 
 void

@@ -44,6 +44,24 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
     for (size_t i = 0; i < k; i++) {
         task = tasks [i];
         task_extra_t *extra = task->state == TASK_RUNNING? graph_task_extra (task): NULL;
+        if (task->state == TASK_RUNNING && task->actor_host) {
+            //  An actor's instance is gone with its state: it starts again
+            //  only as often as its max_retries (restarts) allows.
+            if (extra && extra->retries < extra->max_retries) {
+                extra->retries++;
+                graph_task_requeue (self->graph, task);
+                persist_attempt (self->persist, task);
+                continue;
+            }
+            char message [300];
+            snprintf (message, sizeof message, "actor %u was lost with governor %u (%s) after "
+                      "%u restart(s)", sq_key_id (task->key), gov->id, gov->name,
+                      extra? extra->retries: 0);
+            sq_idmap_remove (gov->tasks, task->key);
+            task->gov = NULL;
+            graph_task_failed (self->graph, task, SQ_E_ACTOR_LOST, message);
+            continue;
+        }
         if (task->state == TASK_RUNNING
         &&  (!extra || ++extra->crashes >= self->config.allowed_failures)) {
             char message [200];

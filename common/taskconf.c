@@ -253,13 +253,41 @@ s_py_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t 
         mpr_bool (r, &self->fn_in);
         return 4;
     }
+    if (mpr_str_eq (key, "actor")) {
+        mpr_field (r, "actor");
+        mpr_bool (r, &self->actor);
+        return 8;
+    }
+    if (mpr_str_eq (key, "call")) {
+        mpr_field (r, "call");
+        if (mpr_u32 (r, &self->call) == 0 && self->call == 0)
+            mpr_fail (r, "must be a task id (not 0)");
+        return 16;
+    }
+    if (mpr_str_eq (key, "method")) {
+        mpr_field (r, "method");
+        if (mpr_str (r, &self->method, 256) == 0 && self->method.len == 0)
+            mpr_fail (r, "must not be empty");
+        return 32;
+    }
     return 0;
 }
 
 static const char *
 s_py_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_out)
 {
-    (void) n_out;
+    if (self->call) {
+        //  A call runs a method of an instance that already exists.
+        if ((have & 1) || self->fn_in || self->actor)
+            return "'call' excludes 'fn', 'fn_in' and 'actor'";
+        if (!(have & 32))
+            return "'call' needs 'method'";
+        return NULL;
+    }
+    if (have & 32)
+        return "'method' needs 'call'";
+    if (self->actor && n_out != 0)
+        return "an actor ('actor' true) has no outputs: its methods' calls have them";
     if ((have & 1) && self->fn_in)
         return "'fn' and 'fn_in' true exclude each other";
     if (!(have & 1) && !self->fn_in)

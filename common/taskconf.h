@@ -50,6 +50,12 @@ typedef struct {
     mpr_str_t fn;               //  cloudpickled function, non-empty; or
     bool fn_in;                 //  the function is the task's first input instead
     mpr_str_t py_args;          //  pickled (args, kwargs) template, may be empty
+    //  py actors: `actor` true starts one (fn is the class, no outputs);
+    //  `call` is the id of the task that started the actor whose method
+    //  `method` this task calls (docs/protocol.md, "Actors")
+    bool actor;
+    uint32_t call;              //  0: not a call
+    mpr_str_t method;
 } sq_taskconf_t;
 
 //  Decodes and checks a config against the task's kind and its numbers of

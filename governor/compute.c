@@ -68,6 +68,9 @@ struct _compute_t {
     sq_idmap_t *orders;         //  object key -> s_list_t of s_order_t
     size_t n_orders;
     task_t *ready_head, *ready_tail;
+    //  Actors' calls, ready: they run on their actor's cpus, so nothing
+    //  queued for cpus may hold them up.
+    task_t *calls_head, *calls_tail;
     size_t n_queued;            //  waiting + ready
     size_t n_running;
     uint64_t tasks_completed;   //  ran to an end here (finished or failed), for LOAD
@@ -264,27 +267,31 @@ s_hold (compute_t *self, task_t *task, int sign)
 static void
 s_ready_push (compute_t *self, task_t *task)
 {
+    task_t **head = task->conf.call? &self->calls_head: &self->ready_head;
+    task_t **tail = task->conf.call? &self->calls_tail: &self->ready_tail;
     task->state = TASK_READY;
     task->next = NULL;
-    task->prev = self->ready_tail;
-    if (self->ready_tail)
-        self->ready_tail->next = task;
+    task->prev = *tail;
+    if (*tail)
+        (*tail)->next = task;
     else
-        self->ready_head = task;
-    self->ready_tail = task;
+        *head = task;
+    *tail = task;
 }
 
 static void
 s_ready_unlink (compute_t *self, task_t *task)
 {
+    task_t **head = task->conf.call? &self->calls_head: &self->ready_head;
+    task_t **tail = task->conf.call? &self->calls_tail: &self->ready_tail;
     if (task->prev)
         task->prev->next = task->next;
     else
-        self->ready_head = task->next;
+        *head = task->next;
     if (task->next)
         task->next->prev = task->prev;
     else
-        self->ready_tail = task->prev;
+        *tail = task->prev;
     task->prev = task->next = NULL;
 }
 
@@ -477,9 +484,11 @@ s_start (compute_t *self, task_t *task)
 static void
 s_schedule (compute_t *self)
 {
-    while (self->ready_head) {
-        task_t *task = self->ready_head;
-        if (!s_fits_now (self, task) && self->n_running > 0)
+    for (;;) {
+        task_t *task = self->calls_head? self->calls_head: self->ready_head;
+        if (!task)
+            break;
+        if (task == self->ready_head && !s_fits_now (self, task) && self->n_running > 0)
             break;
         s_ready_unlink (self, task);
         self->n_queued--;
@@ -1034,7 +1043,7 @@ s_py_hold (compute_t *self)
 static int
 s_poll_set (compute_t *self, long *timeout)
 {
-    size_t need = self->n_execs + 1 + pyexec_busy (self->pyexec);
+    size_t need = self->n_execs + 1 + pyexec_watched (self->pyexec);
     if (self->cap_items < need) {
         size_t cap = need * 2;
         zmq_pollitem_t *items = (zmq_pollitem_t *) realloc (self->items, cap * sizeof *items);
@@ -1101,6 +1110,15 @@ s_reap_py (compute_t *self, int n_items)
     }
 }
 
+//  Tasks of actors that ended with another (pyexec_orphan).
+static void
+s_reap_orphans (compute_t *self)
+{
+    task_t *task;
+    while ((task = pyexec_orphan (self->pyexec, self->err, sizeof self->err)))
+        s_complete (self, task, -1, self->err);
+}
+
 int
 compute_run (compute_t *self)
 {
@@ -1128,6 +1146,7 @@ compute_run (compute_t *self)
         s_reap (self, rc > 0? n - (int) self->n_py_items: 0);
         if (rc > 0)
             s_reap_py (self, n);
+        s_reap_orphans (self);
         s_fire_deadlines (self);
         s_check_memory (self);
         s_schedule (self);

@@ -9,7 +9,9 @@ closes, or is killed (SIGKILL) when the governor dies, even mid-task.
 Framing (docs/protocol.md, "py"): every message is a little-endian u64 body
 length followed by the body, so that both sides need nothing but `struct`.
 
-  governor -> executor: u8 op (1 = run), u32 n_in, u32 n_out, u32 fn_len,
+  governor -> executor: u8 op (1 = run, 2 = make the actor: run, and keep
+      the result; 3 = call a method of the actor: fn is its name),
+      u32 n_in, u32 n_out, u32 fn_len,
       u32 args_len, fn, args, then per input u32 type_len, u64 size, type,
       data, then per output u32 type_len, type
   executor -> governor: u8 0, u32 n, then per output u64 size, data
@@ -115,10 +117,16 @@ def _encode(value, content_type):
                     % (content_type, type(value).__name__))
 
 
+#   The actor this executor holds (op 2 made it; op 3 calls its methods).
+#   The governor sends it nothing else while it lives.
+_actor = None
+
+
 def _run(body):
+    global _actor
     view = memoryview(body)
     op, n_in, n_out, fn_len, args_len = _HEAD.unpack_from(view, 0)
-    if op != 1:
+    if op not in (1, 2, 3):
         raise ValueError("unknown executor operation %d" % op)
     pos = _HEAD.size
     fn_bytes = bytes(view[pos:pos + fn_len])
@@ -146,7 +154,12 @@ def _run(body):
         out_types.append(bytes(view[pos:pos + type_len]).decode())
         pos += type_len
 
-    fn = _function(fn_bytes)
+    if op == 3:
+        if _actor is None:
+            raise RuntimeError("this executor holds no actor")
+        fn = getattr(_actor, fn_bytes.decode())
+    else:
+        fn = _function(fn_bytes)
     with warnings.catch_warnings(record=True) as caught:
         #   Record every warning: the client's filters decide which to show.
         warnings.simplefilter("always")
@@ -156,6 +169,8 @@ def _run(body):
         else:
             result = fn(*inputs)
 
+    if op == 2:
+        _actor = result
     if n_out == 0:
         values = ()
     elif n_out == 1:

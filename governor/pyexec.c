@@ -4,6 +4,7 @@
 #include "log.h"
 #include "pyexec_source.h"      //  s_executor_source: governor/executor.py
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -24,7 +25,23 @@ typedef struct {
     pid_t pid;                  //  0: not running
     int fd;                     //  our end of the socketpair, -1 if none
     task_t *task;               //  the task it runs, NULL when idle
+    //  Actors: the host whose instance lives here (the executor serves
+    //  nothing else while it does), a call that came while the instance
+    //  was still being made (its frame ready to send), and replies still
+    //  to come for calls that were stopped (read and dropped, in order).
+    task_t *host;
+    task_t *pending;
+    uint8_t *pending_frame;
+    size_t pending_size;
+    uint32_t discard;
 } s_exec_t;
+
+//  Tasks that ended without a reply of their own (an actor's executor
+//  died, or its host was stopped): the compute thread fails them.
+typedef struct {
+    task_t *task;
+    char *message;
+} s_orphan_t;
 
 struct _pyexec_t {
     s_exec_t *execs;
@@ -32,6 +49,9 @@ struct _pyexec_t {
     uint32_t cpus;
     char *python;
     char *script;
+    s_orphan_t *orphans;
+    size_t n_orphans;
+    size_t cap_orphans;
 };
 
 static s_exec_t *s_idle_slot (pyexec_t *self);
@@ -158,6 +178,11 @@ s_stop (s_exec_t *ex, bool grace)
         close (ex->fd);
     ex->fd = -1;
     ex->task = NULL;
+    ex->host = NULL;
+    ex->pending = NULL;
+    free (ex->pending_frame);
+    ex->pending_frame = NULL;
+    ex->discard = 0;
     if (ex->pid <= 0)
         return 0;
     pid_t got = 0;
@@ -224,6 +249,9 @@ pyexec_destroy (pyexec_t **self_p)
         return;
     for (size_t i = 0; i < self->n_execs; i++)
         s_stop (&self->execs [i], false);
+    for (size_t i = 0; i < self->n_orphans; i++)
+        free (self->orphans [i].message);
+    free (self->orphans);
     free (self->execs);
     free (self->python);
     free (self->script);
@@ -240,7 +268,9 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
     //  in the fn field as before, and the other inputs as its inputs.
     sq_blob_t *fn_blob = NULL;
     uint32_t first = 0;
-    size_t fn_len = task->conf.fn.len;
+    //  A call's fn field is the method's name.
+    const char *fn_ptr = task->conf.call? task->conf.method.ptr: task->conf.fn.ptr;
+    size_t fn_len = task->conf.call? task->conf.method.len: task->conf.fn.len;
     if (task->conf.fn_in) {
         const char *type = NULL;
         if (task->n_inputs == 0 || !(fn_blob = store_get (store, task->inputs [0], &type)))
@@ -264,7 +294,7 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
     if (!frame)
         return NULL;
     uint8_t *p = s_put64 (frame, size - 8);
-    *p++ = 1;
+    *p++ = task->conf.call? 3: task->conf.actor? 2: 1;
     p = s_put32 (p, task->n_inputs - first);
     p = s_put32 (p, task->n_outputs);
     p = s_put32 (p, (uint32_t) fn_len);
@@ -272,7 +302,8 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
     if (fn_blob)
         sq_blob_read (fn_blob, 0, p, fn_len);
     else
-        memcpy (p, task->conf.fn.ptr, fn_len);
+    if (fn_len)
+        memcpy (p, fn_ptr, fn_len);
     p += fn_len;
     if (task->conf.py_args.len)
         memcpy (p, task->conf.py_args.ptr, task->conf.py_args.len);
@@ -318,7 +349,7 @@ s_idle (pyexec_t *self)
     s_exec_t *free_slot = NULL;
     for (size_t i = 0; i < self->n_execs; i++) {
         s_exec_t *ex = &self->execs [i];
-        if (ex->pid && !ex->task)
+        if (ex->pid && !ex->task && !ex->host)
             return ex;
         if (!ex->pid && !free_slot)
             free_slot = ex;
@@ -336,8 +367,48 @@ s_new_slot (pyexec_t *self)
         return NULL;
     self->execs = execs;
     s_exec_t *ex = &self->execs [self->n_execs++];
-    *ex = (s_exec_t) { 0, -1, NULL };
+    *ex = (s_exec_t) { .pid = 0, .fd = -1 };
     return ex;
+}
+
+static s_exec_t *
+s_actor_exec (pyexec_t *self, uint64_t host_key)
+{
+    for (size_t i = 0; i < self->n_execs; i++)
+        if (self->execs [i].host && self->execs [i].host->key == host_key)
+            return &self->execs [i];
+    return NULL;
+}
+
+//  A call goes to its actor's executor, after the instance is made.
+static int
+s_start_call (pyexec_t *self, task_t *task, uint8_t *frame, size_t size,
+              char *err, size_t err_size)
+{
+    uint64_t host_key = sq_key (sq_key_session (task->key), task->conf.call);
+    s_exec_t *ex = s_actor_exec (self, host_key);
+    if (!ex || ex->pending || (ex->task && ex->task != ex->host)) {
+        snprintf (err, err_size, ex? "actor %u is busy with another call (a broker fault)"
+                                   : "actor %u is not running on this governor", task->conf.call);
+        free (frame);
+        return -1;
+    }
+    if (ex->task) {             //  still being made
+        ex->pending = task;
+        ex->pending_frame = frame;
+        ex->pending_size = size;
+        return 0;
+    }
+    //  A write that fails means the executor died: its end of file fails
+    //  the actor and this call (pyexec_reply).
+    if (s_write_all (ex->fd, frame, size) == 0)
+        ex->task = task;
+    else {
+        ex->pending = task;
+        ex->pending_frame = NULL;
+    }
+    free (frame);
+    return 0;
 }
 
 int
@@ -349,6 +420,8 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, char *err, size_t er
         snprintf (err, err_size, "out of memory on the governor (or an input is missing)");
         return -1;
     }
+    if (task->conf.call)
+        return s_start_call (self, task, frame, size, err, err_size);
     //  An idle executor may have died since its last task: the write then
     //  fails and the task goes to a fresh one.
     int rc = -1;
@@ -362,6 +435,8 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, char *err, size_t er
             break;
         if (s_write_all (ex->fd, frame, size) == 0) {
             ex->task = task;
+            if (task->conf.actor)
+                ex->host = task;
             rc = 0;
         }
         else {
@@ -379,7 +454,23 @@ pyexec_busy (pyexec_t *self)
 {
     size_t n = 0;
     for (size_t i = 0; i < self->n_execs; i++)
-        n += self->execs [i].task != NULL;
+        n += self->execs [i].task != NULL || self->execs [i].discard > 0;
+    return n;
+}
+
+//  Busy executors, and idle ones holding an actor (its death must be seen).
+static bool
+s_watched (const s_exec_t *ex)
+{
+    return ex->fd >= 0 && (ex->task || ex->host || ex->discard);
+}
+
+size_t
+pyexec_watched (pyexec_t *self)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->n_execs; i++)
+        n += s_watched (&self->execs [i]);
     return n;
 }
 
@@ -388,9 +479,52 @@ pyexec_items (pyexec_t *self, zmq_pollitem_t *items, size_t max)
 {
     size_t n = 0;
     for (size_t i = 0; i < self->n_execs && n < max; i++)
-        if (self->execs [i].task)
+        if (s_watched (&self->execs [i]))
             items [n++] = (zmq_pollitem_t) { NULL, self->execs [i].fd, ZMQ_POLLIN, 0 };
     return n;
+}
+
+static void
+s_orphan (pyexec_t *self, task_t *task, const char *message)
+{
+    if (!task)
+        return;
+    if (self->n_orphans == self->cap_orphans) {
+        size_t cap = self->cap_orphans? self->cap_orphans * 2: 4;
+        s_orphan_t *p = (s_orphan_t *) realloc (self->orphans, cap * sizeof *p);
+        if (!p) {
+            sq_error ("out of memory: task %" PRIx64 " stays running", task->key);
+            return;
+        }
+        self->orphans = p;
+        self->cap_orphans = cap;
+    }
+    self->orphans [self->n_orphans++] = (s_orphan_t) { task, strdup (message) };
+}
+
+task_t *
+pyexec_orphan (pyexec_t *self, char *err, size_t err_size)
+{
+    if (self->n_orphans == 0)
+        return NULL;
+    s_orphan_t orphan = self->orphans [--self->n_orphans];
+    snprintf (err, err_size, "%s", orphan.message? orphan.message: "out of memory");
+    free (orphan.message);
+    return orphan.task;
+}
+
+//  An actor's executor is gone (died, or killed with its host): the host
+//  and its calls that have no reply of their own end with it.
+static void
+s_actor_gone (pyexec_t *self, s_exec_t *ex, task_t *primary, const char *why)
+{
+    //  The broker names the actor in its calls' failures.
+    if (ex->host && ex->host != primary)
+        s_orphan (self, ex->host, why);
+    if (ex->task && ex->task != primary && ex->task != ex->host)
+        s_orphan (self, ex->task, why);
+    if (ex->pending && ex->pending != primary)
+        s_orphan (self, ex->pending, why);
 }
 
 static void
@@ -408,19 +542,46 @@ s_died (s_exec_t *ex, char *err, size_t err_size)
     sq_warn ("%s", err);
 }
 
+//  The executor's instance was made: a call that waited goes now.
+static void
+s_constructed (s_exec_t *ex)
+{
+    ex->task = NULL;
+    if (!ex->pending)
+        return;
+    task_t *call = ex->pending;
+    ex->pending = NULL;
+    if (ex->pending_frame && s_write_all (ex->fd, ex->pending_frame, ex->pending_size) == 0)
+        ex->task = call;
+    else
+        ex->pending = call;     //  died: its end of file fails both
+    free (ex->pending_frame);
+    ex->pending_frame = NULL;
+}
+
 task_t *
 pyexec_reply (pyexec_t *self, int fd, int *rc, char *err, size_t err_size)
 {
     s_exec_t *ex = NULL;
     for (size_t i = 0; i < self->n_execs && !ex; i++)
-        if (self->execs [i].fd == fd && self->execs [i].task)
+        if (self->execs [i].fd == fd && s_watched (&self->execs [i]))
             ex = &self->execs [i];
     if (!ex)
         return NULL;
-    task_t *task = ex->task;
+    //  Whose reply this is: a stopped call's (dropped), else the running
+    //  task's; with neither, only an actor's death can come.
+    task_t *task = ex->discard? NULL: ex->task? ex->task: ex->host;
     *rc = -1;
     uint8_t head [8];
+    //  An actor's executor that dies fails its host first, then the call
+    //  it ran: the broker then knows the call was lost with the actor.
     if (s_read_all (fd, head, sizeof head)) {
+        if (ex->host) {
+            task_t *primary = ex->host;
+            s_actor_gone (self, ex, primary, "its Python executor died");
+            s_died (ex, err, err_size);
+            return primary;
+        }
         s_died (ex, err, err_size);
         return task;
     }
@@ -434,7 +595,43 @@ pyexec_reply (pyexec_t *self, int fd, int *rc, char *err, size_t err_size)
     }
     if (s_read_all (fd, body, size)) {
         free (body);
+        task_t *primary = ex->host? ex->host: task;
+        if (ex->host)
+            s_actor_gone (self, ex, primary, "its Python executor died");
         s_died (ex, err, err_size);
+        return primary;
+    }
+    if (ex->discard) {
+        ex->discard--;
+        free (body);
+        return NULL;
+    }
+    if (!task) {
+        //  A reply nobody asked for: the executor is not to be trusted.
+        free (body);
+        snprintf (err, err_size, "the Python executor of actor %u sent a reply nobody asked for",
+                  sq_key_id (ex->host->key));
+        task_t *host = ex->host;
+        s_actor_gone (self, ex, host, err);
+        s_stop (ex, false);
+        return host;
+    }
+    if (task == ex->host) {
+        //  The instance is made (it stays), or its constructor failed.
+        if (body [0] == 0) {
+            free (body);
+            s_constructed (ex);
+            return NULL;
+        }
+        size_t len = size - 1 < err_size - 1? size - 1: err_size - 1;
+        memcpy (err, body + 1, len);
+        err [len] = 0;
+        free (body);
+        char why [300];
+        snprintf (why, sizeof why, "its constructor failed: %.*s",
+                  (int) strcspn (err, "\n"), err);
+        s_actor_gone (self, ex, task, why);
+        s_stop (ex, false);
         return task;
     }
     ex->task = NULL;
@@ -471,9 +668,32 @@ pyexec_reply (pyexec_t *self, int fd, int *rc, char *err, size_t err_size)
 void
 pyexec_abandon (pyexec_t *self, task_t *task)
 {
-    for (size_t i = 0; i < self->n_execs; i++)
-        if (self->execs [i].task == task) {
-            sq_debug ("killing Python executor %d: its task stopped", (int) self->execs [i].pid);
-            s_stop (&self->execs [i], false);
+    for (size_t i = 0; i < self->n_orphans; i++)
+        if (self->orphans [i].task == task) {
+            free (self->orphans [i].message);
+            self->orphans [i--] = self->orphans [--self->n_orphans];
         }
+    for (size_t i = 0; i < self->n_execs; i++) {
+        s_exec_t *ex = &self->execs [i];
+        if (ex->host && ex->host != task && (ex->task == task || ex->pending == task)) {
+            //  A call stopped: the actor lives on; its reply, if it was
+            //  sent, is dropped when it comes.
+            if (ex->pending == task) {
+                ex->pending = NULL;
+                free (ex->pending_frame);
+                ex->pending_frame = NULL;
+            }
+            else {
+                ex->task = NULL;
+                ex->discard++;
+            }
+        }
+        else
+        if (ex->task == task || ex->host == task) {
+            sq_debug ("killing Python executor %d: its task stopped", (int) ex->pid);
+            if (ex->host == task)
+                s_actor_gone (self, ex, task, "the actor was stopped");
+            s_stop (ex, false);
+        }
+    }
 }

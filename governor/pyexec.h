@@ -13,7 +13,12 @@
 
     Ownership: the pool owns its processes and sockets and borrows the tasks
     it runs (the compute thread owns them); pyexec_destroy kills and reaps
-    every executor. */
+    every executor.
+
+    Actors (a task with `actor` true): the executor that made the instance
+    keeps it and serves only its calls (tasks with `call`) until the host
+    task stops; the host stays running meanwhile, holding its cpus. A call
+    that is stopped does not kill the actor: its reply is dropped. */
 #ifndef GOV_PYEXEC_H
 #define GOV_PYEXEC_H
 
@@ -31,9 +36,16 @@ void pyexec_destroy (pyexec_t **self_p);
 //  Sends the task (its config and its inputs from the store) to an idle
 //  executor, starting one if needed. 0, or -1 with the failure message.
 int pyexec_start (pyexec_t *self, task_t *task, store_t *store, char *err, size_t err_size);
-//  Number of busy executors, and their sockets as poll items (at most max).
+//  Number of busy executors; of those to poll (busy, or holding an
+//  actor); and their sockets as poll items (at most max).
 size_t pyexec_busy (pyexec_t *self);
+size_t pyexec_watched (pyexec_t *self);
 size_t pyexec_items (pyexec_t *self, zmq_pollitem_t *items, size_t max);
+//  A task that ended without a reply of its own (the actor it calls died
+//  or was stopped, or it is the host of an actor whose executor died
+//  while a call ran): err says why. NULL when there is none. Call after
+//  pyexec_reply and pyexec_abandon until NULL.
+task_t *pyexec_orphan (pyexec_t *self, char *err, size_t err_size);
 //  After the socket `fd` polled readable: reads the reply into the task's
 //  results. Returns the task, *rc 0 on success or -1 with err filled; NULL
 //  if no executor is busy on fd.

@@ -275,6 +275,167 @@ s_test_delete (void)
     free (s);
 }
 
+//  Actors (graph_actor.c): a host and its calls. Calls go one at a time,
+//  in order, to the host's governor once it runs; a call's own failure
+//  fails only it; one in flight when the host goes fails with
+//  SQ_E_ACTOR_LOST and later ones wait for the restart; calls of a host
+//  that ended fail; a lost result of a call is never recomputed.
+static const uint8_t s_host_conf [] = {
+    0x82, 0xa2, 'f', 'n', 0xc4, 1, 'x', 0xa5, 'a', 'c', 't', 'o', 'r', 0xc3 };
+static uint8_t s_call_conf [] = {
+    0x82, 0xa4, 'c', 'a', 'l', 'l', 0x01, 0xa6, 'm', 'e', 't', 'h', 'o', 'd', 0xa1, 'm' };
+
+static sq_task_spec_t *
+s_py (s_submit_t *s, uint32_t id, const uint8_t *conf, size_t size, uint32_t output)
+{
+    sq_task_spec_t *t = &s->tasks [s->sub.n_tasks++];
+    t->id = id;
+    t->kind = (mpr_str_t) { "py", 2 };
+    t->config = conf;
+    t->config_size = size;
+    t->inputs = s->ids + s->n_ids;
+    if (output) {
+        t->outputs = s->ids + s->n_ids++;
+        t->outputs [0] = output;
+        t->n_outputs = 1;
+        s->objects [s->sub.n_objects++] = (sq_object_spec_t) { .id = output, .frame = -1,
+                                                               .flags = SQ_OBJ_KEEP };
+    }
+    return t;
+}
+
+static size_t s_sent;
+static void
+s_send_call (void *arg, task_t *task, gov_t *gov)
+{
+    s_place (arg, task, gov);
+    s_sent++;
+}
+
+static size_t
+s_settle (graph_t *graph)
+{
+    s_sent = 0;
+    s_placed_on = NULL;
+    graph_actors_settle (graph, s_send_call, graph);
+    return s_sent;
+}
+
+static void
+s_test_actor (void)
+{
+    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_drop, s_copy };
+    graph_t *graph = graph_new (&hooks);
+    gov_t *a = s_gov (1), *b = s_gov (2);
+    session_t *session = graph_session_open (graph, NULL);
+    uint32_t sid = session->id;
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+    char message [256];
+    uint32_t bad;
+
+    //  Refused: a call of a task that is not an actor, a call before its
+    //  host in the submit, a call with a timeout, an actor with outputs.
+    s_reset (s, sid);
+    s_task (s, 1, NULL, 0, 2);
+    s_py (s, 3, s_call_conf, sizeof s_call_conf, 4);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_BAD_CONFIG && bad == 3
+           && strstr (message, "not an actor"), "%s", message);
+    s_reset (s, sid);
+    s_py (s, 3, s_call_conf, sizeof s_call_conf, 4);
+    s_py (s, 1, s_host_conf, sizeof s_host_conf, 0);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_BAD_CONFIG && bad == 3,
+           "a call before its host: %s", message);
+    s_reset (s, sid);
+    s_py (s, 1, s_host_conf, sizeof s_host_conf, 0);
+    s_py (s, 3, s_call_conf, sizeof s_call_conf, 4)->timeout_ms = 10;
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_BAD_CONFIG && bad == 3
+           && strstr (message, "timeout"), "%s", message);
+    s_reset (s, sid);
+    s_py (s, 1, s_host_conf, sizeof s_host_conf, 2);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_BAD_CONFIG && bad == 1,
+           "an actor with an output: %s", message);
+
+    //  The host (1) and calls 3, 5, 7 in one submit, 9 in another.
+    s_reset (s, sid);
+    s_py (s, 1, s_host_conf, sizeof s_host_conf, 0);
+    s_py (s, 3, s_call_conf, sizeof s_call_conf, 4);
+    s_py (s, 5, s_call_conf, sizeof s_call_conf, 6);
+    s_py (s, 7, s_call_conf, sizeof s_call_conf, 8);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    s_reset (s, sid);
+    s_py (s, 9, s_call_conf, sizeof s_call_conf, 10);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *host = graph_task (graph, sq_key (sid, 1));
+    task_t *c [4];
+    for (int i = 0; i < 4; i++)
+        c [i] = graph_task (graph, sq_key (sid, 3 + 2 * (uint32_t) i));
+    CHECK (host->actor_host && c [0]->actor_call && task_extra (c [0])->cpus == 0,
+           "marked; a call needs no cpus of its own");
+    CHECK (s_settle (graph) == 0, "nothing goes before the host runs");
+    graph_task_assigned (graph, host, a);
+    CHECK (s_settle (graph) == 0, "nor while it is only assigned");
+    graph_task_started (graph, host);
+    CHECK (s_settle (graph) == 1 && c [0]->state == TASK_ASSIGNED && s_placed_on == a,
+           "the first call goes to the host's governor");
+    CHECK (s_settle (graph) == 0 && c [1]->state == TASK_READY, "one at a time");
+    sq_output_ref_t out = { c [0]->io [0]->key, 10, -1 };
+    CHECK (graph_task_finished (graph, c [0], a, &out, 1, NULL, 0, 4096) == 0, "finished");
+    CHECK (s_settle (graph) == 1 && c [1]->state == TASK_ASSIGNED, "then the next");
+    CHECK (graph_task_attempt_failed (graph, c [1], a->id, SQ_FAIL_TASK, "ValueError", 1)
+           == GRAPH_FAILED && c [1]->failure->code == SQ_E_TASK_FAILED,
+           "a call's own failure: never retried");
+    CHECK (s_settle (graph) == 1 && c [2]->state == TASK_ASSIGNED, "the next call runs anyway");
+
+    //  The host's governor is lost: the call in flight fails, the next
+    //  waits for the restarted host, on another governor.
+    graph_task_requeue (graph, host);
+    graph_task_requeue (graph, c [2]);
+    CHECK (s_settle (graph) == 0 && c [2]->state == TASK_FAILED
+           && c [2]->failure->code == SQ_E_ACTOR_LOST && c [3]->state == TASK_READY,
+           "in flight: lost; later: waiting (%s)", c [2]->failure? c [2]->failure->message: "");
+    graph_task_assigned (graph, host, b);
+    graph_task_started (graph, host);
+    CHECK (s_settle (graph) == 1 && c [3]->gov == b, "after the restart, to the new instance");
+
+    //  A call that its governor reports failed after the host's own
+    //  failure came in: lost with the actor.
+    graph_task_requeue (graph, host);
+    CHECK (graph_task_attempt_failed (graph, c [3], b->id, SQ_FAIL_TASK, "executor died", 1)
+           == GRAPH_FAILED && c [3]->failure->code == SQ_E_ACTOR_LOST,
+           "a call failing where its host no longer runs is lost");
+
+    //  The result of call 3 is lost with governor a: never recomputed.
+    object_t *o4 = graph_object (graph, sq_key (sid, 4));
+    graph_forget_governor (graph, a);
+    CHECK (o4->state == OBJ_FAILED && o4->failure->code == SQ_E_ACTOR_LOST
+           && c [0]->state == TASK_FINISHED, "a call's lost result fails: %s",
+           o4->failure? o4->failure->message: "");
+
+    //  The host is stopped: a waiting call fails, and so does a new one.
+    s_reset (s, sid);
+    s_py (s, 11, s_call_conf, sizeof s_call_conf, 12);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *waiting = graph_task (graph, sq_key (sid, 11));
+    CHECK (s_settle (graph) == 0 && waiting->state == TASK_READY, "waits for the host");
+    graph_cancel (graph, host);
+    s_settle (graph);
+    CHECK (waiting->state == TASK_FAILED && waiting->failure->code == SQ_E_ACTOR_LOST
+           && strstr (waiting->failure->message, "stopped"), "calls of a stopped actor fail");
+    s_reset (s, sid);
+    s_py (s, 13, s_call_conf, sizeof s_call_conf, 14);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    s_settle (graph);
+    task_t *late = graph_task (graph, sq_key (sid, 13));
+    CHECK (late->state == TASK_FAILED && late->failure->code == SQ_E_ACTOR_LOST,
+           "a call made after the actor ended fails");
+    graph_session_close (graph, &session);
+    CHECK (s_settle (graph) == 0, "a closed session's actors are gone");
+    gov_destroy (&a);
+    gov_destroy (&b);
+    graph_destroy (&graph);
+    free (s);
+}
+
 int
 main (void)
 {
@@ -486,7 +647,8 @@ main (void)
     s_test_placement ();
     s_test_newcomer ();
     s_test_delete ();
+    s_test_actor ();
     printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs; "
-            "placement over 200 governors: ok\n");
+            "placement over 200 governors; actors: ok\n");
     return 0;
 }

@@ -17,9 +17,10 @@ from . import tasks
 from ._core import (TaskConfigTooLarge, Client, DataObject, Future, PyTask, RemoteFunction, Session, Task,
                     as_completed, blob, current_session, pickled, remote, wait)
 from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
+from .actors import ActorClass, ActorHandle, actor
 from .cluster import LocalCluster
 from .keys import keygen
-from .errors import (ConnectionError, ObjectDeleted, ObjectLost, RemoteTraceback, SquallError,
+from .errors import (ActorLost, ConnectionError, ObjectDeleted, ObjectLost, RemoteTraceback, SquallError,
                      TaskCancelled, TaskFailed, TimeoutError, UpstreamFailed)
 from .tasks import Program
 
@@ -29,7 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "LocalCluster", "Session", "DataObject", "Task", "PyTask", "Future",
-    "RemoteFunction", "remote", "blob", "pickled", "tasks", "Program", "as_completed",
+    "RemoteFunction", "remote", "actor", "ActorClass", "ActorHandle", "ActorLost", "blob", "pickled", "tasks", "Program", "as_completed",
     "current_session", "wait", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
     "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
     "TaskCancelled", "TimeoutError", "RemoteTraceback", "ObjectLost", "ObjectDeleted", "TaskConfigTooLarge", "PICKLE_CONTENT_TYPE", "keygen",

@@ -18,10 +18,10 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from . import _lib as L
 from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, TemplatePickler,
-                        dumps, function_bytes, loads_result, py_config, py_config_fn_in,
-                        read_value)
+                        dumps, function_bytes, loads_result, py_config, py_config_actor,
+                        py_config_call, py_config_fn_in, read_value)
 from ._progress import Progress
-from .errors import (ConnectionError, ObjectDeleted, ObjectLost, SquallError, TaskCancelled,
+from .errors import (ActorLost, ConnectionError, ObjectDeleted, ObjectLost, SquallError, TaskCancelled,
                      TaskFailed, TimeoutError, UpstreamFailed)
 
 DEFAULT_ADDRESS = "tcp://127.0.0.1:7760"
@@ -255,6 +255,8 @@ class Client:
             return ObjectLost(message, rc)
         if rc == L.SQ_E_DELETED:
             return ObjectDeleted(message, rc)
+        if rc == L.SQ_E_ACTOR_LOST:
+            return ActorLost(message, rc)
         return SquallError(message, rc)
 
     def _check(self, rc: int, session: Optional["Session"] = None) -> None:
@@ -320,7 +322,11 @@ class Client:
         while dead:
             session, oid = dead.popleft()
             self._live_futures -= 1
-            if session is self._fs:
+            if oid < 0:
+                #   An actor's handle (-its task id): the actor stops.
+                if session is self._fs and not session.closed:
+                    session._stop_actor(-oid)
+            elif session is self._fs:
                 self._released.append(oid)
 
     def _futures_session(self) -> "Session":
@@ -357,12 +363,17 @@ class Client:
         with self._lock:
             s = self._futures_session()
             future = s._future(fn, args, kwargs, options)
-            s._buffered += 1
-            if s._buffered >= _SUBMIT_BUFFER:
-                s.submit()
-            elif s._buffered == 1:
-                self._wake_flusher()
+            self._buffered_one(s)
         return future
+
+    def _buffered_one(self, s: "Session") -> None:
+        """A task was added to s (lock held): it leaves with the next
+        submit, at once when the buffer is full."""
+        s._buffered += 1
+        if s._buffered >= _SUBMIT_BUFFER:
+            s.submit()
+        elif s._buffered == 1:
+            self._wake_flusher()
 
     def _wake_flusher(self) -> None:
         """Buffered submits leave within _SUBMIT_DELAY seconds even if the
@@ -493,6 +504,16 @@ class Client:
         """{future key: governor ids holding it} (Dask's who_has)."""
         futures = futures if isinstance(futures, (list, tuple, set)) else [futures]
         return {f.key: f.where() for f in futures}
+
+    def actor(self, cls: type, *args, **kwargs) -> "ActorHandle":
+        """Starts cls(*args, **kwargs) in one executor on one governor; its
+        methods' calls, through the returned handle, run there one at a time
+        in the order they were made, and return futures. Options (keywords):
+        cpus= (1), resources=, max_restarts= (0), key= (the actor's name).
+        The actor holds its cpus and resources while it lives; it stops
+        with handle.stop(), when the handle is garbage, or with the client."""
+        from .actors import ActorHandle
+        return ActorHandle(self, cls, args, kwargs)
 
     def wait_for_governors(self, n: int = 1, timeout: Optional[float] = None) -> int:
         """Waits until at least n governors are connected (as Dask's
@@ -739,6 +760,46 @@ class Session:
         return self._add_task(b"py", inputs, n_outputs, config,
                               options, name, (PICKLE,) * n_outputs)
 
+    def _fn_object(self, fn: Callable) -> int:
+        """The data object holding fn pickled, one per function and session."""
+        fn_bytes = function_bytes(fn)
+        fn_oid = self._fn_objects.get(fn_bytes)
+        if fn_oid is None:
+            fn_oid = self.blob(fn_bytes, PY_FUNCTION).id
+            self._fn_objects[fn_bytes] = fn_oid
+        return fn_oid
+
+    def _template_inputs(self, args: tuple, kwargs: Optional[dict]):
+        template, refs = self._template.dumps(tuple(args), kwargs or {})
+        return template, [self._check_ref(r) for r in refs]
+
+    def _actor_task(self, cls: type, args: tuple, kwargs: Optional[dict], options: dict,
+                    name: str) -> int:
+        """Adds the task that makes an actor, cls(*args, **kwargs), and
+        keeps it (docs/protocol.md, "Actors"); returns its id."""
+        template, inputs = self._template_inputs(args, kwargs)
+        inputs.insert(0, self._fn_object(cls))
+        return self._add_task(b"py", inputs, 0, py_config_actor(template), options, name, ())
+
+    def _call_task(self, host: int, method: str, args: tuple, kwargs: Optional[dict],
+                   name: str) -> int:
+        """Adds a call of the actor's method; its one output is the result."""
+        template, inputs = self._template_inputs(args, kwargs)
+        config = py_config_call(host, method, template)
+        if len(config) > _CONFIG_MAX:
+            raise TaskConfigTooLarge("call %s: its pickled arguments take %.1f MiB; pass large "
+                                     "values as data (client.scatter, or a future)"
+                                     % (name, len(config) / 2.0 ** 20))
+        return self._add_task(b"py", inputs, 1, config, {}, name, (PICKLE,))
+
+    def _stop_actor(self, tid: int) -> None:
+        """Cancels the actor's task: its instance goes, calls not done
+        fail with ActorLost (lock held)."""
+        self.submit()
+        rc = L.sq_cancel(self._h, L.ids([tid]), 1)
+        if rc not in (0, L.SQ_E_UNKNOWN_ID):
+            self._check(rc)
+
     def _map_futures(self, fn: Callable, items: Iterable[tuple], options: dict) -> List["Future"]:
         """Futures of fn(*xs) for each xs, in order. Calls whose arguments
         are all plain values (numbers, strings, bytes, None) are added as
@@ -952,7 +1013,7 @@ class Session:
         if rc:
             error = self.client._error(rc, self)
             if rc not in (L.SQ_E_TIMEOUT, L.SQ_E_CONNECTION, L.SQ_E_TASK_FAILED,
-                          L.SQ_E_UPSTREAM_FAILED, L.SQ_E_CANCELLED):
+                          L.SQ_E_UPSTREAM_FAILED, L.SQ_E_CANCELLED, L.SQ_E_ACTOR_LOST):
                 #   A failed producer can show as a lost object: WAIT names
                 #   the failure and its root.
                 rc = L.sq_wait(self._h, L.ids([oid]), 1, 0)
@@ -1298,7 +1359,7 @@ class Future(_cf.Future):
         except TaskFailed as exc:
             self._set_exc(exc.raised())
             return
-        except TaskCancelled as exc:
+        except (TaskCancelled, ActorLost) as exc:
             self._set_exc(exc)
             return
         self._set_value(loads_result(data) if content_type == PICKLE else data)

@@ -171,6 +171,31 @@ def py_config_fn_in(args_bytes: bytes) -> bytes:
     return _FN_IN
 
 
+def _str(text: str) -> bytes:
+    data = text.encode()
+    n = len(data)
+    if n < 32:
+        return bytes((0xa0 | n,)) + data
+    if n < 256:
+        return b"\xd9" + bytes((n,)) + data
+    return b"\xda" + n.to_bytes(2, "big") + data
+
+
+def py_config_actor(args_bytes: bytes) -> bytes:
+    """msgpack of {"fn_in": true, "actor": true, "args": bin}: the task
+    that makes an actor (its class is input 0)."""
+    head = b"\x83" if args_bytes else b"\x82"
+    config = head + b"\xa5fn_in\xc3\xa5actor\xc3"
+    return config + (b"\xa4args" + _bin(args_bytes) if args_bytes else b"")
+
+
+def py_config_call(host: int, method: str, args_bytes: bytes) -> bytes:
+    """msgpack of {"call": host, "method": name, "args": bin}."""
+    head = b"\x83" if args_bytes else b"\x82"
+    config = head + b"\xa4call\xce" + host.to_bytes(4, "big") + b"\xa6method" + _str(method)
+    return config + (b"\xa4args" + _bin(args_bytes) if args_bytes else b"")
+
+
 # ----------------------------------------------------------------------------
 # Results: a pickle, maybe followed by the warnings the task raised
 # (governor/executor.py: WARN_MAGIC, u32 length, pickle of a list of

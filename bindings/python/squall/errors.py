@@ -130,6 +130,13 @@ class ObjectLost(SquallError):
     a governor by hand (scatter(governor=...)) whose every copy went."""
 
 
+class ActorLost(SquallError):
+    """A call of an actor did not run, or did not finish, on its instance:
+    the actor's governor or executor died, it was stopped, or it failed to
+    start (its constructor raised). The message names the actor. With
+    max_restarts left, calls made after the loss go to the new instance."""
+
+
 class ObjectDeleted(SquallError):
     """A data object was deleted by hand (Future.delete, DELETE)."""
 

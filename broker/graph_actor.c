@@ -1,0 +1,227 @@
+/*  graph_actor: the calls of an actor, one at a time and in the order they
+    were submitted, on the governor that runs its host.
+
+    An actor is a "py" task with `actor` true (its host): it starts an
+    instance in one executor and stays RUNNING while the actor lives,
+    holding its cpus and resources like any running task. Each method call
+    is a task with `call` naming the host. The scheduler never sees a call:
+    the host's queue here sends the oldest unfinished call, once its inputs
+    exist and the host is RUNNING, to the host's governor, and the next one
+    only when that one is final. So order needs no graph edge (a call that
+    raises does not fail the ones after it), and a governor never holds
+    two calls of one actor.
+
+    A call is never run twice: sent once, it either ends on that instance
+    or fails with SQ_E_ACTOR_LOST (its governor or executor died, the host
+    was requeued or stopped). Calls not sent yet wait for the host's next
+    attempt (max_retries of the host is the number of restarts), or fail
+    with SQ_E_ACTOR_LOST once the host is final.
+
+    State changes of hosts and calls happen deep inside graph operations
+    (a failure walking downstream, a governor's loss), where failing more
+    tasks would re-enter them; gx_set_state only marks the host, and
+    graph_actors_settle does the work at the top of the broker's turn.
+
+    Ownership: a host's task_extra owns its actor_t; the queue borrows the
+    call tasks (same session, freed together). */
+#include "graph_internal.h"
+
+struct _actor_t {
+    task_t **calls;             //  unfinished calls, oldest at head
+    uint32_t head;
+    uint32_t count;             //  entries from head
+    uint32_t cap;
+    task_t *inflight;           //  sent to the host's governor, not final yet
+};
+
+static task_t *
+s_host_of (task_t *task)
+{
+    if (task->actor_host)
+        return task;
+    return task->extra? task->extra->host: NULL;
+}
+
+void
+gx_actor_touch (graph_t *self, task_t *task)
+{
+    task_t *host = s_host_of (task);
+    if (!host || host->actor_dirty)
+        return;
+    if (self->n_actors_dirty == self->cap_actors_dirty) {
+        size_t cap = self->cap_actors_dirty? self->cap_actors_dirty * 2: 16;
+        uint64_t *p = (uint64_t *) realloc (self->actors_dirty, cap * sizeof *p);
+        if (!p) {
+            sq_error ("out of memory: actor %u of session %u waits for its next change",
+                      sq_key_id (host->key), sq_key_session (host->key));
+            return;
+        }
+        self->actors_dirty = p;
+        self->cap_actors_dirty = cap;
+    }
+    host->actor_dirty = true;
+    self->actors_dirty [self->n_actors_dirty++] = host->key;
+}
+
+//  Room for one more call in the host's queue (submit, before it may no
+//  longer fail). 0, or -1 if out of memory.
+int
+gx_actor_reserve (task_t *host)
+{
+    task_extra_t *extra = graph_task_extra (host);
+    if (!extra)
+        return -1;
+    if (!extra->actor && !(extra->actor = (actor_t *) calloc (1, sizeof (actor_t))))
+        return -1;
+    actor_t *actor = extra->actor;
+    if (actor->head > 0 && actor->head >= actor->count) {
+        memmove (actor->calls, actor->calls + actor->head, actor->count * sizeof (task_t *));
+        actor->head = 0;
+    }
+    if (actor->head + actor->count < actor->cap)
+        return 0;
+    uint32_t cap = actor->cap? actor->cap * 2: 8;
+    task_t **calls = (task_t **) realloc (actor->calls, cap * sizeof *calls);
+    if (!calls)
+        return -1;
+    actor->calls = calls;
+    actor->cap = cap;
+    return 0;
+}
+
+void
+gx_actor_append (task_t *host, task_t *call)
+{
+    actor_t *actor = host->extra->actor;
+    assert (actor && actor->head + actor->count < actor->cap);
+    actor->calls [actor->head + actor->count++] = call;
+}
+
+//  A refused submit takes its calls back out, newest first.
+void
+gx_actor_unappend (task_t *host, task_t *call)
+{
+    actor_t *actor = host->extra->actor;
+    if (actor->count && actor->calls [actor->head + actor->count - 1] == call)
+        actor->count--;
+}
+
+void
+gx_actor_free (actor_t **actor_p)
+{
+    actor_t *actor = *actor_p;
+    if (actor) {
+        free (actor->calls);
+        free (actor);
+    }
+    *actor_p = NULL;
+}
+
+static void
+s_lose (graph_t *self, task_t *call, const char *why)
+{
+    char message [600];
+    task_t *host = call->extra->host;
+    const char *name = task_extra (host)->name;
+    snprintf (message, sizeof message, "actor %u%s%s%s: %s", sq_key_id (host->key),
+              name? " (": "", name? name: "", name? ")": "", why);
+    graph_task_failed (self, call, SQ_E_ACTOR_LOST, message);
+}
+
+//  A call's governor reports it failed. If its instance is no longer
+//  there (the executor died, the constructor failed: the host's report
+//  came first), the call is lost with the actor rather than failed by
+//  its own code. True if so (the call has failed).
+bool
+gx_actor_call_lost (graph_t *self, task_t *call, uint32_t gov_id, const char *message)
+{
+    task_t *host = call->extra? call->extra->host: NULL;
+    if (!host || (host->state == TASK_RUNNING && host->gov && host->gov->id == gov_id))
+        return false;
+    s_lose (self, call, message);
+    return true;
+}
+
+//  Brings one actor's queue up to date; returns the calls sent.
+static size_t
+s_settle (graph_t *self, task_t *host, graph_assign_fn *assign, void *arg)
+{
+    actor_t *actor = host->extra? host->extra->actor: NULL;
+    if (!actor)
+        return 0;
+    if (gx_final (host)) {
+        char why [400];
+        if (host->state == TASK_CANCELLED)
+            snprintf (why, sizeof why, "it was stopped");
+        else
+            snprintf (why, sizeof why, "it failed: %.360s",
+                      host->failure? host->failure->message: "");
+        //  Failing a call touches the host again: the queue is emptied
+        //  first, so that the next settle finds nothing to do.
+        uint32_t head = actor->head, count = actor->count;
+        actor->head = actor->count = 0;
+        actor->inflight = NULL;
+        for (uint32_t i = 0; i < count; i++)
+            if (!gx_final (actor->calls [head + i]))
+                s_lose (self, actor->calls [head + i], why);
+        return 0;
+    }
+    task_t *call = actor->inflight;
+    if (call && !gx_final (call)) {
+        bool on_host = (call->state == TASK_ASSIGNED || call->state == TASK_RUNNING)
+                    && host->state == TASK_RUNNING && call->gov == host->gov;
+        if (on_host)
+            return 0;
+        //  Back from a governor without an outcome, or its instance is
+        //  gone: it may have run in part.
+        actor->inflight = NULL;
+        s_lose (self, call, call->state == TASK_ASSIGNED || call->state == TASK_RUNNING
+                ? "its instance was lost (governor or executor gone) while this call ran"
+                : "its governor gave this call back unfinished (it left, or was lost)");
+        if (gx_final (host))
+            return 0;
+    }
+    actor->inflight = NULL;
+    while (actor->count && gx_final (actor->calls [actor->head])) {
+        actor->head++;
+        actor->count--;
+    }
+    if (actor->count == 0)
+        actor->head = 0;
+    if (!actor->count || host->state != TASK_RUNNING || !host->gov)
+        return 0;
+    call = actor->calls [actor->head];
+    if (call->state != TASK_READY)
+        return 0;               //  waits for its inputs
+    actor->inflight = call;
+    assign (arg, call, host->gov);
+    return 1;
+}
+
+size_t
+graph_actors_settle (graph_t *self, graph_assign_fn *assign, void *arg)
+{
+    if (self->n_actors_dirty == 0)
+        return 0;
+    //  Hosts touched while settling wait for the next call.
+    uint64_t *keys = self->actors_dirty;
+    size_t n = self->n_actors_dirty;
+    self->actors_dirty = NULL;
+    self->n_actors_dirty = self->cap_actors_dirty = 0;
+    size_t sent = 0;
+    for (size_t i = 0; i < n; i++) {
+        task_t *host = graph_task (self, keys [i]);
+        if (!host || !host->actor_host)
+            continue;           //  its session closed
+        host->actor_dirty = false;
+        sent += s_settle (self, host, assign, arg);
+    }
+    free (keys);
+    return sent;
+}
+
+bool
+graph_actors_pending (graph_t *self)
+{
+    return self->n_actors_dirty > 0;
+}

@@ -1,0 +1,214 @@
+"""Actors (issue 17, seed 003's "bound to a single worker because it has
+state"): state across calls, order of calls made from two threads, data
+objects in and out, resources held while the actor lives, and a governor
+SIGKILLed under an actor with and without restarts."""
+import gc
+import os
+import signal
+import tempfile
+import threading
+import time
+
+import pytest
+
+import squall
+from conftest import TIMEOUT, cluster_options
+
+
+@squall.actor
+class Counter:
+    def __init__(self, start=0):
+        self.n = start
+        self.calls = 0
+
+    def add(self, k=1):
+        self.n += k
+        return self.n
+
+    def seq(self, tag):
+        """The place of this call among all the calls this instance ran."""
+        self.calls += 1
+        return self.calls, tag
+
+    def boom(self):
+        raise ValueError("boom at %d" % self.n)
+
+    def governor_pid(self):
+        return os.getppid()     # the executor's parent is its governor
+
+    def wait_for(self, started, gate):
+        open(started, "w").close()
+        while not os.path.exists(gate):
+            time.sleep(0.01)
+        return self.n
+
+    def total(self, values):
+        return sum(values) + self.n
+
+
+class Broken:
+    def __init__(self):
+        raise RuntimeError("cannot start")
+
+    def ping(self):
+        return 1
+
+
+def until(predicate, what, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+def governor_proc(cluster, pid):
+    procs = [p for p in cluster.governors if p.pid == pid]
+    assert procs, "the actor's governor %d is not one of the cluster's" % pid
+    return procs[0]
+
+
+def test_state_and_order_of_calls_from_two_threads():
+    """10 000 calls from two threads run in the order they were made; the
+    instance keeps its state across them."""
+    with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 5)
+        assert counter.add(2).result(TIMEOUT) == 7
+        made = []                   # futures in the order the calls were made
+        order = threading.Lock()
+
+        def caller(name):
+            for i in range(5000):
+                with order:
+                    made.append(counter.seq((name, i)))
+
+        threads = [threading.Thread(target=caller, args=(n,)) for n in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        results = client.gather(made, timeout=TIMEOUT)
+        assert [r[0] for r in results] == list(range(1, 10001))
+        for name in ("a", "b"):
+            assert [r[1][1] for r in results if r[1][0] == name] == list(range(5000))
+        assert counter.add(0).result(TIMEOUT) == 7
+        counter.stop()
+        client.close()
+    assert cluster.exit_codes["broker"] == 0, cluster.exit_codes
+
+
+def test_calls_take_and_return_data_objects_and_raise():
+    with squall.LocalCluster(governors=2, cpus=2, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, 1, key="tally")
+        values = client.submit(lambda n: list(range(n)), 5)
+        total = counter.total(values)               # a task's output goes in
+        doubled = client.submit(lambda x: 2 * x, total)   # a call's result goes on
+        assert doubled.result(TIMEOUT) == 2 * (10 + 1)
+        # a method that raises fails its own call only
+        with pytest.raises(ValueError, match="boom at 1"):
+            counter.boom().result(TIMEOUT)
+        assert counter.add(1).result(TIMEOUT) == 2
+        with pytest.raises(AttributeError):
+            counter.no_such_method
+        counter.stop()
+        with pytest.raises(squall.SquallError, match="stopped"):
+            counter.add(1)
+        client.close()
+
+
+def test_calls_of_an_actor_that_cannot_start_fail_naming_it():
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        broken = client.actor(Broken, key="broken")
+        with pytest.raises(squall.ActorLost) as info:
+            broken.ping().result(TIMEOUT)
+        assert "broken" in str(info.value) and "cannot start" in str(info.value)
+        # the governor is free again
+        assert client.submit(lambda: 3).result(TIMEOUT) == 3
+        client.close()
+
+
+def test_an_actor_holds_its_cpus_until_it_stops():
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 0)
+        assert counter.add(1).result(TIMEOUT) == 1
+        waiting = client.submit(lambda: "ran")
+        # The actor's calls go on (they run on its cpu) while the task waits
+        # for the only cpu, which the actor holds.
+        for i in range(20):
+            assert counter.add(1).result(TIMEOUT) == i + 2
+        assert not waiting.done()
+        counter.stop()
+        assert waiting.result(TIMEOUT) == "ran"
+        client.close()
+
+
+def test_a_dropped_handle_stops_its_actor():
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 0)
+        assert counter.add(1).result(TIMEOUT) == 1
+        del counter
+        gc.collect()
+        # Only once the actor let its cpu go can this run.
+        assert client.submit(lambda: "ran").result(TIMEOUT) == "ran"
+        client.close()
+
+
+def _kill_under_actor(restarts, then):
+    """Starts an actor, SIGKILLs its governor while a call runs there: that
+    call fails with ActorLost naming the actor. Then then(client, counter,
+    pid of the dead governor)."""
+    with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.options(max_restarts=restarts, key="victim").start(client, 100)
+        assert counter.add(1).result(TIMEOUT) == 101
+        pid = counter.governor_pid().result(TIMEOUT)
+        proc = governor_proc(cluster, pid)
+        where = tempfile.mkdtemp(prefix="squall-actor-")
+        started = os.path.join(where, "started")
+        in_flight = counter.wait_for(started, os.path.join(where, "never"))
+        until(lambda: os.path.exists(started), "the call to start")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(TIMEOUT)
+        with pytest.raises(squall.ActorLost) as info:
+            in_flight.result(TIMEOUT)
+        assert "victim" in str(info.value)
+        then(client, counter, pid)
+        client.close()
+    assert cluster.exit_codes["broker"] == 0, cluster.exit_codes
+
+
+def test_governor_killed_under_an_actor_without_restarts():
+    def then(client, counter, pid):
+        with pytest.raises(squall.ActorLost) as info:
+            counter.add(1).result(TIMEOUT)
+        assert "victim" in str(info.value)
+    _kill_under_actor(0, then)
+
+
+def test_governor_killed_under_an_actor_with_a_restart():
+    def then(client, counter, old_pid):
+        # the constructor ran again, on the other governor: state from 100
+        assert counter.add(1).result(TIMEOUT) == 101
+        assert counter.governor_pid().result(TIMEOUT) != old_pid
+        assert counter.add(1).result(TIMEOUT) == 102
+        counter.stop()
+    _kill_under_actor(1, then)
+
+
+def test_the_example_runs():
+    import subprocess
+    import sys
+    if cluster_options():
+        pytest.skip("the example starts its own cluster without the sanitizer wrapper")
+    here = os.path.dirname(os.path.abspath(__file__))
+    example = os.path.join(here, "..", "..", "examples", "actors.py")
+    out = subprocess.run([sys.executable, example], env=dict(os.environ), capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    assert "updates applied: 160" in out.stdout
+    assert "learned w=3.00 b=0.50" in out.stdout
