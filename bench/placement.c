@@ -47,7 +47,7 @@ s_now (void)
 static double
 s_run (uint32_t n, uint32_t governors)
 {
-    graph_hooks_t hooks = { NULL, s_ready, s_nothing, s_nothing, s_drop, s_copy };
+    graph_hooks_t hooks = { NULL, s_ready, s_nothing, s_nothing, s_drop, s_copy, NULL };
     s_graph = graph_new (&hooks);
     s_scheduler = scheduler_new (s_graph);
     gov_t **govs = (gov_t **) calloc (governors, sizeof (gov_t *));

@@ -383,6 +383,12 @@ broker_run (broker_t *self)
             if (graph_actors_pending (self->graph))
                 next_timer = now;
         }
+        //  Stream readers whose producers started this turn.
+        if (!self->recovering && self->n_stream_ready) {
+            bx_streams_place (self);
+            if (self->n_stream_ready)
+                next_timer = now + 100;
+        }
         //  The turn's records reach the file before its orders leave.
         if (self->journal)
             journal_flush (self->journal);
@@ -501,7 +507,7 @@ broker_new (const broker_config_t *config)
     sq_wbuf_init (&self->out);
     graph_hooks_t hooks = {
         self, bx_hook_task_ready, bx_hook_task_stop, bx_hook_task_done, bx_hook_object_drop,
-        bx_hook_object_copy
+        bx_hook_object_copy, bx_hook_stream_unread
     };
     watches_hooks_t whooks = { self, bx_watch_reply, bx_watch_released, s_watch_where };
     self->graph = graph_new (&hooks);
@@ -645,6 +651,7 @@ broker_destroy (broker_t **self_p)
     }
     sq_idmap_destroy (&self->by_fd);
     uploads_destroy (&self->uploads);
+    free (self->stream_ready);
     persist_destroy (&self->persist);
     auth_destroy (&self->auth);
     while (self->fetches) {

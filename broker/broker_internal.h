@@ -130,10 +130,27 @@ struct _broker_t {
     //  recomputed.
     bool recovering;
     int64_t recover_deadline;
+    //  Streams being written (keys, streams.c), for INFO
+    uint64_t open_streams [256];
+    size_t n_open_streams;
+    //  Stream consumers ready to be placed (streams.c), by key
+    uint64_t *stream_ready;
+    size_t n_stream_ready, cap_stream_ready;
     int64_t next_grace_check;
 };
 
 void bx_assign (void *arg, task_t *task, gov_t *gov);
+int bx_stream_ready (broker_t *self, task_t *task);
+size_t bx_streams_place (broker_t *self);
+void bx_hook_stream_unread (void *arg, object_t *stream, task_t *consumer);
+void bx_stream_progress (broker_t *self, gov_t *gov, uint64_t key, uint64_t bytes);
+//  The streams being written now (of the viewer's tenant unless `all`):
+//  at most max, into out. Returns how many.
+size_t bx_streams_info (broker_t *self, const peer_t *viewer, bool all, sq_info_stream_t *out,
+                        size_t max);
+//  Whether the peer may see the session: always without keys, else one of
+//  its tenant's (an admin sees all).
+bool bx_same_tenant (const peer_t *peer, const session_t *session);
 void bx_check_suspects (broker_t *self, int64_t now);
 void bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req);
 void bx_drain_monitor (broker_t *self);

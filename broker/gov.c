@@ -60,6 +60,8 @@ gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
     s_batch_init (&self->drop);
     s_batch_init (&self->stop);
     s_batch_init (&self->retract);
+    s_batch_init (&self->stream);
+    s_batch_init (&self->unstream);
     if (!self->name || !self->data_endpoint || !self->serve_endpoint || !self->tasks
     ||  !self->recopies)
         gov_destroy (&self);
@@ -85,6 +87,8 @@ gov_destroy (gov_t **self_p)
     sq_wbuf_release (&self->drop.elements);
     sq_wbuf_release (&self->stop.elements);
     sq_wbuf_release (&self->retract.elements);
+    sq_wbuf_release (&self->stream.elements);
+    sq_wbuf_release (&self->unstream.elements);
     for (size_t i = 0; i < self->n_payloads; i++)
         zmq_msg_close (&self->payloads [i]);
     free (self->payloads);
@@ -138,7 +142,7 @@ bool
 gov_has_output (const gov_t *self)
 {
     return self->assign.count || self->send.count || self->drop.count || self->stop.count
-        || self->retract.count;
+        || self->retract.count || self->stream.count || self->unstream.count;
 }
 
 //  One batch as one message: header [type, [..count..]] then the packed
@@ -175,6 +179,9 @@ gov_flush (gov_t *self, void *router, int64_t now)
     rc |= s_flush_batch (self, router, &self->send, SQ_MSG_SEND, NULL, 0);
     rc |= s_flush_batch (self, router, &self->assign, SQ_MSG_ASSIGN,
                          self->payloads, self->n_payloads);
+    //  After ASSIGN: a stream's readers are named once its producer runs.
+    rc |= s_flush_batch (self, router, &self->stream, SQ_MSG_STREAM, NULL, 0);
+    rc |= s_flush_batch (self, router, &self->unstream, SQ_MSG_UNSTREAM, NULL, 0);
     self->n_payloads = 0;
     self->last_send = now;
     return rc? -1: 0;
@@ -212,4 +219,19 @@ gov_order_send (gov_t *self, uint64_t key, uint32_t version, const gov_t *to)
     sq_pack_send (&self->send.elements.pk, key, version, to->id, to->data_endpoint,
                   to->has_key? to->key: NULL);
     self->send.count++;
+}
+
+void
+gov_order_stream (gov_t *self, uint64_t key, uint32_t version, uint64_t consumer, const gov_t *to)
+{
+    sq_pack_stream (&self->stream.elements.pk, key, version, consumer, to->id,
+                    to->data_endpoint, to->has_key? to->key: NULL);
+    self->stream.count++;
+}
+
+void
+gov_order_unstream (gov_t *self, uint64_t key, uint32_t version, uint64_t consumer)
+{
+    sq_pack_unstream (&self->unstream.elements.pk, key, version, consumer);
+    self->unstream.count++;
 }

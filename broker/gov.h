@@ -43,7 +43,7 @@ struct _gov_t {
     int64_t last_send;
     int64_t joined;             //  ms, wall clock
     uint64_t tasks_done;
-    gov_batch_t assign, send, drop, stop, retract;
+    gov_batch_t assign, send, drop, stop, retract, stream, unstream;
     zmq_msg_t *payloads;        //  inline data attached to the ASSIGN batch
     size_t n_payloads;
     size_t cap_payloads;
@@ -87,5 +87,10 @@ void gov_order_drop (gov_t *self, uint64_t key);
 void gov_order_stop (gov_t *self, uint64_t key, uint32_t attempt);
 void gov_order_retract (gov_t *self, uint64_t key, uint32_t attempt);
 void gov_order_send (gov_t *self, uint64_t key, uint32_t version, const gov_t *to);
+//  STREAM: the consumer task on `to` reads the stream this governor writes
+//  (producer attempt `version`); UNSTREAM: that consumer will not.
+void gov_order_stream (gov_t *self, uint64_t key, uint32_t version, uint64_t consumer,
+                       const gov_t *to);
+void gov_order_unstream (gov_t *self, uint64_t key, uint32_t version, uint64_t consumer);
 
 #endif

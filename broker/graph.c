@@ -310,6 +310,8 @@ s_fail_one (graph_t *self, task_t *task, failure_t *failure, task_state_t final)
 {
     if ((task->state == TASK_ASSIGNED || task->state == TASK_RUNNING) && self->hooks.task_stop)
         self->hooks.task_stop (self->hooks.arg, task);
+    if (task->stream_in)
+        gx_stream_unread (self, task);
     task->failure = gx_failure_ref (failure);
     gx_set_state (self, task, final);
     for (uint32_t i = 0; i < task->n_outputs; i++) {
@@ -618,6 +620,8 @@ graph_task_started (graph_t *self, task_t *task)
 {
     if (task->state == TASK_ASSIGNED)
         gx_set_state (self, task, TASK_RUNNING);
+    if (task->stream_out)
+        gx_stream_open (self, task);
 }
 
 int
@@ -640,6 +644,10 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
                 || zmq_msg_size (&payloads [outputs [i].frame - 1]) != outputs [i].size
                 || outputs [i].size > inline_max)))
             snprintf (why, sizeof why, "governor sent inconsistent inline data for output %u", i);
+        else
+        if (o && o->stream && (!o->stream_open || outputs [i].frame != -1))
+            snprintf (why, sizeof why, "governor reported stream %u finished without starting "
+                      "it, or with its bytes", sq_key_id (o->key));
     }
     if (*why) {
         //  A report that does not match the task is not trusted: the task
@@ -696,10 +704,12 @@ s_finish (graph_t *self, task_t *task, gov_t *gov)
             self->live_objects++;
         }
         o->version = attempt;
-        if (gov)
+        //  A stream has no copy: its consumers read it as it was written,
+        //  and counted it when it opened.
+        if (gov && !o->stream)
             graph_object_add_location (self, o, gov, true);
         o->state = OBJ_FINISHED;
-        for (uint32_t c = 0; was_unfinished && c < o->n_consumers; c++) {
+        for (uint32_t c = 0; was_unfinished && !o->stream_open && c < o->n_consumers; c++) {
             task_t *consumer = object_consumers (o) [c];
             //  Overbooked consumers (already assigned) count down too, so
             //  that a requeue knows what they still wait for.
@@ -747,7 +757,7 @@ graph_task_adopt (graph_t *self, task_t *task, gov_t *gov, uint32_t attempt, boo
     task->attempt = attempt;
     graph_task_assigned (self, task, gov);
     if (running)
-        gx_set_state (self, task, TASK_RUNNING);
+        graph_task_started (self, task);
     return true;
 }
 
@@ -801,6 +811,12 @@ graph_task_requeue (graph_t *self, task_t *task)
 {
     if (task->state != TASK_ASSIGNED && task->state != TASK_RUNNING)
         return;
+    if (task->stream_in || task->stream_out) {
+        //  The streams it read or wrote are gone: its group runs again.
+        gx_stream_restart (self, task);
+        if (task->state != TASK_ASSIGNED && task->state != TASK_RUNNING)
+            return;             //  sent back to wait as a consumer
+    }
     gx_unbook (self, task);
     task->attempt++;
     task->gov = NULL;

@@ -96,6 +96,11 @@ struct _object_t {
     bool consumers_on_heap: 1;
     bool locations_on_heap: 1;
     bool embedded: 1;           //  lives in its producer's block
+    //  Streams (graph_stream.c): read while produced, never stored. Open
+    //  while its producer runs: consumers count it as there. `size` is
+    //  the bytes written so far until it is finished.
+    bool stream: 1;
+    bool stream_open: 1;
 };
 
 static inline task_t **
@@ -154,6 +159,8 @@ struct _task_t {
     bool actor_host: 1;         //  starts an actor (py config `actor`)
     bool actor_call: 1;         //  calls an actor's method (py config `call`)
     bool actor_dirty: 1;        //  host: on the graph's list to settle
+    bool stream_in: 1;          //  reads a stream (placed by streams.c, not the scheduler)
+    bool stream_out: 1;         //  writes a stream
 };
 
 extern const task_extra_t task_extra_default;
@@ -214,6 +221,9 @@ typedef struct {
     //  A copy of the object must go from one governor to another (a copy
     //  that was on its way came from a governor that died).
     void (*object_copy) (void *arg, object_t *object, gov_t *from, gov_t *to);
+    //  A consumer of a stream being written will not read it (it failed or
+    //  was cancelled): the producer's governor must not wait for it.
+    void (*stream_unread) (void *arg, object_t *stream, task_t *consumer);
 } graph_hooks_t;
 
 graph_t *graph_new (const graph_hooks_t *hooks);
@@ -343,6 +353,16 @@ typedef void (graph_assign_fn) (void *arg, task_t *task, gov_t *gov);
 size_t graph_actors_settle (graph_t *self, graph_assign_fn *assign, void *arg);
 //  Whether graph_actors_settle has something to look at.
 bool graph_actors_pending (graph_t *self);
+
+//  Streams (graph_stream.c). A stream's consumers become ready when its
+//  producer starts; the group (a producer and the consumers of its
+//  streams, transitively) runs again together when one of its unfinished
+//  members is lost or retried, since the bytes are gone (docs/protocol.md,
+//  "Streams"). How many consumers the producer's governor should expect:
+uint32_t graph_stream_consumers (const object_t *stream);
+//  Whether a ready stream consumer can be placed now (every stream it
+//  reads is open, its producer assigned or running).
+bool graph_stream_placeable (const task_t *task);
 
 //  Counters for INFO
 uint64_t graph_task_count (graph_t *self, task_state_t state);

@@ -58,6 +58,18 @@ void gx_actor_unappend (task_t *host, task_t *call);
 void gx_actor_free (struct _actor_t **actor_p);
 bool gx_actor_call_lost (graph_t *self, task_t *call, uint32_t gov_id, const char *message);
 
+//  graph_lineage.c: re-runs the producer of a finished object no copy is
+//  left of (and, recursively, of its inputs without copies).
+void gx_recompute (graph_t *self, object_t *lost);
+//  graph_stream.c
+void gx_stream_open (graph_t *self, task_t *producer);
+//  A member of a stream group leaves its attempt unfinished: closes the
+//  group's streams and sends its other unfinished members back to wait.
+void gx_stream_restart (graph_t *self, task_t *task);
+//  A consumer of streams failed or was cancelled: producers still running
+//  expect one reader less (the stream_unread hook).
+void gx_stream_unread (graph_t *self, task_t *consumer);
+
 //  Small enough to inline in every file of the graph.
 
 //  Tasks and objects share a session's id space, so one table holds both:

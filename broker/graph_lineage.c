@@ -127,6 +127,7 @@ s_recompute (graph_t *self, object_t *lost)
             continue;
         }
         o->state = OBJ_UNFINISHED;
+        o->stream_open = false;
         s_unready_consumers (self, o);
         if (producer->state != TASK_FINISHED)
             continue;           //  already being re-run for another output
@@ -158,7 +159,7 @@ s_recompute (graph_t *self, object_t *lost)
                 stack [n++] = input;
             }
             else
-            if (input->state != OBJ_FINISHED)
+            if (input->state != OBJ_FINISHED && !(input->stream && input->stream_open))
                 producer->unfinished++;
         }
     }
@@ -184,6 +185,12 @@ s_recompute (graph_t *self, object_t *lost)
         }
     }
     free (reset);
+}
+
+void
+gx_recompute (graph_t *self, object_t *lost)
+{
+    s_recompute (self, lost);
 }
 
 void

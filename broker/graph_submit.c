@@ -131,6 +131,151 @@ s_check_actor (session_t *session, s_check_t *check, uint32_t t, const sq_taskco
     return SQ_OK;
 }
 
+static const sq_object_spec_t *
+s_spec_of (s_check_t *check, uint32_t id)
+{
+    uintptr_t entry = s_ids_get (&check->ids, id);
+    return entry && !((entry - 1) & 1)? &check->submit->objects [(entry - 1) >> 1]: NULL;
+}
+
+static bool
+s_is_stream (s_check_t *check, uint32_t id)
+{
+    const sq_object_spec_t *spec = s_spec_of (check, id);
+    return spec && (spec->flags & SQ_OBJ_STREAM);
+}
+
+//  A task's streams: only kinds that read or write as they go may, only
+//  where they can (execute: stdin, stdout), a stream once per reader, and
+//  only one of this submit (its consumers come with its producer: it
+//  opens once).
+static int
+s_check_task_streams (session_t *session, s_check_t *check, uint32_t t,
+                      const sq_taskconf_t *conf, char *msg, size_t msg_size, uint32_t *bad_id)
+{
+    const sq_task_spec_t *task = &check->submit->tasks [t];
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        uint32_t id = task->inputs [i];
+        if (!s_spec_of (check, id)) {
+            object_t *old = gx_as_object (gx_item (session, id));
+            if (old && old->stream)
+                return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_INVALID,
+                                 "task %u: input %u is a stream of an earlier submit; a "
+                                 "stream's consumers are submitted with its producer", task->id, id);
+            continue;
+        }
+        if (!s_is_stream (check, id))
+            continue;
+        if (!sq_taskconf_streams (conf, true, i))
+            return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
+                             "task %u: input %u is a stream, which a '%s' task cannot read there "
+                             "(an execute task reads one as its stdin)",
+                             task->id, id, sq_kind_name (conf->kind));
+        for (uint32_t k = 0; k < i; k++)
+            if (task->inputs [k] == id)
+                return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_INVALID,
+                                 "task %u reads stream %u twice", task->id, id);
+    }
+    for (uint32_t i = 0; i < task->n_outputs; i++)
+        if (s_is_stream (check, task->outputs [i]) && !sq_taskconf_streams (conf, false, i))
+            return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
+                             "task %u: output %u is a stream, which a '%s' task cannot write "
+                             "there (an execute task writes one from its stdout)", task->id, task->outputs [i], sq_kind_name (conf->kind));
+    return SQ_OK;
+}
+
+//  Whether task index `t` depends on task index `target` through the
+//  submit (both tasks of it). `stamp` marks what this search visited.
+static bool
+s_depends_on (s_check_t *check, uint32_t t, uint32_t target, uint32_t *seen, uint32_t stamp,
+              uint32_t *stack)
+{
+    const sq_submit_t *sub = check->submit;
+    size_t n = 0;
+    stack [n++] = t;
+    seen [t] = stamp;
+    while (n > 0) {
+        const sq_task_spec_t *task = &sub->tasks [stack [--n]];
+        for (uint32_t i = 0; i < task->n_inputs; i++) {
+            uintptr_t entry = s_ids_get (&check->ids, task->inputs [i]);
+            int32_t p = entry? check->producer [(entry - 1) >> 1]: -1;
+            if (p < 0 || seen [p] == stamp)
+                continue;
+            if ((uint32_t) p == target)
+                return true;
+            seen [p] = stamp;
+            stack [n++] = (uint32_t) p;
+        }
+    }
+    return false;
+}
+
+//  Every stream has readers (at most SQ_MAX_STREAM_CONSUMERS), and no
+//  reader waits for anything its stream's producer makes otherwise: the
+//  producer waits for all its readers, so that would never end.
+static int
+s_check_streams (s_check_t *check, char *msg, size_t msg_size, uint32_t *bad_id)
+{
+    const sq_submit_t *sub = check->submit;
+    bool any = false;
+    for (uint32_t i = 0; i < sub->n_objects && !any; i++)
+        any = (sub->objects [i].flags & SQ_OBJ_STREAM) != 0;
+    if (!any)
+        return SQ_OK;
+    uint32_t *readers = (uint32_t *) calloc (sub->n_objects + 1, sizeof (uint32_t));
+    uint32_t *seen = (uint32_t *) calloc (sub->n_tasks + 1, sizeof (uint32_t));
+    uint32_t *stack = (uint32_t *) malloc ((sub->n_tasks + 1) * sizeof (uint32_t));
+    int rc = SQ_OK;
+    uint32_t stamp = 0;
+    if (!readers || !seen || !stack)
+        rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
+    for (uint32_t t = 0; rc == SQ_OK && t < sub->n_tasks; t++) {
+        const sq_task_spec_t *task = &sub->tasks [t];
+        for (uint32_t i = 0; rc == SQ_OK && i < task->n_inputs; i++) {
+            if (!s_is_stream (check, task->inputs [i]))
+                continue;
+            uintptr_t entry = s_ids_get (&check->ids, task->inputs [i]);
+            uint32_t object = (uint32_t) ((entry - 1) >> 1);
+            readers [object]++;
+            uint32_t producer = (uint32_t) check->producer [object];
+            //  Its other inputs must not come from the producer.
+            for (uint32_t k = 0; rc == SQ_OK && k < task->n_inputs; k++) {
+                if (k == i)
+                    continue;
+                uintptr_t other = s_ids_get (&check->ids, task->inputs [k]);
+                int32_t p = other? check->producer [(other - 1) >> 1]: -1;
+                if (p < 0)
+                    continue;
+                if ((uint32_t) p == producer
+                ||  s_depends_on (check, (uint32_t) p, producer, seen, ++stamp, stack))
+                    rc = s_refuse (msg, msg_size, bad_id, task->id, SQ_E_INVALID,
+                                   "task %u reads stream %u and input %u, which needs that "
+                                   "stream's producer (task %u) to finish: the producer "
+                                   "waits for its readers, so neither would ever run",
+                                   task->id, task->inputs [i], task->inputs [k],
+                                   sub->tasks [producer].id);
+            }
+        }
+    }
+    for (uint32_t i = 0; rc == SQ_OK && i < sub->n_objects; i++) {
+        if (!(sub->objects [i].flags & SQ_OBJ_STREAM))
+            continue;
+        if (readers [i] == 0)
+            rc = s_refuse (msg, msg_size, bad_id, sub->objects [i].id, SQ_E_INVALID,
+                           "stream %u has no reader in its submit: a stream cannot be "
+                           "kept or fetched, only read while it is written", sub->objects [i].id);
+        else
+        if (readers [i] > SQ_MAX_STREAM_CONSUMERS)
+            rc = s_refuse (msg, msg_size, bad_id, sub->objects [i].id, SQ_E_TOO_LARGE,
+                           "stream %u has %u readers, at most %u are allowed",
+                           sub->objects [i].id, readers [i], SQ_MAX_STREAM_CONSUMERS);
+    }
+    free (readers);
+    free (seen);
+    free (stack);
+    return rc;
+}
+
 static int
 s_validate (session_t *session, s_check_t *check, size_t n_payloads,
             graph_resource_fn *resource_ok, void *resource_arg,
@@ -156,9 +301,16 @@ s_validate (session_t *session, s_check_t *check, size_t n_payloads,
             return s_refuse (msg, msg_size, bad_id, o->id, SQ_E_INVALID,
                              "object %u refers to payload frame %d, the message has %zu",
                              o->id, o->frame, n_payloads);
-        if (o->flags & ~(uint32_t) SQ_OBJ_KEEP)
+        if (o->flags & ~(uint32_t) (SQ_OBJ_KEEP | SQ_OBJ_STREAM))
             return s_refuse (msg, msg_size, bad_id, o->id, SQ_E_INVALID,
                              "object %u has unknown flags %u", o->id, o->flags);
+        if ((o->flags & SQ_OBJ_STREAM) && (o->flags & SQ_OBJ_KEEP))
+            return s_refuse (msg, msg_size, bad_id, o->id, SQ_E_INVALID,
+                             "object %u is a stream and cannot be kept: it exists only while "
+                             "it flows (store it with a consumer)", o->id);
+        if ((o->flags & SQ_OBJ_STREAM) && o->frame != -1)
+            return s_refuse (msg, msg_size, bad_id, o->id, SQ_E_INVALID,
+                             "object %u is a stream and cannot have data: a task writes it", o->id);
     }
     for (uint32_t t = 0; t < sub->n_tasks; t++) {
         const sq_task_spec_t *task = &sub->tasks [t];
@@ -174,6 +326,9 @@ s_validate (session_t *session, s_check_t *check, size_t n_payloads,
             return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
                              "task %u: %s", task->id, err.text);
         sq_taskconf_release (&conf);
+        int rc = s_check_task_streams (session, check, t, &conf, msg, msg_size, bad_id);
+        if (rc)
+            return rc;
         if (conf.actor || conf.call) {
             int rc = s_check_actor (session, check, t, &conf, msg, msg_size, bad_id);
             if (rc)
@@ -397,6 +552,7 @@ s_object_init (object_t *o, session_t *session, const sq_object_spec_t *spec,
     o->key = sq_key (session->id, spec->id);
     o->session = session;
     o->keep = (spec->flags & SQ_OBJ_KEEP) != 0;
+    o->stream = (spec->flags & SQ_OBJ_STREAM) != 0;
     o->content_type = s_strndup_or_null (spec->content_type);
     if (spec->content_type.len && !o->content_type)
         return -1;
@@ -438,6 +594,8 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
                          msg, msg_size, bad_id);
     if (rc == SQ_OK)
         rc = s_check_cycles (&check, msg, msg_size, bad_id);
+    if (rc == SQ_OK)
+        rc = s_check_streams (&check, msg, msg_size, bad_id);
     if (rc == SQ_OK && gx_reserve (session, sub))
         rc = s_refuse (msg, msg_size, bad_id, 0, SQ_E_NOMEM, "out of memory");
 
@@ -527,9 +685,12 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
             session->counts [TASK_WAITING]++;
             for (uint32_t i = 0; i < task->n_inputs; i++) {
                 task->io [i]->pending++;
+                task->stream_in |= task->io [i]->stream;
                 if (task->io [i]->state != OBJ_FINISHED)
                     task->unfinished++;
             }
+            for (uint32_t i = 0; i < task->n_outputs; i++)
+                task->stream_out |= task->io [task->n_inputs + i]->stream;
         }
         order_assign (tasks, sub->n_tasks, &self->next_order);
         //  A call of an actor that has ended fails at the next settle.

@@ -11,7 +11,14 @@ bx_hook_task_ready (void *arg, task_t *task)
 {
     broker_t *self = (broker_t *) arg;
     eventlog_task_ready (self->events, task);
-    //  An actor's calls go to its host's governor (graph_actors_settle).
+    //  An actor's calls go to its host's governor (graph_actors_settle),
+    //  stream readers where streams.c puts them.
+    if (task->stream_in) {
+        if (bx_stream_ready (self, task))
+            sq_error ("out of memory: stream reader %u of session %u is not placed",
+                      sq_key_id (task->key), sq_key_session (task->key));
+    }
+    else
     if (!task->actor_call)
         scheduler_task_ready (self->scheduler, task);
 }
@@ -170,6 +177,15 @@ bx_assign (void *arg, task_t *task, gov_t *gov)
         ref->frame = -1;
         ref->content_type.ptr = input->content_type? input->content_type: "";
         ref->content_type.len = (uint32_t) strlen (ref->content_type.ptr);
+        if (input->stream) {
+            //  Read as written: its producer's governor sends it here. The
+            //  size field names the producer attempt whose bytes to read.
+            ref->frame = SQ_FRAME_STREAM;
+            ref->size = input->producer->attempt;
+            gov_order_stream (input->producer->gov, input->key, input->producer->attempt,
+                              task->key, gov);
+            continue;
+        }
         if (graph_object_location (input, gov))
             continue;           //  there, or on its way
         if (input->state == OBJ_UNFINISHED)
@@ -208,6 +224,8 @@ bx_assign (void *arg, task_t *task, gov_t *gov)
         outputs [i].key = output->key;
         outputs [i].content_type.ptr = output->content_type? output->content_type: "";
         outputs [i].content_type.len = (uint32_t) strlen (outputs [i].content_type.ptr);
+        outputs [i].stream = output->stream;
+        outputs [i].consumers = output->stream? graph_stream_consumers (output): 0;
     }
     const char *kind = sq_kind_name ((sq_kind_t) task->kind);
     const task_extra_t *extra = task_extra (task);

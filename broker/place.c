@@ -172,6 +172,12 @@ place_request (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *s
                         message, q->id);
         return;
     }
+    if (object->stream) {
+        snprintf (message, sizeof message, "object %u is a stream: it has no copies to place", q->id);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_INVALID,
+                        message, q->id);
+        return;
+    }
     if (object->state == OBJ_FAILED) {
         s_reply_failed (self, peer->identity, peer->identity_size, q->req, object);
         return;
@@ -426,6 +432,12 @@ place_delete (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *se
                       ? "id %u is a task; delete its output objects"
                       : "id %u is not an object of session %u (or was already released)",
                       q->ids [i], session->id);
+        }
+        else
+        if (object->stream) {
+            code = SQ_E_INVALID;
+            snprintf (message, sizeof message, "object %u is a stream: it has no copies to "
+                      "delete", q->ids [i]);
         }
         else
         if (object->state != OBJ_FINISHED) {

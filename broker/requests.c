@@ -9,8 +9,8 @@
 
 //  Whether a session may be seen by this peer: always without keys; else
 //  a session of its own tenant (an admin key sees every tenant).
-static bool
-s_same_tenant (const peer_t *peer, const session_t *session)
+bool
+bx_same_tenant (const peer_t *peer, const session_t *session)
 {
     if (!session->tenant || peer->role == SQ_ROLE_ADMIN)
         return true;
@@ -147,7 +147,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         size_t cursor = 0;
         session_t *session;
         while ((session = graph_session_next (self->graph, &cursor)))
-            if (s_same_tenant (viewer, session)) {
+            if (bx_same_tenant (viewer, session)) {
                 sessions++;
                 for (int s = 0; s < TASK_STATE_COUNT_; s++)
                     counts [s] += session->counts [s];
@@ -185,7 +185,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
                                     wait_needs [shown], sizeof wait_needs [shown]))
             break;
         session_t *ws = graph_session (self->graph, sq_key_session (wait_key));
-        if (all || (ws && s_same_tenant (viewer, ws))) {
+        if (all || (ws && bx_same_tenant (viewer, ws))) {
             waits [shown] = (sq_info_wait_t) {
                 sq_key_session (wait_key), sq_key_id (wait_key), wait_needs [shown],
                 wait_left > 0? (uint64_t) wait_left: 0
@@ -193,6 +193,8 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
             shown++;
         }
     }
+    sq_info_stream_t streams [64];
+    size_t n_streams = bx_streams_info (self, viewer, all, streams, 64);
     sq_info_t info = {
         .cluster = self->cluster, .epoch = self->epoch, .recovering = self->recovering,
         .secure = self->auth != NULL,
@@ -203,6 +205,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         .ready_queue = scheduler_ready_count (self->scheduler),
         .blocked = scheduler_blocked_count (self->scheduler),
         .waits = waits, .n_waits = shown,
+        .streams = streams, .n_streams = n_streams,
         .sessions = sessions, .clients = clients, .objects = graph_object_count (self->graph),
         .watches = watches_count (self->watches), .recomputed = graph_recomputed (self->graph),
         .uploads = uploads_count (self->uploads)
@@ -221,6 +224,13 @@ s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
         bool found = q->type == SQ_MSG_CANCEL? graph_task (self->graph, key) != NULL
                    : q->type == SQ_MSG_KEEP? object && !object->released
                    : object != NULL;
+        if (found && q->type == SQ_MSG_KEEP && object->stream) {
+            snprintf (message, sizeof message, "object %u is a stream: it cannot be kept, "
+                      "only read while it is written", q->ids [i]);
+            bx_reply_error (self, peer->identity, peer->identity_size, q->req,
+                           SQ_E_INVALID, message, q->ids [i]);
+            return;
+        }
         if (!found) {
             snprintf (message, sizeof message, q->type == SQ_MSG_CANCEL
                       ? "id %u is not a task of session %u"
@@ -478,7 +488,17 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
         case SQ_MSG_PLACE:
             place_request (self, peer, &q, session);
             break;
-        case SQ_MSG_WAIT: case SQ_MSG_FETCH:
+        case SQ_MSG_WAIT: case SQ_MSG_FETCH: {
+            object_t *stream = q.type == SQ_MSG_FETCH
+                             ? graph_object (self->graph, sq_key (session->id, q.id)): NULL;
+            if (stream && stream->stream) {
+                char message [200];
+                snprintf (message, sizeof message, "object %u is a stream: it is read only "
+                          "while it is written; have a task store it to fetch it", q.id);
+                bx_reply_error (self, peer->identity, peer->identity_size, q.req,
+                                SQ_E_INVALID, message, q.id);
+                break;
+            }
             if (peer->outstanding >= self->config.max_requests) {
                 bx_reply_error (self, peer->identity, peer->identity_size, q.req, SQ_E_BUSY,
                                "too many waits and fetches outstanding on this connection", 0);
@@ -491,6 +511,7 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
             if (!bx_fetch_park (self, peer, sq_key (session->id, q.id), q.req, deadline))
                 watches_fetch (self->watches, peer, q.req, session, q.id, deadline);
             break;
+        }
         case SQ_MSG_INFO:
             s_client_info (self, peer, q.req);
             break;

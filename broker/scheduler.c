@@ -298,8 +298,9 @@ scheduler_has_work (scheduler_t *self)
 static bool
 s_overbookable (const task_t *task, const gov_t *gov)
 {
-    //  An actor's calls go where its instance is, one at a time (graph_actor.c).
-    if (task->state != TASK_WAITING || task->actor_call || !s_fits (gov, task))
+    //  An actor's calls go where its instance is, one at a time (graph_actor.c);
+    //  a stream's readers once it opens (streams.c).
+    if (task->state != TASK_WAITING || task->actor_call || task->stream_in || !s_fits (gov, task))
         return false;
     for (uint32_t i = 0; i < task->n_inputs; i++) {
         const object_t *input = task->io [i];
@@ -599,7 +600,7 @@ s_stealable (gov_t *gov, task_t **out, size_t max)
     task_t *task;
     while ((task = (task_t *) sq_idmap_next (gov->tasks, &cursor, NULL))) {
         //  An actor's calls run where its instance is.
-        if (task->state != TASK_ASSIGNED || task->retracting || task->actor_call
+        if (task->state != TASK_ASSIGNED || task->retracting || task->actor_call || task->stream_in
         ||  s_local_bytes (gov, task) > S_STAY_BYTES)
             continue;
         //  Keep the `max` latest (largest order) seen so far.

@@ -634,6 +634,20 @@ sq_object_set_content_type (sq_session_t *self, uint32_t object, const char *con
 }
 
 int
+sq_object_set_stream (sq_session_t *self, uint32_t object)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    s_slot_t *slot = s_slot (self, object);
+    if (!slot || slot->task || self->objects [slot->index].blob)
+        return s_err (self, SQ_E_INVALID, object,
+                      "sq_object_set_stream: %u is not a task output of the unsubmitted batch",
+                      object);
+    self->objects [slot->index].flags |= SQ_OBJ_STREAM;
+    return 0;
+}
+
+int
 sq_object_set_governor (sq_session_t *self, uint32_t object, uint32_t governor)
 {
     if (!self)

@@ -140,6 +140,12 @@ int sq_task_set_timeout (sq_session_t *self, uint32_t task, double seconds);
 //  Content type of an object produced in the current batch ("" by default).
 int sq_object_set_content_type (sq_session_t *self, uint32_t object,
                                 const char *content_type);
+//  Makes an output of the current batch a stream (docs/protocol.md,
+//  "Streams"): read by its consumers while its producer writes it, never
+//  stored, so it cannot be kept or fetched. Its consumers must be in the
+//  same batch; an execute task writes one from its stdout and reads one
+//  as its stdin.
+int sq_object_set_stream (sq_session_t *self, uint32_t object);
 //  Puts a constant of the current batch straight on governor `governor`
 //  (an id from INFO) when the batch is submitted, whatever its size: no
 //  lineage, so if every copy is lost the tasks needing it fail with

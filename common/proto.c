@@ -491,6 +491,8 @@ sq_msg_name (uint32_t type)
         case SQ_MSG_PLACE: return "PLACE";
         case SQ_MSG_DRAIN: return "DRAIN";
         case SQ_MSG_LEAVE: return "LEAVE";
+        case SQ_MSG_STREAM: return "STREAM";
+        case SQ_MSG_UNSTREAM: return "UNSTREAM";
         case SQ_MSG_UPDATE: return "UPDATE";
         case SQ_MSG_HEARTBEAT: return "HEARTBEAT";
         case SQ_MSG_LOAD: return "LOAD";
@@ -504,6 +506,8 @@ sq_msg_name (uint32_t type)
         case SQ_MSG_OBJECT: return "OBJECT";
         case SQ_MSG_CHUNK: return "CHUNK";
         case SQ_MSG_CREDIT: return "CREDIT";
+        case SQ_MSG_SCHUNK: return "SCHUNK";
+        case SQ_MSG_SCREDIT: return "SCREDIT";
         case SQ_MSG_GFETCH: return "GFETCH";
         case SQ_MSG_GREAD: return "GREAD";
         case SQ_MSG_PUT: return "PUT";
@@ -581,7 +585,7 @@ sqp_frame_index (mpr_t *r, int32_t *frame)
     int64_t f;
     if (mpr_int (r, &f))
         return -1;
-    if (f < -1 || f >= SQ_MAX_FRAMES)
+    if (f < SQ_FRAME_STREAM || f >= SQ_MAX_FRAMES)
         return mpr_fail (r, "frame index out of range");
     *frame = (int32_t) f;
     return 0;

@@ -55,9 +55,13 @@ typedef enum {
     SQ_MSG_RETRACT = 44,        //  broker -> governor: give back unstarted tasks
     SQ_MSG_KEYS = 45,           //  broker -> governor: keys that may reach its sockets
     SQ_MSG_LEAVE = 46,          //  broker -> governor: drained; it may exit
+    SQ_MSG_STREAM = 47,         //  broker -> governor: consumers that read a stream it makes
+    SQ_MSG_UNSTREAM = 48,       //  broker -> governor: consumers that will not read it
     SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
     SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
     SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
+    SQ_MSG_SCHUNK = 63,         //  governor -> governor: bytes of a stream, as written
+    SQ_MSG_SCREDIT = 64,        //  governor -> governor: a stream's consumer read more, or ended
     SQ_MSG_GFETCH = 70,         //  client -> governor (serve socket)
     SQ_MSG_GREAD = 71,          //  client -> governor: one range of an object
     SQ_MSG_PUT = 72             //  client -> governor: one range of an upload
@@ -74,7 +78,8 @@ typedef enum {
     SQ_EV_UPLOADED = 7,         //  a client's upload of a constant is complete here
     SQ_EV_HELD = 8,             //  reattach inventory: an object this governor holds
     SQ_EV_RUNNING = 9,          //  reattach inventory: a task attempt running here
-    SQ_EV_INVENTORY = 10        //  reattach inventory: complete
+    SQ_EV_INVENTORY = 10,       //  reattach inventory: complete
+    SQ_EV_STREAMED = 11         //  bytes of a stream written so far (progress)
 } sq_event_type_t;
 
 //  WAIT modes
@@ -94,6 +99,7 @@ typedef enum {
 
 //  Object flags in SUBMIT
 #define SQ_OBJ_KEEP 1
+#define SQ_OBJ_STREAM 2             //  read while produced, never stored ("Streams")
 
 //  Limits (see docs/protocol.md: Limits)
 #define SQ_MAX_NAME 4096            //  names, kinds, endpoints, content types
@@ -101,6 +107,7 @@ typedef enum {
 #define SQ_MAX_CONFIG (16u << 20)   //  one task's config
 #define SQ_MAX_RESOURCES 16         //  resource kinds per task or governor
 #define SQ_MAX_FRAMES 65536         //  frames in one message
+#define SQ_MAX_STREAM_CONSUMERS 64  //  tasks reading one stream
 #define SQ_DEFAULT_MAX_HEADER (256u << 20)
 #define SQ_DEFAULT_INLINE_MAX 4096  //  objects up to this ride in control msgs
 
@@ -303,6 +310,11 @@ typedef struct {
 } sq_info_wait_t;
 
 typedef struct {
+    uint32_t session, object, governor;
+    uint64_t bytes;
+} sq_info_stream_t;
+
+typedef struct {
     const char *cluster;
     uint64_t epoch, recovering, secure, insecure, journal_bytes, journal_errors;
     const char *version;
@@ -314,6 +326,8 @@ typedef struct {
     uint64_t ready_queue, blocked;
     const sq_info_wait_t *waits;
     size_t n_waits;
+    const sq_info_stream_t *streams;    //  being written now
+    size_t n_streams;
     uint64_t sessions, clients, objects, watches, recomputed, uploads;
 } sq_info_t;
 
@@ -563,8 +577,11 @@ int sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *e
 //  ASSIGN [40, [tasks]] + inline payload frames
 //    task: [task, attempt, kind, config, [inputs], [outputs], cpus,
 //           timeout_ms, name, resources]     resources: map or nil
-//    input: [object, size, frame, content_type]  frame -1: local or arriving
-//    output: [object, content_type]
+//    input: [object, size, frame, content_type]  frame -1: local or arriving,
+//           SQ_FRAME_STREAM: a stream, read as its producer writes it
+//    output: [object, content_type], or [object, content_type, consumers]
+//           for a stream output: how many consumers will read it
+#define SQ_FRAME_STREAM (-2)
 
 typedef struct {
     uint64_t key;
@@ -576,6 +593,8 @@ typedef struct {
 typedef struct {
     uint64_t key;
     mpr_str_t content_type;
+    bool stream;
+    uint32_t consumers;         //  of a stream: consumers that will read it
 } sq_out_decl_t;
 
 typedef struct {
@@ -620,6 +639,29 @@ int sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *
 int sq_send_next (sq_iter_t *self, sq_send_t *order);
 void sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version,
                    uint32_t to, const char *endpoint, const uint8_t *to_key);
+//  STREAM [47, [[object, version, consumer, to_governor, to_endpoint,
+//  to_key|nil]...]]: the consumer task `consumer` on that governor reads
+//  the stream `object` of the producer attempt `version` made here.
+//  UNSTREAM [48, [[object, version, consumer]...]]: that consumer will not
+//  read it (it ended, or will never be placed).
+typedef struct {
+    uint64_t key;
+    uint32_t version;
+    uint64_t consumer;
+    uint32_t to;                //  UNSTREAM: 0
+    mpr_str_t endpoint;         //  UNSTREAM: empty
+    mpr_str_t to_key;           //  empty if nil
+} sq_stream_order_t;
+
+int sq_stream_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
+                     sq_errbuf_t *err);
+int sq_stream_next (sq_iter_t *self, uint32_t type, sq_stream_order_t *order);
+void sq_pack_stream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer,
+                     uint32_t to, const char *endpoint, const uint8_t *to_key);
+void sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer);
+//  UPDATE's STREAMED event [11, object, bytes].
+void sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes);
+
 //  DROP elements are object keys; STOP and RETRACT elements [task, attempt]
 //  (read RETRACT with sq_stop_next). RETRACT [44, [[task, attempt]...]]:
 //  the governor gives back each task it has not started (a RETRACTED
@@ -695,6 +737,34 @@ typedef struct {
 
 int sq_credit_decode (sq_credit_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_credit_encode (sq_wbuf_t *w, const sq_credit_t *credit);
+
+//  Streams on the data channel (docs/protocol.md section 10, "Streams").
+//    SCHUNK [63, object, version, consumer, offset, end, from, reply_to]
+//           + one payload frame holding the stream's bytes [offset, offset+len)
+//    SCREDIT [64, object, version, consumer, credits]   credits 0: the
+//           consumer reads no more
+typedef struct {
+    uint64_t key;
+    uint32_t version;
+    uint64_t consumer;
+    uint64_t offset;
+    bool end;                   //  the last chunk (its payload may be empty)
+    uint32_t from;
+    mpr_str_t reply_to;
+} sq_schunk_t;
+
+int sq_schunk_decode (sq_schunk_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_schunk_encode (sq_wbuf_t *w, const sq_schunk_t *chunk);
+
+typedef struct {
+    uint64_t key;
+    uint32_t version;
+    uint64_t consumer;
+    uint32_t credits;
+} sq_scredit_t;
+
+int sq_scredit_decode (sq_scredit_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_scredit_encode (sq_wbuf_t *w, const sq_scredit_t *credit);
 
 //  The OK reply body of GREAD and GFETCH: [size, content_type] (the bytes
 //  are its payload frame).

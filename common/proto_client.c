@@ -662,7 +662,7 @@ s_kv_str (msgpack_packer *pk, const char *key, const char *value)
 void
 sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
 {
-    msgpack_pack_map (pk, 19);
+    msgpack_pack_map (pk, 20);
     s_kv_str (pk, "cluster", info->cluster);
     s_kv (pk, "epoch", info->epoch);
     s_kv (pk, "recovering", info->recovering);
@@ -712,6 +712,15 @@ sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
         s_kv (pk, "task", info->waits [i].task);
         s_kv_str (pk, "needs", info->waits [i].needs);
         s_kv (pk, "left_ms", info->waits [i].left_ms);
+    }
+    sq_pack_cstr (pk, "streams");
+    msgpack_pack_array (pk, (uint32_t) info->n_streams);
+    for (size_t i = 0; i < info->n_streams; i++) {
+        msgpack_pack_map (pk, 4);
+        s_kv (pk, "session", info->streams [i].session);
+        s_kv (pk, "object", info->streams [i].object);
+        s_kv (pk, "governor", info->streams [i].governor);
+        s_kv (pk, "bytes", info->streams [i].bytes);
     }
     s_kv (pk, "sessions", info->sessions);
     s_kv (pk, "clients", info->clients);

@@ -140,6 +140,81 @@ sq_credit_encode (sq_wbuf_t *w, const sq_credit_t *m)
     msgpack_pack_uint32 (&w->pk, m->credits);
 }
 
+//  --------------------------------------------------------------------------
+//  Streams
+
+int
+sq_schunk_decode (sq_schunk_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    sqp_begin (&r, data, size, SQ_MSG_SCHUNK, 8);
+    mpr_field (&r, "object");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, "version");
+    mpr_u32 (&r, &self->version);
+    mpr_field (&r, "consumer");
+    mpr_uint (&r, &self->consumer);
+    mpr_field (&r, "offset");
+    mpr_uint (&r, &self->offset);
+    mpr_field (&r, "end");
+    mpr_bool (&r, &self->end);
+    mpr_field (&r, "from");
+    mpr_u32 (&r, &self->from);
+    mpr_field (&r, "reply_to");
+    mpr_str (&r, &self->reply_to, SQ_MAX_NAME);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "SCHUNK");
+    return 0;
+}
+
+void
+sq_schunk_encode (sq_wbuf_t *w, const sq_schunk_t *m)
+{
+    msgpack_pack_array (&w->pk, 8);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_SCHUNK);
+    msgpack_pack_uint64 (&w->pk, m->key);
+    msgpack_pack_uint32 (&w->pk, m->version);
+    msgpack_pack_uint64 (&w->pk, m->consumer);
+    msgpack_pack_uint64 (&w->pk, m->offset);
+    if (m->end)
+        msgpack_pack_true (&w->pk);
+    else
+        msgpack_pack_false (&w->pk);
+    msgpack_pack_uint32 (&w->pk, m->from);
+    sq_pack_mstr (&w->pk, m->reply_to);
+}
+
+int
+sq_scredit_decode (sq_scredit_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    sqp_begin (&r, data, size, SQ_MSG_SCREDIT, 5);
+    mpr_field (&r, "object");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, "version");
+    mpr_u32 (&r, &self->version);
+    mpr_field (&r, "consumer");
+    mpr_uint (&r, &self->consumer);
+    mpr_field (&r, "credits");
+    mpr_u32 (&r, &self->credits);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "SCREDIT");
+    return 0;
+}
+
+void
+sq_scredit_encode (sq_wbuf_t *w, const sq_scredit_t *m)
+{
+    msgpack_pack_array (&w->pk, 5);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_SCREDIT);
+    msgpack_pack_uint64 (&w->pk, m->key);
+    msgpack_pack_uint32 (&w->pk, m->version);
+    msgpack_pack_uint64 (&w->pk, m->consumer);
+    msgpack_pack_uint32 (&w->pk, m->credits);
+}
+
 int
 sq_gread_decode (sq_gread_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {

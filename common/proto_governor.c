@@ -102,6 +102,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
     if (!mpr_ok (r))
         return sqp_error (r, self->err, "UPDATE");
     uint32_t want = ev->type == SQ_EV_FINISHED? 5:
+                    ev->type == SQ_EV_STREAMED? 3:
                     ev->type == SQ_EV_FAILED? 6:
                     ev->type == SQ_EV_STARTED? 3:
                     ev->type == SQ_EV_RETRACTED? 3:
@@ -132,6 +133,8 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
                     mpr_uint (r, &outs [i].key);
                     mpr_uint (r, &outs [i].size);
                     sqp_frame_index (r, &outs [i].frame);
+                    if (mpr_ok (r) && outs [i].frame == SQ_FRAME_STREAM)
+                        mpr_fail (r, "an output frame index of -2");
                 }
                 ev->outputs = outs;
                 ev->n_outputs = n;
@@ -165,6 +168,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
             break;
         case SQ_EV_LOCATED:
         case SQ_EV_UPLOADED:
+        case SQ_EV_STREAMED:
             mpr_field (r, "event.size");
             mpr_uint (r, &ev->size);
             break;
@@ -389,9 +393,17 @@ sq_assign_next (sq_iter_t *self, sq_assign_t *t)
     mpr_array (r, &n_out);
     t->outputs = (sq_out_decl_t *) (block + in_bytes);
     for (uint32_t i = 0; i < n_out && mpr_ok (r); i++) {
-        mpr_array_exact (r, 2);
+        uint32_t fields = 0;
+        mpr_array (r, &fields);
+        if (mpr_ok (r) && fields != 2 && fields != 3)
+            mpr_fail (r, "an output is [object, content_type] or [object, content_type, consumers]");
         mpr_uint (r, &t->outputs [i].key);
         mpr_str (r, &t->outputs [i].content_type, SQ_MAX_NAME);
+        t->outputs [i].stream = fields == 3;
+        t->outputs [i].consumers = 0;
+        if (fields == 3 && mpr_u32 (r, &t->outputs [i].consumers) == 0
+        &&  t->outputs [i].consumers > SQ_MAX_STREAM_CONSUMERS)
+            mpr_fail (r, "more stream consumers than allowed");
     }
     t->n_outputs = n_out;
     mpr_field (r, "task.cpus");
@@ -428,9 +440,11 @@ sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
     }
     msgpack_pack_array (pk, t->n_outputs);
     for (uint32_t i = 0; i < t->n_outputs; i++) {
-        msgpack_pack_array (pk, 2);
+        msgpack_pack_array (pk, t->outputs [i].stream? 3: 2);
         msgpack_pack_uint64 (pk, t->outputs [i].key);
         sq_pack_mstr (pk, t->outputs [i].content_type);
+        if (t->outputs [i].stream)
+            msgpack_pack_uint32 (pk, t->outputs [i].consumers);
     }
     msgpack_pack_uint32 (pk, t->cpus);
     msgpack_pack_uint32 (pk, t->timeout_ms);
@@ -476,6 +490,72 @@ sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version, uint32_t to,
     msgpack_pack_uint32 (pk, to);
     sq_pack_cstr (pk, endpoint);
     sqp_pack_bin_or_nil (pk, to_key, 32);
+}
+
+//  STREAM, UNSTREAM ---------------------------------------------------
+
+int
+sq_stream_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
+                 sq_errbuf_t *err)
+{
+    return sqp_iter_begin (self, data, size, type, err,
+                           type == SQ_MSG_STREAM? "STREAM": "UNSTREAM");
+}
+
+int
+sq_stream_next (sq_iter_t *self, uint32_t type, sq_stream_order_t *o)
+{
+    const char *name = type == SQ_MSG_STREAM? "STREAM": "UNSTREAM";
+    int more = sqp_iter_more (self, name);
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    memset (o, 0, sizeof *o);
+    mpr_field (r, "order");
+    mpr_array_exact (r, type == SQ_MSG_STREAM? 6: 3);
+    mpr_uint (r, &o->key);
+    mpr_u32 (r, &o->version);
+    mpr_uint (r, &o->consumer);
+    if (type == SQ_MSG_STREAM) {
+        mpr_u32 (r, &o->to);
+        mpr_str (r, &o->endpoint, SQ_MAX_NAME);
+        mpr_field (r, "order.to_key");
+        sqp_opt_bin (r, &o->to_key, 32);
+    }
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, name);
+    return 1;
+}
+
+void
+sq_pack_stream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer,
+                uint32_t to, const char *endpoint, const uint8_t *to_key)
+{
+    msgpack_pack_array (pk, 6);
+    msgpack_pack_uint64 (pk, key);
+    msgpack_pack_uint32 (pk, version);
+    msgpack_pack_uint64 (pk, consumer);
+    msgpack_pack_uint32 (pk, to);
+    sq_pack_cstr (pk, endpoint);
+    sqp_pack_bin_or_nil (pk, to_key, 32);
+}
+
+void
+sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint64 (pk, key);
+    msgpack_pack_uint32 (pk, version);
+    msgpack_pack_uint64 (pk, consumer);
+}
+
+void
+sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_STREAMED);
+    msgpack_pack_uint64 (pk, object);
+    msgpack_pack_uint64 (pk, bytes);
 }
 
 int

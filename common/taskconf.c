@@ -450,3 +450,12 @@ sq_taskconf_pack_execute (msgpack_packer *pk, const char *const *args, size_t n_
     sq_pack_cstr (pk, "stdout");
     msgpack_pack_int (pk, stdout_output);
 }
+
+bool
+sq_taskconf_streams (const sq_taskconf_t *self, bool is_input, uint32_t index)
+{
+    if (self->kind == SQ_KIND_EXECUTE)
+        return is_input? self->stdin_input == (int32_t) index
+                       : self->stdout_output == (int32_t) index;
+    return false;
+}

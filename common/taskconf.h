@@ -64,6 +64,10 @@ int sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind,
                         const uint8_t *config, size_t size,
                         uint32_t n_inputs, uint32_t n_outputs, sq_errbuf_t *err);
 void sq_taskconf_release (sq_taskconf_t *self);
+//  Whether a task can read its input `index` (is_input) or write its
+//  output `index` as a stream (docs/protocol.md, "Streams"): execute's
+//  stdin and stdout.
+bool sq_taskconf_streams (const sq_taskconf_t *self, bool is_input, uint32_t index);
 
 //  Encoders, one per kind with a config (libsquall's sq_config_* check
 //  what they make with the decoder above). Strings are NUL-terminated;

@@ -15,6 +15,7 @@
 #include "pyexec.h"
 #include "deadlines.h"
 #include "transfer.h"
+#include "stream.h"
 #include "serve.h"
 #include "heap.h"
 #include "wire.h"
@@ -61,6 +62,7 @@ struct _compute_t {
 
     store_t *store;
     transfer_t *transfer;       //  chunked copies to and from peers
+    stream_t *streams;          //  streams written and read here
     uint64_t memory_limit;
     char *data_endpoint;
     sq_idmap_t *tasks;          //  task key -> task, every live attempt
@@ -99,6 +101,9 @@ struct _compute_t {
     zmq_pollitem_t *items;
     task_t **item_tasks;
     size_t cap_items;
+    size_t n_exec_items;        //  pidfds, from items [1]
+    size_t stream_at;           //  then the streams' pipes
+    size_t n_stream_items;
     size_t n_py_items;          //  at the end of items
     uint64_t flushed_ns;        //  when the last UPDATE left
     uint64_t heap_bytes;        //  object bytes in memory at the last look
@@ -264,11 +269,19 @@ s_hold (compute_t *self, task_t *task, int sign)
 //  --------------------------------------------------------------------------
 //  Task life: waiting -> ready -> running -> gone
 
+//  Actors' calls and stream readers skip the cpu queue: calls run on
+//  their actor's cpus; a reader's writer holds cpus and waits for it.
+static bool
+s_bypasses_cpus (const task_t *task)
+{
+    return task->conf.call || task->stream_in >= 0;
+}
+
 static void
 s_ready_push (compute_t *self, task_t *task)
 {
-    task_t **head = task->conf.call? &self->calls_head: &self->ready_head;
-    task_t **tail = task->conf.call? &self->calls_tail: &self->ready_tail;
+    task_t **head = s_bypasses_cpus (task)? &self->calls_head: &self->ready_head;
+    task_t **tail = s_bypasses_cpus (task)? &self->calls_tail: &self->ready_tail;
     task->state = TASK_READY;
     task->next = NULL;
     task->prev = *tail;
@@ -282,8 +295,8 @@ s_ready_push (compute_t *self, task_t *task)
 static void
 s_ready_unlink (compute_t *self, task_t *task)
 {
-    task_t **head = task->conf.call? &self->calls_head: &self->ready_head;
-    task_t **tail = task->conf.call? &self->calls_tail: &self->ready_tail;
+    task_t **head = s_bypasses_cpus (task)? &self->calls_head: &self->ready_head;
+    task_t **tail = s_bypasses_cpus (task)? &self->calls_tail: &self->ready_tail;
     if (task->prev)
         task->prev->next = task->next;
     else
@@ -302,7 +315,7 @@ s_wait_inputs (compute_t *self, task_t *task)
     task->missing = 0;
     for (uint32_t i = 0; i < task->n_inputs; i++) {
         uint64_t key = task->inputs [i];
-        if (store_has (self->store, key))
+        if (store_has (self->store, key) || (int32_t) i == task->stream_in)
             continue;
         s_list_t *list = s_list_of (self->waiters, key);
         //  Registrations of one task are consecutive, so a repeated input
@@ -341,6 +354,10 @@ s_unrun (compute_t *self, task_t *task)
     //  A py task leaving without its reply (timeout, STOP) kills its executor.
     if (task->kind == SQ_KIND_PY)
         pyexec_abandon (self->pyexec, task);
+    if (task->stream_out >= 0)
+        stream_writer_remove (self->streams, task->key);
+    if (task->stream_in >= 0)
+        stream_reader_remove (self->streams, task->key);
     if (task->exec) {
         task_t *last = self->execs [--self->n_execs];
         self->execs [task->exec_slot] = last;
@@ -394,8 +411,12 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     for (uint32_t j = 0; j < task->n_outputs; j++) {
         sq_blob_t *blob = task->results [j];
         refs [j].key = task->outputs [j];
-        refs [j].size = sq_blob_size (blob);
         refs [j].frame = -1;
+        if ((int32_t) j == task->stream_out) {
+            refs [j].size = task->streamed;     //  gone to its readers, not here
+            continue;
+        }
+        refs [j].size = sq_blob_size (blob);
         if (refs [j].size <= self->inline_max && self->n_payloads < S_BATCH_FRAMES)
             refs [j].frame = s_add_payload (self, blob);
     }
@@ -407,6 +428,8 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     //  that follows the broker's reading of it finds the object here.
     for (uint32_t j = 0; j < task->n_outputs; j++) {
         uint64_t key = task->outputs [j];
+        if ((int32_t) j == task->stream_out)
+            continue;
         if (store_put (self->store, key, task->results [j], task->out_types [j],
                        strlen (task->out_types [j])) == 0) {
             store_set_version (self->store, key, task->attempt);
@@ -436,6 +459,16 @@ s_start (compute_t *self, task_t *task)
         task->exec = execute_new (task, self->store, self->workdir, self->err, sizeof self->err);
         if (!task->exec) {
             s_complete (self, task, -1, self->err);
+            return;
+        }
+        if ((task->stream_out >= 0
+             && stream_writer_add (self->streams, task->key, task->attempt,
+                                   task->outputs [task->stream_out], task->stream_consumers,
+                                   execute_take_pipe (task->exec, false)))
+        ||  (task->stream_in >= 0
+             && stream_reader_add (self->streams, task->key, task->inputs [task->stream_in],
+                                   task->stream_in_version, execute_take_pipe (task->exec, true)))) {
+            s_complete (self, task, -1, "out of memory on the governor (streams)");
             return;
         }
         if (self->n_execs == self->cap_execs) {
@@ -496,7 +529,7 @@ s_schedule (compute_t *self)
         //  for it again rather than run without it.
         bool complete = true;
         for (uint32_t i = 0; complete && i < task->n_inputs; i++)
-            complete = store_has (self->store, task->inputs [i]);
+            complete = store_has (self->store, task->inputs [i]) || (int32_t) i == task->stream_in;
         if (!complete) {
             sq_warn ("task %" PRIx64 " lost an input before running; waiting again", task->key);
             self->n_queued++;
@@ -570,8 +603,56 @@ s_fire_deadlines (compute_t *self)
 static void
 s_child_exited (compute_t *self, task_t *task)
 {
+    //  A writer is done once its stream is sent to its end too.
+    if (task->stream_out >= 0 && !task->stream_ended) {
+        task->exited = true;
+        return;
+    }
     int rc = execute_finish (task->exec, task, self->err, sizeof self->err);
+    if (rc == 0 && task->stream_in >= 0 && stream_reader_broken (self->streams, task->key)) {
+        snprintf (self->err, sizeof self->err, "its input stream %" PRIx64 " broke off "
+                  "(see the governor's log); the program read part of it only",
+                  task->inputs [task->stream_in]);
+        rc = -1;
+    }
+    if (rc == 0 && task->stream_out >= 0)
+        stream_writer_end (self->streams, task->key);
     s_complete (self, task, rc, self->err);
+}
+
+//  stream_done_fn: a writer's stream went out to its end.
+static void
+s_stream_done (void *arg, uint64_t key, uint32_t attempt, uint64_t bytes, bool deserted)
+{
+    compute_t *self = (compute_t *) arg;
+    task_t *task = (task_t *) sq_idmap_lookup (self->tasks, key);
+    if (task && task->attempt == attempt && task->state == TASK_RUNNING) {
+        task->stream_ended = true;
+        task->streamed = bytes;
+        if (deserted && task->exec)
+            execute_allow_sigpipe (task->exec);
+    }
+}
+
+static void
+s_stream_progress (void *arg, uint64_t object, uint64_t bytes)
+{
+    compute_t *self = (compute_t *) arg;
+    sq_pack_streamed (&self->events.pk, object, bytes);
+    s_event_added (self);
+}
+
+//  Writers whose program ended and whose stream has too.
+static void
+s_reap_streams (compute_t *self)
+{
+    task_t *done [64];
+    size_t n = 0;
+    for (size_t i = 0; i < self->n_execs && n < 64; i++)
+        if (self->execs [i]->exited && self->execs [i]->stream_ended)
+            done [n++] = self->execs [i];
+    for (size_t i = 0; i < n; i++)
+        s_child_exited (self, done [i]);
 }
 
 //  --------------------------------------------------------------------------
@@ -939,6 +1020,15 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     if (route == GOV_ROUTE_DATA && type == SQ_MSG_CREDIT)
         transfer_on_credit (self->transfer, msg);
     else
+    if (route == GOV_ROUTE_DATA && type == SQ_MSG_SCHUNK)
+        stream_on_chunk (self->streams, msg);
+    else
+    if (route == GOV_ROUTE_DATA && type == SQ_MSG_SCREDIT)
+        stream_on_credit (self->streams, msg);
+    else
+    if (route == GOV_ROUTE_BROKER && (type == SQ_MSG_STREAM || type == SQ_MSG_UNSTREAM))
+        stream_on_order (self->streams, type, msg);
+    else
     if (route == GOV_ROUTE_BROKER && type == SQ_MSG_ASSIGN)
         s_on_assign (self, msg);
     else
@@ -981,7 +1071,8 @@ s_report_load (compute_t *self)
 {
     sq_load_t load = {
         .running = self->n_running, .queued = self->n_queued,
-        .memory = store_memory (self->store) + transfer_incoming_bytes (self->transfer),
+        .memory = store_memory (self->store) + transfer_incoming_bytes (self->transfer)
+                + stream_bytes (self->streams),
         .spilled = store_spilled (self->store),
         .objects = store_count (self->store),
         .tasks = self->tasks_completed
@@ -1043,7 +1134,8 @@ s_py_hold (compute_t *self)
 static int
 s_poll_set (compute_t *self, long *timeout)
 {
-    size_t need = self->n_execs + 1 + pyexec_watched (self->pyexec);
+    size_t need = self->n_execs + 1 + pyexec_watched (self->pyexec)
+                + sq_idmap_size (self->tasks);   //  stream pipes: at most two a task
     if (self->cap_items < need) {
         size_t cap = need * 2;
         zmq_pollitem_t *items = (zmq_pollitem_t *) realloc (self->items, cap * sizeof *items);
@@ -1059,6 +1151,8 @@ s_poll_set (compute_t *self, long *timeout)
     int n = 1;
     *timeout = -1;
     for (size_t i = 0; i < self->n_execs; i++) {
+        if (self->execs [i]->exited)
+            continue;           //  its stream drains (below)
         int fd = execute_fd (self->execs [i]->exec);
         if (fd >= 0 && (size_t) n < self->cap_items) {
             self->item_tasks [n] = self->execs [i];
@@ -1067,6 +1161,12 @@ s_poll_set (compute_t *self, long *timeout)
         else
             *timeout = S_WAITPID_MS;
     }
+    self->n_exec_items = (size_t) n - 1;
+    self->stream_at = (size_t) n;
+    self->n_stream_items = stream_items (self->streams, self->items + n,
+                                         self->cap_items > 2 * (size_t) n
+                                         ? (self->cap_items - (size_t) n) / 2: 0);
+    n += (int) self->n_stream_items;
     //  Busy Python executors last: s_reap_py finds them from n_items back.
     self->n_py_items = pyexec_items (self->pyexec, self->items + n, self->cap_items - (size_t) n);
     n += (int) self->n_py_items;
@@ -1085,11 +1185,12 @@ s_reap (compute_t *self, int n_items)
     //  Collect first: completing a task reshuffles the execs array.
     task_t *done_small [64];
     size_t n_done = 0;
-    for (int i = 1; i < n_items && n_done < 64; i++)
+    for (int i = 1; i < n_items && (size_t) i <= self->n_exec_items && n_done < 64; i++)
         if ((self->items [i].revents & ZMQ_POLLIN) && execute_poll (self->item_tasks [i]->exec))
             done_small [n_done++] = self->item_tasks [i];
     for (size_t i = 0; i < self->n_execs && n_done < 64; i++)
-        if (execute_fd (self->execs [i]->exec) < 0 && execute_poll (self->execs [i]->exec))
+        if (!self->execs [i]->exited && execute_fd (self->execs [i]->exec) < 0
+        &&  execute_poll (self->execs [i]->exec))
             done_small [n_done++] = self->execs [i];
     for (size_t i = 0; i < n_done; i++)
         s_child_exited (self, done_small [i]);
@@ -1135,6 +1236,7 @@ compute_run (compute_t *self)
             timeout = s_min_timeout (timeout, hold);
             timeout = s_min_timeout (timeout, s_report_load (self));
             timeout = s_min_timeout (timeout, transfer_tick (self->transfer));
+            timeout = s_min_timeout (timeout, stream_poll (self->streams, NULL, 0));
             timeout = s_min_timeout (timeout, s_memcheck_due (self));
             timeout = s_min_timeout (timeout, s_heap_release (self));
             rc = zmq_poll (self->items, n, timeout);
@@ -1144,6 +1246,9 @@ compute_run (compute_t *self)
         if (rc > 0 && (self->items [0].revents & ZMQ_POLLIN))
             s_read_pipe (self);
         s_reap (self, rc > 0? n - (int) self->n_py_items: 0);
+        stream_poll (self->streams, self->items + self->stream_at,
+                     rc > 0? self->n_stream_items: 0);
+        s_reap_streams (self);
         if (rc > 0)
             s_reap_py (self, n);
         s_reap_orphans (self);
@@ -1192,7 +1297,13 @@ compute_new (const compute_args_t *args)
         };
         self->transfer = transfer_new (&targs);
     }
-    if (!self->workdir || !self->data_endpoint || !self->transfer || !self->store || !self->tasks || !self->waiters || !self->orders
+    stream_args_t sargs = {
+        .pipe = args->pipe, .governor_id = self->governor_id,
+        .data_endpoint = self->data_endpoint, .done = s_stream_done,
+        .progress = s_stream_progress, .arg = self
+    };
+    self->streams = stream_new (&sargs);
+    if (!self->workdir || !self->data_endpoint || !self->transfer || !self->streams || !self->store || !self->tasks || !self->waiters || !self->orders
     ||  !self->deadlines || !self->pyexec || !self->items || !self->item_tasks) {
         compute_destroy (&self);
         return NULL;
@@ -1248,6 +1359,7 @@ compute_destroy (compute_t **self_p)
     sq_idmap_destroy (&self->orders);
     deadlines_destroy (&self->deadlines);
     transfer_destroy (&self->transfer);
+    stream_destroy (&self->streams);
     store_destroy (&self->store);
     free (self->data_endpoint);
     pyexec_destroy (&self->pyexec);

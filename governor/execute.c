@@ -30,6 +30,12 @@ struct _execute_t {
     char *stdout_path;
     char *stderr_path;
     char *argv0;
+    //  Streams: the governor's ends of the pipes that are the program's
+    //  stdin and stdout when those are streams, -1 otherwise (or once
+    //  taken by execute_take_pipe).
+    int stdin_pipe;
+    int stdout_pipe;
+    bool sigpipe_ok;
 };
 
 static char *
@@ -82,6 +88,8 @@ static int
 s_write_inputs (execute_t *self, task_t *task, store_t *store, char *err, size_t err_size)
 {
     for (uint32_t i = 0; i < task->n_inputs; i++) {
+        if ((int32_t) i == task->stream_in)
+            continue;           //  a pipe, fed as the stream comes
         const char *type = NULL;
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
         bool is_stdin = (int32_t) i == task->conf.stdin_input;
@@ -145,13 +153,38 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     //  override the governor's own variables of the same name.
     memcpy (envp + task->conf.n_env, environ, n_environ * sizeof (char *));
 
+    //  Streams are pipes: the program's ends go to it, ours stay here.
+    int in_pipe [2] = { -1, -1 }, out_pipe [2] = { -1, -1 };
+    if ((task->stream_in >= 0 && pipe2 (in_pipe, O_CLOEXEC))
+    ||  (task->stream_out >= 0 && pipe2 (out_pipe, O_CLOEXEC))) {
+        snprintf (err, err_size, "execute: cannot make a pipe: %s", strerror (errno));
+        for (int i = 0; i < 2; i++) {
+            if (in_pipe [i] >= 0)
+                close (in_pipe [i]);
+            if (out_pipe [i] >= 0)
+                close (out_pipe [i]);
+        }
+        s_strv_free (argv, task->conf.n_args);
+        s_strv_free (envp, task->conf.n_env);
+        return -1;
+    }
+    if (out_pipe [0] >= 0)
+        fcntl (out_pipe [0], F_SETPIPE_SZ, 1 << 20);    //  fuller chunks; best effort
+    if (in_pipe [1] >= 0)
+        fcntl (in_pipe [1], F_SETPIPE_SZ, 1 << 20);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init (&actions);
-    posix_spawn_file_actions_addopen (&actions, 0,
-        task->conf.stdin_input >= 0? self->stdin_path: "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen (&actions, 1,
-        task->conf.stdout_output >= 0? self->stdout_path: "/dev/null",
-        O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in_pipe [0] >= 0)
+        posix_spawn_file_actions_adddup2 (&actions, in_pipe [0], 0);
+    else
+        posix_spawn_file_actions_addopen (&actions, 0,
+            task->conf.stdin_input >= 0? self->stdin_path: "/dev/null", O_RDONLY, 0);
+    if (out_pipe [1] >= 0)
+        posix_spawn_file_actions_adddup2 (&actions, out_pipe [1], 1);
+    else
+        posix_spawn_file_actions_addopen (&actions, 1,
+            task->conf.stdout_output >= 0? self->stdout_path: "/dev/null",
+            O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen (&actions, 2, self->stderr_path,
                                       O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addchdir_np (&actions, self->dir);
@@ -177,6 +210,13 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     posix_spawn_file_actions_destroy (&actions);
     s_strv_free (argv, task->conf.n_args);
     s_strv_free (envp, task->conf.n_env);
+    //  The program's ends are its own now: ours must not hold them open.
+    if (in_pipe [0] >= 0)
+        close (in_pipe [0]);
+    if (out_pipe [1] >= 0)
+        close (out_pipe [1]);
+    self->stdin_pipe = in_pipe [1];
+    self->stdout_pipe = out_pipe [0];
     if (rc) {
         self->pid = 0;
         snprintf (err, err_size, "execute: cannot run '%s': %s", self->argv0, strerror (rc));
@@ -197,6 +237,7 @@ execute_new (task_t *task, store_t *store, const char *workdir, char *err, size_
         return NULL;
     }
     self->pidfd = -1;
+    self->stdin_pipe = self->stdout_pipe = -1;
     self->dir = s_printf ("%s/task-%" PRIx64 "-%u", workdir, task->key, task->attempt);
     self->stdin_path = s_printf ("%s.stdin", self->dir? self->dir: "");
     self->stdout_path = s_printf ("%s.stdout", self->dir? self->dir: "");
@@ -236,6 +277,10 @@ execute_destroy (execute_t **self_p)
     }
     if (self->pidfd >= 0)
         close (self->pidfd);
+    if (self->stdin_pipe >= 0)
+        close (self->stdin_pipe);
+    if (self->stdout_pipe >= 0)
+        close (self->stdout_pipe);
     if (self->dir) {
         files_rmtree (self->dir);
         unlink (self->stdout_path);
@@ -250,6 +295,21 @@ execute_destroy (execute_t **self_p)
     free (self->argv0);
     free (self);
     *self_p = NULL;
+}
+
+void
+execute_allow_sigpipe (execute_t *self)
+{
+    self->sigpipe_ok = true;
+}
+
+int
+execute_take_pipe (execute_t *self, bool input)
+{
+    int *fd = input? &self->stdin_pipe: &self->stdout_pipe;
+    int taken = *fd;
+    *fd = -1;
+    return taken;
 }
 
 int
@@ -300,7 +360,10 @@ s_stderr_tail (execute_t *self, char *tail, size_t tail_size)
 int
 execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
 {
-    if (!WIFEXITED (self->status) || WEXITSTATUS (self->status) != 0) {
+    bool sigpipe = (WIFSIGNALED (self->status) && WTERMSIG (self->status) == SIGPIPE)
+                || (WIFEXITED (self->status) && WEXITSTATUS (self->status) == 128 + SIGPIPE);
+    if ((!WIFEXITED (self->status) || WEXITSTATUS (self->status) != 0)
+    &&  !(self->sigpipe_ok && sigpipe)) {
         char tail [S_STDERR_TAIL + 1];
         s_stderr_tail (self, tail, sizeof tail);
         if (WIFSIGNALED (self->status))
@@ -312,6 +375,8 @@ execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
         return -1;
     }
     for (uint32_t j = 0; j < task->n_outputs; j++) {
+        if ((int32_t) j == task->stream_out)
+            continue;           //  streamed as it was written
         mpr_str_t rel = task->conf.out_paths [j];
         bool is_stdout = (int32_t) j == task->conf.stdout_output;
         char *path = is_stdout? strdup (self->stdout_path): s_join (self->dir, rel);

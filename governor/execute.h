@@ -24,6 +24,13 @@ void execute_destroy (execute_t **self_p);
 //  Resident memory of the program and everything it started (its process
 //  group), in bytes; 0 once it exited.
 uint64_t execute_rss (execute_t *self);
+//  The governor's end of a stream pipe (input: the program's stdin, to
+//  write; else its stdout, to read), taken over by the caller; -1 if the
+//  task has no such stream.
+int execute_take_pipe (execute_t *self, bool input);
+//  Every reader of its stream output left: the program dying of SIGPIPE
+//  (or a shell exiting 141 for it) is not a failure.
+void execute_allow_sigpipe (execute_t *self);
 //  pidfd readable when the child exits, -1 if polling is needed.
 int execute_fd (execute_t *self);
 //  Reaps the child if it exited: 1 (status kept), 0 still running.

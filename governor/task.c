@@ -71,6 +71,32 @@ task_new (const sq_assign_t *assign, sq_errbuf_t *err)
         task_destroy (&self);
         return NULL;
     }
+    self->stream_in = self->stream_out = -1;
+    for (uint32_t i = 0; i < assign->n_inputs; i++) {
+        if (assign->inputs [i].frame != SQ_FRAME_STREAM)
+            continue;
+        if (self->stream_in >= 0 || !sq_taskconf_streams (&self->conf, true, i)) {
+            snprintf (err->text, sizeof err->text, "input %u is a stream, which this task "
+                      "cannot read there", i);
+            task_destroy (&self);
+            return NULL;
+        }
+        self->stream_in = (int32_t) i;
+        self->stream_in_version = assign->inputs [i].size > UINT32_MAX
+                                ? UINT32_MAX: (uint32_t) assign->inputs [i].size;
+    }
+    for (uint32_t i = 0; i < assign->n_outputs; i++) {
+        if (!assign->outputs [i].stream)
+            continue;
+        if (self->stream_out >= 0 || !sq_taskconf_streams (&self->conf, false, i)) {
+            snprintf (err->text, sizeof err->text, "output %u is a stream, which this task "
+                      "cannot write there", i);
+            task_destroy (&self);
+            return NULL;
+        }
+        self->stream_out = (int32_t) i;
+        self->stream_consumers = assign->outputs [i].consumers;
+    }
     return self;
 nomem:
     snprintf (err->text, sizeof err->text, "out of memory on the governor");

@@ -45,6 +45,17 @@ struct _task_t {
     uint32_t n_resources;       //  other named requests (names owned)
     sq_resource_t resources [SQ_MAX_RESOURCES];
 
+    //  Streams (stream.c): the input read as a stream (execute: its stdin)
+    //  and the producer attempt whose bytes to read; the output written as
+    //  one (execute: its stdout) and how many consumers read it. -1: none.
+    int32_t stream_in;
+    uint32_t stream_in_version;
+    int32_t stream_out;
+    uint32_t stream_consumers;
+    bool exited;                //  its program ended; its stream still drains
+    bool stream_ended;          //  its stream output was written to its end
+    uint64_t streamed;          //  bytes of its stream output
+
     //  Scheduling (owned by the compute thread)
     task_state_t state;
     uint32_t missing;           //  inputs not in the store yet

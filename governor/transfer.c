@@ -481,13 +481,11 @@ s_in_abort (transfer_t *self, s_in_t *in, bool quiet, const char *why)
         s_report (self, key, 0, TRANSFER_LOST);
 }
 
-//  First chunk of a copy (`len` bytes): makes its state and decides where
-//  the bytes go. NULL when it is refused (reported as needed).
 //  Where CREDITs for a copy go: the sender's data endpoint, with the key
 //  its chunks came with when the connection is CURVE (msg frame 0 is the
 //  route 'D' and that key in Z85, governor.h). NULL if out of memory.
-static char *
-s_reply_address (sq_msg_t *msg, const sq_chunk_t *chunk)
+char *
+transfer_reply_address (sq_msg_t *msg, mpr_str_t reply_to)
 {
     char address [SQ_MAX_NAME + 48];
     uint8_t key [32];
@@ -500,12 +498,13 @@ s_reply_address (sq_msg_t *msg, const sq_chunk_t *chunk)
         if (zmq_z85_decode (key, z85))
             from_key = key;
     }
-    if (gov_peer_address (address, sizeof address, from_key, chunk->reply_to.ptr,
-                          chunk->reply_to.len) < 0)
+    if (gov_peer_address (address, sizeof address, from_key, reply_to.ptr, reply_to.len) < 0)
         return NULL;
     return strdup (address);
 }
 
+//  First chunk of a copy (`len` bytes): makes its state and decides where
+//  the bytes go. NULL when it is refused (reported as needed).
 static s_in_t *
 s_in_new (transfer_t *self, const sq_chunk_t *chunk, uint64_t id, size_t len, char *reply_to)
 {
@@ -695,7 +694,7 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
     if (!in) {
         if (s_was_cancelled (self, id))
             return;             //  the tail of a copy we ended
-        char *reply_to = s_reply_address (msg, &chunk);
+        char *reply_to = transfer_reply_address (msg, chunk.reply_to);
         if (!reply_to)
             return;
         if (store_has (self->store, chunk.key)) {
@@ -738,7 +737,7 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
             sq_warn ("too many copies arriving; refusing one of %" PRIx64, chunk.key);
             return;
         }
-        in = s_in_new (self, &chunk, id, len, s_reply_address (msg, &chunk));
+        in = s_in_new (self, &chunk, id, len, transfer_reply_address (msg, chunk.reply_to));
         if (!in)
             return;
         if (sq_idmap_insert (self->in, id, in) || sq_idmap_insert (self->in_keys, in->key, in)) {

@@ -69,6 +69,12 @@ typedef struct {
     void *arg;
 } transfer_args_t;
 
+//  Where to answer a peer whose message came on the data socket (msg
+//  frame 0 is the route 'D', plus the Z85 key it connected with under
+//  CURVE): its data endpoint reply_to, named with that key. A new string,
+//  NULL if out of memory or too long.
+char *transfer_reply_address (sq_msg_t *msg, mpr_str_t reply_to);
+
 //  Chunk size and window come from the environment when set
 //  (SQUALL_CHUNK_BYTES, SQUALL_WINDOW: for measuring), else the defaults.
 transfer_t *transfer_new (const transfer_args_t *args);

@@ -323,9 +323,10 @@ s_fuzz_update (const uint8_t *data, size_t size)
         sq_event_t ev;
         int rc;
         while ((rc = sq_update_next (&it, &ev)) == 1) {
-            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_INVENTORY);
+            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_STREAMED);
             //  Only events that carry a size have one.
-            if (ev.type != SQ_EV_LOCATED && ev.type != SQ_EV_UPLOADED && ev.type != SQ_EV_HELD)
+            if (ev.type != SQ_EV_LOCATED && ev.type != SQ_EV_UPLOADED && ev.type != SQ_EV_HELD
+            &&  ev.type != SQ_EV_STREAMED)
                 FZ_ASSERT (ev.size == 0);
             if (ev.type == SQ_EV_INVENTORY)
                 FZ_ASSERT (ev.key == 0);
@@ -509,6 +510,63 @@ s_fuzz_credit (const uint8_t *data, size_t size)
     sq_credit_t again;
     FZ_ASSERT (sq_credit_decode (&again, w.buf.data, w.buf.size, &err) == 0);
     FZ_ASSERT (again.transfer == c.transfer && again.key == c.key && again.credits == c.credits);
+    sq_wbuf_release (&w);
+}
+
+static void
+s_fuzz_stream (const uint8_t *data, size_t size)
+{
+    uint32_t types [2] = { SQ_MSG_STREAM, SQ_MSG_UNSTREAM };
+    for (int t = 0; t < 2; t++) {
+        sq_iter_t it;
+        sq_errbuf_t err;
+        memset (&it, 0, sizeof it);
+        if (sq_stream_begin (&it, types [t], data, size, &err) == 0) {
+            sq_stream_order_t o;
+            while (sq_stream_next (&it, types [t], &o) == 1) {
+                s_touch_str (o.endpoint);
+                FZ_ASSERT (o.to_key.len == 0 || o.to_key.len == 32);
+            }
+        }
+        sq_iter_release (&it);
+    }
+}
+
+static void
+s_fuzz_schunk (const uint8_t *data, size_t size)
+{
+    sq_schunk_t c;
+    sq_errbuf_t err;
+    if (sq_schunk_decode (&c, data, size, &err))
+        return;
+    s_touch_str (c.reply_to);
+    if (s_has_nul (c.reply_to))
+        return;
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_schunk_encode (&w, &c);
+    sq_schunk_t again;
+    FZ_ASSERT (sq_schunk_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.key == c.key && again.version == c.version && again.consumer == c.consumer
+            && again.offset == c.offset && again.end == c.end && again.from == c.from
+            && s_str_same (again.reply_to, c.reply_to));
+    sq_wbuf_release (&w);
+}
+
+static void
+s_fuzz_scredit (const uint8_t *data, size_t size)
+{
+    sq_scredit_t c;
+    sq_errbuf_t err;
+    if (sq_scredit_decode (&c, data, size, &err))
+        return;
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_scredit_encode (&w, &c);
+    sq_scredit_t again;
+    FZ_ASSERT (sq_scredit_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.key == c.key && again.version == c.version && again.consumer == c.consumer
+            && again.credits == c.credits);
     sq_wbuf_release (&w);
 }
 
@@ -807,6 +865,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         case FZ_WELCOME: s_fuzz_welcome (frame, frame_size); break;
         case FZ_WHERE: s_fuzz_where (frame, frame_size); break;
         case FZ_REPLIES: s_fuzz_replies (frame, frame_size); break;
+        case FZ_STREAM: s_fuzz_stream (frame, frame_size); break;
+        case FZ_SCHUNK: s_fuzz_schunk (frame, frame_size); break;
+        case FZ_SCREDIT: s_fuzz_scredit (frame, frame_size); break;
         default: break;
     }
     free (frame);

@@ -39,6 +39,9 @@ typedef enum {
     FZ_WHERE = 25,              //  sq_fetched_decode and sq_where_decode
     FZ_REPLIES = 26,            //  reply bodies a client reads: WAIT, RESUME, nil, GREAD;
                                 //  sq_json_from_msgpack (INFO)
+    FZ_STREAM = 27,             //  sq_stream_begin / next, as STREAM and as UNSTREAM
+    FZ_SCHUNK = 28,             //  sq_schunk_decode
+    FZ_SCREDIT = 29,            //  sq_scredit_decode
     FZ_COUNT
 } fz_target_t;
 

@@ -309,6 +309,9 @@ main (int argc, char **argv)
     s_emit (FZ_UPDATE, "every-event", &w);
     sq_batch_header (&w, SQ_MSG_UPDATE, 0);
     s_emit (FZ_UPDATE, "empty", &w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    sq_pack_streamed (&w.pk, sq_key (1, 7), 3 << 20);
+    s_emit (FZ_UPDATE, "streamed", &w);
 
     //  LOAD, HEARTBEAT, BYE
     sq_load_t load = { 2, 10, 1ull << 30, 12345, 77, 1000 };
@@ -331,8 +334,8 @@ main (int argc, char **argv)
         ains [i].frame = i % 2? -1: 1;
         ains [i].content_type = s_mstr (i % 2? "": "text/plain");
     }
-    sq_out_decl_t aouts [] = { { sq_key (1, 20), s_mstr ("text/plain") },
-                               { sq_key (1, 21), s_mstr ("") } };
+    sq_out_decl_t aouts [] = { { sq_key (1, 20), s_mstr ("text/plain"), false, 0 },
+                               { sq_key (1, 21), s_mstr (""), true, 2 } };
     sq_batch_header (&w, SQ_MSG_ASSIGN, (uint32_t) n_confs);
     for (size_t i = 0; i < n_confs; i++) {
         sq_assign_t t = { sq_key (1, 100 + (uint32_t) i), (uint32_t) i % 3,
@@ -386,6 +389,26 @@ main (int argc, char **argv)
     credit.credits = 0;
     sq_credit_encode (&w, &credit);
     s_emit (FZ_CREDIT, "credit-cancel", &w);
+    //  Streams
+    sq_batch_header (&w, SQ_MSG_STREAM, 2);
+    uint8_t stream_key [32] = { 1, 2, 3 };
+    sq_pack_stream (&w.pk, sq_key (1, 7), 1, sq_key (1, 9), 2, "tcp://10.213.0.12:41001", NULL);
+    sq_pack_stream (&w.pk, sq_key (1, 7), 1, sq_key (1, 10), 3, "tcp://10.213.0.13:41001",
+                    stream_key);
+    s_emit (FZ_STREAM, "stream", &w);
+    sq_batch_header (&w, SQ_MSG_UNSTREAM, 1);
+    sq_pack_unstream (&w.pk, sq_key (1, 7), 1, sq_key (1, 11));
+    s_emit (FZ_STREAM, "unstream", &w);
+    sq_schunk_t schunk = { sq_key (1, 7), 1, sq_key (1, 9), 3 << 20, false, 2,
+                           s_mstr ("tcp://10.213.0.11:41001") };
+    sq_schunk_encode (&w, &schunk);
+    s_emit (FZ_SCHUNK, "schunk", &w);
+    schunk.end = true;
+    sq_schunk_encode (&w, &schunk);
+    s_emit (FZ_SCHUNK, "schunk-end", &w);
+    sq_scredit_t scredit = { sq_key (1, 7), 1, sq_key (1, 9), 1 };
+    sq_scredit_encode (&w, &scredit);
+    s_emit (FZ_SCREDIT, "scredit", &w);
     sq_gread_t gread = { 8, sq_key (1, 3), 4096, 1 << 20, { NULL, 0 } };
     sq_gread_encode (&w, &gread);
     s_emit (FZ_GREAD, "gread", &w);

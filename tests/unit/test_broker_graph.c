@@ -108,7 +108,7 @@ s_place (void *arg, task_t *task, gov_t *gov)
 static void
 s_test_placement (void)
 {
-    graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy };
+    graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy, NULL };
     graph_t *graph = graph_new (&hooks);
     s_scheduler = scheduler_new (graph);
     gov_t *govs [200];
@@ -169,7 +169,7 @@ static void s_count_retract (void *arg, task_t *task) { (void) arg; (void) task;
 static void
 s_test_newcomer (void)
 {
-    graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy };
+    graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy, NULL };
     graph_t *graph = graph_new (&hooks);
     s_scheduler = scheduler_new (graph);
     gov_t *a = s_gov_with (1, NULL, 64), *b = s_gov_with (2, NULL, 64);
@@ -218,7 +218,7 @@ s_finish_on (graph_t *graph, task_t *task, gov_t *gov)
 static void
 s_test_delete (void)
 {
-    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_count_drop, s_copy };
+    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_count_drop, s_copy, NULL };
     graph_t *graph = graph_new (&hooks);
     gov_t *a = s_gov (1);
     session_t *session = graph_session_open (graph, NULL);
@@ -324,7 +324,7 @@ s_settle (graph_t *graph)
 static void
 s_test_actor (void)
 {
-    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_drop, s_copy };
+    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_drop, s_copy, NULL };
     graph_t *graph = graph_new (&hooks);
     gov_t *a = s_gov (1), *b = s_gov (2);
     session_t *session = graph_session_open (graph, NULL);
@@ -439,7 +439,7 @@ s_test_actor (void)
 int
 main (void)
 {
-    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_drop, s_copy };
+    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_drop, s_copy, NULL };
     graph_t *graph = graph_new (&hooks);
     session_t *session = graph_session_open (graph, NULL);
     uint32_t sid = session->id;

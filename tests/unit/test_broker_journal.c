@@ -48,7 +48,7 @@ static void s_copy (void *arg, object_t *o, gov_t *a, gov_t *b) { (void) arg; (v
 static graph_t *
 s_graph (void)
 {
-    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_done, s_drop, s_copy };
+    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_done, s_drop, s_copy, NULL };
     graph_t *graph = graph_new (&hooks);
     CHECK (graph, "graph");
     return graph;

@@ -77,7 +77,7 @@ static size_t
 s_run (s_builder_t *b, uint32_t **order_out)
 {
     s_sim_t *sim = (s_sim_t *) calloc (1, sizeof *sim);
-    graph_hooks_t hooks = { sim, s_ready, s_nothing, s_nothing, s_drop, s_copy };
+    graph_hooks_t hooks = { sim, s_ready, s_nothing, s_nothing, s_drop, s_copy, NULL };
     sim->graph = graph_new (&hooks);
     sim->scheduler = scheduler_new (sim->graph);
     sq_hello_t hello;

@@ -127,6 +127,32 @@ s_dec_send (const void *d, size_t n, sq_errbuf_t *err)
 }
 
 static int
+s_dec_stream (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_iter_t it;
+    sq_stream_order_t o;
+    int rc = sq_stream_begin (&it, SQ_MSG_STREAM, d, n, err);
+    while (rc == 0 && (rc = sq_stream_next (&it, SQ_MSG_STREAM, &o)) == 1)
+        rc = 0;
+    sq_iter_release (&it);
+    return rc;
+}
+
+static int
+s_dec_schunk (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_schunk_t c;
+    return sq_schunk_decode (&c, d, n, err);
+}
+
+static int
+s_dec_scredit (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_scredit_t c;
+    return sq_scredit_decode (&c, d, n, err);
+}
+
+static int
 s_dec_drop (const void *d, size_t n, sq_errbuf_t *err)
 {
     sq_iter_t it;
@@ -725,16 +751,18 @@ s_test_governor_messages (void)
     //  ASSIGN
     sq_wbuf_reset (&w);
     sq_batch_header (&w, SQ_MSG_ASSIGN, 2);
-    sq_input_ref_t ins [2] = {
+    sq_input_ref_t ins [3] = {
         { sq_key (1, 1), 10, 1, s_mstr ("text/plain") },
-        { sq_key (1, 3), 1ull << 35, -1, s_mstr ("") }
+        { sq_key (1, 3), 1ull << 35, -1, s_mstr ("") },
+        { sq_key (1, 6), 0, SQ_FRAME_STREAM, s_mstr ("") }
     };
-    sq_out_decl_t outs [1] = { { sq_key (1, 5), s_mstr ("application/x") } };
+    sq_out_decl_t outs [2] = { { sq_key (1, 5), s_mstr ("application/x"), false, 0 },
+                               { sq_key (1, 7), s_mstr (""), true, 3 } };
     const uint8_t config [] = { 0x80 };
     sq_assign_t a = {
         .key = sq_key (1, 4), .attempt = 2, .kind = s_mstr ("concat"),
-        .config = config, .config_size = 1, .n_inputs = 2, .inputs = ins,
-        .n_outputs = 1, .outputs = outs, .cpus = 4, .timeout_ms = 1000, .name = s_mstr ("cat")
+        .config = config, .config_size = 1, .n_inputs = 3, .inputs = ins,
+        .n_outputs = 2, .outputs = outs, .cpus = 4, .timeout_ms = 1000, .name = s_mstr ("cat")
     };
     sq_pack_assign (&w.pk, &a);
     sq_assign_t b = { .key = sq_key (2, 1), .kind = s_mstr ("noop"), .name = s_mstr ("") };
@@ -745,9 +773,11 @@ s_test_governor_messages (void)
     CHECK (sq_assign_next (&it, &t) == 1);
     CHECK (t.key == sq_key (1, 4) && t.attempt == 2 && mpr_str_eq (t.kind, "concat"));
     CHECK (t.config_size == 1 && t.config [0] == 0x80);
-    CHECK (t.n_inputs == 2 && t.inputs [0].frame == 1 && t.inputs [1].size == 1ull << 35 && t.inputs [1].frame == -1);
+    CHECK (t.n_inputs == 3 && t.inputs [0].frame == 1 && t.inputs [1].size == 1ull << 35 && t.inputs [1].frame == -1);
+    CHECK (t.inputs [2].frame == SQ_FRAME_STREAM);
     CHECK (mpr_str_eq (t.inputs [0].content_type, "text/plain"));
-    CHECK (t.n_outputs == 1 && t.outputs [0].key == sq_key (1, 5) && mpr_str_eq (t.outputs [0].content_type, "application/x"));
+    CHECK (t.n_outputs == 2 && t.outputs [0].key == sq_key (1, 5) && mpr_str_eq (t.outputs [0].content_type, "application/x"));
+    CHECK (!t.outputs [0].stream && t.outputs [1].stream && t.outputs [1].consumers == 3);
     CHECK (t.cpus == 4 && t.timeout_ms == 1000 && mpr_str_eq (t.name, "cat"));
     CHECK (sq_assign_next (&it, &t) == 1);
     CHECK (t.key == sq_key (2, 1) && t.n_inputs == 0 && t.n_outputs == 0 && t.config [0] == 0xc0);
@@ -768,6 +798,52 @@ s_test_governor_messages (void)
     CHECK (sq_send_next (&it, &o) == 0);
     sq_iter_release (&it);
     s_check_truncations ("SEND", s_dec_send, w.buf.data, w.buf.size);
+
+    //  STREAM, UNSTREAM
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_STREAM, 2);
+    uint8_t skey [32] = { 7 };
+    sq_pack_stream (&w.pk, sq_key (1, 7), 2, sq_key (1, 8), 4, "tcp://h:1", skey);
+    sq_pack_stream (&w.pk, sq_key (1, 7), 2, sq_key (1, 9), 5, "tcp://h:2", NULL);
+    sq_stream_order_t so;
+    CHECK (sq_stream_begin (&it, SQ_MSG_STREAM, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_stream_next (&it, SQ_MSG_STREAM, &so) == 1);
+    CHECK (so.key == sq_key (1, 7) && so.version == 2 && so.consumer == sq_key (1, 8) && so.to == 4);
+    CHECK (mpr_str_eq (so.endpoint, "tcp://h:1") && so.to_key.len == 32 && so.to_key.ptr [0] == 7);
+    CHECK (sq_stream_next (&it, SQ_MSG_STREAM, &so) == 1 && so.to_key.len == 0 && so.to == 5);
+    CHECK (sq_stream_next (&it, SQ_MSG_STREAM, &so) == 0);
+    sq_iter_release (&it);
+    s_check_truncations ("STREAM", s_dec_stream, w.buf.data, w.buf.size);
+    //  An UNSTREAM is not a STREAM
+    CHECK (sq_stream_begin (&it, SQ_MSG_UNSTREAM, w.buf.data, w.buf.size, &err) == -1);
+    sq_iter_release (&it);
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UNSTREAM, 1);
+    sq_pack_unstream (&w.pk, sq_key (1, 7), 2, sq_key (1, 9));
+    CHECK (sq_stream_begin (&it, SQ_MSG_UNSTREAM, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_stream_next (&it, SQ_MSG_UNSTREAM, &so) == 1 && so.consumer == sq_key (1, 9) && so.to == 0);
+    CHECK (sq_stream_next (&it, SQ_MSG_UNSTREAM, &so) == 0);
+    sq_iter_release (&it);
+    //  An UNSTREAM order read as a STREAM's (6 fields) is refused
+    CHECK (sq_stream_begin (&it, SQ_MSG_UNSTREAM, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_stream_next (&it, SQ_MSG_STREAM, &so) == -1);
+    sq_iter_release (&it);
+
+    //  SCHUNK, SCREDIT
+    sq_wbuf_reset (&w);
+    sq_schunk_t sc = { sq_key (1, 7), 2, sq_key (1, 8), 1ull << 40, true, 3, s_mstr ("tcp://p:1") }, sc2;
+    sq_schunk_encode (&w, &sc);
+    CHECK (sq_schunk_decode (&sc2, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sc2.key == sc.key && sc2.version == 2 && sc2.consumer == sc.consumer
+           && sc2.offset == 1ull << 40 && sc2.end && sc2.from == 3 && mpr_str_eq (sc2.reply_to, "tcp://p:1"));
+    s_check_truncations ("SCHUNK", s_dec_schunk, w.buf.data, w.buf.size);
+    sq_wbuf_reset (&w);
+    sq_scredit_t cr = { sq_key (1, 7), 2, sq_key (1, 8), 0 }, cr2;
+    sq_scredit_encode (&w, &cr);
+    CHECK (sq_scredit_decode (&cr2, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (cr2.key == cr.key && cr2.version == 2 && cr2.consumer == cr.consumer && cr2.credits == 0);
+    s_check_truncations ("SCREDIT", s_dec_scredit, w.buf.data, w.buf.size);
+    CHECK (sq_schunk_decode (&sc2, w.buf.data, w.buf.size, &err) == -1);
 
     //  DROP
     sq_wbuf_reset (&w);

@@ -106,7 +106,7 @@ s_pack_task (msgpack_packer *pk, uint64_t key, const char *kind, sq_wbuf_t *conf
              sq_input_ref_t *inputs, uint32_t n_in, uint64_t out_key, uint32_t n_out,
              uint32_t timeout_ms)
 {
-    sq_out_decl_t out = { out_key, s_mstr ("text/plain") };
+    sq_out_decl_t out = { out_key, s_mstr ("text/plain"), false, 0 };
     uint8_t nil = 0xc0;
     sq_assign_t task = {
         .key = key, .attempt = 0, .kind = s_mstr (kind),

@@ -115,6 +115,7 @@ sq_delete = _sig("sq_delete", _c.c_int, _p, _u32p, _size)
 sq_place = _sig("sq_place", _c.c_int, _p, _u32, _u32p, _size, _u32, _u32, _c.c_int,
                 _u32p, _size, _c.POINTER(_size))
 sq_object_set_governor = _sig("sq_object_set_governor", _c.c_int, _p, _u32, _u32)
+sq_object_set_stream = _sig("sq_object_set_stream", _c.c_int, _p, _u32)
 
 sq_config_sleep = _sig("sq_config_sleep", _p, _c.c_double, _c.POINTER(_size))
 sq_config_slice = _sig("sq_config_slice", _p, _c.c_uint64, _c.c_int64, _c.POINTER(_size))

@@ -108,12 +108,20 @@ class Execute(Task):
     True (or a content type) to make standard output an output. Outputs are
     in this order: stdout first (if captured), then the files. A non-zero
     exit status fails the task.
+
+    stream=True makes standard output a stream (docs/protocol.md,
+    "Streams"): the tasks reading it as their stdin, submitted with this
+    one, start when it starts and read its bytes as they are written, over
+    a window of 4 chunks of 1 MiB each; nothing is stored, so a stream
+    cannot be kept or fetched (have a task read it into an output).
     """
 
     def __init__(self, args: Union[str, Sequence[str]], stdin: Any = None,
                  inputs: Sequence[InputSpec] = (), outputs: Sequence[OutputSpec] = (),
                  stdout: Union[bool, str, None] = None, env: Optional[Dict[str, str]] = None,
-                 **options):
+                 stream: bool = False, **options):
+        if stream and not stdout:
+            raise SquallError("Execute(stream=True) streams its stdout: give stdout=True")
         argv = ["sh", "-c", args] if isinstance(args, str) else [str(a) for a in args]
         if not argv:
             raise SquallError("Execute needs a program")
@@ -150,6 +158,8 @@ class Execute(Task):
         super().__init__("execute", objs, len(out_paths), config, content_types=types,
                          **options)
         self.args = argv
+        if stream:
+            self.session._check(L.sq_object_set_stream(self.session._h, self.outputs[0].id))
 
 
 class Program:

@@ -1,0 +1,144 @@
+/*  streams: where stream consumers run, and the orders that connect them
+    to their producers (docs/protocol.md, "Streams").
+
+    A stream consumer never goes through the scheduler: it is placed when
+    its streams open (their producers started), on the least loaded
+    governor that has its resources, whatever its slots say, and its
+    governor starts it at once, beside what runs there. Its producer waits
+    for every reader before it writes a byte, and holds its cpus while it
+    waits, so a consumer queued behind slots or cpus could wait for ever;
+    a consumer runs at its producer's pace anyway. */
+#include "broker_internal.h"
+
+//  Ready consumers wait here (keys) for the end of the turn.
+int
+bx_stream_ready (broker_t *self, task_t *task)
+{
+    if (self->n_stream_ready == self->cap_stream_ready) {
+        size_t cap = self->cap_stream_ready? self->cap_stream_ready * 2: 64;
+        uint64_t *p = (uint64_t *) realloc (self->stream_ready, cap * sizeof *p);
+        if (!p)
+            return -1;
+        self->stream_ready = p;
+        self->cap_stream_ready = cap;
+    }
+    self->stream_ready [self->n_stream_ready++] = task->key;
+    return 0;
+}
+
+static bool
+s_fits (const gov_t *gov, const task_t *task)
+{
+    const task_extra_t *extra = task_extra (task);
+    if (gov->draining || extra->cpus > gov->cpus)
+        return false;
+    for (uint32_t r = 0; r < extra->n_resources; r++)
+        if (gov_resource (gov, extra->resources [r].name) < extra->resources [r].amount)
+            return false;
+    return true;
+}
+
+static gov_t *
+s_pick (broker_t *self, const task_t *task)
+{
+    gov_t *best = NULL;
+    double best_load = 0;
+    for (size_t i = 0; i < self->n_govs; i++) {
+        gov_t *gov = self->govs [i];
+        if (gov->inventory || !s_fits (gov, task))
+            continue;
+        double load = (double) sq_idmap_size (gov->tasks) / (gov->cpus? gov->cpus: 1);
+        if (task_extra (task)->last_gov == gov->id && self->n_govs > 1)
+            load += 1e9;
+        if (!best || load < best_load) {
+            best = gov;
+            best_load = load;
+        }
+    }
+    return best;
+}
+
+size_t
+bx_streams_place (broker_t *self)
+{
+    size_t placed = 0, kept = 0;
+    for (size_t i = 0; i < self->n_stream_ready; i++) {
+        task_t *task = graph_task (self->graph, self->stream_ready [i]);
+        if (!task || task->state != TASK_READY || !graph_stream_placeable (task))
+            continue;           //  gone, or its group started again
+        gov_t *gov = s_pick (self, task);
+        if (!gov) {
+            if (self->n_govs == 0) {
+                self->stream_ready [kept++] = task->key;   //  until one joins
+                continue;
+            }
+            graph_task_failed (self->graph, task, SQ_E_RESOURCES,
+                               "no connected governor has the resources this stream reader "
+                               "needs, and its producer cannot wait for one");
+            continue;
+        }
+        bx_assign (self, task, gov);
+        placed++;
+    }
+    self->n_stream_ready = kept;
+    return placed;
+}
+
+void
+bx_hook_stream_unread (void *arg, object_t *stream, task_t *consumer)
+{
+    (void) arg;
+    task_t *producer = stream->producer;
+    gov_order_unstream (producer->gov, stream->key, producer->attempt, consumer->key);
+}
+
+static bool
+s_open (broker_t *self, uint64_t key, object_t **object_p)
+{
+    object_t *object = graph_object (self->graph, key);
+    *object_p = object;
+    return object && object->stream && object->stream_open && object->state == OBJ_UNFINISHED
+        && object->producer->gov;
+}
+
+void
+bx_stream_progress (broker_t *self, gov_t *gov, uint64_t key, uint64_t bytes)
+{
+    object_t *object;
+    if (!s_open (self, key, &object) || object->producer->gov != gov)
+        return;
+    object->size = bytes;
+    //  Listed for INFO while it is written; the list forgets streams
+    //  that ended whenever it is read or full.
+    size_t kept = 0;
+    bool listed = false;
+    for (size_t i = 0; i < self->n_open_streams; i++) {
+        object_t *o;
+        if (!s_open (self, self->open_streams [i], &o))
+            continue;
+        listed |= self->open_streams [i] == key;
+        self->open_streams [kept++] = self->open_streams [i];
+    }
+    self->n_open_streams = kept;
+    size_t cap = sizeof self->open_streams / sizeof self->open_streams [0];
+    if (!listed && self->n_open_streams < cap)
+        self->open_streams [self->n_open_streams++] = key;
+}
+
+size_t
+bx_streams_info (broker_t *self, const peer_t *viewer, bool all, sq_info_stream_t *out, size_t max)
+{
+    size_t n = 0, kept = 0;
+    for (size_t i = 0; i < self->n_open_streams; i++) {
+        object_t *o;
+        if (!s_open (self, self->open_streams [i], &o))
+            continue;
+        self->open_streams [kept++] = self->open_streams [i];
+        if (n < max && (all || bx_same_tenant (viewer, o->session)))
+            out [n++] = (sq_info_stream_t) {
+                sq_key_session (o->key), sq_key_id (o->key), o->producer->gov->id, o->size
+            };
+    }
+    self->n_open_streams = kept;
+    return n;
+}

@@ -1,0 +1,771 @@
+/*  stream: streams' writers and readers on one governor (see stream.h). */
+#include "stream.h"
+#include "governor.h"
+#include "transfer.h"
+#include "task.h"
+#include "blob.h"
+#include "idmap.h"
+#include "log.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define S_ENDED_RING 256
+#define S_PROGRESS_NS 1000000000ull
+#define S_TICK_MS 1000
+
+//  A reader of a writer's stream: named by STREAM (endpoint), or gone
+//  (UNSTREAM, or its SCREDIT 0).
+typedef struct {
+    uint64_t consumer;
+    char *endpoint;             //  NULL until named
+    uint32_t credits;
+    bool gone;
+} s_dest_t;
+
+typedef struct {
+    uint64_t task;
+    uint32_t attempt;
+    uint64_t object;
+    int fd;                     //  -1 once at its end
+    uint32_t readers;           //  expected, from ASSIGN
+    s_dest_t dests [SQ_MAX_STREAM_CONSUMERS];
+    uint32_t n_dests;
+    uint64_t offset;            //  bytes sent
+    uint64_t told;              //  bytes last reported as progress
+    uint64_t told_ns;
+} s_writer_t;
+
+typedef struct _s_chunk_t s_chunk_t;
+struct _s_chunk_t {
+    zmq_msg_t bytes;
+    size_t done;                //  written into the pipe so far
+    bool end;
+    s_chunk_t *next;
+};
+
+typedef struct {
+    uint64_t consumer;
+    uint64_t object;
+    uint32_t version;
+    int fd;                     //  -1 once closed
+    char *reply_to;             //  the writer's address, from the first chunk
+    s_chunk_t *head, *tail;
+    uint32_t n_queued;
+    uint64_t queued_bytes;
+    uint64_t expect;            //  offset of the next chunk
+    bool got_end;
+    bool cancelled;             //  said SCREDIT 0: what still comes is dropped
+} s_reader_t;
+
+//  A chunk of a reader not assigned here yet.
+typedef struct _s_early_t s_early_t;
+struct _s_early_t {
+    sq_schunk_t chunk;          //  reply_to points nowhere: see address
+    char *address;
+    zmq_msg_t bytes;
+    uint64_t at_ns;
+    s_early_t *next;
+};
+
+struct _stream_t {
+    void *pipe;
+    uint32_t governor_id;
+    char *data_endpoint;
+    stream_done_fn *done;
+    stream_progress_fn *progress;
+    void *arg;
+    sq_idmap_t *writers;        //  task key -> s_writer_t
+    sq_idmap_t *by_object;      //  object key -> s_writer_t
+    sq_idmap_t *readers;        //  consumer task key -> s_reader_t
+    s_early_t *early_head, *early_tail;
+    size_t n_early;
+    uint64_t early_bytes;
+    //  Readers that ended here, and the writer attempt they read: a new
+    //  attempt of the same reader reads a new attempt of the writer.
+    struct { uint64_t consumer; uint32_t version; } ended [S_ENDED_RING];
+    size_t ended_next;
+    //  What stream_items put in the poll set, in order: task keys (the
+    //  writer or reader may be gone by the time stream_poll looks).
+    uint64_t *polled;
+    bool *polled_writer;
+    size_t cap_polled;
+};
+
+stream_t *
+stream_new (const stream_args_t *args)
+{
+    stream_t *self = (stream_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->pipe = args->pipe;
+    self->governor_id = args->governor_id;
+    self->done = args->done;
+    self->progress = args->progress;
+    self->arg = args->arg;
+    self->data_endpoint = strdup (args->data_endpoint? args->data_endpoint: "");
+    self->writers = sq_idmap_new ();
+    self->by_object = sq_idmap_new ();
+    self->readers = sq_idmap_new ();
+    if (!self->data_endpoint || !self->writers || !self->by_object || !self->readers)
+        stream_destroy (&self);
+    return self;
+}
+
+static void
+s_writer_free (s_writer_t **w_p)
+{
+    s_writer_t *w = *w_p;
+    if (w->fd >= 0)
+        close (w->fd);
+    for (uint32_t i = 0; i < w->n_dests; i++)
+        free (w->dests [i].endpoint);
+    free (w);
+    *w_p = NULL;
+}
+
+static void
+s_reader_free (s_reader_t **r_p)
+{
+    s_reader_t *r = *r_p;
+    while (r->head) {
+        s_chunk_t *c = r->head;
+        r->head = c->next;
+        zmq_msg_close (&c->bytes);
+        free (c);
+    }
+    if (r->fd >= 0)
+        close (r->fd);
+    free (r->reply_to);
+    free (r);
+    *r_p = NULL;
+}
+
+static void
+s_early_free (s_early_t **e_p)
+{
+    s_early_t *e = *e_p;
+    zmq_msg_close (&e->bytes);
+    free (e->address);
+    free (e);
+    *e_p = NULL;
+}
+
+void
+stream_destroy (stream_t **self_p)
+{
+    stream_t *self = *self_p;
+    if (!self)
+        return;
+    size_t cursor = 0;
+    void *item;
+    while (self->writers && (item = sq_idmap_next (self->writers, &cursor, NULL))) {
+        s_writer_t *w = (s_writer_t *) item;
+        s_writer_free (&w);
+    }
+    cursor = 0;
+    while (self->readers && (item = sq_idmap_next (self->readers, &cursor, NULL))) {
+        s_reader_t *r = (s_reader_t *) item;
+        s_reader_free (&r);
+    }
+    while (self->early_head) {
+        s_early_t *e = self->early_head;
+        self->early_head = e->next;
+        s_early_free (&e);
+    }
+    sq_idmap_destroy (&self->writers);
+    sq_idmap_destroy (&self->by_object);
+    sq_idmap_destroy (&self->readers);
+    free (self->polled);
+    free (self->polled_writer);
+    free (self->data_endpoint);
+    free (self);
+    *self_p = NULL;
+}
+
+static int
+s_nonblocking (int fd)
+{
+    int flags = fcntl (fd, F_GETFL);
+    return flags < 0? -1: fcntl (fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+//  --------------------------------------------------------------------------
+//  Writer
+
+int
+stream_writer_add (stream_t *self, uint64_t task, uint32_t attempt, uint64_t object,
+                   uint32_t readers, int fd)
+{
+    s_writer_t *w = (s_writer_t *) calloc (1, sizeof *w);
+    if (!w || s_nonblocking (fd) || readers > SQ_MAX_STREAM_CONSUMERS
+    ||  sq_idmap_lookup (self->by_object, object)) {
+        free (w);
+        close (fd);
+        return -1;
+    }
+    w->task = task;
+    w->attempt = attempt;
+    w->object = object;
+    w->fd = fd;
+    w->readers = readers;
+    w->told_ns = task_now_ns ();
+    if (sq_idmap_insert (self->writers, task, w)) {
+        s_writer_free (&w);
+        return -1;
+    }
+    if (sq_idmap_insert (self->by_object, object, w)) {
+        sq_idmap_remove (self->writers, task);
+        s_writer_free (&w);
+        return -1;
+    }
+    return 0;
+}
+
+void
+stream_writer_remove (stream_t *self, uint64_t task)
+{
+    s_writer_t *w = (s_writer_t *) sq_idmap_remove (self->writers, task);
+    if (!w)
+        return;
+    sq_idmap_remove (self->by_object, w->object);
+    s_writer_free (&w);
+}
+
+static s_dest_t *
+s_dest (s_writer_t *w, uint64_t consumer)
+{
+    for (uint32_t i = 0; i < w->n_dests; i++)
+        if (w->dests [i].consumer == consumer)
+            return &w->dests [i];
+    return NULL;
+}
+
+//  Every reader named or gone: the writer may read its pipe.
+static bool
+s_all_named (const s_writer_t *w)
+{
+    return w->n_dests >= w->readers;
+}
+
+//  Named readers all gone (or none at all): nobody wants more bytes.
+static bool
+s_deserted (const s_writer_t *w)
+{
+    if (!s_all_named (w))
+        return false;
+    for (uint32_t i = 0; i < w->n_dests; i++)
+        if (!w->dests [i].gone)
+            return false;
+    return true;
+}
+
+static bool
+s_writable (const s_writer_t *w)
+{
+    if (w->fd < 0 || !s_all_named (w))
+        return false;
+    for (uint32_t i = 0; i < w->n_dests; i++)
+        if (!w->dests [i].gone && w->dests [i].credits == 0)
+            return false;
+    return true;
+}
+
+void
+stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    sq_iter_t it;
+    sq_stream_order_t order;
+    int rc = sq_stream_begin (&it, type, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    while (rc == 0 && (rc = sq_stream_next (&it, type, &order)) == 1) {
+        rc = 0;
+        s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, order.key);
+        if (!w || w->attempt != order.version)
+            continue;           //  an attempt already gone
+        s_dest_t *dest = s_dest (w, order.consumer);
+        if (type == SQ_MSG_UNSTREAM) {
+            if (dest)
+                dest->gone = true;
+            else
+            if (w->n_dests < SQ_MAX_STREAM_CONSUMERS)
+                w->dests [w->n_dests++] = (s_dest_t) { order.consumer, NULL, 0, true };
+            continue;
+        }
+        if (dest || w->n_dests >= w->readers) {
+            sq_warn ("STREAM of %" PRIx64 " to reader %" PRIx64 ": %s; ignored", order.key,
+                     order.consumer, dest? "named twice": "more readers than announced");
+            continue;
+        }
+        char address [SQ_MAX_NAME + 48];
+        if (gov_peer_address (address, sizeof address,
+                              order.to_key.len? (const uint8_t *) order.to_key.ptr: NULL,
+                              order.endpoint.ptr, order.endpoint.len) < 0)
+            continue;
+        char *endpoint = strdup (address);
+        //  Out of memory, the reader counts as gone: the writer must not
+        //  wait for it for ever (it fails, having read nothing).
+        w->dests [w->n_dests++] = (s_dest_t) { order.consumer, endpoint, STREAM_WINDOW, !endpoint };
+    }
+    if (rc < 0)
+        sq_warn ("bad %s: %s", sq_msg_name (type), err.text);
+    sq_iter_release (&it);
+}
+
+void
+stream_on_credit (stream_t *self, sq_msg_t *msg)
+{
+    sq_scredit_t credit;
+    sq_errbuf_t err;
+    if (msg->n != 2 || sq_scredit_decode (&credit, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad SCREDIT: %s", msg->n != 2? "payload frames": err.text);
+        return;
+    }
+    s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, credit.key);
+    s_dest_t *dest = w && w->attempt == credit.version? s_dest (w, credit.consumer): NULL;
+    if (!dest || dest->gone)
+        return;                 //  late
+    if (credit.credits == 0) {
+        dest->gone = true;
+        return;
+    }
+    uint64_t credits = (uint64_t) dest->credits + credit.credits;
+    dest->credits = credits > STREAM_WINDOW? STREAM_WINDOW: (uint32_t) credits;
+}
+
+static void
+s_send_chunk (stream_t *self, s_writer_t *w, s_dest_t *dest, sq_blob_t *blob, size_t size,
+              bool end)
+{
+    char route [SQ_MAX_NAME + 50];
+    int route_len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, dest->endpoint);
+    sq_schunk_t chunk = {
+        .key = w->object, .version = w->attempt, .consumer = dest->consumer,
+        .offset = w->offset, .end = end, .from = self->governor_id,
+        .reply_to = { self->data_endpoint, (uint32_t) strlen (self->data_endpoint) }
+    };
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_schunk_encode (&header, &chunk);
+    zmq_msg_t payload;
+    int rc = blob? sq_blob_msg_range (blob, 0, size, &payload): zmq_msg_init (&payload);
+    if (rc == 0)
+        rc = sq_send (self->pipe, route, (size_t) route_len, &header, &payload, 1, 0);
+    sq_wbuf_release (&header);
+    if (rc) {
+        //  The reader stalls; its end fails it, and the group runs again.
+        sq_warn ("cannot send stream %" PRIx64 " to %s: %s", w->object, dest->endpoint,
+                 zmq_strerror (errno));
+        dest->gone = true;
+    }
+    if (!end && dest->credits)
+        dest->credits--;
+}
+
+//  The writer's pipe is done with: at its end, or deserted (closing it
+//  then gives the program SIGPIPE, as a shell pipeline would).
+static void
+s_writer_close (stream_t *self, s_writer_t *w, bool deserted)
+{
+    close (w->fd);
+    w->fd = -1;
+    if (self->progress)
+        self->progress (self->arg, w->object, w->offset);
+    if (self->done)
+        self->done (self->arg, w->task, w->attempt, w->offset, deserted);
+}
+
+//  Reads what the pipe has (up to a chunk) and sends it to every reader;
+//  at its end, the last chunk.
+static void
+s_writer_read (stream_t *self, s_writer_t *w)
+{
+    sq_blob_t *blob = sq_blob_new (STREAM_CHUNK);
+    if (!blob)
+        return;                 //  tried again at the next poll
+    char *data = (char *) sq_blob_wdata (blob);
+    size_t got = 0;
+    bool eof = false;
+    while (got < STREAM_CHUNK) {
+        ssize_t n = read (w->fd, data + got, STREAM_CHUNK - got);
+        if (n > 0)
+            got += (size_t) n;
+        else
+        if (n < 0 && errno == EINTR)
+            continue;
+        else {
+            eof = n == 0 || errno != EAGAIN;
+            break;
+        }
+    }
+    if (got) {
+        for (uint32_t i = 0; i < w->n_dests; i++)
+            if (!w->dests [i].gone)
+                s_send_chunk (self, w, &w->dests [i], blob, got, false);
+        w->offset += got;
+    }
+    sq_blob_unref (&blob);
+    if (!eof)
+        return;
+    s_writer_close (self, w, false);
+}
+
+void
+stream_writer_end (stream_t *self, uint64_t task)
+{
+    s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->writers, task);
+    for (uint32_t i = 0; w && i < w->n_dests; i++)
+        if (!w->dests [i].gone)
+            s_send_chunk (self, w, &w->dests [i], NULL, 0, true);
+}
+
+//  --------------------------------------------------------------------------
+//  Reader
+
+static void
+s_credit (stream_t *self, const char *address, uint64_t object, uint32_t version,
+          uint64_t consumer, uint32_t credits)
+{
+    char route [SQ_MAX_NAME + 50];
+    int len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, address);
+    sq_scredit_t credit = { object, version, consumer, credits };
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_scredit_encode (&header, &credit);
+    if (sq_send (self->pipe, route, (size_t) len, &header, NULL, 0, 0))
+        sq_warn ("cannot pass SCREDIT on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&header);
+}
+
+static bool
+s_ended (stream_t *self, uint64_t consumer, uint32_t version)
+{
+    for (size_t i = 0; i < S_ENDED_RING; i++)
+        if (self->ended [i].consumer == consumer && self->ended [i].version == version)
+            return true;
+    return false;
+}
+
+//  The reader stops reading: the writer is told, the rest is dropped.
+static void
+s_reader_cancel (stream_t *self, s_reader_t *r)
+{
+    if (r->reply_to && !r->got_end && !r->cancelled)
+        s_credit (self, r->reply_to, r->object, r->version, r->consumer, 0);
+    r->cancelled = true;
+    while (r->head) {
+        s_chunk_t *c = r->head;
+        r->head = c->next;
+        zmq_msg_close (&c->bytes);
+        free (c);
+    }
+    r->tail = NULL;
+    r->n_queued = 0;
+    r->queued_bytes = 0;
+    if (r->fd >= 0) {
+        close (r->fd);
+        r->fd = -1;
+    }
+}
+
+//  A chunk for this reader: queued in order. `bytes` is taken.
+static void
+s_reader_take (stream_t *self, s_reader_t *r, const sq_schunk_t *chunk, const char *address,
+               zmq_msg_t *bytes)
+{
+    if (chunk->key != r->object || chunk->version != r->version || r->cancelled) {
+        //  Another stream or attempt (a stale sender), or after we stopped.
+        s_credit (self, address, chunk->key, chunk->version, chunk->consumer, 0);
+        zmq_msg_close (bytes);
+        return;
+    }
+    if (!r->reply_to && !(r->reply_to = strdup (address))) {
+        zmq_msg_close (bytes);
+        return;
+    }
+    const char *wrong = r->got_end? "a chunk after the end"
+                      : chunk->offset != r->expect? "a chunk out of order"
+                      : r->n_queued >= 2 * STREAM_WINDOW? "more chunks than its window": NULL;
+    s_chunk_t *c = wrong? NULL: (s_chunk_t *) calloc (1, sizeof *c);
+    if (!c) {
+        //  The task cannot have its whole input: its pipe closes early and
+        //  the task would run on part of it, so it is failed (through its
+        //  program, killed when its pipe breaks; see compute.c).
+        sq_warn ("stream %" PRIx64 " to reader %" PRIx64 " broken: %s", chunk->key,
+                 chunk->consumer, wrong? wrong: "out of memory");
+        zmq_msg_close (bytes);
+        s_reader_cancel (self, r);
+        r->expect = UINT64_MAX;             //  marks it broken
+        return;
+    }
+    zmq_msg_init (&c->bytes);
+    zmq_msg_move (&c->bytes, bytes);
+    c->end = chunk->end;
+    if (r->tail)
+        r->tail->next = c;
+    else
+        r->head = c;
+    r->tail = c;
+    r->n_queued++;
+    r->queued_bytes += zmq_msg_size (&c->bytes);
+    r->expect += zmq_msg_size (&c->bytes);
+    r->got_end = chunk->end;
+}
+
+int
+stream_reader_add (stream_t *self, uint64_t consumer, uint64_t object, uint32_t version, int fd)
+{
+    s_reader_t *r = (s_reader_t *) calloc (1, sizeof *r);
+    if (!r || s_nonblocking (fd) || sq_idmap_lookup (self->readers, consumer)) {
+        free (r);
+        close (fd);
+        return -1;
+    }
+    r->consumer = consumer;
+    r->object = object;
+    r->version = version;
+    r->fd = fd;
+    if (sq_idmap_insert (self->readers, consumer, r)) {
+        s_reader_free (&r);
+        return -1;
+    }
+    //  Chunks that came before the ASSIGN, in order.
+    s_early_t **link = &self->early_head, *last = NULL;
+    while (*link) {
+        s_early_t *e = *link;
+        if (e->chunk.consumer != consumer) {
+            last = e;
+            link = &e->next;
+            continue;
+        }
+        *link = e->next;
+        if (self->early_tail == e)
+            self->early_tail = last;
+        self->n_early--;
+        self->early_bytes -= zmq_msg_size (&e->bytes);
+        s_reader_take (self, r, &e->chunk, e->address, &e->bytes);
+        s_early_free (&e);
+    }
+    return 0;
+}
+
+bool
+stream_reader_broken (stream_t *self, uint64_t consumer)
+{
+    s_reader_t *r = (s_reader_t *) sq_idmap_lookup (self->readers, consumer);
+    return r && r->expect == UINT64_MAX;
+}
+
+void
+stream_reader_remove (stream_t *self, uint64_t consumer)
+{
+    s_reader_t *r = (s_reader_t *) sq_idmap_remove (self->readers, consumer);
+    if (!r)
+        return;
+    s_reader_cancel (self, r);
+    size_t slot = self->ended_next++ % S_ENDED_RING;
+    self->ended [slot].consumer = consumer;
+    self->ended [slot].version = r->version;
+    s_reader_free (&r);
+}
+
+void
+stream_on_chunk (stream_t *self, sq_msg_t *msg)
+{
+    sq_schunk_t chunk;
+    sq_errbuf_t err;
+    if (msg->n != 3 || sq_schunk_decode (&chunk, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad SCHUNK: %s", msg->n != 3? "not one payload frame": err.text);
+        return;
+    }
+    zmq_msg_t *bytes = &msg->frames [2];
+    if (zmq_msg_size (bytes) > SQ_CHUNK_MAX) {
+        sq_warn ("SCHUNK of %zu bytes refused", zmq_msg_size (bytes));
+        return;
+    }
+    char *address = transfer_reply_address (msg, chunk.reply_to);
+    if (!address)
+        return;
+    s_reader_t *r = (s_reader_t *) sq_idmap_lookup (self->readers, chunk.consumer);
+    if (r)
+        s_reader_take (self, r, &chunk, address, bytes);
+    else
+    if (s_ended (self, chunk.consumer, chunk.version) || self->n_early >= STREAM_MAX_EARLY)
+        s_credit (self, address, chunk.key, chunk.version, chunk.consumer, 0);
+    else {
+        s_early_t *e = (s_early_t *) calloc (1, sizeof *e);
+        if (!e) {
+            s_credit (self, address, chunk.key, chunk.version, chunk.consumer, 0);
+            free (address);
+            return;
+        }
+        e->chunk = chunk;
+        e->chunk.reply_to = (mpr_str_t) { NULL, 0 };
+        e->address = address;
+        address = NULL;
+        zmq_msg_init (&e->bytes);
+        zmq_msg_move (&e->bytes, bytes);
+        e->at_ns = task_now_ns ();
+        if (self->early_tail)
+            self->early_tail->next = e;
+        else
+            self->early_head = e;
+        self->early_tail = e;
+        self->n_early++;
+        self->early_bytes += zmq_msg_size (&e->bytes);
+    }
+    free (address);
+}
+
+//  Writes queued chunks into the reader's pipe while it takes them.
+static void
+s_reader_write (stream_t *self, s_reader_t *r)
+{
+    while (r->head && r->fd >= 0) {
+        s_chunk_t *c = r->head;
+        size_t size = zmq_msg_size (&c->bytes);
+        if (c->done < size) {
+            ssize_t n = write (r->fd, (const char *) zmq_msg_data (&c->bytes) + c->done,
+                               size - c->done);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && errno == EAGAIN)
+                return;
+            if (n < 0) {
+                //  The program closed its stdin (EPIPE): it wants no more.
+                s_reader_cancel (self, r);
+                return;
+            }
+            c->done += (size_t) n;
+            if (c->done < size)
+                continue;
+        }
+        r->head = c->next;
+        if (!r->head)
+            r->tail = NULL;
+        r->n_queued--;
+        r->queued_bytes -= size;
+        bool end = c->end;
+        zmq_msg_close (&c->bytes);
+        free (c);
+        if (end) {
+            close (r->fd);      //  the program sees the end of its input
+            r->fd = -1;
+        }
+        else
+            s_credit (self, r->reply_to, r->object, r->version, r->consumer, 1);
+    }
+}
+
+//  --------------------------------------------------------------------------
+//  Polling
+
+size_t
+stream_items (stream_t *self, zmq_pollitem_t *items, size_t max)
+{
+    size_t want = sq_idmap_size (self->writers) + sq_idmap_size (self->readers);
+    if (want > self->cap_polled) {
+        uint64_t *polled = (uint64_t *) realloc (self->polled, want * sizeof *polled);
+        if (polled)
+            self->polled = polled;
+        bool *kinds = (bool *) realloc (self->polled_writer, want * sizeof *kinds);
+        if (kinds)
+            self->polled_writer = kinds;
+        if (polled && kinds)
+            self->cap_polled = want;
+    }
+    if (max > self->cap_polled)
+        max = self->cap_polled;
+    size_t n = 0, cursor = 0;
+    void *item;
+    while (n < max && (item = sq_idmap_next (self->writers, &cursor, NULL))) {
+        s_writer_t *w = (s_writer_t *) item;
+        if (!s_writable (w))
+            continue;
+        items [n] = (zmq_pollitem_t) { NULL, w->fd, ZMQ_POLLIN, 0 };
+        self->polled [n] = w->task;
+        self->polled_writer [n++] = true;
+    }
+    cursor = 0;
+    while (n < max && (item = sq_idmap_next (self->readers, &cursor, NULL))) {
+        s_reader_t *r = (s_reader_t *) item;
+        if (r->fd < 0 || !r->head)
+            continue;
+        items [n] = (zmq_pollitem_t) { NULL, r->fd, ZMQ_POLLOUT, 0 };
+        self->polled [n] = r->consumer;
+        self->polled_writer [n++] = false;
+    }
+    return n;
+}
+
+long
+stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
+{
+    for (size_t i = 0; i < n_items; i++) {
+        if (!items [i].revents)
+            continue;
+        if (self->polled_writer [i]) {
+            s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->writers, self->polled [i]);
+            if (w && w->fd == items [i].fd && s_writable (w))
+                s_writer_read (self, w);
+        }
+        else {
+            s_reader_t *r = (s_reader_t *) sq_idmap_lookup (self->readers, self->polled [i]);
+            if (r && r->fd == items [i].fd)
+                s_reader_write (self, r);
+        }
+    }
+    //  A reader whose queue just got an end with nothing before it closes
+    //  now, without waiting for the pipe to be writable.
+    size_t cursor = 0;
+    void *item;
+    while ((item = sq_idmap_next (self->readers, &cursor, NULL))) {
+        s_reader_t *r = (s_reader_t *) item;
+        if (r->fd >= 0 && r->head && r->head->end && zmq_msg_size (&r->head->bytes) == 0)
+            s_reader_write (self, r);
+    }
+    uint64_t now = task_now_ns ();
+    while (self->early_head && now - self->early_head->at_ns > STREAM_EARLY_MS * 1000000ull) {
+        s_early_t *e = self->early_head;
+        self->early_head = e->next;
+        if (!self->early_head)
+            self->early_tail = NULL;
+        self->n_early--;
+        self->early_bytes -= zmq_msg_size (&e->bytes);
+        sq_warn ("stream %" PRIx64 ": no reader %" PRIx64 " here; refused", e->chunk.key,
+                 e->chunk.consumer);
+        s_credit (self, e->address, e->chunk.key, e->chunk.version, e->chunk.consumer, 0);
+        s_early_free (&e);
+    }
+    bool timers = self->early_head != NULL;
+    cursor = 0;
+    while ((item = sq_idmap_next (self->writers, &cursor, NULL))) {
+        s_writer_t *w = (s_writer_t *) item;
+        if (w->fd >= 0 && s_deserted (w))
+            s_writer_close (self, w, true);
+        if (w->fd < 0)
+            continue;
+        timers = true;
+        if (w->offset != w->told && now - w->told_ns >= S_PROGRESS_NS && self->progress) {
+            self->progress (self->arg, w->object, w->offset);
+            w->told = w->offset;
+            w->told_ns = now;
+        }
+    }
+    return timers? S_TICK_MS: -1;
+}
+
+uint64_t
+stream_bytes (stream_t *self)
+{
+    uint64_t bytes = self->early_bytes;
+    size_t cursor = 0;
+    void *item;
+    while ((item = sq_idmap_next (self->readers, &cursor, NULL)))
+        bytes += ((s_reader_t *) item)->queued_bytes;
+    return bytes;
+}

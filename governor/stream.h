@@ -1,0 +1,105 @@
+/*  stream: both ends of streams on this governor (docs/protocol.md,
+    "Streams"): objects read while a task writes them, never stored.
+
+    Writer: a task's stream output is a pipe (execute: the program's
+    stdout). The broker names its readers one by one (STREAM orders, or
+    UNSTREAM for one that will not come); until every reader it was told
+    of at ASSIGN is named, nothing is read from the pipe, so the program
+    blocks on it rather than have its bytes buffered. Then each read of up
+    to STREAM_CHUNK bytes becomes one SCHUNK to every reader (the same
+    bytes, zero-copy), and the pipe is read again only while every reader
+    has credit: at most STREAM_WINDOW chunks ahead of its SCREDITs. A slow
+    reader slows the writer; memory stays within window x chunk per
+    reader. Once the pipe is at its end and the program exited well, a
+    last, empty chunk marked `end` says so; a writer that fails sends no
+    end, and its readers fail with it (the broker stops them), so no
+    reader finishes on the bytes of a writer that failed.
+
+    Reader: SCHUNKs of a stream input queue (at most a window, since the
+    writer keeps within it) until the task's pipe (execute: its stdin)
+    takes them; each chunk written whole is credited back, so credit
+    moves at the pace the program reads. At `end` the pipe is closed (the
+    program sees end of file). A reader that stops early (its program
+    closed stdin or ended) says SCREDIT 0, and the writer forgets it; with
+    no reader left, the writer's pipe is closed (the program gets SIGPIPE,
+    which does not fail it: its readers wanted no more).
+
+    Chunks that arrive before their reader's ASSIGN wait, at most
+    STREAM_EARLY_MS; chunks for a reader that ended are answered SCREDIT 0.
+
+    Both ends run in the compute thread. Ownership: stream_new borrows the
+    pipe; the stream_t owns every descriptor handed to it and closes them. */
+#ifndef GOV_STREAM_H
+#define GOV_STREAM_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <zmq.h>
+#include "proto.h"
+#include "wire.h"
+
+#define STREAM_CHUNK (1u << 20)         //  bytes read from a writer's pipe at most at once
+#define STREAM_WINDOW 4                 //  chunks ahead of a reader's credits
+#define STREAM_EARLY_MS 20000           //  chunks of a reader not assigned yet
+#define STREAM_MAX_EARLY 1024           //  such chunks held, in all
+
+typedef struct _stream_t stream_t;
+
+//  A writer reached the end of its pipe and sent it whole, or every reader
+//  left (`deserted`: its pipe was closed under the program, which gets
+//  SIGPIPE as in a shell pipeline): `bytes` sent in all. Called from
+//  stream_poll.
+typedef void (stream_done_fn) (void *arg, uint64_t task, uint32_t attempt, uint64_t bytes,
+                               bool deserted);
+//  Progress of a writer (for the broker's STREAMED events), at most every
+//  second per stream.
+typedef void (stream_progress_fn) (void *arg, uint64_t object, uint64_t bytes);
+
+typedef struct {
+    void *pipe;                 //  PAIR to the receive thread (borrowed)
+    uint32_t governor_id;
+    const char *data_endpoint;  //  ours, where readers send SCREDITs
+    stream_done_fn *done;
+    stream_progress_fn *progress;
+    void *arg;
+} stream_args_t;
+
+stream_t *stream_new (const stream_args_t *args);
+void stream_destroy (stream_t **self_p);
+
+//  Writer: the task `task` (attempt) writes stream `object` to the read end
+//  `fd` (taken over, made non-blocking) for `readers` readers. 0, or -1
+//  (fd closed).
+int stream_writer_add (stream_t *self, uint64_t task, uint32_t attempt, uint64_t object,
+                       uint32_t readers, int fd);
+//  The writer's program exited well after its pipe's end: the readers get
+//  the last chunk, marked end.
+void stream_writer_end (stream_t *self, uint64_t task);
+//  The task is gone (stopped): its writer goes, readers or not.
+void stream_writer_remove (stream_t *self, uint64_t task);
+//  STREAM and UNSTREAM orders (msg frame 1: the order batch).
+void stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg);
+void stream_on_credit (stream_t *self, sq_msg_t *msg);
+
+//  Reader: the task `consumer` reads stream `object` of producer attempt
+//  `version` into the write end `fd` (taken over, made non-blocking). 0,
+//  or -1 (fd closed).
+int stream_reader_add (stream_t *self, uint64_t consumer, uint64_t object, uint32_t version,
+                       int fd);
+//  The task ended or was stopped: it reads no more (the writer is told).
+void stream_reader_remove (stream_t *self, uint64_t consumer);
+//  Whether the reader's stream broke off (chunks out of order, too many):
+//  its program saw an early end and must not be trusted to have finished.
+bool stream_reader_broken (stream_t *self, uint64_t consumer);
+void stream_on_chunk (stream_t *self, sq_msg_t *msg);
+
+//  Poll items for the pipes that can move now (writers with every reader
+//  in credit, readers with bytes queued), at most max; stream_poll after
+//  zmq_poll handles them and the timers. Returns the ms until a timer is
+//  due, -1 if none.
+size_t stream_items (stream_t *self, zmq_pollitem_t *items, size_t max);
+long stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items);
+//  Bytes queued or in flight, for LOAD's memory.
+uint64_t stream_bytes (stream_t *self);
+
+#endif

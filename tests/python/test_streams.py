@@ -1,0 +1,211 @@
+"""Streams (docs/protocol.md, "Streams"): an execute task's stdout read as
+the next one's stdin while it is written, governor to governor, under
+flow control; refusals; early readers; a stream group run again when one
+of its members is lost."""
+import os
+import signal
+import time
+
+import pytest
+
+import squall
+from squall.tasks import Execute
+
+from conftest import TIMEOUT, cluster_options
+
+MIB = 1 << 20
+
+
+def _wait_for(what, predicate, timeout=TIMEOUT):
+    """Polls a condition the test cannot be told of (a file a task writes),
+    failing at the deadline: no fixed sleep stands for it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+def _hwm(pid):
+    """Peak resident memory of a process, in bytes (VmHWM)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM for %d" % pid)
+
+
+def test_three_stage_pipeline(client):
+    with client.session() as s:
+        seq = Execute("seq 1 200000", stdout=True, stream=True, name="seq")
+        grep = Execute("grep 7", stdin=seq.output, stdout=True, stream=True, name="grep")
+        count = Execute("wc -l", stdin=grep.output, stdout=True, name="wc")
+        count.output.keep()
+        s.submit()
+        assert count.output.fetch(TIMEOUT).strip() == b"81902"
+        # the stream's size is what went through it
+        s.wait([seq, grep], TIMEOUT)
+
+
+def test_several_readers_and_an_empty_stream(client):
+    with client.session() as s:
+        text = Execute("seq 1 50000", stdout=True, stream=True)
+        a = Execute("wc -l", stdin=text.output, stdout=True)
+        b = Execute("tail -n 1", stdin=text.output, stdout=True)
+        c = Execute("grep -c 5", stdin=text.output, stdout=True)
+        nothing = Execute("true", stdout=True, stream=True)
+        d = Execute("wc -c", stdin=nothing.output, stdout=True)
+        for t in (a, b, c, d):
+            t.output.keep()
+        s.submit()
+        assert a.output.fetch(TIMEOUT).strip() == b"50000"
+        assert b.output.fetch(TIMEOUT).strip() == b"50000"
+        assert c.output.fetch(TIMEOUT).strip() == str(
+            sum(1 for i in range(1, 50001) if "5" in str(i))).encode()
+        assert d.output.fetch(TIMEOUT).strip() == b"0"
+
+
+def test_a_reader_that_stops_early(client):
+    """`yes | head -n 3`: the reader leaves, the writer's pipe closes under
+    it, and its SIGPIPE does not fail it."""
+    with client.session() as s:
+        yes = Execute("yes", stdout=True, stream=True, name="yes")
+        head = Execute("head -n 3", stdin=yes.output, stdout=True)
+        head.output.keep()
+        s.submit()
+        assert head.output.fetch(TIMEOUT) == b"y\ny\ny\n"
+        s.wait([yes], TIMEOUT)
+
+
+@pytest.mark.parametrize("case", ["kept", "fetched", "later", "concat", "deadlock", "unread"])
+def test_refusals(client, case):
+    with client.session() as s:
+        producer = Execute("seq 1 10", stdout=True, stream=True, outputs=["side"])
+        stream, side = producer.outputs
+        if case == "kept":
+            Execute("wc -l", stdin=stream, stdout=True)
+            stream.keep()
+            with pytest.raises(squall.SquallError, match="cannot be kept"):
+                s.submit()
+            return
+        if case == "fetched":
+            Execute("wc -l", stdin=stream, stdout=True)
+            s.submit()
+            with pytest.raises(squall.SquallError, match="is a stream"):
+                stream.fetch(TIMEOUT)
+            return
+        if case == "later":
+            Execute("wc -l", stdin=stream, stdout=True)
+            s.submit()
+            Execute("cat", stdin=stream, stdout=True)
+            with pytest.raises(squall.SquallError, match="earlier submit"):
+                s.submit()
+            return
+        if case == "concat":
+            squall.tasks.Concat([stream, b"x"])
+            with pytest.raises(squall.SquallError, match="cannot read"):
+                s.submit()
+            return
+        if case == "deadlock":
+            # it reads the stream and the producer's other output, which
+            # exists only once the producer ended: neither would ever run
+            Execute("cat - side", stdin=stream, inputs=[("side", side)], stdout=True)
+            with pytest.raises(squall.SquallError, match="would ever run"):
+                s.submit()
+            return
+        with pytest.raises(squall.SquallError, match="no reader"):
+            s.submit()
+
+
+def test_one_gib_in_bounded_memory():
+    """1 GiB through three stages on three governors: each governor's peak
+    memory stays within a few windows (4 chunks of 1 MiB per reader), far
+    below the stream. The same pipeline through finished objects is the
+    benchmark's (bench/streams.py)."""
+    with squall.LocalCluster(governors=3, cpus=1, **cluster_options()) as cluster:
+        pids = [g.pid for g in cluster.governors]
+        before = {pid: _hwm(pid) for pid in pids}
+        with cluster.client() as client, client.session() as s:
+            gen = Execute("head -c 1G /dev/zero | tr '\\0' a", stdout=True, stream=True)
+            swap = Execute("tr a b", stdin=gen.output, stdout=True, stream=True)
+            count = Execute("tr -d b | wc -c", stdin=swap.output, stdout=True)
+            count.output.keep()
+            s.submit()
+            assert count.output.fetch(300).strip() == b"0"     # every byte went through tr
+            s.wait([gen, swap], TIMEOUT)
+        grown = {pid: _hwm(pid) - before[pid] for pid in pids}
+        # governors under ASan keep freed memory quarantined: a looser bound
+        bound = (256 if os.environ.get("SQUALL_TEST_CHILD_ASAN_OPTIONS") else 64) * MIB
+        assert all(g < bound for g in grown.values()), grown
+
+
+def _gated_producer(tmp_path, lines_before, lines_after):
+    """A producer that writes lines_before lines, says which governor runs it
+    (its parent) and that it started, then waits for tmp_path/go to write
+    the rest."""
+    return Execute(
+        "echo $PPID >> %(d)s/starts; seq 1 %(a)d; "
+        "while [ ! -e %(d)s/go ]; do sleep 0.01; done; seq %(b)d %(c)d"
+        % {"d": tmp_path, "a": lines_before, "b": lines_before + 1,
+           "c": lines_before + lines_after},
+        stdout=True, stream=True, name="gated", max_retries=1)
+
+
+def _starts(tmp_path):
+    path = os.path.join(str(tmp_path), "starts")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [int(x) for x in f.read().split()]
+
+
+def test_progress_shows_and_the_group_runs_again_when_the_writer_is_lost(tmp_path):
+    with squall.LocalCluster(governors=3, cpus=1, **cluster_options()) as cluster:
+        with cluster.client() as client, client.session() as s:
+            producer = _gated_producer(tmp_path, 300000, 1000)
+            count = Execute("wc -l", stdin=producer.output, stdout=True, name="wc")
+            count.output.keep()
+            s.submit()
+            first = _wait_for("the producer to start", lambda: _starts(tmp_path))[0]
+            # INFO (and so the dashboard) shows the bytes streamed so far
+            streams = _wait_for("the stream's progress in INFO", lambda: [
+                x for x in client.info().get("streams", [])
+                if x["object"] == producer.output.id and x["bytes"] > 0])
+            assert streams[0]["session"] == s.id
+            # its governor dies mid-stream: the whole group runs again
+            os.kill(first, signal.SIGKILL)
+            starts = _wait_for("the producer to start again",
+                               lambda: len(_starts(tmp_path)) >= 2 and _starts(tmp_path))
+            assert starts[1] != first
+            open(os.path.join(str(tmp_path), "go"), "w").close()
+            assert count.output.fetch(TIMEOUT).strip() == b"301000"
+            assert len(_starts(tmp_path)) == 2
+
+
+def test_a_reader_failing_runs_its_group_again(client, tmp_path):
+    """The reader fails once (its retry is the group's): the writer runs again
+    and the reader gets the whole stream the second time."""
+    with client.session() as s:
+        text = Execute("echo run >> %s/writer; seq 1 100000" % tmp_path, stdout=True,
+                       stream=True)
+        flaky = Execute("if [ ! -e %(d)s/failed ]; then touch %(d)s/failed; head -n 5 >/dev/null; "
+                        "exit 1; fi; wc -l" % {"d": tmp_path},
+                        stdin=text.output, stdout=True, max_retries=1)
+        flaky.output.keep()
+        s.submit()
+        assert flaky.output.fetch(TIMEOUT).strip() == b"100000"
+        with open(os.path.join(str(tmp_path), "writer")) as f:
+            assert f.read().split() == ["run", "run"]
+
+
+def test_a_writer_failing_fails_its_readers(client):
+    with client.session() as s:
+        bad = Execute("seq 1 10; exit 3", stdout=True, stream=True)
+        reader = Execute("wc -l", stdin=bad.output, stdout=True)
+        reader.output.keep()
+        s.submit()
+        with pytest.raises(squall.SquallError):
+            reader.output.fetch(TIMEOUT)
