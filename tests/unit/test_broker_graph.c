@@ -12,6 +12,7 @@
 #include "graph.h"
 #include "gov.h"
 #include "scheduler.h"
+#include "taskconf.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,6 +437,170 @@ s_test_actor (void)
     free (s);
 }
 
+//  Streams (graph_stream.c): readers ready when their writer starts; a
+//  member lost or retried runs its whole group again (through lineage once
+//  a writer finished); readers that fail are unread; refusals at submit.
+static size_t s_unread;
+static object_t *s_unread_stream;
+static void
+s_count_unread (void *arg, object_t *stream, task_t *consumer)
+{
+    (void) arg;
+    (void) consumer;
+    s_unread++;
+    s_unread_stream = stream;
+}
+
+static sq_wbuf_t s_exec_conf [4];
+
+static sq_task_spec_t *
+s_exec (s_submit_t *s, uint32_t id, int32_t input, uint32_t output, bool stream, int conf)
+{
+    sq_task_spec_t *t = &s->tasks [s->sub.n_tasks++];
+    t->id = id;
+    t->kind = (mpr_str_t) { "execute", 7 };
+    t->config = (const uint8_t *) s_exec_conf [conf].buf.data;
+    t->config_size = s_exec_conf [conf].buf.size;
+    t->inputs = s->ids + s->n_ids;
+    if (input > 0) {
+        t->inputs [0] = (uint32_t) input;
+        t->n_inputs = 1;
+        s->n_ids++;
+    }
+    t->outputs = s->ids + s->n_ids++;
+    t->outputs [0] = output;
+    t->n_outputs = 1;
+    s->objects [s->sub.n_objects++] = (sq_object_spec_t) {
+        .id = output, .frame = -1, .flags = stream? SQ_OBJ_STREAM: SQ_OBJ_KEEP };
+    return t;
+}
+
+static void
+s_test_stream (void)
+{
+    //  Configs: 0 writes its stdout, 1 reads stdin and writes stdout,
+    //  2 reads stdin into a file output, 3 takes an input file (no stdin).
+    const char *argv [] = { "cat" };
+    const char *in_path [] = { "" }, *out_path [] = { "" }, *file [] = { "f" };
+    for (int i = 0; i < 4; i++)
+        sq_wbuf_init (&s_exec_conf [i]);
+    sq_taskconf_pack_execute (&s_exec_conf [0].pk, argv, 1, NULL, 0, NULL, 0, -1, out_path, 1, 0);
+    sq_taskconf_pack_execute (&s_exec_conf [1].pk, argv, 1, NULL, 0, in_path, 1, 0, out_path, 1, 0);
+    sq_taskconf_pack_execute (&s_exec_conf [2].pk, argv, 1, NULL, 0, in_path, 1, 0, file, 1, -1);
+    sq_taskconf_pack_execute (&s_exec_conf [3].pk, argv, 1, NULL, 0, file, 1, -1, out_path, 1, 0);
+
+    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_drop, s_copy, s_count_unread };
+    graph_t *graph = graph_new (&hooks);
+    gov_t *a = s_gov (1), *b = s_gov (2);
+    session_t *session = graph_session_open (graph, NULL);
+    uint32_t sid = session->id;
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+    char message [256];
+    uint32_t bad;
+
+    //  Refused: no reader; kept; a reader that cannot read one there; a
+    //  reader waiting on its writer's end; a reader in a later submit.
+    s_reset (s, sid);
+    s_exec (s, 1, 0, 2, true, 0);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_INVALID && bad == 2
+           && strstr (message, "no reader"), "%s", message);
+    s_reset (s, sid);
+    s_exec (s, 1, 0, 2, true, 0);
+    s_exec (s, 3, 2, 4, false, 2);
+    s->objects [0].flags |= SQ_OBJ_KEEP;
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_INVALID && bad == 2
+           && strstr (message, "kept"), "%s", message);
+    s_reset (s, sid);
+    s_exec (s, 1, 0, 2, true, 0);
+    s_exec (s, 3, 2, 4, false, 3);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_BAD_CONFIG && bad == 3
+           && strstr (message, "cannot read"), "%s", message);
+    s_reset (s, sid);
+    s_exec (s, 1, 0, 2, false, 0);
+    s_exec (s, 3, 2, 4, true, 2);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_BAD_CONFIG && bad == 3
+           && strstr (message, "cannot write"), "%s", message);
+
+    //  P (1) -stream 2-> M (3) -stream 4-> R (5) -> 6
+    s_reset (s, sid);
+    s_exec (s, 1, 0, 2, true, 0);
+    s_exec (s, 3, 2, 4, true, 1);
+    s_exec (s, 5, 4, 6, false, 2)->max_retries = 1;
+    s_ready_count = 0;
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *p = graph_task (graph, sq_key (sid, 1)), *m = graph_task (graph, sq_key (sid, 3));
+    task_t *r = graph_task (graph, sq_key (sid, 5));
+    object_t *s2 = graph_object (graph, sq_key (sid, 2)), *s4 = graph_object (graph, sq_key (sid, 4));
+    CHECK (p->state == TASK_READY && m->state == TASK_WAITING && s_ready_count == 1
+           && p->stream_out && m->stream_in && m->stream_out && r->stream_in && !r->stream_out,
+           "only the writer is ready");
+    s_reset (s, sid);
+    s_exec (s, 7, 2, 8, false, 2);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_INVALID && bad == 7
+           && strstr (message, "earlier submit"), "%s", message);
+
+    graph_task_assigned (graph, p, a);
+    CHECK (m->state == TASK_WAITING && !graph_stream_placeable (m), "assigned is not started");
+    graph_task_started (graph, p);
+    CHECK (m->state == TASK_READY && s2->stream_open && graph_stream_placeable (m)
+           && graph_stream_consumers (s2) == 1, "its reader is ready when the writer starts");
+    graph_task_assigned (graph, m, b);
+    graph_task_started (graph, m);
+    CHECK (r->state == TASK_READY, "and so on down the chain");
+    graph_task_assigned (graph, r, a);
+    graph_task_started (graph, r);
+
+    //  The middle's governor is lost: the group runs again, writer first.
+    uint32_t pa = p->attempt, ra = r->attempt;
+    s_stop_count = 0;
+    graph_task_requeue (graph, m);
+    CHECK (p->state == TASK_READY && m->state == TASK_WAITING && r->state == TASK_WAITING
+           && p->attempt == pa + 1 && r->attempt == ra + 1 && s_stop_count >= 2
+           && !s2->stream_open && !s4->stream_open, "the whole group waits again (%u stops)",
+           (unsigned) s_stop_count);
+
+    //  A writer reporting a stream finished that never opened is not trusted.
+    graph_task_assigned (graph, p, a);
+    sq_output_ref_t out2 = { s2->key, 100, -1 };
+    CHECK (graph_task_finished (graph, p, a, &out2, 1, NULL, 0, 4096) == -1
+           && p->state == TASK_READY, "finished without starting: run again");
+    graph_task_assigned (graph, p, a);
+    graph_task_started (graph, p);
+    graph_task_assigned (graph, m, b);
+    graph_task_started (graph, m);
+    graph_task_assigned (graph, r, a);
+    graph_task_started (graph, r);
+    CHECK (graph_task_finished (graph, p, a, &out2, 1, NULL, 0, 4096) == 0
+           && s2->state == OBJ_FINISHED && s2->n_locations == 0 && s2->size == 100,
+           "a finished stream has its size and no copy");
+    sq_output_ref_t out4 = { s4->key, 50, -1 };
+    CHECK (graph_task_finished (graph, m, b, &out4, 1, NULL, 0, 4096) == 0, "middle finished");
+
+    //  The reader fails with a retry left: nothing is left to read, so both
+    //  writers run again through lineage.
+    uint64_t recomputed = graph_recomputed (graph);
+    CHECK (graph_task_attempt_failed (graph, r, a->id, SQ_FAIL_TASK, "exit 1", 3) == GRAPH_RETRY
+           && p->state == TASK_READY && m->state == TASK_WAITING && r->state == TASK_WAITING
+           && graph_recomputed (graph) == recomputed + 2, "the group again, through lineage");
+
+    //  A reader that fails for good while its stream is written is unread.
+    graph_task_assigned (graph, p, a);
+    graph_task_started (graph, p);
+    graph_task_assigned (graph, m, b);
+    graph_task_started (graph, m);
+    s_unread = 0;
+    graph_cancel (graph, r);
+    CHECK (s_unread == 1 && s_unread_stream == s4 && r->state == TASK_CANCELLED,
+           "the writer is told its reader will not read");
+    graph_session_close (graph, &session);
+    gov_destroy (&a);
+    gov_destroy (&b);
+    graph_destroy (&graph);
+    for (int i = 0; i < 4; i++)
+        sq_wbuf_release (&s_exec_conf [i]);
+    free (s);
+}
+
 int
 main (void)
 {
@@ -648,7 +813,8 @@ main (void)
     s_test_newcomer ();
     s_test_delete ();
     s_test_actor ();
+    s_test_stream ();
     printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs; "
-            "placement over 200 governors; actors: ok\n");
+            "placement over 200 governors; actors; streams: ok\n");
     return 0;
 }
