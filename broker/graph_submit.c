@@ -154,6 +154,16 @@ s_check_task_streams (session_t *session, s_check_t *check, uint32_t t,
                       const sq_taskconf_t *conf, char *msg, size_t msg_size, uint32_t *bad_id)
 {
     const sq_task_spec_t *task = &check->submit->tasks [t];
+    uint32_t reads = 0, writes = 0;
+    for (uint32_t i = 0; i < task->n_inputs; i++)
+        reads += s_is_stream (check, task->inputs [i]);
+    for (uint32_t i = 0; i < task->n_outputs; i++)
+        writes += s_is_stream (check, task->outputs [i]);
+    if (reads > 1 || writes > 1)
+        return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_INVALID,
+                         "task %u %s %u streams: a task reads at most one and writes at "
+                         "most one", task->id, reads > 1? "reads": "writes",
+                         reads > 1? reads: writes);
     for (uint32_t i = 0; i < task->n_inputs; i++) {
         uint32_t id = task->inputs [i];
         if (!s_spec_of (check, id)) {
@@ -169,7 +179,7 @@ s_check_task_streams (session_t *session, s_check_t *check, uint32_t t,
         if (!sq_taskconf_streams (conf, true, i))
             return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
                              "task %u: input %u is a stream, which a '%s' task cannot read there "
-                             "(an execute task reads one as its stdin)",
+                             "(an execute task reads one as its stdin, a py task as an iterator)",
                              task->id, id, sq_kind_name (conf->kind));
         for (uint32_t k = 0; k < i; k++)
             if (task->inputs [k] == id)
@@ -180,7 +190,8 @@ s_check_task_streams (session_t *session, s_check_t *check, uint32_t t,
         if (s_is_stream (check, task->outputs [i]) && !sq_taskconf_streams (conf, false, i))
             return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
                              "task %u: output %u is a stream, which a '%s' task cannot write "
-                             "there (an execute task writes one from its stdout)", task->id, task->outputs [i], sq_kind_name (conf->kind));
+                             "there (an execute task writes one from its stdout, a py task by returning an "
+                             "iterable of chunks)", task->id, task->outputs [i], sq_kind_name (conf->kind));
     return SQ_OK;
 }
 

@@ -457,5 +457,7 @@ sq_taskconf_streams (const sq_taskconf_t *self, bool is_input, uint32_t index)
     if (self->kind == SQ_KIND_EXECUTE)
         return is_input? self->stdin_input == (int32_t) index
                        : self->stdout_output == (int32_t) index;
+    if (self->kind == SQ_KIND_PY)
+        return !self->actor && !self->call && !(is_input && self->fn_in && index == 0);
     return false;
 }

@@ -66,7 +66,9 @@ int sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind,
 void sq_taskconf_release (sq_taskconf_t *self);
 //  Whether a task can read its input `index` (is_input) or write its
 //  output `index` as a stream (docs/protocol.md, "Streams"): execute's
-//  stdin and stdout.
+//  stdin and stdout; a py task's inputs and outputs (an iterator of
+//  chunks, a generator's), except an actor's or its calls'. A task reads
+//  at most one stream and writes at most one (the broker checks).
 bool sq_taskconf_streams (const sq_taskconf_t *self, bool is_input, uint32_t index);
 
 //  Encoders, one per kind with a config (libsquall's sq_config_* check

@@ -23,10 +23,12 @@
 #include "log.h"
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define S_MAX_QUEUED 1000000        //  tasks waiting or ready
 #define S_MAX_PENDING_SENDS 1000000 //  SEND orders for objects not here yet
@@ -38,6 +40,7 @@
 #define S_WAITPID_MS 5
 #define S_PY_HOLD_NS 1000000ull     //  UPDATE held while Python tasks run
 #define S_ERR_SIZE 8192
+#define S_MAX_DRAINING 4096          //  py tasks whose stream output drains
 
 //  Tasks waiting for one object, or SEND orders waiting for one object
 typedef struct {
@@ -83,6 +86,10 @@ struct _compute_t {
     uint64_t res_used [SQ_MAX_RESOURCES];
     uint64_t next_memcheck_ns;
     deadlines_t *deadlines;
+    //  py tasks that replied while their stream output drains (bounded:
+    //  each holds its cpus meanwhile)
+    task_t *draining [S_MAX_DRAINING];
+    size_t n_draining;
     task_t **execs;             //  running execute tasks
     size_t n_execs, cap_execs;
     pyexec_t *pyexec;           //  Python executors of "py" tasks
@@ -356,6 +363,9 @@ s_unrun (compute_t *self, task_t *task)
         pyexec_abandon (self->pyexec, task);
     if (task->stream_out >= 0)
         stream_writer_remove (self->streams, task->key);
+    for (size_t i = 0; task->exited && i < self->n_draining; i++)
+        if (self->draining [i] == task)
+            self->draining [i--] = self->draining [--self->n_draining];
     if (task->stream_in >= 0)
         stream_reader_remove (self->streams, task->key);
     if (task->exec) {
@@ -441,6 +451,45 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     s_event_added (self);
 }
 
+//  A py task's stream pipes: the governor's ends to the streams, the
+//  executor's into theirs (input's first). 0, or -1 with self->err.
+static int
+s_py_stream_pipes (compute_t *self, task_t *task, int *theirs, int *n_theirs)
+{
+    int in [2] = { -1, -1 }, out [2] = { -1, -1 };
+    if ((task->stream_in >= 0 && pipe2 (in, O_CLOEXEC))
+    ||  (task->stream_out >= 0 && pipe2 (out, O_CLOEXEC))) {
+        snprintf (self->err, sizeof self->err, "cannot make a pipe: %s", strerror (errno));
+        for (int i = 0; i < 2; i++) {
+            if (in [i] >= 0)
+                close (in [i]);
+            if (out [i] >= 0)
+                close (out [i]);
+        }
+        return -1;
+    }
+    int rc = 0;
+    if (in [0] >= 0) {
+        fcntl (in [1], F_SETPIPE_SZ, 1 << 20);
+        theirs [(*n_theirs)++] = in [0];
+        rc |= stream_reader_add (self->streams, task->key, task->inputs [task->stream_in],
+                                 task->stream_in_version, in [1]);
+    }
+    if (out [0] >= 0) {
+        fcntl (out [0], F_SETPIPE_SZ, 1 << 20);
+        theirs [(*n_theirs)++] = out [1];
+        rc |= stream_writer_add (self->streams, task->key, task->attempt,
+                                 task->outputs [task->stream_out], task->stream_consumers, out [0]);
+    }
+    if (rc) {
+        for (int i = 0; i < *n_theirs; i++)
+            close (theirs [i]);
+        *n_theirs = 0;
+        snprintf (self->err, sizeof self->err, "out of memory on the governor (streams)");
+    }
+    return rc;
+}
+
 static void
 s_start (compute_t *self, task_t *task)
 {
@@ -491,7 +540,18 @@ s_start (compute_t *self, task_t *task)
     }
     else
     if (task->kind == SQ_KIND_PY) {
-        if (pyexec_start (self->pyexec, task, self->store, self->err, sizeof self->err)) {
+        //  Streams are pipes here too: ours go to the streams, the
+        //  executor's ends with the task (pyexec.c).
+        int theirs [2], n_theirs = 0;
+        if (s_py_stream_pipes (self, task, theirs, &n_theirs)) {
+            s_complete (self, task, -1, self->err);
+            return;
+        }
+        int rc = pyexec_start (self->pyexec, task, self->store, theirs, (size_t) n_theirs,
+                               self->err, sizeof self->err);
+        for (int i = 0; i < n_theirs; i++)
+            close (theirs [i]);
+        if (rc) {
             s_complete (self, task, -1, self->err);
             return;
         }
@@ -642,7 +702,10 @@ s_stream_progress (void *arg, uint64_t object, uint64_t bytes)
     s_event_added (self);
 }
 
-//  Writers whose program ended and whose stream has too.
+static void s_py_replied (compute_t *self, task_t *task, int rc);
+
+//  Writers whose program ended (or py task replied) and whose stream has
+//  too.
 static void
 s_reap_streams (compute_t *self)
 {
@@ -653,6 +716,13 @@ s_reap_streams (compute_t *self)
             done [n++] = self->execs [i];
     for (size_t i = 0; i < n; i++)
         s_child_exited (self, done [i]);
+    for (size_t i = 0; i < self->n_draining; i++) {
+        task_t *task = self->draining [i];
+        if (!task->stream_ended)
+            continue;
+        self->draining [i--] = self->draining [--self->n_draining];
+        s_py_replied (self, task, 0);
+    }
 }
 
 //  --------------------------------------------------------------------------
@@ -1196,6 +1266,30 @@ s_reap (compute_t *self, int n_items)
         s_child_exited (self, done_small [i]);
 }
 
+//  A py task's reply: with a stream output still draining, it completes
+//  once the stream has gone out (s_reap_streams).
+static void
+s_py_replied (compute_t *self, task_t *task, int rc)
+{
+    if (rc == 0 && task->stream_out >= 0 && !task->stream_ended) {
+        if (self->n_draining < S_MAX_DRAINING) {
+            task->exited = true;
+            self->draining [self->n_draining++] = task;
+            return;
+        }
+        rc = -1;
+        snprintf (self->err, sizeof self->err, "too many streams draining on this governor");
+    }
+    if (rc == 0 && task->stream_in >= 0 && stream_reader_broken (self->streams, task->key)) {
+        snprintf (self->err, sizeof self->err, "its input stream broke off (see the "
+                  "governor's log); the task read part of it only");
+        rc = -1;
+    }
+    if (rc == 0 && task->stream_out >= 0)
+        stream_writer_end (self->streams, task->key);
+    s_complete (self, task, rc, self->err);
+}
+
 //  Replies of Python executors: the last n_py_items poll items.
 static void
 s_reap_py (compute_t *self, int n_items)
@@ -1207,7 +1301,7 @@ s_reap_py (compute_t *self, int n_items)
         task_t *task = pyexec_reply (self->pyexec, self->items [i].fd, &rc,
                                      self->err, sizeof self->err);
         if (task)
-            s_complete (self, task, rc, self->err);
+            s_py_replied (self, task, rc);
     }
 }
 

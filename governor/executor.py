@@ -10,10 +10,18 @@ Framing (docs/protocol.md, "py"): every message is a little-endian u64 body
 length followed by the body, so that both sides need nothing but `struct`.
 
   governor -> executor: u8 op (1 = run, 2 = make the actor: run, and keep
-      the result; 3 = call a method of the actor: fn is its name),
-      u32 n_in, u32 n_out, u32 fn_len,
-      u32 args_len, fn, args, then per input u32 type_len, u64 size, type,
+      the result; 3 = call a method of the actor: fn is its name; 4 = run
+      a task with streams), u32 n_in, u32 n_out, u32 fn_len,
+      u32 args_len, [op 4: u32 stream_in, u32 stream_out (0xffffffff:
+      none)], fn, args, then per input u32 type_len, u64 size, type,
       data, then per output u32 type_len, type
+      Op 4's first byte carries (SCM_RIGHTS) the executor's ends of the
+      stream pipes, the input's first: the stream input (empty in the
+      message) is given to the function as an iterator of bytes chunks
+      read from its pipe; the stream output must be an iterable of bytes
+      (or str) chunks, written to its pipe as they come (a full pipe
+      blocks the function: that is the stream's flow control), and is
+      empty in the reply.
   executor -> governor: u8 0, u32 n, then per output u64 size, data
                      or u8 1, the failure message (UTF-8)
 
@@ -65,6 +73,9 @@ WARN_MAGIC = b"\0SQWARN"
 _WARN_MAX = 100
 
 _HEAD = struct.Struct("<BIIII")
+_STREAMS = struct.Struct("<II")
+_NO_STREAM = 0xFFFFFFFF
+_READ_MAX = 1 << 20
 _INPUT = struct.Struct("<IQ")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -122,27 +133,99 @@ def _encode(value, content_type):
 _actor = None
 
 
-def _run(body):
+class StreamReader:
+    """A stream input: iterate it for its chunks (bytes) as its writer
+    writes them, or read() it whole. Closing it (or returning without
+    reading it all) tells the writer this reader wants no more."""
+
+    def __init__(self, fd):
+        self._fd = fd
+
+    def __iter__(self):
+        while self._fd is not None:
+            chunk = os.read(self._fd, _READ_MAX)
+            if not chunk:
+                self.close()
+                return
+            yield chunk
+
+    def read(self):
+        return b"".join(self)
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _write_stream(fd, chunks):
+    """Writes a stream output's chunks to its pipe as they come."""
+    if isinstance(chunks, (bytes, bytearray, memoryview, str)):
+        chunks = (chunks,)
+    try:
+        iterator = iter(chunks)
+    except TypeError:
+        raise TypeError("a stream output must be an iterable of bytes chunks (a generator), "
+                        "not %s" % type(chunks).__name__) from None
+    for chunk in iterator:
+        if isinstance(chunk, str):
+            chunk = chunk.encode()
+        elif not isinstance(chunk, (bytes, bytearray, memoryview)):
+            raise TypeError("a stream's chunks must be bytes or str, not %s"
+                            % type(chunk).__name__)
+        view = memoryview(chunk)
+        while view:
+            try:
+                n = os.write(fd, view)
+            except BrokenPipeError:
+                return          # every reader left: they want no more
+            view = view[n:]
+
+
+def _run(body, fds=()):
     global _actor
     view = memoryview(body)
     op, n_in, n_out, fn_len, args_len = _HEAD.unpack_from(view, 0)
-    if op not in (1, 2, 3):
+    if op not in (1, 2, 3, 4):
         raise ValueError("unknown executor operation %d" % op)
     pos = _HEAD.size
+    stream_in = stream_out = _NO_STREAM
+    if op == 4:
+        stream_in, stream_out = _STREAMS.unpack_from(view, pos)
+        pos += _STREAMS.size
+        if len(fds) != (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM):
+            raise RuntimeError("the governor sent %d pipe(s) for this task's streams" % len(fds))
+    fds = list(fds)
+    reader = StreamReader(fds.pop(0)) if stream_in != _NO_STREAM else None
+    out_fd = fds.pop(0) if stream_out != _NO_STREAM else None
+    try:
+        return _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader,
+                     stream_out, out_fd)
+    finally:
+        if reader is not None:
+            reader.close()
+        if out_fd is not None:
+            os.close(out_fd)
+
+
+def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, stream_out, out_fd):
+    global _actor
     fn_bytes = bytes(view[pos:pos + fn_len])
     pos += fn_len
     args_bytes = view[pos:pos + args_len]
     pos += args_len
     inputs = []
     upstream = []                   # warnings the inputs carry
-    for _ in range(n_in):
+    for i in range(n_in):
         type_len, size = _INPUT.unpack_from(view, pos)
         pos += _INPUT.size
         content_type = bytes(view[pos:pos + type_len]).decode()
         pos += type_len
         data = view[pos:pos + size]
         pos += size
-        if content_type == PICKLE:
+        if i == stream_in:
+            inputs.append(reader)
+        elif content_type == PICKLE:
             inputs.append(pickle.loads(data))
             _input_warnings(data, upstream)
         else:
@@ -180,6 +263,15 @@ def _run(body):
         if len(values) != n_out:
             raise ValueError("the function returned %d value(s) for %d outputs"
                              % (len(values), n_out))
+    if out_fd is not None:
+        #   The stream goes out now, chunk by chunk; the reply carries
+        #   nothing for it.
+        with warnings.catch_warnings(record=True) as more:
+            warnings.simplefilter("always")
+            _write_stream(out_fd, values[stream_out])
+        caught.extend(more)
+        values = values[:stream_out] + (b"",) + values[stream_out + 1:]
+        out_types[stream_out] = ""
     trailer = _warnings_trailer(upstream, caught)
     parts = [b"\0", _U32.pack(n_out)]
     for j, (value, content_type) in enumerate(zip(values, out_types)):
@@ -337,14 +429,18 @@ def main():
     _preload()
     sock = socket.socket(fileno=int(sys.argv[1]))
     while True:
-        head = _recv_exact(sock, 8)
-        if head is None:
+        #   A task's first byte may carry its stream pipes (op 4).
+        first, fds, _, _ = socket.recv_fds(sock, 1, 2)
+        if not first:
             return
-        body = _recv_exact(sock, _U64.unpack(head)[0])
+        rest = _recv_exact(sock, 7)
+        if rest is None:
+            return
+        body = _recv_exact(sock, _U64.unpack(first + rest)[0])
         if body is None:
             return
         try:
-            parts = _run(body)
+            parts = _run(body, fds)
         except BaseException as exc:    # noqa: B902 - SystemExit fails the task too
             parts = _failure(exc)
         del body

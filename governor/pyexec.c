@@ -84,6 +84,34 @@ s_get (const uint8_t *p, int bytes)
     return v;
 }
 
+//  The first byte of a task goes with the executor's ends of its stream
+//  pipes (SCM_RIGHTS), the rest as usual.
+static int
+s_write_all (int fd, const uint8_t *data, size_t size);
+
+static int
+s_write_with_fds (int fd, const uint8_t *data, size_t size, const int *fds, size_t n_fds)
+{
+    if (n_fds == 0)
+        return s_write_all (fd, data, size);
+    char control [CMSG_SPACE (2 * sizeof (int))];
+    memset (control, 0, sizeof control);
+    struct iovec iov = { (void *) data, 1 };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                          .msg_controllen = CMSG_SPACE (n_fds * sizeof (int)) };
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR (&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN (n_fds * sizeof (int));
+    memcpy (CMSG_DATA (cmsg), fds, n_fds * sizeof (int));
+    ssize_t n;
+    while ((n = sendmsg (fd, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+        ;
+    if (n != 1)
+        return -1;
+    return s_write_all (fd, data + 1, size - 1);
+}
+
 static int
 s_write_all (int fd, const uint8_t *data, size_t size)
 {
@@ -280,8 +308,14 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
     }
     if (fn_len > UINT32_MAX)
         return NULL;
-    size_t size = 8 + 17 + fn_len + task->conf.py_args.len;
+    //  Op 4: a task with a stream (its two indexes follow the header).
+    bool streams = task->stream_in >= 0 || task->stream_out >= 0;
+    size_t size = 8 + 17 + (streams? 8: 0) + fn_len + task->conf.py_args.len;
     for (uint32_t i = first; i < task->n_inputs; i++) {
+        if ((int32_t) i == task->stream_in) {
+            size += 12;         //  no type, no bytes: a pipe
+            continue;
+        }
         const char *type = NULL;
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
         if (!blob)
@@ -294,11 +328,15 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
     if (!frame)
         return NULL;
     uint8_t *p = s_put64 (frame, size - 8);
-    *p++ = task->conf.call? 3: task->conf.actor? 2: 1;
+    *p++ = task->conf.call? 3: task->conf.actor? 2: streams? 4: 1;
     p = s_put32 (p, task->n_inputs - first);
     p = s_put32 (p, task->n_outputs);
     p = s_put32 (p, (uint32_t) fn_len);
     p = s_put32 (p, task->conf.py_args.len);
+    if (streams) {
+        p = s_put32 (p, task->stream_in >= 0? (uint32_t) task->stream_in - first: UINT32_MAX);
+        p = s_put32 (p, task->stream_out >= 0? (uint32_t) task->stream_out: UINT32_MAX);
+    }
     if (fn_blob)
         sq_blob_read (fn_blob, 0, p, fn_len);
     else
@@ -309,6 +347,11 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
         memcpy (p, task->conf.py_args.ptr, task->conf.py_args.len);
     p += task->conf.py_args.len;
     for (uint32_t i = first; i < task->n_inputs; i++) {
+        if ((int32_t) i == task->stream_in) {
+            p = s_put32 (p, 0);
+            p = s_put64 (p, 0);
+            continue;
+        }
         const char *type = NULL;
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
         size_t type_len = strlen (type), data_len = sq_blob_size (blob);
@@ -412,7 +455,8 @@ s_start_call (pyexec_t *self, task_t *task, uint8_t *frame, size_t size,
 }
 
 int
-pyexec_start (pyexec_t *self, task_t *task, store_t *store, char *err, size_t err_size)
+pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds,
+              char *err, size_t err_size)
 {
     size_t size = 0;
     uint8_t *frame = s_encode (task, store, &size);
@@ -433,7 +477,7 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, char *err, size_t er
         }
         if (!ex->pid && s_spawn (self, ex, err, err_size))
             break;
-        if (s_write_all (ex->fd, frame, size) == 0) {
+        if (s_write_with_fds (ex->fd, frame, size, fds, n_fds) == 0) {
             ex->task = task;
             if (task->conf.actor)
                 ex->host = task;

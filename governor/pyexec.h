@@ -34,8 +34,11 @@ typedef struct _pyexec_t pyexec_t;
 pyexec_t *pyexec_new (uint32_t cpus, const char *workdir);
 void pyexec_destroy (pyexec_t **self_p);
 //  Sends the task (its config and its inputs from the store) to an idle
-//  executor, starting one if needed. 0, or -1 with the failure message.
-int pyexec_start (pyexec_t *self, task_t *task, store_t *store, char *err, size_t err_size);
+//  executor, starting one if needed, with fds (the executor's ends of the
+//  task's stream pipes: its stream input's, then its stream output's; the
+//  caller closes its copies). 0, or -1 with the failure message.
+int pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds,
+                  char *err, size_t err_size);
 //  Number of busy executors; of those to poll (busy, or holding an
 //  actor); and their sockets as poll items (at most max).
 size_t pyexec_busy (pyexec_t *self);

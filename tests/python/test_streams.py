@@ -231,3 +231,79 @@ def test_the_example_runs():
     assert "lines: 2000000" in out.stdout
     for code in range(5):
         assert "errors with code=%d: 57143" % code in out.stdout
+
+
+# --------------------------------------------------------------------------
+# Python tasks: a generator writes a stream, an iterator reads one
+
+
+@squall.remote(stream=True)
+def _numbers(n):
+    for i in range(n):
+        yield b"%d\n" % i
+
+
+@squall.remote(stream=True)
+def _evens(lines):
+    rest = b""
+    for chunk in lines:
+        rest += chunk
+        *done, rest = rest.split(b"\n")
+        yield b"".join(x + b"\n" for x in done if int(x) % 2 == 0)
+
+
+@squall.remote
+def _total(lines):
+    return sum(int(x) for x in lines.read().split())
+
+
+@squall.remote
+def _first_bytes(chunks):
+    for chunk in chunks:
+        return chunk[:10]           # and leaves the rest unread
+
+
+@squall.remote(stream=True)
+def _forever():
+    while True:
+        yield b"x" * 65536
+
+
+@squall.remote(stream=True)
+def _breaks(n):
+    for i in range(n):
+        yield b"%d\n" % i
+    raise ValueError("the writer broke after %d lines" % n)
+
+
+def test_python_generators_and_iterators(client):
+    with client.session() as s:
+        total = _total(_evens(_numbers(300000)))
+        counted = Execute("wc -l", stdin=_numbers(1000).output, stdout=True)
+        upper = _total(Execute("seq 1 1000", stdout=True, stream=True).output)
+        for t in (total, counted, upper):
+            t.output.keep()
+        s.submit()
+        assert total.output.fetch(TIMEOUT) == sum(range(0, 300000, 2))
+        assert counted.output.fetch(TIMEOUT).strip() == b"1000"
+        assert upper.output.fetch(TIMEOUT) == sum(range(1, 1001))
+
+
+def test_python_reader_that_stops_early_ends_an_endless_writer(client):
+    with client.session() as s:
+        endless = _forever()
+        first = _first_bytes(endless)
+        first.output.keep()
+        s.submit()
+        assert first.output.fetch(TIMEOUT) == b"x" * 10
+        s.wait([endless], TIMEOUT)      # it ended well once nobody read it
+
+
+def test_python_writer_that_raises_fails_its_reader(client):
+    with client.session() as s:
+        reader = _total(_breaks(1000))
+        reader.output.keep()
+        s.submit()
+        # the writer's own exception, as for any Python task
+        with pytest.raises(ValueError, match="the writer broke after 1000 lines"):
+            reader.output.fetch(TIMEOUT)

@@ -734,8 +734,10 @@ class Session:
         return isinstance(x, (DataObject, Task, Future))
 
     def _py_task(self, fn: Callable, args: tuple, kwargs: Optional[dict], n_outputs: int,
-                 options: dict, name: Optional[str]) -> int:
-        """Adds a "py" task calling fn(*args, **kwargs); returns its id."""
+                 options: dict, name: Optional[str], stream: bool = False) -> int:
+        """Adds a "py" task calling fn(*args, **kwargs); returns its id.
+        stream: its one output is a stream (bytes chunks the function
+        yields)."""
         fn_bytes = function_bytes(fn)
         if not kwargs and all(isinstance(a, (DataObject, Task, Future)) for a in args):
             template, inputs = b"", [self._input_id(a) for a in args]
@@ -757,8 +759,13 @@ class Session:
                 "task's config may have; pass large values as data instead (client.scatter, "
                 "squall.pickled, or a future), so that they travel as task inputs"
                 % (name or "?", len(config) / 2.0 ** 20, _CONFIG_MAX >> 20))
-        return self._add_task(b"py", inputs, n_outputs, config,
-                              options, name, (PICKLE,) * n_outputs)
+        if stream and n_outputs != 1:
+            raise SquallError("a stream task has one output, the stream")
+        tid = self._add_task(b"py", inputs, n_outputs, config, options, name,
+                             ("",) if stream else (PICKLE,) * n_outputs)
+        if stream:
+            self._check(L.sq_object_set_stream(self._h, tid + 1))
+        return tid
 
     def _fn_object(self, fn: Callable) -> int:
         """The data object holding fn pickled, one per function and session."""
@@ -1153,11 +1160,12 @@ class PyTask(Task):
     """A call of a Python function (made by calling a @remote function)."""
 
     def __init__(self, fn: Callable, args: tuple, kwargs: dict, outputs: int = 1,
-                 name: Optional[str] = None, session: Optional[Session] = None, **options):
+                 name: Optional[str] = None, session: Optional[Session] = None,
+                 stream: bool = False, **options):
         s = session or current_session()
         tid = s._py_task(fn, args, kwargs, outputs, options,
-                         name or options.get("key") or getattr(fn, "__name__", None))
-        self._init(s, tid, outputs, (PICKLE,) * outputs)
+                         name or options.get("key") or getattr(fn, "__name__", None), stream)
+        self._init(s, tid, outputs, ("",) if stream else (PICKLE,) * outputs)
         self.kind = "py"
         self.function = fn
 
@@ -1181,24 +1189,27 @@ class RemoteFunction:
     task and returns it (PyTask). Arguments may be data objects, tasks
     (their output) or plain values, nested in any picklable structure."""
 
-    def __init__(self, fn: Callable, outputs: int = 1, **options):
+    def __init__(self, fn: Callable, outputs: int = 1, stream: bool = False, **options):
         bad = set(options) - set(TASK_OPTIONS)
         if bad:
             raise TypeError("unknown task option(s) %s" % ", ".join(sorted(bad)))
         self.fn = fn
         self.n_outputs = outputs
+        self.stream = stream
         self.task_options = options
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs) -> PyTask:
-        return PyTask(self.fn, args, kwargs, self.n_outputs, **self.task_options)
+        return PyTask(self.fn, args, kwargs, self.n_outputs, stream=self.stream,
+                      **self.task_options)
 
     def options(self, **options) -> "RemoteFunction":
         """A copy with other task options (outputs=, cpus=, max_retries=, ...)."""
         merged = dict(self.task_options)
         outputs = options.pop("outputs", self.n_outputs)
+        stream = options.pop("stream", self.stream)
         merged.update(options)
-        return RemoteFunction(self.fn, outputs, **merged)
+        return RemoteFunction(self.fn, outputs, stream, **merged)
 
     def local(self, *args, **kwargs) -> Any:
         """Calls the function here, in this process."""
@@ -1206,11 +1217,19 @@ class RemoteFunction:
 
 
 def remote(fn: Optional[Callable] = None, *, outputs: int = 1, cpus: int = 1,
-           max_retries: int = 0, **options):
+           max_retries: int = 0, stream: bool = False, **options):
     """Decorator: `@squall.remote` or `@squall.remote(outputs=2, cpus=1,
-    max_retries=0, resources={...}, timeout=seconds)`."""
+    max_retries=0, resources={...}, timeout=seconds)`.
+
+    stream=True: the task's one output is a stream (docs/protocol.md,
+    "Streams"): the function returns an iterable of bytes (or str) chunks,
+    a generator typically, sent to the tasks reading it as it yields them.
+    A task given a stream as an argument gets an iterator of bytes chunks
+    (squall's StreamReader: iterate it, or read() it whole). Readers are
+    submitted with their writer; a stream cannot be kept or fetched."""
     def wrap(f: Callable) -> RemoteFunction:
-        return RemoteFunction(f, outputs, cpus=cpus, max_retries=max_retries, **options)
+        return RemoteFunction(f, outputs, stream, cpus=cpus, max_retries=max_retries,
+                              **options)
     return wrap(fn) if fn is not None else wrap
 
 
