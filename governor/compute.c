@@ -369,6 +369,11 @@ s_unrun (compute_t *self, task_t *task)
     if (task->stream_in >= 0)
         stream_reader_remove (self->streams, task->key);
     if (task->exec) {
+        //  The poll set of this turn may still name it (a STOP read after
+        //  the poll): s_reap must not look at it.
+        for (size_t k = 1; k <= self->n_exec_items && k < self->cap_items; k++)
+            if (self->item_tasks [k] == task)
+                self->item_tasks [k] = NULL;
         task_t *last = self->execs [--self->n_execs];
         self->execs [task->exec_slot] = last;
         last->exec_slot = task->exec_slot;
@@ -1256,7 +1261,8 @@ s_reap (compute_t *self, int n_items)
     task_t *done_small [64];
     size_t n_done = 0;
     for (int i = 1; i < n_items && (size_t) i <= self->n_exec_items && n_done < 64; i++)
-        if ((self->items [i].revents & ZMQ_POLLIN) && execute_poll (self->item_tasks [i]->exec))
+        if ((self->items [i].revents & ZMQ_POLLIN) && self->item_tasks [i]
+        &&  execute_poll (self->item_tasks [i]->exec))
             done_small [n_done++] = self->item_tasks [i];
     for (size_t i = 0; i < self->n_execs && n_done < 64; i++)
         if (!self->execs [i]->exited && execute_fd (self->execs [i]->exec) < 0
