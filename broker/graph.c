@@ -288,6 +288,24 @@ s_task_done (graph_t *self, task_t *task)
 
 static void s_finish (graph_t *self, task_t *task, gov_t *gov);
 
+//  The object can be read now (finished, or a stream opened): its
+//  consumers count it, and one waiting for nothing else is ready.
+//  Overbooked consumers (already assigned) count down too, so that a
+//  requeue knows what they still wait for.
+void
+gx_count_down (graph_t *self, object_t *object)
+{
+    for (uint32_t c = 0; c < object->n_consumers; c++) {
+        task_t *consumer = object_consumers (object) [c];
+        if (gx_final (consumer) || consumer->unfinished == 0)
+            continue;
+        if (--consumer->unfinished == 0 && consumer->state == TASK_WAITING) {
+            gx_set_state (self, consumer, TASK_READY);
+            self->hooks.task_ready (self->hooks.arg, consumer);
+        }
+    }
+}
+
 static int
 s_push (graph_t *self, size_t *n, task_t *task)
 {
@@ -709,17 +727,8 @@ s_finish (graph_t *self, task_t *task, gov_t *gov)
         if (gov && !o->stream)
             graph_object_add_location (self, o, gov, true);
         o->state = OBJ_FINISHED;
-        for (uint32_t c = 0; was_unfinished && !o->stream_open && c < o->n_consumers; c++) {
-            task_t *consumer = object_consumers (o) [c];
-            //  Overbooked consumers (already assigned) count down too, so
-            //  that a requeue knows what they still wait for.
-            if (gx_final (consumer) || consumer->unfinished == 0)
-                continue;
-            if (--consumer->unfinished == 0 && consumer->state == TASK_WAITING) {
-                gx_set_state (self, consumer, TASK_READY);
-                self->hooks.task_ready (self->hooks.arg, consumer);
-            }
-        }
+        if (was_unfinished && !o->stream_open)
+            gx_count_down (self, o);
         gx_queue_free_check (self, o);
     }
     s_task_done (self, task);

@@ -37,6 +37,7 @@ struct _graph_t {
 };
 
 int gx_add_consumer (object_t *object, task_t *task);
+void gx_count_down (graph_t *self, object_t *object);
 void gx_fail (graph_t *self, task_t *task, failure_t *failure);
 failure_t *gx_failure_ref (failure_t *self);
 void gx_flush_frees (graph_t *self);

@@ -46,15 +46,7 @@ gx_stream_open (graph_t *self, task_t *producer)
             continue;
         o->stream_open = true;
         o->size = 0;
-        for (uint32_t c = 0; c < o->n_consumers; c++) {
-            task_t *consumer = object_consumers (o) [c];
-            if (gx_final (consumer) || consumer->unfinished == 0)
-                continue;
-            if (--consumer->unfinished == 0 && consumer->state == TASK_WAITING) {
-                gx_set_state (self, consumer, TASK_READY);
-                self->hooks.task_ready (self->hooks.arg, consumer);
-            }
-        }
+        gx_count_down (self, o);
     }
 }
 

@@ -40,6 +40,20 @@ def cluster_options():
     return {"env": {"ASAN_OPTIONS": strict, "LD_PRELOAD": None}, "python": wrapper}
 
 
+def run_example(name):
+    """Runs examples/<name> as a user would (it starts its own cluster) and
+    returns its standard output; skipped under the sanitizer build, whose
+    wrapper the example's cluster would not have."""
+    import subprocess
+    if cluster_options():
+        pytest.skip("the example starts its own cluster without the sanitizer wrapper")
+    example = os.path.join(_HERE, "..", "..", "examples", name)
+    out = subprocess.run([sys.executable, example], env=dict(os.environ), capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 @pytest.fixture(scope="session")
 def cluster():
     c = squall.LocalCluster(governors=2, cpus=1, **cluster_options())

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import squall
-from conftest import TIMEOUT, cluster_options
+from conftest import TIMEOUT, cluster_options, run_example
 
 
 @squall.actor
@@ -201,14 +201,6 @@ def test_governor_killed_under_an_actor_with_a_restart():
 
 
 def test_the_example_runs():
-    import subprocess
-    import sys
-    if cluster_options():
-        pytest.skip("the example starts its own cluster without the sanitizer wrapper")
-    here = os.path.dirname(os.path.abspath(__file__))
-    example = os.path.join(here, "..", "..", "examples", "actors.py")
-    out = subprocess.run([sys.executable, example], env=dict(os.environ), capture_output=True,
-                         text=True, timeout=TIMEOUT)
-    assert out.returncode == 0, out.stderr
-    assert "updates applied: 160" in out.stdout
-    assert "learned w=3.00 b=0.50" in out.stdout
+    out = run_example("actors.py")
+    assert "updates applied: 160" in out
+    assert "learned w=3.00 b=0.50" in out

@@ -8,7 +8,7 @@ import time
 import pytest
 
 import squall
-from conftest import TIMEOUT, cluster_options
+from conftest import TIMEOUT, cluster_options, run_example
 
 
 def make(n):
@@ -173,16 +173,6 @@ def test_a_scattered_constant_has_no_lineage():
 
 
 def test_the_example_runs():
-    import subprocess
-    import sys
-    here = os.path.dirname(os.path.abspath(__file__))
-    example = os.path.join(here, "..", "..", "examples", "repartition.py")
-    env = dict(os.environ)
-    opts = cluster_options()
-    if opts:
-        pytest.skip("the example starts its own cluster without the sanitizer wrapper")
-    out = subprocess.run([sys.executable, example], env=env, capture_output=True,
-                         text=True, timeout=TIMEOUT)
-    assert out.returncode == 0, out.stderr
-    assert "joined rows: 80000" in out.stdout
-    assert "lookup table on governors [" in out.stdout
+    out = run_example("repartition.py")
+    assert "joined rows: 80000" in out
+    assert "lookup table on governors [" in out

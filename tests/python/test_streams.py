@@ -11,7 +11,7 @@ import pytest
 import squall
 from squall.tasks import Execute
 
-from conftest import TIMEOUT, cluster_options
+from conftest import TIMEOUT, cluster_options, run_example
 
 MIB = 1 << 20
 
@@ -219,18 +219,10 @@ def test_a_writer_failing_fails_its_readers(client):
 
 
 def test_the_example_runs():
-    import subprocess
-    import sys
-    if cluster_options():
-        pytest.skip("the example starts its own cluster without the sanitizer wrapper")
-    here = os.path.dirname(os.path.abspath(__file__))
-    example = os.path.join(here, "..", "..", "examples", "streams.py")
-    out = subprocess.run([sys.executable, example], env=dict(os.environ), capture_output=True,
-                         text=True, timeout=TIMEOUT)
-    assert out.returncode == 0, out.stderr
-    assert "lines: 2000000" in out.stdout
+    out = run_example("streams.py")
+    assert "lines: 2000000" in out
     for code in range(5):
-        assert "errors with code=%d: 57143" % code in out.stdout
+        assert "errors with code=%d: 57143" % code in out
 
 
 # --------------------------------------------------------------------------
