@@ -1,6 +1,7 @@
 """A real headless Chromium loads the dashboard of a running cluster while
 a pipeline runs: the page must show one row per governor and task counts
-that move between two loads. Saves a screenshot as <build>/dashboard.png.
+that move between two loads, then a stream being written with the bytes
+streamed so far. Saves a screenshot as <build>/dashboard.png.
 Skips (77) when Debian's `chromium` is not installed."""
 import os
 import re
@@ -9,7 +10,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 from deploylib import BUILD, PIPELINE, SKIP, Cluster, check, fail, wait_until  # noqa: E402
 
 
@@ -26,6 +28,23 @@ def chromium(url, user_dir, *extra):
     return r.stdout
 
 
+#   A stream whose writer waits for a file (argv[1]) after its first MiB: the
+#   page must show it while it waits; then the file lets it end.
+STREAM_CLIENT = """
+import os, sys
+import squall
+from squall.tasks import Execute
+gate = sys.argv[1]
+with squall.Client() as client, client.session() as s:
+    writer = Execute("head -c 1048576 /dev/zero; while [ ! -e %s ]; do sleep 0.01; done" % gate,
+                     stdout=True, stream=True, name="gated")
+    count = Execute("wc -c", stdin=writer.output, stdout=True)
+    count.output.keep()
+    s.submit()
+    print(int(count.output.fetch(120)))
+"""
+
+
 def counts(dom):
     return {m.group(1): int(m.group(2))
             for m in re.finditer(r'id="count-([a-z]+)">(\d+)<', dom)}
@@ -39,7 +58,7 @@ def main():
         return SKIP
     screenshot = os.path.join(BUILD or tempfile.gettempdir(), "dashboard.png")
     user_dir = tempfile.mkdtemp(prefix="squall-chromium-")
-    pipeline = None
+    pipeline = streamer = None
     try:
         with Cluster(governors=2, cpus=2) as cluster:
             # enough sleep tasks to keep both governors busy for a while
@@ -66,11 +85,28 @@ def main():
             check(os.path.getsize(screenshot) > 10000, "screenshot saved to %s" % screenshot)
             out, _ = pipeline.communicate(timeout=120)
             check(pipeline.returncode == 0, "the pipeline finished: %s" % out.strip().splitlines()[-1:])
+
+            gate = os.path.join(user_dir, "gate")
+            env = dict(cluster.env(), PYTHONPATH=os.path.join(HERE, "..", "..", "bindings", "python"))
+            streamer = subprocess.Popen([sys.executable, "-c", STREAM_CLIENT, gate], env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            def streaming():
+                dom = chromium(cluster.dashboard, user_dir, "--dump-dom")
+                m = re.search(r'<p id="streams">([^<]*streamed[^<]*)</p>', dom)
+                return m and m.group(1)
+            line = wait_until("the stream to show in the page", streaming, 60, interval=0.2)
+            check("on governor" in line and ("MiB" in line or "KiB" in line),
+                  "the page shows the stream being written: %s" % line)
+            open(gate, "w").close()
+            out, _ = streamer.communicate(timeout=120)
+            check(streamer.returncode == 0 and out.strip().splitlines()[-1:] == ["1048576"],
+                  "the stream ended once let go: %s" % out.strip().splitlines()[-3:])
             check(cluster.stop() == 0 and not cluster.leftovers(), "cluster stopped cleanly")
     finally:
-        if pipeline and pipeline.poll() is None:
-            pipeline.kill()
-            pipeline.wait()
+        for proc in (pipeline, streamer):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
         shutil.rmtree(user_dir, ignore_errors=True)
     print("test_dashboard: all passed")
     return 0
