@@ -25,7 +25,7 @@ typedef struct {
     char *endpoint;             //  NULL until named
     uint32_t credits;
     bool gone;
-} s_dest_t;
+} s_reader_at_t;
 
 typedef struct {
     uint64_t task;
@@ -33,7 +33,7 @@ typedef struct {
     uint64_t object;
     int fd;                     //  -1 once at its end
     uint32_t readers;           //  expected, from ASSIGN
-    s_dest_t dests [SQ_MAX_STREAM_CONSUMERS];
+    s_reader_at_t dests [SQ_MAX_STREAM_CONSUMERS];
     uint32_t n_dests;
     uint64_t offset;            //  bytes sent
     uint64_t told;              //  bytes last reported as progress
@@ -236,7 +236,7 @@ stream_writer_remove (stream_t *self, uint64_t task)
     s_writer_free (&w);
 }
 
-static s_dest_t *
+static s_reader_at_t *
 s_dest (s_writer_t *w, uint64_t consumer)
 {
     for (uint32_t i = 0; i < w->n_dests; i++)
@@ -287,13 +287,13 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
         s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, order.key);
         if (!w || w->attempt != order.version)
             continue;           //  an attempt already gone
-        s_dest_t *dest = s_dest (w, order.consumer);
+        s_reader_at_t *dest = s_dest (w, order.consumer);
         if (type == SQ_MSG_UNSTREAM) {
             if (dest)
                 dest->gone = true;
             else
             if (w->n_dests < SQ_MAX_STREAM_CONSUMERS)
-                w->dests [w->n_dests++] = (s_dest_t) { order.consumer, NULL, 0, true };
+                w->dests [w->n_dests++] = (s_reader_at_t) { order.consumer, NULL, 0, true };
             continue;
         }
         if (dest || w->n_dests >= w->readers) {
@@ -309,7 +309,7 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
         char *endpoint = strdup (address);
         //  Out of memory, the reader counts as gone: the writer must not
         //  wait for it for ever (it fails, having read nothing).
-        w->dests [w->n_dests++] = (s_dest_t) { order.consumer, endpoint, STREAM_WINDOW, !endpoint };
+        w->dests [w->n_dests++] = (s_reader_at_t) { order.consumer, endpoint, STREAM_WINDOW, !endpoint };
     }
     if (rc < 0)
         sq_warn ("bad %s: %s", sq_msg_name (type), err.text);
@@ -326,7 +326,7 @@ stream_on_credit (stream_t *self, sq_msg_t *msg)
         return;
     }
     s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, credit.key);
-    s_dest_t *dest = w && w->attempt == credit.version? s_dest (w, credit.consumer): NULL;
+    s_reader_at_t *dest = w && w->attempt == credit.version? s_dest (w, credit.consumer): NULL;
     if (!dest || dest->gone)
         return;                 //  late
     if (credit.credits == 0) {
@@ -338,7 +338,7 @@ stream_on_credit (stream_t *self, sq_msg_t *msg)
 }
 
 static void
-s_send_chunk (stream_t *self, s_writer_t *w, s_dest_t *dest, sq_blob_t *blob, size_t size,
+s_send_chunk (stream_t *self, s_writer_t *w, s_reader_at_t *dest, sq_blob_t *blob, size_t size,
               bool end)
 {
     char route [SQ_MAX_NAME + 50];
@@ -427,7 +427,7 @@ stream_writer_end (stream_t *self, uint64_t task)
 //  Reader
 
 static void
-s_credit (stream_t *self, const char *address, uint64_t object, uint32_t version,
+s_scredit (stream_t *self, const char *address, uint64_t object, uint32_t version,
           uint64_t consumer, uint32_t credits)
 {
     char route [SQ_MAX_NAME + 50];
@@ -455,7 +455,7 @@ static void
 s_reader_cancel (stream_t *self, s_reader_t *r)
 {
     if (r->reply_to && !r->got_end && !r->cancelled)
-        s_credit (self, r->reply_to, r->object, r->version, r->consumer, 0);
+        s_scredit (self, r->reply_to, r->object, r->version, r->consumer, 0);
     r->cancelled = true;
     while (r->head) {
         s_chunk_t *c = r->head;
@@ -479,7 +479,7 @@ s_reader_take (stream_t *self, s_reader_t *r, const sq_schunk_t *chunk, const ch
 {
     if (chunk->key != r->object || chunk->version != r->version || r->cancelled) {
         //  Another stream or attempt (a stale sender), or after we stopped.
-        s_credit (self, address, chunk->key, chunk->version, chunk->consumer, 0);
+        s_scredit (self, address, chunk->key, chunk->version, chunk->consumer, 0);
         zmq_msg_close (bytes);
         return;
     }
@@ -595,11 +595,11 @@ stream_on_chunk (stream_t *self, sq_msg_t *msg)
         s_reader_take (self, r, &chunk, address, bytes);
     else
     if (s_ended (self, chunk.consumer, chunk.version) || self->n_early >= STREAM_MAX_EARLY)
-        s_credit (self, address, chunk.key, chunk.version, chunk.consumer, 0);
+        s_scredit (self, address, chunk.key, chunk.version, chunk.consumer, 0);
     else {
         s_early_t *e = (s_early_t *) calloc (1, sizeof *e);
         if (!e) {
-            s_credit (self, address, chunk.key, chunk.version, chunk.consumer, 0);
+            s_scredit (self, address, chunk.key, chunk.version, chunk.consumer, 0);
             free (address);
             return;
         }
@@ -657,7 +657,7 @@ s_reader_write (stream_t *self, s_reader_t *r)
             r->fd = -1;
         }
         else
-            s_credit (self, r->reply_to, r->object, r->version, r->consumer, 1);
+            s_scredit (self, r->reply_to, r->object, r->version, r->consumer, 1);
     }
 }
 
@@ -738,7 +738,7 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
         self->early_bytes -= zmq_msg_size (&e->bytes);
         sq_warn ("stream %" PRIx64 ": no reader %" PRIx64 " here; refused", e->chunk.key,
                  e->chunk.consumer);
-        s_credit (self, e->address, e->chunk.key, e->chunk.version, e->chunk.consumer, 0);
+        s_scredit (self, e->address, e->chunk.key, e->chunk.version, e->chunk.consumer, 0);
         s_early_free (&e);
     }
     bool timers = self->early_head != NULL;

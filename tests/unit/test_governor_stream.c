@@ -1,0 +1,333 @@
+/*  governor/stream.c alone: both ends of streams over real pipes, with the
+    data channel replaced by an inproc pair read and fed here.
+
+    Writer: nothing is read from its pipe before every reader is named
+    (STREAM) or given up (UNSTREAM); then each read goes to every named
+    reader as one SCHUNK, at most STREAM_WINDOW ahead of SCREDITs; the
+    pipe's end is reported, and the end chunk goes only at
+    stream_writer_end; a writer whose readers all left is deserted.
+    Reader: chunks reach its pipe in order and are credited as written;
+    chunks before the reader's ASSIGN wait and are adopted; chunks of
+    another writer attempt, or for a reader that ended, are refused with
+    SCREDIT 0; one out of order breaks the stream. Nothing is left at the
+    end (under ASan: no leak). */
+#include "../../governor/stream.c"
+#include "../../governor/transfer.c"
+#include "../../governor/store.c"
+#include "../../governor/files.c"
+#include <time.h>
+
+#define CHECK(cond) do { if (!(cond)) { \
+    fprintf (stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+    exit (1); } } while (0)
+
+uint64_t
+task_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+static void *s_out;             //  what the streams send (route, header, payload)
+static void *s_in;              //  their end
+static uint64_t s_done_bytes;
+static int s_done_count;
+static bool s_was_deserted;
+
+static void
+s_done (void *arg, uint64_t task, uint32_t attempt, uint64_t bytes, bool deserted)
+{
+    (void) arg;
+    (void) task;
+    (void) attempt;
+    s_done_bytes = bytes;
+    s_done_count++;
+    s_was_deserted = deserted;
+}
+
+//  Polls the streams' pipes once (what can move, moves).
+static void
+s_turn (stream_t *streams, int timeout_ms)
+{
+    zmq_pollitem_t items [16];
+    size_t n = stream_items (streams, items, 16);
+    int rc = n? zmq_poll (items, (int) n, timeout_ms): 0;
+    stream_poll (streams, items, rc > 0? n: 0);
+}
+
+static size_t
+s_items (stream_t *streams)
+{
+    zmq_pollitem_t items [16];
+    return stream_items (streams, items, 16);
+}
+
+//  The next message the streams sent, or false if none waits: its route
+//  (after 'P') in route, its header decoded as a SCHUNK or SCREDIT.
+static bool
+s_next (char *route, size_t route_size, uint32_t *type, sq_schunk_t *chunk, sq_scredit_t *credit,
+        size_t *payload)
+{
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    if (sq_msg_recv (&msg, s_out, ZMQ_DONTWAIT, 8)) {
+        sq_msg_release (&msg);
+        return false;
+    }
+    size_t len = sq_msg_size (&msg, 0);
+    CHECK (len >= 2 && len < route_size && *(char *) sq_msg_data (&msg, 0) == GOV_ROUTE_PEER);
+    memcpy (route, (char *) sq_msg_data (&msg, 0) + 1, len - 1);
+    route [len - 1] = 0;
+    uint32_t req;
+    CHECK (sq_proto_peek (sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), type, &req) == 0);
+    sq_errbuf_t err;
+    if (*type == SQ_MSG_SCHUNK) {
+        CHECK (msg.n == 3);
+        CHECK (sq_schunk_decode (chunk, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &err) == 0);
+        chunk->reply_to = (mpr_str_t) { NULL, 0 };
+        *payload = sq_msg_size (&msg, 2);
+    }
+    else {
+        CHECK (*type == SQ_MSG_SCREDIT && msg.n == 2);
+        CHECK (sq_scredit_decode (credit, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &err) == 0);
+    }
+    sq_msg_release (&msg);
+    return true;
+}
+
+//  A message as the data socket hands it over: [D] [header] [payload].
+static void
+s_feed (stream_t *streams, sq_wbuf_t *header, const void *payload, size_t size, bool chunk)
+{
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    msg.frames = (zmq_msg_t *) calloc (3, sizeof (zmq_msg_t));
+    msg.cap = 3;
+    msg.n = chunk? 3: 2;
+    zmq_msg_init_size (&msg.frames [0], 1);
+    *(char *) zmq_msg_data (&msg.frames [0]) = GOV_ROUTE_DATA;
+    zmq_msg_init_size (&msg.frames [1], header->buf.size);
+    memcpy (zmq_msg_data (&msg.frames [1]), header->buf.data, header->buf.size);
+    if (chunk) {
+        zmq_msg_init_size (&msg.frames [2], size);
+        if (size)
+            memcpy (zmq_msg_data (&msg.frames [2]), payload, size);
+        stream_on_chunk (streams, &msg);
+    }
+    else
+        stream_on_credit (streams, &msg);
+    sq_msg_release (&msg);
+    sq_wbuf_reset (header);
+}
+
+static void
+s_order (stream_t *streams, uint32_t type, uint64_t object, uint32_t version, uint64_t reader,
+         const char *endpoint)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_batch_header (&w, type, 1);
+    if (type == SQ_MSG_STREAM)
+        sq_pack_stream (&w.pk, object, version, reader, 2, endpoint, NULL);
+    else
+        sq_pack_unstream (&w.pk, object, version, reader);
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    msg.frames = (zmq_msg_t *) calloc (2, sizeof (zmq_msg_t));
+    msg.cap = 2;
+    msg.n = 2;
+    zmq_msg_init_size (&msg.frames [0], 1);
+    *(char *) zmq_msg_data (&msg.frames [0]) = GOV_ROUTE_BROKER;
+    zmq_msg_init_size (&msg.frames [1], w.buf.size);
+    memcpy (zmq_msg_data (&msg.frames [1]), w.buf.data, w.buf.size);
+    stream_on_order (streams, type, &msg);
+    sq_msg_release (&msg);
+    sq_wbuf_release (&w);
+}
+
+static void
+s_write (int fd, size_t size)
+{
+    char buf [4096];
+    memset (buf, 'x', sizeof buf);
+    while (size) {
+        ssize_t n = write (fd, buf, size < sizeof buf? size: sizeof buf);
+        CHECK (n > 0);
+        size -= (size_t) n;
+    }
+}
+
+static void
+s_test_writer (stream_t *streams)
+{
+    char route [256];
+    uint32_t type;
+    sq_schunk_t chunk;
+    sq_scredit_t credit;
+    size_t payload;
+    int fds [2];
+    CHECK (pipe (fds) == 0);
+    CHECK (stream_writer_add (streams, 1, 3, 10, 2, fds [0]) == 0);
+    s_write (fds [1], 1000);
+    CHECK (s_items (streams) == 0);         //  no reader named yet
+    s_order (streams, SQ_MSG_STREAM, 10, 3, 100, "tcp://a:1");
+    s_order (streams, SQ_MSG_STREAM, 10, 2, 101, "tcp://b:1");     //  another attempt
+    CHECK (s_items (streams) == 0);         //  one of two
+    s_order (streams, SQ_MSG_UNSTREAM, 10, 3, 101, NULL);
+    CHECK (s_items (streams) == 1);
+    s_turn (streams, 1000);
+    CHECK (s_next (route, sizeof route, &type, &chunk, &credit, &payload));
+    CHECK (type == SQ_MSG_SCHUNK && strcmp (route, "tcp://a:1") == 0 && chunk.key == 10
+           && chunk.version == 3 && chunk.consumer == 100 && chunk.offset == 0 && !chunk.end
+           && payload == 1000);
+    CHECK (!s_next (route, sizeof route, &type, &chunk, &credit, &payload));
+    //  Three more chunks fill the window; the fifth waits for a credit.
+    for (int i = 0; i < STREAM_WINDOW - 1; i++) {
+        s_write (fds [1], 10);
+        s_turn (streams, 1000);
+        CHECK (s_next (route, sizeof route, &type, &chunk, &credit, &payload)
+               && chunk.offset == 1000 + 10 * (uint64_t) i && payload == 10);
+    }
+    s_write (fds [1], 10);
+    CHECK (s_items (streams) == 0);
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_scredit_t more = { 10, 3, 100, 1 };
+    sq_scredit_encode (&w, &more);
+    s_feed (streams, &w, NULL, 0, false);
+    CHECK (s_items (streams) == 1);
+    s_turn (streams, 1000);
+    CHECK (s_next (route, sizeof route, &type, &chunk, &credit, &payload) && payload == 10);
+    //  Its end: reported, but no end chunk before the writer's success.
+    close (fds [1]);
+    more.credits = 4;
+    sq_scredit_encode (&w, &more);
+    s_feed (streams, &w, NULL, 0, false);
+    s_turn (streams, 1000);
+    CHECK (s_done_count == 1 && s_done_bytes == 1040 && !s_was_deserted);
+    CHECK (!s_next (route, sizeof route, &type, &chunk, &credit, &payload));
+    stream_writer_end (streams, 1);
+    CHECK (s_next (route, sizeof route, &type, &chunk, &credit, &payload)
+           && chunk.end && payload == 0 && chunk.offset == 1040);
+    stream_writer_remove (streams, 1);
+
+    //  Deserted: its one reader says it reads no more.
+    CHECK (pipe (fds) == 0);
+    CHECK (stream_writer_add (streams, 2, 0, 11, 1, fds [0]) == 0);
+    s_order (streams, SQ_MSG_STREAM, 11, 0, 200, "tcp://a:1");
+    sq_scredit_t stop = { 11, 0, 200, 0 };
+    sq_scredit_encode (&w, &stop);
+    s_feed (streams, &w, NULL, 0, false);
+    s_turn (streams, 0);
+    CHECK (s_done_count == 2 && s_was_deserted);
+    signal (SIGPIPE, SIG_IGN);
+    CHECK (write (fds [1], "x", 1) == -1 && errno == EPIPE);
+    close (fds [1]);
+    stream_writer_remove (streams, 2);
+    sq_wbuf_release (&w);
+}
+
+static void
+s_chunk (stream_t *streams, uint64_t reader, uint32_t version, uint64_t offset, size_t size,
+         bool end)
+{
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    char data [2000];
+    memset (data, 'y', sizeof data);
+    sq_schunk_t c = { 20, version, reader, offset, end, 7, { "tcp://w:1", 9 } };
+    sq_schunk_encode (&w, &c);
+    s_feed (streams, &w, data, size, true);
+    sq_wbuf_release (&w);
+}
+
+static size_t
+s_drain (int fd)
+{
+    char buf [65536];
+    size_t total = 0;
+    ssize_t n;
+    while ((n = read (fd, buf, sizeof buf)) > 0)
+        total += (size_t) n;
+    return total;
+}
+
+static void
+s_test_reader (stream_t *streams)
+{
+    char route [256];
+    uint32_t type;
+    sq_schunk_t chunk;
+    sq_scredit_t credit;
+    size_t payload;
+    int fds [2];
+    CHECK (pipe2 (fds, O_NONBLOCK) == 0);
+    //  A chunk before the reader's ASSIGN waits, then goes to its pipe.
+    s_chunk (streams, 5, 1, 0, 1000, false);
+    CHECK (stream_bytes (streams) == 1000);
+    CHECK (stream_reader_add (streams, 5, 20, 1, fds [1]) == 0);
+    s_turn (streams, 1000);
+    CHECK (s_drain (fds [0]) == 1000);
+    CHECK (s_next (route, sizeof route, &type, &chunk, &credit, &payload)
+           && type == SQ_MSG_SCREDIT && strcmp (route, "tcp://w:1") == 0
+           && credit.consumer == 5 && credit.version == 1 && credit.credits == 1);
+    //  Another writer attempt's chunk: refused, nothing written.
+    s_chunk (streams, 5, 0, 1000, 10, false);
+    CHECK (s_next (route, sizeof route, &type, &chunk, &credit, &payload)
+           && type == SQ_MSG_SCREDIT && credit.credits == 0 && credit.version == 0);
+    //  The end: the pipe closes.
+    s_chunk (streams, 5, 1, 1000, 500, false);
+    s_chunk (streams, 5, 1, 1500, 0, true);
+    s_turn (streams, 1000);
+    s_turn (streams, 0);
+    CHECK (s_drain (fds [0]) == 500);
+    char c;
+    CHECK (read (fds [0], &c, 1) == 0);     //  end of file
+    CHECK (!stream_reader_broken (streams, 5));
+    stream_reader_remove (streams, 5);
+    close (fds [0]);
+    while (s_next (route, sizeof route, &type, &chunk, &credit, &payload))
+        ;
+    //  A chunk of a reader that ended here: SCREDIT 0 at once.
+    s_chunk (streams, 5, 1, 1500, 10, false);
+    CHECK (s_next (route, sizeof route, &type, &chunk, &credit, &payload)
+           && type == SQ_MSG_SCREDIT && credit.credits == 0 && stream_bytes (streams) == 0);
+    //  Out of order: broken, and the writer is told.
+    CHECK (pipe2 (fds, O_NONBLOCK) == 0);
+    CHECK (stream_reader_add (streams, 6, 20, 1, fds [1]) == 0);
+    s_chunk (streams, 6, 1, 0, 100, false);
+    s_chunk (streams, 6, 1, 900, 100, false);
+    CHECK (stream_reader_broken (streams, 6));
+    bool cancelled = false;
+    while (s_next (route, sizeof route, &type, &chunk, &credit, &payload))
+        cancelled |= type == SQ_MSG_SCREDIT && credit.credits == 0 && credit.consumer == 6;
+    CHECK (cancelled);
+    stream_reader_remove (streams, 6);
+    close (fds [0]);
+}
+
+int
+main (void)
+{
+    void *ctx = zmq_ctx_new ();
+    s_in = zmq_socket (ctx, ZMQ_PAIR);
+    s_out = zmq_socket (ctx, ZMQ_PAIR);
+    CHECK (zmq_bind (s_out, "inproc://streams") == 0 && zmq_connect (s_in, "inproc://streams") == 0);
+    stream_args_t args = { .pipe = s_in, .governor_id = 7, .data_endpoint = "tcp://w:1",
+                           .done = s_done };
+    stream_t *streams = stream_new (&args);
+    CHECK (streams);
+    s_test_writer (streams);
+    s_test_reader (streams);
+    //  A chunk nobody will take is still held at the end: freed with the rest.
+    s_chunk (streams, 99, 1, 0, 10, false);
+    stream_destroy (&streams);
+    CHECK (!streams);
+    zmq_close (s_in);
+    zmq_close (s_out);
+    zmq_ctx_term (ctx);
+    printf ("test_governor_stream: writers wait for their readers and their credits; readers "
+            "take chunks in order, early ones too, and refuse the others: OK\n");
+    return 0;
+}
