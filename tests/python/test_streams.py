@@ -182,6 +182,15 @@ def test_progress_shows_and_the_group_runs_again_when_the_writer_is_lost(tmp_pat
                 x for x in client.info().get("streams", [])
                 if x["object"] == producer.output.id and x["bytes"] > 0])
             assert streams[0]["session"] == s.id
+            # and `squall status` says it too
+            import io
+            from contextlib import redirect_stdout
+            from squall import cli
+            out = io.StringIO()
+            with redirect_stdout(out):
+                assert cli.main(["status", "--broker", cluster.address, "--secret-key",
+                                 cluster.secret_key, "--broker-key", cluster.broker_key]) == 0
+            assert "stream %d/%d on governor" % (s.id, producer.output.id) in out.getvalue()
             # its governor dies mid-stream: the whole group runs again
             os.kill(first, signal.SIGKILL)
             starts = _wait_for("the producer to start again",

@@ -412,6 +412,9 @@ def cmd_status(args):
     print("tasks: " + ", ".join("%s %d" % (s, tasks.get(s, 0)) for s in states))
     for line in resource_wait_lines(info):
         print(line)
+    for x in info.get("streams") or []:
+        print("stream %s/%s on governor %s: %s streamed so far"
+              % (x.get("session"), x.get("object"), x.get("governor"), _bytes(x.get("bytes", 0))))
     return EXIT_OK
 
 
