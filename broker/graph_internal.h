@@ -67,8 +67,8 @@ void gx_stream_open (graph_t *self, task_t *producer);
 //  A member of a stream group leaves its attempt unfinished: closes the
 //  group's streams and sends its other unfinished members back to wait.
 void gx_stream_restart (graph_t *self, task_t *task);
-//  A consumer of streams failed or was cancelled: producers still running
-//  expect one reader less (the stream_unread hook).
+//  A consumer of streams failed or was cancelled: producers assigned or
+//  running expect one reader less (the stream_unread hook).
 void gx_stream_unread (graph_t *self, task_t *consumer);
 
 //  Small enough to inline in every file of the graph.

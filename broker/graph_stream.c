@@ -55,7 +55,9 @@ gx_stream_unread (graph_t *self, task_t *consumer)
 {
     for (uint32_t i = 0; i < consumer->n_inputs; i++) {
         object_t *s = consumer->io [i];
-        if (s->stream && s->stream_open && s->state == OBJ_UNFINISHED && s->producer->gov
+        //  Counted by the writer's ASSIGN (it was not final then), whether
+        //  the writer started or not.
+        if (s->stream && s->state == OBJ_UNFINISHED && s->producer->gov
         &&  (s->producer->state == TASK_ASSIGNED || s->producer->state == TASK_RUNNING)
         &&  self->hooks.stream_unread)
             self->hooks.stream_unread (self->hooks.arg, s, consumer);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #define S_ENDED_RING 256
+#define S_UNREAD_RING 1024
 #define S_PROGRESS_NS 1000000000ull
 #define S_TICK_MS 1000
 
@@ -89,6 +90,10 @@ struct _stream_t {
     //  attempt of the same reader reads a new attempt of the writer.
     struct { uint64_t consumer; uint32_t version; } ended [S_ENDED_RING];
     size_t ended_next;
+    //  UNSTREAMs for writers not started yet (a reader failed while its
+    //  writer waited for cpus here): applied when the writer starts.
+    struct { uint64_t object, consumer; uint32_t version; } unread [S_UNREAD_RING];
+    size_t unread_next;
     //  What stream_items put in the poll set, in order: task keys (the
     //  writer or reader may be gone by the time stream_poll looks).
     uint64_t *polled;
@@ -223,6 +228,12 @@ stream_writer_add (stream_t *self, uint64_t task, uint32_t attempt, uint64_t obj
         s_writer_free (&w);
         return -1;
     }
+    for (size_t i = 0; i < S_UNREAD_RING && w->n_dests < SQ_MAX_STREAM_CONSUMERS; i++)
+        if (self->unread [i].object == object && self->unread [i].version == attempt
+        &&  self->unread [i].consumer) {
+            w->dests [w->n_dests++] = (s_reader_at_t) { self->unread [i].consumer, NULL, 0, true };
+            self->unread [i].consumer = 0;
+        }
     return 0;
 }
 
@@ -285,6 +296,14 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
     while (rc == 0 && (rc = sq_stream_next (&it, type, &order)) == 1) {
         rc = 0;
         s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, order.key);
+        if (!w && type == SQ_MSG_UNSTREAM) {
+            //  Its writer has not started: remembered until it does.
+            size_t slot = self->unread_next++ % S_UNREAD_RING;
+            self->unread [slot].object = order.key;
+            self->unread [slot].version = order.version;
+            self->unread [slot].consumer = order.consumer;
+            continue;
+        }
         if (!w || w->attempt != order.version)
             continue;           //  an attempt already gone
         s_reader_at_t *dest = s_dest (w, order.consumer);

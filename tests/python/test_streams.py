@@ -217,6 +217,24 @@ def test_a_reader_failing_runs_its_group_again(client, tmp_path):
             assert f.read().split() == ["run", "run"]
 
 
+def test_a_reader_failing_before_it_reads_does_not_hold_its_writer(client):
+    """A reader whose other input fails never reads: the writer is told
+    (UNSTREAM, whether it started or not) and goes on for the others."""
+    with client.session() as s:
+        text = Execute("seq 1 100", stdout=True, stream=True)
+        count = Execute("wc -l", stdin=text.output, stdout=True)
+        bad = Execute("exit 1", stdout=True)
+        doomed = Execute("cat - extra", stdin=text.output, inputs=[("extra", bad.output)],
+                         stdout=True)
+        count.output.keep()
+        doomed.output.keep()
+        s.submit()
+        assert count.output.fetch(TIMEOUT).strip() == b"100"
+        s.wait([text], TIMEOUT)
+        with pytest.raises(squall.SquallError):
+            doomed.output.fetch(TIMEOUT)
+
+
 def test_a_writer_failing_fails_its_readers(client):
     with client.session() as s:
         bad = Execute("seq 1 10; exit 3", stdout=True, stream=True)
