@@ -1225,7 +1225,7 @@ def remote(fn: Optional[Callable] = None, *, outputs: int = 1, cpus: int = 1,
     "Streams"): the function returns an iterable of bytes (or str) chunks,
     a generator typically, sent to the tasks reading it as it yields them.
     A task given a stream as an argument gets an iterator of bytes chunks
-    (squall's StreamReader: iterate it, or read() it whole). Readers are
+    (iterate it, or read() it whole; close() it to stop early). Readers are
     submitted with their writer; a stream cannot be kept or fetched."""
     def wrap(f: Callable) -> RemoteFunction:
         return RemoteFunction(f, outputs, stream, cpus=cpus, max_retries=max_retries,
