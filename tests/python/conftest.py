@@ -40,6 +40,21 @@ def cluster_options():
     return {"env": {"ASAN_OPTIONS": strict, "LD_PRELOAD": None}, "python": wrapper}
 
 
+def until(condition, what, timeout=TIMEOUT):
+    """Polls a condition the test cannot be told of (a file a task writes,
+    a load report), returning its first true value; fails at the deadline.
+    A polling interval, not a synchronisation."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
 def run_example(name):
     """Runs examples/<name> as a user would (it starts its own cluster) and
     returns its standard output; skipped under the sanitizer build, whose

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import squall
-from conftest import TIMEOUT, cluster_options, run_example
+from conftest import TIMEOUT, cluster_options, run_example, until
 
 
 @squall.actor
@@ -53,13 +53,6 @@ class Broken:
     def ping(self):
         return 1
 
-
-def until(predicate, what, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.02)
 
 
 def governor_proc(cluster, pid):

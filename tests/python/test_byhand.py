@@ -8,7 +8,7 @@ import time
 import pytest
 
 import squall
-from conftest import TIMEOUT, cluster_options, run_example
+from conftest import TIMEOUT, cluster_options, run_example, until
 
 
 def make(n):
@@ -28,15 +28,6 @@ def gated(path, x):
         time.sleep(0.01)
     return len(x)
 
-
-def until(condition, what, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 @pytest.fixture(scope="module")

@@ -4,29 +4,15 @@ flow control; refusals; early readers; a stream group run again when one
 of its members is lost."""
 import os
 import signal
-import time
 
 import pytest
 
 import squall
 from squall.tasks import Execute
 
-from conftest import TIMEOUT, cluster_options, run_example
+from conftest import TIMEOUT, cluster_options, run_example, until
 
 MIB = 1 << 20
-
-
-def _wait_for(what, predicate, timeout=TIMEOUT):
-    """Polls a condition the test cannot be told of (a file a task writes),
-    failing at the deadline: no fixed sleep stands for it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.02)
 
 
 def _hwm(pid):
@@ -176,11 +162,12 @@ def test_progress_shows_and_the_group_runs_again_when_the_writer_is_lost(tmp_pat
             count = Execute("wc -l", stdin=producer.output, stdout=True, name="wc")
             count.output.keep()
             s.submit()
-            first = _wait_for("the producer to start", lambda: _starts(tmp_path))[0]
+            first = until(lambda: _starts(tmp_path), "the producer to start")[0]
             # INFO (and so the dashboard) shows the bytes streamed so far
-            streams = _wait_for("the stream's progress in INFO", lambda: [
+            streams = until(lambda: [
                 x for x in client.info().get("streams", [])
-                if x["object"] == producer.output.id and x["bytes"] > 0])
+                if x["object"] == producer.output.id and x["bytes"] > 0],
+                "the stream's progress in INFO")
             assert streams[0]["session"] == s.id
             # and `squall status` says it too
             import io
@@ -193,8 +180,8 @@ def test_progress_shows_and_the_group_runs_again_when_the_writer_is_lost(tmp_pat
             assert "stream %d/%d on governor" % (s.id, producer.output.id) in out.getvalue()
             # its governor dies mid-stream: the whole group runs again
             os.kill(first, signal.SIGKILL)
-            starts = _wait_for("the producer to start again",
-                               lambda: len(_starts(tmp_path)) >= 2 and _starts(tmp_path))
+            starts = until(lambda: len(_starts(tmp_path)) >= 2 and _starts(tmp_path),
+                           "the producer to start again")
             assert starts[1] != first
             open(os.path.join(str(tmp_path), "go"), "w").close()
             assert count.output.fetch(TIMEOUT).strip() == b"301000"
