@@ -613,7 +613,8 @@ stream_on_chunk (stream_t *self, sq_msg_t *msg)
     if (r)
         s_reader_take (self, r, &chunk, address, bytes);
     else
-    if (s_ended (self, chunk.consumer, chunk.version) || self->n_early >= STREAM_MAX_EARLY)
+    if (s_ended (self, chunk.consumer, chunk.version) || self->n_early >= STREAM_MAX_EARLY
+    ||  self->early_bytes + zmq_msg_size (bytes) > STREAM_MAX_EARLY_BYTES)
         s_scredit (self, address, chunk.key, chunk.version, chunk.consumer, 0);
     else {
         s_early_t *e = (s_early_t *) calloc (1, sizeof *e);

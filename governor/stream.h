@@ -25,7 +25,9 @@
     which does not fail it: its readers wanted no more).
 
     Chunks that arrive before their reader's ASSIGN wait, at most
-    STREAM_EARLY_MS; chunks for a reader that ended are answered SCREDIT 0.
+    STREAM_EARLY_MS (and STREAM_MAX_EARLY of them, STREAM_MAX_EARLY_BYTES in
+    all: past that they are refused); chunks for a reader that ended are
+    answered SCREDIT 0.
 
     Both ends run in the compute thread. Ownership: stream_new borrows the
     pipe; the stream_t owns every descriptor handed to it and closes them. */
@@ -42,6 +44,7 @@
 #define STREAM_WINDOW 4                 //  chunks ahead of a reader's credits
 #define STREAM_EARLY_MS 20000           //  chunks of a reader not assigned yet
 #define STREAM_MAX_EARLY 1024           //  such chunks held, in all
+#define STREAM_MAX_EARLY_BYTES (64u << 20)  //  and their bytes
 
 typedef struct _stream_t stream_t;
 
