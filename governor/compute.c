@@ -356,7 +356,9 @@ s_unrun (compute_t *self, task_t *task)
 {
     assert (task->state == TASK_RUNNING);
     self->n_running--;
-    s_hold (self, task, -1);
+    if (!task->piped)
+        s_hold (self, task, -1);
+    task->piped = false;
     deadlines_remove (self->deadlines, task);
     //  A py task leaving without its reply (timeout, STOP) kills its executor.
     if (task->kind == SQ_KIND_PY)
@@ -495,6 +497,19 @@ s_py_stream_pipes (compute_t *self, task_t *task, int *theirs, int *n_theirs)
     return rc;
 }
 
+//  Only tasks that outlive this turn are announced: for inline ones the
+//  FINISHED event says all, and one event per task is what costs. Once:
+//  a piped task its executor handed back runs again as the same attempt.
+static void
+s_announce (compute_t *self, task_t *task)
+{
+    if (task->announced)
+        return;
+    task->announced = true;
+    sq_pack_started (&self->events.pk, task->key, task->attempt);
+    s_event_added (self);
+}
+
 static void
 s_start (compute_t *self, task_t *task)
 {
@@ -571,10 +586,26 @@ s_start (compute_t *self, task_t *task)
         s_complete (self, task, -1, "out of memory on the governor");
         return;
     }
-    //  Only tasks that outlive this turn are announced: for inline ones the
-    //  FINISHED event says all, and one event per task is what costs.
-    sq_pack_started (&self->events.pk, task->key, task->attempt);
-    s_event_added (self);
+    s_announce (self, task);
+}
+
+//  A ready py task with no cpu free: written to a busy executor to run
+//  next there (pyexec_pipe), so that the executor does not wait for us
+//  between tasks. It counts as running (it is out of reach of RETRACT)
+//  but holds nothing until it runs (PYEXEC_RUNS). False if it cannot be.
+static bool
+s_pipe (compute_t *self, task_t *task)
+{
+    if (task->kind != SQ_KIND_PY || pyexec_pipe (self->pyexec, task, self->store))
+        return false;
+    s_ready_unlink (self, task);
+    self->n_queued--;
+    task->state = TASK_RUNNING;
+    task->piped = true;
+    task->start_ns = task_now_ns ();
+    self->n_running++;
+    s_announce (self, task);
+    return true;
 }
 
 //  Starts ready tasks in FIFO order while they fit in the cpus and named
@@ -586,8 +617,11 @@ s_schedule (compute_t *self)
         task_t *task = self->calls_head? self->calls_head: self->ready_head;
         if (!task)
             break;
-        if (task == self->ready_head && !s_fits_now (self, task) && self->n_running > 0)
+        if (task == self->ready_head && !s_fits_now (self, task) && self->n_running > 0) {
+            if (s_pipe (self, task))
+                continue;
             break;
+        }
         s_ready_unlink (self, task);
         self->n_queued--;
         //  An input DROPped while the task was ready (a broker bug): wait
@@ -1296,28 +1330,40 @@ s_py_replied (compute_t *self, task_t *task, int rc)
     s_complete (self, task, rc, self->err);
 }
 
+//  What became of py tasks (pyexec_next): replies, tasks that ended with
+//  an actor, and piped tasks that run now or were handed back unrun.
+static void
+s_py_outcomes (compute_t *self)
+{
+    task_t *task;
+    pyexec_outcome_t outcome;
+    while ((task = pyexec_next (self->pyexec, &outcome, self->err, sizeof self->err))) {
+        if (outcome == PYEXEC_RUNS) {
+            //  It takes over the cpu of the one before (both plain py
+            //  tasks of one cpu), which its reply just gave back.
+            task->piped = false;
+            s_hold (self, task, 1);
+            task->start_ns = task_now_ns ();
+        }
+        else
+        if (outcome == PYEXEC_UNRUN) {
+            s_unrun (self, task);
+            self->n_queued++;
+            s_ready_push (self, task);
+        }
+        else
+            s_py_replied (self, task, outcome == PYEXEC_DONE? 0: -1);
+    }
+}
+
 //  Replies of Python executors: the last n_py_items poll items.
 static void
 s_reap_py (compute_t *self, int n_items)
 {
-    for (int i = n_items - (int) self->n_py_items; i > 0 && i < n_items; i++) {
-        if (!(self->items [i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
-            continue;
-        int rc;
-        task_t *task = pyexec_reply (self->pyexec, self->items [i].fd, &rc,
-                                     self->err, sizeof self->err);
-        if (task)
-            s_py_replied (self, task, rc);
-    }
-}
-
-//  Tasks of actors that ended with another (pyexec_orphan).
-static void
-s_reap_orphans (compute_t *self)
-{
-    task_t *task;
-    while ((task = pyexec_orphan (self->pyexec, self->err, sizeof self->err)))
-        s_complete (self, task, -1, self->err);
+    for (int i = n_items - (int) self->n_py_items; i > 0 && i < n_items; i++)
+        if (self->items [i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+            pyexec_read (self->pyexec, self->items [i].fd);
+    s_py_outcomes (self);
 }
 
 int
@@ -1349,9 +1395,7 @@ compute_run (compute_t *self)
         stream_poll (self->streams, self->items + self->stream_at,
                      rc > 0? self->n_stream_items: 0);
         s_reap_streams (self);
-        if (rc > 0)
-            s_reap_py (self, n);
-        s_reap_orphans (self);
+        s_reap_py (self, rc > 0? n: 0);
         s_fire_deadlines (self);
         s_check_memory (self);
         s_schedule (self);

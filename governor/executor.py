@@ -3,7 +3,7 @@
 The governor (governor/pyexec.c) embeds this file, writes it into its working
 directory and starts it as `python executor.py FD GOVERNOR_PID`; FD is one
 end of a Unix socketpair. The executor is persistent: it runs one task at a
-time, for as many tasks as the governor gives it, and exits when the socket
+time (in the order they came), for as many tasks as the governor gives it, and exits when the socket
 closes, or is killed (SIGKILL) when the governor dies, even mid-task.
 
 Framing (docs/protocol.md, "py"): every message is a little-endian u64 body
@@ -22,8 +22,16 @@ length followed by the body, so that both sides need nothing but `struct`.
       (or str) chunks, written to its pipe as they come (a full pipe
       blocks the function: that is the stream's flow control), and is
       empty in the reply.
-  executor -> governor: u8 0, u32 n, then per output u64 size, data
+      or u8 5 (cancel), u32 number: the run frame (ops 1 to 4, numbered
+      from 1 in the order they came) not to run, if not run yet
+  executor -> governor, one reply per run frame, in their order:
+                     u8 0, u32 n, then per output u64 size, data
                      or u8 1, the failure message (UTF-8)
+                     or u8 2: cancelled, not run
+
+The executor runs one task at a time, but the governor may write small
+tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
+here, in order, and run next without a round trip through the governor.
 
 Two things ride inside these fields without changing the framing (the
 client, bindings/python/squall/errors.py, reads them back):
@@ -51,6 +59,7 @@ Only the standard library and cloudpickle (needed to load functions that
 the client pickled by value) are used.
 """
 import base64
+import collections
 import io
 import os
 import pickle
@@ -79,6 +88,12 @@ _READ_MAX = 1 << 20
 _INPUT = struct.Struct("<IQ")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+#   Frames are read up to this much at a time; a bigger one is read on
+#   into a buffer of its own.
+_RECV_MAX = 1 << 16
+_ANC_SPACE = socket.CMSG_SPACE(2 * 4)
+_OP_CANCEL = 5
+_SKIPPED = b"\2"
 
 #   Unpickled functions by their pickled bytes: a bytes key is its own hash,
 #   and the same function sent for 20 000 tasks is loaded once.
@@ -379,16 +394,65 @@ def _failure(exc):
     return [b"\1", data + tail]
 
 
-def _recv_exact(sock, size):
-    buf = bytearray(size)
-    view = memoryview(buf)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:], size - got)
-        if n == 0:
-            return None
-        got += n
-    return buf
+class _Frames:
+    """The governor's frames as they come. Everything there is to read is
+    read at once (several small tasks may wait here, piped behind the one
+    that runs, and the cancels of some of them); a big frame is read on
+    straight into a buffer of its own. Pipes passed with a frame (op 4's,
+    SCM_RIGHTS) wait in `fds` in the order they came."""
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._buf = bytearray()
+        self.fds = collections.deque()
+        self._eof = False
+
+    def _recv(self, block):
+        try:
+            data, anc, _, _ = self._sock.recvmsg(
+                _RECV_MAX, _ANC_SPACE, 0 if block else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                count = len(payload) // 4
+                self.fds.extend(struct.unpack("%di" % count, payload[:4 * count]))
+        if data:
+            self._buf += data
+        else:
+            self._eof = True
+
+    def read(self, block):
+        """The whole frames there are now, waiting for one if block and
+        there is none; None at the end of the file (the governor is gone)."""
+        frames = []
+        self._recv(block)
+        while True:
+            buf = self._buf
+            while len(buf) >= 8:
+                (size,) = _U64.unpack_from(buf)
+                have = len(buf) - 8
+                if have >= size:
+                    frames.append(buf[8:8 + size])
+                    del buf[:8 + size]
+                elif size > _RECV_MAX:
+                    body = bytearray(size)
+                    body[:have] = buf[8:]
+                    buf.clear()
+                    view = memoryview(body)
+                    while have < size:
+                        got = self._sock.recv_into(view[have:], size - have)
+                        if got == 0:
+                            return None
+                        have += got
+                    frames.append(body)
+                else:
+                    break
+            if frames or not block:
+                return frames
+            if self._eof:
+                return None
+            self._recv(True)
 
 
 def _die_with_governor(governor_pid):
@@ -428,21 +492,40 @@ def main():
         sys.path.insert(0, "")
     _preload()
     sock = socket.socket(fileno=int(sys.argv[1]))
+    frames = _Frames(sock)
+    queue = collections.deque()     # (number, frame) of tasks to run, in order
+    cancelled = set()
+    received = done = 0
     while True:
-        #   A task's first byte may carry its stream pipes (op 4).
-        first, fds, _, _ = socket.recv_fds(sock, 1, 2)
-        if not first:
+        #   Wait only when there is nothing to run; else take in what came
+        #   meanwhile (cancels must be seen before the task they name runs).
+        got = frames.read(block=not queue)
+        if got is None:
             return
-        rest = _recv_exact(sock, 7)
-        if rest is None:
-            return
-        body = _recv_exact(sock, _U64.unpack(first + rest)[0])
-        if body is None:
-            return
-        try:
-            parts = _run(body, fds)
-        except BaseException as exc:    # noqa: B902 - SystemExit fails the task too
-            parts = _failure(exc)
+        for body in got:
+            if body[0] == _OP_CANCEL:
+                (number,) = _U32.unpack_from(body, 1)
+                if number > done:
+                    cancelled.add(number)
+                continue
+            received += 1
+            queue.append((received, body))
+        if not queue:
+            continue
+        done, body = queue.popleft()
+        if done in cancelled:
+            cancelled.discard(done)
+            parts = [_SKIPPED]
+        else:
+            fds = ()
+            if body[0] == 4:
+                stream_in, stream_out = _STREAMS.unpack_from(body, _HEAD.size)
+                wanted = (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM)
+                fds = [frames.fds.popleft() for _ in range(min(wanted, len(frames.fds)))]
+            try:
+                parts = _run(body, fds)
+            except BaseException as exc:    # noqa: B902 - SystemExit fails the task too
+                parts = _failure(exc)
         del body
         size = sum(len(p) for p in parts)
         parts.insert(0, _U64.pack(size))

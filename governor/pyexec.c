@@ -20,6 +20,28 @@ extern char **environ;
 
 #define S_EXEC_FD "3"           //  where the executor finds its socket
 #define S_REPLY_MAX (1ull << 40)
+//  Pipelining (pyexec_pipe): at most this many small tasks wait in a busy
+//  executor behind the one it runs, so that it goes from one to the next
+//  without a round trip through the governor (two context switches per
+//  task on a loaded machine). Small, because a piped task is out of reach
+//  of work stealing; its frame is small, because the socket must take it
+//  at once while the executor is busy.
+#define S_PIPE_MAX 4
+#define S_PIPE_FRAME_MAX (16u << 10)
+#define S_SNDBUF (256 << 10)
+//  Replies are read into a buffer per executor, all of them that came in
+//  one read; a bigger one is read on into a buffer of its own.
+#define S_RBUF_SIZE (64u << 10)
+//  Executor operations (governor/executor.py)
+#define S_OP_CANCEL 5
+//  Failure messages are kept up to the compute thread's size.
+#define S_MESSAGE_MAX 8192
+#define S_REPLY_SKIPPED 2
+
+typedef struct {
+    task_t *task;               //  NULL: stopped; its reply is dropped
+    uint32_t seq;               //  its run frame's number
+} s_piped_t;
 
 typedef struct {
     pid_t pid;                  //  0: not running
@@ -34,14 +56,22 @@ typedef struct {
     uint8_t *pending_frame;
     size_t pending_size;
     uint32_t discard;
+    //  Tasks written behind `task`, replied to in this order; run frames
+    //  written so far (the executor numbers them the same way: a cancel
+    //  names one); replies read but not yet whole.
+    s_piped_t piped [S_PIPE_MAX];
+    uint32_t n_piped;
+    uint32_t seq;
+    uint8_t *rbuf;
+    size_t rlen;
 } s_exec_t;
 
-//  Tasks that ended without a reply of their own (an actor's executor
-//  died, or its host was stopped): the compute thread fails them.
+//  What became of tasks, for the compute thread, in the order it happened.
 typedef struct {
     task_t *task;
-    char *message;
-} s_orphan_t;
+    pyexec_outcome_t outcome;
+    char *message;              //  PYEXEC_FAILED: why (NULL: out of memory)
+} s_outcome_t;
 
 struct _pyexec_t {
     s_exec_t *execs;
@@ -49,9 +79,10 @@ struct _pyexec_t {
     uint32_t cpus;
     char *python;
     char *script;
-    s_orphan_t *orphans;
-    size_t n_orphans;
-    size_t cap_orphans;
+    s_outcome_t *outcomes;      //  a FIFO: [first, n) are pending
+    size_t first_outcome;
+    size_t n_outcomes;
+    size_t cap_outcomes;
 };
 
 static s_exec_t *s_idle_slot (pyexec_t *self);
@@ -189,6 +220,11 @@ s_spawn (pyexec_t *self, s_exec_t *ex, char *err, size_t err_size)
                   self->python, strerror (rc));
         return -1;
     }
+    //  Room for the frames piped to a busy executor (S_PIPE_MAX of
+    //  S_PIPE_FRAME_MAX), whatever the system's default; capped by Linux
+    //  at net.core.wmem_max, which is enough too.
+    int sndbuf = S_SNDBUF;
+    setsockopt (sv [0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     ex->pid = pid;
     ex->fd = sv [0];
     ex->task = NULL;
@@ -196,15 +232,25 @@ s_spawn (pyexec_t *self, s_exec_t *ex, char *err, size_t err_size)
     return 0;
 }
 
+static void s_push (pyexec_t *self, task_t *task, pyexec_outcome_t outcome,
+                    const char *message);
+
 //  Stops an executor: waits a little for one that is already exiting (so
 //  its own status is reported), else kills it. Returns the wait status.
+//  Tasks piped behind its task never ran: they go back to be run again.
 static int
-s_stop (s_exec_t *ex, bool grace)
+s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
 {
     int status = 0;
     if (ex->fd >= 0)
         close (ex->fd);
     ex->fd = -1;
+    for (uint32_t i = 0; i < ex->n_piped; i++)
+        if (ex->piped [i].task)
+            s_push (self, ex->piped [i].task, PYEXEC_UNRUN, NULL);
+    ex->n_piped = 0;
+    ex->seq = 0;
+    ex->rlen = 0;
     ex->task = NULL;
     ex->host = NULL;
     ex->pending = NULL;
@@ -275,11 +321,13 @@ pyexec_destroy (pyexec_t **self_p)
     pyexec_t *self = *self_p;
     if (!self)
         return;
-    for (size_t i = 0; i < self->n_execs; i++)
-        s_stop (&self->execs [i], false);
-    for (size_t i = 0; i < self->n_orphans; i++)
-        free (self->orphans [i].message);
-    free (self->orphans);
+    for (size_t i = 0; i < self->n_execs; i++) {
+        s_stop (self, &self->execs [i], false);
+        free (self->execs [i].rbuf);
+    }
+    for (size_t i = self->first_outcome; i < self->n_outcomes; i++)
+        free (self->outcomes [i].message);
+    free (self->outcomes);
     free (self->execs);
     free (self->python);
     free (self->script);
@@ -287,28 +335,40 @@ pyexec_destroy (pyexec_t **self_p)
     *self_p = NULL;
 }
 
-//  The task as one frame: see governor/executor.py. NULL if out of memory.
-static uint8_t *
-s_encode (task_t *task, store_t *store, size_t *size_p)
+//  The frame's fn field: a call's is the method's name; with fn_in the
+//  function is input 0 (one object per function and session, which each
+//  governor receives once), given to the executor in the fn field as
+//  before, and the other inputs are its inputs (from *first on). -1 if
+//  input 0 is missing.
+static int
+s_fn_field (task_t *task, store_t *store, sq_blob_t **blob, const char **ptr, size_t *len,
+            uint32_t *first)
 {
-    //  With fn_in the function is input 0 (one object per function and
-    //  session, which each governor receives once): the executor gets it
-    //  in the fn field as before, and the other inputs as its inputs.
-    sq_blob_t *fn_blob = NULL;
-    uint32_t first = 0;
-    //  A call's fn field is the method's name.
-    const char *fn_ptr = task->conf.call? task->conf.method.ptr: task->conf.fn.ptr;
-    size_t fn_len = task->conf.call? task->conf.method.len: task->conf.fn.len;
+    *blob = NULL;
+    *first = 0;
+    *ptr = task->conf.call? task->conf.method.ptr: task->conf.fn.ptr;
+    *len = task->conf.call? task->conf.method.len: task->conf.fn.len;
     if (task->conf.fn_in) {
         const char *type = NULL;
-        if (task->n_inputs == 0 || !(fn_blob = store_get (store, task->inputs [0], &type)))
-            return NULL;
-        fn_len = sq_blob_size (fn_blob);
-        first = 1;
+        *blob = task->n_inputs? store_get (store, task->inputs [0], &type): NULL;
+        if (!*blob)
+            return -1;
+        *len = sq_blob_size (*blob);
+        *first = 1;
     }
-    if (fn_len > UINT32_MAX)
-        return NULL;
-    //  Op 4: a task with a stream (its two indexes follow the header).
+    return *len > UINT32_MAX? -1: 0;
+}
+
+//  The size of the task's frame (see s_encode); -1 if an input is missing.
+static int
+s_frame_size (task_t *task, store_t *store, size_t *size_p)
+{
+    sq_blob_t *fn_blob;
+    const char *fn_ptr;
+    size_t fn_len;
+    uint32_t first;
+    if (s_fn_field (task, store, &fn_blob, &fn_ptr, &fn_len, &first))
+        return -1;
     bool streams = task->stream_in >= 0 || task->stream_out >= 0;
     size_t size = 8 + 17 + (streams? 8: 0) + fn_len + task->conf.py_args.len;
     for (uint32_t i = first; i < task->n_inputs; i++) {
@@ -319,11 +379,29 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
         const char *type = NULL;
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
         if (!blob)
-            return NULL;
+            return -1;
         size += 12 + strlen (type) + sq_blob_size (blob);
     }
     for (uint32_t j = 0; j < task->n_outputs; j++)
         size += 4 + strlen (task->out_types [j]);
+    *size_p = size;
+    return 0;
+}
+
+//  The task as one frame: see governor/executor.py. NULL if out of memory
+//  (or an input is missing).
+static uint8_t *
+s_encode (task_t *task, store_t *store, size_t *size_p)
+{
+    size_t size;
+    sq_blob_t *fn_blob;
+    const char *fn_ptr;
+    size_t fn_len;
+    uint32_t first;
+    if (s_frame_size (task, store, &size)
+    ||  s_fn_field (task, store, &fn_blob, &fn_ptr, &fn_len, &first))
+        return NULL;
+    bool streams = task->stream_in >= 0 || task->stream_out >= 0;
     uint8_t *frame = (uint8_t *) malloc (size);
     if (!frame)
         return NULL;
@@ -389,14 +467,20 @@ s_idle_slot (pyexec_t *self)
 static s_exec_t *
 s_idle (pyexec_t *self)
 {
-    s_exec_t *free_slot = NULL;
+    s_exec_t *free_slot = NULL, *draining = NULL;
     for (size_t i = 0; i < self->n_execs; i++) {
         s_exec_t *ex = &self->execs [i];
-        if (ex->pid && !ex->task && !ex->host)
+        //  One that still owes replies to drop (stopped piped tasks it may
+        //  skip) takes a task behind them, if no other is idle.
+        if (ex->pid && !ex->task && !ex->host && !ex->discard)
             return ex;
+        if (ex->pid && !ex->task && !ex->host && !draining)
+            draining = ex;
         if (!ex->pid && !free_slot)
             free_slot = ex;
     }
+    if (draining)
+        return draining;
     if (free_slot)
         return free_slot;
     return s_new_slot (self);
@@ -443,9 +527,11 @@ s_start_call (pyexec_t *self, task_t *task, uint8_t *frame, size_t size,
         return 0;
     }
     //  A write that fails means the executor died: its end of file fails
-    //  the actor and this call (pyexec_reply).
-    if (s_write_all (ex->fd, frame, size) == 0)
+    //  the actor and this call (pyexec_read).
+    if (s_write_all (ex->fd, frame, size) == 0) {
         ex->task = task;
+        ex->seq++;
+    }
     else {
         ex->pending = task;
         ex->pending_frame = NULL;
@@ -479,6 +565,7 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
             break;
         if (s_write_with_fds (ex->fd, frame, size, fds, n_fds) == 0) {
             ex->task = task;
+            ex->seq++;
             if (task->conf.actor)
                 ex->host = task;
             rc = 0;
@@ -486,11 +573,58 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
         else {
             snprintf (err, err_size, "cannot send the task to the Python executor: %s",
                       strerror (errno));
-            s_stop (ex, true);
+            s_stop (self, ex, true);
         }
     }
     free (frame);
     return rc;
+}
+
+//  Tasks that may wait in an executor behind another: plain calls with no
+//  timeout (it would count from when they run), streams, actors or needs
+//  but one cpu (so the one that runs next takes over exactly what the
+//  one before held).
+static bool
+s_pipeable (const task_t *task)
+{
+    return task->kind == SQ_KIND_PY && !task->conf.actor && !task->conf.call
+        && task->stream_in < 0 && task->stream_out < 0 && task->timeout_ms == 0
+        && task->cpus == 1 && task->n_resources == 0;
+}
+
+int
+pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
+{
+    if (!s_pipeable (task))
+        return -1;
+    s_exec_t *best = NULL;
+    for (size_t i = 0; i < self->n_execs; i++) {
+        s_exec_t *ex = &self->execs [i];
+        if (ex->fd >= 0 && ex->task && !ex->host && s_pipeable (ex->task)
+        &&  ex->n_piped < S_PIPE_MAX && (!best || ex->n_piped < best->n_piped))
+            best = ex;
+    }
+    size_t size;
+    if (!best || s_frame_size (task, store, &size) || size > S_PIPE_FRAME_MAX)
+        return -1;
+    uint8_t *frame = s_encode (task, store, &size);
+    if (!frame)
+        return -1;
+    //  The executor is busy: a frame the socket cannot take now waits for
+    //  a free cpu instead of holding the compute thread. One it took in
+    //  part is finished: the executor reads all it is sent between tasks
+    //  (a write that fails means it died: its end of file hands the task
+    //  back, PYEXEC_UNRUN).
+    ssize_t n;
+    while ((n = send (best->fd, frame, size, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
+        ;
+    if (n > 0 && (size_t) n < size)
+        s_write_all (best->fd, frame + n, size - (size_t) n);
+    free (frame);
+    if (n <= 0)
+        return -1;
+    best->piped [best->n_piped++] = (s_piped_t) { task, ++best->seq };
+    return 0;
 }
 
 size_t
@@ -529,61 +663,88 @@ pyexec_items (pyexec_t *self, zmq_pollitem_t *items, size_t max)
 }
 
 static void
-s_orphan (pyexec_t *self, task_t *task, const char *message)
+s_push (pyexec_t *self, task_t *task, pyexec_outcome_t outcome, const char *message)
 {
     if (!task)
         return;
-    if (self->n_orphans == self->cap_orphans) {
-        size_t cap = self->cap_orphans? self->cap_orphans * 2: 4;
-        s_orphan_t *p = (s_orphan_t *) realloc (self->orphans, cap * sizeof *p);
+    if (self->first_outcome == self->n_outcomes)
+        self->first_outcome = self->n_outcomes = 0;
+    if (self->n_outcomes == self->cap_outcomes) {
+        size_t cap = self->cap_outcomes? self->cap_outcomes * 2: 16;
+        s_outcome_t *p = (s_outcome_t *) realloc (self->outcomes, cap * sizeof *p);
         if (!p) {
             sq_error ("out of memory: task %" PRIx64 " stays running", task->key);
             return;
         }
-        self->orphans = p;
-        self->cap_orphans = cap;
+        self->outcomes = p;
+        self->cap_outcomes = cap;
     }
-    self->orphans [self->n_orphans++] = (s_orphan_t) { task, strdup (message) };
+    self->outcomes [self->n_outcomes++] = (s_outcome_t) {
+        task, outcome, outcome == PYEXEC_FAILED? strdup (message? message: ""): NULL };
 }
 
 task_t *
-pyexec_orphan (pyexec_t *self, char *err, size_t err_size)
+pyexec_next (pyexec_t *self, pyexec_outcome_t *outcome, char *err, size_t err_size)
 {
-    if (self->n_orphans == 0)
+    if (self->first_outcome == self->n_outcomes)
         return NULL;
-    s_orphan_t orphan = self->orphans [--self->n_orphans];
-    snprintf (err, err_size, "%s", orphan.message? orphan.message: "out of memory");
-    free (orphan.message);
-    return orphan.task;
+    s_outcome_t next = self->outcomes [self->first_outcome++];
+    *outcome = next.outcome;
+    if (next.outcome == PYEXEC_FAILED)
+        snprintf (err, err_size, "%s", next.message? next.message: "out of memory");
+    free (next.message);
+    return next.task;
 }
 
 //  An actor's executor is gone (died, or killed with its host): the host
-//  and its calls that have no reply of their own end with it.
+//  and its calls that have no reply of their own end with it. `ex` may be
+//  a copy taken before the executor was stopped.
 static void
-s_actor_gone (pyexec_t *self, s_exec_t *ex, task_t *primary, const char *why)
+s_actor_gone (pyexec_t *self, const s_exec_t *ex, task_t *primary, const char *why)
 {
     //  The broker names the actor in its calls' failures.
     if (ex->host && ex->host != primary)
-        s_orphan (self, ex->host, why);
+        s_push (self, ex->host, PYEXEC_FAILED, why);
     if (ex->task && ex->task != primary && ex->task != ex->host)
-        s_orphan (self, ex->task, why);
+        s_push (self, ex->task, PYEXEC_FAILED, why);
     if (ex->pending && ex->pending != primary)
-        s_orphan (self, ex->pending, why);
+        s_push (self, ex->pending, PYEXEC_FAILED, why);
 }
 
+//  After an executor is stopped, from `was` (a copy of it taken before):
+//  its actor's host, else its task, fails with `message` (the actor's
+//  calls with `why`), except a task behind replies still to drop, which
+//  never ran: it goes back, as piped ones do (s_stop). The host comes
+//  first, then the call it ran, so that the broker knows the call was
+//  lost with the actor.
 static void
-s_died (s_exec_t *ex, char *err, size_t err_size)
+s_gone (pyexec_t *self, const s_exec_t *was, const char *message, const char *why)
 {
-    pid_t pid = ex->pid;
-    int status = s_stop (ex, true);
+    task_t *primary = was->host? was->host: was->discard? NULL: was->task;
+    s_push (self, primary, PYEXEC_FAILED, message);
+    if (!was->host && was->discard && was->task)
+        s_push (self, was->task, PYEXEC_UNRUN, NULL);
+    if (was->host)
+        s_actor_gone (self, was, primary, why);
+}
+
+//  The executor ended (end of file, or a reply cut short): what it ran
+//  fails, saying how it died.
+static void
+s_died (pyexec_t *self, s_exec_t *ex)
+{
+    s_exec_t was = *ex;
+    int status = s_stop (self, ex, true);
+    char err [256];
     if (WIFSIGNALED (status))
-        snprintf (err, err_size, "the Python executor (pid %d) died while running the "
-                  "task: killed by signal %d (%s)", (int) pid, WTERMSIG (status),
+        snprintf (err, sizeof err, "the Python executor (pid %d) died while running the "
+                  "task: killed by signal %d (%s)", (int) was.pid, WTERMSIG (status),
                   strsignal (WTERMSIG (status)));
     else
-        snprintf (err, err_size, "the Python executor (pid %d) died while running the "
-                  "task: exit status %d", (int) pid, WEXITSTATUS (status));
+        snprintf (err, sizeof err, "the Python executor (pid %d) died while running the "
+                  "task: exit status %d", (int) was.pid, WEXITSTATUS (status));
     sq_warn ("%s", err);
+    s_gone (self, &was, err, "its Python executor died");
 }
 
 //  The executor's instance was made: a call that waited goes now.
@@ -595,130 +756,209 @@ s_constructed (s_exec_t *ex)
         return;
     task_t *call = ex->pending;
     ex->pending = NULL;
-    if (ex->pending_frame && s_write_all (ex->fd, ex->pending_frame, ex->pending_size) == 0)
+    if (ex->pending_frame && s_write_all (ex->fd, ex->pending_frame, ex->pending_size) == 0) {
         ex->task = call;
+        ex->seq++;
+    }
     else
         ex->pending = call;     //  died: its end of file fails both
     free (ex->pending_frame);
     ex->pending_frame = NULL;
 }
 
-task_t *
-pyexec_reply (pyexec_t *self, int fd, int *rc, char *err, size_t err_size)
+//  The executor replied to the task it ran and moves on to the next one
+//  written to it, if any: that one runs now (stopped ones it skips, or
+//  runs, and we drop their replies).
+static void
+s_next_piped (pyexec_t *self, s_exec_t *ex)
+{
+    uint32_t i = 0;
+    for (; i < ex->n_piped && !ex->piped [i].task; i++)
+        ex->discard++;
+    if (i < ex->n_piped) {
+        ex->task = ex->piped [i++].task;
+        s_push (self, ex->task, PYEXEC_RUNS, NULL);
+    }
+    memmove (ex->piped, ex->piped + i, (ex->n_piped - i) * sizeof ex->piped [0]);
+    ex->n_piped -= i;
+}
+
+//  One whole reply of the executor (size >= 1 bytes of body).
+static void
+s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
+{
+    char err [S_MESSAGE_MAX];
+    if (ex->discard) {          //  a stopped call's or piped task's
+        ex->discard--;
+        return;
+    }
+    task_t *task = ex->task? ex->task: ex->host;
+    if (!task) {
+        //  A reply nobody asked for: the executor is not to be trusted.
+        if (!ex->host) {
+            sq_warn ("Python executor %d sent a reply nobody asked for: stopped", (int) ex->pid);
+            s_stop (self, ex, false);
+            return;
+        }
+        snprintf (err, sizeof err, "the Python executor of actor %u sent a reply nobody "
+                  "asked for", sq_key_id (ex->host->key));
+        s_exec_t was = *ex;
+        s_stop (self, ex, false);
+        s_gone (self, &was, err, err);
+        return;
+    }
+    size_t len = size - 1 < sizeof err - 1? size - 1: sizeof err - 1;
+    if (task == ex->host) {
+        //  The instance is made (it stays), or its constructor failed.
+        if (body [0] == 0) {
+            s_constructed (ex);
+            return;
+        }
+        memcpy (err, body + 1, len);
+        err [len] = 0;
+        char why [300];
+        snprintf (why, sizeof why, "its constructor failed: %.*s",
+                  (int) strcspn (err, "\n"), err);
+        s_exec_t was = *ex;
+        s_stop (self, ex, false);
+        s_gone (self, &was, err, why);
+        return;
+    }
+    ex->task = NULL;
+    if (body [0] == 1) {
+        memcpy (err, body + 1, len);
+        err [len] = 0;
+        s_push (self, task, PYEXEC_FAILED, err);
+        s_next_piped (self, ex);
+        return;
+    }
+    bool ok = body [0] == 0 && size >= 5 && s_get (body + 1, 4) == task->n_outputs;
+    uint64_t pos = 5;
+    for (uint32_t j = 0; ok && j < task->n_outputs; j++) {
+        uint64_t out = pos + 8 <= size? s_get (body + pos, 8): UINT64_MAX;
+        ok = out <= size - pos - 8;
+        if (ok) {
+            task->results [j] = sq_blob_copy (body + pos + 8, out);
+            ok = task->results [j] != NULL;
+            pos += 8 + out;
+        }
+    }
+    if (ok && pos == size) {
+        s_push (self, task, PYEXEC_DONE, NULL);
+        s_next_piped (self, ex);
+        return;
+    }
+    for (uint32_t j = 0; j < task->n_outputs; j++)
+        sq_blob_unref (&task->results [j]);
+    s_stop (self, ex, false);
+    s_push (self, task, PYEXEC_FAILED,
+            "malformed reply from the Python executor (or out of memory)");
+}
+
+//  A reply too big for the read buffer: the part in it, then the rest
+//  read straight into a buffer of its own (the executor is writing it).
+static void
+s_replied_big (pyexec_t *self, s_exec_t *ex, uint64_t size)
+{
+    uint8_t *body = size <= S_REPLY_MAX? (uint8_t *) malloc (size): NULL;
+    size_t have = ex->rlen - 8;
+    if (!body) {
+        char err [128];
+        snprintf (err, sizeof err, "Python executor reply of %" PRIu64 " bytes refused "
+                  "(or out of memory)", size);
+        sq_warn ("%s", err);
+        s_exec_t was = *ex;
+        s_stop (self, ex, false);
+        s_gone (self, &was, err, "its Python executor was stopped");
+        return;
+    }
+    memcpy (body, ex->rbuf + 8, have);
+    ex->rlen = 0;
+    if (s_read_all (ex->fd, body + have, size - have))
+        s_died (self, ex);
+    else
+        s_replied (self, ex, body, size);
+    free (body);
+}
+
+void
+pyexec_read (pyexec_t *self, int fd)
 {
     s_exec_t *ex = NULL;
     for (size_t i = 0; i < self->n_execs && !ex; i++)
         if (self->execs [i].fd == fd && s_watched (&self->execs [i]))
             ex = &self->execs [i];
     if (!ex)
-        return NULL;
-    //  Whose reply this is: a stopped call's (dropped), else the running
-    //  task's; with neither, only an actor's death can come.
-    task_t *task = ex->discard? NULL: ex->task? ex->task: ex->host;
-    *rc = -1;
-    uint8_t head [8];
-    //  An actor's executor that dies fails its host first, then the call
-    //  it ran: the broker then knows the call was lost with the actor.
-    if (s_read_all (fd, head, sizeof head)) {
-        if (ex->host) {
-            task_t *primary = ex->host;
-            s_actor_gone (self, ex, primary, "its Python executor died");
-            s_died (ex, err, err_size);
-            return primary;
+        return;
+    if (!ex->rbuf && !(ex->rbuf = (uint8_t *) malloc (S_RBUF_SIZE))) {
+        sq_error ("out of memory reading a Python executor's reply: it is stopped");
+        s_died (self, ex);
+        return;
+    }
+    ssize_t n;
+    while ((n = recv (fd, ex->rbuf + ex->rlen, S_RBUF_SIZE - ex->rlen, MSG_DONTWAIT)) < 0
+           && errno == EINTR)
+        ;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (n <= 0) {
+        s_died (self, ex);
+        return;
+    }
+    ex->rlen += (size_t) n;
+    //  Every whole reply that came; a part of one waits for the rest.
+    size_t pos = 0;
+    while (ex->fd >= 0 && ex->rlen - pos >= 8) {
+        uint64_t size = s_get (ex->rbuf + pos, 8);
+        if (size == 0) {
+            sq_warn ("Python executor %d sent an empty reply: stopped", (int) ex->pid);
+            s_died (self, ex);
+            return;
         }
-        s_died (ex, err, err_size);
-        return task;
-    }
-    uint64_t size = s_get (head, 8);
-    uint8_t *body = size >= 1 && size <= S_REPLY_MAX? (uint8_t *) malloc (size): NULL;
-    if (!body) {
-        snprintf (err, err_size, "Python executor reply of %llu bytes refused (or out of memory)",
-                  (unsigned long long) size);
-        s_stop (ex, false);
-        return task;
-    }
-    if (s_read_all (fd, body, size)) {
-        free (body);
-        task_t *primary = ex->host? ex->host: task;
-        if (ex->host)
-            s_actor_gone (self, ex, primary, "its Python executor died");
-        s_died (ex, err, err_size);
-        return primary;
-    }
-    if (ex->discard) {
-        ex->discard--;
-        free (body);
-        return NULL;
-    }
-    if (!task) {
-        //  A reply nobody asked for: the executor is not to be trusted.
-        free (body);
-        snprintf (err, err_size, "the Python executor of actor %u sent a reply nobody asked for",
-                  sq_key_id (ex->host->key));
-        task_t *host = ex->host;
-        s_actor_gone (self, ex, host, err);
-        s_stop (ex, false);
-        return host;
-    }
-    if (task == ex->host) {
-        //  The instance is made (it stays), or its constructor failed.
-        if (body [0] == 0) {
-            free (body);
-            s_constructed (ex);
-            return NULL;
+        if (size > S_RBUF_SIZE - 8) {
+            memmove (ex->rbuf, ex->rbuf + pos, ex->rlen - pos);
+            ex->rlen -= pos;
+            pos = 0;
+            s_replied_big (self, ex, size);
+            continue;
         }
-        size_t len = size - 1 < err_size - 1? size - 1: err_size - 1;
-        memcpy (err, body + 1, len);
-        err [len] = 0;
-        free (body);
-        char why [300];
-        snprintf (why, sizeof why, "its constructor failed: %.*s",
-                  (int) strcspn (err, "\n"), err);
-        s_actor_gone (self, ex, task, why);
-        s_stop (ex, false);
-        return task;
+        if (size > ex->rlen - pos - 8)
+            break;
+        s_replied (self, ex, ex->rbuf + pos + 8, size);
+        pos += 8 + size;
     }
-    ex->task = NULL;
-    if (body [0] == 1) {
-        size_t len = size - 1 < err_size - 1? size - 1: err_size - 1;
-        memcpy (err, body + 1, len);
-        err [len] = 0;
+    if (ex->fd >= 0) {
+        memmove (ex->rbuf, ex->rbuf + pos, ex->rlen - pos);
+        ex->rlen -= pos;
     }
-    else {
-        bool ok = body [0] == 0 && size >= 5 && s_get (body + 1, 4) == task->n_outputs;
-        uint64_t pos = 5;
-        for (uint32_t j = 0; ok && j < task->n_outputs; j++) {
-            uint64_t len = pos + 8 <= size? s_get (body + pos, 8): UINT64_MAX;
-            ok = len <= size - pos - 8;
-            if (ok) {
-                task->results [j] = sq_blob_copy (body + pos + 8, len);
-                ok = task->results [j] != NULL;
-                pos += 8 + len;
-            }
-        }
-        if (ok && pos == size)
-            *rc = 0;
-        else {
-            for (uint32_t j = 0; j < task->n_outputs; j++)
-                sq_blob_unref (&task->results [j]);
-            snprintf (err, err_size, "malformed reply from the Python executor (or out of memory)");
-            s_stop (ex, false);
-        }
-    }
-    free (body);
-    return task;
 }
 
 void
 pyexec_abandon (pyexec_t *self, task_t *task)
 {
-    for (size_t i = 0; i < self->n_orphans; i++)
-        if (self->orphans [i].task == task) {
-            free (self->orphans [i].message);
-            self->orphans [i--] = self->orphans [--self->n_orphans];
+    for (size_t i = self->first_outcome; i < self->n_outcomes; i++)
+        if (self->outcomes [i].task == task) {
+            free (self->outcomes [i].message);
+            memmove (self->outcomes + i, self->outcomes + i + 1,
+                     (self->n_outcomes - i - 1) * sizeof self->outcomes [0]);
+            self->n_outcomes--;
+            i--;
         }
     for (size_t i = 0; i < self->n_execs; i++) {
         s_exec_t *ex = &self->execs [i];
+        for (uint32_t k = 0; k < ex->n_piped; k++)
+            if (ex->piped [k].task == task) {
+                //  Not run yet: the executor skips it if the cancel comes
+                //  before it gets there (else it runs); the reply is
+                //  dropped either way.
+                uint8_t cancel [13], *p = s_put64 (cancel, 5);
+                *p++ = S_OP_CANCEL;
+                s_put32 (p, ex->piped [k].seq);
+                ex->piped [k].task = NULL;
+                if (s_write_all (ex->fd, cancel, sizeof cancel))
+                    sq_debug ("cannot cancel a piped task: its executor is gone");
+                return;
+            }
         if (ex->host && ex->host != task && (ex->task == task || ex->pending == task)) {
             //  A call stopped: the actor lives on; its reply, if it was
             //  sent, is dropped when it comes.
@@ -735,9 +975,10 @@ pyexec_abandon (pyexec_t *self, task_t *task)
         else
         if (ex->task == task || ex->host == task) {
             sq_debug ("killing Python executor %d: its task stopped", (int) ex->pid);
-            if (ex->host == task)
-                s_actor_gone (self, ex, task, "the actor was stopped");
-            s_stop (ex, false);
+            s_exec_t was = *ex;
+            s_stop (self, ex, false);
+            if (was.host == task)
+                s_actor_gone (self, &was, task, "the actor was stopped");
         }
     }
 }

@@ -3,9 +3,10 @@
 
     Executors are started on demand, one task at a time each, and reused; the
     pool keeps at most as many as tasks run at once (so --cpus for cpus=1
-    tasks). The compute thread hands a task over with pyexec_start, polls the
-    busy executors' sockets (pyexec_items) and collects the outcome with
-    pyexec_reply. An executor that dies mid-task fails that task with a
+    tasks). The compute thread hands a task over with pyexec_start (or
+    pipes it behind a running one, pyexec_pipe), polls the busy executors'
+    sockets (pyexec_items), reads them (pyexec_read) and collects what
+    became of its tasks with pyexec_next. An executor that dies mid-task fails that task with a
     message saying so and is replaced on the next start; one whose task is
     abandoned (timeout, STOP, shutdown) is killed, since a Python call
     cannot be interrupted safely. The interpreter is $SQUALL_PYTHON (set by
@@ -39,22 +40,39 @@ void pyexec_destroy (pyexec_t **self_p);
 //  caller closes its copies). 0, or -1 with the failure message.
 int pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds,
                   char *err, size_t err_size);
+//  Pipelining: writes a small ready task to an executor busy with another
+//  such task, to run when that one is done; it holds no cpus until then
+//  (PYEXEC_RUNS says when it takes over the cpu of the one before). 0, or
+//  -1 when it cannot be (not plain, too big, no executor to take it, or
+//  the socket is full): it stays ready.
+int pyexec_pipe (pyexec_t *self, task_t *task, store_t *store);
 //  Number of busy executors; of those to poll (busy, or holding an
 //  actor); and their sockets as poll items (at most max).
 size_t pyexec_busy (pyexec_t *self);
 size_t pyexec_watched (pyexec_t *self);
 size_t pyexec_items (pyexec_t *self, zmq_pollitem_t *items, size_t max);
-//  A task that ended without a reply of its own (the actor it calls died
-//  or was stopped, or it is the host of an actor whose executor died
-//  while a call ran): err says why. NULL when there is none. Call after
-//  pyexec_reply and pyexec_abandon until NULL.
-task_t *pyexec_orphan (pyexec_t *self, char *err, size_t err_size);
-//  After the socket `fd` polled readable: reads the reply into the task's
-//  results. Returns the task, *rc 0 on success or -1 with err filled; NULL
-//  if no executor is busy on fd.
-task_t *pyexec_reply (pyexec_t *self, int fd, int *rc, char *err, size_t err_size);
+//  After the socket `fd` polled readable: reads what the executor sent
+//  and handles every whole reply (outcomes for pyexec_next). Nothing if
+//  no executor is watched on fd.
+void pyexec_read (pyexec_t *self, int fd);
+
+//  What became of a task the pool had, in the order it happened.
+typedef enum {
+    PYEXEC_DONE,                //  replied: its results are in task->results
+    PYEXEC_FAILED,              //  failed, or ended with its executor or
+                                //  actor: err says why
+    PYEXEC_RUNS,                //  piped, its executor got to it: it runs now
+    PYEXEC_UNRUN                //  written but never run (its executor died
+                                //  or was killed first): to be run again
+} pyexec_outcome_t;
+
+//  The next outcome, NULL when there is none. Call after pyexec_read and
+//  pyexec_abandon until NULL.
+task_t *pyexec_next (pyexec_t *self, pyexec_outcome_t *outcome, char *err, size_t err_size);
 //  The task stops running without its reply (timeout, STOP, shutdown): its
-//  executor, if any, is killed and reaped. Nothing if it has none.
+//  executor, if any, is killed and reaped (one that waits piped is
+//  cancelled instead, the executor lives on); its outcomes not taken yet
+//  are forgotten.
 void pyexec_abandon (pyexec_t *self, task_t *task);
 
 #endif

@@ -23,6 +23,7 @@ typedef enum {
     TASK_WAITING,               //  some inputs are not in the store yet
     TASK_READY,                 //  in the FIFO of runnable tasks
     TASK_RUNNING                //  holds its cpus: sleeping or a child runs
+                                //  (or piped: queued in a busy executor)
 } task_state_t;
 
 typedef struct _task_t task_t;
@@ -61,6 +62,9 @@ struct _task_t {
     uint32_t missing;           //  inputs not in the store yet
     uint32_t pins;              //  waiter-list entries still pointing here
     bool stopped;               //  STOPped while pinned: free when unpinned
+    bool piped;                 //  written to a busy executor behind its
+                                //  task (pyexec_pipe): holds no cpus yet
+    bool announced;             //  its STARTED event went out
     task_t *prev, *next;        //  ready FIFO or running list
     uint64_t start_ns;
     uint64_t deadline_ns;       //  0: none
