@@ -1307,16 +1307,21 @@ class Future(_cf.Future):
 
     def _complete(self, result: Any, exception: Optional[BaseException]) -> None:
         """concurrent.futures.Future.set_result / set_exception, without
-        making a waiters list when nobody waits."""
+        making a waiters list, or a condition, when nobody waits: whoever
+        makes the condition later (to wait) does so under _CONDITION_LOCK,
+        and so sees the state set here."""
+        if "_cond" not in self.__dict__:
+            with _CONDITION_LOCK:
+                if "_cond" not in self.__dict__:
+                    self._finish(result, exception)
+                    done = True
+                else:
+                    done = False
+            if done:
+                self._invoke_callbacks()
+                return
         with self._condition:
-            if self._state in (_cf._base.CANCELLED, _cf._base.CANCELLED_AND_NOTIFIED,
-                               _cf._base.FINISHED):
-                raise _cf.InvalidStateError("%s: %r" % (self._state, self))
-            if exception is None:
-                self._result = result
-            else:
-                self._exception = exception
-            self._state = _cf._base.FINISHED
+            self._finish(result, exception)
             for waiter in self.__dict__.get("_w", ()):
                 if exception is None:
                     waiter.add_result(self)
@@ -1324,6 +1329,16 @@ class Future(_cf.Future):
                     waiter.add_exception(self)
             self._condition.notify_all()
         self._invoke_callbacks()
+
+    def _finish(self, result: Any, exception: Optional[BaseException]) -> None:
+        if self._state in (_cf._base.CANCELLED, _cf._base.CANCELLED_AND_NOTIFIED,
+                           _cf._base.FINISHED):
+            raise _cf.InvalidStateError("%s: %r" % (self._state, self))
+        if exception is None:
+            self._result = result
+        else:
+            self._exception = exception
+        self._state = _cf._base.FINISHED
 
     @property
     def _condition(self) -> threading.Condition:
