@@ -589,6 +589,49 @@ s_start (compute_t *self, task_t *task)
     s_announce (self, task);
 }
 
+//  A waiting task that no longer waits for its missing inputs here (they
+//  come to it another way): off their waiter lists.
+static void
+s_unwait (compute_t *self, task_t *task)
+{
+    for (uint32_t i = 0; i < task->n_inputs && task->missing; i++) {
+        s_list_t *list = (s_list_t *) sq_idmap_lookup (self->waiters, task->inputs [i]);
+        for (size_t k = 0; list && k < list->n; k++)
+            if (list->items [k] == task) {
+                list->items [k--] = list->items [--list->n];
+                task->missing--;
+                s_unpin (task);
+            }
+    }
+}
+
+static bool s_pipe (compute_t *self, task_t *task);
+
+//  Chains: a waiting py task whose missing inputs are all outputs of the
+//  task written last to an executor goes behind it there, and takes them
+//  from the executor's memory (pyexec_pipe), without waiting for the
+//  reply to come here and the task to be sent back.
+static void
+s_pipe_chains (compute_t *self)
+{
+    size_t cursor = 0;
+    task_t *tail;
+    while ((tail = pyexec_tail (self->pyexec, &cursor))) {
+        task_t *next = NULL;
+        for (uint32_t j = 0; j < tail->n_outputs && !next; j++) {
+            s_list_t *list = (s_list_t *) sq_idmap_lookup (self->waiters, tail->outputs [j]);
+            for (size_t k = 0; list && k < list->n && !next; k++) {
+                task_t *task = (task_t *) list->items [k];
+                if (!task->stopped && task->state == TASK_WAITING && task->kind == SQ_KIND_PY)
+                    next = task;
+            }
+        }
+        //  Written behind it, it is that executor's last: look there again.
+        if (next && s_pipe (self, next))
+            cursor--;
+    }
+}
+
 //  A ready py task with no cpu free: written to a busy executor to run
 //  next there (pyexec_pipe), so that the executor does not wait for us
 //  between tasks. It counts as running (it is out of reach of RETRACT)
@@ -598,7 +641,10 @@ s_pipe (compute_t *self, task_t *task)
 {
     if (task->kind != SQ_KIND_PY || pyexec_pipe (self->pyexec, task, self->store))
         return false;
-    s_ready_unlink (self, task);
+    if (task->state == TASK_READY)
+        s_ready_unlink (self, task);
+    else
+        s_unwait (self, task);
     self->n_queued--;
     task->state = TASK_RUNNING;
     task->piped = true;
@@ -637,6 +683,7 @@ s_schedule (compute_t *self)
         }
         s_start (self, task);
     }
+    s_pipe_chains (self);
 }
 
 //  Kills programs using more memory than their task asked for. They fail
@@ -1347,9 +1394,10 @@ s_py_outcomes (compute_t *self)
         }
         else
         if (outcome == PYEXEC_UNRUN) {
+            //  Back to wait for what it was to take from the executor.
             s_unrun (self, task);
             self->n_queued++;
-            s_ready_push (self, task);
+            s_wait_inputs (self, task);
         }
         else
             s_py_replied (self, task, outcome == PYEXEC_DONE? 0: -1);

@@ -14,7 +14,10 @@ length followed by the body, so that both sides need nothing but `struct`.
       a task with streams), u32 n_in, u32 n_out, u32 fn_len,
       u32 args_len, [op 4: u32 stream_in, u32 stream_out (0xffffffff:
       none)], fn, args, then per input u32 type_len, u64 size, type,
-      data, then per output u32 type_len, type
+      data (an input with type_len 0xffffffff has no type and no data:
+      its u64 is the run number and, shifted by 32, the output index of
+      an output of the task run before, kept here: see _kept), then per
+      output u32 type_len, type
       Op 4's first byte carries (SCM_RIGHTS) the executor's ends of the
       stream pipes, the input's first: the stream input (empty in the
       message) is given to the function as an iterator of bytes chunks
@@ -27,7 +30,8 @@ length followed by the body, so that both sides need nothing but `struct`.
   executor -> governor, one reply per run frame, in their order:
                      u8 0, u32 n, then per output u64 size, data
                      or u8 1, the failure message (UTF-8)
-                     or u8 2: cancelled, not run
+                     or u8 2: not run (cancelled, or an input it
+                     should find here is not: the governor runs it again)
 
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
@@ -143,6 +147,25 @@ def _encode(value, content_type):
                     % (content_type, type(value).__name__))
 
 
+#   Chains: the outputs of the last task run, by (run number, output index),
+#   as sent to the governor (pickles, with the warnings they carry), when it
+#   was a plain task (op 1) and the output at most _KEEP_MAX bytes. The
+#   governor may write the next task of a chain before this one's reply
+#   reached it: that task's input is then a reference to an output here
+#   (_KEPT_INPUT), unpickled as if it had come back from the governor (a
+#   copy, like every input: what a task does to its inputs never shows
+#   elsewhere). A reference to something not kept (too big, or its task
+#   failed or was cancelled) hands the task back unrun (_NotKept): the
+#   governor runs it again when it has the output itself.
+_kept = {}
+_KEEP_MAX = 1 << 20
+_KEPT_INPUT = 0xFFFFFFFF
+
+
+class _NotKept(Exception):
+    pass
+
+
 #   The actor this executor holds (op 2 made it; op 3 calls its methods).
 #   The governor sends it nothing else while it lives.
 _actor = None
@@ -197,7 +220,7 @@ def _write_stream(fd, chunks):
             view = view[n:]
 
 
-def _run(body, fds=()):
+def _run(body, fds=(), number=0):
     global _actor
     view = memoryview(body)
     op, n_in, n_out, fn_len, args_len = _HEAD.unpack_from(view, 0)
@@ -215,7 +238,7 @@ def _run(body, fds=()):
     out_fd = fds.pop(0) if stream_out != _NO_STREAM else None
     try:
         return _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader,
-                     stream_out, out_fd)
+                     stream_out, out_fd, number)
     finally:
         if reader is not None:
             reader.close()
@@ -223,8 +246,9 @@ def _run(body, fds=()):
             os.close(out_fd)
 
 
-def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, stream_out, out_fd):
-    global _actor
+def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, stream_out, out_fd,
+          number):
+    global _actor, _kept
     fn_bytes = bytes(view[pos:pos + fn_len])
     pos += fn_len
     args_bytes = view[pos:pos + args_len]
@@ -234,6 +258,14 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
     for i in range(n_in):
         type_len, size = _INPUT.unpack_from(view, pos)
         pos += _INPUT.size
+        if type_len == _KEPT_INPUT:
+            #   An output of the task run before, still here (a chain).
+            kept = _kept.get((size & 0xFFFFFFFF, size >> 32))
+            if kept is None:
+                raise _NotKept()
+            inputs.append(pickle.loads(kept))
+            _input_warnings(kept, upstream)
+            continue
         content_type = bytes(view[pos:pos + type_len]).decode()
         pos += type_len
         data = view[pos:pos + size]
@@ -245,6 +277,9 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
             _input_warnings(data, upstream)
         else:
             inputs.append(bytes(data))
+    #   What this task returns replaces what the one before kept (failing,
+    #   it keeps nothing).
+    _kept = {}
     out_types = []
     for _ in range(n_out):
         (type_len,) = _U32.unpack_from(view, pos)
@@ -289,6 +324,7 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
         out_types[stream_out] = ""
     trailer = _warnings_trailer(upstream, caught)
     parts = [b"\0", _U32.pack(n_out)]
+    kept = {}
     for j, (value, content_type) in enumerate(zip(values, out_types)):
         try:
             data = _encode(value, content_type)
@@ -305,8 +341,11 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
         if trailer and content_type == PICKLE:
             data += trailer
             trailer = b""
+        if op == 1 and content_type == PICKLE and len(data) <= _KEEP_MAX:
+            kept[(number, j)] = data
         parts.append(_U64.pack(len(data)))
         parts.append(data)
+    _kept = kept
     return parts
 
 
@@ -523,7 +562,9 @@ def main():
                 wanted = (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM)
                 fds = [frames.fds.popleft() for _ in range(min(wanted, len(frames.fds)))]
             try:
-                parts = _run(body, fds)
+                parts = _run(body, fds, done)
+            except _NotKept:
+                parts = [_SKIPPED]          # the governor runs it again later
             except BaseException as exc:    # noqa: B902 - SystemExit fails the task too
                 parts = _failure(exc)
         del body

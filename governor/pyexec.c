@@ -36,7 +36,9 @@ extern char **environ;
 #define S_OP_CANCEL 5
 //  Failure messages are kept up to the compute thread's size.
 #define S_MESSAGE_MAX 8192
-#define S_REPLY_SKIPPED 2
+#define S_REPLY_NOT_RUN 2
+#define S_KEPT_INPUT UINT32_MAX
+#define S_PICKLE "py/pickle"
 
 typedef struct {
     task_t *task;               //  NULL: stopped; its reply is dropped
@@ -359,9 +361,23 @@ s_fn_field (task_t *task, store_t *store, sq_blob_t **blob, const char **ptr, si
     return *len > UINT32_MAX? -1: 0;
 }
 
-//  The size of the task's frame (see s_encode); -1 if an input is missing.
+//  Chains: the output of `tail` (the task written last to an executor,
+//  NULL if none) that input i is, when the input is not in the store and
+//  that output is one the executor may keep (a pickle; executor.py, _kept):
+//  its index, else -1.
 static int
-s_frame_size (task_t *task, store_t *store, size_t *size_p)
+s_kept_output (const task_t *task, uint32_t i, const task_t *tail)
+{
+    for (uint32_t j = 0; tail && j < tail->n_outputs; j++)
+        if (tail->outputs [j] == task->inputs [i] && strcmp (tail->out_types [j], S_PICKLE) == 0)
+            return (int) j;
+    return -1;
+}
+
+//  The size of the task's frame (see s_encode); -1 if an input is missing
+//  (and not an output of `tail` either).
+static int
+s_frame_size (task_t *task, store_t *store, const task_t *tail, size_t *size_p)
 {
     sq_blob_t *fn_blob;
     const char *fn_ptr;
@@ -378,9 +394,9 @@ s_frame_size (task_t *task, store_t *store, size_t *size_p)
         }
         const char *type = NULL;
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
-        if (!blob)
+        if (!blob && s_kept_output (task, i, tail) < 0)
             return -1;
-        size += 12 + strlen (type) + sq_blob_size (blob);
+        size += 12 + (blob? strlen (type) + sq_blob_size (blob): 0);
     }
     for (uint32_t j = 0; j < task->n_outputs; j++)
         size += 4 + strlen (task->out_types [j]);
@@ -388,17 +404,19 @@ s_frame_size (task_t *task, store_t *store, size_t *size_p)
     return 0;
 }
 
-//  The task as one frame: see governor/executor.py. NULL if out of memory
-//  (or an input is missing).
+//  The task as one frame: see governor/executor.py. Inputs not in the
+//  store are outputs of `tail`, run before it in the same executor (whose
+//  run number is tail_seq), taken from the executor's memory. NULL if out
+//  of memory (or an input is missing).
 static uint8_t *
-s_encode (task_t *task, store_t *store, size_t *size_p)
+s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq, size_t *size_p)
 {
     size_t size;
     sq_blob_t *fn_blob;
     const char *fn_ptr;
     size_t fn_len;
     uint32_t first;
-    if (s_frame_size (task, store, &size)
+    if (s_frame_size (task, store, tail, &size)
     ||  s_fn_field (task, store, &fn_blob, &fn_ptr, &fn_len, &first))
         return NULL;
     bool streams = task->stream_in >= 0 || task->stream_out >= 0;
@@ -432,6 +450,11 @@ s_encode (task_t *task, store_t *store, size_t *size_p)
         }
         const char *type = NULL;
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
+        if (!blob) {
+            p = s_put32 (p, S_KEPT_INPUT);
+            p = s_put64 (p, (uint64_t) s_kept_output (task, i, tail) << 32 | tail_seq);
+            continue;
+        }
         size_t type_len = strlen (type), data_len = sq_blob_size (blob);
         p = s_put32 (p, (uint32_t) type_len);
         p = s_put64 (p, data_len);
@@ -545,7 +568,7 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
               char *err, size_t err_size)
 {
     size_t size = 0;
-    uint8_t *frame = s_encode (task, store, &size);
+    uint8_t *frame = s_encode (task, store, NULL, 0, &size);
     if (!frame) {
         snprintf (err, err_size, "out of memory on the governor (or an input is missing)");
         return -1;
@@ -592,22 +615,62 @@ s_pipeable (const task_t *task)
         && task->cpus == 1 && task->n_resources == 0;
 }
 
+//  The task written last to an executor, if another plain one may follow
+//  it there (NULL if not, or if that one was stopped), and its run number.
+static task_t *
+s_tail (const s_exec_t *ex, uint32_t *seq)
+{
+    if (ex->fd < 0 || !ex->task || ex->host || ex->n_piped >= S_PIPE_MAX)
+        return NULL;
+    task_t *tail = ex->n_piped? ex->piped [ex->n_piped - 1].task: ex->task;
+    *seq = ex->n_piped? ex->piped [ex->n_piped - 1].seq: ex->seq;
+    return tail && s_pipeable (tail)? tail: NULL;
+}
+
+task_t *
+pyexec_tail (pyexec_t *self, size_t *cursor)
+{
+    uint32_t seq;
+    while (*cursor < self->n_execs) {
+        task_t *tail = s_tail (&self->execs [(*cursor)++], &seq);
+        if (tail)
+            return tail;
+    }
+    return NULL;
+}
+
 int
 pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
 {
     if (!s_pipeable (task))
         return -1;
+    //  Inputs not in the store must all be outputs of the task an executor
+    //  has last (a chain); else the executor with the fewest tasks waiting.
+    bool chained = false;
+    for (uint32_t i = 0; i < task->n_inputs && !chained; i++)
+        chained = !store_has (store, task->inputs [i]);
     s_exec_t *best = NULL;
+    task_t *tail = NULL;
+    uint32_t tail_seq = 0;
+    size_t size;
     for (size_t i = 0; i < self->n_execs; i++) {
         s_exec_t *ex = &self->execs [i];
-        if (ex->fd >= 0 && ex->task && !ex->host && s_pipeable (ex->task)
-        &&  ex->n_piped < S_PIPE_MAX && (!best || ex->n_piped < best->n_piped))
+        uint32_t seq;
+        task_t *last = s_tail (ex, &seq);
+        if (!last)
+            continue;
+        if (chained && s_frame_size (task, store, last, &size) == 0) {
+            best = ex;
+            tail = last;
+            tail_seq = seq;
+            break;
+        }
+        if (!chained && (!best || ex->n_piped < best->n_piped))
             best = ex;
     }
-    size_t size;
-    if (!best || s_frame_size (task, store, &size) || size > S_PIPE_FRAME_MAX)
+    if (!best || s_frame_size (task, store, tail, &size) || size > S_PIPE_FRAME_MAX)
         return -1;
-    uint8_t *frame = s_encode (task, store, &size);
+    uint8_t *frame = s_encode (task, store, tail, tail_seq, &size);
     if (!frame)
         return -1;
     //  The executor is busy: a frame the socket cannot take now waits for
@@ -825,6 +888,12 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
         return;
     }
     ex->task = NULL;
+    if (body [0] == S_REPLY_NOT_RUN && size == 1) {
+        //  An input it was to find in the executor was not kept there.
+        s_push (self, task, PYEXEC_UNRUN, NULL);
+        s_next_piped (self, ex);
+        return;
+    }
     if (body [0] == 1) {
         memcpy (err, body + 1, len);
         err [len] = 0;

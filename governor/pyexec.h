@@ -40,12 +40,17 @@ void pyexec_destroy (pyexec_t **self_p);
 //  caller closes its copies). 0, or -1 with the failure message.
 int pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds,
                   char *err, size_t err_size);
-//  Pipelining: writes a small ready task to an executor busy with another
+//  Pipelining: writes a small plain task to an executor busy with another
 //  such task, to run when that one is done; it holds no cpus until then
-//  (PYEXEC_RUNS says when it takes over the cpu of the one before). 0, or
-//  -1 when it cannot be (not plain, too big, no executor to take it, or
-//  the socket is full): it stays ready.
+//  (PYEXEC_RUNS says when it takes over the cpu of the one before). Its
+//  inputs are in the store, or (a chain) are all outputs of the task
+//  written last to that executor, which keeps them for it (if it cannot,
+//  the task comes back PYEXEC_UNRUN). 0, or -1 when it cannot be (not
+//  plain, too big, no executor to take it, or the socket is full).
 int pyexec_pipe (pyexec_t *self, task_t *task, store_t *store);
+//  Chains: the tasks written last to executors that may take another
+//  behind them, one per call from *cursor (start at 0); NULL at the end.
+task_t *pyexec_tail (pyexec_t *self, size_t *cursor);
 //  Number of busy executors; of those to poll (busy, or holding an
 //  actor); and their sockets as poll items (at most max).
 size_t pyexec_busy (pyexec_t *self);

@@ -5,10 +5,17 @@ whose executor is held by a gated task: the piped tasks count as running
 (more than its one cpu) and a big one is not piped; what a user can do to
 them still holds: a cancelled piped task never runs, and the others run
 exactly once when the executor dies under the gated task or the gated task
-is cancelled. Many tasks, some failing, each get their own result."""
+is cancelled. Many tasks, some failing, each get their own result.
+
+Chains: the next task of a chain is written behind the one it needs, and
+takes that one's result from the executor's memory (a copy, as if it had
+come from the governor); it still runs, once, the usual way when the
+result was not kept (too big, or its task failed), and warnings come
+along."""
 import os
 import tempfile
 import time
+import warnings
 
 import pytest
 
@@ -31,6 +38,33 @@ def record(log, name, payload=b""):
     with open(log, "a") as f:
         f.write(name + "\n")
     return name
+
+
+SHARED = ["the", "object"]
+
+
+class ChainWarning(UserWarning):
+    pass
+
+
+def gated_value(started, gate, value, warn=False):
+    gated(started, gate)
+    if warn:
+        warnings.warn("from the producer", ChainWarning)
+    return SHARED if value == "shared" else value
+
+
+def same_object(x):
+    """A copy, as any input: never the producer's object itself."""
+    return x == SHARED and x is not SHARED
+
+
+def length(x):
+    return len(x)
+
+
+def fail_on(x):
+    raise KeyError(x)
 
 
 def double_or_fail(x):
@@ -139,3 +173,65 @@ def test_many_tasks_some_failing_each_get_their_own_result(one):
             assert raised.value.args == ("no %d" % x,)
         else:
             assert f.result(timeout=TIMEOUT) == 2 * x
+
+
+def chained_behind(client, tmp, value, consumer, warn=False):
+    """A gated producer and its consumer, written behind it (2 running).
+    Submitted together: the broker gives the governor a task waiting for
+    an input made there when it gives it the task making it (overbooking)."""
+    started, gate = os.path.join(tmp, "started"), os.path.join(tmp, "gate")
+    producer = client.submit(gated_value, started, gate, value, warn)
+    result = client.submit(consumer, producer)
+    until(lambda: os.path.exists(started), "the producer to start")
+    until(lambda: governor_load(client)[0] == 2, "the consumer to be written behind it")
+    open(gate, "w").close()
+    return producer, result
+
+
+def test_the_next_task_of_a_chain_takes_a_copy_of_the_result_in_the_executor(one):
+    _, client, tmp = one
+    producer, result = chained_behind(client, tmp, "shared", same_object)
+    assert result.result(timeout=TIMEOUT) is True
+    assert producer.result(timeout=TIMEOUT) == SHARED
+
+
+def test_a_result_too_big_to_keep_reaches_the_next_task_the_usual_way(one):
+    _, client, tmp = one
+    _, result = chained_behind(client, tmp, b"x" * (2 << 20), length)
+    assert result.result(timeout=TIMEOUT) == 2 << 20
+
+
+def test_the_next_task_of_a_failed_one_fails_upstream_and_does_not_run(one):
+    _, client, tmp = one
+    log = os.path.join(tmp, "log")
+    started, gate = os.path.join(tmp, "started"), os.path.join(tmp, "gate")
+    head = client.submit(gated, started, gate)
+    bad = client.submit(fail_on, head)
+    after = client.submit(record, log, bad)
+    until(lambda: os.path.exists(started), "the first task to start")
+    until(lambda: governor_load(client)[0] == 3, "two tasks written behind it")
+    open(gate, "w").close()
+    with pytest.raises(KeyError):
+        bad.result(timeout=TIMEOUT)
+    with pytest.raises(KeyError, match="raised by task %d" % bad.task_id):
+        after.result(timeout=TIMEOUT)     # the root's own exception
+    assert not os.path.exists(log)
+
+
+def test_warnings_of_a_chain_come_with_the_last_result(one):
+    _, client, tmp = one
+    _, result = chained_behind(client, tmp, "shared", same_object, warn=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert result.result(timeout=TIMEOUT) is True
+    assert [str(w.message) for w in caught if w.category is ChainWarning] == \
+        ["from the producer"]
+
+
+def test_a_long_chain_is_exact(one):
+    _, client, _ = one
+    f = client.submit(double_or_fail, 1)
+    for _ in range(500):
+        f = client.submit(length, [f, f])
+        f = client.submit(double_or_fail, f)
+    assert f.result(timeout=TIMEOUT) == 4
