@@ -39,9 +39,11 @@ static const char *s_usage =
     "  --memory SIZE          object store limit, e.g. 4GiB; objects are\n"
     "                         spilled to the workdir above 70 percent\n"
     "                         (default: physical memory, or the cgroup's limit)\n"
-    "  --prefault SIZE        touch SIZE of heap in the background at start, so\n"
+    "  --prefault SIZE|auto   touch SIZE of heap in the background at start, so\n"
     "                         that the first copies received land in pages that\n"
-    "                         exist (at most a quarter of --memory; default 0)\n"
+    "                         exist (at most a quarter of --memory, 2GiB; auto:\n"
+    "                         that much; default 0; Compose, Helm and Slurm\n"
+    "                         start governors with auto)\n"
     "  --resource NAME=N      a custom resource counter (repeatable)\n"
     "  --heartbeat-ms MS      heartbeat interval until the broker sets it (1000)\n"
     "  --no-reconnect         exit (status 3) when the broker is lost, instead\n"
@@ -241,8 +243,12 @@ main (int argc, char *argv [])
                     return s_bad ("--memory needs a size of at least 1MiB, e.g. 4GiB", optarg);
                 break;
             case 'F':
+                //  auto: all the heap keeps (heap_prefault_start caps it).
+                if (strcmp (optarg, "auto") == 0)
+                    prefault = UINT64_MAX;
+                else
                 if (sq_parse_size (optarg, &prefault))
-                    return s_bad ("--prefault needs a size, e.g. 1GiB", optarg);
+                    return s_bad ("--prefault needs a size, e.g. 1GiB, or auto", optarg);
                 break;
             case 'c':
                 if (s_parse_u64 (optarg, 1000000, &value))

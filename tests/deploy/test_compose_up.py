@@ -107,6 +107,11 @@ def main():
         check(info.get("secure") == 1 and info.get("journal_bytes", 0) > 0,
               "the broker runs with keys and a journal")
 
+        wait_until("every governor to pre-fault its copy heap", lambda: sh(
+            dc + ["logs", "--no-color", "governor"], env=env).stdout.count(
+            "pre-faulted 256 MiB of heap") == 3, 120, interval=0.5)
+        check(True, "each governor pre-faulted the heap it keeps for copies (a quarter of 1 GiB)")
+
         r = sh(dc + ["run", "--rm", "-T", "example"], timeout=300, env=env)
         check("pipeline: OK" in r.stdout, "the example pipeline ran (%s)" % r.stdout.strip()[-200:])
         token = sh(dc + ["exec", "-T", "broker", "cat", "/keys/http-token"], env=env).stdout.strip()

@@ -69,7 +69,7 @@ def main():
                        "governors.replicas=5", "governors.cpus=4", "governors.memory=8Gi"],
         "extra": ["auth.secretName=k", "broker.extraArgs={--session-grace,120000}",
                   "broker.service.type=LoadBalancer", "governors.drainTimeoutSeconds=120",
-                  "broker.journal.storageClassName=fast"],
+                  "broker.journal.storageClassName=fast", "governors.prefault=0"],
     }
     tmp = tempfile.mkdtemp(prefix="squall-helm-")
     try:
@@ -127,6 +127,8 @@ def main():
         check(gspec["terminationGracePeriodSeconds"] >= 30 + 10
               and gargs[gargs.index("--drain-timeout") + 1] == "30",
               "a governor has time to drain before Kubernetes kills it")
+        check(gargs[gargs.index("--prefault") + 1] == "auto",
+              "governors pre-fault their copy heap at start by default")
         check(gspec["securityContext"]["runAsNonRoot"] is True, "not root")
 
         plain = docs["no-keys"]
@@ -146,6 +148,9 @@ def main():
         eargs = extra["StatefulSet/demo-squall-broker"]["spec"]["template"]["spec"]["containers"][0]["args"]
         check(eargs[-2:] == ["--session-grace", "120000"]
               and extra["Service/demo-squall-broker"]["spec"]["type"] == "LoadBalancer"
+              and (lambda a: a[a.index("--prefault") + 1] == "0")(
+                  extra["Deployment/demo-squall-governor"]["spec"]["template"]["spec"]
+                  ["containers"][0]["args"])
               and extra["Deployment/demo-squall-governor"]["spec"]["template"]["spec"]
               ["terminationGracePeriodSeconds"] == 135
               and extra["StatefulSet/demo-squall-broker"]["spec"]["volumeClaimTemplates"][0]["spec"]

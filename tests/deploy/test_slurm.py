@@ -109,6 +109,19 @@ def main():
         cenv = dict(env, SQUALL_BROKER=acc["broker"], SQUALL_SECRET_KEY=acc["secret_key"],
                     SQUALL_BROKER_KEY=acc["broker_key"])
 
+        def governor_argvs(name):
+            """The argument lists of the running governors named `name`."""
+            argvs = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open("/proc/%s/cmdline" % pid, "rb") as f:
+                        argv = [a.decode() for a in f.read().split(b"\0") if a]
+                except OSError:
+                    continue
+                if argv and argv[0].endswith("squall-governor") and name in argv:
+                    argvs.append(argv)
+            return argvs
+
         def info():
             r = subprocess.run(SQUALL + ["status", "--json"], env=cenv, capture_output=True,
                                text=True, timeout=60)
@@ -127,6 +140,9 @@ def main():
         check(gov["cpus"] == 2 and gov["resources"].get("memory") == 512 << 20,
               "the governor has Slurm's cpus and memory: %s cpus, %s bytes"
               % (gov["cpus"], gov["resources"].get("memory")))
+        check(any(a[a.index("--prefault") + 1] == "auto" for a in governor_argvs(gov["name"])
+                  if "--prefault" in a[:-1]),
+              "it pre-faults its copy heap at start (--prefault auto)")
         r = subprocess.run(SQUALL + ["submit", PIPELINE, "--parts", "8", "--sleep", "0.05"],
                            env=cenv, capture_output=True, text=True, timeout=120)
         check(r.returncode == 0 and "pipeline: OK" in r.stdout, "a pipeline through the Slurm governor")

@@ -64,6 +64,18 @@ def test_prefault_is_capped_by_memory():
     assert proc.wait(TIMEOUT) in (0, 3)
 
 
+def test_prefault_auto_is_what_the_heap_keeps():
+    """auto (as Compose, Helm and Slurm start governors): a quarter of
+    --memory, the heap kept for copies."""
+    proc = _governor("--memory", "96MiB", "--prefault", "auto")
+    try:
+        assert "pre-faulted 24 MiB" in _line(proc, "pre-faulted")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.stderr.close()
+    assert proc.wait(TIMEOUT) in (0, 3)
+
+
 def test_prefault_refuses_a_bad_size():
     proc = _governor("--prefault", "lots")
     out = proc.stderr.read()

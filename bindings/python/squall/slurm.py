@@ -35,11 +35,13 @@ def read_access(path):
 def governor_script(access):
     """The batch script: one srun step, one governor per node, with the
     node's cpus and the job's memory per node (Slurm's variables), named
-    after the node and the job so that the autoscaler knows its own."""
+    after the node and the job so that the autoscaler knows its own, its
+    copy heap pre-faulted (--prefault auto: a governor started for a job
+    is there to receive work)."""
     governor = cli.find_program("squall-governor")
     inner = ('exec %s --broker %s --secret-key %s --broker-key %s --listen-host 0.0.0.0 '
              '--cpus "${SLURM_CPUS_ON_NODE:-1}" ${SLURM_MEM_PER_NODE:+--memory ${SLURM_MEM_PER_NODE}MiB} '
-             '--name "$(hostname)-$SLURM_JOB_ID" --workdir "${TMPDIR:-/tmp}"'
+             '--name "$(hostname)-$SLURM_JOB_ID" --workdir "${TMPDIR:-/tmp}" --prefault auto'
              % (shlex.quote(governor), shlex.quote(access["broker"]),
                 shlex.quote(access["governor_key"]), shlex.quote(access["broker_key"])))
     # Slurm sends SIGTERM at the time limit: the governor drains (its work
