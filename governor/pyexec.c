@@ -486,18 +486,17 @@ s_idle_slot (pyexec_t *self)
 }
 
 //  An idle running executor, else a free slot, else a new slot; NULL if
-//  out of memory.
+//  out of memory. One still busy with stopped piped tasks takes a frame
+//  of `size` bytes behind them only if the socket can hold it at once.
 static s_exec_t *
-s_idle (pyexec_t *self)
+s_idle (pyexec_t *self, size_t size)
 {
     s_exec_t *free_slot = NULL, *draining = NULL;
     for (size_t i = 0; i < self->n_execs; i++) {
         s_exec_t *ex = &self->execs [i];
-        //  One that still owes replies to drop (stopped piped tasks it may
-        //  skip) takes a task behind them, if no other is idle.
         if (ex->pid && !ex->task && !ex->host && !ex->discard)
             return ex;
-        if (ex->pid && !ex->task && !ex->host && !draining)
+        if (ex->pid && !ex->task && !ex->host && !draining && size <= S_PIPE_FRAME_MAX)
             draining = ex;
         if (!ex->pid && !free_slot)
             free_slot = ex;
@@ -579,7 +578,7 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
     //  fails and the task goes to a fresh one.
     int rc = -1;
     for (int attempt = 0; attempt < 2 && rc; attempt++) {
-        s_exec_t *ex = s_idle (self);
+        s_exec_t *ex = s_idle (self, size);
         if (!ex) {
             snprintf (err, err_size, "out of memory on the governor");
             break;

@@ -54,26 +54,25 @@ def test_prefault_pages_stay_resident():
     assert proc.wait(TIMEOUT) in (0, 3)
 
 
-def test_prefault_is_capped_by_memory():
-    proc = _governor("--memory", "64MiB", "--prefault", "1GiB")
+def _prefaulted(*args):
+    """The governor's "pre-faulted" log line, with these options."""
+    proc = _governor(*args)
     try:
-        assert "pre-faulted 16 MiB" in _line(proc, "pre-faulted")
+        return _line(proc, "pre-faulted")
     finally:
         proc.send_signal(signal.SIGINT)
         proc.stderr.close()
-    assert proc.wait(TIMEOUT) in (0, 3)
+        assert proc.wait(TIMEOUT) in (0, 3)
+
+
+def test_prefault_is_capped_by_memory():
+    assert "pre-faulted 16 MiB" in _prefaulted("--memory", "64MiB", "--prefault", "1GiB")
 
 
 def test_prefault_auto_is_what_the_heap_keeps():
     """auto (as Compose, Helm and Slurm start governors): a quarter of
     --memory, the heap kept for copies."""
-    proc = _governor("--memory", "96MiB", "--prefault", "auto")
-    try:
-        assert "pre-faulted 24 MiB" in _line(proc, "pre-faulted")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.stderr.close()
-    assert proc.wait(TIMEOUT) in (0, 3)
+    assert "pre-faulted 24 MiB" in _prefaulted("--memory", "96MiB", "--prefault", "auto")
 
 
 def test_prefault_refuses_a_bad_size():
