@@ -14,7 +14,6 @@ result was not kept (too big, or its task failed), and warnings come
 along."""
 import os
 import tempfile
-import time
 import warnings
 
 import pytest
@@ -26,9 +25,12 @@ PIPED = ["b", "c", "d"]
 
 
 def gated(started, gate, how="return"):
+    """Says it started, then waits for a byte in the FIFO `gate` (opened
+    read-write first, so that the test's write never waits for us)."""
+    fd = os.open(gate, os.O_RDWR)
     open(started, "w").close()
-    while not os.path.exists(gate):
-        time.sleep(0.01)
+    os.read(fd, 1)
+    os.close(fd)
     if how == "exit":
         os._exit(3)
     return "gated"
@@ -92,8 +94,20 @@ def governor_load(client):
     return g["running"], g["queued"]
 
 
-def start_gated(client, tmp, how="return"):
+def gate_files(tmp):
+    """(started, gate): a gated task's start file and its gate, a FIFO."""
     started, gate = os.path.join(tmp, "started"), os.path.join(tmp, "gate")
+    os.mkfifo(gate)
+    return started, gate
+
+
+def open_gate(gate):
+    with open(gate, "wb") as f:
+        f.write(b"x")
+
+
+def start_gated(client, tmp, how="return"):
+    started, gate = gate_files(tmp)
     future = client.submit(gated, started, gate, how)
     until(lambda: os.path.exists(started), "the gated task to start")
     return future, gate
@@ -114,7 +128,7 @@ def test_small_tasks_wait_in_the_busy_executor_and_a_big_one_does_not(one):
     #   waits for the cpu: had it been piped too, 5 would run.
     until(lambda: governor_load(client) == (4, 1), "3 tasks piped and 1 queued")
     assert client.info()["tasks"]["running"] == 4
-    open(gate, "w").close()
+    open_gate(gate)
     assert head.result(timeout=TIMEOUT) == "gated"
     assert [f.result(timeout=TIMEOUT) for f in piped] == PIPED
     assert big.result(timeout=TIMEOUT) == "big"
@@ -131,7 +145,7 @@ def test_a_cancelled_piped_task_never_runs(one):
     #   The governor has dropped it (and told the executor) before the
     #   executor may go on.
     until(lambda: governor_load(client)[0] == 3, "the governor to drop the cancelled task")
-    open(gate, "w").close()
+    open_gate(gate)
     assert (b.result(timeout=TIMEOUT), d.result(timeout=TIMEOUT)) == ("b", "d")
     assert c.cancelled()
     assert ran(log) == ["b", "d"]
@@ -144,7 +158,7 @@ def test_piped_tasks_run_once_when_the_executor_dies_before_them(one):
     head, gate = start_gated(client, tmp, how="exit")
     piped = [client.submit(record, log, name) for name in PIPED]
     until(lambda: governor_load(client)[0] == 4, "3 tasks piped")
-    open(gate, "w").close()
+    open_gate(gate)
     with pytest.raises(squall.TaskFailed, match="executor .* died"):
         head.result(timeout=TIMEOUT)
     assert [f.result(timeout=TIMEOUT) for f in piped] == PIPED
@@ -179,12 +193,12 @@ def chained_behind(client, tmp, value, consumer, warn=False):
     """A gated producer and its consumer, written behind it (2 running).
     Submitted together: the broker gives the governor a task waiting for
     an input made there when it gives it the task making it (overbooking)."""
-    started, gate = os.path.join(tmp, "started"), os.path.join(tmp, "gate")
+    started, gate = gate_files(tmp)
     producer = client.submit(gated_value, started, gate, value, warn)
     result = client.submit(consumer, producer)
     until(lambda: os.path.exists(started), "the producer to start")
     until(lambda: governor_load(client)[0] == 2, "the consumer to be written behind it")
-    open(gate, "w").close()
+    open_gate(gate)
     return producer, result
 
 
@@ -204,13 +218,13 @@ def test_a_result_too_big_to_keep_reaches_the_next_task_the_usual_way(one):
 def test_the_next_task_of_a_failed_one_fails_upstream_and_does_not_run(one):
     _, client, tmp = one
     log = os.path.join(tmp, "log")
-    started, gate = os.path.join(tmp, "started"), os.path.join(tmp, "gate")
+    started, gate = gate_files(tmp)
     head = client.submit(gated, started, gate)
     bad = client.submit(fail_on, head)
     after = client.submit(record, log, bad)
     until(lambda: os.path.exists(started), "the first task to start")
     until(lambda: governor_load(client)[0] == 3, "two tasks written behind it")
-    open(gate, "w").close()
+    open_gate(gate)
     with pytest.raises(KeyError):
         bad.result(timeout=TIMEOUT)
     with pytest.raises(KeyError, match="raised by task %d" % bad.task_id):
