@@ -644,29 +644,36 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
     if (!s_pipeable (task))
         return -1;
     //  Inputs not in the store must all be outputs of the task an executor
-    //  has last (a chain); else the executor with the fewest tasks waiting.
-    bool chained = false;
-    for (uint32_t i = 0; i < task->n_inputs && !chained; i++)
-        chained = !store_has (store, task->inputs [i]);
+    //  has last (a chain): only the one whose last made the first missing
+    //  input can take it, and the frame is sized once, so that a task that
+    //  cannot be chained costs little at each turn. Else the executor with
+    //  the fewest tasks waiting.
+    const uint64_t *missing = NULL;
+    for (uint32_t i = 0; i < task->n_inputs && !missing; i++)
+        if (!store_has (store, task->inputs [i]))
+            missing = &task->inputs [i];
     s_exec_t *best = NULL;
     task_t *tail = NULL;
     uint32_t tail_seq = 0;
-    size_t size;
-    for (size_t i = 0; i < self->n_execs; i++) {
+    for (size_t i = 0; i < self->n_execs && !tail; i++) {
         s_exec_t *ex = &self->execs [i];
         uint32_t seq;
         task_t *last = s_tail (ex, &seq);
         if (!last)
             continue;
-        if (chained && s_frame_size (task, store, last, &size) == 0) {
-            best = ex;
-            tail = last;
-            tail_seq = seq;
-            break;
+        if (!missing) {
+            if (!best || ex->n_piped < best->n_piped)
+                best = ex;
+            continue;
         }
-        if (!chained && (!best || ex->n_piped < best->n_piped))
-            best = ex;
+        for (uint32_t j = 0; j < last->n_outputs && !tail; j++)
+            if (last->outputs [j] == *missing) {
+                best = ex;
+                tail = last;
+                tail_seq = seq;
+            }
     }
+    size_t size;
     if (!best || s_frame_size (task, store, tail, &size) || size > S_PIPE_FRAME_MAX)
         return -1;
     uint8_t *frame = s_encode (task, store, tail, tail_seq, &size);
