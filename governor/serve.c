@@ -13,6 +13,25 @@
 #include <stdio.h>
 #include <string.h>
 
+//  The reply to a request ([S][identity][...]) back through the compute
+//  pipe: the route, the client's identity, the header and the payloads,
+//  which are closed whatever happens (a payload holds its stored blob).
+static void
+s_reply (void *pipe, sq_msg_t *msg, sq_wbuf_t *reply, zmq_msg_t *payloads, size_t n_payloads,
+         const char *what)
+{
+    const char route = GOV_ROUTE_SERVE;
+    if (zmq_send (pipe, &route, 1, ZMQ_SNDMORE) < 0) {
+        sq_warn ("cannot pass %s reply on: %s", what, zmq_strerror (errno));
+        for (size_t i = 0; i < n_payloads; i++)
+            zmq_msg_close (&payloads [i]);
+    }
+    else
+    if (sq_send (pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), reply, payloads, n_payloads, 0))
+        sq_warn ("cannot pass %s reply on: %s", what, zmq_strerror (errno));
+    sq_wbuf_release (reply);
+}
+
 //  msg: [S][identity][GFETCH]
 void
 serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg)
@@ -45,12 +64,7 @@ serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg)
         sq_reply_encode_error (&reply, fetch.req, SQ_E_UNKNOWN_ID, why,
                                sq_key_id (fetch.key), 0);
     }
-    const char route = GOV_ROUTE_SERVE;
-    if (zmq_send (pipe, &route, 1, ZMQ_SNDMORE) < 0
-    ||  sq_send (pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply,
-                 &payload, n_payloads, 0))
-        sq_warn ("cannot pass GFETCH reply on: %s", zmq_strerror (errno));
-    sq_wbuf_release (&reply);
+    s_reply (pipe, msg, &reply, &payload, n_payloads, "GFETCH");
 }
 
 //  msg: [S][identity][GREAD]. One range of an object, sent zero-copy from
@@ -90,12 +104,7 @@ serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
         sq_reply_encode_error (&reply, gread.req, blob? SQ_E_INVALID: SQ_E_UNKNOWN_ID,
                                why, sq_key_id (gread.key), 0);
     }
-    const char route = GOV_ROUTE_SERVE;
-    if (zmq_send (pipe, &route, 1, ZMQ_SNDMORE) < 0
-    ||  sq_send (pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply,
-                 &payload, n_payloads, 0))
-        sq_warn ("cannot pass GREAD reply on: %s", zmq_strerror (errno));
-    sq_wbuf_release (&reply);
+    s_reply (pipe, msg, &reply, &payload, n_payloads, "GREAD");
 }
 
 //  msg: [S][identity][PUT][bytes]. One range of a client's upload.
@@ -116,10 +125,6 @@ serve_put (transfer_t *transfer, void *pipe, sq_msg_t *msg)
         sq_reply_encode_nil (&reply, put.req);
     else
         sq_reply_encode_error (&reply, put.req, code, why, sq_key_id (put.key), 0);
-    const char route = GOV_ROUTE_SERVE;
-    if (zmq_send (pipe, &route, 1, ZMQ_SNDMORE) < 0
-    ||  sq_send (pipe, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &reply, NULL, 0, 0))
-        sq_warn ("cannot pass PUT reply on: %s", zmq_strerror (errno));
-    sq_wbuf_release (&reply);
+    s_reply (pipe, msg, &reply, NULL, 0, "PUT");
 }
 
