@@ -1093,6 +1093,9 @@ s_on_object (compute_t *self, sq_msg_t *msg)
 //  The broker took us back after a loss: it learns what runs and what is
 //  held here (reattach inventory, docs/protocol.md); what only waited is
 //  dropped, the broker places it again (it cannot know what we queued).
+//  A piped task has not started either: listed as running, the broker
+//  would stop it when its input is not finished there (a chain), and its
+//  reply could race that STOP and report a run the broker then repeats.
 static void
 s_inventory (compute_t *self)
 {
@@ -1101,7 +1104,7 @@ s_inventory (compute_t *self)
     task_t *task;
     size_t running = 0, held = 0;
     while (drop && (task = (task_t *) sq_idmap_next (self->tasks, &cursor, NULL))) {
-        if (task->state == TASK_RUNNING) {
+        if (task->state == TASK_RUNNING && !task->piped) {
             sq_pack_running (&self->events.pk, task->key, task->attempt);
             s_event_added (self);
             running++;

@@ -249,3 +249,32 @@ def test_a_long_chain_is_exact(one):
         f = client.submit(length, [f, f])
         f = client.submit(double_or_fail, f)
     assert f.result(timeout=TIMEOUT) == 4
+
+
+def test_a_broker_restart_drops_piped_tasks_that_did_not_start(capfd):
+    """At a reattach the governor lists what runs; tasks piped behind the
+    running one have not started: it drops them like queued ones (and
+    cancels them in the executor), the broker places them again, and each
+    runs exactly once."""
+    tmp = tempfile.mkdtemp(prefix="squall-pipe-")
+    log = os.path.join(tmp, "log")
+    c = squall.LocalCluster(governors=1, cpus=1, log_level="info",
+                            journal=os.path.join(tmp, "journal"), **cluster_options())
+    with c:
+        client = c.client()
+        client.gather(client.map(double_or_fail, list(range(1, 7)) * 10))
+        head, gate = start_gated(client, tmp)
+        piped = [client.submit(record, log, name) for name in PIPED]
+        until(lambda: governor_load(client) == (4, 0), "3 tasks piped")
+        capfd.readouterr()
+        c.restart_broker()
+        seen = []
+        until(lambda: seen.append(capfd.readouterr().err) or "reattach:" in "".join(seen),
+              "the governor to reattach")
+        assert "reattach: 1 running tasks" in "".join(seen), "".join(seen)[-2000:]
+        open_gate(gate)
+        assert head.result(timeout=TIMEOUT) == "gated"
+        assert [f.result(timeout=TIMEOUT) for f in piped] == PIPED
+        assert sorted(ran(log)) == sorted(PIPED)
+        client.close()
+    assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
