@@ -46,6 +46,7 @@ broker_config_defaults (broker_config_t *config)
     config->inline_max = SQ_DEFAULT_INLINE_MAX;
     config->max_message = SQ_DEFAULT_MAX_HEADER;
     config->prefetch = 1024;
+    config->queue_us = 2000;
     config->max_requests = 1024;
     config->http = NULL;
     config->event_log = NULL;

@@ -20,6 +20,7 @@ typedef struct {
     size_t inline_max;          //  objects up to this many bytes ride inline
     size_t max_message;         //  largest frame accepted
     uint32_t prefetch;          //  tasks queued per governor beyond its cpus
+    uint32_t queue_us;          //  ... covering this much of its mean task duration
     uint32_t max_requests;      //  outstanding waits/fetches per client
     uint32_t allowed_failures;  //  governor deaths a running task may see
     int upload_timeout_ms;      //  an upload's SUBMIT and confirmation wait this long for each other

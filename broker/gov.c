@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+//  Without --queue-ms: 2 ms of work covers a broker round trip.
+#define S_QUEUE_US 2000.0
+
 static void
 s_batch_init (gov_batch_t *batch)
 {
@@ -49,6 +52,7 @@ gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
     //  roots started too early fill memory (Dask's root-task
     //  overproduction). Until durations are known, one task per cpu.
     self->prefetch_max = prefetch;
+    self->queue_us = S_QUEUE_US;
     self->open_at = -1;
     //  A governor with no cpus still runs tasks that need none.
     uint32_t first = self->cpus? self->cpus: 1;
@@ -126,14 +130,12 @@ gov_attach (gov_t *self, sq_blob_t *blob)
     return (int) ++self->n_payloads;
 }
 
-#define S_QUEUE_US 2000.0
-
 void
 gov_note_duration (gov_t *self, uint64_t duration_us)
 {
     double us = duration_us < 1? 1: (double) duration_us;
     self->avg_task_us = self->avg_task_us > 0? 0.9 * self->avg_task_us + 0.1 * us: us;
-    double want = S_QUEUE_US / self->avg_task_us * (self->cpus? self->cpus: 1);
+    double want = self->queue_us / self->avg_task_us * (self->cpus? self->cpus: 1);
     uint32_t prefetch = want < 1? 1: want > self->prefetch_max? self->prefetch_max: (uint32_t) want;
     self->slots = self->cpus + prefetch;
 }

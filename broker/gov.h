@@ -32,6 +32,7 @@ struct _gov_t {
     sq_resource_t resources [SQ_MAX_RESOURCES];
     uint32_t slots;             //  tasks the broker may have assigned at once
     uint32_t prefetch_max;      //  the most queued beyond cpus (--prefetch)
+    double queue_us;            //  queue this much of avg_task_us per cpu (--queue-ms)
     double avg_task_us;         //  recent task duration (EWMA), 0 unknown
     sq_idmap_t *tasks;          //  assigned and running tasks, by key
     int32_t open_at;            //  scheduler.c: index among governors with a free slot, -1

@@ -67,6 +67,8 @@ s_usage (FILE *out)
         "  --inline-max SIZE     objects up to SIZE travel inline (default 4KiB)\n"
         "  --max-message SIZE    largest frame accepted (default 256MiB)\n"
         "  --prefetch N          tasks queued per governor beyond its cpus (default 1024)\n"
+        "  --queue-ms N          queue about N ms of a governor's recent task durations\n"
+        "                        per cpu, at most --prefetch tasks (default 2)\n"
         "  --allowed-failures N  governor deaths a running task may see before it\n"
         "                        fails as their suspected cause (default 3)\n"
         "  --upload-timeout-ms MS  how long an uploaded constant's SUBMIT and its\n"
@@ -158,6 +160,9 @@ main (int argc, char *argv [])
         else
         if (strcmp (arg, "--prefetch") == 0 && sq_parse_int (value, 0, 1000000, &n) == 0)
             config.prefetch = (uint32_t) n;
+        else
+        if (strcmp (arg, "--queue-ms") == 0 && sq_parse_int (value, 1, 3600000, &n) == 0)
+            config.queue_us = (uint32_t) n * 1000;
         else
         if (strcmp (arg, "--allowed-failures") == 0 && sq_parse_int (value, 1, 1000, &n) == 0)
             config.allowed_failures = (uint32_t) n;

@@ -377,6 +377,8 @@ bx_hello (broker_t *self, sq_msg_t *msg, const char *key)
             return;
         }
         peer->gov = gov_new (peer->id, &hello, identity, identity_size, self->config.prefetch);
+        if (peer->gov)
+            peer->gov->queue_us = self->config.queue_us;
         if (!peer->gov || (reattach && reattach_begin (peer->gov))) {
             gov_destroy (&peer->gov);
             bx_peer_destroy (&peer);

@@ -23,6 +23,12 @@ from conftest import TIMEOUT, cluster_options, until
 
 PIPED = ["b", "c", "d"]
 
+#   The broker queues on a governor --queue-ms of its tasks' mean duration
+#   (2 ms by default: only a few no-ops on a loaded machine), one task per
+#   cpu while it knows none. A minute of known durations lets it queue all
+#   the tasks these tests give the governor beyond its cpu.
+QUEUE_ALL = ["--queue-ms", "60000"]
+
 
 def gated(started, gate, how="return"):
     """Says it started, then waits for a byte in the FIFO `gate` (opened
@@ -78,11 +84,9 @@ def double_or_fail(x):
 @pytest.fixture
 def one():
     """A cluster of one governor with one cpu, its own files."""
-    c = squall.LocalCluster(governors=1, cpus=1, **cluster_options())
+    c = squall.LocalCluster(governors=1, cpus=1, broker_args=QUEUE_ALL, **cluster_options())
     with c:
         client = c.client()
-        #   The broker queues work on a governor for ~2 ms of its tasks'
-        #   mean duration, one task per cpu while it knows none.
         client.gather(client.map(double_or_fail, list(range(1, 7)) * 10))
         yield c, client, tempfile.mkdtemp(prefix="squall-pipe-")
     assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
@@ -258,7 +262,7 @@ def test_a_broker_restart_drops_piped_tasks_that_did_not_start(capfd):
     runs exactly once."""
     tmp = tempfile.mkdtemp(prefix="squall-pipe-")
     log = os.path.join(tmp, "log")
-    c = squall.LocalCluster(governors=1, cpus=1, log_level="info",
+    c = squall.LocalCluster(governors=1, cpus=1, log_level="info", broker_args=QUEUE_ALL,
                             journal=os.path.join(tmp, "journal"), **cluster_options())
     with c:
         client = c.client()

@@ -103,6 +103,25 @@ s_place (void *arg, task_t *task, gov_t *gov)
     s_placed_on = gov;
 }
 
+//  The queue beyond a governor's cpus: one task per cpu while durations
+//  are unknown, then --queue-ms of its recent mean duration per cpu,
+//  never more than --prefetch.
+static void
+s_test_queue_depth (void)
+{
+    gov_t *gov = s_gov_with (1, NULL, 1024);
+    CHECK (gov->cpus == 1 && gov->slots == 2, "unknown durations: %u slots", gov->slots);
+    gov_note_duration (gov, 1000);
+    CHECK (gov->slots == 1 + 2, "2 ms of 1 ms tasks: %u slots", gov->slots);
+    gov->queue_us = 50000;
+    gov_note_duration (gov, 1000);
+    CHECK (gov->slots == 1 + 50, "50 ms of 1 ms tasks: %u slots", gov->slots);
+    gov->queue_us = 2e6;
+    gov_note_duration (gov, 1000);
+    CHECK (gov->slots == 1 + 1024, "capped at --prefetch: %u slots", gov->slots);
+    gov_destroy (&gov);
+}
+
 //  200 governors of one cpu and one queued task (2 slots each) and 400
 //  independent tasks: one run fills every slot. Then a task needing the
 //  "tpu" only governor 137 offers lands there.
@@ -809,6 +828,7 @@ main (void)
         gov_destroy (&govs [g]);
     graph_destroy (&graph);
     free (s);
+    s_test_queue_depth ();
     s_test_placement ();
     s_test_newcomer ();
     s_test_delete ();
