@@ -348,6 +348,11 @@ bx_governor_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type)
                 drain_start (self, peer->gov, "it is stopping");
             break;
         case SQ_MSG_BYE:
+            //  Answered, after all we sent it: the governor reads up to
+            //  this and so closes with no message of ours half-received.
+            sq_wbuf_reset (&self->out);
+            sq_bare_encode (&self->out, SQ_MSG_BYE);
+            bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
             bx_peer_end (self, peer, "said goodbye");
             break;
         default:

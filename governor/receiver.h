@@ -59,7 +59,8 @@ int receiver_run (receiver_t *self, void *compute, void *balance);
 //  Tells compute and balance to stop and routes their last messages until
 //  both said GOV_DONE.
 void receiver_stop (receiver_t *self);
-//  Says BYE to the broker (unless the broker said it first).
+//  Says BYE to the broker (unless the broker said it first) and reads
+//  ctrl up to the broker's BYE in answer, for at most two heartbeats (1 s).
 void receiver_bye (receiver_t *self);
 
 #endif

@@ -455,6 +455,25 @@ s_fill_garbage (msgpack_packer *pk, void *arg)
     msgpack_pack_double (pk, -1.0);
 }
 
+//  Reads until a message of `type` arrives: 0, or -1 at the deadline.
+static int
+s_wait_type (raw_t *raw, uint32_t type, int timeout_ms)
+{
+    double deadline = harness_now () + timeout_ms / 1000.0;
+    while (harness_now () < deadline) {
+        zmq_pollitem_t item = { raw->handle, 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (&item, 1, 100) <= 0)
+            continue;
+        while (sq_msg_recv (&raw->msg, raw->handle, ZMQ_DONTWAIT, SQ_MAX_FRAMES) == 0) {
+            uint32_t got, req;
+            if (raw->msg.n && sq_proto_peek (sq_msg_data (&raw->msg, 0), sq_msg_size (&raw->msg, 0),
+                                             &got, &req) == 0 && got == type)
+                return 0;
+        }
+    }
+    return -1;
+}
+
 static void
 s_fake_governor (void)
 {
@@ -507,7 +526,9 @@ s_fake_governor (void)
     sq_bare_encode (&w, SQ_MSG_BYE);
     raw_send (fake, &w, NULL, 0);
     sq_wbuf_release (&w);
-    raw_drain (fake);
+    CHECK (s_wait_type (fake, SQ_MSG_BYE, 10000) == 0,
+           "the broker answers a governor's BYE with BYE (so it can close with nothing "
+           "half-received)");
     raw_destroy (&fake);
     long governors = harness_info_wait (g, "governors", 2, 20000);
     CHECK (governors == 2, "the fake governor is gone after BYE (INFO governors = %ld)", governors);
