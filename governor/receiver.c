@@ -888,6 +888,25 @@ receiver_stop (receiver_t *self)
     }
 }
 
+//  A monitor of ctrl's connection: a PAIR socket that reads its events.
+static void *
+s_ctrl_monitor (receiver_t *self)
+{
+    char endpoint [64];
+    snprintf (endpoint, sizeof endpoint, "inproc://squall-ctrl-%p", (void *) self);
+    if (zmq_socket_monitor (self->ctrl, endpoint, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED
+                            | ZMQ_EVENT_CONNECT_DELAYED | ZMQ_EVENT_CONNECT_RETRIED))
+        return NULL;
+    void *monitor = zmq_socket (self->ctx, ZMQ_PAIR);
+    if (monitor && zmq_connect (monitor, endpoint)) {
+        zmq_close (monitor);
+        monitor = NULL;
+    }
+    if (!monitor)
+        zmq_socket_monitor (self->ctrl, NULL, 0);
+    return monitor;
+}
+
 void
 receiver_bye (receiver_t *self)
 {
@@ -904,24 +923,32 @@ receiver_bye (receiver_t *self)
     //  means no message is half-received when ctrl closes: libzmq 4.3
     //  loses such a half (a frame and its receive buffer) at close, as an
     //  ASSIGN with inline inputs sent while we stop would be. A broker
-    //  gone silent costs at most two heartbeats, and never over 1 s.
+    //  that is gone (stopping with us) ends the wait at once: the monitor
+    //  sees the connection drop, or libzmq retrying it every 100 ms; one
+    //  that is there but silent costs two heartbeats, never over 1 s.
+    void *monitor = s_ctrl_monitor (self);
     int wait_ms = self->heartbeat_ms < 500? 2 * self->heartbeat_ms: 1000;
     uint64_t deadline = task_now_ns () + s_ms_to_ns (wait_ms);
-    for (uint64_t now = task_now_ns (); now < deadline; now = task_now_ns ()) {
-        zmq_pollitem_t item = { self->ctrl, 0, ZMQ_POLLIN, 0 };
-        if (zmq_poll (&item, 1, (long) ((deadline - now) / 1000000) + 1) <= 0)
+    bool answered = false, gone = false;
+    for (uint64_t now = task_now_ns (); !answered && !gone && now < deadline; now = task_now_ns ()) {
+        zmq_pollitem_t items [] = { { self->ctrl, 0, ZMQ_POLLIN, 0 }, { monitor, 0, ZMQ_POLLIN, 0 } };
+        if (zmq_poll (items, monitor? 2: 1, (long) ((deadline - now) / 1000000) + 1) <= 0)
             continue;
         uint32_t type = 0, req;
-        while (sq_msg_recv (&self->msg, self->ctrl, ZMQ_DONTWAIT, SQ_MAX_FRAMES) == 0) {
-            if (self->msg.n && sq_proto_peek (sq_msg_data (&self->msg, 0),
-                                              sq_msg_size (&self->msg, 0), &type, &req) == 0
-            &&  type == SQ_MSG_BYE) {
-                sq_msg_close (&self->msg);
-                return;
-            }
-        }
+        while (!answered && sq_msg_recv (&self->msg, self->ctrl, ZMQ_DONTWAIT, SQ_MAX_FRAMES) == 0)
+            answered = self->msg.n && sq_proto_peek (sq_msg_data (&self->msg, 0),
+                                                     sq_msg_size (&self->msg, 0), &type, &req) == 0
+                       && type == SQ_MSG_BYE;
+        sq_msg_close (&self->msg);
+        gone = !answered && monitor && (items [1].revents & ZMQ_POLLIN);
     }
-    sq_info ("the broker did not answer BYE within %d ms", wait_ms);
+    if (monitor) {
+        zmq_socket_monitor (self->ctrl, NULL, 0);
+        zmq_close (monitor);
+    }
+    if (!answered)
+        sq_info ("the broker did not answer BYE (%s)", gone? "its connection is gone"
+                                                          : "in two heartbeats");
 }
 
 static int

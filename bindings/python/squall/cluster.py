@@ -254,6 +254,25 @@ class LocalCluster:
         self._clients.append(client)
         return client
 
+    def _stop(self, procs, sig: int, deadline: float) -> None:
+        """Signals the processes, then waits for each until `deadline`
+        (SIGKILL after it), recording their exit codes."""
+        for _, proc in procs:
+            if proc.poll() is None:
+                try:
+                    proc.send_signal(sig)
+                except OSError:
+                    pass
+        for name, proc in procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            self.exit_codes[name] = proc.returncode
+            if proc.stdout:
+                proc.stdout.close()
+
     def close(self, timeout: float = 10.0) -> None:
         """Stops the governors, then the broker (SIGTERM, SIGKILL after
         `timeout` seconds)."""
@@ -263,26 +282,14 @@ class LocalCluster:
             except Exception:
                 pass
         self._clients = []
-        procs = self._governors + ([self._broker] if self._broker else [])
-        names = ["local-%d" % (i + 1) for i in range(len(self._governors))] + ["broker"]
-        for proc in procs:
-            if proc.poll() is None:
-                try:
-                    #   The whole cluster stops: governors leave at once
-                    #   (SIGINT) rather than drain into each other (SIGTERM).
-                    proc.send_signal(signal.SIGTERM if proc is self._broker else signal.SIGINT)
-                except OSError:
-                    pass
+        #   The whole cluster stops: governors leave at once (SIGINT) rather
+        #   than drain into each other (SIGTERM), then the broker, so that
+        #   it answers their BYE (they would wait for that answer).
+        names = ["local-%d" % (i + 1) for i in range(len(self._governors))]
         deadline = time.monotonic() + timeout
-        for name, proc in zip(names, procs):
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            self.exit_codes[name] = proc.returncode
-            if proc.stdout:
-                proc.stdout.close()
+        self._stop(list(zip(names, self._governors)), signal.SIGINT, deadline)
+        if self._broker:
+            self._stop([("broker", self._broker)], signal.SIGTERM, deadline)
         self._governors = []
         self._broker = None
         if getattr(self, "_keydir", None):
