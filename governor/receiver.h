@@ -60,7 +60,8 @@ int receiver_run (receiver_t *self, void *compute, void *balance);
 //  both said GOV_DONE.
 void receiver_stop (receiver_t *self);
 //  Says BYE to the broker (unless the broker said it first) and reads
-//  ctrl up to the broker's BYE in answer, for at most two heartbeats (1 s).
+//  ctrl up to the broker's BYE in answer; stops waiting when the
+//  connection drops, or after two heartbeats (1 s at most).
 void receiver_bye (receiver_t *self);
 
 #endif
