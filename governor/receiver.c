@@ -935,7 +935,8 @@ receiver_bye (receiver_t *self)
         if (zmq_poll (items, monitor? 2: 1, (long) ((deadline - now) / 1000000) + 1) <= 0)
             continue;
         uint32_t type = 0, req;
-        while (!answered && sq_msg_recv (&self->msg, self->ctrl, ZMQ_DONTWAIT, SQ_MAX_FRAMES) == 0)
+        for (int i = 0; i < S_READ_BURST && !answered
+                        && sq_msg_recv (&self->msg, self->ctrl, ZMQ_DONTWAIT, SQ_MAX_FRAMES) == 0; i++)
             answered = self->msg.n && sq_proto_peek (sq_msg_data (&self->msg, 0),
                                                      sq_msg_size (&self->msg, 0), &type, &req) == 0
                        && type == SQ_MSG_BYE;

@@ -211,3 +211,35 @@ def test_bad_parent_fd_is_refused(tmp_path, program, value, message):
                              capture_output=True, timeout=TIMEOUT)
     assert run.returncode == 2, (run.returncode, run.stderr)
     assert message.encode() in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("broker", ["there", "killed", "stopped"])
+def test_a_governor_leaving_waits_for_the_brokers_bye_only_while_it_can_come(capfd, broker):
+    """A stopping governor reads its broker connection up to the broker's BYE
+    in answer to its own (so nothing the broker sent is half-received when
+    it closes). A killed broker ends that wait as its connection drops; a
+    stopped one holds it for two heartbeats at most (1 s)."""
+    c = squall.LocalCluster(governors=1, cpus=1, log_level="info",
+                            broker_args=["--heartbeat-ms", "5000"], **cluster_options())
+    with c:
+        c.client().wait_for_governors(1, timeout=TIMEOUT)
+        governor = c.governors[0]
+        capfd.readouterr()
+        if broker == "killed":
+            c.broker.kill()
+            c.broker.wait()
+        elif broker == "stopped":
+            c.broker.send_signal(signal.SIGSTOP)
+        try:
+            governor.send_signal(signal.SIGINT)
+            assert governor.wait(TIMEOUT) == 0
+        finally:
+            if broker == "stopped":
+                c.broker.send_signal(signal.SIGCONT)
+        err = capfd.readouterr().err
+    expected = {"there": None, "killed": "did not answer BYE (its connection is gone)",
+                "stopped": "did not answer BYE (in two heartbeats)"}[broker]
+    if expected:
+        assert expected in err, err[-2000:]
+    else:
+        assert "did not answer BYE" not in err and "said goodbye" in err, err[-2000:]
