@@ -133,15 +133,23 @@ s_auth_refused (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t req)
     if (peer->auth_gen == generation)
         return false;
     const sq_keyentry_t *entry = auth_find (self->auth, peer->key, strlen (peer->key));
-    if (entry && entry->role == peer->role) {
+    bool same_tenant = entry && strcmp (entry->tenant, peer->tenant? peer->tenant: "") == 0;
+    if (entry && entry->role == peer->role && same_tenant) {
         peer->auth_gen = generation;
         return false;
     }
-    sq_info ("%s %u (%s): its key was removed from the authorized keys", peer->kind == PEER_CLIENT?
-             "client": "governor", peer->id, peer->name);
+    //  A key whose role or tenant changed is treated as revoked: the
+    //  connection ends and the client must connect again to be the new
+    //  tenant (its sessions stay the old tenant's: it cannot resume them).
+    const char *why = !entry? "its key was removed from the authorized keys"
+                    : entry->role != peer->role? "its key's role changed"
+                    : "its key's tenant changed";
+    sq_info ("%s %u (%s): %s", peer->kind == PEER_CLIENT? "client": "governor", peer->id,
+             peer->name, why);
     bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_DENIED,
-                   "this key is no longer authorized", 0);
-    bx_peer_end (self, peer, "its key is no longer authorized");
+                   !entry? "this key is no longer authorized"
+                   : "this key's role or tenant changed: connect again", 0);
+    bx_peer_end (self, peer, !entry? "its key is no longer authorized": why);
     return true;
 }
 
@@ -468,6 +476,14 @@ s_open_journal (broker_t *self)
     self->epoch = journal_epoch (self->journal);
     if (persist_next_peer (self->persist) > self->next_peer_id)
         self->next_peer_id = persist_next_peer (self->persist);
+    //  Restored sessions count in their tenants' shares from now on.
+    size_t cursor = 0;
+    session_t *session;
+    while ((session = graph_session_next (self->graph, &cursor)))
+        if (bx_session_share (self, session)) {
+            sq_error ("journal: out of memory");
+            return -1;
+        }
     if (journal_restarted (self->journal)) {
         persist_replayed (self->persist, bx_now ());
         self->recovering = true;
@@ -521,9 +537,10 @@ broker_new (const broker_config_t *config)
     self->peers = zhashx_new ();
     self->by_fd = sq_idmap_new ();
     self->uploads = uploads_new (config->upload_timeout_ms);
+    self->tenancy = tenancy_new (config->tenant_quotas, config->n_tenant_quotas);
     self->ctx = zmq_ctx_new ();
     if (!self->graph || !self->scheduler || !self->watches || !self->peers || !self->persist
-    ||  !self->by_fd || !self->uploads || !self->ctx) {
+    ||  !self->by_fd || !self->uploads || !self->tenancy || !self->ctx) {
         sq_error ("out of memory");
         broker_destroy (&self);
         return NULL;
@@ -644,6 +661,7 @@ broker_destroy (broker_t **self_p)
     //  Governors are freed with their peers; the graph's pointers to them
     //  die with the graph, which goes first.
     graph_destroy (&self->graph);
+    tenancy_destroy (&self->tenancy);
     scheduler_destroy (&self->scheduler);
     if (self->peers) {
         for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))

@@ -44,6 +44,9 @@ typedef struct {
     int session_grace_ms;
     int reattach_wait_ms;
     int resource_wait_ms;       //  how long a task no connected governor fits waits for one (0: fails at once)
+    //  Tenants' limits and fair-share weights (tenancy.h), --tenant-quota.
+    const struct _tenancy_quota_t *tenant_quotas;
+    size_t n_tenant_quotas;
 } broker_config_t;
 
 typedef struct _broker_t broker_t;

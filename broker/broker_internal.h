@@ -15,6 +15,7 @@
 #include "uploads.h"
 #include "http.h"
 #include "auth.h"
+#include "tenancy.h"
 #include "persist.h"
 #include "journal.h"
 #include "reattach.h"
@@ -120,6 +121,7 @@ struct _broker_t {
     int64_t next_place;         //  place.c: -1 while nothing is parked
     http_t *http;               //  dashboard, or NULL
     auth_t *auth;               //  keys and the ZAP handler, or NULL (no keys)
+    tenancy_t *tenancy;         //  tenants' quotas and shares (after the graph goes)
     atomic_int reload;          //  SIGHUP: re-read the keys
     persist_t *persist;         //  journal records (persist.h)
     journal_t *journal;         //  or NULL
@@ -151,6 +153,8 @@ size_t bx_streams_info (broker_t *self, const peer_t *viewer, bool all, sq_info_
 //  Whether the peer may see the session: always without keys, else one of
 //  its tenant's (an admin sees all).
 bool bx_same_tenant (const peer_t *peer, const session_t *session);
+//  Counts the session in its tenant's share (tenancy.h). 0, or -1 out of memory.
+int bx_session_share (broker_t *self, session_t *session);
 void bx_check_suspects (broker_t *self, int64_t now);
 void bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req);
 void bx_drain_monitor (broker_t *self);

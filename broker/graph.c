@@ -197,9 +197,22 @@ gx_task_destroy (task_t **self_p)
     *self_p = NULL;
 }
 
+static inline bool
+s_holds_cpus (uint8_t state)
+{
+    return state == TASK_ASSIGNED || state == TASK_RUNNING;
+}
+
 void
 gx_set_state (graph_t *self, task_t *task, task_state_t state)
 {
+    share_t *share = task->session->share;
+    if (share && s_holds_cpus (task->state) != s_holds_cpus ((uint8_t) state)) {
+        if (s_holds_cpus ((uint8_t) state))
+            share->cpus += task_extra (task)->cpus;
+        else
+            share->cpus -= task_extra (task)->cpus;
+    }
     self->counts [task->state]--;
     task->session->counts [task->state]--;
     task->state = (uint8_t) state;
@@ -559,8 +572,14 @@ s_session_destroy (graph_t *self, session_t **session_p)
         task_t *task = gx_as_task (item);
         if (task) {
             self->counts [task->state]--;
+            if (session->share && s_holds_cpus (task->state))
+                session->share->cpus -= task_extra (task)->cpus;
             gx_task_destroy (&task);
         }
+    }
+    if (session->share) {
+        session->share->sessions--;
+        session->share->constants -= session->constants;
     }
     free (session->items);
     sq_idmap_destroy (&session->sparse);
@@ -568,6 +587,23 @@ s_session_destroy (graph_t *self, session_t **session_p)
     free (session->owner);
     free (session);
     *session_p = NULL;
+}
+
+void
+graph_session_set_share (graph_t *self, session_t *session, share_t *share)
+{
+    (void) self;
+    if (session->share || !share)
+        return;
+    session->share = share;
+    share->sessions++;
+    share->constants += session->constants;
+    //  A session restored from the journal may hold tasks already.
+    size_t cursor = 0;
+    task_t *task;
+    while ((task = graph_session_next_task (session, &cursor)))
+        if (s_holds_cpus (task->state))
+            share->cpus += task_extra (task)->cpus;
 }
 
 void

@@ -30,6 +30,23 @@ typedef struct _session_t session_t;
 typedef struct _gov_t gov_t;
 typedef struct _actor_t actor_t;
 
+//  A tenant's share of the broker (tenancy.h makes one per tenant): its
+//  limits, and what its sessions use. The graph keeps `cpus`, `constants`
+//  and `sessions` current for every session whose `share` points here; the
+//  scheduler reads them to pick whose task runs next.
+typedef struct {
+    char *name;                 //  the tenant ("" for the keyless one)
+    uint32_t index;             //  dense from 1: the scheduler's queue for it
+    uint32_t weight;            //  its share of cpus relative to others, >= 1
+    uint64_t max_cpus;          //  limits, 0 for none
+    uint64_t max_stored;
+    uint64_t max_constants;
+    uint64_t max_sessions;
+    uint64_t cpus;              //  cpus of its assigned and running tasks
+    uint64_t constants;         //  bytes of constants in its open sessions
+    uint64_t sessions;          //  its open sessions (attached or not)
+} share_t;
+
 typedef enum {
     TASK_WAITING,               //  some input not finished
     TASK_READY,                 //  inputs finished, in the scheduler's queue
@@ -185,6 +202,8 @@ struct _session_t {
     //  and the token a client presents to RESUME it.
     char *tenant;
     char *owner;
+    share_t *share;             //  its tenant's share (graph_session_set_share), or NULL
+    uint64_t constants;         //  bytes of its constants (inline and uploaded)
     uint8_t token [SQ_TOKEN_LEN];
     int64_t detached_at;        //  ms (monotonic) since no connection uses it; 0 attached
     uint32_t max_id;            //  largest id declared in it
@@ -238,6 +257,9 @@ void graph_set_next_session (graph_t *self, uint32_t next);
 //  Iterates over sessions: *cursor starts at 0; NULL at the end.
 session_t *graph_session_next (graph_t *self, size_t *cursor);
 session_t *graph_session (graph_t *self, uint32_t id);
+//  Counts the session (and what it uses now) in its tenant's share from
+//  here on; once per session.
+void graph_session_set_share (graph_t *self, session_t *session, share_t *share);
 //  Cancels the session's unfinished tasks, frees everything in it.
 void graph_session_close (graph_t *self, session_t **session_p);
 

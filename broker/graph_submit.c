@@ -675,9 +675,16 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
     }
     if (rc == SQ_OK) {
         //  The submit is accepted from here on: nothing below can fail.
-        for (uint32_t i = 0; i < sub->n_objects; i++)
+        for (uint32_t i = 0; i < sub->n_objects; i++) {
             if (sub->objects [i].id > session->max_id)
                 session->max_id = sub->objects [i].id;
+            //  Constants stay until their session closes (graph.c).
+            if (!objects [i]->producer) {
+                session->constants += objects [i]->size;
+                if (session->share)
+                    session->share->constants += objects [i]->size;
+            }
+        }
         for (uint32_t t = 0; t < sub->n_tasks; t++)
             if (sub->tasks [t].id > session->max_id)
                 session->max_id = sub->tasks [t].id;

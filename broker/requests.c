@@ -17,6 +17,27 @@ bx_same_tenant (const peer_t *peer, const session_t *session)
     return peer->tenant && strcmp (peer->tenant, session->tenant) == 0;
 }
 
+int
+bx_session_share (broker_t *self, session_t *session)
+{
+    if (session->share)
+        return 0;
+    share_t *share = tenancy_share (self->tenancy, session->tenant);
+    if (!share)
+        return -1;
+    graph_session_set_share (self->graph, session, share);
+    return 0;
+}
+
+//  Whether the session is another tenant's: to that peer it does not exist
+//  (the same answer as an unknown session, so that no reply tells a tenant
+//  which sessions others have).
+static bool
+s_foreign (const peer_t *peer, const session_t *session)
+{
+    return session->tenant && !(peer->tenant && strcmp (peer->tenant, session->tenant) == 0);
+}
+
 static session_t *
 s_client_session (broker_t *self, peer_t *peer, uint32_t id, uint32_t req)
 {
@@ -24,20 +45,49 @@ s_client_session (broker_t *self, peer_t *peer, uint32_t id, uint32_t req)
     if (session && session->client == peer)
         return session;
     char message [160];
-    int code = SQ_E_SESSION;
-    if (session && session->tenant && !(peer->tenant && strcmp (peer->tenant, session->tenant) == 0)) {
-        //  Says nothing of whose it is.
-        code = SQ_E_DENIED;
-        snprintf (message, sizeof message, "session %u: access denied", id);
-    }
-    else
-    if (session)
+    if (session && !s_foreign (peer, session))
         snprintf (message, sizeof message, "session %u is not open on this connection "
                   "(RESUME it with its token)", id);
     else
         snprintf (message, sizeof message, "session %u is not open on this connection", id);
-    bx_reply_error (self, peer->identity, peer->identity_size, req, code, message, 0);
+    bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_SESSION, message, 0);
     return NULL;
+}
+
+//  A SUBMIT under its tenant's quotas: the constants it adds must fit, and
+//  the results the tenant holds on governors must be under their cap (what
+//  a task will store is not known before it runs). SQ_OK, or SQ_E_BUSY
+//  with the message.
+static int
+s_submit_quota (broker_t *self, session_t *session, const sq_submit_t *submit, zmq_msg_t *payloads,
+                size_t n_payloads, char *message, size_t size)
+{
+    share_t *share = session->share;
+    if (!share || (!share->max_constants && !share->max_stored))
+        return SQ_OK;
+    uint64_t constants = 0;
+    for (uint32_t i = 0; i < submit->n_objects; i++) {
+        const sq_object_spec_t *object = &submit->objects [i];
+        if (object->frame == SQ_FRAME_UPLOADED)
+            constants += object->size;
+        else
+        if (object->frame > 0 && (size_t) object->frame <= n_payloads)
+            constants += zmq_msg_size (&payloads [object->frame - 1]);
+    }
+    if (share->max_constants && constants
+    &&  share->constants + constants > share->max_constants) {
+        tenancy_refusal (share, "constants", share->max_constants, share->constants, constants,
+                         true, message, size);
+        return SQ_E_BUSY;
+    }
+    if (share->max_stored) {
+        uint64_t stored = tenancy_stored (self->graph, share);
+        if (stored >= share->max_stored) {
+            tenancy_refusal (share, "stored", share->max_stored, stored, 0, true, message, size);
+            return SQ_E_BUSY;
+        }
+    }
+    return SQ_OK;
 }
 
 static void
@@ -74,6 +124,9 @@ s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
             snprintf (message, sizeof message, "too many uploads waiting for confirmation "
                       "(%u); try again", UPLOADS_MAX);
         }
+        if (rc == SQ_OK)
+            rc = s_submit_quota (self, session, &submit, msg->frames + 2, msg->n - 2,
+                                 message, sizeof message);
         if (rc == SQ_OK)
             rc = graph_submit (self->graph, session, &submit, msg->frames + 2, msg->n - 2,
                                bx_resource_ok, self, message, sizeof message, &bad_id);
@@ -127,8 +180,30 @@ broker_pack_info (broker_t *self, msgpack_packer *pk)
     s_pack_info (self, pk, NULL);
 }
 
+//  Live objects of the tenant's sessions (an INFO of a client key walks them).
+static uint64_t
+s_tenant_objects (broker_t *self, const peer_t *viewer)
+{
+    uint64_t n = 0;
+    size_t cursor = 0;
+    session_t *session;
+    while ((session = graph_session_next (self->graph, &cursor))) {
+        if (!bx_same_tenant (viewer, session))
+            continue;
+        size_t o_cursor = 0;
+        object_t *object;
+        while ((object = graph_session_next_object (session, &o_cursor)))
+            n += !object->released;
+    }
+    return n;
+}
+
 //  viewer: the client asking (NULL: everything). With keys, a client sees
-//  the tasks, sessions and clients of its own tenant only.
+//  its own tenant's tasks, sessions, clients, objects and queue only, and
+//  none of the cluster-wide counters (watches, uploads, recomputed, the
+//  journal's): what other tenants do is not its business. Governors are
+//  shown to all (their capacity and load, summed over every tenant, with
+//  no session in them). Everyone sees its own tenant's usage and limits.
 static void
 s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
 {
@@ -210,6 +285,25 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         .watches = watches_count (self->watches), .recomputed = graph_recomputed (self->graph),
         .uploads = uploads_count (self->uploads)
     };
+    if (!all) {
+        //  Its own numbers only.
+        info.ready_queue = counts [TASK_READY];
+        info.blocked = info.watches = info.recomputed = info.uploads = 0;
+        info.journal_bytes = info.journal_errors = 0;
+        info.objects = s_tenant_objects (self, viewer);
+    }
+    share_t *share = viewer? tenancy_share (self->tenancy, viewer->tenant): NULL;
+    sq_info_tenant_t tenant;
+    if (share) {
+        tenant = (sq_info_tenant_t) {
+            .name = share->name, .weight = share->weight, .cpus = share->cpus,
+            .stored = tenancy_stored (self->graph, share), .constants = share->constants,
+            .sessions = share->sessions, .max_cpus = share->max_cpus,
+            .max_stored = share->max_stored, .max_constants = share->max_constants,
+            .max_sessions = share->max_sessions
+        };
+        info.tenant = &tenant;
+    }
     sq_pack_info (pk, &info);
 }
 
@@ -301,11 +395,21 @@ s_client_open (broker_t *self, peer_t *peer, uint32_t req)
                        "too many sessions open on this connection", 0);
         return;
     }
-    session_t *opened = graph_session_open (self->graph, peer);
+    share_t *share = tenancy_share (self->tenancy, peer->tenant);
+    if (share && share->max_sessions && share->sessions >= share->max_sessions) {
+        char message [300];
+        tenancy_refusal (share, "sessions", share->max_sessions, share->sessions, 0, false,
+                         message, sizeof message);
+        bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_BUSY, message, 0);
+        return;
+    }
+    session_t *opened = share? graph_session_open (self->graph, peer): NULL;
     if (opened && (peer->tenant || peer->key [0])) {
         opened->tenant = peer->tenant? strdup (peer->tenant): NULL;
         opened->owner = strdup (peer->key);
     }
+    if (opened)
+        graph_session_set_share (self->graph, opened, share);
     if (!opened || (peer->tenant && !opened->tenant) || (peer->key [0] && !opened->owner)
     ||  !s_peer_add_session (peer, opened->id)) {
         if (opened)
@@ -329,7 +433,7 @@ s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
 {
     session_t *session = graph_session (self->graph, q->session);
     char message [300];
-    if (!session) {
+    if (!session || s_foreign (peer, session)) {
         snprintf (message, sizeof message, "session %u is not known to this broker: it was "
                   "closed, its client did not come back within the session grace, or the "
                   "broker restarted without its journal", q->session);
@@ -340,9 +444,7 @@ s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
     uint8_t diff = 0;
     for (int i = 0; i < SQ_TOKEN_LEN; i++)
         diff |= (uint8_t) (session->token [i] ^ (uint8_t) q->token.ptr [i]);
-    bool tenant_ok = !session->tenant
-                  || (peer->tenant && strcmp (peer->tenant, session->tenant) == 0);
-    if (diff || !tenant_ok) {
+    if (diff) {
         snprintf (message, sizeof message, "session %u: access denied", q->session);
         bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_DENIED, message, 0);
         return;

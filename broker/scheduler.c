@@ -10,13 +10,29 @@
 //  inputs: placing a task costs the same with 2 governors or 2000.
 #define S_SAMPLE 8
 
-//  A ready task in the heap: user priority first (higher first), then the
-//  static order (lower first). The task is found by key when popped.
+//  A ready task in its tenant's heap: user priority first (higher first),
+//  then the static order (lower first). The task is found by key when
+//  popped.
 typedef struct {
     uint32_t rank;              //  INT32_MAX - priority
+    uint32_t queue;             //  its tenant's queue (share index, 0 none)
     uint64_t order;
     uint64_t key;
 } s_entry_t;
+
+//  Fair share: each tenant's ready tasks wait in a heap of their own
+//  (queue i for the share with index i; 0 for sessions without one).
+//  Which tenant's head goes next is chosen among the tenants with ready
+//  tasks (s_next_queue), so the per-task cost grows with the number of
+//  tenants waiting at once, not with the number of tasks.
+typedef struct {
+    s_entry_t *heap;            //  binary min-heap
+    size_t n;
+    size_t cap;
+    const share_t *share;       //  NULL for queue 0
+    int32_t active_at;          //  where in `active`, -1 while empty
+    bool held;                  //  this run: at its cpu cap, skipped
+} s_queue_t;
 
 //  Ready tasks set aside during one run because every governor that could
 //  run them is full, with the needs that made them wait: a task with the
@@ -34,9 +50,11 @@ typedef struct {
 
 struct _scheduler_t {
     graph_t *graph;
-    s_entry_t *ready;           //  binary min-heap
-    size_t n_ready;
-    size_t cap_ready;
+    s_queue_t *queues;          //  by share index
+    size_t n_queues;
+    uint32_t *active;           //  queues with ready tasks
+    size_t n_active;
+    size_t n_ready;             //  in all queues
     uint64_t *blocked;          //  ready tasks the heap had no memory for
     size_t n_blocked;
     size_t cap_blocked;
@@ -90,7 +108,10 @@ scheduler_destroy (scheduler_t **self_p)
     scheduler_t *self = *self_p;
     if (!self)
         return;
-    free (self->ready);
+    for (size_t q = 0; q < self->n_queues; q++)
+        free (self->queues [q].heap);
+    free (self->queues);
+    free (self->active);
     reswait_destroy (&self->waiting);
     free (self->blocked);
     free (self->govs);
@@ -105,45 +126,132 @@ s_before (const s_entry_t *a, const s_entry_t *b)
     return a->rank < b->rank || (a->rank == b->rank && a->order < b->order);
 }
 
-static int
-s_heap_push (scheduler_t *self, task_t *task)
+//  The queue of the task's tenant, made on first use. NULL out of memory.
+static s_queue_t *
+s_queue_of (scheduler_t *self, const task_t *task)
 {
-    if (self->n_ready == self->cap_ready) {
-        size_t cap = self->cap_ready? self->cap_ready * 2: 1024;
-        s_entry_t *p = (s_entry_t *) realloc (self->ready, cap * sizeof *p);
+    const share_t *share = task->session->share;
+    size_t index = share? share->index: 0;
+    if (index >= self->n_queues) {
+        size_t n = index + 8;
+        s_queue_t *queues = (s_queue_t *) realloc (self->queues, n * sizeof *queues);
+        if (!queues)
+            return NULL;
+        self->queues = queues;
+        uint32_t *active = (uint32_t *) realloc (self->active, n * sizeof *active);
+        if (!active)
+            return NULL;
+        self->active = active;
+        memset (queues + self->n_queues, 0, (n - self->n_queues) * sizeof *queues);
+        for (size_t q = self->n_queues; q < n; q++)
+            queues [q].active_at = -1;
+        self->n_queues = n;
+    }
+    s_queue_t *queue = &self->queues [index];
+    queue->share = share;
+    return queue;
+}
+
+//  Puts an entry in its queue. 0, or -1 out of memory.
+static int
+s_queue_insert (scheduler_t *self, s_queue_t *queue, s_entry_t entry)
+{
+    if (queue->n == queue->cap) {
+        size_t cap = queue->cap? queue->cap * 2: 1024;
+        s_entry_t *p = (s_entry_t *) realloc (queue->heap, cap * sizeof *p);
         if (!p)
             return -1;
-        self->ready = p;
-        self->cap_ready = cap;
+        queue->heap = p;
+        queue->cap = cap;
     }
-    s_entry_t entry = {
-        (uint32_t) ((int64_t) INT32_MAX - task_extra (task)->priority), task->order, task->key
-    };
-    size_t i = self->n_ready++;
-    while (i > 0 && s_before (&entry, &self->ready [(i - 1) / 2])) {
-        self->ready [i] = self->ready [(i - 1) / 2];
+    size_t i = queue->n++;
+    while (i > 0 && s_before (&entry, &queue->heap [(i - 1) / 2])) {
+        queue->heap [i] = queue->heap [(i - 1) / 2];
         i = (i - 1) / 2;
     }
-    self->ready [i] = entry;
+    queue->heap [i] = entry;
+    self->n_ready++;
+    if (queue->active_at < 0) {
+        queue->active_at = (int32_t) self->n_active;
+        self->active [self->n_active++] = entry.queue;
+    }
     return 0;
 }
 
-static void
-s_heap_pop (scheduler_t *self)
+static int
+s_heap_push (scheduler_t *self, task_t *task)
 {
-    s_entry_t last = self->ready [--self->n_ready];
-    size_t i = 0, n = self->n_ready;
+    s_queue_t *queue = s_queue_of (self, task);
+    if (!queue)
+        return -1;
+    s_entry_t entry = {
+        (uint32_t) ((int64_t) INT32_MAX - task_extra (task)->priority),
+        (uint32_t) (queue - self->queues), task->order, task->key
+    };
+    return s_queue_insert (self, queue, entry);
+}
+
+static void
+s_heap_pop (scheduler_t *self, s_queue_t *queue)
+{
+    s_entry_t last = queue->heap [--queue->n];
+    size_t i = 0, n = queue->n;
     while (2 * i + 1 < n) {
         size_t child = 2 * i + 1;
-        if (child + 1 < n && s_before (&self->ready [child + 1], &self->ready [child]))
+        if (child + 1 < n && s_before (&queue->heap [child + 1], &queue->heap [child]))
             child++;
-        if (!s_before (&self->ready [child], &last))
+        if (!s_before (&queue->heap [child], &last))
             break;
-        self->ready [i] = self->ready [child];
+        queue->heap [i] = queue->heap [child];
         i = child;
     }
     if (n)
-        self->ready [i] = last;
+        queue->heap [i] = last;
+    self->n_ready--;
+    if (n == 0) {
+        //  Empty: out of the active list.
+        uint32_t moved = self->active [--self->n_active];
+        self->active [queue->active_at] = moved;
+        self->queues [moved].active_at = queue->active_at;
+        queue->active_at = -1;
+    }
+}
+
+//  Whether tenant a is further below its share than b: fewer cpus held
+//  per unit of weight (a.cpus / a.weight < b.cpus / b.weight); equal
+//  shares go by their heads (priority, then order).
+static bool
+s_behind (const s_queue_t *a, const s_queue_t *b)
+{
+    uint64_t a_cpus = a->share? a->share->cpus: 0, a_weight = a->share? a->share->weight: 1;
+    uint64_t b_cpus = b->share? b->share->cpus: 0, b_weight = b->share? b->share->weight: 1;
+    uint64_t x = a_cpus * b_weight, y = b_cpus * a_weight;
+    if (x != y)
+        return x < y;
+    return s_before (&a->heap [0], &b->heap [0]);
+}
+
+//  The queue whose head goes next: the tenant furthest below its share
+//  among those with ready tasks and not held this run; NULL if none.
+static s_queue_t *
+s_next_queue (scheduler_t *self)
+{
+    s_queue_t *best = NULL;
+    for (size_t i = 0; i < self->n_active; i++) {
+        s_queue_t *queue = &self->queues [self->active [i]];
+        if (!queue->held && (!best || s_behind (queue, best)))
+            best = queue;
+    }
+    return best;
+}
+
+//  A tenant at its cpu cap (--tenant-quota cpus=N) runs nothing more until
+//  some of its tasks end: its tasks wait, they do not fail.
+static bool
+s_over_cap (const task_t *task)
+{
+    const share_t *share = task->session->share;
+    return share && share->max_cpus && share->cpus + task_extra (task)->cpus > share->max_cpus;
 }
 
 void
@@ -300,7 +408,8 @@ s_overbookable (const task_t *task, const gov_t *gov)
 {
     //  An actor's calls go where its instance is, one at a time (graph_actor.c);
     //  a stream's readers once it opens (streams.c).
-    if (task->state != TASK_WAITING || task->actor_call || task->stream_in || !s_fits (gov, task))
+    if (task->state != TASK_WAITING || task->actor_call || task->stream_in || !s_fits (gov, task)
+    ||  s_over_cap (task))
         return false;
     for (uint32_t i = 0; i < task->n_inputs; i++) {
         const object_t *input = task->io [i];
@@ -420,31 +529,25 @@ s_deferred_shape (const s_deferred_t *deferred, const task_t *task)
 //  Takes the head task off the heap into `deferred`. True when there is
 //  no room left (the task stays at the head: the run stops there).
 static bool
-s_defer (scheduler_t *self, s_deferred_t *deferred, const task_t *task)
+s_defer (scheduler_t *self, s_queue_t *queue, s_deferred_t *deferred, const task_t *task)
 {
     if (deferred->n == S_DEFER_MAX)
         return true;
     if (deferred->n_shapes < S_DEFER_SHAPES && !s_deferred_shape (deferred, task))
         deferred->shapes [deferred->n_shapes++] = task;
-    deferred->entries [deferred->n++] = self->ready [0];
-    s_heap_pop (self);
+    deferred->entries [deferred->n++] = queue->heap [0];
+    s_heap_pop (self, queue);
     return false;
 }
 
-//  Puts the set-aside entries back: the heap had them a moment ago, so it
-//  has room (its array never shrinks).
+//  Puts the set-aside entries back (their heaps had them a moment ago, and
+//  never shrink: only tasks made ready meanwhile could take that room).
 static void
 s_undefer (scheduler_t *self, s_deferred_t *deferred)
 {
-    for (size_t d = 0; d < deferred->n; d++) {
-        s_entry_t entry = deferred->entries [d];
-        size_t i = self->n_ready++;
-        while (i > 0 && s_before (&entry, &self->ready [(i - 1) / 2])) {
-            self->ready [i] = self->ready [(i - 1) / 2];
-            i = (i - 1) / 2;
-        }
-        self->ready [i] = entry;
-    }
+    for (size_t d = 0; d < deferred->n; d++)
+        if (s_queue_insert (self, &self->queues [deferred->entries [d].queue], deferred->entries [d]))
+            s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, deferred->entries [d].key);
     deferred->n = 0;
 }
 
@@ -455,15 +558,22 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
     s_deferred_t *deferred = &self->deferred;
     deferred->n = deferred->n_shapes = 0;
     s_open_build (self);
-    while (self->n_ready > 0 && self->n_open > 0) {
-        uint64_t key = self->ready [0].key;
+    for (size_t i = 0; i < self->n_active; i++)
+        self->queues [self->active [i]].held = false;
+    s_queue_t *queue;
+    while (self->n_ready > 0 && self->n_open > 0 && (queue = s_next_queue (self))) {
+        uint64_t key = queue->heap [0].key;
         task_t *task = graph_task (self->graph, key);
         if (!task || task->state != TASK_READY) {
-            s_heap_pop (self);  //  cancelled, failed, gone or a duplicate
+            s_heap_pop (self, queue);   //  cancelled, failed, gone or a duplicate
+            continue;
+        }
+        if (s_over_cap (task)) {
+            queue->held = true;
             continue;
         }
         if (s_deferred_shape (deferred, task)) {
-            if (s_defer (self, deferred, task))
+            if (s_defer (self, queue, deferred, task))
                 break;
             continue;
         }
@@ -486,18 +596,18 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             for (size_t i = 0; i < self->n_govs && !fits_somewhere; i++)
                 fits_somewhere = s_fits (self->govs [i], task);
             if (!fits_somewhere) {
-                s_heap_pop (self);
+                s_heap_pop (self, queue);
                 s_cannot_run (self, task);  //  governors are up (n_open > 0)
                 continue;
             }
             //  Every governor that could run it is full: it waits, and
             //  so does every task with the same needs behind it, but not
             //  the others (a GPU task must not hold back CPU work).
-            if (s_defer (self, deferred, task))
+            if (s_defer (self, queue, deferred, task))
                 break;
             continue;
         }
-        s_heap_pop (self);
+        s_heap_pop (self, queue);
         if (self->waiting && reswait_count (self->waiting))
             reswait_remove (self->waiting, task->key);
         assign (arg, task, best.gov);

@@ -315,6 +315,13 @@ typedef struct {
 } sq_info_stream_t;
 
 typedef struct {
+    const char *name;                   //  "" for the keyless tenant
+    uint64_t weight;
+    uint64_t cpus, stored, constants, sessions;                 //  in use
+    uint64_t max_cpus, max_stored, max_constants, max_sessions; //  0: no limit
+} sq_info_tenant_t;
+
+typedef struct {
     const char *cluster;
     uint64_t epoch, recovering, secure, insecure, journal_bytes, journal_errors;
     const char *version;
@@ -329,6 +336,8 @@ typedef struct {
     const sq_info_stream_t *streams;    //  being written now
     size_t n_streams;
     uint64_t sessions, clients, objects, watches, recomputed, uploads;
+    //  The asker's tenant: its usage and limits (0: none); NULL packs nil.
+    const sq_info_tenant_t *tenant;
 } sq_info_t;
 
 void sq_pack_info (msgpack_packer *pk, const sq_info_t *info);

@@ -662,7 +662,7 @@ s_kv_str (msgpack_packer *pk, const char *key, const char *value)
 void
 sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
 {
-    msgpack_pack_map (pk, 20);
+    msgpack_pack_map (pk, 21);
     s_kv_str (pk, "cluster", info->cluster);
     s_kv (pk, "epoch", info->epoch);
     s_kv (pk, "recovering", info->recovering);
@@ -728,6 +728,25 @@ sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
     s_kv (pk, "watches", info->watches);
     s_kv (pk, "recomputed", info->recomputed);
     s_kv (pk, "uploads", info->uploads);
+    sq_pack_cstr (pk, "tenant");
+    const sq_info_tenant_t *t = info->tenant;
+    if (!t) {
+        msgpack_pack_nil (pk);
+        return;
+    }
+    msgpack_pack_map (pk, 7);
+    s_kv_str (pk, "name", t->name);
+    s_kv (pk, "weight", t->weight);
+    s_kv (pk, "cpus", t->cpus);
+    s_kv (pk, "stored", t->stored);
+    s_kv (pk, "constants", t->constants);
+    s_kv (pk, "sessions", t->sessions);
+    sq_pack_cstr (pk, "limits");
+    msgpack_pack_map (pk, 4);
+    s_kv (pk, "cpus", t->max_cpus);
+    s_kv (pk, "stored", t->max_stored);
+    s_kv (pk, "constants", t->max_constants);
+    s_kv (pk, "sessions", t->max_sessions);
 }
 
 void

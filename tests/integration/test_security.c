@@ -13,7 +13,8 @@
       expires;
     - tenant B can neither wait on, fetch, cancel, unkeep, delete, place,
       resume nor submit into tenant A's session, and sees none of it in INFO; an
-      admin key sees it;
+      admin key sees it; to B, A's session answers exactly as a session that
+      does not exist (no oracle of which sessions exist);
     - a key removed from the directory (SIGHUP) is refused from then on,
       on a live connection and on a new one.
 */
@@ -426,15 +427,37 @@ s_tenants (void)
         { "PLACE", { .type = SQ_MSG_PLACE, .id = 3, .copies = 2, .timeout_ms = 1000 } },
         { "PLACE who has it", { .type = SQ_MSG_PLACE, .id = 3, .timeout_ms = 1000 } },
     };
+    //  A session id nobody has, next to alice's: mallory must not tell them apart.
+    uint32_t nowhere = alice->session + 1000;
     for (size_t i = 0; i < sizeof tries / sizeof tries [0]; i++) {
-        tries [i].q.req = raw_next_req (mallory);
-        tries [i].q.session = alice->session;
-        int code = raw_request (mallory, &tries [i].q, 5000);
-        char *message = raw_reply_message (mallory);
-        CHECK (code == SQ_E_DENIED, "mallory's %s on alice's session: code %d (%s)",
-               tries [i].what, code, message);
-        CHECK (!strstr (message, "alice"), "the refusal names nothing of alice's: %s", message);
-        free (message);
+        char expected [200], *message;
+        int codes [2];
+        for (int k = 0; k < 2; k++) {
+            tries [i].q.req = raw_next_req (mallory);
+            tries [i].q.session = k? alice->session: nowhere;
+            codes [k] = raw_request (mallory, &tries [i].q, 5000);
+            message = raw_reply_message (mallory);
+            //  The same words, but for the session's number.
+            char id [16];
+            snprintf (id, sizeof id, "%u", k? alice->session: nowhere);
+            char *p = strstr (message, id);
+            char normal [200];
+            if (p)
+                snprintf (normal, sizeof normal, "%.*sN%s", (int) (p - message), message, p + strlen (id));
+            else
+                snprintf (normal, sizeof normal, "%s", message);
+            if (k == 0)
+                snprintf (expected, sizeof expected, "%s", normal);
+            else
+                CHECK (strcmp (normal, expected) == 0, "mallory's %s on alice's session reads as "
+                       "on no session: '%s' vs '%s'", tries [i].what, message, expected);
+            if (k == 1)
+                CHECK (!strstr (message, "alice"), "the refusal names nothing of alice's: %s", message);
+            free (message);
+        }
+        CHECK (codes [1] == SQ_E_SESSION && codes [0] == SQ_E_SESSION,
+               "mallory's %s on alice's session: code %d, as on no session (%d)",
+               tries [i].what, codes [1], codes [0]);
     }
     //  SUBMIT into alice's session, and an input of alice's in mallory's own.
     req = raw_next_req (mallory);
@@ -447,7 +470,8 @@ s_tenants (void)
                              .n_outputs = 1, .outputs = out };
     sq_pack_task_spec (&w.pk, &steal);
     CHECK (raw_send (mallory, &w, NULL, 0) == 0 && raw_wait_reply (mallory, req, 5000) == 0
-           && mallory->reply.code == SQ_E_DENIED, "SUBMIT into alice's session is denied");
+           && mallory->reply.code == SQ_E_SESSION, "SUBMIT into alice's session is refused as "
+           "into no session (code %u)", mallory->reply.code);
     req = raw_next_req (mallory);
     sq_pack_submit_begin (&w.pk, req, mallory->session);
     msgpack_pack_array (&w.pk, 1);
