@@ -1,5 +1,6 @@
 /*  squall-broker: command line and signals; the work is in broker.c. */
 #include "broker.h"
+#include "tenancy.h"
 #include "args.h"
 #include "log.h"
 #include "parentwatch.h"
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 static broker_t *s_broker;
+static tenancy_quota_t s_quotas [TENANCY_MAX_QUOTAS];
 
 //  A stop is bounded whatever the peers do: if the reactor has not wound
 //  down S_STOP_GRACE seconds after the signal (a second one: at once), the
@@ -78,6 +80,13 @@ s_usage (FILE *out)
         "                        see docs/dashboard.md)\n"
         "  --http-token FILE     with keys: every dashboard request but /metrics must\n"
         "                        carry this file's token\n"
+        "  --tenant-quota TENANT:cpus=N,stored=SIZE,constants=SIZE,sessions=N,weight=W\n"
+        "                        limits of a tenant (* for every tenant not named; any\n"
+        "                        subset of the fields; repeatable): cpus its tasks hold\n"
+        "                        at once (more wait), bytes of its results on governors\n"
+        "                        and of its constants, open sessions (over them a\n"
+        "                        request is refused), and its weight in the fair share\n"
+        "                        of cpus between tenants (default 1; docs/security.md)\n"
         "  --event-log FILE      append every event to FILE (docs/eventlog.md)\n"
         "  --log-level LEVEL     error, warn, info or debug (default info)\n"
         "  --help                this text\n"
@@ -172,6 +181,20 @@ main (int argc, char *argv [])
         else
         if (strcmp (arg, "--http") == 0 && *value)
             config.http = value;
+        else
+        if (strcmp (arg, "--tenant-quota") == 0) {
+            char err [400];
+            if (config.n_tenant_quotas == TENANCY_MAX_QUOTAS) {
+                fprintf (stderr, "squall-broker: at most %d --tenant-quota\n", TENANCY_MAX_QUOTAS);
+                return 2;
+            }
+            if (tenancy_quota_parse (value, &s_quotas [config.n_tenant_quotas], err, sizeof err)) {
+                fprintf (stderr, "squall-broker: %s\n", err);
+                return 2;
+            }
+            config.tenant_quotas = s_quotas;
+            config.n_tenant_quotas++;
+        }
         else
         if (strcmp (arg, "--event-log") == 0 && *value)
             config.event_log = value;

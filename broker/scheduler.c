@@ -32,6 +32,7 @@ typedef struct {
     const share_t *share;       //  NULL for queue 0
     int32_t active_at;          //  where in `active`, -1 while empty
     bool held;                  //  this run: at its cpu cap, skipped
+    uint64_t served;            //  when it was last picked (scheduler's count)
 } s_queue_t;
 
 //  Ready tasks set aside during one run because every governor that could
@@ -55,6 +56,7 @@ struct _scheduler_t {
     uint32_t *active;           //  queues with ready tasks
     size_t n_active;
     size_t n_ready;             //  in all queues
+    uint64_t picks;             //  tasks taken from a queue so far
     uint64_t *blocked;          //  ready tasks the heap had no memory for
     size_t n_blocked;
     size_t cap_blocked;
@@ -218,8 +220,9 @@ s_heap_pop (scheduler_t *self, s_queue_t *queue)
 }
 
 //  Whether tenant a is further below its share than b: fewer cpus held
-//  per unit of weight (a.cpus / a.weight < b.cpus / b.weight); equal
-//  shares go by their heads (priority, then order).
+//  per unit of weight (a.cpus / a.weight < b.cpus / b.weight); at equal
+//  shares the one served least recently goes first (so two tenants
+//  alternate on a cluster that frees one slot at a time), then by heads.
 static bool
 s_behind (const s_queue_t *a, const s_queue_t *b)
 {
@@ -228,6 +231,8 @@ s_behind (const s_queue_t *a, const s_queue_t *b)
     uint64_t x = a_cpus * b_weight, y = b_cpus * a_weight;
     if (x != y)
         return x < y;
+    if (a->served != b->served)
+        return a->served < b->served;
     return s_before (&a->heap [0], &b->heap [0]);
 }
 
@@ -608,6 +613,7 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             continue;
         }
         s_heap_pop (self, queue);
+        queue->served = ++self->picks;
         if (self->waiting && reswait_count (self->waiting))
             reswait_remove (self->waiting, task->key);
         assign (arg, task, best.gov);
