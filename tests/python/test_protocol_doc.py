@@ -136,12 +136,22 @@ def test_another_tenant_cannot_resume(keyed):
             assert time.monotonic() < deadline, "the broker did not take the new key"
     try:
         assert d.tenant == "elsewhere"
+        # another tenant's session answers as one that does not exist
         with pytest.raises(sketch.SquallError) as denied:
             d.call([20, None, session, token])
-        assert denied.value.code == 24 and "elsewhere" not in str(denied.value)
+        with pytest.raises(sketch.SquallError) as unknown:
+            d.call([20, None, session + 1000, token])
+        assert denied.value.code == unknown.value.code == 11
+        assert re.sub(r"session \d+", "session N", str(denied.value)) == \
+            re.sub(r"session \d+", "session N", str(unknown.value))
+        assert "elsewhere" not in str(denied.value)
         with pytest.raises(sketch.SquallError) as denied:
             d.call([15, None, session, 0, [], 1000])
-        assert denied.value.code == 24
+        with pytest.raises(sketch.SquallError) as unknown:
+            d.call([15, None, session + 1000, 0, [], 1000])
+        assert denied.value.code == unknown.value.code == 11
+        assert re.sub(r"session \d+", "session N", str(denied.value)) == \
+            re.sub(r"session \d+", "session N", str(unknown.value))
     finally:
         d.close()
         c.close()
