@@ -233,6 +233,13 @@ bool
 bx_resource_ok (void *arg, mpr_str_t name, uint64_t amount)
 {
     broker_t *self = (broker_t *) arg;
+    //  A request above what every governor seen offered may still be met:
+    //  a cluster starting, or one that grows with its work (`squall alloc`
+    //  starting a gpu governor once gpu tasks wait). It waits like any
+    //  task no connected governor fits (scheduler.h); only without a wait
+    //  is it refused here, at once.
+    if (self->config.resource_wait_ms > 0)
+        return true;
     if (self->n_declared == 0)
         return true;            //  no governor yet: nothing to judge by
     for (size_t i = 0; i < self->n_declared; i++)
