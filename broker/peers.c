@@ -57,7 +57,7 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
             snprintf (message, sizeof message, "actor %u was lost with governor %u (%s) after "
                       "%u restart(s)", sq_key_id (task->key), gov->id, gov->name,
                       extra? extra->retries: 0);
-            sq_idmap_remove (gov->tasks, task->key);
+            gov_task_remove (gov, task->key);
             task->gov = NULL;
             graph_task_failed (self->graph, task, SQ_E_ACTOR_LOST, message);
             continue;
@@ -68,7 +68,7 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
             snprintf (message, sizeof message,
                       "task was running on %u governors that died; suspected of killing them",
                       extra? extra->crashes: 1);
-            sq_idmap_remove (gov->tasks, task->key);
+            gov_task_remove (gov, task->key);
             task->gov = NULL;   //  nothing to stop: its governor is gone
             graph_task_failed (self->graph, task, SQ_E_TASK_FAILED, message);
         }
