@@ -112,6 +112,36 @@ gov_resource (const gov_t *self, mpr_str_t name)
     return 0;
 }
 
+//  What a task takes of the governor's cpus for others: an actor host
+//  holds its cpus while it lives; calls and stream readers take none.
+static void
+s_count (gov_t *self, const task_t *task, int sign)
+{
+    if (!task->actor_host && !task->actor_call && !task->stream_in)
+        return;
+    self->n_apart += sign;
+    if (task->actor_host)
+        self->held_cpus += sign * (int) task_extra (task)->cpus;
+}
+
+int
+gov_task_add (gov_t *self, task_t *task)
+{
+    if (sq_idmap_insert (self->tasks, task->key, task))
+        return -1;
+    s_count (self, task, 1);
+    return 0;
+}
+
+task_t *
+gov_task_remove (gov_t *self, uint64_t key)
+{
+    task_t *task = (task_t *) sq_idmap_remove (self->tasks, key);
+    if (task)
+        s_count (self, task, -1);
+    return task;
+}
+
 int
 gov_attach (gov_t *self, sq_blob_t *blob)
 {

@@ -35,7 +35,18 @@ struct _gov_t {
     double queue_us;            //  queue this much of avg_task_us per cpu (--queue-ms)
     double avg_task_us;         //  recent task duration (EWMA), 0 unknown
     sq_idmap_t *tasks;          //  assigned and running tasks, by key
+    //  Kept by gov_task_add / gov_task_remove: of those tasks, how many take
+    //  no free cpu (actor hosts, counted in held_cpus instead; an actor's
+    //  calls, which run on its cpus; stream readers, on their writer's),
+    //  and the cpus actor hosts hold while their actors live. The
+    //  scheduler counts neither as free.
+    uint32_t n_apart;
+    uint32_t held_cpus;
     int32_t open_at;            //  scheduler.c: index among governors with a free slot, -1
+    //  scheduler.c: how long until one of its running tasks frees a cpu
+    //  (us, -1 never), judged from their run times at stall_at (us, monotonic).
+    double stall_us;
+    int64_t stall_at;
     //  Copies to this governor reported LOST and ordered again: object key
     //  -> (version << 32 | times), until one arrives or the object goes.
     sq_idmap_t *recopies;
@@ -71,6 +82,11 @@ gov_t *gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
 void gov_destroy (gov_t **self_p);
 //  Amount of a named resource the governor has (cpus included).
 uint64_t gov_resource (const gov_t *self, mpr_str_t name);
+//  Adds an assigned task to the governor's tasks, or takes one out (NULL
+//  if it was not there); these keep n_apart and held_cpus true. 0, or -1
+//  if it is there already or out of memory.
+int gov_task_add (gov_t *self, task_t *task);
+task_t *gov_task_remove (gov_t *self, uint64_t key);
 //  Attaches a payload frame to the pending ASSIGN; returns its index
 //  (1-based, as in the protocol) or -1.
 int gov_attach (gov_t *self, sq_blob_t *blob);

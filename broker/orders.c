@@ -30,7 +30,7 @@ bx_hook_task_stop (void *arg, task_t *task)
     (void) arg;
     if (!gov)
         return;
-    sq_idmap_remove (gov->tasks, task->key);
+    gov_task_remove (gov, task->key);
     gov_order_stop (gov, task->key, task->attempt);
 }
 
@@ -244,7 +244,7 @@ bx_assign (void *arg, task_t *task, gov_t *gov)
     gov->assign.count++;
     eventlog_task (self->events, EV_TASK_ASSIGNED, task, gov, NULL, 0);
     graph_task_assigned (self->graph, task, gov);
-    sq_idmap_insert (gov->tasks, task->key, task);
+    gov_task_add (gov, task);
 done:
     if (inputs != inputs_small)
         free (inputs);

@@ -57,7 +57,7 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
             snprintf (message, sizeof message, "actor %u was lost with governor %u (%s) after "
                       "%u restart(s)", sq_key_id (task->key), gov->id, gov->name,
                       extra? extra->retries: 0);
-            sq_idmap_remove (gov->tasks, task->key);
+            gov_task_remove (gov, task->key);
             task->gov = NULL;
             graph_task_failed (self->graph, task, SQ_E_ACTOR_LOST, message);
             continue;
@@ -68,7 +68,7 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
             snprintf (message, sizeof message,
                       "task was running on %u governors that died; suspected of killing them",
                       extra? extra->crashes: 1);
-            sq_idmap_remove (gov->tasks, task->key);
+            gov_task_remove (gov, task->key);
             task->gov = NULL;   //  nothing to stop: its governor is gone
             graph_task_failed (self->graph, task, SQ_E_TASK_FAILED, message);
         }
@@ -233,6 +233,13 @@ bool
 bx_resource_ok (void *arg, mpr_str_t name, uint64_t amount)
 {
     broker_t *self = (broker_t *) arg;
+    //  A request above what every governor seen offered may still be met:
+    //  a cluster starting, or one that grows with its work (`squall alloc`
+    //  starting a gpu governor once gpu tasks wait). It waits like any
+    //  task no connected governor fits (scheduler.h); only without a wait
+    //  is it refused here, at once.
+    if (self->config.resource_wait_ms > 0)
+        return true;
     if (self->n_declared == 0)
         return true;            //  no governor yet: nothing to judge by
     for (size_t i = 0; i < self->n_declared; i++)

@@ -162,7 +162,7 @@ reattach_end (graph_t *graph, gov_t *gov, reattach_stats_t *stats)
         s_entry_t *e = &inv->running [i];
         task_t *task = graph_task (graph, e->key);
         if (task && graph_task_adopt (graph, task, gov, e->version, true)
-        &&  sq_idmap_insert (gov->tasks, task->key, task) == 0)
+        &&  gov_task_add (gov, task) == 0)
             inv->stats.adopted++;
         else {
             if (task && task->gov == gov && task->attempt == e->version)

@@ -288,14 +288,14 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
         else
         if (ev.type == SQ_EV_RETRACTED) {
             //  Given back unstarted (work stealing): place it again, elsewhere.
-            sq_idmap_remove (gov->tasks, task->key);
+            gov_task_remove (gov, task->key);
             task_extra_t *extra = graph_task_extra (task);
             if (extra)
                 extra->last_gov = gov->id;
             graph_task_requeue (self->graph, task);
         }
         else {
-            sq_idmap_remove (gov->tasks, task->key);
+            gov_task_remove (gov, task->key);
             gov->tasks_done++;
             gov_note_duration (gov, ev.duration_us);
             if (ev.type == SQ_EV_FINISHED)

@@ -1,9 +1,9 @@
 /*  reswait: ready tasks waiting for a governor that can run them.
 
-    A task that passed the submit check (it is within what some governor
-    ever offered, or no governor had been seen yet) may find no connected
-    governor with the cpus and resources it asks for: the cluster is still
-    starting, or the governor offering them left and may come back. Instead
+    A ready task may find no connected governor with the cpus and resources
+    it asks for: the cluster is still starting, grows with its work (a
+    governor with gpus started once gpu tasks wait), or the governor
+    offering them left and may come back. Instead
     of failing at once it waits here, for --resource-wait (the budget) of
     time during which at least one governor is connected: while none is,
     nothing could be judged and the budget is not spent. When a governor

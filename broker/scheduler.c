@@ -4,11 +4,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define S_MAX_GOVERNORS 4096
 //  Governors with a free slot a task looks at besides those holding its
 //  inputs: placing a task costs the same with 2 governors or 2000.
 #define S_SAMPLE 8
+//  Placement weighs locality against waiting: the time to copy the inputs
+//  a governor lacks against how long a task would wait there for a cpu.
+//  The broker sees no bytes move (governors copy directly), so a copy is
+//  estimated at a conservative 1 GiB/s, plus a millisecond per object for
+//  the order, the connection and the first chunk's round trips.
+#define S_COPY_RATE (1073741824.0 / 1e6)    //  bytes per us
+#define S_COPY_SETUP_US 1000.0
+//  A governor's running tasks are looked at again after this long, at most
+//  this many of them (a sample on a big governor).
+#define S_STALL_REFRESH_US 100000
+#define S_STALL_SAMPLE 64
 
 //  A ready task in its tenant's heap: user priority first (higher first),
 //  then the static order (lower first). The task is found by key when
@@ -69,6 +81,8 @@ struct _scheduler_t {
     reswait_t *waiting;         //  tasks waiting for a governor that fits (or NULL)
     int64_t wait_ms;
     int64_t last_tick;          //  ms of the last scheduler_tick that did work
+    double copy_rate;           //  bytes per us a copy between governors moves
+    int64_t now_us;             //  monotonic, read once per run or rebalance
 };
 
 static int
@@ -93,6 +107,7 @@ scheduler_new (graph_t *graph)
     if (!self)
         return NULL;
     self->graph = graph;
+    self->copy_rate = S_COPY_RATE;
     self->govs = (gov_t **) calloc (S_MAX_GOVERNORS, sizeof (gov_t *));
     self->open = (gov_t **) calloc (S_MAX_GOVERNORS, sizeof (gov_t *));
     if (!self->govs || !self->open) {
@@ -294,6 +309,7 @@ scheduler_governor_add (scheduler_t *self, gov_t *gov)
 }
 
 static bool s_fits (const gov_t *gov, const task_t *task);
+static bool s_held_off (const gov_t *gov, const task_t *task);
 
 //  A task no live governor can run is reported, not left hanging: it
 //  fails with SQ_E_RESOURCES while other governors are up. With none up
@@ -444,7 +460,7 @@ s_overbook (scheduler_t *self, task_t *task, gov_t *gov,
                 task_t *consumer = object_consumers (output) [c];
                 if (sq_idmap_size (gov->tasks) >= gov->slots)
                     return assigned;
-                if (!s_overbookable (consumer, gov))
+                if (!s_overbookable (consumer, gov) || s_held_off (gov, consumer))
                     continue;
                 assign (arg, consumer, gov);
                 assigned++;
@@ -485,26 +501,129 @@ s_open_update (scheduler_t *self, gov_t *gov)
     gov->open_at = -1;
 }
 
+static int64_t
+s_now_us (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);   //  the clock of task->stamp_us
+    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+//  Cpus of the governor not held by actors, and the tasks there that
+//  compete for them (gov.h: n_apart).
+static uint32_t
+s_cpus (const gov_t *gov)
+{
+    return gov->cpus > gov->held_cpus? gov->cpus - gov->held_cpus: 0;
+}
+
+static size_t
+s_work (const gov_t *gov)
+{
+    size_t size = sq_idmap_size (gov->tasks);
+    return size > gov->n_apart? size - gov->n_apart: 0;
+}
+
+//  How long until the first of the governor's running tasks ends: each is
+//  expected to take the governor's recent mean duration, and one that ran
+//  past it as long again as it has run so far (a long task is likely to
+//  stay long). Kept for S_STALL_REFRESH_US: placement stays O(1).
+static double
+s_stall_us (scheduler_t *self, gov_t *gov)
+{
+    if (gov->stall_at && self->now_us - gov->stall_at < S_STALL_REFRESH_US)
+        return gov->stall_us;
+    double soonest = -1;
+    size_t cursor = 0, seen = 0;
+    task_t *task;
+    while (seen < S_STALL_SAMPLE && (task = (task_t *) sq_idmap_next (gov->tasks, &cursor, NULL))) {
+        seen++;
+        if (task->state != TASK_RUNNING || task->actor_host || task->actor_call || task->stream_in)
+            continue;
+        double ran = task->stamp_us && self->now_us > task->stamp_us
+                   ? (double) (self->now_us - task->stamp_us): 0;
+        double left = gov->avg_task_us > ran? gov->avg_task_us - ran: ran;
+        if (soonest < 0 || left < soonest)
+            soonest = left;
+    }
+    gov->stall_us = soonest < 0? 0: soonest;
+    gov->stall_at = self->now_us;
+    return gov->stall_us;
+}
+
+//  Expected us before `task` could start on the governor: none with a cpu
+//  free; else the first running task's end, then the governor's mean
+//  duration (shared by its cpus) per task queued ahead. -1: never, while
+//  actors hold the cpus it needs (they hold them until they end).
+static double
+s_wait_us (scheduler_t *self, gov_t *gov, const task_t *task)
+{
+    uint32_t need = task_extra (task)->cpus, cpus = s_cpus (gov);
+    if (need == 0)
+        return 0;
+    if (need > cpus)
+        return -1;
+    size_t work = s_work (gov);
+    if (work + need <= cpus)
+        return 0;
+    size_t ahead = work + need - cpus;  //  tasks that must end first
+    return s_stall_us (self, gov) + (double) (ahead - 1) * gov->avg_task_us / cpus;
+}
+
+//  Estimated us to copy to the governor the inputs it lacks, and in
+//  *local the input bytes it holds or will hold (produced or arriving
+//  there). Inline inputs travel with the task and cost nothing.
+static double
+s_copy_us (scheduler_t *self, const gov_t *gov, const task_t *task, uint64_t *local)
+{
+    double us = 0;
+    *local = 0;
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        object_t *input = task->io [i];
+        if (!input || input->data)
+            continue;
+        if (graph_object_location (input, (gov_t *) gov))
+            *local += input->size;
+        else
+            us += S_COPY_SETUP_US + (double) input->size / self->copy_rate;
+    }
+    return us;
+}
+
+//  Actors hold the cpus the task needs there (until they end).
+static bool
+s_held_off (const gov_t *gov, const task_t *task)
+{
+    return gov->held_cpus && task_extra (task)->cpus > s_cpus (gov);
+}
+
 typedef struct {
     gov_t *gov;
+    double cost;                //  us: waiting there and copying inputs there
     uint64_t bytes;
     double load;
+    bool weigh;                 //  the task has inputs to copy: costs differ
 } s_pick_t;
 
-//  Most input bytes held first, then the least loaded.
+//  Soonest start first (waiting for a cpu plus copying the inputs it
+//  lacks), then most input bytes held, then the least loaded. Without
+//  known durations, or with a cpu free everywhere, that is locality first;
+//  a task with nothing to copy just goes where the load is least.
 static void
 s_consider (scheduler_t *self, const task_t *task, gov_t *gov, s_pick_t *best)
 {
-    if (gov->open_at < 0 || !s_fits (gov, task))
+    if (gov->open_at < 0 || !s_fits (gov, task) || s_held_off (gov, task))
         return;
-    uint64_t bytes = s_local_bytes (gov, task);
+    uint64_t bytes = 0;
+    double cost = best->weigh? s_wait_us (self, gov, task) + s_copy_us (self, gov, task, &bytes): 0;
     double load = (double) sq_idmap_size (gov->tasks) / (gov->cpus? gov->cpus: 1);
     //  A retried task avoids the governor it just failed on (a
     //  machine-specific fault, or memory): any other is better.
     if (task_extra (task)->last_gov == gov->id && self->n_govs > 1)
         load += 1e9;
-    if (!best->gov || bytes > best->bytes || (bytes == best->bytes && load < best->load))
-        *best = (s_pick_t) { gov, bytes, load };
+    if (!best->gov || cost < best->cost
+    ||  (cost == best->cost && (bytes > best->bytes || (bytes == best->bytes && load < best->load))))
+        *best = (s_pick_t) { gov, cost, bytes, load, best->weigh };
 }
 
 
@@ -562,6 +681,7 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
     size_t assigned = 0;
     s_deferred_t *deferred = &self->deferred;
     deferred->n = deferred->n_shapes = 0;
+    self->now_us = s_now_us ();
     s_open_build (self);
     for (size_t i = 0; i < self->n_active; i++)
         self->queues [self->active [i]].held = false;
@@ -583,9 +703,10 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             continue;
         }
         //  Candidates: where its inputs are, and a sample of the rest.
-        s_pick_t best = { NULL, 0, 0 };
+        s_pick_t best = { NULL, 0, 0, 0, false };
         for (uint32_t i = 0; i < task->n_inputs; i++) {
             object_t *input = task->io [i];
+            best.weigh |= !input->data;
             for (uint32_t l = 0; !input->data && l < input->n_locations; l++)
                 s_consider (self, task, object_locations (input) [l].gov, &best);
         }
@@ -704,20 +825,37 @@ scheduler_waiting_get (scheduler_t *self, size_t i, uint64_t *key, int64_t *left
     return true;
 }
 
-#define S_STAY_BYTES (1u << 20)     //  inputs this large keep a task in place
+#define S_STAY_BYTES (1u << 20)     //  inputs this large keep a task in place...
+
+//  ...unless it would wait there for a cpu longer than twice the copy to
+//  the receiver takes (twice: estimates err, and a task moved back and
+//  forth runs nowhere). Its inputs must all exist: one still being made
+//  waits for its producer wherever it goes. An actor holding the cpus it
+//  needs makes it wait for ever.
+static bool
+s_worth_moving (scheduler_t *self, gov_t *sender, gov_t *receiver, const task_t *task)
+{
+    if (task->unfinished || !s_fits (receiver, task))
+        return false;
+    double wait = s_wait_us (self, sender, task);
+    uint64_t local;
+    return wait < 0 || wait > 2 * s_copy_us (self, receiver, task, &local);
+}
 
 //  Tasks a governor could give back: assigned, not started, not already
-//  asked for, with little data of theirs on it. Latest in order first:
-//  those would wait longest in its queue.
+//  asked for, with little data of theirs on it or long to wait there.
+//  Latest in order first: those would wait longest in its queue.
 static size_t
-s_stealable (gov_t *gov, task_t **out, size_t max)
+s_stealable (scheduler_t *self, gov_t *gov, gov_t *receiver, task_t **out, size_t max)
 {
     size_t n = 0, cursor = 0;
     task_t *task;
     while ((task = (task_t *) sq_idmap_next (gov->tasks, &cursor, NULL))) {
         //  An actor's calls run where its instance is.
         if (task->state != TASK_ASSIGNED || task->retracting || task->actor_call || task->stream_in
-        ||  s_local_bytes (gov, task) > S_STAY_BYTES)
+        ||  task->actor_host)
+            continue;
+        if (s_local_bytes (gov, task) > S_STAY_BYTES && !s_worth_moving (self, gov, receiver, task))
             continue;
         //  Keep the `max` latest (largest order) seen so far.
         if (n < max)
@@ -739,19 +877,25 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
 {
     if (self->n_govs < 2 || self->n_ready > 0)
         return 0;               //  ready work goes to idle governors anyway
+    self->now_us = s_now_us ();
     size_t moved = 0;
     for (size_t r = 0; r < self->n_govs; r++) {
         gov_t *receiver = self->govs [r];
-        size_t in_r = sq_idmap_size (receiver->tasks);
-        if (in_r >= receiver->cpus)
+        //  Counted without actors: their hosts hold cpus for good, their
+        //  calls take none.
+        size_t in_r = s_work (receiver), cpus_r = s_cpus (receiver);
+        if (in_r >= cpus_r)
             continue;           //  no idle cpu: nothing to steal for
-        //  The most loaded governor with something to give.
+        //  The most loaded governor with something to give; one whose
+        //  cpus actors hold starts nothing it has queued.
         gov_t *sender = NULL;
         double load_s = 0;
         for (size_t s = 0; s < self->n_govs; s++) {
             gov_t *gov = self->govs [s];
-            double load = (double) sq_idmap_size (gov->tasks) / (gov->cpus? gov->cpus: 1);
-            if (gov != receiver && load > load_s && sq_idmap_size (gov->tasks) > gov->cpus) {
+            size_t work = s_work (gov);
+            uint32_t cpus = s_cpus (gov);
+            double load = cpus? (double) work / cpus: 1e18 * (double) work;
+            if (gov != receiver && load > load_s && work > cpus) {
                 sender = gov;
                 load_s = load;
             }
@@ -760,11 +904,11 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
             continue;
         //  Toward equal load, without crossing over, at most the
         //  receiver's idle cpus.
-        size_t in_s = sq_idmap_size (sender->tasks);
+        size_t in_s = s_work (sender), cpus_s = s_cpus (sender);
         size_t want = 0;
-        while (want < receiver->cpus - in_r
-        &&     (double) (in_s - want - 1) / (sender->cpus? sender->cpus: 1)
-               >= (double) (in_r + want + 1) / receiver->cpus)
+        while (want < cpus_r - in_r && want < in_s
+        &&     (cpus_s == 0
+                || (double) (in_s - want - 1) / cpus_s >= (double) (in_r + want + 1) / cpus_r))
             want++;
         //  Damped by half against moving tasks back and forth, except
         //  toward an empty governor (a newcomer): it is filled at once.
@@ -773,7 +917,7 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
         task_t *candidates [64];
         if (want > 64)
             want = 64;
-        size_t n = s_stealable (sender, candidates, want);
+        size_t n = s_stealable (self, sender, receiver, candidates, want);
         for (size_t i = 0; i < n; i++) {
             candidates [i]->retracting = true;
             retract (arg, candidates [i]);

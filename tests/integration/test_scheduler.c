@@ -1,7 +1,8 @@
 /*  test_scheduler: resources and placement with real governors.
 
-    - a task needing more than any governor ever offered is refused at
-      submit, naming it;
+    - a task needing more than any governor ever offered waits for
+      --resource-wait (a governor offering it may join), then fails naming
+      what it needs;
     - a task needing a custom resource runs only where it is offered;
     - when the only governor offering a resource leaves, a task waiting for
       it fails with SQ_E_RESOURCES after --resource-wait (2 s here) instead
@@ -51,16 +52,15 @@ main (void)
     sq_client_t *client = harness_client (h);
     sq_session_t *session = sq_session_new (client);
 
-    //  1. More cpus than anyone ever had: refused at submit, nothing enters.
+    //  1. More cpus than anyone ever had, a resource nobody offered yet:
+    //  accepted (a governor offering them may still join), they wait
+    //  --resource-wait like any task no connected governor fits, then fail
+    //  naming what they need. Case 2 runs meanwhile.
     uint32_t big = harness_task (session, "noop", NULL, 0, 1, NULL, 0);
     CHECK_RC (sq_task_set_resource (session, big, "cpus", 64), SQ_OK, "cpus");
-    CHECK_RC (sq_submit (session), SQ_E_RESOURCES, "a 64-cpu task is refused");
-    CHECK (sq_client_errid (client) == big, "the error names task %u (not %u)", big,
-           sq_client_errid (client));
     uint32_t alien = harness_task (session, "noop", NULL, 0, 1, NULL, 0);
     CHECK_RC (sq_task_set_resource (session, alien, "tpu", 1), SQ_OK, "tpu");
-    CHECK_RC (sq_submit (session), SQ_E_RESOURCES, "a resource nobody offers is refused");
-    harness_note ("refused at submit: %s", sq_client_errmsg (client));
+    CHECK_RC (sq_submit (session), SQ_OK, "tasks above every offer are accepted");
 
     //  2. Three tasks needing the gpu: all on gpu-box (the other governor
     //  has 2 free cpus but no gpu), and they all finish.
@@ -75,6 +75,13 @@ main (void)
     CHECK (harness_tasks_done (json, "gpu-box") == 3, "gpu-box ran the 3 gpu tasks: %s", json);
     free (json);
     harness_note ("3 gpu tasks ran on the one governor offering gpu=1");
+    CHECK_RC (sq_wait (session, &big, 1, 20000), SQ_E_TASK_FAILED, "the 64-cpu task fails");
+    CHECK (strstr (sq_client_errmsg (client), "it needs cpus=64")
+        && strstr (sq_client_errmsg (client), "waited 2.0 s"), "after its wait: %s",
+           sq_client_errmsg (client));
+    CHECK_RC (sq_wait (session, &alien, 1, 20000), SQ_E_TASK_FAILED, "the tpu task fails");
+    CHECK (strstr (sq_client_errmsg (client), "tpu=1"), "naming it: %s", sq_client_errmsg (client));
+    harness_note ("above every offer, after the wait: %s", sq_client_errmsg (client));
 
     //  3. The gpu governor leaves while a gpu task waits behind a long one:
     //  the waiting task is reported, not left hanging.

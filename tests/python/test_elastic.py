@@ -1,7 +1,8 @@
 """Start-up and elasticity (issue 15): a task needing what no connected
 governor offers waits for one that does (--resource-wait), visibly; the
 wait is not spent while no governor is connected; a request above every
-governor ever seen still fails at once; wait_for_governors; a client
+governor ever seen waits too (a cluster that grows with its work), and is
+refused at submit only with --resource-wait 0; wait_for_governors; a client
 waiting with no governor says so; --workdir is created."""
 import io
 import logging
@@ -83,11 +84,33 @@ def test_the_wait_is_not_spent_while_no_governor_is_connected():
         assert "waited 1.0 s" in info.value.message
 
 
-def test_a_request_above_every_governor_seen_fails_at_once(cluster, client):
-    f = client.submit(inc, 1, resources={"never-offered": 1})
-    with pytest.raises(squall.SquallError, match="no governor has ever offered"):
-        f.result(TIMEOUT)
-    assert client.info()["resource_waits"] == []
+def test_a_request_above_every_governor_seen_waits_for_one_that_offers_it():
+    # A cluster that grows with its work: governors are up, none ever
+    # offered `gpu`, and the one that does joins only once such a task waits.
+    with squall.LocalCluster(governors=1, broker_args=["--http", "0"],
+                             **cluster_options()) as cluster:
+        client = cluster.client()
+        f = client.submit(inc, 1, resources={"gpu": 2})
+        info = info_until(client, lambda i: i.get("resource_waits"))
+        [wait] = info["resource_waits"]
+        assert wait["task"] == f.task_id and wait["needs"] == "cpus=1, gpu=2"
+        assert "1 task(s) waiting for a governor with cpus=1, gpu=2" in status_text(cluster)
+        state = dashboard_state(cluster)
+        assert [w["needs"] for w in state["info"]["resource_waits"]] == ["cpus=1, gpu=2"]
+        assert not f.done()
+        cluster.add_governor(args=["--resource", "gpu=2"])
+        assert f.result(TIMEOUT) == 2
+        assert client.info()["resource_waits"] == []
+
+
+def test_without_a_wait_a_request_above_every_governor_seen_is_refused_at_once():
+    with squall.LocalCluster(governors=1, broker_args=["--resource-wait", "0"],
+                             **cluster_options()) as cluster:
+        client = cluster.client()
+        f = client.submit(inc, 1, resources={"never-offered": 1})
+        with pytest.raises(squall.SquallError, match="no governor has ever offered"):
+            f.result(TIMEOUT)
+        assert client.info()["resource_waits"] == []
 
 
 def test_wait_for_governors_and_the_no_governor_warning(caplog, monkeypatch):

@@ -5,7 +5,7 @@ import pytest
 
 import squall
 
-from conftest import TIMEOUT
+from conftest import TIMEOUT, until
 
 
 def inc(x):
@@ -78,8 +78,11 @@ def test_options_cpus_retries_key(client):
     f = client.submit(inc, 1, cpus=1, max_retries=2, key="my-inc", priority=1)
     assert f.result(TIMEOUT) == 2
     assert f.key == "my-inc"
-    with pytest.raises(squall.SquallError):
-        client.submit(inc, 1, cpus=1000).result(TIMEOUT)   # no governor has 1000 cpus
+    # no governor has 1000 cpus: it waits for one (--resource-wait) asking for them
+    big = client.submit(inc, 1, cpus=1000)
+    until(lambda: any(w["task"] == big.task_id and w["needs"] == "cpus=1000"
+                      for w in client.info()["resource_waits"]), "the 1000-cpu task to wait")
+    big.cancel()
     futures = client.map(inc, range(3), cpus=1, max_retries=1)
     assert client.gather(futures) == [1, 2, 3]
 
