@@ -299,10 +299,11 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             gov->tasks_done++;
             gov_note_duration (gov, ev.duration_us);
             if (ev.type == SQ_EV_FINISHED)
-                eventlog_task (self->events, EV_TASK_FINISHED, task, gov, NULL, 0);
+                eventlog_task_ended (self->events, EV_TASK_FINISHED, task, gov, NULL, 0,
+                                     ev.duration_us);
             else
-                eventlog_task (self->events, EV_TASK_FAILED, task, gov,
-                               ev.message.ptr, ev.message.len);
+                eventlog_task_ended (self->events, EV_TASK_FAILED, task, gov,
+                                     ev.message.ptr, ev.message.len, ev.duration_us);
             if (ev.type == SQ_EV_FINISHED)
                 graph_task_finished (self->graph, task, gov, ev.outputs, ev.n_outputs,
                                      payloads, n_payloads, self->config.inline_max);
