@@ -168,7 +168,7 @@ def test_every_client_request(cluster):
         assert key in info, key
     assert info["cluster"] == welcome[2] and info["secure"] == 0
     g = info["governors"][0]
-    for key in ("id", "name", "cpus", "resources", "running", "queued", "assigned", "memory",
+    for key in ("id", "name", "cpus", "resources", "running", "queued", "piped", "assigned", "memory",
                 "spilled", "objects", "tasks_done", "tasks_run", "joined", "data_endpoint",
                 "serve_endpoint"):
         assert key in g, key
