@@ -152,7 +152,10 @@ def test_handshake_errors(cluster):
     assert "HELLO" in body[0]
     body = p.error([1, 2, 1, "client", "old"], 2)          # another version
     assert body[0] == "protocol version 1 is not supported: this peer speaks version 2"
-    p.error([1, 3, 2, "client"], 1)                        # 4 fields: malformed
+    body = p.error([1, 3, 2, "client"], 1)                 # 4 fields: malformed
+    assert body[0].startswith("HELLO: field 'message': wrong number of fields"), body[0]
+    body = p.error([1, 3, 2, "client", "x", "extra"], 1)   # 6: the count, not 'role'
+    assert body[0].startswith("HELLO: field 'message': wrong number of fields"), body[0]
     p.ok([1, 4, 2, "client", "late"])
     p.error([1, 5, 2, "client", "again"], 3)               # a second HELLO
     p.close()
@@ -243,6 +246,8 @@ def test_delete_and_place(cluster):
     assert p.ok([24, 60, session, 3, [], 0, 0, 2 ** 63 - 1])[0] == [gov]
     assert p.ok([15, 61, session, 1, [3], 2 ** 63 - 1])[0][0] == 1
     assert p.ok([24, 7, session, 7, [], 1, 0, 10000])[0] == []                # the broker's
+    # a constant sent inside SUBMIT that a task read: held where it was sent
+    assert p.ok([24, 62, session, 1, [], 0, 0, 10000])[0] == [gov]
     assert p.ok([24, 8, session, 3, [], 5, 0, 10000])[0] == [gov]             # capped
     assert p.ok([24, 9, session, 3, [gov], 0, 1, 10000])[0] == [gov]          # MOVE there
     assert p.error([24, 10, session, 3, [999999], 0, 0, 1000], 4)[1] == 999999
