@@ -224,7 +224,8 @@ s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
         bool found = q->type == SQ_MSG_CANCEL? graph_task (self->graph, key) != NULL
                    : q->type == SQ_MSG_KEEP? object && !object->released
                    : object != NULL;
-        if (found && q->type == SQ_MSG_KEEP && object->stream) {
+        //  A stream is one before, while and after it is written (released).
+        if (q->type == SQ_MSG_KEEP && object && object->stream) {
             snprintf (message, sizeof message, "object %u is a stream: it cannot be kept, "
                       "only read while it is written", q->ids [i]);
             bx_reply_error (self, peer->identity, peer->identity_size, q->req,

@@ -271,6 +271,32 @@ def test_delete_and_place(cluster):
     p.close()
 
 
+def test_a_stream_is_refused_before_and_after_it_ended(cluster):
+    """Section 10, Streams: KEEP, FETCH, PLACE and DELETE of a stream are
+    SQ_E_INVALID whether its writer has run yet or not (an ended stream is
+    released, and still a stream)."""
+    p, _ = hello(cluster)
+    (session, _), _ = p.ok([10, 2])
+    write = {"args": ["echo", "streamed"], "in_paths": [], "stdin": -1,
+             "out_paths": [""], "stdout": 0}
+    read = {"args": ["cat"], "in_paths": [""], "stdin": 0, "out_paths": [""], "stdout": 0}
+    p.ok([12, 3, session, [[1, 2, "", -1, "stream"], [2, 1, "", -1, "copy"]],
+          [[10, "execute", [], [1], write, None, 0, 0, 0, "writer"],
+           [11, "execute", [1], [2], read, None, 0, 0, 0, "reader"]]])
+    requests = [[13, 0, session, [1]], [16, 0, session, 1, 10000],
+                [24, 0, session, 1, [], 0, 0, 10000], [23, 0, session, [1]]]
+    for req, message in enumerate(requests, 4):
+        message[1] = req
+        assert p.error(message, 4)[1] == 1, message
+    body, frames = p.ok([16, 8, session, 2, 10000])
+    assert frames == [b"streamed\n"], (body, frames)
+    for req, message in enumerate(requests, 10):
+        message[1] = req
+        body = p.error(message, 4)
+        assert body[1] == 1 and "stream" in body[0], (message, body)
+    p.close()
+
+
 def test_slice_beyond_the_input_fails(cluster):
     p, _ = hello(cluster)
     (session, _), _ = p.ok([10, 2])
