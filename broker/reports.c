@@ -284,6 +284,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
         if (ev.type == SQ_EV_STARTED) {
             eventlog_task (self->events, EV_TASK_STARTED, task, gov, NULL, 0);
             graph_task_started (self->graph, task);
+            bx_streams_started (self, task);
         }
         else
         if (ev.type == SQ_EV_RETRACTED) {

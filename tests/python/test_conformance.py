@@ -297,6 +297,43 @@ def test_a_stream_is_refused_before_and_after_it_ended(cluster):
     p.close()
 
 
+def test_info_lists_a_stream_from_its_writers_start_to_its_end(cluster, tmp_path):
+    """INFO `streams`: listed in the very reply that first shows its writer
+    running (not only once the writer's governor reported bytes, about a
+    second later: a short stream never showed), and gone once it ended."""
+    gate = str(tmp_path / "gate")
+    os.mkfifo(gate)
+    p, _ = hello(cluster)
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while p.ok([18, 1])[0]["tasks"]["running"]:     # what other tests left is gone
+        assert time.monotonic() < deadline, "no task running"
+        time.sleep(0.02)
+    (session, _), _ = p.ok([10, 2])
+    write = {"args": ["sh", "-c", "echo start; cat " + gate], "in_paths": [], "stdin": -1,
+             "out_paths": [""], "stdout": 0}
+    read = {"args": ["cat"], "in_paths": [""], "stdin": 0, "out_paths": [""], "stdout": 0}
+    p.ok([12, 3, session, [[1, 2, "", -1, "stream"], [2, 1, "", -1, "copy"]],
+          [[10, "execute", [], [1], write, None, 0, 0, 0, "writer"],
+           [11, "execute", [1], [2], read, None, 0, 0, 0, "reader"]]])
+    req = 100
+    while True:
+        req += 1
+        info, _ = p.ok([18, req])
+        if info["tasks"]["running"] >= 1:
+            break
+        assert time.monotonic() < deadline, "the writer to start"
+        time.sleep(0.02)
+    listed = [(st["session"], st["object"]) for st in info["streams"]]
+    assert (session, 1) in listed, info["streams"]
+    with open(gate, "wb") as f:
+        f.write(b"end\n")
+    _, frames = p.ok([16, 4, session, 2, 10000])
+    assert frames == [b"start\nend\n"]
+    info, _ = p.ok([18, 5])
+    assert (session, 1) not in [(st["session"], st["object"]) for st in info["streams"]]
+    p.close()
+
+
 def test_slice_beyond_the_input_fails(cluster):
     p, _ = hello(cluster)
     (session, _), _ = p.ok([10, 2])
