@@ -144,6 +144,8 @@ struct _broker_t {
 void bx_assign (void *arg, task_t *task, gov_t *gov);
 int bx_stream_ready (broker_t *self, task_t *task);
 size_t bx_streams_place (broker_t *self);
+//  A task started: its streams are listed in INFO from now on.
+void bx_streams_started (broker_t *self, task_t *producer);
 void bx_hook_stream_unread (void *arg, object_t *stream, task_t *consumer);
 void bx_stream_progress (broker_t *self, gov_t *gov, uint64_t key, uint64_t bytes);
 //  The streams being written now (of the viewer's tenant unless `all`):

@@ -308,9 +308,10 @@ eventlog_task_ready (eventlog_t *self, task_t *task)
     task->stamp_us = self->mono_us;
 }
 
-void
-eventlog_task (eventlog_t *self, eventlog_type_t type, task_t *task, gov_t *gov,
-               const char *message, size_t message_len)
+//  run_us < 0: a task that ends is timed from its STARTED's receipt.
+static void
+s_task_event (eventlog_t *self, eventlog_type_t type, task_t *task, gov_t *gov,
+              const char *message, size_t message_len, int64_t run_us)
 {
     eventlog_event_t e;
     memset (&e, 0, sizeof e);
@@ -338,11 +339,29 @@ eventlog_task (eventlog_t *self, eventlog_type_t type, task_t *task, gov_t *gov,
     if (type == EV_TASK_STARTED)
         task->stamp_us = now;
     else {
+        if (run_us >= 0)
+            e.run_us = run_us;
+        else
         if (task->stamp_us)
             e.run_us = now - task->stamp_us;
         task->stamp_us = 0;
     }
     eventlog_emit (self, &e);
+}
+
+void
+eventlog_task (eventlog_t *self, eventlog_type_t type, task_t *task, gov_t *gov,
+               const char *message, size_t message_len)
+{
+    s_task_event (self, type, task, gov, message, message_len, -1);
+}
+
+void
+eventlog_task_ended (eventlog_t *self, eventlog_type_t type, task_t *task, gov_t *gov,
+                     const char *message, size_t message_len, uint64_t run_us)
+{
+    s_task_event (self, type, task, gov, message, message_len,
+                  run_us > INT64_MAX? INT64_MAX: (int64_t) run_us);
 }
 
 void

@@ -56,7 +56,7 @@ typedef struct {
     uint32_t count2;            //  submit: objects
     uint64_t size;              //  objects: bytes
     int64_t wait_us;            //  assigned: time READY -> ASSIGNED
-    int64_t run_us;             //  finished / failed: time STARTED -> done
+    int64_t run_us;             //  finished / failed: run time, as its governor measured it
     char gov_name [64];
     char kind [16];
     char name [64];             //  task name, or why a governor left
@@ -82,6 +82,12 @@ void eventlog_task_ready (eventlog_t *self, struct _task_t *task);
 //  EV_TASK_ASSIGNED / STARTED / FINISHED / FAILED of a task on a governor.
 void eventlog_task (eventlog_t *self, eventlog_type_t type, struct _task_t *task,
                     struct _gov_t *gov, const char *message, size_t message_len);
+//  EV_TASK_FINISHED / FAILED with the run time the governor measured
+//  (its UPDATE's duration_us): the events of one UPDATE are stamped alike,
+//  so times of receipt would say 0 for a task that ran within one batch.
+void eventlog_task_ended (eventlog_t *self, eventlog_type_t type, struct _task_t *task,
+                          struct _gov_t *gov, const char *message, size_t message_len,
+                          uint64_t run_us);
 //  EV_GOV_JOINED / EV_GOV_LEFT.
 void eventlog_governor (eventlog_t *self, eventlog_type_t type, struct _gov_t *gov,
                         const char *why);

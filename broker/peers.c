@@ -322,6 +322,24 @@ s_may_reattach (broker_t *self, const sq_hello_t *hello, const char *key)
     return true;
 }
 
+//  With keys: a connection whose key was removed from the keyring (SIGHUP)
+//  outlives its peer, which its first message after ended (ZeroMQ cannot
+//  close one connection of a ROUTER). Everything it sends is refused as
+//  such, never taken for a connection the broker forgot (SQ_E_HELLO, which
+//  a client answers by reconnecting and resuming). True if refused.
+static bool
+s_key_revoked (broker_t *self, sq_msg_t *msg, uint32_t req)
+{
+    if (!self->auth)
+        return false;
+    const char *user = sq_msg_user (&msg->frames [1]);
+    if (user && auth_find (self->auth, user, strlen (user)))
+        return false;
+    bx_reply_error (self, sq_msg_data (msg, 0), sq_msg_size (msg, 0), req, SQ_E_DENIED,
+                    "this key is no longer authorized", 0);
+    return true;
+}
+
 void
 bx_hello (broker_t *self, sq_msg_t *msg, const char *key)
 {
@@ -329,6 +347,8 @@ bx_hello (broker_t *self, sq_msg_t *msg, const char *key)
     size_t identity_size = sq_msg_size (msg, 0);
     uint32_t type = 0, req = 0;
     sq_proto_peek (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &type, &req);
+    if (type != SQ_MSG_HELLO && s_key_revoked (self, msg, req))
+        return;
     if (type != SQ_MSG_HELLO) {
         bx_reply_error (self, identity, identity_size, req, SQ_E_HELLO,
                        "say HELLO first (this connection is unknown to the broker)", 0);

@@ -162,6 +162,13 @@ place_request (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *s
 {
     char message [300];
     object_t *object = graph_object (self->graph, sq_key (session->id, q->id));
+    //  A stream is one before, while and after it is written (released).
+    if (object && object->stream) {
+        snprintf (message, sizeof message, "object %u is a stream: it has no copies to place", q->id);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_INVALID,
+                        message, q->id);
+        return;
+    }
     if (!object || (object->released && object->state != OBJ_FAILED)) {
         bool task = graph_task (self->graph, sq_key (session->id, q->id)) != NULL;
         snprintf (message, sizeof message, task
@@ -169,12 +176,6 @@ place_request (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *s
                   : "object %u is not in session %u (never declared, or released because "
                     "nobody kept it)", q->id, session->id);
         bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_UNKNOWN_ID,
-                        message, q->id);
-        return;
-    }
-    if (object->stream) {
-        snprintf (message, sizeof message, "object %u is a stream: it has no copies to place", q->id);
-        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_INVALID,
                         message, q->id);
         return;
     }
@@ -426,18 +427,18 @@ place_delete (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *se
         uint64_t key = sq_key (session->id, q->ids [i]);
         object_t *object = graph_object (self->graph, key);
         int code = SQ_OK;
+        if (object && object->stream) {       //  ended (released) or not
+            code = SQ_E_INVALID;
+            snprintf (message, sizeof message, "object %u is a stream: it has no copies to "
+                      "delete", q->ids [i]);
+        }
+        else
         if (!object || object->released) {
             code = SQ_E_UNKNOWN_ID;
             snprintf (message, sizeof message, graph_task (self->graph, key)
                       ? "id %u is a task; delete its output objects"
                       : "id %u is not an object of session %u (or was already released)",
                       q->ids [i], session->id);
-        }
-        else
-        if (object->stream) {
-            code = SQ_E_INVALID;
-            snprintf (message, sizeof message, "object %u is a stream: it has no copies to "
-                      "delete", q->ids [i]);
         }
         else
         if (object->state != OBJ_FINISHED) {

@@ -284,6 +284,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
         if (ev.type == SQ_EV_STARTED) {
             eventlog_task (self->events, EV_TASK_STARTED, task, gov, NULL, 0);
             graph_task_started (self->graph, task);
+            bx_streams_started (self, task);
         }
         else
         if (ev.type == SQ_EV_RETRACTED) {
@@ -299,10 +300,11 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             gov->tasks_done++;
             gov_note_duration (gov, ev.duration_us);
             if (ev.type == SQ_EV_FINISHED)
-                eventlog_task (self->events, EV_TASK_FINISHED, task, gov, NULL, 0);
+                eventlog_task_ended (self->events, EV_TASK_FINISHED, task, gov, NULL, 0,
+                                     ev.duration_us);
             else
-                eventlog_task (self->events, EV_TASK_FAILED, task, gov,
-                               ev.message.ptr, ev.message.len);
+                eventlog_task_ended (self->events, EV_TASK_FAILED, task, gov,
+                                     ev.message.ptr, ev.message.len, ev.duration_us);
             if (ev.type == SQ_EV_FINISHED)
                 graph_task_finished (self->graph, task, gov, ev.outputs, ev.n_outputs,
                                      payloads, n_payloads, self->config.inline_max);

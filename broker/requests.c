@@ -239,7 +239,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
             .id = gov->id, .draining = gov->draining, .name = gov->name, .cpus = gov->cpus,
             .resources = gov->resources, .n_resources = gov->n_resources,
             .assigned = sq_idmap_size (gov->tasks), .running = gov->load.running,
-            .queued = gov->load.queued, .memory = gov->load.memory,
+            .queued = gov->load.queued, .piped = gov->load.piped, .memory = gov->load.memory,
             .spilled = gov->load.spilled, .objects = gov->load.objects,
             .tasks_done = gov->tasks_done, .tasks_run = gov->load.tasks, .joined = gov->joined,
             .data_endpoint = gov->data_endpoint, .serve_endpoint = gov->serve_endpoint
@@ -318,7 +318,8 @@ s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
         bool found = q->type == SQ_MSG_CANCEL? graph_task (self->graph, key) != NULL
                    : q->type == SQ_MSG_KEEP? object && !object->released
                    : object != NULL;
-        if (found && q->type == SQ_MSG_KEEP && object->stream) {
+        //  A stream is one before, while and after it is written (released).
+        if (q->type == SQ_MSG_KEEP && object && object->stream) {
             snprintf (message, sizeof message, "object %u is a stream: it cannot be kept, "
                       "only read while it is written", q->ids [i]);
             bx_reply_error (self, peer->identity, peer->identity_size, q->req,

@@ -101,15 +101,11 @@ s_open (broker_t *self, uint64_t key, object_t **object_p)
         && object->producer->gov;
 }
 
-void
-bx_stream_progress (broker_t *self, gov_t *gov, uint64_t key, uint64_t bytes)
+//  Listed for INFO while it is written, from its writer's STARTED on; the
+//  list forgets streams that ended whenever it is read or full.
+static void
+s_list (broker_t *self, uint64_t key)
 {
-    object_t *object;
-    if (!s_open (self, key, &object) || object->producer->gov != gov)
-        return;
-    object->size = bytes;
-    //  Listed for INFO while it is written; the list forgets streams
-    //  that ended whenever it is read or full.
     size_t kept = 0;
     bool listed = false;
     for (size_t i = 0; i < self->n_open_streams; i++) {
@@ -123,6 +119,27 @@ bx_stream_progress (broker_t *self, gov_t *gov, uint64_t key, uint64_t bytes)
     size_t cap = sizeof self->open_streams / sizeof self->open_streams [0];
     if (!listed && self->n_open_streams < cap)
         self->open_streams [self->n_open_streams++] = key;
+}
+
+void
+bx_streams_started (broker_t *self, task_t *producer)
+{
+    for (uint32_t i = 0; i < producer->n_outputs; i++) {
+        object_t *o;
+        uint64_t key = producer->io [producer->n_inputs + i]->key;
+        if (s_open (self, key, &o))
+            s_list (self, key);
+    }
+}
+
+void
+bx_stream_progress (broker_t *self, gov_t *gov, uint64_t key, uint64_t bytes)
+{
+    object_t *object;
+    if (!s_open (self, key, &object) || object->producer->gov != gov)
+        return;
+    object->size = bytes;
+    s_list (self, key);
 }
 
 size_t

@@ -211,8 +211,10 @@ sq_hello_decode (sq_hello_t *self, const void *data, size_t size, int *code,
     mpr_uint (&r, &type);
     if (mpr_ok (&r) && type != SQ_MSG_HELLO)
         mpr_fail (&r, "expected HELLO first");
-    if (mpr_ok (&r) && n < 3)
+    if (mpr_ok (&r) && n < 3) {
+        mpr_field (&r, "message");
         mpr_fail (&r, "wrong number of fields");
+    }
     mpr_field (&r, "req");
     mpr_u32 (&r, &self->req);
     mpr_field (&r, "version");
@@ -240,7 +242,10 @@ sq_hello_decode (sq_hello_t *self, const void *data, size_t size, int *code,
     else
         return sqp_semantic (err, "HELLO: field 'role': must be \"client\" or \"governor\"");
     if (n != (self->governor? 10u: 5u)) {
-        mpr_fail (&r, "wrong number of fields");
+        //  The count is the message's, whatever field was read last.
+        mpr_field (&r, "message");
+        mpr_fail (&r, self->governor? "wrong number of fields (a governor's HELLO has 10)"
+                                    : "wrong number of fields (a client's HELLO has 5)");
         return sqp_error (&r, err, "HELLO");
     }
     mpr_field (&r, "name");

@@ -297,7 +297,7 @@ typedef struct {
     uint32_t cpus;
     const sq_resource_t *resources;     //  besides cpus
     uint32_t n_resources;
-    uint64_t assigned, running, queued, memory, spilled, objects, tasks_done, tasks_run;
+    uint64_t assigned, running, queued, piped, memory, spilled, objects, tasks_done, tasks_run;
     int64_t joined;                     //  Unix seconds
     const char *data_endpoint;
     const char *serve_endpoint;
@@ -521,7 +521,7 @@ void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 //      [6 RETRACTED, task, attempt]   given back unstarted (after RETRACT)
 //      [7 UPLOADED, object, size]     a client's upload (PUT) is complete here
 //    HEARTBEAT [31]   BYE [33]
-//    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects, tasks]
+//    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects, tasks, piped]
 
 typedef struct {
     uint64_t key;
@@ -575,6 +575,7 @@ typedef struct {
     uint64_t spilled;
     uint64_t objects;
     uint64_t tasks;             //  tasks this governor ran to an end, through reattaches
+    uint64_t piped;             //  of queued: written to a busy Python executor
 } sq_load_t;
 
 int sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err);

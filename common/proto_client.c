@@ -675,7 +675,7 @@ sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
     msgpack_pack_array (pk, (uint32_t) info->n_govs);
     for (size_t i = 0; i < info->n_govs; i++) {
         const sq_info_gov_t *gov = &info->govs [i];
-        msgpack_pack_map (pk, 16);
+        msgpack_pack_map (pk, 17);
         s_kv (pk, "id", gov->id);
         s_kv (pk, "draining", gov->draining);
         s_kv_str (pk, "name", gov->name);
@@ -689,6 +689,7 @@ sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
         s_kv (pk, "assigned", gov->assigned);
         s_kv (pk, "running", gov->running);
         s_kv (pk, "queued", gov->queued);
+        s_kv (pk, "piped", gov->piped);
         s_kv (pk, "memory", gov->memory);
         s_kv (pk, "spilled", gov->spilled);
         s_kv (pk, "objects", gov->objects);

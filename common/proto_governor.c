@@ -294,7 +294,7 @@ int
 sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
     mpr_t r;
-    sqp_begin (&r, data, size, SQ_MSG_LOAD, 7);
+    sqp_begin (&r, data, size, SQ_MSG_LOAD, 8);
     mpr_field (&r, "running");
     mpr_uint (&r, &self->running);
     mpr_field (&r, "queued");
@@ -307,6 +307,8 @@ sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err
     mpr_uint (&r, &self->objects);
     mpr_field (&r, "tasks");
     mpr_uint (&r, &self->tasks);
+    mpr_field (&r, "piped");
+    mpr_uint (&r, &self->piped);
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return sqp_error (&r, err, "LOAD");
@@ -316,7 +318,7 @@ sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err
 void
 sq_load_encode (sq_wbuf_t *w, const sq_load_t *load)
 {
-    msgpack_pack_array (&w->pk, 7);
+    msgpack_pack_array (&w->pk, 8);
     msgpack_pack_uint32 (&w->pk, SQ_MSG_LOAD);
     msgpack_pack_uint64 (&w->pk, load->running);
     msgpack_pack_uint64 (&w->pk, load->queued);
@@ -324,6 +326,7 @@ sq_load_encode (sq_wbuf_t *w, const sq_load_t *load)
     msgpack_pack_uint64 (&w->pk, load->spilled);
     msgpack_pack_uint64 (&w->pk, load->objects);
     msgpack_pack_uint64 (&w->pk, load->tasks);
+    msgpack_pack_uint64 (&w->pk, load->piped);
 }
 
 void

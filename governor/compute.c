@@ -78,6 +78,7 @@ struct _compute_t {
     task_t *calls_head, *calls_tail;
     size_t n_queued;            //  waiting + ready
     size_t n_running;
+    size_t n_piped;             //  of those, piped: not started yet
     uint64_t tasks_completed;   //  ran to an end here (finished or failed), for LOAD
     uint32_t cpus_used;
     //  Named resources: what the governor offers, what running tasks hold.
@@ -358,6 +359,8 @@ s_unrun (compute_t *self, task_t *task)
     self->n_running--;
     if (!task->piped)
         s_hold (self, task, -1);
+    else
+        self->n_piped--;
     task->piped = false;
     deadlines_remove (self->deadlines, task);
     //  A py task leaving without its reply (timeout, STOP) kills its executor.
@@ -634,8 +637,9 @@ s_pipe_chains (compute_t *self)
 
 //  A ready py task with no cpu free: written to a busy executor to run
 //  next there (pyexec_pipe), so that the executor does not wait for us
-//  between tasks. It counts as running (it is out of reach of RETRACT)
-//  but holds nothing until it runs (PYEXEC_RUNS). False if it cannot be.
+//  between tasks. It is out of reach of RETRACT (TASK_RUNNING here) but
+//  holds nothing, is not announced STARTED and counts as queued in LOAD
+//  until it runs (PYEXEC_RUNS). False if it cannot be.
 static bool
 s_pipe (compute_t *self, task_t *task)
 {
@@ -650,7 +654,7 @@ s_pipe (compute_t *self, task_t *task)
     task->piped = true;
     task->start_ns = task_now_ns ();
     self->n_running++;
-    s_announce (self, task);
+    self->n_piped++;
     return true;
 }
 
@@ -1229,7 +1233,8 @@ static long
 s_report_load (compute_t *self)
 {
     sq_load_t load = {
-        .running = self->n_running, .queued = self->n_queued,
+        .running = self->n_running - self->n_piped,
+        .queued = self->n_queued + self->n_piped, .piped = self->n_piped,
         .memory = store_memory (self->store) + transfer_incoming_bytes (self->transfer)
                 + stream_bytes (self->streams),
         .spilled = store_spilled (self->store),
@@ -1392,9 +1397,12 @@ s_py_outcomes (compute_t *self)
             //  It takes over the cpu of the one before (both plain py
             //  tasks of one cpu), which its reply just gave back.
             task->piped = false;
+            self->n_piped--;
             s_hold (self, task, 1);
-            task->start_ns = task_now_ns ();
         }
+        else
+        if (outcome == PYEXEC_STARTED)
+            s_announce (self, task);        //  since task->start_ns
         else
         if (outcome == PYEXEC_UNRUN) {
             //  Back to wait for what it was to take from the executor.

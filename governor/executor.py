@@ -25,6 +25,8 @@ length followed by the body, so that both sides need nothing but `struct`.
       (or str) chunks, written to its pipe as they come (a full pipe
       blocks the function: that is the stream's flow control), and is
       empty in the reply.
+      A run frame's op may have bit 0x80 set (a task piped behind
+      another): the executor says when it starts it.
       or u8 5 (cancel), u32 number: the run frame (ops 1 to 4, numbered
       from 1 in the order they came) not to run, if not run yet
   executor -> governor, one reply per run frame, in their order:
@@ -32,6 +34,9 @@ length followed by the body, so that both sides need nothing but `struct`.
                      or u8 1, the failure message (UTF-8)
                      or u8 2: not run (cancelled, or an input it
                      should find here is not: the governor runs it again)
+                     preceded, for a run frame with op bit 0x80 that
+                     runs, by u8 3, u64 time.monotonic_ns() (the
+                     governor's CLOCK_MONOTONIC) when it started
 
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
@@ -71,6 +76,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 import warnings
 
@@ -97,6 +103,10 @@ _U64 = struct.Struct("<Q")
 _RECV_MAX = 1 << 16
 _ANC_SPACE = socket.CMSG_SPACE(2 * 4)
 _OP_CANCEL = 5
+#   A run frame's op with this bit: a piped task, whose start the governor
+#   must be told of (it counts from then): u8 3, u64 CLOCK_MONOTONIC ns.
+_OP_TELL = 0x80
+_STARTED = b"\3"
 _SKIPPED = b"\2"
 
 #   Unpickled functions by their pickled bytes: a bytes key is its own hash,
@@ -556,6 +566,9 @@ def main():
             cancelled.discard(done)
             parts = [_SKIPPED]
         else:
+            if body[0] & _OP_TELL:
+                body[0] &= ~_OP_TELL
+                sock.sendall(_U64.pack(9) + _STARTED + _U64.pack(time.monotonic_ns()))
             fds = ()
             if body[0] == 4:
                 stream_in, stream_out = _STREAMS.unpack_from(body, _HEAD.size)

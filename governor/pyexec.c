@@ -32,8 +32,12 @@ extern char **environ;
 //  Replies are read into a buffer per executor, all of them that came in
 //  one read; a bigger one is read on into a buffer of its own.
 #define S_RBUF_SIZE (64u << 10)
-//  Executor operations (governor/executor.py)
+//  Executor operations (governor/executor.py); a piped task's op has
+//  S_OP_TELL set: the executor says when it starts it (S_REPLY_STARTED,
+//  with the time), since only it knows.
 #define S_OP_CANCEL 5
+#define S_OP_TELL 0x80
+#define S_REPLY_STARTED 3
 //  Failure messages are kept up to the compute thread's size.
 #define S_MESSAGE_MAX 8192
 #define S_REPLY_NOT_RUN 2
@@ -63,6 +67,7 @@ typedef struct {
     //  names one); replies read but not yet whole.
     s_piped_t piped [S_PIPE_MAX];
     uint32_t n_piped;
+    bool unstarted;             //  `task` was piped and has not said it started
     uint32_t seq;
     uint8_t *rbuf;
     size_t rlen;
@@ -251,6 +256,7 @@ s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
         if (ex->piped [i].task)
             s_push (self, ex->piped [i].task, PYEXEC_UNRUN, NULL);
     ex->n_piped = 0;
+    ex->unstarted = false;
     ex->seq = 0;
     ex->rlen = 0;
     ex->task = NULL;
@@ -679,6 +685,7 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
     uint8_t *frame = s_encode (task, store, tail, tail_seq, &size);
     if (!frame)
         return -1;
+    frame [8] |= S_OP_TELL;
     //  The executor is busy: a frame the socket cannot take now waits for
     //  a free cpu instead of holding the compute thread. One it took in
     //  part is finished: the executor reads all it is sent between tasks
@@ -782,16 +789,18 @@ s_actor_gone (pyexec_t *self, const s_exec_t *ex, task_t *primary, const char *w
 
 //  After an executor is stopped, from `was` (a copy of it taken before):
 //  its actor's host, else its task, fails with `message` (the actor's
-//  calls with `why`), except a task behind replies still to drop, which
-//  never ran: it goes back, as piped ones do (s_stop). The host comes
+//  calls with `why`), except a task behind replies still to drop, or
+//  piped and not started, which never ran: it goes back, as piped ones
+//  do (s_stop). The host comes
 //  first, then the call it ran, so that the broker knows the call was
 //  lost with the actor.
 static void
 s_gone (pyexec_t *self, const s_exec_t *was, const char *message, const char *why)
 {
-    task_t *primary = was->host? was->host: was->discard? NULL: was->task;
+    bool unrun = was->discard || was->unstarted;
+    task_t *primary = was->host? was->host: unrun? NULL: was->task;
     s_push (self, primary, PYEXEC_FAILED, message);
-    if (!was->host && was->discard && was->task)
+    if (!was->host && unrun && was->task)
         s_push (self, was->task, PYEXEC_UNRUN, NULL);
     if (was->host)
         s_actor_gone (self, was, primary, why);
@@ -837,7 +846,7 @@ s_constructed (s_exec_t *ex)
 
 //  The executor replied to the task it ran and moves on to the next one
 //  written to it, if any: that one runs now (stopped ones it skips, or
-//  runs, and we drop their replies).
+//  runs, and we drop their replies); it says when it started it.
 static void
 s_next_piped (pyexec_t *self, s_exec_t *ex)
 {
@@ -846,10 +855,28 @@ s_next_piped (pyexec_t *self, s_exec_t *ex)
         ex->discard++;
     if (i < ex->n_piped) {
         ex->task = ex->piped [i++].task;
+        ex->unstarted = true;
         s_push (self, ex->task, PYEXEC_RUNS, NULL);
     }
     memmove (ex->piped, ex->piped + i, (ex->n_piped - i) * sizeof ex->piped [0]);
     ex->n_piped -= i;
+}
+
+//  A piped task runs now (S_REPLY_STARTED: u8 3, u64 CLOCK_MONOTONIC ns
+//  when it started). One that comes while replies are to be dropped is a
+//  stopped task's, which the executor reached before its cancel.
+static void
+s_started (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
+{
+    if (ex->discard || !ex->task || !ex->unstarted)
+        return;
+    ex->unstarted = false;
+    uint64_t now = task_now_ns ();
+    uint64_t at = size == 9? s_get (body + 1, 8): 0;
+    //  Written at start_ns, so it cannot have started before (nor later
+    //  than now): a time out of that range is the executor's mistake.
+    ex->task->start_ns = at >= ex->task->start_ns && at <= now? at: now;
+    s_push (self, ex->task, PYEXEC_STARTED, NULL);
 }
 
 //  One whole reply of the executor (size >= 1 bytes of body).
@@ -857,6 +884,10 @@ static void
 s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
 {
     char err [S_MESSAGE_MAX];
+    if (body [0] == S_REPLY_STARTED) {
+        s_started (self, ex, body, size);
+        return;
+    }
     if (ex->discard) {          //  a stopped call's or piped task's
         ex->discard--;
         return;
@@ -894,12 +925,16 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
         return;
     }
     ex->task = NULL;
+    bool unstarted = ex->unstarted;
+    ex->unstarted = false;
     if (body [0] == S_REPLY_NOT_RUN && size == 1) {
         //  An input it was to find in the executor was not kept there.
         s_push (self, task, PYEXEC_UNRUN, NULL);
         s_next_piped (self, ex);
         return;
     }
+    if (unstarted)              //  it did not say so, but it ran
+        s_push (self, task, PYEXEC_STARTED, NULL);
     if (body [0] == 1) {
         memcpy (err, body + 1, len);
         err [len] = 0;

@@ -66,7 +66,10 @@ typedef enum {
     PYEXEC_DONE,                //  replied: its results are in task->results
     PYEXEC_FAILED,              //  failed, or ended with its executor or
                                 //  actor: err says why
-    PYEXEC_RUNS,                //  piped, its executor got to it: it runs now
+    PYEXEC_RUNS,                //  piped, its executor got to it: it takes
+                                //  over the cpu of the one before
+    PYEXEC_STARTED,             //  piped, its executor says it started it
+                                //  (after PYEXEC_RUNS), at task->start_ns
     PYEXEC_UNRUN                //  written but never run (its executor died
                                 //  or was killed first): to be run again
 } pyexec_outcome_t;

@@ -544,6 +544,11 @@ s_revoked (void)
     }
     CHECK (rc == SQ_E_DENIED, "the connected client of a removed key is refused: %d (%s)",
            rc, sq_client_errmsg (c));
+    //  Its peer ended with that refusal, its connection did not: what it
+    //  sends next is refused too, not taken for a connection the broker
+    //  forgot (SQ_E_HELLO, which a client answers by resuming).
+    rc = sq_client_info (c, &json);
+    CHECK (rc == SQ_E_DENIED, "and so is its next message: %d (%s)", rc, sq_client_errmsg (c));
     sq_client_destroy (&c);
     c = sq_client_new ();
     CHECK_RC (sq_client_set_keys (c, temp, harness_key ("broker.pub")), SQ_OK, "keys");

@@ -152,7 +152,10 @@ def test_handshake_errors(cluster):
     assert "HELLO" in body[0]
     body = p.error([1, 2, 1, "client", "old"], 2)          # another version
     assert body[0] == "protocol version 1 is not supported: this peer speaks version 2"
-    p.error([1, 3, 2, "client"], 1)                        # 4 fields: malformed
+    body = p.error([1, 3, 2, "client"], 1)                 # 4 fields: malformed
+    assert body[0].startswith("HELLO: field 'message': wrong number of fields"), body[0]
+    body = p.error([1, 3, 2, "client", "x", "extra"], 1)   # 6: the count, not 'role'
+    assert body[0].startswith("HELLO: field 'message': wrong number of fields"), body[0]
     p.ok([1, 4, 2, "client", "late"])
     p.error([1, 5, 2, "client", "again"], 3)               # a second HELLO
     p.close()
@@ -168,7 +171,7 @@ def test_every_client_request(cluster):
         assert key in info, key
     assert info["cluster"] == welcome[2] and info["secure"] == 0
     g = info["governors"][0]
-    for key in ("id", "name", "cpus", "resources", "running", "queued", "assigned", "memory",
+    for key in ("id", "name", "cpus", "resources", "running", "queued", "piped", "assigned", "memory",
                 "spilled", "objects", "tasks_done", "tasks_run", "joined", "data_endpoint",
                 "serve_endpoint"):
         assert key in g, key
@@ -243,6 +246,8 @@ def test_delete_and_place(cluster):
     assert p.ok([24, 60, session, 3, [], 0, 0, 2 ** 63 - 1])[0] == [gov]
     assert p.ok([15, 61, session, 1, [3], 2 ** 63 - 1])[0][0] == 1
     assert p.ok([24, 7, session, 7, [], 1, 0, 10000])[0] == []                # the broker's
+    # a constant sent inside SUBMIT that a task read: held where it was sent
+    assert p.ok([24, 62, session, 1, [], 0, 0, 10000])[0] == [gov]
     assert p.ok([24, 8, session, 3, [], 5, 0, 10000])[0] == [gov]             # capped
     assert p.ok([24, 9, session, 3, [gov], 0, 1, 10000])[0] == [gov]          # MOVE there
     assert p.error([24, 10, session, 3, [999999], 0, 0, 1000], 4)[1] == 999999
@@ -263,6 +268,69 @@ def test_delete_and_place(cluster):
     body, _ = p.ok([15, 22, session, 1, [3], 1000])                            # WAIT: it was made
     assert body == [1, 0, [[3, 1, None, None]]]
     assert p.ok([11, 23, session]) == (None, [])
+    p.close()
+
+
+def test_a_stream_is_refused_before_and_after_it_ended(cluster):
+    """Section 10, Streams: KEEP, FETCH, PLACE and DELETE of a stream are
+    SQ_E_INVALID whether its writer has run yet or not (an ended stream is
+    released, and still a stream)."""
+    p, _ = hello(cluster)
+    (session, _), _ = p.ok([10, 2])
+    write = {"args": ["echo", "streamed"], "in_paths": [], "stdin": -1,
+             "out_paths": [""], "stdout": 0}
+    read = {"args": ["cat"], "in_paths": [""], "stdin": 0, "out_paths": [""], "stdout": 0}
+    p.ok([12, 3, session, [[1, 2, "", -1, "stream"], [2, 1, "", -1, "copy"]],
+          [[10, "execute", [], [1], write, None, 0, 0, 0, "writer"],
+           [11, "execute", [1], [2], read, None, 0, 0, 0, "reader"]]])
+    requests = [[13, 0, session, [1]], [16, 0, session, 1, 10000],
+                [24, 0, session, 1, [], 0, 0, 10000], [23, 0, session, [1]]]
+    for req, message in enumerate(requests, 4):
+        message[1] = req
+        assert p.error(message, 4)[1] == 1, message
+    body, frames = p.ok([16, 8, session, 2, 10000])
+    assert frames == [b"streamed\n"], (body, frames)
+    for req, message in enumerate(requests, 10):
+        message[1] = req
+        body = p.error(message, 4)
+        assert body[1] == 1 and "stream" in body[0], (message, body)
+    p.close()
+
+
+def test_info_lists_a_stream_from_its_writers_start_to_its_end(cluster, tmp_path):
+    """INFO `streams`: listed in the very reply that first shows its writer
+    running (not only once the writer's governor reported bytes, about a
+    second later: a short stream never showed), and gone once it ended."""
+    gate = str(tmp_path / "gate")
+    os.mkfifo(gate)
+    p, _ = hello(cluster)
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while p.ok([18, 1])[0]["tasks"]["running"]:     # what other tests left is gone
+        assert time.monotonic() < deadline, "no task running"
+        time.sleep(0.02)
+    (session, _), _ = p.ok([10, 2])
+    write = {"args": ["sh", "-c", "echo start; cat " + gate], "in_paths": [], "stdin": -1,
+             "out_paths": [""], "stdout": 0}
+    read = {"args": ["cat"], "in_paths": [""], "stdin": 0, "out_paths": [""], "stdout": 0}
+    p.ok([12, 3, session, [[1, 2, "", -1, "stream"], [2, 1, "", -1, "copy"]],
+          [[10, "execute", [], [1], write, None, 0, 0, 0, "writer"],
+           [11, "execute", [1], [2], read, None, 0, 0, 0, "reader"]]])
+    req = 100
+    while True:
+        req += 1
+        info, _ = p.ok([18, req])
+        if info["tasks"]["running"] >= 1:
+            break
+        assert time.monotonic() < deadline, "the writer to start"
+        time.sleep(0.02)
+    listed = [(st["session"], st["object"]) for st in info["streams"]]
+    assert (session, 1) in listed, info["streams"]
+    with open(gate, "wb") as f:
+        f.write(b"end\n")
+    _, frames = p.ok([16, 4, session, 2, 10000])
+    assert frames == [b"start\nend\n"]
+    info, _ = p.ok([18, 5])
+    assert (session, 1) not in [(st["session"], st["object"]) for st in info["streams"]]
     p.close()
 
 

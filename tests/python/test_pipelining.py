@@ -1,8 +1,9 @@
 """Pipelining (issue 18): a governor writes small ready Python tasks to a
 busy executor, behind the one it runs, so that the executor goes on to the
 next without waiting for the governor. Shown on one governor of one cpu
-whose executor is held by a gated task: the piped tasks count as running
-(more than its one cpu) and a big one is not piped; what a user can do to
+whose executor is held by a gated task: the piped tasks count as queued
+and piped, not running (only what started runs: never more than its one
+cpu), and a big one is not piped; what a user can do to
 them still holds: a cancelled piped task never runs, and the others run
 exactly once when the executor dies under the gated task or the gated task
 is cancelled. Many tasks, some failing, each get their own result.
@@ -93,9 +94,9 @@ def one():
 
 
 def governor_load(client):
-    """(running, queued) of the only governor, from its last LOAD."""
+    """(running, queued, piped) of the only governor, from its last LOAD."""
     (g,) = client.governors()
-    return g["running"], g["queued"]
+    return g["running"], g["queued"], g["piped"]
 
 
 def gate_files(tmp):
@@ -130,8 +131,8 @@ def test_small_tasks_wait_in_the_busy_executor_and_a_big_one_does_not(one):
     big = client.submit(record, log, "big", b"x" * 100_000)
     #   The gated task and the three small ones run (one cpu), the big one
     #   waits for the cpu: had it been piped too, 5 would run.
-    until(lambda: governor_load(client) == (4, 1), "3 tasks piped and 1 queued")
-    assert client.info()["tasks"]["running"] == 4
+    until(lambda: governor_load(client) == (1, 4, 3), "3 tasks piped and 1 queued")
+    assert client.info()["tasks"]["running"] == 1
     open_gate(gate)
     assert head.result(timeout=TIMEOUT) == "gated"
     assert [f.result(timeout=TIMEOUT) for f in piped] == PIPED
@@ -144,11 +145,11 @@ def test_a_cancelled_piped_task_never_runs(one):
     log = os.path.join(tmp, "log")
     head, gate = start_gated(client, tmp)
     b, c, d = [client.submit(record, log, name) for name in PIPED]
-    until(lambda: governor_load(client)[0] == 4, "3 tasks piped")
+    until(lambda: governor_load(client)[2] == 3, "3 tasks piped")
     assert c.cancel()
     #   The governor has dropped it (and told the executor) before the
     #   executor may go on.
-    until(lambda: governor_load(client)[0] == 3, "the governor to drop the cancelled task")
+    until(lambda: governor_load(client)[1:] == (2, 2), "the governor to drop the cancelled task")
     open_gate(gate)
     assert (b.result(timeout=TIMEOUT), d.result(timeout=TIMEOUT)) == ("b", "d")
     assert c.cancelled()
@@ -161,7 +162,7 @@ def test_piped_tasks_run_once_when_the_executor_dies_before_them(one):
     log = os.path.join(tmp, "log")
     head, gate = start_gated(client, tmp, how="exit")
     piped = [client.submit(record, log, name) for name in PIPED]
-    until(lambda: governor_load(client)[0] == 4, "3 tasks piped")
+    until(lambda: governor_load(client)[2] == 3, "3 tasks piped")
     open_gate(gate)
     with pytest.raises(squall.TaskFailed, match="executor .* died"):
         head.result(timeout=TIMEOUT)
@@ -174,7 +175,7 @@ def test_piped_tasks_run_once_when_the_task_before_them_is_cancelled(one):
     log = os.path.join(tmp, "log")
     head, gate = start_gated(client, tmp)
     piped = [client.submit(record, log, name) for name in PIPED]
-    until(lambda: governor_load(client)[0] == 4, "3 tasks piped")
+    until(lambda: governor_load(client)[2] == 3, "3 tasks piped")
     assert head.cancel()                # its executor is killed under it
     assert [f.result(timeout=TIMEOUT) for f in piped] == PIPED
     assert ran(log) == PIPED
@@ -201,7 +202,7 @@ def chained_behind(client, tmp, value, consumer, warn=False):
     producer = client.submit(gated_value, started, gate, value, warn)
     result = client.submit(consumer, producer)
     until(lambda: os.path.exists(started), "the producer to start")
-    until(lambda: governor_load(client)[0] == 2, "the consumer to be written behind it")
+    until(lambda: governor_load(client)[2] == 1, "the consumer to be written behind it")
     open_gate(gate)
     return producer, result
 
@@ -227,7 +228,7 @@ def test_the_next_task_of_a_failed_one_fails_upstream_and_does_not_run(one):
     bad = client.submit(fail_on, head)
     after = client.submit(record, log, bad)
     until(lambda: os.path.exists(started), "the first task to start")
-    until(lambda: governor_load(client)[0] == 3, "two tasks written behind it")
+    until(lambda: governor_load(client)[2] == 2, "two tasks written behind it")
     open_gate(gate)
     with pytest.raises(KeyError):
         bad.result(timeout=TIMEOUT)
@@ -269,7 +270,7 @@ def test_a_broker_restart_drops_piped_tasks_that_did_not_start(capfd):
         client.gather(client.map(double_or_fail, list(range(1, 7)) * 10))
         head, gate = start_gated(client, tmp)
         piped = [client.submit(record, log, name) for name in PIPED]
-        until(lambda: governor_load(client) == (4, 0), "3 tasks piped")
+        until(lambda: governor_load(client) == (1, 3, 3), "3 tasks piped")
         capfd.readouterr()
         c.restart_broker()
         seen = []

@@ -735,10 +735,11 @@ s_test_governor_messages (void)
     sq_errbuf_t err;
 
     //  LOAD
-    sq_load_t load = { 1, 2, 3ull << 33, 4, 5, 6 }, l;
+    sq_load_t load = { 1, 2, 3ull << 33, 4, 5, 6, 7 }, l;
     sq_load_encode (&w, &load);
     CHECK (sq_load_decode (&l, w.buf.data, w.buf.size, &err) == 0);
-    CHECK (l.running == 1 && l.queued == 2 && l.memory == 3ull << 33 && l.spilled == 4 && l.objects == 5);
+    CHECK (l.running == 1 && l.queued == 2 && l.memory == 3ull << 33 && l.spilled == 4 && l.objects == 5
+           && l.tasks == 6 && l.piped == 7);
     s_check_truncations ("LOAD", s_dec_load, w.buf.data, w.buf.size);
 
     //  HEARTBEAT, BYE
