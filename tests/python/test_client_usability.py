@@ -1,0 +1,82 @@
+"""What users tripped on (issue 26): a client left unusable by a refused
+submit, a closed session, gather, exceptions, arguments and options."""
+import pytest
+
+import squall
+from squall.errors import SquallError
+
+from conftest import TIMEOUT
+
+
+def inc(x):
+    return x + 1
+
+
+def _deleted(client):
+    """A future whose result was deleted: a task given it is refused."""
+    f = client.submit(inc, 1)
+    assert f.result(TIMEOUT) == 2
+    f.delete()
+    return f
+
+
+def test_refused_submit_leaves_the_client_as_it_was(client):
+    gone = _deleted(client)
+
+    def first_use(x):               # its first submit carries the function's data object
+        return x * 2
+
+    #   The client's lock held: both calls leave in one batch, which the
+    #   broker refuses whole for the first.
+    with client._lock:
+        refused = client.submit(first_use, gone)
+        innocent = client.submit(first_use, 3)
+    with pytest.raises(SquallError, match="refused the task of first_use.*input %d" % gone._oid):
+        refused.result(TIMEOUT)
+    assert refused.done()
+    assert innocent.result(TIMEOUT) == 6
+    #   The refused future still held, later submits and maps of the same
+    #   function work.
+    assert client.submit(first_use, 5).result(TIMEOUT) == 10
+    assert client.gather(client.map(first_use, range(5)), timeout=TIMEOUT) == [0, 2, 4, 6, 8]
+    #   A refused future as an argument says so at once.
+    with pytest.raises(SquallError, match="broker refused its task"):
+        client.submit(first_use, refused)
+    del refused
+
+
+def test_refused_map_raises_and_changes_nothing(client):
+    gone = _deleted(client)
+
+    def mapped(x):
+        return -x
+
+    with pytest.raises(SquallError, match="input %d is not an object" % gone._oid):
+        client.map(mapped, [1, gone, 3])
+    assert client.gather(client.map(mapped, [1, 2, 3]), timeout=TIMEOUT) == [-1, -2, -3]
+    assert client.submit(mapped, 4).result(TIMEOUT) == -4
+
+
+def test_refused_session_submit_changes_nothing(client):
+    @squall.remote
+    def once(x):
+        return x
+
+    @squall.remote
+    def twice(x):
+        return 2 * x
+
+    with client.session() as s:
+        t = once(1)
+        t.output.keep()
+        s.submit()
+        assert t.fetch(TIMEOUT) == 1
+        s.delete([t.output])
+        twice(t)                    # refused: its input was deleted
+        with pytest.raises(SquallError, match="is not an object"):
+            s.submit()
+        again = twice(21)
+        again.output.keep()
+        s.submit()
+        assert again.fetch(TIMEOUT) == 42
+        s.wait_all(TIMEOUT)
