@@ -80,3 +80,30 @@ def test_refused_session_submit_changes_nothing(client):
         s.submit()
         assert again.fetch(TIMEOUT) == 42
         s.wait_all(TIMEOUT)
+
+
+def test_a_closed_session_says_so(client):
+    s = client.session()
+    with s:
+        kept = s.blob(b"x")
+        task = squall.Task("noop", [kept], session=s)
+        s.submit()
+        s.wait([task], TIMEOUT)
+    closed = "session %d is closed" % s.id
+    calls = {
+        "submit": s.submit,
+        "blob": lambda: s.blob(b"y"),
+        "pickled": lambda: s.pickled(1),
+        "task": lambda: squall.Task("noop", [], session=s),
+        "keep": kept.keep,
+        "unkeep": kept.unkeep,
+        "cancel": lambda: s.cancel([task]),
+        "cancel all": s.cancel,
+        "fetch": lambda: kept.fetch(TIMEOUT),
+        "wait": lambda: s.wait([task], TIMEOUT),
+        "delete": lambda: s.delete([kept]),
+    }
+    for what, call in calls.items():
+        with pytest.raises(squall.TaskCancelled, match=closed):
+            call()
+            pytest.fail("%s on a closed session did not raise" % what)

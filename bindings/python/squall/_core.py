@@ -631,6 +631,12 @@ class Session:
         if rc:
             raise self.client._error(rc, self)
 
+    def _open(self) -> None:
+        """Raises if the session is closed (the library, given no session,
+        would have no error to tell)."""
+        if not self._h.value:
+            raise TaskCancelled("session %d is closed" % self.id)
+
     def _task_of(self, oid: int) -> int:
         return self._outputs.get(oid, oid)
 
@@ -642,6 +648,7 @@ class Session:
         put straight on that governor at submit, whatever its size: it has
         no lineage there, so if every copy of it is lost the tasks needing
         it fail, naming it."""
+        self._open()
         data = bytes(data)
         oid = L.sq_blob(self._h, data, len(data), content_type.encode())
         if not oid:
@@ -694,6 +701,7 @@ class Session:
     def _add_task(self, kind: bytes, inputs: Sequence[int], n_outputs: int,
                   config: Optional[bytes], options: dict, name: Optional[str],
                   content_types: Optional[Sequence[str]]) -> int:
+        self._open()
         h = self._h
         n = len(inputs)
         arr = (ctypes.c_uint32 * n)(*inputs) if n else None
@@ -993,6 +1001,7 @@ class Session:
         """Sends what was built since the last submit; tasks start as soon as
         their inputs exist. May be called any number of times."""
         with self._lock:
+            self._open()
             if self._submit_error is not None:
                 exc, self._submit_error = self._submit_error, None
                 raise exc
@@ -1121,6 +1130,7 @@ class Session:
     @_locked
     def cancel(self, items: Sequence[Any] = ()) -> None:
         """Cancels tasks (all unfinished tasks of the session if none given)."""
+        self._open()
         ids = self._ids(items)
         self._check(L.sq_cancel(self._h, L.ids(ids) if ids else None, len(ids)))
 
@@ -1185,11 +1195,13 @@ class DataObject:
     def keep(self) -> "DataObject":
         """Keeps the object so it can be fetched (and outlives its consumers)."""
         with self.session._lock:
+            self.session._open()
             self.session._check(L.sq_keep(self.session._h, self.id))
         return self
 
     def unkeep(self) -> None:
         with self.session._lock:
+            self.session._open()
             self.session._check(L.sq_unkeep(self.session._h, self.id))
 
     def fetch(self, timeout: Optional[float] = None) -> Any:
@@ -1509,9 +1521,10 @@ class Future(_cf.Future):
     def _resolve(self, timeout: Optional[float]) -> None:
         if self._resolved():
             return
-        self._session.submit()
-        if self._resolved():            # the broker refused its task
-            return
+        if not self._session.closed:
+            self._session.submit()
+            if self._resolved():        # the broker refused its task
+                return
         try:
             data, content_type = self._session._fetch(self._oid, timeout, raw=True)
         except TaskFailed as exc:
