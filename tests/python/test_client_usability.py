@@ -5,7 +5,7 @@ import pytest
 import squall
 from squall.errors import SquallError
 
-from conftest import TIMEOUT
+from conftest import TIMEOUT, until
 
 
 def inc(x):
@@ -107,3 +107,40 @@ def test_a_closed_session_says_so(client):
         with pytest.raises(squall.TaskCancelled, match=closed):
             call()
             pytest.fail("%s on a closed session did not raise" % what)
+
+
+def _held(i, gate):
+    """Returns i once the test opens the gate (a file)."""
+    import os
+    import time
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return i
+
+
+def _fails(marker):
+    open(marker, "w").close()
+    raise ValueError("early")
+
+
+@pytest.mark.parametrize("n_held", [1, 5])
+def test_gather_raises_the_first_failure_while_others_run(client, tmp_path, n_held):
+    import os
+    gate, marker = str(tmp_path / "gate"), str(tmp_path / "ran")
+    #   It fails before the others start (they would hold both cpus), and
+    #   the client has not fetched its failure.
+    failed = client.submit(_fails, marker)
+    until(lambda: os.path.exists(marker), "the failing task to run")
+    held = [client.submit(_held, i, gate) for i in range(n_held)]
+    try:
+        with pytest.raises(ValueError, match="early"):
+            client.gather(held + [failed], timeout=TIMEOUT)
+        #   raised while the others were still running
+        assert not any(h.done() for h in held)
+    finally:
+        open(gate, "w").close()
+    assert client.gather(held + [failed], errors="skip", timeout=TIMEOUT) == list(range(n_held))
+    assert client.gather({"a": held[0], "b": failed}, errors="skip", timeout=TIMEOUT) == {"a": 0}
+    with pytest.raises(ValueError, match="errors"):
+        client.gather(held, errors="ignore")

@@ -411,13 +411,19 @@ class Client:
             s.submit()
         return futures
 
-    def gather(self, futures: Any, timeout: Optional[float] = None) -> Any:
+    def gather(self, futures: Any, timeout: Optional[float] = None,
+               errors: str = "raise") -> Any:
         """The results of futures, in the same structure (a future, or lists,
-        tuples and dicts of them). Raises the first failure."""
+        tuples and dicts of them). errors="raise": raises the first failure
+        as soon as one is known, not waiting for the other futures;
+        errors="skip": failed and cancelled futures are left out of their
+        lists, tuples and dicts (as Dask's gather)."""
+        if errors not in ("raise", "skip"):
+            raise ValueError("errors must be 'raise' or 'skip', not %r" % (errors,))
         flat: List[Future] = []
         _collect(futures, flat)
-        _gather_values(flat, timeout)
-        return _rebuild(futures)
+        _gather_values(flat, timeout, errors)
+        return _rebuild(futures, errors == "skip")
 
     def scatter(self, data: Any, governor: Any = None, broadcast: bool = False) -> Any:
         """Puts values on the cluster once, to be used by many tasks (Dask's
@@ -1734,63 +1740,131 @@ def _collect(x: Any, out: List[Future]) -> None:
             _collect(y, out)
 
 
-def _rebuild(x: Any) -> Any:
+def _rebuild(x: Any, skip: bool = False) -> Any:
     if isinstance(x, Future):
         return x.result()
     if isinstance(x, (list, tuple, set, frozenset)):
-        return type(x)(_rebuild(y) for y in x)
+        return type(x)(_rebuild(y, skip) for y in x
+                       if not (skip and isinstance(y, Future) and _failed(y)))
     if isinstance(x, dict):
-        return {k: _rebuild(v) for k, v in x.items()}
+        return {k: _rebuild(v, skip) for k, v in x.items()
+                if not (skip and isinstance(v, Future) and _failed(v))}
     return x
 
 
-def _gather_values(futures: List[Future], timeout: Optional[float]) -> None:
+def _failed(f: Future) -> bool:
+    return f._exc is not None or f._state in _CANCELLED_STATES
+
+
+def _left(deadline: Optional[float]) -> Optional[float]:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _raise_first(futures: List[Future]) -> None:
+    for f in futures:
+        if _failed(f):
+            f.result()
+
+
+def _gather_values(futures: List[Future], timeout: Optional[float], errors: str = "raise") -> None:
     """Resolves many futures with few round trips: their objects are joined
-    by concat tasks on the cluster and fetched in one piece per chunk."""
+    by concat tasks on the cluster and fetched in one piece per chunk.
+    errors="raise": the first failure is raised as soon as it is known,
+    whatever is still running; "skip": every future is resolved."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     by_session: Dict[int, List[Future]] = {}
     seen = set()
     for f in futures:
         if not f._resolved() and id(f) not in seen:
             seen.add(id(f))
             by_session.setdefault(id(f._session), []).append(f)
+    if errors == "raise":
+        _raise_first(futures)
     for group in by_session.values():
         s = group[0]._session
-        s.submit()
+        if not s.closed:
+            s.submit()
         group = [f for f in group if not f._resolved()]     # refused by that submit
+        if errors == "raise":
+            _raise_first(futures)
         if len(group) >= 100 and Progress(len(group)).enabled:
             try:
-                s._wait_ids([f._tid for f in group], timeout)
+                s._wait_ids([f._tid for f in group], _left(deadline))
             except (TaskFailed, TaskCancelled):
                 pass
-        if len(group) < 4:
-            for f in group:
-                f._resolve(timeout)
-            continue
+        if len(group) < 4 or s.closed:
+            _gather_few(s, group, deadline, errors)
+        else:
+            _gather_joined(s, group, deadline, errors)
+
+
+def _gather_few(s: Session, group: List[Future], deadline: Optional[float], errors: str) -> None:
+    """Resolves the futures as they finish, one fetch each."""
+    pending = [f for f in group if not f._resolved()]
+    while pending:
+        if s.closed:
+            for f in pending:
+                f._resolve(0)
+        else:
+            done, _ = s._wait_some_ids([f._tid for f in pending], _ms(_left(deadline)))
+            if not done:
+                raise TimeoutError("gather: %d future(s) still pending after the timeout"
+                                   % len(pending))
+            got = set(done)
+            for f in pending:
+                if f._tid in got:
+                    f._resolve(_left(deadline))
+        if errors == "raise":
+            _raise_first(pending)
+        pending = [f for f in pending if not f._resolved()]
+
+
+def _gather_joined(s: Session, group: List[Future], deadline: Optional[float],
+                   errors: str) -> None:
+    """Joins each chunk of futures in a concat task and fetches the chunks
+    as they finish; a chunk whose concat failed is resolved future by future
+    (its failures raised at once with errors="raise")."""
+    joined: Dict[int, List[Future]] = {}     # concat task -> its chunk
+    with s._lock:
+        s._submit_calls()
         for start in range(0, len(group), _GATHER_CHUNK):
-            chunk = group[start:start + _GATHER_CHUNK]
-            with s._lock:
-                s._submit_calls()
-                chunk = [f for f in chunk if not f._resolved()]
-                if not chunk:
-                    continue
+            chunk = [f for f in group[start:start + _GATHER_CHUNK] if not f._resolved()]
+            if chunk:
                 tid = s._add_task(b"concat", [f._oid for f in chunk], 1, None, {}, None, None)
-                joined = tid + 1
-                L.sq_keep(s._h, joined)
-                s.submit()
-            try:
-                data, _ = s._fetch(joined, timeout, raw=True)
-            except (TaskFailed, TaskCancelled):
-                data = None
-            finally:
-                with s._lock:
-                    L.sq_unkeep(s._h, joined)
-            if data is None:            # some failed: find out which, one by one
-                for f in chunk:
-                    f._resolve(timeout)
-                continue
-            stream = io.BytesIO(data)
-            for f in chunk:
-                f._set_value(read_value(stream))
+                L.sq_keep(s._h, tid + 1)
+                joined[tid] = chunk
+        s.submit()
+    try:
+        while joined:
+            done, _ = s._wait_some_ids(list(joined), _ms(_left(deadline)))
+            if not done:
+                raise TimeoutError("gather: %d future(s) still pending after the timeout"
+                                   % sum(map(len, joined.values())))
+            for tid in done:
+                chunk = joined.pop(tid)
+                try:
+                    data, _ = s._fetch(tid + 1, _left(deadline), raw=True)
+                except (TaskFailed, TaskCancelled):
+                    data = None
+                finally:
+                    with s._lock:
+                        if not s.closed:
+                            L.sq_unkeep(s._h, tid + 1)
+                if data is not None:
+                    stream = io.BytesIO(data)
+                    for f in chunk:
+                        f._set_value(read_value(stream))
+                elif errors == "raise":
+                    #   The futures already done hold the failure.
+                    _gather_few(s, chunk, deadline, errors)
+                else:
+                    for f in chunk:
+                        f._resolve(_left(deadline))
+    finally:
+        with s._lock:
+            if not s.closed and joined:
+                for tid in joined:
+                    L.sq_unkeep(s._h, tid + 1)
 
 
 def as_completed(futures: Iterable[Future], timeout: Optional[float] = None) -> Iterator[Future]:
