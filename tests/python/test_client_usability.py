@@ -144,3 +144,62 @@ def test_gather_raises_the_first_failure_while_others_run(client, tmp_path, n_he
     assert client.gather({"a": held[0], "b": failed}, errors="skip", timeout=TIMEOUT) == {"a": 0}
     with pytest.raises(ValueError, match="errors"):
         client.gather(held, errors="ignore")
+
+
+class Tagged(Exception):
+    pass
+
+
+class _Unpicklable(Exception):
+    def __init__(self):
+        super().__init__("holds a lock")
+        import threading
+        self.lock = threading.Lock()
+
+
+def _with_reducers(how):
+    """Raises after registering reducers in the executor, as a library it
+    imports may (tblib's pickling support, installed by Dask's
+    distributed on import)."""
+    import copyreg
+    if how == "tagged":
+        copyreg.pickle(Tagged, lambda e: (Tagged, ("mangled",)))
+        raise Tagged("whole")
+    from tblib import pickling_support
+    pickling_support.install()
+    if how == "exit":
+        raise SystemExit(3)
+    try:
+        raise _Unpicklable()
+    except _Unpicklable as cause:
+        raise ValueError("caused") from cause
+
+
+@pytest.fixture(scope="module")
+def own_cluster():
+    """A cluster of its own: the reducers a test registers stay in its
+    executors."""
+    from conftest import cluster_options
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as c:
+        yield c
+
+
+def test_exceptions_arrive_whole_whatever_reducers_were_registered(own_cluster):
+    client = own_cluster.client()
+    with pytest.raises(Tagged, match="whole"):
+        client.submit(_with_reducers, "tagged").result(TIMEOUT)
+    pytest.importorskip("tblib")
+    with pytest.raises(squall.TaskFailed) as info:
+        client.submit(_with_reducers, "exit").result(TIMEOUT)
+    assert isinstance(info.value.exception, SystemExit) and info.value.exception.code == 3
+    with pytest.raises(ValueError, match="caused"):
+        client.submit(_with_reducers, "cause").result(TIMEOUT)
+    client.close()
+
+
+def test_copies_of_a_client_share_it(client):
+    import copy
+    assert copy.copy(client) is client
+    #   Dask deep-copies its config, which may hold scheduler=client.get.
+    config = copy.deepcopy({"scheduler": client.get})
+    assert config["scheduler"].__self__ is client

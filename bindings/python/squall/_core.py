@@ -315,6 +315,14 @@ class Client:
     def __repr__(self) -> str:
         return "<squall.Client %s>" % self.address
 
+    def __copy__(self) -> "Client":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "Client":
+        """The client itself: it is a connection, which copies share (Dask
+        deep-copies its config, where `scheduler=client.get` holds it)."""
+        return self
+
     # -- futures
     def _drain_dead(self) -> None:
         """Accounts for futures collected since the last call (lock held)."""
