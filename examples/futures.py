@@ -25,11 +25,13 @@ def main() -> None:
         for future in squall.as_completed(squares):
             print("done:", future.result())
 
+        # a task's own exception is raised here, with the remote traceback
+        # as its cause
         bad = client.submit(lambda: 1 / 0)
         try:
             bad.result()
-        except squall.TaskFailed as error:
-            print("failed as expected:", error.message)
+        except ZeroDivisionError as error:
+            print("failed as expected:", error)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ the client pickled by value) are used.
 """
 import base64
 import collections
+import collections.abc
 import io
 import os
 import pickle
@@ -78,6 +79,7 @@ import struct
 import sys
 import time
 import traceback
+import types
 import warnings
 
 PICKLE = "py/pickle"
@@ -406,11 +408,11 @@ def _pickled_exception(exc):
     round trip here (then the client raises TaskFailed with the text)."""
     tb, exc.__traceback__ = exc.__traceback__, None
     try:
-        for dumps in (pickle.dumps, getattr(_cloudpickle, "dumps", None)):
-            if dumps is None:
+        for pickler in (pickle.Pickler, getattr(_cloudpickle, "Pickler", None)):
+            if pickler is None:
                 continue
             try:
-                data = dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+                data = _dumps_exception(pickler, exc)
                 pickle.loads(data)      # exceptions with odd __init__s fail here
             except Exception:
                 continue
@@ -419,6 +421,30 @@ def _pickled_exception(exc):
         return None
     finally:
         exc.__traceback__ = tb
+
+
+def _dumps_exception(pickler, exc):
+    """exc pickled by pickler, with the reducers the process registered
+    for exceptions and tracebacks left out: tblib's pickling support (Dask's
+    distributed installs it on import) would lose SystemExit's code and
+    carry the __cause__ chain, so that an exception caused by an
+    unpicklable one could not travel at all. What every exception reduces
+    to by itself is what the client gets, whatever the task imported."""
+    import copyreg
+    table = getattr(pickler, "dispatch_table", None)
+    if not isinstance(table, collections.abc.Mapping):  # the C pickler's: copyreg's
+        table = copyreg.dispatch_table
+
+    class _Pickler(pickler):
+        #   A class attribute: the C pickler reads it when it is made.
+        dispatch_table = {
+            cls: reduce for cls, reduce in table.items()
+            if not (isinstance(cls, type)
+                    and (issubclass(cls, BaseException) or cls is types.TracebackType))}
+
+    out = io.BytesIO()
+    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(exc)
+    return out.getvalue()
 
 
 def _failure(exc):

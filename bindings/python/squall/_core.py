@@ -315,6 +315,14 @@ class Client:
     def __repr__(self) -> str:
         return "<squall.Client %s>" % self.address
 
+    def __copy__(self) -> "Client":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "Client":
+        """The client itself: it is a connection, which copies share (Dask
+        deep-copies its config, where `scheduler=client.get` holds it)."""
+        return self
+
     # -- futures
     def _drain_dead(self) -> None:
         """Accounts for futures collected since the last call (lock held)."""
@@ -326,7 +334,7 @@ class Client:
                 #   An actor's handle (-its task id): the actor stops.
                 if session is self._fs and not session.closed:
                     session._stop_actor(-oid)
-            elif session is self._fs:
+            elif session is self._fs and not session._is_void(oid):
                 self._released.append(oid)
 
     def _futures_session(self) -> "Session":
@@ -362,7 +370,7 @@ class Client:
         options = {k: kwargs.pop(k) for k in TASK_OPTIONS if k in kwargs}
         with self._lock:
             s = self._futures_session()
-            future = s._future(fn, args, kwargs, options)
+            future = s._recorded_call(lambda: s._future_task(fn, args, kwargs, options))
             self._buffered_one(s)
         return future
 
@@ -406,17 +414,24 @@ class Client:
             raise TypeError("unknown task option(s) %s" % ", ".join(sorted(bad)))
         with self._lock:
             s = self._futures_session()
+            s._submit_calls()
             futures = s._map_futures(fn, zip(*iterables), options)
             s.submit()
         return futures
 
-    def gather(self, futures: Any, timeout: Optional[float] = None) -> Any:
+    def gather(self, futures: Any, timeout: Optional[float] = None,
+               errors: str = "raise") -> Any:
         """The results of futures, in the same structure (a future, or lists,
-        tuples and dicts of them). Raises the first failure."""
+        tuples and dicts of them). errors="raise": raises the first failure
+        as soon as one is known, not waiting for the other futures;
+        errors="skip": failed and cancelled futures are left out of their
+        lists, tuples and dicts (as Dask's gather)."""
+        if errors not in ("raise", "skip"):
+            raise ValueError("errors must be 'raise' or 'skip', not %r" % (errors,))
         flat: List[Future] = []
         _collect(futures, flat)
-        _gather_values(flat, timeout)
-        return _rebuild(futures)
+        _gather_values(flat, timeout, errors)
+        return _rebuild(futures, errors == "skip")
 
     def scatter(self, data: Any, governor: Any = None, broadcast: bool = False) -> Any:
         """Puts values on the cluster once, to be used by many tasks (Dask's
@@ -450,6 +465,7 @@ class Client:
                      broadcast: bool = False) -> "Future":
         with self._lock:
             s = self._futures_session()
+            s._submit_calls()
             obj = s.pickled(value, governor)
             L.sq_keep(s._h, obj.id)
             future = Future(s, obj.id, oid=obj.id)
@@ -584,6 +600,15 @@ class Session:
         self._submit_error: Optional[SquallError] = None
         self._template = TemplatePickler(self._is_ref, _ref_id)
         self._fn_objects: Dict[bytes, int] = {}   # pickled function -> its data object
+        #   What a refused submit undoes (Session._refused): the ids given
+        #   out so far, where the unsubmitted batch starts, the buffered
+        #   calls (client.submit, actor calls) that can be added again
+        #   without the refused one, and the id ranges the broker never took.
+        self._next_id = 1
+        self._batch_first = 1
+        self._batch_tasks = 0
+        self._calls: List[tuple] = []          # (first id, end id, future, redo)
+        self._void: List[tuple] = []           # (first id, end id)
 
     # -- context
     def __enter__(self) -> "Session":
@@ -620,6 +645,12 @@ class Session:
         if rc:
             raise self.client._error(rc, self)
 
+    def _open(self) -> None:
+        """Raises if the session is closed (the library, given no session,
+        would have no error to tell)."""
+        if not self._h.value:
+            raise TaskCancelled("session %d is closed" % self.id)
+
     def _task_of(self, oid: int) -> int:
         return self._outputs.get(oid, oid)
 
@@ -631,10 +662,12 @@ class Session:
         put straight on that governor at submit, whatever its size: it has
         no lineage there, so if every copy of it is lost the tasks needing
         it fail, naming it."""
+        self._open()
         data = bytes(data)
         oid = L.sq_blob(self._h, data, len(data), content_type.encode())
         if not oid:
             self._check(L.sq_client_errcode(self.client._h) or 4)
+        self._next_id = oid + 1
         if governor is not None:
             self._check(L.sq_object_set_governor(self._h, oid, int(governor)))
         self._dirty = True
@@ -682,12 +715,14 @@ class Session:
     def _add_task(self, kind: bytes, inputs: Sequence[int], n_outputs: int,
                   config: Optional[bytes], options: dict, name: Optional[str],
                   content_types: Optional[Sequence[str]]) -> int:
+        self._open()
         h = self._h
         n = len(inputs)
         arr = (ctypes.c_uint32 * n)(*inputs) if n else None
         tid = L.sq_task(h, kind, arr, n, n_outputs, config, len(config) if config else 0)
         if not tid:
             self._check(L.sq_client_errcode(self.client._h) or 4)
+        self._next_id = tid + 1 + n_outputs
         if name:
             L.sq_task_set_name(h, tid, name.encode())
             self._names[tid] = name
@@ -725,6 +760,9 @@ class Session:
         if isinstance(x, Future):
             if x._session is not self:
                 raise SquallError("a Future can only be used in client.submit / map")
+            if self._is_void(x._oid):
+                raise SquallError("%r cannot be an argument: the broker refused its task (%s)"
+                                  % (x, x._exc), getattr(x._exc, "code", 0))
             return x._oid
         if isinstance(x, (bytes, bytearray, memoryview)):
             return self.blob(bytes(x)).id
@@ -828,6 +866,7 @@ class Session:
                                         ctypes.byref(first)))
             stride = 2                  # a task and its one output
             ids = range(first.value, first.value + n * stride, stride)
+            self._next_id = first.value + n * stride
             name = self._names.get(model)
             if name:
                 self._names.update(dict.fromkeys(ids, name))
@@ -866,26 +905,131 @@ class Session:
 
     def _future(self, fn: Callable, args: tuple, kwargs: Optional[dict],
                 options: dict) -> "Future":
+        return Future(self, self._future_task(fn, args, kwargs, options))
+
+    def _future_task(self, fn: Callable, args: tuple, kwargs: Optional[dict],
+                     options: dict) -> int:
+        """Adds the task of a future, its output kept; returns its id."""
         name = options.get("key") or getattr(fn, "__name__", None)
         tid = self._py_task(fn, tuple(args), kwargs, 1, options, name)
         L.sq_keep(self._h, tid + 1)
-        return Future(self, tid)
+        return tid
+
+    # -- refused submits
+    def _recorded_call(self, add: Callable[[], int]) -> "Future":
+        """A buffered call (lock held): add() adds its task (its output
+        kept) and returns its id. The call is remembered until its batch is
+        accepted: if the broker refuses the batch for another call, it is
+        added again (Session._refused)."""
+        first = self._next_id
+        try:
+            tid = add()
+        except BaseException:
+            if self._next_id > first:   # something was added before the error: it is sent
+                self._calls.append((first, self._next_id, None, None))
+            raise
+        future = Future(self, tid)
+        self._calls.append((first, self._next_id, future, add))
+        return future
+
+    def _submit_calls(self) -> None:
+        """Sends the buffered calls before the caller adds what it submits
+        at once (lock held): a refusal of the caller's own part is then
+        raised to it alone, and theirs goes to their futures."""
+        if self._calls:
+            self.submit()
+
+    def _is_void(self, oid: int) -> bool:
+        """Whether the id was in a batch the broker refused."""
+        for first, end in self._void:
+            if first <= oid < end:
+                return True
+        return False
+
+    def _rollback(self) -> None:
+        """Forgets the batch the broker refused (lock held): the library
+        already dropped it; nothing here may refer to its ids any more."""
+        first, end = self._batch_first, self._next_id
+        if end > first:
+            self._void.append((first, end))
+        removed = self._task_ids[self._batch_tasks:]
+        del self._task_ids[self._batch_tasks:]
+        self._n_tasks -= len(removed)
+        names, outputs = self._names, self._outputs
+        for tid in removed:
+            names.pop(tid, None)
+            oid = tid + 1
+            while outputs.get(oid) == tid:
+                del outputs[oid]
+                oid += 1
+        self._fn_objects = {k: v for k, v in self._fn_objects.items() if v < first}
+        self._dirty = False
+        self._buffered = 0
+        self._batch_done()
+
+    def _batch_done(self) -> None:
+        self._batch_first = self._next_id
+        self._batch_tasks = len(self._task_ids)
+
+    def _refused(self, rc: int) -> None:
+        """The broker refused the batch, or it could not be sent (lock
+        held). The refusal names the task or object at fault: when that is
+        a buffered call's, that call's future fails with the refusal and
+        the other calls are added again; otherwise every buffered call
+        fails with it and it is raised."""
+        errid = L.sq_client_errid(self.client._h)
+        exc = self.client._error(rc, self)
+        calls, self._calls = self._calls, []
+        first, end = self._batch_first, self._next_id
+        covered = sum(e - f for f, e, _, _ in calls) == end - first
+        blamed = None
+        if covered and errid:
+            blamed = next((c for c in calls if c[0] <= errid < c[1] and c[2] is not None), None)
+        what = blamed[2].key if blamed else None
+        self._rollback()
+        if blamed is None:
+            for _, _, future, _ in calls:
+                if future is not None:
+                    future._set_exc(exc)
+            raise exc
+        blamed[2]._set_exc(SquallError("the broker refused the task of %s: %s" % (what, exc),
+                                       exc.code))
+        for call in calls:
+            _, _, future, add = call
+            if call is blamed or future is None:
+                continue
+            start = self._next_id
+            try:
+                tid = add()
+            except SquallError as again:
+                if self._next_id > start:
+                    self._calls.append((start, self._next_id, None, None))
+                future._set_exc(again)
+                continue
+            future._tid, future._oid = tid, tid + 1
+            self._calls.append((start, self._next_id, future, add))
+            self._buffered += 1
 
     # -- submit and wait
     def submit(self) -> None:
         """Sends what was built since the last submit; tasks start as soon as
         their inputs exist. May be called any number of times."""
         with self._lock:
+            self._open()
             if self._submit_error is not None:
                 exc, self._submit_error = self._submit_error, None
                 raise exc
-            if not self._dirty:
-                return
-            self._dirty = False
-            self._buffered = 0
-            self._check(L.sq_submit(self._h))
-            if self.client._fs is self:
-                self.client._unkeep_released()
+            while self._dirty:
+                self._dirty = False
+                self._buffered = 0
+                rc = L.sq_submit(self._h)
+                if rc:
+                    self._refused(rc)       # raises, or adds back the calls not at fault
+                    continue
+                self._calls.clear()
+                self._batch_done()
+                if self.client._fs is self:
+                    self.client._unkeep_released()
 
     def _ids(self, items: Iterable[Any]) -> List[int]:
         out = []
@@ -1000,6 +1144,7 @@ class Session:
     @_locked
     def cancel(self, items: Sequence[Any] = ()) -> None:
         """Cancels tasks (all unfinished tasks of the session if none given)."""
+        self._open()
         ids = self._ids(items)
         self._check(L.sq_cancel(self._h, L.ids(ids) if ids else None, len(ids)))
 
@@ -1064,11 +1209,13 @@ class DataObject:
     def keep(self) -> "DataObject":
         """Keeps the object so it can be fetched (and outlives its consumers)."""
         with self.session._lock:
+            self.session._open()
             self.session._check(L.sq_keep(self.session._h, self.id))
         return self
 
     def unkeep(self) -> None:
         with self.session._lock:
+            self.session._open()
             self.session._check(L.sq_unkeep(self.session._h, self.id))
 
     def fetch(self, timeout: Optional[float] = None) -> Any:
@@ -1388,6 +1535,10 @@ class Future(_cf.Future):
     def _resolve(self, timeout: Optional[float]) -> None:
         if self._resolved():
             return
+        if not self._session.closed:
+            self._session.submit()
+            if self._resolved():        # the broker refused its task
+                return
         try:
             data, content_type = self._session._fetch(self._oid, timeout, raw=True)
         except TaskFailed as exc:
@@ -1430,6 +1581,8 @@ class Future(_cf.Future):
         if self._session.closed:
             return True
         self._session.submit()          # a buffered submit is not known yet
+        if self._resolved():            # the broker refused it
+            return True
         done, _ = self._session._wait_some_ids([self._tid], 0)
         return bool(done)
 
@@ -1560,6 +1713,9 @@ class _Watcher:
                         f._set_exc(TaskCancelled("session %d is closed" % s.id))
                     continue
                 s.submit()
+                same = [f for f in same if not f._resolved()]   # refused
+                if not same:
+                    continue
                 done, _ = s._wait_some_ids([f._tid for f in same], _SLICE_MS)
             except SquallError as exc:
                 for f in same:
@@ -1592,57 +1748,131 @@ def _collect(x: Any, out: List[Future]) -> None:
             _collect(y, out)
 
 
-def _rebuild(x: Any) -> Any:
+def _rebuild(x: Any, skip: bool = False) -> Any:
     if isinstance(x, Future):
         return x.result()
     if isinstance(x, (list, tuple, set, frozenset)):
-        return type(x)(_rebuild(y) for y in x)
+        return type(x)(_rebuild(y, skip) for y in x
+                       if not (skip and isinstance(y, Future) and _failed(y)))
     if isinstance(x, dict):
-        return {k: _rebuild(v) for k, v in x.items()}
+        return {k: _rebuild(v, skip) for k, v in x.items()
+                if not (skip and isinstance(v, Future) and _failed(v))}
     return x
 
 
-def _gather_values(futures: List[Future], timeout: Optional[float]) -> None:
+def _failed(f: Future) -> bool:
+    return f._exc is not None or f._state in _CANCELLED_STATES
+
+
+def _left(deadline: Optional[float]) -> Optional[float]:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _raise_first(futures: List[Future]) -> None:
+    for f in futures:
+        if _failed(f):
+            f.result()
+
+
+def _gather_values(futures: List[Future], timeout: Optional[float], errors: str = "raise") -> None:
     """Resolves many futures with few round trips: their objects are joined
-    by concat tasks on the cluster and fetched in one piece per chunk."""
+    by concat tasks on the cluster and fetched in one piece per chunk.
+    errors="raise": the first failure is raised as soon as it is known,
+    whatever is still running; "skip": every future is resolved."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     by_session: Dict[int, List[Future]] = {}
     seen = set()
     for f in futures:
         if not f._resolved() and id(f) not in seen:
             seen.add(id(f))
             by_session.setdefault(id(f._session), []).append(f)
+    if errors == "raise":
+        _raise_first(futures)
     for group in by_session.values():
         s = group[0]._session
-        s.submit()
+        if not s.closed:
+            s.submit()
+        group = [f for f in group if not f._resolved()]     # refused by that submit
+        if errors == "raise":
+            _raise_first(futures)
         if len(group) >= 100 and Progress(len(group)).enabled:
             try:
-                s._wait_ids([f._tid for f in group], timeout)
+                s._wait_ids([f._tid for f in group], _left(deadline))
             except (TaskFailed, TaskCancelled):
                 pass
-        if len(group) < 4:
-            for f in group:
-                f._resolve(timeout)
-            continue
+        if len(group) < 4 or s.closed:
+            _gather_few(s, group, deadline, errors)
+        else:
+            _gather_joined(s, group, deadline, errors)
+
+
+def _gather_few(s: Session, group: List[Future], deadline: Optional[float], errors: str) -> None:
+    """Resolves the futures as they finish, one fetch each."""
+    pending = [f for f in group if not f._resolved()]
+    while pending:
+        if s.closed:
+            for f in pending:
+                f._resolve(0)
+        else:
+            done, _ = s._wait_some_ids([f._tid for f in pending], _ms(_left(deadline)))
+            if not done:
+                raise TimeoutError("gather: %d future(s) still pending after the timeout"
+                                   % len(pending))
+            got = set(done)
+            for f in pending:
+                if f._tid in got:
+                    f._resolve(_left(deadline))
+        if errors == "raise":
+            _raise_first(pending)
+        pending = [f for f in pending if not f._resolved()]
+
+
+def _gather_joined(s: Session, group: List[Future], deadline: Optional[float],
+                   errors: str) -> None:
+    """Joins each chunk of futures in a concat task and fetches the chunks
+    as they finish; a chunk whose concat failed is resolved future by future
+    (its failures raised at once with errors="raise")."""
+    joined: Dict[int, List[Future]] = {}     # concat task -> its chunk
+    with s._lock:
+        s._submit_calls()
         for start in range(0, len(group), _GATHER_CHUNK):
-            chunk = group[start:start + _GATHER_CHUNK]
-            with s._lock:
+            chunk = [f for f in group[start:start + _GATHER_CHUNK] if not f._resolved()]
+            if chunk:
                 tid = s._add_task(b"concat", [f._oid for f in chunk], 1, None, {}, None, None)
-                joined = tid + 1
-                L.sq_keep(s._h, joined)
-            try:
-                data, _ = s._fetch(joined, timeout, raw=True)
-            except (TaskFailed, TaskCancelled):
-                data = None
-            finally:
-                with s._lock:
-                    L.sq_unkeep(s._h, joined)
-            if data is None:            # some failed: find out which, one by one
-                for f in chunk:
-                    f._resolve(timeout)
-                continue
-            stream = io.BytesIO(data)
-            for f in chunk:
-                f._set_value(read_value(stream))
+                L.sq_keep(s._h, tid + 1)
+                joined[tid] = chunk
+        s.submit()
+    try:
+        while joined:
+            done, _ = s._wait_some_ids(list(joined), _ms(_left(deadline)))
+            if not done:
+                raise TimeoutError("gather: %d future(s) still pending after the timeout"
+                                   % sum(map(len, joined.values())))
+            for tid in done:
+                chunk = joined.pop(tid)
+                try:
+                    data, _ = s._fetch(tid + 1, _left(deadline), raw=True)
+                except (TaskFailed, TaskCancelled):
+                    data = None
+                finally:
+                    with s._lock:
+                        if not s.closed:
+                            L.sq_unkeep(s._h, tid + 1)
+                if data is not None:
+                    stream = io.BytesIO(data)
+                    for f in chunk:
+                        f._set_value(read_value(stream))
+                elif errors == "raise":
+                    #   The futures already done hold the failure.
+                    _gather_few(s, chunk, deadline, errors)
+                else:
+                    for f in chunk:
+                        f._resolve(_left(deadline))
+    finally:
+        with s._lock:
+            if not s.closed and joined:
+                for tid in joined:
+                    L.sq_unkeep(s._h, tid + 1)
 
 
 def as_completed(futures: Iterable[Future], timeout: Optional[float] = None) -> Iterator[Future]:
@@ -1654,8 +1884,10 @@ def as_completed(futures: Iterable[Future], timeout: Optional[float] = None) -> 
         ready = [f for f in pending if f._resolved()]
         if not ready:
             s = pending[0]._session
-            same = [f for f in pending if f._session is s]
             s.submit()
+            same = [f for f in pending if f._session is s and not f._resolved()]
+            if not same:                # the broker refused their tasks
+                continue
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             done_ids, _ = s._wait_some_ids([f._tid for f in same], _ms(left))
             if not done_ids:

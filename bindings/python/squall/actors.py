@@ -57,6 +57,7 @@ class ActorHandle:
         self._stopped = False
         with client._lock:
             session = client._futures_session()
+            session._submit_calls()
             self._tid = session._actor_task(cls, args, kwargs, options, self._name)
             self._session = session
             #   Counted as a live future: the futures' session (whose close
@@ -85,12 +86,15 @@ class ActorHandle:
             session = self._session
             if session.closed:
                 raise SquallError("actor %s (%d): its client was closed" % (self._name, self._tid))
-            tid = session._call_task(self._tid, method, args, kwargs,
-                                     "%s.%s" % (self._name, method))
-            L.sq_keep(session._h, tid + 1)
-            future = Future(session, tid)
+            future = session._recorded_call(lambda: self._call_tid(session, method, args,
+                                                                   kwargs))
             client._buffered_one(session)
         return future
+
+    def _call_tid(self, session, method: str, args: tuple, kwargs: dict) -> int:
+        tid = session._call_task(self._tid, method, args, kwargs, "%s.%s" % (self._name, method))
+        L.sq_keep(session._h, tid + 1)
+        return tid
 
     def stop(self) -> None:
         """Ends the actor now: its instance goes, its resources are free,
