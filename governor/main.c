@@ -3,6 +3,7 @@
 #include "governor.h"
 #include "keys.h"
 #include "heap.h"
+#include "store.h"
 #include "cgroup.h"
 #include "files.h"
 #include "args.h"
@@ -343,6 +344,12 @@ main (int argc, char *argv [])
         }
     }
     heap_configure (config.memory);
+    config.store_limit = store_budget (config.memory, config.cpus, heap_kept ());
+    if (config.store_limit)
+        sq_info ("store: %llu of --memory %llu (the rest for %u executors and their tasks, the "
+                 "copy heap, the governor), spilling above %d percent of it",
+                 (unsigned long long) config.store_limit, (unsigned long long) config.memory,
+                 config.cpus, STORE_SPILL_HIGH);
     if (!config.broker)
         return s_bad ("--broker is required", NULL);
     if (!secret_key != !broker_key)

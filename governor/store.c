@@ -118,6 +118,21 @@ store_destroy (store_t **self_p)
     *self_p = NULL;
 }
 
+uint64_t
+store_budget (uint64_t memory, uint32_t cpus, uint64_t heap_keep)
+{
+    if (memory == 0)
+        return 0;
+    uint64_t floor = memory / 4;
+    //  Each term is checked against what is left: no overflow, no wrap.
+    uint64_t left = memory;
+    uint64_t execs = (uint64_t) cpus * STORE_EXEC_RESERVE;
+    uint64_t reserves [] = { heap_keep, execs, STORE_BASE_RESERVE };
+    for (size_t i = 0; i < sizeof reserves / sizeof reserves [0]; i++)
+        left = reserves [i] < left? left - reserves [i]: 0;
+    return left > floor? left: floor;
+}
+
 int
 store_configure (store_t *self, uint64_t memory_limit, const char *spill_dir)
 {

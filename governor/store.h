@@ -38,6 +38,19 @@ typedef struct _store_t store_t;
 
 store_t *store_new (void);
 void store_destroy (store_t **self_p);
+//  A governor's memory is not all its store's: its executors, the tasks
+//  they run and the free heap it keeps for copies (heap.h) live beside it,
+//  in the same container or Slurm step, and the kernel kills the box when
+//  their sum passes its limit, before the store ever spills. So the store
+//  gets what is left of `memory` (a governor's --memory, or its cgroup's
+//  limit) after `heap_keep`, STORE_EXEC_RESERVE per CPU slot (one executor
+//  and the task it runs each) and STORE_BASE_RESERVE (the governor itself,
+//  ZeroMQ's buffers, a reply being read), and never less than a quarter
+//  of memory. 0 (no limit) stays 0.
+#define STORE_EXEC_RESERVE (128ull << 20)
+#define STORE_BASE_RESERVE (64ull << 20)
+uint64_t store_budget (uint64_t memory, uint32_t cpus, uint64_t heap_keep);
+
 //  Sets the memory limit (0: none, never spill) and the directory spill
 //  files go to (copied; must exist). 0, or -1 out of memory.
 int store_configure (store_t *self, uint64_t memory_limit, const char *spill_dir);
