@@ -453,6 +453,7 @@ def _slurm():
     spec.loader.exec_module(module)
     import types
     module.cli = types.SimpleNamespace(cluster_info=cluster_info, retire_governor=retire_governor,
+                                       keygen=keygen,
                                        find_program=find_program, CliError=CliError,
                                        EXIT_OK=EXIT_OK, EXIT_USAGE=EXIT_USAGE)
     return module
