@@ -344,6 +344,7 @@ main (int argc, char *argv [])
         }
     }
     heap_configure (config.memory);
+    config.box_memory = box.memory;
     config.store_limit = store_budget (config.memory, config.cpus, heap_kept ());
     if (config.store_limit)
         sq_info ("store: %llu of --memory %llu (the rest for %u executors and their tasks, the "

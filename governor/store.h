@@ -51,6 +51,26 @@ void store_destroy (store_t **self_p);
 #define STORE_BASE_RESERVE (64ull << 20)
 uint64_t store_budget (uint64_t memory, uint32_t cpus, uint64_t heap_keep);
 
+//  The box the governor runs in (its container, its Slurm step), whose
+//  limit the kernel enforces on the store and everything beside it at
+//  once. `beside` says how many bytes are in use in the box now besides
+//  the store's memory (given to it): executors and their tasks, the
+//  governor; not the free heap the store's copies will reuse. On puts (at
+//  most every STORE_BOX_CHECK_MS, or after box_limit/64 more bytes) and on
+//  store_check_box, while the store's memory plus that passes
+//  STORE_BOX_HIGH percent of box_limit, the store spills down to
+//  STORE_BOX_LOW percent: it spills before the box's limit is reached,
+//  whatever runs beside it. box_limit 0 or beside NULL: no box (the
+//  default).
+#define STORE_BOX_HIGH 85
+#define STORE_BOX_LOW 75
+#define STORE_BOX_CHECK_MS 100
+typedef uint64_t (store_beside_fn) (void *arg, uint64_t store_memory);
+void store_set_box (store_t *self, uint64_t box_limit, store_beside_fn *beside, void *arg);
+//  Looks at the box now (the compute thread calls it while tasks run: they
+//  grow without the store knowing). True if it spilled.
+bool store_check_box (store_t *self);
+
 //  Sets the memory limit (0: none, never spill) and the directory spill
 //  files go to (copied; must exist). 0, or -1 out of memory.
 int store_configure (store_t *self, uint64_t memory_limit, const char *spill_dir);
