@@ -732,8 +732,9 @@ s_check_memory (compute_t *self)
 }
 
 //  What runs beside the store in the governor's cgroup: its usage (less
-//  file pages) less the store's memory and the free heap kept for copies,
-//  which the store's next objects reuse.
+//  file pages) less the store's memory. The free heap kept for copies
+//  counts: it is resident, and objects made elsewhere (executors'
+//  replies, mapped) do not reuse it.
 static uint64_t
 s_beside_store (void *arg, uint64_t store_memory)
 {
@@ -741,8 +742,17 @@ s_beside_store (void *arg, uint64_t store_memory)
     uint64_t used;
     if (cgroup_usage_read (self->box, &used))
         return 0;
-    uint64_t ours = store_memory + heap_free ();
-    return used > ours? used - ours: 0;
+    return used > store_memory? used - store_memory: 0;
+}
+
+//  After the box made the store spill: what it freed into the heap (and
+//  the heap kept for copies) goes back to the system, or the box would
+//  not see it go.
+static void
+s_relieve_box (void *arg)
+{
+    (void) arg;
+    heap_release ();
 }
 
 //  Tasks grow without the store knowing: while any run, the box is looked
@@ -1529,7 +1539,7 @@ compute_new (const compute_args_t *args)
     if (self->store && self->workdir
     &&  store_configure (self->store, self->memory_limit, spill_dir) == 0) {
         if (args->box_memory && (self->box = cgroup_usage_new (""))) {
-            store_set_box (self->store, args->box_memory, s_beside_store, self);
+            store_set_box (self->store, args->box_memory, s_beside_store, s_relieve_box, self);
             sq_debug ("store: spills above %d percent of the cgroup's %" PRIu64 " bytes, "
                       "whatever runs beside it", STORE_BOX_HIGH, args->box_memory);
         }

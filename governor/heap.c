@@ -50,17 +50,6 @@ heap_kept (void)
 #endif
 }
 
-uint64_t
-heap_free (void)
-{
-#if defined (__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
-    struct mallinfo2 info = mallinfo2 ();
-    return (uint64_t) info.fordblks;
-#else
-    return 0;
-#endif
-}
-
 void
 heap_release (void)
 {

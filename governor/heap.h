@@ -29,9 +29,7 @@ void heap_release (void);
 //  The free heap kept for copies (set by heap_configure), bytes; 0
 //  without glibc.
 uint64_t heap_kept (void);
-//  Bytes free in the heap now (malloc's), ready for the next objects; 0
-//  without glibc.
-uint64_t heap_free (void);
+
 
 //  Pre-faults `bytes` of heap (at most what heap_configure keeps: a quarter
 //  of the memory limit, 2 GiB) from a low-priority thread: malloc'd in

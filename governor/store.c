@@ -36,6 +36,7 @@ struct _store_t {
     //  looked at.
     uint64_t box_limit;
     store_beside_fn *beside;
+    store_relieve_fn *relieve;
     void *beside_arg;
     uint64_t box_checked_ms;
     uint64_t box_checked_memory;
@@ -247,6 +248,8 @@ s_box (store_t *self, uint64_t need, bool always)
     uint64_t before = self->memory;
     s_spill_to (self, 0, target);
     self->box_checked_memory = self->memory;
+    if (self->memory < before && self->relieve)
+        self->relieve (self->beside_arg);
     if (self->memory < before)
         sq_info ("store: %" PRIu64 " MiB in use beside the store in a box of %" PRIu64
                  " MiB: spilled %" PRIu64 " MiB", beside >> 20, self->box_limit >> 20,
@@ -263,10 +266,12 @@ s_maybe_spill (store_t *self)
 }
 
 void
-store_set_box (store_t *self, uint64_t box_limit, store_beside_fn *beside, void *arg)
+store_set_box (store_t *self, uint64_t box_limit, store_beside_fn *beside,
+                store_relieve_fn *relieve, void *arg)
 {
     self->box_limit = box_limit;
     self->beside = box_limit? beside: NULL;
+    self->relieve = relieve;
     self->beside_arg = arg;
     self->box_checked_ms = 0;
     self->box_checked_memory = 0;

@@ -55,18 +55,21 @@ uint64_t store_budget (uint64_t memory, uint32_t cpus, uint64_t heap_keep);
 //  limit the kernel enforces on the store and everything beside it at
 //  once. `beside` says how many bytes are in use in the box now besides
 //  the store's memory (given to it): executors and their tasks, the
-//  governor; not the free heap the store's copies will reuse. On puts (at
-//  most every STORE_BOX_CHECK_MS, or after box_limit/64 more bytes) and on
-//  store_check_box, while the store's memory plus that passes
-//  STORE_BOX_HIGH percent of box_limit, the store spills down to
-//  STORE_BOX_LOW percent: it spills before the box's limit is reached,
-//  whatever runs beside it. box_limit 0 or beside NULL: no box (the
-//  default).
+//  governor, its free heap. On puts (at most every STORE_BOX_CHECK_MS, or
+//  after box_limit/64 more bytes) and on store_check_box, while the
+//  store's memory plus that passes STORE_BOX_HIGH percent of box_limit,
+//  the store spills down to STORE_BOX_LOW percent, then calls `relieve`
+//  (if not NULL): memory freed into malloc's heap leaves the box only when
+//  the heap gives it back. So it spills before the box's limit is
+//  reached, whatever runs beside it. box_limit 0 or beside NULL: no box
+//  (the default).
 #define STORE_BOX_HIGH 85
 #define STORE_BOX_LOW 75
 #define STORE_BOX_CHECK_MS 100
 typedef uint64_t (store_beside_fn) (void *arg, uint64_t store_memory);
-void store_set_box (store_t *self, uint64_t box_limit, store_beside_fn *beside, void *arg);
+typedef void (store_relieve_fn) (void *arg);
+void store_set_box (store_t *self, uint64_t box_limit, store_beside_fn *beside,
+                    store_relieve_fn *relieve, void *arg);
 //  Looks at the box now (the compute thread calls it while tasks run: they
 //  grow without the store knowing). True if it spilled.
 bool store_check_box (store_t *self);

@@ -12,6 +12,15 @@
     fprintf (stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
     return 1; } } while (0)
 
+static int s_relieved;
+
+static void
+s_relieve (void *arg)
+{
+    (void) arg;
+    s_relieved++;
+}
+
 //  What runs beside the store, as the test sets it.
 static uint64_t
 s_beside (void *arg, uint64_t store_memory)
@@ -178,13 +187,15 @@ main (void)
         static uint64_t beside;
         beside = 0;
         uint64_t box_limit = 100 * mib;
-        store_set_box (box, box_limit, s_beside, &beside);
+        store_set_box (box, box_limit, s_beside, s_relieve, &beside);
         for (uint64_t k = 1; k <= 8; k++)
             CHECK (store_put (box, k, s_filled (5 * mib, (int) k), "", 0) == 0);
         CHECK (store_memory (box) == 40 * mib && store_spilled (box) == 0);
         CHECK (!store_check_box (box));                         //  40 of 100: fine
+        CHECK (s_relieved == 0);
         beside = 50 * mib;                                      //  tasks grew: 90 of 100
         CHECK (store_check_box (box));
+        CHECK (s_relieved == 1);                                //  the heap gives it back
         CHECK (store_memory (box) + beside <= box_limit / 100 * STORE_BOX_LOW);
         CHECK (store_memory (box) + beside <= box_limit / 100 * STORE_BOX_HIGH);
         CHECK (store_spilled (box) > 0 && store_bytes (box) == 40 * mib);
@@ -206,7 +217,7 @@ main (void)
         CHECK (store_make_room (box, 30 * mib));
         CHECK (store_memory (box) == 0);
         //  No box: nothing spilled whatever `beside` says.
-        store_set_box (box, 0, s_beside, &beside);
+        store_set_box (box, 0, s_beside, s_relieve, &beside);
         CHECK (store_put (box, 10, s_filled (5 * mib, 10), "", 0) == 0);
         CHECK (!store_check_box (box) && store_memory (box) == 5 * mib);
         store_destroy (&box);
