@@ -258,3 +258,89 @@ cgroup_limits (const char *root, cgroup_limits_t *limits)
     if (s_group_dir (root, "cpu", dir, sizeof dir, &mount_len) == 0)
         s_levels (root, dir, mount_len, s_cpu_v1, &limits->cpus);
 }
+
+//  --------------------------------------------------------------------------
+//  Usage
+
+#define S_STAT_MAX 16384        //  memory.stat: about 1.5 KB on v1, 3 KB on v2
+
+struct _cgroup_usage_t {
+    char usage [2 * S_PATH_MAX + 64];       //  full paths, root included
+    char stat [2 * S_PATH_MAX + 64];
+    bool v1;
+    char text [S_STAT_MAX];                 //  memory.stat as last read
+};
+
+static bool
+s_readable (const char *path)
+{
+    return access (path, R_OK) == 0;
+}
+
+cgroup_usage_t *
+cgroup_usage_new (const char *root)
+{
+    cgroup_usage_t *self = (cgroup_usage_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    char dir [S_PATH_MAX];
+    size_t mount_len;
+    if (s_group_dir (root, "", dir, sizeof dir, &mount_len) == 0) {
+        snprintf (self->usage, sizeof self->usage, "%s%s/memory.current", root, dir);
+        snprintf (self->stat, sizeof self->stat, "%s%s/memory.stat", root, dir);
+        if (s_readable (self->usage) && s_readable (self->stat))
+            return self;
+    }
+    if (s_group_dir (root, "memory", dir, sizeof dir, &mount_len) == 0) {
+        snprintf (self->usage, sizeof self->usage, "%s%s/memory.usage_in_bytes", root, dir);
+        snprintf (self->stat, sizeof self->stat, "%s%s/memory.stat", root, dir);
+        self->v1 = true;
+        if (s_readable (self->usage) && s_readable (self->stat))
+            return self;
+    }
+    free (self);
+    return NULL;
+}
+
+void
+cgroup_usage_destroy (cgroup_usage_t **self_p)
+{
+    free (*self_p);
+    *self_p = NULL;
+}
+
+//  The value of "name N" on a line of memory.stat. 0, or -1 if absent.
+static int
+s_stat_field (const char *text, const char *name, uint64_t *value)
+{
+    size_t len = strlen (name);
+    for (const char *line = text; line && *line; ) {
+        const char *next = strchr (line, '\n');
+        if (strncmp (line, name, len) == 0 && line [len] == ' ') {
+            char number [32];
+            size_t n = (next? (size_t) (next - line): strlen (line)) - len - 1;
+            if (n == 0 || n >= sizeof number)
+                return -1;
+            memcpy (number, line + len + 1, n);
+            number [n] = 0;
+            return s_number (number, value);
+        }
+        line = next? next + 1: NULL;
+    }
+    return -1;
+}
+
+int
+cgroup_usage_read (cgroup_usage_t *self, uint64_t *bytes)
+{
+    char text [64];
+    uint64_t usage, active, inactive;
+    if (s_read ("", self->usage, text, sizeof text) <= 0 || s_number (text, &usage)
+    ||  s_read ("", self->stat, self->text, sizeof self->text) <= 0
+    ||  s_stat_field (self->text, self->v1? "total_active_file": "active_file", &active)
+    ||  s_stat_field (self->text, self->v1? "total_inactive_file": "inactive_file", &inactive))
+        return -1;
+    uint64_t file = active + inactive;
+    *bytes = usage > file? usage - file: 0;
+    return 0;
+}

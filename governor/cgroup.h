@@ -28,4 +28,19 @@ typedef struct {
 
 void cgroup_limits (const char *root, cgroup_limits_t *limits);
 
+/*  What the group uses now, read again and again by a governor that must
+    stay under the group's limit whatever else runs in it (store.h,
+    store_set_box): its memory usage (v2 memory.current, v1
+    memory.usage_in_bytes) less its file pages (active_file and
+    inactive_file of memory.stat; v1's total_ ones), which the kernel
+    writes back and drops rather than kill. The group is this process's
+    own (a container's, a Slurm step's). */
+typedef struct _cgroup_usage_t cgroup_usage_t;
+
+//  NULL when no memory group with a usage file is found (or out of memory).
+cgroup_usage_t *cgroup_usage_new (const char *root);
+void cgroup_usage_destroy (cgroup_usage_t **self_p);
+//  Bytes in use besides file pages: 0 with *bytes, or -1 if unreadable.
+int cgroup_usage_read (cgroup_usage_t *self, uint64_t *bytes);
+
 #endif

@@ -18,6 +18,7 @@
 #include "stream.h"
 #include "serve.h"
 #include "heap.h"
+#include "cgroup.h"
 #include "wire.h"
 #include "idmap.h"
 #include "log.h"
@@ -86,6 +87,10 @@ struct _compute_t {
     const sq_resource_t *res;
     uint64_t res_used [SQ_MAX_RESOURCES];
     uint64_t next_memcheck_ns;
+    //  The cgroup the governor runs in (store_set_box), looked at while
+    //  tasks run; NULL: none.
+    cgroup_usage_t *box;
+    uint64_t next_boxcheck_ns;
     deadlines_t *deadlines;
     //  py tasks that replied while their stream output drains (bounded:
     //  each holds its cpus meanwhile)
@@ -728,6 +733,51 @@ s_check_memory (compute_t *self)
         }
         i++;
     }
+}
+
+//  What runs beside the store in the governor's cgroup: its usage (less
+//  file pages) less the store's memory. The free heap kept for copies
+//  counts: it is resident, and objects made elsewhere (executors'
+//  replies, mapped) do not reuse it.
+static uint64_t
+s_beside_store (void *arg, uint64_t store_memory)
+{
+    compute_t *self = (compute_t *) arg;
+    uint64_t used;
+    if (cgroup_usage_read (self->box, &used))
+        return 0;
+    return used > store_memory? used - store_memory: 0;
+}
+
+//  After the box made the store spill: what it freed into the heap (and
+//  the heap kept for copies) goes back to the system, or the box would
+//  not see it go.
+static void
+s_relieve_box (void *arg)
+{
+    (void) arg;
+    heap_release ();
+}
+
+//  Tasks grow without the store knowing: while any run, the box is looked
+//  at every STORE_BOX_CHECK_MS. ms until then, -1 if not due.
+static long
+s_boxcheck_due (compute_t *self)
+{
+    if (!self->box || self->n_running == 0)
+        return -1;
+    uint64_t now = task_now_ns ();
+    return now >= self->next_boxcheck_ns? 0
+         : (long) ((self->next_boxcheck_ns - now) / 1000000) + 1;
+}
+
+static void
+s_check_box (compute_t *self)
+{
+    if (s_boxcheck_due (self) != 0)
+        return;
+    self->next_boxcheck_ns = task_now_ns () + STORE_BOX_CHECK_MS * 1000000ull;
+    store_check_box (self->store);
 }
 
 static void
@@ -1443,6 +1493,7 @@ compute_run (compute_t *self)
             timeout = s_min_timeout (timeout, transfer_tick (self->transfer));
             timeout = s_min_timeout (timeout, stream_poll (self->streams, NULL, 0));
             timeout = s_min_timeout (timeout, s_memcheck_due (self));
+            timeout = s_min_timeout (timeout, s_boxcheck_due (self));
             timeout = s_min_timeout (timeout, s_heap_release (self));
             rc = zmq_poll (self->items, n, timeout);
         }
@@ -1457,6 +1508,7 @@ compute_run (compute_t *self)
         s_reap_py (self, rc > 0? n: 0);
         s_fire_deadlines (self);
         s_check_memory (self);
+        s_check_box (self);
         s_schedule (self);
     }
     s_flush (self);
@@ -1494,6 +1546,11 @@ compute_new (const compute_args_t *args)
     snprintf (spill_dir, sizeof spill_dir, "%s", self->workdir? self->workdir: "");
     if (self->store && self->workdir
     &&  store_configure (self->store, self->memory_limit, spill_dir) == 0) {
+        if (args->box_memory && (self->box = cgroup_usage_new (""))) {
+            store_set_box (self->store, args->box_memory, s_beside_store, s_relieve_box, self);
+            sq_debug ("store: spills above %d percent of the cgroup's %" PRIu64 " bytes, "
+                      "whatever runs beside it", STORE_BOX_HIGH, args->box_memory);
+        }
         transfer_args_t targs = {
             .pipe = args->pipe, .store = self->store, .governor_id = self->governor_id,
             .data_endpoint = self->data_endpoint, .done = s_copy_done, .arg = self
@@ -1564,6 +1621,7 @@ compute_destroy (compute_t **self_p)
     transfer_destroy (&self->transfer);
     stream_destroy (&self->streams);
     store_destroy (&self->store);
+    cgroup_usage_destroy (&self->box);
     free (self->data_endpoint);
     pyexec_destroy (&self->pyexec);
     free (self->execs);

@@ -22,6 +22,7 @@ typedef struct {
     uint64_t inline_max;        //  outputs up to this ride in UPDATE
     const char *workdir;        //  also holds spill files
     uint64_t memory_limit;      //  store limit in bytes, 0: none
+    uint64_t box_memory;        //  the cgroup's memory limit, 0: none (store_set_box)
     const char *data_endpoint;  //  ours, where peers send CREDITs
     uint32_t n_resources;       //  named resources offered besides cpus
     const sq_resource_t *resources;

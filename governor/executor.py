@@ -133,9 +133,47 @@ class _TemplateUnpickler(pickle.Unpickler):
         return self._inputs[pid]
 
 
+#   The client's versions follow a pickled function (bindings/python/squall/
+#   _pickling.py, pickle.loads ignores them): b"python=X.Y.Z cloudpickle=V",
+#   u32 length, _VERSIONS_MAGIC. A function cloudpickle wrote loads only
+#   where the same cloudpickle and Python read it; elsewhere it fails with
+#   an error that names neither ("Can't get attribute '_function_setstate'").
+_VERSIONS_MAGIC = b"SQVERS01"
+
+
+def _versions_mismatch(fn_bytes):
+    """Why fn_bytes cannot be loaded here, naming both sides' versions, or
+    None when the client's versions fit this executor's (or are absent)."""
+    if not fn_bytes.endswith(_VERSIONS_MAGIC) or len(fn_bytes) < 12:
+        return None
+    (n,) = struct.unpack_from("<I", fn_bytes, len(fn_bytes) - 12)
+    if n > len(fn_bytes) - 12:
+        return None
+    theirs = dict(item.partition("=")[::2] for item in
+                  fn_bytes[len(fn_bytes) - 12 - n:len(fn_bytes) - 12].decode(
+                      errors="replace").split())
+    python = "%d.%d.%d" % sys.version_info[:3]
+    cloud = getattr(_cloudpickle, "__version__", None) if _cloudpickle else None
+    client_python = theirs.get("python", "?")
+    bad = client_python.split(".")[:2] != python.split(".")[:2]
+    if theirs.get("cloudpickle"):
+        bad = bad or theirs["cloudpickle"] != cloud
+    if not bad:
+        return None
+    return ("the client and this governor's executor differ: the client has Python %s and "
+            "cloudpickle %s, the executor Python %s and cloudpickle %s; a function pickled "
+            "by one cloudpickle loads only with the same cloudpickle and Python version: "
+            "install the same versions on both (README.md, \"Docker Compose\")"
+            % (client_python, theirs.get("cloudpickle") or "(not used)", python,
+               cloud or "(not installed)"))
+
+
 def _function(fn_bytes):
     fn = _functions.get(fn_bytes)
     if fn is None:
+        mismatch = _versions_mismatch(fn_bytes)
+        if mismatch:
+            raise RuntimeError(mismatch)
         fn = pickle.loads(fn_bytes)
         if len(_functions) >= _FN_CACHE_MAX:
             _functions.clear()

@@ -30,7 +30,9 @@ typedef struct {
     uint32_t n_resources;       //  custom resources besides cpus
     sq_resource_t resources [SQ_MAX_RESOURCES];
     int heartbeat_ms;           //  until the broker says otherwise
-    uint64_t memory;            //  object store limit in bytes (0: none)
+    uint64_t memory;            //  the governor's memory in bytes (0: none)
+    uint64_t store_limit;       //  its store's part of it (store_budget; 0: none)
+    uint64_t box_memory;        //  its cgroup's memory limit (0: none)
     bool reconnect;             //  on a lost broker: reconnect (else exit 3)
     //  Keys (docs/security.md): ours (public and secret) and the broker's
     //  public key; has_keys false without them.

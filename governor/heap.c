@@ -40,6 +40,16 @@ heap_configure (uint64_t memory_limit)
 #endif
 }
 
+uint64_t
+heap_kept (void)
+{
+#ifdef __GLIBC__
+    return s_keep;
+#else
+    return 0;
+#endif
+}
+
 void
 heap_release (void)
 {

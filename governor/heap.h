@@ -26,6 +26,10 @@
 void heap_configure (uint64_t memory_limit);
 //  Returns the heap's free memory to the system.
 void heap_release (void);
+//  The free heap kept for copies (set by heap_configure), bytes; 0
+//  without glibc.
+uint64_t heap_kept (void);
+
 
 //  Pre-faults `bytes` of heap (at most what heap_configure keeps: a quarter
 //  of the memory limit, 2 GiB) from a low-priority thread: malloc'd in

@@ -3,6 +3,7 @@
 #include "governor.h"
 #include "keys.h"
 #include "heap.h"
+#include "store.h"
 #include "cgroup.h"
 #include "files.h"
 #include "args.h"
@@ -36,9 +37,13 @@ static const char *s_usage =
     "  --workdir DIR          where task directories go, made if missing\n"
     "                         (default: a fresh\n"
     "                         /tmp/squall-governor-XXXXXX, removed at exit)\n"
-    "  --memory SIZE          object store limit, e.g. 4GiB; objects are\n"
-    "                         spilled to the workdir above 70 percent\n"
-    "                         (default: physical memory, or the cgroup's limit)\n"
+    "  --memory SIZE          the governor's memory, e.g. 4GiB (default: physical\n"
+    "                         memory, or the cgroup's limit); its object store\n"
+    "                         gets what the copy heap (a quarter), 128MiB per\n"
+    "                         CPU slot and 64MiB leave, at least a quarter, and\n"
+    "                         spills objects to the workdir above 70 percent of\n"
+    "                         it, or when it and what runs beside it pass 85\n"
+    "                         percent of the cgroup's limit\n"
     "  --prefault SIZE|auto   touch SIZE of heap in the background at start, so\n"
     "                         that the first copies received land in pages that\n"
     "                         exist (at most a quarter of --memory, 2GiB; auto:\n"
@@ -343,6 +348,13 @@ main (int argc, char *argv [])
         }
     }
     heap_configure (config.memory);
+    config.box_memory = box.memory;
+    config.store_limit = store_budget (config.memory, config.cpus, heap_kept ());
+    if (config.store_limit)
+        sq_info ("store: %llu of --memory %llu (the rest for %u executors and their tasks, the "
+                 "copy heap, the governor), spilling above %d percent of it",
+                 (unsigned long long) config.store_limit, (unsigned long long) config.memory,
+                 config.cpus, STORE_SPILL_HIGH);
     if (!config.broker)
         return s_bad ("--broker is required", NULL);
     if (!secret_key != !broker_key)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct _s_entry_t s_entry_t;
@@ -31,6 +32,14 @@ struct _store_t {
     uint64_t spill_seq;
     bool spill_broken;          //  a spill write failed: stop trying for a while
     s_entry_t *head, *tail;
+    //  The box (store_set_box), and when and at what memory it was last
+    //  looked at.
+    uint64_t box_limit;
+    store_beside_fn *beside;
+    store_relieve_fn *relieve;
+    void *beside_arg;
+    uint64_t box_checked_ms;
+    uint64_t box_checked_memory;
 };
 
 static void
@@ -118,6 +127,21 @@ store_destroy (store_t **self_p)
     *self_p = NULL;
 }
 
+uint64_t
+store_budget (uint64_t memory, uint32_t cpus, uint64_t heap_keep)
+{
+    if (memory == 0)
+        return 0;
+    uint64_t floor = memory / 4;
+    //  Each term is checked against what is left: no overflow, no wrap.
+    uint64_t left = memory;
+    uint64_t execs = (uint64_t) cpus * STORE_EXEC_RESERVE;
+    uint64_t reserves [] = { heap_keep, execs, STORE_BASE_RESERVE };
+    for (size_t i = 0; i < sizeof reserves / sizeof reserves [0]; i++)
+        left = reserves [i] < left? left - reserves [i]: 0;
+    return left > floor? left: floor;
+}
+
 int
 store_configure (store_t *self, uint64_t memory_limit, const char *spill_dir)
 {
@@ -190,18 +214,83 @@ s_spill_to (store_t *self, uint64_t need, uint64_t target)
     return self->memory + need <= target;
 }
 
+static uint64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+//  Keeps the store's memory + need + what is beside it in the box under
+//  STORE_BOX_HIGH percent of the box. `always`: look now, else only when
+//  due. True if it spilled.
+static bool
+s_box (store_t *self, uint64_t need, bool always)
+{
+    if (!self->beside || !self->spill_dir)
+        return false;
+    uint64_t now = s_now_ms ();
+    if (!always && need < self->box_limit / 64
+    &&  now < self->box_checked_ms + STORE_BOX_CHECK_MS
+    &&  self->memory < self->box_checked_memory + self->box_limit / 64)
+        return false;
+    self->box_checked_ms = now;
+    self->box_checked_memory = self->memory;
+    uint64_t beside = self->beside (self->beside_arg, self->memory);
+    uint64_t high = self->box_limit / 100 * STORE_BOX_HIGH;
+    if (self->memory + need + beside <= high)
+        return false;
+    uint64_t low = self->box_limit / 100 * STORE_BOX_LOW;
+    uint64_t target = low > beside + need? low - beside - need: 0;
+    if (self->memory <= target)
+        return false;           //  nothing of ours to give: the rest is theirs
+    uint64_t before = self->memory;
+    s_spill_to (self, 0, target);
+    self->box_checked_memory = self->memory;
+    if (self->memory < before && self->relieve)
+        self->relieve (self->beside_arg);
+    if (self->memory < before)
+        sq_info ("store: %" PRIu64 " MiB in use beside the store in a box of %" PRIu64
+                 " MiB: spilled %" PRIu64 " MiB", beside >> 20, self->box_limit >> 20,
+                 (before - self->memory) >> 20);
+    return self->memory < before;
+}
+
 static void
 s_maybe_spill (store_t *self)
 {
-    if (self->limit == 0 || !self->spill_dir)
-        return;
-    if (self->memory > self->limit / 100 * STORE_SPILL_HIGH)
+    if (self->limit && self->spill_dir && self->memory > self->limit / 100 * STORE_SPILL_HIGH)
         s_spill_to (self, 0, self->limit / 100 * STORE_SPILL_LOW);
+    s_box (self, 0, false);
+}
+
+void
+store_set_box (store_t *self, uint64_t box_limit, store_beside_fn *beside,
+                store_relieve_fn *relieve, void *arg)
+{
+    self->box_limit = box_limit;
+    self->beside = box_limit? beside: NULL;
+    self->relieve = relieve;
+    self->beside_arg = arg;
+    self->box_checked_ms = 0;
+    self->box_checked_memory = 0;
+}
+
+bool
+store_check_box (store_t *self)
+{
+    self->spill_broken = false;
+    return s_box (self, 0, true);
 }
 
 bool
 store_make_room (store_t *self, uint64_t need)
 {
+    //  The box first: what fits the store's limit may not fit beside the
+    //  rest. (Never a refusal: the box's others are not ours to hold back.)
+    self->spill_broken = false;
+    s_box (self, need, false);
     if (self->limit == 0)
         return true;
     self->spill_broken = false;

@@ -38,6 +38,42 @@ typedef struct _store_t store_t;
 
 store_t *store_new (void);
 void store_destroy (store_t **self_p);
+//  A governor's memory is not all its store's: its executors, the tasks
+//  they run and the free heap it keeps for copies (heap.h) live beside it,
+//  in the same container or Slurm step, and the kernel kills the box when
+//  their sum passes its limit, before the store ever spills. So the store
+//  gets what is left of `memory` (a governor's --memory, or its cgroup's
+//  limit) after `heap_keep`, STORE_EXEC_RESERVE per CPU slot (one executor
+//  and the task it runs each) and STORE_BASE_RESERVE (the governor itself,
+//  ZeroMQ's buffers, a reply being read), and never less than a quarter
+//  of memory. 0 (no limit) stays 0.
+#define STORE_EXEC_RESERVE (128ull << 20)
+#define STORE_BASE_RESERVE (64ull << 20)
+uint64_t store_budget (uint64_t memory, uint32_t cpus, uint64_t heap_keep);
+
+//  The box the governor runs in (its container, its Slurm step), whose
+//  limit the kernel enforces on the store and everything beside it at
+//  once. `beside` says how many bytes are in use in the box now besides
+//  the store's memory (given to it): executors and their tasks, the
+//  governor, its free heap. On puts (at most every STORE_BOX_CHECK_MS, or
+//  after box_limit/64 more bytes) and on store_check_box, while the
+//  store's memory plus that passes STORE_BOX_HIGH percent of box_limit,
+//  the store spills down to STORE_BOX_LOW percent, then calls `relieve`
+//  (if not NULL): memory freed into malloc's heap leaves the box only when
+//  the heap gives it back. So it spills before the box's limit is
+//  reached, whatever runs beside it. box_limit 0 or beside NULL: no box
+//  (the default).
+#define STORE_BOX_HIGH 85
+#define STORE_BOX_LOW 75
+#define STORE_BOX_CHECK_MS 100
+typedef uint64_t (store_beside_fn) (void *arg, uint64_t store_memory);
+typedef void (store_relieve_fn) (void *arg);
+void store_set_box (store_t *self, uint64_t box_limit, store_beside_fn *beside,
+                    store_relieve_fn *relieve, void *arg);
+//  Looks at the box now (the compute thread calls it while tasks run: they
+//  grow without the store knowing). True if it spilled.
+bool store_check_box (store_t *self);
+
 //  Sets the memory limit (0: none, never spill) and the directory spill
 //  files go to (copied; must exist). 0, or -1 out of memory.
 int store_configure (store_t *self, uint64_t memory_limit, const char *spill_dir);

@@ -56,18 +56,23 @@ def main():
     if not os.access(validator, os.X_OK) or yaml is None:
         print("SKIP: kubernetes-validate is not installed (pip install kubernetes-validate)")
         return SKIP
-    r = subprocess.run([helm, "lint", "--strict", CHART, "--set", "auth.secretName=squall-keys"],
+    r = subprocess.run([helm, "lint", "--strict", CHART, "--set", "auth.secretName=squall-keys",
+                        "--set", "auth.governorSecretName=squall-governor-keys"],
                        capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, "helm lint --strict (%s)" % (r.stdout + r.stderr).strip()[-300:])
     r = render(helm)
-    check(r.returncode != 0 and "auth.secretName" in r.stderr,
+    check(r.returncode != 0 and ("auth.secretName" in r.stderr
+                                 or "auth.governorSecretName" in r.stderr),
           "keys on by default: without a Secret the chart refuses, saying which value")
+    r = render(helm, "auth.secretName=squall-keys")
+    check(r.returncode != 0 and "auth.governorSecretName" in r.stderr,
+          "and without the governors' Secret too")
     cases = {
-        "keys": ["auth.secretName=squall-keys"],
+        "keys": ["auth.secretName=squall-keys", "auth.governorSecretName=squall-governor-keys"],
         "no-keys": ["auth.enabled=false"],
-        "no-journal": ["auth.secretName=k", "broker.journal.enabled=false",
+        "no-journal": ["auth.secretName=k", "auth.governorSecretName=g", "broker.journal.enabled=false",
                        "governors.replicas=5", "governors.cpus=4", "governors.memory=8Gi"],
-        "extra": ["auth.secretName=k", "broker.extraArgs={--session-grace,120000}",
+        "extra": ["auth.secretName=k", "auth.governorSecretName=g", "broker.extraArgs={--session-grace,120000}",
                   "broker.service.type=LoadBalancer", "governors.drainTimeoutSeconds=120",
                   "broker.journal.storageClassName=fast", "governors.prefault=0"],
     }
@@ -116,7 +121,7 @@ def main():
               "keys come from the Secret")
         service = keys["Service/demo-squall-broker"]
         check({p["port"] for p in service["spec"]["ports"]} == {7760, 8080}, "the broker's Service")
-        gov = keys["Deployment/demo-squall-governor"]
+        gov = keys["StatefulSet/demo-squall-governor"]
         gspec = gov["spec"]["template"]["spec"]
         gargs = gspec["containers"][0]["args"]
         check(gov["spec"]["replicas"] == 2 and gargs[gargs.index("--cpus") + 1] == "2"
@@ -130,6 +135,34 @@ def main():
         check(gargs[gargs.index("--prefault") + 1] == "auto",
               "governors pre-fault their copy heap at start by default")
         check(gspec["securityContext"]["runAsNonRoot"] is True, "not root")
+        # One governor, one identity: a governor pod's Secret is the
+        # governors' (never the broker's), its init container copies the
+        # key of its own ordinal and broker.pub only, and the governor
+        # container sees nothing but those (an in-memory /keys).
+        secrets = {v["secret"]["secretName"] for v in gspec["volumes"] if "secret" in v}
+        check(secrets == {"squall-governor-keys"}, "governor pods mount the governors' Secret "
+              "only, not the broker's: %s" % secrets)
+        init = gspec["initContainers"][0]
+        script = " ".join(init["args"])
+        check('governor-$n.key' in script and 'n="${POD_NAME##*-}"' in script
+              and "broker.pub" in script and "broker.key" not in script
+              and "http-token" not in script and "*.pub" not in script,
+              "the init container takes the key of its pod's ordinal and broker.pub, nothing else")
+        mounts = {m["name"]: m for m in gspec["containers"][0]["volumeMounts"]}
+        keys_volume = next(v for v in gspec["volumes"] if v["name"] == "keys")
+        check(set(mounts) == {"keys", "work"} and mounts["keys"].get("readOnly")
+              and keys_volume.get("emptyDir", {}).get("medium") == "Memory",
+              "the governor container mounts its copied keys (read-only, in memory) and its "
+              "workdir, never the Secret")
+        check(gargs[gargs.index("--secret-key") + 1] == "/keys/governor.key"
+              and gargs[gargs.index("--broker-key") + 1] == "/keys/broker.pub",
+              "each governor runs with the key its pod was given")
+        check(gov["spec"]["serviceName"] == "demo-squall-governor"
+              and keys["Service/demo-squall-governor"]["spec"]["clusterIP"] == "None",
+              "governors are a StatefulSet (an ordinal, so a key, each) with a headless Service")
+        bscript = " ".join(spec["initContainers"][0]["args"])
+        check("governor" not in bscript and "broker.key" in bscript,
+              "the broker's pod copies its own key and the public keys, no governor's key")
 
         plain = docs["no-keys"]
         pargs = plain["StatefulSet/demo-squall-broker"]["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -140,7 +173,7 @@ def main():
         check("volumeClaimTemplates" not in big["StatefulSet/demo-squall-broker"]["spec"]
               and "--journal" not in big["StatefulSet/demo-squall-broker"]["spec"]["template"]["spec"]
               ["containers"][0]["args"], "no journal: no volume")
-        bgov = big["Deployment/demo-squall-governor"]
+        bgov = big["StatefulSet/demo-squall-governor"]
         check(bgov["spec"]["replicas"] == 5
               and bgov["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
               == {"cpu": "4", "memory": "8Gi"}, "governors' count and resources from the values")
@@ -149,9 +182,9 @@ def main():
         check(eargs[-2:] == ["--session-grace", "120000"]
               and extra["Service/demo-squall-broker"]["spec"]["type"] == "LoadBalancer"
               and (lambda a: a[a.index("--prefault") + 1] == "0")(
-                  extra["Deployment/demo-squall-governor"]["spec"]["template"]["spec"]
+                  extra["StatefulSet/demo-squall-governor"]["spec"]["template"]["spec"]
                   ["containers"][0]["args"])
-              and extra["Deployment/demo-squall-governor"]["spec"]["template"]["spec"]
+              and extra["StatefulSet/demo-squall-governor"]["spec"]["template"]["spec"]
               ["terminationGracePeriodSeconds"] == 135
               and extra["StatefulSet/demo-squall-broker"]["spec"]["volumeClaimTemplates"][0]["spec"]
               ["storageClassName"] == "fast", "extra arguments, Service type, drain time, storage class")

@@ -143,6 +143,21 @@ def main():
         check(any(a[a.index("--prefault") + 1] == "auto" for a in governor_argvs(gov["name"])
                   if "--prefault" in a[:-1]),
               "it pre-faults its copy heap at start (--prefault auto)")
+        # one governor, one identity: a key made for this job's node, its
+        # .pub authorised, never the client's or the broker's key
+        argv = governor_argvs(gov["name"])[0]
+        key = argv[argv.index("--secret-key") + 1]
+
+        def slurm_pubs():
+            return sorted(n for n in os.listdir(acc["authorized_keys"]) if n.startswith("slurm-"))
+        first_pubs = slurm_pubs()
+        check(os.path.basename(os.path.dirname(key)).startswith("keys-slurm-")
+              and key.endswith("-0.key") and key != acc["secret_key"]
+              and argv[argv.index("--broker-key") + 1] == acc["broker_key"]
+              and not any("broker.key" in a or "client.key" in a for a in argv),
+              "the Slurm governor has a key of its own (%s) and the broker's public key" % key)
+        check(first_pubs == [os.path.basename(key)[:-4] + ".pub"],
+              "its public key, and only it, was authorised: %s" % first_pubs)
         r = subprocess.run(SQUALL + ["submit", PIPELINE, "--parts", "8", "--sleep", "0.05"],
                            env=cenv, capture_output=True, text=True, timeout=120)
         check(r.returncode == 0 and "pipeline: OK" in r.stdout, "a pipeline through the Slurm governor")
@@ -192,6 +207,9 @@ def main():
             "governors", [None]) == [], 60, interval=0.3)
         wait_until("their jobs to end", lambda: not jobs(), 60, interval=0.3)
         check(True, "idle governors retired, their jobs ended")
+        wait_until("the ended jobs' keys to be forgotten", lambda: slurm_pubs() == first_pubs,
+                   30, interval=0.3)
+        check(True, "squall alloc: an ended job's governor keys are no longer authorised")
     finally:
         for p in reversed(procs):
             if p.poll() is None:

@@ -81,3 +81,22 @@ def test_prefault_refuses_a_bad_size():
     proc.stderr.close()
     assert proc.wait(TIMEOUT) == 2
     assert "--prefault needs a size" in out
+
+
+def test_store_budget_leaves_room_beside_the_store():
+    """The store's limit is what --memory leaves after the copy heap (a
+    quarter), 128 MiB per CPU slot (an executor and its task) and 64 MiB
+    (the governor): 1 GiB with 2 CPU slots gives 448 MiB; a small box
+    keeps a quarter of its memory for the store (governor/store.h)."""
+    for args, store in ((("--memory", "1GiB", "--cpus", "2"), 448 << 20),
+                        (("--memory", "96MiB", "--cpus", "4"), 24 << 20)):
+        proc = _governor(*args)
+        try:
+            line = _line(proc, "store: ")
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.stderr.close()
+            # (SIGINT may come before it set its handlers: it ends by it)
+            assert proc.wait(TIMEOUT) in (0, 3, -signal.SIGINT)
+        memory = {"1GiB": 1 << 30, "96MiB": 96 << 20}[args[1]]
+        assert "store: %d of --memory %d" % (store, memory) in line, line

@@ -165,7 +165,50 @@ main (void)
     CHECK (limits.memory == 0 && limits.cpus == 0, "nothing found, nothing assumed");
     s_clean ();
 
-    //  8. This machine, for the log: whatever it is, it does not crash.
+    //  8. Usage (cgroup_usage_*): what the group uses less its file pages,
+    //  v2 and v1, read again after it changed; garbage is unreadable.
+    s_fresh ("usage2");
+    s_put ("/proc/self/cgroup", "0::/\n");
+    s_put ("/proc/self/mountinfo", "%s", s_v2_mounts);
+    s_put ("/sys/fs/cgroup/memory.current", "900000000\n");
+    s_put ("/sys/fs/cgroup/memory.stat", "anon 500000000\nfile 400000000\n"
+           "active_file 150000000\ninactive_file 250000000\nshmem 0\n");
+    cgroup_usage_t *usage = cgroup_usage_new (s_root);
+    uint64_t used = 0;
+    CHECK (usage && cgroup_usage_read (usage, &used) == 0 && used == 500000000,
+           "v2 usage less file pages: %llu", (unsigned long long) used);
+    s_put ("/sys/fs/cgroup/memory.current", "1000000000\n");
+    CHECK (cgroup_usage_read (usage, &used) == 0 && used == 600000000,
+           "read again: %llu", (unsigned long long) used);
+    s_put ("/sys/fs/cgroup/memory.stat", "active_file x\ninactive_file 1\n");
+    CHECK (cgroup_usage_read (usage, &used) == -1, "garbage in memory.stat is unreadable");
+    s_put ("/sys/fs/cgroup/memory.stat", "inactive_file 1\n");
+    CHECK (cgroup_usage_read (usage, &used) == -1, "a missing field is unreadable");
+    s_put ("/sys/fs/cgroup/memory.stat", "active_file 2000000000\ninactive_file 0\n");
+    CHECK (cgroup_usage_read (usage, &used) == 0 && used == 0, "more file than usage: 0");
+    cgroup_usage_destroy (&usage);
+    CHECK (usage == NULL, "destroy nulls");
+    s_clean ();
+    s_fresh ("usage1");
+    s_put ("/proc/self/cgroup", "5:memory:/docker/f00d\n");
+    s_put ("/proc/self/mountinfo",
+           "40 39 0:32 /docker/f00d /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n");
+    s_put ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "800000000\n");
+    s_put ("/sys/fs/cgroup/memory/memory.stat", "cache 300000000\nrss 500000000\n"
+           "active_file 1\ninactive_file 1\n"
+           "total_active_file 100000000\ntotal_inactive_file 200000000\n");
+    usage = cgroup_usage_new (s_root);
+    CHECK (usage && cgroup_usage_read (usage, &used) == 0 && used == 500000000,
+           "v1 usage less its total_ file pages: %llu", (unsigned long long) used);
+    cgroup_usage_destroy (&usage);
+    s_clean ();
+    s_fresh ("nousage");
+    s_put ("/proc/self/cgroup", "0::/\n");
+    s_put ("/proc/self/mountinfo", "%s", s_v2_mounts);
+    CHECK (cgroup_usage_new (s_root) == NULL, "no usage file: no reader");
+    s_clean ();
+
+    //  9. This machine, for the log: whatever it is, it does not crash.
     cgroup_limits ("", &limits);
     printf ("test_governor_cgroup: host, v2 container, Slurm step, v1 hybrid and container, "
             "garbage: ok (this machine: memory %llu, cpus %.2f)\n",

@@ -12,6 +12,36 @@
     fprintf (stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
     return 1; } } while (0)
 
+static int s_relieved;
+
+static void
+s_relieve (void *arg)
+{
+    (void) arg;
+    s_relieved++;
+}
+
+//  What runs beside the store, as the test sets it.
+static uint64_t
+s_beside (void *arg, uint64_t store_memory)
+{
+    (void) store_memory;
+    return *(uint64_t *) arg;
+}
+
+//  A blob of `size` bytes, all `value`.
+static sq_blob_t *
+s_filled (size_t size, int value)
+{
+    uint8_t *data = (uint8_t *) malloc (size);
+    if (!data)
+        return NULL;
+    memset (data, value, size);
+    sq_blob_t *blob = sq_blob_copy (data, size);
+    free (data);
+    return blob;
+}
+
 int
 main (void)
 {
@@ -124,6 +154,75 @@ main (void)
     }
     CHECK (popped == 99);
     deadlines_destroy (&heap);
+
+    //  The store's budget: a Compose governor of 1 GiB with 2 CPU slots
+    //  and a quarter kept as copy heap (issue: 24 results of 60 MB killed
+    //  it, the store's limit being the whole container's) spills before
+    //  its store, heap and executors together reach the box's limit.
+    const uint64_t mib = 1ull << 20, gib = 1ull << 30;
+    uint64_t budget = store_budget (gib, 2, gib / 4);
+    CHECK (budget == gib - gib / 4 - 2 * STORE_EXEC_RESERVE - STORE_BASE_RESERVE);
+    CHECK (budget == 448 * mib);
+    CHECK (budget / 100 * STORE_SPILL_HIGH + gib / 4 + 2 * STORE_EXEC_RESERVE
+           + STORE_BASE_RESERVE < gib);
+    //  A big machine: the reserves are a small part.
+    CHECK (store_budget (64 * gib, 16, 2 * gib) == 64 * gib - 2 * gib - 16 * STORE_EXEC_RESERVE
+                                                   - STORE_BASE_RESERVE);
+    //  Reserves beyond the box: a quarter of it, never nothing.
+    CHECK (store_budget (64 * mib, 1, 16 * mib) == 16 * mib);
+    CHECK (store_budget (gib, 64, gib / 4) == gib / 4);
+    CHECK (store_budget (gib, UINT32_MAX, UINT64_MAX) == gib / 4);
+    CHECK (store_budget (UINT64_MAX, UINT32_MAX, UINT64_MAX) == UINT64_MAX / 4);
+    //  No limit stays no limit.
+    CHECK (store_budget (0, 2, gib) == 0);
+
+    //  The box (store_set_box): whatever grows beside the store, the store
+    //  spills before the box's limit; with nothing beside, its own limit
+    //  rules as before.
+    {
+        char dir [] = "/tmp/squall-store-box-XXXXXX";
+        CHECK (mkdtemp (dir));
+        store_t *box = store_new ();
+        CHECK (box && store_configure (box, 0, dir) == 0);      //  no limit of its own
+        static uint64_t beside;
+        beside = 0;
+        uint64_t box_limit = 100 * mib;
+        store_set_box (box, box_limit, s_beside, s_relieve, &beside);
+        for (uint64_t k = 1; k <= 8; k++)
+            CHECK (store_put (box, k, s_filled (5 * mib, (int) k), "", 0) == 0);
+        CHECK (store_memory (box) == 40 * mib && store_spilled (box) == 0);
+        CHECK (!store_check_box (box));                         //  40 of 100: fine
+        CHECK (s_relieved == 0);
+        beside = 50 * mib;                                      //  tasks grew: 90 of 100
+        CHECK (store_check_box (box));
+        CHECK (s_relieved == 1);                                //  the heap gives it back
+        CHECK (store_memory (box) + beside <= box_limit / 100 * STORE_BOX_LOW);
+        CHECK (store_memory (box) + beside <= box_limit / 100 * STORE_BOX_HIGH);
+        CHECK (store_spilled (box) > 0 && store_bytes (box) == 40 * mib);
+        //  Every object still reads back, spilled or not.
+        for (uint64_t k = 1; k <= 8; k++) {
+            sq_blob_t *b = store_get_flat (box, k, NULL);
+            CHECK (b && sq_blob_size (b) == 5 * mib);
+            const uint8_t *p = (const uint8_t *) sq_blob_data (b);
+            CHECK (p [0] == (uint8_t) k && p [5 * mib - 1] == (uint8_t) k);
+        }
+        //  More than the box beside: all the store can give, no more.
+        beside = 120 * mib;
+        store_check_box (box);
+        CHECK (store_memory (box) == 0);
+        //  Puts look at the box too (here: at once, the put being big).
+        beside = 60 * mib;
+        CHECK (store_put (box, 9, s_filled (20 * mib, 9), "", 0) == 0);
+        CHECK (store_memory (box) + beside <= box_limit / 100 * STORE_BOX_HIGH);
+        CHECK (store_make_room (box, 30 * mib));
+        CHECK (store_memory (box) == 0);
+        //  No box: nothing spilled whatever `beside` says.
+        store_set_box (box, 0, s_beside, s_relieve, &beside);
+        CHECK (store_put (box, 10, s_filled (5 * mib, 10), "", 0) == 0);
+        CHECK (!store_check_box (box) && store_memory (box) == 5 * mib);
+        store_destroy (&box);
+        rmdir (dir);
+    }
     printf ("test_governor_store: OK\n");
     return 0;
 }

@@ -68,6 +68,23 @@ def loads(data: bytes) -> Any:
     return pickle.loads(data)
 
 
+#   The versions a pickled function needs where it is loaded, after its
+#   pickle (pickle.loads ignores what follows): governor/executor.py
+#   compares them with its own and fails the task naming both, where
+#   cloudpickle would fail with an error that names neither.
+_VERSIONS_MAGIC = b"SQVERS01"
+
+
+def _versions_trailer(cloud: bool) -> bytes:
+    import struct
+    import sys
+    text = "python=%d.%d.%d" % sys.version_info[:3]
+    if cloud:
+        text += " cloudpickle=%s" % getattr(cloudpickle, "__version__", "?")
+    data = text.encode()
+    return data + struct.pack("<I", len(data)) + _VERSIONS_MAGIC
+
+
 def function_bytes(fn: Callable) -> bytes:
     try:
         data = _fn_cache.get(fn)
@@ -76,6 +93,7 @@ def function_bytes(fn: Callable) -> bytes:
     if data is None:
         data = _cloud_dumps(fn) if cloudpickle else \
             pickle.dumps(fn, protocol=_PROTOCOL)
+        data += _versions_trailer(cloudpickle is not None)
         try:
             _fn_cache[fn] = data
         except TypeError:

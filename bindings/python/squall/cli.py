@@ -246,6 +246,14 @@ class _Child:
         self.log.close()
 
 
+def _dir_state(path):
+    """The names and change times of a directory's files."""
+    try:
+        return sorted((e.name, e.stat().st_mtime_ns) for e in os.scandir(path))
+    except OSError:
+        return None
+
+
 def cmd_start(args):
     if args.governors < 0 or (args.cpus is not None and args.cpus < 1):
         raise CliError("--governors must be >= 0 and --cpus >= 1", EXIT_USAGE)
@@ -258,8 +266,14 @@ def cmd_start(args):
     authorized = os.path.join(keydir, "authorized")
     os.mkdir(authorized, 0o700)
     broker_key = keygen("broker", keydir, "broker")
-    governor_key = keygen("governor", authorized, "governor")
-    client_key = keygen("client", authorized, "admin")
+    #   One governor, one identity (docs/security.md): a key pair each, made
+    #   before the broker starts so that it reads their .pub at once. No
+    #   secret key is kept in the authorized directory.
+    names = ["governor-%d" % (i + 1) for i in range(args.governors)]
+    for name, role in [("client", "admin")] + [(n, "governor") for n in names]:
+        keygen(name, keydir, role)
+        os.replace(os.path.join(keydir, name + ".pub"), os.path.join(authorized, name + ".pub"))
+    client_key = os.path.join(keydir, "client.key")
     broker_pub = broker_key[:-4] + ".pub"
     token_file = os.path.join(keydir, "http-token")
     token = os.urandom(24).hex()
@@ -303,9 +317,13 @@ def cmd_start(args):
             dashboard = "http://%s:%s/?token=%s" % ("127.0.0.1" if host in ("0.0.0.0", "*")
                                                     else host, line.split()[1], token)
         governors = []
-        for i in range(args.governors):
-            gargv = [governor_bin, "--broker", endpoint, "--name", "governor-%d" % (i + 1),
-                     "--secret-key", governor_key, "--broker-key", broker_pub]
+        #   Governors listen where the broker does: on loopback unless
+        #   --host opens the broker to other machines.
+        listen_host = "0.0.0.0" if args.host in ("0.0.0.0", "*") else args.host
+        for i, name in enumerate(names):
+            gargv = [governor_bin, "--broker", endpoint, "--name", name,
+                     "--secret-key", os.path.join(keydir, name + ".key"),
+                     "--broker-key", broker_pub, "--listen-host", listen_host]
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
             child = _Child("governor-%d" % (i + 1), gargv,
@@ -332,7 +350,7 @@ def cmd_start(args):
             port_now = endpoint.rsplit(":", 1)[1]
             access = {"broker": "tcp://%s:%s" % (args.access_host or socket.getfqdn(), port_now),
                       "secret_key": client_key, "broker_key": broker_pub,
-                      "governor_key": governor_key, "dashboard": dashboard}
+                      "authorized_keys": authorized, "dashboard": dashboard}
             fd = os.open(args.access + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
                 json.dump(access, f, indent=2)
@@ -340,7 +358,15 @@ def cmd_start(args):
             lines.append("SQUALL_ACCESS=%s" % os.path.abspath(args.access))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
+        #   Governors elsewhere (`squall slurm`) are authorised by their .pub
+        #   put in the authorized directory: the broker reads it again
+        #   (SIGHUP) whenever what it holds changes.
+        seen = _dir_state(authorized)
         while not stopping.is_set():
+            now = _dir_state(authorized)
+            if now != seen:
+                seen = now
+                broker.proc.send_signal(signal.SIGHUP)
             #   A governor that left with status 0 was retired (squall retire):
             #   the cluster goes on without it.
             dead = [c for c in children if c.proc.poll() is not None
@@ -427,6 +453,7 @@ def _slurm():
     spec.loader.exec_module(module)
     import types
     module.cli = types.SimpleNamespace(cluster_info=cluster_info, retire_governor=retire_governor,
+                                       keygen=keygen,
                                        find_program=find_program, CliError=CliError,
                                        EXIT_OK=EXIT_OK, EXIT_USAGE=EXIT_USAGE)
     return module

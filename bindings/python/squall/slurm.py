@@ -11,6 +11,7 @@ set by cli.py to its helpers (cluster_info, retire_governor, ...)."""
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,35 +27,79 @@ def read_access(path):
             access = json.load(f)
     except (OSError, ValueError) as exc:
         raise cli.CliError("access file %s: %s" % (path, exc), cli.EXIT_USAGE)
-    for key in ("broker", "secret_key", "broker_key", "governor_key"):
+    for key in ("broker", "secret_key", "broker_key", "authorized_keys"):
         if not access.get(key):
-            raise cli.CliError("access file %s has no %s" % (path, key), cli.EXIT_USAGE)
+            raise cli.CliError("access file %s has no %s%s" % (
+                path, key, " (made by an older squall start: start the cluster again)"
+                if key == "authorized_keys" else ""), cli.EXIT_USAGE)
     return access
 
 
-def governor_script(access):
+def governor_keys(access, nodes, log_dir):
+    """One governor, one identity (docs/security.md): a key pair for each
+    node of a job, the .key files in a directory of their own (mode 0700,
+    read by the job's governors through the shared file system), the .pub
+    files in the broker's authorized directory (squall start has the
+    broker read it again). The directory and the names' common stem."""
+    tag = "slurm-%s" % os.urandom(6).hex()
+    keydir = os.path.join(log_dir, "keys-" + tag)
+    os.mkdir(keydir, 0o700)
+    for i in range(nodes):
+        name = "%s-%d" % (tag, i)
+        cli.keygen(name, keydir, "governor")
+        os.replace(os.path.join(keydir, name + ".pub"),
+                   os.path.join(access["authorized_keys"], name + ".pub"))
+    return keydir, tag
+
+
+def forget_keys(access, keydir, tag):
+    """A finished job's keys: no longer authorised, and deleted."""
+    for name in os.listdir(access["authorized_keys"]):
+        if name.startswith(tag + "-") and name.endswith(".pub"):
+            os.unlink(os.path.join(access["authorized_keys"], name))
+    shutil.rmtree(keydir, ignore_errors=True)
+
+
+def governor_script(access, keydir, tag):
     """The batch script: one srun step, one governor per node, with the
     node's cpus and the job's memory per node (Slurm's variables), named
     after the node and the job so that the autoscaler knows its own, its
     copy heap pre-faulted (--prefault auto: a governor started for a job
-    is there to receive work)."""
+    is there to receive work), each with the key pair of its node in the
+    job (governor_keys) and the broker's public key."""
     governor = cli.find_program("squall-governor")
-    inner = ('exec %s --broker %s --secret-key %s --broker-key %s --listen-host 0.0.0.0 '
+    key = os.path.join(keydir, tag + "-")
+    inner = ('exec %s --broker %s --secret-key %s"${SLURM_NODEID:-0}.key" --broker-key %s '
+             '--listen-host 0.0.0.0 '
              '--cpus "${SLURM_CPUS_ON_NODE:-1}" ${SLURM_MEM_PER_NODE:+--memory ${SLURM_MEM_PER_NODE}MiB} '
              '--name "$(hostname)-$SLURM_JOB_ID" --workdir "${TMPDIR:-/tmp}" --prefault auto'
              % (shlex.quote(governor), shlex.quote(access["broker"]),
-                shlex.quote(access["governor_key"]), shlex.quote(access["broker_key"])))
+                shlex.quote(key), shlex.quote(access["broker_key"])))
     # Slurm sends SIGTERM at the time limit: the governor drains (its work
     # and the objects only it holds go to others) before KillWait ends.
     return "#!/bin/sh\nexec srun --ntasks-per-node=1 --kill-on-bad-exit=1 sh -c %s\n" % shlex.quote(inner)
 
 
-def submit(access, nodes=1, cpus=None, mem=None, time_limit=None, partition=None, log_dir=None):
-    """Submits a governor job; its id."""
+def submit(access, nodes=1, cpus=None, mem=None, time_limit=None, partition=None, log_dir=None,
+           keys_out=None):
+    """Submits a governor job; its id. keys_out, a dict, gets the job's
+    (keydir, tag) by its id (for forget_keys once it ended)."""
     log_dir = log_dir or os.path.dirname(os.path.abspath(access["_path"]))
+    keydir, tag = governor_keys(access, nodes, log_dir)
+    try:
+        job = _sbatch(access, keydir, tag, nodes, cpus, mem, time_limit, partition, log_dir)
+    except BaseException:
+        forget_keys(access, keydir, tag)
+        raise
+    if keys_out is not None:
+        keys_out[job] = (keydir, tag)
+    return job
+
+
+def _sbatch(access, keydir, tag, nodes, cpus, mem, time_limit, partition, log_dir):
     fd, script = tempfile.mkstemp(prefix="squall-governor-", suffix=".sh", dir=log_dir)
     with os.fdopen(fd, "w") as f:
-        f.write(governor_script(access))
+        f.write(governor_script(access, keydir, tag))
     os.chmod(script, 0o700)
     argv = ["sbatch", "--parsable", "--job-name", "squall-governor", "--nodes", str(nodes),
             "--ntasks-per-node", "1", "--output", os.path.join(log_dir, "governor-%j.log")]
@@ -126,6 +171,7 @@ def cmd_alloc(args):
     access = _load(args.access)
     keys = (access["secret_key"], access["broker_key"])
     mine, idle_since = set(), {}
+    job_keys = {}
     stopping = []
 
     def on_signal(signum, frame):
@@ -139,13 +185,15 @@ def cmd_alloc(args):
         info = cli.cluster_info(access["broker"], 10.0, keys)
         now = time.monotonic()
         mine = jobs_alive(mine)
+        for job in set(job_keys) - mine:         # ended: its keys go with it
+            forget_keys(access, *job_keys.pop(job))
         joined = {g.get("name", "").rsplit("-", 1)[-1] for g in info.get("governors", [])}
         coming = len(mine - joined)
         grow, retire = plan(info, mine, coming, args.max_governors, idle_since, now,
                             args.idle_timeout)
         if grow:
             job = submit(access, 1, args.cpus, args.mem, args.time_limit, args.partition,
-                         args.log_dir)
+                         args.log_dir, job_keys)
             mine.add(job)
             print("squall alloc: %d ready task(s) wait: job %s for a governor"
                   % (info.get("tasks", {}).get("ready", 0), job), flush=True)
@@ -160,5 +208,9 @@ def cmd_alloc(args):
     pending = jobs_alive(mine)
     if pending:
         subprocess.run(["scancel"] + sorted(pending), capture_output=True, timeout=60)
+    #   Cancelled or not, this autoscaler's governors leave with it: their
+    #   keys are no longer authorised.
+    for job in list(job_keys):
+        forget_keys(access, *job_keys.pop(job))
     print("squall alloc: stopped", flush=True)
     return cli.EXIT_OK
