@@ -281,6 +281,7 @@ typedef struct {
     char endpoint [256];
     uint8_t cap [SQ_CAP_MAX];
     size_t cap_len;
+    const char *pub;            //  the governor's key file (harness)
 } s_where_t;
 
 static void
@@ -299,6 +300,7 @@ s_where (raw_t *raw, uint32_t id, s_where_t *where)
               fetched.where.endpoint.ptr);
     memcpy (where->cap, fetched.where.capability.ptr, fetched.where.capability.len);
     where->cap_len = fetched.where.capability.len;
+    where->pub = harness_governor_pub ((const uint8_t *) fetched.where.key.ptr);
 }
 
 //  A GREAD of the whole of object `id` of `session` with this capability;
@@ -325,7 +327,7 @@ s_capabilities (void)
     s_where_t where;
     double issued = harness_now ();
     s_where (alice, 3, &where);
-    raw_t *serve = raw_new_serve (where.endpoint);
+    raw_t *serve = raw_new_keyed (where.endpoint, 0, harness_key ("client.key"), where.pub);
     CHECK (s_gread (serve, alice->session, 3, where.cap, where.cap_len) == 0
            && serve->msg.n == 2 && sq_msg_size (&serve->msg, 1) == 20000
            && memcmp (sq_msg_data (&serve->msg, 1), bytes, 20000) == 0,
@@ -353,7 +355,7 @@ s_capabilities (void)
     raw_destroy (&serve);
 
     //  Another client (another key) with alice's capability.
-    raw_t *bob = raw_new_keyed (where.endpoint, 0, s_bob, harness_key ("governor.pub"));
+    raw_t *bob = raw_new_keyed (where.endpoint, 0, s_bob, where.pub);
     CHECK (s_gread (bob, alice->session, 3, where.cap, where.cap_len) == SQ_E_DENIED,
            "another client's capability is refused");
     raw_destroy (&bob);
@@ -361,7 +363,7 @@ s_capabilities (void)
                   "for another client or for writing are all refused");
 
     //  It expires (the broker runs with --capability-ttl-ms S_TTL_MS).
-    serve = raw_new_serve (where.endpoint);
+    serve = raw_new_keyed (where.endpoint, 0, harness_key ("client.key"), where.pub);
     int code = 0;
     while (code == 0 && harness_now () - issued < S_TTL_MS / 1000.0 + 5) {
         code = s_gread (serve, alice->session, 3, where.cap, where.cap_len);

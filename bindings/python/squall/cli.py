@@ -259,6 +259,10 @@ def cmd_start(args):
     os.mkdir(authorized, 0o700)
     broker_key = keygen("broker", keydir, "broker")
     governor_key = keygen("governor", authorized, "governor")
+    # one key per local governor (the broker lets one live governor use a
+    # governor key); the shared one is for governors elsewhere (--access)
+    local_keys = [keygen("governor-%d" % (i + 1), authorized, "governor")
+                  for i in range(args.governors)]
     client_key = keygen("client", authorized, "admin")
     broker_pub = broker_key[:-4] + ".pub"
     token_file = os.path.join(keydir, "http-token")
@@ -269,6 +273,10 @@ def cmd_start(args):
     argv = [broker_bin, "--listen", "tcp://%s:%s" % (args.host, port),
             "--secret-key", broker_key, "--authorized-keys", authorized,
             "--journal", os.path.join(logdir, "journal")]
+    if args.access:
+        # Slurm's governors (squall/slurm.py) all start with the access
+        # file's one governor key
+        argv += ["--shared-governor-keys"]
     if args.http is not None and args.http >= 0:
         host = args.http_host or args.host
         argv += ["--http", "%s:%d" % ("*" if host == "0.0.0.0" else host, args.http),
@@ -305,7 +313,7 @@ def cmd_start(args):
         governors = []
         for i in range(args.governors):
             gargv = [governor_bin, "--broker", endpoint, "--name", "governor-%d" % (i + 1),
-                     "--secret-key", governor_key, "--broker-key", broker_pub]
+                     "--secret-key", local_keys[i], "--broker-key", broker_pub]
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
             child = _Child("governor-%d" % (i + 1), gargv,
