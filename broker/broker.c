@@ -40,6 +40,7 @@ bx_deadline (int64_t timeout_ms)
 void
 broker_config_defaults (broker_config_t *config)
 {
+    *config = (broker_config_t) { 0 };  //  every flag off unless set below
     config->listen = "tcp://*:7760";
     config->heartbeat_ms = 1000;
     config->liveness = 5;

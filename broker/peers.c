@@ -316,9 +316,11 @@ s_may_reattach (broker_t *self, const sq_hello_t *hello, const char *key)
 }
 
 //  A governor connected with this key, if any. One whose connection is
-//  gone (ZeroMQ no longer knows its identity), or under doubt (the socket
-//  monitor saw a connection close) is ended first: a governor restarted
-//  at once after a crash is its own successor, not a second one.
+//  gone (ZeroMQ no longer knows its identity) is ended first: a governor
+//  restarted at once after a crash is its own successor, not a second
+//  one. A mere suspect (the socket monitor saw some connection on its
+//  descriptor close) still counts while the probe reaches it: else a
+//  stolen key, timed well, could push the real governor out.
 static const gov_t *
 s_live_governor (broker_t *self, const uint8_t *key)
 {
@@ -331,7 +333,7 @@ s_live_governor (broker_t *self, const uint8_t *key)
         peer_t *peer = (peer_t *) zhashx_lookup (self->peers, hex);
         if (!peer)
             return gov;
-        if (peer->suspect_since || !s_probe (self, peer)) {
+        if (!s_probe (self, peer)) {
             bx_peer_end (self, peer, "its key said HELLO again on a new connection");
             i = (size_t) -1;    //  the list changed: look again
             continue;
