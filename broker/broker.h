@@ -33,6 +33,10 @@ typedef struct {
     const char *secret_key;
     const char *authorized_keys;
     bool insecure;
+    //  Several live governors may say HELLO with one governor key (else
+    //  a second is refused while the first is connected: a stolen key
+    //  must not make a second governor).
+    bool shared_governor_keys;
     int capability_ttl_ms;      //  how long a FETCH or UPLOAD capability holds
     //  Durability (persist.h): the journal, how often it is synced, the
     //  size under which it is never compacted; how long a session waits

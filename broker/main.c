@@ -49,6 +49,9 @@ s_usage (FILE *out)
         "  --authorized-keys DIR the *.pub keys (client, governor, admin) it accepts;\n"
         "                        re-read on SIGHUP\n"
         "  --insecure            allow a non-loopback endpoint without keys\n"
+        "  --shared-governor-keys  let several live governors use one governor key\n"
+        "                        (default: a key already connected as a governor is\n"
+        "                        refused until that governor's connection is gone)\n"
         "  --capability-ttl-ms MS  how long a client may read or upload an object on a\n"
         "                        governor after asking the broker (default 60000)\n"
         "  --journal FILE        keep sessions, graphs and results in FILE: a restarted\n"
@@ -112,6 +115,10 @@ main (int argc, char *argv [])
         }
         if (strcmp (arg, "--insecure") == 0) {
             config.insecure = true;
+            continue;
+        }
+        if (strcmp (arg, "--shared-governor-keys") == 0) {
+            config.shared_governor_keys = true;
             continue;
         }
         if (!value) {

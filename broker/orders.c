@@ -238,6 +238,10 @@ bx_assign (void *arg, task_t *task, gov_t *gov)
         .cpus = extra->cpus, .timeout_ms = extra->timeout_ms,
         .name = { extra->name? extra->name: "", extra->name? (uint32_t) strlen (extra->name): 0 }
     };
+    //  The governor runs each tenant's tasks under an identity of its own.
+    session_t *session = graph_session (self->graph, sq_key_session (task->key));
+    if (session && session->tenant)
+        a.tenant = (mpr_str_t) { session->tenant, (uint32_t) strlen (session->tenant) };
     for (uint32_t r = 0; r < extra->n_resources && r < SQ_MAX_RESOURCES; r++)
         a.resources [a.n_resources++] = extra->resources [r];
     sq_pack_assign (&gov->assign.elements.pk, &a);

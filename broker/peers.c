@@ -340,6 +340,34 @@ s_key_revoked (broker_t *self, sq_msg_t *msg, uint32_t req)
     return true;
 }
 
+//  A governor connected with this key, if any. One whose connection is
+//  gone (ZeroMQ no longer knows its identity) is ended first: a governor
+//  restarted at once after a crash is its own successor, not a second
+//  one. A mere suspect (the socket monitor saw some connection on its
+//  descriptor close) still counts while the probe reaches it: else a
+//  stolen key, timed well, could push the real governor out.
+static const gov_t *
+s_live_governor (broker_t *self, const uint8_t *key)
+{
+    for (size_t i = 0; i < self->n_govs; i++) {
+        gov_t *gov = self->govs [i];
+        if (!gov->has_key || memcmp (gov->key, key, SQ_KEY_LEN))
+            continue;
+        char hex [520];
+        bx_identity_key (gov->identity, gov->identity_size, hex);
+        peer_t *peer = (peer_t *) zhashx_lookup (self->peers, hex);
+        if (!peer)
+            return gov;
+        if (!s_probe (self, peer)) {
+            bx_peer_end (self, peer, "its key said HELLO again on a new connection");
+            i = (size_t) -1;    //  the list changed: look again
+            continue;
+        }
+        return gov;
+    }
+    return NULL;
+}
+
 void
 bx_hello (broker_t *self, sq_msg_t *msg, const char *key)
 {
@@ -379,6 +407,18 @@ bx_hello (broker_t *self, sq_msg_t *msg, const char *key)
         }
     }
     bool reattach = hello.governor && s_may_reattach (self, &hello, entry? entry->z85: "");
+    if (hello.governor && entry && !self->config.shared_governor_keys) {
+        const gov_t *live = s_live_governor (self, entry->key);
+        if (live) {
+            char why [600];
+            snprintf (why, sizeof why, "this governor key is already connected as governor "
+                      "%u (%s): one governor, one key", live->id, live->name);
+            sq_warn ("HELLO of governor %.*s refused: %s", (int) hello.name.len, hello.name.ptr,
+                     why);
+            bx_reply_error (self, identity, identity_size, req, SQ_E_DENIED, why, 0);
+            return;
+        }
+    }
     peer_t *peer = (peer_t *) calloc (1, sizeof *peer);
     if (!peer) {
         bx_reply_error (self, identity, identity_size, req, SQ_E_NOMEM, "out of memory", 0);

@@ -586,7 +586,9 @@ int sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *e
 
 //  ASSIGN [40, [tasks]] + inline payload frames
 //    task: [task, attempt, kind, config, [inputs], [outputs], cpus,
-//           timeout_ms, name, resources]     resources: map or nil
+//           timeout_ms, name, resources, tenant]     resources: map or nil
+//    tenant: the tenant of the task's session ("" without keys): the
+//           governor runs tenants' tasks apart (docs/security.md)
 //    input: [object, size, frame, content_type]  frame -1: local or arriving,
 //           SQ_FRAME_STREAM: a stream, read as its producer writes it
 //    output: [object, content_type], or [object, content_type, consumers]
@@ -625,6 +627,7 @@ typedef struct {
     //  more memory than it asked for.
     uint32_t n_resources;
     sq_resource_t resources [SQ_MAX_RESOURCES];
+    mpr_str_t tenant;           //  at most SQ_MAX_NAME bytes
 } sq_assign_t;
 
 int sq_assign_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);

@@ -364,7 +364,7 @@ sq_assign_next (sq_iter_t *self, sq_assign_t *t)
     uint32_t n_in = 0, n_out = 0;
     memset (t, 0, sizeof *t);
     mpr_field (r, "task");
-    mpr_array_exact (r, 10);
+    mpr_array_exact (r, 11);
     mpr_field (r, "task.key");
     mpr_uint (r, &t->key);
     mpr_field (r, "task.attempt");
@@ -417,6 +417,8 @@ sq_assign_next (sq_iter_t *self, sq_assign_t *t)
     mpr_str (r, &t->name, SQ_MAX_NAME);
     mpr_field (r, "task.resources");
     sqp_resources (r, t->resources, &t->n_resources, SQ_MAX_RESOURCES);
+    mpr_field (r, "task.tenant");
+    mpr_str (r, &t->tenant, SQ_MAX_NAME);
     if (!mpr_ok (r))
         return sqp_error (r, self->err, "ASSIGN");
     return 1;
@@ -425,7 +427,7 @@ sq_assign_next (sq_iter_t *self, sq_assign_t *t)
 void
 sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
 {
-    msgpack_pack_array (pk, 10);
+    msgpack_pack_array (pk, 11);
     msgpack_pack_uint64 (pk, t->key);
     msgpack_pack_uint32 (pk, t->attempt);
     sq_pack_mstr (pk, t->kind);
@@ -453,6 +455,7 @@ sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
     msgpack_pack_uint32 (pk, t->timeout_ms);
     sq_pack_mstr (pk, t->name);
     sqp_pack_resources (pk, t->resources, t->n_resources);
+    sq_pack_mstr (pk, t->tenant);
 }
 
 //  SEND, DROP, STOP -------------------------------------------------------

@@ -99,6 +99,7 @@ struct _compute_t {
     task_t **execs;             //  running execute tasks
     size_t n_execs, cap_execs;
     pyexec_t *pyexec;           //  Python executors of "py" tasks
+    sandbox_t *sandbox;         //  who tasks run as
 
     //  Pending UPDATE
     sq_wbuf_t events;
@@ -533,7 +534,8 @@ s_start (compute_t *self, task_t *task)
     }
     else
     if (task->kind == SQ_KIND_EXECUTE) {
-        task->exec = execute_new (task, self->store, self->workdir, self->err, sizeof self->err);
+        task->exec = execute_new (task, self->store, self->workdir, self->sandbox,
+                                  self->err, sizeof self->err);
         if (!task->exec) {
             s_complete (self, task, -1, self->err);
             return;
@@ -1536,7 +1538,8 @@ compute_new (const compute_args_t *args)
     self->waiters = sq_idmap_new ();
     self->orders = sq_idmap_new ();
     self->deadlines = deadlines_new ();
-    self->pyexec = pyexec_new (self->cpus, self->workdir);
+    self->sandbox = sandbox_new (args->task_uid_first, args->task_uid_count);
+    self->pyexec = self->sandbox? pyexec_new (self->cpus, self->workdir, self->sandbox): NULL;
     self->cap_items = 16;
     self->items = (zmq_pollitem_t *) calloc (self->cap_items, sizeof (zmq_pollitem_t));
     self->item_tasks = (task_t **) calloc (self->cap_items, sizeof (task_t *));
@@ -1624,6 +1627,7 @@ compute_destroy (compute_t **self_p)
     cgroup_usage_destroy (&self->box);
     free (self->data_endpoint);
     pyexec_destroy (&self->pyexec);
+    sandbox_destroy (&self->sandbox);
     free (self->execs);
     free (self->items);
     free (self->item_tasks);

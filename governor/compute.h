@@ -21,6 +21,8 @@ typedef struct {
     uint32_t cpus;
     uint64_t inline_max;        //  outputs up to this ride in UPDATE
     const char *workdir;        //  also holds spill files
+    uint32_t task_uid_first;    //  who tasks run as (sandbox.h)
+    uint32_t task_uid_count;
     uint64_t memory_limit;      //  store limit in bytes, 0: none
     uint64_t box_memory;        //  the cgroup's memory limit, 0: none (store_set_box)
     const char *data_endpoint;  //  ours, where peers send CREDITs

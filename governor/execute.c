@@ -1,5 +1,6 @@
-/*  execute: posix_spawnp with file actions, a pidfd to watch the child. */
+/*  execute: the program started by sandbox_spawn, a pidfd to watch the child. */
 #include "execute.h"
+#include "sandbox.h"
 #include <dirent.h>
 #include "dirobj.h"
 #include "files.h"
@@ -7,7 +8,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,12 +30,14 @@ struct _execute_t {
     char *stdout_path;
     char *stderr_path;
     char *argv0;
+    char *home;                 //  "HOME=dir"
     //  Streams: the governor's ends of the pipes that are the program's
     //  stdin and stdout when those are streams, -1 otherwise (or once
     //  taken by execute_take_pipe).
     int stdin_pipe;
     int stdout_pipe;
     bool sigpipe_ok;
+    sandbox_id_t id;            //  who the program runs as (sandbox.h)
 };
 
 static char *
@@ -142,7 +144,7 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     while (environ [n_environ])
         n_environ++;
     char **argv = s_strv (task->conf.args, task->conf.n_args, 0);
-    char **envp = s_strv (task->conf.env, task->conf.n_env, n_environ);
+    char **envp = s_strv (task->conf.env, task->conf.n_env, n_environ + 1);
     if (!argv || !envp) {
         s_strv_free (argv, task->conf.n_args);
         s_strv_free (envp, task->conf.n_env);
@@ -150,8 +152,15 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
         return -1;
     }
     //  The task's entries come first: getenv takes the first match, so they
-    //  override the governor's own variables of the same name.
-    memcpy (envp + task->conf.n_env, environ, n_environ * sizeof (char *));
+    //  override the governor's own variables of the same name. A program
+    //  under a user id of its own has its directory as HOME (the
+    //  governor's is not its to write).
+    size_t at = task->conf.n_env;
+    if (self->id.switched)
+        envp [at++] = self->home;
+    for (size_t i = 0; i < n_environ; i++)
+        if (!self->id.switched || strncmp (environ [i], "HOME=", 5))
+            envp [at++] = environ [i];      //  shells take a name's last entry
 
     //  Streams are pipes: the program's ends go to it, ours stay here.
     int in_pipe [2] = { -1, -1 }, out_pipe [2] = { -1, -1 };
@@ -172,42 +181,25 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
         fcntl (out_pipe [0], F_SETPIPE_SZ, 1 << 20);    //  fuller chunks; best effort
     if (in_pipe [1] >= 0)
         fcntl (in_pipe [1], F_SETPIPE_SZ, 1 << 20);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init (&actions);
-    if (in_pipe [0] >= 0)
-        posix_spawn_file_actions_adddup2 (&actions, in_pipe [0], 0);
-    else
-        posix_spawn_file_actions_addopen (&actions, 0,
-            task->conf.stdin_input >= 0? self->stdin_path: "/dev/null", O_RDONLY, 0);
-    if (out_pipe [1] >= 0)
-        posix_spawn_file_actions_adddup2 (&actions, out_pipe [1], 1);
-    else
-        posix_spawn_file_actions_addopen (&actions, 1,
-            task->conf.stdout_output >= 0? self->stdout_path: "/dev/null",
-            O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen (&actions, 2, self->stderr_path,
-                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addchdir_np (&actions, self->dir);
-
-    //  The governor blocks SIGINT/SIGTERM for its signalfd; the program gets
-    //  a clean slate, in its own process group so that a kill takes its
-    //  children too.
-    posix_spawnattr_t attr;
-    posix_spawnattr_init (&attr);
-    sigset_t none, defaults;
-    sigemptyset (&none);
-    sigemptyset (&defaults);
-    sigaddset (&defaults, SIGINT);
-    sigaddset (&defaults, SIGTERM);
-    sigaddset (&defaults, SIGPIPE);
-    posix_spawnattr_setsigmask (&attr, &none);
-    posix_spawnattr_setsigdefault (&attr, &defaults);
-    posix_spawnattr_setpgroup (&attr, 0);
-    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
-                                     | POSIX_SPAWN_SETPGROUP);
-    int rc = posix_spawnp (&self->pid, argv [0], &actions, &attr, argv, envp);
-    posix_spawnattr_destroy (&attr);
-    posix_spawn_file_actions_destroy (&actions);
+    //  stdout and stderr are the governor's files beside the directory
+    //  (opened before the identity changes), readable by nobody else: a
+    //  task of another tenant may guess their names.
+    sandbox_fd_t fds [3] = {
+        in_pipe [0] >= 0? (sandbox_fd_t) { 0, in_pipe [0], NULL, 0, 0 }
+            : (sandbox_fd_t) { 0, -1, task->conf.stdin_input >= 0? self->stdin_path: "/dev/null",
+                               O_RDONLY, 0 },
+        out_pipe [1] >= 0? (sandbox_fd_t) { 1, out_pipe [1], NULL, 0, 0 }
+            : (sandbox_fd_t) { 1, -1, task->conf.stdout_output >= 0? self->stdout_path: "/dev/null",
+                               O_WRONLY | O_CREAT | O_TRUNC, 0600 },
+        { 2, -1, self->stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0600 }
+    };
+    //  In its own process group, so that a kill takes its children too.
+    sandbox_spawn_t how = {
+        .id = &self->id, .argv = argv, .envp = envp, .search_path = true,
+        .cwd = self->dir, .fds = fds, .n_fds = 3, .new_pgroup = true
+    };
+    char why [512];
+    int rc = sandbox_spawn (&how, &self->pid, why, sizeof why);
     s_strv_free (argv, task->conf.n_args);
     s_strv_free (envp, task->conf.n_env);
     //  The program's ends are its own now: ours must not hold them open.
@@ -219,7 +211,7 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     self->stdout_pipe = out_pipe [0];
     if (rc) {
         self->pid = 0;
-        snprintf (err, err_size, "execute: cannot run '%s': %s", self->argv0, strerror (rc));
+        snprintf (err, err_size, "execute: cannot run '%s': %s", self->argv0, why);
         return -1;
     }
     self->pidfd = (int) syscall (SYS_pidfd_open, self->pid, 0);
@@ -229,7 +221,8 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
 }
 
 execute_t *
-execute_new (task_t *task, store_t *store, const char *workdir, char *err, size_t err_size)
+execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandbox,
+             char *err, size_t err_size)
 {
     execute_t *self = (execute_t *) calloc (1, sizeof *self);
     if (!self) {
@@ -243,21 +236,29 @@ execute_new (task_t *task, store_t *store, const char *workdir, char *err, size_
     self->stdout_path = s_printf ("%s.stdout", self->dir? self->dir: "");
     self->stderr_path = s_printf ("%s.stderr", self->dir? self->dir: "");
     self->argv0 = mpr_strdup (task->conf.args [0]);
+    self->home = s_printf ("HOME=%s", self->dir? self->dir: "");
     if (!self->dir || !self->stdin_path || !self->stdout_path || !self->stderr_path
-    ||  !self->argv0) {
+    ||  !self->argv0 || !self->home) {
         snprintf (err, err_size, "execute: out of memory");
         execute_destroy (&self);
         return NULL;
     }
     //  A leftover of an earlier governor with the same pid must not leak in.
     files_rmtree (self->dir);
-    if (mkdir (self->dir, 0700)) {
+    if (sandbox_identity (sandbox, task->tenant, &self->id, err, err_size)) {
+        execute_destroy (&self);
+        return NULL;
+    }
+    if (sandbox_mkdir (&self->id, self->dir)) {
         snprintf (err, err_size, "execute: cannot create '%s': %s", self->dir, strerror (errno));
         execute_destroy (&self);
         return NULL;
     }
-    if (s_write_inputs (self, task, store, err, err_size)
-    ||  s_spawn (self, task, err, err_size)) {
+    //  Inputs are written with the task's rights, and so owned by it.
+    sandbox_fs_enter (&self->id);
+    int rc = s_write_inputs (self, task, store, err, err_size);
+    sandbox_fs_leave (&self->id);
+    if (rc || s_spawn (self, task, err, err_size)) {
         execute_destroy (&self);
         return NULL;
     }
@@ -293,6 +294,7 @@ execute_destroy (execute_t **self_p)
     free (self->stdout_path);
     free (self->stderr_path);
     free (self->argv0);
+    free (self->home);
     free (self);
     *self_p = NULL;
 }
@@ -357,6 +359,46 @@ s_stderr_tail (execute_t *self, char *tail, size_t tail_size)
     close (fd);
 }
 
+//  Output j of a task whose program exited well, into task->results.
+static int
+s_output (execute_t *self, task_t *task, uint32_t j, char *err, size_t err_size)
+{
+    mpr_str_t rel = task->conf.out_paths [j];
+    bool is_stdout = (int32_t) j == task->conf.stdout_output;
+    char *path = is_stdout? strdup (self->stdout_path): s_join (self->dir, rel);
+    if (!path) {
+        snprintf (err, err_size, "execute: out of memory");
+        return -1;
+    }
+    struct stat st;
+    if (stat (path, &st) && errno == ENOENT) {
+        snprintf (err, err_size, "execute: output file '%.*s' was not produced",
+                  (int) rel.len, rel.ptr);
+        free (path);
+        return -1;
+    }
+    if (dirobj_is (task->out_types [j])) {
+        //  Declared a directory object: the tree at its path, packed.
+        task->results [j] = S_ISDIR (st.st_mode)? dirobj_pack (path, err, err_size): NULL;
+        if (!task->results [j] && !S_ISDIR (st.st_mode))
+            snprintf (err, err_size, "execute: output '%.*s' is declared \"dir\" but is "
+                      "not a directory", (int) rel.len, rel.ptr);
+        free (path);
+        return task->results [j]? 0: -1;
+    }
+    //  The mapping outlives the file, which goes with the directory.
+    task->results [j] = sq_blob_map_file (path);
+    if (!task->results [j]) {
+        snprintf (err, err_size, "execute: cannot read output '%.*s': %s",
+                  (int) rel.len, rel.ptr,
+                  errno? strerror (errno): "not a regular file");
+        free (path);
+        return -1;
+    }
+    free (path);
+    return 0;
+}
+
 int
 execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
 {
@@ -377,41 +419,16 @@ execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
     for (uint32_t j = 0; j < task->n_outputs; j++) {
         if ((int32_t) j == task->stream_out)
             continue;           //  streamed as it was written
-        mpr_str_t rel = task->conf.out_paths [j];
-        bool is_stdout = (int32_t) j == task->conf.stdout_output;
-        char *path = is_stdout? strdup (self->stdout_path): s_join (self->dir, rel);
-        if (!path) {
-            snprintf (err, err_size, "execute: out of memory");
+        //  Read with the task's rights: an output that is a link to what
+        //  only the governor may read stays unread. stdout is our own file.
+        bool as_task = (int32_t) j != task->conf.stdout_output;
+        if (as_task)
+            sandbox_fs_enter (&self->id);
+        int rc = s_output (self, task, j, err, err_size);
+        if (as_task)
+            sandbox_fs_leave (&self->id);
+        if (rc)
             return -1;
-        }
-        struct stat st;
-        if (stat (path, &st) && errno == ENOENT) {
-            snprintf (err, err_size, "execute: output file '%.*s' was not produced",
-                      (int) rel.len, rel.ptr);
-            free (path);
-            return -1;
-        }
-        if (dirobj_is (task->out_types [j])) {
-            //  Declared a directory object: the tree at its path, packed.
-            task->results [j] = S_ISDIR (st.st_mode)? dirobj_pack (path, err, err_size): NULL;
-            if (!task->results [j] && !S_ISDIR (st.st_mode))
-                snprintf (err, err_size, "execute: output '%.*s' is declared \"dir\" but is "
-                          "not a directory", (int) rel.len, rel.ptr);
-            free (path);
-            if (!task->results [j])
-                return -1;
-            continue;
-        }
-        //  The mapping outlives the file, which goes with the directory.
-        task->results [j] = sq_blob_map_file (path);
-        if (!task->results [j]) {
-            snprintf (err, err_size, "execute: cannot read output '%.*s': %s",
-                      (int) rel.len, rel.ptr,
-                      errno? strerror (errno): "not a regular file");
-            free (path);
-            return -1;
-        }
-        free (path);
     }
     return 0;
 }

@@ -15,10 +15,13 @@
 #include <stdbool.h>
 #include "task.h"
 #include "store.h"
+#include "sandbox.h"
 
-//  Writes the inputs and starts the program. NULL with a message in err
-//  when the task fails before running (the directory is removed then).
-execute_t *execute_new (task_t *task, store_t *store, const char *workdir,
+//  Writes the inputs and starts the program, as the identity the sandbox
+//  gives the task's tenant (its directory is that identity's, mode 0700).
+//  NULL with a message in err when the task fails before running (the
+//  directory is removed then).
+execute_t *execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandbox,
                         char *err, size_t err_size);
 void execute_destroy (execute_t **self_p);
 //  Resident memory of the program and everything it started (its process

@@ -129,6 +129,8 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
     compute_args_t compute_args = {
         .pipe = compute_there, .load = load_out, .governor_id = governor_id,
         .cpus = self->config->cpus, .inline_max = inline_max, .workdir = self->config->workdir,
+        .task_uid_first = self->config->task_uid_first,
+        .task_uid_count = self->config->task_uid_count,
         .memory_limit = self->config->store_limit,
         .box_memory = self->config->box_memory, .data_endpoint = receiver_data_endpoint (receiver),
         .n_resources = self->config->n_resources, .resources = self->config->resources

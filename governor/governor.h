@@ -27,6 +27,10 @@ typedef struct {
     const char *listen_host;
     const char *advertise;      //  host in the endpoints we announce
     const char *workdir;        //  exists; tasks make directories inside
+    //  Tasks run as uids task_uid_first .. + task_uid_count - 1, one per
+    //  tenant (sandbox.h); count 0: as the governor.
+    uint32_t task_uid_first;
+    uint32_t task_uid_count;
     uint32_t n_resources;       //  custom resources besides cpus
     sq_resource_t resources [SQ_MAX_RESOURCES];
     int heartbeat_ms;           //  until the broker says otherwise

@@ -9,6 +9,7 @@
 #include "args.h"
 #include "log.h"
 #include "parentwatch.h"
+#include "sandbox.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -67,6 +69,10 @@ static const char *s_usage =
     "                         CURVE encrypted and authenticated (docs/security.md)\n"
     "  --broker-key FILE      the broker's public key (its .pub file)\n"
     "  --insecure             allow binding a non-loopback address without keys\n"
+    "  --task-uids FIRST-LAST user ids tasks run as, one per tenant, never the\n"
+    "                         governor's (needs root; default as root:\n"
+    "                         2000000000-2000065535; none: tasks run as the\n"
+    "                         governor's user; docs/security.md)\n"
     "  --log-level LEVEL      error, warn, info or debug (info)\n"
     "  --python PATH          interpreter of Python executors (default:\n"
     "                         $SQUALL_PYTHON, else python3 from PATH)\n"
@@ -215,6 +221,7 @@ main (int argc, char *argv [])
         { "secret-key", required_argument, NULL, 'S' },
         { "broker-key", required_argument, NULL, 'K' },
         { "insecure", no_argument, NULL, 'I' },
+        { "task-uids", required_argument, NULL, 'U' },
         { "log-level", required_argument, NULL, 'L' },
         { "python", required_argument, NULL, 'P' },
         { "python-prestart", no_argument, NULL, 'X' },
@@ -227,6 +234,7 @@ main (int argc, char *argv [])
     const char *secret_key = NULL, *broker_key = NULL;
     bool insecure = false;
     bool cpus_given = false;
+    bool task_uids_given = false;
     const char *user_workdir = NULL;
     char *resource_names [SQ_MAX_RESOURCES] = { NULL };
     int opt;
@@ -319,6 +327,12 @@ main (int argc, char *argv [])
             case 'S': secret_key = optarg; break;
             case 'K': broker_key = optarg; break;
             case 'I': insecure = true; break;
+            case 'U':
+                if (sandbox_parse_range (optarg, &config.task_uid_first, &config.task_uid_count))
+                    return s_bad ("--task-uids needs FIRST-LAST (user ids above 0) or none",
+                                  optarg);
+                task_uids_given = true;
+                break;
             case 'h': fputs (s_usage, stdout); return 0;
             default: return s_bad ("unknown or incomplete option", argv [optind - 1]);
         }
@@ -361,6 +375,33 @@ main (int argc, char *argv [])
         return s_bad ("--secret-key and --broker-key go together", NULL);
     if (secret_key && s_load_keys (&config, secret_key, broker_key))
         return 2;
+    //  Tasks never see what the governor holds (docs/security.md): our
+    //  memory, environment and descriptors are closed to processes of our
+    //  own user too (not dumpable: /proc/PID/mem, environ, fd, maps are
+    //  root's), and as root tasks run under other user ids.
+    prctl (PR_SET_DUMPABLE, 0, 0, 0, 0);
+    if (!task_uids_given && geteuid () == 0) {
+        config.task_uid_first = SANDBOX_DEFAULT_FIRST;
+        config.task_uid_count = SANDBOX_DEFAULT_COUNT;
+    }
+    //  Python executors run as the tenants' ids too: an interpreter they
+    //  cannot reach (in root's home, say) would fail every py task.
+    char uid_err [PATH_MAX + 256];
+    const char *python = getenv ("SQUALL_PYTHON");
+    if (sandbox_check_range (config.task_uid_first, config.task_uid_count,
+                             uid_err, sizeof uid_err)
+    ||  (config.task_uid_count
+         && sandbox_can_run (config.task_uid_first, python && *python? python: "python3",
+                             uid_err, sizeof uid_err))) {
+        if (task_uids_given)
+            return s_bad ("--task-uids", uid_err);
+        sq_warn ("tasks run as the governor's own user, not apart: %s (docs/security.md, --task-uids)",
+                 uid_err);
+        config.task_uid_count = 0;
+    }
+    if (config.task_uid_count)
+        sq_info ("tasks run as user ids %u-%u, one per tenant", config.task_uid_first,
+                 config.task_uid_first + config.task_uid_count - 1);
     //  Without keys nothing but this machine may reach our sockets, unless
     //  told it is fine: anyone who can would read every object we hold.
     if (!config.listen_host)
@@ -420,6 +461,13 @@ main (int argc, char *argv [])
             return 1;
         }
     }
+    //  Tasks under other user ids pass through it to their own directories
+    //  (0700, theirs), and may list nothing in it nor write to it.
+    if (config.task_uid_count && chmod (workdir, 0711)) {
+        sq_error ("cannot make %s searchable: %s", workdir, strerror (errno));
+        files_rmtree (workdir);
+        return 1;
+    }
     config.workdir = workdir;
 
     //  Signals are read from a signalfd in the receive loop; blocked before
@@ -447,6 +495,9 @@ main (int argc, char *argv [])
             free (resource_names [i]);
         return 2;
     }
+    //  A client's key the starter's environment may carry is no task's:
+    //  every task inherits the rest of this environment.
+    unsetenv ("SQUALL_SECRET_KEY");
     if (heap_prefault_start (prefault))
         sq_warn ("--prefault: cannot start its thread: %s", strerror (errno));
     governor_t *governor = signal_fd >= 0? governor_new (&config): NULL;

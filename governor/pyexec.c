@@ -1,13 +1,13 @@
 /*  pyexec: Python executor processes over Unix socketpairs, with the
     length-prefixed framing described in governor/executor.py. */
 #include "pyexec.h"
+#include "files.h"
 #include "log.h"
 #include "pyexec_source.h"      //  s_executor_source: governor/executor.py
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +52,15 @@ typedef struct {
 typedef struct {
     pid_t pid;                  //  0: not running
     int fd;                     //  our end of the socketpair, -1 if none
+    //  Whose tasks it runs (one tenant's only, for its life), as which
+    //  identity, in which directory of its own (NULL: the governor's
+    //  working directory, when tasks keep the governor's identity).
+    char *tenant;
+    sandbox_id_t id;
+    char *dir;
+    //  Started in advance and no task yet: with the governor's identity,
+    //  the first tenant to come takes it.
+    bool fresh;
     task_t *task;               //  the task it runs, NULL when idle
     //  Actors: the host whose instance lives here (the executor serves
     //  nothing else while it does), a call that came while the instance
@@ -86,6 +95,9 @@ struct _pyexec_t {
     uint32_t cpus;
     char *python;
     char *script;
+    char *workdir;
+    sandbox_t *sandbox;         //  borrowed
+    uint64_t n_dirs;            //  executors' directories made so far
     s_outcome_t *outcomes;      //  a FIFO: [first, n) are pending
     size_t first_outcome;
     size_t n_outcomes;
@@ -186,9 +198,78 @@ s_read_all (int fd, uint8_t *data, size_t size)
 //  --------------------------------------------------------------------------
 //  Processes
 
-static int
-s_spawn (pyexec_t *self, s_exec_t *ex, char *err, size_t err_size)
+//  The executor's environment: the governor's, with HOME its own
+//  directory when it runs as another user (NULL if out of memory).
+static char **
+s_environ (const s_exec_t *ex)
 {
+    size_t n = 0;
+    while (environ [n])
+        n++;
+    char **envp = (char **) calloc (n + 2, sizeof (char *));
+    if (!envp)
+        return NULL;
+    size_t at = 0;
+    if (ex->dir && asprintf (&envp [at++], "HOME=%s", ex->dir) < 0) {
+        free (envp);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!ex->dir || strncmp (environ [i], "HOME=", 5))
+            envp [at++] = environ [i];
+    return envp;
+}
+
+//  A slot whose process is gone forgets its tenant; its directory goes.
+static void
+s_release (s_exec_t *ex)
+{
+    free (ex->tenant);
+    ex->tenant = NULL;
+    ex->fresh = false;
+    if (ex->dir)
+        files_rmtree (ex->dir);
+    free (ex->dir);
+    ex->dir = NULL;
+}
+
+static int s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, char *err,
+                       size_t err_size);
+
+//  Starts an executor for the tenant's tasks in the free slot ex.
+static int
+s_spawn (pyexec_t *self, s_exec_t *ex, const char *tenant, char *err, size_t err_size)
+{
+    int rc = s_spawn_in (self, ex, tenant, err, err_size);
+    if (rc)
+        s_release (ex);
+    return rc;
+}
+
+static int
+s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, char *err, size_t err_size)
+{
+    ex->tenant = strdup (tenant);
+    if (!ex->tenant) {
+        snprintf (err, err_size, "out of memory on the governor");
+        return -1;
+    }
+    if (sandbox_identity (self->sandbox, tenant, &ex->id, err, err_size))
+        return -1;
+    if (ex->id.switched) {
+        //  A directory of its own to work in, the tenant's identity's.
+        if (asprintf (&ex->dir, "%s/py-%" PRIu64, self->workdir, self->n_dirs++) < 0) {
+            ex->dir = NULL;
+            snprintf (err, err_size, "out of memory on the governor");
+            return -1;
+        }
+        files_rmtree (ex->dir);
+        if (sandbox_mkdir (&ex->id, ex->dir)) {
+            snprintf (err, err_size, "cannot start a Python executor: cannot create '%s': %s",
+                      ex->dir, strerror (errno));
+            return -1;
+        }
+    }
     int sv [2];
     if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
         snprintf (err, err_size, "cannot start a Python executor: socketpair: %s",
@@ -196,35 +277,34 @@ s_spawn (pyexec_t *self, s_exec_t *ex, char *err, size_t err_size)
         return -1;
     }
     //  The child gets its end as fd 3 (dup2 clears close-on-exec), no stdin,
-    //  and stderr as stdout so that print() in tasks lands in our log. The
-    //  governor blocks SIGINT/SIGTERM in every thread; the child must not
-    //  inherit that mask.
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init (&actions);
-    posix_spawn_file_actions_adddup2 (&actions, sv [1], atoi (S_EXEC_FD));
-    posix_spawn_file_actions_addopen (&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2 (&actions, 2, 1);
-    posix_spawnattr_init (&attr);
-    sigset_t none;
-    sigemptyset (&none);
-    posix_spawnattr_setsigmask (&attr, &none);
-    posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK);
+    //  and stderr as stdout so that print() in tasks lands in our log.
     //  Our pid lets the executor tell whether we died before it asked for
     //  a death signal (executor.py, _die_with_governor).
     char governor_pid [24];
     snprintf (governor_pid, sizeof governor_pid, "%d", (int) getpid ());
     char *argv [] = { self->python, self->script, (char *) S_EXEC_FD, governor_pid, NULL };
+    sandbox_fd_t fds [] = {
+        { 0, -1, "/dev/null", O_RDONLY, 0 },
+        { 1, 2, NULL, 0, 0 },
+        { atoi (S_EXEC_FD), sv [1], NULL, 0, 0 }
+    };
+    char **envp = s_environ (ex);
+    sandbox_spawn_t how = {
+        .id = &ex->id, .argv = argv, .envp = envp, .search_path = true,
+        .cwd = ex->dir, .fds = fds, .n_fds = 3
+    };
     pid_t pid;
-    int rc = posix_spawnp (&pid, self->python, &actions, &attr, argv, environ);
-    posix_spawn_file_actions_destroy (&actions);
-    posix_spawnattr_destroy (&attr);
+    char why [512];
+    int rc = envp? sandbox_spawn (&how, &pid, why, sizeof why): -1;
+    if (envp && ex->dir)
+        free (envp [0]);
+    free (envp);
     close (sv [1]);
     if (rc) {
         close (sv [0]);
         snprintf (err, err_size, "cannot start the Python executor '%s': %s "
                   "(set the interpreter with --python or $SQUALL_PYTHON)",
-                  self->python, strerror (rc));
+                  self->python, envp? why: "out of memory");
         return -1;
     }
     //  Room for the frames piped to a busy executor (S_PIPE_MAX of
@@ -265,8 +345,10 @@ s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
     free (ex->pending_frame);
     ex->pending_frame = NULL;
     ex->discard = 0;
-    if (ex->pid <= 0)
+    if (ex->pid <= 0) {
+        s_release (ex);
         return 0;
+    }
     pid_t got = 0;
     for (int i = 0; grace && i < 50 && got == 0; i++) {
         got = waitpid (ex->pid, &status, WNOHANG);
@@ -279,27 +361,36 @@ s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
             ;
     }
     ex->pid = 0;
+    s_release (ex);
     return status;
 }
 
 //  --------------------------------------------------------------------------
 
 pyexec_t *
-pyexec_new (uint32_t cpus, const char *workdir)
+pyexec_new (uint32_t cpus, const char *workdir, sandbox_t *sandbox)
 {
     pyexec_t *self = (pyexec_t *) calloc (1, sizeof *self);
     if (!self)
         return NULL;
     self->cpus = cpus? cpus: 1;
+    self->sandbox = sandbox;
     const char *python = getenv ("SQUALL_PYTHON");
     self->python = strdup (python && *python? python: "python3");
+    self->workdir = strdup (workdir);
     if (asprintf (&self->script, "%s/squall-executor.py", workdir) < 0)
         self->script = NULL;
-    FILE *file = self->python && self->script? fopen (self->script, "w"): NULL;
-    bool written = file
-        && fwrite (s_executor_source, 1, strlen (s_executor_source), file)
-           == strlen (s_executor_source);
-    if (file && fclose (file))
+    //  Read-only, the governor's, in a directory only the governor writes:
+    //  a task (running as another user) cannot change what executors of
+    //  other tasks run. Made anew: an earlier incarnation's is replaced.
+    int fd = -1;
+    if (self->python && self->workdir && self->script) {
+        unlink (self->script);
+        fd = open (self->script, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    }
+    size_t length = strlen (s_executor_source);
+    bool written = fd >= 0 && s_write_all (fd, (const uint8_t *) s_executor_source, length) == 0;
+    if (fd >= 0 && close (fd))
         written = false;
     if (!written) {
         sq_error ("cannot write the Python executor script: %s", strerror (errno));
@@ -310,14 +401,17 @@ pyexec_new (uint32_t cpus, const char *workdir)
     //  of --python-preload). They wait for tasks like any idle executor.
     const char *prestart = getenv ("SQUALL_PYTHON_PRESTART");
     if (self && prestart && *prestart && strcmp (prestart, "0") != 0) {
-        char err [256];
+        char err [768];
         for (uint32_t i = 0; i < self->cpus; i++) {
             s_exec_t *ex = s_idle_slot (self);
-            if (!ex || s_spawn (self, ex, err, sizeof err)) {
+            //  The tenant of tasks without keys; with keys the first task
+            //  of a tenant replaces one (an executor serves one tenant).
+            if (!ex || s_spawn (self, ex, "", err, sizeof err)) {
                 sq_warn ("cannot start Python executors in advance: %s",
                          ex? err: "out of memory");
                 break;
             }
+            ex->fresh = true;
         }
     }
     return self;
@@ -339,6 +433,7 @@ pyexec_destroy (pyexec_t **self_p)
     free (self->execs);
     free (self->python);
     free (self->script);
+    free (self->workdir);
     free (self);
     *self_p = NULL;
 }
@@ -491,19 +586,48 @@ s_idle_slot (pyexec_t *self)
     return s_new_slot (self);
 }
 
-//  An idle running executor, else a free slot, else a new slot; NULL if
-//  out of memory. One still busy with stopped piped tasks takes a frame
-//  of `size` bytes behind them only if the socket can hold it at once.
-static s_exec_t *
-s_idle (pyexec_t *self, size_t size)
+static bool
+s_tenant_is (const s_exec_t *ex, const char *tenant)
 {
-    s_exec_t *free_slot = NULL, *draining = NULL;
+    return ex->pid && ex->tenant
+        && (strcmp (ex->tenant, tenant) == 0 || (ex->fresh && !ex->id.switched));
+}
+
+//  The executor serves this tenant from now on. -1 if out of memory.
+static int
+s_claim (s_exec_t *ex, const char *tenant)
+{
+    if (!ex->fresh)
+        return 0;
+    char *copy = strdup (tenant);
+    if (!copy)
+        return -1;
+    free (ex->tenant);
+    ex->tenant = copy;
+    ex->fresh = false;
+    return 0;
+}
+
+//  An idle running executor of the tenant, else a free slot, else the
+//  slot of another tenant's idle executor (stopped: executors are never
+//  shared between tenants, and the pool stays as big as the tasks that
+//  run at once), else a new slot; NULL if out of memory. One still busy
+//  with stopped piped tasks takes a frame of `size` bytes behind them
+//  only if the socket can hold it at once.
+static s_exec_t *
+s_idle (pyexec_t *self, size_t size, const char *tenant)
+{
+    s_exec_t *free_slot = NULL, *draining = NULL, *other = NULL;
     for (size_t i = 0; i < self->n_execs; i++) {
         s_exec_t *ex = &self->execs [i];
-        if (ex->pid && !ex->task && !ex->host && !ex->discard)
+        bool idle = ex->pid && !ex->task && !ex->host;
+        bool mine = s_tenant_is (ex, tenant);
+        if (idle && mine && !ex->discard)
             return ex;
-        if (ex->pid && !ex->task && !ex->host && !draining && size <= S_PIPE_FRAME_MAX)
+        if (idle && mine && !draining && size <= S_PIPE_FRAME_MAX)
             draining = ex;
+        if (idle && !mine && !ex->discard && !other)
+            other = ex;
         if (!ex->pid && !free_slot)
             free_slot = ex;
     }
@@ -511,6 +635,12 @@ s_idle (pyexec_t *self, size_t size)
         return draining;
     if (free_slot)
         return free_slot;
+    if (other) {
+        sq_debug ("stopping Python executor %d: its tenant's tasks are done, another's come",
+                  (int) other->pid);
+        s_stop (self, other, false);
+        return other;
+    }
     return s_new_slot (self);
 }
 
@@ -584,13 +714,17 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
     //  fails and the task goes to a fresh one.
     int rc = -1;
     for (int attempt = 0; attempt < 2 && rc; attempt++) {
-        s_exec_t *ex = s_idle (self, size);
+        s_exec_t *ex = s_idle (self, size, task->tenant);
         if (!ex) {
             snprintf (err, err_size, "out of memory on the governor");
             break;
         }
-        if (!ex->pid && s_spawn (self, ex, err, err_size))
+        if (!ex->pid && s_spawn (self, ex, task->tenant, err, err_size))
             break;
+        if (s_claim (ex, task->tenant)) {
+            snprintf (err, err_size, "out of memory on the governor");
+            break;
+        }
         if (s_write_with_fds (ex->fd, frame, size, fds, n_fds) == 0) {
             ex->task = task;
             ex->seq++;
@@ -665,7 +799,7 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
         s_exec_t *ex = &self->execs [i];
         uint32_t seq;
         task_t *last = s_tail (ex, &seq);
-        if (!last)
+        if (!last || !s_tenant_is (ex, task->tenant))
             continue;
         if (!missing) {
             if (!best || ex->n_piped < best->n_piped)

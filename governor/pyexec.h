@@ -27,12 +27,16 @@
 #include <zmq.h>
 #include "task.h"
 #include "store.h"
+#include "sandbox.h"
 
 typedef struct _pyexec_t pyexec_t;
 
 //  A pool for a governor with `cpus` slots; writes the executor script into
-//  workdir. NULL if out of memory or the script cannot be written.
-pyexec_t *pyexec_new (uint32_t cpus, const char *workdir);
+//  workdir (read-only). Executors run as the identity the sandbox (borrowed)
+//  gives their tenant, each serving one tenant's tasks only (task->tenant),
+//  in a directory of its own when that is not the governor's identity.
+//  NULL if out of memory or the script cannot be written.
+pyexec_t *pyexec_new (uint32_t cpus, const char *workdir, sandbox_t *sandbox);
 void pyexec_destroy (pyexec_t **self_p);
 //  Sends the task (its config and its inputs from the store) to an idle
 //  executor, starting one if needed, with fds (the executor's ends of the

@@ -49,11 +49,12 @@ task_new (const sq_assign_t *assign, sq_errbuf_t *err)
     self->n_outputs = assign->n_outputs;
     self->config = (uint8_t *) malloc (assign->config_size? assign->config_size: 1);
     self->name = mpr_strdup (assign->name);
+    self->tenant = mpr_strdup (assign->tenant);
     self->inputs = (uint64_t *) calloc (assign->n_inputs + 1, sizeof (uint64_t));
     self->outputs = (uint64_t *) calloc (assign->n_outputs + 1, sizeof (uint64_t));
     self->out_types = (char **) calloc (assign->n_outputs + 1, sizeof (char *));
     self->results = (sq_blob_t **) calloc (assign->n_outputs + 1, sizeof (sq_blob_t *));
-    if (!self->config || !self->name || !self->inputs || !self->outputs
+    if (!self->config || !self->name || !self->tenant || !self->inputs || !self->outputs
     ||  !self->out_types || !self->results)
         goto nomem;
     if (assign->config_size)
@@ -121,6 +122,7 @@ task_destroy (task_t **self_p)
     free (self->outputs);
     free (self->inputs);
     free (self->name);
+    free (self->tenant);
     free (self->config);
     for (uint32_t i = 0; i < self->n_resources; i++)
         free ((char *) self->resources [i].name.ptr);

@@ -34,6 +34,8 @@ struct _task_t {
     sq_taskconf_t conf;
     uint8_t *config;            //  owned copy the conf points into
     char *name;
+    char *tenant;               //  its session's ("" without keys): whose
+                                //  identity it runs under (sandbox.h)
     uint32_t n_inputs;
     uint64_t *inputs;
     uint32_t n_outputs;

@@ -342,7 +342,8 @@ main (int argc, char **argv)
                           s_mstr (sq_kind_name (confs [i].kind)),
                           (const uint8_t *) confs [i].config, confs [i].size,
                           confs [i].n_in, ains, confs [i].n_out, aouts, 1, 0,
-                          s_mstr (confs [i].name), 0, { { { NULL, 0 }, 0 } } };
+                          s_mstr (confs [i].name), 0, { { { NULL, 0 }, 0 } },
+                          s_mstr (i % 2? "team-a": "") };
         if (i % 2) {
             t.n_resources = 2;
             t.resources [0] = (sq_resource_t) { s_mstr ("memory"), 1 << 20 };

@@ -207,6 +207,21 @@ harness_keys_dir (void)
         fprintf (stdout, "FAIL harness: keys: %s\n", err);
         exit (1);
     }
+    //  One key per governor (the broker refuses a key already connected as
+    //  a governor): governor slot 0 says HELLO with governor.key, slot i
+    //  with gov-i.key; the tests' own raw governors with fake.key.
+    if (sq_keygen ("fake", authorized, "governor", NULL, err, sizeof err)) {
+        fprintf (stdout, "FAIL harness: keys: %s\n", err);
+        exit (1);
+    }
+    for (int i = 1; i < S_MAX_GOVERNORS; i++) {
+        char name [16];
+        snprintf (name, sizeof name, "gov-%d", i);
+        if (sq_keygen (name, authorized, "governor", NULL, err, sizeof err)) {
+            fprintf (stdout, "FAIL harness: keys: %s\n", err);
+            exit (1);
+        }
+    }
     return s_keys;
 }
 
@@ -219,6 +234,32 @@ harness_key (const char *file)
     bool in_authorized = strcmp (file, "broker.key") && strcmp (file, "broker.pub");
     snprintf (path, 400, "%s/%s%s", harness_keys_dir (), in_authorized? "authorized/": "", file);
     return path;
+}
+
+//  The key of governor slot i (made with the keys directory).
+static const char *
+s_governor_key (int i)
+{
+    char file [32];
+    snprintf (file, sizeof file, i? "gov-%d.key": "governor.key", i);
+    return harness_key (file);
+}
+
+static void s_public_key (const char *file, uint8_t *key);
+
+const char *
+harness_governor_pub (const uint8_t *key)
+{
+    for (int i = 0; i < S_MAX_GOVERNORS; i++) {
+        char file [32];
+        uint8_t mine [32];
+        snprintf (file, sizeof file, i? "gov-%d.pub": "governor.pub", i);
+        s_public_key (harness_key (file), mine);
+        if (memcmp (mine, key, 32) == 0)
+            return harness_key (file);
+    }
+    fprintf (stdout, "FAIL harness: no harness governor has that key\n");
+    exit (1);
 }
 
 const char *
@@ -443,7 +484,7 @@ harness_new_govs (int governors, int cpus, const char *const *broker_args,
         int gargc = 13;
         if (harness_secure ()) {
             gargv [gargc++] = (char *) "--secret-key";
-            gargv [gargc++] = (char *) harness_key ("governor.key");
+            gargv [gargc++] = (char *) s_governor_key (i);
             gargv [gargc++] = (char *) "--broker-key";
             gargv [gargc++] = (char *) harness_key ("broker.pub");
         }
@@ -503,7 +544,7 @@ harness_add_governor_args (harness_t *self, const char *name, int cpus,
     int at = 13;
     if (harness_secure ()) {
         gargv [at++] = (char *) "--secret-key";
-        gargv [at++] = (char *) harness_key ("governor.key");
+        gargv [at++] = (char *) s_governor_key (i);
         gargv [at++] = (char *) "--broker-key";
         gargv [at++] = (char *) harness_key ("broker.pub");
     }
@@ -1043,7 +1084,7 @@ raw_t *
 raw_new_governor (const char *endpoint)
 {
     if (harness_secure ())
-        return raw_new_keyed (endpoint, 0, harness_key ("governor.key"), harness_key ("broker.pub"));
+        return raw_new_keyed (endpoint, 0, harness_key ("fake.key"), harness_key ("broker.pub"));
     return raw_new_keyed (endpoint, 0, NULL, NULL);
 }
 

@@ -88,6 +88,9 @@ bool harness_secure (void);
 const char *harness_keys_dir (void);
 const char *harness_key (const char *file);
 const char *harness_keygen (const char *name, const char *role, const char *tenant);
+//  The .pub file of the harness governor with this public key (each has
+//  its own: slot 0 governor.pub, slot i gov-i.pub; raw governors fake.pub).
+const char *harness_governor_pub (const uint8_t *key);
 int harness_reload_keys (harness_t *self);
 //  SIGTERM to all, waits (10 s) then SIGKILL. Returns 0 when the broker
 //  and every governor that was not killed on purpose exited with status 0,

@@ -271,7 +271,7 @@ s_lost_copies (void)
         //  (no ZAP handler here: every client is let in).
         sq_cert_t cert;
         char err [600];
-        CHECK (sq_cert_load (&cert, harness_key ("governor.key"), err, sizeof err) == 0, "%s", err);
+        CHECK (sq_cert_load (&cert, harness_key ("fake.key"), err, sizeof err) == 0, "%s", err);
         int one = 1;
         zmq_setsockopt (zsock_resolve (data), ZMQ_CURVE_SERVER, &one, sizeof one);
         zmq_setsockopt (zsock_resolve (data), ZMQ_CURVE_SECRETKEY, cert.secret_key, 32);

@@ -282,6 +282,7 @@ typedef struct {
     char endpoint [256];
     uint8_t cap [SQ_CAP_MAX];
     size_t cap_len;
+    const char *pub;            //  the governor's key file (harness)
 } s_where_t;
 
 static void
@@ -300,6 +301,7 @@ s_where (raw_t *raw, uint32_t id, s_where_t *where)
               fetched.where.endpoint.ptr);
     memcpy (where->cap, fetched.where.capability.ptr, fetched.where.capability.len);
     where->cap_len = fetched.where.capability.len;
+    where->pub = harness_governor_pub ((const uint8_t *) fetched.where.key.ptr);
 }
 
 //  A GREAD of the whole of object `id` of `session` with this capability;
@@ -326,7 +328,7 @@ s_capabilities (void)
     s_where_t where;
     double issued = harness_now ();
     s_where (alice, 3, &where);
-    raw_t *serve = raw_new_serve (where.endpoint);
+    raw_t *serve = raw_new_keyed (where.endpoint, 0, harness_key ("client.key"), where.pub);
     CHECK (s_gread (serve, alice->session, 3, where.cap, where.cap_len) == 0
            && serve->msg.n == 2 && sq_msg_size (&serve->msg, 1) == 20000
            && memcmp (sq_msg_data (&serve->msg, 1), bytes, 20000) == 0,
@@ -354,7 +356,7 @@ s_capabilities (void)
     raw_destroy (&serve);
 
     //  Another client (another key) with alice's capability.
-    raw_t *bob = raw_new_keyed (where.endpoint, 0, s_bob, harness_key ("governor.pub"));
+    raw_t *bob = raw_new_keyed (where.endpoint, 0, s_bob, where.pub);
     CHECK (s_gread (bob, alice->session, 3, where.cap, where.cap_len) == SQ_E_DENIED,
            "another client's capability is refused");
     raw_destroy (&bob);
@@ -362,7 +364,7 @@ s_capabilities (void)
                   "for another client or for writing are all refused");
 
     //  It expires (the broker runs with --capability-ttl-ms S_TTL_MS).
-    serve = raw_new_serve (where.endpoint);
+    serve = raw_new_keyed (where.endpoint, 0, harness_key ("client.key"), where.pub);
     int code = 0;
     while (code == 0 && harness_now () - issued < S_TTL_MS / 1000.0 + 5) {
         code = s_gread (serve, alice->session, 3, where.cap, where.cap_len);
@@ -559,6 +561,56 @@ s_revoked (void)
                   "connection and on new ones");
 }
 
+//  One governor, one key: a second HELLO as a governor with a key that is
+//  connected as a live governor (a key stolen from it, say) is refused and
+//  changes nothing; a governor that crashed and comes back at once with
+//  its key is let in (its old connection is gone).
+static void
+s_one_key (void)
+{
+    long governors = harness_info_long (s_client, "governors");
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_resource_t res [1] = { { { "cpus", 4 }, 64 } };
+    sq_hello_encode_governor (&w, 1, "rogue", 1, "tcp://127.0.0.1:9", "tcp://127.0.0.1:9",
+                              res, 1, NULL, 0);
+    raw_t *rogue = raw_new_keyed (harness_endpoint (s_h), 0, harness_key ("governor.key"),
+                                  harness_key ("broker.pub"));
+    CHECK (raw_send (rogue, &w, NULL, 0) == 0 && raw_wait_reply (rogue, 1, 5000) == 0,
+           "the broker answers a second governor with a live key");
+    CHECK (rogue->reply.code == SQ_E_DENIED, "a live governor's key is refused as a second "
+           "governor (code %d)", (int) rogue->reply.code);
+    char *message = raw_reply_message (rogue);
+    CHECK (message && strstr (message, "already connected as governor"),
+           "the refusal says why: %s", message? message: "(none)");
+    free (message);
+    raw_destroy (&rogue);
+    CHECK (harness_info_long (s_client, "governors") == governors, "no governor was added");
+    //  The governor whose key it was still runs tasks.
+    sq_session_t *session = sq_session_new (s_client);
+    CHECK (session, "session");
+    uint32_t a = harness_blob_str (session, "still here");
+    uint32_t copies [4];
+    for (int i = 0; i < 4; i++) {
+        copies [i] = harness_task1 (session, "concat", &a, 1, NULL, 0);
+        CHECK_RC (sq_keep (session, copies [i]), SQ_OK, "keep");
+    }
+    CHECK_RC (sq_submit (session), SQ_OK, "submit");
+    for (int i = 0; i < 4; i++)
+        FETCH_EXPECT (session, copies [i], "still here", 10);
+    sq_session_destroy (&session);
+    harness_note ("a governor key already connected as a live governor is refused (SQ_E_DENIED, "
+                  "\"already connected\"), and the live governor keeps working");
+
+    //  Crashed, and back at once with the same key: its successor.
+    harness_kill_governor (s_h, 1, SIGKILL);
+    const char *again [] = { "--secret-key", harness_key ("gov-1.key"), NULL };
+    harness_add_governor_args (s_h, "g1-again", 2, again);
+    CHECK (harness_info_wait (s_client, "governors", governors, 20000) == governors,
+           "the restarted governor joined with its key");
+    harness_note ("a governor killed and started again at once with its key is let in");
+}
+
 int
 main (void)
 {
@@ -578,6 +630,7 @@ main (void)
     s_capabilities ();
     s_tenants ();
     s_revoked ();
+    s_one_key ();
     harness_client_destroy (&s_client);
     CHECK (harness_destroy (&s_h) == 0, "processes exited cleanly");
     printf ("test_security: all checks passed\n");

@@ -763,7 +763,8 @@ s_test_governor_messages (void)
     sq_assign_t a = {
         .key = sq_key (1, 4), .attempt = 2, .kind = s_mstr ("concat"),
         .config = config, .config_size = 1, .n_inputs = 3, .inputs = ins,
-        .n_outputs = 2, .outputs = outs, .cpus = 4, .timeout_ms = 1000, .name = s_mstr ("cat")
+        .n_outputs = 2, .outputs = outs, .cpus = 4, .timeout_ms = 1000, .name = s_mstr ("cat"),
+        .tenant = s_mstr ("team-a")
     };
     sq_pack_assign (&w.pk, &a);
     sq_assign_t b = { .key = sq_key (2, 1), .kind = s_mstr ("noop"), .name = s_mstr ("") };
@@ -780,8 +781,10 @@ s_test_governor_messages (void)
     CHECK (t.n_outputs == 2 && t.outputs [0].key == sq_key (1, 5) && mpr_str_eq (t.outputs [0].content_type, "application/x"));
     CHECK (!t.outputs [0].stream && t.outputs [1].stream && t.outputs [1].consumers == 3);
     CHECK (t.cpus == 4 && t.timeout_ms == 1000 && mpr_str_eq (t.name, "cat"));
+    CHECK (mpr_str_eq (t.tenant, "team-a"));
     CHECK (sq_assign_next (&it, &t) == 1);
     CHECK (t.key == sq_key (2, 1) && t.n_inputs == 0 && t.n_outputs == 0 && t.config [0] == 0xc0);
+    CHECK (t.tenant.len == 0);
     CHECK (sq_assign_next (&it, &t) == 0);
     sq_iter_release (&it);
     s_check_truncations ("ASSIGN", s_dec_assign, w.buf.data, w.buf.size);

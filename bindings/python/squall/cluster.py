@@ -16,6 +16,10 @@ from ._lib import BIN_DIR
 from .errors import SquallError
 from .keys import local_keys
 
+#   Governor keys a LocalCluster makes besides one per initial governor,
+#   for those add_governor starts later.
+_SPARE_GOVERNOR_KEYS = 16
+
 __all__ = ["LocalCluster", "find_binary"]
 
 #   common/parentwatch.h: the read end of a pipe the starter holds open.
@@ -137,7 +141,10 @@ class LocalCluster:
         self._log_level = log_level
         self._broker_args: List[str] = []
         self._keydir = tempfile.mkdtemp(prefix="squall-keys-")
-        self._keys = local_keys(self._keydir)
+        #   One key per governor, made before the broker reads them: the
+        #   broker lets one live governor use a governor key. Governors
+        #   added later take the spare ones.
+        self._keys = local_keys(self._keydir, governors + _SPARE_GOVERNOR_KEYS)
         self.secret_key = self._keys["client_key"]
         self.broker_key = self._keys["broker_pub"]
         self._env = dict(os.environ)
@@ -188,12 +195,21 @@ class LocalCluster:
             [find_binary("squall-governor"), "--broker", self.address, "--cpus", str(cpus),
              "--name", name, "--listen-host", "127.0.0.1",
              "--advertise", "127.0.0.1", "--python", self._python, "--log-level", self._log_level,
-             "--secret-key", self._keys["governor_key"], "--broker-key", self.broker_key]
+             "--secret-key", self._governor_key(), "--broker-key", self.broker_key]
             + list(args),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._governor_env,
             pass_fds=self._pass_fds(self._governor_env))
         self._governors.append(proc)
         return proc
+
+    def _governor_key(self) -> str:
+        # governors are never restarted under a name of before: each new
+        # process is a new governor with a key of its own
+        keys = self._keys["governor_keys"]
+        if len(self._governors) >= len(keys):
+            raise SquallError("LocalCluster: at most %d governors over its life (one key each)"
+                              % len(keys))
+        return keys[len(self._governors)]
 
     def add_governor(self, cpus: Optional[int] = None, args: Sequence[str] = (),
                      wait: bool = True, timeout: float = 30.0) -> subprocess.Popen:

@@ -23,10 +23,12 @@ def keygen(name: str, dir: str = ".", role: str = "client",
     return os.path.join(dir, name + ".key")
 
 
-def local_keys(dir: str) -> dict:
+def local_keys(dir: str, governors: int = 0) -> dict:
     """The keys of a cluster on this machine, made in DIR (which must be
     private): the broker's pair, an authorized/ directory with a governor
-    key and a client key, and a dashboard token. Returns their paths."""
+    key, `governors` more governor keys (keys["governor_keys"], one per
+    governor: the broker refuses a governor key already connected) and a
+    client key, and a dashboard token. Returns their paths."""
     os.makedirs(dir, mode=0o700, exist_ok=True)
     authorized = os.path.join(dir, "authorized")
     os.makedirs(authorized, mode=0o700, exist_ok=True)
@@ -35,6 +37,8 @@ def local_keys(dir: str) -> dict:
         "governor_key": keygen("governor", authorized, "governor"),
         "client_key": keygen("client", authorized, "admin"),
         "authorized": authorized,
+        "governor_keys": [keygen("governor-%d" % (i + 1), authorized, "governor")
+                          for i in range(governors)],
     }
     keys["broker_pub"] = keys["broker_key"][:-4] + ".pub"
     token = os.path.join(dir, "http-token")

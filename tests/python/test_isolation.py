@@ -1,0 +1,237 @@
+"""Tenants that share a governor cannot reach its key nor each other
+(docs/security.md, "Tasks on a governor"): a governor running as root runs
+each tenant's programs and Python executors under a user id of its own.
+
+Runs as root only (it switches users for real); skipped otherwise, and when
+no Python interpreter here may be run by another user."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import squall
+from squall import tasks
+from conftest import TIMEOUT, cluster_options, until
+
+FIRST_UID = 2000000000
+TASK_UIDS = "%d-%d" % (FIRST_UID, FIRST_UID + 65535)
+
+
+def _python_for_others():
+    """An interpreter a task's user id can run (the test's own may live in
+    root's home)."""
+    for candidate in (sys.executable, "/usr/bin/python3", shutil.which("python3")):
+        if not candidate:
+            continue
+        try:
+            ran = subprocess.run([candidate, "-c", "pass"], user=FIRST_UID, group=FIRST_UID,
+                                 extra_groups=[], capture_output=True, timeout=TIMEOUT)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if ran.returncode == 0:
+            return candidate
+    return None
+
+
+def _connect(cluster, key):
+    try:
+        return squall.Client(cluster.address, timeout=2.0, secret_key=key,
+                             broker_key=cluster.broker_key)
+    except squall.SquallError:
+        return None             # the broker has not read the new key yet
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """One governor (2 cpus) shared by tenants team-a (alice) and team-b
+    (bob), started with a client key in its environment."""
+    if os.geteuid() != 0:
+        pytest.skip("running tasks as other users needs root")
+    python = _python_for_others()
+    if not python:
+        pytest.skip("no Python interpreter here may be run by another user")
+    options = cluster_options()
+    options["python"] = python
+    #   a starter's environment may carry a client key: no task sees it
+    env_key = "/nonexistent/starter-client-%s.key" % os.urandom(4).hex()
+    options["env"] = dict(options.get("env") or {}, SQUALL_SECRET_KEY=env_key)
+    with squall.LocalCluster(governors=1, cpus=2, governor_args=["--task-uids", TASK_UIDS],
+                             **options) as cluster:
+        authorized = cluster._keys["authorized"]
+        alice = squall.keygen("alice", authorized, "client", "team-a")
+        bob = squall.keygen("bob", authorized, "client", "team-b")
+        cluster.broker.send_signal(signal.SIGHUP)
+        a = until(lambda: _connect(cluster, alice), "the broker to take alice's key")
+        b = until(lambda: _connect(cluster, bob), "the broker to take bob's key")
+        yield cluster, a, b, env_key
+        a.close()
+        b.close()
+
+
+def _governor_secret(cluster):
+    """The governor's secret key as its file writes it (Z85)."""
+    with open(cluster._keys["governor_keys"][0]) as f:
+        for line in f:
+            if "secret-key" in line:
+                return line.split("=", 1)[1].strip().strip('"')
+    raise AssertionError("no secret key in the governor's key file")
+
+
+#   Every way a task of the issue's attack (and a few more) looks for the
+#   governor's key: its --secret-key path in the governor's command line,
+#   then the file; the governor's environment, descriptors, memory map and
+#   memory; the key directory; the working directory; its own environment.
+#   Each line says what it got; "DENIED" when the read failed.
+ATTACK = r"""
+gov=$PPID
+try() { label=$1; shift; if out=$("$@" 2>/dev/null) && [ -n "$out" ]; then
+          printf '%s: %s\n' "$label" "$out"; else printf '%s: DENIED\n' "$label"; fi; }
+key=$(tr '\0' '\n' </proc/$gov/cmdline | grep -A1 -e --secret-key | tail -n 1)
+echo "path: $key"
+try keyfile cat "$key"
+try keydir ls "$(dirname "$key")"
+try environ sh -c "tr '\0' '\n' </proc/$gov/environ"
+try fds ls /proc/$gov/fd
+for fd in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+    try "fd$fd" timeout 1 head -c 4096 /proc/$gov/fd/$fd
+done
+try maps cat /proc/$gov/maps
+try mem timeout 1 head -c 4096 /proc/$gov/mem
+try root ls /proc/$gov/root/
+try cwd ls /proc/$gov/cwd/
+try workdir ls ..
+try script-write sh -c 'echo "# planted" >> ../squall-executor.py && echo written'
+echo "env: $(env | grep -e SECRET -e SQUALL_PARENT -e '_KEY=' || true)"
+echo "uid: $(id -u) gov-uid: $(stat -c %u /proc/$gov)"
+"""
+
+
+def _lines(text):
+    return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def test_a_task_cannot_reach_the_governors_key(shared):
+    cluster, alice, _, env_key = shared
+    secret = _governor_secret(cluster)
+    with alice.session() as s:
+        attack = tasks.Execute(ATTACK, stdout=True)
+        attack.output.keep()
+        s.submit()
+        out = attack.output.fetch(TIMEOUT).decode()
+    assert secret not in out, out
+    got = _lines(out)
+    assert got["path"].endswith(".key"), out       # the path is public, the file is not
+    for what in ["keyfile", "keydir", "environ", "fds", "maps", "mem", "root", "cwd",
+                 "workdir", "script-write"] + ["fd%d" % fd for fd in range(21)]:
+        assert got[what] == "DENIED", (what, out)
+    assert got["env"].strip() == "", out
+    uid, gov_uid = got["uid"].split(" gov-uid: ")
+    assert int(uid) != int(gov_uid) and FIRST_UID <= int(uid) <= FIRST_UID + 65535, out
+    assert env_key not in out
+
+
+def test_a_python_task_cannot_reach_the_governors_key(shared):
+    cluster, alice, _, _ = shared
+    secret = _governor_secret(cluster)
+
+    def attack(secret_path):
+        import os
+        gov = os.getppid()
+        got = {}
+        for what, path in (("cmdline", "/proc/%d/cmdline" % gov), ("environ", "/proc/%d/environ" % gov),
+                           ("maps", "/proc/%d/maps" % gov), ("keyfile", secret_path)):
+            try:
+                with open(path, "rb") as f:
+                    got[what] = f.read(1 << 16)
+            except OSError as e:
+                got[what] = e.errno
+        try:
+            fd = os.open("/proc/%d/mem" % gov, os.O_RDONLY)
+            got["mem"] = "opened"
+            os.close(fd)
+        except OSError as e:
+            got["mem"] = e.errno
+        try:
+            got["fds"] = os.listdir("/proc/%d/fd" % gov)
+        except OSError as e:
+            got["fds"] = e.errno
+        got["env"] = {k: v for k, v in os.environ.items() if "KEY" in k or "SECRET" in k}
+        got["uid"] = os.getuid()
+        return got
+
+    got = alice.submit(attack, cluster._keys["governor_keys"][0]).result(TIMEOUT)
+    assert secret.encode() not in repr(got).encode(), got
+    assert b"--secret-key" in got["cmdline"]       # world-readable: a path, not a key
+    for what in ("environ", "maps", "keyfile", "mem", "fds"):
+        assert isinstance(got[what], int), (what, got)     # an errno
+    assert got["env"] == {}, got
+    assert got["uid"] >= FIRST_UID, got
+
+
+def test_tenants_cannot_read_each_others_running_tasks(shared):
+    cluster, alice, bob, _ = shared
+    mark = "mine-%s" % os.urandom(6).hex()
+    # alice's task holds a secret input and a file it wrote until the test
+    # makes a directory beside it (the test, not a clock, says when)
+    with alice.session() as s:
+        secret = squall.blob(b"alice's input 7d1c")
+        held = tasks.Execute("echo alice-wrote-9f3e > %s; "
+                             "until [ -e ../alice-may-go ]; do sleep 0.05; done; cat in.txt" % mark,
+                             inputs=[("in.txt", secret)], stdout=True)
+        held.output.keep()
+        s.submit()
+
+        def running():
+            for d in os.listdir("/tmp"):
+                path = os.path.join("/tmp", d)
+                if d.startswith("squall-governor-"):
+                    for t in os.listdir(path):
+                        if os.path.isfile(os.path.join(path, t, mark)):
+                            return os.path.join(path, t)
+            return None
+        task_dir = until(running, "alice's task to run")
+        workdir = os.path.dirname(task_dir)
+        st = os.stat(task_dir)
+        assert st.st_mode & 0o777 == 0o700 and st.st_uid >= FIRST_UID, oct(st.st_mode)
+        with bob.session() as t:
+            probe = tasks.Execute(
+                "for f in '%s/%s' '%s/in.txt'; do cat \"$f\" 2>/dev/null || echo DENIED; done; "
+                "ls '%s' 2>/dev/null || echo DENIED; "
+                "ls '%s' 2>/dev/null || echo DENIED; "
+                "(echo x > '%s/planted') 2>/dev/null || echo DENIED; "
+                "kill -0 $(pgrep -u %d | head -n 1) 2>/dev/null && echo SIGNALLED || echo DENIED"
+                % (task_dir, mark, task_dir, task_dir, workdir, task_dir, st.st_uid), stdout=True)
+            probe.output.keep()
+            t.submit()
+            seen = probe.output.fetch(TIMEOUT).decode()
+        os.mkdir(os.path.join(workdir, "alice-may-go"))
+        assert held.output.fetch(TIMEOUT) == b"alice's input 7d1c"
+    assert "alice-wrote" not in seen and "7d1c" not in seen, seen
+    assert seen.split() == ["DENIED"] * 6, seen
+
+
+def test_executors_are_never_shared_between_tenants(shared):
+    _, alice, bob, _ = shared
+
+    def plant():
+        import builtins
+        import os
+        builtins.squall_planted = "alice was here"
+        return os.getuid(), os.getpid()
+
+    def look(_):
+        import builtins
+        import os
+        return getattr(builtins, "squall_planted", None), os.getuid(), os.getpid()
+
+    a_uid, a_pid = alice.submit(plant).result(TIMEOUT)
+    # one at a time: an executor that is free is the one reused, if any is
+    seen = [bob.submit(look, i).result(TIMEOUT) for i in range(6)]
+    assert all(planted is None for planted, _, _ in seen), seen
+    assert all(uid != a_uid and pid != a_pid for _, uid, pid in seen), (a_uid, a_pid, seen)
+    # and alice's own executor keeps her global: the pool is per tenant, not per task
+    again = alice.submit(look, 0).result(TIMEOUT)
+    assert again[1] == a_uid
