@@ -37,6 +37,7 @@ length followed by the body, so that both sides need nothing but `struct`.
                      preceded, for a run frame with op bit 0x80 that
                      runs, by u8 3, u64 time.monotonic_ns() (the
                      governor's CLOCK_MONOTONIC) when it started
+      and, before all, once: u8 4, u64 its resident bytes when ready
 
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
@@ -107,6 +108,9 @@ _OP_CANCEL = 5
 #   must be told of (it counts from then): u8 3, u64 CLOCK_MONOTONIC ns.
 _OP_TELL = 0x80
 _STARTED = b"\3"
+#   The first message, once preloaded: u8 4, u64 resident bytes now (a
+#   task's memory limit counts from there on a new executor).
+_READY = b"\4"
 _SKIPPED = b"\2"
 
 #   Unpickled functions by their pickled bytes: a bytes key is its own hash,
@@ -534,6 +538,14 @@ def _preload():
                       % (name, type(exc).__name__, exc), file=sys.stderr, flush=True)
 
 
+def _resident():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_governor(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
@@ -541,6 +553,7 @@ def main():
         sys.path.insert(0, "")
     _preload()
     sock = socket.socket(fileno=int(sys.argv[1]))
+    sock.sendall(_U64.pack(9) + _READY + _U64.pack(_resident()))
     frames = _Frames(sock)
     queue = collections.deque()     # (number, frame) of tasks to run, in order
     cancelled = set()
