@@ -617,7 +617,7 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
             break;
         if (s_write_with_fds (ex->fd, frame, size, fds, n_fds) == 0) {
             ex->task = task;
-            ex->task_rss = ex->ready? s_rss (ex->pid): 0;
+            ex->task_rss = ex->ready && task->memory? s_rss (ex->pid): 0;
             ex->seq++;
             if (task->conf.actor)
                 ex->host = task;
@@ -732,7 +732,7 @@ bool
 pyexec_limited (pyexec_t *self)
 {
     for (size_t i = 0; i < self->n_execs; i++)
-        if (self->execs [i].task && self->execs [i].task->memory)
+        if (self->execs [i].task && self->execs [i].task->memory && !self->execs [i].host)
             return true;
     return false;
 }
@@ -743,6 +743,7 @@ pyexec_over_memory (pyexec_t *self, size_t *cursor, uint64_t *grown)
     while (*cursor < self->n_execs) {
         s_exec_t *ex = &self->execs [(*cursor)++];
         //  An executor that has not said READY has not started the task.
+        //  An actor's is not looked at: its instance outlives its calls.
         if (!ex->task || !ex->task->memory || !ex->ready || ex->unstarted || ex->host)
             continue;
         uint64_t rss = s_rss (ex->pid);

@@ -66,7 +66,7 @@ void pyexec_read (pyexec_t *self, int fd);
 //  that since the task was given to it (since the executor said it was
 //  ready, for a new one), one per call from *cursor (start at 0), with the
 //  growth; NULL at the end. The caller stops them (pyexec_abandon kills
-//  the executor).
+//  the executor). Actors' executors are not looked at.
 bool pyexec_limited (pyexec_t *self);
 task_t *pyexec_over_memory (pyexec_t *self, size_t *cursor, uint64_t *grown);
 
