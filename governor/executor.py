@@ -558,10 +558,15 @@ def main():
     queue = collections.deque()     # (number, frame) of tasks to run, in order
     cancelled = set()
     received = done = 0
+    #   The last reply, sent once it is known whether a piped task starts
+    #   next: then with that task's start (one write, one wakeup of the
+    #   governor for both).
+    out = []
     while True:
-        #   Wait only when there is nothing to run; else take in what came
-        #   meanwhile (cancels must be seen before the task they name runs).
-        got = frames.read(block=not queue)
+        #   Wait only when there is nothing to run or send; else take in
+        #   what came meanwhile (cancels must be seen before the task they
+        #   name runs).
+        got = frames.read(block=not queue and not out)
         if got is None:
             return
         for body in got:
@@ -573,6 +578,7 @@ def main():
             received += 1
             queue.append((received, body))
         if not queue:
+            _send(sock, out)
             continue
         done, body = queue.popleft()
         if done in cancelled:
@@ -581,7 +587,8 @@ def main():
         else:
             if body[0] & _OP_TELL:
                 body[0] &= ~_OP_TELL
-                sock.sendall(_U64.pack(9) + _STARTED + _U64.pack(time.monotonic_ns()))
+                out += [_U64.pack(9), _STARTED, _U64.pack(time.monotonic_ns())]
+            _send(sock, out)
             fds = ()
             if body[0] == 4:
                 stream_in, stream_out = _STREAMS.unpack_from(body, _HEAD.size)
@@ -594,12 +601,19 @@ def main():
             except BaseException as exc:    # noqa: B902 - SystemExit fails the task too
                 parts = _failure(exc)
         del body
-        size = sum(len(p) for p in parts)
-        parts.insert(0, _U64.pack(size))
-        sent = sock.sendmsg(parts)
-        if sent < size + 8:             # a large reply: send the rest
-            sock.sendall(b"".join(parts)[sent:])
+        out.append(_U64.pack(sum(len(p) for p in parts)))
+        out += parts
 
+
+def _send(sock, parts):
+    """Sends the messages in parts (emptied)."""
+    if not parts:
+        return
+    size = sum(len(p) for p in parts)
+    sent = sock.sendmsg(parts)
+    if sent < size:                 # a large reply: send the rest
+        sock.sendall(b"".join(parts)[sent:])
+    parts.clear()
 
 if __name__ == "__main__":
     sys.exit(main())
