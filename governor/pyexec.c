@@ -71,6 +71,7 @@ typedef struct {
     s_piped_t piped [S_PIPE_MAX];
     uint32_t n_piped;
     bool unstarted;             //  `task` was piped and has not said it started
+    uint64_t replied_ns;        //  when the reply of the task before it was read
     //  Memory limits: whether it said READY, and its resident bytes when
     //  `task` was given to it (what the task's `memory` counts from).
     bool ready;
@@ -926,8 +927,11 @@ s_started (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     uint64_t now = task_now_ns ();
     uint64_t at = size == 9? s_get (body + 1, 8): 0;
     //  Written at start_ns, so it cannot have started before (nor later
-    //  than now): a time out of that range is the executor's mistake.
-    ex->task->start_ns = at >= ex->task->start_ns && at <= now? at: now;
+    //  than now): a time out of that range is the executor's mistake. Nor
+    //  before the one before it ended, as timed here (when its reply was
+    //  read): the run times of one executor never overlap.
+    uint64_t after = ex->task->start_ns > ex->replied_ns? ex->task->start_ns: ex->replied_ns;
+    ex->task->start_ns = at >= after && at <= now? at: at < after && after <= now? after: now;
     s_push (self, ex->task, PYEXEC_STARTED, NULL);
 }
 
@@ -984,6 +988,7 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
         return;
     }
     ex->task = NULL;
+    ex->replied_ns = task_now_ns ();
     bool unstarted = ex->unstarted;
     ex->unstarted = false;
     if (body [0] == S_REPLY_NOT_RUN && size == 1) {
