@@ -697,22 +697,24 @@ s_schedule (compute_t *self)
     s_pipe_chains (self);
 }
 
-//  Kills programs using more memory than their task asked for. They fail
-//  with SQ_FAIL_MEMORY, which the broker retries on a governor with more
-//  memory free. Looked at every 200 ms while such tasks run.
+//  Kills programs (and Python executors) using more memory than their
+//  task asked for. They fail with SQ_FAIL_MEMORY, which the broker retries
+//  on a governor with more memory free. Looked at every 200 ms while such
+//  tasks run.
 #define S_MEMCHECK_NS 200000000ull
 
 //  ms until the next memory check, -1 when no running task has a limit.
 static long
 s_memcheck_due (compute_t *self)
 {
-    for (size_t i = 0; i < self->n_execs; i++)
-        if (self->execs [i]->memory) {
-            uint64_t now = task_now_ns ();
-            return now >= self->next_memcheck_ns? 0
-                 : (long) ((self->next_memcheck_ns - now) / 1000000) + 1;
-        }
-    return -1;
+    bool limited = pyexec_limited (self->pyexec);
+    for (size_t i = 0; i < self->n_execs && !limited; i++)
+        limited = self->execs [i]->memory > 0;
+    if (!limited)
+        return -1;
+    uint64_t now = task_now_ns ();
+    return now >= self->next_memcheck_ns? 0
+         : (long) ((self->next_memcheck_ns - now) / 1000000) + 1;
 }
 
 static void
@@ -734,6 +736,17 @@ s_check_memory (compute_t *self)
             continue;
         }
         i++;
+    }
+    size_t cursor = 0;
+    uint64_t grown;
+    task_t *task;
+    while ((task = pyexec_over_memory (self->pyexec, &cursor, &grown))) {
+        snprintf (self->err, sizeof self->err,
+                  "killed for using %" PRIu64 " bytes of memory, more than the %" PRIu64
+                  " it asked for (its Python executor's growth while it ran)",
+                  grown, task->memory);
+        task->fail_reason = SQ_FAIL_MEMORY;
+        s_complete (self, task, -1, self->err);         //  kills its executor
     }
 }
 

@@ -37,6 +37,7 @@ length followed by the body, so that both sides need nothing but `struct`.
                      preceded, for a run frame with op bit 0x80 that
                      runs, by u8 3, u64 time.monotonic_ns() (the
                      governor's CLOCK_MONOTONIC) when it started
+      and, before all, once: u8 4, u64 its resident bytes when ready
 
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
@@ -109,6 +110,9 @@ _OP_CANCEL = 5
 #   must be told of (it counts from then): u8 3, u64 CLOCK_MONOTONIC ns.
 _OP_TELL = 0x80
 _STARTED = b"\3"
+#   The first message, once preloaded: u8 4, u64 resident bytes now (a
+#   task's memory limit counts from there on a new executor).
+_READY = b"\4"
 _SKIPPED = b"\2"
 
 #   Unpickled functions by their pickled bytes: a bytes key is its own hash,
@@ -598,6 +602,14 @@ def _preload():
                       % (name, type(exc).__name__, exc), file=sys.stderr, flush=True)
 
 
+def _resident():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_governor(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
@@ -605,14 +617,20 @@ def main():
         sys.path.insert(0, "")
     _preload()
     sock = socket.socket(fileno=int(sys.argv[1]))
+    sock.sendall(_U64.pack(9) + _READY + _U64.pack(_resident()))
     frames = _Frames(sock)
     queue = collections.deque()     # (number, frame) of tasks to run, in order
     cancelled = set()
     received = done = 0
+    #   The last reply, sent once it is known whether a piped task starts
+    #   next: then with that task's start (one write, one wakeup of the
+    #   governor for both).
+    out = []
     while True:
-        #   Wait only when there is nothing to run; else take in what came
-        #   meanwhile (cancels must be seen before the task they name runs).
-        got = frames.read(block=not queue)
+        #   Wait only when there is nothing to run or send; else take in
+        #   what came meanwhile (cancels must be seen before the task they
+        #   name runs).
+        got = frames.read(block=not queue and not out)
         if got is None:
             return
         for body in got:
@@ -624,6 +642,7 @@ def main():
             received += 1
             queue.append((received, body))
         if not queue:
+            _send(sock, out)
             continue
         done, body = queue.popleft()
         if done in cancelled:
@@ -632,7 +651,8 @@ def main():
         else:
             if body[0] & _OP_TELL:
                 body[0] &= ~_OP_TELL
-                sock.sendall(_U64.pack(9) + _STARTED + _U64.pack(time.monotonic_ns()))
+                out += [_U64.pack(9), _STARTED, _U64.pack(time.monotonic_ns())]
+            _send(sock, out)
             fds = ()
             if body[0] == 4:
                 stream_in, stream_out = _STREAMS.unpack_from(body, _HEAD.size)
@@ -645,12 +665,19 @@ def main():
             except BaseException as exc:    # noqa: B902 - SystemExit fails the task too
                 parts = _failure(exc)
         del body
-        size = sum(len(p) for p in parts)
-        parts.insert(0, _U64.pack(size))
-        sent = sock.sendmsg(parts)
-        if sent < size + 8:             # a large reply: send the rest
-            sock.sendall(b"".join(parts)[sent:])
+        out.append(_U64.pack(sum(len(p) for p in parts)))
+        out += parts
 
+
+def _send(sock, parts):
+    """Sends the messages in parts (emptied)."""
+    if not parts:
+        return
+    size = sum(len(p) for p in parts)
+    sent = sock.sendmsg(parts)
+    if sent < size:                 # a large reply: send the rest
+        sock.sendall(b"".join(parts)[sent:])
+    parts.clear()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -38,6 +38,9 @@ extern char **environ;
 #define S_OP_CANCEL 5
 #define S_OP_TELL 0x80
 #define S_REPLY_STARTED 3
+//  The executor's first message: u8 4, u64 its resident bytes once it is
+//  ready for tasks (what memory limits count from on a new executor).
+#define S_REPLY_READY 4
 //  Failure messages are kept up to the compute thread's size.
 #define S_MESSAGE_MAX 8192
 #define S_REPLY_NOT_RUN 2
@@ -77,6 +80,11 @@ typedef struct {
     s_piped_t piped [S_PIPE_MAX];
     uint32_t n_piped;
     bool unstarted;             //  `task` was piped and has not said it started
+    uint64_t replied_ns;        //  when the reply of the task before it was read
+    //  Memory limits: whether it said READY, and its resident bytes when
+    //  `task` was given to it (what the task's `memory` counts from).
+    bool ready;
+    uint64_t task_rss;
     uint32_t seq;
     uint8_t *rbuf;
     size_t rlen;
@@ -337,6 +345,7 @@ s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
             s_push (self, ex->piped [i].task, PYEXEC_UNRUN, NULL);
     ex->n_piped = 0;
     ex->unstarted = false;
+    ex->ready = false;
     ex->seq = 0;
     ex->rlen = 0;
     ex->task = NULL;
@@ -574,6 +583,22 @@ s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq, s
     return frame;
 }
 
+//  Resident bytes of a process (/proc/PID/statm), 0 if unknown.
+static uint64_t
+s_rss (pid_t pid)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/statm", (int) pid);
+    FILE *file = fopen (path, "r");
+    unsigned long long size = 0, resident = 0;
+    if (!file)
+        return 0;
+    if (fscanf (file, "%llu %llu", &size, &resident) != 2)
+        resident = 0;
+    fclose (file);
+    return (uint64_t) resident * (uint64_t) sysconf (_SC_PAGESIZE);
+}
+
 static s_exec_t *s_new_slot (pyexec_t *self);
 
 //  A slot with no process (free, else new); NULL if out of memory.
@@ -727,6 +752,7 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
         }
         if (s_write_with_fds (ex->fd, frame, size, fds, n_fds) == 0) {
             ex->task = task;
+            ex->task_rss = ex->ready && task->memory? s_rss (ex->pid): 0;
             ex->seq++;
             if (task->conf.actor)
                 ex->host = task;
@@ -743,15 +769,15 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
 }
 
 //  Tasks that may wait in an executor behind another: plain calls with no
-//  timeout (it would count from when they run), streams, actors or needs
-//  but one cpu (so the one that runs next takes over exactly what the
-//  one before held).
+//  timeout or memory limit (they would count from when they run), streams,
+//  actors or needs but one cpu (so the one that runs next takes over
+//  exactly what the one before held).
 static bool
 s_pipeable (const task_t *task)
 {
     return task->kind == SQ_KIND_PY && !task->conf.actor && !task->conf.call
         && task->stream_in < 0 && task->stream_out < 0 && task->timeout_ms == 0
-        && task->cpus == 1 && task->n_resources == 0;
+        && task->memory == 0 && task->cpus == 1 && task->n_resources == 0;
 }
 
 //  The task written last to an executor, if another plain one may follow
@@ -835,6 +861,33 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
         return -1;
     best->piped [best->n_piped++] = (s_piped_t) { task, ++best->seq };
     return 0;
+}
+
+bool
+pyexec_limited (pyexec_t *self)
+{
+    for (size_t i = 0; i < self->n_execs; i++)
+        if (self->execs [i].task && self->execs [i].task->memory && !self->execs [i].host)
+            return true;
+    return false;
+}
+
+task_t *
+pyexec_over_memory (pyexec_t *self, size_t *cursor, uint64_t *grown)
+{
+    while (*cursor < self->n_execs) {
+        s_exec_t *ex = &self->execs [(*cursor)++];
+        //  An executor that has not said READY has not started the task.
+        //  An actor's is not looked at: its instance outlives its calls.
+        if (!ex->task || !ex->task->memory || !ex->ready || ex->unstarted || ex->host)
+            continue;
+        uint64_t rss = s_rss (ex->pid);
+        if (rss > ex->task_rss && rss - ex->task_rss > ex->task->memory) {
+            *grown = rss - ex->task_rss;
+            return ex->task;
+        }
+    }
+    return NULL;
 }
 
 size_t
@@ -1008,8 +1061,11 @@ s_started (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     uint64_t now = task_now_ns ();
     uint64_t at = size == 9? s_get (body + 1, 8): 0;
     //  Written at start_ns, so it cannot have started before (nor later
-    //  than now): a time out of that range is the executor's mistake.
-    ex->task->start_ns = at >= ex->task->start_ns && at <= now? at: now;
+    //  than now): a time out of that range is the executor's mistake. Nor
+    //  before the one before it ended, as timed here (when its reply was
+    //  read): the run times of one executor never overlap.
+    uint64_t after = ex->task->start_ns > ex->replied_ns? ex->task->start_ns: ex->replied_ns;
+    ex->task->start_ns = at >= after && at <= now? at: at < after && after <= now? after: now;
     s_push (self, ex->task, PYEXEC_STARTED, NULL);
 }
 
@@ -1020,6 +1076,13 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     char err [S_MESSAGE_MAX];
     if (body [0] == S_REPLY_STARTED) {
         s_started (self, ex, body, size);
+        return;
+    }
+    if (body [0] == S_REPLY_READY) {
+        //  Its task, if any, was given to it before: it counts from here.
+        if (!ex->ready && size == 9)
+            ex->task_rss = s_get (body + 1, 8);
+        ex->ready = true;
         return;
     }
     if (ex->discard) {          //  a stopped call's or piped task's
@@ -1059,6 +1122,7 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
         return;
     }
     ex->task = NULL;
+    ex->replied_ns = task_now_ns ();
     bool unstarted = ex->unstarted;
     ex->unstarted = false;
     if (body [0] == S_REPLY_NOT_RUN && size == 1) {

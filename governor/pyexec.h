@@ -65,6 +65,15 @@ size_t pyexec_items (pyexec_t *self, zmq_pollitem_t *items, size_t max);
 //  no executor is watched on fd.
 void pyexec_read (pyexec_t *self, int fd);
 
+//  Memory limits (a task's `memory`): whether a running task has one; and
+//  the running tasks whose executor's resident memory grew by more than
+//  that since the task was given to it (since the executor said it was
+//  ready, for a new one), one per call from *cursor (start at 0), with the
+//  growth; NULL at the end. The caller stops them (pyexec_abandon kills
+//  the executor). Actors' executors are not looked at.
+bool pyexec_limited (pyexec_t *self);
+task_t *pyexec_over_memory (pyexec_t *self, size_t *cursor, uint64_t *grown);
+
 //  What became of a task the pool had, in the order it happened.
 typedef enum {
     PYEXEC_DONE,                //  replied: its results are in task->results
