@@ -99,7 +99,8 @@ tenancy_new (const tenancy_quota_t *quotas, size_t n_quotas)
         free (self);
         return NULL;
     }
-    memcpy (self->quotas, quotas, n_quotas * sizeof *quotas);
+    if (n_quotas)
+        memcpy (self->quotas, quotas, n_quotas * sizeof *quotas);
     self->n_quotas = n_quotas;
     return self;
 }

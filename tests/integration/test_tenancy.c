@@ -255,11 +255,11 @@ int
 main (void)
 {
     setenv ("SQUALL_TEST_SECURE", "1", 1);
-    const char *alice = strdup (harness_keygen ("alice", "client", "alice"));
-    const char *bob = strdup (harness_keygen ("bob", "client", "bob"));
-    const char *carol = strdup (harness_keygen ("carol", "client", "carol"));
-    const char *dave = strdup (harness_keygen ("dave", "client", "dave"));
-    const char *changing = strdup (harness_keygen ("changing", "client", "first"));
+    char *alice = strdup (harness_keygen ("alice", "client", "alice"));
+    char *bob = strdup (harness_keygen ("bob", "client", "bob"));
+    char *carol = strdup (harness_keygen ("carol", "client", "carol"));
+    char *dave = strdup (harness_keygen ("dave", "client", "dave"));
+    char *changing = strdup (harness_keygen ("changing", "client", "first"));
     //  One governor of one cpu, nothing queued beyond it: a freed slot is
     //  the scheduler's choice.
     const char *args [] = { "--prefetch", "0", "--heartbeat-ms", "200",
@@ -274,6 +274,11 @@ main (void)
     s_cpu_cap (carol);
     s_tenant_changed (changing);
     CHECK (harness_destroy (&s_h) == 0, "processes exited cleanly");
+    free (alice);
+    free (bob);
+    free (carol);
+    free (dave);
+    free (changing);
     printf ("test_tenancy: all checks passed\n");
     return 0;
 }
