@@ -199,11 +199,10 @@ s_tenant_objects (broker_t *self, const peer_t *viewer)
 }
 
 //  viewer: the client asking (NULL: everything). With keys, a client sees
-//  its own tenant's tasks, sessions, clients, objects and queue only, and
-//  none of the cluster-wide counters (watches, uploads, recomputed, the
-//  journal's): what other tenants do is not its business. Governors are
-//  shown to all (their capacity and load, summed over every tenant, with
-//  no session in them). Everyone sees its own tenant's usage and limits.
+//  its own tenant's tasks, sessions, clients, objects, ready tasks, waits
+//  and streams only. Counters summed over the cluster that name no session
+//  (governors' load, watches, uploads, recomputed, blocked, the journal's)
+//  are shown to all. Everyone sees its own tenant's usage and limits.
 static void
 s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
 {
@@ -288,8 +287,6 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     if (!all) {
         //  Its own numbers only.
         info.ready_queue = counts [TASK_READY];
-        info.blocked = info.watches = info.recomputed = info.uploads = 0;
-        info.journal_bytes = info.journal_errors = 0;
         info.objects = s_tenant_objects (self, viewer);
     }
     share_t *share = viewer? tenancy_share (self->tenancy, viewer->tenant): NULL;
