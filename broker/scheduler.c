@@ -579,6 +579,14 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             s_heap_pop (self, queue);   //  cancelled, failed, gone or a duplicate
             continue;
         }
+        if (queue->share == NULL && task->session->share) {
+            //  Queued before its session had a share (a journal replayed
+            //  before tenants were counted): to its tenant's queue.
+            s_heap_pop (self, queue);
+            if (s_heap_push (self, task))
+                s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, task->key);
+            continue;
+        }
         if (s_over_cap (task)) {
             queue->held = true;
             continue;
