@@ -81,7 +81,7 @@ s_submit_quota (broker_t *self, session_t *session, const sq_submit_t *submit, z
         return SQ_E_BUSY;
     }
     if (share->max_stored) {
-        uint64_t stored = tenancy_stored (self->graph, share);
+        uint64_t stored = tenancy_stored (self->graph, share, bx_now ());
         if (stored >= share->max_stored) {
             tenancy_refusal (share, "stored", share->max_stored, stored, 0, true, message, size);
             return SQ_E_BUSY;
@@ -180,24 +180,6 @@ broker_pack_info (broker_t *self, msgpack_packer *pk)
     s_pack_info (self, pk, NULL);
 }
 
-//  Live objects of the tenant's sessions (an INFO of a client key walks them).
-static uint64_t
-s_tenant_objects (broker_t *self, const peer_t *viewer)
-{
-    uint64_t n = 0;
-    size_t cursor = 0;
-    session_t *session;
-    while ((session = graph_session_next (self->graph, &cursor))) {
-        if (!bx_same_tenant (viewer, session))
-            continue;
-        size_t o_cursor = 0;
-        object_t *object;
-        while ((object = graph_session_next_object (session, &o_cursor)))
-            n += !object->released;
-    }
-    return n;
-}
-
 //  viewer: the client asking (NULL: everything). With keys, a client sees
 //  its own tenant's tasks, sessions, clients, objects, ready tasks, waits
 //  and streams only. Counters summed over the cluster that name no session
@@ -208,6 +190,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
 {
     bool all = !viewer || !self->auth || viewer->role == SQ_ROLE_ADMIN;
     size_t clients = 0, sessions = 0;
+    uint64_t objects = 0;
     uint64_t counts [TASK_STATE_COUNT_] = { 0 };
     for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
         clients += p->kind == PEER_CLIENT
@@ -223,6 +206,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         while ((session = graph_session_next (self->graph, &cursor)))
             if (bx_same_tenant (viewer, session)) {
                 sessions++;
+                objects += session->live_objects;
                 for (int s = 0; s < TASK_STATE_COUNT_; s++)
                     counts [s] += session->counts [s];
             }
@@ -287,14 +271,15 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     if (!all) {
         //  Its own numbers only.
         info.ready_queue = counts [TASK_READY];
-        info.objects = s_tenant_objects (self, viewer);
+        info.objects = objects;
     }
     share_t *share = viewer? tenancy_share (self->tenancy, viewer->tenant): NULL;
+    uint64_t stored = share? tenancy_stored (self->graph, share, bx_now ()): 0;
     sq_info_tenant_t tenant;
     if (share) {
         tenant = (sq_info_tenant_t) {
             .name = share->name, .weight = share->weight, .cpus = share->cpus,
-            .stored = tenancy_stored (self->graph, share), .constants = share->constants,
+            .stored = stored, .constants = share->constants,
             .sessions = share->sessions, .max_cpus = share->max_cpus,
             .max_stored = share->max_stored, .max_constants = share->max_constants,
             .max_sessions = share->max_sessions

@@ -127,6 +127,7 @@ s_test_alternate (void)
     graph_session_set_share (s_graph, sb, b);
     s_submit (sa, 100, 100);
     s_submit (sb, 100, 0);
+    CHECK (sa->live_objects == 100, "INFO counts a session's live objects: %u", sa->live_objects);
     gov_t *gov = s_gov (1, 4);
     scheduler_governor_add (s_scheduler, gov);
     CHECK (scheduler_run (s_scheduler, s_place, NULL) == 4, "4 slots filled");
