@@ -206,8 +206,8 @@ s_holds_cpus (uint8_t state)
 void
 gx_set_state (graph_t *self, task_t *task, task_state_t state)
 {
-    share_t *share = task->session->share;
-    if (share && s_holds_cpus (task->state) != s_holds_cpus ((uint8_t) state)) {
+    if (s_holds_cpus (task->state) != s_holds_cpus ((uint8_t) state) && task->session->share) {
+        share_t *share = task->session->share;
         if (s_holds_cpus ((uint8_t) state))
             share->cpus += task_extra (task)->cpus;
         else

@@ -17,10 +17,18 @@ bx_same_tenant (const peer_t *peer, const session_t *session)
     return peer->tenant && strcmp (peer->tenant, session->tenant) == 0;
 }
 
+//  Tenants are counted with keys (tenants share the broker) or quotas;
+//  otherwise nothing is, and the graph's hot paths skip it.
+static bool
+s_tenancy_on (broker_t *self)
+{
+    return self->auth || self->config.n_tenant_quotas;
+}
+
 int
 bx_session_share (broker_t *self, session_t *session)
 {
-    if (session->share)
+    if (session->share || !s_tenancy_on (self))
         return 0;
     share_t *share = tenancy_share (self->tenancy, session->tenant);
     if (!share)
@@ -273,7 +281,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         info.ready_queue = counts [TASK_READY];
         info.objects = objects;
     }
-    share_t *share = viewer? tenancy_share (self->tenancy, viewer->tenant): NULL;
+    share_t *share = viewer && s_tenancy_on (self)? tenancy_share (self->tenancy, viewer->tenant): NULL;
     uint64_t stored = share? tenancy_stored (self->graph, share, bx_now ()): 0;
     sq_info_tenant_t tenant;
     if (share) {
@@ -377,7 +385,8 @@ s_client_open (broker_t *self, peer_t *peer, uint32_t req)
                        "too many sessions open on this connection", 0);
         return;
     }
-    share_t *share = tenancy_share (self->tenancy, peer->tenant);
+    bool counted = s_tenancy_on (self);
+    share_t *share = counted? tenancy_share (self->tenancy, peer->tenant): NULL;
     if (share && share->max_sessions && share->sessions >= share->max_sessions) {
         char message [300];
         tenancy_refusal (share, "sessions", share->max_sessions, share->sessions, 0, false,
@@ -385,12 +394,12 @@ s_client_open (broker_t *self, peer_t *peer, uint32_t req)
         bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_BUSY, message, 0);
         return;
     }
-    session_t *opened = share? graph_session_open (self->graph, peer): NULL;
+    session_t *opened = share || !counted? graph_session_open (self->graph, peer): NULL;
     if (opened && (peer->tenant || peer->key [0])) {
         opened->tenant = peer->tenant? strdup (peer->tenant): NULL;
         opened->owner = strdup (peer->key);
     }
-    if (opened)
+    if (opened && share)
         graph_session_set_share (self->graph, opened, share);
     if (!opened || (peer->tenant && !opened->tenant) || (peer->key [0] && !opened->owner)
     ||  !s_peer_add_session (peer, opened->id)) {

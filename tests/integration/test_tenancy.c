@@ -14,7 +14,8 @@
       queue and watches only;
     - a connected key whose tenant changed in its .pub is refused at its
       next message after SIGHUP; connecting again, it is the new tenant and
-      cannot resume the old tenant's session.
+      cannot resume the old tenant's session;
+    - without keys, the `*` quota binds the one keyless tenant.
 */
 #include "harness.h"
 #include <stdio.h>
@@ -252,6 +253,31 @@ s_tenant_changed (const char *key)
     harness_note ("a key whose tenant changed must reconnect, and is then the new tenant");
 }
 
+//  Without keys: one anonymous tenant, under the `*` quota.
+static void
+s_keyless (void)
+{
+    unsetenv ("SQUALL_TEST_SECURE");
+    const char *args [] = { "--tenant-quota", "*:sessions=1", NULL };
+    harness_t *h = harness_new_args (1, 1, args);
+    sq_client_t *client = harness_client (h);
+    sq_session_t *one = sq_session_new (client);
+    CHECK (one, "one session");
+    CHECK (sq_session_new (client) == NULL, "a second is refused");
+    s_refused (client, sq_client_errcode (client), "sessions", "limit 1", "in use 1");
+    CHECK (strstr (sq_client_errmsg (client), "tenant (keyless)"), "the keyless tenant: %s",
+           sq_client_errmsg (client));
+    char *json = harness_info (client);
+    CHECK (harness_json_long (json, "tenant.sessions") == 1
+           && harness_json_long (json, "tenant.limits.sessions") == 1,
+           "INFO shows the keyless tenant's usage and limit: %s", json);
+    free (json);
+    sq_session_destroy (&one);
+    harness_client_destroy (&client);
+    CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
+    setenv ("SQUALL_TEST_SECURE", "1", 1);
+}
+
 int
 main (void)
 {
@@ -275,6 +301,7 @@ main (void)
     s_cpu_cap (carol);
     s_tenant_changed (changing);
     CHECK (harness_destroy (&s_h) == 0, "processes exited cleanly");
+    s_keyless ();
     free (alice);
     free (bob);
     free (carol);
