@@ -15,7 +15,8 @@
     - a connected key whose tenant changed in its .pub is refused at its
       next message after SIGHUP; connecting again, it is the new tenant and
       cannot resume the old tenant's session;
-    - without keys, the `*` quota binds the one keyless tenant.
+    - without keys, the `*` quota binds the one keyless tenant, and a
+      broker restarted on its journal counts the sessions it restored.
 */
 #include "harness.h"
 #include <stdio.h>
@@ -253,13 +254,20 @@ s_tenant_changed (const char *key)
     harness_note ("a key whose tenant changed must reconnect, and is then the new tenant");
 }
 
-//  Without keys: one anonymous tenant, under the `*` quota.
+//  Without keys: one anonymous tenant, under the `*` quota; a restart on
+//  the journal keeps its session counted.
 static void
 s_keyless (void)
 {
     unsetenv ("SQUALL_TEST_SECURE");
-    const char *args [] = { "--tenant-quota", "*:sessions=1", NULL };
+    char dir [] = "/tmp/squall-tenancy-XXXXXX";
+    CHECK (mkdtemp (dir), "mkdtemp");
+    char journal [300];
+    snprintf (journal, sizeof journal, "%s/journal", dir);
+    const char *args [] = { "--tenant-quota", "*:sessions=1", "--journal", journal,
+                            "--reattach-wait", "10000", NULL };
     harness_t *h = harness_new_args (1, 1, args);
+    harness_set_restart_args (h, args);
     sq_client_t *client = harness_client (h);
     sq_session_t *one = sq_session_new (client);
     CHECK (one, "one session");
@@ -272,9 +280,19 @@ s_keyless (void)
            && harness_json_long (json, "tenant.limits.sessions") == 1,
            "INFO shows the keyless tenant's usage and limit: %s", json);
     free (json);
+    CHECK (harness_restart_broker (h) == 0, "the broker restarts on its journal");
+    CHECK (harness_info_wait (client, "tenant.sessions", 1, 20000) == 1,
+           "the restored session is counted");
+    CHECK (sq_session_new (client) == NULL, "so a second is still refused");
+    s_refused (client, sq_client_errcode (client), "sessions", "limit 1", "in use 1");
     sq_session_destroy (&one);
+    sq_session_t *again = sq_session_new (client);
+    CHECK (again, "with the restored one closed, a session opens");
+    sq_session_destroy (&again);
     harness_client_destroy (&client);
     CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
+    unlink (journal);
+    rmdir (dir);
     setenv ("SQUALL_TEST_SECURE", "1", 1);
 }
 
