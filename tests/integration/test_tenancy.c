@@ -55,7 +55,7 @@ s_fair_share (const char *alice_key, const char *bob_key)
     sq_session_t *flood = sq_session_new (alice);
     uint32_t ids [S_FLOOD];
     for (int i = 0; i < S_FLOOD; i++) {
-        ids [i] = s_sleep (flood, 0.25);
+        ids [i] = s_sleep (flood, 0.5);
         CHECK_RC (sq_task_set_priority (flood, ids [i], 100), SQ_OK, "priority");
     }
     CHECK_RC (sq_submit (flood), SQ_OK, "alice's flood");
@@ -88,14 +88,24 @@ s_cpu_cap (const char *carol_key)
     for (int i = 0; i < 3; i++)
         ids [i] = s_sleep (session, 0.5);
     CHECK_RC (sq_submit (session), SQ_OK, "carol's tasks");
-    CHECK (harness_info_wait_min (carol, "tasks.running", 1, 20000) >= 1, "one runs");
-    char *json = harness_info (carol);
-    long busy = harness_json_long (json, "tasks.running") + harness_json_long (json, "tasks.assigned");
-    long ready = harness_json_long (json, "tasks.ready");
-    long held = harness_json_long (json, "tenant.cpus"), cap = harness_json_long (json, "tenant.limits.cpus");
-    CHECK (busy == 1 && ready + harness_json_long (json, "tasks.finished") == 2 && held == 1 && cap == 1,
-           "carol holds 1 cpu (cap 1), the rest waits: %s", json);
-    free (json);
+    //  Every look: at most 1 busy; until one shows 1 busy and some waiting
+    //  (between two tasks none may be busy for a moment).
+    bool seen = false;
+    double deadline = harness_now () + 30;
+    while (!seen && harness_now () < deadline) {
+        char *json = harness_info (carol);
+        long busy = harness_json_long (json, "tasks.running") + harness_json_long (json, "tasks.assigned");
+        long ready = harness_json_long (json, "tasks.ready");
+        long held = harness_json_long (json, "tenant.cpus");
+        CHECK (busy <= 1 && held == busy && harness_json_long (json, "tenant.limits.cpus") == 1
+               && harness_json_long (json, "tasks.failed") == 0,
+               "carol holds at most 1 cpu (cap 1), nothing fails: %s", json);
+        seen = busy == 1 && ready >= 1;
+        free (json);
+        if (!seen)
+            harness_pause (20);
+    }
+    CHECK (seen, "one of carol's tasks ran while others waited, ready");
     CHECK_RC (sq_wait (session, ids, 3, 60000), SQ_OK, "all of carol's tasks finish");
     sq_session_destroy (&session);
     sq_client_destroy (&carol);
