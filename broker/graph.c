@@ -206,8 +206,8 @@ s_holds_cpus (uint8_t state)
 void
 gx_set_state (graph_t *self, task_t *task, task_state_t state)
 {
-    share_t *share = task->session->share;
-    if (share && s_holds_cpus (task->state) != s_holds_cpus ((uint8_t) state)) {
+    if (s_holds_cpus (task->state) != s_holds_cpus ((uint8_t) state) && task->session->share) {
+        share_t *share = task->session->share;
         if (s_holds_cpus ((uint8_t) state))
             share->cpus += task_extra (task)->cpus;
         else
@@ -258,8 +258,10 @@ s_object_release (graph_t *self, object_t *object)
         self->hooks.object_drop (self->hooks.arg, object);
     object->n_locations = 0;
     sq_blob_unref (&object->data);
-    if (!object->released)
+    if (!object->released) {
         self->live_objects--;
+        object->session->live_objects--;
+    }
     object->released = true;
 }
 
@@ -756,6 +758,7 @@ s_finish (graph_t *self, task_t *task, gov_t *gov)
         if (o->released) {
             o->released = false;
             self->live_objects++;
+            o->session->live_objects++;
         }
         o->version = attempt;
         //  A stream has no copy: its consumers read it as it was written,

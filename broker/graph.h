@@ -45,6 +45,11 @@ typedef struct {
     uint64_t cpus;              //  cpus of its assigned and running tasks
     uint64_t constants;         //  bytes of constants in its open sessions
     uint64_t sessions;          //  its open sessions (attached or not)
+    //  tenancy_stored's last answer (bytes of results on governors) and
+    //  when (ms, monotonic; -1 never): walking the sessions costs their
+    //  objects, so it is done at most once a second.
+    uint64_t walked_stored;
+    int64_t walked_at;
 } share_t;
 
 typedef enum {
@@ -217,6 +222,7 @@ struct _session_t {
     sq_idmap_t *sparse;         //  NULL until needed
     uint32_t n_tasks;
     uint32_t n_objects;
+    uint32_t live_objects;      //  objects not released
     uint32_t unfinished;        //  tasks not in a final state
     uint32_t finished;
     uint32_t failed;            //  failed or cancelled

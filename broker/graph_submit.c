@@ -692,6 +692,7 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
             gx_put (session, sub->objects [i].id, gx_item_object (objects [i]));
             session->n_objects++;
             self->live_objects++;
+            session->live_objects++;
         }
         for (uint32_t t = 0; t < sub->n_tasks; t++) {
             task_t *task = tasks [t];

@@ -17,10 +17,18 @@ bx_same_tenant (const peer_t *peer, const session_t *session)
     return peer->tenant && strcmp (peer->tenant, session->tenant) == 0;
 }
 
+//  Tenants are counted with keys (tenants share the broker) or quotas;
+//  otherwise nothing is, and the graph's hot paths skip it.
+static bool
+s_tenancy_on (broker_t *self)
+{
+    return self->auth || self->config.n_tenant_quotas;
+}
+
 int
 bx_session_share (broker_t *self, session_t *session)
 {
-    if (session->share)
+    if (session->share || !s_tenancy_on (self))
         return 0;
     share_t *share = tenancy_share (self->tenancy, session->tenant);
     if (!share)
@@ -81,7 +89,7 @@ s_submit_quota (broker_t *self, session_t *session, const sq_submit_t *submit, z
         return SQ_E_BUSY;
     }
     if (share->max_stored) {
-        uint64_t stored = tenancy_stored (self->graph, share);
+        uint64_t stored = tenancy_stored (self->graph, share, bx_now ());
         if (stored >= share->max_stored) {
             tenancy_refusal (share, "stored", share->max_stored, stored, 0, true, message, size);
             return SQ_E_BUSY;
@@ -180,35 +188,17 @@ broker_pack_info (broker_t *self, msgpack_packer *pk)
     s_pack_info (self, pk, NULL);
 }
 
-//  Live objects of the tenant's sessions (an INFO of a client key walks them).
-static uint64_t
-s_tenant_objects (broker_t *self, const peer_t *viewer)
-{
-    uint64_t n = 0;
-    size_t cursor = 0;
-    session_t *session;
-    while ((session = graph_session_next (self->graph, &cursor))) {
-        if (!bx_same_tenant (viewer, session))
-            continue;
-        size_t o_cursor = 0;
-        object_t *object;
-        while ((object = graph_session_next_object (session, &o_cursor)))
-            n += !object->released;
-    }
-    return n;
-}
-
 //  viewer: the client asking (NULL: everything). With keys, a client sees
-//  its own tenant's tasks, sessions, clients, objects and queue only, and
-//  none of the cluster-wide counters (watches, uploads, recomputed, the
-//  journal's): what other tenants do is not its business. Governors are
-//  shown to all (their capacity and load, summed over every tenant, with
-//  no session in them). Everyone sees its own tenant's usage and limits.
+//  its own tenant's tasks, sessions, clients, objects, ready tasks, waits
+//  and streams only. Counters summed over the cluster that name no session
+//  (governors' load, watches, uploads, recomputed, blocked, the journal's)
+//  are shown to all. Everyone sees its own tenant's usage and limits.
 static void
 s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
 {
     bool all = !viewer || !self->auth || viewer->role == SQ_ROLE_ADMIN;
     size_t clients = 0, sessions = 0;
+    uint64_t objects = 0;
     uint64_t counts [TASK_STATE_COUNT_] = { 0 };
     for (peer_t *p = (peer_t *) zhashx_first (self->peers); p; p = (peer_t *) zhashx_next (self->peers))
         clients += p->kind == PEER_CLIENT
@@ -224,6 +214,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         while ((session = graph_session_next (self->graph, &cursor)))
             if (bx_same_tenant (viewer, session)) {
                 sessions++;
+                objects += session->live_objects;
                 for (int s = 0; s < TASK_STATE_COUNT_; s++)
                     counts [s] += session->counts [s];
             }
@@ -288,16 +279,15 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     if (!all) {
         //  Its own numbers only.
         info.ready_queue = counts [TASK_READY];
-        info.blocked = info.watches = info.recomputed = info.uploads = 0;
-        info.journal_bytes = info.journal_errors = 0;
-        info.objects = s_tenant_objects (self, viewer);
+        info.objects = objects;
     }
-    share_t *share = viewer? tenancy_share (self->tenancy, viewer->tenant): NULL;
+    share_t *share = viewer && s_tenancy_on (self)? tenancy_share (self->tenancy, viewer->tenant): NULL;
+    uint64_t stored = share? tenancy_stored (self->graph, share, bx_now ()): 0;
     sq_info_tenant_t tenant;
     if (share) {
         tenant = (sq_info_tenant_t) {
             .name = share->name, .weight = share->weight, .cpus = share->cpus,
-            .stored = tenancy_stored (self->graph, share), .constants = share->constants,
+            .stored = stored, .constants = share->constants,
             .sessions = share->sessions, .max_cpus = share->max_cpus,
             .max_stored = share->max_stored, .max_constants = share->max_constants,
             .max_sessions = share->max_sessions
@@ -396,7 +386,8 @@ s_client_open (broker_t *self, peer_t *peer, uint32_t req)
                        "too many sessions open on this connection", 0);
         return;
     }
-    share_t *share = tenancy_share (self->tenancy, peer->tenant);
+    bool counted = s_tenancy_on (self);
+    share_t *share = counted? tenancy_share (self->tenancy, peer->tenant): NULL;
     if (share && share->max_sessions && share->sessions >= share->max_sessions) {
         char message [300];
         tenancy_refusal (share, "sessions", share->max_sessions, share->sessions, 0, false,
@@ -404,12 +395,12 @@ s_client_open (broker_t *self, peer_t *peer, uint32_t req)
         bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_BUSY, message, 0);
         return;
     }
-    session_t *opened = share? graph_session_open (self->graph, peer): NULL;
+    session_t *opened = share || !counted? graph_session_open (self->graph, peer): NULL;
     if (opened && (peer->tenant || peer->key [0])) {
         opened->tenant = peer->tenant? strdup (peer->tenant): NULL;
         opened->owner = strdup (peer->key);
     }
-    if (opened)
+    if (opened && share)
         graph_session_set_share (self->graph, opened, share);
     if (!opened || (peer->tenant && !opened->tenant) || (peer->key [0] && !opened->owner)
     ||  !s_peer_add_session (peer, opened->id)) {

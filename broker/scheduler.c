@@ -170,9 +170,10 @@ s_queue_of (scheduler_t *self, const task_t *task)
 }
 
 //  Puts an entry in its queue. 0, or -1 out of memory.
-static int
-s_queue_insert (scheduler_t *self, s_queue_t *queue, s_entry_t entry)
+static inline int
+s_queue_insert (scheduler_t *self, s_queue_t *queue, const s_entry_t *item)
 {
+    s_entry_t entry = *item;
     if (queue->n == queue->cap) {
         size_t cap = queue->cap? queue->cap * 2: 1024;
         s_entry_t *p = (s_entry_t *) realloc (queue->heap, cap * sizeof *p);
@@ -205,7 +206,7 @@ s_heap_push (scheduler_t *self, task_t *task)
         (uint32_t) ((int64_t) INT32_MAX - task_extra (task)->priority),
         (uint32_t) (queue - self->queues), task->order, task->key
     };
-    return s_queue_insert (self, queue, entry);
+    return s_queue_insert (self, queue, &entry);
 }
 
 static void
@@ -256,6 +257,11 @@ s_behind (const s_queue_t *a, const s_queue_t *b)
 static s_queue_t *
 s_next_queue (scheduler_t *self)
 {
+    if (self->n_active == 1) {
+        //  One tenant waiting (always without keys): nothing to choose.
+        s_queue_t *queue = &self->queues [self->active [0]];
+        return queue->held? NULL: queue;
+    }
     s_queue_t *best = NULL;
     for (size_t i = 0; i < self->n_active; i++) {
         s_queue_t *queue = &self->queues [self->active [i]];
@@ -670,7 +676,7 @@ static void
 s_undefer (scheduler_t *self, s_deferred_t *deferred)
 {
     for (size_t d = 0; d < deferred->n; d++)
-        if (s_queue_insert (self, &self->queues [deferred->entries [d].queue], deferred->entries [d]))
+        if (s_queue_insert (self, &self->queues [deferred->entries [d].queue], &deferred->entries [d]))
             s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, deferred->entries [d].key);
     deferred->n = 0;
 }
@@ -691,6 +697,14 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
         task_t *task = graph_task (self->graph, key);
         if (!task || task->state != TASK_READY) {
             s_heap_pop (self, queue);   //  cancelled, failed, gone or a duplicate
+            continue;
+        }
+        if (queue->share == NULL && task->session->share) {
+            //  Queued before its session had a share (a journal replayed
+            //  before tenants were counted): to its tenant's queue.
+            s_heap_pop (self, queue);
+            if (s_heap_push (self, task))
+                s_push (&self->blocked, &self->n_blocked, &self->cap_blocked, task->key);
             continue;
         }
         if (s_over_cap (task)) {

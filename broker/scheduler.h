@@ -1,8 +1,11 @@
 /*  scheduler: decides which ready task runs on which governor.
 
-    Ready tasks wait in a heap ordered by user priority, then by the static
-    order computed at submit (order.c: finish what was started before
-    starting new roots). Each goes to the governor that already holds the
+    Ready tasks wait in a heap per tenant (the share of their session,
+    tenancy.h) ordered by user priority, then by the static order computed
+    at submit (order.c: finish what was started before starting new
+    roots). The next task is the head of the tenant furthest below its fair
+    share (fewest cpus held per unit of weight; at equal shares the one
+    served least recently); a tenant at its cpu cap waits. Each goes to the governor that already holds the
     most of its input bytes, among those with a free slot and enough
     resources, ties broken toward the least loaded. The candidates are the
     governors holding its inputs and a rotating sample of those with a free

@@ -99,7 +99,8 @@ tenancy_new (const tenancy_quota_t *quotas, size_t n_quotas)
         free (self);
         return NULL;
     }
-    memcpy (self->quotas, quotas, n_quotas * sizeof *quotas);
+    if (n_quotas)
+        memcpy (self->quotas, quotas, n_quotas * sizeof *quotas);
     self->n_quotas = n_quotas;
     return self;
 }
@@ -158,6 +159,7 @@ tenancy_share (tenancy_t *self, const char *tenant)
     }
     share->index = (uint32_t) self->n_shares + 1;
     share->weight = 1;
+    share->walked_at = -1;
     const tenancy_quota_t *quota = s_quota (self, tenant);
     if (quota) {
         share->weight = quota->weight;
@@ -171,21 +173,25 @@ tenancy_share (tenancy_t *self, const char *tenant)
 }
 
 uint64_t
-tenancy_stored (graph_t *graph, const share_t *share)
+tenancy_stored (graph_t *graph, share_t *share, int64_t now)
 {
-    uint64_t bytes = 0;
-    size_t cursor = 0;
-    session_t *session;
-    while ((session = graph_session_next (graph, &cursor))) {
-        if (session->share != share)
-            continue;
-        size_t o_cursor = 0;
-        object_t *object;
-        while ((object = graph_session_next_object (session, &o_cursor)))
-            if (object->producer && !object->released && object->n_locations && !object->data)
-                bytes += object->size;
+    if (share->walked_at < 0 || now - share->walked_at >= TENANCY_WALK_MS || now < share->walked_at) {
+        uint64_t bytes = 0;
+        size_t cursor = 0;
+        session_t *session;
+        while ((session = graph_session_next (graph, &cursor))) {
+            if (session->share != share)
+                continue;
+            size_t o_cursor = 0;
+            object_t *object;
+            while ((object = graph_session_next_object (session, &o_cursor)))
+                if (object->producer && !object->released && object->n_locations && !object->data)
+                    bytes += object->size;
+        }
+        share->walked_stored = bytes;
+        share->walked_at = now;
     }
-    return bytes;
+    return share->walked_stored;
 }
 
 static void

@@ -14,7 +14,9 @@
       queue and watches only;
     - a connected key whose tenant changed in its .pub is refused at its
       next message after SIGHUP; connecting again, it is the new tenant and
-      cannot resume the old tenant's session.
+      cannot resume the old tenant's session;
+    - without keys, the `*` quota binds the one keyless tenant, and a
+      broker restarted on its journal counts the sessions it restored.
 */
 #include "harness.h"
 #include <stdio.h>
@@ -53,7 +55,7 @@ s_fair_share (const char *alice_key, const char *bob_key)
     sq_session_t *flood = sq_session_new (alice);
     uint32_t ids [S_FLOOD];
     for (int i = 0; i < S_FLOOD; i++) {
-        ids [i] = s_sleep (flood, 0.25);
+        ids [i] = s_sleep (flood, 0.5);
         CHECK_RC (sq_task_set_priority (flood, ids [i], 100), SQ_OK, "priority");
     }
     CHECK_RC (sq_submit (flood), SQ_OK, "alice's flood");
@@ -86,14 +88,24 @@ s_cpu_cap (const char *carol_key)
     for (int i = 0; i < 3; i++)
         ids [i] = s_sleep (session, 0.5);
     CHECK_RC (sq_submit (session), SQ_OK, "carol's tasks");
-    CHECK (harness_info_wait_min (carol, "tasks.running", 1, 20000) >= 1, "one runs");
-    char *json = harness_info (carol);
-    long busy = harness_json_long (json, "tasks.running") + harness_json_long (json, "tasks.assigned");
-    long ready = harness_json_long (json, "tasks.ready");
-    long held = harness_json_long (json, "tenant.cpus"), cap = harness_json_long (json, "tenant.limits.cpus");
-    CHECK (busy == 1 && ready + harness_json_long (json, "tasks.finished") == 2 && held == 1 && cap == 1,
-           "carol holds 1 cpu (cap 1), the rest waits: %s", json);
-    free (json);
+    //  Every look: at most 1 busy; until one shows 1 busy and some waiting
+    //  (between two tasks none may be busy for a moment).
+    bool seen = false;
+    double deadline = harness_now () + 30;
+    while (!seen && harness_now () < deadline) {
+        char *json = harness_info (carol);
+        long busy = harness_json_long (json, "tasks.running") + harness_json_long (json, "tasks.assigned");
+        long ready = harness_json_long (json, "tasks.ready");
+        long held = harness_json_long (json, "tenant.cpus");
+        CHECK (busy <= 1 && held == busy && harness_json_long (json, "tenant.limits.cpus") == 1
+               && harness_json_long (json, "tasks.failed") == 0,
+               "carol holds at most 1 cpu (cap 1), nothing fails: %s", json);
+        seen = busy == 1 && ready >= 1;
+        free (json);
+        if (!seen)
+            harness_pause (20);
+    }
+    CHECK (seen, "one of carol's tasks ran while others waited, ready");
     CHECK_RC (sq_wait (session, ids, 3, 60000), SQ_OK, "all of carol's tasks finish");
     sq_session_destroy (&session);
     sq_client_destroy (&carol);
@@ -148,11 +160,12 @@ s_caps (const char *dave_key)
     CHECK_RC (sq_keep (two, result), SQ_OK, "keep");
     CHECK_RC (sq_submit (two), SQ_OK, "the 20000-byte result");
     CHECK_RC (sq_wait (two, &result, 1, 30000), SQ_OK, "made");
-    CHECK (harness_info_long (dave, "tenant.stored") == 20000, "INFO: 20000 bytes stored");
+    //  INFO's stored bytes are at most a second old.
+    CHECK (harness_info_wait (dave, "tenant.stored", 20000, 10000) == 20000, "INFO: 20000 bytes stored");
     harness_task (two, "noop", NULL, 0, 1, NULL, 0);
     s_refused (dave, sq_submit (two), "stored", "limit 10.0 KiB", "in use 19.5 KiB");
     CHECK_RC (sq_unkeep (two, result), SQ_OK, "unkeep");
-    CHECK (harness_info_long (dave, "tenant.stored") == 0, "nothing stored");
+    CHECK (harness_info_wait (dave, "tenant.stored", 0, 10000) == 0, "nothing stored");
     harness_task (two, "noop", NULL, 0, 1, NULL, 0);
     CHECK_RC (sq_submit (two), SQ_OK, "with the result released, a SUBMIT is taken again");
     sq_session_destroy (&two);
@@ -181,7 +194,7 @@ s_info (const char *alice_key, const char *bob_key)
     CHECK (harness_json_long (json, "objects") == 0 && harness_json_long (json, "sessions") == 0
            && harness_json_long (json, "tenant.constants") == 0
            && harness_json_long (json, "tenant.sessions") == 0
-           && harness_json_long (json, "ready_queue") == 0 && harness_json_long (json, "watches") == 0
+           && harness_json_long (json, "ready_queue") == 0
            && strstr (json, "\"name\":\"bob\"") && !strstr (json, "alice"),
            "bob's INFO shows none of alice's: %s", json);
     free (json);
@@ -251,15 +264,57 @@ s_tenant_changed (const char *key)
     harness_note ("a key whose tenant changed must reconnect, and is then the new tenant");
 }
 
+//  Without keys: one anonymous tenant, under the `*` quota; a restart on
+//  the journal keeps its session counted.
+static void
+s_keyless (void)
+{
+    unsetenv ("SQUALL_TEST_SECURE");
+    char dir [] = "/tmp/squall-tenancy-XXXXXX";
+    CHECK (mkdtemp (dir), "mkdtemp");
+    char journal [300];
+    snprintf (journal, sizeof journal, "%s/journal", dir);
+    const char *args [] = { "--tenant-quota", "*:sessions=1", "--journal", journal,
+                            "--reattach-wait", "10000", NULL };
+    harness_t *h = harness_new_args (1, 1, args);
+    harness_set_restart_args (h, args);
+    sq_client_t *client = harness_client (h);
+    sq_session_t *one = sq_session_new (client);
+    CHECK (one, "one session");
+    CHECK (sq_session_new (client) == NULL, "a second is refused");
+    s_refused (client, sq_client_errcode (client), "sessions", "limit 1", "in use 1");
+    CHECK (strstr (sq_client_errmsg (client), "tenant (keyless)"), "the keyless tenant: %s",
+           sq_client_errmsg (client));
+    char *json = harness_info (client);
+    CHECK (harness_json_long (json, "tenant.sessions") == 1
+           && harness_json_long (json, "tenant.limits.sessions") == 1,
+           "INFO shows the keyless tenant's usage and limit: %s", json);
+    free (json);
+    CHECK (harness_restart_broker (h) == 0, "the broker restarts on its journal");
+    CHECK (harness_info_wait (client, "tenant.sessions", 1, 20000) == 1,
+           "the restored session is counted");
+    CHECK (sq_session_new (client) == NULL, "so a second is still refused");
+    s_refused (client, sq_client_errcode (client), "sessions", "limit 1", "in use 1");
+    sq_session_destroy (&one);
+    sq_session_t *again = sq_session_new (client);
+    CHECK (again, "with the restored one closed, a session opens");
+    sq_session_destroy (&again);
+    harness_client_destroy (&client);
+    CHECK (harness_destroy (&h) == 0, "processes exited cleanly");
+    unlink (journal);
+    rmdir (dir);
+    setenv ("SQUALL_TEST_SECURE", "1", 1);
+}
+
 int
 main (void)
 {
     setenv ("SQUALL_TEST_SECURE", "1", 1);
-    const char *alice = strdup (harness_keygen ("alice", "client", "alice"));
-    const char *bob = strdup (harness_keygen ("bob", "client", "bob"));
-    const char *carol = strdup (harness_keygen ("carol", "client", "carol"));
-    const char *dave = strdup (harness_keygen ("dave", "client", "dave"));
-    const char *changing = strdup (harness_keygen ("changing", "client", "first"));
+    char *alice = strdup (harness_keygen ("alice", "client", "alice"));
+    char *bob = strdup (harness_keygen ("bob", "client", "bob"));
+    char *carol = strdup (harness_keygen ("carol", "client", "carol"));
+    char *dave = strdup (harness_keygen ("dave", "client", "dave"));
+    char *changing = strdup (harness_keygen ("changing", "client", "first"));
     //  One governor of one cpu, nothing queued beyond it: a freed slot is
     //  the scheduler's choice.
     const char *args [] = { "--prefetch", "0", "--heartbeat-ms", "200",
@@ -274,6 +329,12 @@ main (void)
     s_cpu_cap (carol);
     s_tenant_changed (changing);
     CHECK (harness_destroy (&s_h) == 0, "processes exited cleanly");
+    s_keyless ();
+    free (alice);
+    free (bob);
+    free (carol);
+    free (dave);
+    free (changing);
     printf ("test_tenancy: all checks passed\n");
     return 0;
 }

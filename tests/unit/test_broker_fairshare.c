@@ -8,6 +8,8 @@
       failed) while another tenant's run;
     - the usage the graph keeps (cpus, sessions) goes back to 0 when the
       sessions close;
+    - tasks queued before their session had a share (journal replay) move
+      to their tenant's queue and its cap;
     - --tenant-quota specs are parsed strictly, and a tenant not named
       takes the `*` quota. */
 #include "graph.h"
@@ -125,6 +127,7 @@ s_test_alternate (void)
     graph_session_set_share (s_graph, sb, b);
     s_submit (sa, 100, 100);
     s_submit (sb, 100, 0);
+    CHECK (sa->live_objects == 100, "INFO counts a session's live objects: %u", sa->live_objects);
     gov_t *gov = s_gov (1, 4);
     scheduler_governor_add (s_scheduler, gov);
     CHECK (scheduler_run (s_scheduler, s_place, NULL) == 4, "4 slots filled");
@@ -201,6 +204,32 @@ s_test_cap (void)
     tenancy_destroy (&tenancy);
 }
 
+//  Tasks made ready before their session had a share (a journal's replay)
+//  are counted against their tenant once it has one: cap 1, one runs.
+static void
+s_test_late_share (void)
+{
+    s_setup ();
+    tenancy_quota_t quota;
+    char err [200];
+    CHECK (tenancy_quota_parse ("late:cpus=1", &quota, err, sizeof err) == 0, "%s", err);
+    tenancy_t *tenancy = tenancy_new (&quota, 1);
+    session_t *session = graph_session_open (s_graph, NULL);
+    s_submit (session, 5, 0);
+    share_t *late = tenancy_share (tenancy, "late");
+    graph_session_set_share (s_graph, session, late);
+    CHECK (late->sessions == 1 && late->cpus == 0, "counted from now on");
+    gov_t *gov = s_gov (1, 4);
+    scheduler_governor_add (s_scheduler, gov);
+    CHECK (scheduler_run (s_scheduler, s_place, NULL) == 1 && late->cpus == 1,
+           "one runs under the cap of its tenant");
+    CHECK (scheduler_ready_count (s_scheduler) == 4, "4 wait in its tenant's queue");
+    graph_session_close (s_graph, &session);
+    CHECK (late->sessions == 0 && late->cpus == 0, "and go with the session");
+    s_teardown (&gov);
+    tenancy_destroy (&tenancy);
+}
+
 static void
 s_test_parse (void)
 {
@@ -245,6 +274,7 @@ main (void)
     s_test_alternate ();
     s_test_weights ();
     s_test_cap ();
+    s_test_late_share ();
     s_test_parse ();
     printf ("test_broker_fairshare: all checks passed\n");
     return 0;
