@@ -450,6 +450,8 @@ s_wait_us (scheduler_t *self, gov_t *gov, const task_t *task)
     if (need > cpus)
         return -1;
     size_t work = s_work (gov);
+    if (task->gov == gov && work)
+        work--;                 //  queued there already: not ahead of itself
     if (work + need <= cpus)
         return 0;
     size_t ahead = work + need - cpus;  //  tasks that must end first
@@ -801,6 +803,7 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
         task_t *candidates [64];
         if (want > 64)
             want = 64;
+        sender->stall_at = 0;   //  judged afresh: stealing looks seldom
         size_t n = s_stealable (self, sender, receiver, candidates, want);
         for (size_t i = 0; i < n; i++) {
             candidates [i]->retracting = true;
