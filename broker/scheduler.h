@@ -2,9 +2,12 @@
 
     Ready tasks wait in a heap ordered by user priority, then by the static
     order computed at submit (order.c: finish what was started before
-    starting new roots). Each goes to the governor that already holds the
-    most of its input bytes, among those with a free slot and enough
-    resources, ties broken toward the least loaded. The candidates are the
+    starting new roots). Each goes to the governor where it would start
+    soonest, among those with a free slot and enough resources: waiting for
+    a cpu there (from its running tasks' run times and its recent mean
+    duration; cpus actors hold are never free) plus copying the inputs it
+    lacks there (estimated: the broker sees no bytes move). Ties go to the
+    most input bytes held, then the least loaded. The candidates are the
     governors holding its inputs and a rotating sample of those with a free
     slot (all of them only for a task that fits none of the sample), so
     placing a task costs the same on a large cluster. Every governor may hold
@@ -43,7 +46,9 @@ size_t scheduler_ready_count (scheduler_t *self);
 //  give some back (RETRACT); the broker re-places what it gives. Moves
 //  toward the average load, damped by half, never leaving the sender less
 //  loaded than the receiver; tasks with more than a MiB of input on the
-//  sender stay there. Called at most every `interval` by the broker.
+//  sender stay there unless they would wait there longer than twice the
+//  copy of their inputs to the receiver. Called at most every `interval`
+//  by the broker.
 typedef void (scheduler_retract_fn) (void *arg, task_t *task);
 size_t scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg);
 //  Tasks no live governor has the resources for (waiting for one to join).
