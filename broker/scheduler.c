@@ -12,9 +12,11 @@
 #define S_SAMPLE 8
 //  Placement weighs locality against waiting: the time to copy the inputs
 //  a governor lacks against how long a task would wait there for a cpu.
-//  The broker sees no bytes move (governors copy directly), so a copy is
-//  estimated at a conservative 1 GiB/s, plus a millisecond per object for
-//  the order, the connection and the first chunk's round trips.
+//  The broker sees no bytes move (governors copy directly): a copy is
+//  estimated at the rate governors report for their copies (LOCATED with
+//  a duration, scheduler_note_copy), a conservative 1 GiB/s until one
+//  does, plus a millisecond per object for the order, the connection and
+//  the first chunk's round trips.
 #define S_COPY_RATE (1073741824.0 / 1e6)    //  bytes per us
 #define S_COPY_SETUP_US 1000.0
 //  A governor's running tasks are looked at again after this long, at most
@@ -62,6 +64,7 @@ struct _scheduler_t {
     int64_t wait_ms;
     int64_t last_tick;          //  ms of the last scheduler_tick that did work
     double copy_rate;           //  bytes per us a copy between governors moves
+    bool copy_learned;          //  from governors' reports, not the default
     int64_t now_us;             //  monotonic, read once per run or rebalance
 };
 
@@ -483,6 +486,31 @@ static bool
 s_held_off (const gov_t *gov, const task_t *task)
 {
     return gov->held_cpus && task_extra (task)->cpus > s_cpus (gov);
+}
+
+//  Copies too small to say anything about the rate (their time is the
+//  round trips'), and the rates believed at all (a report is a peer's word).
+#define S_COPY_SAMPLE_MIN (1u << 20)
+#define S_COPY_RATE_MIN 1.0             //  bytes per us: 1 MB/s
+#define S_COPY_RATE_MAX 100000.0        //  100 GB/s
+
+void
+scheduler_note_copy (scheduler_t *self, uint64_t bytes, uint64_t us)
+{
+    if (bytes < S_COPY_SAMPLE_MIN || us == 0)
+        return;
+    double rate = (double) bytes / (double) us;
+    rate = rate < S_COPY_RATE_MIN? S_COPY_RATE_MIN: rate > S_COPY_RATE_MAX? S_COPY_RATE_MAX: rate;
+    //  The first report replaces the default; later ones move a fifth of
+    //  the way (one slow copy on a busy link does not make the cluster slow).
+    self->copy_rate = self->copy_learned? 0.8 * self->copy_rate + 0.2 * rate: rate;
+    self->copy_learned = true;
+}
+
+double
+scheduler_copy_rate (scheduler_t *self)
+{
+    return self->copy_rate * 1e6;
 }
 
 typedef struct {

@@ -51,6 +51,12 @@ size_t scheduler_ready_count (scheduler_t *self);
 //  by the broker.
 typedef void (scheduler_retract_fn) (void *arg, task_t *task);
 size_t scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg);
+//  A copy of `bytes` from one governor to another took `us` (a LOCATED
+//  report that says): placement's estimate of the copy rate follows such
+//  reports of copies of a MiB or more (1 GiB/s until one comes).
+void scheduler_note_copy (scheduler_t *self, uint64_t bytes, uint64_t us);
+//  The copy rate placement assumes, bytes per second.
+double scheduler_copy_rate (scheduler_t *self);
 //  Tasks no live governor has the resources for (waiting for one to join).
 size_t scheduler_blocked_count (scheduler_t *self);
 

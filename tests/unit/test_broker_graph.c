@@ -482,15 +482,18 @@ s_mono_us (void)
     return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-//  What runs on a: a plain task started `ran_us` ago, or an actor.
+//  What runs on a: a plain task started `ran_us` ago, or an actor; with
+//  copy_us, a governor reported a copy of 10 MiB that took that long.
 static uint32_t
-s_weigh_case (int64_t ran_us, bool actor, bool steal_later)
+s_weigh_case (int64_t ran_us, bool actor, bool steal_later, uint64_t copy_us)
 {
     graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy, NULL };
     graph_t *graph = graph_new (&hooks);
     s_scheduler = scheduler_new (graph);
     gov_t *a = s_gov_with (1, NULL, 1), *b = s_gov_with (2, NULL, 1);
     scheduler_governor_add (s_scheduler, a);
+    CHECK (scheduler_copy_rate (s_scheduler) == 1073741824.0, "1 GiB/s until told");
+    scheduler_note_copy (s_scheduler, 10u << 20, copy_us);
     session_t *session = graph_session_open (graph, NULL);
     s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
     char message [256];
@@ -543,11 +546,15 @@ s_weigh_case (int64_t ran_us, bool actor, bool steal_later)
 static void
 s_test_weigh (void)
 {
-    CHECK (s_weigh_case (0, false, false) == 1,
+    CHECK (s_weigh_case (0, false, false, 0) == 1,
            "a's task just started: the reader waits with its input");
-    CHECK (s_weigh_case (5000000, false, false) == 2, "a's task ran 5 s: the reader goes to idle b");
-    CHECK (s_weigh_case (0, true, false) == 2, "an actor holds a's cpu: the reader goes to idle b");
-    s_weigh_case (0, false, true);
+    CHECK (s_weigh_case (5000000, false, false, 0) == 2,
+           "a's task ran 5 s: the reader goes to idle b");
+    CHECK (s_weigh_case (5000000, false, false, 10000000) == 1,
+           "copies are slow here (10 MiB took 10 s): the reader waits 5 s with its input");
+    CHECK (s_weigh_case (0, true, false, 0) == 2,
+           "an actor holds a's cpu: the reader goes to idle b");
+    s_weigh_case (0, false, true, 0);
 }
 
 //  Streams (graph_stream.c): readers ready when their writer starts; a
