@@ -329,6 +329,7 @@ typedef struct {
     const sq_info_stream_t *streams;    //  being written now
     size_t n_streams;
     uint64_t sessions, clients, objects, watches, recomputed, uploads;
+    uint64_t copy_rate;         //  bytes/s placement assumes a copy moves
 } sq_info_t;
 
 void sq_pack_info (msgpack_packer *pk, const sq_info_t *info);

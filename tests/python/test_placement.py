@@ -45,3 +45,20 @@ def test_a_task_leaves_its_input_for_an_idle_governor_when_its_own_is_busy_long(
         open(gate, "w").close()
         assert busy.result(TIMEOUT) != pid
         client.close()
+
+
+def test_the_copy_rate_is_learned_from_governors_copies():
+    with squall.LocalCluster(governors=0, cpus=1, **cluster_options()) as cluster:
+        cluster.add_governor(args=["--resource", "here=1"])
+        cluster.add_governor(args=["--resource", "there=1"])
+        client = cluster.client()
+        assert client.info()["copy_rate"] == 1 << 30       # the default, until told
+        # 12 MB made on one governor and read on the other: a copy of
+        # several chunks, which its receiver times (LOCATED with a duration).
+        data = client.submit(make, 12_000_000, resources={"here": 1})
+        size, _ = client.submit(size_and_governor, data, resources={"there": 1}).result(TIMEOUT)
+        assert size == 12_000_000
+        rate = until(lambda: client.info()["copy_rate"] != 1 << 30 and client.info()["copy_rate"],
+                     "a learned copy rate")
+        assert 10 ** 6 <= rate <= 10 ** 11         # the bounds a report is believed within
+        client.close()
