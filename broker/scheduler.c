@@ -766,8 +766,7 @@ s_stealable (scheduler_t *self, gov_t *gov, gov_t *receiver, task_t **out, size_
     task_t *task;
     while ((task = (task_t *) sq_idmap_next (gov->tasks, &cursor, NULL))) {
         //  An actor's calls run where its instance is.
-        if (task->state != TASK_ASSIGNED || task->retracting || task->actor_call || task->stream_in
-        ||  task->actor_host)
+        if (task->state != TASK_ASSIGNED || task->retracting || task->actor_call || task->stream_in)
             continue;
         if (s_local_bytes (gov, task) > S_STAY_BYTES && !s_worth_moving (self, gov, receiver, task))
             continue;
