@@ -63,6 +63,7 @@ struct _scheduler_t {
     reswait_t *waiting;         //  tasks waiting for a governor that fits (or NULL)
     int64_t wait_ms;
     int64_t last_tick;          //  ms of the last scheduler_tick that did work
+    size_t n_stuck;             //  ready tasks the last run set aside, every one
     double copy_rate;           //  bytes per us a copy between governors moves
     bool copy_learned;          //  from governors' reports, not the default
     int64_t now_us;             //  monotonic, read once per run or rebalance
@@ -656,6 +657,10 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
         assigned += s_overbook (self, task, best.gov, assign, arg);
         s_open_update (self, best.gov);
     }
+    //  Every ready task left was set aside (the governors that fit it are
+    //  full, or actors hold their cpus): none would go to an idle governor,
+    //  so stealing may fill it.
+    self->n_stuck = self->n_ready == 0? deferred->n: 0;
     s_undefer (self, deferred);
     return assigned;
 }
@@ -788,7 +793,7 @@ s_stealable (scheduler_t *self, gov_t *gov, gov_t *receiver, task_t **out, size_
 size_t
 scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg)
 {
-    if (self->n_govs < 2 || self->n_ready > 0)
+    if (self->n_govs < 2 || self->n_ready > self->n_stuck)
         return 0;               //  ready work goes to idle governors anyway
     self->now_us = s_now_us ();
     size_t moved = 0;

@@ -47,8 +47,9 @@ size_t scheduler_ready_count (scheduler_t *self);
 //  toward the average load, damped by half, never leaving the sender less
 //  loaded than the receiver; tasks with more than a MiB of input on the
 //  sender stay there unless they would wait there longer than twice the
-//  copy of their inputs to the receiver. Called at most every `interval`
-//  by the broker.
+//  copy of their inputs to the receiver. Not while ready tasks could go to
+//  an idle governor themselves. Called at most every `interval` by the
+//  broker.
 typedef void (scheduler_retract_fn) (void *arg, task_t *task);
 size_t scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg);
 //  A copy of `bytes` from one governor to another took `us` (a LOCATED

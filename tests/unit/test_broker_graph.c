@@ -543,6 +543,53 @@ s_weigh_case (int64_t ran_us, bool actor, bool steal_later, uint64_t copy_us)
     return placed;
 }
 
+//  A ready task only an actor-held governor fits waits in the broker; it
+//  does not stop stealing for the others: c's queued tasks fill idle b.
+static void
+s_test_stuck_steal (void)
+{
+    graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy, NULL };
+    graph_t *graph = graph_new (&hooks);
+    s_scheduler = scheduler_new (graph);
+    gov_t *a = s_gov_with (1, "tpu", 1), *b = s_gov_with (2, NULL, 1), *c = s_gov_with (3, NULL, 1);
+    c->slots = 4;
+    scheduler_governor_add (s_scheduler, a);
+    session_t *session = graph_session_open (graph, NULL);
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+    char message [256];
+    uint32_t bad;
+    s_reset (s, session->id);
+    s_py (s, 1, s_host_conf, sizeof s_host_conf, 0);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    CHECK (scheduler_run (s_scheduler, s_place_counted, graph) == 1, "the actor on a");
+    graph_task_started (graph, graph_task (graph, sq_key (session->id, 1)));
+    scheduler_governor_add (s_scheduler, c);
+    s_reset (s, session->id);
+    for (uint32_t i = 0; i < 3; i++)
+        s_task (s, 3 + 2 * i, NULL, 0, 4 + 2 * i);
+    sq_task_spec_t *t = s_task (s, 11, NULL, 0, 12);
+    sq_resource_t tpu = { { "tpu", 3 }, 1 };
+    t->resources = &tpu;
+    t->n_resources = 1;
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    CHECK (scheduler_run (s_scheduler, s_place_counted, graph) == 3
+           && sq_idmap_size (c->tasks) == 3 && sq_idmap_size (a->tasks) == 1,
+           "3 on c, none behind the actor");
+    CHECK (scheduler_ready_count (s_scheduler) == 1, "the tpu task waits in the broker");
+    scheduler_governor_add (s_scheduler, b);
+    CHECK (scheduler_run (s_scheduler, s_place_counted, graph) == 0, "b fits no ready task");
+    s_stolen = 0;
+    scheduler_rebalance (s_scheduler, s_steal, NULL);
+    CHECK (s_stolen == 1, "c gives b one of its queued tasks: %zu", s_stolen);
+    graph_session_close (graph, &session);
+    scheduler_destroy (&s_scheduler);
+    gov_destroy (&a);
+    gov_destroy (&b);
+    gov_destroy (&c);
+    graph_destroy (&graph);
+    free (s);
+}
+
 static void
 s_test_weigh (void)
 {
@@ -935,6 +982,7 @@ main (void)
     s_test_delete ();
     s_test_actor ();
     s_test_weigh ();
+    s_test_stuck_steal ();
     s_test_stream ();
     printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs; "
             "placement over 200 governors; actors; locality against waiting; streams: ok\n");
