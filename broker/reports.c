@@ -255,6 +255,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             &&  ev.size == object->size) {
                 eventlog_object (self->events, EV_OBJECT_LOCATED, object, gov, NULL);
                 graph_object_add_location (self->graph, object, gov, true);
+                scheduler_note_copy (self->scheduler, ev.size, ev.duration_us);
                 sq_idmap_remove (gov->recopies, ev.key);
             }
             else

@@ -12,9 +12,11 @@
 #define S_SAMPLE 8
 //  Placement weighs locality against waiting: the time to copy the inputs
 //  a governor lacks against how long a task would wait there for a cpu.
-//  The broker sees no bytes move (governors copy directly), so a copy is
-//  estimated at a conservative 1 GiB/s, plus a millisecond per object for
-//  the order, the connection and the first chunk's round trips.
+//  The broker sees no bytes move (governors copy directly): a copy is
+//  estimated at the rate governors report for their copies (LOCATED with
+//  a duration, scheduler_note_copy), a conservative 1 GiB/s until one
+//  does, plus a millisecond per object for the order, the connection and
+//  the first chunk's round trips.
 #define S_COPY_RATE (1073741824.0 / 1e6)    //  bytes per us
 #define S_COPY_SETUP_US 1000.0
 //  A governor's running tasks are looked at again after this long, at most
@@ -81,7 +83,9 @@ struct _scheduler_t {
     reswait_t *waiting;         //  tasks waiting for a governor that fits (or NULL)
     int64_t wait_ms;
     int64_t last_tick;          //  ms of the last scheduler_tick that did work
+    size_t n_stuck;             //  ready tasks the last run set aside, every one
     double copy_rate;           //  bytes per us a copy between governors moves
+    bool copy_learned;          //  from governors' reports, not the default
     int64_t now_us;             //  monotonic, read once per run or rebalance
 };
 
@@ -570,6 +574,8 @@ s_wait_us (scheduler_t *self, gov_t *gov, const task_t *task)
     if (need > cpus)
         return -1;
     size_t work = s_work (gov);
+    if (task->gov == gov && work)
+        work--;                 //  queued there already: not ahead of itself
     if (work + need <= cpus)
         return 0;
     size_t ahead = work + need - cpus;  //  tasks that must end first
@@ -601,6 +607,31 @@ static bool
 s_held_off (const gov_t *gov, const task_t *task)
 {
     return gov->held_cpus && task_extra (task)->cpus > s_cpus (gov);
+}
+
+//  Copies too small to say anything about the rate (their time is the
+//  round trips'), and the rates believed at all (a report is a peer's word).
+#define S_COPY_SAMPLE_MIN (1u << 20)
+#define S_COPY_RATE_MIN 1.0             //  bytes per us: 1 MB/s
+#define S_COPY_RATE_MAX 100000.0        //  100 GB/s
+
+void
+scheduler_note_copy (scheduler_t *self, uint64_t bytes, uint64_t us)
+{
+    if (bytes < S_COPY_SAMPLE_MIN || us == 0)
+        return;
+    double rate = (double) bytes / (double) us;
+    rate = rate < S_COPY_RATE_MIN? S_COPY_RATE_MIN: rate > S_COPY_RATE_MAX? S_COPY_RATE_MAX: rate;
+    //  The first report replaces the default; later ones move a fifth of
+    //  the way (one slow copy on a busy link does not make the cluster slow).
+    self->copy_rate = self->copy_learned? 0.8 * self->copy_rate + 0.2 * rate: rate;
+    self->copy_learned = true;
+}
+
+double
+scheduler_copy_rate (scheduler_t *self)
+{
+    return self->copy_rate * 1e6;
 }
 
 typedef struct {
@@ -756,6 +787,10 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
         assigned += s_overbook (self, task, best.gov, assign, arg);
         s_open_update (self, best.gov);
     }
+    //  Every ready task left was set aside (the governors that fit it are
+    //  full, or actors hold their cpus): none would go to an idle governor,
+    //  so stealing may fill it.
+    self->n_stuck = self->n_ready == 0? deferred->n: 0;
     s_undefer (self, deferred);
     return assigned;
 }
@@ -866,8 +901,7 @@ s_stealable (scheduler_t *self, gov_t *gov, gov_t *receiver, task_t **out, size_
     task_t *task;
     while ((task = (task_t *) sq_idmap_next (gov->tasks, &cursor, NULL))) {
         //  An actor's calls run where its instance is.
-        if (task->state != TASK_ASSIGNED || task->retracting || task->actor_call || task->stream_in
-        ||  task->actor_host)
+        if (task->state != TASK_ASSIGNED || task->retracting || task->actor_call || task->stream_in)
             continue;
         if (s_local_bytes (gov, task) > S_STAY_BYTES && !s_worth_moving (self, gov, receiver, task))
             continue;
@@ -889,7 +923,7 @@ s_stealable (scheduler_t *self, gov_t *gov, gov_t *receiver, task_t **out, size_
 size_t
 scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg)
 {
-    if (self->n_govs < 2 || self->n_ready > 0)
+    if (self->n_govs < 2 || self->n_ready > self->n_stuck)
         return 0;               //  ready work goes to idle governors anyway
     self->now_us = s_now_us ();
     size_t moved = 0;
@@ -931,6 +965,7 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
         task_t *candidates [64];
         if (want > 64)
             want = 64;
+        sender->stall_at = 0;   //  judged afresh: stealing looks seldom
         size_t n = s_stealable (self, sender, receiver, candidates, want);
         for (size_t i = 0; i < n; i++) {
             candidates [i]->retracting = true;

@@ -5,9 +5,13 @@
     at submit (order.c: finish what was started before starting new
     roots). The next task is the head of the tenant furthest below its fair
     share (fewest cpus held per unit of weight; at equal shares the one
-    served least recently); a tenant at its cpu cap waits. Each goes to the governor that already holds the
-    most of its input bytes, among those with a free slot and enough
-    resources, ties broken toward the least loaded. The candidates are the
+    served least recently); a tenant at its cpu cap waits. Each goes to the
+    governor where it would start soonest, among those with a free slot and
+    enough resources: waiting for a cpu there (from its running tasks' run
+    times and its recent mean duration; cpus actors hold are never free)
+    plus copying the inputs it lacks there (estimated: the broker sees no
+    bytes move). Ties go to the most input bytes held, then the least
+    loaded. The candidates are the
     governors holding its inputs and a rotating sample of those with a free
     slot (all of them only for a task that fits none of the sample), so
     placing a task costs the same on a large cluster. Every governor may hold
@@ -46,9 +50,18 @@ size_t scheduler_ready_count (scheduler_t *self);
 //  give some back (RETRACT); the broker re-places what it gives. Moves
 //  toward the average load, damped by half, never leaving the sender less
 //  loaded than the receiver; tasks with more than a MiB of input on the
-//  sender stay there. Called at most every `interval` by the broker.
+//  sender stay there unless they would wait there longer than twice the
+//  copy of their inputs to the receiver. Not while ready tasks could go to
+//  an idle governor themselves. Called at most every `interval` by the
+//  broker.
 typedef void (scheduler_retract_fn) (void *arg, task_t *task);
 size_t scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg);
+//  A copy of `bytes` from one governor to another took `us` (a LOCATED
+//  report that says): placement's estimate of the copy rate follows such
+//  reports of copies of a MiB or more (1 GiB/s until one comes).
+void scheduler_note_copy (scheduler_t *self, uint64_t bytes, uint64_t us);
+//  The copy rate placement assumes, bytes per second.
+double scheduler_copy_rate (scheduler_t *self);
 //  Tasks no live governor has the resources for (waiting for one to join).
 size_t scheduler_blocked_count (scheduler_t *self);
 

@@ -336,6 +336,7 @@ typedef struct {
     const sq_info_stream_t *streams;    //  being written now
     size_t n_streams;
     uint64_t sessions, clients, objects, watches, recomputed, uploads;
+    uint64_t copy_rate;         //  bytes/s placement assumes a copy moves
     //  The asker's tenant: its usage and limits (0: none); NULL packs nil.
     const sq_info_tenant_t *tenant;
 } sq_info_t;
@@ -516,7 +517,9 @@ void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 //          reason: SQ_FAIL_TASK (its own failure) or SQ_FAIL_MEMORY (killed
 //          for using more memory than it asked for, or than was free)
 //      [3 STARTED, task, attempt]
-//      [4 LOCATED, object, size]      a copy arrived
+//      [4 LOCATED, object, size]      a copy arrived; [4, object, size,
+//          duration_us] says how long it took (transfer.h), which the
+//          broker learns the cluster's copy rate from
 //      [5 LOST, object]               a copy could not be had or kept
 //      [6 RETRACTED, task, attempt]   given back unstarted (after RETRACT)
 //      [7 UPLOADED, object, size]     a client's upload (PUT) is complete here
@@ -558,6 +561,7 @@ void sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                             const char *message, uint64_t duration_us, uint32_t reason);
 void sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
+void sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us);
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
 void sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);

@@ -115,7 +115,8 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
     if (want == 0)
         mpr_fail (r, "unknown event type");
     else
-    if (n != want)
+    //  LOCATED may carry how long the copy took (a later field).
+    if (n != want && !(ev->type == SQ_EV_LOCATED && n == 4))
         mpr_fail (r, "wrong number of fields");
     if (ev->type != SQ_EV_INVENTORY) {
         mpr_field (r, "event.key");
@@ -171,6 +172,10 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
         case SQ_EV_STREAMED:
             mpr_field (r, "event.size");
             mpr_uint (r, &ev->size);
+            if (n == 4 && ev->type == SQ_EV_LOCATED) {
+                mpr_field (r, "event.duration_us");
+                mpr_uint (r, &ev->duration_us);
+            }
             break;
         default:
             break;
@@ -269,6 +274,16 @@ sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size)
     msgpack_pack_uint32 (pk, SQ_EV_LOCATED);
     msgpack_pack_uint64 (pk, object);
     msgpack_pack_uint64 (pk, size);
+}
+
+void
+sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, SQ_EV_LOCATED);
+    msgpack_pack_uint64 (pk, object);
+    msgpack_pack_uint64 (pk, size);
+    msgpack_pack_uint64 (pk, duration_us);
 }
 
 void

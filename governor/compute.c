@@ -894,13 +894,17 @@ s_send_object (compute_t *self, uint64_t key, uint32_t version, const char *endp
 //  transfer_fn: a copy arrived (located) or could not be had (lost), or
 //  an upload is complete (the broker waits for that to count it).
 static void
-s_copy_done (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome)
+s_copy_done (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome,
+             uint64_t duration_us)
 {
     compute_t *self = (compute_t *) arg;
     if (outcome == TRANSFER_LOST)
         sq_pack_lost (&self->events.pk, key);
     else {
         s_object_stored (self, key);
+        if (outcome == TRANSFER_LOCATED && duration_us)
+            sq_pack_located_in (&self->events.pk, key, size, duration_us);
+        else
         if (outcome == TRANSFER_LOCATED)
             sq_pack_located (&self->events.pk, key, size);
         else

@@ -428,10 +428,17 @@ transfer_on_credit (transfer_t *self, sq_msg_t *msg)
 //  Receiver
 
 static void
-s_report (transfer_t *self, uint64_t key, uint64_t size, transfer_outcome_t outcome)
+s_report_timed (transfer_t *self, uint64_t key, uint64_t size, transfer_outcome_t outcome,
+                uint64_t duration_us)
 {
     if (self->done)
-        self->done (self->arg, key, size, outcome);
+        self->done (self->arg, key, size, outcome, duration_us);
+}
+
+static void
+s_report (transfer_t *self, uint64_t key, uint64_t size, transfer_outcome_t outcome)
+{
+    s_report_timed (self, key, size, outcome, 0);
 }
 
 static void
@@ -658,8 +665,12 @@ s_in_complete (transfer_t *self, s_in_t *in)
         sq_idmap_remove (self->in_keys, in->key);
     sq_blob_t *blob = s_in_take (self, in);
     uint64_t key = in->key, size = in->size;
+    uint64_t ns = task_now_ns () - in->start_ns;
     sq_debug ("copy of %" PRIx64 " from governor %u: %" PRIu64 " bytes in %.1f ms", key,
-              in->from, size, (task_now_ns () - in->start_ns) / 1e6);
+              in->from, size, ns / 1e6);
+    //  The clock started with the first chunk in: the rest took `ns`.
+    uint64_t rest = size > in->part_size? size - in->part_size: 0;
+    uint64_t duration_us = rest && !in->upload? 1 + (uint64_t) (ns / 1e3 * ((double) size / rest)): 0;
     bool ok = blob && store_put (self->store, key, blob, in->content_type,
                                  strlen (in->content_type)) == 0;
     if (ok)
@@ -667,7 +678,7 @@ s_in_complete (transfer_t *self, s_in_t *in)
     s_in_destroy (self, &in);
     if (!ok)
         sq_error ("cannot store the copy of %" PRIx64 ": %s", key, strerror (errno));
-    s_report (self, key, size, ok? TRANSFER_LOCATED: TRANSFER_LOST);
+    s_report_timed (self, key, size, ok? TRANSFER_LOCATED: TRANSFER_LOST, ok? duration_us: 0);
 }
 
 void

@@ -57,8 +57,13 @@ typedef struct _transfer_t transfer_t;
 
 //  A copy arrived and is in the store (located), or could not be had
 //  (lost), or a client's upload is complete and in the store (uploaded).
+//  duration_us: how long a located copy of several chunks took, from its
+//  first chunk's arrival to its last, scaled to the whole object (the
+//  first chunk's own time is not seen here); 0 otherwise. The broker
+//  learns the cluster's copy rate from it (placement weighs copies).
 typedef enum { TRANSFER_LOST, TRANSFER_LOCATED, TRANSFER_UPLOADED } transfer_outcome_t;
-typedef void (transfer_fn) (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome);
+typedef void (transfer_fn) (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome,
+                            uint64_t duration_us);
 
 typedef struct {
     void *pipe;                 //  PAIR to the receive thread (borrowed)

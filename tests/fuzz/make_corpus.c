@@ -297,12 +297,13 @@ main (int argc, char **argv)
 
     //  UPDATE: every event
     sq_output_ref_t outs [] = { { sq_key (1, 3), 14, 1 }, { sq_key (1, 4), 1 << 20, -1 } };
-    sq_batch_header (&w, SQ_MSG_UPDATE, 8);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 9);
     sq_pack_started (&w.pk, sq_key (1, 2), 1);
     sq_pack_finished (&w.pk, sq_key (1, 2), 1, outs, 2, 1234);
     sq_pack_finished (&w.pk, sq_key (1, 9), 0, NULL, 0, 0);
     sq_pack_failed (&w.pk, sq_key (2, 7), 3, "exit status 1", 99);
     sq_pack_located (&w.pk, sq_key (1, 4), 1 << 20);
+    sq_pack_located_in (&w.pk, sq_key (1, 4), 12 << 20, 9000);
     sq_pack_lost (&w.pk, sq_key (1, 4));
     sq_pack_retracted (&w.pk, sq_key (1, 5), 2);
     sq_pack_uploaded (&w.pk, sq_key (1, 6), 5 << 20);

@@ -45,6 +45,9 @@ class Counter:
     def total(self, values):
         return sum(values) + self.n
 
+    def blob(self, size):
+        return b"x" * size
+
 
 class Broken:
     def __init__(self):
@@ -136,6 +139,27 @@ def test_an_actor_holds_its_cpus_until_it_stops():
         assert not waiting.done()
         counter.stop()
         assert waiting.result(TIMEOUT) == "ran"
+        client.close()
+
+
+def _size_and_governor(data):
+    return len(data), os.getppid()      # the executor's parent is its governor
+
+
+def test_a_call_result_is_read_where_a_cpu_is_free():
+    """A task reading a 2.7 MB result of a call runs while the actor lives:
+    the actor holds its governor's only cpu for good, so the task goes to
+    the idle governor and copies the bytes there, rather than wait behind
+    the actor (issue 26: it never ran)."""
+    with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 0)
+        actor_pid = counter.governor_pid().result(TIMEOUT)
+        size, pid = client.submit(_size_and_governor, counter.blob(2_700_000)).result(TIMEOUT)
+        assert size == 2_700_000
+        assert pid != actor_pid
+        assert counter.add(1).result(TIMEOUT) == 1      # the actor lived throughout
+        counter.stop()
         client.close()
 
 

@@ -8,7 +8,8 @@
 
     Placement on many governors: the scheduler looks at a sample of the
     governors with free slots, so it must still fill every slot, and find
-    the one governor offering a resource a task needs. */
+    the one governor offering a resource a task needs; it weighs copying a
+    task's inputs against waiting where they are (a long task, an actor). */
 #include "graph.h"
 #include "gov.h"
 #include "scheduler.h"
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CHECK(cond, ...) do { if (!(cond)) { \
     fprintf (stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
@@ -456,6 +458,152 @@ s_test_actor (void)
     free (s);
 }
 
+//  Locality weighed against waiting (issue 26). Governor a (1 cpu) holds
+//  the 10 MiB input of a task and runs something else; b (1 cpu) is idle.
+//  The task stays with its input while a's task has just started, goes to
+//  b when a's has run for 5 s or an actor holds a's cpu; stealing takes it
+//  back from a once a's task has run that long, not before.
+static size_t s_stolen;
+static void s_steal (void *arg, task_t *task) { (void) arg; (void) task; s_stolen++; }
+
+static void
+s_place_counted (void *arg, task_t *task, gov_t *gov)
+{
+    graph_task_assigned ((graph_t *) arg, task, gov);
+    gov_task_add (gov, task);
+    s_placed_on = gov;
+}
+
+static int64_t
+s_mono_us (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+//  What runs on a: a plain task started `ran_us` ago, or an actor; with
+//  copy_us, a governor reported a copy of 10 MiB that took that long.
+static uint32_t
+s_weigh_case (int64_t ran_us, bool actor, bool steal_later, uint64_t copy_us)
+{
+    graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy, NULL };
+    graph_t *graph = graph_new (&hooks);
+    s_scheduler = scheduler_new (graph);
+    gov_t *a = s_gov_with (1, NULL, 1), *b = s_gov_with (2, NULL, 1);
+    scheduler_governor_add (s_scheduler, a);
+    CHECK (scheduler_copy_rate (s_scheduler) == 1073741824.0, "1 GiB/s until told");
+    scheduler_note_copy (s_scheduler, 10u << 20, copy_us);
+    session_t *session = graph_session_open (graph, NULL);
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+    char message [256];
+    uint32_t bad;
+    //  The input, made on a (b joins after: nothing else goes there).
+    s_reset (s, session->id);
+    s_task (s, 1, NULL, 0, 2);
+    s->objects [0].flags = SQ_OBJ_KEEP;
+    if (actor)
+        s_py (s, 5, s_host_conf, sizeof s_host_conf, 0);
+    else
+        s_task (s, 5, NULL, 0, 6);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *producer = graph_task (graph, sq_key (session->id, 1));
+    task_t *busy = graph_task (graph, sq_key (session->id, 5));
+    CHECK (scheduler_run (s_scheduler, s_place_counted, graph) == 2, "both on a");
+    gov_task_remove (a, producer->key);
+    sq_output_ref_t out = { producer->io [0]->key, 10u << 20, -1 };
+    CHECK (graph_task_finished (graph, producer, a, &out, 1, NULL, 0, 0) == 0, "made");
+    graph_task_started (graph, busy);
+    busy->stamp_us = s_mono_us () - ran_us;
+    CHECK (a->held_cpus == (actor? 1u: 0u), "an actor holds a's cpu: %u", a->held_cpus);
+    scheduler_governor_add (s_scheduler, b);
+    //  Its reader.
+    s_reset (s, session->id);
+    uint32_t input = 2;
+    s_task (s, 3, &input, 1, 4);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    s_placed_on = NULL;
+    CHECK (scheduler_run (s_scheduler, s_place_counted, graph) == 1, "the reader is placed");
+    uint32_t placed = s_placed_on? s_placed_on->id: 0;
+    if (steal_later) {
+        CHECK (placed == a->id, "the reader is with its input");
+        s_stolen = 0;
+        scheduler_rebalance (s_scheduler, s_steal, NULL);
+        CHECK (s_stolen == 0, "not moved while a's task has just started");
+        busy->stamp_us -= 5000000;
+        scheduler_rebalance (s_scheduler, s_steal, NULL);
+        CHECK (s_stolen == 1, "moved once a's task has run 5 s: %zu", s_stolen);
+    }
+    graph_session_close (graph, &session);
+    scheduler_destroy (&s_scheduler);
+    gov_destroy (&a);
+    gov_destroy (&b);
+    graph_destroy (&graph);
+    free (s);
+    return placed;
+}
+
+//  A ready task only an actor-held governor fits waits in the broker; it
+//  does not stop stealing for the others: c's queued tasks fill idle b.
+static void
+s_test_stuck_steal (void)
+{
+    graph_hooks_t hooks = { NULL, s_sched_ready, s_nothing, s_nothing, s_drop, s_copy, NULL };
+    graph_t *graph = graph_new (&hooks);
+    s_scheduler = scheduler_new (graph);
+    gov_t *a = s_gov_with (1, "tpu", 1), *b = s_gov_with (2, NULL, 1), *c = s_gov_with (3, NULL, 1);
+    c->slots = 4;
+    scheduler_governor_add (s_scheduler, a);
+    session_t *session = graph_session_open (graph, NULL);
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+    char message [256];
+    uint32_t bad;
+    s_reset (s, session->id);
+    s_py (s, 1, s_host_conf, sizeof s_host_conf, 0);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    CHECK (scheduler_run (s_scheduler, s_place_counted, graph) == 1, "the actor on a");
+    graph_task_started (graph, graph_task (graph, sq_key (session->id, 1)));
+    scheduler_governor_add (s_scheduler, c);
+    s_reset (s, session->id);
+    for (uint32_t i = 0; i < 3; i++)
+        s_task (s, 3 + 2 * i, NULL, 0, 4 + 2 * i);
+    sq_task_spec_t *t = s_task (s, 11, NULL, 0, 12);
+    sq_resource_t tpu = { { "tpu", 3 }, 1 };
+    t->resources = &tpu;
+    t->n_resources = 1;
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    CHECK (scheduler_run (s_scheduler, s_place_counted, graph) == 3
+           && sq_idmap_size (c->tasks) == 3 && sq_idmap_size (a->tasks) == 1,
+           "3 on c, none behind the actor");
+    CHECK (scheduler_ready_count (s_scheduler) == 1, "the tpu task waits in the broker");
+    scheduler_governor_add (s_scheduler, b);
+    CHECK (scheduler_run (s_scheduler, s_place_counted, graph) == 0, "b fits no ready task");
+    s_stolen = 0;
+    scheduler_rebalance (s_scheduler, s_steal, NULL);
+    CHECK (s_stolen == 1, "c gives b one of its queued tasks: %zu", s_stolen);
+    graph_session_close (graph, &session);
+    scheduler_destroy (&s_scheduler);
+    gov_destroy (&a);
+    gov_destroy (&b);
+    gov_destroy (&c);
+    graph_destroy (&graph);
+    free (s);
+}
+
+static void
+s_test_weigh (void)
+{
+    CHECK (s_weigh_case (0, false, false, 0) == 1,
+           "a's task just started: the reader waits with its input");
+    CHECK (s_weigh_case (5000000, false, false, 0) == 2,
+           "a's task ran 5 s: the reader goes to idle b");
+    CHECK (s_weigh_case (5000000, false, false, 10000000) == 1,
+           "copies are slow here (10 MiB took 10 s): the reader waits 5 s with its input");
+    CHECK (s_weigh_case (0, true, false, 0) == 2,
+           "an actor holds a's cpu: the reader goes to idle b");
+    s_weigh_case (0, false, true, 0);
+}
+
 //  Streams (graph_stream.c): readers ready when their writer starts; a
 //  member lost or retried runs its whole group again (through lineage once
 //  a writer finished); readers that fail are unread; refusals at submit.
@@ -833,8 +981,10 @@ main (void)
     s_test_newcomer ();
     s_test_delete ();
     s_test_actor ();
+    s_test_weigh ();
+    s_test_stuck_steal ();
     s_test_stream ();
     printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs; "
-            "placement over 200 governors; actors; streams: ok\n");
+            "placement over 200 governors; actors; locality against waiting; streams: ok\n");
     return 0;
 }

@@ -671,12 +671,13 @@ s_test_update (void)
     sq_wbuf_t w;
     sq_wbuf_init (&w);
     sq_errbuf_t err;
-    sq_batch_header (&w, SQ_MSG_UPDATE, 7);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 8);
     sq_output_ref_t outs [2] = { { sq_key (1, 3), 100, 1 }, { sq_key (1, 4), 1ull << 40, -1 } };
     sq_pack_finished (&w.pk, sq_key (1, 2), 1, outs, 2, 1234);
     sq_pack_failed (&w.pk, sq_key (1, 5), 2, "exit code 1", 99);
     sq_pack_started (&w.pk, sq_key (2, 1), 3);
     sq_pack_located (&w.pk, sq_key (2, 2), 77);
+    sq_pack_located_in (&w.pk, sq_key (2, 5), 5ull << 30, 4321);
     sq_pack_lost (&w.pk, sq_key (2, 3));
     sq_pack_uploaded (&w.pk, sq_key (2, 4), 1ull << 33);
     sq_pack_finished (&w.pk, sq_key (1, 9), 1, NULL, 0, 0);
@@ -693,7 +694,10 @@ s_test_update (void)
     CHECK (sq_update_next (&it, &ev) == 1);
     CHECK (ev.type == SQ_EV_STARTED && ev.key == sq_key (2, 1) && ev.attempt == 3);
     CHECK (sq_update_next (&it, &ev) == 1);
-    CHECK (ev.type == SQ_EV_LOCATED && ev.size == 77);
+    CHECK (ev.type == SQ_EV_LOCATED && ev.size == 77 && ev.duration_us == 0);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_LOCATED && ev.key == sq_key (2, 5) && ev.size == 5ull << 30
+           && ev.duration_us == 4321);
     CHECK (sq_update_next (&it, &ev) == 1);
     CHECK (ev.type == SQ_EV_LOST && ev.key == sq_key (2, 3));
     CHECK (sq_update_next (&it, &ev) == 1);
@@ -724,6 +728,22 @@ s_test_update (void)
     msgpack_pack_uint32 (&w.pk, SQ_EV_UPLOADED);
     msgpack_pack_uint32 (&w.pk, 1);
     CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "number of fields"));
+    //  LOCATED: 3 or 4 fields, no more; its duration a uint
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 5);
+    msgpack_pack_uint32 (&w.pk, SQ_EV_LOCATED);
+    for (int i = 0; i < 4; i++)
+        msgpack_pack_uint32 (&w.pk, 1);
+    CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "number of fields"));
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 4);
+    msgpack_pack_uint32 (&w.pk, SQ_EV_LOCATED);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_int32 (&w.pk, -1);
+    CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "duration"));
     sq_wbuf_release (&w);
 }
 

@@ -145,7 +145,9 @@ s_chunk (void *push, const char *reply_to, uint32_t transfer, uint64_t key,
     sq_wbuf_release (&w);
 }
 
-//  The next LOCATED or LOST event of the governor (other events skipped).
+//  The next LOCATED or LOST event of the governor (other events skipped);
+//  s_copy_us is the duration the LOCATED reported (0: none).
+static uint64_t s_copy_us;
 static void
 s_expect_copy (sq_msg_t *msg, uint64_t key, uint32_t type, uint64_t size)
 {
@@ -160,6 +162,7 @@ s_expect_copy (sq_msg_t *msg, uint64_t key, uint32_t type, uint64_t size)
             if (ev.type == SQ_EV_LOCATED || ev.type == SQ_EV_LOST) {
                 CHECK (ev.type == type && ev.key == key);
                 CHECK (type != SQ_EV_LOCATED || ev.size == size);
+                s_copy_us = ev.duration_us;
                 found = true;
             }
         sq_iter_release (&it);
@@ -401,6 +404,7 @@ main (void)
     CHECK (sq_update_begin (&it, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &err) == 0);
     CHECK (sq_update_next (&it, &ev) == 1);
     CHECK (ev.type == SQ_EV_LOCATED && ev.key == sq_key (1, 61) && ev.size == 3);
+    CHECK (ev.duration_us == 0);        //  one message: nothing to time
     sq_iter_release (&it);
 
     //  Copies in chunks. Chunks of at least TRANSFER_PART_MIN (256 KiB) are
@@ -415,6 +419,7 @@ main (void)
     s_chunk (push, peer_ep, 1, sq_key (1, 62), bytes, 256u << 10, 256u << 10, big);
     s_chunk (push, peer_ep, 1, sq_key (1, 62), bytes, 512u << 10, 5, big);
     s_expect_copy (&msg, sq_key (1, 62), SQ_EV_LOCATED, big);
+    CHECK (s_copy_us > 0);              //  timed, for the broker's copy rate
     s_gread_check (client, sq_key (1, 62), bytes, 0, big);
     s_gread_check (client, sq_key (1, 62), bytes, 256u << 10, 256u << 10);
     s_gread_check (client, sq_key (1, 62), bytes, 1000, 300000);
