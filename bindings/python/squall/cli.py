@@ -308,6 +308,7 @@ def cmd_start(args):
                      "--secret-key", governor_key, "--broker-key", broker_pub]
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
+            gargv += ["--python", args.python or os.environ.get("SQUALL_PYTHON") or sys.executable]
             child = _Child("governor-%d" % (i + 1), gargv,
                            os.path.join(logdir, "governor-%d.log" % (i + 1)), lifeline[0])
             children.append(child)
@@ -705,6 +706,9 @@ def build_parser():
                         "it and the keys, for `squall slurm` and clients elsewhere")
     p.add_argument("--access-host", metavar="HOST",
                    help="the broker's host name in the access file (default: this machine's)")
+    p.add_argument("--python", metavar="PATH",
+                   help="interpreter of the governors' Python tasks (default: the one running "
+                        "this command, %s)" % sys.executable)
     p.set_defaults(func=cmd_start)
 
     p = sub.add_parser("slurm", help="governors in Slurm allocations",

@@ -1,0 +1,93 @@
+"""The squall command and the programs as users met them (issue 26): the
+interpreter of `squall start`, option validation, --version, `squall
+cancel`, `python3 -m squall`."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import squall
+
+from conftest import TIMEOUT, until
+
+SOURCE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SQUALL = [sys.executable, os.path.join(SOURCE, "bin", "squall")]
+BUILD = os.environ.get("SQUALL_BUILD_DIR", "")
+
+
+def run(argv, env=None, timeout=TIMEOUT):
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+class Start:
+    """`squall start` in the background (loopback, free ports)."""
+
+    def __init__(self, tmp_path, *extra, env=None, governors=1):
+        self.out = tmp_path / "start.out"
+        argv = SQUALL + ["start", "--governors", str(governors), "--cpus", "1", "--port", "0",
+                         "--http", "-1", "--log-dir", str(tmp_path / "logs")] + list(extra)
+        self.proc = subprocess.Popen(argv, stdout=open(self.out, "w"), stderr=subprocess.STDOUT,
+                                     env=env)
+
+    def __enter__(self):
+        def ready():
+            assert self.proc.poll() is None, self.out.read_text()
+            values = dict(line.split("=", 1) for line in self.out.read_text().splitlines()
+                          if line.startswith("SQUALL_") and "=" in line)
+            return values if "SQUALL_SECRET_KEY" in values else None
+        self.values = until(ready, "squall start to report the cluster")
+        self.broker = self.values["SQUALL_BROKER"]
+        return self
+
+    def env(self):
+        return dict(os.environ, **{k: v for k, v in self.values.items()
+                                   if k in ("SQUALL_BROKER", "SQUALL_SECRET_KEY",
+                                            "SQUALL_BROKER_KEY")})
+
+    def client(self):
+        return squall.Client(self.broker, secret_key=self.values["SQUALL_SECRET_KEY"],
+                             broker_key=self.values["SQUALL_BROKER_KEY"])
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _interpreter():
+    """A function pickled by value: the tests' directory is not on the
+    path of `squall start`'s tasks."""
+    def interpreter():
+        import sys
+        return sys.executable
+    return interpreter
+
+
+def test_start_runs_python_tasks_with_its_own_interpreter(tmp_path):
+    #   No python3 on PATH: the governors' default would not be found.
+    nobin = tmp_path / "nobin"
+    nobin.mkdir()
+    env = dict(os.environ, PATH=str(nobin))
+    env.pop("SQUALL_PYTHON", None)
+    with Start(tmp_path, env=env) as cluster:
+        client = cluster.client()
+        assert client.submit(_interpreter()).result(TIMEOUT) == sys.executable
+        client.close()
+
+
+def test_start_python_chooses_the_interpreter(tmp_path):
+    marker = tmp_path / "used"
+    wrapper = tmp_path / "python"
+    wrapper.write_text("#!/bin/sh\necho \"$$\" >> '%s'\nexec '%s' \"$@\"\n" % (marker, sys.executable))
+    wrapper.chmod(0o755)
+    with Start(tmp_path, "--python", str(wrapper)) as cluster:
+        client = cluster.client()
+        assert client.submit(_interpreter()).result(TIMEOUT) == sys.executable
+        client.close()
+    assert marker.exists()
