@@ -4,6 +4,7 @@
 #include "keys.h"
 #include "zap.h"
 #include "json.h"
+#include "args.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -657,6 +658,12 @@ sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
         return SQ_E_INVALID;
     if (!endpoint || !*endpoint || strlen (endpoint) > SQ_MAX_NAME)
         return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "invalid broker endpoint");
+    //  "host:port" as users write it gets its tcp://; a port out of range
+    //  is refused here (ZeroMQ would take 99999 as 34463).
+    char normal [SQ_MAX_NAME + 8], err [300];
+    if (sq_parse_endpoint (endpoint, normal, sizeof normal, err, sizeof err))
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "invalid broker endpoint %s", err);
+    endpoint = normal;
     //  Keys from the environment when none were set, as the Python
     //  package and the squall command do: a program then needs no change
     //  to join a cluster with keys.

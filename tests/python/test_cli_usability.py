@@ -91,3 +91,45 @@ def test_start_python_chooses_the_interpreter(tmp_path):
         assert client.submit(_interpreter()).result(TIMEOUT) == sys.executable
         client.close()
     assert marker.exists()
+
+
+def _program(name):
+    path = os.path.join(BUILD, {"squall-broker": "broker",
+                                "squall-governor": "governor"}[name], name)
+    if not os.access(path, os.X_OK):
+        pytest.skip("%s is not built (SQUALL_BUILD_DIR)" % name)
+    return path
+
+
+def test_version_everywhere():
+    assert run(SQUALL + ["--version"]).stdout.startswith("squall %s" % squall.__version__)
+    for name in ("squall-broker", "squall-governor"):
+        out = run([_program(name), "--version"])
+        assert out.returncode == 0 and out.stdout.startswith("%s %s" % (name, squall.__version__))
+    out = run([sys.executable, "-m", "squall", "--version"], env=dict(os.environ))
+    assert out.returncode == 0 and out.stdout.startswith("squall ")
+
+
+def test_command_line_values_are_checked():
+    #   Each of these hung or ran with another value than the one given.
+    for argv, says in ((["status", "--timeout", "-5"], "--timeout: -5 is out of range"),
+                       (["retire", "x", "--timeout", "-1"], "out of range"),
+                       (["start", "--port", "70000"], "--port/-p: 70000 is out of range"),
+                       (["start", "--http", "99999"], "--http: 99999 is out of range"),
+                       (["status", "--broker", "localhost:99999"], "port must be 0 to 65535")):
+        out = run(SQUALL + argv, timeout=30)
+        assert out.returncode == 2 and says in out.stderr, (argv, out.stderr)
+    broker = _program("squall-broker")
+    for argv, says in ((["--bogus"], "unknown option --bogus"),
+                       (["--bogus", "1"], "unknown option --bogus"),
+                       (["--listen"], "--listen needs a value"),
+                       (["--listen", "tcp://127.0.0.1:99999"], "port must be 0 to 65535"),
+                       (["--listen", "ftp://127.0.0.1:1"], "only tcp://")):
+        out = run([broker] + argv, timeout=30)
+        assert out.returncode == 2 and says in out.stderr, (argv, out.stderr)
+    governor = _program("squall-governor")
+    for argv, says in ((["--bogus"], "unknown option: --bogus"),
+                       (["--broker"], "needs a value: --broker"),
+                       (["--broker", "127.0.0.1:70000"], "port must be 0 to 65535")):
+        out = run([governor] + argv, timeout=30)
+        assert out.returncode == 2 and says in out.stderr, (argv, out.stderr)

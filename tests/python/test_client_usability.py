@@ -203,3 +203,36 @@ def test_copies_of_a_client_share_it(client):
     #   Dask deep-copies its config, which may hold scheduler=client.get.
     config = copy.deepcopy({"scheduler": client.get})
     assert config["scheduler"].__self__ is client
+
+
+def test_client_takes_host_and_port(cluster):
+    host_port = cluster.address[len("tcp://"):]
+    c = squall.Client(host_port, secret_key=cluster.secret_key, broker_key=cluster.broker_key)
+    assert c.submit(inc, 1).result(TIMEOUT) == 2
+    c.close()
+    with pytest.raises(squall.ConnectionError, match="port must be 0 to 65535"):
+        squall.Client("127.0.0.1:99999", secret_key=cluster.secret_key,
+                      broker_key=cluster.broker_key)
+
+
+def test_task_options_are_checked_before_anything_is_added(client):
+    def opts(x):
+        return x
+
+    for options, says in (({"cpus": -1}, "cpus must be a whole number >= 0"),
+                          ({"cpus": 1.5}, "cpus"),
+                          ({"resources": {"gpu": -2}}, "resource gpu"),
+                          ({"max_retries": -1}, "max_retries"),
+                          ({"timeout": -3}, "timeout"),
+                          ({"priority": 2 ** 40}, "priority")):
+        with pytest.raises(ValueError, match=says):
+            client.submit(opts, 1, **options)
+        with pytest.raises(ValueError, match=says):
+            client.map(opts, [1, 2], **options)
+    assert client.submit(opts, 3).result(TIMEOUT) == 3
+    assert client.gather(client.map(opts, [4, 5]), timeout=TIMEOUT) == [4, 5]
+
+
+def test_retire_takes_a_name(client):
+    with pytest.raises(ValueError, match="no governor named 'nope'"):
+        client.retire("nope")

@@ -34,6 +34,8 @@ import threading
 import time
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+#   common/squall_codes.h
+_SQ_E_INVALID, _SQ_E_DENIED = 4, 24
 DEFAULT_BROKER = "tcp://127.0.0.1:7760"
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -139,10 +141,15 @@ def _connected(lib, endpoint, timeout, keys):
     try:
         if keys[0] and lib.sq_client_set_keys(client, os.fsencode(keys[0]), os.fsencode(keys[1])):
             raise CliError(lib.sq_client_errmsg(client).decode(errors="replace"), EXIT_USAGE)
-        if lib.sq_client_connect(client, endpoint.encode(), int(timeout * 1000)):
+        rc = lib.sq_client_connect(client, endpoint.encode(), int(timeout * 1000))
+        message = lib.sq_client_errmsg(client).decode(errors="replace") if rc else ""
+        if rc == _SQ_E_INVALID:         # not an endpoint
+            raise CliError(message, EXIT_USAGE)
+        if rc == _SQ_E_DENIED:          # a broker answers, but not to these keys
+            raise CliError("cluster unreachable: %s" % message, EXIT_UNREACHABLE)
+        if rc:
             raise CliError("cluster unreachable: no broker answers at %s (%s)"
-                           % (endpoint, lib.sq_client_errmsg(client).decode(errors="replace")),
-                           EXIT_UNREACHABLE)
+                           % (endpoint, message), EXIT_UNREACHABLE)
     except BaseException:
         lib.sq_client_destroy(ctypes.byref(client))
         raise
@@ -675,12 +682,44 @@ def cmd_replay(args):
 
 # ---------------------------------------------------------------------------
 
+def _ranged(kind, least, most=None, what="a number"):
+    """An argparse type: kind(text) in [least, most], else a usage error."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not %s" % (text, what))
+        if value != value or value < least or (most is not None and value > most):
+            raise argparse.ArgumentTypeError(
+                "%s is out of range (%s%s)" % (text, least, " to %s" % most if most is not None
+                                               else " or more"))
+        return value
+    return parse
+
+
+_SECONDS = _ranged(float, 0.0, 86400.0 * 366, "a number of seconds")
+_COUNT = _ranged(int, 0, 1 << 20, "a whole number")
+
+
+def _version():
+    from_package = os.path.join(_HERE, "__init__.py")
+    try:
+        with open(from_package) as f:
+            for line in f:
+                if line.startswith("__version__"):
+                    return line.split("=", 1)[1].strip().strip("\"'")
+    except OSError:
+        pass
+    return "unknown"
+
+
 def build_parser():
     epilog = ("exit codes: 0 success, 1 failure, 2 usage error, "
               "3 cluster unreachable")
     parser = argparse.ArgumentParser(
         prog="squall", description="squall: start a local cluster, look at it, run pipelines on it.",
         epilog=epilog)
+    parser.add_argument("--version", action="version", version="squall %s" % _version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("start", help="start a local cluster in the foreground (Ctrl-C stops it)",
@@ -688,14 +727,16 @@ def build_parser():
                                    "until Ctrl-C (or SIGTERM), then stops them cleanly. Prints "
                                    "SQUALL_BROKER=<endpoint> once the cluster is ready.",
                        epilog=epilog)
-    p.add_argument("--governors", "-g", type=int, default=1, metavar="N",
+    p.add_argument("--governors", "-g", type=_COUNT, default=1, metavar="N",
                    help="governors to start (default 1)")
-    p.add_argument("--cpus", "-c", type=int, metavar="C", help="CPU slots per governor "
+    p.add_argument("--cpus", "-c", type=_ranged(int, 1, 1000000, "a whole number"), metavar="C",
+                   help="CPU slots per governor "
                    "(default: the machine's CPUs)")
     p.add_argument("--host", default="127.0.0.1", help="address the broker binds (default 127.0.0.1)")
-    p.add_argument("--port", "-p", type=int, default=7760, metavar="P",
+    p.add_argument("--port", "-p", type=_ranged(int, 0, 65535, "a port"), default=7760,
+                   metavar="P",
                    help="broker port (default 7760; 0 picks a free one)")
-    p.add_argument("--http", type=int, default=8080, metavar="PORT",
+    p.add_argument("--http", type=_ranged(int, -1, 65535, "a port"), default=8080, metavar="PORT",
                    help="dashboard port (default 8080; 0 picks a free one; -1 no dashboard)")
     p.add_argument("--http-host", help="address the dashboard binds (default: --host)")
     p.add_argument("--event-log", metavar="FILE", help="write the broker's event log to FILE")
@@ -770,7 +811,7 @@ def build_parser():
                    help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
     p.add_argument("--json", action="store_true", help="print the broker's INFO as JSON")
     key_options(p)
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.set_defaults(func=cmd_status)
 
@@ -782,10 +823,10 @@ def build_parser():
     p.add_argument("governor", metavar="GOVERNOR")
     p.add_argument("--broker", "-b", metavar="ENDPOINT",
                    help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
-    p.add_argument("--wait", type=float, nargs="?", const=300.0, default=None, metavar="S",
+    p.add_argument("--wait", type=_SECONDS, nargs="?", const=300.0, default=None, metavar="S",
                    help="wait until it left (at most S seconds, default 300)")
     key_options(p)
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.set_defaults(func=cmd_retire)
 
@@ -797,7 +838,7 @@ def build_parser():
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     p.add_argument("--broker", "-b", metavar="ENDPOINT",
                    help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.add_argument("--no-check", action="store_true", help="do not check the broker first")
     key_options(p)
