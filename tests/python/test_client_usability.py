@@ -236,3 +236,16 @@ def test_task_options_are_checked_before_anything_is_added(client):
 def test_retire_takes_a_name(client):
     with pytest.raises(ValueError, match="no governor named 'nope'"):
         client.retire("nope")
+
+
+def test_keys_the_broker_wants_are_said_at_once(cluster, tmp_path, monkeypatch):
+    from squall.keys import local_keys
+    monkeypatch.delenv("SQUALL_SECRET_KEY", raising=False)
+    monkeypatch.delenv("SQUALL_BROKER_KEY", raising=False)
+    #   The timeout is long: the handshake's failure answers, not the wait.
+    with pytest.raises(squall.ConnectionError, match="requires keys"):
+        squall.Client(cluster.address, timeout=TIMEOUT)
+    stranger = local_keys(str(tmp_path))
+    with pytest.raises(squall.ConnectionError, match="refused this client's key"):
+        squall.Client(cluster.address, timeout=TIMEOUT, secret_key=stranger["client_key"],
+                      broker_key=cluster.broker_key)
