@@ -23,7 +23,11 @@ static void
 s_governor_lost (broker_t *self, peer_t *peer, const char *why)
 {
     gov_t *gov = peer->gov;
-    sq_warn ("governor %u (%s) lost: %s", gov->id, gov->name, why);
+    //  A goodbye is how every clean stop ends, not a loss.
+    if (strcmp (why, BX_GOODBYE) == 0)
+        sq_info ("governor %u (%s) left: %s", gov->id, gov->name, why);
+    else
+        sq_warn ("governor %u (%s) lost: %s", gov->id, gov->name, why);
     eventlog_governor (self->events, EV_GOV_LEFT, gov, why);
     scheduler_governor_remove (self->scheduler, gov);
     for (size_t i = 0; i < self->n_govs; i++)

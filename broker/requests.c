@@ -440,7 +440,7 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
     if (type == SQ_MSG_BYE) {
         //  An orderly goodbye: its sessions close now rather than wait.
         peer->said_bye = true;
-        bx_peer_end (self, peer, "said goodbye");
+        bx_peer_end (self, peer, BX_GOODBYE);
         return;
     }
     sq_request_t q;

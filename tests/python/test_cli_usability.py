@@ -133,3 +133,21 @@ def test_command_line_values_are_checked():
                        (["--broker", "127.0.0.1:70000"], "port must be 0 to 65535")):
         out = run([governor] + argv, timeout=30)
         assert out.returncode == 2 and says in out.stderr, (argv, out.stderr)
+
+
+def test_a_clean_stop_is_no_loss(tmp_path):
+    import json
+    events = tmp_path / "events.jsonl"
+    with Start(tmp_path, "--event-log", str(events), governors=2) as cluster:
+        client = cluster.client()
+        assert client.submit(_interpreter()).result(TIMEOUT)
+        client.close()
+    assert cluster.proc.returncode == 0
+    log = (tmp_path / "logs" / "broker.log").read_text()
+    goodbyes = [line for line in log.splitlines() if "said goodbye" in line]
+    assert len(goodbyes) == 2 and all(" INFO " in line and "left: said goodbye" in line
+                                      for line in goodbyes), log
+    out = run(SQUALL + ["replay", str(events), "--json"])
+    summary = json.loads(out.stdout)
+    assert out.returncode == 0 and summary["failures"] == [], summary["failures"]
+    assert all(g["left"] for g in summary["governors"])

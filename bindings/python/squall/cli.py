@@ -562,8 +562,10 @@ def summarize(events):
             gov(e)["first"] = t
         elif ev == "governor_left":
             gov(e)["left"] = t
-            failures.append({"time": t, "what": "governor %s left" % e.get("governor_name"),
-                             "message": e.get("reason", "")})
+            #   A goodbye is a clean leave (a stop, a drain), not a failure.
+            if "said goodbye" not in e.get("reason", ""):
+                failures.append({"time": t, "what": "governor %s left" % e.get("governor_name"),
+                                 "message": e.get("reason", "")})
         elif ev == "submit":
             submits += 1
             tasks_submitted += e.get("tasks", 0)
