@@ -113,6 +113,8 @@ s_client_gone (broker_t *self, peer_t *peer)
         if (session) {
             session->client = NULL;
             session->detached_at = now;
+            sq_info ("session %u waits %d ms for its client to resume it (`squall cancel %u` "
+                     "ends it now)", session->id, self->config.session_grace_ms, session->id);
         }
     }
     sq_info ("client %u (%s) left; %u session(s) %s", peer->id, peer->name, peer->n_sessions,

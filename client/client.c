@@ -859,6 +859,24 @@ sq_client_retire (sq_client_t *self, uint32_t governor)
     return 0;
 }
 
+int
+sq_client_close_session (sq_client_t *self, uint32_t session)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (session == 0)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "session ids start at 1");
+    sq_request_t request = { .type = SQ_MSG_SESSION_CLOSE, .session = session };
+    sq_reply_t reply;
+    int rc = s_call (self, &request, &reply);
+    if (rc)
+        return rc;
+    sq_errbuf_t err;
+    if (sq_nil_decode (reply.body, reply.body_size, &err))
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
+    return 0;
+}
+
 void *
 sq_client_governor_socket (sq_client_t *self, const sq_target_t *target)
 {

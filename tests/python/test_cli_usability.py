@@ -151,3 +151,50 @@ def test_a_clean_stop_is_no_loss(tmp_path):
     summary = json.loads(out.stdout)
     assert out.returncode == 0 and summary["failures"] == [], summary["failures"]
     assert all(g["left"] for g in summary["governors"])
+
+
+KILLED_CLIENT = r"""
+import os, sys, time
+import squall
+
+def hold(marker):
+    open(marker, "w").close()
+    while True:                 # until cancelled
+        time.sleep(0.05)
+
+client = squall.Client()
+future = client.submit(hold, sys.argv[1])
+future._session.submit()
+print(future._session.id, flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_cancel_ends_what_a_killed_client_left_running(tmp_path):
+    import json
+    marker = str(tmp_path / "running")
+    with Start(tmp_path) as cluster:
+        env = cluster.env()
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.join(SOURCE, "bindings", "python"),
+                                                        env.get("PYTHONPATH")] if p)
+        starter = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, marker], env=env,
+                                   stdout=subprocess.PIPE, text=True)
+        try:
+            session = int(starter.stdout.readline())
+            until(lambda: os.path.exists(marker), "the task to start")
+        finally:
+            starter.kill()
+            starter.wait()
+            starter.stdout.close()
+
+        def status():
+            return json.loads(run(SQUALL + ["status", "--json"], env=env).stdout)
+        #   Its session waits for it (--session-grace): the task runs on.
+        assert status()["tasks"].get("running", 0) == 1
+        out = run(SQUALL + ["cancel", str(session)], env=env)
+        assert out.returncode == 0 and "session %d closed" % session in out.stdout, out.stderr
+        until(lambda: status()["tasks"].get("running", 0) == 0 and status()["sessions"] == 0,
+              "the session to be gone")
+        out = run(SQUALL + ["cancel", str(session)], env=env)
+        assert out.returncode == 1 and "session %d" % session in out.stderr

@@ -4,6 +4,7 @@
     squall status                           governors, their load, tasks
     squall submit FILE.py [ARGS...]         run a pipeline script on the cluster
     squall replay EVENTLOG [--html OUT]     what ran where, from an event log
+    squall cancel SESSION...                close sessions a killed client left running
 
 Exit codes (the same for every command, so scripts can rely on them):
     0  success
@@ -99,6 +100,8 @@ def _load_library():
         lib.sq_client_info.argtypes = [p, ctypes.POINTER(p)]
         lib.sq_client_retire.restype = ctypes.c_int
         lib.sq_client_retire.argtypes = [p, ctypes.c_uint32]
+        lib.sq_client_close_session.restype = ctypes.c_int
+        lib.sq_client_close_session.argtypes = [p, ctypes.c_uint32]
         lib.sq_free.restype = None
         lib.sq_free.argtypes = [p]
         lib.sq_client_destroy.restype = None
@@ -479,6 +482,30 @@ def cmd_retire(args):
     raise CliError("governor %s still there after %g s" % (gov["id"], args.wait))
 
 
+# ---------------------------------------------------------------------------
+# squall cancel
+
+def cmd_cancel(args):
+    """Closes sessions by id: what a killed client left running (its
+    sessions wait the broker's --session-grace for it) stops now."""
+    endpoint = _broker_endpoint(args)
+    lib = _load_library()
+    client = _connected(lib, endpoint, args.timeout, _keys(args))
+    code = EXIT_OK
+    try:
+        for session in args.sessions:
+            if lib.sq_client_close_session(client, session):
+                print("squall: session %d: %s" % (session, lib.sq_client_errmsg(client).decode(
+                    errors="replace")), file=sys.stderr)
+                code = EXIT_FAILURE
+            else:
+                print("session %d closed: its unfinished tasks are cancelled, its objects freed"
+                      % session)
+    finally:
+        lib.sq_client_destroy(ctypes.byref(client))
+    return code
+
+
 def resource_wait_lines(info):
     """`squall status` lines for tasks waiting for a governor that fits
     (the broker's --resource-wait), grouped by what they need."""
@@ -831,6 +858,21 @@ def build_parser():
     p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.set_defaults(func=cmd_retire)
+
+    p = sub.add_parser("cancel", help="close sessions: cancel their tasks, free their objects",
+                       description="Closes sessions by id, whichever client has them: a session "
+                                   "of a client that was killed keeps running for the broker's "
+                                   "--session-grace; this ends it now. With keys, a session of "
+                                   "the key's tenant (an admin key: any).",
+                       epilog=epilog)
+    p.add_argument("sessions", metavar="SESSION", nargs="+",
+                   type=_ranged(int, 1, 2 ** 32 - 1, "a session id"))
+    p.add_argument("--broker", "-b", metavar="ENDPOINT",
+                   help="broker endpoint (default $SQUALL_BROKER, then %s)" % DEFAULT_BROKER)
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
+                   help="how long to wait for the broker (default 5)")
+    key_options(p)
+    p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("submit", help="run a pipeline script against the cluster",
                        description="Runs FILE.py with the current Python, SQUALL_BROKER set to "
