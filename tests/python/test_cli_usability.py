@@ -198,3 +198,27 @@ def test_cancel_ends_what_a_killed_client_left_running(tmp_path):
               "the session to be gone")
         out = run(SQUALL + ["cancel", str(session)], env=env)
         assert out.returncode == 1 and "session %d" % session in out.stderr
+
+
+def test_setup_installs_for_the_demo_or_for_the_tests():
+    setup = os.path.join(SOURCE, "scripts", "setup.sh")
+    demo = run(["bash", setup, "--list"]).stdout
+    tests = run(["bash", setup, "--tests", "--list"]).stdout
+    assert "libczmq-dev" in demo and "libczmq-dev" in tests
+    for heavy in ("chromium", "docker.io", "slurm-wlm", "helm", "pip"):
+        assert heavy not in demo and heavy in tests, heavy
+    assert "distributed" in tests
+    out = run(["bash", setup, "--bogus"])
+    assert out.returncode == 2 and "unknown option --bogus" in out.stderr
+
+
+def test_readme_first_commands_are_what_ci_runs():
+    with open(os.path.join(SOURCE, "README.md")) as f:
+        readme = f.read()
+    block = readme.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.splitlines() if line and not line.startswith("#")]
+    assert commands[:2] == ["bash scripts/setup.sh && bash scripts/demo.sh",
+                            "bash scripts/setup.sh --tests && bash scripts/test.sh"]
+    with open(os.path.join(SOURCE, ".ci", "run")) as f:
+        ci = [line for line in f.read().splitlines() if line and not line.startswith("#")]
+    assert ci[-1] == commands[1]
