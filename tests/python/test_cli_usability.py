@@ -198,6 +198,11 @@ def test_cancel_ends_what_a_killed_client_left_running(tmp_path):
               "the session to be gone")
         out = run(SQUALL + ["cancel", str(session)], env=env)
         assert out.returncode == 1 and "session %d" % session in out.stderr
+        #   Without keys: said at once, not "no broker answers" at the timeout.
+        keyless = {k: v for k, v in env.items()
+                   if k not in ("SQUALL_SECRET_KEY", "SQUALL_BROKER_KEY")}
+        out = run(SQUALL + ["status", "--timeout", "60"], env=keyless)
+        assert out.returncode == 3 and "requires keys" in out.stderr, out.stderr
 
 
 def test_setup_installs_for_the_demo_or_for_the_tests():
