@@ -392,6 +392,8 @@ class Client:
         self._drain_dead()
         if len(self._released) >= 256:
             released, self._released = self._released, []
+            if self._fs._void:          # ids of refused batches were never the broker's
+                released = [oid for oid in released if not self._fs._is_void(oid)]
             #   One request for all (a round trip each made a chain of
             #   submits wait on the broker once per future).
             L.sq_unkeep_many(self._fs._h, L.ids(released), len(released))
