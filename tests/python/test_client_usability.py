@@ -31,10 +31,13 @@ def test_refused_submit_leaves_the_client_as_it_was(client):
     with client._lock:
         refused = client.submit(first_use, gone)
         innocent = client.submit(first_use, 3)
+        dependent = client.submit(first_use, refused)
     with pytest.raises(SquallError, match="refused the task of first_use.*input %d" % gone._oid):
         refused.result(TIMEOUT)
     assert refused.done()
     assert innocent.result(TIMEOUT) == 6
+    with pytest.raises(SquallError, match="broker refused its task"):
+        dependent.result(TIMEOUT)
     #   The refused future still held, later submits and maps of the same
     #   function work.
     assert client.submit(first_use, 5).result(TIMEOUT) == 10
