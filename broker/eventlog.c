@@ -374,7 +374,8 @@ eventlog_governor (eventlog_t *self, eventlog_type_t type, gov_t *gov, const cha
     e.count = gov->cpus;
     s_copy (e.gov_name, sizeof e.gov_name, gov->name);
     if (why)
-        snprintf (e.message, sizeof e.message, "governor %s lost: %s", gov->name, why);
+        snprintf (e.message, sizeof e.message, "governor %s %s: %s", gov->name,
+                  strcmp (why, BX_GOODBYE) == 0? "left": "lost", why);
     eventlog_emit (self, &e);
 }
 

@@ -13,6 +13,11 @@
 #include "idmap.h"
 #include "graph.h"
 
+//  Why a governor that said BYE ended: a clean leave, not a loss (logged at
+//  info; the event log says "left", and `squall replay` does not count it
+//  as a failure).
+#define BX_GOODBYE "said goodbye"
+
 typedef struct {
     sq_wbuf_t elements;
     uint32_t count;

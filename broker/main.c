@@ -4,9 +4,11 @@
 #include "args.h"
 #include "log.h"
 #include "parentwatch.h"
+#include "proto.h"
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -94,8 +96,28 @@ s_usage (FILE *out)
         "  --event-log FILE      append every event to FILE (docs/eventlog.md)\n"
         "  --log-level LEVEL     error, warn, info or debug (default info)\n"
         "  --help                this text\n"
+        "  --version             the version of squall and of its protocol\n"
         "Prints 'LISTENING <endpoint>' on stdout once bound, then\n"
         "'HTTP <port>' when serving the dashboard.\n");
+}
+
+//  Whether --help lists the option: any other is unknown, whether a value
+//  follows or not.
+static bool
+s_known (const char *arg)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *usage = open_memstream (&text, &size);
+    if (!usage)
+        return true;            //  the value check still applies
+    s_usage (usage);
+    fclose (usage);
+    char line [128];
+    snprintf (line, sizeof line, "\n  %s ", arg);
+    bool known = text && strlen (arg) < 100 && strstr (text, line);
+    free (text);
+    return known;
 }
 
 int
@@ -104,6 +126,7 @@ main (int argc, char *argv [])
     broker_config_t config;
     broker_config_defaults (&config);
     bool listen_given = false;
+    static char listen [SQ_MAX_NAME + 8];
     for (int i = 1; i < argc; i++) {
         const char *arg = argv [i];
         const char *value = i + 1 < argc? argv [i + 1]: NULL;
@@ -111,6 +134,11 @@ main (int argc, char *argv [])
         uint64_t size;
         if (strcmp (arg, "--help") == 0 || strcmp (arg, "-h") == 0) {
             s_usage (stdout);
+            return 0;
+        }
+        if (strcmp (arg, "--version") == 0) {
+            printf ("squall-broker %d.%d.%d (protocol %d)\n", SQUALL_VERSION_MAJOR,
+                    SQUALL_VERSION_MINOR, SQUALL_VERSION_PATCH, SQUALL_PROTOCOL_VERSION);
             return 0;
         }
         if (strcmp (arg, "--insecure") == 0) {
@@ -121,13 +149,22 @@ main (int argc, char *argv [])
             config.shared_governor_keys = true;
             continue;
         }
+        if (!s_known (arg)) {
+            fprintf (stderr, "squall-broker: unknown option %s (see --help)\n", arg);
+            return 2;
+        }
         if (!value) {
             fprintf (stderr, "squall-broker: %s needs a value (see --help)\n", arg);
             return 2;
         }
         i++;
         if (strcmp (arg, "--listen") == 0) {
-            config.listen = value;
+            char err [300];
+            if (sq_parse_endpoint (value, listen, sizeof listen, err, sizeof err)) {
+                fprintf (stderr, "squall-broker: --listen %s\n", err);
+                return 2;
+            }
+            config.listen = listen;
             listen_given = true;
         }
         else

@@ -23,7 +23,11 @@ static void
 s_governor_lost (broker_t *self, peer_t *peer, const char *why)
 {
     gov_t *gov = peer->gov;
-    sq_warn ("governor %u (%s) lost: %s", gov->id, gov->name, why);
+    //  A goodbye is how every clean stop ends, not a loss.
+    if (strcmp (why, BX_GOODBYE) == 0)
+        sq_info ("governor %u (%s) left: %s", gov->id, gov->name, why);
+    else
+        sq_warn ("governor %u (%s) lost: %s", gov->id, gov->name, why);
     eventlog_governor (self->events, EV_GOV_LEFT, gov, why);
     scheduler_governor_remove (self->scheduler, gov);
     for (size_t i = 0; i < self->n_govs; i++)
@@ -109,6 +113,8 @@ s_client_gone (broker_t *self, peer_t *peer)
         if (session) {
             session->client = NULL;
             session->detached_at = now;
+            sq_info ("session %u waits %d ms for its client to resume it (`squall cancel %u` "
+                     "ends it now)", session->id, self->config.session_grace_ms, session->id);
         }
     }
     sq_info ("client %u (%s) left; %u session(s) %s", peer->id, peer->name, peer->n_sessions,

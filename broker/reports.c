@@ -356,7 +356,7 @@ bx_governor_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type)
             sq_wbuf_reset (&self->out);
             sq_bare_encode (&self->out, SQ_MSG_BYE);
             bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
-            bx_peer_end (self, peer, "said goodbye");
+            bx_peer_end (self, peer, BX_GOODBYE);
             break;
         default:
             sq_warn ("governor %u: unexpected message type %u ignored", peer->id, type);

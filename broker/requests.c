@@ -464,6 +464,29 @@ s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
     bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
 }
 
+//  SESSION_CLOSE of a session open on another connection, or detached (its
+//  client was killed and it waits --session-grace): a client of the same
+//  tenant, or an admin, ends it by its id (`squall cancel SESSION`) instead
+//  of letting its tasks run on. Without keys any client may.
+static void
+s_client_close_other (broker_t *self, peer_t *peer, const sq_request_t *q)
+{
+    session_t *session = graph_session (self->graph, q->session);
+    if (!session || !bx_same_tenant (peer, session)) {
+        //  s_client_session's answer: denied, or not known, saying nothing
+        //  of whose it is.
+        s_client_session (self, peer, q->session, q->req);
+        return;
+    }
+    peer_t *owner = (peer_t *) session->client;
+    if (owner)
+        s_peer_remove_session (owner, session->id);
+    sq_info ("session %u closed by client %u (%s)%s", session->id, peer->id, peer->name,
+             owner? "": ", its own client gone");
+    bx_session_close (self, session);
+    bx_reply_nil (self, peer, q->req);
+}
+
 //  UPLOAD: which governor a constant goes to (the one with the least
 //  memory in use), and with keys the capability to PUT it there.
 static void
@@ -535,7 +558,7 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
     if (type == SQ_MSG_BYE) {
         //  An orderly goodbye: its sessions close now rather than wait.
         peer->said_bye = true;
-        bx_peer_end (self, peer, "said goodbye");
+        bx_peer_end (self, peer, BX_GOODBYE);
         return;
     }
     sq_request_t q;
@@ -547,6 +570,14 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
         return;
     }
     session_t *session = NULL;
+    if (q.type == SQ_MSG_SESSION_CLOSE) {
+        session_t *own = graph_session (self->graph, q.session);
+        if (!own || own->client != peer) {
+            s_client_close_other (self, peer, &q);
+            sq_request_release (&q);
+            return;
+        }
+    }
     if (q.type != SQ_MSG_SESSION_OPEN && q.type != SQ_MSG_INFO && q.type != SQ_MSG_PING
     &&  q.type != SQ_MSG_RESUME && q.type != SQ_MSG_RETIRE) {
         session = s_client_session (self, peer, q.session, q.req);

@@ -4,6 +4,7 @@
 #include "keys.h"
 #include "zap.h"
 #include "json.h"
+#include "args.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -269,31 +270,66 @@ s_lost (sq_client_t *self)
 
 static int s_resume (sq_client_t *self, int64_t deadline);
 
-//  Reads one monitor event; true if it says the connection went down.
-static bool
-s_monitor_disconnected (sq_client_t *self)
+//  The ZeroMQ handshake with the broker failed: a broker with keys and a
+//  client without (or the other way round), or a key it does not accept.
+//  Said at once, instead of the silence ZeroMQ's retries would leave until
+//  the timeout. Records the error; SQ_E_DENIED.
+static int
+s_handshake_failed (sq_client_t *self, uint16_t event, uint32_t value)
 {
-    bool down = false;
+    const char *at = self->endpoint? self->endpoint: "?";
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return sq_client_seterr (self, SQ_E_DENIED, 0, 0, "the broker at %s refused this "
+                                 "client's key (it is not among the broker's authorized keys, "
+                                 "docs/security.md)", at);
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+    &&  value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        return self->has_keys?
+            sq_client_seterr (self, SQ_E_DENIED, 0, 0, "the broker at %s does not use keys: "
+                              "connect without them", at):
+            sq_client_seterr (self, SQ_E_DENIED, 0, 0, "the broker at %s requires keys: give "
+                              "this client its key pair and the broker's public key "
+                              "($SQUALL_SECRET_KEY and $SQUALL_BROKER_KEY, or secret_key= and "
+                              "broker_key=; docs/security.md)", at);
+    return sq_client_seterr (self, SQ_E_DENIED, 0, 0, "the handshake with the broker at %s "
+                             "failed (ZeroMQ event 0x%x, 0x%x): %s", at, event, value,
+                             self->has_keys? "is the broker's public key the right one?":
+                             "does the broker require keys?");
+}
+
+//  Reads one monitor event: 1 if it says the connection went down, -1 if
+//  the handshake failed (the error recorded), 0 otherwise.
+static int
+s_monitor_event (sq_client_t *self)
+{
+    int result = 0;
     bool first = true;
     while (1) {
         zmq_msg_t frame;
         zmq_msg_init (&frame);
         if (zmq_msg_recv (&frame, self->monitor, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close (&frame);
-            return down;
+            return result;
         }
         //  Frame 1: uint16 event, uint32 value (host order, libzmq 4.x)
-        if (first && zmq_msg_size (&frame) >= 2) {
+        if (first && zmq_msg_size (&frame) >= 6) {
             uint16_t event;
+            uint32_t value;
             memcpy (&event, zmq_msg_data (&frame), sizeof event);
+            memcpy (&value, (uint8_t *) zmq_msg_data (&frame) + 2, sizeof value);
             if (event & ZMQ_EVENT_DISCONNECTED)
-                down = true;
+                result = 1;
+            else
+            if (event & (ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
+                s_handshake_failed (self, event, value);
+                result = -1;
+            }
         }
         first = false;
         int more = zmq_msg_more (&frame);
         zmq_msg_close (&frame);
         if (!more)
-            return down;
+            return result;
     }
 }
 
@@ -305,7 +341,7 @@ s_monitor_poll (sq_client_t *self)
         return;
     zmq_pollitem_t item = { self->monitor, 0, ZMQ_POLLIN, 0 };
     while (zmq_poll (&item, 1, 0) > 0 && (item.revents & ZMQ_POLLIN))
-        if (s_monitor_disconnected (self))
+        if (s_monitor_event (self))
             self->broken = true;
 }
 
@@ -352,9 +388,13 @@ s_await (sq_client_t *self, void *socket, void *monitor, uint32_t req,
             return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
                                      "waiting for %s: %s", peer, zmq_strerror (errno));
         }
-        if (monitor && (items [1].revents & ZMQ_POLLIN)
-        &&  s_monitor_disconnected (self) && self->connected)
-            return s_lost (self);
+        if (monitor && (items [1].revents & ZMQ_POLLIN)) {
+            int event = s_monitor_event (self);
+            if (event < 0)
+                return SQ_E_DENIED;
+            if (event > 0 && self->connected)
+                return s_lost (self);
+        }
         if (items [0].revents & ZMQ_POLLIN) {
             if (sq_msg_recv (&self->msg, socket, ZMQ_DONTWAIT, SQ_CLIENT_MAX_FRAMES)) {
                 if (errno == EAGAIN || errno == EINTR)
@@ -599,7 +639,11 @@ s_open (sq_client_t *self, int timeout_ms)
     static atomic_uint s_monitors;
     snprintf (monitor_ep, sizeof monitor_ep, "inproc://squall-monitor-%p-%u",
               (void *) self, atomic_fetch_add (&s_monitors, 1));
-    if (zmq_socket_monitor (self->dealer, monitor_ep, ZMQ_EVENT_DISCONNECTED)
+    //  A handshake failing without detail (a peer closing midway, as a
+    //  stopping broker does) is left to the retries and the timeout.
+    if (zmq_socket_monitor (self->dealer, monitor_ep, ZMQ_EVENT_DISCONNECTED
+                            | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                            | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
     ||  zmq_connect (self->monitor, monitor_ep))
         return sq_client_seterr (self, SQ_E_INTERNAL, 0, 0, "cannot monitor socket: %s",
                                  zmq_strerror (errno));
@@ -657,6 +701,12 @@ sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
         return SQ_E_INVALID;
     if (!endpoint || !*endpoint || strlen (endpoint) > SQ_MAX_NAME)
         return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "invalid broker endpoint");
+    //  "host:port" as users write it gets its tcp://; a port out of range
+    //  is refused here (ZeroMQ would take 99999 as 34463).
+    char normal [SQ_MAX_NAME + 8], err [300];
+    if (sq_parse_endpoint (endpoint, normal, sizeof normal, err, sizeof err))
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "invalid broker endpoint %s", err);
+    endpoint = normal;
     //  Keys from the environment when none were set, as the Python
     //  package and the squall command do: a program then needs no change
     //  to join a cluster with keys.
@@ -799,6 +849,24 @@ sq_client_retire (sq_client_t *self, uint32_t governor)
     if (!self)
         return SQ_E_INVALID;
     sq_request_t request = { .type = SQ_MSG_RETIRE, .governor = governor };
+    sq_reply_t reply;
+    int rc = s_call (self, &request, &reply);
+    if (rc)
+        return rc;
+    sq_errbuf_t err;
+    if (sq_nil_decode (reply.body, reply.body_size, &err))
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
+    return 0;
+}
+
+int
+sq_client_close_session (sq_client_t *self, uint32_t session)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (session == 0)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "session ids start at 1");
+    sq_request_t request = { .type = SQ_MSG_SESSION_CLOSE, .session = session };
     sq_reply_t reply;
     int rc = s_call (self, &request, &reply);
     if (rc)

@@ -86,6 +86,12 @@ int sq_client_info (sq_client_t *self, char **json);
 //  holds are copied away, then it leaves (docs/protocol.md, RETIRE).
 //  Returns once the drain started. With keys, only an admin key may.
 int sq_client_retire (sq_client_t *self, uint32_t governor);
+//  Closes a session by its id, whichever connection has it (its tasks are
+//  cancelled, its objects freed): one a killed client left detached, or
+//  another client's of the same tenant (with keys; an admin key: any).
+//  docs/protocol.md, SESSION_CLOSE. Not for a session this client holds
+//  as an sq_session_t (sq_session_destroy closes those).
+int sq_client_close_session (sq_client_t *self, uint32_t session);
 //  Frees a buffer this library returned (only sq_free may: the buffers of
 //  big fetched objects are kept, at most 2 and 256 MiB, for the next
 //  fetches, whose pages are then already in memory; the last

@@ -2,7 +2,9 @@
 #include "args.h"
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 int
@@ -49,5 +51,44 @@ sq_parse_size (const char *text, uint64_t *value)
     if (shift && v > (UINT64_MAX >> shift))
         return -1;
     *value = (uint64_t) v << shift;
+    return 0;
+}
+
+int
+sq_parse_endpoint (const char *text, char *out, size_t out_size, char *err, size_t err_size)
+{
+    if (!text || !*text) {
+        snprintf (err, err_size, "an endpoint is needed (tcp://HOST:PORT)");
+        return -1;
+    }
+    if (strncmp (text, "ipc://", 6) == 0 || strncmp (text, "inproc://", 9) == 0) {
+        if (strlen (text) >= out_size) {
+            snprintf (err, err_size, "endpoint too long");
+            return -1;
+        }
+        strcpy (out, text);
+        return 0;
+    }
+    const char *scheme = strstr (text, "://");
+    if (scheme && strncmp (text, "tcp://", 6)) {
+        snprintf (err, err_size, "'%.200s': only tcp://, ipc:// and inproc:// endpoints", text);
+        return -1;
+    }
+    const char *address = scheme? text + 6: text;
+    const char *colon = strrchr (address, ':');
+    if (!colon || colon == address) {
+        snprintf (err, err_size, "'%.200s' has no host and port (tcp://HOST:PORT)", text);
+        return -1;
+    }
+    const char *port = colon + 1;
+    int64_t number;
+    if (strcmp (port, "*") && sq_parse_int (port, 0, 65535, &number)) {
+        snprintf (err, err_size, "'%.200s': the port must be 0 to 65535 (or *)", text);
+        return -1;
+    }
+    if (snprintf (out, out_size, "tcp://%s", address) >= (int) out_size) {
+        snprintf (err, err_size, "endpoint too long");
+        return -1;
+    }
     return 0;
 }

@@ -3,6 +3,7 @@
 #ifndef SQ_ARGS_H
 #define SQ_ARGS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 //  A byte size: a whole number with an optional unit K, M, G, T (powers of
@@ -10,5 +11,10 @@
 int sq_parse_size (const char *text, uint64_t *value);
 //  A whole number in [min, max]. 0 or -1.
 int sq_parse_int (const char *text, int64_t min, int64_t max, int64_t *value);
+//  A ZeroMQ endpoint as users write it: "tcp://HOST:PORT", or "HOST:PORT"
+//  (tcp:// is then added); ipc:// and inproc:// pass as they are. A tcp
+//  port is "*" or 0-65535: ZeroMQ itself takes 99999 as 34463. Writes the
+//  endpoint to out; 0, or -1 with the reason in err.
+int sq_parse_endpoint (const char *text, char *out, size_t out_size, char *err, size_t err_size);
 
 #endif

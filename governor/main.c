@@ -81,7 +81,8 @@ static const char *s_usage =
     "                         is then not paid by the first task)\n"
     "  --python-preload MODS  comma-separated modules every executor imports\n"
     "                         when it starts (implies --python-prestart)\n"
-    "  --help                 this text\n";
+    "  --help                 this text\n"
+    "  --version              the version of squall and of its protocol\n";
 
 //  mkdir -p: every missing directory of path, mode 0700. 0 or -1 (errno).
 static int
@@ -227,6 +228,7 @@ main (int argc, char *argv [])
         { "python-prestart", no_argument, NULL, 'X' },
         { "python-preload", required_argument, NULL, 'Y' },
         { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 }
     };
     gov_config_t config = { .heartbeat_ms = 1000, .reconnect = true, .broker_grace_ms = 60000,
@@ -240,9 +242,17 @@ main (int argc, char *argv [])
     int opt;
     uint64_t value, prefault = 0;
     opterr = 0;
-    while ((opt = getopt_long (argc, argv, "", options, NULL)) != -1) {
+    static char broker_endpoint [SQ_MAX_NAME + 8];
+    char err [300];
+    //  A leading ':' tells a missing value (':') from an unknown option ('?').
+    while ((opt = getopt_long (argc, argv, ":", options, NULL)) != -1) {
         switch (opt) {
-            case 'b': config.broker = optarg; break;
+            case 'b':
+                if (sq_parse_endpoint (optarg, broker_endpoint, sizeof broker_endpoint,
+                                       err, sizeof err))
+                    return s_bad ("--broker", err);
+                config.broker = broker_endpoint;
+                break;
             case 'n':
                 if (!*optarg || strlen (optarg) > 256)
                     return s_bad ("--name must have 1 to 256 characters", optarg);
@@ -334,7 +344,12 @@ main (int argc, char *argv [])
                 task_uids_given = true;
                 break;
             case 'h': fputs (s_usage, stdout); return 0;
-            default: return s_bad ("unknown or incomplete option", argv [optind - 1]);
+            case 'V':
+                printf ("squall-governor %d.%d.%d (protocol %d)\n", SQUALL_VERSION_MAJOR,
+                        SQUALL_VERSION_MINOR, SQUALL_VERSION_PATCH, SQUALL_PROTOCOL_VERSION);
+                return 0;
+            case ':': return s_bad ("this option needs a value", argv [optind - 1]);
+            default: return s_bad ("unknown option", argv [optind - 1]);
         }
     }
     if (optind < argc)

@@ -31,10 +31,13 @@ def test_refused_submit_leaves_the_client_as_it_was(client):
     with client._lock:
         refused = client.submit(first_use, gone)
         innocent = client.submit(first_use, 3)
+        dependent = client.submit(first_use, refused)
     with pytest.raises(SquallError, match="refused the task of first_use.*input %d" % gone._oid):
         refused.result(TIMEOUT)
     assert refused.done()
     assert innocent.result(TIMEOUT) == 6
+    with pytest.raises(SquallError, match="broker refused its task"):
+        dependent.result(TIMEOUT)
     #   The refused future still held, later submits and maps of the same
     #   function work.
     assert client.submit(first_use, 5).result(TIMEOUT) == 10
@@ -203,3 +206,49 @@ def test_copies_of_a_client_share_it(client):
     #   Dask deep-copies its config, which may hold scheduler=client.get.
     config = copy.deepcopy({"scheduler": client.get})
     assert config["scheduler"].__self__ is client
+
+
+def test_client_takes_host_and_port(cluster):
+    host_port = cluster.address[len("tcp://"):]
+    c = squall.Client(host_port, secret_key=cluster.secret_key, broker_key=cluster.broker_key)
+    assert c.submit(inc, 1).result(TIMEOUT) == 2
+    c.close()
+    with pytest.raises(squall.ConnectionError, match="port must be 0 to 65535"):
+        squall.Client("127.0.0.1:99999", secret_key=cluster.secret_key,
+                      broker_key=cluster.broker_key)
+
+
+def test_task_options_are_checked_before_anything_is_added(client):
+    def opts(x):
+        return x
+
+    for options, says in (({"cpus": -1}, "cpus must be a whole number >= 0"),
+                          ({"cpus": 1.5}, "cpus"),
+                          ({"resources": {"gpu": -2}}, "resource gpu"),
+                          ({"max_retries": -1}, "max_retries"),
+                          ({"timeout": -3}, "timeout"),
+                          ({"priority": 2 ** 40}, "priority")):
+        with pytest.raises(ValueError, match=says):
+            client.submit(opts, 1, **options)
+        with pytest.raises(ValueError, match=says):
+            client.map(opts, [1, 2], **options)
+    assert client.submit(opts, 3).result(TIMEOUT) == 3
+    assert client.gather(client.map(opts, [4, 5]), timeout=TIMEOUT) == [4, 5]
+
+
+def test_retire_takes_a_name(client):
+    with pytest.raises(ValueError, match="no governor named 'nope'"):
+        client.retire("nope")
+
+
+def test_keys_the_broker_wants_are_said_at_once(cluster, tmp_path, monkeypatch):
+    from squall.keys import local_keys
+    monkeypatch.delenv("SQUALL_SECRET_KEY", raising=False)
+    monkeypatch.delenv("SQUALL_BROKER_KEY", raising=False)
+    #   The timeout is long: the handshake's failure answers, not the wait.
+    with pytest.raises(squall.ConnectionError, match="requires keys"):
+        squall.Client(cluster.address, timeout=TIMEOUT)
+    stranger = local_keys(str(tmp_path))
+    with pytest.raises(squall.ConnectionError, match="refused this client's key"):
+        squall.Client(cluster.address, timeout=TIMEOUT, secret_key=stranger["client_key"],
+                      broker_key=cluster.broker_key)

@@ -137,6 +137,39 @@ def _locked(method):
     return wrapper
 
 
+def _count(what: str, value: Any, least: int = 0) -> int:
+    """A task option that is a whole number of at least `least`, checked
+    here: the library takes unsigned numbers (-1 would be 2**64 - 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
+            or value < least or value >= 2 ** 63:
+        raise ValueError("%s must be a whole number >= %d, not %r" % (what, least, value))
+    return int(value)
+
+
+def _check_options(options: dict) -> None:
+    """Refuses task options the library would misread, before anything is
+    added."""
+    if options.get("cpus") is not None:
+        _count("cpus", options["cpus"])
+    resources = options.get("resources") or {}
+    if not isinstance(resources, dict):
+        raise TypeError("resources must be a dict {name: amount}, not %r" % (resources,))
+    for name, amount in resources.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError("a resource name must be a non-empty string, not %r" % (name,))
+        _count("resource %s" % name, amount)
+    if options.get("max_retries"):
+        _count("max_retries", options["max_retries"])
+    timeout = options.get("timeout")
+    if timeout and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                    or not 0 < timeout < 2 ** 31 / 1000):
+        raise ValueError("timeout must be a positive number of seconds, not %r" % (timeout,))
+    priority = options.get("priority")
+    if priority and (isinstance(priority, bool) or not isinstance(priority, int)
+                     or not -2 ** 31 <= priority < 2 ** 31):
+        raise ValueError("priority must be a 32-bit whole number, not %r" % (priority,))
+
+
 def _ms(timeout: Optional[float]) -> int:
     return -1 if timeout is None else max(0, int(timeout * 1000))
 
@@ -282,8 +315,11 @@ class Client:
         """Drains a governor (its id, from info()): it takes no new task, its
         queued tasks go to other governors, running ones finish, objects
         only it holds are copied away, then it leaves. Returns once the
-        drain started. With keys, needs an admin key."""
-        self._check(L.sq_client_retire(self._h, int(governor)))
+        drain started. With keys, needs an admin key. `governor` may also be
+        its name."""
+        gid = self._governor_id(governor)
+        with self._lock:
+            self._check(L.sq_client_retire(self._h, gid))
 
     def close(self) -> None:
         """Closes the connection (and every session of this client)."""
@@ -356,6 +392,8 @@ class Client:
         self._drain_dead()
         if len(self._released) >= 256:
             released, self._released = self._released, []
+            if self._fs._void:          # ids of refused batches were never the broker's
+                released = [oid for oid in released if not self._fs._is_void(oid)]
             #   One request for all (a round trip each made a chain of
             #   submits wait on the broker once per future).
             L.sq_unkeep_many(self._fs._h, L.ids(released), len(released))
@@ -716,6 +754,8 @@ class Session:
                   config: Optional[bytes], options: dict, name: Optional[str],
                   content_types: Optional[Sequence[str]]) -> int:
         self._open()
+        if options:
+            _check_options(options)
         h = self._h
         n = len(inputs)
         arr = (ctypes.c_uint32 * n)(*inputs) if n else None
@@ -776,6 +816,8 @@ class Session:
         """Adds a "py" task calling fn(*args, **kwargs); returns its id.
         stream: its one output is a stream (bytes chunks the function
         yields)."""
+        if options:
+            _check_options(options)     # before anything is added
         fn_bytes = function_bytes(fn)
         if not kwargs and all(isinstance(a, (DataObject, Task, Future)) for a in args):
             template, inputs = b"", [self._input_id(a) for a in args]

@@ -81,6 +81,7 @@ sq_client_errid = _sig("sq_client_errid", _u32, _p)
 sq_client_errroot = _sig("sq_client_errroot", _u32, _p)
 sq_client_info = _sig("sq_client_info", _c.c_int, _p, _c.POINTER(_p))
 sq_client_retire = _sig("sq_client_retire", _c.c_int, _p, _c.c_uint32)
+sq_client_close_session = _sig("sq_client_close_session", _c.c_int, _p, _c.c_uint32)
 sq_client_set_keys = _sig("sq_client_set_keys", _c.c_int, _p, _c.c_char_p, _c.c_char_p)
 sq_client_set_resume = _sig("sq_client_set_resume", None, _p, _c.c_int)
 sq_keygen = _sig("sq_keygen", _c.c_int, _c.c_char_p, _c.c_char_p, _c.c_char_p, _c.c_char_p,

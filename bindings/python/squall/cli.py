@@ -4,6 +4,7 @@
     squall status                           governors, their load, tasks
     squall submit FILE.py [ARGS...]         run a pipeline script on the cluster
     squall replay EVENTLOG [--html OUT]     what ran where, from an event log
+    squall cancel SESSION...                close sessions a killed client left running
 
 Exit codes (the same for every command, so scripts can rely on them):
     0  success
@@ -34,6 +35,8 @@ import threading
 import time
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+#   common/squall_codes.h
+_SQ_E_INVALID, _SQ_E_DENIED = 4, 24
 DEFAULT_BROKER = "tcp://127.0.0.1:7760"
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,6 +100,8 @@ def _load_library():
         lib.sq_client_info.argtypes = [p, ctypes.POINTER(p)]
         lib.sq_client_retire.restype = ctypes.c_int
         lib.sq_client_retire.argtypes = [p, ctypes.c_uint32]
+        lib.sq_client_close_session.restype = ctypes.c_int
+        lib.sq_client_close_session.argtypes = [p, ctypes.c_uint32]
         lib.sq_free.restype = None
         lib.sq_free.argtypes = [p]
         lib.sq_client_destroy.restype = None
@@ -139,10 +144,15 @@ def _connected(lib, endpoint, timeout, keys):
     try:
         if keys[0] and lib.sq_client_set_keys(client, os.fsencode(keys[0]), os.fsencode(keys[1])):
             raise CliError(lib.sq_client_errmsg(client).decode(errors="replace"), EXIT_USAGE)
-        if lib.sq_client_connect(client, endpoint.encode(), int(timeout * 1000)):
+        rc = lib.sq_client_connect(client, endpoint.encode(), int(timeout * 1000))
+        message = lib.sq_client_errmsg(client).decode(errors="replace") if rc else ""
+        if rc == _SQ_E_INVALID:         # not an endpoint
+            raise CliError(message, EXIT_USAGE)
+        if rc == _SQ_E_DENIED:          # a broker answers, but not to these keys
+            raise CliError("cluster unreachable: %s" % message, EXIT_UNREACHABLE)
+        if rc:
             raise CliError("cluster unreachable: no broker answers at %s (%s)"
-                           % (endpoint, lib.sq_client_errmsg(client).decode(errors="replace")),
-                           EXIT_UNREACHABLE)
+                           % (endpoint, message), EXIT_UNREACHABLE)
     except BaseException:
         lib.sq_client_destroy(ctypes.byref(client))
         raise
@@ -330,6 +340,7 @@ def cmd_start(args):
                      "--broker-key", broker_pub, "--listen-host", listen_host]
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
+            gargv += ["--python", args.python or os.environ.get("SQUALL_PYTHON") or sys.executable]
             child = _Child("governor-%d" % (i + 1), gargv,
                            os.path.join(logdir, "governor-%d.log" % (i + 1)), lifeline[0])
             children.append(child)
@@ -502,6 +513,30 @@ def cmd_retire(args):
     raise CliError("governor %s still there after %g s" % (gov["id"], args.wait))
 
 
+# ---------------------------------------------------------------------------
+# squall cancel
+
+def cmd_cancel(args):
+    """Closes sessions by id: what a killed client left running (its
+    sessions wait the broker's --session-grace for it) stops now."""
+    endpoint = _broker_endpoint(args)
+    lib = _load_library()
+    client = _connected(lib, endpoint, args.timeout, _keys(args))
+    code = EXIT_OK
+    try:
+        for session in args.sessions:
+            if lib.sq_client_close_session(client, session):
+                print("squall: session %d: %s" % (session, lib.sq_client_errmsg(client).decode(
+                    errors="replace")), file=sys.stderr)
+                code = EXIT_FAILURE
+            else:
+                print("session %d closed: its unfinished tasks are cancelled, its objects freed"
+                      % session)
+    finally:
+        lib.sq_client_destroy(ctypes.byref(client))
+    return code
+
+
 def resource_wait_lines(info):
     """`squall status` lines for tasks waiting for a governor that fits
     (the broker's --resource-wait), grouped by what they need."""
@@ -585,8 +620,10 @@ def summarize(events):
             gov(e)["first"] = t
         elif ev == "governor_left":
             gov(e)["left"] = t
-            failures.append({"time": t, "what": "governor %s left" % e.get("governor_name"),
-                             "message": e.get("reason", "")})
+            #   A goodbye is a clean leave (a stop, a drain), not a failure.
+            if "said goodbye" not in e.get("reason", ""):
+                failures.append({"time": t, "what": "governor %s left" % e.get("governor_name"),
+                                 "message": e.get("reason", "")})
         elif ev == "submit":
             submits += 1
             tasks_submitted += e.get("tasks", 0)
@@ -705,12 +742,44 @@ def cmd_replay(args):
 
 # ---------------------------------------------------------------------------
 
+def _ranged(kind, least, most=None, what="a number"):
+    """An argparse type: kind(text) in [least, most], else a usage error."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not %s" % (text, what))
+        if value != value or value < least or (most is not None and value > most):
+            raise argparse.ArgumentTypeError(
+                "%s is out of range (%s%s)" % (text, least, " to %s" % most if most is not None
+                                               else " or more"))
+        return value
+    return parse
+
+
+_SECONDS = _ranged(float, 0.0, 86400.0 * 366, "a number of seconds")
+_COUNT = _ranged(int, 0, 1 << 20, "a whole number")
+
+
+def _version():
+    from_package = os.path.join(_HERE, "__init__.py")
+    try:
+        with open(from_package) as f:
+            for line in f:
+                if line.startswith("__version__"):
+                    return line.split("=", 1)[1].strip().strip("\"'")
+    except OSError:
+        pass
+    return "unknown"
+
+
 def build_parser():
     epilog = ("exit codes: 0 success, 1 failure, 2 usage error, "
               "3 cluster unreachable")
     parser = argparse.ArgumentParser(
         prog="squall", description="squall: start a local cluster, look at it, run pipelines on it.",
         epilog=epilog)
+    parser.add_argument("--version", action="version", version="squall %s" % _version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("start", help="start a local cluster in the foreground (Ctrl-C stops it)",
@@ -718,14 +787,16 @@ def build_parser():
                                    "until Ctrl-C (or SIGTERM), then stops them cleanly. Prints "
                                    "SQUALL_BROKER=<endpoint> once the cluster is ready.",
                        epilog=epilog)
-    p.add_argument("--governors", "-g", type=int, default=1, metavar="N",
+    p.add_argument("--governors", "-g", type=_COUNT, default=1, metavar="N",
                    help="governors to start (default 1)")
-    p.add_argument("--cpus", "-c", type=int, metavar="C", help="CPU slots per governor "
+    p.add_argument("--cpus", "-c", type=_ranged(int, 1, 1000000, "a whole number"), metavar="C",
+                   help="CPU slots per governor "
                    "(default: the machine's CPUs)")
     p.add_argument("--host", default="127.0.0.1", help="address the broker binds (default 127.0.0.1)")
-    p.add_argument("--port", "-p", type=int, default=7760, metavar="P",
+    p.add_argument("--port", "-p", type=_ranged(int, 0, 65535, "a port"), default=7760,
+                   metavar="P",
                    help="broker port (default 7760; 0 picks a free one)")
-    p.add_argument("--http", type=int, default=8080, metavar="PORT",
+    p.add_argument("--http", type=_ranged(int, -1, 65535, "a port"), default=8080, metavar="PORT",
                    help="dashboard port (default 8080; 0 picks a free one; -1 no dashboard)")
     p.add_argument("--http-host", help="address the dashboard binds (default: --host)")
     p.add_argument("--event-log", metavar="FILE", help="write the broker's event log to FILE")
@@ -736,6 +807,9 @@ def build_parser():
                         "it and the keys, for `squall slurm` and clients elsewhere")
     p.add_argument("--access-host", metavar="HOST",
                    help="the broker's host name in the access file (default: this machine's)")
+    p.add_argument("--python", metavar="PATH",
+                   help="interpreter of the governors' Python tasks (default: the one running "
+                        "this command, %s)" % sys.executable)
     p.set_defaults(func=cmd_start)
 
     p = sub.add_parser("slurm", help="governors in Slurm allocations",
@@ -797,7 +871,7 @@ def build_parser():
                    help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
     p.add_argument("--json", action="store_true", help="print the broker's INFO as JSON")
     key_options(p)
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.set_defaults(func=cmd_status)
 
@@ -809,12 +883,27 @@ def build_parser():
     p.add_argument("governor", metavar="GOVERNOR")
     p.add_argument("--broker", "-b", metavar="ENDPOINT",
                    help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
-    p.add_argument("--wait", type=float, nargs="?", const=300.0, default=None, metavar="S",
+    p.add_argument("--wait", type=_SECONDS, nargs="?", const=300.0, default=None, metavar="S",
                    help="wait until it left (at most S seconds, default 300)")
     key_options(p)
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.set_defaults(func=cmd_retire)
+
+    p = sub.add_parser("cancel", help="close sessions: cancel their tasks, free their objects",
+                       description="Closes sessions by id, whichever client has them: a session "
+                                   "of a client that was killed keeps running for the broker's "
+                                   "--session-grace; this ends it now. With keys, a session of "
+                                   "the key's tenant (an admin key: any).",
+                       epilog=epilog)
+    p.add_argument("sessions", metavar="SESSION", nargs="+",
+                   type=_ranged(int, 1, 2 ** 32 - 1, "a session id"))
+    p.add_argument("--broker", "-b", metavar="ENDPOINT",
+                   help="broker endpoint (default $SQUALL_BROKER, then %s)" % DEFAULT_BROKER)
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
+                   help="how long to wait for the broker (default 5)")
+    key_options(p)
+    p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("submit", help="run a pipeline script against the cluster",
                        description="Runs FILE.py with the current Python, SQUALL_BROKER set to "
@@ -824,7 +913,7 @@ def build_parser():
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     p.add_argument("--broker", "-b", metavar="ENDPOINT",
                    help="broker endpoint (default $SQUALL_BROKER or %s)" % DEFAULT_BROKER)
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
                    help="seconds to wait for the broker (default 5)")
     p.add_argument("--no-check", action="store_true", help="do not check the broker first")
     key_options(p)
