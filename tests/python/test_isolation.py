@@ -58,8 +58,7 @@ def shared():
     #   a starter's environment may carry a client key: no task sees it
     env_key = "/nonexistent/starter-client-%s.key" % os.urandom(4).hex()
     options["env"] = dict(options.get("env") or {}, SQUALL_SECRET_KEY=env_key)
-    with squall.LocalCluster(governors=1, cpus=2, governor_args=["--task-uids", TASK_UIDS],
-                             **options) as cluster:
+    with squall.LocalCluster(governors=1, cpus=2, task_uids=TASK_UIDS, **options) as cluster:
         authorized = cluster._keys["authorized"]
         alice = squall.keygen("alice", authorized, "client", "team-a")
         bob = squall.keygen("bob", authorized, "client", "team-b")
