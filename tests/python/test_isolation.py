@@ -234,3 +234,41 @@ def test_executors_are_never_shared_between_tenants(shared):
     # and alice's own executor keeps her global: the pool is per tenant, not per task
     again = alice.submit(look, 0).result(TIMEOUT)
     assert again[1] == a_uid
+
+
+NOT_ROOT = r"""
+import os, sys, squall
+from squall import tasks
+with squall.LocalCluster(governors=1, cpus=1, python=sys.executable, task_uids=None) as c:
+    cl = c.client()
+    with cl.session() as s:
+        t = tasks.Execute("id -u; cat in.txt > out.txt", inputs=[("in.txt", squall.blob(b"hi"))],
+                          outputs=["out.txt"], stdout=True)
+        for o in t.outputs:
+            o.keep()
+        s.submit()
+        uid, out = (o.fetch(60) for o in t.outputs)
+    py = cl.submit(lambda: os.getuid()).result(60)
+    cl.close()
+print("RESULT", int(uid), out.decode(), py, os.getuid())
+print("EXITS", sorted(c.exit_codes.values()))
+"""
+
+
+def test_a_governor_not_running_as_root_keeps_working():
+    """A governor started by another user (no --task-uids: it cannot switch)
+    runs execute and py tasks as itself, and stops cleanly."""
+    if os.geteuid() != 0:
+        pytest.skip("starts the cluster as another user: needs root")
+    python = _python_for_others()
+    if not python:
+        pytest.skip("no Python interpreter here may be run by another user")
+    uid = FIRST_UID - 1
+    env = dict(os.environ, HOME="/tmp",
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)))
+    ran = subprocess.run([python, "-c", NOT_ROOT], user=uid, group=uid, extra_groups=[],
+                         cwd="/", env=env, capture_output=True, text=True, timeout=TIMEOUT * 2)
+    assert ran.returncode == 0, ran.stderr
+    result = [line.split()[1:] for line in ran.stdout.splitlines() if line.startswith("RESULT")]
+    assert result == [[str(uid), "hi", str(uid), str(uid)]], ran.stdout
+    assert "EXITS [0, 0]" in ran.stdout, ran.stdout
