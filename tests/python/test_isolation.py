@@ -68,6 +68,9 @@ def shared():
         yield cluster, a, b, env_key
         a.close()
         b.close()
+    # a clean stop (under ASan: no leak or error report) is part of the test
+    assert cluster.exit_codes and all(code == 0 for code in cluster.exit_codes.values()), \
+        cluster.exit_codes
 
 
 def _governor_secret(cluster):
