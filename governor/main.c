@@ -450,11 +450,24 @@ main (int argc, char *argv [])
         }
     }
     //  Tasks under other user ids pass through it to their own directories
-    //  (0700, theirs), and may list nothing in it nor write to it.
+    //  (0700, theirs), and may list nothing in it nor write to it; every
+    //  directory above it must let them through (a --workdir in root's
+    //  home would not).
     if (config.task_uid_count && chmod (workdir, 0711)) {
         sq_error ("cannot make %s searchable: %s", workdir, strerror (errno));
         files_rmtree (workdir);
         return 1;
+    }
+    if (config.task_uid_count
+    &&  sandbox_can_run (config.task_uid_first, workdir, uid_err, sizeof uid_err)) {
+        if (task_uids_given) {
+            files_rmtree (workdir);
+            return s_bad ("--task-uids: tasks could not enter the working directory", uid_err);
+        }
+        sq_warn ("tasks run as the governor's own user, not apart: %s (docs/security.md, "
+                 "--task-uids, --workdir)", uid_err);
+        config.task_uid_count = 0;
+        chmod (workdir, 0700);
     }
     config.workdir = workdir;
 

@@ -239,7 +239,7 @@ sandbox_can_run (uint32_t uid, const char *program, char *err, size_t err_size)
     int saved = errno;
     sandbox_fs_leave (&id);
     if (rc) {
-        snprintf (err, err_size, "%s cannot be run by user id %u: %s", path, uid,
+        snprintf (err, err_size, "%s is out of reach of user id %u: %s", path, uid,
                   strerror (saved));
         return -1;
     }
