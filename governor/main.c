@@ -363,6 +363,13 @@ main (int argc, char *argv [])
         return s_bad ("--secret-key and --broker-key go together", NULL);
     if (secret_key && s_load_keys (&config, secret_key, broker_key))
         return 2;
+    //  The key is in memory now: where its file is need not stay in our
+    //  command line, which anyone may read (/proc/PID/cmdline).
+    for (int i = 1; secret_key && i < argc; i++) {
+        char *at = strstr (argv [i], secret_key);
+        if (at == secret_key)
+            memset (at, '*', strlen (at));
+    }
     //  Tasks never see what the governor holds (docs/security.md): our
     //  memory, environment and descriptors are closed to processes of our
     //  own user too (not dumpable: /proc/PID/mem, environ, fd, maps are
