@@ -304,8 +304,8 @@ s_child (void *arg)
             close (fd);
         }
     }
-    //  Nothing of the governor's stays open: its sockets, the key file's
-    //  descriptor had it any, the lifeline pipe.
+    //  Nothing of the governor's stays open (its sockets, its lifeline
+    //  pipe, any file it has open), close-on-exec or not.
     if (syscall (SYS_close_range, (unsigned) c->max_fd + 1, ~0u, 0) && errno == ENOSYS) {
         struct rlimit lim;
         long max = getrlimit (RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY
