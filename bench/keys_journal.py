@@ -53,12 +53,13 @@ class Cluster:
         self.listening = time.monotonic() - self.started
         self.endpoint = line.split()[1]
         self.governors = []
-        for name, extra in governors:
+        for i, (name, extra) in enumerate(governors):
             g = [os.path.join(build, "governor", "squall-governor"), "--broker", self.endpoint,
                  "--cpus", str(cpus), "--name", name, "--log-level", "warn",
                  "--listen-host", "127.0.0.1", "--advertise", "127.0.0.1"] + extra
             if keys:
-                g += ["--secret-key", keys["governor_key"], "--broker-key", keys["broker_pub"]]
+                # one key per governor: the broker refuses a key already connected
+                g += ["--secret-key", keys["governor_keys"][i], "--broker-key", keys["broker_pub"]]
             p = subprocess.Popen(g, stdout=subprocess.PIPE, text=True)
             self.procs.append(p)
             self.governors.append(p)
@@ -92,7 +93,7 @@ def make_keys(build, dir):
     os.environ.setdefault("SQUALL_BUILD_DIR", build)
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
     from squall.keys import local_keys
-    return local_keys(dir)
+    return local_keys(dir, governors=4)
 
 
 def run_tool(cluster, shape, n):

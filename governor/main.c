@@ -390,6 +390,13 @@ main (int argc, char *argv [])
         return s_bad ("--secret-key and --broker-key go together", NULL);
     if (secret_key && s_load_keys (&config, secret_key, broker_key))
         return 2;
+    //  The key is in memory now: where its file is need not stay in our
+    //  command line, which anyone may read (/proc/PID/cmdline).
+    for (int i = 1; secret_key && i < argc; i++) {
+        char *at = strstr (argv [i], secret_key);
+        if (at == secret_key)
+            memset (at, '*', strlen (at));
+    }
     //  Tasks never see what the governor holds (docs/security.md): our
     //  memory, environment and descriptors are closed to processes of our
     //  own user too (not dumpable: /proc/PID/mem, environ, fd, maps are
@@ -477,11 +484,24 @@ main (int argc, char *argv [])
         }
     }
     //  Tasks under other user ids pass through it to their own directories
-    //  (0700, theirs), and may list nothing in it nor write to it.
+    //  (0700, theirs), and may list nothing in it nor write to it; every
+    //  directory above it must let them through (a --workdir in root's
+    //  home would not).
     if (config.task_uid_count && chmod (workdir, 0711)) {
         sq_error ("cannot make %s searchable: %s", workdir, strerror (errno));
         files_rmtree (workdir);
         return 1;
+    }
+    if (config.task_uid_count
+    &&  sandbox_can_run (config.task_uid_first, workdir, uid_err, sizeof uid_err)) {
+        if (task_uids_given) {
+            files_rmtree (workdir);
+            return s_bad ("--task-uids: tasks could not enter the working directory", uid_err);
+        }
+        sq_warn ("tasks run as the governor's own user, not apart: %s (docs/security.md, "
+                 "--task-uids, --workdir)", uid_err);
+        config.task_uid_count = 0;
+        chmod (workdir, 0700);
     }
     config.workdir = workdir;
 

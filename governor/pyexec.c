@@ -292,9 +292,9 @@ s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, char *err, size_t 
     snprintf (governor_pid, sizeof governor_pid, "%d", (int) getpid ());
     char *argv [] = { self->python, self->script, (char *) S_EXEC_FD, governor_pid, NULL };
     sandbox_fd_t fds [] = {
+        { atoi (S_EXEC_FD), sv [1], NULL, 0, 0 },
         { 0, -1, "/dev/null", O_RDONLY, 0 },
-        { 1, 2, NULL, 0, 0 },
-        { atoi (S_EXEC_FD), sv [1], NULL, 0, 0 }
+        { 1, 2, NULL, 0, 0 }
     };
     char **envp = s_environ (ex);
     sandbox_spawn_t how = {

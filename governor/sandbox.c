@@ -239,7 +239,7 @@ sandbox_can_run (uint32_t uid, const char *program, char *err, size_t err_size)
     int saved = errno;
     sandbox_fs_leave (&id);
     if (rc) {
-        snprintf (err, err_size, "%s cannot be run by user id %u: %s", path, uid,
+        snprintf (err, err_size, "%s is out of reach of user id %u: %s", path, uid,
                   strerror (saved));
         return -1;
     }
@@ -304,8 +304,8 @@ s_child (void *arg)
             close (fd);
         }
     }
-    //  Nothing of the governor's stays open: its sockets, the key file's
-    //  descriptor had it any, the lifeline pipe.
+    //  Nothing of the governor's stays open (its sockets, its lifeline
+    //  pipe, any file it has open), close-on-exec or not.
     if (syscall (SYS_close_range, (unsigned) c->max_fd + 1, ~0u, 0) && errno == ENOSYS) {
         struct rlimit lim;
         long max = getrlimit (RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY

@@ -73,7 +73,8 @@ int sandbox_parse_range (const char *text, uint32_t *first, uint32_t *count);
 int sandbox_check_range (uint32_t first, uint32_t count, char *err, size_t err_size);
 
 //  Whether the uid `uid` may run `program` (a path, or a name looked up in
-//  $PATH): 0, or -1 with err naming what it cannot reach.
+//  $PATH), or enter it if it is a directory: 0, or -1 with err naming what
+//  it cannot reach.
 int sandbox_can_run (uint32_t uid, const char *program, char *err, size_t err_size);
 
 //  One descriptor the child gets: `from` duplicated to `fd`, or, with

@@ -199,7 +199,7 @@ s_key_path (const char *name)
     static char paths [8][512];
     static int next;
     char *path = paths [next++ % 8];
-    bool authorized = strcmp (name, "governor.key") == 0 || strcmp (name, "client.key") == 0;
+    bool authorized = name [0] == 'g' || strcmp (name, "client.key") == 0;
     snprintf (path, 512, "%s/keys/%s%s", s_workdir, authorized? "authorized/": "", name);
     return path;
 }
@@ -224,10 +224,13 @@ s_start_governor (int i)
     snprintf (log, sizeof log, "%s/%s.log", s_workdir, name);
     snprintf (work, sizeof work, "%s/work-%s-%d", s_workdir, name, s_gov_starts++);
     mkdir (work, 0755);
+    char key_name [40];
+    snprintf (key_name, sizeof key_name, "%s.key", name);
+    char *key = s_key_path (key_name);
     char *argv [] = {
         (char *) "ip", (char *) "netns", (char *) "exec", ns,
         (char *) s_governor_bin, (char *) "--broker", (char *) "tcp://" S_BROKER_ADDR ":" S_PORT,
-        (char *) "--secret-key", s_key_path ("governor.key"),
+        (char *) "--secret-key", key,
         (char *) "--broker-key", s_key_path ("broker.pub"),
         (char *) "--cpus", cpus, (char *) "--name", name,
         (char *) "--listen-host", host, (char *) "--advertise", host,
@@ -507,16 +510,22 @@ main (int argc, char **argv)
     snprintf (log, sizeof log, "%s/broker.log", s_workdir);
     snprintf (exec_log, sizeof exec_log, "%s/executions.log", s_workdir);
     //  Every connection across the namespaces is CURVE (docs/security.md):
-    //  one key for the broker, one shared by the governors, one client key.
+    //  one key for the broker, one per governor (gN: the broker lets one
+    //  live governor use a key), one client key.
     char keys [512], authorized [512], err [600];
     snprintf (keys, sizeof keys, "%s/keys", s_workdir);
     snprintf (authorized, sizeof authorized, "%s/keys/authorized", s_workdir);
     mkdir (keys, 0700);
     mkdir (authorized, 0700);
     if (sq_keygen ("broker", keys, "broker", NULL, err, sizeof err)
-    ||  sq_keygen ("governor", authorized, "governor", NULL, err, sizeof err)
     ||  sq_keygen ("client", authorized, "client", NULL, err, sizeof err))
         s_die ("keygen: %s", err);
+    for (int i = 0; i < S_GOVS; i++) {
+        char name [16];
+        snprintf (name, sizeof name, "g%d", i + 1);
+        if (sq_keygen (name, authorized, "governor", NULL, err, sizeof err))
+            s_die ("keygen: %s", err);
+    }
     char *bargv [] = {
         (char *) s_broker_bin, (char *) "--listen", (char *) "tcp://" S_BROKER_ADDR ":" S_PORT,
         (char *) "--secret-key", s_key_path ("broker.key"),

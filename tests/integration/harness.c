@@ -416,6 +416,16 @@ s_log_level (void)
     return level && *level? level: "warn";
 }
 
+//  Tasks run as the test's user unless $SQUALL_TEST_TASK_UIDS says
+//  otherwise: several tests share a private directory of theirs with their
+//  tasks (test_isolation.py tests the other users for real).
+static const char *
+s_task_uids (void)
+{
+    const char *uids = getenv ("SQUALL_TEST_TASK_UIDS");
+    return uids && *uids? uids: "none";
+}
+
 harness_t *
 harness_new (int governors, int cpus)
 {
@@ -479,9 +489,10 @@ harness_new_govs (int governors, int cpus, const char *const *broker_args,
             (char *) "--cpus", cpus_text, (char *) "--name", name,
             (char *) "--listen-host", (char *) "127.0.0.1",
             (char *) "--advertise", (char *) "127.0.0.1",
-            (char *) "--log-level", (char *) s_log_level (), NULL
+            (char *) "--log-level", (char *) s_log_level (), (char *) "--task-uids",
+            (char *) s_task_uids (), NULL
         };
-        int gargc = 13;
+        int gargc = 15;
         if (harness_secure ()) {
             gargv [gargc++] = (char *) "--secret-key";
             gargv [gargc++] = (char *) s_governor_key (i);
@@ -539,9 +550,10 @@ harness_add_governor_args (harness_t *self, const char *name, int cpus,
         (char *) "--cpus", cpus_text, (char *) "--name", (char *) name,
         (char *) "--listen-host", (char *) "127.0.0.1",
         (char *) "--advertise", (char *) "127.0.0.1",
-        (char *) "--log-level", (char *) s_log_level (), NULL
+        (char *) "--log-level", (char *) s_log_level (), (char *) "--task-uids",
+        (char *) s_task_uids (), NULL
     };
-    int at = 13;
+    int at = 15;
     if (harness_secure ()) {
         gargv [at++] = (char *) "--secret-key";
         gargv [at++] = (char *) s_governor_key (i);
