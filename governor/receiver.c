@@ -28,6 +28,10 @@
 #define S_MAX_PEERS 4096
 #define S_HELLO_REQ 1
 #define S_REATTACH_BACKOFF_MAX_MS 2000
+#define S_HANDSHAKE_MS 5000
+//  Refused handshakes logged: at most this many lines per window.
+#define S_REFUSED_LINES 10
+#define S_REFUSED_WINDOW_MS 10000
 
 //  Keys that may reach a socket, sorted for bsearch (KEYS from the broker).
 typedef struct {
@@ -73,6 +77,7 @@ struct _receiver_t {
     uint64_t next_hello_ns;
     int backoff_ms;
     uint64_t dropped;               //  messages for the broker while detached
+    sq_ratelimit_t refused_log;     //  refused handshakes logged
 };
 
 static uint64_t
@@ -169,6 +174,19 @@ receiver_new (void *ctx, const gov_config_t *config, int signal_fd)
     }
     self->data = s_socket (self, ZMQ_PULL);
     self->serve = s_socket (self, ZMQ_ROUTER);
+    //  Anyone who reaches these ports can connect: no frame larger than the
+    //  protocol allows there (a chunk, a PUT range or a GREAD request: 64
+    //  MiB at most) is read, and a connection still without a handshake
+    //  after a few seconds is closed.
+    int64_t max_frame = SQ_CHUNK_MAX;
+    int handshake_ms = S_HANDSHAKE_MS;
+    for (int i = 0; i < 2; i++) {
+        void *socket = i? self->serve: self->data;
+        if (socket) {
+            zmq_setsockopt (socket, ZMQ_MAXMSGSIZE, &max_frame, sizeof max_frame);
+            zmq_setsockopt (socket, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
+        }
+    }
     if (self->data && self->serve && config->has_keys
     &&  (sq_curve_server (self->data, config->secret_key, "data")
     ||   sq_curve_server (self->serve, config->secret_key, "serve"))) {
@@ -291,6 +309,10 @@ s_on_keys (receiver_t *self, sq_msg_t *msg)
 static void
 s_on_zap (receiver_t *self)
 {
+    unsigned withheld = sq_ratelimit_withheld (&self->refused_log, S_REFUSED_WINDOW_MS);
+    if (withheld)
+        sq_info ("%u more connections refused (not logged one by one: at most %d lines per "
+                 "%d s)", withheld, S_REFUSED_LINES, S_REFUSED_WINDOW_MS / 1000);
     for (int i = 0; i < S_READ_BURST; i++) {
         if (sq_msg_recv (&self->msg, self->zap, ZMQ_DONTWAIT, 8))
             break;
@@ -307,7 +329,7 @@ s_on_zap (receiver_t *self)
             request.request_id_size = sq_msg_size (&self->msg, 1);
             memcpy (request.request_id, sq_msg_data (&self->msg, 1), request.request_id_size);
         }
-        if (!allow)
+        if (!allow && sq_ratelimit_take (&self->refused_log, S_REFUSED_LINES, S_REFUSED_WINDOW_MS))
             sq_info ("connection to the %s socket refused: key %s not admitted by the broker",
                      request.domain [0]? request.domain: "?", request.curve? request.z85: "?");
         sq_zap_reply (self->zap, &request, allow, request.z85, "not admitted");
