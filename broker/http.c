@@ -10,6 +10,7 @@
 #include "eventlog.h"
 #include "log.h"
 #include <msgpack.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@ struct _http_t {
     int64_t deadline;           //  ms, monotonic; -1 none
     char *token;                //  every request but /metrics must carry it, or NULL
     struct in_addr bound;       //  the address listened on (INADDR_ANY: every one)
+    sq_ratelimit_t log;         //  libmicrohttpd's lines (one per refused connection)
 };
 
 bool
@@ -453,6 +455,25 @@ s_handler (void *cls, struct MHD_Connection *connection, const char *url,
 
 //  --------------------------------------------------------------------------
 
+//  libmicrohttpd's messages, as the broker's log lines: a connection beyond
+//  the limit makes one, so they are rate-limited.
+static void
+s_mhd_log (void *cls, const char *format, va_list args)
+{
+    http_t *self = (http_t *) cls;
+    unsigned withheld = sq_ratelimit_withheld (&self->log, 10000);
+    if (withheld)
+        sq_info ("dashboard: %u more messages not logged", withheld);
+    if (!sq_ratelimit_take (&self->log, 10, 10000))
+        return;
+    char text [300];
+    vsnprintf (text, sizeof text, format, args);
+    size_t len = strlen (text);
+    while (len && text [len - 1] == '\n')
+        text [--len] = 0;
+    sq_info ("dashboard: %s", text);
+}
+
 static int
 s_parse_address (const char *address, struct sockaddr_in *sin)
 {
@@ -556,6 +577,7 @@ http_new (const char *address, const char *token, bool open, broker_t *broker,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned) S_MAX_CONNECTIONS,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned) S_MAX_PER_ADDRESS,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) S_IDLE_TIMEOUT_S,
+        MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
         MHD_OPTION_END);
     if (!self->daemon) {
         //  The listening socket is left open: whether libmicrohttpd closed

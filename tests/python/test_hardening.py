@@ -282,3 +282,85 @@ def test_event_log_refuses_a_symlink(tmp_path):
         assert target.read_text() == ""
     finally:
         b.close()
+
+
+# ---------------------------------------------------------------------------
+# Frames and handshakes
+
+def _curve(sock, secret_key_file, server_pub_file):
+    import zmq.auth
+    public, secret = zmq.auth.load_certificate(secret_key_file)
+    server, _ = zmq.auth.load_certificate(server_pub_file)
+    sock.curve_publickey, sock.curve_secretkey, sock.curve_serverkey = public, secret, server
+
+
+def test_governor_refuses_an_oversized_frame():
+    """A frame larger than the protocol allows on a governor's data socket
+    (a chunk: 64 MiB) closes the connection before it is read, even from a
+    peer with a governor's key."""
+    zmq = pytest.importorskip("zmq")
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        c = cluster.client()
+        governor = until(lambda: c.info()["governors"], "a governor")[0]
+        c.close()
+        keys = cluster._keys
+        ctx = zmq.Context()
+        push = ctx.socket(zmq.PUSH)
+        push.linger = 0
+        _curve(push, keys["governor_key"], keys["governor_key"][:-4] + ".pub")
+        monitor = push.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        push.connect(governor["data_endpoint"])
+        from zmq.utils.monitor import recv_monitor_message
+
+        def event(kind, timeout):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if monitor.poll(200):
+                    if recv_monitor_message(monitor)["event"] == kind:
+                        return True
+            return False
+        try:
+            assert event(zmq.EVENT_HANDSHAKE_SUCCEEDED, 30), "the governor's key was refused"
+            push.send(b"\0" * ((64 << 20) + 1))
+            assert event(zmq.EVENT_DISCONNECTED, 30), "the oversized frame was taken"
+        finally:
+            push.disable_monitor()
+            monitor.close()
+            push.close()
+            ctx.term()
+    assert all(code == 0 for code in cluster.exit_codes.values()), cluster.exit_codes
+
+
+def test_refused_handshakes_are_rate_limited():
+    """40 handshakes with a key the broker does not know: at most 10 lines
+    a window, the rest said as a count once the window ended."""
+    zmq = pytest.importorskip("zmq")
+    with Broker(keys=True) as b:
+        ctx = zmq.Context()
+        stranger = os.path.join(b.dir, "stranger")
+        os.mkdir(stranger, 0o700)
+        from squall.keys import keygen
+        key = keygen("stranger", stranger, "client")
+        socks = []
+        try:
+            for _ in range(40):
+                s = ctx.socket(zmq.DEALER)
+                s.linger = 0
+                s.reconnect_ivl = 600000        # one handshake each
+                _curve(s, key, b.keys["broker_pub"])
+                s.connect(b.endpoint)
+                socks.append(s)
+            import re
+
+            def counted():
+                text = b.text()
+                lines = text.count("connection refused: key not authorized")
+                more = sum(int(n) for n in re.findall(r"(\d+) more connections refused", text))
+                return (lines, more) if lines + more >= 40 else None
+            lines, more = until(counted, "40 refused handshakes logged or counted", timeout=60)
+            assert lines + more == 40, (lines, more)
+            assert lines <= 20, "%d lines for 40 refused handshakes" % lines
+        finally:
+            for s in socks:
+                s.close()
+            ctx.term()
