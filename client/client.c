@@ -591,7 +591,7 @@ s_open (sq_client_t *self, int timeout_ms)
     //  Nothing the broker sends is larger than what it accepts (a constant
     //  sent in a SUBMIT), at most 4 GiB (its --max-message): a larger frame
     //  is not from a broker and closes the connection before it is read.
-    int64_t max_frame = (int64_t) 1 << 32;
+    int64_t max_frame = ((int64_t) 1 << 32) + 65536;     //  and what CURVE adds
     zmq_setsockopt (self->dealer, ZMQ_MAXMSGSIZE, &max_frame, sizeof max_frame);
     if (self->has_keys
     &&  sq_curve_client (self->dealer, self->public_key, self->secret_key, self->broker_key))

@@ -30,8 +30,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <zmq.h>
 
 typedef struct _conns_t conns_t;
+
+#define CONNS_EVENTS (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED)
 
 typedef struct {
     size_t max_total;
@@ -52,7 +55,9 @@ conns_t *conns_new (const conns_limits_t *limits, const char *what);
 void conns_destroy (conns_t **self_p);
 
 //  One socket monitor event (the first frame of its message): ACCEPTED
-//  and DISCONNECTED are acted on, others ignored.
+//  and DISCONNECTED are acted on, others ignored. (HANDSHAKE_SUCCEEDED
+//  carries no descriptor: a connection is known by its messages.) Events
+//  to watch: CONNS_EVENTS.
 void conns_event (conns_t *self, const void *frame, size_t size, int64_t now_ms);
 //  A message came on descriptor `fd`: the connection is active and, if
 //  `identified`, belongs to a peer that proved who it is (for good).
