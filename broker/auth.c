@@ -7,6 +7,10 @@
 #include <string.h>
 
 #define S_ZAP_BURST 64          //  handshakes answered per reactor turn
+//  Refused handshakes logged: at most this many lines per window, the
+//  rest counted (anyone who reaches the port can make them).
+#define S_REFUSED_LINES 10
+#define S_REFUSED_WINDOW_MS 10000
 
 struct _auth_t {
     sq_cert_t cert;
@@ -18,6 +22,7 @@ struct _auth_t {
     uint32_t n_governors;
     const uint8_t **clients;
     uint32_t n_clients;
+    sq_ratelimit_t refused_log;
 };
 
 static int
@@ -122,6 +127,10 @@ auth_socket (auth_t *self)
 void
 auth_handle (auth_t *self)
 {
+    unsigned withheld = sq_ratelimit_withheld (&self->refused_log, S_REFUSED_WINDOW_MS);
+    if (withheld)
+        sq_info ("%u more connections refused (not logged one by one: at most %d lines per "
+                 "%d s)", withheld, S_REFUSED_LINES, S_REFUSED_WINDOW_MS / 1000);
     for (int i = 0; i < S_ZAP_BURST; i++) {
         if (sq_msg_recv (&self->msg, self->zap, ZMQ_DONTWAIT, 8))
             break;
@@ -144,7 +153,7 @@ auth_handle (auth_t *self)
         else
         if (!(entry = sq_keyring_find (self->ring, request.z85, SQ_Z85_LEN)))
             why = "key not authorized";
-        if (why)
+        if (why && sq_ratelimit_take (&self->refused_log, S_REFUSED_LINES, S_REFUSED_WINDOW_MS))
             sq_info ("connection refused: %s%s%s", why, request.curve? ": key ": "",
                      request.curve? request.z85: "");
         sq_zap_reply (self->zap, &request, entry != NULL, entry? entry->z85: NULL, why);

@@ -181,6 +181,10 @@ s_handle (broker_t *self, sq_msg_t *msg)
                            "frame 0 is not a msgpack array starting with a message type", 0);
         else
             bx_hello (self, msg, key);
+        //  A connection whose HELLO was accepted is no longer one a flood
+        //  of strangers can push out (conns.h).
+        conns_active (self->conns, msg->srcfd, zhashx_lookup (self->peers, key) != NULL,
+                      bx_now ());
         return;
     }
     if (!readable) {
@@ -191,8 +195,10 @@ s_handle (broker_t *self, sq_msg_t *msg)
             sq_warn ("governor %u: unreadable message ignored", peer->id);
         return;
     }
-    if (msg->srcfd != peer->fd)
+    if (msg->srcfd != peer->fd) {
         bx_learn_fd (self, peer, msg->srcfd);
+        conns_active (self->conns, msg->srcfd, true, bx_now ());
+    }
     if (peer->kind == PEER_GOVERNOR)
         bx_governor_message (self, peer, msg, type);
     else
@@ -317,7 +323,10 @@ s_timers (broker_t *self, int64_t now)
         next = places;
     if (self->recovering && self->recover_deadline < next)
         next = self->recover_deadline;
-    int64_t deadline = watches_expire (self->watches, now);
+    int64_t deadline = conns_tick (self->conns, now);
+    if (deadline >= 0 && deadline < next)
+        next = deadline;
+    deadline = watches_expire (self->watches, now);
     if (deadline >= 0 && deadline < next)
         next = deadline;
     deadline = bx_uploads_expire (self, now);
@@ -537,11 +546,17 @@ broker_new (const broker_config_t *config)
     self->persist = self->graph? persist_new (self->graph): NULL;
     self->peers = zhashx_new ();
     self->by_fd = sq_idmap_new ();
+    //  Connections stay below the descriptors this process may have, so
+    //  that libzmq never fails to accept (it would spin): the soft limit
+    //  goes up to the hard one first.
+    conns_limits_t limits;
+    conns_limits_for (conns_raise_nofile (), S_FD_RESERVE, &limits);
+    self->conns = conns_new (&limits, "broker");
     self->uploads = uploads_new (config->upload_timeout_ms);
     self->tenancy = tenancy_new (config->tenant_quotas, config->n_tenant_quotas);
     self->ctx = zmq_ctx_new ();
     if (!self->graph || !self->scheduler || !self->watches || !self->peers || !self->persist
-    ||  !self->by_fd || !self->uploads || !self->tenancy || !self->ctx) {
+    ||  !self->by_fd || !self->conns || !self->uploads || !self->tenancy || !self->ctx) {
         sq_error ("out of memory");
         broker_destroy (&self);
         return NULL;
@@ -606,6 +621,10 @@ broker_new (const broker_config_t *config)
     zmq_setsockopt (self->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt (self->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt (self->router, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size);
+    //  A connection that has not finished its handshake in a few seconds
+    //  is closed: idle connections cannot pile up (conns.h).
+    int handshake_ms = S_HANDSHAKE_MS;
+    zmq_setsockopt (self->router, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
     //  ZMTP heartbeats close connections to peers that vanished without a
     //  FIN (cut links), which the monitor then reports.
     zmq_setsockopt (self->router, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
@@ -628,7 +647,11 @@ broker_new (const broker_config_t *config)
     zmq_setsockopt (self->monitor, ZMQ_RCVHWM, &events_hwm, sizeof events_hwm);
     zmq_connect (self->monitor, monitor_endpoint);
     if (zmq_bind (self->router, config->listen)) {
-        sq_error ("cannot listen on %s: %s", config->listen, zmq_strerror (errno));
+        if (errno == EADDRINUSE)
+            sq_error ("cannot listen on %s: the port is in use (another program, or another "
+                      "squall broker, holds it)", config->listen);
+        else
+            sq_error ("cannot listen on %s: %s", config->listen, zmq_strerror (errno));
         broker_destroy (&self);
         return NULL;
     }
@@ -639,8 +662,9 @@ broker_new (const broker_config_t *config)
         broker_destroy (&self);
         return NULL;
     }
-    if (config->http && !(self->http = http_new (config->http, token [0]? token: NULL, self,
-                                                  self->events))) {
+    if (config->http && !(self->http = http_new (config->http, token [0]? token: NULL,
+                                                  config->secret_key || config->insecure,
+                                                  self, self->events))) {
         broker_destroy (&self);
         return NULL;
     }
@@ -670,6 +694,7 @@ broker_destroy (broker_t **self_p)
         zhashx_destroy (&self->peers);
     }
     sq_idmap_destroy (&self->by_fd);
+    conns_destroy (&self->conns);
     uploads_destroy (&self->uploads);
     free (self->stream_ready);
     persist_destroy (&self->persist);

@@ -16,6 +16,7 @@
 #include "http.h"
 #include "auth.h"
 #include "tenancy.h"
+#include "conns.h"
 #include "persist.h"
 #include "journal.h"
 #include "reattach.h"
@@ -37,6 +38,8 @@
 #define S_MAX_DECLARED 64       //  resource names remembered for refusals
 #define S_REBALANCE_MS 100      //  work stealing looks at loads this often
 #define S_SUSPECT_MS 5000       //  probing a peer whose connection may be gone
+#define S_HANDSHAKE_MS 5000     //  a connection's ZMTP handshake, at most
+#define S_FD_RESERVE 192        //  descriptors kept from connections (files, dashboard)
 #define S_MAX_SESSIONS 4096     //  open sessions per client connection
 #define S_MAX_RECOPIES 3        //  copies to one governor ordered again after LOST
 #define S_GRACE_CHECK_MS 250    //  detached sessions are looked at this often
@@ -101,6 +104,7 @@ struct _broker_t {
     watches_t *watches;
     zhashx_t *peers;            //  identity (hex) -> peer_t
     sq_idmap_t *by_fd;          //  connection fd -> peer_t
+    conns_t *conns;             //  every connection, limits (conns.h)
     gov_t *govs [4096];
     size_t n_govs;
     uint32_t next_peer_id;

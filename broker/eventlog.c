@@ -5,7 +5,10 @@
 #include "gov.h"
 #include "taskconf.h"
 #include "log.h"
+#include "private.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -80,10 +83,15 @@ eventlog_new (const char *path)
         return NULL;
     }
     if (path) {
-        self->file = fopen (path, "a");
+        //  Every tenant's task names and errors: the owner's alone.
+        char err [600] = "out of memory";
+        int fd = sq_open_private (path, O_WRONLY | O_APPEND | O_CREAT, err, sizeof err);
+        self->file = fd >= 0? fdopen (fd, "a"): NULL;
+        if (fd >= 0 && !self->file)
+            close (fd);
         self->buffer = (char *) malloc (S_FILE_BUFFER);
         if (!self->file || !self->buffer) {
-            sq_error ("cannot open the event log %s: %s", path, strerror (errno));
+            sq_error ("cannot open the event log: %s", err);
             eventlog_destroy (&self);
             return NULL;
         }

@@ -10,6 +10,7 @@
 #include "eventlog.h"
 #include "log.h"
 #include <msgpack.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +18,19 @@
 
 #ifdef SQUALL_HAVE_MICROHTTPD
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 //  The page, generated from broker/dashboard/index.html at build time.
 extern const unsigned char squall_dashboard_html [];
 extern const size_t squall_dashboard_html_size;
 
 #define S_MAX_CONNECTIONS 64
+#define S_MAX_PER_ADDRESS 32    //  one address cannot take every slot
 #define S_IDLE_TIMEOUT_S 10
 
 struct _http_t {
@@ -37,6 +43,8 @@ struct _http_t {
     uint64_t requests;
     int64_t deadline;           //  ms, monotonic; -1 none
     char *token;                //  every request but /metrics must carry it, or NULL
+    struct in_addr bound;       //  the address listened on (INADDR_ANY: every one)
+    sq_ratelimit_t log;         //  libmicrohttpd's lines (one per refused connection)
 };
 
 bool
@@ -314,6 +322,54 @@ s_authorized (http_t *self, struct MHD_Connection *connection, bool *from_query)
     return false;
 }
 
+//  Whether `host` (the Host header, without its port) names this server
+//  without a name a stranger controls: a loopback name or address, the
+//  address bound, or the one this connection came to. Without a token
+//  this is what stops DNS rebinding: a page from elsewhere whose name
+//  now resolves to 127.0.0.1 reaches the dashboard with its own name in
+//  Host.
+static bool
+s_host_is_local (http_t *self, struct MHD_Connection *connection, const char *host, size_t len)
+{
+    char name [64];
+    if (len == 0 || len >= sizeof name)
+        return false;
+    memcpy (name, host, len);
+    name [len] = 0;
+    if (strcasecmp (name, "localhost") == 0 || strcmp (name, "[::1]") == 0)
+        return true;
+    struct in_addr addr;
+    if (inet_pton (AF_INET, name, &addr) != 1)
+        return false;
+    if ((ntohl (addr.s_addr) >> 24) == 127)
+        return true;
+    if (self->bound.s_addr != htonl (INADDR_ANY))
+        return addr.s_addr == self->bound.s_addr;
+    //  Bound to every interface: the one this connection arrived on.
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info (connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct sockaddr_in local;
+    socklen_t size = sizeof local;
+    return info && getsockname (info->connect_fd, (struct sockaddr *) &local, &size) == 0
+        && local.sin_family == AF_INET && local.sin_addr.s_addr == addr.s_addr;
+}
+
+//  True if the Host header is acceptable: absent (HTTP/1.0; browsers
+//  always send one), or local (s_host_is_local) with an optional port.
+static bool
+s_host_allowed (http_t *self, struct MHD_Connection *connection)
+{
+    const char *host = MHD_lookup_connection_value (connection, MHD_HEADER_KIND, "Host");
+    if (!host)
+        return true;
+    size_t len = strlen (host);
+    const char *colon = strrchr (host, ':');
+    //  "[::1]:8080" ends its address at ']', "[::1]" has no port.
+    if (colon && !(host [0] == '[' && colon < strrchr (host, ']')))
+        len = (size_t) (colon - host);
+    return s_host_is_local (self, connection, host, len);
+}
+
 static enum MHD_Result
 s_handler (void *cls, struct MHD_Connection *connection, const char *url,
            const char *method, const char *version, const char *upload_data,
@@ -333,6 +389,12 @@ s_handler (void *cls, struct MHD_Connection *connection, const char *url,
     if (*upload_data_size)
         return MHD_NO;
     self->requests++;
+    if (!self->token && !s_host_allowed (self, connection)) {
+        static char text [] = "this dashboard answers only requests addressed to this machine "
+                              "(Host: localhost or its address)\n";
+        return s_respond (connection, MHD_HTTP_MISDIRECTED_REQUEST, "text/plain",
+                          text, sizeof text - 1, MHD_RESPMEM_PERSISTENT);
+    }
     bool from_query = false;
     if (self->token && strcmp (url, "/metrics") != 0
     &&  !s_authorized (self, connection, &from_query)) {
@@ -393,6 +455,25 @@ s_handler (void *cls, struct MHD_Connection *connection, const char *url,
 
 //  --------------------------------------------------------------------------
 
+//  libmicrohttpd's messages, as the broker's log lines: a connection beyond
+//  the limit makes one, so they are rate-limited.
+static void
+s_mhd_log (void *cls, const char *format, va_list args)
+{
+    http_t *self = (http_t *) cls;
+    unsigned withheld = sq_ratelimit_withheld (&self->log, 10000);
+    if (withheld)
+        sq_info ("dashboard: %u more messages not logged", withheld);
+    if (!sq_ratelimit_take (&self->log, 10, 10000))
+        return;
+    char text [300];
+    vsnprintf (text, sizeof text, format, args);
+    size_t len = strlen (text);
+    while (len && text [len - 1] == '\n')
+        text [--len] = 0;
+    sq_info ("dashboard: %s", text);
+}
+
 static int
 s_parse_address (const char *address, struct sockaddr_in *sin)
 {
@@ -424,21 +505,67 @@ s_parse_address (const char *address, struct sockaddr_in *sin)
     return 0;
 }
 
+//  The listening socket, made here rather than by libmicrohttpd so that a
+//  busy port is an error naming it: no SO_REUSEPORT (two brokers would
+//  share the port, each answering some requests), SO_REUSEADDR only so a
+//  restart does not wait for the last connections' TIME_WAIT. -1 (logged).
+static int
+s_listen (const char *address, const struct sockaddr_in *sin)
+{
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        sq_error ("--http %s: cannot make a socket: %s", address, strerror (errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind (fd, (const struct sockaddr *) sin, sizeof *sin) || listen (fd, 64)) {
+        if (errno == EADDRINUSE)
+            sq_error ("--http %s: port %u is in use (another program, or another squall "
+                      "broker, serves it)", address, ntohs (sin->sin_port));
+        else
+            sq_error ("--http %s: cannot listen on port %u: %s", address,
+                      ntohs (sin->sin_port), strerror (errno));
+        close (fd);
+        return -1;
+    }
+    return fd;
+}
+
 http_t *
-http_new (const char *address, const char *token, broker_t *broker, eventlog_t *events)
+http_new (const char *address, const char *token, bool open, broker_t *broker,
+          eventlog_t *events)
 {
     struct sockaddr_in sin;
     if (s_parse_address (address, &sin)) {
         sq_error ("--http %s: expected PORT or IPV4-ADDRESS:PORT", address);
         return NULL;
     }
-    http_t *self = (http_t *) calloc (1, sizeof *self);
-    if (!self)
+    bool local = (ntohl (sin.sin_addr.s_addr) >> 24) == 127;
+    if (!local && !open) {
+        sq_error ("refusing to serve the dashboard on %s without keys: it shows every "
+                  "tenant's tasks, and without keys it has no token. Give --secret-key, "
+                  "--authorized-keys and --http-token (docs/security.md), serve it on "
+                  "127.0.0.1, or accept it with --insecure", address);
         return NULL;
+    }
+    if (!local && !token)
+        sq_warn ("INSECURE: the dashboard on %s needs no token: anyone who reaches it sees "
+                 "every tenant's tasks", address);
+    int fd = s_listen (address, &sin);
+    if (fd < 0)
+        return NULL;
+    http_t *self = (http_t *) calloc (1, sizeof *self);
+    if (!self) {
+        close (fd);
+        return NULL;
+    }
+    self->bound = sin.sin_addr;
     self->broker = broker;
     self->events = events;
     self->deadline = -1;
     if (token && !(self->token = strdup (token))) {
+        close (fd);
         http_destroy (&self);
         return NULL;
     }
@@ -446,12 +573,15 @@ http_new (const char *address, const char *token, broker_t *broker, eventlog_t *
     //  No internal thread: the reactor polls the epoll descriptor.
     self->daemon = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
         ntohs (sin.sin_port), NULL, NULL, s_handler, self,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &sin,
+        MHD_OPTION_LISTEN_SOCKET, fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned) S_MAX_CONNECTIONS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned) S_MAX_PER_ADDRESS,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) S_IDLE_TIMEOUT_S,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned) 1,
+        MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
         MHD_OPTION_END);
     if (!self->daemon) {
+        //  The listening socket is left open: whether libmicrohttpd closed
+        //  it on this path is not said, and the broker stops anyway.
         sq_error ("cannot serve HTTP on %s", address);
         http_destroy (&self);
         return NULL;
@@ -521,8 +651,16 @@ http_run (http_t *self, bool readable)
 {
     //  Without input, only a due deadline needs libmicrohttpd: this keeps
     //  an idle dashboard from costing a system call per reactor turn.
-    if (readable || (self->deadline >= 0 && s_now_ms () >= self->deadline))
+    if (readable || (self->deadline >= 0 && s_now_ms () >= self->deadline)) {
         MHD_run (self->daemon);
+        //  At its connection limit libmicrohttpd takes the listening socket
+        //  out of its epoll set, and puts it back only at the start of a
+        //  run after connections closed. If the run that closed them was
+        //  the last with input, nothing would wake the reactor for it ever
+        //  again and the dashboard would stay deaf: the second run puts it
+        //  back (and accepts what waits).
+        MHD_run (self->daemon);
+    }
 }
 
 #else   //  built without libmicrohttpd
@@ -530,9 +668,11 @@ http_run (http_t *self, bool readable)
 bool http_available (void) { return false; }
 
 http_t *
-http_new (const char *address, const char *token, broker_t *broker, eventlog_t *events)
+http_new (const char *address, const char *token, bool open, broker_t *broker,
+          eventlog_t *events)
 {
     (void) token;
+    (void) open;
     (void) broker;
     (void) events;
     sq_error ("--http %s: this broker was built without libmicrohttpd", address);

@@ -33,11 +33,15 @@ typedef struct _eventlog_t eventlog_t;
 //  Whether the broker was built with libmicrohttpd.
 bool http_available (void);
 //  address: "PORT" (127.0.0.1 only), "*:PORT" (every interface) or
-//  "HOST:PORT"; port 0 picks a free one. token: when not NULL, every
-//  request but /metrics must carry it (Authorization: Bearer, the cookie
-//  the page sets, or ?token=). NULL (with a logged reason) if it cannot
-//  listen.
-http_t *http_new (const char *address, const char *token, broker_t *broker, eventlog_t *events);
+//  "HOST:PORT"; port 0 picks a free one, a busy one is an error naming it.
+//  token: when not NULL, every request but /metrics must carry it
+//  (Authorization: Bearer, the cookie the page sets, or ?token=); when
+//  NULL, only requests whose Host is this machine (a loopback name or
+//  address, or the address bound) are answered (DNS rebinding). open: the
+//  broker has keys or --insecure; without it only a loopback address may
+//  be served. NULL (with a logged reason) if it cannot listen.
+http_t *http_new (const char *address, const char *token, bool open, broker_t *broker,
+                  eventlog_t *events);
 void http_destroy (http_t **self_p);
 //  The port actually bound.
 uint16_t http_port (http_t *self);

@@ -1,5 +1,6 @@
 /*  journal: the broker's log file, its syncer thread and compaction. */
 #include "journal.h"
+#include "private.h"
 #include "capability.h"
 #include "proto.h"
 #include "log.h"
@@ -109,7 +110,11 @@ s_syncer (void *arg)
         if (self->job && !self->job_done) {
             msgpack_sbuffer *job = self->job;
             pthread_mutex_unlock (&self->lock);
-            int fd = open (self->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            //  Made anew: a file or symlink planted under that name is
+            //  never written through.
+            unlink (self->tmp_path);
+            int fd = open (self->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                           0600);
             if (fd >= 0 && (s_write_all (fd, job->data, job->size) || fdatasync (fd))) {
                 sq_error ("journal compaction: cannot write %s: %s", self->tmp_path,
                           strerror (errno));
@@ -397,11 +402,10 @@ journal_open (const char *path, int sync_ms, uint64_t compact_min, journal_repla
     }
     snprintf (self->tmp_path, tmp_len, "%s.compact", path);
     unlink (self->tmp_path);    //  a compaction a crash interrupted
-    self->fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (self->fd < 0) {
-        snprintf (err, err_size, "cannot open %s: %s", path, strerror (errno));
+    //  Every tenant's graphs and RESUME tokens: the owner's alone.
+    self->fd = sq_open_private (path, O_RDWR | O_CREAT, err, err_size);
+    if (self->fd < 0)
         goto fail;
-    }
     struct stat st;
     if (fstat (self->fd, &st) || !S_ISREG (st.st_mode)) {
         snprintf (err, err_size, "%s is not a regular file", path);

@@ -162,6 +162,7 @@ bx_drain_monitor (broker_t *self)
     while (sq_msg_recv (&event, self->monitor, ZMQ_DONTWAIT, 4) == 0) {
         if (event.n < 1 || sq_msg_size (&event, 0) < 6)
             continue;
+        conns_event (self->conns, sq_msg_data (&event, 0), sq_msg_size (&event, 0), bx_now ());
         uint16_t type;
         uint32_t value;
         memcpy (&type, sq_msg_data (&event, 0), 2);

@@ -628,6 +628,11 @@ s_open (sq_client_t *self, int timeout_ms)
     zmq_setsockopt (self->dealer, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt (self->dealer, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt (self->dealer, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    //  Nothing the broker sends is larger than what it accepts (a constant
+    //  sent in a SUBMIT), at most 4 GiB (its --max-message): a larger frame
+    //  is not from a broker and closes the connection before it is read.
+    int64_t max_frame = ((int64_t) 1 << 32) + 65536;     //  and what CURVE adds
+    zmq_setsockopt (self->dealer, ZMQ_MAXMSGSIZE, &max_frame, sizeof max_frame);
     if (self->has_keys
     &&  sq_curve_client (self->dealer, self->public_key, self->secret_key, self->broker_key))
         return sq_client_seterr (self, SQ_E_INTERNAL, 0, 0, "this libzmq cannot do CURVE: %s",

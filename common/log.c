@@ -53,6 +53,40 @@ sq_log (sq_log_level_t level, const char *format, ...)
              s_name, s_names [level], text);
 }
 
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool
+sq_ratelimit_take (sq_ratelimit_t *self, unsigned burst, int window_ms)
+{
+    int64_t now = s_now_ms ();
+    if (self->start == 0 || now - self->start >= window_ms) {
+        self->start = now;
+        self->lines = 0;
+    }
+    if (self->lines < burst) {
+        self->lines++;
+        return true;
+    }
+    self->withheld++;
+    return false;
+}
+
+unsigned
+sq_ratelimit_withheld (sq_ratelimit_t *self, int window_ms)
+{
+    if (!self->withheld || s_now_ms () - self->start < window_ms)
+        return 0;
+    unsigned n = self->withheld;
+    self->withheld = 0;
+    return n;
+}
+
 void
 sq_stop_watchdog (int signum)
 {

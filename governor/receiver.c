@@ -11,6 +11,7 @@
 #include "wire.h"
 #include "zap.h"
 #include "capability.h"
+#include "conns.h"
 #include "log.h"
 #include <czmq.h>
 #include <errno.h>
@@ -28,6 +29,13 @@
 #define S_MAX_PEERS 4096
 #define S_HELLO_REQ 1
 #define S_REATTACH_BACKOFF_MAX_MS 2000
+#define S_HANDSHAKE_MS 5000
+//  Descriptors kept from connections: the store's files, executors' pipes,
+//  PUSH sockets to other governors.
+#define S_FD_RESERVE 512
+//  Refused handshakes logged: at most this many lines per window.
+#define S_REFUSED_LINES 10
+#define S_REFUSED_WINDOW_MS 10000
 
 //  Keys that may reach a socket, sorted for bsearch (KEYS from the broker).
 typedef struct {
@@ -73,6 +81,12 @@ struct _receiver_t {
     uint64_t next_hello_ns;
     int backoff_ms;
     uint64_t dropped;               //  messages for the broker while detached
+    sq_ratelimit_t refused_log;     //  refused handshakes logged
+    //  The data and serve sockets' connections (conns.h), from monitors.
+    struct {
+        void *monitor;
+        conns_t *conns;
+    } watch [2];
 };
 
 static uint64_t
@@ -107,6 +121,71 @@ s_bind (receiver_t *self, void *socket, char *announce, size_t size)
 }
 
 static void *s_socket (receiver_t *self, int type);
+
+//  Connection accounting on a socket anyone may reach (conns.h): a
+//  connection's first message identifies it (it passed the handshake, and
+//  with keys CURVE and ZAP are all the authentication these sockets have),
+//  the counts stay below the descriptor limit.
+static int
+s_watch (receiver_t *self, int i, void *socket, const char *what)
+{
+    conns_limits_t limits;
+    conns_limits_for (conns_raise_nofile (), S_FD_RESERVE, &limits);
+    char endpoint [64];
+    snprintf (endpoint, sizeof endpoint, "inproc://squall-conns-%p-%d", (void *) self, i);
+    self->watch [i].conns = conns_new (&limits, what);
+    if (!self->watch [i].conns || zmq_socket_monitor (socket, endpoint, CONNS_EVENTS))
+        return -1;
+    //  libzmq's I/O thread blocks on a full monitor pipe: a deep one.
+    int hwm = 100000, zero = 0;
+    self->watch [i].monitor = zmq_socket (self->ctx, ZMQ_PAIR);
+    if (!self->watch [i].monitor)
+        return -1;
+    zmq_setsockopt (self->watch [i].monitor, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt (self->watch [i].monitor, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    return zmq_connect (self->watch [i].monitor, endpoint);
+}
+
+static void
+s_watch_events (receiver_t *self, int i)
+{
+    uint64_t now = task_now_ns () / 1000000;
+    for (int n = 0; n < S_READ_BURST; n++) {
+        zmq_msg_t frame;
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, self->watch [i].monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&frame);
+            break;
+        }
+        bool first = true;
+        do {
+            if (first)
+                conns_event (self->watch [i].conns, zmq_msg_data (&frame), zmq_msg_size (&frame),
+                             (int64_t) now);
+            first = false;
+            if (!zmq_msg_more (&frame))
+                break;
+            zmq_msg_close (&frame);
+            zmq_msg_init (&frame);
+        } while (zmq_msg_recv (&frame, self->watch [i].monitor, ZMQ_DONTWAIT) >= 0);
+        zmq_msg_close (&frame);
+    }
+}
+
+//  Stops a socket's monitor, reading what is pending first so that no
+//  event send blocks libzmq's I/O thread while it holds the monitor's lock.
+static void
+s_unwatch (receiver_t *self, int i, void *socket)
+{
+    if (socket && self->watch [i].monitor) {
+        s_watch_events (self, i);
+        zmq_socket_monitor (socket, NULL, 0);
+    }
+    if (self->watch [i].monitor)
+        zmq_close (self->watch [i].monitor);
+    self->watch [i].monitor = NULL;
+    conns_destroy (&self->watch [i].conns);
+}
 
 //  A fresh control connection: a new DEALER is a new identity to the
 //  broker, so nothing of an earlier incarnation can be mistaken for ours.
@@ -169,6 +248,19 @@ receiver_new (void *ctx, const gov_config_t *config, int signal_fd)
     }
     self->data = s_socket (self, ZMQ_PULL);
     self->serve = s_socket (self, ZMQ_ROUTER);
+    //  Anyone who reaches these ports can connect: no frame larger than the
+    //  protocol allows there (a chunk, a PUT range or a GREAD request: 64
+    //  MiB at most, and what CURVE adds to a frame) is read, and a
+    //  connection still without a handshake after a few seconds is closed.
+    int64_t max_frame = (int64_t) SQ_CHUNK_MAX + 65536;
+    int handshake_ms = S_HANDSHAKE_MS;
+    for (int i = 0; i < 2; i++) {
+        void *socket = i? self->serve: self->data;
+        if (socket) {
+            zmq_setsockopt (socket, ZMQ_MAXMSGSIZE, &max_frame, sizeof max_frame);
+            zmq_setsockopt (socket, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
+        }
+    }
     if (self->data && self->serve && config->has_keys
     &&  (sq_curve_server (self->data, config->secret_key, "data")
     ||   sq_curve_server (self->serve, config->secret_key, "serve"))) {
@@ -177,6 +269,8 @@ receiver_new (void *ctx, const gov_config_t *config, int signal_fd)
         return NULL;
     }
     if (!self->peers || !self->data || !self->serve
+    ||  s_watch (self, 0, self->data, "data socket")
+    ||  s_watch (self, 1, self->serve, "serve socket")
     ||  s_bind (self, self->data, self->data_endpoint, sizeof self->data_endpoint)
     ||  s_bind (self, self->serve, self->serve_endpoint, sizeof self->serve_endpoint)
     ||  s_connect (self)) {
@@ -214,6 +308,8 @@ receiver_destroy (receiver_t **self_p)
     }
     if (self->ctrl)
         zmq_close (self->ctrl);
+    s_unwatch (self, 0, self->data);
+    s_unwatch (self, 1, self->serve);
     if (self->data)
         zmq_close (self->data);
     if (self->serve)
@@ -291,6 +387,10 @@ s_on_keys (receiver_t *self, sq_msg_t *msg)
 static void
 s_on_zap (receiver_t *self)
 {
+    unsigned withheld = sq_ratelimit_withheld (&self->refused_log, S_REFUSED_WINDOW_MS);
+    if (withheld)
+        sq_info ("%u more connections refused (not logged one by one: at most %d lines per "
+                 "%d s)", withheld, S_REFUSED_LINES, S_REFUSED_WINDOW_MS / 1000);
     for (int i = 0; i < S_READ_BURST; i++) {
         if (sq_msg_recv (&self->msg, self->zap, ZMQ_DONTWAIT, 8))
             break;
@@ -307,7 +407,7 @@ s_on_zap (receiver_t *self)
             request.request_id_size = sq_msg_size (&self->msg, 1);
             memcpy (request.request_id, sq_msg_data (&self->msg, 1), request.request_id_size);
         }
-        if (!allow)
+        if (!allow && sq_ratelimit_take (&self->refused_log, S_REFUSED_LINES, S_REFUSED_WINDOW_MS))
             sq_info ("connection to the %s socket refused: key %s not admitted by the broker",
                      request.domain [0]? request.domain: "?", request.curve? request.z85: "?");
         sq_zap_reply (self->zap, &request, allow, request.z85, "not admitted");
@@ -642,6 +742,9 @@ s_read (receiver_t *self, void *socket, char route)
     for (int i = 0; i < S_READ_BURST && self->stalled.n == 0 && self->exit_code < 0; i++) {
         if (sq_msg_recv (&self->msg, socket, ZMQ_DONTWAIT, SQ_MAX_FRAMES))
             break;
+        if (route != GOV_ROUTE_BROKER)
+            conns_active (self->watch [route == GOV_ROUTE_DATA? 0: 1].conns, self->msg.srcfd,
+                          true, (int64_t) (task_now_ns () / 1000000));
         if (route == GOV_ROUTE_BROKER) {
             self->last_recv_ns = task_now_ns ();
             s_on_broker (self, &self->msg);
@@ -837,10 +940,22 @@ receiver_run (receiver_t *self, void *compute, void *balance)
             { self->ctrl, 0, net, 0 },
             { self->data, 0, net, 0 },
             { self->serve, 0, net, 0 },
+            { self->watch [0].monitor, 0, ZMQ_POLLIN, 0 },
+            { self->watch [1].monitor, 0, ZMQ_POLLIN, 0 },
             { self->zap, -1, ZMQ_POLLIN, 0 }
         };
-        if (zmq_poll (items, self->zap? 7: 6, s_keepalive (self)) < 0 && errno == ETERM)
+        long timeout = s_keepalive (self);
+        //  Unidentified connections are closed once idle (conns.h).
+        if (timeout < 0 || timeout > 1000)
+            timeout = 1000;
+        if (zmq_poll (items, self->zap? 9: 8, timeout) < 0 && errno == ETERM)
             break;
+        //  Connections first: one over a limit goes before it costs more.
+        for (int i = 0; i < 2; i++) {
+            if (items [6 + i].revents & ZMQ_POLLIN)
+                s_watch_events (self, i);
+            conns_tick (self->watch [i].conns, (int64_t) (task_now_ns () / 1000000));
+        }
         if (items [0].revents & ZMQ_POLLIN)
             s_on_signal (self);
         if (items [1].revents & ZMQ_POLLIN)
@@ -852,7 +967,7 @@ receiver_run (receiver_t *self, void *compute, void *balance)
         //  The broker's messages before handshakes: KEYS may admit them.
         if (items [3].revents & ZMQ_POLLIN)
             s_read (self, self->ctrl, GOV_ROUTE_BROKER);
-        if (self->zap && (items [6].revents & ZMQ_POLLIN))
+        if (self->zap && (items [8].revents & ZMQ_POLLIN))
             s_on_zap (self);
         if (items [4].revents & ZMQ_POLLIN)
             s_read (self, self->data, GOV_ROUTE_DATA);

@@ -3,6 +3,7 @@ status / submit / replay against a real local cluster, clean Ctrl-C."""
 import json
 import os
 import socket
+import stat
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,8 +35,41 @@ def main():
     tmp = os.environ.get("TMPDIR", "/tmp")
     event_log = os.path.join(tmp, "squall-cli-test-%d.jsonl" % os.getpid())
     html = event_log + ".html"
+    # The access file (--access) is written safely: a symlink planted at its
+    # old temporary name, or at its own name, is never written through.
+    access = os.path.join(tmp, "squall-cli-test-access-%d.json" % os.getpid())
+    planted = access + ".planted"
+    with open(planted, "w") as f:
+        f.write("planted\n")
+    os.symlink(planted, access + ".tmp")
+    os.symlink(planted, access)
     try:
-        with Cluster(governors=2, cpus=2, event_log=event_log) as cluster:
+        with Cluster(governors=2, cpus=2, event_log=event_log, extra=["--access", access]) as cluster:
+            with open(planted) as f:
+                check(f.read() == "planted\n", "--access wrote through no symlink")
+            check(not os.path.islink(access) and stat.S_IMODE(os.stat(access).st_mode) == 0o600,
+                  "--access: a regular file of mode 0600")
+            with open(access) as f:
+                check(json.load(f)["secret_key"] == cluster.keys["SQUALL_SECRET_KEY"],
+                      "--access holds the cluster's keys")
+            logdir = os.path.join(cluster.tmp, "logs")
+            modes = {name: stat.S_IMODE(os.stat(os.path.join(logdir, name)).st_mode)
+                     for name in os.listdir(logdir) if name.endswith(".log")}
+            check(set(modes) >= {"broker.log", "governor-1.log"}
+                  and set(modes.values()) == {0o600}, "logs in --log-dir are private: %s" % modes)
+            check(stat.S_IMODE(os.stat(event_log).st_mode) == 0o600, "the event log is private")
+            # A busy port is an error naming it, for the broker and the
+            # dashboard (two clusters never share one).
+            port = cluster.broker.rsplit(":", 1)[1]
+            r = run(SQUALL + ["start", "--governors", "0", "--port", port, "--http", "0",
+                              "--log-dir", os.path.join(cluster.tmp, "second")], env=env, timeout=60)
+            check(r.returncode != 0 and "the port is in use" in r.stderr and port in r.stderr,
+                  "a second cluster on the broker's port: named (%s)" % r.stderr.strip())
+            http_port = cluster.http.rsplit(":", 1)[1]
+            r = run(SQUALL + ["start", "--governors", "0", "--port", "0", "--http", http_port,
+                              "--log-dir", os.path.join(cluster.tmp, "third")], env=env, timeout=60)
+            check(r.returncode != 0 and "port %s is in use" % http_port in r.stderr,
+                  "a second cluster on the dashboard's port: named (%s)" % r.stderr.strip())
             info = cluster.info()
             check(len(info["governors"]) == 2, "status --json lists 2 governors")
             r = run(SQUALL + ["status"], env=cluster.env())
@@ -77,8 +111,8 @@ def main():
             f.write("not json\n")
         check(run(SQUALL + ["replay", event_log], env=env).returncode == 1, "corrupt event log: exit 1")
     finally:
-        for path in (event_log, html):
-            if os.path.exists(path):
+        for path in (event_log, html, access, access + ".tmp", planted):
+            if os.path.lexists(path):
                 os.unlink(path)
     print("test_cli: all passed")
 

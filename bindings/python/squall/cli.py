@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -200,10 +201,35 @@ def _table(rows, header):
 # ---------------------------------------------------------------------------
 # squall start
 
+def _private_log(path):
+    """A log file only its owner reads (task names, errors, endpoints), never
+    written through a symlink; an existing one is appended to, made 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CliError("%s is not a regular file" % path)
+        os.fchmod(fd, 0o600)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "ab")
+
+
+def _last_error(log_path):
+    """The last ERROR line of a process's log (its reason for leaving), or ""."""
+    try:
+        with open(log_path, errors="replace") as f:
+            errors = [line.split(" ERROR ", 1)[1].strip() for line in f if " ERROR " in line]
+    except OSError:
+        return ""
+    return errors[-1] if errors else ""
+
+
 class _Child:
     def __init__(self, name, argv, log_path, lifeline=None):
         self.name = name
-        self.log = open(log_path, "ab")
+        self.log = _private_log(log_path)
         # The child stops when the read end of `lifeline` sees end of file,
         # i.e. when this process is gone however it ended (common/
         # parentwatch.h): a killed `squall start` leaves no cluster behind.
@@ -269,7 +295,7 @@ def cmd_start(args):
         raise CliError("--governors must be >= 0 and --cpus >= 1", EXIT_USAGE)
     broker_bin, governor_bin = find_program("squall-broker"), find_program("squall-governor")
     logdir = args.log_dir or tempfile.mkdtemp(prefix="squall-start-")
-    os.makedirs(logdir, exist_ok=True)
+    os.makedirs(logdir, mode=0o700, exist_ok=True)
     # Keys of its own (docs/security.md): the cluster is closed to anyone
     # without them, even on this machine. A new set per start.
     keydir = tempfile.mkdtemp(prefix="keys-", dir=logdir)
@@ -318,7 +344,13 @@ def cmd_start(args):
         deadline = time.monotonic() + 10
         line = broker.wait_line("LISTENING ", deadline)
         if not line:
-            raise CliError("the broker did not start; see %s" % os.path.join(logdir, "broker.log"))
+            try:
+                broker.proc.wait(5)         # its last words are in its log
+            except subprocess.TimeoutExpired:
+                pass
+            why = _last_error(os.path.join(logdir, "broker.log"))
+            raise CliError("the broker did not start%s; see %s"
+                           % (": " + why if why else "", os.path.join(logdir, "broker.log")))
         endpoint = line.split(None, 1)[1]
         if args.port == 0 or args.host in ("0.0.0.0", "*"):
             endpoint = endpoint.replace("0.0.0.0", "127.0.0.1")
@@ -366,10 +398,18 @@ def cmd_start(args):
             access = {"broker": "tcp://%s:%s" % (args.access_host or socket.getfqdn(), port_now),
                       "secret_key": client_key, "broker_key": broker_pub,
                       "authorized_keys": authorized, "dashboard": dashboard}
-            fd = os.open(args.access + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump(access, f, indent=2)
-            os.replace(args.access + ".tmp", args.access)
+            #   A new file of a name nobody could plant (mkstemp: O_EXCL,
+            #   0600), renamed over the access file (a symlink there is
+            #   replaced, never written through).
+            where = os.path.dirname(os.path.abspath(args.access))
+            fd, tmp = tempfile.mkstemp(dir=where, prefix="." + os.path.basename(args.access) + ".")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(access, f, indent=2)
+                os.replace(tmp, args.access)
+            except BaseException:
+                os.unlink(tmp)
+                raise
             lines.append("SQUALL_ACCESS=%s" % os.path.abspath(args.access))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
