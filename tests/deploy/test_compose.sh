@@ -24,8 +24,8 @@ SQUALL_BIND=0.0.0.0 docker-compose -f docker-compose.yml config | grep -q '0.0.0
     || fail "SQUALL_BIND opens the ports"
 # secure by default: keys made once into a volume, used by every service
 broker=$(echo "$out" | awk '/^  broker:/{on=1; next} /^  [a-z]/{on=0} on')
-echo "$broker" | grep -q -- '--secret-key' && echo "$broker" | grep -q -- '--authorized-keys' \
-    || fail "the broker runs with keys"
+echo "$broker" | grep -q -- '--secret-key' && echo "$broker" | grep -q 'broker-enroll.py' \
+    || fail "the broker runs with keys (broker-enroll.py adds --authorized-keys)"
 echo "$broker" | grep -q -- '--http-token' || fail "the dashboard asks for a token"
 echo "$broker" | grep -q -- '--journal' && echo "$broker" | grep -q 'journal:/var/lib/squall/journal' \
     || fail "the broker keeps its journal in a volume"
@@ -34,12 +34,25 @@ echo "$broker" | grep -q 'condition: service_completed_successfully' || fail "th
 keys=$(echo "$out" | awk '/^  keys:/{on=1; next} /^  [a-z]/{on=0} on')
 echo "$keys" | grep -q 'squall keygen broker' && echo "$keys" | grep -q '\[ -f broker.key \]' \
     || fail "the keys service makes the keys once"
-echo "$out" | grep -q 'SQUALL_SECRET_KEY: /keys/authorized/client.key' || fail "clients use the client key"
-echo "ok: keys made once and used everywhere, token, journal in a volume, loopback ports"
+echo "$out" | grep -q 'SQUALL_SECRET_KEY: /keys/clients/client.key' || fail "clients use the client key"
+echo "ok: keys made once, token, journal in a volume, loopback ports"
+# one governor, one identity: a governor container mounts the broker's
+# public key and the enroll volume, never the keys volume (broker.key, the
+# admin key, the token), and is given no client key
+gov=$(echo "$out" | awk '/^  governor:/{on=1; next} /^  [a-z]/{on=0} on')
+echo "$gov" | grep -q 'keys:/keys' && fail "a governor mounts the keys volume"
+echo "$gov" | grep -Eq 'SQUALL_SECRET_KEY|client.key|broker.key|http-token' \
+    && fail "a governor is given a client key, the broker's key or the token"
+echo "$gov" | grep -q 'broker-pub:/broker:ro' && echo "$gov" | grep -q 'enroll:/enroll' \
+    && echo "$gov" | grep -q 'governor-start.sh' || fail "a governor makes and enrolls its own key"
+echo "$keys" | grep -q 'keygen governor' && fail "the keys service makes a shared governor key"
+echo "ok: governors hold their own key and the broker's public key only"
+# health checks that log nothing at the broker: /metrics, never a client
+echo "$out" | grep -q 'squall status' && fail "a health check connects as a client (logged)"
+echo "$gov" | grep -q '/metrics' || fail "the governor's health check reads /metrics"
 echo "$out" | grep -q 'container_name' && fail "governor must be scalable (no container_name)"
 echo "$out" | grep -q 'healthcheck' || fail "health checks"
 # scaling: a governor has no host port, so --scale cannot collide
-gov=$(echo "$out" | awk '/^  governor:/{on=1; next} /^  [a-z]/{on=0} on')
 echo "$gov" | grep -q 'ports:' && fail "the governor publishes ports (it could not scale)"
 # resources from the environment
 SQUALL_MEMORY=1073741824 docker-compose -f docker-compose.yml config \

@@ -4,9 +4,20 @@ when missing (scripts/docker-base-image.sh), the image built, then
 `up -d --scale governor=3` with 1 GiB per governor container: keys made by
 the keys service, each governor's --memory read from its cgroup, the
 example pipeline run and its result checked, the dashboard asking for its
-token, /metrics open, one governor stopped with `docker stop` (SIGTERM: it
-drains and exits 0), and `down -v`. Prints the image's size and how long
-the build took.
+token, /metrics open; one governor, one identity: each governor container
+holds its own key and the broker's public key only (no broker key, client
+key or token; it cannot enroll another key), the broker let each one in by
+its own key; health checks that leave the broker's log quiet; the image's
+Python packages from PyPI (the client's cloudpickle, numpy, pandas, dask);
+one governor stopped with `docker stop` (SIGTERM: it drains and exits 0),
+then a second, and the last one, in its 1 GiB container, keeps 24 Python
+results of 60 MB: it spills instead of being killed (no restart, no OOM
+kill) and every result reads back; `down -v`. Prints the image's size and
+how long the build took.
+
+The build downloads Python packages from PyPI: the CAs this machine added
+to its trust store (/usr/local/share/ca-certificates, as for a proxy that
+inspects TLS) are handed to it (SQUALL_BUILD_CA_CERTS, Dockerfile).
 
 Skips (77), saying why, without root, the docker CLI, dockerd or Compose."""
 import json
@@ -37,6 +48,55 @@ def sh(argv, timeout=600, env=None, check_rc=True):
     if check_rc and r.returncode != 0:
         fail("%s: %s" % (" ".join(argv), (r.stdout + r.stderr).strip()[-800:]))
     return r
+
+
+def host_ca_certs():
+    """The PEM text of the CAs this machine added to its trust store."""
+    out = []
+    folder = "/usr/local/share/ca-certificates"
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".crt"):
+            with open(os.path.join(folder, name)) as f:
+                out.append(f.read().strip())
+    return "\n".join(out)
+
+
+# 24 results of 60 MB kept by one governor of 1 GiB (issue 26): the client
+# holds every future until all are done, then reads each back.
+KEEP = """
+import os, sys, squall
+client = squall.Client(os.environ["SQUALL_BROKER"])
+size = 60 * 1000 * 1000
+def make(i):
+    return bytes([i]) * size
+futures = [client.submit(make, i) for i in range(24)]
+squall.wait(futures, timeout=900)
+# the load report comes with the next heartbeat: the last one's, all held
+import time
+deadline = time.monotonic() + 60
+while True:
+    g = client.info()["governors"][0]
+    if g["memory"] + g["spilled"] >= 24 * size or time.monotonic() > deadline:
+        break
+    time.sleep(0.2)
+print("HELD %d SPILLED %d" % (g["memory"], g["spilled"]), flush=True)
+bad = []
+for i, f in enumerate(futures):
+    r = f.result(timeout=300)
+    if len(r) != size or r.count(bytes([i])) != size:
+        bad.append(i)
+print("KEEP OK" if not bad else "KEEP BAD %s" % bad, flush=True)
+client.close()
+sys.exit(1 if bad else 0)
+"""
+
+
+def health_runs(container, since):
+    """How many health checks of the container started after `since`."""
+    r = subprocess.run(["docker", "inspect", "-f",
+                        "{{range .State.Health.Log}}{{.Start.Unix}} {{end}}", container],
+                       capture_output=True, text=True, timeout=60)
+    return sum(1 for t in r.stdout.split() if int(t) > since)
 
 
 def engine_up():
@@ -77,7 +137,8 @@ def main():
         check(True, "started dockerd (pid %d)" % started.pid)
     http_port, port = free_port(), free_port()
     env = dict(os.environ, SQUALL_PORT=str(port), SQUALL_HTTP_PORT=str(http_port),
-               SQUALL_MEMORY=str(1 << 30), COMPOSE_PROJECT_NAME=PROJECT)
+               SQUALL_MEMORY=str(1 << 30), COMPOSE_PROJECT_NAME=PROJECT,
+               SQUALL_BUILD_CA_CERTS=host_ca_certs())
     dc = compose + ["-f", os.path.join(SOURCE, "docker-compose.yml"), "-p", PROJECT]
     try:
         t = time.monotonic()
@@ -114,6 +175,63 @@ def main():
 
         r = sh(dc + ["run", "--rm", "-T", "example"], timeout=300, env=env)
         check("pipeline: OK" in r.stdout, "the example pipeline ran (%s)" % r.stdout.strip()[-200:])
+
+        # The image's Python packages: PyPI's, as a client installed with pip
+        # has them (Debian's cloudpickle 2.2.0 cannot load 3.x pickles).
+        r = sh(dc + ["run", "--rm", "-T", "example", "python3", "-c",
+                     "import sys, cloudpickle, numpy, pandas, dask; print(sys.version.split()[0], "
+                     "cloudpickle.__version__, numpy.__version__, pandas.__version__, "
+                     "dask.__version__)"], env=env)
+        versions = r.stdout.split()
+        check(len(versions) == 5 and int(versions[1].split(".")[0]) >= 3,
+              "the image has cloudpickle %s from PyPI, numpy %s, pandas %s, dask %s (Python %s)"
+              % tuple(versions[1:] + versions[:1]))
+
+        # One governor, one identity.
+        ids = sh(dc + ["ps", "-q", "governor"], env=env).stdout.split()
+        broker_id = sh(dc + ["ps", "-q", "broker"], env=env).stdout.strip()
+        publics = set()
+        for cid in ids:
+            host = sh(["docker", "inspect", "-f", "{{.Config.Hostname}}", cid]).stdout.strip()
+            mounts = set(sh(["docker", "inspect", "-f",
+                             "{{range .Mounts}}{{.Destination}} {{end}}", cid]).stdout.split())
+            check(mounts == {"/broker", "/enroll"}, "governor %s mounts the broker's public key "
+                  "and the enroll volume, not the keys volume: %s" % (host, sorted(mounts)))
+            # what a task sees: it runs as the squall user, like the governor
+            seen = sh(["docker", "exec", "-u", "squall", cid, "sh", "-c",
+                       "find / \\( -path /proc -o -path /sys \\) -prune -o \\( -name '*.key' "
+                       "-o -name http-token -o -name 'broker.pub' \\) -print 2>/dev/null; "
+                       "[ -w /enroll ] && echo ENROLL-WRITABLE; "
+                       "grep -E '^(Uid|NoNewPrivs):' /proc/1/status"]).stdout.split("\n")
+            files = sorted(l for l in seen if l.startswith("/"))
+            check(files == ["/broker/broker.pub", "/var/lib/squall/identity/%s.key" % host],
+                  "governor %s holds its own key and the broker's public key, nothing else: %s"
+                  % (host, files))
+            check("ENROLL-WRITABLE" not in seen, "its tasks cannot enroll a key")
+            status = dict(l.split(":", 1) for l in seen if ":" in l and not l.startswith("/"))
+            check(status.get("Uid", "").split()[:1] == ["10001"]
+                  and status.get("NoNewPrivs", "").strip() == "1",
+                  "the governor runs as the squall user with no new privileges (%s)" % status)
+            pub = sh(["docker", "exec", cid, "cat", "/enroll/%s.pub" % host]).stdout
+            publics.add([l for l in pub.splitlines() if "public-key" in l][0])
+        check(len(publics) == 3, "three governors, three keys")
+        authorized = sh(["docker", "exec", broker_id, "sh", "-c",
+                         "cat /var/lib/squall/authorized/governor-*.pub"]).stdout
+        check(all(p in authorized for p in publics) and authorized.count('role = "governor"') == 3,
+              "the broker lets in each governor by its own key, as a governor")
+
+        # Health checks leave the broker's log quiet: over three rounds of
+        # every container's checks (15 s), the broker logs next to nothing
+        # (a client connection per check was 2 lines each).
+        logged_from = int(time.time())
+        wait_until("three health checks of every container", lambda: all(
+            health_runs(c, logged_from) >= 3 for c in ids + [broker_id]), 90, interval=1.0)
+        lines = [l for l in sh(["docker", "logs", "--since", str(logged_from), broker_id]
+                               ).stderr.splitlines() + sh(["docker", "logs", "--since",
+                                                           str(logged_from), broker_id]
+                                                          ).stdout.splitlines() if l.strip()]
+        check(len(lines) <= 1, "12 health checks logged %d broker lines%s"
+              % (len(lines), (": " + " | ".join(lines[:6])) if lines else ""))
         token = sh(dc + ["exec", "-T", "broker", "cat", "/keys/http-token"], env=env).stdout.strip()
         try:
             urllib.request.urlopen("http://127.0.0.1:%d/api/state" % http_port, timeout=5)
@@ -126,7 +244,6 @@ def main():
             state = json.loads(r.read().decode())
         check(len(state["info"]["governors"]) == 3, "and shows the cluster with it")
 
-        ids = sh(dc + ["ps", "-q", "governor"], env=env).stdout.split()
         check(len(ids) == 3, "three governor containers")
         sh(["docker", "stop", ids[0]], timeout=120)
         code = sh(["docker", "inspect", "-f", "{{.State.ExitCode}}", ids[0]]).stdout.strip()
@@ -135,6 +252,32 @@ def main():
                          urllib.request.urlopen("http://127.0.0.1:%d/metrics" % http_port,
                                                 timeout=2).read().decode(), 60, interval=0.5),
               "the broker lets it go")
+
+        # One governor of 1 GiB left, asked to keep 24 results of 60 MB
+        # (1.44 GB): it spills; the kernel never kills it.
+        sh(["docker", "stop", ids[1]], timeout=120)
+        wait_until("the broker to list 1 governor", lambda: "squall_governors_alive 1" in
+                   urllib.request.urlopen("http://127.0.0.1:%d/metrics" % http_port,
+                                          timeout=2).read().decode(), 60, interval=0.5)
+        last = ids[2]
+        t = time.monotonic()
+        r = sh(dc + ["run", "--rm", "-T", "example", "python3", "-c", KEEP], timeout=1200,
+               env=env, check_rc=False)
+        state = json.loads(sh(["docker", "inspect", "-f", "{{json .State}}", last]).stdout)
+        restarts = int(sh(["docker", "inspect", "-f", "{{.RestartCount}}", last]).stdout)
+        logs = sh(["docker", "logs", last]).stderr
+        check(restarts == 0 and not state.get("OOMKilled") and state.get("Running"),
+              "the 1 GiB governor kept 24 results of 60 MB without being killed (restarts %d, "
+              "OOMKilled %s)" % (restarts, state.get("OOMKilled")))
+        check(r.returncode == 0 and "KEEP OK" in r.stdout,
+              "every result read back, byte-exact, in %.0f s (%s)"
+              % (time.monotonic() - t, (r.stdout + r.stderr).strip()[-300:]))
+        held = [l.split() for l in r.stdout.splitlines() if l.startswith("HELD ")]
+        check(held and int(held[0][3]) > 0 and int(held[0][1]) + int(held[0][3]) >= 24 * 60 * 10**6
+              and int(held[0][1]) < 1 << 30,
+              "it held them all, %.0f MB in memory, %.0f MB spilled (%s)"
+              % (int(held[0][1]) / 1e6 if held else -1, int(held[0][3]) / 1e6 if held else -1,
+                 " | ".join(l for l in logs.splitlines() if "store: " in l)[-400:]))
     finally:
         subprocess.run(dc + ["down", "-v", "--remove-orphans"], capture_output=True, timeout=300,
                        env=env)

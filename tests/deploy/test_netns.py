@@ -109,17 +109,22 @@ def main():
         log = open(os.path.join(logdir, "broker.log"), "w")
         env = dict(os.environ, SQUALL_BUILD_DIR=BUILD, SQUALL_BROKER="tcp://broker:7760")
         squall = [sys.executable, os.path.join(SOURCE, "bin", "squall")]
-        # the compose file's keys service, into a private directory
+        # the compose file's keys service, into a private directory, and
+        # each governor's own key (one governor, one identity), its .pub
+        # authorised as the compose broker's enrolment does
         keys = tempfile.mkdtemp(prefix="squall-netns-keys-")
         authorized = os.path.join(keys, "authorized")
         os.makedirs(authorized)
-        for name, where, role in (("broker", keys, "broker"), ("governor", authorized, "governor"),
-                                  ("client", authorized, "admin")):
-            subprocess.run(squall + ["keygen", name, "--dir", where, "--role", role], env=env,
+        for name, role in [("broker", "broker"), ("client", "admin")] + [
+                ("governor-%d" % i, "governor") for i in (1, 2, 3)]:
+            subprocess.run(squall + ["keygen", name, "--dir", keys, "--role", role], env=env,
                            check=True, capture_output=True, timeout=30)
+            if name != "broker":
+                os.replace(os.path.join(keys, name + ".pub"),
+                           os.path.join(authorized, name + ".pub"))
         with open(os.path.join(keys, "http-token"), "w") as f:
             f.write("netns-test-token-0123456789\n")
-        env.update(SQUALL_SECRET_KEY=os.path.join(authorized, "client.key"),
+        env.update(SQUALL_SECRET_KEY=os.path.join(keys, "client.key"),
                    SQUALL_BROKER_KEY=os.path.join(keys, "broker.pub"))
         # the compose file's broker command
         procs.append(in_ns("broker", [broker_bin, "--listen", "tcp://*:7760",
@@ -148,7 +153,7 @@ def main():
                                    '${SQUALL_CPUS:+--cpus $SQUALL_CPUS} '
                                    '--memory "$SQUALL_MEMORY" --name "$1" --workdir /tmp '
                                    '--secret-key "$2" --broker-key "$SQUALL_BROKER_KEY"',
-                                   governor_bin, g, os.path.join(authorized, "governor.key")],
+                                   governor_bin, g, os.path.join(keys, g + ".key")],
                                env=dict(env, SQUALL_CPUS="2", SQUALL_MEMORY="1073741824",
                                         SQUALL_PYTHON=sys.executable),
                                stdout=glog, stderr=glog))

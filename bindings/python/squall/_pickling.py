@@ -69,9 +69,12 @@ def loads(data: bytes) -> Any:
 
 
 #   The versions a pickled function needs where it is loaded, after its
-#   pickle (pickle.loads ignores what follows): governor/executor.py
-#   compares them with its own and fails the task naming both, where
-#   cloudpickle would fail with an error that names neither.
+#   pickle (pickle.loads ignores what follows; docs/protocol.md, "py"):
+#   governor/executor.py compares them with its own and fails the task
+#   naming both, where cloudpickle would fail with an error that names
+#   neither. Only a pickle that cloudpickle wrote by value (it names
+#   cloudpickle) needs them: a function pickled by reference loads
+#   anywhere its module is.
 _VERSIONS_MAGIC = b"SQVERS01"
 
 
@@ -93,7 +96,8 @@ def function_bytes(fn: Callable) -> bytes:
     if data is None:
         data = _cloud_dumps(fn) if cloudpickle else \
             pickle.dumps(fn, protocol=_PROTOCOL)
-        data += _versions_trailer(cloudpickle is not None)
+        if b"cloudpickle" in data:
+            data += _versions_trailer(True)
         try:
             _fn_cache[fn] = data
         except TypeError:

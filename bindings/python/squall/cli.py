@@ -319,10 +319,6 @@ def cmd_start(args):
     argv = [broker_bin, "--listen", "tcp://%s:%s" % (args.host, port),
             "--secret-key", broker_key, "--authorized-keys", authorized,
             "--journal", os.path.join(logdir, "journal")]
-    if args.access:
-        # Slurm's governors (squall/slurm.py) all start with the access
-        # file's one governor key
-        argv += ["--shared-governor-keys"]
     if args.http is not None and args.http >= 0:
         host = args.http_host or args.host
         argv += ["--http", "%s:%d" % ("*" if host == "0.0.0.0" else host, args.http),
