@@ -573,11 +573,11 @@ http_new (const char *address, const char *token, bool open, broker_t *broker,
     //  No internal thread: the reactor polls the epoll descriptor.
     self->daemon = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
         ntohs (sin.sin_port), NULL, NULL, s_handler, self,
+        MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,        //  first: for every message
         MHD_OPTION_LISTEN_SOCKET, fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned) S_MAX_CONNECTIONS,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned) S_MAX_PER_ADDRESS,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) S_IDLE_TIMEOUT_S,
-        MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
         MHD_OPTION_END);
     if (!self->daemon) {
         //  The listening socket is left open: whether libmicrohttpd closed
