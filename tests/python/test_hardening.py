@@ -314,7 +314,10 @@ def test_governor_refuses_an_oversized_frame():
         ctx = zmq.Context()
         push = ctx.socket(zmq.PUSH)
         push.linger = 0
-        _curve(push, keys["governor_key"], keys["governor_key"][:-4] + ".pub")
+        #   A governor's key (a spare one), and the running governor's public
+        #   key as the server's: each governor has a key of its own.
+        live = keys["governor_keys"][0]
+        _curve(push, keys["governor_keys"][1], live[:-4] + ".pub")
         monitor = push.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
         push.connect(governor["data_endpoint"])
         from zmq.utils.monitor import recv_monitor_message
