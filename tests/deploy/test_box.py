@@ -3,10 +3,11 @@ Docker makes one per container) spills before the group's limit, whatever
 runs beside its store (issue 26): its --memory is given far above the
 group's limit, so that its store's own limit never binds and only the box
 (governor/store.h, store_set_box) can keep it alive. In a group of 640 MiB,
-a task holds 300 MB while 20 others each return 20 MB, all kept (760 MB
-with the executors and the governor: over the limit unless the store
-spills). The governor must not be killed, the holding task must finish,
-every result must read back byte-exact, and the store must have spilled.
+another program holds 300 MB while 20 tasks each return 20 MB, all kept
+(760 MB with the executors and the governor: over the limit unless the
+store spills). The kernel must kill nothing in the group (without the box
+it kills a process), the program must hold its memory to the end, every
+result must read back byte-exact, and the store must have spilled.
 
 Needs root and a cgroup memory controller (v1 or v2) it may make groups
 in; skips (77) otherwise."""
@@ -84,17 +85,17 @@ def oom_kills(group):
     return None
 
 
+# Beside the store in the box: a program holding memory until told to go.
 HOLDER = """
-def hold(n, marker):
-    import os, time
-    block = bytearray(n)
-    for i in range(0, n, 4096):
-        block[i] = 1
-    # held until the test says (a file), at most 5 minutes
-    deadline = time.monotonic() + 300
-    while not os.path.exists(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return sum(block[::4096])
+import os, sys, time
+block = bytearray(int(sys.argv[1]))
+for i in range(0, len(block), 4096):
+    block[i] = 1
+print("held", flush=True)
+deadline = time.monotonic() + 600
+while not os.path.exists(sys.argv[2]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(sum(block[::4096]), flush=True)
 """
 
 
@@ -108,7 +109,7 @@ def main():
         return SKIP
     import squall
     tmp = tempfile.mkdtemp(prefix="squall-box-test-")
-    gov = None
+    gov = holder = None
     try:
         with Cluster(governors=0) as cluster:
             keydir = os.path.dirname(cluster.keys["SQUALL_BROKER_KEY"])
@@ -134,12 +135,12 @@ def main():
             try:
                 client.wait_for_governors(1, timeout=30)
                 check(True, "a governor in a cgroup of %d MiB, --memory 16GiB" % (LIMIT >> 20))
-                namespace = {}
-                exec(compile(HOLDER, "holder", "exec"), namespace)
                 marker = os.path.join(tmp, "release")
-                holder = client.submit(namespace["hold"], HOLD, marker)
-                wait_until("the holding task to run", lambda: client.info()["tasks"].get(
-                    "running", 0) >= 1, 60, interval=0.1)
+                holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(HOLD), marker],
+                                          stdout=subprocess.PIPE, text=True,
+                                          preexec_fn=enter_group)
+                check(holder.stdout.readline().strip() == "held",
+                      "a program beside the governor holds %d MB in the group" % (HOLD // 10**6))
 
                 def make(i, size):
                     return bytes([i]) * size
@@ -148,8 +149,8 @@ def main():
                 kills = oom_kills(group)
                 check(kills in (0, None), "the kernel killed nothing in the group (oom_kill %s)"
                       % kills)
-                check(gov.poll() is None and not holder.done(),
-                      "the governor is alive with %d results of %d MB kept beside a task "
+                check(gov.poll() is None and holder.poll() is None,
+                      "the governor is alive with %d results of %d MB kept beside a program "
                       "holding %d MB, which still runs" % (COUNT, SIZE // 10**6, HOLD // 10**6))
                 g = wait_until("the governor's load report", lambda: next(
                     (g for g in client.info()["governors"]
@@ -161,8 +162,9 @@ def main():
                            f.result(timeout=120))]
                 check(not bad, "every result reads back byte-exact")
                 open(marker, "w").close()
-                check(holder.result(timeout=120) == HOLD // 4096 + (HOLD % 4096 > 0),
-                      "the task beside the store held its memory to the end")
+                out, _ = holder.communicate(timeout=120)
+                check(holder.returncode == 0 and out.strip() == str(HOLD // 4096 + (HOLD % 4096 > 0)),
+                      "the program beside the store held its memory to the end")
                 check(gov.poll() is None, "and the governor is still alive")
             finally:
                 client.close()
@@ -175,9 +177,10 @@ def main():
             gov.send_signal(signal.SIGINT)
             check(gov.wait(30) == 0, "the governor stops cleanly")
     finally:
-        if gov and gov.poll() is None:
-            gov.kill()
-            gov.wait()
+        for p in (gov, holder):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
         # whatever is left in the group (executors of a killed governor)
         # goes, then the group
         def emptied():
