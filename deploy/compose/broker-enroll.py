@@ -14,8 +14,11 @@ governor container started by `--scale` is let in within a second.
 
     broker-enroll.py KEYS_DIR ENROLL_DIR AUTHORIZED_DIR -- squall-broker ARGS...
 
-ARGS get `--authorized-keys AUTHORIZED_DIR` added. SIGTERM and SIGINT go to
-the broker; this program exits with its status. Standard library only."""
+ARGS get `--authorized-keys AUTHORIZED_DIR` added. SIGTERM, SIGINT and
+SIGHUP go to the broker (`docker compose kill -s HUP broker` still has it
+read its keys again, though a key put in /keys/authorized is picked up
+within a second anyway); this program exits with its status. Standard
+library only."""
 import os
 import re
 import signal
@@ -115,7 +118,7 @@ def main(argv):
         if broker.poll() is None:
             broker.send_signal(signum)
 
-    for s in (signal.SIGTERM, signal.SIGINT):
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, forward)
     while broker.poll() is None:
         try:

@@ -101,6 +101,11 @@ def main():
             info(admin) or {"governors": [1]})["governors"], 30, 0.2)
         check(True, "a key taken out of the enroll directory is no longer authorised")
 
+        # SIGHUP reaches the broker (it reads its keys again), not this
+        # program's default action (which would end it)
+        broker.send_signal(signal.SIGHUP)
+        check(info(admin) is not None and broker.poll() is None,
+              "SIGHUP is passed to the broker, which goes on")
         broker.send_signal(signal.SIGTERM)
         check(broker.wait(30) == 0, "SIGTERM stops the broker and the program, status 0")
     finally:
