@@ -11,6 +11,7 @@ directories). A broker (`squall start --governors 0 --access FILE`), then:
    when all is done, both governors are retired as idle and their jobs end.
 
 Skips (77) without root or Slurm (slurm-wlm, munge)."""
+import glob
 import json
 import os
 import shutil
@@ -118,7 +119,8 @@ def main():
                         argv = [a.decode() for a in f.read().split(b"\0") if a]
                 except OSError:
                     continue
-                if argv and argv[0].endswith("squall-governor") and name in argv:
+                if (argv and argv[0].endswith("squall-governor") and name in argv
+                        and acc["broker"] in argv):    # not a governor a failed run left
                     argvs.append(argv)
             return argvs
 
@@ -146,7 +148,14 @@ def main():
         # one governor, one identity: a key made for this job's node, its
         # .pub authorised, never the client's or the broker's key
         argv = governor_argvs(gov["name"])[0]
-        key = argv[argv.index("--secret-key") + 1]
+        #   The governor masks its key's path in its command line once it
+        #   read the key: the key is looked for where squall slurm makes it.
+        masked = set(argv[argv.index("--secret-key") + 1]) == {"*"}
+        made = glob.glob(os.path.join(os.path.dirname(os.path.abspath(access)), "keys-slurm-*",
+                                      "*-0.key"))
+        check(masked and len(made) == 1, "the Slurm governor's key path is masked in its "
+              "command line; its key was made beside the access file: %s" % made)
+        key = made[0]
 
         def slurm_pubs():
             return sorted(n for n in os.listdir(acc["authorized_keys"]) if n.startswith("slurm-"))
