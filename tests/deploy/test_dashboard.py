@@ -62,8 +62,11 @@ def main():
     try:
         with Cluster(governors=2, cpus=2) as cluster:
             # enough sleep tasks to keep both governors busy for a while
+            # (about 20 s: two loads of Chromium on a busy machine took
+            # longer than the 5 s of work it had before, and the counts
+            # then never moved)
             pipeline = subprocess.Popen([sys.executable, PIPELINE, "--parts", "40", "--sleep", "0.25",
-                                         "--rounds", "2"], env=cluster.env(),
+                                         "--rounds", "8"], env=cluster.env(),
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             wait_until("tasks to run", lambda: cluster.info()["tasks"].get("running", 0) > 0, 30)
             first = chromium(cluster.dashboard, user_dir, "--dump-dom")
