@@ -5,10 +5,10 @@ machine or container it runs in), its user and group ids, its parent's
 (the governor's) user id, its no_new_privs and effective capabilities, and
 what it could reach that it must not: the governor's key at the
 --secret-key path of its parent's command line (which the governor masks)
-or at KEYDIR/HOSTNAME.key, a listing of KEYDIR, a file written into
-ENROLL.
+or at KEYFILE (default KEYDIR/HOSTNAME.key), a listing of KEYDIR, a file
+written into ENROLL. Used by test_compose_up.py and test_slurm.py.
 
-    python3 taskprobe.py N KEYDIR ENROLL    ($SQUALL_BROKER, keys from the environment)
+    python3 taskprobe.py N KEYDIR ENROLL [KEYFILE]   ($SQUALL_BROKER, keys from the environment)
 """
 import json
 import os
@@ -21,7 +21,7 @@ SHELL = r"""
 h=$(cat /proc/sys/kernel/hostname)
 cmd_key=$(tr '\0' '\n' < /proc/$PPID/cmdline | sed -n '/^--secret-key$/{n;p;}')
 r=""
-for k in "$cmd_key" "$KEYDIR/$h.key"; do
+for k in "$cmd_key" "${KEYFILE:-$KEYDIR/$h.key}"; do
     [ -n "$k" ] && cat "$k" >/dev/null 2>&1 && r="$r KEY-READ:$k"
 done
 ls "$KEYDIR" >/dev/null 2>&1 && r="$r KEYDIR-LISTED"
@@ -33,7 +33,7 @@ printf '{"kind":"execute","host":"%s","uid":%s,"gid":%s,"parent_uid":%s,"cmd_key
 """
 
 
-def probe(i, keydir, enroll):
+def probe(i, keydir, enroll, keyfile):
     import os
 
     def status(pid, field):
@@ -45,7 +45,7 @@ def probe(i, keydir, enroll):
         argv = f.read().decode(errors="replace").split("\0")
     cmd_key = argv[argv.index("--secret-key") + 1] if "--secret-key" in argv[:-1] else ""
     breaches = []
-    for k in (cmd_key, os.path.join(keydir, host + ".key")):
+    for k in (cmd_key, keyfile or os.path.join(keydir, host + ".key")):
         try:
             with open(k, "rb") as f:
                 f.read()
@@ -71,16 +71,18 @@ def probe(i, keydir, enroll):
 
 def main():
     n, keydir, enroll = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    keyfile = sys.argv[4] if len(sys.argv) > 4 else ""
     client = squall.Client(os.environ["SQUALL_BROKER"])
     with client.session() as s:
-        runs = [tasks.Execute(SHELL, stdout=True, env={"KEYDIR": keydir, "ENROLL": enroll})
+        runs = [tasks.Execute(SHELL, stdout=True, env={"KEYDIR": keydir, "ENROLL": enroll,
+                                                   "KEYFILE": keyfile})
                 for _ in range(n)]
         for t in runs:
             t.output.keep()
         s.submit()
         for t in runs:
             print("PROBE " + t.output.fetch(300).decode().strip(), flush=True)
-    for f in [client.submit(probe, i, keydir, enroll) for i in range(n)]:
+    for f in [client.submit(probe, i, keydir, enroll, keyfile) for i in range(n)]:
         print("PROBE " + json.dumps(f.result(timeout=300)), flush=True)
     client.close()
 
