@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -396,6 +397,15 @@ pyexec_new (uint32_t cpus, const char *workdir, sandbox_t *sandbox)
     if (self->python && self->workdir && self->script) {
         unlink (self->script);
         fd = open (self->script, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    }
+    //  0444 whatever our umask: under a umask of 077 (a hardened
+    //  service's, Compose's governor-start.sh) executors under task ids
+    //  could not read it, and every Python task would fail.
+    if (fd >= 0 && fchmod (fd, 0444)) {
+        int saved = errno;
+        close (fd);
+        fd = -1;
+        errno = saved;
     }
     size_t length = strlen (s_executor_source);
     bool written = fd >= 0 && s_write_all (fd, (const uint8_t *) s_executor_source, length) == 0;

@@ -1,10 +1,10 @@
 """The broker of docker-compose.yml with its governors' keys enrolled.
 
 One governor, one identity (docs/security.md): each governor container makes
-a key pair of its own at its first start and, before it drops root, puts
-its public key in the `enroll` volume, which only root in a governor
-container may write (tasks run as the squall user, so a task cannot enroll a
-key). This program runs squall-broker with an authorized-keys directory of
+a key pair of its own at its first start and puts its public key in the
+`enroll` volume, which only root in a governor container may write (the
+governor runs as root, its tasks under user ids of their own, so a task
+cannot enroll a key). This program runs squall-broker with an authorized-keys directory of
 its own, kept as the union of
   - /keys/authorized/*.pub: the clients and admins (the `keys` service's),
   - ENROLL/*.pub: the governors, each written anew here with role governor

@@ -47,6 +47,19 @@ echo "$gov" | grep -q 'broker-pub:/broker:ro' && echo "$gov" | grep -q 'enroll:/
     && echo "$gov" | grep -q 'governor-start.sh' || fail "a governor makes and enrolls its own key"
 echo "$keys" | grep -q 'keygen governor' && fail "the keys service makes a shared governor key"
 echo "ok: governors hold their own key and the broker's public key only"
+# a task never sees a key: the governor runs as root, tasks under the
+# user ids of SQUALL_TASK_UIDS (given explicitly, so a range it cannot use
+# stops it), no new privileges, capabilities limited to what it needs
+echo "$gov" | grep -q 'SQUALL_TASK_UIDS: 2000000000-2000065535' || fail "governors get task user ids"
+grep -q -- '--task-uids "${SQUALL_TASK_UIDS' deploy/compose/governor-start.sh \
+    || fail "governor-start.sh passes --task-uids explicitly"
+grep -q 'setpriv --reuid' deploy/compose/governor-start.sh && fail "the governor drops to the squall user (its tasks would read its key)"
+echo "$gov" | grep -q 'no-new-privileges:true' || fail "governors: no new privileges"
+echo "$gov" | awk '/cap_drop:/{on=1; next} on && /^    [a-z]/{on=0} on' | grep -q ALL \
+    || fail "governors drop every capability they do not need"
+caps=$(echo "$gov" | awk '/cap_add:/{on=1; next} on && /^    [a-z]/{on=0} on' | tr -d ' -' | sort | tr '\n' ' ')
+[ "$caps" = "CHOWN DAC_OVERRIDE FOWNER KILL SETGID SETUID " ] || fail "governors' capabilities: $caps"
+echo "ok: governors run tasks under user ids of their own, with six capabilities"
 # health checks that log nothing at the broker: /metrics, never a client
 echo "$out" | grep -q 'squall status' && fail "a health check connects as a client (logged)"
 echo "$gov" | grep -q '/metrics' || fail "the governor's health check reads /metrics"

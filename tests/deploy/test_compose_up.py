@@ -6,8 +6,13 @@ the keys service, each governor's --memory read from its cgroup, the
 example pipeline run and its result checked, the dashboard asking for its
 token, /metrics open; one governor, one identity: each governor container
 holds its own key and the broker's public key only (no broker key, client
-key or token; it cannot enroll another key), the broker let each one in by
-its own key; health checks that leave the broker's log quiet; the image's
+key or token), the broker let each one in by its own key; a task never
+sees a key: each governor runs as root (no new privileges, six
+capabilities) with its key in a directory of root's, and execute and
+Python tasks submitted to the cluster (taskprobe.py) run under a user id
+of the task range, with no capabilities, and can read neither the
+governor's key (the path on its command line is masked; the known path)
+nor its directory, nor write /enroll; health checks that leave the broker's log quiet; the image's
 Python packages from PyPI (the client's cloudpickle, numpy, pandas, dask);
 one governor stopped with `docker stop` (SIGTERM: it drains and exits 0),
 then a second, and the last one, in its 1 GiB container, keeps 24 Python
@@ -34,6 +39,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploylib import SKIP, SOURCE, check, fail, wait_until  # noqa: E402
 
+TASKPROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "taskprobe.py")
 PROJECT = "squalltest%d" % (os.getpid() % 100000)
 
 
@@ -197,24 +203,69 @@ def main():
                              "{{range .Mounts}}{{.Destination}} {{end}}", cid]).stdout.split())
             check(mounts == {"/broker", "/enroll"}, "governor %s mounts the broker's public key "
                   "and the enroll volume, not the keys volume: %s" % (host, sorted(mounts)))
-            # what a task sees: it runs as the squall user, like the governor
-            seen = sh(["docker", "exec", "-u", "squall", cid, "sh", "-c",
+            # The governor: root, no new privileges, only the capabilities
+            # it needs (CHOWN DAC_OVERRIDE FOWNER KILL SETGID SETUID), its
+            # key in a directory of root's; a user of the task range finds
+            # nothing of it (the tasks themselves are probed below).
+            seen = sh(["docker", "exec", cid, "sh", "-c",
+                       "grep -E '^(Uid|NoNewPrivs|CapEff|CapBnd):' /proc/1/status; "
+                       "stat -c 'IDENTITY %%u %%a' /var/lib/squall/identity; "
+                       "stat -c 'KEYFILE %%u %%a' /var/lib/squall/identity/%s.key" % host]
+                      ).stdout.split("\n")
+            status = dict(l.split(":", 1) for l in seen if ":" in l)
+            check(status.get("Uid", "").split()[:1] == ["0"]
+                  and status.get("NoNewPrivs", "").strip() == "1"
+                  and status.get("CapEff", "").strip() == "00000000000000eb"
+                  and status.get("CapBnd", "").strip() == "00000000000000eb",
+                  "governor %s runs as root with no new privileges and capabilities CHOWN "
+                  "DAC_OVERRIDE FOWNER KILL SETGID SETUID only (%s)" % (host, status))
+            check("IDENTITY 0 700" in seen and "KEYFILE 0 600" in seen,
+                  "its key is root's, in a directory of root's (0700): %s"
+                  % [l for l in seen if l.startswith(("IDENTITY", "KEYFILE"))])
+            glog = sh(["docker", "logs", cid]).stderr
+            check("tasks run as user ids 2000000000-2000065535, one per tenant" in glog,
+                  "it runs tasks under the user ids of --task-uids")
+            seen = sh(["docker", "exec", "-u", "2000012345:2000012345", cid, "sh", "-c",
                        "find / \\( -path /proc -o -path /sys \\) -prune -o \\( -name '*.key' "
                        "-o -name http-token -o -name 'broker.pub' \\) -print 2>/dev/null; "
                        "[ -w /enroll ] && echo ENROLL-WRITABLE; "
-                       "grep -E '^(Uid|NoNewPrivs):' /proc/1/status"]).stdout.split("\n")
+                       "ls /var/lib/squall/identity >/dev/null 2>&1 && echo IDENTITY-LISTED; true"]
+                      ).stdout.split("\n")
             files = sorted(l for l in seen if l.startswith("/"))
-            check(files == ["/broker/broker.pub", "/var/lib/squall/identity/%s.key" % host],
-                  "governor %s holds its own key and the broker's public key, nothing else: %s"
-                  % (host, files))
-            check("ENROLL-WRITABLE" not in seen, "its tasks cannot enroll a key")
-            status = dict(l.split(":", 1) for l in seen if ":" in l and not l.startswith("/"))
-            check(status.get("Uid", "").split()[:1] == ["10001"]
-                  and status.get("NoNewPrivs", "").strip() == "1",
-                  "the governor runs as the squall user with no new privileges (%s)" % status)
+            check(files == ["/broker/broker.pub"] and "ENROLL-WRITABLE" not in seen
+                  and "IDENTITY-LISTED" not in seen,
+                  "governor %s holds its own key and the broker's public key, nothing else; a "
+                  "user of the task range finds only the latter: %s %s"
+                  % (host, files, [l for l in seen if l and not l.startswith("/")]))
             pub = sh(["docker", "exec", cid, "cat", "/enroll/%s.pub" % host]).stdout
             publics.add([l for l in pub.splitlines() if "public-key" in l][0])
         check(len(publics) == 3, "three governors, three keys")
+        # What a task sees, for real: execute and Python tasks submitted to
+        # the cluster (tests/deploy/taskprobe.py).
+        hosts = {sh(["docker", "inspect", "-f", "{{.Config.Hostname}}", cid]).stdout.strip()
+                 for cid in ids}
+        with open(TASKPROBE) as f:
+            probe_code = f.read()
+        r = sh(dc + ["run", "--rm", "-T", "example", "python3", "-c", probe_code, "6",
+                     "/var/lib/squall/identity", "/enroll"], timeout=600, env=env)
+        probes = [json.loads(l[6:]) for l in r.stdout.splitlines() if l.startswith("PROBE ")]
+        check(sorted(p["kind"] for p in probes) == ["execute"] * 6 + ["python"] * 6,
+              "6 execute and 6 Python tasks reported what they see")
+        for p in probes:
+            check(p["host"] in hosts and 2000000000 <= p["uid"] <= 2000065535
+                  and p["gid"] == p["uid"] and p["parent_uid"] == 0,
+                  "%s task on %s: runs as user id %d (group %d), not its governor's (%d)"
+                  % (p["kind"], p["host"], p["uid"], p["gid"], p["parent_uid"]))
+            check(p["nnp"] == "1" and int(p["cap"], 16) == 0 and not p["breaches"]
+                  and "/" not in p["cmd_key"],
+                  "  no new privileges nor capabilities; reads neither its governor's key "
+                  "(command line: %r, nor the known path) nor its directory; cannot write "
+                  "/enroll: %s" % (p["cmd_key"], p["breaches"] or "none of it"))
+        check(len({p["uid"] for p in probes}) == 1,
+              "one tenant, one user id on every governor (a hash of the tenant's name)")
+        left = sh(["docker", "exec", ids[0], "ls", "-A", "/enroll"]).stdout.split()
+        check(sorted(left) == sorted("%s.pub" % h for h in hosts),
+              "/enroll holds the governors' keys only: %s" % left)
         authorized = sh(["docker", "exec", broker_id, "sh", "-c",
                          "cat /var/lib/squall/authorized/governor-*.pub"]).stdout
         check(all(p in authorized for p in publics) and authorized.count('role = "governor"') == 3,

@@ -4,7 +4,9 @@ checked against Kubernetes' own schemas (kubernetes-validate, strict, for
 Kubernetes 1.29 and 1.31), and what squall needs read back from the parsed
 manifests: one broker with its journal on a volume and its keys, probes on
 the HTTP port, Prometheus annotations, governors whose resources are their
---cpus and --memory, keys from the Secret, a drain before they go. That the
+--cpus and --memory, keys from the Secret, a drain before they go, a
+governor container of root's (six capabilities) that runs tasks under
+--task-uids, or with governors.taskUids=none as the pod's user. That the
 validator refuses a broken manifest is checked too, so a pass means
 something. Nothing here talks to a cluster (none exists here).
 
@@ -74,7 +76,8 @@ def main():
                        "governors.replicas=5", "governors.cpus=4", "governors.memory=8Gi"],
         "extra": ["auth.secretName=k", "auth.governorSecretName=g", "broker.extraArgs={--session-grace,120000}",
                   "broker.service.type=LoadBalancer", "governors.drainTimeoutSeconds=120",
-                  "broker.journal.storageClassName=fast", "governors.prefault=0"],
+                  "broker.journal.storageClassName=fast", "governors.prefault=0",
+                  "governors.taskUids=none"],
     }
     tmp = tempfile.mkdtemp(prefix="squall-helm-")
     try:
@@ -134,7 +137,22 @@ def main():
               "a governor has time to drain before Kubernetes kills it")
         check(gargs[gargs.index("--prefault") + 1] == "auto",
               "governors pre-fault their copy heap at start by default")
-        check(gspec["securityContext"]["runAsNonRoot"] is True, "not root")
+        check(gspec["securityContext"]["runAsNonRoot"] is True, "the pod's user is not root")
+        # A task never sees a key: the governor container alone runs as
+        # root, with no escalation and six capabilities, and runs tasks
+        # under the user ids of an explicit --task-uids.
+        gsec = gspec["containers"][0]["securityContext"]
+        check(gsec.get("runAsUser") == 0 and gsec.get("runAsNonRoot") is False
+              and gsec.get("allowPrivilegeEscalation") is False
+              and gsec.get("capabilities") == {"drop": ["ALL"], "add": [
+                  "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"]}
+              and gargs[gargs.index("--task-uids") + 1] == "2000000000-2000065535"
+              and gargs[gargs.index("--python") + 1] == "/usr/bin/python3",
+              "the governor container runs as root (no escalation, six capabilities) and its "
+              "tasks under --task-uids 2000000000-2000065535: %s" % gsec)
+        check(all(c.get("securityContext", {}).get("runAsUser") is None
+                  for c in gspec["initContainers"] + spec["containers"] + spec["initContainers"]),
+              "every other container runs as the pod's user (10001)")
         # One governor, one identity: a governor pod's Secret is the
         # governors' (never the broker's), its init container copies the
         # key of its own ordinal and broker.pub only, and the governor
@@ -188,6 +206,10 @@ def main():
               ["terminationGracePeriodSeconds"] == 135
               and extra["StatefulSet/demo-squall-broker"]["spec"]["volumeClaimTemplates"][0]["spec"]
               ["storageClassName"] == "fast", "extra arguments, Service type, drain time, storage class")
+        egov = extra["StatefulSet/demo-squall-governor"]["spec"]["template"]["spec"]["containers"][0]
+        check(egov["args"][egov["args"].index("--task-uids") + 1] == "none"
+              and egov["securityContext"] == {"allowPrivilegeEscalation": False},
+              "governors.taskUids=none: the governor runs as the pod's user, tasks as it")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("test_helm: all passed (rendered and validated only: no cluster ran the chart)")

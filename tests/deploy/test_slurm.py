@@ -3,7 +3,11 @@ this machine with a configuration this test writes (its own ports and
 directories). A broker (`squall start --governors 0 --access FILE`), then:
 
 1. `squall slurm governors`: a job whose srun step starts a governor with
-   the cpus Slurm gave it; a pipeline runs through it; `squall retire`
+   the cpus Slurm gave it; a pipeline runs through it; the job is root's,
+   so its governor runs execute and Python tasks under task user ids, which
+   cannot read its key nor write the broker's authorized keys
+   (taskprobe.py), or, when it warned that it cannot (this test's
+   interpreter out of their reach), as root, as it said; `squall retire`
    drains it and its job ends.
 2. `squall alloc slurm --max-governors 2`: with a gate task running and six
    tasks waiting on its output, no second governor is asked for; once the
@@ -24,6 +28,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploylib import BUILD, PIPELINE, SKIP, SOURCE, SQUALL, check, fail, wait_until  # noqa: E402
+
+TASKPROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "taskprobe.py")
 
 
 def free_port():
@@ -111,7 +117,9 @@ def main():
                     SQUALL_BROKER_KEY=acc["broker_key"])
 
         def governor_argvs(name):
-            """The argument lists of the running governors named `name`."""
+            """The argument lists of the running governors named `name` of
+            this broker (another Slurm test on this machine has its jobs
+            numbered from 1 too)."""
             argvs = []
             for pid in filter(str.isdigit, os.listdir("/proc")):
                 try:
@@ -120,7 +128,7 @@ def main():
                 except OSError:
                     continue
                 if (argv and argv[0].endswith("squall-governor") and name in argv
-                        and acc["broker"] in argv):    # not a governor a failed run left
+                        and acc["broker"] in argv):
                     argvs.append(argv)
             return argvs
 
@@ -148,14 +156,15 @@ def main():
         # one governor, one identity: a key made for this job's node, its
         # .pub authorised, never the client's or the broker's key
         argv = governor_argvs(gov["name"])[0]
-        #   The governor masks its key's path in its command line once it
-        #   read the key: the key is looked for where squall slurm makes it.
-        masked = set(argv[argv.index("--secret-key") + 1]) == {"*"}
-        made = glob.glob(os.path.join(os.path.dirname(os.path.abspath(access)), "keys-slurm-*",
-                                      "*-0.key"))
-        check(masked and len(made) == 1, "the Slurm governor's key path is masked in its "
-              "command line; its key was made beside the access file: %s" % made)
-        key = made[0]
+        # The governor masks the path in its command line once it read the
+        # key (docs/security.md): the job's key directory is beside the
+        # access file, node 0's key in it.
+        masked = argv[argv.index("--secret-key") + 1]
+        keys_made = glob.glob(os.path.join(os.path.dirname(access), "keys-slurm-*", "*.key"))
+        check(len(keys_made) == 1 and set(masked) == {"*"} and len(masked) == len(keys_made[0]),
+              "the job's one key (%s), its path masked in the governor's command line"
+              % keys_made)
+        key = keys_made[0]
 
         def slurm_pubs():
             return sorted(n for n in os.listdir(acc["authorized_keys"]) if n.startswith("slurm-"))
@@ -164,12 +173,41 @@ def main():
               and key.endswith("-0.key") and key != acc["secret_key"]
               and argv[argv.index("--broker-key") + 1] == acc["broker_key"]
               and not any("broker.key" in a or "client.key" in a for a in argv),
-              "the Slurm governor has a key of its own (%s) and the broker's public key" % key)
+              "the Slurm governor has a key of its own (%s) and the broker's public key (%s)"
+              % (key, argv))
         check(first_pubs == [os.path.basename(key)[:-4] + ".pub"],
               "its public key, and only it, was authorised: %s" % first_pubs)
         r = subprocess.run(SQUALL + ["submit", PIPELINE, "--parts", "8", "--sleep", "0.05"],
                            env=cenv, capture_output=True, text=True, timeout=120)
         check(r.returncode == 0 and "pipeline: OK" in r.stdout, "a pipeline through the Slurm governor")
+        # A job of root's: its governor runs tasks under the default task
+        # ids, and they reach neither its key, the job's key directory nor
+        # the broker's authorized keys (taskprobe.py, docs/security.md);
+        # unless it said it cannot (an interpreter those ids cannot run,
+        # as this test's in root's home), and then runs them as root.
+        r = subprocess.run([sys.executable, TASKPROBE, "2", os.path.dirname(key),
+                            acc["authorized_keys"], key], env=dict(
+            cenv, PYTHONPATH=os.path.join(SOURCE, "bindings", "python")),
+            capture_output=True, text=True, timeout=300)
+        probes = [json.loads(l[6:]) for l in r.stdout.splitlines() if l.startswith("PROBE ")]
+        check(r.returncode == 0 and sorted(p["kind"] for p in probes)
+              == ["execute"] * 2 + ["python"] * 2, "execute and Python tasks probed what they "
+              "see%s" % ("" if r.returncode == 0 else ": " + (r.stdout + r.stderr)[-600:]))
+        with open(os.path.join(work, "governor-%s.log" % job)) as f:
+            glog = f.read()
+        uids = sorted({p["uid"] for p in probes})
+        if "tasks run as user ids 2000000000-2000065535, one per tenant" in glog:
+            check(all(2000000000 <= p["uid"] <= 2000065535 and p["gid"] == p["uid"]
+                      and p["parent_uid"] == 0 and p["nnp"] == "1" and int(p["cap"], 16) == 0
+                      and not p["breaches"] for p in probes),
+                  "the root governor's tasks run under a task user id (%s), with no capability, "
+                  "and cannot read its key nor list its directory nor write the authorized "
+                  "keys: %s" % (uids, [p["breaches"] for p in probes]))
+        else:
+            warned = [l for l in glog.splitlines() if "tasks run as the governor's own user" in l]
+            check(warned and uids == [0] and all(p["breaches"] for p in probes),
+                  "the root governor said it runs tasks as itself, and does (user ids %s): "
+                  "NOT APART here: %s" % (uids, (warned or ["no warning in its log"])[0][-200:]))
         r = subprocess.run(SQUALL + ["retire", gov["name"], "--wait", "60"], env=cenv,
                            capture_output=True, text=True, timeout=90)
         check(r.returncode == 0, "squall retire: the governor drained and left")

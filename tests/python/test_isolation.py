@@ -276,3 +276,31 @@ def test_a_governor_not_running_as_root_keeps_working():
     result = [line.split()[1:] for line in ran.stdout.splitlines() if line.startswith("RESULT")]
     assert result == [[str(uid), "hi", str(uid), str(uid)]], ran.stdout
     assert "EXITS [0, 0]" in ran.stdout, ran.stdout
+
+
+UMASK_077 = r"""
+import os, sys, squall
+with squall.LocalCluster(governors=1, cpus=1, python=sys.argv[1], task_uids=sys.argv[2]) as c:
+    cl = c.client()
+    print("RESULT", cl.submit(lambda: os.getuid()).result(60), flush=True)
+    cl.close()
+print("EXITS", sorted(c.exit_codes.values()))
+"""
+
+
+def test_python_tasks_run_under_a_governors_umask_of_077():
+    """A governor started with umask 077 (a hardened service's; Compose's
+    governor-start.sh) still gives executors under task ids an executor
+    script they can read: its Python tasks run, as the tenant's id."""
+    if os.geteuid() != 0:
+        pytest.skip("running tasks as other users needs root")
+    python = _python_for_others()
+    if not python:
+        pytest.skip("no Python interpreter here may be run by another user")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)))
+    ran = subprocess.run([sys.executable, "-c", UMASK_077, python, TASK_UIDS], umask=0o077,
+                         env=env, capture_output=True, text=True, timeout=TIMEOUT * 2)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    got = _lines(ran.stdout.replace("RESULT ", "RESULT: ").replace("EXITS ", "EXITS: "))
+    assert FIRST_UID <= int(got["RESULT"]) < FIRST_UID + 65536, ran.stdout
+    assert got["EXITS"] == "[0, 0]", ran.stdout
