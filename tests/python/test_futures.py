@@ -64,13 +64,32 @@ def test_failures_exception_and_gather(client):
         client.gather(futures, timeout=TIMEOUT)
 
 
-def test_result_timeout_and_as_completed(client):
-    s = client.submit(slow, "late", 2.0)
+def gated(x, gate):
+    """Returns x once the test opens the gate (a file)."""
+    import os
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return x
+
+
+def test_result_timeout_and_as_completed(client, tmp_path):
+    #   "late" ends only once "early" came out of as_completed: the order
+    #   is the tasks', whatever the machine's speed (a 2 s sleep was not
+    #   always longer than an executor's start on a loaded machine).
+    gate = str(tmp_path / "gate")
+    s = client.submit(gated, "late", gate)
     with pytest.raises(squall.TimeoutError):
         s.result(timeout=0.05)
     assert not s.done()
     fast = client.submit(slow, "early", 0.0)
-    order = [f.result() for f in squall.as_completed([s, fast], timeout=TIMEOUT)]
+    order = []
+    try:
+        for f in squall.as_completed([s, fast], timeout=TIMEOUT):
+            order.append(f.result())
+            open(gate, "w").close()
+    finally:
+        open(gate, "w").close()
     assert order == ["early", "late"]
 
 
