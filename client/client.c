@@ -848,20 +848,27 @@ sq_client_info (sq_client_t *self, char **json)
     return 0;
 }
 
-int
-sq_client_retire (sq_client_t *self, uint32_t governor)
+//  A request whose reply body is nil.
+static int
+s_call_nil (sq_client_t *self, sq_request_t *request)
 {
-    if (!self)
-        return SQ_E_INVALID;
-    sq_request_t request = { .type = SQ_MSG_RETIRE, .governor = governor };
     sq_reply_t reply;
-    int rc = s_call (self, &request, &reply);
+    int rc = s_call (self, request, &reply);
     if (rc)
         return rc;
     sq_errbuf_t err;
     if (sq_nil_decode (reply.body, reply.body_size, &err))
         return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
     return 0;
+}
+
+int
+sq_client_retire (sq_client_t *self, uint32_t governor)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    sq_request_t request = { .type = SQ_MSG_RETIRE, .governor = governor };
+    return s_call_nil (self, &request);
 }
 
 int
@@ -872,14 +879,7 @@ sq_client_close_session (sq_client_t *self, uint32_t session)
     if (session == 0)
         return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "session ids start at 1");
     sq_request_t request = { .type = SQ_MSG_SESSION_CLOSE, .session = session };
-    sq_reply_t reply;
-    int rc = s_call (self, &request, &reply);
-    if (rc)
-        return rc;
-    sq_errbuf_t err;
-    if (sq_nil_decode (reply.body, reply.body_size, &err))
-        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
-    return 0;
+    return s_call_nil (self, &request);
 }
 
 void *
