@@ -141,17 +141,26 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     size_t n_environ = 0;
     while (environ [n_environ])
         n_environ++;
+    //  The devices it holds (governor --gpus) come before everything: a
+    //  task's own CUDA_VISIBLE_DEVICES must not reach another's device.
+    uint32_t n_gpu = task->gpu_names? 2: 0;
+    uint32_t n_own = task->conf.n_env + n_gpu;
     char **argv = s_strv (task->conf.args, task->conf.n_args, 0);
-    char **envp = s_strv (task->conf.env, task->conf.n_env, n_environ);
-    if (!argv || !envp) {
+    char **envp = s_strv (task->conf.env, task->conf.n_env, n_gpu + n_environ);
+    if (envp && n_gpu) {
+        memmove (envp + n_gpu, envp, task->conf.n_env * sizeof (char *));
+        envp [0] = s_printf ("CUDA_VISIBLE_DEVICES=%s", task->gpu_names);
+        envp [1] = s_printf ("SQUALL_GPUS=%s", task->gpu_names);
+    }
+    if (!argv || !envp || (n_gpu && (!envp [0] || !envp [1]))) {
         s_strv_free (argv, task->conf.n_args);
-        s_strv_free (envp, task->conf.n_env);
+        s_strv_free (envp, envp? n_own: 0);
         snprintf (err, err_size, "execute: out of memory");
         return -1;
     }
     //  The task's entries come first: getenv takes the first match, so they
     //  override the governor's own variables of the same name.
-    memcpy (envp + task->conf.n_env, environ, n_environ * sizeof (char *));
+    memcpy (envp + n_own, environ, n_environ * sizeof (char *));
 
     //  Streams are pipes: the program's ends go to it, ours stay here.
     int in_pipe [2] = { -1, -1 }, out_pipe [2] = { -1, -1 };
@@ -165,7 +174,7 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
                 close (out_pipe [i]);
         }
         s_strv_free (argv, task->conf.n_args);
-        s_strv_free (envp, task->conf.n_env);
+        s_strv_free (envp, n_own);
         return -1;
     }
     if (out_pipe [0] >= 0)
@@ -209,7 +218,7 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     posix_spawnattr_destroy (&attr);
     posix_spawn_file_actions_destroy (&actions);
     s_strv_free (argv, task->conf.n_args);
-    s_strv_free (envp, task->conf.n_env);
+    s_strv_free (envp, n_own);
     //  The program's ends are its own now: ours must not hold them open.
     if (in_pipe [0] >= 0)
         close (in_pipe [0]);

@@ -130,7 +130,8 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
         .pipe = compute_there, .load = load_out, .governor_id = governor_id,
         .cpus = self->config->cpus, .inline_max = inline_max, .workdir = self->config->workdir,
         .memory_limit = self->config->memory, .data_endpoint = receiver_data_endpoint (receiver),
-        .n_resources = self->config->n_resources, .resources = self->config->resources
+        .n_resources = self->config->n_resources, .resources = self->config->resources,
+        .gpus = self->config->gpus
     };
     s_balance_args_t balance_args = { .pipe = balance_there, .load = load_in };
     pthread_t compute_thread, balance_thread;

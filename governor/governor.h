@@ -29,6 +29,8 @@ typedef struct {
     const char *workdir;        //  exists; tasks make directories inside
     uint32_t n_resources;       //  custom resources besides cpus
     sq_resource_t resources [SQ_MAX_RESOURCES];
+    const char *gpus;           //  devices (--gpus) named in tasks'
+                                //  CUDA_VISIBLE_DEVICES, NULL: none
     int heartbeat_ms;           //  until the broker says otherwise
     uint64_t memory;            //  object store limit in bytes (0: none)
     bool reconnect;             //  on a lost broker: reconnect (else exit 3)

@@ -66,6 +66,10 @@ typedef struct {
     uint32_t seq;
     uint8_t *rbuf;
     size_t rlen;
+    //  The devices in its CUDA_VISIBLE_DEVICES (governor --gpus), NULL or
+    //  "": the governor's. CUDA reads it once, at init, so an executor only
+    //  runs tasks that hold the same devices.
+    char *gpus;
 } s_exec_t;
 
 //  What became of tasks, for the compute thread, in the order it happened.
@@ -88,6 +92,47 @@ struct _pyexec_t {
 };
 
 static s_exec_t *s_idle_slot (pyexec_t *self);
+
+static bool
+s_same_gpus (const char *a, const char *b)
+{
+    return strcmp (a? a: "", b? b: "") == 0;
+}
+
+//  environ with the devices first (they win: getenv takes the first
+//  match); NULL if out of memory. Free with s_gpu_env_free.
+static char **
+s_gpu_env (const char *gpus)
+{
+    size_t n = 0;
+    while (environ [n])
+        n++;
+    char **envp = (char **) calloc (n + 3, sizeof (char *));
+    if (!envp)
+        return NULL;
+    if (asprintf (&envp [0], "CUDA_VISIBLE_DEVICES=%s", gpus) < 0)
+        envp [0] = NULL;
+    if (asprintf (&envp [1], "SQUALL_GPUS=%s", gpus) < 0)
+        envp [1] = NULL;
+    if (!envp [0] || !envp [1]) {
+        free (envp [0]);
+        free (envp [1]);
+        free (envp);
+        return NULL;
+    }
+    memcpy (envp + 2, environ, n * sizeof (char *));
+    return envp;
+}
+
+static void
+s_gpu_env_free (char **envp)
+{
+    if (envp == environ || !envp)
+        return;
+    free (envp [0]);
+    free (envp [1]);
+    free (envp);
+}
 
 //  --------------------------------------------------------------------------
 //  Little-endian fields, so the Python side reads them with struct "<"
@@ -182,12 +227,21 @@ s_read_all (int fd, uint8_t *data, size_t size)
 //  Processes
 
 static int
-s_spawn (pyexec_t *self, s_exec_t *ex, char *err, size_t err_size)
+s_spawn (pyexec_t *self, s_exec_t *ex, const char *gpus, char *err, size_t err_size)
 {
+    free (ex->gpus);
+    ex->gpus = gpus && *gpus? strdup (gpus): NULL;
+    char **envp = ex->gpus? s_gpu_env (ex->gpus): environ;
+    if (!envp || (gpus && *gpus && !ex->gpus)) {
+        s_gpu_env_free (envp);
+        snprintf (err, err_size, "cannot start a Python executor: out of memory");
+        return -1;
+    }
     int sv [2];
     if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
         snprintf (err, err_size, "cannot start a Python executor: socketpair: %s",
                   strerror (errno));
+        s_gpu_env_free (envp);
         return -1;
     }
     //  The child gets its end as fd 3 (dup2 clears close-on-exec), no stdin,
@@ -211,7 +265,8 @@ s_spawn (pyexec_t *self, s_exec_t *ex, char *err, size_t err_size)
     snprintf (governor_pid, sizeof governor_pid, "%d", (int) getpid ());
     char *argv [] = { self->python, self->script, (char *) S_EXEC_FD, governor_pid, NULL };
     pid_t pid;
-    int rc = posix_spawnp (&pid, self->python, &actions, &attr, argv, environ);
+    int rc = posix_spawnp (&pid, self->python, &actions, &attr, argv, envp);
+    s_gpu_env_free (envp);
     posix_spawn_file_actions_destroy (&actions);
     posix_spawnattr_destroy (&attr);
     close (sv [1]);
@@ -307,7 +362,7 @@ pyexec_new (uint32_t cpus, const char *workdir)
         char err [256];
         for (uint32_t i = 0; i < self->cpus; i++) {
             s_exec_t *ex = s_idle_slot (self);
-            if (!ex || s_spawn (self, ex, err, sizeof err)) {
+            if (!ex || s_spawn (self, ex, NULL, err, sizeof err)) {
                 sq_warn ("cannot start Python executors in advance: %s",
                          ex? err: "out of memory");
                 break;
@@ -326,6 +381,7 @@ pyexec_destroy (pyexec_t **self_p)
     for (size_t i = 0; i < self->n_execs; i++) {
         s_stop (self, &self->execs [i], false);
         free (self->execs [i].rbuf);
+        free (self->execs [i].gpus);
     }
     for (size_t i = self->first_outcome; i < self->n_outcomes; i++)
         free (self->outcomes [i].message);
@@ -485,18 +541,25 @@ s_idle_slot (pyexec_t *self)
     return s_new_slot (self);
 }
 
-//  An idle running executor, else a free slot, else a new slot; NULL if
-//  out of memory. One still busy with stopped piped tasks takes a frame
-//  of `size` bytes behind them only if the socket can hold it at once.
+//  An idle running executor with the task's devices, else a free slot,
+//  else one idle with other devices, stopped, else a new slot; NULL if out
+//  of memory. One still busy with stopped piped tasks takes a frame of
+//  `size` bytes behind them only if the socket can hold it at once.
 static s_exec_t *
-s_idle (pyexec_t *self, size_t size)
+s_idle (pyexec_t *self, size_t size, const char *gpus)
 {
-    s_exec_t *free_slot = NULL, *draining = NULL;
+    s_exec_t *free_slot = NULL, *draining = NULL, *other = NULL;
     for (size_t i = 0; i < self->n_execs; i++) {
         s_exec_t *ex = &self->execs [i];
-        if (ex->pid && !ex->task && !ex->host && !ex->discard)
+        bool idle = ex->pid && !ex->task && !ex->host;
+        if (idle && !s_same_gpus (ex->gpus, gpus)) {
+            if (!ex->discard && !other)
+                other = ex;
+            continue;
+        }
+        if (idle && !ex->discard)
             return ex;
-        if (ex->pid && !ex->task && !ex->host && !draining && size <= S_PIPE_FRAME_MAX)
+        if (idle && !draining && size <= S_PIPE_FRAME_MAX)
             draining = ex;
         if (!ex->pid && !free_slot)
             free_slot = ex;
@@ -505,6 +568,11 @@ s_idle (pyexec_t *self, size_t size)
         return draining;
     if (free_slot)
         return free_slot;
+    //  Executors stay within the cpus: one started for other devices goes.
+    if (other) {
+        s_stop (self, other, false);
+        return other;
+    }
     return s_new_slot (self);
 }
 
@@ -578,12 +646,12 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
     //  fails and the task goes to a fresh one.
     int rc = -1;
     for (int attempt = 0; attempt < 2 && rc; attempt++) {
-        s_exec_t *ex = s_idle (self, size);
+        s_exec_t *ex = s_idle (self, size, task->gpu_names);
         if (!ex) {
             snprintf (err, err_size, "out of memory on the governor");
             break;
         }
-        if (!ex->pid && s_spawn (self, ex, err, err_size))
+        if (!ex->pid && s_spawn (self, ex, task->gpu_names, err, err_size))
             break;
         if (s_write_with_fds (ex->fd, frame, size, fds, n_fds) == 0) {
             ex->task = task;
@@ -659,7 +727,7 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
         s_exec_t *ex = &self->execs [i];
         uint32_t seq;
         task_t *last = s_tail (ex, &seq);
-        if (!last)
+        if (!last || !s_same_gpus (ex->gpus, task->gpu_names))
             continue;
         if (!missing) {
             if (!best || ex->n_piped < best->n_piped)
