@@ -181,3 +181,32 @@ def test_gpus_requests_are_checked(gpu_cluster):
     # more devices than any governor offers: refused
     with pytest.raises(SquallError):
         client.submit(py_env, resources={"gpus": 5}).result(TIMEOUT)
+
+
+def test_bad_gpus_options_are_refused():
+    import subprocess
+    from squall.cluster import find_binary
+    base = [find_binary("squall-governor"), "--broker", "tcp://127.0.0.1:1"]
+    for args, says in ((["--gpus", "0,0"], "named twice"), (["--gpus", "0,"], "comma"),
+                       (["--gpus", "a b"], "device name"),
+                       (["--gpus", "0", "--resource", "gpus=1"], "do not go together")):
+        out = subprocess.run(base + args, capture_output=True, text=True, timeout=TIMEOUT,
+                             stdin=subprocess.DEVNULL)
+        assert out.returncode == 2 and says in out.stderr, (args, out.stderr)
+
+
+@pytest.mark.skipif(any(os.access(os.path.join(p, "nvidia-smi"), os.X_OK)
+                        for p in os.environ.get("PATH", "").split(os.pathsep)),
+                    reason="nvidia-smi is here: auto lists real devices")
+def test_auto_takes_cuda_visible_devices():
+    options = cluster_options()
+    options["env"] = dict(options.get("env", {}), CUDA_VISIBLE_DEVICES="5,7")
+    with squall.LocalCluster(governors=1, cpus=2, governor_args=["--gpus", "auto"],
+                             **options) as c:
+        client = c.client()
+        [gov] = client.info()["governors"]
+        assert gov["resources"]["gpus"] == 2
+        devs, _ = client.submit(py_env, resources={"gpus": 1}).result(TIMEOUT)
+        assert devs in ("5", "7")
+        both, _ = client.submit(py_env, resources={"gpus": 2}).result(TIMEOUT)
+        assert sorted(both.split(",")) == ["5", "7"]
