@@ -161,6 +161,24 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     //  The task's entries come first: getenv takes the first match, so they
     //  override the governor's own variables of the same name.
     memcpy (envp + n_own, environ, n_environ * sizeof (char *));
+    //  Only one of each: sh takes the last of the same name, getenv the first.
+    if (n_gpu) {
+        size_t out = n_gpu;
+        uint32_t owned = n_own;
+        for (size_t i = n_gpu; envp [i]; i++) {
+            if (strncmp (envp [i], "CUDA_VISIBLE_DEVICES=", 21) == 0
+            ||  strncmp (envp [i], "SQUALL_GPUS=", 12) == 0) {
+                if (i < n_own) {
+                    free (envp [i]);
+                    owned--;
+                }
+                continue;
+            }
+            envp [out++] = envp [i];
+        }
+        envp [out] = NULL;
+        n_own = owned;
+    }
 
     //  Streams are pipes: the program's ends go to it, ours stay here.
     int in_pipe [2] = { -1, -1 }, out_pipe [2] = { -1, -1 };

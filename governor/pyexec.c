@@ -120,7 +120,12 @@ s_gpu_env (const char *gpus)
         free (envp);
         return NULL;
     }
-    memcpy (envp + 2, environ, n * sizeof (char *));
+    //  Only one of each: a shell takes the last of the same name.
+    size_t out = 2;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp (environ [i], "CUDA_VISIBLE_DEVICES=", 21)
+        &&  strncmp (environ [i], "SQUALL_GPUS=", 12))
+            envp [out++] = environ [i];
     return envp;
 }
 
