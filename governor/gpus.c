@@ -163,6 +163,11 @@ gpus_names (const gpus_t *self, uint64_t mask)
 char *
 gpus_detect (void)
 {
+    //  A CUDA_VISIBLE_DEVICES we were started with is what we may use (a
+    //  Slurm job's devices, say), even where nvidia-smi lists more.
+    const char *visible = getenv ("CUDA_VISIBLE_DEVICES");
+    if (visible)
+        return strdup (visible);
     //  "GPU 0: NVIDIA A100 (UUID: GPU-...)": the indexes, in order.
     FILE *smi = popen ("nvidia-smi -L 2>/dev/null", "r");
     char line [512];
@@ -182,10 +187,5 @@ gpus_detect (void)
     }
     if (smi)
         pclose (smi);
-    if (n == 0) {
-        const char *visible = getenv ("CUDA_VISIBLE_DEVICES");
-        free (out);
-        out = strdup (visible? visible: "");
-    }
     return out;
 }

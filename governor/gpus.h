@@ -34,8 +34,8 @@ void gpus_give (gpus_t *self, uint64_t milli, uint64_t mask);
 //  "0,3": the names of the devices in mask; NULL if out of memory.
 char *gpus_names (const gpus_t *self, uint64_t mask);
 
-//  What --gpus auto finds: the indexes `nvidia-smi -L` lists, else
-//  $CUDA_VISIBLE_DEVICES, else "" (none). Returns a string to free, NULL if
+//  What --gpus auto finds: $CUDA_VISIBLE_DEVICES if set, else the indexes
+//  `nvidia-smi -L` lists, else "" (none). Returns a string to free, NULL if
 //  out of memory.
 char *gpus_detect (void);
 

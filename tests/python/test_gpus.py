@@ -195,10 +195,8 @@ def test_bad_gpus_options_are_refused():
         assert out.returncode == 2 and says in out.stderr, (args, out.stderr)
 
 
-@pytest.mark.skipif(any(os.access(os.path.join(p, "nvidia-smi"), os.X_OK)
-                        for p in os.environ.get("PATH", "").split(os.pathsep)),
-                    reason="nvidia-smi is here: auto lists real devices")
 def test_auto_takes_cuda_visible_devices():
+    # what the governor was started with wins over what nvidia-smi lists
     options = cluster_options()
     options["env"] = dict(options.get("env", {}), CUDA_VISIBLE_DEVICES="5,7")
     with squall.LocalCluster(governors=1, cpus=2, governor_args=["--gpus", "auto"],
