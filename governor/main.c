@@ -340,27 +340,29 @@ main (int argc, char *argv [])
         return s_bad ("unexpected argument", argv [optind]);
     if (gpus_arg) {
         char *found = strcmp (gpus_arg, "auto") == 0? gpus_detect (): strdup (gpus_arg);
-        if (!found || strlen (found) >= sizeof gpus_list) {
-            free (found);
-            return s_bad ("--gpus: too long a list", gpus_arg);
-        }
-        snprintf (gpus_list, sizeof gpus_list, "%s", found);
+        const char *bad = !found || strlen (found) >= sizeof gpus_list
+                        ? "--gpus: too long a list": NULL;
+        snprintf (gpus_list, sizeof gpus_list, "%s", found && !bad? found: "");
         free (found);
-        char err [128];
-        gpus_t *gpus = gpus_new (gpus_list, err, sizeof err);
-        if (!gpus) {
+        char err [128] = "";
+        gpus_t *gpus = bad? NULL: gpus_new (gpus_list, err, sizeof err);
+        uint32_t n = gpus? gpus_count (gpus): 0;
+        gpus_destroy (&gpus);
+        for (uint32_t i = 0; i < config.n_resources && !bad && !*err; i++)
+            if (mpr_str_eq (config.resources [i].name, SQ_RES_GPUS))
+                bad = "--gpus and --resource gpus=N do not go together";
+        if (!bad && !*err && n && config.n_resources + 1 >= SQ_MAX_RESOURCES)
+            bad = "too many --resource options";
+        if (bad || *err) {
+            for (uint32_t i = 0; i < config.n_resources; i++)
+                free (resource_names [i]);
+            if (bad)
+                return s_bad (bad, gpus_arg);
             fprintf (stderr, "squall-governor: --gpus %s%s%s: %s\n", gpus_arg,
-                     strcmp (gpus_arg, "auto")? "": " found ", strcmp (gpus_arg, "auto")? "": gpus_list,
-                     err);
+                     strcmp (gpus_arg, "auto")? "": " found ",
+                     strcmp (gpus_arg, "auto")? "": gpus_list, err);
             return 2;
         }
-        uint32_t n = gpus_count (gpus);
-        gpus_destroy (&gpus);
-        for (uint32_t i = 0; i < config.n_resources; i++)
-            if (mpr_str_eq (config.resources [i].name, SQ_RES_GPUS))
-                return s_bad ("--gpus and --resource gpus=N do not go together", NULL);
-        if (n && config.n_resources + 1 >= SQ_MAX_RESOURCES)
-            return s_bad ("too many --resource options", NULL);
         if (n) {
             //  What is not a task's own is nobody's: tasks without gpus,
             //  and Python executors started before any, see no device.
