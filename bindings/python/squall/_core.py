@@ -771,7 +771,10 @@ class Session:
             if cpus is not None and cpus != 1:
                 self._check(L.sq_task_set_resource(h, tid, b"cpus", int(cpus)))
             for rname, amount in (options.get("resources") or {}).items():
-                self._check(L.sq_task_set_resource(h, tid, rname.encode(), int(amount)))
+                if rname == "gpus":     # may be a fraction of a device
+                    self._check(L.sq_task_set_gpus(h, tid, float(amount)))
+                else:
+                    self._check(L.sq_task_set_resource(h, tid, rname.encode(), int(amount)))
             if options.get("max_retries"):
                 self._check(L.sq_task_set_max_retries(h, tid, int(options["max_retries"])))
             if options.get("timeout"):
