@@ -4,7 +4,8 @@
     and SQUALL_GPUS, over its own env; a task without gpus sees none; copies
     made by sq_tasks_like ask for what their model asked; bad fractions are
     refused before anything is sent; a request above every governor is
-    refused at submit, naming it as the user wrote it. */
+    refused at submit (a broker with no --resource-wait), naming it as the
+    user wrote it. */
 #include "harness.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +43,10 @@ s_check (sq_session_t *session, const char *test, const char *const *env)
 int
 main (void)
 {
-    harness_t *h = harness_new (0, 2);
+    //  No resource wait: a request above every offer is refused at submit
+    //  rather than left waiting for a governor that may join.
+    const char *broker_args [] = { "--resource-wait", "0", NULL };
+    harness_t *h = harness_new_args (0, 2, broker_args);
     const char *gpus [] = { "--gpus", "0,1", NULL };
     harness_add_governor_args (h, "gpu-box", 4, gpus);
     sq_client_t *client = harness_client (h);
