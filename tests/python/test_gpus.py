@@ -76,8 +76,9 @@ def py_env():
 
 @pytest.fixture(scope="module")
 def gpu_cluster():
+    # no --resource-wait: a request above every offer is refused at once
     c = squall.LocalCluster(governors=1, cpus=16, governor_args=["--gpus", ",".join(DEVICES)],
-                            **cluster_options())
+                            broker_args=["--resource-wait", "0"], **cluster_options())
     with c:
         yield c
     assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
@@ -175,9 +176,11 @@ def test_tasks_without_gpus_see_no_device(gpu_cluster):
 
 def test_gpus_requests_are_checked(gpu_cluster):
     client = gpu_cluster.client()
-    for bad in (1.5, 0.0004, -1):
-        with pytest.raises(SquallError):
+    for bad in (1.5, 0.0004, -1, True, "1"):
+        # checked before anything is added, as every task option
+        with pytest.raises(ValueError, match="resource gpus"):
             client.submit(py_env, resources={"gpus": bad}).result(TIMEOUT)
+    assert client.submit(py_env, resources={"gpus": 0.125}).result(TIMEOUT)[0] in DEVICES
     # more devices than any governor offers: refused
     with pytest.raises(SquallError):
         client.submit(py_env, resources={"gpus": 5}).result(TIMEOUT)
