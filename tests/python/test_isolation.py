@@ -278,24 +278,6 @@ def test_a_governor_not_running_as_root_keeps_working():
     assert "EXITS [0, 0]" in ran.stdout, ran.stdout
 
 
-def _probe(plant):
-    """What a Python task sees of its executor: a global an earlier task of
-    the same executor planted, its ids, its devices and how many entries of
-    each name its process started with (sh takes the last, getenv the
-    first: one of each), whose HOME it has."""
-    import builtins
-    import os
-    seen = getattr(builtins, "squall_planted", None)
-    if plant:
-        builtins.squall_planted = plant
-    with open("/proc/self/environ", "rb") as f:
-        names = [e.split(b"=", 1)[0] for e in f.read().split(b"\0") if e]
-    home = os.environ.get("HOME")
-    return {"seen": seen, "uid": os.getuid(), "devs": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "squall": os.environ.get("SQUALL_GPUS"), "home_uid": os.stat(home).st_uid,
-            "n": [names.count(n) for n in (b"CUDA_VISIBLE_DEVICES", b"SQUALL_GPUS", b"HOME")]}
-
-
 def test_executors_are_keyed_by_tenant_and_devices():
     """With --gpus, an executor serves one tenant's tasks holding one set of
     devices: its environment has both its own HOME (the tenant's user id's)
@@ -306,6 +288,26 @@ def test_executors_are_keyed_by_tenant_and_devices():
     python = _python_for_others()
     if not python:
         pytest.skip("no Python interpreter here may be run by another user")
+    # defined here: pickled by value, the executor does not import this
+    # module (nor squall, whose library the sanitizer build cannot load there)
+    def _probe(plant):
+        """What a Python task sees of its executor: a global an earlier task of
+        the same executor planted, its ids, its devices and how many entries of
+        each name its process started with (sh takes the last, getenv the
+        first: one of each), whose HOME it has."""
+        import builtins
+        import os
+        seen = getattr(builtins, "squall_planted", None)
+        if plant:
+            builtins.squall_planted = plant
+        with open("/proc/self/environ", "rb") as f:
+            names = [e.split(b"=", 1)[0] for e in f.read().split(b"\0") if e]
+        home = os.environ.get("HOME")
+        counts = [names.count(n) for n in (b"CUDA_VISIBLE_DEVICES", b"SQUALL_GPUS", b"HOME")]
+        return {"seen": seen, "uid": os.getuid(), "devs": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "squall": os.environ.get("SQUALL_GPUS"), "home_uid": os.stat(home).st_uid,
+                "n": counts}
+
     options = cluster_options()
     options["python"] = python
     # one device: every gpus=1 task of this serial test gets device 0
