@@ -384,11 +384,13 @@ s_validate (session_t *session, s_check_t *check, size_t n_payloads,
         }
         for (uint32_t r = 0; r < task->n_resources; r++) {
             const sq_resource_t *res = &task->resources [r];
-            if (resource_ok && !resource_ok (resource_arg, res->name, res->amount))
+            if (resource_ok && !resource_ok (resource_arg, res->name, res->amount)) {
+                char one [96];
+                sq_resource_format (res, one, sizeof one);
                 return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_RESOURCES,
-                                 "task %u needs %.*s=%llu but no governor has ever offered that much",
-                                 task->id, (int) (res->name.len > 100? 100: res->name.len),
-                                 res->name.ptr, (unsigned long long) res->amount);
+                                 "task %u needs %s but no governor has ever offered that much",
+                                 task->id, one);
+            }
         }
     }
     for (uint32_t i = 0; i < sub->n_objects; i++)

@@ -330,11 +330,11 @@ s_needs (const task_t *task, char *out, size_t size)
 {
     const task_extra_t *extra = task_extra (task);
     int len = snprintf (out, size, "cpus=%u", extra->cpus);
-    for (uint32_t r = 0; r < extra->n_resources && len > 0 && (size_t) len < size; r++)
-        len += snprintf (out + len, size - (size_t) len, ", %.*s=%llu",
-                         (int) (extra->resources [r].name.len > 64? 64: extra->resources [r].name.len),
-                         extra->resources [r].name.ptr,
-                         (unsigned long long) extra->resources [r].amount);
+    for (uint32_t r = 0; r < extra->n_resources && len > 0 && (size_t) len < size; r++) {
+        char one [96];
+        sq_resource_format (&extra->resources [r], one, sizeof one);
+        len += snprintf (out + len, size - (size_t) len, ", %s", one);
+    }
 }
 
 static void

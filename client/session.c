@@ -433,6 +433,9 @@ sq_task (sq_session_t *self, const char *kind, const uint32_t *inputs, size_t n_
 }
 
 //  The model's settings on a clone (sq_tasks_like). 0, or an error code.
+static int s_set_resource (sq_session_t *self, uint32_t task, const char *name,
+                           uint64_t amount, const char *fn);
+
 static int
 s_copy_settings (sq_session_t *self, const s_task_t *model, uint32_t id)
 {
@@ -440,8 +443,8 @@ s_copy_settings (sq_session_t *self, const s_task_t *model, uint32_t id)
     if (model->name && (rc = sq_task_set_name (self, id, model->name)))
         return rc;
     for (uint32_t r = 0; r < model->n_resources && !rc; r++)
-        rc = sq_task_set_resource (self, id, model->resources [r].name,
-                                   model->resources [r].amount);
+        rc = s_set_resource (self, id, model->resources [r].name,
+                             model->resources [r].amount, "sq_tasks_like");
     s_task_t *t = s_pending_task (self, id, "sq_tasks_like");
     if (rc || !t)
         return rc? rc: SQ_E_INTERNAL;
@@ -539,14 +542,16 @@ sq_task_set_name (sq_session_t *self, uint32_t task, const char *name)
     return 0;
 }
 
-int
-sq_task_set_resource (sq_session_t *self, uint32_t task, const char *name, uint64_t amount)
+//  amount as kept (gpus in thousandths, SQ_GPU_MILLI).
+static int
+s_set_resource (sq_session_t *self, uint32_t task, const char *name, uint64_t amount,
+                const char *fn)
 {
-    s_task_t *t = s_pending_task (self, task, "sq_task_set_resource");
+    s_task_t *t = s_pending_task (self, task, fn);
     if (!t)
         return SQ_E_INVALID;
     if (!name || !*name || !s_name_ok (name))
-        return s_err (self, SQ_E_INVALID, task, "sq_task_set_resource: invalid resource name");
+        return s_err (self, SQ_E_INVALID, task, "%s: invalid resource name", fn);
     //  No map on the wire means cpus=1; once there is a map, cpus must be in
     //  it explicitly or the task would ask for none.
     if (!t->resources) {
@@ -567,14 +572,35 @@ sq_task_set_resource (sq_session_t *self, uint32_t task, const char *name, uint6
             return 0;
         }
     if (t->n_resources == SQ_MAX_RESOURCES)
-        return s_err (self, SQ_E_INVALID, task, "sq_task_set_resource: at most %d resource kinds",
-                      SQ_MAX_RESOURCES);
+        return s_err (self, SQ_E_INVALID, task, "%s: at most %d resource kinds",
+                      fn, SQ_MAX_RESOURCES);
     char *copy = strdup (name);
     if (!copy)
         return s_err (self, SQ_E_NOMEM, task, "out of memory");
     t->resources [t->n_resources].name = copy;
     t->resources [t->n_resources++].amount = amount;
     return 0;
+}
+
+int
+sq_task_set_resource (sq_session_t *self, uint32_t task, const char *name, uint64_t amount)
+{
+    if (name && strcmp (name, SQ_RES_GPUS) == 0) {
+        if (amount > UINT64_MAX / SQ_GPU_MILLI)
+            return s_err (self, SQ_E_INVALID, task, "sq_task_set_resource: too many gpus");
+        amount *= SQ_GPU_MILLI;
+    }
+    return s_set_resource (self, task, name, amount, "sq_task_set_resource");
+}
+
+int
+sq_task_set_gpus (sq_session_t *self, uint32_t task, double gpus)
+{
+    int64_t milli = gpus == 0? 0: sq_gpus_milli (gpus);
+    if (milli < 0)
+        return s_err (self, SQ_E_INVALID, task, "sq_task_set_gpus: %g gpus: a whole number, "
+                      "or a fraction below 1 in thousandths", gpus);
+    return s_set_resource (self, task, SQ_RES_GPUS, (uint64_t) milli, "sq_task_set_gpus");
 }
 
 int

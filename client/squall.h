@@ -140,6 +140,11 @@ int sq_task_set_name (sq_session_t *self, uint32_t task, const char *name);
 //  cpus=1; set cpus to 0 for tasks that only wait.
 int sq_task_set_resource (sq_session_t *self, uint32_t task,
                           const char *name, uint64_t amount);
+//  gpus as a fraction of a device (0.5: half of one, shared with other
+//  tasks) or whole devices: the task runs with CUDA_VISIBLE_DEVICES naming
+//  the devices it got on a governor started with --gpus. Fractions are in
+//  thousandths, below 1; sq_task_set_resource "gpus" takes whole devices.
+int sq_task_set_gpus (sq_session_t *self, uint32_t task, double gpus);
 int sq_task_set_priority (sq_session_t *self, uint32_t task, int32_t priority);
 int sq_task_set_max_retries (sq_session_t *self, uint32_t task, uint32_t retries);
 int sq_task_set_timeout (sq_session_t *self, uint32_t task, double seconds);

@@ -2,6 +2,8 @@
     batched-message readers) and the helpers of proto_client.c,
     proto_governor.c and proto_data.c. Layouts: proto.h, docs/protocol.md. */
 #include "proto_internal.h"
+#include <math.h>
+#include <stdio.h>
 
 //  Records a decode error with the field it happened in, once.
 int
@@ -165,10 +167,23 @@ sqp_resources (mpr_t *r, sq_resource_t *out, uint32_t *n_out, uint32_t max)
     if (n > max)
         return mpr_fail (r, "too many resource kinds");
     for (uint32_t i = 0; i < n; i++) {
-        if (mpr_str (r, &out [i].name, SQ_MAX_NAME) || mpr_uint (r, &out [i].amount))
+        if (mpr_str (r, &out [i].name, SQ_MAX_NAME))
             return -1;
         if (out [i].name.len == 0)
             return mpr_fail (r, "empty resource name");
+        if (mpr_str_eq (out [i].name, SQ_RES_GPUS)) {
+            double gpus;
+            if (mpr_double (r, &gpus))
+                return -1;
+            int64_t milli = gpus == 0? 0: sq_gpus_milli (gpus);
+            if (milli < 0)
+                return mpr_fail (r, "gpus must be a whole number, or a fraction below 1 "
+                                    "in thousandths");
+            out [i].amount = (uint64_t) milli;
+        }
+        else
+        if (mpr_uint (r, &out [i].amount))
+            return -1;
         for (uint32_t j = 0; j < i; j++)
             if (out [j].name.len == out [i].name.len
             &&  memcmp (out [j].name.ptr, out [i].name.ptr, out [i].name.len) == 0)
@@ -188,8 +203,39 @@ sqp_pack_resources (msgpack_packer *pk, const sq_resource_t *res, uint32_t n)
     msgpack_pack_map (pk, n);
     for (uint32_t i = 0; i < n; i++) {
         sq_pack_mstr (pk, res [i].name);
-        msgpack_pack_uint64 (pk, res [i].amount);
+        if (!mpr_str_eq (res [i].name, SQ_RES_GPUS))
+            msgpack_pack_uint64 (pk, res [i].amount);
+        else
+        if (res [i].amount % SQ_GPU_MILLI == 0)
+            msgpack_pack_uint64 (pk, res [i].amount / SQ_GPU_MILLI);
+        else
+            msgpack_pack_double (pk, (double) res [i].amount / SQ_GPU_MILLI);
     }
+}
+
+int64_t
+sq_gpus_milli (double gpus)
+{
+    //  Up to a million devices keeps every product below here exact.
+    if (!(gpus >= 0.001 && gpus <= 1e6))
+        return -1;
+    double scaled = gpus * SQ_GPU_MILLI;
+    int64_t milli = llround (scaled);
+    if (fabs (scaled - (double) milli) > 1e-6 * (scaled > 1? scaled: 1))
+        return -1;
+    if (milli > SQ_GPU_MILLI && milli % SQ_GPU_MILLI)
+        return -1;
+    return milli;
+}
+
+void
+sq_resource_format (const sq_resource_t *res, char *out, size_t size)
+{
+    int len = (int) (res->name.len > 64? 64: res->name.len);
+    if (mpr_str_eq (res->name, SQ_RES_GPUS))
+        snprintf (out, size, "%.*s=%g", len, res->name.ptr, (double) res->amount / SQ_GPU_MILLI);
+    else
+        snprintf (out, size, "%.*s=%llu", len, res->name.ptr, (unsigned long long) res->amount);
 }
 
 //  --------------------------------------------------------------------------

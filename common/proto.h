@@ -821,5 +821,15 @@ void sq_put_encode (sq_wbuf_t *w, const sq_put_t *put);
 
 //  Resource names: "cpus" is the one every governor and task has.
 #define SQ_RES_CPUS "cpus"
+//  "gpus" may be fractional (0.5: half a device, shared): every process
+//  counts them in thousandths of a device (sq_resource_t.amount 500), the
+//  wire in devices (a float when fractional; above 1, whole devices).
+#define SQ_RES_GPUS "gpus"
+#define SQ_GPU_MILLI 1000
+//  gpus (as the user writes them) into thousandths: -1 unless finite, at
+//  least 0.001, a whole number of thousandths, and whole above 1.
+int64_t sq_gpus_milli (double gpus);
+//  "name=amount" as the user wrote it ("gpus=0.5", "memory=1024"), cut to size.
+void sq_resource_format (const sq_resource_t *res, char *out, size_t size);
 
 #endif

@@ -681,11 +681,10 @@ sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
         s_kv_str (pk, "name", gov->name);
         s_kv (pk, "cpus", gov->cpus);
         sq_pack_cstr (pk, "resources");
-        msgpack_pack_map (pk, gov->n_resources);
-        for (uint32_t r = 0; r < gov->n_resources; r++) {
-            sq_pack_mstr (pk, gov->resources [r].name);
-            msgpack_pack_uint64 (pk, gov->resources [r].amount);
-        }
+        if (gov->n_resources)
+            sqp_pack_resources (pk, gov->resources, gov->n_resources);
+        else
+            msgpack_pack_map (pk, 0);
         s_kv (pk, "assigned", gov->assigned);
         s_kv (pk, "running", gov->running);
         s_kv (pk, "queued", gov->queued);

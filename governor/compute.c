@@ -13,6 +13,7 @@
 #include "builtin.h"
 #include "execute.h"
 #include "pyexec.h"
+#include "gpus.h"
 #include "deadlines.h"
 #include "transfer.h"
 #include "stream.h"
@@ -86,6 +87,7 @@ struct _compute_t {
     uint32_t n_res;
     const sq_resource_t *res;
     uint64_t res_used [SQ_MAX_RESOURCES];
+    gpus_t *gpus;               //  devices (--gpus), NULL: none named
     uint64_t next_memcheck_ns;
     //  The cgroup the governor runs in (store_set_box), looked at while
     //  tasks run; NULL: none.
@@ -264,7 +266,7 @@ s_fits_now (compute_t *self, task_t *task)
         if (i < 0 || self->res_used [i] + task->resources [r].amount > self->res [i].amount)
             return false;
     }
-    return true;
+    return !self->gpus || gpus_fit (self->gpus, task->gpus);
 }
 
 //  Takes (sign 1) or gives back (-1) what a running task holds.
@@ -277,6 +279,17 @@ s_hold (compute_t *self, task_t *task, int sign)
         if (i >= 0)
             self->res_used [i] += sign > 0? task->resources [r].amount
                                           : -task->resources [r].amount;
+    }
+    //  Its devices, named in its environment (execute.c, pyexec.c).
+    if (self->gpus && sign > 0) {
+        task->gpu_mask = gpus_take (self->gpus, task->gpus);
+        free (task->gpu_names);
+        task->gpu_names = gpus_names (self->gpus, task->gpu_mask);
+    }
+    else
+    if (self->gpus) {
+        gpus_give (self->gpus, task->gpus, task->gpu_mask);
+        task->gpu_mask = 0;
     }
 }
 
@@ -1546,6 +1559,11 @@ compute_new (const compute_args_t *args)
     self->cpus = args->cpus;
     self->n_res = args->n_resources;
     self->res = args->resources;
+    char gpus_err [128];
+    if (args->gpus && !(self->gpus = gpus_new (args->gpus, gpus_err, sizeof gpus_err))) {
+        free (self);
+        return NULL;
+    }
     self->inline_max = args->inline_max;
     self->workdir = strdup (args->workdir);
     self->memory_limit = args->memory_limit;
@@ -1616,6 +1634,7 @@ compute_destroy (compute_t **self_p)
     compute_t *self = *self_p;
     if (!self)
         return;
+    gpus_destroy (&self->gpus);
     if (self->tasks) {
         size_t n = sq_idmap_size (self->tasks), cursor = 0, i = 0;
         task_t **all = (task_t **) malloc ((n + 1) * sizeof (task_t *));

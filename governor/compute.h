@@ -28,6 +28,7 @@ typedef struct {
     const char *data_endpoint;  //  ours, where peers send CREDITs
     uint32_t n_resources;       //  named resources offered besides cpus
     const sq_resource_t *resources;
+    const char *gpus;           //  devices offered ("0,1,3"), NULL: none
 } compute_args_t;
 
 compute_t *compute_new (const compute_args_t *args);

@@ -159,11 +159,20 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     size_t n_environ = 0;
     while (environ [n_environ])
         n_environ++;
+    //  The devices it holds (governor --gpus) come before everything: a
+    //  task's own CUDA_VISIBLE_DEVICES must not reach another's device.
+    uint32_t n_gpu = task->gpu_names? 2: 0;
+    uint32_t n_own = task->conf.n_env + n_gpu;
     char **argv = s_strv (task->conf.args, task->conf.n_args, 0);
-    char **envp = s_strv (task->conf.env, task->conf.n_env, n_environ + 1);
-    if (!argv || !envp) {
+    char **envp = s_strv (task->conf.env, task->conf.n_env, n_gpu + n_environ + 1);
+    if (envp && n_gpu) {
+        memmove (envp + n_gpu, envp, task->conf.n_env * sizeof (char *));
+        envp [0] = s_printf ("CUDA_VISIBLE_DEVICES=%s", task->gpu_names);
+        envp [1] = s_printf ("SQUALL_GPUS=%s", task->gpu_names);
+    }
+    if (!argv || !envp || (n_gpu && (!envp [0] || !envp [1]))) {
         s_strv_free (argv, task->conf.n_args);
-        s_strv_free (envp, task->conf.n_env);
+        s_strv_free (envp, envp? n_own: 0);
         snprintf (err, err_size, "execute: out of memory");
         return -1;
     }
@@ -171,12 +180,30 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     //  override the governor's own variables of the same name. A program
     //  under a user id of its own has its directory as HOME (the
     //  governor's is not its to write).
-    size_t at = task->conf.n_env;
+    size_t at = n_own;
     if (self->id.switched)
         envp [at++] = self->home;
     for (size_t i = 0; i < n_environ; i++)
         if (!self->id.switched || strncmp (environ [i], "HOME=", 5))
             envp [at++] = environ [i];      //  shells take a name's last entry
+    //  Only one of each: sh takes the last of the same name, getenv the first.
+    if (n_gpu) {
+        size_t out = n_gpu;
+        uint32_t owned = n_own;
+        for (size_t i = n_gpu; envp [i]; i++) {
+            if (strncmp (envp [i], "CUDA_VISIBLE_DEVICES=", 21) == 0
+            ||  strncmp (envp [i], "SQUALL_GPUS=", 12) == 0) {
+                if (i < n_own) {
+                    free (envp [i]);
+                    owned--;
+                }
+                continue;
+            }
+            envp [out++] = envp [i];
+        }
+        envp [out] = NULL;
+        n_own = owned;
+    }
 
     //  Streams are pipes: the program's ends go to it, ours stay here.
     int in_pipe [2] = { -1, -1 }, out_pipe [2] = { -1, -1 };
@@ -190,7 +217,7 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
                 close (out_pipe [i]);
         }
         s_strv_free (argv, task->conf.n_args);
-        s_strv_free (envp, task->conf.n_env);
+        s_strv_free (envp, n_own);
         return -1;
     }
     if (out_pipe [0] >= 0)
@@ -217,7 +244,7 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     char why [512];
     int rc = sandbox_spawn (&how, &self->pid, why, sizeof why);
     s_strv_free (argv, task->conf.n_args);
-    s_strv_free (envp, task->conf.n_env);
+    s_strv_free (envp, n_own);
     //  The program's ends are its own now: ours must not hold them open.
     if (in_pipe [0] >= 0)
         close (in_pipe [0]);

@@ -133,7 +133,8 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
         .task_uid_count = self->config->task_uid_count,
         .memory_limit = self->config->store_limit,
         .box_memory = self->config->box_memory, .data_endpoint = receiver_data_endpoint (receiver),
-        .n_resources = self->config->n_resources, .resources = self->config->resources
+        .n_resources = self->config->n_resources, .resources = self->config->resources,
+        .gpus = self->config->gpus
     };
     s_balance_args_t balance_args = { .pipe = balance_there, .load = load_in };
     pthread_t compute_thread, balance_thread;

@@ -33,6 +33,8 @@ typedef struct {
     uint32_t task_uid_count;
     uint32_t n_resources;       //  custom resources besides cpus
     sq_resource_t resources [SQ_MAX_RESOURCES];
+    const char *gpus;           //  devices (--gpus) named in tasks'
+                                //  CUDA_VISIBLE_DEVICES, NULL: none
     int heartbeat_ms;           //  until the broker says otherwise
     uint64_t memory;            //  the governor's memory in bytes (0: none)
     uint64_t store_limit;       //  its store's part of it (store_budget; 0: none)

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "parentwatch.h"
 #include "sandbox.h"
+#include "gpus.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -52,6 +53,11 @@ static const char *s_usage =
     "                         that much; default 0; Compose, Helm and Slurm\n"
     "                         start governors with auto)\n"
     "  --resource NAME=N      a custom resource counter (repeatable)\n"
+    "  --gpus auto|LIST       devices offered as gpus (LIST: 0,1,3): a task\n"
+    "                         asking for gpus=N gets N of its own, 0.5 a share\n"
+    "                         of one, named in its CUDA_VISIBLE_DEVICES (auto:\n"
+    "                         $CUDA_VISIBLE_DEVICES if set, else what\n"
+    "                         nvidia-smi -L lists, else none)\n"
     "  --heartbeat-ms MS      heartbeat interval until the broker sets it (1000)\n"
     "  --no-reconnect         exit (status 3) when the broker is lost, instead\n"
     "                         of reconnecting with back-off as a new governor\n"
@@ -213,6 +219,7 @@ main (int argc, char *argv [])
         { "advertise", required_argument, NULL, 'a' },
         { "workdir", required_argument, NULL, 'w' },
         { "resource", required_argument, NULL, 'r' },
+        { "gpus", required_argument, NULL, 'g' },
         { "memory", required_argument, NULL, 'M' },
         { "prefault", required_argument, NULL, 'F' },
         { "heartbeat-ms", required_argument, NULL, 'H' },
@@ -239,6 +246,8 @@ main (int argc, char *argv [])
     bool task_uids_given = false;
     const char *user_workdir = NULL;
     char *resource_names [SQ_MAX_RESOURCES] = { NULL };
+    const char *gpus_arg = NULL;
+    static char gpus_list [GPUS_MAX * 65 + 1];
     int opt;
     uint64_t value, prefault = 0;
     opterr = 0;
@@ -303,11 +312,20 @@ main (int argc, char *argv [])
                     free (name);
                     return s_bad ("use --cpus for cpus", NULL);
                 }
+                //  gpus are counted in thousandths (fractions share a device).
+                if (strcmp (name, SQ_RES_GPUS) == 0) {
+                    if (value > UINT64_MAX / SQ_GPU_MILLI) {
+                        free (name);
+                        return s_bad ("--resource gpus: too many", optarg);
+                    }
+                    value *= SQ_GPU_MILLI;
+                }
                 resource_names [config.n_resources] = name;
                 config.resources [config.n_resources++] =
                     (sq_resource_t) { { name, (uint32_t) strlen (name) }, value };
                 break;
             }
+            case 'g': gpus_arg = optarg; break;
             case 'P':
                 //  Read by governor/pyexec.c; set before any thread starts.
                 if (!*optarg || setenv ("SQUALL_PYTHON", optarg, 1))
@@ -354,6 +372,42 @@ main (int argc, char *argv [])
     }
     if (optind < argc)
         return s_bad ("unexpected argument", argv [optind]);
+    if (gpus_arg) {
+        char *found = strcmp (gpus_arg, "auto") == 0? gpus_detect (): strdup (gpus_arg);
+        const char *bad = !found || strlen (found) >= sizeof gpus_list
+                        ? "--gpus: too long a list": NULL;
+        snprintf (gpus_list, sizeof gpus_list, "%s", found && !bad? found: "");
+        free (found);
+        char err [128] = "";
+        gpus_t *gpus = bad? NULL: gpus_new (gpus_list, err, sizeof err);
+        uint32_t n = gpus? gpus_count (gpus): 0;
+        gpus_destroy (&gpus);
+        for (uint32_t i = 0; i < config.n_resources && !bad && !*err; i++)
+            if (mpr_str_eq (config.resources [i].name, SQ_RES_GPUS))
+                bad = "--gpus and --resource gpus=N do not go together";
+        if (!bad && !*err && n && config.n_resources + 1 >= SQ_MAX_RESOURCES)
+            bad = "too many --resource options";
+        if (bad || *err) {
+            for (uint32_t i = 0; i < config.n_resources; i++)
+                free (resource_names [i]);
+            if (bad)
+                return s_bad (bad, gpus_arg);
+            fprintf (stderr, "squall-governor: --gpus %s%s%s: %s\n", gpus_arg,
+                     strcmp (gpus_arg, "auto")? "": " found ",
+                     strcmp (gpus_arg, "auto")? "": gpus_list, err);
+            return 2;
+        }
+        if (n) {
+            //  What is not a task's own is nobody's: tasks without gpus,
+            //  and Python executors started before any, see no device.
+            if (setenv ("CUDA_VISIBLE_DEVICES", "", 1) || setenv ("SQUALL_GPUS", "", 1))
+                return s_bad ("--gpus: cannot set the environment", NULL);
+            config.gpus = gpus_list;
+            config.resources [config.n_resources++] = (sq_resource_t) {
+                { SQ_RES_GPUS, 4 }, (uint64_t) n * SQ_GPU_MILLI };
+        }
+        sq_info ("--gpus: %s", n? gpus_list: "no devices");
+    }
     //  Defaults that fit the box this governor is in: a container's or a
     //  Slurm step's limits, not the host's (cgroup.h).
     cgroup_limits_t box;

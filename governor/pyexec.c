@@ -62,6 +62,10 @@ typedef struct {
     char *tenant;
     sandbox_id_t id;
     char *dir;
+    //  The devices in its CUDA_VISIBLE_DEVICES (governor --gpus), NULL or
+    //  "": the governor's. CUDA reads it once, at init, so an executor only
+    //  runs tasks that hold the same devices.
+    char *gpus;
     //  Started in advance and no task yet: with the governor's identity,
     //  the first tenant to come takes it.
     bool fresh;
@@ -208,33 +212,64 @@ s_read_all (int fd, uint8_t *data, size_t size)
 //  Processes
 
 //  The executor's environment: the governor's, with HOME its own
-//  directory when it runs as another user (NULL if out of memory).
+//  directory when it runs as another user, and the devices it was started
+//  for (governor --gpus) first; only one of each name, as sh takes the
+//  last and getenv the first. NULL if out of memory; free with
+//  s_environ_free.
 static char **
 s_environ (const s_exec_t *ex)
 {
     size_t n = 0;
     while (environ [n])
         n++;
-    char **envp = (char **) calloc (n + 2, sizeof (char *));
+    char **envp = (char **) calloc (n + 4, sizeof (char *));
     if (!envp)
         return NULL;
     size_t at = 0;
-    if (ex->dir && asprintf (&envp [at++], "HOME=%s", ex->dir) < 0) {
+    bool ok = true;
+    if (ex->gpus) {
+        ok = asprintf (&envp [at++], "CUDA_VISIBLE_DEVICES=%s", ex->gpus) >= 0;
+        if (ok)
+            ok = asprintf (&envp [at++], "SQUALL_GPUS=%s", ex->gpus) >= 0;
+    }
+    if (ok && ex->dir)
+        ok = asprintf (&envp [at++], "HOME=%s", ex->dir) >= 0;
+    if (!ok) {
+        //  asprintf leaves its pointer undefined on failure.
+        for (size_t i = 0; i + 1 < at; i++)
+            free (envp [i]);
         free (envp);
         return NULL;
     }
-    for (size_t i = 0; i < n; i++)
-        if (!ex->dir || strncmp (environ [i], "HOME=", 5))
-            envp [at++] = environ [i];
+    for (size_t i = 0; i < n; i++) {
+        if (ex->dir && strncmp (environ [i], "HOME=", 5) == 0)
+            continue;
+        if (ex->gpus && (strncmp (environ [i], "CUDA_VISIBLE_DEVICES=", 21) == 0
+                     ||  strncmp (environ [i], "SQUALL_GPUS=", 12) == 0))
+            continue;
+        envp [at++] = environ [i];
+    }
     return envp;
 }
 
-//  A slot whose process is gone forgets its tenant; its directory goes.
+static void
+s_environ_free (const s_exec_t *ex, char **envp)
+{
+    size_t owned = (ex->gpus? 2: 0) + (ex->dir? 1: 0);
+    for (size_t i = 0; envp && i < owned; i++)
+        free (envp [i]);
+    free (envp);
+}
+
+//  A slot whose process is gone forgets its tenant and devices; its
+//  directory goes.
 static void
 s_release (s_exec_t *ex)
 {
     free (ex->tenant);
     ex->tenant = NULL;
+    free (ex->gpus);
+    ex->gpus = NULL;
     ex->fresh = false;
     if (ex->dir)
         files_rmtree (ex->dir);
@@ -242,24 +277,28 @@ s_release (s_exec_t *ex)
     ex->dir = NULL;
 }
 
-static int s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, char *err,
-                       size_t err_size);
+static int s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, const char *gpus,
+                       char *err, size_t err_size);
 
-//  Starts an executor for the tenant's tasks in the free slot ex.
+//  Starts an executor for the tenant's tasks that hold the devices gpus
+//  (NULL or "": none) in the free slot ex.
 static int
-s_spawn (pyexec_t *self, s_exec_t *ex, const char *tenant, char *err, size_t err_size)
+s_spawn (pyexec_t *self, s_exec_t *ex, const char *tenant, const char *gpus, char *err,
+         size_t err_size)
 {
-    int rc = s_spawn_in (self, ex, tenant, err, err_size);
+    int rc = s_spawn_in (self, ex, tenant, gpus, err, err_size);
     if (rc)
         s_release (ex);
     return rc;
 }
 
 static int
-s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, char *err, size_t err_size)
+s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, const char *gpus, char *err,
+            size_t err_size)
 {
     ex->tenant = strdup (tenant);
-    if (!ex->tenant) {
+    ex->gpus = gpus && *gpus? strdup (gpus): NULL;
+    if (!ex->tenant || (gpus && *gpus && !ex->gpus)) {
         snprintf (err, err_size, "out of memory on the governor");
         return -1;
     }
@@ -305,9 +344,7 @@ s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, char *err, size_t 
     pid_t pid;
     char why [512];
     int rc = envp? sandbox_spawn (&how, &pid, why, sizeof why): -1;
-    if (envp && ex->dir)
-        free (envp [0]);
-    free (envp);
+    s_environ_free (ex, envp);
     close (sv [1]);
     if (rc) {
         close (sv [0]);
@@ -423,9 +460,10 @@ pyexec_new (uint32_t cpus, const char *workdir, sandbox_t *sandbox)
         char err [768];
         for (uint32_t i = 0; i < self->cpus; i++) {
             s_exec_t *ex = s_idle_slot (self);
-            //  The tenant of tasks without keys; with keys the first task
-            //  of a tenant replaces one (an executor serves one tenant).
-            if (!ex || s_spawn (self, ex, "", err, sizeof err)) {
+            //  The tenant of tasks without keys, with no devices; with keys
+            //  the first task of a tenant replaces one (an executor serves
+            //  one tenant), as does a task with devices.
+            if (!ex || s_spawn (self, ex, "", NULL, err, sizeof err)) {
                 sq_warn ("cannot start Python executors in advance: %s",
                          ex? err: "out of memory");
                 break;
@@ -628,6 +666,21 @@ s_tenant_is (const s_exec_t *ex, const char *tenant)
         && (strcmp (ex->tenant, tenant) == 0 || (ex->fresh && !ex->id.switched));
 }
 
+static bool
+s_same_gpus (const char *a, const char *b)
+{
+    return strcmp (a? a: "", b? b: "") == 0;
+}
+
+//  Whether the executor may run a task of the tenant holding the devices
+//  gpus: CUDA reads CUDA_VISIBLE_DEVICES once, at init, so only tasks
+//  with the devices it was started for.
+static bool
+s_serves (const s_exec_t *ex, const char *tenant, const char *gpus)
+{
+    return s_tenant_is (ex, tenant) && s_same_gpus (ex->gpus, gpus);
+}
+
 //  The executor serves this tenant from now on. -1 if out of memory.
 static int
 s_claim (s_exec_t *ex, const char *tenant)
@@ -643,20 +696,21 @@ s_claim (s_exec_t *ex, const char *tenant)
     return 0;
 }
 
-//  An idle running executor of the tenant, else a free slot, else the
-//  slot of another tenant's idle executor (stopped: executors are never
-//  shared between tenants, and the pool stays as big as the tasks that
-//  run at once), else a new slot; NULL if out of memory. One still busy
-//  with stopped piped tasks takes a frame of `size` bytes behind them
-//  only if the socket can hold it at once.
+//  An idle running executor of the tenant with the task's devices, else a
+//  free slot, else the slot of an idle executor of another tenant or with
+//  other devices (stopped: executors are never shared between tenants,
+//  and the pool stays as big as the tasks that run at once), else a new
+//  slot; NULL if out of memory. One still busy with stopped piped tasks
+//  takes a frame of `size` bytes behind them only if the socket can hold
+//  it at once.
 static s_exec_t *
-s_idle (pyexec_t *self, size_t size, const char *tenant)
+s_idle (pyexec_t *self, size_t size, const char *tenant, const char *gpus)
 {
     s_exec_t *free_slot = NULL, *draining = NULL, *other = NULL;
     for (size_t i = 0; i < self->n_execs; i++) {
         s_exec_t *ex = &self->execs [i];
         bool idle = ex->pid && !ex->task && !ex->host;
-        bool mine = s_tenant_is (ex, tenant);
+        bool mine = s_serves (ex, tenant, gpus);
         if (idle && mine && !ex->discard)
             return ex;
         if (idle && mine && !draining && size <= S_PIPE_FRAME_MAX)
@@ -670,9 +724,11 @@ s_idle (pyexec_t *self, size_t size, const char *tenant)
         return draining;
     if (free_slot)
         return free_slot;
+    //  Executors stay within the cpus: one of another tenant or started
+    //  for other devices goes.
     if (other) {
-        sq_debug ("stopping Python executor %d: its tenant's tasks are done, another's come",
-                  (int) other->pid);
+        sq_debug ("stopping Python executor %d: its tasks are done, another tenant's "
+                  "or other devices' come", (int) other->pid);
         s_stop (self, other, false);
         return other;
     }
@@ -749,12 +805,12 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
     //  fails and the task goes to a fresh one.
     int rc = -1;
     for (int attempt = 0; attempt < 2 && rc; attempt++) {
-        s_exec_t *ex = s_idle (self, size, task->tenant);
+        s_exec_t *ex = s_idle (self, size, task->tenant, task->gpu_names);
         if (!ex) {
             snprintf (err, err_size, "out of memory on the governor");
             break;
         }
-        if (!ex->pid && s_spawn (self, ex, task->tenant, err, err_size))
+        if (!ex->pid && s_spawn (self, ex, task->tenant, task->gpu_names, err, err_size))
             break;
         if (s_claim (ex, task->tenant)) {
             snprintf (err, err_size, "out of memory on the governor");
@@ -835,7 +891,7 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
         s_exec_t *ex = &self->execs [i];
         uint32_t seq;
         task_t *last = s_tail (ex, &seq);
-        if (!last || !s_tenant_is (ex, task->tenant))
+        if (!last || !s_serves (ex, task->tenant, task->gpu_names))
             continue;
         if (!missing) {
             if (!best || ex->n_piped < best->n_piped)

@@ -32,6 +32,8 @@ task_new (const sq_assign_t *assign, sq_errbuf_t *err)
     self->cpus = assign->cpus;
     self->timeout_ms = assign->timeout_ms;
     for (uint32_t i = 0; i < assign->n_resources; i++) {
+        if (mpr_str_eq (assign->resources [i].name, SQ_RES_GPUS))
+            self->gpus = assign->resources [i].amount;
         if (mpr_str_eq (assign->resources [i].name, "memory")) {
             self->memory = assign->resources [i].amount;
             continue;
@@ -126,6 +128,7 @@ task_destroy (task_t **self_p)
     free (self->config);
     for (uint32_t i = 0; i < self->n_resources; i++)
         free ((char *) self->resources [i].name.ptr);
+    free (self->gpu_names);
     free (self);
     *self_p = NULL;
 }

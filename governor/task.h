@@ -47,6 +47,13 @@ struct _task_t {
     uint32_t fail_reason;       //  SQ_FAIL_* reported if it fails
     uint32_t n_resources;       //  other named requests (names owned)
     sq_resource_t resources [SQ_MAX_RESOURCES];
+    //  Devices (governor --gpus): what it asked for in thousandths, the
+    //  devices it holds while it runs (gpus.h), and their names for its
+    //  CUDA_VISIBLE_DEVICES ("" for none; NULL: the governor has no --gpus,
+    //  the environment is left alone).
+    uint64_t gpus;
+    uint64_t gpu_mask;
+    char *gpu_names;
 
     //  Streams (stream.c): the input read as a stream (execute: its stdin)
     //  and the producer attempt whose bytes to read; the output written as

@@ -278,6 +278,83 @@ def test_a_governor_not_running_as_root_keeps_working():
     assert "EXITS [0, 0]" in ran.stdout, ran.stdout
 
 
+def test_executors_are_keyed_by_tenant_and_devices():
+    """With --gpus, an executor serves one tenant's tasks holding one set of
+    devices: its environment has both its own HOME (the tenant's user id's)
+    and the devices, once each, and it is reused only for the same tenant
+    and the same devices."""
+    if os.geteuid() != 0:
+        pytest.skip("running tasks as other users needs root")
+    python = _python_for_others()
+    if not python:
+        pytest.skip("no Python interpreter here may be run by another user")
+    # defined here: pickled by value, the executor does not import this
+    # module (nor squall, whose library the sanitizer build cannot load there)
+    def _probe(plant):
+        """What a Python task sees of its executor: a global an earlier task of
+        the same executor planted, its ids, its devices and how many entries of
+        each name its process started with (sh takes the last, getenv the
+        first: one of each), whose HOME it has."""
+        import builtins
+        import os
+        seen = getattr(builtins, "squall_planted", None)
+        if plant:
+            builtins.squall_planted = plant
+        with open("/proc/self/environ", "rb") as f:
+            names = [e.split(b"=", 1)[0] for e in f.read().split(b"\0") if e]
+        home = os.environ.get("HOME")
+        counts = [names.count(n) for n in (b"CUDA_VISIBLE_DEVICES", b"SQUALL_GPUS", b"HOME")]
+        return {"seen": seen, "uid": os.getuid(), "devs": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "squall": os.environ.get("SQUALL_GPUS"), "home_uid": os.stat(home).st_uid,
+                "n": counts}
+
+    options = cluster_options()
+    options["python"] = python
+    # one device: every gpus=1 task of this serial test gets device 0
+    with squall.LocalCluster(governors=1, cpus=2, task_uids=TASK_UIDS,
+                             governor_args=["--gpus", "0"], **options) as cluster:
+        authorized = cluster._keys["authorized"]
+        alice = squall.keygen("alice-gpu", authorized, "client", "team-a")
+        bob = squall.keygen("bob-gpu", authorized, "client", "team-b")
+        cluster.broker.send_signal(signal.SIGHUP)
+        a = until(lambda: _connect(cluster, alice), "the broker to take alice's key")
+        b = until(lambda: _connect(cluster, bob), "the broker to take bob's key")
+        gpu = {"gpus": 1}
+        first = a.submit(_probe, "a-gpu", resources=gpu).result(TIMEOUT)
+        assert first["uid"] >= FIRST_UID and first["home_uid"] == first["uid"], first
+        assert first["devs"] == first["squall"] == "0" and first["n"] == [1, 1, 1], first
+        # same tenant, same devices: the same executor
+        again = a.submit(_probe, None, resources=gpu).result(TIMEOUT)
+        assert again["seen"] == "a-gpu" and again["uid"] == first["uid"], again
+        # same tenant, no devices: another executor, which sees none
+        plain = a.submit(_probe, None).result(TIMEOUT)
+        assert plain["seen"] is None and plain["uid"] == first["uid"], plain
+        assert plain["devs"] == "" and plain["n"] == [1, 1, 1], plain
+        # same devices, another tenant: another executor, under bob's id
+        a.submit(_probe, "a-gpu", resources=gpu).result(TIMEOUT)
+        other = b.submit(_probe, None, resources=gpu).result(TIMEOUT)
+        assert other["seen"] is None and other["uid"] not in (first["uid"], 0), other
+        assert other["devs"] == "0" and other["home_uid"] == other["uid"], other
+        # an execute task: the devices over its own env, HOME its directory's
+        with a.session() as s:
+            shown = tasks.Execute(
+                "echo \"$CUDA_VISIBLE_DEVICES $SQUALL_GPUS $(env | grep -c "
+                "-e ^CUDA_VISIBLE_DEVICES= -e ^SQUALL_GPUS= -e ^HOME=) "
+                "$(stat -c %u \"$HOME\") $(id -u)\"",
+                env={"CUDA_VISIBLE_DEVICES": "7", "SQUALL_GPUS": "7"}, stdout=True,
+                resources=gpu)
+            shown.output.keep()
+            s.submit()
+            out = shown.output.fetch(TIMEOUT).decode()
+        fields = out.split()
+        assert len(fields) == 5 and fields[:3] == ["0", "0", "3"], out
+        assert fields[3] == fields[4] and int(fields[4]) >= FIRST_UID, out
+        a.close()
+        b.close()
+    assert cluster.exit_codes and all(code == 0 for code in cluster.exit_codes.values()), \
+        cluster.exit_codes
+
+
 UMASK_077 = r"""
 import os, sys, squall
 with squall.LocalCluster(governors=1, cpus=1, python=sys.argv[1], task_uids=sys.argv[2]) as c:

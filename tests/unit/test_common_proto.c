@@ -948,6 +948,89 @@ s_test_peek (void)
     CHECK (sq_proto_peek (NULL, 0, &type, &req) == -1);
 }
 
+//  --------------------------------------------------------------------------
+//  gpus: thousandths in memory, devices on the wire (a float below 1)
+
+static void
+s_hello_gpus (sq_wbuf_t *w, int kind, double value)
+{
+    sq_wbuf_reset (w);
+    msgpack_pack_array (&w->pk, 10);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w->pk, 1);
+    msgpack_pack_uint32 (&w->pk, SQUALL_PROTOCOL_VERSION);
+    sq_pack_cstr (&w->pk, "governor");
+    sq_pack_cstr (&w->pk, "g");
+    msgpack_pack_uint64 (&w->pk, 1);
+    sq_pack_cstr (&w->pk, "a");
+    sq_pack_cstr (&w->pk, "b");
+    msgpack_pack_map (&w->pk, 1);
+    sq_pack_cstr (&w->pk, kind == 2? "memory": "gpus");
+    if (kind == 1)
+        sq_pack_cstr (&w->pk, "half");
+    else
+        msgpack_pack_double (&w->pk, value);
+    msgpack_pack_nil (&w->pk);
+}
+
+static void
+s_test_gpus (void)
+{
+    CHECK (sq_gpus_milli (0.5) == 500 && sq_gpus_milli (1) == 1000 && sq_gpus_milli (3) == 3000);
+    CHECK (sq_gpus_milli (0.001) == 1 && sq_gpus_milli (0.125) == 125);
+    CHECK (sq_gpus_milli (1.5) == -1 && sq_gpus_milli (0.0005) == -1 && sq_gpus_milli (-1) == -1);
+    CHECK (sq_gpus_milli (0) == -1 && sq_gpus_milli (1.0 / 0.0) == -1 && sq_gpus_milli (0.0 / 0.0) == -1);
+    CHECK (sq_gpus_milli (1e7) == -1);
+
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_hello_t h;
+    int code;
+    sq_errbuf_t err;
+    //  Whole devices go as an unsigned integer: 4000 thousandths are 4.
+    sq_resource_t res [2] = { { s_mstr ("gpus"), 4000 }, { s_mstr ("a"), 7 } };
+    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", res, 2, NULL, 0);
+    const uint8_t four [] = { 0xa4, 'g', 'p', 'u', 's', 0x04 };
+    CHECK (memmem (w.buf.data, w.buf.size, four, sizeof four) != NULL);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0);
+    CHECK (h.n_resources == 2 && h.resources [0].amount == 4000 && h.resources [1].amount == 7);
+    //  A fraction goes as a float, and comes back in thousandths.
+    res [0].amount = 250;
+    sq_wbuf_reset (&w);
+    sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", res, 1, NULL, 0);
+    const uint8_t quarter [] = { 0xa4, 'g', 'p', 'u', 's', 0xcb };
+    CHECK (memmem (w.buf.data, w.buf.size, quarter, sizeof quarter) != NULL);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0);
+    CHECK (h.n_resources == 1 && h.resources [0].amount == 250);
+    //  gpus as a float that is whole, and zero
+    s_hello_gpus (&w, 0, 2.0);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0
+           && h.resources [0].amount == 2000);
+    s_hello_gpus (&w, 0, 0.0);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0
+           && h.resources [0].amount == 0);
+    //  Refused: above 1 and not whole, finer than thousandths, negative,
+    //  not a number, a string; a float for any other resource.
+    const double bad [] = { 1.5, 0.0004, -0.5, 0.0 / 0.0, 1e300 };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        s_hello_gpus (&w, 0, bad [i]);
+        CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+        CHECK (code == SQ_E_PROTOCOL && strstr (err.text, "gpus"));
+    }
+    s_hello_gpus (&w, 1, 0);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+    s_hello_gpus (&w, 2, 0.5);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
+
+    char text [64];
+    sq_resource_t half = { s_mstr ("gpus"), 500 }, mem = { s_mstr ("memory"), 1024 };
+    sq_resource_format (&half, text, sizeof text);
+    CHECK (strcmp (text, "gpus=0.5") == 0);
+    sq_resource_format (&mem, text, sizeof text);
+    CHECK (strcmp (text, "memory=1024") == 0);
+    sq_wbuf_release (&w);
+}
+
 int
 main (void)
 {
@@ -958,6 +1041,7 @@ main (void)
     s_test_update ();
     s_test_governor_messages ();
     s_test_peek ();
+    s_test_gpus ();
     if (s_failures) {
         fprintf (stderr, "test_common_proto: %d check(s) failed\n", s_failures);
         return 1;

@@ -237,7 +237,9 @@ main (void)
     CHECK (sq_hello_decode (&hello, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &code, &err) == 0);
     CHECK (hello.governor && mpr_str_eq (hello.name, "fake") && hello.n_resources == 3);
     CHECK (mpr_str_eq (hello.resources [0].name, "cpus") && hello.resources [0].amount == 2);
-    CHECK (mpr_str_eq (hello.resources [1].name, "gpus") && hello.resources [1].amount == 3);
+    //  --resource gpus=3 is 3 devices on the wire, 3000 thousandths decoded.
+    CHECK (mpr_str_eq (hello.resources [1].name, "gpus")
+           && hello.resources [1].amount == 3 * SQ_GPU_MILLI);
     //  Its memory is offered too (the physical memory when --memory is not given).
     CHECK (mpr_str_eq (hello.resources [2].name, "memory") && hello.resources [2].amount > 0);
     char *serve = mpr_strdup (hello.serve_endpoint);

@@ -146,6 +146,22 @@ def _count(what: str, value: Any, least: int = 0) -> int:
     return int(value)
 
 
+def _gpus(value: Any) -> float:
+    """gpus: a whole number of devices, or a fraction of one below 1 in
+    thousandths (0.5, 0.25, 0.125), as sq_task_set_gpus (sq_gpus_milli)
+    takes them: refused here, before anything is added."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) \
+        and (value == 0 or 0.001 <= value <= 1e6)
+    if ok and value:
+        milli = round(value * 1000)
+        ok = abs(value * 1000 - milli) <= 1e-6 * max(value * 1000, 1) \
+            and (milli <= 1000 or milli % 1000 == 0)
+    if not ok:
+        raise ValueError("resource gpus must be a whole number, or a fraction below 1 "
+                         "in thousandths, not %r" % (value,))
+    return float(value)
+
+
 def _check_options(options: dict) -> None:
     """Refuses task options the library would misread, before anything is
     added."""
@@ -157,7 +173,10 @@ def _check_options(options: dict) -> None:
     for name, amount in resources.items():
         if not isinstance(name, str) or not name:
             raise ValueError("a resource name must be a non-empty string, not %r" % (name,))
-        _count("resource %s" % name, amount)
+        if name == "gpus":      # may be a fraction of a device
+            _gpus(amount)
+        else:
+            _count("resource %s" % name, amount)
     if options.get("max_retries"):
         _count("max_retries", options["max_retries"])
     timeout = options.get("timeout")
@@ -771,7 +790,10 @@ class Session:
             if cpus is not None and cpus != 1:
                 self._check(L.sq_task_set_resource(h, tid, b"cpus", int(cpus)))
             for rname, amount in (options.get("resources") or {}).items():
-                self._check(L.sq_task_set_resource(h, tid, rname.encode(), int(amount)))
+                if rname == "gpus":     # may be a fraction of a device
+                    self._check(L.sq_task_set_gpus(h, tid, float(amount)))
+                else:
+                    self._check(L.sq_task_set_resource(h, tid, rname.encode(), int(amount)))
             if options.get("max_retries"):
                 self._check(L.sq_task_set_max_retries(h, tid, int(options["max_retries"])))
             if options.get("timeout"):

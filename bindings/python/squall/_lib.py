@@ -97,6 +97,7 @@ sq_tasks_like = _sig("sq_tasks_like", _c.c_int, _p, _u32, _size, _c.c_char_p,
                      _c.POINTER(_size), _c.POINTER(_u32))
 sq_task_set_name = _sig("sq_task_set_name", _c.c_int, _p, _u32, _c.c_char_p)
 sq_task_set_resource = _sig("sq_task_set_resource", _c.c_int, _p, _u32, _c.c_char_p, _c.c_uint64)
+sq_task_set_gpus = _sig("sq_task_set_gpus", _c.c_int, _p, _u32, _c.c_double)
 sq_task_set_priority = _sig("sq_task_set_priority", _c.c_int, _p, _u32, _c.c_int32)
 sq_task_set_max_retries = _sig("sq_task_set_max_retries", _c.c_int, _p, _u32, _u32)
 sq_task_set_timeout = _sig("sq_task_set_timeout", _c.c_int, _p, _u32, _c.c_double)
