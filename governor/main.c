@@ -65,7 +65,11 @@ s_python_paths (const char *python, char **list, size_t n, size_t max)
         bool seen = line [0] != '/';
         for (size_t i = 0; i < n && !seen; i++)
             seen = strcmp (list [i], line) == 0;
-        if (!seen && n < max && (list [n] = strdup (line)))
+        if (!seen && n == max)
+            sq_warn ("--task-landlock: more Python paths than %zu, %s left out: tasks may "
+                     "not read it (give it with --task-read)", max, line);
+        else
+        if (!seen && (list [n] = strdup (line)))
             n++;
     }
     if (f)
@@ -295,7 +299,7 @@ main (int argc, char *argv [])
     bool cpus_given = false;
     bool task_uids_given = false;
     const char *landlock_mode = "auto";
-    char *task_read [S_TASK_READ_MAX + 1] = { NULL };
+    char *task_read [S_TASK_READ_MAX / 2] = { NULL };
     size_t n_task_read = 0;
     const char *user_workdir = NULL;
     char *resource_names [SQ_MAX_RESOURCES] = { NULL };

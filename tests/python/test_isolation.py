@@ -376,3 +376,37 @@ def test_unswitched_tasks_cannot_reach_the_key_nor_each_other(monkeypatch):
             cluster.exit_codes
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_landlock_warns_of_a_key_and_workdir_tasks_may_read(tmp_path):
+    """A governor whose key and working directory lie where tasks under
+    Landlock may read (/tmp) says so at start; one refused its mode stops."""
+    if not _landlock_abi():
+        pytest.skip("this kernel has no Landlock")
+    from squall.cluster import find_binary
+    key = squall.keygen("gov", str(tmp_path), "governor")
+    broker_pub = squall.keygen("broker", str(tmp_path), "broker")[:-4] + ".pub"
+    assert os.path.realpath(key).startswith("/tmp/")
+    bad = subprocess.run([find_binary("squall-governor"), "--broker", "tcp://127.0.0.1:9",
+                          "--task-uids", "none", "--task-landlock", "sometimes"],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert bad.returncode == 2 and "--task-landlock must be auto, on or off" in bad.stderr
+    gov = subprocess.Popen([find_binary("squall-governor"), "--broker", "tcp://127.0.0.1:9",
+                            "--secret-key", key, "--broker-key", broker_pub,
+                            "--listen-host", "127.0.0.1", "--task-uids", "none",
+                            "--task-landlock", "on", "--workdir", str(tmp_path / "work")],
+                           stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        said = []
+        for line in gov.stderr:             # the start is logged before the first HELLO
+            said.append(line)
+            if "HELLO sent" in line:
+                break
+        text = "".join(said)
+        assert "Landlock ABI" in text, text
+        assert "--secret-key %s lies under /tmp, which tasks may read" % os.path.realpath(key) \
+            in text, text
+        assert "the working directory %s" % os.path.realpath(tmp_path / "work") in text, text
+    finally:
+        gov.terminate()
+        gov.wait(TIMEOUT)
