@@ -594,6 +594,11 @@ main (int argc, char *argv [])
         for (size_t i = 0; i < n_task_read; i++)
             ll_read [n++] = task_read [i];
         size_t owned = n;
+        //  The interpreter itself, which may be a wrapper outside its prefix.
+        char python_real [PATH_MAX];
+        if (python && strchr (python, '/') && realpath (python, python_real)
+        &&  (ll_read [n] = strdup (python_real)))
+            n++;
         n = s_python_paths (python && *python? python: "python3", ll_read, n, S_TASK_READ_MAX + 15);
         ll_read [n] = NULL;
         char ll_err [300];
