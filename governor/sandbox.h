@@ -13,7 +13,9 @@
     tasks of the tenants it cannot hold, saying so.
 
     Without root (or with --task-uids none) tasks keep the governor's
-    identity; what still holds then is said in docs/security.md.
+    identity, confined by Landlock when the kernel has it (--task-landlock,
+    sandbox_landlock_start); what still holds then is said in
+    docs/security.md.
 
     Every spawned process also starts with no descriptor but those it is
     given, default signal dispositions and an empty mask, and with
