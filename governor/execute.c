@@ -239,7 +239,7 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     //  In its own process group, so that a kill takes its children too.
     sandbox_spawn_t how = {
         .id = &self->id, .argv = argv, .envp = envp, .search_path = true,
-        .cwd = self->dir, .fds = fds, .n_fds = 3, .new_pgroup = true
+        .cwd = self->dir, .fds = fds, .n_fds = 3, .new_pgroup = true, .own_dir = self->dir
     };
     char why [512];
     int rc = sandbox_spawn (&how, &self->pid, why, sizeof why);

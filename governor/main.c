@@ -24,8 +24,61 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <sched.h>
+
+#define S_TASK_READ_MAX 64
+
+//  What tasks under Landlock may read beside their own directory: the
+//  system's hierarchies (not /run, /home, /root, /srv, /var: other users'
+//  and services' files), and what they may also write (shared by all).
+static const char *s_system_read [] = {
+    "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", NULL
+};
+static const char *s_shared_write [] = { "/tmp", "/var/tmp", "/dev/shm", NULL };
+
+//  Adds to list (of n, at most max) the absolute paths an executor's
+//  interpreter reads: its prefixes and sys.path, asked of it with this
+//  environment (PYTHONPATH included). Returns the new count; best effort.
+static size_t
+s_python_paths (const char *python, char **list, size_t n, size_t max)
+{
+    int pipe_fds [2];
+    if (pipe (pipe_fds))
+        return n;
+    pid_t pid = fork ();
+    if (pid == 0) {
+        dup2 (pipe_fds [1], 1);
+        close (pipe_fds [0]);
+        execlp (python, python, "-c", "import sys; print('\\n'.join([sys.prefix, "
+                "sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix] + sys.path))",
+                (char *) NULL);
+        _exit (127);
+    }
+    close (pipe_fds [1]);
+    FILE *f = pid > 0? fdopen (pipe_fds [0], "r"): NULL;
+    if (!f)
+        close (pipe_fds [0]);
+    char line [PATH_MAX + 2];
+    while (f && fgets (line, sizeof line, f)) {
+        line [strcspn (line, "\n")] = 0;
+        bool seen = line [0] != '/';
+        for (size_t i = 0; i < n && !seen; i++)
+            seen = strcmp (list [i], line) == 0;
+        if (!seen && n == max)
+            sq_warn ("--task-landlock: more Python paths than %zu, %s left out: tasks may "
+                     "not read it (give it with --task-read)", max, line);
+        else
+        if (!seen && (list [n] = strdup (line)))
+            n++;
+    }
+    if (f)
+        fclose (f);
+    while (pid > 0 && waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return n;
+}
 
 static const char *s_usage =
     "usage: squall-governor --broker ENDPOINT [options]\n"
@@ -79,6 +132,12 @@ static const char *s_usage =
     "                         governor's (needs root; default as root:\n"
     "                         2000000000-2000065535; none: tasks run as the\n"
     "                         governor's user; docs/security.md)\n"
+    "  --task-landlock MODE   auto, on or off: tasks under the governor's own user\n"
+    "                         reach only system directories, the Python\n"
+    "                         interpreter's paths, /tmp, /var/tmp, /dev/shm and\n"
+    "                         their own directory (Landlock; auto: when the\n"
+    "                         kernel has it; on: refuse to start without it)\n"
+    "  --task-read PATH       one more path such tasks may read (repeatable)\n"
     "  --log-level LEVEL      error, warn, info or debug (info)\n"
     "  --python PATH          interpreter of Python executors (default:\n"
     "                         $SQUALL_PYTHON, else python3 from PATH)\n"
@@ -230,6 +289,8 @@ main (int argc, char *argv [])
         { "broker-key", required_argument, NULL, 'K' },
         { "insecure", no_argument, NULL, 'I' },
         { "task-uids", required_argument, NULL, 'U' },
+        { "task-landlock", required_argument, NULL, 'A' },
+        { "task-read", required_argument, NULL, 'E' },
         { "log-level", required_argument, NULL, 'L' },
         { "python", required_argument, NULL, 'P' },
         { "python-prestart", no_argument, NULL, 'X' },
@@ -244,6 +305,9 @@ main (int argc, char *argv [])
     bool insecure = false;
     bool cpus_given = false;
     bool task_uids_given = false;
+    const char *landlock_mode = "auto";
+    char *task_read [S_TASK_READ_MAX / 2] = { NULL };
+    size_t n_task_read = 0;
     const char *user_workdir = NULL;
     char *resource_names [SQ_MAX_RESOURCES] = { NULL };
     const char *gpus_arg = NULL;
@@ -361,6 +425,18 @@ main (int argc, char *argv [])
                                   optarg);
                 task_uids_given = true;
                 break;
+            case 'A':
+                if (strcmp (optarg, "auto") && strcmp (optarg, "on") && strcmp (optarg, "off"))
+                    return s_bad ("--task-landlock must be auto, on or off", optarg);
+                landlock_mode = optarg;
+                break;
+            case 'E':
+                if (optarg [0] != '/')
+                    return s_bad ("--task-read needs an absolute path", optarg);
+                if (n_task_read == S_TASK_READ_MAX / 2)
+                    return s_bad ("too many --task-read options", optarg);
+                task_read [n_task_read++] = optarg;
+                break;
             case 'h': fputs (s_usage, stdout); return 0;
             case 'V':
                 printf ("squall-governor %d.%d.%d (protocol %d)\n", SQUALL_VERSION_MAJOR,
@@ -444,6 +520,9 @@ main (int argc, char *argv [])
         return s_bad ("--secret-key and --broker-key go together", NULL);
     if (secret_key && s_load_keys (&config, secret_key, broker_key))
         return 2;
+    //  Where the key is, for the Landlock check below (argv is masked next).
+    char key_real [PATH_MAX];
+    bool key_known = secret_key && realpath (secret_key, key_real);
     //  The key is in memory now: where its file is need not stay in our
     //  command line, which anyone may read (/proc/PID/cmdline).
     for (int i = 1; secret_key && i < argc; i++) {
@@ -559,6 +638,48 @@ main (int argc, char *argv [])
     }
     config.workdir = workdir;
 
+    //  Tasks under our own identity could read all we can, our key first:
+    //  Landlock keeps them to what they need (docs/security.md).
+    if (config.task_uid_count == 0 && strcmp (landlock_mode, "off")) {
+        char *ll_read [S_TASK_READ_MAX + 16];
+        size_t n = 0;
+        for (size_t i = 0; s_system_read [i]; i++)
+            ll_read [n++] = (char *) s_system_read [i];
+        for (size_t i = 0; i < n_task_read; i++)
+            ll_read [n++] = task_read [i];
+        size_t owned = n;
+        //  The interpreter itself, which may be a wrapper outside its prefix.
+        char python_real [PATH_MAX];
+        if (python && strchr (python, '/') && realpath (python, python_real)
+        &&  (ll_read [n] = strdup (python_real)))
+            n++;
+        n = s_python_paths (python && *python? python: "python3", ll_read, n, S_TASK_READ_MAX + 15);
+        ll_read [n] = NULL;
+        char ll_err [300];
+        int rc = sandbox_landlock_start ((const char *const *) ll_read, s_shared_write,
+                                         ll_err, sizeof ll_err);
+        for (size_t i = owned; i < n; i++)
+            free (ll_read [i]);
+        if (rc && strcmp (landlock_mode, "on") == 0) {
+            files_rmtree (workdir);
+            return s_bad ("--task-landlock on", ll_err);
+        }
+        const char *top;
+        if (rc)
+            sq_warn ("tasks run as the governor's own user and may read its files, its key "
+                     "among them: %s (docs/security.md, --task-landlock)", ll_err);
+        else
+            sq_info ("tasks reach only system directories, the Python paths, /tmp and their "
+                     "own directory (Landlock ABI %d)", sandbox_landlock_abi ());
+        if (rc == 0 && key_known && (top = sandbox_landlock_reaches (key_real)))
+            sq_warn ("--secret-key %s lies under %s, which tasks may read: keep it elsewhere "
+                     "(docs/security.md)", key_real, top);
+        if (rc == 0 && (top = sandbox_landlock_reaches (workdir)))
+            sq_warn ("the working directory %s lies under %s, which every task may read: "
+                     "tasks can read each other's files; give a --workdir elsewhere "
+                     "(docs/security.md)", workdir, top);
+    }
+
     //  Signals are read from a signalfd in the receive loop; blocked before
     //  any thread starts (ZeroMQ's included) so that none of them takes one.
     sigset_t set;
@@ -603,6 +724,7 @@ main (int argc, char *argv [])
     files_rmtree (workdir);
     for (uint32_t i = 0; i < config.n_resources; i++)
         free (resource_names [i]);
+    sandbox_landlock_stop ();
     sq_info ("stopped (exit %d)", code);
     return code;
 }

@@ -339,7 +339,7 @@ s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, const char *gpus, 
     char **envp = s_environ (ex);
     sandbox_spawn_t how = {
         .id = &ex->id, .argv = argv, .envp = envp, .search_path = true,
-        .cwd = ex->dir, .fds = fds, .n_fds = 3
+        .cwd = ex->dir, .fds = fds, .n_fds = 3, .own_dir = ex->dir, .own_file = self->script
     };
     pid_t pid;
     char why [512];

@@ -16,6 +16,29 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/landlock.h>
+
+//  Rights newer than the header may know (ABI 3, 5).
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+#define S_LL_READ (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE \
+                   | LANDLOCK_ACCESS_FS_READ_DIR)
+//  What may be given on a file rather than a directory.
+#define S_LL_FILE (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE \
+                   | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE \
+                   | LANDLOCK_ACCESS_FS_IOCTL_DEV)
+
+//  Set once by sandbox_landlock_start before any thread, read only after.
+static struct {
+    int abi;
+    uint64_t handled;           //  every right this kernel knows
+    char **read;                //  NULL-terminated
+    char **write;
+} s_landlock;
 
 #define S_STACK_SIZE (256u << 10)
 
@@ -246,6 +269,109 @@ sandbox_can_run (uint32_t uid, const char *program, char *err, size_t err_size)
     return 0;
 }
 
+int
+sandbox_landlock_abi (void)
+{
+    long abi = syscall (SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return abi > 0? (int) abi: 0;
+}
+
+static char **
+s_strv_copy (const char *const *list)
+{
+    size_t n = 0;
+    while (list && list [n])
+        n++;
+    char **copy = (char **) calloc (n + 1, sizeof *copy);
+    for (size_t i = 0; copy && i < n; i++)
+        if (!(copy [i] = strdup (list [i]))) {
+            while (i--)
+                free (copy [i]);
+            free (copy);
+            return NULL;
+        }
+    return copy;
+}
+
+static void
+s_strv_destroy (char ***list_p)
+{
+    for (size_t i = 0; *list_p && (*list_p) [i]; i++)
+        free ((*list_p) [i]);
+    free (*list_p);
+    *list_p = NULL;
+}
+
+int
+sandbox_landlock_start (const char *const *read, const char *const *write,
+                        char *err, size_t err_size)
+{
+    int abi = sandbox_landlock_abi ();
+    if (abi == 0) {
+        snprintf (err, err_size, "this kernel has no Landlock (or it is disabled): %s",
+                  strerror (errno));
+        return -1;
+    }
+    //  ABI 1 knows rights 0-12; 2 adds REFER, 3 TRUNCATE, 5 IOCTL_DEV.
+    uint64_t handled = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
+    if (abi >= 2)
+        handled |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= 3)
+        handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
+    if (abi >= 5)
+        handled |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+    sandbox_landlock_stop ();
+    s_landlock.read = s_strv_copy (read);
+    s_landlock.write = s_strv_copy (write);
+    if (!s_landlock.read || !s_landlock.write) {
+        sandbox_landlock_stop ();
+        snprintf (err, err_size, "out of memory on the governor");
+        return -1;
+    }
+    s_landlock.abi = abi;
+    s_landlock.handled = handled;
+    return 0;
+}
+
+bool
+sandbox_landlock_on (void)
+{
+    return s_landlock.abi > 0;
+}
+
+//  Whether `path` is `top` or lies beneath it.
+static bool
+s_beneath (const char *path, const char *top)
+{
+    size_t len = strlen (top);
+    while (len > 1 && top [len - 1] == '/')
+        len--;
+    if (len == 1 && top [0] == '/')
+        return true;
+    return strncmp (path, top, len) == 0 && (path [len] == 0 || path [len] == '/');
+}
+
+const char *
+sandbox_landlock_reaches (const char *path)
+{
+    for (size_t i = 0; s_landlock.read && s_landlock.read [i]; i++)
+        if (s_beneath (path, s_landlock.read [i]))
+            return s_landlock.read [i];
+    for (size_t i = 0; s_landlock.write && s_landlock.write [i]; i++)
+        if (s_beneath (path, s_landlock.write [i]))
+            return s_landlock.write [i];
+    return NULL;
+}
+
+void
+sandbox_landlock_stop (void)
+{
+    s_strv_destroy (&s_landlock.read);
+    s_strv_destroy (&s_landlock.write);
+    s_landlock.abi = 0;
+    s_landlock.handled = 0;
+}
+
 //  --------------------------------------------------------------------------
 //  The child, between clone and exec. It shares the governor's memory (the
 //  parent thread waits, CLONE_VFORK) and so calls only system calls: the
@@ -258,6 +384,65 @@ typedef struct {
     int error;                  //  errno of the step that failed, 0 if none
     const char *step;
 } s_child_t;
+
+//  In the child: `rights` beneath `path` (only a file's rights on a
+//  file). A path that does not exist is skipped: not every system has
+//  /lib32. 0, or -1 with errno.
+__attribute__ ((no_sanitize_address))
+static int
+s_ll_rule (int ruleset, const char *path, uint64_t rights)
+{
+    int fd = open (path, O_PATH | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR || errno == EACCES? 0: -1;
+    struct stat st;
+    if (fstat (fd, &st)) {
+        close (fd);
+        return -1;
+    }
+    if (!S_ISDIR (st.st_mode))
+        rights &= S_LL_FILE;
+    struct landlock_path_beneath_attr beneath = {
+        .allowed_access = rights & s_landlock.handled, .parent_fd = fd
+    };
+    long rc = syscall (SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0);
+    int saved = errno;
+    close (fd);
+    errno = saved;
+    return rc? -1: 0;
+}
+
+//  In the child, after no_new_privs: the file system it may reach from
+//  now on, it and all it starts. A fresh ruleset each time (one shared
+//  would gather every task's directory).
+__attribute__ ((no_sanitize_address))
+static int
+s_ll_restrict (const sandbox_spawn_t *how)
+{
+    struct landlock_ruleset_attr attr = { .handled_access_fs = s_landlock.handled };
+    int ruleset = (int) syscall (SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+    if (ruleset < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && s_landlock.read [i]; i++)
+        rc = s_ll_rule (ruleset, s_landlock.read [i], S_LL_READ);
+    for (size_t i = 0; rc == 0 && s_landlock.write [i]; i++)
+        rc = s_ll_rule (ruleset, s_landlock.write [i], ~0ull);
+    //  Device nodes are read and written (/dev/null, a terminal), never made.
+    if (rc == 0)
+        rc = s_ll_rule (ruleset, "/dev", S_LL_READ | LANDLOCK_ACCESS_FS_WRITE_FILE
+                        | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV);
+    if (rc == 0 && how->own_dir)
+        rc = s_ll_rule (ruleset, how->own_dir, ~0ull);
+    if (rc == 0 && how->own_file)
+        rc = s_ll_rule (ruleset, how->own_file, S_LL_READ);
+    if (rc == 0)
+        rc = syscall (SYS_landlock_restrict_self, ruleset, 0)? -1: 0;
+    int saved = errno;
+    close (ruleset);
+    errno = saved;
+    return rc;
+}
 
 __attribute__ ((no_sanitize_address))
 static int
@@ -324,6 +509,18 @@ s_child (void *arg)
         }
         if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
             c->step = "prctl (PR_SET_NO_NEW_PRIVS)";
+            goto fail;
+        }
+    }
+    else
+    if (s_landlock.abi > 0) {
+        //  Landlock needs no_new_privs without CAP_SYS_ADMIN.
+        if (prctl (PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
+            c->step = "prctl (PR_SET_NO_NEW_PRIVS)";
+            goto fail;
+        }
+        if (s_ll_restrict (how)) {
+            c->step = "Landlock";
             goto fail;
         }
     }

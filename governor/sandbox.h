@@ -13,7 +13,9 @@
     tasks of the tenants it cannot hold, saying so.
 
     Without root (or with --task-uids none) tasks keep the governor's
-    identity; what still holds then is said in docs/security.md.
+    identity, confined by Landlock when the kernel has it (--task-landlock,
+    sandbox_landlock_start); what still holds then is said in
+    docs/security.md.
 
     Every spawned process also starts with no descriptor but those it is
     given, default signal dispositions and an empty mask, and with
@@ -97,11 +99,35 @@ typedef struct {
     const sandbox_fd_t *fds;    //  applied in order; any other descriptor
     size_t n_fds;               //  above the highest is closed
     bool new_pgroup;            //  leader of a process group of its own
+    //  Under Landlock (sandbox_landlock_start, identity not switched): the
+    //  task's own directory (read, write, execute) and one more file it
+    //  may read (the executor's script); either NULL.
+    const char *own_dir;
+    const char *own_file;
 } sandbox_spawn_t;
 
 //  Starts the process (clone with CLONE_VM | CLONE_VFORK, as posix_spawn
 //  does, so a big governor costs nothing to fork). 0 with *pid, or -1
 //  with err saying which step failed and why.
 int sandbox_spawn (const sandbox_spawn_t *how, pid_t *pid, char *err, size_t err_size);
+
+//  Landlock (docs/security.md, "Tasks on a governor"): the kernel's ABI
+//  version, 0 if it has none (or it is disabled).
+int sandbox_landlock_abi (void);
+
+//  From now on every process spawned under the governor's own identity
+//  may reach only `read` (read and execute), `write` (everything) and its
+//  own_dir / own_file: the governor's other files, its key among them, and
+//  other tasks' directories are refused by the kernel. Called once, before
+//  any thread starts; the lists are copied (NULL-terminated). 0, or -1
+//  with err (no Landlock here, or out of memory).
+int sandbox_landlock_start (const char *const *read, const char *const *write,
+                            char *err, size_t err_size);
+//  Whether sandbox_landlock_start was called; the list tasks may read.
+bool sandbox_landlock_on (void);
+//  The first of the paths tasks may read or write that holds `path`, or
+//  NULL (path made absolute and real by the caller).
+const char *sandbox_landlock_reaches (const char *path);
+void sandbox_landlock_stop (void);
 
 #endif

@@ -4,11 +4,13 @@ each tenant's programs and Python executors under a user id of its own.
 
 Runs as root only (it switches users for real); skipped otherwise, and when
 no Python interpreter here may be run by another user."""
+import errno
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -381,3 +383,135 @@ def test_python_tasks_run_under_a_governors_umask_of_077():
     got = _lines(ran.stdout.replace("RESULT ", "RESULT: ").replace("EXITS ", "EXITS: "))
     assert FIRST_UID <= int(got["RESULT"]) < FIRST_UID + 65536, ran.stdout
     assert got["EXITS"] == "[0, 0]", ran.stdout
+
+
+def _landlock_abi():
+    """The kernel's Landlock ABI version, 0 without it."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # create_ruleset
+    return max(abi, 0)
+
+
+def _outside_reach():
+    """A fresh directory no task under Landlock may read: not under /tmp
+    (shared) nor under any path of this interpreter's (the governors get
+    them all in PYTHONPATH), made in the home directory."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    reachable = ["/tmp", "/var/tmp", "/usr", "/etc", "/opt"] + \
+        [os.path.realpath(p) for p in sys.path if p and os.path.isabs(p)]
+    for top in reachable:
+        if home == top or home.startswith(top.rstrip("/") + "/"):
+            pytest.skip("the home directory %s is a path tasks may read (%s)" % (home, top))
+    return tempfile.mkdtemp(prefix="squall-landlock-", dir=home)
+
+
+def test_unswitched_tasks_cannot_reach_the_key_nor_each_other(monkeypatch):
+    """Tasks run as the governor's own user (--task-uids none): Landlock
+    keeps them from the governor's key and from another task's directory,
+    while programs and Python tasks still run (docs/security.md)."""
+    if not _landlock_abi():
+        pytest.skip("this kernel has no Landlock")
+    base = _outside_reach()
+    try:
+        # the cluster's keys (tempfile.mkdtemp) and the governor's workdir there
+        monkeypatch.setattr(tempfile, "tempdir", base)
+        options = cluster_options()
+        workdir = os.path.join(base, "work")
+        options["governor_args"] = ["--workdir", workdir, "--task-landlock", "on"]
+        with squall.LocalCluster(governors=1, cpus=2, task_uids="none", **options) as cluster:
+            key = cluster._keys["governor_keys"][0]
+            assert os.path.realpath(key).startswith(base + "/")
+            secret = _governor_secret(cluster)
+            client = cluster.client()
+            mark = "mine-%s" % os.urandom(6).hex()
+            with client.session() as s:
+                held = tasks.Execute(
+                    "echo wrote-9f3e > %s; until [ -e ../may-go ]; do sleep 0.05; done; "
+                    "cat in.txt" % mark,
+                    inputs=[("in.txt", squall.blob(b"held input 7d1c"))], stdout=True)
+                held.output.keep()
+                s.submit()
+
+                def running():
+                    for root, _, files in os.walk(workdir):
+                        if mark in files:
+                            return root
+                    return None
+                task_dir = until(running, "the held task to run")
+                gov_dir = os.path.dirname(task_dir)
+                with client.session() as t:
+                    probe = tasks.Execute(
+                        "for f in '%s' '%s/%s' '%s/in.txt'; do "
+                        "cat \"$f\" 2>/dev/null || echo DENIED; done; "
+                        "ls '%s' 2>/dev/null || echo DENIED; "
+                        "ls '%s' 2>/dev/null || echo DENIED; "
+                        "(echo x > '%s/planted') 2>/dev/null || echo DENIED; "
+                        "echo mine > own.txt && cat own.txt; head -c 4 /etc/passwd; echo; "
+                        "echo shared > \"$(mktemp)\" && echo TMP"
+                        % (key, task_dir, mark, task_dir, task_dir, gov_dir, task_dir),
+                        stdout=True)
+                    probe.output.keep()
+                    t.submit()
+                    seen = probe.output.fetch(TIMEOUT).decode()
+                os.mkdir(os.path.join(gov_dir, "may-go"))
+                assert held.output.fetch(TIMEOUT) == b"held input 7d1c"
+            assert secret not in seen and "wrote-9f3e" not in seen and "7d1c" not in seen, seen
+            assert seen.split() == ["DENIED"] * 6 + ["mine", "root", "TMP"], seen
+
+            def py_probe(paths):
+                import os
+                got = []
+                for path in paths:
+                    try:
+                        with open(path, "rb") as f:
+                            got.append(f.read(64))
+                    except OSError as e:
+                        got.append(e.errno)
+                return os.getuid(), got
+
+            uid, got = client.submit(py_probe, [key, os.path.join(gov_dir, "squall-executor.py"),
+                                                "/etc/passwd"]).result(TIMEOUT)
+            assert uid == os.getuid()               # not switched: Landlock alone
+            assert got[0] == errno.EACCES, got
+            assert isinstance(got[1], bytes) and isinstance(got[2], bytes), got
+            client.close()
+        assert cluster.exit_codes and all(c == 0 for c in cluster.exit_codes.values()), \
+            cluster.exit_codes
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_landlock_warns_of_a_key_and_workdir_tasks_may_read(tmp_path):
+    """A governor whose key and working directory lie where tasks under
+    Landlock may read (/tmp) says so at start; one refused its mode stops."""
+    if not _landlock_abi():
+        pytest.skip("this kernel has no Landlock")
+    from squall.cluster import find_binary
+    key = squall.keygen("gov", str(tmp_path), "governor")
+    broker_pub = squall.keygen("broker", str(tmp_path), "broker")[:-4] + ".pub"
+    assert os.path.realpath(key).startswith("/tmp/")
+    bad = subprocess.run([find_binary("squall-governor"), "--broker", "tcp://127.0.0.1:9",
+                          "--task-uids", "none", "--task-landlock", "sometimes"],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert bad.returncode == 2 and "--task-landlock must be auto, on or off" in bad.stderr
+    gov = subprocess.Popen([find_binary("squall-governor"), "--broker", "tcp://127.0.0.1:9",
+                            "--secret-key", key, "--broker-key", broker_pub,
+                            "--listen-host", "127.0.0.1", "--task-uids", "none",
+                            "--task-landlock", "on", "--workdir", str(tmp_path / "work")],
+                           stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        said = []
+        for line in gov.stderr:             # the start is logged before the first HELLO
+            said.append(line)
+            if "HELLO sent" in line:
+                break
+        text = "".join(said)
+        assert "Landlock ABI" in text, text
+        assert "--secret-key %s lies under /tmp, which tasks may read" % os.path.realpath(key) \
+            in text, text
+        assert "the working directory %s" % os.path.realpath(tmp_path / "work") in text, text
+    finally:
+        gov.terminate()
+        gov.wait(TIMEOUT)

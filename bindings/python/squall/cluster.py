@@ -117,12 +117,14 @@ class LocalCluster:
     what they hold, and clients resume (docs/architecture.md, "A broker
     restart").
 
-    Tasks run as the user that started the cluster (`task_uids` "none"):
-    a cluster of one user's, whose tasks may share that user's files. A
+    Tasks run as the user that started the cluster (`task_uids` "none"),
+    unconfined (`task_landlock` "off"): a cluster of one user's, whose
+    tasks read and write that user's files like any program of theirs. A
     cluster started as root for several tenants gives `task_uids`
     ("FIRST-LAST", or None for the governor's default) so that each
-    tenant's tasks run under a user id of its own (docs/security.md,
-    "Tasks on a governor").
+    tenant's tasks run under a user id of its own; one of a user's whose
+    tasks must not reach its keys gives `task_landlock` "auto" or "on"
+    (docs/security.md, "Tasks on a governor").
     """
 
     def __init__(self, governors: int = 2, cpus: int = 1, log_level: str = "warn",
@@ -130,7 +132,7 @@ class LocalCluster:
                  governor_args: Sequence[str] = (), timeout: float = 30.0,
                  env: Optional[dict] = None, journal: Optional[str] = None,
                  prestart: bool = True, preload: Sequence[str] = (),
-                 task_uids: Optional[str] = "none"):
+                 task_uids: Optional[str] = "none", task_landlock: Optional[str] = "off"):
         self.n_governors = governors
         self.cpus = cpus
         self.address: Optional[str] = None
@@ -148,6 +150,8 @@ class LocalCluster:
             governor_args = list(governor_args) + ["--python-preload", ",".join(preload)]
         if task_uids is not None:
             governor_args = ["--task-uids", task_uids] + list(governor_args)
+        if task_landlock is not None:
+            governor_args = ["--task-landlock", task_landlock] + list(governor_args)
         self._log_level = log_level
         self._broker_args: List[str] = []
         self._keydir = tempfile.mkdtemp(prefix="squall-keys-")
