@@ -93,7 +93,12 @@ def test_piped_python_tasks_start_when_their_executor_starts_them():
             assert current in (None, task), "%s finished while %s runs" % (task, current)
             current = None
     naps_run = [e["run_us"] for e in log if e["event"] == "task_finished" and e.get("name") == "nap"]
-    assert len(naps_run) == naps and all(us >= 300_000 for us in naps_run), naps_run
+    #   Each nap counts from its own start: about 0.3 s, never the 0.6, 0.9
+    #   and 1.2 s of naps timed from when they were written. A start is
+    #   never taken before the governor read the reply of the task before
+    #   (no overlap on one cpu), so a reply read late (a loaded machine, the
+    #   sanitizer build) may take a little off.
+    assert len(naps_run) == naps and all(200_000 <= us < 600_000 for us in naps_run), naps_run
     summary = summarize(read_events(path))
     (g,) = summary["governors"]
     assert g["busy_s"] <= summary["last"] - g["first"], (g, summary["last"])
