@@ -77,7 +77,8 @@ def test_start_runs_python_tasks_with_its_own_interpreter(tmp_path):
     env.pop("SQUALL_PYTHON", None)
     with Start(tmp_path, env=env) as cluster:
         client = cluster.client()
-        assert client.submit(_interpreter()).result(TIMEOUT) == sys.executable
+        assert os.path.realpath(client.submit(_interpreter()).result(TIMEOUT)) == \
+            os.path.realpath(sys.executable)
         client.close()
 
 
@@ -88,7 +89,8 @@ def test_start_python_chooses_the_interpreter(tmp_path):
     wrapper.chmod(0o755)
     with Start(tmp_path, "--python", str(wrapper)) as cluster:
         client = cluster.client()
-        assert client.submit(_interpreter()).result(TIMEOUT) == sys.executable
+        assert os.path.realpath(client.submit(_interpreter()).result(TIMEOUT)) == \
+            os.path.realpath(sys.executable)
         client.close()
     assert marker.exists()
 
