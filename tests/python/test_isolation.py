@@ -29,8 +29,12 @@ def _python_for_others():
         if not candidate:
             continue
         try:
-            ran = subprocess.run([candidate, "-c", "pass"], user=FIRST_UID, group=FIRST_UID,
-                                 extra_groups=[], capture_output=True, timeout=TIMEOUT)
+            #   It must also reach cloudpickle and squall as that user (a
+            #   checkout or a venv in a 0700 directory would not be).
+            ran = subprocess.run([candidate, "-c", "import cloudpickle, squall"], user=FIRST_UID,
+                                 group=FIRST_UID, extra_groups=[], capture_output=True,
+                                 timeout=TIMEOUT, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                                     os.path.abspath(p) for p in sys.path if p and os.path.isdir(p))))
         except (OSError, subprocess.SubprocessError):
             continue
         if ran.returncode == 0:
