@@ -495,12 +495,6 @@ persist_gone (persist_t *self, uint32_t id)
     S_RECORD (self, sq_rec_pack_gone (pk, id));
 }
 
-void
-persist_counters (persist_t *self, uint32_t next_peer)
-{
-    S_RECORD (self, sq_rec_pack_ids_counters (pk, graph_next_session (self->graph), next_peer));
-}
-
 //  --------------------------------------------------------------------------
 //  Snapshot
 

@@ -63,7 +63,6 @@ void persist_attempt (persist_t *self, task_t *task);
 void persist_governor (persist_t *self, uint32_t id, uint64_t incarnation, const char *name,
                        const char *key);
 void persist_gone (persist_t *self, uint32_t id);
-void persist_counters (persist_t *self, uint32_t next_peer);
 
 //  Governors known from the journal
 persist_gov_t *persist_known (persist_t *self, uint32_t id);

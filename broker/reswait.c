@@ -61,12 +61,6 @@ reswait_add (reswait_t *self, uint64_t key)
     return 0;
 }
 
-bool
-reswait_has (reswait_t *self, uint64_t key)
-{
-    return sq_idmap_lookup (self->index, key) != NULL;
-}
-
 static void
 s_remove_at (reswait_t *self, size_t i)
 {

@@ -32,7 +32,6 @@ void reswait_destroy (reswait_t **self_p);
 //  Adds a task with a full budget; nothing if it is already there (its
 //  budget goes on). 0, or -1 if the set is full or out of memory.
 int reswait_add (reswait_t *self, uint64_t key);
-bool reswait_has (reswait_t *self, uint64_t key);
 void reswait_remove (reswait_t *self, uint64_t key);
 size_t reswait_count (reswait_t *self);
 //  The i-th entry (0 <= i < count): its key and how many ms of budget it has

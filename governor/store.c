@@ -417,12 +417,6 @@ store_count (store_t *self)
 }
 
 uint64_t
-store_bytes (store_t *self)
-{
-    return self->bytes;
-}
-
-uint64_t
 store_memory (store_t *self)
 {
     return self->memory;

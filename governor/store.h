@@ -100,8 +100,6 @@ bool store_next (store_t *self, size_t *cursor, uint64_t *key, uint32_t *version
 //  0 if removed, -1 if it was not there.
 int store_remove (store_t *self, uint64_t key);
 size_t store_count (store_t *self);
-//  Bytes of object data held (memory and spilled).
-uint64_t store_bytes (store_t *self);
 //  Bytes held in memory, and bytes held in file mappings.
 uint64_t store_memory (store_t *self);
 uint64_t store_spilled (store_t *self);

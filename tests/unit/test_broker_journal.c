@@ -173,7 +173,6 @@ s_write_journal (const char *path, s_state_t *want, uint32_t *live_session)
            "delete");
     persist_ids (persist, SQ_REC_DELETE, s->id, one, 1);
     persist_gone (persist, 2);
-    persist_counters (persist, 9);
     uint32_t gone_id = gone->id;
     graph_session_close (graph, &gone);
     persist_close (persist, gone_id);
@@ -263,7 +262,7 @@ main (void)
     size_t full = s_file_size (path);
 
     //  Torn at every offset of the last records: the last ~300 bytes hold
-    //  the close, the counters, a governor gone, a failure, a retry.
+    //  the close, a governor gone, a failure, a retry.
     size_t first = full > 400? full - 400: 9;
     for (size_t n = first; n < full; n++) {
         s_copy_prefix (path, copy, n, -1);

@@ -76,12 +76,12 @@ main (void)
 
     //  Removing one keeps the others findable, the moved one too.
     reswait_remove (set, 2);
-    CHECK (!reswait_has (set, 2) && reswait_has (set, 1) && reswait_has (set, 3)
-           && reswait_has (set, 4), "remove 2");
+    CHECK (s_left (set, 2) < 0 && s_left (set, 1) >= 0 && s_left (set, 3) >= 0
+           && s_left (set, 4) >= 0, "remove 2");
     reswait_remove (set, 2);                                    //  twice: nothing
     reswait_remove (set, 4);
     reswait_remove (set, 1);
-    CHECK (reswait_count (set) == 1 && reswait_has (set, 3), "only 3 left");
+    CHECK (reswait_count (set) == 1 && s_left (set, 3) >= 0, "only 3 left");
     CHECK (reswait_add (set, 1) == 0 && reswait_add (set, 2) == 0, "add 1, 2 again");
 
     //  Expiry: 1 and 2 and 3 have 1000 ms now (1 started over after removal).
@@ -97,7 +97,7 @@ main (void)
     CHECK (reswait_add (set, 7) == 0 && reswait_add (set, 8) == 0, "add 7, 8");
     reswait_tick (set, 8000, true, s_expired, &seen);          //  1600 ms: both expire
     CHECK (seen.n == 2 || seen.n == 1, "expired in a changing set: %zu", seen.n);
-    CHECK (reswait_has (set, 1007), "the callback's entry is there with a full budget");
+    CHECK (s_left (set, 1007) >= 0, "the callback's entry is there with a full budget");
     CHECK (s_left (set, 1007) == 1000, "fresh budget %lld", (long long) s_left (set, 1007));
 
     //  A clock going back spends nothing.

@@ -42,21 +42,28 @@ s_filled (size_t size, int value)
     return blob;
 }
 
+//  Bytes of object data held, in memory and spilled.
+static uint64_t
+s_bytes (store_t *store)
+{
+    return store_memory (store) + store_spilled (store);
+}
+
 int
 main (void)
 {
     store_t *store = store_new ();
-    CHECK (store && store_count (store) == 0 && store_bytes (store) == 0);
+    CHECK (store && store_count (store) == 0 && s_bytes (store) == 0);
     CHECK (store_put (store, 1, sq_blob_copy ("hello", 5), "text/plain", 10) == 0);
     CHECK (store_put (store, 2, sq_blob_copy ("", 0), NULL, 0) == 0);
-    CHECK (store_count (store) == 2 && store_bytes (store) == 5);
+    CHECK (store_count (store) == 2 && s_bytes (store) == 5);
     const char *type = NULL;
     sq_blob_t *blob = store_get (store, 1, &type);
     CHECK (blob && sq_blob_size (blob) == 5 && strcmp (type, "text/plain") == 0);
     //  A reference outlives removal from the store.
     sq_blob_t *kept = sq_blob_ref (blob);
     CHECK (store_put (store, 1, sq_blob_copy ("bye", 3), "x", 1) == 0);
-    CHECK (store_count (store) == 2 && store_bytes (store) == 3);
+    CHECK (store_count (store) == 2 && s_bytes (store) == 3);
     CHECK (memcmp (sq_blob_data (kept), "hello", 5) == 0);
     sq_blob_unref (&kept);
     CHECK (store_get (store, 2, &type) && strcmp (type, "") == 0);
@@ -65,7 +72,7 @@ main (void)
     CHECK (store_get (store, 99, NULL) == NULL);
     for (uint64_t k = 100; k < 10100; k++)
         CHECK (store_put (store, k, sq_blob_copy (&k, sizeof k), "n", 1) == 0);
-    CHECK (store_count (store) == 10001 && store_bytes (store) == 3 + 10000 * 8);
+    CHECK (store_count (store) == 10001 && s_bytes (store) == 3 + 10000 * 8);
     store_destroy (&store);
     CHECK (store == NULL);
 
@@ -198,7 +205,7 @@ main (void)
         CHECK (s_relieved == 1);                                //  the heap gives it back
         CHECK (store_memory (box) + beside <= box_limit / 100 * STORE_BOX_LOW);
         CHECK (store_memory (box) + beside <= box_limit / 100 * STORE_BOX_HIGH);
-        CHECK (store_spilled (box) > 0 && store_bytes (box) == 40 * mib);
+        CHECK (store_spilled (box) > 0 && s_bytes (box) == 40 * mib);
         //  Every object still reads back, spilled or not.
         for (uint64_t k = 1; k <= 8; k++) {
             sq_blob_t *b = store_get_flat (box, k, NULL);
