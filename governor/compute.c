@@ -1,6 +1,6 @@
 /*  compute: task queueing, scheduling and event batching.
 
-    Long (about 1200 lines) because it is the compute thread's one loop and
+    Long because it is the compute thread's one loop and
     the state only that thread touches: the task queue, the resources in
     use, the object store's events and the orders from the broker that act
     on all of them. The parts with a life of their own already left: the

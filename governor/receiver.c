@@ -1,7 +1,7 @@
 /*  receiver: the network side of a governor.
 
     Every socket of the governor lives on the receive thread and so in this
-    file (about 950 lines): the control DEALER and its handshake, detached
+    file: the control DEALER and its handshake, detached
     mode and reattach, the data PULL, the serve ROUTER with its ZAP handler
     and capability checks, and the PUSH sockets to peers. ZeroMQ sockets
     are not thread-safe, so splitting them across files would only spread

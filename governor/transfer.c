@@ -1,9 +1,8 @@
 /*  transfer: chunked copies, both ends.
 
     The sender's window and slots and the receiver's checks of every chunk
-    are one protocol (docs/protocol.md section 10) and are kept together
-    (about 900 lines), so that a change to one end is read beside the
-    other. */
+    are one protocol (docs/protocol.md section 10) and are kept together,
+    so that a change to one end is read beside the other. */
 #include "transfer.h"
 #include "governor.h"
 #include "task.h"
