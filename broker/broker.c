@@ -47,7 +47,7 @@ broker_config_defaults (broker_config_t *config)
     config->inline_max = SQ_DEFAULT_INLINE_MAX;
     config->max_message = SQ_DEFAULT_MAX_HEADER;
     config->prefetch = 1024;
-    config->queue_us = 2000;
+    config->queue_us = GOV_QUEUE_US;
     config->max_requests = 1024;
     config->http = NULL;
     config->event_log = NULL;
@@ -170,7 +170,7 @@ s_handle (broker_t *self, sq_msg_t *msg)
                        "message has more frames than the broker accepts", 0);
         return;
     }
-    char key [520];
+    char key [BX_KEY_SIZE];
     bx_identity_key (identity, identity_size, key);
     peer_t *peer = (peer_t *) zhashx_lookup (self->peers, key);
     if (peer && self->auth && s_auth_refused (self, peer, msg, req))
@@ -275,7 +275,7 @@ s_timers (broker_t *self, int64_t now)
         for (size_t i = 0; i < self->n_govs; ) {
             gov_t *gov = self->govs [i];
             if (now - gov->last_recv > dead_after) {
-                char key [520];
+                char key [BX_KEY_SIZE];
                 bx_identity_key (gov->identity, gov->identity_size, key);
                 peer_t *peer = (peer_t *) zhashx_lookup (self->peers, key);
                 if (peer) {
@@ -344,7 +344,7 @@ s_flush_governors (broker_t *self, int64_t now)
             i++;
             continue;
         }
-        char key [520];
+        char key [BX_KEY_SIZE];
         bx_identity_key (gov->identity, gov->identity_size, key);
         peer_t *peer = (peer_t *) zhashx_lookup (self->peers, key);
         if (peer)

@@ -49,6 +49,10 @@
 //  Waiting tasks INFO lists (their number is in "tasks"/"ready").
 #define S_INFO_WAITS 16
 
+//  A ROUTER identity (at most 255 bytes) as hex text (bx_identity_key):
+//  the key of `peers`.
+#define BX_KEY_SIZE 520
+
 typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
 
 typedef struct {
@@ -88,7 +92,7 @@ typedef struct _s_fetch_t s_fetch_t;
 struct _s_fetch_t {
     s_fetch_t *next;
     uint64_t key;
-    char peer [520];            //  identity key: the peer may go meanwhile
+    char peer [BX_KEY_SIZE];            //  identity key: the peer may go meanwhile
     uint32_t req;
     int64_t deadline;
 };
@@ -105,7 +109,7 @@ struct _broker_t {
     zhashx_t *peers;            //  identity (hex) -> peer_t
     sq_idmap_t *by_fd;          //  connection fd -> peer_t
     conns_t *conns;             //  every connection, limits (conns.h)
-    gov_t *govs [4096];
+    gov_t *govs [GOV_MAX];
     size_t n_govs;
     uint32_t next_peer_id;
     s_declared_t declared [S_MAX_DECLARED];

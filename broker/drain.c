@@ -2,7 +2,6 @@
 #include "drain.h"
 
 #define S_DRAIN_TICK_MS 100     //  how often drains are moved on
-#define S_MAX_TARGETS 4096
 
 void
 drain_start (broker_t *self, gov_t *gov, const char *why)
@@ -31,8 +30,8 @@ drain_start (broker_t *self, gov_t *gov, const char *why)
 typedef struct {
     broker_t *self;
     gov_t *gov;
-    gov_t *targets [S_MAX_TARGETS];
-    uint64_t bytes [S_MAX_TARGETS];     //  memory in use, plus what was sent there now
+    gov_t *targets [GOV_MAX];
+    uint64_t bytes [GOV_MAX];     //  memory in use, plus what was sent there now
     size_t n_targets;
     size_t waiting;                     //  needed objects with no copy elsewhere yet
     size_t ordered;
@@ -102,7 +101,7 @@ drain_tick (broker_t *self, int64_t now)
         memset (&d, 0, sizeof d);
         d.self = self;
         d.gov = gov;
-        for (size_t t = 0; t < self->n_govs && d.n_targets < S_MAX_TARGETS; t++) {
+        for (size_t t = 0; t < self->n_govs && d.n_targets < GOV_MAX; t++) {
             gov_t *other = self->govs [t];
             if (other != gov && !other->draining && !other->inventory) {
                 d.targets [d.n_targets] = other;

@@ -6,9 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-//  Without --queue-ms: 2 ms of work covers a broker round trip.
-#define S_QUEUE_US 2000.0
-
 static void
 s_batch_init (gov_batch_t *batch)
 {
@@ -52,7 +49,7 @@ gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
     //  roots started too early fill memory (Dask's root-task
     //  overproduction). Until durations are known, one task per cpu.
     self->prefetch_max = prefetch;
-    self->queue_us = S_QUEUE_US;
+    self->queue_us = GOV_QUEUE_US;
     self->open_at = -1;
     //  A governor with no cpus still runs tasks that need none.
     uint32_t first = self->cpus? self->cpus: 1;

@@ -18,6 +18,13 @@
 //  as a failure).
 #define BX_GOODBYE "said goodbye"
 
+//  Governors connected to one broker at once; a HELLO beyond is refused
+//  (SQ_E_BUSY). The broker's table, the scheduler's and a drain's targets
+//  are this size.
+#define GOV_MAX 4096
+//  Without --queue-ms: 2 ms of work covers a broker round trip.
+#define GOV_QUEUE_US 2000
+
 typedef struct {
     sq_wbuf_t elements;
     uint32_t count;

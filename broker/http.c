@@ -624,14 +624,6 @@ http_fd (http_t *self)
     return self->fd;
 }
 
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 long
 http_timeout (http_t *self)
 {
@@ -642,7 +634,7 @@ http_timeout (http_t *self)
     }
     if (ms > 3600000)
         ms = 3600000;
-    self->deadline = s_now_ms () + (int64_t) ms;
+    self->deadline = sq_now_ms () + (int64_t) ms;
     return (long) ms;
 }
 
@@ -651,7 +643,7 @@ http_run (http_t *self, bool readable)
 {
     //  Without input, only a due deadline needs libmicrohttpd: this keeps
     //  an idle dashboard from costing a system call per reactor turn.
-    if (readable || (self->deadline >= 0 && s_now_ms () >= self->deadline)) {
+    if (readable || (self->deadline >= 0 && sq_now_ms () >= self->deadline)) {
         MHD_run (self->daemon);
         //  At its connection limit libmicrohttpd takes the listening socket
         //  out of its epoll set, and puts it back only at the start of a

@@ -16,10 +16,9 @@ static broker_t *s_broker;
 static tenancy_quota_t s_quotas [TENANCY_MAX_QUOTAS];
 
 //  A stop is bounded whatever the peers do: if the reactor has not wound
-//  down S_STOP_GRACE seconds after the signal (a second one: at once), the
+//  down SQ_STOP_GRACE_S seconds after the signal (a second one: at once), the
 //  process leaves. What the journal holds was written at the end of every
 //  turn (journal.h), so only its last fdatasync is skipped.
-#define S_STOP_GRACE 10
 
 
 static void
@@ -33,7 +32,7 @@ s_signal (int signum)
         broker_stop (s_broker);
         if (stops++)
             sq_stop_watchdog (signum);
-        alarm (S_STOP_GRACE);
+        alarm (SQ_STOP_GRACE_S);
     }
 }
 

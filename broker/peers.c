@@ -143,7 +143,7 @@ bx_sessions_expire (broker_t *self, int64_t now)
 void
 bx_peer_end (broker_t *self, peer_t *peer, const char *why)
 {
-    char key [520];
+    char key [BX_KEY_SIZE];
     bx_identity_key (peer->identity, peer->identity_size, key);
     if (peer->fd >= 0 && sq_idmap_lookup (self->by_fd, (uint64_t) peer->fd) == peer)
         sq_idmap_remove (self->by_fd, (uint64_t) peer->fd);
@@ -315,7 +315,7 @@ s_may_reattach (broker_t *self, const sq_hello_t *hello, const char *key)
     }
     gov_t *stale = bx_gov_by_id (self, hello->previous_id);
     if (stale) {
-        char hex [520];
+        char hex [BX_KEY_SIZE];
         bx_identity_key (stale->identity, stale->identity_size, hex);
         peer_t *old = (peer_t *) zhashx_lookup (self->peers, hex);
         if (old) {
@@ -360,7 +360,7 @@ s_live_governor (broker_t *self, const uint8_t *key)
         gov_t *gov = self->govs [i];
         if (!gov->has_key || memcmp (gov->key, key, SQ_KEY_LEN))
             continue;
-        char hex [520];
+        char hex [BX_KEY_SIZE];
         bx_identity_key (gov->identity, gov->identity_size, hex);
         peer_t *peer = (peer_t *) zhashx_lookup (self->peers, hex);
         if (!peer)

@@ -1,12 +1,16 @@
 /*  persist: journal records from the broker's state, and back. */
 #include "persist.h"
+#include "gov.h"
 #include "taskconf.h"
 #include "log.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define S_MAX_GOVERNORS 65536   //  governors the table remembers
+//  Governors the table remembers: the connected ones and those a restart
+//  still expects back, which stay until they return or are gone, so they
+//  gather across restarts beyond the GOV_MAX connected at once.
+#define S_MAX_GOVERNORS (16 * GOV_MAX)
 
 struct _persist_t {
     graph_t *graph;

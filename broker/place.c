@@ -9,7 +9,7 @@ typedef struct _s_place_t s_place_t;
 struct _s_place_t {
     s_place_t *next;
     uint64_t key;
-    char peer [520];            //  identity key: the peer may go meanwhile
+    char peer [BX_KEY_SIZE];            //  identity key: the peer may go meanwhile
     uint32_t req;
     int64_t deadline;           //  -1: none
     bool move;

@@ -222,7 +222,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
     journal_stats_t js = { 0 };
     if (self->journal)
         journal_stats (self->journal, &js);
-    //  Static: up to 4096 governors is too much for the stack; one thread.
+    //  Static: up to GOV_MAX governors is too much for the stack; one thread.
     static sq_info_gov_t govs [sizeof self->govs / sizeof self->govs [0]];
     for (size_t i = 0; i < self->n_govs; i++) {
         gov_t *gov = self->govs [i];

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#define S_MAX_GOVERNORS 4096
 //  Governors with a free slot a task looks at besides those holding its
 //  inputs: placing a task costs the same with 2 governors or 2000.
 #define S_SAMPLE 8
@@ -112,8 +111,8 @@ scheduler_new (graph_t *graph)
         return NULL;
     self->graph = graph;
     self->copy_rate = S_COPY_RATE;
-    self->govs = (gov_t **) calloc (S_MAX_GOVERNORS, sizeof (gov_t *));
-    self->open = (gov_t **) calloc (S_MAX_GOVERNORS, sizeof (gov_t *));
+    self->govs = (gov_t **) calloc (GOV_MAX, sizeof (gov_t *));
+    self->open = (gov_t **) calloc (GOV_MAX, sizeof (gov_t *));
     if (!self->govs || !self->open) {
         free (self->govs);
         free (self->open);
@@ -296,7 +295,7 @@ scheduler_task_ready (scheduler_t *self, task_t *task)
 void
 scheduler_governor_add (scheduler_t *self, gov_t *gov)
 {
-    if (self->n_govs < S_MAX_GOVERNORS)
+    if (self->n_govs < GOV_MAX)
         self->govs [self->n_govs++] = gov;
     //  Tasks waiting for resources are tried again; they stay in the wait
     //  set (their budget goes on) until placed or gone.

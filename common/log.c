@@ -53,8 +53,8 @@ sq_log (sq_log_level_t level, const char *format, ...)
              s_name, s_names [level], text);
 }
 
-static int64_t
-s_now_ms (void)
+int64_t
+sq_now_ms (void)
 {
     struct timespec ts;
     clock_gettime (CLOCK_MONOTONIC, &ts);
@@ -64,7 +64,7 @@ s_now_ms (void)
 bool
 sq_ratelimit_take (sq_ratelimit_t *self, unsigned burst, int window_ms)
 {
-    int64_t now = s_now_ms ();
+    int64_t now = sq_now_ms ();
     if (self->start == 0 || now - self->start >= window_ms) {
         self->start = now;
         self->lines = 0;
@@ -80,7 +80,7 @@ sq_ratelimit_take (sq_ratelimit_t *self, unsigned burst, int window_ms)
 unsigned
 sq_ratelimit_withheld (sq_ratelimit_t *self, int window_ms)
 {
-    if (!self->withheld || s_now_ms () - self->start < window_ms)
+    if (!self->withheld || sq_now_ms () - self->start < window_ms)
         return 0;
     unsigned n = self->withheld;
     self->withheld = 0;

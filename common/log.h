@@ -46,5 +46,10 @@ unsigned sq_ratelimit_withheld (sq_ratelimit_t *self, int window_ms);
 //  nothing a peer does can hold a broker or a governor up. Async-signal
 //  safe: it only writes and exits.
 void sq_stop_watchdog (int signum);
+//  Seconds a stop may take (a signal, or the starter gone) before the
+//  process leaves anyway; the broker and governors arm alarm () with it.
+#define SQ_STOP_GRACE_S 10
+//  The monotonic clock in milliseconds.
+int64_t sq_now_ms (void);
 
 #endif

@@ -65,7 +65,7 @@ s_watch (void *arg)
     //  A clean stop ends with parentwatch_destroy, which wakes us; if the
     //  process is still here after the grace period, it leaves anyway.
     struct pollfd wake = { self->wake [0], POLLIN, 0 };
-    if (s_poll (&wake, 1, PARENTWATCH_GRACE * 1000) == 0) {
+    if (s_poll (&wake, 1, SQ_STOP_GRACE_S * 1000) == 0) {
         static const char text [] = "parentwatch: the stop took too long; leaving now\n";
         if (write (STDERR_FILENO, text, sizeof text - 1) < 0)
             _exit (1);

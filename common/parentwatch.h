@@ -7,7 +7,7 @@
     A thread of the watched process blocks in poll() on that fd; then it
     sends SIGTERM to its own process, which stops the way a user's SIGTERM
     does (cleanly, bounded by the program's own stop alarm), and if the
-    process is still alive PARENTWATCH_GRACE seconds later it leaves with
+    process is still alive SQ_STOP_GRACE_S (log.h) seconds later it leaves with
     _exit. A pipe rather than PR_SET_PDEATHSIG: the death signal follows
     the starter's *thread* (a Python thread that started the cluster and
     ended would kill it), and it cannot cross an exec of a wrapper.
@@ -22,7 +22,6 @@
 #include <stddef.h>
 
 #define PARENTWATCH_ENV "SQUALL_PARENT_FD"
-#define PARENTWATCH_GRACE 10
 
 typedef struct _parentwatch_t parentwatch_t;
 

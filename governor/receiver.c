@@ -22,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S_STOP_GRACE 10          //  seconds from a stopping signal to _exit
 
 #define S_NET_HWM 100000
 #define S_READ_BURST 256
@@ -696,7 +695,7 @@ s_on_broker (receiver_t *self, sq_msg_t *msg)
     if (type == SQ_MSG_LEAVE) {
         sq_info ("drained: the broker lets us leave");
         self->exit_code = 0;
-        alarm (S_STOP_GRACE);
+        alarm (SQ_STOP_GRACE_S);
     }
     else
     if (type == SQ_MSG_REPLY) {
@@ -784,9 +783,9 @@ s_on_signal (receiver_t *self)
         sq_info ("signal %u: stopping", info.ssi_signo);
         self->exit_code = 0;
         //  Stopping is bounded: tasks are killed, sockets linger at most
-        //  1 s; whatever still holds us after S_STOP_GRACE, main.c's
+        //  1 s; whatever still holds us after SQ_STOP_GRACE_S, main.c's
         //  SIGALRM handler ends.
-        alarm (S_STOP_GRACE);
+        alarm (SQ_STOP_GRACE_S);
     }
 }
 
@@ -893,7 +892,7 @@ s_keepalive (receiver_t *self)
         sq_warn ("not drained within %d ms (--drain-timeout): leaving now",
                  self->config->drain_timeout_ms);
         self->exit_code = 0;
-        alarm (S_STOP_GRACE);
+        alarm (SQ_STOP_GRACE_S);
         return 0;
     }
     if (self->stalled.n)

@@ -214,14 +214,6 @@ s_spill_to (store_t *self, uint64_t need, uint64_t target)
     return self->memory + need <= target;
 }
 
-static uint64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
-}
-
 //  Keeps the store's memory + need + what is beside it in the box under
 //  STORE_BOX_HIGH percent of the box. `always`: look now, else only when
 //  due. True if it spilled.
@@ -230,7 +222,7 @@ s_box (store_t *self, uint64_t need, bool always)
 {
     if (!self->beside || !self->spill_dir)
         return false;
-    uint64_t now = s_now_ms ();
+    uint64_t now = (uint64_t) sq_now_ms ();
     if (!always && need < self->box_limit / 64
     &&  now < self->box_checked_ms + STORE_BOX_CHECK_MS
     &&  self->memory < self->box_checked_memory + self->box_limit / 64)
