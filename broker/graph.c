@@ -250,12 +250,25 @@ s_unneeded (const object_t *object)
         && object->pending == 0;
 }
 
+void
+gx_stored_update (object_t *object, uint64_t was)
+{
+    uint64_t now = gx_stored (object);
+    if (now == was)
+        return;
+    session_t *session = object->session;
+    session->stored = session->stored - was + now;
+    if (session->share)
+        session->share->stored = session->share->stored - was + now;
+}
+
 //  Drops an object's copies everywhere; its record stays as lineage.
 static void
 s_object_release (graph_t *self, object_t *object)
 {
     if (object->n_locations && self->hooks.object_drop)
         self->hooks.object_drop (self->hooks.arg, object);
+    uint64_t was = gx_stored (object);
     object->n_locations = 0;
     sq_blob_unref (&object->data);
     if (!object->released) {
@@ -263,6 +276,7 @@ s_object_release (graph_t *self, object_t *object)
         object->session->live_objects--;
     }
     object->released = true;
+    gx_stored_update (object, was);
 }
 
 void
@@ -582,6 +596,7 @@ s_session_destroy (graph_t *self, session_t **session_p)
     if (session->share) {
         session->share->sessions--;
         session->share->constants -= session->constants;
+        session->share->stored -= session->stored;
     }
     free (session->items);
     sq_idmap_destroy (&session->sparse);
@@ -600,6 +615,7 @@ graph_session_set_share (graph_t *self, session_t *session, share_t *share)
     session->share = share;
     share->sessions++;
     share->constants += session->constants;
+    share->stored += session->stored;
     //  A session restored from the journal may hold tasks already.
     size_t cursor = 0;
     task_t *task;
@@ -719,6 +735,7 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
     }
     for (uint32_t i = 0; i < n_outputs; i++) {
         object_t *o = task->io [task->n_inputs + i];
+        uint64_t was = gx_stored (o);
         o->size = outputs [i].size;
         if (outputs [i].frame > 0 && !o->data) {
             zmq_msg_t copy;
@@ -728,6 +745,7 @@ graph_task_finished (graph_t *self, task_t *task, gov_t *gov,
             else
                 zmq_msg_close (&copy);
         }
+        gx_stored_update (o, was);
     }
     s_finish (self, task, gov);
     return 0;
@@ -756,9 +774,11 @@ s_finish (graph_t *self, task_t *task, gov_t *gov)
             continue;
         }
         if (o->released) {
+            uint64_t was = gx_stored (o);
             o->released = false;
             self->live_objects++;
             o->session->live_objects++;
+            gx_stored_update (o, was);
         }
         o->version = attempt;
         //  A stream has no copy: its consumers read it as it was written,
@@ -787,12 +807,14 @@ graph_task_restore_finished (graph_t *self, task_t *task, gov_t *gov, uint32_t a
     task->gov = NULL;
     for (uint32_t i = 0; i < n; i++) {
         object_t *o = task->io [task->n_inputs + i];
+        uint64_t was = gx_stored (o);
         o->size = sizes [i];
         if (data [i] && !o->data)
             o->data = data [i];
         else
             sq_blob_unref (&data [i]);
         data [i] = NULL;
+        gx_stored_update (o, was);
     }
     s_finish (self, task, gov);
 }

@@ -31,9 +31,9 @@ typedef struct _gov_t gov_t;
 typedef struct _actor_t actor_t;
 
 //  A tenant's share of the broker (tenancy.h makes one per tenant): its
-//  limits, and what its sessions use. The graph keeps `cpus`, `constants`
-//  and `sessions` current for every session whose `share` points here; the
-//  scheduler reads them to pick whose task runs next.
+//  limits, and what its sessions use. The graph keeps `cpus`, `constants`,
+//  `sessions` and `stored` current for every session whose `share` points
+//  here; the scheduler reads them to pick whose task runs next.
 typedef struct {
     char *name;                 //  the tenant ("" for the keyless one)
     uint32_t index;             //  dense from 1: the scheduler's queue for it
@@ -45,11 +45,7 @@ typedef struct {
     uint64_t cpus;              //  cpus of its assigned and running tasks
     uint64_t constants;         //  bytes of constants in its open sessions
     uint64_t sessions;          //  its open sessions (attached or not)
-    //  tenancy_stored's last answer (bytes of results on governors) and
-    //  when (ms, monotonic; -1 never): walking the sessions costs their
-    //  objects, so it is done at most once a second.
-    uint64_t walked_stored;
-    int64_t walked_at;
+    uint64_t stored;            //  bytes of its sessions' results on governors
 } share_t;
 
 typedef enum {
@@ -209,6 +205,10 @@ struct _session_t {
     char *owner;
     share_t *share;             //  its tenant's share (graph_session_set_share), or NULL
     uint64_t constants;         //  bytes of its constants (inline and uploaded)
+    //  Bytes of its task results held on governors, each object once
+    //  however many copies (not inline at the broker, not released): what
+    //  a tenant's `stored` quota counts (gx_stored).
+    uint64_t stored;
     uint8_t token [SQ_TOKEN_LEN];
     int64_t detached_at;        //  ms (monotonic) since no connection uses it; 0 attached
     uint32_t max_id;            //  largest id declared in it

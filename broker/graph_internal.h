@@ -51,6 +51,10 @@ void gx_set_state (graph_t *self, task_t *task, task_state_t state);
 void gx_stop_and_wait (graph_t *self, task_t *task);
 void gx_task_destroy (task_t **self_p);
 void gx_unbook (graph_t *self, task_t *task);
+//  After a change to what gx_stored reads (size, inline data, locations,
+//  released) of `object`, whose gx_stored was `was` before it: its
+//  session's and share's `stored` follow.
+void gx_stored_update (object_t *object, uint64_t was);
 //  graph_actor.c
 void gx_actor_touch (graph_t *self, task_t *task);
 int gx_actor_reserve (task_t *host);
@@ -100,6 +104,14 @@ static inline object_t *
 gx_embedded (task_t *task)
 {
     return (object_t *) (task + 1);
+}
+
+//  The bytes an object counts for in its session's `stored`.
+static inline uint64_t
+gx_stored (const object_t *object)
+{
+    return object->producer && !object->released && object->n_locations && !object->data?
+           object->size: 0;
 }
 
 static inline bool

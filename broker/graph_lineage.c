@@ -35,7 +35,9 @@ graph_object_add_location (graph_t *self, object_t *object, gov_t *gov, bool arr
     location_t *locations = object_locations (object);
     locations [object->n_locations].gov = gov;
     locations [object->n_locations].arrived = arrived;
+    uint64_t was = gx_stored (object);
     object->n_locations++;
+    gx_stored_update (object, was);
 }
 
 static bool
@@ -96,7 +98,9 @@ s_recompute (graph_t *self, object_t *lost)
         object_t *o = stack [--n];
         if (o->state != OBJ_FINISHED || s_has_copy (o))
             continue;
+        uint64_t was = gx_stored (o);
         o->n_locations = 0;
+        gx_stored_update (o, was);
         task_t *producer = o->producer;
         if (!producer || producer->actor_call) {
             //  A constant whose only copy was on a governor: nothing to
@@ -197,8 +201,11 @@ void
 graph_object_lost (graph_t *self, object_t *object, gov_t *gov)
 {
     location_t *loc = graph_object_location (object, gov);
-    if (loc)
+    if (loc) {
+        uint64_t was = gx_stored (object);
         *loc = object_locations (object) [--object->n_locations];
+        gx_stored_update (object, was);
+    }
     if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
     &&  s_needed (object))
         s_recompute (self, object);
@@ -230,7 +237,9 @@ graph_forget_governor (graph_t *self, gov_t *gov)
             if (!loc)
                 continue;
             location_t *locations = object_locations (object);
+            uint64_t was = gx_stored (object);
             *loc = locations [--object->n_locations];
+            gx_stored_update (object, was);
             //  Copies still on their way may have come from the dead
             //  governor: order them again from a copy that exists.
             location_t *source = NULL;

@@ -45,7 +45,9 @@ gx_stream_open (graph_t *self, task_t *producer)
         if (!o->stream || o->stream_open || o->state != OBJ_UNFINISHED)
             continue;
         o->stream_open = true;
+        uint64_t was = gx_stored (o);
         o->size = 0;
+        gx_stored_update (o, was);
         gx_count_down (self, o);
     }
 }
@@ -131,7 +133,9 @@ gx_stream_restart (graph_t *self, task_t *task)
         if (s->state != OBJ_UNFINISHED || !s->stream_open)
             continue;
         s->stream_open = false;
+        uint64_t was = gx_stored (s);
         s->size = 0;
+        gx_stored_update (s, was);
         for (uint32_t c = 0; c < s->n_consumers; c++) {
             task_t *consumer = object_consumers (s) [c];
             if (gx_final (consumer))

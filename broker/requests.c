@@ -70,6 +70,7 @@ static int
 s_submit_quota (broker_t *self, session_t *session, const sq_submit_t *submit, zmq_msg_t *payloads,
                 size_t n_payloads, char *message, size_t size)
 {
+    (void) self;
     share_t *share = session->share;
     if (!share || (!share->max_constants && !share->max_stored))
         return SQ_OK;
@@ -89,7 +90,7 @@ s_submit_quota (broker_t *self, session_t *session, const sq_submit_t *submit, z
         return SQ_E_BUSY;
     }
     if (share->max_stored) {
-        uint64_t stored = tenancy_stored (self->graph, share, bx_now ());
+        uint64_t stored = share->stored;
         if (stored >= share->max_stored) {
             tenancy_refusal (share, "stored", share->max_stored, stored, 0, true, message, size);
             return SQ_E_BUSY;
@@ -283,7 +284,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         info.objects = objects;
     }
     share_t *share = viewer && s_tenancy_on (self)? tenancy_share (self->tenancy, viewer->tenant): NULL;
-    uint64_t stored = share? tenancy_stored (self->graph, share, bx_now ()): 0;
+    uint64_t stored = share? share->stored: 0;
     sq_info_tenant_t tenant;
     if (share) {
         tenant = (sq_info_tenant_t) {

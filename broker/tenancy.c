@@ -159,7 +159,6 @@ tenancy_share (tenancy_t *self, const char *tenant)
     }
     share->index = (uint32_t) self->n_shares + 1;
     share->weight = 1;
-    share->walked_at = -1;
     const tenancy_quota_t *quota = s_quota (self, tenant);
     if (quota) {
         share->weight = quota->weight;
@@ -170,28 +169,6 @@ tenancy_share (tenancy_t *self, const char *tenant)
     }
     self->shares [self->n_shares++] = share;
     return share;
-}
-
-uint64_t
-tenancy_stored (graph_t *graph, share_t *share, int64_t now)
-{
-    if (share->walked_at < 0 || now - share->walked_at >= TENANCY_WALK_MS || now < share->walked_at) {
-        uint64_t bytes = 0;
-        size_t cursor = 0;
-        session_t *session;
-        while ((session = graph_session_next (graph, &cursor))) {
-            if (session->share != share)
-                continue;
-            size_t o_cursor = 0;
-            object_t *object;
-            while ((object = graph_session_next_object (session, &o_cursor)))
-                if (object->producer && !object->released && object->n_locations && !object->data)
-                    bytes += object->size;
-        }
-        share->walked_stored = bytes;
-        share->walked_at = now;
-    }
-    return share->walked_stored;
 }
 
 static void

@@ -44,12 +44,6 @@ void tenancy_destroy (tenancy_t **self_p);
 //  The share of a tenant (NULL or "": the anonymous one), made on first
 //  use. NULL if out of memory.
 share_t *tenancy_share (tenancy_t *self, const char *tenant);
-//  Bytes of task results the share's sessions hold on governors (each
-//  object once, however many copies): walks the sessions' objects, so
-//  only when asked (a SUBMIT under a `stored` cap, INFO), and at most once
-//  every TENANCY_WALK_MS (now: monotonic ms); in between, the last walk's.
-#define TENANCY_WALK_MS 1000
-uint64_t tenancy_stored (graph_t *graph, share_t *share, int64_t now);
 //  A refusal's message: "tenant alice: constants quota exceeded (limit
 //  1.0 MiB, in use 900.0 KiB, this request 200.0 KiB, see --tenant-quota)".
 //  asked 0: no "this request"; bytes: amounts are bytes.

@@ -297,6 +297,115 @@ s_test_delete (void)
     free (s);
 }
 
+//  A tenant's stored bytes (tenancy's `stored` quota): a running count,
+//  which must equal at every step what walking the share's sessions finds
+//  (task results held on governors, each object once, not inline at the
+//  broker, not released), through copies, inline results, losses,
+//  recomputation, a governor gone, releases, a share set late and closes.
+static uint64_t
+s_walk_stored (graph_t *graph, share_t *share)
+{
+    uint64_t bytes = 0;
+    size_t cursor = 0;
+    session_t *session;
+    while ((session = graph_session_next (graph, &cursor))) {
+        if (session->share != share)
+            continue;
+        size_t o_cursor = 0;
+        object_t *object;
+        while ((object = graph_session_next_object (session, &o_cursor)))
+            if (object->producer && !object->released && object->n_locations && !object->data)
+                bytes += object->size;
+    }
+    return bytes;
+}
+
+#define S_STORED(want, what) do { \
+    uint64_t walked_ = s_walk_stored (graph, &share); \
+    CHECK (share.stored == walked_ && walked_ == (want), \
+           "%s: counted %llu, walked %llu, want %llu", what, (unsigned long long) share.stored, \
+           (unsigned long long) walked_, (unsigned long long) (want)); \
+} while (0)
+
+static void
+s_test_stored (void)
+{
+    graph_hooks_t hooks = { NULL, s_ready, s_stop, s_nothing, s_drop, s_copy, NULL };
+    graph_t *graph = graph_new (&hooks);
+    gov_t *a = s_gov (1), *b = s_gov (2);
+    share_t share;
+    memset (&share, 0, sizeof share);
+    share.name = "t";
+    session_t *session = graph_session_open (graph, NULL);
+    graph_session_set_share (graph, session, &share);
+    uint32_t sid = session->id;
+    s_submit_t *s = (s_submit_t *) malloc (sizeof *s);
+    char message [256];
+    uint32_t bad;
+    s_reset (s, sid);
+    uint32_t two = 2;
+    s_task (s, 1, NULL, 0, 2);
+    s_task (s, 3, &two, 1, 4);
+    s_task (s, 5, NULL, 0, 6);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    object_t *o2 = graph_object (graph, sq_key (sid, 2));
+    object_t *o4 = graph_object (graph, sq_key (sid, 4)), *o6 = graph_object (graph, sq_key (sid, 6));
+    task_t *t1 = graph_task (graph, sq_key (sid, 1)), *t3 = graph_task (graph, sq_key (sid, 3));
+    task_t *t5 = graph_task (graph, sq_key (sid, 5));
+    graph_keep (graph, o4, true);
+    graph_keep (graph, o6, true);
+    S_STORED (0, "submitted");
+    s_finish_on (graph, t1, a);
+    S_STORED (100, "a result on a governor");
+    graph_object_add_location (graph, o2, b, true);
+    S_STORED (100, "a second copy counts once");
+    uint64_t size = 10;
+    sq_blob_t *inline_bytes = sq_blob_copy ("0123456789", 10);
+    graph_task_restore_finished (graph, t5, a, 0, &size, &inline_bytes, 1);
+    CHECK (o6->data && o6->n_locations == 1, "an inline result, also on a");
+    S_STORED (100, "inline results are the broker's, not counted");
+    s_finish_on (graph, t3, b);
+    CHECK (o2->released, "2 unneeded once 3 finished");
+    S_STORED (100, "2 released, kept 4 stored");
+    graph_object_lost (graph, o4, b);
+    CHECK (t3->state == TASK_WAITING && t1->state == TASK_READY, "4 recomputed from 1");
+    S_STORED (0, "the lost result");
+    s_finish_on (graph, t1, a);
+    s_finish_on (graph, t3, a);
+    S_STORED (100, "recomputed on a");
+    graph_object_add_location (graph, o4, b, true);
+    graph_forget_governor (graph, a);
+    S_STORED (100, "a gone, b still has 4");
+    graph_forget_governor (graph, b);
+    S_STORED (0, "b gone too");
+    s_finish_on (graph, t1, a);
+    s_finish_on (graph, t3, a);
+    S_STORED (100, "recomputed again");
+    graph_keep (graph, o4, false);
+    S_STORED (0, "unkept, released");
+
+    //  A session given its share late (restored from the journal) brings
+    //  what it holds; closing it takes it away.
+    session_t *late = graph_session_open (graph, NULL);
+    s_reset (s, late->id);
+    s_task (s, 1, NULL, 0, 2);
+    CHECK (s_commit (graph, late, s, message, &bad) == SQ_OK, "%s", message);
+    graph_keep (graph, graph_object (graph, sq_key (late->id, 2)), true);
+    s_finish_on (graph, graph_task (graph, sq_key (late->id, 1)), b);
+    CHECK (late->stored == 100, "the session counts before its share is known");
+    S_STORED (0, "not the share's yet");
+    graph_session_set_share (graph, late, &share);
+    S_STORED (100, "share set late");
+    graph_session_close (graph, &late);
+    S_STORED (0, "late session closed");
+    graph_session_close (graph, &session);
+    CHECK (share.stored == 0 && share.sessions == 0, "nothing left");
+    gov_destroy (&a);
+    gov_destroy (&b);
+    graph_destroy (&graph);
+    free (s);
+}
+
 //  Actors (graph_actor.c): a host and its calls. Calls go one at a time,
 //  in order, to the host's governor once it runs; a call's own failure
 //  fails only it; one in flight when the host goes fails with
@@ -980,11 +1089,13 @@ main (void)
     s_test_placement ();
     s_test_newcomer ();
     s_test_delete ();
+    s_test_stored ();
     s_test_actor ();
     s_test_weigh ();
     s_test_stuck_steal ();
     s_test_stream ();
     printf ("graph records: far ids, in-place lists, out-of-line fields, embedded outputs; "
-            "placement over 200 governors; actors; locality against waiting; streams: ok\n");
+            "placement over 200 governors; actors; locality against waiting; streams; "
+            "stored bytes counted: ok\n");
     return 0;
 }
