@@ -1,6 +1,6 @@
 /*  balancer: periodic LOAD reports. */
 #include "balancer.h"
-#include "governor.h"
+#include "route.h"
 #include "task.h"
 #include "wire.h"
 #include "log.h"

@@ -7,7 +7,7 @@
     tasks' kinds (builtin.c, execute.c, pyexec.c), copies (transfer.c), the
     serve socket (serve.c), the store (store.c). */
 #include "compute.h"
-#include "governor.h"
+#include "route.h"
 #include "store.h"
 #include "task.h"
 #include "builtin.h"

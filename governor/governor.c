@@ -1,5 +1,6 @@
 /*  governor: start-up and shut-down of the three threads. */
 #include "governor.h"
+#include "route.h"
 #include "receiver.h"
 #include "compute.h"
 #include "balancer.h"

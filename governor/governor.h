@@ -7,7 +7,7 @@
       balance: load reports to the broker; see balancer.h
 
     Messages between them are ZeroMQ multipart messages whose first frame
-    says where they come from or go (GOV_ROUTE_*); the rest is the wire
+    says where they come from or go (route.h); the rest is the wire
     message itself, moved frame by frame without copying.
 
     Ownership: governor_new copies nothing it does not need after start; the
@@ -16,8 +16,6 @@
 #define GOV_GOVERNOR_H
 
 #include <stdint.h>
-#include <stdio.h>
-#include <zmq.h>
 #include "proto.h"
 
 typedef struct {
@@ -53,42 +51,6 @@ typedef struct {
     //  work elsewhere and says LEAVE); past this, it leaves anyway.
     int drain_timeout_ms;
 } gov_config_t;
-
-//  First frame of inproc messages. Into compute: where the message came
-//  from (broker, data channel, serve socket + identity frame). Out of
-//  compute and balance: where it goes (broker, "P"+endpoint to a peer,
-//  serve + identity frame).
-#define GOV_ROUTE_BROKER 'B'
-#define GOV_ROUTE_DATA 'D'
-#define GOV_ROUTE_PEER 'P'
-#define GOV_ROUTE_SERVE 'S'
-//  Control: receive -> thread "$TERM"; thread -> receive "$DONE" (last).
-#define GOV_TERM "$TERM"
-#define GOV_DONE "$DONE"
-//  receive -> compute: the broker took us back after a loss (reattach):
-//  list what we hold and run (reattach inventory), drop what waits.
-#define GOV_REATTACH "$REATTACH"
-
-//  A peer's data socket as compute names it for the receive thread: its
-//  endpoint, preceded by 'K' and its public key in Z85 when the broker
-//  gave one (keys on): "tcp://h:p" or "K<40 chars>tcp://h:p". Into
-//  compute, data messages come behind GOV_ROUTE_DATA followed by the
-//  sender's key in Z85 when the connection is CURVE.
-#define GOV_PEER_KEYED 'K'
-static inline int
-gov_peer_address (char *out, size_t size, const uint8_t *key, const char *endpoint,
-                  size_t endpoint_len)
-{
-    char z85 [41];
-    if (key)
-        zmq_z85_encode (z85, key, 32);
-    int n = snprintf (out, size, "%s%s%.*s", key? "K": "", key? z85: "", (int) endpoint_len,
-                      endpoint);
-    return n < 0 || (size_t) n >= size? -1: n;
-}
-
-//  Messages queued per inproc pipe before the sender waits.
-#define GOV_PIPE_HWM 10000
 
 typedef struct _governor_t governor_t;
 

@@ -30,6 +30,7 @@
 
 #include <stdint.h>
 #include "governor.h"
+#include "route.h"
 
 typedef struct _receiver_t receiver_t;
 

@@ -5,7 +5,7 @@
     and capability (receiver.c); replies go back through the compute pipe
     to the receive thread, which owns the socket. */
 #include "serve.h"
-#include "governor.h"
+#include "route.h"
 #include "wire.h"
 #include "log.h"
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*  stream: streams' writers and readers on one governor (see stream.h). */
 #include "stream.h"
-#include "governor.h"
+#include "route.h"
 #include "transfer.h"
 #include "task.h"
 #include "blob.h"

@@ -4,7 +4,7 @@
     are one protocol (docs/protocol.md section 10) and are kept together,
     so that a change to one end is read beside the other. */
 #include "transfer.h"
-#include "governor.h"
+#include "route.h"
 #include "task.h"
 #include "idmap.h"
 #include "log.h"
