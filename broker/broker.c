@@ -22,9 +22,7 @@
 int64_t
 bx_now (void)
 {
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return sq_now_ms ();
 }
 
 int64_t
