@@ -146,7 +146,9 @@ def test_statics_are_cited_beside_their_file():
     """`s_name` is static in some file: the paragraph or table row citing it
     must name a file that has it."""
     text = open(_DOC).read()
-    paths = {os.path.basename(p): p for p in _all_sources()}
+    paths = {}                  # file name -> its paths (main.c is in two directories)
+    for p in _all_sources():
+        paths.setdefault(os.path.basename(p), []).append(p)
     wrong = []
     for chunk in re.split(r"\n\s*\n|\n(?=\|)|\n(?=\d+\. )|\n(?=- )", text):
         statics = [t for t in cited(chunk) if re.fullmatch(r"s_\w+", t)]
@@ -154,10 +156,10 @@ def test_statics_are_cited_beside_their_file():
             continue
         files = [n for t in cited(chunk) for n in file_names(t) or []]
         for name in statics:
-            holders = [f for f in files if os.path.basename(f) in paths
-                       and re.search(r"\b%s\b" % name, open(paths[os.path.basename(f)]).read())]
+            holders = [f for f in files for p in paths.get(os.path.basename(f), [])
+                       if re.search(r"\b%s\b" % name, open(p).read())]
             if not holders:
-                defined = [os.path.relpath(p, _ROOT) for p in paths.values()
+                defined = [os.path.relpath(p, _ROOT) for ps in paths.values() for p in ps
                            if re.search(r"^%s \(" % name, open(p).read(), re.M)]
                 wrong.append("`%s` is cited beside %s, none of which has it; it is in %s: cite that file beside it"
                              % (name, ", ".join(files) or "no file", ", ".join(defined) or "no file"))
