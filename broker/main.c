@@ -123,6 +123,9 @@ s_known (const char *arg)
 int
 main (int argc, char *argv [])
 {
+    //  First of all: a closed stderr (a starter that went away) must give
+    //  EPIPE to the log's writes, not kill us before the options are read.
+    signal (SIGPIPE, SIG_IGN);
     broker_config_t config;
     broker_config_defaults (&config);
     bool listen_given = false;
@@ -256,7 +259,6 @@ main (int argc, char *argv [])
     //  anything else without --insecure).
     if (!listen_given && !config.secret_key)
         config.listen = "tcp://127.0.0.1:7760";
-    signal (SIGPIPE, SIG_IGN);
     //  A bad $SQUALL_PARENT_FD is refused before anything starts: a broker
     //  its starter thinks it can stop must not run unwatched.
     char err [256];

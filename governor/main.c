@@ -270,6 +270,9 @@ s_load_keys (gov_config_t *config, const char *secret_key, const char *broker_ke
 int
 main (int argc, char *argv [])
 {
+    //  First of all: a closed stderr (a starter that went away) must give
+    //  EPIPE to the log's writes, not kill us before the options are read.
+    signal (SIGPIPE, SIG_IGN);
     static const struct option options [] = {
         { "broker", required_argument, NULL, 'b' },
         { "cpus", required_argument, NULL, 'c' },
@@ -687,7 +690,6 @@ main (int argc, char *argv [])
     sigaddset (&set, SIGINT);
     sigaddset (&set, SIGTERM);
     pthread_sigmask (SIG_BLOCK, &set, NULL);
-    signal (SIGPIPE, SIG_IGN);
     //  A stop is bounded whatever the peers do: the receive thread arms an
     //  alarm when a signal stops it (receiver.c), and this leaves then.
     signal (SIGALRM, sq_stop_watchdog);
