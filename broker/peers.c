@@ -443,6 +443,7 @@ bx_hello (broker_t *self, sq_msg_t *msg, const char *key)
         peer->role = entry->role;
         peer->tenant = entry->tenant [0]? strdup (entry->tenant): NULL;
         peer->auth_gen = auth_generation (self->auth);
+        peer->task_key = auth_is_task_key (self->auth, entry->z85, SQ_Z85_LEN);
     }
     if (hello.governor) {
         if (self->n_govs == sizeof self->govs / sizeof self->govs [0]) {
