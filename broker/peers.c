@@ -103,7 +103,10 @@ static void
 s_client_gone (broker_t *self, peer_t *peer)
 {
     watches_drop_client (self->watches, peer);
-    bool close = peer->said_bye || self->config.session_grace_ms == 0;
+    //  A task's client (its key dies with the task's attempt) does not come
+    //  back: its sessions close now, cancelling the children nobody waits
+    //  for (its task was cancelled or lost, or returned without them).
+    bool close = peer->said_bye || peer->task_key || self->config.session_grace_ms == 0;
     int64_t now = bx_now ();
     for (uint32_t i = 0; i < peer->n_sessions; i++) {
         session_t *session = graph_session (self->graph, peer->sessions [i]);
