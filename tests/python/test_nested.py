@@ -57,7 +57,7 @@ def test_fibonacci_small(nested_cluster):
 
 
 @pytest.mark.skipif(not os.environ.get("SQUALL_TEST_NESTED_FIB22"),
-                    reason="about 57 000 nested tasks: run by ctest's python_nested_fib22")
+                    reason="about 57 000 nested tasks: run by ctest's python_nested")
 def test_fibonacci_22():
     # 2 governors x 1 cpu, every call a task: exact
     with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as c:
