@@ -265,3 +265,15 @@ def test_tree_with_a_governor_killed(tmp_path):
                      or any(len(runs(a)) > 1 for a in ancestors))
         assert explained, "leaf %s ran %d times, neither on the killed governor nor " \
                           "under a parent that ran again" % (leaf, len(mine))
+
+
+def return_a_future(n):
+    return squall.get_client().submit(add, n, 1)
+
+
+def test_a_future_returned_by_a_task_says_why_it_cannot(nested_cluster):
+    # not yet supported: the future's object lives in the task client's
+    # session, which closes when the task returns
+    client = nested_cluster.client()
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        client.submit(return_a_future, 1).result(timeout=TIMEOUT)

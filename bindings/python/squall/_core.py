@@ -1497,6 +1497,14 @@ class Future(_cf.Future):
     _exc: Optional[BaseException] = None
     _watched = False
 
+    def __reduce__(self):
+        #   A future names an object of its client's session: it cannot
+        #   leave that client (a task's future cannot be returned to its
+        #   caller yet); said plainly rather than as a ctypes error.
+        raise TypeError("a squall Future cannot be pickled: it belongs to the client that made it "
+                        "(futures made inside a task can be waited on there and passed to that "
+                        "task's other children; return the result instead of the future)")
+
     def __init__(self, session: Session, tid: int, oid: Optional[int] = None):
         self._session = session
         self._tid = tid
