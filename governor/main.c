@@ -710,10 +710,9 @@ main (int argc, char *argv [])
     unsetenv ("SQUALL_SECRET_KEY");
     //  Where a Python task's squall.get_client() connects (the broker's
     //  ROUTER serves clients and governors alike): an address, no secret.
-    //  With keys the task would need a credential of its own, which it is
-    //  not given yet: get_client() then says so (docs/security.md).
-    if (setenv ("SQUALL_TASK_BROKER", config.broker, 1)
-    ||  (config.has_keys? setenv ("SQUALL_TASK_KEYS", "1", 1): unsetenv ("SQUALL_TASK_KEYS")))
+    //  With keys its key pair comes over the executor's socket, made for
+    //  that task attempt (docs/security.md, "Tasks that submit tasks").
+    if (setenv ("SQUALL_TASK_BROKER", config.broker, 1))
         sq_warn ("cannot set SQUALL_TASK_BROKER: %s", strerror (errno));
     if (heap_prefault_start (prefault))
         sq_warn ("--prefault: cannot start its thread: %s", strerror (errno));
