@@ -117,6 +117,17 @@ bx_reply_nil (broker_t *self, peer_t *peer, uint32_t req)
 //  With keys, every message is checked against the key its connection
 //  authenticated with: the peer's key must be the one it said HELLO with,
 //  and still in the keyring. True if the message was refused (answered).
+//  A task key lives while its task attempt runs on the governor that
+//  registered it (auth.h).
+static bool
+s_task_key_live (void *arg, const auth_taskref_t *ref)
+{
+    broker_t *self = (broker_t *) arg;
+    task_t *task = graph_task (self->graph, ref->task);
+    return task && task->attempt == ref->attempt && task->gov && task->gov->id == ref->gov
+        && (task->state == TASK_ASSIGNED || task->state == TASK_RUNNING);
+}
+
 static bool
 s_auth_refused (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t req)
 {
@@ -129,9 +140,18 @@ s_auth_refused (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t req)
         return true;
     }
     uint64_t generation = auth_generation (self->auth);
-    if (peer->auth_gen == generation)
+    if (peer->auth_gen == generation && !peer->task_key)
         return false;
     const sq_keyentry_t *entry = auth_find (self->auth, peer->key, strlen (peer->key));
+    if (!entry && peer->task_key) {
+        //  The task that was given this key ended (or its key expired).
+        sq_info ("client %u (%s): its task's key is no longer valid", peer->id, peer->name);
+        bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_DENIED,
+                        "this task's key is no longer valid: the task attempt it was made "
+                        "for ended (or it expired)", 0);
+        bx_peer_end (self, peer, "its task's key is no longer valid");
+        return true;
+    }
     bool same_tenant = entry && strcmp (entry->tenant, peer->tenant? peer->tenant: "") == 0;
     if (entry && entry->role == peer->role && same_tenant) {
         peer->auth_gen = generation;
@@ -588,6 +608,8 @@ broker_new (const broker_config_t *config)
         broker_destroy (&self);
         return NULL;
     }
+    if (self->auth)
+        auth_set_live (self->auth, s_task_key_live, self);
     if (config->journal) {
         if (s_open_journal (self)) {
             broker_destroy (&self);

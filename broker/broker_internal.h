@@ -77,6 +77,9 @@ typedef struct {
     sq_role_t role;
     char *tenant;
     uint64_t auth_gen;
+    //  Its key is a task's (auth.h, task keys): checked at every message,
+    //  since it dies with the task's attempt.
+    bool task_key;
 } peer_t;
 
 typedef struct {
@@ -154,6 +157,10 @@ int bx_stream_ready (broker_t *self, task_t *task);
 size_t bx_streams_place (broker_t *self);
 //  A task started: its streams are listed in INFO from now on.
 void bx_streams_started (broker_t *self, task_t *producer);
+//  TASKKEY: the governor running the task (attempt checked) made a key
+//  pair for its squall.get_client(); the public key becomes a client's of
+//  the task's session's tenant while that attempt runs there (auth.h).
+void bx_task_key (broker_t *self, gov_t *gov, task_t *task, const uint8_t *public_key);
 void bx_hook_stream_unread (void *arg, object_t *stream, task_t *consumer);
 void bx_stream_progress (broker_t *self, gov_t *gov, uint64_t key, uint64_t bytes);
 //  The streams being written now (of the viewer's tenant unless `all`):

@@ -121,11 +121,22 @@ s_count (gov_t *self, const task_t *task, int sign)
         self->held_cpus += sign * (int) task_extra (task)->cpus;
 }
 
+void
+gov_task_secede (gov_t *self, task_t *task, bool seceded)
+{
+    if (task->seceded == seceded || sq_idmap_lookup (self->tasks, task->key) != task)
+        return;
+    task->seceded = seceded;
+    self->n_apart += seceded? 1: -1;
+    self->n_seceded += seceded? 1: -1;
+}
+
 int
 gov_task_add (gov_t *self, task_t *task)
 {
     if (sq_idmap_insert (self->tasks, task->key, task))
         return -1;
+    task->seceded = false;          //  a new attempt holds its cpus
     s_count (self, task, 1);
     return 0;
 }
@@ -134,6 +145,11 @@ task_t *
 gov_task_remove (gov_t *self, uint64_t key)
 {
     task_t *task = (task_t *) sq_idmap_remove (self->tasks, key);
+    if (task && task->seceded) {
+        task->seceded = false;
+        self->n_apart--;
+        self->n_seceded--;
+    }
     if (task)
         s_count (self, task, -1);
     return task;

@@ -54,6 +54,10 @@ struct _gov_t {
     //  scheduler counts neither as free.
     uint32_t n_apart;
     uint32_t held_cpus;
+    //  Of those tasks, how many wait on tasks they submitted (SECEDED):
+    //  counted apart too, and each adds a slot, so that their children can
+    //  be assigned here (no deadlock of nested tasks on a full governor).
+    uint32_t n_seceded;
     int32_t open_at;            //  scheduler.c: index among governors with a free slot, -1
     //  scheduler.c: how long until one of its running tasks frees a cpu
     //  (us, -1 never), judged from their run times at stall_at (us, monotonic).
@@ -99,6 +103,15 @@ uint64_t gov_resource (const gov_t *self, mpr_str_t name);
 //  if it is there already or out of memory.
 int gov_task_add (gov_t *self, task_t *task);
 task_t *gov_task_remove (gov_t *self, uint64_t key);
+//  A running task gave its cpus back to wait on tasks it submitted
+//  (seceded true, SQ_EV_SECEDED) or took them again (false).
+void gov_task_secede (gov_t *self, task_t *task, bool seceded);
+//  Whether the broker may assign one more task to the governor.
+static inline bool
+gov_open (const gov_t *self)
+{
+    return sq_idmap_size (self->tasks) < (size_t) self->slots + self->n_seceded;
+}
 //  Attaches a payload frame to the pending ASSIGN; returns its index
 //  (1-based, as in the protocol) or -1.
 int gov_attach (gov_t *self, sq_blob_t *blob);

@@ -179,6 +179,8 @@ struct _task_t {
     bool actor_dirty: 1;        //  host: on the graph's list to settle
     bool stream_in: 1;          //  reads a stream (placed by streams.c, not the scheduler)
     bool stream_out: 1;         //  writes a stream
+    bool seceded: 1;            //  waits on tasks it submitted, its cpus given
+                                //  back (SECEDED, until REJOINED; gov.c)
 };
 
 extern const task_extra_t task_extra_default;

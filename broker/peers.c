@@ -103,7 +103,10 @@ static void
 s_client_gone (broker_t *self, peer_t *peer)
 {
     watches_drop_client (self->watches, peer);
-    bool close = peer->said_bye || self->config.session_grace_ms == 0;
+    //  A task's client (its key dies with the task's attempt) does not come
+    //  back: its sessions close now, cancelling the children nobody waits
+    //  for (its task was cancelled or lost, or returned without them).
+    bool close = peer->said_bye || peer->task_key || self->config.session_grace_ms == 0;
     int64_t now = bx_now ();
     for (uint32_t i = 0; i < peer->n_sessions; i++) {
         session_t *session = graph_session (self->graph, peer->sessions [i]);
@@ -443,6 +446,7 @@ bx_hello (broker_t *self, sq_msg_t *msg, const char *key)
         peer->role = entry->role;
         peer->tenant = entry->tenant [0]? strdup (entry->tenant): NULL;
         peer->auth_gen = auth_generation (self->auth);
+        peer->task_key = auth_is_task_key (self->auth, entry->z85, SQ_Z85_LEN);
     }
     if (hello.governor) {
         if (self->n_govs == sizeof self->govs / sizeof self->govs [0]) {

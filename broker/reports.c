@@ -282,6 +282,15 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
                       gov->id, ev.type, (unsigned long long) ev.key, ev.attempt);
             continue;
         }
+        if (ev.type == SQ_EV_SECEDED) {
+            //  A nested task waiting on its children: its slot is free for them.
+            gov_task_secede (gov, task, ev.seceded);
+            continue;
+        }
+        if (ev.type == SQ_EV_TASKKEY) {
+            bx_task_key (self, gov, task, (const uint8_t *) ev.public_key.ptr);
+            continue;
+        }
         if (ev.type == SQ_EV_STARTED) {
             eventlog_task (self->events, EV_TASK_STARTED, task, gov, NULL, 0);
             graph_task_started (self->graph, task);
@@ -361,4 +370,22 @@ bx_governor_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type)
         default:
             sq_warn ("governor %u: unexpected message type %u ignored", peer->id, type);
     }
+}
+
+//  The hard limit of a task key's life, whatever its task does.
+#define S_TASK_KEY_TTL_MS (24ll * 3600 * 1000)
+
+void
+bx_task_key (broker_t *self, gov_t *gov, task_t *task, const uint8_t *public_key)
+{
+    if (!self->auth)
+        return;                 //  without keys a task's client just connects
+    session_t *session = graph_session (self->graph, sq_key_session (task->key));
+    auth_taskref_t ref = { task->key, task->attempt, gov->id, bx_now () + S_TASK_KEY_TTL_MS };
+    if (!session || auth_task_key_add (self->auth, public_key,
+                                       session->tenant? session->tenant: "", &ref))
+        sq_warn ("governor %u: task %llx attempt %u: its key is refused (%zu task keys "
+                 "held, at most %d; or the key is known)", gov->id,
+                 (unsigned long long) task->key, task->attempt, auth_task_keys (self->auth),
+                 AUTH_TASK_KEYS_MAX);
 }

@@ -423,7 +423,7 @@ scheduler_has_work (scheduler_t *self)
     if (self->n_ready == 0)
         return false;
     for (size_t i = 0; i < self->n_govs; i++)
-        if (sq_idmap_size (self->govs [i]->tasks) < self->govs [i]->slots)
+        if (gov_open (self->govs [i]))
             return true;
     return false;
 }
@@ -461,13 +461,13 @@ s_overbook (scheduler_t *self, task_t *task, gov_t *gov,
 {
     size_t assigned = 0;
     task_t *current = task;
-    while (current && sq_idmap_size (gov->tasks) < gov->slots) {
+    while (current && gov_open (gov)) {
         task_t *next = NULL;
         for (uint32_t o = 0; o < current->n_outputs; o++) {
             object_t *output = current->io [current->n_inputs + o];
             for (uint32_t c = 0; output && c < output->n_consumers; c++) {
                 task_t *consumer = object_consumers (output) [c];
-                if (sq_idmap_size (gov->tasks) >= gov->slots)
+                if (!gov_open (gov))
                     return assigned;
                 if (!s_overbookable (consumer, gov) || s_held_off (gov, consumer))
                     continue;
@@ -491,7 +491,7 @@ s_open_build (scheduler_t *self)
     for (size_t i = 0; i < self->n_govs; i++) {
         gov_t *gov = self->govs [i];
         gov->open_at = -1;
-        if (sq_idmap_size (gov->tasks) < gov->slots) {
+        if (gov_open (gov)) {
             gov->open_at = (int32_t) self->n_open;
             self->open [self->n_open++] = gov;
         }
@@ -502,7 +502,7 @@ s_open_build (scheduler_t *self)
 static void
 s_open_update (scheduler_t *self, gov_t *gov)
 {
-    if (gov->open_at < 0 || sq_idmap_size (gov->tasks) < gov->slots)
+    if (gov->open_at < 0 || gov_open (gov))
         return;
     gov_t *last = self->open [--self->n_open];
     self->open [gov->open_at] = last;

@@ -79,7 +79,12 @@ typedef enum {
     SQ_EV_HELD = 8,             //  reattach inventory: an object this governor holds
     SQ_EV_RUNNING = 9,          //  reattach inventory: a task attempt running here
     SQ_EV_INVENTORY = 10,       //  reattach inventory: complete
-    SQ_EV_STREAMED = 11         //  bytes of a stream written so far (progress)
+    SQ_EV_STREAMED = 11,        //  bytes of a stream written so far (progress)
+    //  Nested tasks: a running task waits on tasks it submitted and gave
+    //  its cpus back (squall.secede), or took them again (rejoin); the
+    //  public half of a key pair its squall.get_client() connects with.
+    SQ_EV_SECEDED = 13,
+    SQ_EV_TASKKEY = 14
 } sq_event_type_t;
 
 //  WAIT modes
@@ -545,6 +550,8 @@ typedef struct {
     uint64_t duration_us;
     uint32_t n_outputs;
     sq_output_ref_t *outputs;   //  scratch owned by the reader
+    bool seceded;               //  SECEDED: true, or false (rejoined)
+    mpr_str_t public_key;       //  TASKKEY: 32 bytes
 } sq_event_t;
 
 
@@ -565,6 +572,11 @@ void sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uin
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
 void sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
+//  SECEDED of a running task attempt (seceded true), or rejoined (false).
+void sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded);
+//  TASKKEY: the public key (32 bytes) a running task attempt's client uses.
+void sq_pack_taskkey (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                      const uint8_t *public_key);
 //  Reattach inventory (after a HELLO welcomed with reattached = true):
 //  HELD [8, object, version, size], RUNNING [9, task, attempt], then
 //  INVENTORY [10] once everything was listed.

@@ -106,6 +106,8 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
                     ev->type == SQ_EV_FAILED? 6:
                     ev->type == SQ_EV_STARTED? 3:
                     ev->type == SQ_EV_RETRACTED? 3:
+                    ev->type == SQ_EV_SECEDED? 4:
+                    ev->type == SQ_EV_TASKKEY? 4:
                     ev->type == SQ_EV_LOCATED? 3:
                     ev->type == SQ_EV_UPLOADED? 3:
                     ev->type == SQ_EV_LOST? 2:
@@ -154,6 +156,19 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
             mpr_field (r, "event.reason");
             if (mpr_u32 (r, &ev->reason) == 0 && ev->reason > SQ_FAIL_MEMORY)
                 mpr_fail (r, "unknown failure reason");
+            break;
+        case SQ_EV_SECEDED:
+            mpr_field (r, "event.attempt");
+            mpr_u32 (r, &ev->attempt);
+            mpr_field (r, "event.seceded");
+            mpr_bool (r, &ev->seceded);
+            break;
+        case SQ_EV_TASKKEY:
+            mpr_field (r, "event.attempt");
+            mpr_u32 (r, &ev->attempt);
+            mpr_field (r, "event.public_key");
+            if (mpr_bin (r, &ev->public_key, 32) == 0 && ev->public_key.len != 32)
+                mpr_fail (r, "a public key of other than 32 bytes");
             break;
         case SQ_EV_STARTED:
         case SQ_EV_RETRACTED:
@@ -239,6 +254,30 @@ sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt)
     msgpack_pack_uint32 (pk, SQ_EV_RETRACTED);
     msgpack_pack_uint64 (pk, task);
     msgpack_pack_uint32 (pk, attempt);
+}
+
+void
+sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, SQ_EV_SECEDED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+    if (seceded)
+        msgpack_pack_true (pk);
+    else
+        msgpack_pack_false (pk);
+}
+
+void
+sq_pack_taskkey (msgpack_packer *pk, uint64_t task, uint32_t attempt, const uint8_t *public_key)
+{
+    msgpack_pack_array (pk, 4);
+    msgpack_pack_uint32 (pk, SQ_EV_TASKKEY);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+    msgpack_pack_bin (pk, 32);
+    msgpack_pack_bin_body (pk, public_key, 32);
 }
 
 void

@@ -42,6 +42,9 @@
 #define S_WAITPID_MS 5
 #define S_PY_HOLD_NS 1000000ull     //  UPDATE held while Python tasks run
 #define S_ERR_SIZE 8192
+//  Nested tasks waiting on their children at once (s_secede): each keeps
+//  its executor process.
+#define S_SECEDED_MAX(cpus) (64u + 8u * (cpus))
 #define S_MAX_DRAINING 4096          //  py tasks whose stream output drains
 
 //  Tasks waiting for one object, or SEND orders waiting for one object
@@ -83,6 +86,9 @@ struct _compute_t {
     size_t n_piped;             //  of those, piped: not started yet
     uint64_t tasks_completed;   //  ran to an end here (finished or failed), for LOAD
     uint32_t cpus_used;
+    uint32_t n_seceded;         //  running tasks that gave their cpus back
+    bool has_broker_key;        //  keys: the broker's public key, for the
+    uint8_t broker_key [32];    //  clients of tasks (squall.get_client())
     //  Named resources: what the governor offers, what running tasks hold.
     uint32_t n_res;
     const sq_resource_t *res;
@@ -370,11 +376,84 @@ s_unpin (task_t *task)
         task_destroy (&task);
 }
 
+//  A running py task waits on tasks it submitted (squall.secede): its cpus
+//  go to other tasks meanwhile, its children among them, so a recursion
+//  deeper than the cpus does not deadlock. Its executor stays its own, so
+//  at most S_SECEDED_MAX such tasks at once (each an executor process):
+//  past that a task waits holding its cpus. The broker hears of it
+//  (SECEDED) and assigns a task more here for each.
+static void
+s_secede (compute_t *self, task_t *task, bool seceded)
+{
+    if (task->state != TASK_RUNNING || task->piped || task->seceded == seceded)
+        return;
+    if (seceded && self->n_seceded >= S_SECEDED_MAX (self->cpus))
+        return;
+    task->seceded = seceded;
+    if (seceded) {
+        self->cpus_used -= task->cpus;
+        self->n_seceded++;
+    }
+    else {
+        //  It goes on at once, even if that is more than the cpus for a
+        //  while: the tasks started meanwhile are not stopped.
+        self->cpus_used += task->cpus;
+        self->n_seceded--;
+    }
+    sq_pack_seceded (&self->events.pk, task->key, task->attempt, seceded);
+    s_event_added (self);
+}
+
+//  A running py task's squall.get_client() asks for its client's key
+//  (docs/security.md, "Tasks that submit tasks"): a fresh key pair, whose
+//  public half goes to the broker (TASKKEY, with this attempt: the broker
+//  admits it as a client of the task's tenant while the attempt runs here)
+//  and whose secret goes to the executor over its socket only. Once per
+//  attempt. Without keys the executor connects with none ("-").
+static void
+s_credential (compute_t *self, task_t *task)
+{
+    if (task->state != TASK_RUNNING || task->piped)
+        return;
+    if (!self->has_broker_key) {
+        pyexec_credential (self->pyexec, task, "-");
+        return;
+    }
+    if (task->credentialed) {
+        pyexec_credential (self->pyexec, task, "!this task attempt was given its key already");
+        return;
+    }
+    char public_z85 [41], secret_z85 [41], broker_z85 [41];
+    uint8_t public_key [32];
+    if (zmq_curve_keypair (public_z85, secret_z85)
+    ||  !zmq_z85_decode (public_key, public_z85)
+    ||  !zmq_z85_encode (broker_z85, self->broker_key, sizeof self->broker_key)) {
+        pyexec_credential (self->pyexec, task, "!cannot make a key pair on the governor");
+        return;
+    }
+    task->credentialed = true;
+    sq_pack_taskkey (&self->events.pk, task->key, task->attempt, public_key);
+    s_event_added (self);
+    //  The event leaves before the executor can use the key: the client
+    //  retries a refused handshake for a while (bindings/python/squall/_worker.py).
+    s_flush (self);
+    char text [2 + 3 * 41 + 3];
+    snprintf (text, sizeof text, "k %s %s %s", public_z85, secret_z85, broker_z85);
+    pyexec_credential (self->pyexec, task, text);
+    memset (secret_z85, 0, sizeof secret_z85);
+    memset (text, 0, sizeof text);
+}
+
 //  Takes a running task off the cpus, the timers and the children.
 static void
 s_unrun (compute_t *self, task_t *task)
 {
     assert (task->state == TASK_RUNNING);
+    if (task->seceded) {
+        task->seceded = false;
+        self->cpus_used += task->cpus;
+        self->n_seceded--;
+    }
     self->n_running--;
     if (!task->piped)
         s_hold (self, task, -1);
@@ -1486,6 +1565,12 @@ s_py_outcomes (compute_t *self)
         if (outcome == PYEXEC_STARTED)
             s_announce (self, task);        //  since task->start_ns
         else
+        if (outcome == PYEXEC_SECEDED || outcome == PYEXEC_REJOINED)
+            s_secede (self, task, outcome == PYEXEC_SECEDED);
+        else
+        if (outcome == PYEXEC_CREDENTIAL)
+            s_credential (self, task);
+        else
         if (outcome == PYEXEC_UNRUN) {
             //  Back to wait for what it was to take from the executor.
             s_unrun (self, task);
@@ -1565,6 +1650,10 @@ compute_new (const compute_args_t *args)
         return NULL;
     }
     self->inline_max = args->inline_max;
+    if (args->broker_key) {
+        self->has_broker_key = true;
+        memcpy (self->broker_key, args->broker_key, sizeof self->broker_key);
+    }
     self->workdir = strdup (args->workdir);
     self->memory_limit = args->memory_limit;
     self->data_endpoint = strdup (args->data_endpoint? args->data_endpoint: "");

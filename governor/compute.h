@@ -29,6 +29,9 @@ typedef struct {
     uint32_t n_resources;       //  named resources offered besides cpus
     const sq_resource_t *resources;
     const char *gpus;           //  devices offered ("0,1,3"), NULL: none
+    //  The broker's public key, for the clients of tasks that submit
+    //  tasks (squall.get_client()); NULL without keys.
+    const uint8_t *broker_key;
 } compute_args_t;
 
 compute_t *compute_new (const compute_args_t *args);

@@ -38,6 +38,12 @@ length followed by the body, so that both sides need nothing but `struct`.
                      runs, by u8 3, u64 time.monotonic_ns() (the
                      governor's CLOCK_MONOTONIC) when it started
       and, before all, once: u8 4, u64 its resident bytes when ready
+      and, while a task runs (not replies): u8 6 when it waits on tasks it
+      submitted (squall.secede: its cpus may go to others), u8 7 when it
+      goes on (squall.rejoin), u8 8 to ask for the key pair of its
+      client (squall.get_client()), answered by the governor's frame u8 6
+      and, as text, "k", the Z85 public key, secret key and broker public
+      key, separated by spaces ("-" without keys; "!" and why when refused)
 
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
@@ -78,6 +84,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 import traceback
 import types
@@ -114,6 +121,10 @@ _STARTED = b"\3"
 #   task's memory limit counts from there on a new executor).
 _READY = b"\4"
 _SKIPPED = b"\2"
+_SECEDED = b"\6"
+_REJOINED = b"\7"
+_CREDENTIAL = b"\x08"
+_OP_CREDENTIAL = 6
 
 #   Unpickled functions by their pickled bytes: a bytes key is its own hash,
 #   and the same function sent for 20 000 tasks is loaded once.
@@ -610,15 +621,104 @@ def _resident():
         return 0
 
 
+#   Tasks that submit tasks (bindings/python/squall/_worker.py finds these
+#   functions through sys.modules["_squall_executor"]): while a task runs,
+#   it may say it waits (secede) and goes on (rejoin); only then, so that
+#   a thread a task left behind cannot speak for the next task.
+_sock = None
+_frames = None
+_running = False
+_tell_lock = threading.Lock()
+#   Frames read while a task waited for its credential: the main loop
+#   takes them first, in order.
+_early = []
+_credential_lock = threading.Lock()
+#   Called once, in the main thread, when the task that registered them
+#   returns (squall closes the task's client there).
+_at_end = []
+_number = 0
+
+
+def in_task():
+    return _running
+
+
+def task_number():
+    """The run number of the task running now (unique in this executor)."""
+    return _number
+
+
+def at_task_end(fn):
+    _at_end.append(fn)
+
+
+def credential():
+    """The key pair of the running task's client: (public, secret, broker
+    public key) in Z85, or None on a cluster without keys. Asked of the
+    governor, which registers the public half with the broker for this task
+    attempt only (docs/security.md)."""
+    with _credential_lock:
+        if not _running:
+            raise RuntimeError("squall.get_client(): no task runs in this executor")
+        _tell(_CREDENTIAL)
+        while True:
+            got = _frames.read(block=True)
+            if got is None:
+                raise RuntimeError("squall.get_client(): the governor is gone")
+            for i, body in enumerate(got):
+                if body[0] != _OP_CREDENTIAL:
+                    _early.append(body)
+                    continue
+                _early.extend(got[i + 1:])
+                text = bytes(body[1:]).decode()
+                if text.startswith("!"):
+                    raise RuntimeError("squall.get_client(): the governor refused: " + text[1:])
+                if text.startswith("k "):
+                    return tuple(text.split()[1:])
+                return None
+
+
+def _task_ended():
+    while _at_end:
+        fn = _at_end.pop()
+        try:
+            fn()
+        except BaseException as exc:    # noqa: B902 - the reply must still go
+            print("squall executor: at the end of a task: %s: %s"
+                  % (type(exc).__name__, exc), file=sys.stderr, flush=True)
+
+
+def _tell(what):
+    with _tell_lock:
+        if _running and _sock is not None:
+            _sock.sendall(_U64.pack(1) + what)
+
+
+def secede():
+    _tell(_SECEDED)
+
+
+def rejoin():
+    _tell(_REJOINED)
+
+
+def _set_running(running):
+    global _running
+    with _tell_lock:
+        _running = running
+
+
 def main():
+    global _sock, _frames, _number
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.modules.setdefault("_squall_executor", sys.modules[__name__])
     _die_with_governor(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     if "" not in sys.path:
         sys.path.insert(0, "")
     _preload()
-    sock = socket.socket(fileno=int(sys.argv[1]))
+    sock = _sock = socket.socket(fileno=int(sys.argv[1]))
     sock.sendall(_U64.pack(9) + _READY + _U64.pack(_resident()))
-    frames = _Frames(sock)
+    frames = _frames = _Frames(sock)
     queue = collections.deque()     # (number, frame) of tasks to run, in order
     cancelled = set()
     received = done = 0
@@ -630,9 +730,12 @@ def main():
         #   Wait only when there is nothing to run or send; else take in
         #   what came meanwhile (cancels must be seen before the task they
         #   name runs).
-        got = frames.read(block=not queue and not out)
+        got = frames.read(block=not queue and not out and not _early)
         if got is None:
             return
+        if _early:
+            got = _early + got
+            _early.clear()
         for body in got:
             if body[0] == _OP_CANCEL:
                 (number,) = _U32.unpack_from(body, 1)
@@ -659,7 +762,13 @@ def main():
                 wanted = (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM)
                 fds = [frames.fds.popleft() for _ in range(min(wanted, len(frames.fds)))]
             try:
-                parts = _run(body, fds, done)
+                _number = done
+                _set_running(True)
+                try:
+                    parts = _run(body, fds, done)
+                finally:
+                    _set_running(False)
+                    _task_ended()
             except _NotKept:
                 parts = [_SKIPPED]          # the governor runs it again later
             except BaseException as exc:    # noqa: B902 - SystemExit fails the task too

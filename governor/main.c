@@ -710,6 +710,12 @@ main (int argc, char *argv [])
     //  A client's key the starter's environment may carry is no task's:
     //  every task inherits the rest of this environment.
     unsetenv ("SQUALL_SECRET_KEY");
+    //  Where a Python task's squall.get_client() connects (the broker's
+    //  ROUTER serves clients and governors alike): an address, no secret.
+    //  With keys its key pair comes over the executor's socket, made for
+    //  that task attempt (docs/security.md, "Tasks that submit tasks").
+    if (setenv ("SQUALL_TASK_BROKER", config.broker, 1))
+        sq_warn ("cannot set SQUALL_TASK_BROKER: %s", strerror (errno));
     if (heap_prefault_start (prefault))
         sq_warn ("--prefault: cannot start its thread: %s", strerror (errno));
     governor_t *governor = signal_fd >= 0? governor_new (&config): NULL;

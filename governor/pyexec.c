@@ -45,6 +45,14 @@ extern char **environ;
 //  Failure messages are kept up to the compute thread's size.
 #define S_MESSAGE_MAX 8192
 #define S_REPLY_NOT_RUN 2
+//  Nested tasks: the task waits on tasks it submitted (squall.secede, u8 6)
+//  or goes on (rejoin, u8 7). Neither is a reply.
+#define S_REPLY_SECEDED 6
+#define S_REPLY_REJOINED 7
+//  squall.get_client() inside a task asks for its credential (u8 8); the
+//  answer is a frame u8 6 and its text (pyexec_credential).
+#define S_REPLY_CREDENTIAL 8
+#define S_OP_CREDENTIAL 6
 #define S_KEPT_INPUT UINT32_MAX
 #define S_PICKLE "py/pickle"
 
@@ -85,6 +93,8 @@ typedef struct {
     s_piped_t piped [S_PIPE_MAX];
     uint32_t n_piped;
     bool unstarted;             //  `task` was piped and has not said it started
+    bool seceded;               //  `task` waits on tasks it submitted: nothing
+                                //  is piped behind it (its children could be)
     uint64_t replied_ns;        //  when the reply of the task before it was read
     //  Memory limits: whether it said READY, and its resident bytes when
     //  `task` was given to it (what the task's `memory` counts from).
@@ -271,6 +281,7 @@ s_release (s_exec_t *ex)
     free (ex->gpus);
     ex->gpus = NULL;
     ex->fresh = false;
+    ex->seceded = false;
     if (ex->dir)
         files_rmtree (ex->dir);
     free (ex->dir);
@@ -851,7 +862,7 @@ s_pipeable (const task_t *task)
 static task_t *
 s_tail (const s_exec_t *ex, uint32_t *seq)
 {
-    if (ex->fd < 0 || !ex->task || ex->host || ex->n_piped >= S_PIPE_MAX)
+    if (ex->fd < 0 || !ex->task || ex->host || ex->seceded || ex->n_piped >= S_PIPE_MAX)
         return NULL;
     task_t *tail = ex->n_piped? ex->piped [ex->n_piped - 1].task: ex->task;
     *seq = ex->n_piped? ex->piped [ex->n_piped - 1].seq: ex->seq;
@@ -1135,6 +1146,33 @@ s_started (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     s_push (self, ex->task, PYEXEC_STARTED, NULL);
 }
 
+//  The running task waits on tasks it submitted (seceded), or goes on.
+//  Said by a task whose reply is to be dropped (a stopped piped task the
+//  executor ran anyway), or before its start, it is ignored; so is it from
+//  an actor's executor. Tasks piped behind one that waits are handed back
+//  (cancelled here, PYEXEC_UNRUN): they may be the very tasks it waits on.
+static void
+s_seceded (pyexec_t *self, s_exec_t *ex, bool seceded, uint64_t size)
+{
+    if (size != 1 || ex->discard || !ex->task || ex->unstarted || ex->host
+    ||  ex->seceded == seceded)
+        return;
+    ex->seceded = seceded;
+    s_push (self, ex->task, seceded? PYEXEC_SECEDED: PYEXEC_REJOINED, NULL);
+    for (uint32_t k = 0; seceded && k < ex->n_piped; k++) {
+        task_t *piped = ex->piped [k].task;
+        if (!piped)
+            continue;
+        uint8_t cancel [13], *p = s_put64 (cancel, 5);
+        *p++ = S_OP_CANCEL;
+        s_put32 (p, ex->piped [k].seq);
+        ex->piped [k].task = NULL;
+        if (s_write_all (ex->fd, cancel, sizeof cancel))
+            sq_debug ("cannot cancel a piped task: its executor is gone");
+        s_push (self, piped, PYEXEC_UNRUN, NULL);
+    }
+}
+
 //  One whole reply of the executor (size >= 1 bytes of body).
 static void
 s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
@@ -1142,6 +1180,15 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     char err [S_MESSAGE_MAX];
     if (body [0] == S_REPLY_STARTED) {
         s_started (self, ex, body, size);
+        return;
+    }
+    if (body [0] == S_REPLY_SECEDED || body [0] == S_REPLY_REJOINED) {
+        s_seceded (self, ex, body [0] == S_REPLY_SECEDED, size);
+        return;
+    }
+    if (body [0] == S_REPLY_CREDENTIAL) {
+        if (size == 1 && !ex->discard && ex->task && !ex->unstarted && !ex->host)
+            s_push (self, ex->task, PYEXEC_CREDENTIAL, NULL);
         return;
     }
     if (body [0] == S_REPLY_READY) {
@@ -1188,6 +1235,7 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
         return;
     }
     ex->task = NULL;
+    ex->seceded = false;
     ex->replied_ns = task_now_ns ();
     bool unstarted = ex->unstarted;
     ex->unstarted = false;
@@ -1354,5 +1402,26 @@ pyexec_abandon (pyexec_t *self, task_t *task)
             if (was.host == task)
                 s_actor_gone (self, &was, task, "the actor was stopped");
         }
+    }
+}
+
+void
+pyexec_credential (pyexec_t *self, task_t *task, const char *text)
+{
+    for (size_t i = 0; i < self->n_execs; i++) {
+        s_exec_t *ex = &self->execs [i];
+        if (ex->task != task || ex->host || ex->fd < 0)
+            continue;
+        size_t len = strlen (text);
+        uint8_t frame [8 + 1 + 2 + 3 * 41];
+        if (len > sizeof frame - 9)
+            return;
+        uint8_t *p = s_put64 (frame, 1 + len);
+        *p++ = S_OP_CREDENTIAL;
+        memcpy (p, text, len);
+        //  A write that fails means it died: its end of file says so.
+        if (s_write_all (ex->fd, frame, 9 + len))
+            sq_debug ("cannot answer a task's credential: its executor is gone");
+        return;
     }
 }

@@ -83,8 +83,14 @@ typedef enum {
                                 //  over the cpu of the one before
     PYEXEC_STARTED,             //  piped, its executor says it started it
                                 //  (after PYEXEC_RUNS), at task->start_ns
-    PYEXEC_UNRUN                //  written but never run (its executor died
-                                //  or was killed first): to be run again
+    PYEXEC_UNRUN,               //  written but never run (its executor died
+                                //  or was killed first, or the task before it
+                                //  seceded): to be run again
+    PYEXEC_SECEDED,             //  it waits on tasks it submitted: its cpus
+                                //  may go to others (squall.secede)
+    PYEXEC_REJOINED,            //  it goes on (squall.rejoin)
+    PYEXEC_CREDENTIAL           //  it asks for a key pair for its client
+                                //  (squall.get_client(): pyexec_credential)
 } pyexec_outcome_t;
 
 //  The next outcome, NULL when there is none. Call after pyexec_read and
@@ -95,5 +101,11 @@ task_t *pyexec_next (pyexec_t *self, pyexec_outcome_t *outcome, char *err, size_
 //  cancelled instead, the executor lives on); its outcomes not taken yet
 //  are forgotten.
 void pyexec_abandon (pyexec_t *self, task_t *task);
+//  Answers a task's PYEXEC_CREDENTIAL: the text ("k", then the Z85 public
+//  key, secret key and the broker's public key, space separated; "-"
+//  without keys; "!" and why when refused) goes
+//  to its executor over its socket, nowhere else. Nothing if the task no
+//  longer runs there.
+void pyexec_credential (pyexec_t *self, task_t *task, const char *text);
 
 #endif

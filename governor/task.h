@@ -74,6 +74,9 @@ struct _task_t {
     bool piped;                 //  written to a busy executor behind its
                                 //  task (pyexec_pipe): holds no cpus yet
     bool announced;             //  its STARTED event went out
+    bool seceded;               //  waits on tasks it submitted: its cpus are
+                                //  given back meanwhile (squall.secede)
+    bool credentialed;          //  its executor was given its client's key
     task_t *prev, *next;        //  ready FIFO or running list
     uint64_t start_ns;
     uint64_t deadline_ns;       //  0: none

@@ -323,7 +323,12 @@ s_fuzz_update (const uint8_t *data, size_t size)
         sq_event_t ev;
         int rc;
         while ((rc = sq_update_next (&it, &ev)) == 1) {
-            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_STREAMED);
+            FZ_ASSERT ((ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_STREAMED)
+                       || ev.type == SQ_EV_SECEDED || ev.type == SQ_EV_TASKKEY);
+            if (ev.type == SQ_EV_TASKKEY) {
+                FZ_ASSERT (ev.public_key.len == 32);
+                s_touch_str (ev.public_key);
+            }
             //  Only events that carry a size have one.
             if (ev.type != SQ_EV_LOCATED && ev.type != SQ_EV_UPLOADED && ev.type != SQ_EV_HELD
             &&  ev.type != SQ_EV_STREAMED)

@@ -313,6 +313,13 @@ main (int argc, char **argv)
     sq_batch_header (&w, SQ_MSG_UPDATE, 1);
     sq_pack_streamed (&w.pk, sq_key (1, 7), 3 << 20);
     s_emit (FZ_UPDATE, "streamed", &w);
+    const uint8_t task_key [32] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                    17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30 };
+    sq_batch_header (&w, SQ_MSG_UPDATE, 3);
+    sq_pack_seceded (&w.pk, sq_key (1, 8), 1, true);
+    sq_pack_seceded (&w.pk, sq_key (1, 8), 1, false);
+    sq_pack_taskkey (&w.pk, sq_key (1, 8), 1, task_key);
+    s_emit (FZ_UPDATE, "nested", &w);
 
     //  LOAD, HEARTBEAT, BYE
     sq_load_t load = { 2, 10, 1ull << 30, 12345, 77, 1000, 3 };

@@ -708,6 +708,42 @@ s_test_update (void)
     sq_iter_release (&it);
     s_check_truncations ("UPDATE", s_dec_update, w.buf.data, w.buf.size);
 
+    //  A nested task gives its cpus back while it waits, and takes them again
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 3);
+    sq_pack_seceded (&w.pk, sq_key (3, 1), 2, true);
+    sq_pack_seceded (&w.pk, sq_key (3, 1), 2, false);
+    uint8_t pub [32];
+    for (int i = 0; i < 32; i++)
+        pub [i] = (uint8_t) (i * 7);
+    sq_pack_taskkey (&w.pk, sq_key (3, 2), 1, pub);
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_SECEDED && ev.key == sq_key (3, 1) && ev.attempt == 2 && ev.seceded);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_SECEDED && ev.key == sq_key (3, 1) && ev.attempt == 2 && !ev.seceded);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_TASKKEY && ev.key == sq_key (3, 2) && ev.attempt == 1
+           && ev.public_key.len == 32 && memcmp (ev.public_key.ptr, pub, 32) == 0);
+    CHECK (sq_update_next (&it, &ev) == 0);
+    sq_iter_release (&it);
+    s_check_truncations ("UPDATE", s_dec_update, w.buf.data, w.buf.size);
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, SQ_EV_SECEDED);
+    msgpack_pack_uint32 (&w.pk, 1);
+    CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "number of fields"));
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 4);
+    msgpack_pack_uint32 (&w.pk, SQ_EV_TASKKEY);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_bin (&w.pk, 31);
+    msgpack_pack_bin_body (&w.pk, pub, 31);
+    CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "32 bytes"));
+
     //  Unknown event type, wrong count for a type
     sq_wbuf_reset (&w);
     sq_batch_header (&w, SQ_MSG_UPDATE, 1);

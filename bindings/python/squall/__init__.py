@@ -20,6 +20,7 @@ from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
 from .actors import ActorClass, ActorHandle, actor
 from .cluster import LocalCluster
 from .keys import keygen
+from ._worker import get_client, rejoin, secede
 from .errors import (ActorLost, ConnectionError, ObjectDeleted, ObjectLost, RemoteTraceback, SquallError,
                      TaskCancelled, TaskFailed, TimeoutError, UpstreamFailed)
 from .tasks import Program
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "LocalCluster", "Session", "DataObject", "Task", "PyTask", "Future",
     "RemoteFunction", "remote", "actor", "ActorClass", "ActorHandle", "ActorLost", "blob", "pickled", "tasks", "Program", "as_completed",
-    "current_session", "wait", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
+    "current_session", "wait", "get_client", "secede", "rejoin", "FIRST_COMPLETED", "FIRST_EXCEPTION", "ALL_COMPLETED",
     "SquallError", "ConnectionError", "TaskFailed", "UpstreamFailed",
     "TaskCancelled", "TimeoutError", "RemoteTraceback", "ObjectLost", "ObjectDeleted", "TaskConfigTooLarge", "PICKLE_CONTENT_TYPE", "keygen",
 ]

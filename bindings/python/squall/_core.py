@@ -17,6 +17,7 @@ import weakref
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from . import _lib as L
+from . import _worker
 from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, TemplatePickler,
                         dumps, function_bytes, loads_result, py_config, py_config_actor,
                         py_config_call, py_config_fn_in, read_value)
@@ -487,7 +488,8 @@ class Client:
             raise ValueError("errors must be 'raise' or 'skip', not %r" % (errors,))
         flat: List[Future] = []
         _collect(futures, flat)
-        _gather_values(flat, timeout, errors)
+        with _worker.waiting():
+            _gather_values(flat, timeout, errors)
         return _rebuild(futures, errors == "skip")
 
     def scatter(self, data: Any, governor: Any = None, broadcast: bool = False) -> Any:
@@ -1495,6 +1497,14 @@ class Future(_cf.Future):
     _exc: Optional[BaseException] = None
     _watched = False
 
+    def __reduce__(self):
+        #   A future names an object of its client's session: it cannot
+        #   leave that client (a task's future cannot be returned to its
+        #   caller yet); said plainly rather than as a ctypes error.
+        raise TypeError("a squall Future cannot be pickled: it belongs to the client that made it "
+                        "(futures made inside a task can be waited on there and passed to that "
+                        "task's other children; return the result instead of the future)")
+
     def __init__(self, session: Session, tid: int, oid: Optional[int] = None):
         self._session = session
         self._tid = tid
@@ -1604,7 +1614,9 @@ class Future(_cf.Future):
             if self._resolved():        # the broker refused its task
                 return
         try:
-            data, content_type = self._session._fetch(self._oid, timeout, raw=True)
+            #   Inside a task: its cpu goes to others while it waits (_worker).
+            with _worker.waiting():
+                data, content_type = self._session._fetch(self._oid, timeout, raw=True)
         except TaskFailed as exc:
             self._set_exc(exc.raised())
             return
@@ -1798,7 +1810,8 @@ def wait(futures: Iterable[Future], timeout: Optional[float] = None,
          return_when: str = _cf.ALL_COMPLETED):
     """concurrent.futures.wait for squall futures: (done, not_done) sets;
     return_when is FIRST_COMPLETED, FIRST_EXCEPTION or ALL_COMPLETED."""
-    return _cf.wait(list(futures), timeout, return_when)
+    with _worker.waiting():
+        return _cf.wait(list(futures), timeout, return_when)
 
 
 def _collect(x: Any, out: List[Future]) -> None:

@@ -1,0 +1,221 @@
+"""Tasks that submit tasks: squall.get_client(), secede() and rejoin().
+
+Inside a Python task (a governor's executor, governor/executor.py), the
+executor registers itself as the module `_squall_executor`; that is how
+this module knows it runs in a task and how it tells the governor that the
+task waits (docs/protocol.md, "py", u8 6 and 7).
+
+get_client() returns a client of the task's own cluster (the broker the
+governor was given, $SQUALL_TASK_BROKER: an address, no secret), one per
+executor process. Its submits are nested: each child runs with priority one
+above its parent's (its depth), so the cluster finishes the deepest work
+first, as a depth-first recursion would, instead of starting every
+parent's siblings and holding them all waiting. A task that waits on a
+future (result, gather, wait) secedes while it waits: its cpu goes to other
+tasks, its children among them, so a recursion deeper than the cluster has
+cpus finishes (governor/compute.c bounds how many wait at once).
+"""
+import contextlib
+import os
+import sys
+import threading
+from typing import Any, Callable, Optional
+
+from .errors import SquallError
+
+#   The depth of the task running in this executor (0: a client's task),
+#   set by _Nested around the call.
+_depth = 0
+_client = None
+_client_lock = threading.Lock()
+#   Nesting of waits of the running task: it secedes on the first and
+#   rejoins after the last.
+_waits = 0
+_waits_lock = threading.Lock()
+_E_DENIED = 24                  # SQ_E_DENIED, common/squall_codes.h
+
+
+def _executor():
+    return sys.modules.get("_squall_executor")
+
+
+def in_task() -> bool:
+    """Whether this code runs inside a squall task (an executor)."""
+    ex = _executor()
+    return ex is not None and ex.in_task()
+
+
+def secede() -> None:
+    """The running task gives its cpu back to the governor: it waits (on
+    futures, a lock, I/O) and other tasks may run meanwhile. Done for you
+    when a task waits on a future. Nothing outside a task."""
+    ex = _executor()
+    if ex is not None:
+        ex.secede()
+
+
+def rejoin() -> None:
+    """The task takes its cpu again (after secede()), at once: for a while
+    the governor may run more tasks than it has cpus."""
+    ex = _executor()
+    if ex is not None:
+        ex.rejoin()
+
+
+@contextlib.contextmanager
+def waiting():
+    """Secedes for the block when inside a task (nested: once)."""
+    global _waits
+    if not in_task():
+        yield
+        return
+    with _waits_lock:
+        _waits += 1
+        first = _waits == 1
+    if first:
+        secede()
+    try:
+        yield
+    finally:
+        with _waits_lock:
+            _waits -= 1
+            last = _waits == 0
+        if last:
+            rejoin()
+
+
+class _Nested:
+    """A function submitted from inside a task: runs it at its depth."""
+
+    __slots__ = ("fn", "depth")
+
+    def __init__(self, fn: Callable, depth: int):
+        self.fn = fn
+        self.depth = depth
+
+    def __call__(self, *args, **kwargs):
+        global _depth
+        before, _depth = _depth, self.depth
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            _depth = before
+
+    def __reduce__(self):
+        return (_Nested, (self.fn, self.depth))
+
+    @property
+    def __name__(self):
+        return getattr(self.fn, "__name__", "nested")
+
+
+def nested(fn: Callable, options: dict) -> Callable:
+    """fn as a child of the running task: one deeper, and (unless the
+    caller chose one) with its depth as priority."""
+    options.setdefault("priority", _depth + 1)
+    return _Nested(fn, _depth + 1)
+
+
+def get_client(timeout: float = 10.0):
+    """Inside a task: a client of the cluster that runs it, as the task's
+    tenant (the same client for every call during one task; closed when the
+    task returns, which cancels the children nobody waited for). Its
+    futures can be waited on in the task (which then gives its cpu back); a
+    child's exception is raised as itself. On a cluster with keys it
+    connects with a key pair the governor made for this task attempt
+    (docs/security.md, "Tasks that submit tasks"): the task never sees the
+    submitting client's key nor the governor's. Outside a task: a new
+    squall.Client() from the environment."""
+    global _client
+    from ._core import Client
+    ex = _executor()
+    if ex is None or not ex.in_task():
+        return Client(timeout=timeout)
+    with _client_lock:
+        if _client is not None and _client[0] == ex.task_number():
+            return _client[1]
+        address = os.environ.get("SQUALL_TASK_BROKER")
+        if not address:
+            raise SquallError("squall.get_client(): this executor's governor gave no broker "
+                              "address ($SQUALL_TASK_BROKER)")
+        try:
+            keys = ex.credential()
+        except RuntimeError as exc:
+            raise SquallError(str(exc)) from None
+        client = _connect(address, keys, timeout)
+        _client = (ex.task_number(), client)
+        ex.at_task_end(_close_task_client)
+        return client
+
+
+def _close_task_client() -> None:
+    global _client
+    with _client_lock:
+        client, _client = _client, None
+    if client is not None:
+        client[1].close()
+
+
+def _cert_fd(public: str, secret: Optional[str]) -> int:
+    """A certificate in memory only (memfd, 0600): the path /proc/self/fd/N
+    reads it, and it goes with this process or when closed."""
+    text = "metadata\ncurve\n    public-key = \"%s\"\n" % public
+    if secret:
+        text += "    secret-key = \"%s\"\n" % secret
+    fd = os.memfd_create("squall-task-key", os.MFD_CLOEXEC)
+    os.fchmod(fd, 0o600)
+    os.write(fd, text.encode())
+    return fd
+
+
+def _connect(address: str, keys: Optional[tuple], timeout: float):
+    """The task's client. A refused handshake is tried again for a while:
+    the governor sent the key's public half to the broker just before
+    handing it over here, and this connection may arrive first."""
+    import time
+    from .errors import ConnectionError as SqConnectionError
+    cls = _task_client_class()
+    if keys is None:
+        return cls(address, timeout=timeout)
+    public, secret, broker = keys
+    fds = [_cert_fd(public, secret), _cert_fd(broker, None)]
+    try:
+        paths = ["/proc/self/fd/%d" % fd for fd in fds]
+        deadline = time.monotonic() + timeout
+        pause = 0.005
+        while True:
+            try:
+                return cls(address, timeout=timeout, secret_key=paths[0], broker_key=paths[1])
+            except SqConnectionError as exc:
+                if exc.code != _E_DENIED or time.monotonic() > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+_TaskClientClass = None
+
+
+def _task_client_class():
+    global _TaskClientClass
+    if _TaskClientClass is not None:
+        return _TaskClientClass
+    from ._core import Client
+
+    class TaskClient(Client):
+        """A client inside a task: submits nested tasks (see the module)."""
+
+        def submit(self, fn: Callable, *args, **kwargs) -> Any:
+            return super().submit(nested(fn, kwargs), *args, **kwargs)
+
+        def map(self, fn: Callable, *iterables, **options) -> Any:
+            wrapped = nested(fn, options)
+            return super().map(wrapped, *iterables, **options)
+
+    _TaskClientClass = TaskClient
+    return TaskClient
+
+
