@@ -43,6 +43,13 @@ typedef enum {
     SQ_MSG_RETIRE = 22,         //  client -> broker: drain a governor and let it leave
     SQ_MSG_DELETE = 23,         //  client -> broker: free objects now, whoever keeps them
     SQ_MSG_PLACE = 24,          //  client -> broker: replicate or move an object, or say where it is
+    SQ_MSG_SESSIONS = 26,       //  client -> broker: the jobs and sessions it may see
+    SQ_MSG_ATTACH = 27,         //  client -> broker: take a job onto this connection
+    SQ_MSG_SESSION_WAIT = 28,   //  client -> broker: until every task of a session ended
+    SQ_MSG_TASKS = 29,          //  client -> broker: a session's task records, paged
+    SQ_MSG_RESUBMIT = 80,       //  client -> broker: run failed and cancelled tasks again
+    SQ_MSG_FORGET = 81,         //  client -> broker: close a session and drop its record
+    SQ_MSG_JOB_CANCEL = 82,     //  client -> broker: cancel a session's unfinished tasks
     SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
     SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
     SQ_MSG_LOAD = 32,           //  governor -> broker: load report
