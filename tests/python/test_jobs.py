@@ -283,3 +283,134 @@ def test_malformed_job_requests_are_refused(cluster):
         assert a.jobs(name="no such job") == []
     finally:
         a.close()
+
+
+def _array_job(client, name, argv, first=0, last=None, step=1, items=None, retries=0):
+    s = client.job(name)
+    sid = L.sq_session_id(s)
+    task = client.execute(s, argv, name)
+    if items is not None:
+        arr = (ctypes.c_char_p * len(items))(*[i.encode() for i in items])
+        client.check(L.sq_task_set_array_items(s, task, arr, len(items)))
+    else:
+        client.check(L.sq_task_set_array(s, task, first, last, step))
+    if retries:
+        L.sq_task_set_max_retries(s, task, retries)
+    client.check(L.sq_submit(s))
+    return s, sid, task
+
+
+def test_an_array_of_1000_elements_runs_each_once(cluster, tmp_path):
+    out = tmp_path / "ran"
+    a = Client(cluster)
+    s, sid, task = _array_job(
+        a, "thousand",
+        ["sh", "-c", 'echo "%{TASK_ID} $SQUALL_TASK_ID $SQUALL_ARRAY_SIZE $SQUALL_JOB_ID" >> ' + str(out)],
+        0, 999)
+    a.close()                       # the submitting process leaves at once
+    b = Client(cluster)
+    try:
+        [job] = b.jobs(name="thousand")
+        assert job["id"] == sid and sum(job["tasks"]) == 1000
+        job = b.wait(sid, 120000)
+        assert job["state"] == SQ_JOB_FINISHED, job
+        assert job["tasks"] == [0, 0, 1000, 0, 0]
+        lines = out.read_text().split("\n")[:-1]
+        assert sorted(int(l.split()[0]) for l in lines) == list(range(1000))
+        assert all(l.split()[0] == l.split()[1] and l.split()[2] == "1000"
+                   and l.split()[3] == str(sid) for l in lines)
+        recs = b.all_tasks(sid)
+        assert len(recs) == 1000
+        assert [r["index"] for r in recs] == list(range(1000))
+        assert all(r["id"] == task and r["state"] == FINISHED and r["exit_code"] == 0
+                   and r["governor"] > 0 and r["attempts"] == 1 and r["ended"] >= r["started"] > 0
+                   for r in recs)
+        assert b.tasks(sid, offset=517, limit=1)[1][0]["index"] == 517
+        b.check(L.sq_client_forget(b.c, sid))
+    finally:
+        b.close()
+
+
+def test_array_ranges_with_a_step_and_items(cluster, tmp_path):
+    out = tmp_path / "ran"
+    a = Client(cluster)
+    try:
+        s, sid, task = _array_job(a, "stepped", ["sh", "-c", "echo %%{TASK_ID} >> %s" % out],
+                                  5, 25, 10)
+        assert a.wait(sid)["tasks"][2] == 3
+        assert sorted(out.read_text().split()) == ["15", "25", "5"]
+        L.sq_session_destroy(ctypes.byref(s))
+        out.unlink()
+        s, sid, task = _array_job(a, "items", ["sh", "-c", 'echo "%{ITEM}=$SQUALL_ARRAY_ITEM %%" >> '
+                                               + str(out)], items=["a b", "c", "%{TASK_ID}"])
+        assert a.wait(sid)["tasks"][2] == 3
+        # one pass: an item's own %{...} is not expanded again
+        assert sorted(out.read_text().split("\n")[:-1]) == ["%{TASK_ID}=%{TASK_ID} %", "a b=a b %",
+                                                            "c=c %"]
+        L.sq_session_destroy(ctypes.byref(s))
+    finally:
+        a.close()
+
+
+def test_resubmit_of_failed_elements(cluster, tmp_path):
+    out, fixed = tmp_path / "ran", tmp_path / "fixed"
+    a = Client(cluster)
+    try:
+        s, sid, task = _array_job(
+            a, "resubmit",
+            ["sh", "-c", "echo %%{TASK_ID} >> %s; test -e %s || [ %%{TASK_ID} -lt 7 ] || exit 4"
+             % (out, fixed)], 0, 9)
+        L.sq_session_detach(ctypes.byref(s))
+        job = a.wait(sid)
+        assert job["state"] == SQ_JOB_FAILED and job["tasks"] == [0, 0, 7, 3, 0]
+        failed = a.all_tasks(sid, FAILED)
+        assert [r["index"] for r in failed] == [7, 8, 9]
+        assert all(r["exit_code"] == 4 and "status 4" in r["error"] for r in failed)
+        with pytest.raises(Error) as unknown:
+            a.resubmit(sid, [task + 100])
+        assert unknown.value.code == SQ_E_UNKNOWN_ID
+        fixed.write_text("")             # the program fixed on disk
+        assert a.resubmit(sid, [task]) == 3
+        job = a.wait(sid)
+        assert job["state"] == SQ_JOB_FINISHED and job["tasks"] == [0, 0, 10, 0, 0], job
+        counts = {}
+        for line in out.read_text().split():
+            counts[int(line)] = counts.get(int(line), 0) + 1
+        assert counts == {**{i: 1 for i in range(7)}, 7: 2, 8: 2, 9: 2}
+        assert a.resubmit(sid) == 0
+        a.check(L.sq_client_forget(a.c, sid))
+    finally:
+        a.close()
+
+
+def test_cancel_an_array_and_run_it_again(cluster, tmp_path):
+    a = Client(cluster)
+    try:
+        s, sid, task = _array_job(a, "cancelled-array", ["sleep", "600"], 0, 99999)
+        L.sq_session_detach(ctypes.byref(s))
+        until(lambda: a.jobs(session=sid)[0]["tasks"][1] > 0, "an element to run")
+        a.check(L.sq_client_job_cancel(a.c, sid))
+        job = a.wait(sid)
+        assert job["state"] == SQ_JOB_CANCELLED and job["tasks"][4] == 100000, job
+        assert a.tasks(sid, CANCELLED)[0] == 100000
+        a.check(L.sq_client_forget(a.c, sid))
+    finally:
+        a.close()
+
+
+def test_arrays_that_are_not_allowed(cluster):
+    a = Client(cluster)
+    try:
+        s = a.job(None, False)
+        t = a.execute(s, ["true"])
+        assert L.sq_task_set_array(s, t, 5, 4, 1) != 0
+        assert L.sq_task_set_array(s, t, 0, 1 << 30, 1) != 0
+        a.check(L.sq_task_set_array(s, t, 0, 3, 1))
+        sleep = L.sq_task(s, b"noop", None, 0, 0, None, 0)
+        a.check(L.sq_task_set_array(s, sleep, 0, 3, 1))
+        with pytest.raises(Error) as refused:
+            a.check(L.sq_submit(s))
+        assert refused.value.code == 4 and "only an execute task" in str(refused.value)
+        L.sq_session_destroy(ctypes.byref(s))
+    finally:
+        a.close()
