@@ -414,3 +414,118 @@ def test_arrays_that_are_not_allowed(cluster):
         L.sq_session_destroy(ctypes.byref(s))
     finally:
         a.close()
+
+
+def test_an_array_across_a_broker_restart(tmp_path):
+    """The broker SIGKILLed in the middle of an array and restarted on its
+    journal: the job finishes, no element that had finished runs again,
+    its records are right."""
+    out = tmp_path / "ran"
+    c = squall.LocalCluster(governors=2, cpus=2, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+    with c:
+        a = Client(c)
+        s, sid, task = _array_job(
+            a, "restart", ["sh", "-c", "echo %%{TASK_ID} >> %s; sleep 0.02" % out], 0, 399)
+        a.close()
+        b = Client(c)
+        until(lambda: out.exists() and len(out.read_text().split()) >= 60, "elements to run")
+        finished_before = {r["index"] for r in b.all_tasks(sid, FINISHED)}
+        assert finished_before
+        b.close()
+        c.restart_broker(signal.SIGKILL)
+        d = Client(c)
+        try:
+            [job] = d.jobs(name="restart")
+            assert job["id"] == sid and job["detached"]
+            job = d.wait(sid, 180000)
+            assert job["state"] == SQ_JOB_FINISHED and job["tasks"] == [0, 0, 400, 0, 0], job
+            counts = {}
+            for line in out.read_text().split():
+                counts[int(line)] = counts.get(int(line), 0) + 1
+            assert sorted(counts) == list(range(400))
+            assert all(counts [i] == 1 for i in finished_before), \
+                [i for i in finished_before if counts[i] != 1]
+            recs = d.all_tasks(sid)
+            assert len(recs) == 400 and all(r["state"] == FINISHED and r["exit_code"] == 0
+                                            for r in recs)
+        finally:
+            d.close()
+
+
+def test_another_tenant_sees_no_job(cluster, tmp_path):
+    a = Client(cluster)
+    s = a.job("tenant-a")
+    sid = L.sq_session_id(s)
+    a.execute(s, ["sleep", "600"])
+    a.check(L.sq_submit(s))
+    L.sq_session_detach(ctypes.byref(s))
+    other = squall.keygen("jobs-other", cluster._keys["authorized"], "client", "elsewhere")
+    cluster.broker.send_signal(signal.SIGHUP)
+
+    def connected():
+        try:
+            return Client(cluster, other)
+        except Error:
+            return None
+    b = until(connected, "the broker to take the new key")
+    try:
+        assert all(j["id"] != sid for j in b.jobs())
+        assert b.jobs(session=sid) == [] and b.jobs(name="tenant-a") == []
+        for call in (lambda: b.wait(sid, 0), lambda: b.tasks(sid),
+                     lambda: b.check(L.sq_client_job_cancel(b.c, sid)),
+                     lambda: b.check(L.sq_client_forget(b.c, sid)),
+                     lambda: b.resubmit(sid), lambda: b.attach(sid),
+                     lambda: b.attach(name="tenant-a")):
+            with pytest.raises(Error) as denied:
+                call()
+            assert denied.value.code == SQ_E_SESSION
+            assert "elsewhere" not in str(denied.value)
+        # the name is per tenant: B may have its own "tenant-a"
+        s = b.job("tenant-a")
+        L.sq_session_destroy(ctypes.byref(s))
+        # and A's job is untouched
+        assert a.jobs(session=sid)[0]["state"] == SQ_JOB_RUNNING
+        a.check(L.sq_client_forget(a.c, sid))
+    finally:
+        b.close()
+        a.close()
+
+
+def _finished_jobs(c, n):
+    a = Client(c)
+    ids = []
+    for i in range(n):
+        s = a.job("kept-%d" % i)
+        ids.append(L.sq_session_id(s))
+        a.execute(s, ["true"])
+        a.check(L.sq_submit(s))
+        L.sq_session_detach(ctypes.byref(s))
+        a.wait(ids[-1])
+    held = a.job("held")                # an empty job this client holds
+    return a, ids, L.sq_session_id(held)
+
+
+@pytest.mark.parametrize("limit", [True, False])
+def test_retention_and_the_job_limit(limit):
+    args = ["--job-retention", "0", "--job-limit", "2"] if limit else ["--job-retention", "1s"]
+    c = squall.LocalCluster(governors=1, cpus=1, broker_args=args, **cluster_options())
+    with c:
+        a, ids, held = _finished_jobs(c, 3)
+        b = Client(c)
+        try:
+            # jobs a client holds are never dropped: all are there
+            assert {j["id"] for j in b.jobs()} >= set(ids) | {held}
+            a.close()                   # now they are nobody's
+            kept = (lambda: {j["id"] for j in b.jobs()})
+            if limit:
+                # beyond --job-limit 2 the ones that ended first go; with
+                # no retention the rest stay
+                until(lambda: kept() == set(ids[2:]) | {held}, "the oldest jobs to be dropped")
+            else:
+                until(lambda: not kept() & (set(ids) | {held}), "retention to drop them")
+            with pytest.raises(Error) as gone:
+                b.wait(ids[0])
+            assert gone.value.code == SQ_E_SESSION
+        finally:
+            b.close()
