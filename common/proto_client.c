@@ -419,7 +419,8 @@ s_submit_count (mpr_t r, uint32_t n_tasks, size_t *n_ids, size_t *n_res)
             for (uint32_t j = 0; j < 2 * n; j++)
                 mpr_skip (&r, NULL, NULL);
         }
-        for (uint32_t j = 0; j < fields - 6; j++)   //  priority .. name (, array)
+        //  priority .. name (, array); fields is 10 or 11 unless r failed
+        for (uint32_t j = 0; j + 6 < fields && mpr_ok (&r); j++)
             mpr_skip (&r, NULL, NULL);
     }
     if (mpr_ok (&r)) {
@@ -452,11 +453,14 @@ s_array_spec (mpr_t *r, sq_task_spec_t *t)
         mpr_u32 (r, &t->array_step);
         if (!mpr_ok (r))
             return;
-        if (t->array_first > t->array_last || t->array_step == 0)
+        if (t->array_first > t->array_last || t->array_step == 0) {
             mpr_fail (r, "a range needs first <= last and a step of at least 1");
-        else
-        if ((t->array_last - t->array_first) / t->array_step >= SQ_ARRAY_MAX)
+            return;
+        }
+        if ((t->array_last - t->array_first) / t->array_step >= SQ_ARRAY_MAX) {
             mpr_fail (r, "more than 2^24 elements");
+            return;
+        }
         t->array = SQ_ARRAY_RANGE;
         t->array_size = (t->array_last - t->array_first) / t->array_step + 1;
         return;
