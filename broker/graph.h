@@ -442,7 +442,8 @@ void jobarray_spec (const struct _jobarray_t *self, sq_task_spec_t *spec);
 int jobarray_snapshot (const struct _jobarray_t *self, msgpack_sbuffer *buf, msgpack_packer *pk);
 //  Replays an ELEMENT or RESUBMIT record; -1 if it names nothing known.
 int jobs_replay (graph_t *graph, const void *record);
-//  Ids from here up are the broker's (array elements); SUBMIT refuses them.
+//  Array elements take ids from here up that the session does not use (a
+//  client numbers from 1; one that uses such an id later gets SQ_E_DUPLICATE_ID).
 #define GRAPH_ELEMENT_IDS 0xC0000000u
 //  Makes element `element` of an array task a task of its session with id
 //  `id` and this config: its inputs, resources, priority, retries and

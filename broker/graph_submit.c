@@ -298,10 +298,6 @@ s_validate (session_t *session, s_check_t *check, size_t n_payloads,
         bool is_task = i >= sub->n_objects;
         uint32_t index = is_task? i - sub->n_objects: i;
         uint32_t id = is_task? sub->tasks [index].id: sub->objects [index].id;
-        if (id >= GRAPH_ELEMENT_IDS)
-            return s_refuse (msg, msg_size, bad_id, id, SQ_E_INVALID,
-                             "id %u is the broker's: ids from %u up name array elements",
-                             id, GRAPH_ELEMENT_IDS);
         if (gx_item (session, id))
             return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
                              "id %u is already used in session %u", id, session->id);

@@ -1308,7 +1308,13 @@ s_make_element (broker_t *self, struct _jobarray_t *a, uint32_t k, s_subst_t *x,
     if (!jx || !e)
         return -1;
     msgpack_sbuffer_clear (cfg);
-    if (s_element_config (a, k, cfg, x) || jx->next_element == UINT32_MAX)
+    if (s_element_config (a, k, cfg, x))
+        return -1;
+    while (jx->next_element < UINT32_MAX
+    &&  (graph_task (self->graph, sq_key (a->session->id, jx->next_element))
+         || graph_object (self->graph, sq_key (a->session->id, jx->next_element))))
+        jx->next_element++;
+    if (jx->next_element == UINT32_MAX)
         return -1;
     uint32_t id = jx->next_element++;
     task_t *task = graph_element_new (self->graph, a->parent, id, k,
