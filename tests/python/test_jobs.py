@@ -188,6 +188,12 @@ def cluster(tmp_path_factory):
     c = squall.LocalCluster(governors=2, cpus=2, journal=journal, **cluster_options())
     with c:
         yield c
+    _clean_stop(c)
+
+
+def _clean_stop(c):
+    # a clean stop (and, under ASan, no leak or error report) is part of the test
+    assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
 
 
 def test_a_job_outlives_its_client(cluster, tmp_path):
@@ -451,6 +457,7 @@ def test_an_array_across_a_broker_restart(tmp_path):
                                             for r in recs)
         finally:
             d.close()
+    _clean_stop(c)
 
 
 def test_another_tenant_sees_no_job(cluster, tmp_path):
@@ -529,3 +536,4 @@ def test_retention_and_the_job_limit(limit):
             assert gone.value.code == SQ_E_SESSION
         finally:
             b.close()
+    _clean_stop(c)
