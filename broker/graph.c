@@ -190,6 +190,7 @@ gx_task_destroy (task_t **self_p)
         free (self->extra->resources);
         free (self->extra->name);
         gx_actor_free (&self->extra->actor);
+        jobarray_destroy (&self->extra->array);
         free (self->extra);
     }
     failure_unref (&self->failure);
@@ -602,6 +603,8 @@ s_session_destroy (graph_t *self, session_t **session_p)
     sq_idmap_destroy (&session->sparse);
     free (session->tenant);
     free (session->owner);
+    free (session->name);
+    jobx_destroy (&session->jobx);
     free (session);
     *session_p = NULL;
 }

@@ -60,6 +60,12 @@ persist_attach (persist_t *self, journal_t *journal)
 }
 
 bool
+persist_replaying (persist_t *self)
+{
+    return self->replaying;
+}
+
+bool
 persist_on (persist_t *self)
 {
     return self->journal && !self->replaying;
@@ -300,6 +306,41 @@ persist_replay (void *arg, const sq_rec_t *rec)
             session->owner = rec->owner.len? mpr_strdup (rec->owner): NULL;
             break;
         }
+        case SQ_REC_JOB: {
+            session_t *session = graph_session (self->graph, rec->session);
+            if (!session) {
+                self->skipped++;
+                break;
+            }
+            free (session->name);
+            session->name = rec->name.len? mpr_strdup (rec->name): NULL;
+            session->job = rec->detached;
+            session->created_ms = (int64_t) rec->created_ms;
+            session->ended_ms = session->created_ms;
+            break;
+        }
+        case SQ_REC_ELEMENT: case SQ_REC_RESUBMIT:
+            if (jobs_replay (self->graph, rec))
+                self->skipped++;
+            break;
+        case SQ_REC_ENDED: {
+            task_t *task = graph_task (self->graph, rec->key);
+            task_extra_t *extra = task? graph_task_extra (task): NULL;
+            if (!extra) {
+                self->skipped++;
+                break;
+            }
+            extra->has_exit_code = rec->has_exit_code;
+            extra->exit_code = rec->exit_code;
+            extra->run_gov = rec->governor;
+            extra->runs = task->attempt + 1;
+            extra->run_attempt = task->attempt + 1;
+            extra->started_ms = (int64_t) rec->started_ms;
+            extra->ended_ms = (int64_t) rec->ended_ms;
+            if (!task->session->unfinished)
+                task->session->ended_ms = (int64_t) rec->ended_ms;
+            break;
+        }
         case SQ_REC_SUBMIT:
             s_replay_submit (self, rec);
             break;
@@ -386,6 +427,34 @@ persist_session (persist_t *self, session_t *session)
 {
     S_RECORD (self, sq_rec_pack_session (pk, session->id, session->token, session->tenant,
                                          session->owner));
+    if (session->name || session->job)
+        S_RECORD (self, sq_rec_pack_job (pk, session->id, session->name, session->job,
+                                         (uint64_t) session->created_ms));
+}
+
+//  A job's task ran: its exit status, governor and times (TASKS).
+static bool
+s_ended_record (const task_t *task, sq_rec_t *rec)
+{
+    const task_extra_t *extra = task->extra;
+    if (!task->session->job || !extra || !extra->runs)
+        return false;
+    memset (rec, 0, sizeof *rec);
+    rec->type = SQ_REC_ENDED;
+    rec->key = task->key;
+    rec->has_exit_code = extra->has_exit_code;
+    rec->exit_code = extra->exit_code;
+    rec->governor = extra->run_gov;
+    rec->started_ms = (uint64_t) extra->started_ms;
+    rec->ended_ms = (uint64_t) extra->ended_ms;
+    return true;
+}
+
+void
+persist_record (persist_t *self, void (*pack) (msgpack_packer *, const sq_rec_t *),
+                const sq_rec_t *rec)
+{
+    S_RECORD (self, pack (pk, rec));
 }
 
 void
@@ -456,8 +525,13 @@ s_worth_a_record (task_t *task)
 void
 persist_task_done (persist_t *self, task_t *task)
 {
+    if (task->array_element)
+        return;                 //  an ELEMENT record says it (jobs.c)
     if (s_worth_a_record (task))
         S_RECORD (self, s_pack_task_done (pk, task));
+    sq_rec_t ended;
+    if (s_ended_record (task, &ended))
+        S_RECORD (self, sq_rec_pack_ended (pk, &ended));
 }
 
 static uint64_t
@@ -473,6 +547,8 @@ s_memory (const task_t *task)
 void
 persist_attempt (persist_t *self, task_t *task)
 {
+    if (task->array_element)
+        return;
     const task_extra_t *extra = task_extra (task);
     S_RECORD (self, sq_rec_pack_attempt (pk, task->key, task->attempt, extra->retries,
                                          extra->crashes, s_memory (task)));
@@ -546,10 +622,18 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
             sq_pack_object_uploaded (&pk, sq_key_id (o->key), flags, type, gov, o->size, "");
         }
     }
-    sq_pack_submit_tasks (&pk, session->n_tasks);
+    //  Array elements are not tasks to the journal: their array task is,
+    //  and ELEMENT records say how they ended.
+    uint32_t n_tasks = 0;
     cursor = 0;
     task_t *task;
+    while ((task = graph_session_next_task (session, &cursor)))
+        n_tasks += !task->array_element;
+    sq_pack_submit_tasks (&pk, n_tasks);
+    cursor = 0;
     while ((task = graph_session_next_task (session, &cursor))) {
+        if (task->array_element)
+            continue;
         const task_extra_t *extra = task_extra (task);
         uint32_t ids_small [32];
         uint32_t n_io = task->n_inputs + task->n_outputs;
@@ -576,6 +660,8 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
             .timeout_ms = extra->timeout_ms,
             .name = { extra->name? extra->name: "", extra->name? (uint32_t) strlen (extra->name): 0 }
         };
+        if (extra->array)
+            jobarray_spec (extra->array, &spec);
         sq_pack_task_spec (&pk, &spec);
         if (ids != ids_small)
             free (ids);
@@ -630,6 +716,12 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
         s_begin (buf, &offset);
         sq_rec_pack_session (&pk, session->id, session->token, session->tenant, session->owner);
         sq_rec_end (buf, offset);
+        if (session->name || session->job) {
+            s_begin (buf, &offset);
+            sq_rec_pack_job (&pk, session->id, session->name, session->job,
+                             (uint64_t) session->created_ms);
+            sq_rec_end (buf, offset);
+        }
         sq_blob_t **payloads = NULL;
         size_t n_payloads = 0;
         msgpack_sbuffer_clear (&frame0);
@@ -666,6 +758,8 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
         uint32_t n_cancelled = 0, cap_cancelled = 0;
         while ((task = graph_session_next_task (session, &t))) {
             const task_extra_t *extra = task_extra (task);
+            if (task->array_element)
+                continue;
             if (extra->retries || extra->crashes || task->attempt) {
                 s_begin (buf, &offset);
                 sq_rec_pack_attempt (&pk, task->key, task->attempt, extra->retries,
@@ -677,6 +771,14 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
                 s_pack_task_done (&pk, task);
                 sq_rec_end (buf, offset);
             }
+            sq_rec_t ended;
+            if (task->state >= TASK_FINISHED && s_ended_record (task, &ended)) {
+                s_begin (buf, &offset);
+                sq_rec_pack_ended (&pk, &ended);
+                sq_rec_end (buf, offset);
+            }
+            if (extra->array && jobarray_snapshot (extra->array, buf, &pk))
+                break;
             else
             if (task->state == TASK_CANCELLED && task->failure
             &&  task->failure->root == sq_key_id (task->key)

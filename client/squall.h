@@ -211,6 +211,92 @@ int sq_place (sq_session_t *self, uint32_t object, const uint32_t *governors, si
               uint32_t *holders, size_t max_holders, size_t *n_holders);
 
 //  --------------------------------------------------------------------------
+//  Jobs: sessions that outlive their client (docs/protocol.md, "Jobs").
+
+//  Job states, as bits of a filter (0: any).
+#define SQ_JOB_RUNNING      1
+#define SQ_JOB_FINISHED     2
+#define SQ_JOB_FAILED       4
+#define SQ_JOB_CANCELLED    8
+//  Task states in job replies, as bits of a filter (0: any).
+#define SQ_TASK_WAITING     1
+#define SQ_TASK_RUNNING     2
+#define SQ_TASK_FINISHED    4
+#define SQ_TASK_FAILED      8
+#define SQ_TASK_CANCELLED   16
+
+//  A job (or session) as SESSIONS and SESSION_WAIT describe it. Plain data:
+//  no pointers, so an array of them is one buffer (freed with sq_free).
+typedef struct {
+    uint32_t id;                //  the session
+    char name [129];            //  "" if none
+    uint32_t state;             //  one SQ_JOB_* bit
+    bool detached;              //  a job (outlives its client)
+    bool attached;              //  a client holds it now
+    //  tasks by state, array elements one by one: waiting, running,
+    //  finished, failed, cancelled
+    uint64_t tasks [5];
+    int64_t created_ms;         //  ms since the Unix epoch
+    int64_t ended_ms;           //  0 while running
+} sq_job_t;
+
+//  One task (or array element) as TASKS describes it.
+typedef struct {
+    uint32_t id;                //  task id (an element's array task id)
+    int64_t index;              //  element index, -1 for a plain task
+    uint32_t state;             //  one SQ_TASK_* bit
+    bool has_exit_code;
+    int32_t exit_code;          //  negative: killed by that signal
+    uint32_t governor;          //  0 if never placed
+    uint32_t attempts;
+    int64_t started_ms;         //  0 if not started
+    int64_t ended_ms;           //  0 if not ended
+    char error [512];           //  "" if none (truncated)
+    char name [128];            //  "" if none (truncated)
+} sq_task_record_t;
+
+//  Opens a session with a name (NULL: none; unique among the tenant's kept
+//  sessions) that, when detached is true, outlives this client: a job. NULL
+//  on error (SQ_E_DUPLICATE_ID for a name in use).
+sq_session_t *sq_session_new_job (sq_client_t *client, const char *name, bool detached);
+//  Takes a job onto this client by id (name NULL) or by name (session 0),
+//  moving it from any other connection. Submits, waits, fetches and the rest
+//  then work on it; its ids continue above those it has. sq_session_destroy
+//  closes it (and forgets it); sq_session_detach leaves it running.
+sq_session_t *sq_session_attach (sq_client_t *client, uint32_t session, const char *name);
+//  Frees the handle without closing the session on the broker: a job goes on
+//  (a plain session is closed after --session-grace).
+void sq_session_detach (sq_session_t **self_p);
+//  Makes a task of the current batch an array task (an execute task without
+//  outputs): elements first, first+step, .. up to last, or one per item
+//  (items are copied; indices 0 .. n-1). docs/protocol.md, "Array tasks".
+int sq_task_set_array (sq_session_t *self, uint32_t task,
+                       uint32_t first, uint32_t last, uint32_t step);
+int sq_task_set_array_items (sq_session_t *self, uint32_t task,
+                             const char *const *items, size_t n);
+//  Lists the jobs and sessions this client may see whose state is in
+//  `states` (0: any); session non-zero or name non-NULL: only that one.
+//  *jobs (an array of *n, freed with sq_free; NULL when *n is 0).
+int sq_client_jobs (sq_client_t *self, uint32_t states, uint32_t session,
+                    const char *name, sq_job_t **jobs, size_t *n);
+//  Waits until every task of a session has ended (timeout_ms < 0: for
+//  ever; SQ_E_TIMEOUT at the timeout); *job (if not NULL) receives it then.
+int sq_client_job_wait (sq_client_t *self, uint32_t session, int timeout_ms, sq_job_t *job);
+//  A session's tasks whose state is in `states` (0: any), from `offset`, at
+//  most `limit` (0: 10000). *tasks freed with sq_free; *total: how many match.
+int sq_client_tasks (sq_client_t *self, uint32_t session, uint32_t states,
+                     uint64_t offset, uint32_t limit,
+                     sq_task_record_t **tasks, size_t *n, uint64_t *total);
+//  Runs again the failed and cancelled tasks and elements among ids (n 0:
+//  all of the session's) and those downstream; *again (if not NULL): how many.
+int sq_client_resubmit (sq_client_t *self, uint32_t session,
+                        const uint32_t *ids, size_t n, uint64_t *again);
+//  Cancels every unfinished task of a session, keeping its record.
+int sq_client_job_cancel (sq_client_t *self, uint32_t session);
+//  Closes a session if open and drops its record (its name is free again).
+int sq_client_forget (sq_client_t *self, uint32_t session);
+
+//  --------------------------------------------------------------------------
 //  Configuration of the built-in task kinds, encoded as msgpack. Each returns
 //  a buffer (free with sq_free) and its size, or NULL on invalid arguments.
 //

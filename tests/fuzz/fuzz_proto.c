@@ -790,6 +790,36 @@ s_fuzz_replies (const uint8_t *data, size_t size)
         FZ_ASSERT (n2 == n_holders && memcmp (holders, holders2, n2 * sizeof (uint32_t)) == 0);
         sq_wbuf_release (&w);
     }
+    //  Jobs: SESSIONS, TASKS, ATTACH, a job map, a count.
+    uint32_t n_jobs;
+    if (sq_jobs_reply_begin (&it, data, size, &n_jobs, &err) == 0) {
+        sq_job_info_t job;
+        int rc;
+        while ((rc = sq_jobs_reply_next (&it, &job)) == 1) {
+            FZ_ASSERT (sq_job_state_name (job.state) != NULL);
+            s_touch_str (job.name);
+        }
+        FZ_ASSERT (rc == 0 || rc == -1);
+    }
+    sq_iter_release (&it);
+    uint64_t total;
+    uint32_t n_tasks;
+    if (sq_tasks_reply_begin (&it, data, size, &total, &n_tasks, &err) == 0) {
+        sq_task_info_t task;
+        int rc;
+        while ((rc = sq_tasks_reply_next (&it, &task)) == 1) {
+            FZ_ASSERT (sq_task_state_bit_name (task.state) != NULL);
+            s_touch_str (task.error);
+            s_touch_str (task.name);
+        }
+        FZ_ASSERT (rc == 0 || rc == -1);
+    }
+    sq_iter_release (&it);
+    uint32_t a_max, a_session;
+    uint8_t token [SQ_TOKEN_LEN];
+    s_sink += (uint32_t) sq_attached_decode (data, size, &a_max, &a_session, token, &err);
+    uint64_t count;
+    s_sink += (uint32_t) sq_count_decode (data, size, &count, &err);
     s_sink += (uint32_t) sq_nil_decode (data, size, &err);
     uint64_t object_size;
     mpr_str_t type;

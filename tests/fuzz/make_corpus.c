@@ -261,6 +261,38 @@ main (int argc, char **argv)
     s_emit (FZ_REQUEST, "place", &w);
     sq_pack_holders (&w.pk, ids, 3);
     s_emit (FZ_REPLIES, "holders", &w);
+    //  Jobs (docs/protocol.md, "Jobs")
+    sq_request_t jobs [] = {
+        { .type = SQ_MSG_SESSION_OPEN, .req = 50, .has_name = true, .name = s_mstr ("nightly"),
+          .detached = true },
+        { .type = SQ_MSG_SESSIONS, .req = 51, .states = 5, .has_name = true,
+          .name = s_mstr ("nightly") },
+        { .type = SQ_MSG_ATTACH, .req = 52, .session = 3 },
+        { .type = SQ_MSG_SESSION_WAIT, .req = 53, .session = 3, .timeout_ms = 1000 },
+        { .type = SQ_MSG_TASKS, .req = 54, .session = 3, .states = 8, .offset = 10, .limit = 100 },
+        { .type = SQ_MSG_RESUBMIT, .req = 55, .session = 3, .n_ids = 2, .ids = ids },
+        { .type = SQ_MSG_FORGET, .req = 56, .session = 3 },
+        { .type = SQ_MSG_JOB_CANCEL, .req = 57, .session = 3 },
+    };
+    const char *job_names [] = { "open-job", "sessions", "attach", "session-wait", "tasks",
+                                 "resubmit", "forget", "job-cancel" };
+    for (size_t i = 0; i < sizeof jobs / sizeof jobs [0]; i++) {
+        sq_request_encode (&w, &jobs [i]);
+        s_emit (FZ_REQUEST, job_names [i], &w);
+    }
+    sq_job_info_t job = { .id = 3, .name = s_mstr ("nightly"), .state = SQ_JOBSTATE_FAILED,
+                          .detached = true, .tasks = { 1, 0, 997, 2, 0 }, .created_ms = 1,
+                          .ended_ms = 2 };
+    msgpack_pack_array (&w.pk, 1);
+    sq_pack_job (&w.pk, &job);
+    s_emit (FZ_REPLIES, "jobs-reply", &w);
+    sq_task_info_t info = { .id = 2, .has_index = true, .index = 517, .state = 8,
+                            .has_exit_code = true, .exit_code = 3, .governor = 1, .attempts = 1,
+                            .started_ms = 1, .ended_ms = 2, .error = s_mstr ("exited"),
+                            .name = s_mstr ("sim") };
+    sq_pack_tasks_head (&w.pk, 1000, 1);
+    sq_pack_task_info (&w.pk, &info);
+    s_emit (FZ_REPLIES, "tasks-reply", &w);
 
     //  SUBMIT: the example of docs/protocol.md, then one with every kind
     uint32_t in1 [] = { 1 }, out3 [] = { 3 };
@@ -270,7 +302,7 @@ main (int argc, char **argv)
     sq_pack_object_spec (&w.pk, 3, SQ_OBJ_KEEP, "text/plain", -1, "");
     msgpack_pack_array (&w.pk, 1);
     sq_task_spec_t join = { 2, s_mstr ("concat"), 1, in1, 1, out3, NULL, 0, 0, NULL,
-                            0, 0, 0, s_mstr ("join") };
+                            0, 0, 0, s_mstr ("join"), 0, 0, 0, 0, 0, NULL, 0 };
     sq_pack_task_spec (&w.pk, &join);
     s_emit (FZ_SUBMIT, "example", &w);
 
@@ -290,10 +322,32 @@ main (int argc, char **argv)
                              confs [i].n_in, ins, confs [i].n_out, outs,
                              (const uint8_t *) confs [i].config, confs [i].size,
                              i % 3, res, (int32_t) i - 3, (uint32_t) i % 4,
-                             (uint32_t) i * 1000, s_mstr (confs [i].name) };
+                             (uint32_t) i * 1000, s_mstr (confs [i].name),
+                             0, 0, 0, 0, 0, NULL, 0 };
         sq_pack_task_spec (&w.pk, &t);
     }
     s_emit (FZ_SUBMIT, "submit-every-kind", &w);
+
+    //  Array tasks: a range and items (docs/protocol.md, "Array tasks")
+    sq_pack_submit_begin (&w.pk, 5, 3);
+    sq_pack_submit_objects (&w.pk, 0);
+    sq_pack_submit_tasks (&w.pk, 2);
+    const char *array_argv [] = { "sh", "-c", "echo %{TASK_ID} %{ITEM}" };
+    size_t argv_size;
+    void *exec = sq_config_execute (array_argv, 3, NULL, 0, -1, NULL, 0, -1, NULL, &argv_size);
+    sq_task_spec_t ranged = { .id = 2, .kind = s_mstr ("execute"), .config = exec,
+                              .config_size = argv_size, .name = s_mstr ("sim"),
+                              .array = SQ_ARRAY_RANGE, .array_first = 1, .array_last = 10000,
+                              .array_step = 1 };
+    sq_pack_task_spec (&w.pk, &ranged);
+    const uint8_t items [] = { 0x92, 0xa5, 'a', '.', 'c', 's', 'v', 0xa5, 'b', '.', 'c', 's', 'v' };
+    ranged.id = 3;
+    ranged.array = SQ_ARRAY_ITEMS;
+    ranged.array_items = items;
+    ranged.array_items_size = sizeof items;
+    sq_pack_task_spec (&w.pk, &ranged);
+    s_emit (FZ_SUBMIT, "submit-arrays", &w);
+    free (exec);
 
     //  UPDATE: every event
     sq_output_ref_t outs [] = { { sq_key (1, 3), 14, 1 }, { sq_key (1, 4), 1 << 20, -1 } };
@@ -561,6 +615,15 @@ main (int argc, char **argv)
         at = sq_rec_begin (&journal); sq_rec_pack_governor (&jp, 2, 99, "gov1", fixed_public); sq_rec_end (&journal, at);
         at = sq_rec_begin (&journal); sq_rec_pack_gone (&jp, 2); sq_rec_end (&journal, at);
         at = sq_rec_begin (&journal); sq_rec_pack_ids_counters (&jp, 7, 9); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_job (&jp, 1, "nightly", true, 5); sq_rec_end (&journal, at);
+        sq_rec_t element = { .type = SQ_REC_ELEMENT, .session = 1, .id = 4, .k = 517, .state = 2,
+                             .has_exit_code = true, .exit_code = 3, .governor = 2, .attempts = 1,
+                             .started_ms = 5, .ended_ms = 6 };
+        at = sq_rec_begin (&journal); sq_rec_pack_element (&jp, &element); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_ids (&jp, SQ_REC_RESUBMIT, 1, ids, 1); sq_rec_end (&journal, at);
+        element.type = SQ_REC_ENDED;
+        element.key = sq_key (1, 4);
+        at = sq_rec_begin (&journal); sq_rec_pack_ended (&jp, &element); sq_rec_end (&journal, at);
         at = sq_rec_begin (&journal); sq_rec_pack_close (&jp, 1); sq_rec_end (&journal, at);
         s_write (FZ_RECORD, "journal", journal.data, journal.size);
         //  A torn tail: the last record cut short.

@@ -1,6 +1,7 @@
 /*  Unit test of common/proto: encode -> decode round trips of every message,
     version mismatch, and strict rejection of malformed input. */
 #include "proto.h"
+#include "record.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1067,9 +1068,311 @@ s_test_gpus (void)
     sq_wbuf_release (&w);
 }
 
+
+//  --------------------------------------------------------------------------
+//  Jobs: SESSION_OPEN options, SESSIONS .. JOB_CANCEL, their replies, array
+//  tasks in SUBMIT, a governor's FAILED with an exit code, the records.
+
+static int
+s_dec_jobs_reply (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_iter_t it;
+    uint32_t count;
+    if (sq_jobs_reply_begin (&it, d, n, &count, err))
+        return -1;
+    sq_job_info_t job;
+    int rc;
+    while ((rc = sq_jobs_reply_next (&it, &job)) == 1)
+        ;
+    sq_iter_release (&it);
+    return rc;
+}
+
+static int
+s_dec_tasks_reply (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_iter_t it;
+    uint64_t total;
+    uint32_t count;
+    if (sq_tasks_reply_begin (&it, d, n, &total, &count, err))
+        return -1;
+    sq_task_info_t task;
+    int rc;
+    while ((rc = sq_tasks_reply_next (&it, &task)) == 1)
+        ;
+    sq_iter_release (&it);
+    return rc;
+}
+
+static int
+s_dec_attached (const void *d, size_t n, sq_errbuf_t *err)
+{
+    uint32_t max_id, session;
+    uint8_t token [SQ_TOKEN_LEN];
+    return sq_attached_decode (d, n, &max_id, &session, token, err);
+}
+
+static void
+s_test_jobs (void)
+{
+    sq_wbuf_t w;
+    sq_errbuf_t err;
+    sq_request_t q, back;
+    sq_wbuf_init (&w);
+
+    //  SESSION_OPEN: both forms, the options round trip
+    q = (sq_request_t) { .type = SQ_MSG_SESSION_OPEN, .req = 3, .has_name = true,
+                         .name = s_mstr ("nightly"), .detached = true };
+    sq_request_encode (&w, &q);
+    CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (back.has_name && back.name.len == 7 && memcmp (back.name.ptr, "nightly", 7) == 0);
+    CHECK (back.detached && back.req == 3);
+    s_check_truncations ("SESSION_OPEN options", s_dec_request, w.buf.data, w.buf.size);
+    sq_request_release (&back);
+    sq_wbuf_reset (&w);
+    q = (sq_request_t) { .type = SQ_MSG_SESSION_OPEN, .req = 4 };
+    sq_request_encode (&w, &q);
+    CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == 0 && !back.has_name);
+    //  Refused options: unknown or repeated keys, a wrong type, bad names
+    const char *bad_options [] = {
+        "\x93\x0a\x01\x81\xa3" "foo" "\xc3",                       //  {foo: true}
+        "\x93\x0a\x01\x82\xa8" "detached" "\xc3\xa8" "detached" "\xc2",
+        "\x93\x0a\x01\x81\xa8" "detached" "\x01",                  //  not a bool
+        "\x93\x0a\x01\x81\xa4" "name" "\xa0",                      //  empty name
+        "\x93\x0a\x01\x81\xa4" "name" "\xa2" "a\n",                //  control character
+        "\x93\x0a\x01\x90",                                        //  not a map
+    };
+    const size_t bad_sizes [] = { 9, 23, 13, 9, 11, 4 };
+    for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes [0]; i++) {
+        err.text [0] = 0;
+        CHECK (sq_request_decode (&back, bad_options [i], bad_sizes [i], &err) == -1);
+        CHECK (err.text [0] != 0);
+    }
+    char long_name [200];
+    memset (long_name, 'x', sizeof long_name);
+    sq_wbuf_reset (&w);
+    q = (sq_request_t) { .type = SQ_MSG_SESSION_OPEN, .req = 5, .has_name = true,
+                         .name = { long_name, 129 } };
+    sq_request_encode (&w, &q);
+    CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == -1);
+
+    //  The job requests round trip, and every prefix is refused
+    uint32_t ids [] = { 7, 9 };
+    sq_request_t requests [] = {
+        { .type = SQ_MSG_SESSIONS, .req = 1, .states = 5, .session = 0, .has_name = true,
+          .name = s_mstr ("a") },
+        { .type = SQ_MSG_SESSIONS, .req = 1, .states = 0, .session = 12 },
+        { .type = SQ_MSG_ATTACH, .req = 2, .session = 12 },
+        { .type = SQ_MSG_ATTACH, .req = 2, .has_name = true, .name = s_mstr ("job") },
+        { .type = SQ_MSG_SESSION_WAIT, .req = 3, .session = 12, .timeout_ms = -1 },
+        { .type = SQ_MSG_TASKS, .req = 4, .session = 12, .states = 24, .offset = 1u << 20,
+          .limit = 10000 },
+        { .type = SQ_MSG_RESUBMIT, .req = 5, .session = 12, .ids = ids, .n_ids = 2 },
+        { .type = SQ_MSG_FORGET, .req = 6, .session = 12 },
+        { .type = SQ_MSG_JOB_CANCEL, .req = 7, .session = 12 },
+    };
+    for (size_t i = 0; i < sizeof requests / sizeof requests [0]; i++) {
+        sq_wbuf_reset (&w);
+        sq_request_encode (&w, &requests [i]);
+        CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == 0);
+        CHECK (back.type == requests [i].type && back.req == requests [i].req);
+        CHECK (back.session == requests [i].session && back.states == requests [i].states);
+        CHECK (back.has_name == requests [i].has_name && back.offset == requests [i].offset);
+        CHECK (back.limit == requests [i].limit && back.n_ids == requests [i].n_ids);
+        CHECK (back.timeout_ms == requests [i].timeout_ms);
+        sq_request_release (&back);
+        s_check_truncations (sq_msg_name (requests [i].type), s_dec_request, w.buf.data,
+                             w.buf.size);
+    }
+    //  Out of range: state bits, a page above 10000
+    sq_request_t over [] = {
+        { .type = SQ_MSG_SESSIONS, .states = 16 },
+        { .type = SQ_MSG_TASKS, .states = 32 },
+        { .type = SQ_MSG_TASKS, .limit = 10001 },
+    };
+    for (size_t i = 0; i < 3; i++) {
+        sq_wbuf_reset (&w);
+        sq_request_encode (&w, &over [i]);
+        CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == -1);
+    }
+
+    //  Replies: a job map, SESSIONS, ATTACH, TASKS, RESUBMIT
+    sq_job_info_t job = { .id = 12, .name = s_mstr ("nightly"), .state = SQ_JOBSTATE_FAILED,
+                          .detached = true, .tasks = { 1, 2, 3, 4, 5 }, .created_ms = 1000,
+                          .ended_ms = 2000 }, got;
+    sq_wbuf_reset (&w);
+    sq_pack_job (&w.pk, &job);
+    CHECK (sq_job_decode (&got, (const uint8_t *) w.buf.data, w.buf.size, &err) == 0);
+    CHECK (got.id == 12 && got.state == SQ_JOBSTATE_FAILED && got.detached && !got.attached);
+    CHECK (got.tasks [4] == 5 && got.created_ms == 1000 && got.ended_ms == 2000);
+    CHECK (got.name.len == 7);
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 2);
+    sq_pack_job (&w.pk, &job);
+    job.name.len = 0;
+    job.ended_ms = 0;
+    job.state = SQ_JOBSTATE_RUNNING;
+    sq_pack_job (&w.pk, &job);
+    s_check_truncations ("SESSIONS reply", s_dec_jobs_reply, w.buf.data, w.buf.size);
+    //  a job map missing a key, or with an unknown state, is refused; an
+    //  unknown key is skipped
+    sq_wbuf_reset (&w);
+    msgpack_pack_map (&w.pk, 1);
+    sq_pack_cstr (&w.pk, "id");
+    msgpack_pack_uint32 (&w.pk, 1);
+    CHECK (sq_job_decode (&got, (const uint8_t *) w.buf.data, w.buf.size, &err) == -1);
+    uint8_t token [SQ_TOKEN_LEN] = { 1, 2, 3 };
+    sq_wbuf_reset (&w);
+    sq_pack_attached (&w.pk, 99, 12, token);
+    s_check_truncations ("ATTACH reply", s_dec_attached, w.buf.data, w.buf.size);
+    sq_task_info_t rec = { .id = 2, .has_index = true, .index = 517, .state = 8,
+                           .has_exit_code = true, .exit_code = -9, .governor = 3, .attempts = 2,
+                           .started_ms = 5, .ended_ms = 6, .error = s_mstr ("killed"),
+                           .name = s_mstr ("sim") };
+    sq_wbuf_reset (&w);
+    sq_pack_tasks_head (&w.pk, 1000, 2);
+    sq_pack_task_info (&w.pk, &rec);
+    rec.has_index = false;
+    rec.has_exit_code = false;
+    rec.error.len = 0;
+    rec.state = 1;
+    sq_pack_task_info (&w.pk, &rec);
+    s_check_truncations ("TASKS reply", s_dec_tasks_reply, w.buf.data, w.buf.size);
+    sq_iter_t it;
+    uint64_t total;
+    uint32_t n;
+    sq_task_info_t t1;
+    CHECK (sq_tasks_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, &total, &n,
+                                 &err) == 0 && total == 1000 && n == 2);
+    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && t1.index == 517 && t1.exit_code == -9
+           && t1.state == 8 && t1.governor == 3 && t1.error.len == 6);
+    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && !t1.has_index && !t1.has_exit_code);
+    CHECK (sq_tasks_reply_next (&it, &t1) == 0);
+    sq_iter_release (&it);
+    sq_wbuf_reset (&w);
+    sq_pack_count (&w.pk, 3);
+    uint64_t count;
+    CHECK (sq_count_decode ((const uint8_t *) w.buf.data, w.buf.size, &count, &err) == 0
+           && count == 3);
+
+    //  Array tasks in SUBMIT: a range and items round trip; bad ones refused
+    sq_task_spec_t range = { .id = 2, .kind = s_mstr ("execute"), .name = s_mstr (""),
+                             .array = SQ_ARRAY_RANGE, .array_first = 1, .array_last = 10000,
+                             .array_step = 3 };
+    sq_wbuf_reset (&w);
+    sq_pack_submit_begin (&w.pk, 1, 1);
+    sq_pack_submit_objects (&w.pk, 0);
+    sq_pack_submit_tasks (&w.pk, 2);
+    sq_pack_task_spec (&w.pk, &range);
+    const uint8_t items [] = { 0x92, 0xa1, 'a', 0xa0 };
+    sq_task_spec_t listed = { .id = 3, .kind = s_mstr ("execute"), .name = s_mstr (""),
+                              .array = SQ_ARRAY_ITEMS, .array_items = items,
+                              .array_items_size = sizeof items };
+    sq_pack_task_spec (&w.pk, &listed);
+    sq_submit_t sub;
+    CHECK (sq_submit_decode (&sub, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sub.n_tasks == 2 && sub.tasks [0].array == SQ_ARRAY_RANGE
+           && sub.tasks [0].array_size == 3334 && sub.tasks [0].array_step == 3);
+    CHECK (sub.tasks [1].array == SQ_ARRAY_ITEMS && sub.tasks [1].array_size == 2
+           && sub.tasks [1].array_items_size == sizeof items);
+    sq_submit_release (&sub);
+    s_check_truncations ("SUBMIT with arrays", s_dec_submit, w.buf.data, w.buf.size);
+    struct { uint32_t first, last, step; } bad_ranges [] = {
+        { 5, 4, 1 }, { 0, 10, 0 }, { 0, 1u << 24, 1 }
+    };
+    for (size_t i = 0; i < 3; i++) {
+        range.array_first = bad_ranges [i].first;
+        range.array_last = bad_ranges [i].last;
+        range.array_step = bad_ranges [i].step;
+        sq_wbuf_reset (&w);
+        sq_pack_submit_begin (&w.pk, 1, 1);
+        sq_pack_submit_objects (&w.pk, 0);
+        sq_pack_submit_tasks (&w.pk, 1);
+        sq_pack_task_spec (&w.pk, &range);
+        CHECK (sq_submit_decode (&sub, w.buf.data, w.buf.size, &err) == -1);
+    }
+    const uint8_t bad_items [][6] = {
+        { 0x90 },                           //  empty
+        { 0x92, 0xa1, 'a', 0x01 },          //  not a string
+        { 0x91, 0xa2, 'a', 0 },             //  a NUL
+        { 0x92, 0x01, 0x02 },               //  two numbers
+    };
+    const size_t bad_item_sizes [] = { 1, 4, 4, 3 };
+    for (size_t i = 0; i < 4; i++) {
+        listed.array_items = bad_items [i];
+        listed.array_items_size = bad_item_sizes [i];
+        sq_wbuf_reset (&w);
+        sq_pack_submit_begin (&w.pk, 1, 1);
+        sq_pack_submit_objects (&w.pk, 0);
+        sq_pack_submit_tasks (&w.pk, 1);
+        sq_pack_task_spec (&w.pk, &listed);
+        CHECK (sq_submit_decode (&sub, w.buf.data, w.buf.size, &err) == -1);
+    }
+
+    //  A governor's FAILED with an exit code (7 fields); 6 stays valid
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 2);
+    sq_pack_failed_exit (&w.pk, sq_key (1, 2), 1, "exited with status 3", 10, 3);
+    sq_pack_failed (&w.pk, sq_key (1, 4), 1, "no", 10);
+    sq_iter_t u;
+    sq_event_t ev;
+    CHECK (sq_update_begin (&u, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&u, &ev) == 1 && ev.has_exit_code && ev.exit_code == 3);
+    CHECK (sq_update_next (&u, &ev) == 1 && !ev.has_exit_code);
+    CHECK (sq_update_next (&u, &ev) == 0);
+    sq_iter_release (&u);
+
+    //  Journal records JOB, ELEMENT, RESUBMIT, ENDED; 18 is not one
+    msgpack_sbuffer buf;
+    msgpack_packer pk;
+    msgpack_sbuffer_init (&buf);
+    msgpack_packer_init (&pk, &buf, msgpack_sbuffer_write);
+    sq_rec_t r, d;
+    char text [200];
+    sq_rec_pack_job (&pk, 12, "nightly", true, 1234);
+    CHECK (sq_rec_decode (&d, (const uint8_t *) buf.data, buf.size, text, sizeof text) == 0);
+    CHECK (d.type == SQ_REC_JOB && d.session == 12 && d.detached && d.created_ms == 1234
+           && d.name.len == 7);
+    sq_rec_release (&d);
+    msgpack_sbuffer_clear (&buf);
+    memset (&r, 0, sizeof r);
+    r.type = SQ_REC_ELEMENT;
+    r.session = 12; r.id = 2; r.k = 517; r.state = 2; r.has_exit_code = true;
+    r.exit_code = -9; r.governor = 4; r.attempts = 3; r.started_ms = 5; r.ended_ms = 6;
+    sq_rec_pack_element (&pk, &r);
+    CHECK (sq_rec_decode (&d, (const uint8_t *) buf.data, buf.size, text, sizeof text) == 0);
+    CHECK (d.type == SQ_REC_ELEMENT && d.k == 517 && d.state == 2 && d.exit_code == -9
+           && d.attempts == 3 && d.governor == 4 && d.ended_ms == 6);
+    sq_rec_release (&d);
+    for (size_t cut = 0; cut < buf.size; cut++)
+        CHECK (sq_rec_decode (&d, (const uint8_t *) buf.data, cut, text, sizeof text) == -1);
+    msgpack_sbuffer_clear (&buf);
+    r.state = 0;                            //  not a final state
+    sq_rec_pack_element (&pk, &r);
+    CHECK (sq_rec_decode (&d, (const uint8_t *) buf.data, buf.size, text, sizeof text) == -1);
+    msgpack_sbuffer_clear (&buf);
+    r.type = SQ_REC_ENDED;
+    r.key = sq_key (12, 2);
+    r.has_exit_code = false;
+    sq_rec_pack_ended (&pk, &r);
+    CHECK (sq_rec_decode (&d, (const uint8_t *) buf.data, buf.size, text, sizeof text) == 0);
+    CHECK (d.type == SQ_REC_ENDED && d.key == sq_key (12, 2) && !d.has_exit_code);
+    sq_rec_release (&d);
+    msgpack_sbuffer_clear (&buf);
+    sq_rec_pack_ids (&pk, SQ_REC_RESUBMIT, 12, ids, 2);
+    CHECK (sq_rec_decode (&d, (const uint8_t *) buf.data, buf.size, text, sizeof text) == 0);
+    CHECK (d.type == SQ_REC_RESUBMIT && d.n_ids == 2 && d.ids [1] == 9);
+    sq_rec_release (&d);
+    const uint8_t rec18 [] = { 0x92, 18, 1 };
+    CHECK (sq_rec_decode (&d, rec18, sizeof rec18, text, sizeof text) == -1);
+    msgpack_sbuffer_destroy (&buf);
+    sq_wbuf_release (&w);
+}
+
 int
 main (void)
 {
+    s_test_jobs ();
     s_test_hello ();
     s_test_reply ();
     s_test_requests ();
