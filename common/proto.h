@@ -43,6 +43,7 @@ typedef enum {
     SQ_MSG_RETIRE = 22,         //  client -> broker: drain a governor and let it leave
     SQ_MSG_DELETE = 23,         //  client -> broker: free objects now, whoever keeps them
     SQ_MSG_PLACE = 24,          //  client -> broker: replicate or move an object, or say where it is
+    SQ_MSG_LOG = 25,            //  client -> broker: where to read a task's output
     SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
     SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
     SQ_MSG_LOAD = 32,           //  governor -> broker: load report
@@ -64,7 +65,8 @@ typedef enum {
     SQ_MSG_SCREDIT = 64,        //  governor -> governor: a stream's consumer read more, or ended
     SQ_MSG_GFETCH = 70,         //  client -> governor (serve socket)
     SQ_MSG_GREAD = 71,          //  client -> governor: one range of an object
-    SQ_MSG_PUT = 72             //  client -> governor: one range of an upload
+    SQ_MSG_PUT = 72,            //  client -> governor: one range of an upload
+    SQ_MSG_LOGREAD = 73         //  client -> governor: a range of a task's output
 } sq_msg_type_t;
 
 //  Events inside UPDATE
@@ -267,12 +269,18 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    DELETE [23, req, session, [ids]]             body: nil
 //    PLACE [24, req, session, id, [governors], copies, flags, timeout_ms]
 //           body: [governor ids holding it] once the copies asked for are there
+//    LOG [25, req, session, task, attempt: i64 (-1: the latest), stream]
+//           body: sq_pack_logwhere (below)
+#define SQ_LOG_STDOUT 1
+#define SQ_LOG_STDERR 2
 typedef struct {
     uint32_t type;
     uint32_t req;
     uint32_t session;
     uint32_t mode;              //  WAIT
-    uint32_t id;                //  FETCH, UPLOAD
+    uint32_t id;                //  FETCH, UPLOAD, LOG (the task)
+    int64_t attempt;            //  LOG: -1 the latest
+    uint32_t stream;            //  LOG: SQ_LOG_STDOUT or SQ_LOG_STDERR
     int64_t timeout_ms;         //  WAIT, FETCH: < 0 for ever
     uint64_t size;              //  UPLOAD
     uint32_t governor;          //  UPLOAD: where the client wants it, 0 any; RETIRE
@@ -426,6 +434,18 @@ int sq_wait_reply_next (sq_iter_t *self, sq_done_t *done);
 void sq_pack_fetched_inline (msgpack_packer *pk, uint64_t size, const char *content_type);
 //  Located: the head, then one sq_pack_where.
 void sq_pack_fetched_head (msgpack_packer *pk, uint64_t size, const char *content_type);
+
+//  LOG reply body [attempt: u32, state: str, where|nil]: state "waiting"
+//  (not started: where nil), "running" or "ended"; where as sq_pack_where
+//  (the capability's right SQ_CAP_LOG, for the task's key).
+void sq_pack_logwhere_head (msgpack_packer *pk, uint32_t attempt, const char *state);
+typedef struct {
+    uint32_t attempt;
+    mpr_str_t state;
+    bool located;
+    sq_where_t where;
+} sq_logwhere_t;
+int sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err);
 
 //  RESUME reply body [max_id].
 void sq_pack_resumed (msgpack_packer *pk, uint32_t max_id);
@@ -818,6 +838,28 @@ typedef struct {
 
 int sq_put_decode (sq_put_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_put_encode (sq_wbuf_t *w, const sq_put_t *put);
+
+//  Serve socket: LOGREAD [73, req, task: key, attempt, stream, offset,
+//  length, capability|nil] -> REPLY body [next: uint, total: uint, done:
+//  bool] + one payload frame: the task's output from `offset` (a marker
+//  line where bytes were dropped over the log limit); read on from `next`.
+//  length at most SQ_LOGREAD_MAX.
+#define SQ_LOGREAD_MAX (4u << 20)
+typedef struct {
+    uint32_t req;
+    uint64_t key;
+    uint32_t attempt;
+    uint32_t stream;
+    uint64_t offset;
+    uint64_t length;
+    mpr_str_t capability;
+} sq_logread_t;
+
+int sq_logread_decode (sq_logread_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_logread_encode (sq_wbuf_t *w, const sq_logread_t *logread);
+void sq_pack_logpart (msgpack_packer *pk, uint64_t next, uint64_t total, bool done);
+int sq_logpart_decode (const uint8_t *body, size_t size, uint64_t *next, uint64_t *total,
+                       bool *done, sq_errbuf_t *err);
 
 //  Resource names: "cpus" is the one every governor and task has.
 #define SQ_RES_CPUS "cpus"

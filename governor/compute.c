@@ -18,6 +18,7 @@
 #include "transfer.h"
 #include "stream.h"
 #include "serve.h"
+#include "tasklog.h"
 #include "heap.h"
 #include "cgroup.h"
 #include "wire.h"
@@ -89,6 +90,7 @@ struct _compute_t {
     uint64_t res_used [SQ_MAX_RESOURCES];
     gpus_t *gpus;               //  devices (--gpus), NULL: none named
     uint64_t next_memcheck_ns;
+    tasklog_t *tasklog;         //  every task's stdout and stderr
     //  The cgroup the governor runs in (store_set_box), looked at while
     //  tasks run; NULL: none.
     cgroup_usage_t *box;
@@ -382,6 +384,8 @@ s_unrun (compute_t *self, task_t *task)
         self->n_piped--;
     task->piped = false;
     deadlines_remove (self->deadlines, task);
+    if (self->tasklog)
+        tasklog_end (self->tasklog, task->key, task->attempt);
     //  A py task leaving without its reply (timeout, STOP) kills its executor.
     if (task->kind == SQ_KIND_PY)
         pyexec_abandon (self->pyexec, task);
@@ -547,8 +551,22 @@ s_start (compute_t *self, task_t *task)
     }
     else
     if (task->kind == SQ_KIND_EXECUTE) {
+        int log_fds [2] = { -1, -1 };
+        char stderr_log [4096];
+        bool logged = self->tasklog
+            && tasklog_start (self->tasklog, task->key, task->attempt, task->conf.log_limit,
+                              log_fds, self->err, sizeof self->err) == 0;
+        if (logged)
+            tasklog_path (self->tasklog, task->key, task->attempt, 2, stderr_log, sizeof stderr_log);
+        else
+        if (self->tasklog)
+            sq_warn ("%s", self->err);
         task->exec = execute_new (task, self->store, self->workdir, self->sandbox,
+                                  logged? log_fds: NULL, logged? stderr_log: NULL,
                                   self->err, sizeof self->err);
+        for (int i = 0; i < 2; i++)
+            if (log_fds [i] >= 0)
+                close (log_fds [i]);
         if (!task->exec) {
             s_complete (self, task, -1, self->err);
             return;
@@ -585,13 +603,25 @@ s_start (compute_t *self, task_t *task)
     if (task->kind == SQ_KIND_PY) {
         //  Streams are pipes here too: ours go to the streams, the
         //  executor's ends with the task (pyexec.c).
-        int theirs [2], n_theirs = 0;
+        int theirs [4], n_theirs = 0;
         if (s_py_stream_pipes (self, task, theirs, &n_theirs)) {
             s_complete (self, task, -1, self->err);
             return;
         }
+        //  Its log descriptors follow (not for a call: the actor's
+        //  executor is told nothing of them, and its calls share its log).
+        bool logged = false;
+        if (self->tasklog && !task->conf.call) {
+            char why [256];
+            logged = tasklog_start (self->tasklog, task->key, task->attempt, task->conf.log_limit,
+                                    theirs + n_theirs, why, sizeof why) == 0;
+            if (logged)
+                n_theirs += 2;
+            else
+                sq_warn ("%s", why);
+        }
         int rc = pyexec_start (self->pyexec, task, self->store, theirs, (size_t) n_theirs,
-                               self->err, sizeof self->err);
+                               logged, self->err, sizeof self->err);
         for (int i = 0; i < n_theirs; i++)
             close (theirs [i]);
         if (rc) {
@@ -663,8 +693,22 @@ s_pipe_chains (compute_t *self)
 static bool
 s_pipe (compute_t *self, task_t *task)
 {
-    if (task->kind != SQ_KIND_PY || pyexec_pipe (self->pyexec, task, self->store))
+    if (task->kind != SQ_KIND_PY)
         return false;
+    int log_fds [2] = { -1, -1 };
+    char why [256];
+    bool logged = self->tasklog
+        && tasklog_start (self->tasklog, task->key, task->attempt, task->conf.log_limit,
+                          log_fds, why, sizeof why) == 0;
+    int rc = pyexec_pipe (self->pyexec, task, self->store, log_fds, logged? 2: 0);
+    for (int i = 0; i < 2; i++)
+        if (log_fds [i] >= 0)
+            close (log_fds [i]);
+    if (rc) {
+        if (logged)
+            tasklog_end (self->tasklog, task->key, task->attempt);
+        return false;
+    }
     if (task->state == TASK_READY)
         s_ready_unlink (self, task);
     else
@@ -737,6 +781,8 @@ s_check_memory (compute_t *self)
     if (now < self->next_memcheck_ns)
         return;
     self->next_memcheck_ns = now + S_MEMCHECK_NS;
+    if (self->tasklog)
+        tasklog_trim (self->tasklog);
     for (size_t i = 0; i < self->n_execs; ) {
         task_t *task = self->execs [i];
         uint64_t rss = task->memory? execute_rss (task->exec): 0;
@@ -1244,6 +1290,11 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     &&  type == SQ_MSG_GREAD)
         serve_gread (self->store, self->pipe, msg);
     else
+    if (route == GOV_ROUTE_SERVE && msg->n == 3 && !msg->truncated
+    &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
+    &&  type == SQ_MSG_LOGREAD)
+        serve_logread (self->tasklog, self->pipe, msg);
+    else
     if (route == GOV_ROUTE_SERVE && msg->n == 4 && !msg->truncated
     &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
     &&  type == SQ_MSG_PUT)
@@ -1575,6 +1626,11 @@ compute_new (const compute_args_t *args)
     self->deadlines = deadlines_new ();
     self->sandbox = sandbox_new (args->task_uid_first, args->task_uid_count);
     self->pyexec = self->sandbox? pyexec_new (self->cpus, self->workdir, self->sandbox): NULL;
+    if (self->workdir) {
+        char log_dir [4096];
+        snprintf (log_dir, sizeof log_dir, "%s/logs", self->workdir);
+        self->tasklog = tasklog_new (log_dir, args->log_limit);
+    }
     self->cap_items = 16;
     self->items = (zmq_pollitem_t *) calloc (self->cap_items, sizeof (zmq_pollitem_t));
     self->item_tasks = (task_t **) calloc (self->cap_items, sizeof (task_t *));
@@ -1663,6 +1719,7 @@ compute_destroy (compute_t **self_p)
     cgroup_usage_destroy (&self->box);
     free (self->data_endpoint);
     pyexec_destroy (&self->pyexec);
+    tasklog_destroy (&self->tasklog);
     sandbox_destroy (&self->sandbox);
     free (self->execs);
     free (self->items);

@@ -29,6 +29,7 @@ typedef struct {
     uint32_t n_resources;       //  named resources offered besides cpus
     const sq_resource_t *resources;
     const char *gpus;           //  devices offered ("0,1,3"), NULL: none
+    uint64_t log_limit;         //  kept of each task's stdout and stderr (0: tasklog's default)
 } compute_args_t;
 
 compute_t *compute_new (const compute_args_t *args);

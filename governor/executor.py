@@ -26,7 +26,9 @@ length followed by the body, so that both sides need nothing but `struct`.
       blocks the function: that is the stream's flow control), and is
       empty in the reply.
       A run frame's op may have bit 0x80 set (a task piped behind
-      another): the executor says when it starts it.
+      another): the executor says when it starts it. Bit 0x40: the first
+      byte also carries, after any stream pipes, the task's two log
+      descriptors, which are its fds 1 and 2 while it runs (tasklog.c).
       or u8 5 (cancel), u32 number: the run frame (ops 1 to 4, numbered
       from 1 in the order they came) not to run, if not run yet
   executor -> governor, one reply per run frame, in their order:
@@ -71,6 +73,7 @@ the client pickled by value) are used.
 import base64
 import collections
 import collections.abc
+import contextlib
 import io
 import os
 import pickle
@@ -109,6 +112,7 @@ _OP_CANCEL = 5
 #   A run frame's op with this bit: a piped task, whose start the governor
 #   must be told of (it counts from then): u8 3, u64 CLOCK_MONOTONIC ns.
 _OP_TELL = 0x80
+_OP_LOGS = 0x40     # the frame's first byte also carries the task's log fds (1, 2)
 _STARTED = b"\3"
 #   The first message, once preloaded: u8 4, u64 resident bytes now (a
 #   task's memory limit counts from there on a new executor).
@@ -274,6 +278,55 @@ def _write_stream(fd, chunks):
             view = view[n:]
 
 
+_capturing = False
+
+
+def _log_warnings(caught):
+    """Warnings are recorded for the client; the task's log shows them too,
+    as Python would have printed them."""
+    if not _capturing:
+        return
+    for w in caught:
+        try:
+            sys.stderr.write(warnings.formatwarning(w.message, w.category, w.filename,
+                                                    w.lineno, w.line))
+        except Exception:   # noqa: BLE001 - a log line must not fail the task
+            pass
+
+
+def _flush_std():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:   # noqa: BLE001 - a closed or replaced stream
+            pass
+
+
+@contextlib.contextmanager
+def _captured(log_fds):
+    """The task's fds 1 and 2 are its log files (the governor's tasklog) for
+    its duration: print, logging, warnings and C code writing to fd 1 or 2
+    all land there, at the descriptor level."""
+    global _capturing
+    if not log_fds:
+        yield
+        return
+    _flush_std()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(log_fds[0], 1)
+        os.dup2(log_fds[1], 2)
+        _capturing = True
+        yield
+    finally:
+        _capturing = False
+        _flush_std()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved + list(log_fds):
+            os.close(fd)
+
+
 def _run(body, fds=(), number=0):
     global _actor
     view = memoryview(body)
@@ -350,11 +403,14 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
     with warnings.catch_warnings(record=True) as caught:
         #   Record every warning: the client's filters decide which to show.
         warnings.simplefilter("always")
-        if args_len:
-            args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
-            result = fn(*args, **kwargs)
-        else:
-            result = fn(*inputs)
+        try:
+            if args_len:
+                args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
+                result = fn(*args, **kwargs)
+            else:
+                result = fn(*inputs)
+        finally:
+            _log_warnings(caught)
 
     if op == 2:
         _actor = result
@@ -616,6 +672,12 @@ def main():
     if "" not in sys.path:
         sys.path.insert(0, "")
     _preload()
+    #   A task's prints reach its log (and `squall log --follow`) as lines.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)
+        except Exception:   # noqa: BLE001 - not a TextIOWrapper
+            pass
     sock = socket.socket(fileno=int(sys.argv[1]))
     sock.sendall(_U64.pack(9) + _READY + _U64.pack(_resident()))
     frames = _Frames(sock)
@@ -645,9 +707,25 @@ def main():
             _send(sock, out)
             continue
         done, body = queue.popleft()
+        log_fds = ()
+        if body[0] & _OP_LOGS:
+            #   Its log descriptors came after its stream pipes.
+            body[0] &= ~_OP_LOGS
+            op = body[0] & ~_OP_TELL
+            if op == 4:
+                stream_in, stream_out = _STREAMS.unpack_from(body, _HEAD.size)
+                skip = (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM)
+            else:
+                skip = 0
+            if len(frames.fds) >= skip + 2:
+                log_fds = (frames.fds[skip], frames.fds[skip + 1])
+                del frames.fds[skip]
+                del frames.fds[skip]
         if done in cancelled:
             cancelled.discard(done)
             parts = [_SKIPPED]
+            for fd in log_fds:
+                os.close(fd)
         else:
             if body[0] & _OP_TELL:
                 body[0] &= ~_OP_TELL
@@ -659,7 +737,8 @@ def main():
                 wanted = (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM)
                 fds = [frames.fds.popleft() for _ in range(min(wanted, len(frames.fds)))]
             try:
-                parts = _run(body, fds, done)
+                with _captured(log_fds):
+                    parts = _run(body, fds, done)
             except _NotKept:
                 parts = [_SKIPPED]          # the governor runs it again later
             except BaseException as exc:    # noqa: B902 - SystemExit fails the task too

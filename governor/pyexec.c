@@ -38,6 +38,9 @@ extern char **environ;
 //  with the time), since only it knows.
 #define S_OP_CANCEL 5
 #define S_OP_TELL 0x80
+//  The run frame's first byte also carries the task's log descriptors
+//  (tasklog.c), after its stream pipes: its fds 1 and 2 while it runs.
+#define S_OP_LOGS 0x40
 #define S_REPLY_STARTED 3
 //  The executor's first message: u8 4, u64 its resident bytes once it is
 //  ready for tasks (what memory limits count from on a new executor).
@@ -791,7 +794,7 @@ s_start_call (pyexec_t *self, task_t *task, uint8_t *frame, size_t size,
 
 int
 pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds,
-              char *err, size_t err_size)
+              bool log_fds, char *err, size_t err_size)
 {
     size_t size = 0;
     uint8_t *frame = s_encode (task, store, NULL, 0, &size);
@@ -816,6 +819,7 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
             snprintf (err, err_size, "out of memory on the governor");
             break;
         }
+        frame [8] |= log_fds? S_OP_LOGS: 0;
         if (s_write_with_fds (ex->fd, frame, size, fds, n_fds) == 0) {
             ex->task = task;
             ex->task_rss = ex->ready && task->memory? s_rss (ex->pid): 0;
@@ -871,7 +875,7 @@ pyexec_tail (pyexec_t *self, size_t *cursor)
 }
 
 int
-pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
+pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds)
 {
     if (!s_pipeable (task))
         return -1;
@@ -911,14 +915,27 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
     uint8_t *frame = s_encode (task, store, tail, tail_seq, &size);
     if (!frame)
         return -1;
-    frame [8] |= S_OP_TELL;
+    frame [8] |= S_OP_TELL | (n_fds? S_OP_LOGS: 0);
     //  The executor is busy: a frame the socket cannot take now waits for
     //  a free cpu instead of holding the compute thread. One it took in
     //  part is finished: the executor reads all it is sent between tasks
     //  (a write that fails means it died: its end of file hands the task
     //  back, PYEXEC_UNRUN).
     ssize_t n;
-    while ((n = send (best->fd, frame, size, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
+    char control [CMSG_SPACE (2 * sizeof (int))];
+    memset (control, 0, sizeof control);
+    struct iovec iov = { frame, size };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (n_fds) {
+        mh.msg_control = control;
+        mh.msg_controllen = CMSG_SPACE (n_fds * sizeof (int));
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR (&mh);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN (n_fds * sizeof (int));
+        memcpy (CMSG_DATA (cmsg), fds, n_fds * sizeof (int));
+    }
+    while ((n = sendmsg (best->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
         ;
     if (n > 0 && (size_t) n < size)
         s_write_all (best->fd, frame + n, size - (size_t) n);

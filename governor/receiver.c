@@ -596,6 +596,13 @@ s_serve_allowed (receiver_t *self, sq_msg_t *msg)
         key = g.key, cap = g.capability;
     }
     else
+    if (type == SQ_MSG_LOGREAD) {
+        sq_logread_t l;
+        if (sq_logread_decode (&l, data, size, &err))
+            return true;
+        key = l.key, cap = l.capability, right = SQ_CAP_LOG;
+    }
+    else
     if (type == SQ_MSG_PUT) {
         sq_put_t p;
         if (sq_put_decode (&p, data, size, &err))

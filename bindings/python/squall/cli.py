@@ -111,6 +111,8 @@ def _load_library():
         lib.sq_client_set_keys.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
         lib.sq_keygen.restype = ctypes.c_int
         lib.sq_keygen.argtypes = [ctypes.c_char_p] * 5 + [ctypes.c_size_t]
+        from . import _logs
+        _logs.declare(lib)
         return lib
     raise CliError("cannot find libsquall (set SQUALL_BUILD_DIR or SQUALL_LIBRARY)"
                    + ("; tried " + "; ".join(errors) if errors else ""))
@@ -573,6 +575,51 @@ def cmd_cancel(args):
     return code
 
 
+# ---------------------------------------------------------------------------
+# squall log
+
+def log_target(args):
+    """(session, task) that `squall log` reads: ids as given. (A job name
+    and an array index resolve here too, once jobs exist.)"""
+    return args.session, args.task
+
+
+def cmd_log(args):
+    """A task's stdout (or --stderr) as its governor keeps it; --follow
+    goes on until the task's attempt ended, through retries."""
+    from . import _logs
+    endpoint = _broker_endpoint(args)
+    lib = _load_library()
+    client = _connected(lib, endpoint, args.timeout, _keys(args))
+    session, task = log_target(args)
+    reader = _logs.Reader(lib, client, session, task, "stderr" if args.stderr else "stdout",
+                          args.attempt)
+    out = getattr(sys.stdout, "buffer", sys.stdout)
+    try:
+        said_waiting = False
+        while True:
+            data = reader.poll()
+            if data:
+                out.write(data)
+                out.flush()
+            if reader.error:
+                raise CliError("task %d of session %d: %s" % (task, session, reader.error[1]),
+                               EXIT_FAILURE)
+            if reader.state == _logs.NONE:
+                print("squall: task %d of session %d ended without running: it printed "
+                      "nothing" % (task, session), file=sys.stderr)
+                return EXIT_OK
+            if reader.state == _logs.WAITING and not said_waiting:
+                print("squall: task %d of session %d has not started yet%s" % (
+                    task, session, "; waiting for it" if args.follow else ""), file=sys.stderr)
+                said_waiting = True
+            if not args.follow or reader.state == _logs.DONE:
+                return EXIT_OK
+            time.sleep(0.1 if reader.state == _logs.RUNNING else 0.5)
+    finally:
+        lib.sq_client_destroy(ctypes.byref(client))
+
+
 def resource_wait_lines(info):
     """`squall status` lines for tasks waiting for a governor that fits
     (the broker's --resource-wait), grouped by what they need."""
@@ -940,6 +987,29 @@ def build_parser():
                    help="how long to wait for the broker (default 5)")
     key_options(p)
     p.set_defaults(func=cmd_cancel)
+
+    p = sub.add_parser("log", help="what a task printed (its stdout or stderr)",
+                       description="Prints the stdout (or --stderr) of task TASK of session "
+                                   "SESSION (ids; any session of your tenant), as the governor "
+                                   "that ran it keeps it: past its --log-limit the head and the "
+                                   "tail, with a line counting the bytes dropped between. "
+                                   "--follow prints on as the task writes, until it ends "
+                                   "(through retries). Exit 1 if the log is gone (\"log lost "
+                                   "with governor N\") or the task is unknown.",
+                       epilog=epilog)
+    p.add_argument("session", metavar="SESSION", type=_ranged(int, 1, 2 ** 32 - 1, "a session id"))
+    p.add_argument("task", metavar="TASK", type=_ranged(int, 1, 2 ** 32 - 1, "a task id"))
+    p.add_argument("--stderr", action="store_true", help="its standard error instead")
+    p.add_argument("--follow", "-f", action="store_true",
+                   help="print on as it writes, until it ends")
+    p.add_argument("--attempt", type=_ranged(int, 0, 2 ** 32 - 1, "an attempt number"),
+                   default=None, help="this attempt (default: the latest)")
+    p.add_argument("--broker", "-b", metavar="ENDPOINT",
+                   help="broker endpoint (default $SQUALL_BROKER, then %s)" % DEFAULT_BROKER)
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
+                   help="how long to wait for the broker (default 5)")
+    key_options(p)
+    p.set_defaults(func=cmd_log)
 
     p = sub.add_parser("submit", help="run a pipeline script against the cluster",
                        description="Runs FILE.py with the current Python, SQUALL_BROKER set to "

@@ -1,0 +1,369 @@
+/*  tasklog: tasks' stdout and stderr, per attempt, head and tail kept
+    (tasklog.h). */
+#include "tasklog.h"
+#include "files.h"
+#include "idmap.h"
+#include "log.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void s_path (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream,
+                    char *out, size_t size);
+
+//  Ended attempts whose logs are kept; older ones go first.
+#define S_KEEP_MAX 4096
+//  Punched ranges are whole pages: the file system frees whole blocks.
+#define S_PAGE 4096u
+
+typedef struct _s_entry_t s_entry_t;
+struct _s_entry_t {
+    uint64_t key;
+    uint32_t attempt;
+    uint64_t limit;
+    bool ended;
+    int fds [2];                //  read-write, while it runs (trims); -1 after
+    uint64_t punched [2];       //  end of the range punched so far
+    s_entry_t *older;           //  earlier attempts of the same task
+    s_entry_t *next_ended;      //  FIFO of ended entries, oldest first
+};
+
+struct _tasklog_t {
+    char *dir;
+    uint64_t limit;
+    sq_idmap_t *tasks;          //  key -> newest attempt's entry
+    s_entry_t *ended_head, *ended_tail;
+    size_t n_ended;
+};
+
+void
+tasklog_path (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream, char *out, size_t size)
+{
+    s_path (self, key, attempt, stream, out, size);
+}
+
+static void
+s_path (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream, char *out, size_t size)
+{
+    snprintf (out, size, "%s/%016" PRIx64 "-%u.%s", self->dir, key, attempt,
+              stream == 1? "out": "err");
+}
+
+tasklog_t *
+tasklog_new (const char *dir, uint64_t limit)
+{
+    tasklog_t *self = (tasklog_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->dir = strdup (dir);
+    self->limit = limit? limit: TASKLOG_LIMIT_DEFAULT;
+    self->tasks = sq_idmap_new ();
+    if (!self->dir || !self->tasks) {
+        tasklog_destroy (&self);
+        return NULL;
+    }
+    files_rmtree (self->dir);
+    if (mkdir (self->dir, 0700) && errno != EEXIST) {
+        sq_error ("cannot create the task log directory '%s': %s", self->dir, strerror (errno));
+        tasklog_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+static void
+s_entry_free (tasklog_t *self, s_entry_t *entry, bool unlink_files)
+{
+    char path [4096];
+    for (uint32_t s = 1; s <= 2; s++) {
+        if (entry->fds [s - 1] >= 0)
+            close (entry->fds [s - 1]);
+        if (unlink_files) {
+            s_path (self, entry->key, entry->attempt, s, path, sizeof path);
+            unlink (path);
+        }
+    }
+    free (entry);
+}
+
+void
+tasklog_destroy (tasklog_t **self_p)
+{
+    tasklog_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->tasks) {
+        size_t cursor = 0;
+        uint64_t key;
+        s_entry_t *entry;
+        while ((entry = (s_entry_t *) sq_idmap_next (self->tasks, &cursor, &key)))
+            while (entry) {
+                s_entry_t *older = entry->older;
+                s_entry_free (self, entry, false);
+                entry = older;
+            }
+        sq_idmap_destroy (&self->tasks);
+    }
+    if (self->dir)
+        files_rmtree (self->dir);
+    free (self->dir);
+    free (self);
+    *self_p = NULL;
+}
+
+static s_entry_t *
+s_find (tasklog_t *self, uint64_t key, uint32_t attempt)
+{
+    s_entry_t *entry = (s_entry_t *) sq_idmap_lookup (self->tasks, key);
+    while (entry && entry->attempt != attempt)
+        entry = entry->older;
+    return entry;
+}
+
+//  Unlinks an entry from its task's chain (and the map when it was the
+//  only one) and frees it with its files.
+static void
+s_forget (tasklog_t *self, s_entry_t *entry)
+{
+    s_entry_t *first = (s_entry_t *) sq_idmap_lookup (self->tasks, entry->key);
+    if (first == entry) {
+        if (entry->older)
+            sq_idmap_insert (self->tasks, entry->key, entry->older);
+        else
+            sq_idmap_remove (self->tasks, entry->key);
+    }
+    else
+        for (s_entry_t *e = first; e; e = e->older)
+            if (e->older == entry) {
+                e->older = entry->older;
+                break;
+            }
+    s_entry_free (self, entry, true);
+}
+
+int
+tasklog_start (tasklog_t *self, uint64_t key, uint32_t attempt, uint64_t limit,
+               int fds [2], char *err, size_t err_size)
+{
+    fds [0] = fds [1] = -1;
+    s_entry_t *entry = s_find (self, key, attempt);
+    if (entry) {
+        //  The same attempt again (a piped task handed back unrun): its
+        //  log starts afresh.
+        if (entry->ended) {
+            s_entry_t **p = &self->ended_head, *prev = NULL;
+            while (*p && *p != entry)
+                prev = *p, p = &(*p)->next_ended;
+            if (*p) {
+                *p = entry->next_ended;
+                if (self->ended_tail == entry)
+                    self->ended_tail = prev;
+                self->n_ended--;
+            }
+        }
+        s_forget (self, entry);
+    }
+    {
+        entry = (s_entry_t *) calloc (1, sizeof *entry);
+        if (!entry) {
+            snprintf (err, err_size, "task log: out of memory");
+            return -1;
+        }
+        entry->key = key;
+        entry->attempt = attempt;
+        entry->limit = limit? limit: self->limit;
+        entry->fds [0] = entry->fds [1] = -1;
+        char path [4096];
+        for (uint32_t s = 1; s <= 2; s++) {
+            s_path (self, key, attempt, s, path, sizeof path);
+            entry->fds [s - 1] = open (path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+            if (entry->fds [s - 1] < 0) {
+                snprintf (err, err_size, "task log: cannot create '%s': %s", path, strerror (errno));
+                s_entry_free (self, entry, true);
+                return -1;
+            }
+        }
+        entry->older = (s_entry_t *) sq_idmap_lookup (self->tasks, key);
+        if (sq_idmap_insert (self->tasks, key, entry)) {
+            snprintf (err, err_size, "task log: out of memory");
+            s_entry_free (self, entry, true);
+            return -1;
+        }
+    }
+    char path [4096];
+    for (uint32_t s = 1; s <= 2; s++) {
+        s_path (self, key, attempt, s, path, sizeof path);
+        fds [s - 1] = open (path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fds [s - 1] < 0) {
+            snprintf (err, err_size, "task log: cannot open '%s': %s", path, strerror (errno));
+            if (fds [0] >= 0)
+                close (fds [0]);
+            fds [0] = -1;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static uint64_t
+s_size (int fd)
+{
+    struct stat st;
+    return fd >= 0 && fstat (fd, &st) == 0 && st.st_size > 0? (uint64_t) st.st_size: 0;
+}
+
+//  Frees the disk blocks of the dropped middle [head, total - tail).
+static void
+s_punch (s_entry_t *entry, uint32_t s)
+{
+    int fd = entry->fds [s - 1];
+    uint64_t total = s_size (fd);
+    if (total <= entry->limit)
+        return;
+    uint64_t head = entry->limit / 2, tail = entry->limit - head;
+    uint64_t from = (head + S_PAGE - 1) / S_PAGE * S_PAGE;
+    if (from < entry->punched [s - 1])
+        from = entry->punched [s - 1];
+    uint64_t to = (total - tail) / S_PAGE * S_PAGE;
+    if (to <= from)
+        return;
+    if (fallocate (fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t) from, (off_t) (to - from)) == 0)
+        entry->punched [s - 1] = to;
+}
+
+void
+tasklog_end (tasklog_t *self, uint64_t key, uint32_t attempt)
+{
+    s_entry_t *entry = s_find (self, key, attempt);
+    if (!entry || entry->ended)
+        return;
+    for (uint32_t s = 1; s <= 2; s++) {
+        s_punch (entry, s);
+        close (entry->fds [s - 1]);
+        entry->fds [s - 1] = -1;
+    }
+    entry->ended = true;
+    if (self->ended_tail)
+        self->ended_tail->next_ended = entry;
+    else
+        self->ended_head = entry;
+    self->ended_tail = entry;
+    if (++self->n_ended > S_KEEP_MAX) {
+        s_entry_t *old = self->ended_head;
+        self->ended_head = old->next_ended;
+        if (!self->ended_head)
+            self->ended_tail = NULL;
+        self->n_ended--;
+        s_forget (self, old);
+    }
+}
+
+void
+tasklog_trim (tasklog_t *self)
+{
+    size_t cursor = 0;
+    uint64_t key;
+    s_entry_t *entry;
+    while ((entry = (s_entry_t *) sq_idmap_next (self->tasks, &cursor, &key)))
+        for (; entry; entry = entry->older)
+            if (!entry->ended)
+                for (uint32_t s = 1; s <= 2; s++)
+                    s_punch (entry, s);
+}
+
+//  pread of exactly what is there, into buf; the count read.
+static size_t
+s_pread (int fd, uint8_t *buf, size_t size, uint64_t offset)
+{
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread (fd, buf + got, size - got, (off_t) (offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t) n;
+    }
+    return got;
+}
+
+int
+tasklog_read (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream,
+              uint64_t offset, uint64_t length, uint8_t **data, size_t *size,
+              uint64_t *next, uint64_t *total, bool *done)
+{
+    *data = NULL;
+    *size = 0;
+    s_entry_t *entry = s_find (self, key, attempt);
+    if (!entry || (stream != 1 && stream != 2))
+        return -1;
+    char path [4096];
+    s_path (self, key, attempt, stream, path, sizeof path);
+    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    uint64_t t = s_size (fd);
+    uint64_t head = entry->limit / 2, tail = entry->limit - head;
+    *total = t;
+    if (offset > t)
+        offset = t;
+    uint64_t end = t;           //  of the range readable from offset
+    char marker [160];
+    size_t n_marker = 0;
+    if (t > entry->limit) {
+        if (offset < head)
+            end = head;
+        else
+        if (offset < t - tail) {
+            //  In the dropped middle: say how much, go on at the tail. A
+            //  marker of its own line, even after a cut one.
+            uint8_t before = '\n';
+            if (offset > 0)
+                s_pread (fd, &before, 1, offset - 1);
+            n_marker = (size_t) snprintf (marker, sizeof marker,
+                "%s[squall: %" PRIu64 " bytes dropped (log limit %" PRIu64 " bytes)]\n",
+                before == '\n'? "": "\n", t - tail - offset, entry->limit);
+            offset = t - tail;
+        }
+    }
+    uint64_t want = end - offset < length? end - offset: length;
+    if (n_marker + want) {
+        *data = (uint8_t *) malloc (n_marker + want);
+        if (!*data) {
+            close (fd);
+            return -1;
+        }
+        memcpy (*data, marker, n_marker);
+        *size = n_marker + s_pread (fd, *data + n_marker, (size_t) want, offset);
+        offset += *size - n_marker;
+    }
+    close (fd);
+    *next = offset;
+    *done = entry->ended && offset >= t;
+    return 0;
+}
+
+void
+tasklog_tail (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream,
+              char *out, size_t out_size)
+{
+    out [0] = 0;
+    s_entry_t *entry = s_find (self, key, attempt);
+    if (!entry || out_size < 2)
+        return;
+    char path [4096];
+    s_path (self, key, attempt, stream, path, sizeof path);
+    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    uint64_t t = s_size (fd);
+    uint64_t from = t > out_size - 1? t - (out_size - 1): 0;
+    size_t n = s_pread (fd, (uint8_t *) out, (size_t) (t - from), from);
+    out [n] = 0;
+    close (fd);
+}
