@@ -192,7 +192,8 @@ s_execute_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint
         s_str_array (r, &self->out_paths, &self->n_out_paths);
         return 8;
     }
-    if (mpr_str_eq (key, "log_limit"))
+    if (mpr_str_eq (key, "log_limit") || mpr_str_eq (key, "stdout_path")
+    ||  mpr_str_eq (key, "stderr_path"))
         return s_log_key (self, r, key);
     bool in = mpr_str_eq (key, "stdin");
     if (!in && !mpr_str_eq (key, "stdout"))
@@ -243,6 +244,17 @@ s_execute_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_o
 static unsigned
 s_log_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key)
 {
+    bool out = mpr_str_eq (key, "stdout_path");
+    if (out || mpr_str_eq (key, "stderr_path")) {
+        //  Written there instead of kept: an absolute path on the governor,
+        //  opened as the task.
+        mpr_str_t *path = out? &self->stdout_path: &self->stderr_path;
+        mpr_field (r, out? "stdout_path": "stderr_path");
+        if (mpr_str (r, path, 4096) == 0
+        &&  (path->len == 0 || path->ptr [0] != '/' || !s_no_nul (*path)))
+            mpr_fail (r, "must be an absolute path without NUL");
+        return out? 0x200: 0x400;
+    }
     if (!mpr_str_eq (key, "log_limit"))
         return 0;
     mpr_field (r, "log_limit");
@@ -255,7 +267,8 @@ static unsigned
 s_py_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t n_out)
 {
     (void) n_in; (void) n_out;
-    if (mpr_str_eq (key, "log_limit"))
+    if (mpr_str_eq (key, "log_limit") || mpr_str_eq (key, "stdout_path")
+    ||  mpr_str_eq (key, "stderr_path"))
         return s_log_key (self, r, key);
     if (mpr_str_eq (key, "fn")) {
         mpr_field (r, "fn");

@@ -484,6 +484,51 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     s_event_added (self);
 }
 
+//  A task's stdout_path / stderr_path (its config): opened as the task
+//  (its tenant's file-system identity, sandbox.h), truncated, in place of
+//  its log descriptors, so that the output goes there instead of being
+//  kept. 0, or -1 with the failure in err (fds unchanged).
+static int
+s_user_outputs (compute_t *self, task_t *task, int fds [2], char *err, size_t err_size)
+{
+    const mpr_str_t *paths [2] = { &task->conf.stdout_path, &task->conf.stderr_path };
+    if (!paths [0]->len && !paths [1]->len)
+        return 0;
+    sandbox_id_t id;
+    if (sandbox_identity (self->sandbox, task->tenant, &id, err, err_size))
+        return -1;
+    int opened [2] = { -1, -1 };
+    int rc = 0;
+    sandbox_fs_enter (&id);
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        if (!paths [i]->len)
+            continue;
+        char path [4100];
+        snprintf (path, sizeof path, "%.*s", (int) paths [i]->len, paths [i]->ptr);
+        if (i == 1 && opened [0] >= 0 && mpr_str_eq (*paths [0], path))
+            opened [1] = dup (opened [0]);      //  one file for both, interleaved
+        else
+            opened [i] = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC
+                                     | O_NOCTTY, 0644);
+        if (opened [i] < 0) {
+            snprintf (err, err_size, "cannot open %s '%s': %s",
+                      i? "stderr_path": "stdout_path", path, strerror (errno));
+            rc = -1;
+        }
+    }
+    sandbox_fs_leave (&id);
+    for (int i = 0; i < 2; i++) {
+        if (rc == 0 && opened [i] >= 0) {
+            close (fds [i]);
+            fds [i] = opened [i];
+        }
+        else
+        if (opened [i] >= 0)
+            close (opened [i]);
+    }
+    return rc;
+}
+
 //  A py task's stream pipes: the governor's ends to the streams, the
 //  executor's into theirs (input's first). 0, or -1 with self->err.
 static int
@@ -561,6 +606,12 @@ s_start (compute_t *self, task_t *task)
         else
         if (self->tasklog)
             sq_warn ("%s", self->err);
+        if (logged && s_user_outputs (self, task, log_fds, self->err, sizeof self->err)) {
+            close (log_fds [0]);
+            close (log_fds [1]);
+            s_complete (self, task, -1, self->err);
+            return;
+        }
         task->exec = execute_new (task, self->store, self->workdir, self->sandbox,
                                   logged? log_fds: NULL, logged? stderr_log: NULL,
                                   self->err, sizeof self->err);
@@ -619,6 +670,13 @@ s_start (compute_t *self, task_t *task)
                 n_theirs += 2;
             else
                 sq_warn ("%s", why);
+            if (logged && s_user_outputs (self, task, theirs + n_theirs - 2, self->err,
+                                          sizeof self->err)) {
+                for (int i = 0; i < n_theirs; i++)
+                    close (theirs [i]);
+                s_complete (self, task, -1, self->err);
+                return;
+            }
         }
         int rc = pyexec_start (self->pyexec, task, self->store, theirs, (size_t) n_theirs,
                                logged, self->err, sizeof self->err);
@@ -700,6 +758,13 @@ s_pipe (compute_t *self, task_t *task)
     bool logged = self->tasklog
         && tasklog_start (self->tasklog, task->key, task->attempt, task->conf.log_limit,
                           log_fds, why, sizeof why) == 0;
+    //  A file it cannot open fails it when it starts the usual way.
+    if (logged && s_user_outputs (self, task, log_fds, why, sizeof why)) {
+        close (log_fds [0]);
+        close (log_fds [1]);
+        tasklog_end (self->tasklog, task->key, task->attempt);
+        return false;
+    }
     int rc = pyexec_pipe (self->pyexec, task, self->store, log_fds, logged? 2: 0);
     for (int i = 0; i < 2; i++)
         if (log_fds [i] >= 0)

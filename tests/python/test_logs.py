@@ -197,3 +197,54 @@ def test_log_of_a_killed_governor_is_lost():
             until(lambda: not client.info()["governors"], "the broker to see the governor gone")
             with pytest.raises(squall.ObjectLost, match="log lost with governor %d" % gid):
                 t.logs()
+
+
+def test_each_of_many_small_python_tasks_has_its_own_log(client):
+    """Small tasks are piped to a busy executor (governor/pyexec.c): each
+    one's log descriptors travel with its frame, so each log holds its own
+    task's lines, also for tasks that ran one after the other in an
+    executor."""
+    def shout(i):
+        print("task", i)
+        return i
+
+    fs = client.map(shout, range(40))
+    assert client.gather(fs) == list(range(40))
+    for i, f in enumerate(fs):
+        assert f.logs() == "task %d\n" % i
+
+
+def test_stdout_path_and_stderr_path_write_files(client, tmp_path):
+    out, err, both = tmp_path / "out.txt", tmp_path / "err.txt", tmp_path / "both.txt"
+    with client.session() as s:
+        t = Execute("echo to-file; echo err-to-file >&2", stdout_path=str(out),
+                    stderr_path=str(err))
+        u = Execute("echo one; echo two >&2; echo three", stdout_path=str(both),
+                    stderr_path=str(both))
+        s.submit()
+        t.wait(TIMEOUT)
+        u.wait(TIMEOUT)
+        assert out.read_text() == "to-file\n" and err.read_text() == "err-to-file\n"
+        assert both.read_text() == "one\ntwo\nthree\n"
+        assert t.logs() == "" and t.logs("stderr") == ""
+
+    def py_writes():
+        print("python to a file")
+        return 3
+
+    pyout = tmp_path / "py.txt"
+    f = client.submit(py_writes, stdout_path=str(pyout))
+    assert f.result(TIMEOUT) == 3
+    assert pyout.read_text() == "python to a file\n"
+    assert f.logs() == ""
+
+
+def test_a_stdout_path_that_cannot_be_opened_fails_the_task(client, tmp_path):
+    with client.session() as s:
+        t = Execute("echo x", stdout_path=str(tmp_path / "no" / "such" / "dir" / "out"))
+        s.submit()
+        with pytest.raises(squall.TaskFailed, match="cannot open stdout_path"):
+            t.wait(TIMEOUT)
+    with pytest.raises(ValueError, match="absolute path"):
+        with client.session() as s:
+            Execute("echo x", stdout_path="relative/out")

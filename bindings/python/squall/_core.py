@@ -34,7 +34,11 @@ _SUBMIT_BUFFER = 1000
 _GATHER_CHUNK = 2000
 #   Task options accepted by submit(), map() and @remote besides the call's
 #   own arguments.
-TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key", "log_limit")
+TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key", "log_limit",
+                "stdout_path", "stderr_path")
+#   Options that are keys of an execute or py task's config (docs/protocol.md
+#   section 7): its output, kept up to log_limit bytes or written to files.
+_LOG_OPTIONS = ("log_limit", "stdout_path", "stderr_path")
 
 #   Blocking calls into the library last at most this long with the client's
 #   lock held; a longer wait is made of such slices, so that other threads
@@ -163,10 +167,27 @@ def _gpus(value: Any) -> float:
     return float(value)
 
 
-def _with_log_limit(config: bytes, limit: int) -> bytes:
-    """An execute or py config (a msgpack map) with `log_limit` added: the
-    bytes of each of stdout and stderr its governor keeps (docs/protocol.md,
-    section 7)."""
+def _with_log_options(config: bytes, options: dict) -> bytes:
+    """An execute or py config (a msgpack map) with the log options given
+    added: `log_limit`, the bytes of each of stdout and stderr its governor
+    keeps; `stdout_path` / `stderr_path`, absolute paths on the governor
+    they are written to instead (docs/protocol.md, section 7)."""
+    for name in _LOG_OPTIONS:
+        value = options.get(name)
+        if value is None:
+            continue
+        if name == "log_limit":
+            packed = b"\xcf" + int(value).to_bytes(8, "big")
+        else:
+            raw = os.fsencode(value)
+            if not raw.startswith(b"/") or b"\0" in raw or len(raw) > 4096:
+                raise ValueError("%s must be an absolute path, not %r" % (name, value))
+            packed = b"\xda" + len(raw).to_bytes(2, "big") + raw
+        config = _with_key(config, name.encode(), packed)
+    return config
+
+
+def _with_key(config: bytes, key: bytes, packed: bytes) -> bytes:
     head = config[0]
     if 0x80 <= head < 0x8f:
         out = bytes([head + 1]) + config[1:]
@@ -175,8 +196,8 @@ def _with_log_limit(config: bytes, limit: int) -> bytes:
     elif head == 0xde:
         out = b"\xde" + (int.from_bytes(config[1:3], "big") + 1).to_bytes(2, "big") + config[3:]
     else:
-        raise SquallError("log_limit needs a task configured by a map")
-    return out + b"\xa9log_limit\xcf" + int(limit).to_bytes(8, "big")
+        raise SquallError("log options need a task configured by a map")
+    return out + bytes([0xa0 + len(key)]) + key + packed
 
 
 def _check_options(options: dict) -> None:
@@ -831,8 +852,8 @@ class Session:
         self._open()
         if options:
             _check_options(options)
-            if options.get("log_limit") is not None and config:
-                config = _with_log_limit(config, options["log_limit"])
+            if config and any(options.get(k) is not None for k in _LOG_OPTIONS):
+                config = _with_log_options(config, options)
         h = self._h
         n = len(inputs)
         arr = (ctypes.c_uint32 * n)(*inputs) if n else None
@@ -1007,8 +1028,8 @@ class Session:
             if all(type(x) in _PLAIN_TYPES for x in xs):
                 if model:
                     config = py_config_fn_in(dumps((xs, {}), _PICKLE_PROTOCOL))
-                    if options.get("log_limit") is not None:
-                        config = _with_log_limit(config, options["log_limit"])
+                    if any(options.get(k) is not None for k in _LOG_OPTIONS):
+                        config = _with_log_options(config, options)
                     if len(config) <= _CONFIG_MAX:
                         configs.append(config)
                         pending.append(len(futures))
