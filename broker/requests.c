@@ -568,8 +568,11 @@ s_client_log (broker_t *self, peer_t *peer, const sq_request_t *q)
                         message, q->id);
         return;
     }
+    //  The latest: the current attempt while the task is not done (it may
+    //  wait to run again), else the last that ran.
     uint32_t attempt = q->attempt >= 0? (uint32_t) q->attempt
-                     : task->ran_gov? task->ran_attempt: task->attempt;
+                     : task->state < TASK_FINISHED || !task->ran_gov? task->attempt
+                     : task->ran_attempt;
     gov_t *gov = NULL;
     const char *state;
     if (task->ran_gov && attempt == task->ran_attempt) {
@@ -586,11 +589,19 @@ s_client_log (broker_t *self, peer_t *peer, const sq_request_t *q)
               : current && task->state == TASK_ASSIGNED? "assigned": "ended";
     }
     else
-    if (attempt >= task->attempt && task->state < TASK_FINISHED)
+    if (attempt == task->attempt && task->state < TASK_FINISHED)
         state = "waiting";      //  not given to a governor yet
     else
-    if (attempt >= task->attempt)
+    if (attempt == task->attempt)
         state = "ended";        //  ended without running here (cancelled, upstream failed)
+    else
+    if (attempt > task->attempt) {
+        snprintf (message, sizeof message, "task %u has no attempt %u (its latest is %u)",
+                  q->id, attempt, task->attempt);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_UNKNOWN_ID,
+                        message, q->id);
+        return;
+    }
     else {
         snprintf (message, sizeof message, "where attempt %u of task %u ran is not known "
                   "(only the latest attempt's governor is kept)", attempt, q->id);

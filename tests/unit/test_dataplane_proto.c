@@ -74,6 +74,40 @@ main (void)
     CHECK (sq_gread_decode (&gback, w.buf.data, w.buf.size, &err) == -1);
     CHECK (strstr (err.text, "length"));
 
+    //  LOGREAD and its reply: round trip; a stream other than 1 or 2, a
+    //  length over SQ_LOGREAD_MAX, a GREAD or a missing field are refused.
+    sq_wbuf_reset (&w);
+    sq_logread_t lr = { .req = 3, .key = sq_key (2, 9), .attempt = 4, .stream = SQ_LOG_STDERR,
+                        .offset = 1u << 20, .length = SQ_LOGREAD_MAX }, lback;
+    sq_logread_encode (&w, &lr);
+    CHECK (sq_logread_decode (&lback, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (lback.req == 3 && lback.key == sq_key (2, 9) && lback.attempt == 4
+           && lback.stream == SQ_LOG_STDERR && lback.offset == 1u << 20
+           && lback.length == SQ_LOGREAD_MAX && lback.capability.len == 0);
+    for (size_t cut = 0; cut < w.buf.size; cut++)
+        CHECK (sq_logread_decode (&lback, w.buf.data, cut, &err) == -1);
+    CHECK (sq_gread_decode (&gback, w.buf.data, w.buf.size, &err) == -1);
+    sq_wbuf_reset (&w);
+    lr.stream = 3;
+    sq_logread_encode (&w, &lr);
+    CHECK (sq_logread_decode (&lback, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "stream"));
+    sq_wbuf_reset (&w);
+    lr.stream = SQ_LOG_STDOUT;
+    lr.length = (uint64_t) SQ_LOGREAD_MAX + 1;
+    sq_logread_encode (&w, &lr);
+    CHECK (sq_logread_decode (&lback, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "length"));
+    sq_wbuf_reset (&w);
+    sq_pack_logpart (&w.pk, 100, 200, true);
+    uint64_t next = 0, total = 0;
+    bool done = false;
+    CHECK (sq_logpart_decode ((const uint8_t *) w.buf.data, w.buf.size, &next, &total, &done,
+                              &err) == 0);
+    CHECK (next == 100 && total == 200 && done);
+    CHECK (sq_logpart_decode ((const uint8_t *) w.buf.data, w.buf.size - 1, &next, &total, &done,
+                              &err) == -1);
+
     sq_wbuf_release (&w);
     printf ("test_dataplane_proto: OK\n");
     return 0;
