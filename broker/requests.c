@@ -625,6 +625,33 @@ s_client_log (broker_t *self, peer_t *peer, const sq_request_t *q)
     bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
 }
 
+int
+broker_log_tail (broker_t *self, uint32_t session_id, uint32_t task_id, uint32_t stream,
+                 uint32_t req, uint32_t *attempt, char *why, size_t why_size)
+{
+    session_t *session = graph_session (self->graph, session_id);
+    task_t *task = session? graph_task (self->graph, sq_key (session->id, task_id)): NULL;
+    if (!task) {
+        snprintf (why, why_size, "no task %u in session %u", task_id, session_id);
+        return -1;
+    }
+    if (!task->ran_gov) {
+        snprintf (why, why_size, "task %u has not run yet", task_id);
+        return -1;
+    }
+    gov_t *gov = bx_gov_by_id (self, task->ran_gov);
+    if (!gov) {
+        snprintf (why, why_size, "log lost with governor %u", task->ran_gov);
+        return -1;
+    }
+    *attempt = task->ran_attempt;
+    sq_logtail_t q = { req, task->key, task->ran_attempt, stream };
+    sq_wbuf_reset (&self->out);
+    sq_logtail_encode (&self->out, &q);
+    bx_send_to (self, gov->identity, gov->identity_size, &self->out, NULL);
+    return 0;
+}
+
 void
 bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req)
 {

@@ -58,6 +58,7 @@ typedef enum {
     SQ_MSG_LEAVE = 46,          //  broker -> governor: drained; it may exit
     SQ_MSG_STREAM = 47,         //  broker -> governor: consumers that read a stream it makes
     SQ_MSG_UNSTREAM = 48,       //  broker -> governor: consumers that will not read it
+    SQ_MSG_LOGTAIL = 49,        //  broker -> governor: the last bytes of a task's output
     SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
     SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
     SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
@@ -81,7 +82,8 @@ typedef enum {
     SQ_EV_HELD = 8,             //  reattach inventory: an object this governor holds
     SQ_EV_RUNNING = 9,          //  reattach inventory: a task attempt running here
     SQ_EV_INVENTORY = 10,       //  reattach inventory: complete
-    SQ_EV_STREAMED = 11         //  bytes of a stream written so far (progress)
+    SQ_EV_STREAMED = 11,        //  bytes of a stream written so far (progress)
+    SQ_EV_LOGTAIL = 12          //  the answer to a LOGTAIL
 } sq_event_type_t;
 
 //  WAIT modes
@@ -560,13 +562,28 @@ typedef struct {
     uint32_t reason;            //  FAILED: SQ_FAIL_*
     uint64_t key;               //  task (FINISHED/FAILED/STARTED/RUNNING) or object
     uint32_t attempt;           //  a task's; HELD: the object's version
-    uint64_t size;              //  LOCATED, UPLOADED, HELD
-    mpr_str_t message;          //  FAILED
+    uint64_t size;              //  LOCATED, UPLOADED, HELD; LOGTAIL: its request number
+    mpr_str_t message;          //  FAILED; LOGTAIL: the bytes (bin)
     uint64_t duration_us;
     uint32_t n_outputs;
     sq_output_ref_t *outputs;   //  scratch owned by the reader
 } sq_event_t;
 
+
+//  LOGTAIL [49, req, task, attempt, stream] (broker -> governor): the last
+//  at most SQ_LOGTAIL_MAX bytes of a task's output (the dashboard), answered
+//  with the event [12 LOGTAIL, task, attempt, req, bytes: bin].
+#define SQ_LOGTAIL_MAX 4096
+typedef struct {
+    uint32_t req;
+    uint64_t key;
+    uint32_t attempt;
+    uint32_t stream;
+} sq_logtail_t;
+int sq_logtail_decode (sq_logtail_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_logtail_encode (sq_wbuf_t *w, const sq_logtail_t *logtail);
+void sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint32_t req,
+                            const void *data, size_t size);
 
 int sq_update_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
 int sq_update_next (sq_iter_t *self, sq_event_t *event);

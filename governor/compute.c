@@ -1233,6 +1233,25 @@ s_on_stop (compute_t *self, sq_msg_t *msg)
 
 //  Work stealing: the broker asks for tasks back; only those not started
 //  are given (RETRACTED), so none runs twice and none is lost.
+//  LOGTAIL: the last bytes of a task's output, for the dashboard; answered
+//  in the next UPDATE (empty when no such log is kept here).
+static void
+s_on_logtail (compute_t *self, sq_msg_t *msg)
+{
+    sq_logtail_t q;
+    sq_errbuf_t err;
+    if (sq_logtail_decode (&q, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad LOGTAIL: %s", err.text);
+        return;
+    }
+    char tail [SQ_LOGTAIL_MAX + 1];
+    tail [0] = 0;
+    if (self->tasklog)
+        tasklog_tail (self->tasklog, q.key, q.attempt, q.stream, tail, sizeof tail);
+    sq_pack_logtail_event (&self->events.pk, q.key, q.attempt, q.req, tail, strlen (tail));
+    s_event_added (self);
+}
+
 static void
 s_on_retract (compute_t *self, sq_msg_t *msg)
 {
@@ -1404,6 +1423,9 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     else
     if (route == GOV_ROUTE_BROKER && type == SQ_MSG_RETRACT)
         s_on_retract (self, msg);
+    else
+    if (route == GOV_ROUTE_BROKER && type == SQ_MSG_LOGTAIL)
+        s_on_logtail (self, msg);
     else
         sq_warn ("unexpected message type %u from '%c'; discarded", type, route);
 }

@@ -363,7 +363,14 @@ tasklog_tail (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream,
         return;
     uint64_t t = s_size (fd);
     uint64_t from = t > out_size - 1? t - (out_size - 1): 0;
+    uint64_t kept = entry->limit - entry->limit / 2;
+    if (t > entry->limit && from < t - kept)
+        from = t - kept;        //  never into the dropped middle
     size_t n = s_pread (fd, (uint8_t *) out, (size_t) (t - from), from);
     out [n] = 0;
+    //  NUL bytes of the program's would cut the text short: shown as '?'.
+    for (size_t i = 0; i < n; i++)
+        if (out [i] == 0)
+            out [i] = '?';
     close (fd);
 }

@@ -326,11 +326,15 @@ s_fuzz_update (const uint8_t *data, size_t size)
         sq_event_t ev;
         int rc;
         while ((rc = sq_update_next (&it, &ev)) == 1) {
-            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_STREAMED);
-            //  Only events that carry a size have one.
+            FZ_ASSERT (ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_LOGTAIL);
+            //  Only events that carry a size have one (LOGTAIL: its request).
             if (ev.type != SQ_EV_LOCATED && ev.type != SQ_EV_UPLOADED && ev.type != SQ_EV_HELD
-            &&  ev.type != SQ_EV_STREAMED)
+            &&  ev.type != SQ_EV_STREAMED && ev.type != SQ_EV_LOGTAIL)
                 FZ_ASSERT (ev.size == 0);
+            if (ev.type == SQ_EV_LOGTAIL) {
+                s_touch_str (ev.message);
+                FZ_ASSERT (ev.message.len <= SQ_LOGTAIL_MAX && ev.size <= UINT32_MAX);
+            }
             if (ev.type == SQ_EV_INVENTORY)
                 FZ_ASSERT (ev.key == 0);
             if (ev.type == SQ_EV_FAILED) {
@@ -594,11 +598,30 @@ s_fuzz_logread (const uint8_t *data, size_t size)
 }
 
 static void
+s_fuzz_logtail (const uint8_t *data, size_t size)
+{
+    sq_logtail_t l;
+    sq_errbuf_t err;
+    if (sq_logtail_decode (&l, data, size, &err))
+        return;
+    FZ_ASSERT (l.stream == SQ_LOG_STDOUT || l.stream == SQ_LOG_STDERR);
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_logtail_encode (&w, &l);
+    sq_logtail_t again;
+    FZ_ASSERT (sq_logtail_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.req == l.req && again.key == l.key && again.attempt == l.attempt
+            && again.stream == l.stream);
+    sq_wbuf_release (&w);
+}
+
+static void
 s_fuzz_gread (const uint8_t *data, size_t size)
 {
     sq_gread_t g;
     sq_errbuf_t err;
     s_fuzz_logread (data, size);
+    s_fuzz_logtail (data, size);
     if (sq_gread_decode (&g, data, size, &err))
         return;
     FZ_ASSERT (g.length <= SQ_CHUNK_MAX);

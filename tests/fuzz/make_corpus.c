@@ -317,6 +317,13 @@ main (int argc, char **argv)
     sq_batch_header (&w, SQ_MSG_UPDATE, 1);
     sq_pack_streamed (&w.pk, sq_key (1, 7), 3 << 20);
     s_emit (FZ_UPDATE, "streamed", &w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    sq_pack_logtail_event (&w.pk, sq_key (1, 7), 2, 9, "last line\n", 10);
+    s_emit (FZ_UPDATE, "logtail", &w);
+    //  LOGTAIL (broker -> governor) shares the GREAD target too.
+    sq_logtail_t logtail = { 9, sq_key (1, 7), 2, SQ_LOG_STDERR };
+    sq_logtail_encode (&w, &logtail);
+    s_emit (FZ_GREAD, "logtail-order", &w);
 
     //  LOAD, HEARTBEAT, BYE
     sq_load_t load = { 2, 10, 1ull << 30, 12345, 77, 1000, 3 };

@@ -248,3 +248,35 @@ def test_a_stdout_path_that_cannot_be_opened_fails_the_task(client, tmp_path):
     with pytest.raises(ValueError, match="absolute path"):
         with client.session() as s:
             Execute("echo x", stdout_path="relative/out")
+
+
+def test_the_dashboard_shows_the_tail_of_a_tasks_output():
+    """/api/log asks the task's governor for the last 4 KiB (LOGTAIL): the
+    broker relays no more, whatever the task printed; errors come as JSON."""
+    import json
+    import urllib.request
+    with squall.LocalCluster(governors=1, cpus=1, broker_args=["--http", "0"],
+                             **cluster_options()) as c, c.client() as client:
+        def get(query):
+            request = urllib.request.Request(
+                "http://127.0.0.1:%d/api/log?%s" % (c.http_port, query),
+                headers={"Authorization": "Bearer " + c.http_token})
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as reply:
+                return reply.status, json.loads(reply.read())
+
+        with client.session() as s:
+            t = Execute("seq -f '%015g' 0 9999; echo 'to \"stderr\"' >&2")
+            s.submit()
+            t.wait(TIMEOUT)
+            status, body = get("session=%d&task=%d" % (s.id, t.id))
+            assert status == 200 and body["task"] == t.id and body["attempt"] == 0
+            assert len(body["text"]) == 4096 and body["text"].endswith("%015d\n" % 9999)
+            status, body = get("session=%d&task=%d&stream=stderr" % (s.id, t.id))
+            assert body["text"] == 'to "stderr"\n'
+            status, body = get("session=%d&task=999" % s.id)
+            assert "no task 999" in body["error"]
+        try:
+            get("session=1&task=x")
+            raise AssertionError("a malformed query was answered 200")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 400
