@@ -270,7 +270,7 @@ sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t attem
     sq_logwhere_t where;
     sq_errbuf_t err;
     if (sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply))
-        return -1;
+        return sq_client_errcode (self);
     if (sq_logwhere_decode (&where, reply.body, reply.body_size, &err))
         return sq_client_seterr (self, SQ_E_PROTOCOL, task, 0, "malformed LOG reply: %s", err.text);
     if (attempt_out)

@@ -99,6 +99,7 @@ int sq_client_retire (sq_client_t *self, uint32_t governor);
 //  SQ_LOG_DONE (the attempt ended and everything was read), SQ_LOG_NONE
 //  (it ended without running on a governor this broker knows). A log of
 //  a governor that died fails with SQ_E_LOST ("log lost with governor N").
+//  Returns SQ_OK or the error code (sq_client_errmsg says why).
 #define SQ_LOG_STDOUT 1
 #define SQ_LOG_STDERR 2
 #define SQ_LOG_WAITING 0
