@@ -12,7 +12,9 @@ records it. Tokens go back before the task ends, so before the governor
 gives its devices back. The test holds tasks running until it releases
 them, one at a time, and checks what they recorded."""
 import os
+import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -211,3 +213,54 @@ def test_auto_takes_cuda_visible_devices():
         assert devs in ("5", "7")
         both, _ = client.submit(py_env, resources={"gpus": 2}).result(TIMEOUT)
         assert sorted(both.split(",")) == ["5", "7"]
+
+
+def test_local_cluster_and_squall_start_pass_gpus(tmp_path):
+    """LocalCluster(gpus=...) and `squall start --gpus` give every governor
+    its --gpus: the devices are offered, and a task is given one."""
+    with squall.LocalCluster(governors=1, cpus=2, gpus=[0, 3], **cluster_options()) as c:
+        client = c.client()
+        [gov] = client.info()["governors"]
+        assert gov["resources"]["gpus"] == 2
+        devs, _ = client.submit(py_env, resources={"gpus": 1}).result(TIMEOUT)
+        assert devs in ("0", "3")
+    if cluster_options():
+        return                  # `squall start` has no sanitizer wrapper
+    from test_cli_usability import Start
+    with Start(tmp_path, "--gpus", "1,2") as cluster:
+        client = cluster.client()
+        [gov] = client.info()["governors"]
+        assert gov["resources"]["gpus"] == 2
+        with client.session() as s:
+            t = tasks.Execute("printf %s \"$CUDA_VISIBLE_DEVICES\"", stdout=True,
+                              resources={"gpus": 2})
+            t.output.keep()
+            s.submit()
+            assert sorted(t.fetch(TIMEOUT).decode().split(",")) == ["1", "2"]
+        client.close()
+
+
+def test_slurm_jobs_ask_for_gpus_and_offer_them():
+    """`squall slurm governors --gpus N`: the job asks Slurm for N GPUs per
+    node (--gres gpu:N) and its governors offer those (--gpus auto reads the
+    step's CUDA_VISIBLE_DEVICES, not every GPU of the node)."""
+    import unittest.mock
+    from squall import cli, slurm
+    access = {"broker": "tcp://10.0.0.1:7760", "broker_key": "/keys/broker.pub"}
+    with unittest.mock.patch.object(slurm, "cli", cli):
+        script = slurm.governor_script(access, "/keys", "job", gpus=2)
+        assert " --gpus auto" in script
+        assert "--gpus" not in slurm.governor_script(access, "/keys", "job")
+    seen = {}
+
+    def fake_run(argv, **kwargs):
+        seen["argv"] = argv
+        return subprocess.CompletedProcess(argv, 0, "42;cluster\n", "")
+
+    with unittest.mock.patch.object(slurm.subprocess, "run", fake_run), \
+            unittest.mock.patch.object(slurm, "cli", cli):
+        job = slurm._sbatch(access, "/keys", "job", 1, 4, None, None, None,
+                            tempfile.mkdtemp(prefix="squall-slurm-"), gpus=2)
+    assert job == "42"
+    argv = seen["argv"]
+    assert argv[argv.index("--gres") + 1] == "gpu:2"

@@ -111,8 +111,7 @@ def _load_library():
         lib.sq_client_set_keys.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
         lib.sq_keygen.restype = ctypes.c_int
         lib.sq_keygen.argtypes = [ctypes.c_char_p] * 5 + [ctypes.c_size_t]
-        from . import _logs
-        _logs.declare(lib)
+        _logs_module().declare(lib)
         return lib
     raise CliError("cannot find libsquall (set SQUALL_BUILD_DIR or SQUALL_LIBRARY)"
                    + ("; tried " + "; ".join(errors) if errors else ""))
@@ -370,6 +369,8 @@ def cmd_start(args):
                      "--broker-key", broker_pub, "--listen-host", listen_host]
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
+            if args.gpus:
+                gargv += ["--gpus", args.gpus]
             gargv += ["--python", args.python or os.environ.get("SQUALL_PYTHON") or sys.executable]
             child = _Child("governor-%d" % (i + 1), gargv,
                            os.path.join(logdir, "governor-%d.log" % (i + 1)), lifeline[0])
@@ -497,6 +498,21 @@ def cmd_status(args):
     return EXIT_OK
 
 
+_LOGS = None
+
+
+def _logs_module():
+    """squall/_logs.py (stdlib only), loaded by path like this file."""
+    global _LOGS
+    if _LOGS is None:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("squall_logs", os.path.join(_HERE, "_logs.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _LOGS = module
+    return _LOGS
+
+
 def _slurm():
     """squall/slurm.py, loaded by path like this file (stdlib only), with
     this module's helpers."""
@@ -587,7 +603,7 @@ def log_target(args):
 def cmd_log(args):
     """A task's stdout (or --stderr) as its governor keeps it; --follow
     goes on until the task's attempt ended, through retries."""
-    from . import _logs
+    _logs = _logs_module()
     endpoint = _broker_endpoint(args)
     lib = _load_library()
     client = _connected(lib, endpoint, args.timeout, _keys(args))
@@ -875,6 +891,9 @@ def build_parser():
     p.add_argument("--cpus", "-c", type=_ranged(int, 1, 1000000, "a whole number"), metavar="C",
                    help="CPU slots per governor "
                    "(default: the machine's CPUs)")
+    p.add_argument("--gpus", metavar="auto|LIST",
+                   help="GPUs each governor offers as devices (squall-governor --gpus: auto, or "
+                        "indexes such as 0,1,3); default none")
     p.add_argument("--host", default="127.0.0.1", help="address the broker binds (default 127.0.0.1)")
     p.add_argument("--port", "-p", type=_ranged(int, 0, 65535, "a port"), default=7760,
                    metavar="P",
@@ -904,6 +923,9 @@ def build_parser():
     p.add_argument("--access", required=True, metavar="FILE")
     p.add_argument("--nodes", "-N", type=int, default=1)
     p.add_argument("--cpus", "-c", type=int, metavar="C", help="cpus per governor (Slurm's -c)")
+    p.add_argument("--gpus", type=_ranged(int, 1, 1024, "a number of GPUs"), metavar="N",
+                   help="GPUs per node (Slurm's --gres gpu:N), offered by each governor as "
+                        "devices (--gpus auto: the ones Slurm gave the job)")
     p.add_argument("--mem", metavar="MB", help="memory per node (Slurm's --mem)")
     p.add_argument("--time", "-t", metavar="T", help="time limit (Slurm's --time)")
     p.add_argument("--partition", "-p", metavar="P")
