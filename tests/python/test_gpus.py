@@ -264,3 +264,37 @@ def test_slurm_jobs_ask_for_gpus_and_offer_them():
     assert job == "42"
     argv = seen["argv"]
     assert argv[argv.index("--gres") + 1] == "gpu:2"
+
+
+def test_a_whole_device_task_goes_where_devices_are_free(tmp_path):
+    """Governor A holds the input of a gpus=2 task, but two half-device
+    tasks hold one of its two devices; governor B has both free. The
+    broker sends the task to B (it would wait on A behind the halves):
+    it finishes while the halves still hold A's device."""
+    release = tmp_path / "release"
+    with squall.LocalCluster(governors=1, cpus=4, gpus="0,1", **cluster_options()) as c:
+        client = c.client()
+        with client.session() as s:
+            data = tasks.Execute("head -c 2097152 /dev/zero", stdout=True)
+            data.output.keep()
+            s.submit()
+            data.wait(TIMEOUT)
+            halves = [tasks.Execute("touch %s/started-%d; while [ ! -e %s ]; do sleep 0.05; done"
+                                    % (tmp_path, i, release), resources={"gpus": 0.5})
+                      for i in range(2)]
+            s.submit()
+            until(lambda: all((tmp_path / ("started-%d" % i)).exists() for i in range(2)),
+                  "both halves to run on governor A")
+            c.add_governor()
+            until(lambda: len(client.info()["governors"]) == 2, "governor B to join")
+            whole = tasks.Execute("wc -c < x; printf %s \"$CUDA_VISIBLE_DEVICES\"",
+                                  inputs=[("x", data.output)], stdout=True,
+                                  resources={"gpus": 2})
+            whole.output.keep()
+            s.submit()
+            out = whole.fetch(TIMEOUT).decode().split()
+            assert out[0] == "2097152" and sorted(out[1].split(",")) == ["0", "1"]
+            assert not release.exists()
+            release.write_text("")
+            for h in halves:
+                h.wait(TIMEOUT)
