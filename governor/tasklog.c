@@ -116,6 +116,16 @@ tasklog_destroy (tasklog_t **self_p)
     *self_p = NULL;
 }
 
+//  The map's entry of a key becomes `entry` (NULL: none). Never fails: an
+//  insert right after a remove needs no room.
+static void
+s_set (tasklog_t *self, uint64_t key, s_entry_t *entry)
+{
+    sq_idmap_remove (self->tasks, key);
+    if (entry)
+        sq_idmap_insert (self->tasks, key, entry);
+}
+
 static s_entry_t *
 s_find (tasklog_t *self, uint64_t key, uint32_t attempt)
 {
@@ -131,12 +141,8 @@ static void
 s_forget (tasklog_t *self, s_entry_t *entry)
 {
     s_entry_t *first = (s_entry_t *) sq_idmap_lookup (self->tasks, entry->key);
-    if (first == entry) {
-        if (entry->older)
-            sq_idmap_insert (self->tasks, entry->key, entry->older);
-        else
-            sq_idmap_remove (self->tasks, entry->key);
-    }
+    if (first == entry)
+        s_set (self, entry->key, entry->older);
     else
         for (s_entry_t *e = first; e; e = e->older)
             if (e->older == entry) {
@@ -189,6 +195,9 @@ tasklog_start (tasklog_t *self, uint64_t key, uint32_t attempt, uint64_t limit,
             }
         }
         entry->older = (s_entry_t *) sq_idmap_lookup (self->tasks, key);
+        if (entry->older)
+            s_set (self, key, entry);       //  an earlier attempt's log stays behind it
+        else
         if (sq_idmap_insert (self->tasks, key, entry)) {
             snprintf (err, err_size, "task log: out of memory");
             s_entry_free (self, entry, true);
@@ -204,6 +213,7 @@ tasklog_start (tasklog_t *self, uint64_t key, uint32_t attempt, uint64_t limit,
             if (fds [0] >= 0)
                 close (fds [0]);
             fds [0] = -1;
+            s_forget (self, entry);
             return -1;
         }
     }

@@ -280,3 +280,27 @@ def test_the_dashboard_shows_the_tail_of_a_tasks_output():
             raise AssertionError("a malformed query was answered 200")
         except urllib.error.HTTPError as exc:
             assert exc.code == 400
+
+
+def test_a_retry_on_the_same_governor_has_a_log_of_its_own(tmp_path):
+    """Attempt 0 fails, attempt 1 (on the one governor) succeeds: the latest
+    log is attempt 1's, and attempt 0's is not shown in its place."""
+    marker = str(tmp_path / "failed-once")
+
+    def flaky(path):
+        import os
+        if not os.path.exists(path):
+            open(path, "w").close()
+            print("attempt that fails")
+            raise RuntimeError("first time")
+        print("attempt that works")
+        return 5
+
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as c, \
+            c.client() as client:
+        f = client.submit(flaky, marker, max_retries=2)
+        assert f.result(TIMEOUT) == 5
+        assert f.logs() == "attempt that works\n"
+        assert f.logs(attempt=1) == "attempt that works\n"
+        with pytest.raises(squall.SquallError, match="attempt 0"):
+            f.logs(attempt=0)
