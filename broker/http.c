@@ -524,6 +524,22 @@ s_tail_answer (http_t *self, struct MHD_Connection *connection)
     return MHD_NO;
 }
 
+//  A request ended, answered or not (its client went away while it was
+//  suspended): its tail slot, if any, is free again.
+static void
+s_completed (void *cls, struct MHD_Connection *connection, void **con_cls,
+             enum MHD_RequestTerminationCode code)
+{
+    http_t *self = (http_t *) cls;
+    (void) code;
+    (void) con_cls;
+    for (size_t i = 0; i < S_MAX_TAILS; i++)
+        if (self->tails [i].connection == connection) {
+            free (self->tails [i].json);
+            self->tails [i] = (s_tail_t) { 0 };
+        }
+}
+
 static enum MHD_Result
 s_handler (void *cls, struct MHD_Connection *connection, const char *url,
            const char *method, const char *version, const char *upload_data,
@@ -742,6 +758,7 @@ http_new (const char *address, const char *token, bool open, broker_t *broker,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned) S_MAX_CONNECTIONS,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned) S_MAX_PER_ADDRESS,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) S_IDLE_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_COMPLETED, s_completed, self,
         MHD_OPTION_END);
     if (!self->daemon) {
         //  The listening socket is left open: whether libmicrohttpd closed
