@@ -91,6 +91,7 @@ struct _compute_t {
     gpus_t *gpus;               //  devices (--gpus), NULL: none named
     uint64_t next_memcheck_ns;
     tasklog_t *tasklog;         //  every task's stdout and stderr
+    bool piped_logged;          //  s_pipe: the task's log was started
     //  The cgroup the governor runs in (store_set_box), looked at while
     //  tasks run; NULL: none.
     cgroup_usage_t *box;
@@ -716,6 +717,32 @@ s_unwait (compute_t *self, task_t *task)
     }
 }
 
+//  A piped task's log descriptors, opened only once an executor takes it
+//  (pyexec_pipe's callback): a task tried for piping and not piped costs
+//  no files. 0, or -1 (it is not piped: a stdout_path it cannot open fails
+//  it when it starts the usual way).
+static int
+s_pipe_log (void *arg, task_t *task, int fds [2])
+{
+    compute_t *self = (compute_t *) arg;
+    char why [256];
+    if (!self->tasklog)
+        return 0;               //  no capture: the executor's fds stay
+    if (tasklog_start (self->tasklog, task->key, task->attempt, task->conf.log_limit,
+                       fds, why, sizeof why)) {
+        sq_warn ("%s", why);
+        return 0;
+    }
+    self->piped_logged = true;
+    if (s_user_outputs (self, task, fds, why, sizeof why)) {
+        close (fds [0]);
+        close (fds [1]);
+        fds [0] = fds [1] = -1;
+        return -1;
+    }
+    return 0;
+}
+
 static bool s_pipe (compute_t *self, task_t *task);
 
 //  Chains: a waiting py task whose missing inputs are all outputs of the
@@ -753,24 +780,10 @@ s_pipe (compute_t *self, task_t *task)
 {
     if (task->kind != SQ_KIND_PY)
         return false;
-    int log_fds [2] = { -1, -1 };
-    char why [256];
-    bool logged = self->tasklog
-        && tasklog_start (self->tasklog, task->key, task->attempt, task->conf.log_limit,
-                          log_fds, why, sizeof why) == 0;
-    //  A file it cannot open fails it when it starts the usual way.
-    if (logged && s_user_outputs (self, task, log_fds, why, sizeof why)) {
-        close (log_fds [0]);
-        close (log_fds [1]);
-        tasklog_end (self->tasklog, task->key, task->attempt);
-        return false;
-    }
-    int rc = pyexec_pipe (self->pyexec, task, self->store, log_fds, logged? 2: 0);
-    for (int i = 0; i < 2; i++)
-        if (log_fds [i] >= 0)
-            close (log_fds [i]);
+    self->piped_logged = false;
+    int rc = pyexec_pipe (self->pyexec, task, self->store, s_pipe_log, self);
     if (rc) {
-        if (logged)
+        if (self->piped_logged)
             tasklog_end (self->tasklog, task->key, task->attempt);
         return false;
     }

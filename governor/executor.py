@@ -279,6 +279,7 @@ def _write_stream(fd, chunks):
 
 
 _capturing = False
+_saved_fds = None
 
 
 def _log_warnings(caught):
@@ -307,12 +308,14 @@ def _captured(log_fds):
     """The task's fds 1 and 2 are its log files (the governor's tasklog) for
     its duration: print, logging, warnings and C code writing to fd 1 or 2
     all land there, at the descriptor level."""
-    global _capturing
+    global _capturing, _saved_fds
     if not log_fds:
         yield
         return
     _flush_std()
-    saved = [os.dup(1), os.dup(2)]
+    if _saved_fds is None:
+        #   The executor's own fds 1 and 2 (the governor's log), kept once.
+        _saved_fds = (os.dup(1), os.dup(2))
     try:
         os.dup2(log_fds[0], 1)
         os.dup2(log_fds[1], 2)
@@ -321,9 +324,9 @@ def _captured(log_fds):
     finally:
         _capturing = False
         _flush_std()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in saved + list(log_fds):
+        os.dup2(_saved_fds[0], 1)
+        os.dup2(_saved_fds[1], 2)
+        for fd in log_fds:
             os.close(fd)
 
 

@@ -875,7 +875,7 @@ pyexec_tail (pyexec_t *self, size_t *cursor)
 }
 
 int
-pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds)
+pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fds, void *arg)
 {
     if (!s_pipeable (task))
         return -1;
@@ -915,6 +915,14 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_
     uint8_t *frame = s_encode (task, store, tail, tail_seq, &size);
     if (!frame)
         return -1;
+    int fds [2] = { -1, -1 };
+    size_t n_fds = 0;
+    if (log_fds && log_fds (arg, task, fds)) {
+        free (frame);
+        return -1;
+    }
+    if (fds [0] >= 0 && fds [1] >= 0)
+        n_fds = 2;
     frame [8] |= S_OP_TELL | (n_fds? S_OP_LOGS: 0);
     //  The executor is busy: a frame the socket cannot take now waits for
     //  a free cpu instead of holding the compute thread. One it took in
@@ -940,6 +948,8 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_
     if (n > 0 && (size_t) n < size)
         s_write_all (best->fd, frame + n, size - (size_t) n);
     free (frame);
+    for (size_t i = 0; i < n_fds; i++)
+        close (fds [i]);
     if (n <= 0)
         return -1;
     best->piped [best->n_piped++] = (s_piped_t) { task, ++best->seq };

@@ -51,9 +51,13 @@ int pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, 
 //  inputs are in the store, or (a chain) are all outputs of the task
 //  written last to that executor, which keeps them for it (if it cannot,
 //  the task comes back PYEXEC_UNRUN). 0, or -1 when it cannot be (not
-//  plain, too big, no executor to take it, or the socket is full). fds:
-//  its two log descriptors, or none (n_fds 0); the caller closes them.
-int pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds);
+//  plain, too big, no executor to take it, or the socket is full).
+//  log_fds, once an executor is chosen, gives the task's two log
+//  descriptors (0; both -1: none), which go with its frame and are closed
+//  here, or refuses (-1: the task is not piped then). May be NULL.
+typedef int (pyexec_log_fn) (void *arg, task_t *task, int fds [2]);
+int pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fds,
+                 void *arg);
 //  Chains: the tasks written last to executors that may take another
 //  behind them, one per call from *cursor (start at 0); NULL at the end.
 task_t *pyexec_tail (pyexec_t *self, size_t *cursor);

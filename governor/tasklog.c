@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,7 +28,11 @@ struct _s_entry_t {
     uint32_t attempt;
     uint64_t limit;
     bool ended;
-    int fds [2];                //  read-write, while it runs (trims); -1 after
+    //  While it runs: its memory files (memfd), read-write (reads, trims);
+    //  -1 after. Ended: on_disk says which streams were kept in a file
+    //  (those the task wrote to; an empty one leaves none).
+    int fds [2];
+    bool on_disk [2];
     uint64_t punched [2];       //  end of the range punched so far
     s_entry_t *older;           //  earlier attempts of the same task
     s_entry_t *next_ended;      //  FIFO of ended entries, oldest first
@@ -41,10 +46,16 @@ struct _tasklog_t {
     size_t n_ended;
 };
 
+static s_entry_t *s_find (tasklog_t *self, uint64_t key, uint32_t attempt);
+
 void
 tasklog_path (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream, char *out, size_t size)
 {
-    s_path (self, key, attempt, stream, out, size);
+    s_entry_t *entry = s_find (self, key, attempt);
+    if (entry && !entry->ended && (stream == 1 || stream == 2) && entry->fds [stream - 1] >= 0)
+        snprintf (out, size, "/proc/%d/fd/%d", (int) getpid (), entry->fds [stream - 1]);
+    else
+        s_path (self, key, attempt, stream, out, size);
 }
 
 static void
@@ -83,7 +94,7 @@ s_entry_free (tasklog_t *self, s_entry_t *entry, bool unlink_files)
     for (uint32_t s = 1; s <= 2; s++) {
         if (entry->fds [s - 1] >= 0)
             close (entry->fds [s - 1]);
-        if (unlink_files) {
+        if (unlink_files && entry->on_disk [s - 1]) {
             s_path (self, entry->key, entry->attempt, s, path, sizeof path);
             unlink (path);
         }
@@ -184,12 +195,13 @@ tasklog_start (tasklog_t *self, uint64_t key, uint32_t attempt, uint64_t limit,
         entry->attempt = attempt;
         entry->limit = limit? limit: self->limit;
         entry->fds [0] = entry->fds [1] = -1;
-        char path [4096];
+        //  In memory while it runs: a file on disk costs its creation
+        //  (milliseconds on a busy disk) for every task, most of which
+        //  print nothing; trims keep it at about the limit.
         for (uint32_t s = 1; s <= 2; s++) {
-            s_path (self, key, attempt, s, path, sizeof path);
-            entry->fds [s - 1] = open (path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+            entry->fds [s - 1] = memfd_create (s == 1? "squall-stdout": "squall-stderr", MFD_CLOEXEC);
             if (entry->fds [s - 1] < 0) {
-                snprintf (err, err_size, "task log: cannot create '%s': %s", path, strerror (errno));
+                snprintf (err, err_size, "task log: cannot make a memory file: %s", strerror (errno));
                 s_entry_free (self, entry, true);
                 return -1;
             }
@@ -204,12 +216,12 @@ tasklog_start (tasklog_t *self, uint64_t key, uint32_t attempt, uint64_t limit,
             return -1;
         }
     }
-    char path [4096];
+    //  The task's descriptors share the memory file's offset: only the
+    //  task writes (the governor reads with pread), so writes append.
     for (uint32_t s = 1; s <= 2; s++) {
-        s_path (self, key, attempt, s, path, sizeof path);
-        fds [s - 1] = open (path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        fds [s - 1] = fcntl (entry->fds [s - 1], F_DUPFD_CLOEXEC, 3);
         if (fds [s - 1] < 0) {
-            snprintf (err, err_size, "task log: cannot open '%s': %s", path, strerror (errno));
+            snprintf (err, err_size, "task log: cannot duplicate a descriptor: %s", strerror (errno));
             if (fds [0] >= 0)
                 close (fds [0]);
             fds [0] = -1;
@@ -246,6 +258,51 @@ s_punch (s_entry_t *entry, uint32_t s)
         entry->punched [s - 1] = to;
 }
 
+static size_t s_pread (int fd, uint8_t *buf, size_t size, uint64_t offset);
+
+//  An ended stream that holds anything goes to a file of the log
+//  directory, its kept head and tail at their own offsets (the middle a
+//  hole), so that reads are the same as while it ran.
+static void
+s_keep (tasklog_t *self, s_entry_t *entry, uint32_t s)
+{
+    int from = entry->fds [s - 1];
+    uint64_t total = s_size (from);
+    if (total == 0)
+        return;
+    char path [4096];
+    s_path (self, entry->key, entry->attempt, s, path, sizeof path);
+    int to = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (to < 0) {
+        sq_warn ("task log: cannot keep '%s': %s", path, strerror (errno));
+        return;
+    }
+    uint64_t head = entry->limit / 2, tail = entry->limit - head;
+    uint64_t ranges [2][2] = { { 0, total }, { 0, 0 } };
+    if (total > entry->limit) {
+        ranges [0][1] = head;
+        ranges [1][0] = total - tail;
+        ranges [1][1] = total;
+    }
+    uint8_t buf [65536];
+    bool ok = true;
+    for (int r = 0; r < 2 && ok; r++)
+        for (uint64_t at = ranges [r][0]; at < ranges [r][1] && ok; ) {
+            size_t want = ranges [r][1] - at < sizeof buf? (size_t) (ranges [r][1] - at): sizeof buf;
+            size_t got = s_pread (from, buf, want, at);
+            ok = got == want && pwrite (to, buf, got, (off_t) at) == (ssize_t) got;
+            at += got;
+        }
+    ok = ok && ftruncate (to, (off_t) total) == 0;
+    close (to);
+    if (ok)
+        entry->on_disk [s - 1] = true;
+    else {
+        sq_warn ("task log: cannot keep '%s': %s", path, strerror (errno));
+        unlink (path);
+    }
+}
+
 void
 tasklog_end (tasklog_t *self, uint64_t key, uint32_t attempt)
 {
@@ -253,7 +310,7 @@ tasklog_end (tasklog_t *self, uint64_t key, uint32_t attempt)
     if (!entry || entry->ended)
         return;
     for (uint32_t s = 1; s <= 2; s++) {
-        s_punch (entry, s);
+        s_keep (self, entry, s);
         close (entry->fds [s - 1]);
         entry->fds [s - 1] = -1;
     }
@@ -286,6 +343,22 @@ tasklog_trim (tasklog_t *self)
                     s_punch (entry, s);
 }
 
+//  A stream's descriptor for reading: its memory file while it runs (not
+//  to be closed), its kept file once ended (the caller closes it); -1: an
+//  ended stream that held nothing (reads as empty), -2: a kept file gone.
+static int
+s_open (tasklog_t *self, s_entry_t *entry, uint32_t stream)
+{
+    if (!entry->ended)
+        return entry->fds [stream - 1];
+    if (!entry->on_disk [stream - 1])
+        return -1;
+    char path [4096];
+    s_path (self, entry->key, entry->attempt, stream, path, sizeof path);
+    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    return fd < 0? -2: fd;
+}
+
 //  pread of exactly what is there, into buf; the count read.
 static size_t
 s_pread (int fd, uint8_t *buf, size_t size, uint64_t offset)
@@ -312,10 +385,8 @@ tasklog_read (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream,
     s_entry_t *entry = s_find (self, key, attempt);
     if (!entry || (stream != 1 && stream != 2))
         return -1;
-    char path [4096];
-    s_path (self, key, attempt, stream, path, sizeof path);
-    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    int fd = s_open (self, entry, stream);
+    if (fd == -2)
         return -1;
     uint64_t t = s_size (fd);
     uint64_t head = entry->limit / 2, tail = entry->limit - head;
@@ -345,14 +416,16 @@ tasklog_read (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream,
     if (n_marker + want) {
         *data = (uint8_t *) malloc (n_marker + want);
         if (!*data) {
-            close (fd);
+            if (fd >= 0 && entry->ended)
+                close (fd);
             return -1;
         }
         memcpy (*data, marker, n_marker);
         *size = n_marker + s_pread (fd, *data + n_marker, (size_t) want, offset);
         offset += *size - n_marker;
     }
-    close (fd);
+    if (fd >= 0 && entry->ended)
+        close (fd);
     *next = offset;
     *done = entry->ended && offset >= t;
     return 0;
@@ -364,11 +437,9 @@ tasklog_tail (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream,
 {
     out [0] = 0;
     s_entry_t *entry = s_find (self, key, attempt);
-    if (!entry || out_size < 2)
+    if (!entry || out_size < 2 || (stream != 1 && stream != 2))
         return;
-    char path [4096];
-    s_path (self, key, attempt, stream, path, sizeof path);
-    int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = s_open (self, entry, stream);
     if (fd < 0)
         return;
     uint64_t t = s_size (fd);
@@ -382,5 +453,6 @@ tasklog_tail (tasklog_t *self, uint64_t key, uint32_t attempt, uint32_t stream,
     for (size_t i = 0; i < n; i++)
         if (out [i] == 0)
             out [i] = '?';
-    close (fd);
+    if (entry->ended)
+        close (fd);
 }
