@@ -107,7 +107,7 @@ _U64 = struct.Struct("<Q")
 #   Frames are read up to this much at a time; a bigger one is read on
 #   into a buffer of its own.
 _RECV_MAX = 1 << 16
-_ANC_SPACE = socket.CMSG_SPACE(2 * 4)
+_ANC_SPACE = socket.CMSG_SPACE(4 * 4)    # two stream pipes and two log descriptors
 _OP_CANCEL = 5
 #   A run frame's op with this bit: a piped task, whose start the governor
 #   must be told of (it counts from then): u8 3, u64 CLOCK_MONOTONIC ns.
@@ -584,25 +584,38 @@ class _Frames:
         self._eof = False
 
     def _recv(self, block):
+        """One read; True if it got bytes."""
         try:
             data, anc, _, _ = self._sock.recvmsg(
                 _RECV_MAX, _ANC_SPACE, 0 if block else socket.MSG_DONTWAIT)
         except BlockingIOError:
-            return
+            return False
         for level, kind, payload in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 count = len(payload) // 4
                 self.fds.extend(struct.unpack("%di" % count, payload[:4 * count]))
         if data:
             self._buf += data
-        else:
-            self._eof = True
+            return True
+        self._eof = True
+        return False
+
+    def _recv_all(self, block):
+        """What there is: a read stops where descriptors came with the next
+        bytes (every task's frame brings its log's), so read on until none
+        is left (up to a read's worth), or the cancels behind piped tasks
+        would be seen late."""
+        if self._recv(block):
+            #   A big frame's rest is read straight into its own buffer
+            #   (read), not gathered here.
+            while len(self._buf) < _RECV_MAX and self._recv(False):
+                pass
 
     def read(self, block):
         """The whole frames there are now, waiting for one if block and
         there is none; None at the end of the file (the governor is gone)."""
         frames = []
-        self._recv(block)
+        self._recv_all(block)
         while True:
             buf = self._buf
             while len(buf) >= 8:
@@ -628,7 +641,7 @@ class _Frames:
                 return frames
             if self._eof:
                 return None
-            self._recv(True)
+            self._recv_all(True)
 
 
 def _die_with_governor(governor_pid):

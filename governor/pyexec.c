@@ -41,6 +41,8 @@ extern char **environ;
 //  The run frame's first byte also carries the task's log descriptors
 //  (tasklog.c), after its stream pipes: its fds 1 and 2 while it runs.
 #define S_OP_LOGS 0x40
+//  Descriptors that go with a run frame: its stream pipes, its logs.
+#define S_FDS_MAX 4
 #define S_REPLY_STARTED 3
 //  The executor's first message: u8 4, u64 its resident bytes once it is
 //  ready for tasks (what memory limits count from on a new executor).
@@ -160,7 +162,12 @@ s_write_with_fds (int fd, const uint8_t *data, size_t size, const int *fds, size
 {
     if (n_fds == 0)
         return s_write_all (fd, data, size);
-    char control [CMSG_SPACE (2 * sizeof (int))];
+    //  Two stream pipes and two log descriptors at most.
+    char control [CMSG_SPACE (S_FDS_MAX * sizeof (int))];
+    if (n_fds > S_FDS_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
     memset (control, 0, sizeof control);
     struct iovec iov = { (void *) data, 1 };
     struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
@@ -930,7 +937,7 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fd
     //  (a write that fails means it died: its end of file hands the task
     //  back, PYEXEC_UNRUN).
     ssize_t n;
-    char control [CMSG_SPACE (2 * sizeof (int))];
+    char control [CMSG_SPACE (S_FDS_MAX * sizeof (int))];
     memset (control, 0, sizeof control);
     struct iovec iov = { frame, size };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
