@@ -838,11 +838,13 @@ s_schedule (compute_t *self)
 //  tasks run.
 #define S_MEMCHECK_NS 200000000ull
 
-//  ms until the next memory check, -1 when no running task has a limit.
+//  ms until the next memory check (and log trim), -1 when no running task
+//  has a limit and none runs.
 static long
 s_memcheck_due (compute_t *self)
 {
-    bool limited = pyexec_limited (self->pyexec);
+    //  Running tasks' logs are trimmed at the same pace (tasklog_trim).
+    bool limited = pyexec_limited (self->pyexec) || (self->tasklog && self->n_running > 0);
     for (size_t i = 0; i < self->n_execs && !limited; i++)
         limited = self->execs [i]->memory > 0;
     if (!limited)

@@ -304,3 +304,36 @@ def test_a_retry_on_the_same_governor_has_a_log_of_its_own(tmp_path):
         assert f.logs(attempt=1) == "attempt that works\n"
         with pytest.raises(squall.SquallError, match="attempt 0"):
             f.logs(attempt=0)
+
+
+def test_a_running_tasks_log_is_held_at_about_the_limit(tmp_path):
+    """20 MiB printed by a task that then waits: while it still runs, its
+    governor holds about the 1 MiB limit of it (the middle punched out of
+    the memory file), not the 20 MiB."""
+    go = tmp_path / "go"
+    with squall.LocalCluster(governors=1, cpus=1, governor_args=["--log-limit", "1MiB"],
+                             **cluster_options()) as c, c.client() as client:
+        pid = c.governors[0].pid
+        with client.session() as s:
+            t = Execute("yes x | head -c 20971520; touch %s/wrote; "
+                        "while [ ! -e %s ]; do sleep 0.05; done" % (tmp_path, go))
+            s.submit()
+            until(lambda: (tmp_path / "wrote").exists(), "the task to write 20 MiB")
+
+            def held():
+                sizes = []
+                for fd in os.listdir("/proc/%d/fd" % pid):
+                    path = "/proc/%d/fd/%s" % (pid, fd)
+                    try:
+                        if os.readlink(path).startswith("/memfd:squall-stdout"):
+                            st = os.stat(path)
+                            sizes.append((st.st_size, st.st_blocks * 512))
+                    except OSError:
+                        pass
+                return sizes and sizes[0][0] == 20 * 2**20 and sizes[0][1] <= 2**20 + 2 * 4096
+
+            until(held, "the governor to hold about 1 MiB of the 20 MiB")
+            go.write_text("")
+            t.wait(TIMEOUT)
+            text = t.logs()
+            assert text.startswith("x\n" * 500) and "bytes dropped" in text
