@@ -80,5 +80,11 @@ unsigned broker_http_port (broker_t *self);
 struct msgpack_packer;
 void broker_pack_info (broker_t *self, struct msgpack_packer *pk);
 void broker_pack_sessions (broker_t *self, struct msgpack_packer *pk);
+//  Asks the governor that ran the latest attempt of task `task` of
+//  `session` for the last bytes of its output (LOGTAIL, stream 1 or 2),
+//  answered later through http_log_tail_done with `req`. 0 if asked, with
+//  *attempt; else -1 with why (not started, lost, unknown) in `why`.
+int broker_log_tail (broker_t *self, uint32_t session, uint32_t task, uint32_t stream,
+                     uint32_t req, uint32_t *attempt, char *why, size_t why_size);
 
 #endif

@@ -109,11 +109,39 @@ gov_resource (const gov_t *self, mpr_str_t name)
     return 0;
 }
 
+static uint64_t
+s_task_gpus (const task_t *task)
+{
+    const task_extra_t *extra = task_extra (task);
+    for (uint32_t r = 0; r < extra->n_resources; r++)
+        if (mpr_str_eq (extra->resources [r].name, SQ_RES_GPUS))
+            return extra->resources [r].amount;
+    return 0;
+}
+
+bool
+gov_gpus_free (const gov_t *self, const task_t *task)
+{
+    uint64_t want = s_task_gpus (task);
+    if (want == 0)
+        return true;
+    uint64_t offered = gov_resource (self, (mpr_str_t) { SQ_RES_GPUS, 4 });
+    uint64_t frac_devices = (self->gpus_frac + SQ_GPU_MILLI - 1) / SQ_GPU_MILLI * SQ_GPU_MILLI;
+    if (want % SQ_GPU_MILLI == 0)
+        return self->gpus_whole + frac_devices + want <= offered;
+    return self->gpus_whole + self->gpus_frac + want <= offered;
+}
+
 //  What a task takes of the governor's cpus for others: an actor host
 //  holds its cpus while it lives; calls and stream readers take none.
 static void
 s_count (gov_t *self, const task_t *task, int sign)
 {
+    uint64_t gpus = s_task_gpus (task);
+    if (gpus) {
+        uint64_t *count = gpus % SQ_GPU_MILLI? &self->gpus_frac: &self->gpus_whole;
+        *count = sign > 0? *count + gpus: *count >= gpus? *count - gpus: 0;
+    }
     if (!task->actor_host && !task->actor_call && !task->stream_in)
         return;
     self->n_apart += sign;

@@ -58,6 +58,11 @@ struct _gov_t {
     //  counted apart too, and each adds a slot, so that their children can
     //  be assigned here (no deadlock of nested tasks on a full governor).
     uint32_t n_seceded;
+    //  gpus (thousandths of a device) its assigned tasks take, whole
+    //  devices and fractions apart: what the scheduler prefers governors
+    //  with free devices by (gov_gpus_free).
+    uint64_t gpus_whole;
+    uint64_t gpus_frac;
     int32_t open_at;            //  scheduler.c: index among governors with a free slot, -1
     //  scheduler.c: how long until one of its running tasks frees a cpu
     //  (us, -1 never), judged from their run times at stall_at (us, monotonic).
@@ -98,6 +103,12 @@ gov_t *gov_new (uint32_t id, const sq_hello_t *hello, const void *identity,
 void gov_destroy (gov_t **self_p);
 //  Amount of a named resource the governor has (cpus included).
 uint64_t gov_resource (const gov_t *self, mpr_str_t name);
+//  Whether the task's gpus (if any) are free there now, as far as the
+//  broker can tell from what it assigned: whole devices nobody holds (the
+//  fractions counted as packed onto as few devices as they fill), or room
+//  for a fraction. Its governor decides device by device; this only
+//  steers a task away from one whose devices are taken.
+bool gov_gpus_free (const gov_t *self, const task_t *task);
 //  Adds an assigned task to the governor's tasks, or takes one out (NULL
 //  if it was not there); these keep n_apart and held_cpus true. 0, or -1
 //  if it is there already or out of memory.

@@ -687,6 +687,8 @@ graph_task_assigned (graph_t *self, task_t *task, gov_t *gov)
 {
     gx_set_state (self, task, TASK_ASSIGNED);
     task->gov = gov;
+    task->ran_gov = gov->id;
+    task->ran_attempt = task->attempt;
     task->retracting = false;
 }
 
@@ -808,6 +810,10 @@ graph_task_restore_finished (graph_t *self, task_t *task, gov_t *gov, uint32_t a
     }
     task->attempt = attempt;
     task->gov = NULL;
+    if (gov) {
+        task->ran_gov = gov->id;        //  a reattached governor's log is there
+        task->ran_attempt = attempt;
+    }
     for (uint32_t i = 0; i < n; i++) {
         object_t *o = task->io [task->n_inputs + i];
         uint64_t was = gx_stored (o);

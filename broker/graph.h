@@ -180,6 +180,10 @@ struct _task_t {
     //  READY until it is assigned, then when it STARTED (0 if it did not say).
     int64_t stamp_us;
     uint32_t attempt;
+    //  The governor given the attempt `ran_attempt`, the latest assigned
+    //  (0: none yet): where its output is read (LOG).
+    uint32_t ran_gov;
+    uint32_t ran_attempt;
     uint32_t n_inputs;
     uint32_t n_outputs;
     uint32_t unfinished;        //  inputs not finished yet

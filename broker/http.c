@@ -32,6 +32,20 @@ extern const size_t squall_dashboard_html_size;
 #define S_MAX_CONNECTIONS 64
 #define S_MAX_PER_ADDRESS 32    //  one address cannot take every slot
 #define S_IDLE_TIMEOUT_S 10
+//  /api/log: requests waiting for a governor's LOGTAIL answer, suspended
+//  (libmicrohttpd keeps their connection aside), answered or timed out.
+#define S_MAX_TAILS 16
+#define S_TAIL_TIMEOUT_MS 3000
+
+typedef struct {
+    struct MHD_Connection *connection;  //  NULL: a free slot
+    uint32_t req;
+    uint32_t governor;
+    uint32_t session, task, attempt;
+    int64_t deadline;
+    bool answered;                      //  resumed: the handler answers `text`
+    char *json;                         //  the answer, malloc'd
+} s_tail_t;
 
 struct _http_t {
     struct MHD_Daemon *daemon;
@@ -45,6 +59,8 @@ struct _http_t {
     char *token;                //  every request but /metrics must carry it, or NULL
     struct in_addr bound;       //  the address listened on (INADDR_ANY: every one)
     sq_ratelimit_t log;         //  libmicrohttpd's lines (one per refused connection)
+    s_tail_t tails [S_MAX_TAILS];
+    uint32_t next_tail;         //  request numbers of LOGTAILs
 };
 
 bool
@@ -185,6 +201,28 @@ s_label (FILE *out, const char *s, size_t len)
             fputs ("\\n", out);
         else
             fputc (s [i], out);
+    }
+    fputc ('"', out);
+}
+
+//  Any bytes as a JSON string: quotes, backslashes and control characters
+//  escaped (a program's output may hold anything).
+static void
+s_json_bytes (FILE *out, const char *s, size_t len)
+{
+    fputc ('"', out);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char) s [i];
+        if (c == '\\' || c == '"')
+            fprintf (out, "\\%c", c);
+        else
+        if (c == '\n')
+            fputs ("\\n", out);
+        else
+        if (c < 0x20 || c == 0x7f)
+            fprintf (out, "\\u%04x", c);
+        else
+            fputc (c, out);
     }
     fputc ('"', out);
 }
@@ -370,6 +408,138 @@ s_host_allowed (http_t *self, struct MHD_Connection *connection)
     return s_host_is_local (self, connection, host, len);
 }
 
+static int64_t s_now_ms (void);
+
+//  The answer of a tail request: {"session", "task", "attempt", "governor",
+//  "text"} or {"error"}; malloc'd, NULL if out of memory.
+static char *
+s_tail_json (s_tail_t *tail, const char *error, const char *data, size_t size)
+{
+    s_text_t text;
+    if (s_text_open (&text))
+        return NULL;
+    if (error) {
+        fputs ("{\"error\":", text.out);
+        s_json_bytes (text.out, error, strlen (error));
+        fputc ('}', text.out);
+    }
+    else {
+        fprintf (text.out, "{\"session\":%u,\"task\":%u,\"attempt\":%u,\"governor\":%u,"
+                 "\"text\":", tail->session, tail->task, tail->attempt, tail->governor);
+        s_json_bytes (text.out, data, size);
+        fputc ('}', text.out);
+    }
+    if (fclose (text.out)) {
+        free (text.data);
+        return NULL;
+    }
+    return text.data;
+}
+
+//  GET /api/log?session=S&task=T[&stream=stderr]: asks the task's governor
+//  and suspends the connection until its answer (http_log_tail_done) or
+//  the timeout (http_run). The broker relays at most SQ_LOGTAIL_MAX bytes.
+static enum MHD_Result
+s_api_log (http_t *self, struct MHD_Connection *connection)
+{
+    const char *session = MHD_lookup_connection_value (connection, MHD_GET_ARGUMENT_KIND, "session");
+    const char *task = MHD_lookup_connection_value (connection, MHD_GET_ARGUMENT_KIND, "task");
+    const char *stream = MHD_lookup_connection_value (connection, MHD_GET_ARGUMENT_KIND, "stream");
+    char *end1 = NULL, *end2 = NULL;
+    unsigned long long sid = session? strtoull (session, &end1, 10): 0;
+    unsigned long long tid = task? strtoull (task, &end2, 10): 0;
+    if (!session || !task || *end1 || *end2 || !*session || !*task || sid == 0 || tid == 0
+    ||  sid > UINT32_MAX || tid > UINT32_MAX
+    ||  (stream && strcmp (stream, "stdout") && strcmp (stream, "stderr"))) {
+        static char text [] = "{\"error\":\"give session=ID&task=ID (and stream=stdout or stderr)\"}";
+        return s_respond (connection, MHD_HTTP_BAD_REQUEST, "application/json",
+                          text, sizeof text - 1, MHD_RESPMEM_PERSISTENT);
+    }
+    s_tail_t *tail = NULL;
+    for (size_t i = 0; i < S_MAX_TAILS && !tail; i++)
+        if (!self->tails [i].connection)
+            tail = &self->tails [i];
+    if (!tail) {
+        static char text [] = "{\"error\":\"too many output requests at once; try again\"}";
+        return s_respond (connection, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json",
+                          text, sizeof text - 1, MHD_RESPMEM_PERSISTENT);
+    }
+    char why [200];
+    uint32_t req = ++self->next_tail;
+    uint32_t attempt = 0;
+    if (broker_log_tail (self->broker, (uint32_t) sid, (uint32_t) tid,
+                         stream && strcmp (stream, "stderr") == 0? 2: 1, req, &attempt,
+                         why, sizeof why)) {
+        s_tail_t info = { .session = (uint32_t) sid, .task = (uint32_t) tid };
+        char *json = s_tail_json (&info, why, NULL, 0);
+        if (!json)
+            return MHD_NO;
+        return s_respond (connection, MHD_HTTP_OK, "application/json", json, strlen (json),
+                          MHD_RESPMEM_MUST_FREE);
+    }
+    *tail = (s_tail_t) { connection, req, 0, (uint32_t) sid, (uint32_t) tid, attempt,
+                         s_now_ms () + S_TAIL_TIMEOUT_MS, false, NULL };
+    MHD_suspend_connection (connection);
+    return MHD_YES;
+}
+
+//  A suspended tail request was answered (or timed out): resumed, its
+//  connection's handler is called again and sends `json`.
+static void
+s_tail_resume (s_tail_t *tail, char *json)
+{
+    tail->json = json;
+    tail->answered = true;
+    MHD_resume_connection (tail->connection);
+}
+
+void
+http_log_tail_done (http_t *self, uint32_t req, uint32_t governor, const char *data, size_t size)
+{
+    for (size_t i = 0; i < S_MAX_TAILS; i++) {
+        s_tail_t *tail = &self->tails [i];
+        if (tail->connection && !tail->answered && tail->req == req) {
+            tail->governor = governor;
+            s_tail_resume (tail, s_tail_json (tail, NULL, data, size));
+            return;
+        }
+    }
+}
+
+//  A resumed tail request: its answer goes out, its slot is free again.
+static enum MHD_Result
+s_tail_answer (http_t *self, struct MHD_Connection *connection)
+{
+    for (size_t i = 0; i < S_MAX_TAILS; i++) {
+        s_tail_t *tail = &self->tails [i];
+        if (tail->connection == connection && tail->answered) {
+            char *json = tail->json;
+            *tail = (s_tail_t) { 0 };
+            if (!json)
+                return MHD_NO;
+            return s_respond (connection, MHD_HTTP_OK, "application/json", json, strlen (json),
+                              MHD_RESPMEM_MUST_FREE);
+        }
+    }
+    return MHD_NO;
+}
+
+//  A request ended, answered or not (its client went away while it was
+//  suspended): its tail slot, if any, is free again.
+static void
+s_completed (void *cls, struct MHD_Connection *connection, void **con_cls,
+             enum MHD_RequestTerminationCode code)
+{
+    http_t *self = (http_t *) cls;
+    (void) code;
+    (void) con_cls;
+    for (size_t i = 0; i < S_MAX_TAILS; i++)
+        if (self->tails [i].connection == connection) {
+            free (self->tails [i].json);
+            self->tails [i] = (s_tail_t) { 0 };
+        }
+}
+
 static enum MHD_Result
 s_handler (void *cls, struct MHD_Connection *connection, const char *url,
            const char *method, const char *version, const char *upload_data,
@@ -384,10 +554,12 @@ s_handler (void *cls, struct MHD_Connection *connection, const char *url,
                           text, sizeof text - 1, MHD_RESPMEM_PERSISTENT);
     }
     //  A GET has no body: answer on the first call. (Requests with a body
-    //  are refused above before it is read.)
-    (void) con_cls;
+    //  are refused above before it is read.) A tail request is called
+    //  again once resumed: *con_cls marks it.
     if (*upload_data_size)
         return MHD_NO;
+    if (*con_cls == (void *) self)
+        return s_tail_answer (self, connection);
     self->requests++;
     if (!self->token && !s_host_allowed (self, connection)) {
         static char text [] = "this dashboard answers only requests addressed to this machine "
@@ -421,6 +593,13 @@ s_handler (void *cls, struct MHD_Connection *connection, const char *url,
         MHD_destroy_response (response);
         return rc;
     }
+    if (strcmp (url, "/api/log") == 0) {
+        enum MHD_Result rc = s_api_log (self, connection);
+        for (size_t i = 0; i < S_MAX_TAILS; i++)
+            if (self->tails [i].connection == connection)
+                *con_cls = self;        //  suspended: answered when resumed
+        return rc;
+    }
     s_text_t text;
     if (s_text_open (&text))
         return MHD_NO;
@@ -444,7 +623,8 @@ s_handler (void *cls, struct MHD_Connection *connection, const char *url,
     else {
         type = "text/plain";
         status = MHD_HTTP_NOT_FOUND;
-        fputs ("not found; try /, /metrics, /api/state, /api/events, /api/errors\n", text.out);
+        fputs ("not found; try /, /metrics, /api/state, /api/events, /api/errors, /api/log\n",
+               text.out);
     }
     if (fclose (text.out)) {
         free (text.data);
@@ -571,13 +751,14 @@ http_new (const char *address, const char *token, bool open, broker_t *broker,
     }
     msgpack_sbuffer_init (&self->sbuf);
     //  No internal thread: the reactor polls the epoll descriptor.
-    self->daemon = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+    self->daemon = MHD_start_daemon (MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME,
         ntohs (sin.sin_port), NULL, NULL, s_handler, self,
         MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,        //  first: for every message
         MHD_OPTION_LISTEN_SOCKET, fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned) S_MAX_CONNECTIONS,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned) S_MAX_PER_ADDRESS,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) S_IDLE_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_COMPLETED, s_completed, self,
         MHD_OPTION_END);
     if (!self->daemon) {
         //  The listening socket is left open: whether libmicrohttpd closed
@@ -604,8 +785,15 @@ http_destroy (http_t **self_p)
     http_t *self = *self_p;
     if (!self)
         return;
-    if (self->daemon)
+    if (self->daemon) {
+        //  Suspended connections must be resumed before the daemon stops.
+        for (size_t i = 0; i < S_MAX_TAILS; i++)
+            if (self->tails [i].connection && !self->tails [i].answered)
+                MHD_resume_connection (self->tails [i].connection);
         MHD_stop_daemon (self->daemon);
+    }
+    for (size_t i = 0; i < S_MAX_TAILS; i++)
+        free (self->tails [i].json);
     msgpack_sbuffer_destroy (&self->sbuf);
     free (self->token);
     free (self);
@@ -628,7 +816,22 @@ long
 http_timeout (http_t *self)
 {
     MHD_UNSIGNED_LONG_LONG ms;
-    if (MHD_get_timeout (self->daemon, &ms) != MHD_YES) {
+    if (MHD_get_timeout (self->daemon, &ms) != MHD_YES)
+        ms = 3600000;
+    if (ms > 3600000)
+        ms = 3600000;
+    //  A tail request waiting for its governor times out.
+    int64_t now = s_now_ms ();
+    for (size_t i = 0; i < S_MAX_TAILS; i++) {
+        const s_tail_t *tail = &self->tails [i];
+        if (tail->connection && tail->answered)
+            ms = 0;             //  its answer is ready to go
+        else
+        if (tail->connection)
+            ms = tail->deadline <= now? 0: (MHD_UNSIGNED_LONG_LONG) (tail->deadline - now) < ms
+               ? (MHD_UNSIGNED_LONG_LONG) (tail->deadline - now): ms;
+    }
+    if (ms == 3600000) {
         self->deadline = -1;
         return -1;
     }
@@ -643,7 +846,20 @@ http_run (http_t *self, bool readable)
 {
     //  Without input, only a due deadline needs libmicrohttpd: this keeps
     //  an idle dashboard from costing a system call per reactor turn.
-    if (readable || (self->deadline >= 0 && sq_now_ms () >= self->deadline)) {
+    int64_t now = sq_now_ms ();
+    for (size_t i = 0; i < S_MAX_TAILS; i++) {
+        s_tail_t *tail = &self->tails [i];
+        if (tail->connection && !tail->answered && tail->deadline <= now) {
+            char why [120];
+            snprintf (why, sizeof why, "the governor did not answer within %d ms",
+                      S_TAIL_TIMEOUT_MS);
+            s_tail_resume (tail, s_tail_json (tail, why, NULL, 0));
+            readable = true;
+        }
+        if (tail->connection && tail->answered)
+            readable = true;    //  its answer goes out in this run
+    }
+    if (readable || (self->deadline >= 0 && now >= self->deadline)) {
         MHD_run (self->daemon);
         //  At its connection limit libmicrohttpd takes the listening socket
         //  out of its epoll set, and puts it back only at the start of a
@@ -676,5 +892,10 @@ uint16_t http_port (http_t *self) { (void) self; return 0; }
 int http_fd (http_t *self) { (void) self; return -1; }
 long http_timeout (http_t *self) { (void) self; return -1; }
 void http_run (http_t *self, bool readable) { (void) self; (void) readable; }
+void
+http_log_tail_done (http_t *self, uint32_t req, uint32_t governor, const char *data, size_t size)
+{
+    (void) self; (void) req; (void) governor; (void) data; (void) size;
+}
 
 #endif

@@ -16,6 +16,10 @@
       GET /api/state      {"info": INFO map, "sessions": [...], "stats": {...}}
       GET /api/events?since=SEQ   task events after SEQ (live task stream)
       GET /api/errors     the last failures
+      GET /api/log?session=S&task=T[&stream=stderr]   the last 4 KiB of a
+                          task's output, asked of its governor (LOGTAIL):
+                          the request waits (suspended, at most 16 at once,
+                          3 s) for the governor's answer
       GET /metrics        Prometheus text format 0.0.4
 
     Ownership: http_new returns a server the caller destroys; it borrows the
@@ -53,5 +57,12 @@ long http_timeout (http_t *self);
 //  If the descriptor was readable or the deadline passed: accepts, reads,
 //  answers and writes what is ready, without blocking.
 void http_run (http_t *self, bool readable);
+//  A governor's answer to a LOGTAIL the dashboard asked for
+//  (broker_log_tail): the request `req` made of governor `governor`, and
+//  the bytes (any, at most SQ_LOGTAIL_MAX). Unknown or late answers are
+//  dropped.
+#include <stddef.h>
+void http_log_tail_done (http_t *self, uint32_t req, uint32_t governor, const char *data,
+                         size_t size);
 
 #endif

@@ -274,6 +274,13 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             s_upload_confirmed (self, gov, ev.key, ev.size);
             continue;
         }
+        if (ev.type == SQ_EV_LOGTAIL) {
+            //  The dashboard's request for a task's last output (http.c).
+            if (self->http)
+                http_log_tail_done (self->http, (uint32_t) ev.size, gov->id,
+                                    ev.message.ptr, ev.message.len);
+            continue;
+        }
         task_t *task = graph_task (self->graph, ev.key);
         //  Only the current attempt, on the governor it was given to, counts:
         //  anything else is a stale or confused report and changes nothing.

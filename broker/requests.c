@@ -560,6 +560,110 @@ s_client_retire (broker_t *self, peer_t *peer, const sq_request_t *q)
     bx_reply_nil (self, peer, q->req);
 }
 
+//  LOG: where to read a task's output. Any session of the client's tenant
+//  (a shell reads what a program submitted); another tenant's is answered
+//  as an unknown one.
+static void
+s_client_log (broker_t *self, peer_t *peer, const sq_request_t *q)
+{
+    char message [200];
+    session_t *session = graph_session (self->graph, q->session);
+    if (!session || s_foreign (peer, session)) {
+        snprintf (message, sizeof message, "session %u is not open", q->session);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_SESSION, message, 0);
+        return;
+    }
+    task_t *task = graph_task (self->graph, sq_key (session->id, q->id));
+    if (!task) {
+        snprintf (message, sizeof message, "%u is not a task of session %u", q->id, session->id);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_UNKNOWN_ID,
+                        message, q->id);
+        return;
+    }
+    //  The latest: the current attempt while the task is not done (it may
+    //  wait to run again), else the last that ran.
+    uint32_t attempt = q->attempt >= 0? (uint32_t) q->attempt
+                     : task->state < TASK_FINISHED || !task->ran_gov? task->attempt
+                     : task->ran_attempt;
+    gov_t *gov = NULL;
+    const char *state;
+    if (task->ran_gov && attempt == task->ran_attempt) {
+        gov = bx_gov_by_id (self, task->ran_gov);
+        if (!gov) {
+            snprintf (message, sizeof message, "log lost with governor %u (attempt %u of task %u)",
+                      task->ran_gov, attempt, q->id);
+            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_LOST,
+                            message, q->id);
+            return;
+        }
+        bool current = task->gov == gov && task->attempt == attempt;
+        state = current && task->state == TASK_RUNNING? "running"
+              : current && task->state == TASK_ASSIGNED? "assigned": "ended";
+    }
+    else
+    if (attempt == task->attempt && task->state < TASK_FINISHED)
+        state = "waiting";      //  not given to a governor yet
+    else
+    if (attempt == task->attempt)
+        state = "ended";        //  ended without running here (cancelled, upstream failed)
+    else
+    if (attempt > task->attempt) {
+        snprintf (message, sizeof message, "task %u has no attempt %u (its latest is %u)",
+                  q->id, attempt, task->attempt);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_UNKNOWN_ID,
+                        message, q->id);
+        return;
+    }
+    else {
+        snprintf (message, sizeof message, "where attempt %u of task %u ran is not known "
+                  "(only the latest attempt's governor is kept)", attempt, q->id);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_UNKNOWN_ID,
+                        message, q->id);
+        return;
+    }
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, q->req);
+    sq_pack_logwhere_head (&self->out.pk, attempt, state);
+    if (gov) {
+        uint8_t cap [SQ_CAP_SIZE];
+        if (self->auth)
+            sq_cap_mint (gov->secret, peer->key_bin, task->key,
+                         sq_wall_ms () + (uint64_t) self->config.capability_ttl_ms, SQ_CAP_LOG, cap);
+        sq_pack_where (&self->out.pk, gov->id, gov->serve_endpoint, gov->has_key? gov->key: NULL,
+                       self->auth? cap: NULL, SQ_CAP_SIZE);
+    }
+    else
+        msgpack_pack_nil (&self->out.pk);
+    bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+}
+
+int
+broker_log_tail (broker_t *self, uint32_t session_id, uint32_t task_id, uint32_t stream,
+                 uint32_t req, uint32_t *attempt, char *why, size_t why_size)
+{
+    session_t *session = graph_session (self->graph, session_id);
+    task_t *task = session? graph_task (self->graph, sq_key (session->id, task_id)): NULL;
+    if (!task) {
+        snprintf (why, why_size, "no task %u in session %u", task_id, session_id);
+        return -1;
+    }
+    if (!task->ran_gov) {
+        snprintf (why, why_size, "task %u has not run yet", task_id);
+        return -1;
+    }
+    gov_t *gov = bx_gov_by_id (self, task->ran_gov);
+    if (!gov) {
+        snprintf (why, why_size, "log lost with governor %u", task->ran_gov);
+        return -1;
+    }
+    *attempt = task->ran_attempt;
+    sq_logtail_t q = { req, task->key, task->ran_attempt, stream };
+    sq_wbuf_reset (&self->out);
+    sq_logtail_encode (&self->out, &q);
+    bx_send_to (self, gov->identity, gov->identity_size, &self->out, NULL);
+    return 0;
+}
+
 void
 bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req)
 {
@@ -595,7 +699,7 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
         }
     }
     if (q.type != SQ_MSG_SESSION_OPEN && q.type != SQ_MSG_INFO && q.type != SQ_MSG_PING
-    &&  q.type != SQ_MSG_RESUME && q.type != SQ_MSG_RETIRE) {
+    &&  q.type != SQ_MSG_RESUME && q.type != SQ_MSG_RETIRE && q.type != SQ_MSG_LOG) {
         session = s_client_session (self, peer, q.session, q.req);
         if (!session) {
             sq_request_release (&q);
@@ -654,6 +758,9 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
                 watches_fetch (self->watches, peer, q.req, session, q.id, deadline);
             break;
         }
+        case SQ_MSG_LOG:
+            s_client_log (self, peer, &q);
+            break;
         case SQ_MSG_INFO:
             s_client_info (self, peer, q.req);
             break;

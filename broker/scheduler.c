@@ -657,6 +657,13 @@ s_consider (scheduler_t *self, const task_t *task, gov_t *gov, s_pick_t *best)
     //  machine-specific fault, or memory): any other is better.
     if (task_extra (task)->last_gov == gov->id && self->n_govs > 1)
         load += 1e9;
+    //  A task whose gpus are taken there would wait in its queue (a
+    //  governor starts a task only on free devices): one with them free
+    //  is better, whatever the copies or the load.
+    if (!gov_gpus_free (gov, task)) {
+        cost += 1e15;
+        load += 1e12;
+    }
     if (!best->gov || cost < best->cost
     ||  (cost == best->cost && (bytes > best->bytes || (bytes == best->bytes && load < best->load))))
         *best = (s_pick_t) { gov, cost, bytes, load, best->weigh };

@@ -239,3 +239,101 @@ sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_bl
         sq_client_governor_forget (self, endpoint);
     return rc;
 }
+
+//  --------------------------------------------------------------------------
+//  Task output (LOG to the broker, then LOGREAD on the governor that ran
+//  it): the broker only says where; the bytes come from the governor.
+
+int
+sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t attempt, int stream,
+               uint64_t offset, size_t max, char **data, size_t *size, uint64_t *next,
+               uint32_t *attempt_out, int *state)
+{
+    *data = NULL;
+    *size = 0;
+    *next = offset;
+    *state = SQ_LOG_WAITING;
+    if ((stream != SQ_LOG_STDOUT && stream != SQ_LOG_STDERR) || attempt < -1
+    ||  attempt > UINT32_MAX)
+        return sq_client_seterr (self, SQ_E_INVALID, task, 0,
+                                 "stream must be 1 (stdout) or 2 (stderr), attempt -1 or one");
+    if (max == 0 || max > SQ_LOGREAD_MAX)
+        max = SQ_LOGREAD_MAX;
+    uint32_t req = sq_client_next_req (self);
+    sq_request_t request = {
+        .type = SQ_MSG_LOG, .req = req, .session = session, .id = task,
+        .attempt = attempt, .stream = (uint32_t) stream
+    };
+    sq_wbuf_reset (&self->w);
+    sq_request_encode (&self->w, &request);
+    sq_reply_t reply;
+    sq_logwhere_t where;
+    sq_errbuf_t err;
+    if (sq_client_call (self, req, NULL, 0, SQ_CLIENT_CALL_TIMEOUT, &reply))
+        return sq_client_errcode (self);
+    if (sq_logwhere_decode (&where, reply.body, reply.body_size, &err))
+        return sq_client_seterr (self, SQ_E_PROTOCOL, task, 0, "malformed LOG reply: %s", err.text);
+    if (attempt_out)
+        *attempt_out = where.attempt;
+    bool ended = mpr_str_eq (where.state, "ended");
+    bool assigned = mpr_str_eq (where.state, "assigned");
+    if (!where.located) {
+        *state = ended? SQ_LOG_NONE: SQ_LOG_WAITING;
+        return 0;
+    }
+    sq_target_t target;
+    if (where.where.endpoint.len < 7 || memcmp (where.where.endpoint.ptr, "tcp://", 6)
+    ||  sq_target_from (&target, &where.where))
+        return sq_client_seterr (self, SQ_E_PROTOCOL, task, 0, "malformed LOG reply: endpoint");
+    void *socket = sq_client_governor_socket (self, &target);
+    if (!socket)
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to governor at %s: %s",
+                                 target.endpoint, zmq_strerror (errno));
+    uint64_t key = sq_key (session, task);
+    req = sq_client_next_req (self);
+    sq_logread_t q = {
+        .req = req, .key = key, .attempt = where.attempt, .stream = (uint32_t) stream,
+        .offset = offset, .length = max,
+        .capability = { (const char *) target.capability, (uint32_t) target.capability_size }
+    };
+    sq_wbuf_reset (&self->w);
+    sq_logread_encode (&self->w, &q);
+    if (sq_send (socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT))
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
+                                 target.endpoint, zmq_strerror (errno));
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    uint32_t got_req;
+    int rc = s_next_reply (self, socket, target.endpoint, key, req, 1, 0,
+                           SQ_CLIENT_CALL_TIMEOUT, "a log read", &msg, &reply, &got_req);
+    if (rc == 0 && reply.code == SQ_E_UNKNOWN_ID && assigned)
+        *state = SQ_LOG_WAITING;        //  given to it, not started there yet
+    else
+    if (rc == 0 && reply.code != SQ_OK)
+        rc = sq_client_seterr (self, (int) reply.code, task, 0, "%.*s",
+                               (int) reply.message.len, reply.message.ptr);
+    else
+    if (rc == 0) {
+        uint64_t total;
+        bool done;
+        if (sq_logpart_decode (reply.body, reply.body_size, next, &total, &done, &err)
+        ||  msg.n != 2 || sq_msg_size (&msg, 1) > max + 256)
+            rc = sq_client_seterr (self, SQ_E_PROTOCOL, task, 0,
+                                   "governor at %s sent a malformed log read reply",
+                                   target.endpoint);
+        else {
+            size_t n = sq_msg_size (&msg, 1);
+            *data = (char *) malloc (n + 1);
+            if (!*data)
+                rc = sq_client_seterr (self, SQ_E_NOMEM, task, 0, "out of memory");
+            else {
+                memcpy (*data, sq_msg_data (&msg, 1), n);
+                (*data) [n] = 0;
+                *size = n;
+                *state = done? SQ_LOG_DONE: SQ_LOG_RUNNING;
+            }
+        }
+    }
+    sq_msg_release (&msg);
+    return rc;
+}

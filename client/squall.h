@@ -86,6 +86,29 @@ int sq_client_info (sq_client_t *self, char **json);
 //  holds are copied away, then it leaves (docs/protocol.md, RETIRE).
 //  Returns once the drain started. With keys, only an admin key may.
 int sq_client_retire (sq_client_t *self, uint32_t governor);
+//  A task's output: its stdout (stream SQ_LOG_STDOUT) or stderr
+//  (SQ_LOG_STDERR) as the governor that ran it keeps it, from byte `offset`
+//  of attempt `attempt` (-1: the latest) of task `task` of `session` (any
+//  session of this client's tenant). Past the governor's --log-limit (or
+//  the task's `log_limit`) only the head and the tail are kept, and a
+//  marker line says how many bytes were dropped between. *data (freed
+//  with sq_free, NUL-terminated; NULL when nothing came) holds at most
+//  `max` bytes (0: 4 MiB) plus a marker; read on from *next. *attempt_out
+//  (if not NULL) is the attempt read; *state: SQ_LOG_WAITING (not started:
+//  nothing yet), SQ_LOG_RUNNING (more may come: call again from *next),
+//  SQ_LOG_DONE (the attempt ended and everything was read), SQ_LOG_NONE
+//  (it ended without running on a governor this broker knows). A log of
+//  a governor that died fails with SQ_E_LOST ("log lost with governor N").
+//  Returns SQ_OK or the error code (sq_client_errmsg says why).
+#define SQ_LOG_STDOUT 1
+#define SQ_LOG_STDERR 2
+#define SQ_LOG_WAITING 0
+#define SQ_LOG_RUNNING 1
+#define SQ_LOG_DONE 2
+#define SQ_LOG_NONE 3
+int sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t attempt,
+                   int stream, uint64_t offset, size_t max, char **data, size_t *size,
+                   uint64_t *next, uint32_t *attempt_out, int *state);
 //  Closes a session by its id, whichever connection has it (its tasks are
 //  cancelled, its objects freed): one a killed client left detached, or
 //  another client's of the same tenant (with keys; an admin key: any).

@@ -547,6 +547,9 @@ sq_msg_name (uint32_t type)
         case SQ_MSG_RETIRE: return "RETIRE";
         case SQ_MSG_DELETE: return "DELETE";
         case SQ_MSG_PLACE: return "PLACE";
+        case SQ_MSG_LOG: return "LOG";
+        case SQ_MSG_LOGREAD: return "LOGREAD";
+        case SQ_MSG_LOGTAIL: return "LOGTAIL";
         case SQ_MSG_DRAIN: return "DRAIN";
         case SQ_MSG_LEAVE: return "LEAVE";
         case SQ_MSG_STREAM: return "STREAM";

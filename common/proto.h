@@ -43,6 +43,7 @@ typedef enum {
     SQ_MSG_RETIRE = 22,         //  client -> broker: drain a governor and let it leave
     SQ_MSG_DELETE = 23,         //  client -> broker: free objects now, whoever keeps them
     SQ_MSG_PLACE = 24,          //  client -> broker: replicate or move an object, or say where it is
+    SQ_MSG_LOG = 25,            //  client -> broker: where to read a task's output
     SQ_MSG_SESSIONS = 26,       //  client -> broker: the jobs and sessions it may see
     SQ_MSG_ATTACH = 27,         //  client -> broker: take a job onto this connection
     SQ_MSG_SESSION_WAIT = 28,   //  client -> broker: until every task of a session ended
@@ -64,6 +65,7 @@ typedef enum {
     SQ_MSG_LEAVE = 46,          //  broker -> governor: drained; it may exit
     SQ_MSG_STREAM = 47,         //  broker -> governor: consumers that read a stream it makes
     SQ_MSG_UNSTREAM = 48,       //  broker -> governor: consumers that will not read it
+    SQ_MSG_LOGTAIL = 49,        //  broker -> governor: the last bytes of a task's output
     SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
     SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
     SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
@@ -71,7 +73,8 @@ typedef enum {
     SQ_MSG_SCREDIT = 64,        //  governor -> governor: a stream's consumer read more, or ended
     SQ_MSG_GFETCH = 70,         //  client -> governor (serve socket)
     SQ_MSG_GREAD = 71,          //  client -> governor: one range of an object
-    SQ_MSG_PUT = 72             //  client -> governor: one range of an upload
+    SQ_MSG_PUT = 72,            //  client -> governor: one range of an upload
+    SQ_MSG_LOGREAD = 73         //  client -> governor: a range of a task's output
 } sq_msg_type_t;
 
 //  Events inside UPDATE
@@ -87,6 +90,7 @@ typedef enum {
     SQ_EV_RUNNING = 9,          //  reattach inventory: a task attempt running here
     SQ_EV_INVENTORY = 10,       //  reattach inventory: complete
     SQ_EV_STREAMED = 11,        //  bytes of a stream written so far (progress)
+    SQ_EV_LOGTAIL = 12,         //  the answer to a LOGTAIL
     //  Nested tasks: a running task waits on tasks it submitted and gave
     //  its cpus back (squall.secede), or took them again (rejoin); the
     //  public half of a key pair its squall.get_client() connects with.
@@ -279,12 +283,18 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    DELETE [23, req, session, [ids]]             body: nil
 //    PLACE [24, req, session, id, [governors], copies, flags, timeout_ms]
 //           body: [governor ids holding it] once the copies asked for are there
+//    LOG [25, req, session, task, attempt: i64 (-1: the latest), stream]
+//           body: sq_pack_logwhere (below)
+#define SQ_LOG_STDOUT 1
+#define SQ_LOG_STDERR 2
 typedef struct {
     uint32_t type;
     uint32_t req;
     uint32_t session;
     uint32_t mode;              //  WAIT
-    uint32_t id;                //  FETCH, UPLOAD
+    uint32_t id;                //  FETCH, UPLOAD, LOG (the task)
+    int64_t attempt;            //  LOG: -1 the latest
+    uint32_t stream;            //  LOG: SQ_LOG_STDOUT or SQ_LOG_STDERR
     int64_t timeout_ms;         //  WAIT, FETCH: < 0 for ever
     uint64_t size;              //  UPLOAD
     uint32_t governor;          //  UPLOAD: where the client wants it, 0 any; RETIRE
@@ -517,6 +527,17 @@ int sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task);
 //  RESUBMIT reply body [n].
 void sq_pack_count (msgpack_packer *pk, uint64_t n);
 int sq_count_decode (const uint8_t *body, size_t size, uint64_t *n, sq_errbuf_t *err);
+//  LOG reply body [attempt: u32, state: str, where|nil]: state "waiting"
+//  (not started: where nil), "running" or "ended"; where as sq_pack_where
+//  (the capability's right SQ_CAP_LOG, for the task's key).
+void sq_pack_logwhere_head (msgpack_packer *pk, uint32_t attempt, const char *state);
+typedef struct {
+    uint32_t attempt;
+    mpr_str_t state;
+    bool located;
+    sq_where_t where;
+} sq_logwhere_t;
+int sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err);
 
 //  RESUME reply body [max_id].
 void sq_pack_resumed (msgpack_packer *pk, uint32_t max_id);
@@ -643,8 +664,8 @@ typedef struct {
     uint32_t reason;            //  FAILED: SQ_FAIL_*
     uint64_t key;               //  task (FINISHED/FAILED/STARTED/RUNNING) or object
     uint32_t attempt;           //  a task's; HELD: the object's version
-    uint64_t size;              //  LOCATED, UPLOADED, HELD
-    mpr_str_t message;          //  FAILED
+    uint64_t size;              //  LOCATED, UPLOADED, HELD; LOGTAIL: its request number
+    mpr_str_t message;          //  FAILED; LOGTAIL: the bytes (bin)
     bool has_exit_code;         //  FAILED: an execute program's exit status was said
     int32_t exit_code;          //  negative: the signal that killed it
     uint64_t duration_us;
@@ -654,6 +675,21 @@ typedef struct {
     mpr_str_t public_key;       //  TASKKEY: 32 bytes
 } sq_event_t;
 
+
+//  LOGTAIL [49, req, task, attempt, stream] (broker -> governor): the last
+//  at most SQ_LOGTAIL_MAX bytes of a task's output (the dashboard), answered
+//  with the event [12 LOGTAIL, task, attempt, req, bytes: bin].
+#define SQ_LOGTAIL_MAX 4096
+typedef struct {
+    uint32_t req;
+    uint64_t key;
+    uint32_t attempt;
+    uint32_t stream;
+} sq_logtail_t;
+int sq_logtail_decode (sq_logtail_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_logtail_encode (sq_wbuf_t *w, const sq_logtail_t *logtail);
+void sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint32_t req,
+                            const void *data, size_t size);
 
 int sq_update_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
 int sq_update_next (sq_iter_t *self, sq_event_t *event);
@@ -934,6 +970,28 @@ typedef struct {
 
 int sq_put_decode (sq_put_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_put_encode (sq_wbuf_t *w, const sq_put_t *put);
+
+//  Serve socket: LOGREAD [73, req, task: key, attempt, stream, offset,
+//  length, capability|nil] -> REPLY body [next: uint, total: uint, done:
+//  bool] + one payload frame: the task's output from `offset` (a marker
+//  line where bytes were dropped over the log limit); read on from `next`.
+//  length at most SQ_LOGREAD_MAX.
+#define SQ_LOGREAD_MAX (4u << 20)
+typedef struct {
+    uint32_t req;
+    uint64_t key;
+    uint32_t attempt;
+    uint32_t stream;
+    uint64_t offset;
+    uint64_t length;
+    mpr_str_t capability;
+} sq_logread_t;
+
+int sq_logread_decode (sq_logread_t *self, const void *data, size_t size, sq_errbuf_t *err);
+void sq_logread_encode (sq_wbuf_t *w, const sq_logread_t *logread);
+void sq_pack_logpart (msgpack_packer *pk, uint64_t next, uint64_t total, bool done);
+int sq_logpart_decode (const uint8_t *body, size_t size, uint64_t *next, uint64_t *total,
+                       bool *done, sq_errbuf_t *err);
 
 //  Resource names: "cpus" is the one every governor and task has.
 #define SQ_RES_CPUS "cpus"

@@ -76,7 +76,7 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             fields = 4; break;
         case SQ_MSG_FETCH: case SQ_MSG_SESSIONS:
             fields = 5; break;
-        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: case SQ_MSG_TASKS:
+        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: case SQ_MSG_TASKS: case SQ_MSG_LOG:
             fields = 6; break;
         case SQ_MSG_PLACE:
             fields = 8; break;
@@ -159,6 +159,18 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             mpr_field (&r, "timeout_ms");
             mpr_int (&r, &self->timeout_ms);
             break;
+        case SQ_MSG_LOG:
+            mpr_field (&r, "task");
+            mpr_u32 (&r, &self->id);
+            mpr_field (&r, "attempt");
+            mpr_int (&r, &self->attempt);
+            if (mpr_ok (&r) && (self->attempt < -1 || self->attempt > UINT32_MAX))
+                mpr_fail (&r, "not -1 (the latest) or an attempt number");
+            mpr_field (&r, "stream");
+            mpr_u32 (&r, &self->stream);
+            if (mpr_ok (&r) && self->stream != SQ_LOG_STDOUT && self->stream != SQ_LOG_STDERR)
+                mpr_fail (&r, "not 1 (stdout) or 2 (stderr)");
+            break;
         case SQ_MSG_RESUME:
             mpr_field (&r, "token");
             mpr_bin (&r, &self->token, SQ_TOKEN_LEN);
@@ -218,7 +230,7 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
         case SQ_MSG_RESUBMIT:
             fields = 4; break;
         case SQ_MSG_FETCH: case SQ_MSG_SESSIONS: fields = 5; break;
-        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: case SQ_MSG_TASKS: fields = 6; break;
+        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: case SQ_MSG_TASKS: case SQ_MSG_LOG: fields = 6; break;
         case SQ_MSG_PLACE: fields = 8; break;
         default: break;
     }
@@ -279,6 +291,11 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
         case SQ_MSG_FETCH:
             msgpack_pack_uint32 (pk, q->id);
             msgpack_pack_int64 (pk, q->timeout_ms);
+            break;
+        case SQ_MSG_LOG:
+            msgpack_pack_uint32 (pk, q->id);
+            msgpack_pack_int64 (pk, q->attempt);
+            msgpack_pack_uint32 (pk, q->stream);
             break;
         case SQ_MSG_RESUME:
             msgpack_pack_bin (pk, q->token.len);
@@ -388,6 +405,36 @@ sq_fetched_decode (sq_fetched_t *self, const uint8_t *body, size_t size, sq_errb
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return sqp_error (&r, err, "FETCH reply");
+    return 0;
+}
+
+void
+sq_pack_logwhere_head (msgpack_packer *pk, uint32_t attempt, const char *state)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, attempt);
+    sq_pack_cstr (pk, state);
+}
+
+int
+sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array_exact (&r, 3);
+    mpr_field (&r, "attempt");
+    mpr_u32 (&r, &self->attempt);
+    mpr_field (&r, "state");
+    mpr_str (&r, &self->state, SQ_MAX_NAME);
+    if (mpr_ok (&r) && !mpr_try_nil (&r)) {
+        self->located = true;
+        sq_where_read (&r, &self->where);
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "LOG reply");
     return 0;
 }
 

@@ -288,6 +288,81 @@ sq_put_encode (sq_wbuf_t *w, const sq_put_t *m)
     sqp_pack_bin_or_nil (&w->pk, (const uint8_t *) m->capability.ptr, m->capability.len);
 }
 
+int
+sq_logread_decode (sq_logread_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    sqp_begin (&r, data, size, SQ_MSG_LOGREAD, 8);
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "task");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, "attempt");
+    mpr_u32 (&r, &self->attempt);
+    mpr_field (&r, "stream");
+    mpr_u32 (&r, &self->stream);
+    if (mpr_ok (&r) && self->stream != SQ_LOG_STDOUT && self->stream != SQ_LOG_STDERR)
+        mpr_fail (&r, "not 1 (stdout) or 2 (stderr)");
+    mpr_field (&r, "offset");
+    mpr_uint (&r, &self->offset);
+    mpr_field (&r, "length");
+    mpr_uint (&r, &self->length);
+    if (mpr_ok (&r) && self->length > SQ_LOGREAD_MAX)
+        mpr_fail (&r, "longer than a log read may be");
+    mpr_field (&r, "capability");
+    sqp_opt_bin_max (&r, &self->capability, SQ_CAP_MAX);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "LOGREAD");
+    return 0;
+}
+
+void
+sq_logread_encode (sq_wbuf_t *w, const sq_logread_t *m)
+{
+    msgpack_pack_array (&w->pk, 8);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_LOGREAD);
+    msgpack_pack_uint32 (&w->pk, m->req);
+    msgpack_pack_uint64 (&w->pk, m->key);
+    msgpack_pack_uint32 (&w->pk, m->attempt);
+    msgpack_pack_uint32 (&w->pk, m->stream);
+    msgpack_pack_uint64 (&w->pk, m->offset);
+    msgpack_pack_uint64 (&w->pk, m->length);
+    sqp_pack_bin_or_nil (&w->pk, (const uint8_t *) m->capability.ptr, m->capability.len);
+}
+
+void
+sq_pack_logpart (msgpack_packer *pk, uint64_t next, uint64_t total, bool done)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint64 (pk, next);
+    msgpack_pack_uint64 (pk, total);
+    if (done)
+        msgpack_pack_true (pk);
+    else
+        msgpack_pack_false (pk);
+}
+
+int
+sq_logpart_decode (const uint8_t *body, size_t size, uint64_t *next, uint64_t *total,
+                   bool *done, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array_exact (&r, 3);
+    mpr_field (&r, "next");
+    mpr_uint (&r, next);
+    mpr_field (&r, "total");
+    mpr_uint (&r, total);
+    mpr_field (&r, "done");
+    mpr_bool (&r, done);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "LOGREAD reply");
+    return 0;
+}
+
 void
 sq_pack_served (msgpack_packer *pk, uint64_t size, const char *content_type)
 {

@@ -103,6 +103,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
         return sqp_error (r, self->err, "UPDATE");
     uint32_t want = ev->type == SQ_EV_FINISHED? 5:
                     ev->type == SQ_EV_STREAMED? 3:
+                    ev->type == SQ_EV_LOGTAIL? 5:
                     ev->type == SQ_EV_FAILED? 6:
                     ev->type == SQ_EV_STARTED? 3:
                     ev->type == SQ_EV_RETRACTED? 3:
@@ -183,6 +184,15 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
         case SQ_EV_RUNNING:
             mpr_field (r, "event.attempt");
             mpr_u32 (r, &ev->attempt);
+            break;
+        case SQ_EV_LOGTAIL:
+            mpr_field (r, "event.attempt");
+            mpr_u32 (r, &ev->attempt);
+            mpr_field (r, "event.req");
+            if (mpr_uint (r, &ev->size) == 0 && ev->size > UINT32_MAX)
+                mpr_fail (r, "over u32");
+            mpr_field (r, "event.bytes");
+            mpr_bin (r, &ev->message, SQ_LOGTAIL_MAX);
             break;
         case SQ_EV_HELD:
             mpr_field (r, "event.version");
@@ -629,6 +639,51 @@ sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t c
     msgpack_pack_uint64 (pk, key);
     msgpack_pack_uint32 (pk, version);
     msgpack_pack_uint64 (pk, consumer);
+}
+
+int
+sq_logtail_decode (sq_logtail_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    sqp_begin (&r, data, size, SQ_MSG_LOGTAIL, 5);
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "task");
+    mpr_uint (&r, &self->key);
+    mpr_field (&r, "attempt");
+    mpr_u32 (&r, &self->attempt);
+    mpr_field (&r, "stream");
+    mpr_u32 (&r, &self->stream);
+    if (mpr_ok (&r) && self->stream != SQ_LOG_STDOUT && self->stream != SQ_LOG_STDERR)
+        mpr_fail (&r, "not 1 (stdout) or 2 (stderr)");
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "LOGTAIL");
+    return 0;
+}
+
+void
+sq_logtail_encode (sq_wbuf_t *w, const sq_logtail_t *m)
+{
+    msgpack_pack_array (&w->pk, 5);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_LOGTAIL);
+    msgpack_pack_uint32 (&w->pk, m->req);
+    msgpack_pack_uint64 (&w->pk, m->key);
+    msgpack_pack_uint32 (&w->pk, m->attempt);
+    msgpack_pack_uint32 (&w->pk, m->stream);
+}
+
+void
+sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint32_t req,
+                       const void *data, size_t size)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, SQ_EV_LOGTAIL);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+    msgpack_pack_uint32 (pk, req);
+    msgpack_pack_bin (pk, size);
+    msgpack_pack_bin_body (pk, data, size);
 }
 
 void

@@ -166,6 +166,8 @@ s_path_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_out)
     return have & 1? NULL: "'path' is required";
 }
 
+static unsigned s_log_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key);
+
 static unsigned
 s_execute_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t n_out)
 {
@@ -190,6 +192,9 @@ s_execute_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint
         s_str_array (r, &self->out_paths, &self->n_out_paths);
         return 8;
     }
+    if (mpr_str_eq (key, "log_limit") || mpr_str_eq (key, "stdout_path")
+    ||  mpr_str_eq (key, "stderr_path"))
+        return s_log_key (self, r, key);
     bool in = mpr_str_eq (key, "stdin");
     if (!in && !mpr_str_eq (key, "stdout"))
         return 0;
@@ -232,10 +237,39 @@ s_execute_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_o
     return NULL;
 }
 
+//  Keys every kind that runs code has: `log_limit`, the bytes of each of
+//  stdout and stderr its governor keeps (head and tail), 0 the governor's
+//  --log-limit.
+#define S_LOG_LIMIT_MAX (1ull << 40)
+static unsigned
+s_log_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key)
+{
+    bool out = mpr_str_eq (key, "stdout_path");
+    if (out || mpr_str_eq (key, "stderr_path")) {
+        //  Written there instead of kept: an absolute path on the governor,
+        //  opened as the task.
+        mpr_str_t *path = out? &self->stdout_path: &self->stderr_path;
+        mpr_field (r, out? "stdout_path": "stderr_path");
+        if (mpr_str (r, path, 4096) == 0
+        &&  (path->len == 0 || path->ptr [0] != '/' || !s_no_nul (*path)))
+            mpr_fail (r, "must be an absolute path without NUL");
+        return out? 0x200: 0x400;
+    }
+    if (!mpr_str_eq (key, "log_limit"))
+        return 0;
+    mpr_field (r, "log_limit");
+    if (mpr_uint (r, &self->log_limit) == 0 && self->log_limit > S_LOG_LIMIT_MAX)
+        mpr_fail (r, "over 1 TiB");
+    return 0x100;
+}
+
 static unsigned
 s_py_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t n_out)
 {
     (void) n_in; (void) n_out;
+    if (mpr_str_eq (key, "log_limit") || mpr_str_eq (key, "stdout_path")
+    ||  mpr_str_eq (key, "stderr_path"))
+        return s_log_key (self, r, key);
     if (mpr_str_eq (key, "fn")) {
         mpr_field (r, "fn");
         if (mpr_bin (r, &self->fn, SQ_MAX_CONFIG) == 0 && self->fn.len == 0)

@@ -56,6 +56,11 @@ typedef struct {
     bool actor;
     uint32_t call;              //  0: not a call
     mpr_str_t method;
+    //  execute and py: bytes of stdout and of stderr kept (0: the governor's);
+    //  files (absolute paths) they are written to instead, or empty
+    uint64_t log_limit;
+    mpr_str_t stdout_path;
+    mpr_str_t stderr_path;
 } sq_taskconf_t;
 
 //  Decodes and checks a config against the task's kind and its numbers of

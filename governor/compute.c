@@ -18,6 +18,7 @@
 #include "transfer.h"
 #include "stream.h"
 #include "serve.h"
+#include "tasklog.h"
 #include "heap.h"
 #include "cgroup.h"
 #include "wire.h"
@@ -95,6 +96,8 @@ struct _compute_t {
     uint64_t res_used [SQ_MAX_RESOURCES];
     gpus_t *gpus;               //  devices (--gpus), NULL: none named
     uint64_t next_memcheck_ns;
+    tasklog_t *tasklog;         //  every task's stdout and stderr
+    bool piped_logged;          //  s_pipe: the task's log was started
     //  The cgroup the governor runs in (store_set_box), looked at while
     //  tasks run; NULL: none.
     cgroup_usage_t *box;
@@ -461,6 +464,8 @@ s_unrun (compute_t *self, task_t *task)
         self->n_piped--;
     task->piped = false;
     deadlines_remove (self->deadlines, task);
+    if (self->tasklog)
+        tasklog_end (self->tasklog, task->key, task->attempt);
     //  A py task leaving without its reply (timeout, STOP) kills its executor.
     if (task->kind == SQ_KIND_PY)
         pyexec_abandon (self->pyexec, task);
@@ -567,6 +572,51 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     s_event_added (self);
 }
 
+//  A task's stdout_path / stderr_path (its config): opened as the task
+//  (its tenant's file-system identity, sandbox.h), truncated, in place of
+//  its log descriptors, so that the output goes there instead of being
+//  kept. 0, or -1 with the failure in err (fds unchanged).
+static int
+s_user_outputs (compute_t *self, task_t *task, int fds [2], char *err, size_t err_size)
+{
+    const mpr_str_t *paths [2] = { &task->conf.stdout_path, &task->conf.stderr_path };
+    if (!paths [0]->len && !paths [1]->len)
+        return 0;
+    sandbox_id_t id;
+    if (sandbox_identity (self->sandbox, task->tenant, &id, err, err_size))
+        return -1;
+    int opened [2] = { -1, -1 };
+    int rc = 0;
+    sandbox_fs_enter (&id);
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        if (!paths [i]->len)
+            continue;
+        char path [4100];
+        snprintf (path, sizeof path, "%.*s", (int) paths [i]->len, paths [i]->ptr);
+        if (i == 1 && opened [0] >= 0 && mpr_str_eq (*paths [0], path))
+            opened [1] = dup (opened [0]);      //  one file for both, interleaved
+        else
+            opened [i] = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC
+                                     | O_NOCTTY, 0644);
+        if (opened [i] < 0) {
+            snprintf (err, err_size, "cannot open %s '%s': %s",
+                      i? "stderr_path": "stdout_path", path, strerror (errno));
+            rc = -1;
+        }
+    }
+    sandbox_fs_leave (&id);
+    for (int i = 0; i < 2; i++) {
+        if (rc == 0 && opened [i] >= 0) {
+            close (fds [i]);
+            fds [i] = opened [i];
+        }
+        else
+        if (opened [i] >= 0)
+            close (opened [i]);
+    }
+    return rc;
+}
+
 //  A py task's stream pipes: the governor's ends to the streams, the
 //  executor's into theirs (input's first). 0, or -1 with self->err.
 static int
@@ -634,8 +684,28 @@ s_start (compute_t *self, task_t *task)
     }
     else
     if (task->kind == SQ_KIND_EXECUTE) {
+        int log_fds [2] = { -1, -1 };
+        char stderr_log [4096];
+        bool logged = self->tasklog
+            && tasklog_start (self->tasklog, task->key, task->attempt, task->conf.log_limit,
+                              log_fds, self->err, sizeof self->err) == 0;
+        if (logged)
+            tasklog_path (self->tasklog, task->key, task->attempt, 2, stderr_log, sizeof stderr_log);
+        else
+        if (self->tasklog)
+            sq_warn ("%s", self->err);
+        if (logged && s_user_outputs (self, task, log_fds, self->err, sizeof self->err)) {
+            close (log_fds [0]);
+            close (log_fds [1]);
+            s_complete (self, task, -1, self->err);
+            return;
+        }
         task->exec = execute_new (task, self->store, self->workdir, self->sandbox,
+                                  logged? log_fds: NULL, logged? stderr_log: NULL,
                                   self->err, sizeof self->err);
+        for (int i = 0; i < 2; i++)
+            if (log_fds [i] >= 0)
+                close (log_fds [i]);
         if (!task->exec) {
             s_complete (self, task, -1, self->err);
             return;
@@ -672,13 +742,32 @@ s_start (compute_t *self, task_t *task)
     if (task->kind == SQ_KIND_PY) {
         //  Streams are pipes here too: ours go to the streams, the
         //  executor's ends with the task (pyexec.c).
-        int theirs [2], n_theirs = 0;
+        int theirs [4], n_theirs = 0;
         if (s_py_stream_pipes (self, task, theirs, &n_theirs)) {
             s_complete (self, task, -1, self->err);
             return;
         }
+        //  Its log descriptors follow (not for a call: the actor's
+        //  executor is told nothing of them, and its calls share its log).
+        bool logged = false;
+        if (self->tasklog && !task->conf.call) {
+            char why [256];
+            logged = tasklog_start (self->tasklog, task->key, task->attempt, task->conf.log_limit,
+                                    theirs + n_theirs, why, sizeof why) == 0;
+            if (logged)
+                n_theirs += 2;
+            else
+                sq_warn ("%s", why);
+            if (logged && s_user_outputs (self, task, theirs + n_theirs - 2, self->err,
+                                          sizeof self->err)) {
+                for (int i = 0; i < n_theirs; i++)
+                    close (theirs [i]);
+                s_complete (self, task, -1, self->err);
+                return;
+            }
+        }
         int rc = pyexec_start (self->pyexec, task, self->store, theirs, (size_t) n_theirs,
-                               self->err, sizeof self->err);
+                               logged, self->err, sizeof self->err);
         for (int i = 0; i < n_theirs; i++)
             close (theirs [i]);
         if (rc) {
@@ -713,6 +802,32 @@ s_unwait (compute_t *self, task_t *task)
                 s_unpin (task);
             }
     }
+}
+
+//  A piped task's log descriptors, opened only once an executor takes it
+//  (pyexec_pipe's callback): a task tried for piping and not piped costs
+//  no files. 0, or -1 (it is not piped: a stdout_path it cannot open fails
+//  it when it starts the usual way).
+static int
+s_pipe_log (void *arg, task_t *task, int fds [2])
+{
+    compute_t *self = (compute_t *) arg;
+    char why [256];
+    if (!self->tasklog)
+        return 0;               //  no capture: the executor's fds stay
+    if (tasklog_start (self->tasklog, task->key, task->attempt, task->conf.log_limit,
+                       fds, why, sizeof why)) {
+        sq_warn ("%s", why);
+        return 0;
+    }
+    self->piped_logged = true;
+    if (s_user_outputs (self, task, fds, why, sizeof why)) {
+        close (fds [0]);
+        close (fds [1]);
+        fds [0] = fds [1] = -1;
+        return -1;
+    }
+    return 0;
 }
 
 static bool s_pipe (compute_t *self, task_t *task);
@@ -750,8 +865,15 @@ s_pipe_chains (compute_t *self)
 static bool
 s_pipe (compute_t *self, task_t *task)
 {
-    if (task->kind != SQ_KIND_PY || pyexec_pipe (self->pyexec, task, self->store))
+    if (task->kind != SQ_KIND_PY)
         return false;
+    self->piped_logged = false;
+    int rc = pyexec_pipe (self->pyexec, task, self->store, s_pipe_log, self);
+    if (rc) {
+        if (self->piped_logged)
+            tasklog_end (self->tasklog, task->key, task->attempt);
+        return false;
+    }
     if (task->state == TASK_READY)
         s_ready_unlink (self, task);
     else
@@ -803,11 +925,13 @@ s_schedule (compute_t *self)
 //  tasks run.
 #define S_MEMCHECK_NS 200000000ull
 
-//  ms until the next memory check, -1 when no running task has a limit.
+//  ms until the next memory check (and log trim), -1 when no running task
+//  has a limit and none runs.
 static long
 s_memcheck_due (compute_t *self)
 {
-    bool limited = pyexec_limited (self->pyexec);
+    //  Running tasks' logs are trimmed at the same pace (tasklog_trim).
+    bool limited = pyexec_limited (self->pyexec) || (self->tasklog && self->n_running > 0);
     for (size_t i = 0; i < self->n_execs && !limited; i++)
         limited = self->execs [i]->memory > 0;
     if (!limited)
@@ -824,6 +948,8 @@ s_check_memory (compute_t *self)
     if (now < self->next_memcheck_ns)
         return;
     self->next_memcheck_ns = now + S_MEMCHECK_NS;
+    if (self->tasklog)
+        tasklog_trim (self->tasklog);
     for (size_t i = 0; i < self->n_execs; ) {
         task_t *task = self->execs [i];
         uint64_t rss = task->memory? execute_rss (task->exec): 0;
@@ -1210,6 +1336,25 @@ s_on_stop (compute_t *self, sq_msg_t *msg)
 
 //  Work stealing: the broker asks for tasks back; only those not started
 //  are given (RETRACTED), so none runs twice and none is lost.
+//  LOGTAIL: the last bytes of a task's output, for the dashboard; answered
+//  in the next UPDATE (empty when no such log is kept here).
+static void
+s_on_logtail (compute_t *self, sq_msg_t *msg)
+{
+    sq_logtail_t q;
+    sq_errbuf_t err;
+    if (sq_logtail_decode (&q, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad LOGTAIL: %s", err.text);
+        return;
+    }
+    char tail [SQ_LOGTAIL_MAX + 1];
+    tail [0] = 0;
+    if (self->tasklog)
+        tasklog_tail (self->tasklog, q.key, q.attempt, q.stream, tail, sizeof tail);
+    sq_pack_logtail_event (&self->events.pk, q.key, q.attempt, q.req, tail, strlen (tail));
+    s_event_added (self);
+}
+
 static void
 s_on_retract (compute_t *self, sq_msg_t *msg)
 {
@@ -1332,6 +1477,11 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     &&  type == SQ_MSG_GREAD)
         serve_gread (self->store, self->pipe, msg);
     else
+    if (route == GOV_ROUTE_SERVE && msg->n == 3 && !msg->truncated
+    &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
+    &&  type == SQ_MSG_LOGREAD)
+        serve_logread (self->tasklog, self->pipe, msg);
+    else
     if (route == GOV_ROUTE_SERVE && msg->n == 4 && !msg->truncated
     &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
     &&  type == SQ_MSG_PUT)
@@ -1376,6 +1526,9 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     else
     if (route == GOV_ROUTE_BROKER && type == SQ_MSG_RETRACT)
         s_on_retract (self, msg);
+    else
+    if (route == GOV_ROUTE_BROKER && type == SQ_MSG_LOGTAIL)
+        s_on_logtail (self, msg);
     else
         sq_warn ("unexpected message type %u from '%c'; discarded", type, route);
 }
@@ -1673,6 +1826,11 @@ compute_new (const compute_args_t *args)
     self->deadlines = deadlines_new ();
     self->sandbox = sandbox_new (args->task_uid_first, args->task_uid_count);
     self->pyexec = self->sandbox? pyexec_new (self->cpus, self->workdir, self->sandbox): NULL;
+    if (self->workdir) {
+        char log_dir [4096];
+        snprintf (log_dir, sizeof log_dir, "%s/logs", self->workdir);
+        self->tasklog = tasklog_new (log_dir, args->log_limit);
+    }
     self->cap_items = 16;
     self->items = (zmq_pollitem_t *) calloc (self->cap_items, sizeof (zmq_pollitem_t));
     self->item_tasks = (task_t **) calloc (self->cap_items, sizeof (task_t *));
@@ -1761,6 +1919,7 @@ compute_destroy (compute_t **self_p)
     cgroup_usage_destroy (&self->box);
     free (self->data_endpoint);
     pyexec_destroy (&self->pyexec);
+    tasklog_destroy (&self->tasklog);
     sandbox_destroy (&self->sandbox);
     free (self->execs);
     free (self->items);

@@ -32,6 +32,7 @@ typedef struct {
     //  The broker's public key, for the clients of tasks that submit
     //  tasks (squall.get_client()); NULL without keys.
     const uint8_t *broker_key;
+    uint64_t log_limit;         //  kept of each task's stdout and stderr (0: tasklog's default)
 } compute_args_t;
 
 compute_t *compute_new (const compute_args_t *args);

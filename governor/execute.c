@@ -29,6 +29,8 @@ struct _execute_t {
     char *stdin_path;           //  files beside it, outside the program's view
     char *stdout_path;
     char *stderr_path;
+    bool stderr_logged;         //  stderr_path is the task's log (tasklog.c), not ours
+    const int *log_fds;         //  while it starts: its fds 1 and 2, or NULL
     char *argv0;
     char *home;                 //  "HOME=dir"
     //  Streams: the governor's ends of the pipes that are the program's
@@ -232,9 +234,12 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
             : (sandbox_fd_t) { 0, -1, task->conf.stdin_input >= 0? self->stdin_path: "/dev/null",
                                O_RDONLY, 0 },
         out_pipe [1] >= 0? (sandbox_fd_t) { 1, out_pipe [1], NULL, 0, 0 }
+            : task->conf.stdout_output < 0 && self->log_fds
+            ? (sandbox_fd_t) { 1, self->log_fds [0], NULL, 0, 0 }
             : (sandbox_fd_t) { 1, -1, task->conf.stdout_output >= 0? self->stdout_path: "/dev/null",
                                O_WRONLY | O_CREAT | O_TRUNC, 0600 },
-        { 2, -1, self->stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0600 }
+        self->log_fds? (sandbox_fd_t) { 2, self->log_fds [1], NULL, 0, 0 }
+            : (sandbox_fd_t) { 2, -1, self->stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0600 }
     };
     //  In its own process group, so that a kill takes its children too.
     sandbox_spawn_t how = {
@@ -265,7 +270,7 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
 
 execute_t *
 execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandbox,
-             char *err, size_t err_size)
+             const int *log_fds, const char *stderr_log, char *err, size_t err_size)
 {
     execute_t *self = (execute_t *) calloc (1, sizeof *self);
     if (!self) {
@@ -277,7 +282,10 @@ execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandb
     self->dir = s_printf ("%s/task-%" PRIx64 "-%u", workdir, task->key, task->attempt);
     self->stdin_path = s_printf ("%s.stdin", self->dir? self->dir: "");
     self->stdout_path = s_printf ("%s.stdout", self->dir? self->dir: "");
-    self->stderr_path = s_printf ("%s.stderr", self->dir? self->dir: "");
+    self->stderr_logged = log_fds && stderr_log;
+    self->log_fds = self->stderr_logged? log_fds: NULL;
+    self->stderr_path = self->stderr_logged? strdup (stderr_log)
+                      : s_printf ("%s.stderr", self->dir? self->dir: "");
     self->argv0 = mpr_strdup (task->conf.args [0]);
     self->home = s_printf ("HOME=%s", self->dir? self->dir: "");
     if (!self->dir || !self->stdin_path || !self->stdout_path || !self->stderr_path
@@ -301,7 +309,9 @@ execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandb
     sandbox_fs_enter (&self->id);
     int rc = s_write_inputs (self, task, store, err, err_size);
     sandbox_fs_leave (&self->id);
-    if (rc || s_spawn (self, task, err, err_size)) {
+    rc = rc || s_spawn (self, task, err, err_size);
+    self->log_fds = NULL;       //  the caller's
+    if (rc) {
         execute_destroy (&self);
         return NULL;
     }
@@ -328,7 +338,8 @@ execute_destroy (execute_t **self_p)
     if (self->dir) {
         files_rmtree (self->dir);
         unlink (self->stdout_path);
-        unlink (self->stderr_path);
+        if (!self->stderr_logged)
+            unlink (self->stderr_path);
         //  stdin_path may be the program's own input file, inside dir.
         unlink (self->stdin_path);
     }

@@ -20,9 +20,12 @@
 //  Writes the inputs and starts the program, as the identity the sandbox
 //  gives the task's tenant (its directory is that identity's, mode 0700).
 //  NULL with a message in err when the task fails before running (the
-//  directory is removed then).
+//  directory is removed then). log_fds: the task's log descriptors
+//  (tasklog.h) for its fds 2 and, unless stdout is an output, 1, and
+//  stderr_log the stderr log's path (failure messages quote its tail); or
+//  NULL, NULL (stderr to a file of its own, stdout nowhere).
 execute_t *execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandbox,
-                        char *err, size_t err_size);
+                        const int *log_fds, const char *stderr_log, char *err, size_t err_size);
 void execute_destroy (execute_t **self_p);
 //  Resident memory of the program and everything it started (its process
 //  group), in bytes; 0 once it exited.

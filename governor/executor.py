@@ -26,7 +26,9 @@ length followed by the body, so that both sides need nothing but `struct`.
       blocks the function: that is the stream's flow control), and is
       empty in the reply.
       A run frame's op may have bit 0x80 set (a task piped behind
-      another): the executor says when it starts it.
+      another): the executor says when it starts it. Bit 0x40: the first
+      byte also carries, after any stream pipes, the task's two log
+      descriptors, which are its fds 1 and 2 while it runs (tasklog.c).
       or u8 5 (cancel), u32 number: the run frame (ops 1 to 4, numbered
       from 1 in the order they came) not to run, if not run yet
   executor -> governor, one reply per run frame, in their order:
@@ -77,6 +79,7 @@ the client pickled by value) are used.
 import base64
 import collections
 import collections.abc
+import contextlib
 import io
 import os
 import pickle
@@ -111,11 +114,12 @@ _U64 = struct.Struct("<Q")
 #   Frames are read up to this much at a time; a bigger one is read on
 #   into a buffer of its own.
 _RECV_MAX = 1 << 16
-_ANC_SPACE = socket.CMSG_SPACE(2 * 4)
+_ANC_SPACE = socket.CMSG_SPACE(4 * 4)    # two stream pipes and two log descriptors
 _OP_CANCEL = 5
 #   A run frame's op with this bit: a piped task, whose start the governor
 #   must be told of (it counts from then): u8 3, u64 CLOCK_MONOTONIC ns.
 _OP_TELL = 0x80
+_OP_LOGS = 0x40     # the frame's first byte also carries the task's log fds (1, 2)
 _STARTED = b"\3"
 #   The first message, once preloaded: u8 4, u64 resident bytes now (a
 #   task's memory limit counts from there on a new executor).
@@ -285,6 +289,58 @@ def _write_stream(fd, chunks):
             view = view[n:]
 
 
+_capturing = False
+_saved_fds = None
+
+
+def _log_warnings(caught):
+    """Warnings are recorded for the client; the task's log shows them too,
+    as Python would have printed them."""
+    if not _capturing:
+        return
+    for w in caught:
+        try:
+            sys.stderr.write(warnings.formatwarning(w.message, w.category, w.filename,
+                                                    w.lineno, w.line))
+        except Exception:   # noqa: BLE001 - a log line must not fail the task
+            pass
+
+
+def _flush_std():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:   # noqa: BLE001 - a closed or replaced stream
+            pass
+
+
+@contextlib.contextmanager
+def _captured(log_fds):
+    """The task's fds 1 and 2 are its log files (the governor's tasklog) for
+    its duration: print, logging, warnings and C code writing to fd 1 or 2
+    all land there, at the descriptor level."""
+    global _capturing, _saved_fds
+    if not log_fds:
+        yield
+        return
+    _flush_std()
+    if _saved_fds is None:
+        #   The executor's own fds 1 and 2 (the governor's log), kept once.
+        _saved_fds = (os.dup(1), os.dup(2))
+    try:
+        os.dup2(log_fds[0], 1)
+        os.dup2(log_fds[1], 2)
+        _capturing = True
+        yield
+    finally:
+        _capturing = False
+        _flush_std()
+        os.dup2(_saved_fds[0], 1)
+        os.dup2(_saved_fds[1], 2)
+        for fd in log_fds:
+            os.close(fd)
+
+
 def _run(body, fds=(), number=0):
     global _actor
     view = memoryview(body)
@@ -361,11 +417,14 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
     with warnings.catch_warnings(record=True) as caught:
         #   Record every warning: the client's filters decide which to show.
         warnings.simplefilter("always")
-        if args_len:
-            args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
-            result = fn(*args, **kwargs)
-        else:
-            result = fn(*inputs)
+        try:
+            if args_len:
+                args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
+                result = fn(*args, **kwargs)
+            else:
+                result = fn(*inputs)
+        finally:
+            _log_warnings(caught)
 
     if op == 2:
         _actor = result
@@ -536,25 +595,38 @@ class _Frames:
         self._eof = False
 
     def _recv(self, block):
+        """One read; True if it got bytes."""
         try:
             data, anc, _, _ = self._sock.recvmsg(
                 _RECV_MAX, _ANC_SPACE, 0 if block else socket.MSG_DONTWAIT)
         except BlockingIOError:
-            return
+            return False
         for level, kind, payload in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 count = len(payload) // 4
                 self.fds.extend(struct.unpack("%di" % count, payload[:4 * count]))
         if data:
             self._buf += data
-        else:
-            self._eof = True
+            return True
+        self._eof = True
+        return False
+
+    def _recv_all(self, block):
+        """What there is: a read stops where descriptors came with the next
+        bytes (every task's frame brings its log's), so read on until none
+        is left (up to a read's worth), or the cancels behind piped tasks
+        would be seen late."""
+        if self._recv(block):
+            #   A big frame's rest is read straight into its own buffer
+            #   (read), not gathered here.
+            while len(self._buf) < _RECV_MAX and self._recv(False):
+                pass
 
     def read(self, block):
         """The whole frames there are now, waiting for one if block and
         there is none; None at the end of the file (the governor is gone)."""
         frames = []
-        self._recv(block)
+        self._recv_all(block)
         while True:
             buf = self._buf
             while len(buf) >= 8:
@@ -580,7 +652,7 @@ class _Frames:
                 return frames
             if self._eof:
                 return None
-            self._recv(True)
+            self._recv_all(True)
 
 
 def _die_with_governor(governor_pid):
@@ -716,6 +788,12 @@ def main():
     if "" not in sys.path:
         sys.path.insert(0, "")
     _preload()
+    #   A task's prints reach its log (and `squall log --follow`) as lines.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)
+        except Exception:   # noqa: BLE001 - not a TextIOWrapper
+            pass
     sock = _sock = socket.socket(fileno=int(sys.argv[1]))
     sock.sendall(_U64.pack(9) + _READY + _U64.pack(_resident()))
     frames = _frames = _Frames(sock)
@@ -748,9 +826,25 @@ def main():
             _send(sock, out)
             continue
         done, body = queue.popleft()
+        log_fds = ()
+        if body[0] & _OP_LOGS:
+            #   Its log descriptors came after its stream pipes.
+            body[0] &= ~_OP_LOGS
+            op = body[0] & ~_OP_TELL
+            if op == 4:
+                stream_in, stream_out = _STREAMS.unpack_from(body, _HEAD.size)
+                skip = (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM)
+            else:
+                skip = 0
+            if len(frames.fds) >= skip + 2:
+                log_fds = (frames.fds[skip], frames.fds[skip + 1])
+                del frames.fds[skip]
+                del frames.fds[skip]
         if done in cancelled:
             cancelled.discard(done)
             parts = [_SKIPPED]
+            for fd in log_fds:
+                os.close(fd)
         else:
             if body[0] & _OP_TELL:
                 body[0] &= ~_OP_TELL
@@ -765,7 +859,8 @@ def main():
                 _number = done
                 _set_running(True)
                 try:
-                    parts = _run(body, fds, done)
+                    with _captured(log_fds):
+                        parts = _run(body, fds, done)
                 finally:
                     _set_running(False)
                     _task_ended()

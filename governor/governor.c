@@ -134,6 +134,7 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
         .broker_key = self->config->has_keys? self->config->broker_key: NULL,
         .task_uid_count = self->config->task_uid_count,
         .memory_limit = self->config->store_limit,
+        .log_limit = self->config->log_limit,
         .box_memory = self->config->box_memory, .data_endpoint = receiver_data_endpoint (receiver),
         .n_resources = self->config->n_resources, .resources = self->config->resources,
         .gpus = self->config->gpus

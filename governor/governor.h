@@ -35,6 +35,7 @@ typedef struct {
                                 //  CUDA_VISIBLE_DEVICES, NULL: none
     int heartbeat_ms;           //  until the broker says otherwise
     uint64_t memory;            //  the governor's memory in bytes (0: none)
+    uint64_t log_limit;         //  --log-limit (0: tasklog's default)
     uint64_t store_limit;       //  its store's part of it (store_budget; 0: none)
     uint64_t box_memory;        //  its cgroup's memory limit (0: none)
     bool reconnect;             //  on a lost broker: reconnect (else exit 3)

@@ -93,6 +93,10 @@ static const char *s_usage =
     "  --workdir DIR          where task directories go, made if missing\n"
     "                         (default: a fresh\n"
     "                         /tmp/squall-governor-XXXXXX, removed at exit)\n"
+    "  --log-limit SIZE       of each task's stdout and of its stderr, per attempt,\n"
+    "                         keep this much: its first and last halves, the\n"
+    "                         bytes between counted as dropped (default 1MiB;\n"
+    "                         a task's own `log_limit` overrides it)\n"
     "  --memory SIZE          the governor's memory, e.g. 4GiB (default: physical\n"
     "                         memory, or the cgroup's limit); its object store\n"
     "                         gets what the copy heap (a quarter), 128MiB per\n"
@@ -283,6 +287,7 @@ main (int argc, char *argv [])
         { "resource", required_argument, NULL, 'r' },
         { "gpus", required_argument, NULL, 'g' },
         { "memory", required_argument, NULL, 'M' },
+        { "log-limit", required_argument, NULL, 'O' },
         { "prefault", required_argument, NULL, 'F' },
         { "heartbeat-ms", required_argument, NULL, 'H' },
         { "no-reconnect", no_argument, NULL, 'R' },
@@ -337,6 +342,12 @@ main (int argc, char *argv [])
             case 'l': config.listen_host = optarg; break;
             case 'a': config.advertise = optarg; break;
             case 'w': user_workdir = optarg; break;
+            case 'O':
+                if (sq_parse_size (optarg, &config.log_limit) || config.log_limit < 2
+                ||  config.log_limit > (1ull << 40))
+                    return s_bad ("--log-limit needs a size between 2 bytes and 1TiB, e.g. 1MiB",
+                                  optarg);
+                break;
             case 'M':
                 if (sq_parse_size (optarg, &config.memory) || config.memory < (1u << 20))
                     return s_bad ("--memory needs a size of at least 1MiB, e.g. 4GiB", optarg);

@@ -38,6 +38,11 @@ extern char **environ;
 //  with the time), since only it knows.
 #define S_OP_CANCEL 5
 #define S_OP_TELL 0x80
+//  The run frame's first byte also carries the task's log descriptors
+//  (tasklog.c), after its stream pipes: its fds 1 and 2 while it runs.
+#define S_OP_LOGS 0x40
+//  Descriptors that go with a run frame: its stream pipes, its logs.
+#define S_FDS_MAX 4
 #define S_REPLY_STARTED 3
 //  The executor's first message: u8 4, u64 its resident bytes once it is
 //  ready for tasks (what memory limits count from on a new executor).
@@ -167,7 +172,12 @@ s_write_with_fds (int fd, const uint8_t *data, size_t size, const int *fds, size
 {
     if (n_fds == 0)
         return s_write_all (fd, data, size);
-    char control [CMSG_SPACE (2 * sizeof (int))];
+    //  Two stream pipes and two log descriptors at most.
+    char control [CMSG_SPACE (S_FDS_MAX * sizeof (int))];
+    if (n_fds > S_FDS_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
     memset (control, 0, sizeof control);
     struct iovec iov = { (void *) data, 1 };
     struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
@@ -802,7 +812,7 @@ s_start_call (pyexec_t *self, task_t *task, uint8_t *frame, size_t size,
 
 int
 pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds,
-              char *err, size_t err_size)
+              bool log_fds, char *err, size_t err_size)
 {
     size_t size = 0;
     uint8_t *frame = s_encode (task, store, NULL, 0, &size);
@@ -827,6 +837,7 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
             snprintf (err, err_size, "out of memory on the governor");
             break;
         }
+        frame [8] |= log_fds? S_OP_LOGS: 0;
         if (s_write_with_fds (ex->fd, frame, size, fds, n_fds) == 0) {
             ex->task = task;
             ex->task_rss = ex->ready && task->memory? s_rss (ex->pid): 0;
@@ -882,7 +893,7 @@ pyexec_tail (pyexec_t *self, size_t *cursor)
 }
 
 int
-pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
+pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fds, void *arg)
 {
     if (!s_pipeable (task))
         return -1;
@@ -922,18 +933,41 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store)
     uint8_t *frame = s_encode (task, store, tail, tail_seq, &size);
     if (!frame)
         return -1;
-    frame [8] |= S_OP_TELL;
+    int fds [2] = { -1, -1 };
+    size_t n_fds = 0;
+    if (log_fds && log_fds (arg, task, fds)) {
+        free (frame);
+        return -1;
+    }
+    if (fds [0] >= 0 && fds [1] >= 0)
+        n_fds = 2;
+    frame [8] |= S_OP_TELL | (n_fds? S_OP_LOGS: 0);
     //  The executor is busy: a frame the socket cannot take now waits for
     //  a free cpu instead of holding the compute thread. One it took in
     //  part is finished: the executor reads all it is sent between tasks
     //  (a write that fails means it died: its end of file hands the task
     //  back, PYEXEC_UNRUN).
     ssize_t n;
-    while ((n = send (best->fd, frame, size, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
+    char control [CMSG_SPACE (S_FDS_MAX * sizeof (int))];
+    memset (control, 0, sizeof control);
+    struct iovec iov = { frame, size };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (n_fds) {
+        mh.msg_control = control;
+        mh.msg_controllen = CMSG_SPACE (n_fds * sizeof (int));
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR (&mh);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN (n_fds * sizeof (int));
+        memcpy (CMSG_DATA (cmsg), fds, n_fds * sizeof (int));
+    }
+    while ((n = sendmsg (best->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
         ;
     if (n > 0 && (size_t) n < size)
         s_write_all (best->fd, frame + n, size - (size_t) n);
     free (frame);
+    for (size_t i = 0; i < n_fds; i++)
+        close (fds [i]);
     if (n <= 0)
         return -1;
     best->piped [best->n_piped++] = (s_piped_t) { task, ++best->seq };

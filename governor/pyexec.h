@@ -40,10 +40,11 @@ pyexec_t *pyexec_new (uint32_t cpus, const char *workdir, sandbox_t *sandbox);
 void pyexec_destroy (pyexec_t **self_p);
 //  Sends the task (its config and its inputs from the store) to an idle
 //  executor, starting one if needed, with fds (the executor's ends of the
-//  task's stream pipes: its stream input's, then its stream output's; the
-//  caller closes its copies). 0, or -1 with the failure message.
+//  task's stream pipes: its stream input's, then its stream output's, then
+//  with log_fds its two log descriptors (tasklog.h); the caller closes its
+//  copies). 0, or -1 with the failure message.
 int pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size_t n_fds,
-                  char *err, size_t err_size);
+                  bool log_fds, char *err, size_t err_size);
 //  Pipelining: writes a small plain task to an executor busy with another
 //  such task, to run when that one is done; it holds no cpus until then
 //  (PYEXEC_RUNS says when it takes over the cpu of the one before). Its
@@ -51,7 +52,12 @@ int pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, 
 //  written last to that executor, which keeps them for it (if it cannot,
 //  the task comes back PYEXEC_UNRUN). 0, or -1 when it cannot be (not
 //  plain, too big, no executor to take it, or the socket is full).
-int pyexec_pipe (pyexec_t *self, task_t *task, store_t *store);
+//  log_fds, once an executor is chosen, gives the task's two log
+//  descriptors (0; both -1: none), which go with its frame and are closed
+//  here, or refuses (-1: the task is not piped then). May be NULL.
+typedef int (pyexec_log_fn) (void *arg, task_t *task, int fds [2]);
+int pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fds,
+                 void *arg);
 //  Chains: the tasks written last to executors that may take another
 //  behind them, one per call from *cursor (start at 0); NULL at the end.
 task_t *pyexec_tail (pyexec_t *self, size_t *cursor);

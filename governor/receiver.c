@@ -595,6 +595,13 @@ s_serve_allowed (receiver_t *self, sq_msg_t *msg)
         key = g.key, cap = g.capability;
     }
     else
+    if (type == SQ_MSG_LOGREAD) {
+        sq_logread_t l;
+        if (sq_logread_decode (&l, data, size, &err))
+            return true;
+        key = l.key, cap = l.capability, right = SQ_CAP_LOG;
+    }
+    else
     if (type == SQ_MSG_PUT) {
         sq_put_t p;
         if (sq_put_decode (&p, data, size, &err))
@@ -680,7 +687,8 @@ s_on_broker (receiver_t *self, sq_msg_t *msg)
         return;                 //  nothing else counts before the welcome
     }
     if (type == SQ_MSG_ASSIGN || type == SQ_MSG_SEND || type == SQ_MSG_DROP || type == SQ_MSG_STOP
-    ||  type == SQ_MSG_RETRACT || type == SQ_MSG_STREAM || type == SQ_MSG_UNSTREAM)
+    ||  type == SQ_MSG_RETRACT || type == SQ_MSG_STREAM || type == SQ_MSG_UNSTREAM
+    ||  type == SQ_MSG_LOGTAIL)
         s_pass_byte (self, GOV_ROUTE_BROKER, msg);
     else
     if (type == SQ_MSG_KEYS)

@@ -8,6 +8,7 @@
 #include "route.h"
 #include "wire.h"
 #include "log.h"
+#include <stdlib.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -128,3 +129,44 @@ serve_put (transfer_t *transfer, void *pipe, sq_msg_t *msg)
     s_reply (pipe, msg, &reply, NULL, 0, "PUT");
 }
 
+
+//  msg: [S][identity][LOGREAD]. A range of a task's stdout or stderr.
+void
+serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg)
+{
+    char why [512];
+    sq_errbuf_t err;
+    sq_logread_t q;
+    if (sq_logread_decode (&q, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
+        sq_warn ("bad LOGREAD: %s", err.text);
+        return;
+    }
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    uint8_t *data = NULL;
+    size_t size = 0;
+    uint64_t next = 0, total = 0;
+    bool done = false;
+    zmq_msg_t payload;
+    size_t n_payloads = 0;
+    if (tasklog && tasklog_read (tasklog, q.key, q.attempt, q.stream, q.offset, q.length,
+                                 &data, &size, &next, &total, &done) == 0) {
+        if (zmq_msg_init_size (&payload, size) == 0) {
+            if (size)
+                memcpy (zmq_msg_data (&payload), data, size);
+            sq_reply_begin (&reply, q.req);
+            sq_pack_logpart (&reply.pk, next, total, done);
+            n_payloads = 1;
+        }
+        else
+            sq_reply_encode_error (&reply, q.req, SQ_E_NOMEM, "out of memory on the governor",
+                                   sq_key_id (q.key), 0);
+    }
+    else {
+        snprintf (why, sizeof why, "no log of attempt %u of task %u/%u is kept by this governor",
+                  q.attempt, sq_key_session (q.key), sq_key_id (q.key));
+        sq_reply_encode_error (&reply, q.req, SQ_E_UNKNOWN_ID, why, sq_key_id (q.key), 0);
+    }
+    free (data);
+    s_reply (pipe, msg, &reply, &payload, n_payloads, "LOGREAD");
+}

@@ -7,10 +7,13 @@
 
 #include "store.h"
 #include "transfer.h"
+#include "tasklog.h"
 #include "wire.h"
 
 void serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg);
 void serve_gread (store_t *store, void *pipe, sq_msg_t *msg);
 void serve_put (transfer_t *transfer, void *pipe, sq_msg_t *msg);
+//  LOGREAD: a range of a task's output (tasklog.h); tasklog may be NULL.
+void serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg);
 
 #endif

@@ -6,7 +6,8 @@ manifests: one broker with its journal on a volume and its keys, probes on
 the HTTP port, Prometheus annotations, governors whose resources are their
 --cpus and --memory, keys from the Secret, a drain before they go, a
 governor container of root's (six capabilities) that runs tasks under
---task-uids, or with governors.taskUids=none as the pod's user. That the
+--task-uids, or with governors.taskUids=none as the pod's user, GPUs as
+devices with governors.gpus. That the
 validator refuses a broken manifest is checked too, so a pass means
 something. Nothing here talks to a cluster (none exists here).
 
@@ -78,6 +79,7 @@ def main():
                   "broker.service.type=LoadBalancer", "governors.drainTimeoutSeconds=120",
                   "broker.journal.storageClassName=fast", "governors.prefault=0",
                   "governors.taskUids=none"],
+        "gpus": ["auth.secretName=k", "auth.governorSecretName=g", "governors.gpus=2"],
     }
     tmp = tempfile.mkdtemp(prefix="squall-helm-")
     try:
@@ -210,6 +212,12 @@ def main():
         check(egov["args"][egov["args"].index("--task-uids") + 1] == "none"
               and egov["securityContext"] == {"allowPrivilegeEscalation": False},
               "governors.taskUids=none: the governor runs as the pod's user, tasks as it")
+        check("--gpus" not in gargs and "nvidia.com/gpu" not in
+              gspec["containers"][0]["resources"]["limits"], "no GPUs by default")
+        ggov = docs["gpus"]["StatefulSet/demo-squall-governor"]["spec"]["template"]["spec"]["containers"][0]
+        check(ggov["args"][ggov["args"].index("--gpus") + 1] == "auto"
+              and ggov["resources"]["limits"]["nvidia.com/gpu"] == "2",
+              "governors.gpus=2: two GPUs per pod, offered as devices (--gpus auto)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("test_helm: all passed (rendered and validated only: no cluster ran the chart)")

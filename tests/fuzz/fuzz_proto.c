@@ -277,7 +277,10 @@ s_fuzz_request (const uint8_t *data, size_t size)
             && again.mode == q.mode && again.id == q.id && again.timeout_ms == q.timeout_ms
             && again.n_ids == q.n_ids && again.size == q.size && again.governor == q.governor
             && again.copies == q.copies && again.flags == q.flags
+            && again.attempt == q.attempt && again.stream == q.stream
             && s_str_same (again.token, q.token));
+    FZ_ASSERT (q.type != SQ_MSG_LOG || ((q.stream == SQ_LOG_STDOUT || q.stream == SQ_LOG_STDERR)
+                                        && q.attempt >= -1 && q.attempt <= UINT32_MAX));
     FZ_ASSERT (q.type != SQ_MSG_PLACE || (q.n_ids <= SQ_PLACE_MAX && q.flags <= SQ_PLACE_MOVE));
     FZ_ASSERT (q.n_ids == 0 || memcmp (again.ids, q.ids, q.n_ids * sizeof (uint32_t)) == 0);
     sq_request_release (&again);
@@ -323,16 +326,20 @@ s_fuzz_update (const uint8_t *data, size_t size)
         sq_event_t ev;
         int rc;
         while ((rc = sq_update_next (&it, &ev)) == 1) {
-            FZ_ASSERT ((ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_STREAMED)
+            FZ_ASSERT ((ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_LOGTAIL)
                        || ev.type == SQ_EV_SECEDED || ev.type == SQ_EV_TASKKEY);
             if (ev.type == SQ_EV_TASKKEY) {
                 FZ_ASSERT (ev.public_key.len == 32);
                 s_touch_str (ev.public_key);
             }
-            //  Only events that carry a size have one.
+            //  Only events that carry a size have one (LOGTAIL: its request).
             if (ev.type != SQ_EV_LOCATED && ev.type != SQ_EV_UPLOADED && ev.type != SQ_EV_HELD
-            &&  ev.type != SQ_EV_STREAMED)
+            &&  ev.type != SQ_EV_STREAMED && ev.type != SQ_EV_LOGTAIL)
                 FZ_ASSERT (ev.size == 0);
+            if (ev.type == SQ_EV_LOGTAIL) {
+                s_touch_str (ev.message);
+                FZ_ASSERT (ev.message.len <= SQ_LOGTAIL_MAX && ev.size <= UINT32_MAX);
+            }
             if (ev.type == SQ_EV_INVENTORY)
                 FZ_ASSERT (ev.key == 0);
             if (ev.type == SQ_EV_FAILED) {
@@ -576,10 +583,50 @@ s_fuzz_scredit (const uint8_t *data, size_t size)
 }
 
 static void
+s_fuzz_logread (const uint8_t *data, size_t size)
+{
+    sq_logread_t l;
+    sq_errbuf_t err;
+    if (sq_logread_decode (&l, data, size, &err))
+        return;
+    FZ_ASSERT (l.length <= SQ_LOGREAD_MAX);
+    FZ_ASSERT (l.stream == SQ_LOG_STDOUT || l.stream == SQ_LOG_STDERR);
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_logread_encode (&w, &l);
+    sq_logread_t again;
+    FZ_ASSERT (sq_logread_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.req == l.req && again.key == l.key && again.attempt == l.attempt
+            && again.stream == l.stream && again.offset == l.offset
+            && again.length == l.length && s_str_same (again.capability, l.capability));
+    sq_wbuf_release (&w);
+}
+
+static void
+s_fuzz_logtail (const uint8_t *data, size_t size)
+{
+    sq_logtail_t l;
+    sq_errbuf_t err;
+    if (sq_logtail_decode (&l, data, size, &err))
+        return;
+    FZ_ASSERT (l.stream == SQ_LOG_STDOUT || l.stream == SQ_LOG_STDERR);
+    sq_wbuf_t w;
+    sq_wbuf_init (&w);
+    sq_logtail_encode (&w, &l);
+    sq_logtail_t again;
+    FZ_ASSERT (sq_logtail_decode (&again, w.buf.data, w.buf.size, &err) == 0);
+    FZ_ASSERT (again.req == l.req && again.key == l.key && again.attempt == l.attempt
+            && again.stream == l.stream);
+    sq_wbuf_release (&w);
+}
+
+static void
 s_fuzz_gread (const uint8_t *data, size_t size)
 {
     sq_gread_t g;
     sq_errbuf_t err;
+    s_fuzz_logread (data, size);
+    s_fuzz_logtail (data, size);
     if (sq_gread_decode (&g, data, size, &err))
         return;
     FZ_ASSERT (g.length <= SQ_CHUNK_MAX);
@@ -747,12 +794,34 @@ s_fuzz_where (const uint8_t *data, size_t size)
         s_touch_str (where.key);
         s_touch_str (where.capability);
     }
+    sq_logwhere_t logwhere;
+    if (sq_logwhere_decode (&logwhere, data, size, &err) == 0) {
+        s_touch_str (logwhere.state);
+        if (logwhere.located) {
+            s_touch_str (logwhere.where.endpoint);
+            FZ_ASSERT (logwhere.where.key.len == 0 || logwhere.where.key.len == 32);
+            FZ_ASSERT (logwhere.where.capability.len <= SQ_CAP_MAX);
+        }
+    }
 }
 
 static void
 s_fuzz_replies (const uint8_t *data, size_t size)
 {
     sq_errbuf_t err;
+    uint64_t next, total;
+    bool done;
+    if (sq_logpart_decode (data, size, &next, &total, &done, &err) == 0) {
+        sq_wbuf_t w;
+        sq_wbuf_init (&w);
+        sq_pack_logpart (&w.pk, next, total, done);
+        uint64_t next2, total2;
+        bool done2;
+        FZ_ASSERT (sq_logpart_decode ((const uint8_t *) w.buf.data, w.buf.size, &next2, &total2,
+                                      &done2, &err) == 0
+                   && next2 == next && total2 == total && done2 == done);
+        sq_wbuf_release (&w);
+    }
     sq_iter_t it;
     uint64_t finished, failed;
     if (sq_wait_reply_begin (&it, data, size, 64, &finished, &failed, &err) == 0) {

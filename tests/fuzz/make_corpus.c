@@ -259,6 +259,10 @@ main (int argc, char **argv)
                            .ids = ids, .copies = 3, .flags = SQ_PLACE_MOVE, .timeout_ms = -1 };
     sq_request_encode (&w, &place);
     s_emit (FZ_REQUEST, "place", &w);
+    sq_request_t log = { .type = SQ_MSG_LOG, .req = 43, .session = 1, .id = 5, .attempt = -1,
+                         .stream = SQ_LOG_STDERR };
+    sq_request_encode (&w, &log);
+    s_emit (FZ_REQUEST, "log", &w);
     sq_pack_holders (&w.pk, ids, 3);
     s_emit (FZ_REPLIES, "holders", &w);
     //  Jobs (docs/protocol.md, "Jobs")
@@ -374,6 +378,13 @@ main (int argc, char **argv)
     sq_pack_seceded (&w.pk, sq_key (1, 8), 1, false);
     sq_pack_taskkey (&w.pk, sq_key (1, 8), 1, task_key);
     s_emit (FZ_UPDATE, "nested", &w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    sq_pack_logtail_event (&w.pk, sq_key (1, 7), 2, 9, "last line\n", 10);
+    s_emit (FZ_UPDATE, "logtail", &w);
+    //  LOGTAIL (broker -> governor) shares the GREAD target too.
+    sq_logtail_t logtail = { 9, sq_key (1, 7), 2, SQ_LOG_STDERR };
+    sq_logtail_encode (&w, &logtail);
+    s_emit (FZ_GREAD, "logtail-order", &w);
 
     //  LOAD, HEARTBEAT, BYE
     sq_load_t load = { 2, 10, 1ull << 30, 12345, 77, 1000, 3 };
@@ -475,6 +486,10 @@ main (int argc, char **argv)
     sq_gread_t gread = { 8, sq_key (1, 3), 4096, 1 << 20, { NULL, 0 } };
     sq_gread_encode (&w, &gread);
     s_emit (FZ_GREAD, "gread", &w);
+    //  LOGREAD shares the GREAD target (fuzz_proto tries both decoders).
+    sq_logread_t logread = { 9, sq_key (1, 5), 2, SQ_LOG_STDOUT, 524288, 1 << 20, { NULL, 0 } };
+    sq_logread_encode (&w, &logread);
+    s_emit (FZ_GREAD, "logread", &w);
 
     sq_put_t put = { 11, sq_key (2, 1), 65536, 1 << 20, s_mstr ("application/octet-stream"),
                      { NULL, 0 } };
@@ -550,6 +565,17 @@ main (int argc, char **argv)
         sq_wbuf_reset (&w);
         sq_pack_where (&w.pk, 2, "tcp://10.0.0.6:41002", NULL, NULL, 0);
         s_write (FZ_WHERE, "where", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+        sq_pack_logwhere_head (&w.pk, 1, "running");
+        sq_pack_where (&w.pk, 2, "tcp://10.0.0.6:41002", key, key, 32);
+        s_write (FZ_WHERE, "logwhere", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+        sq_pack_logwhere_head (&w.pk, 0, "waiting");
+        msgpack_pack_nil (&w.pk);
+        s_write (FZ_WHERE, "logwhere-waiting", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+        sq_pack_logpart (&w.pk, 1048576, 10485760, true);
+        s_write (FZ_REPLIES, "logpart", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
         sq_pack_wait_head (&w.pk, 1, 1, 2);
         sq_pack_done (&w.pk, 2, SQ_STATE_FINISHED, 0, NULL);

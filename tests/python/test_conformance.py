@@ -386,6 +386,51 @@ def test_uploads_gread_gfetch_and_their_errors(cluster):
     p.close()
 
 
+def test_log_and_logread_and_their_errors(cluster):
+    """LOG asks the broker where a task's output is; LOGREAD reads it from
+    that governor's serve socket. Malformed LOGs are answered with
+    SQ_E_PROTOCOL, malformed LOGREADs dropped like GREADs."""
+    p, _ = hello(cluster)
+    (session, _), _ = p.ok([10, 2])
+    config = {"args": ["sh", "-c", "echo out; echo err >&2; printf tail"]}
+    p.ok([12, 3, session, [], [[1, "execute", [], [], config, None, 0, 0, 0, "echo"]]])
+    assert p.ok([15, 4, session, 0, [1], 10000])[0][0] == 1
+    body, _ = p.ok([25, 5, session, 1, -1, 1])                                  # LOG
+    attempt, state, where = body
+    assert attempt == 0 and state == "ended"
+    governor, endpoint, serve_key, capability = where
+    assert serve_key is None and capability is None
+    g = Peer(endpoint)
+    key = session << 32 | 1
+    body, payloads = g.ok([73, 1, key, 0, 1, 0, 1 << 20, None])                 # LOGREAD
+    assert body == [8, 8, True] and payloads == [b"out\ntail"]
+    body, payloads = g.ok([73, 2, key, 0, 2, 0, 2, None])
+    assert body == [2, 4, False] and payloads == [b"er"]
+    body, payloads = g.ok([73, 3, key, 0, 1, 99, 10, None])                     # past the end
+    assert body == [8, 8, True] and payloads == [b""]
+    body = g.error([73, 4, key, 1, 1, 0, 10, None], 6)                          # another attempt
+    assert "attempt 1" in body[0]
+    # a stream that is not 1 or 2, a length over 4 MiB: no reply; the next is answered
+    g.send([73, 5, key, 0, 3, 0, 10, None])
+    g.send([73, 6, key, 0, 1, 0, (4 << 20) + 1, None])
+    g.send([73, 7, key, 0, 1, 0, 3, None])
+    assert msgpack.unpackb(g.recv()[0])[1] == 7
+    # LOG's own errors: malformed, unknown task or session, a task not started
+    assert "stream" in p.error([25, 8, session, 1, -1, 3], 1)[0]
+    assert "attempt" in p.error([25, 9, session, 1, -2, 1], 1)[0]
+    p.error([25, 10, session, 1, -1], 1)
+    p.error([25, 11, session, 1, "x", 1], 1)
+    assert p.error([25, 12, session, 77, -1, 1], 6)[1] == 77
+    p.error([25, 13, session + 1000, 1, -1, 1], 11)
+    p.error([25, 14, session, 1, 5, 1], 6)                                      # no such attempt
+    p.ok([12, 15, session, [[3, 0, "", -1, ""]],
+          [[2, "sleep", [], [3], {"seconds": 100}, {"cpus": 64}, 0, 0, 0, "big"]]])
+    body, _ = p.ok([25, 16, session, 2, -1, 1])
+    assert body == [0, "waiting", None]
+    g.close()
+    p.close()
+
+
 def test_error_codes_are_the_documented_table():
     codes = [int(m) for m in re.findall(r"^\| (\d+) \| SQ_", DOC, re.M)]
     assert codes == list(range(27))

@@ -12,7 +12,9 @@ records it. Tokens go back before the task ends, so before the governor
 gives its devices back. The test holds tasks running until it releases
 them, one at a time, and checks what they recorded."""
 import os
+import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -211,3 +213,88 @@ def test_auto_takes_cuda_visible_devices():
         assert devs in ("5", "7")
         both, _ = client.submit(py_env, resources={"gpus": 2}).result(TIMEOUT)
         assert sorted(both.split(",")) == ["5", "7"]
+
+
+def test_local_cluster_and_squall_start_pass_gpus(tmp_path):
+    """LocalCluster(gpus=...) and `squall start --gpus` give every governor
+    its --gpus: the devices are offered, and a task is given one."""
+    with squall.LocalCluster(governors=1, cpus=2, gpus=[0, 3], **cluster_options()) as c:
+        client = c.client()
+        [gov] = client.info()["governors"]
+        assert gov["resources"]["gpus"] == 2
+        devs, _ = client.submit(py_env, resources={"gpus": 1}).result(TIMEOUT)
+        assert devs in ("0", "3")
+    if cluster_options():
+        return                  # `squall start` has no sanitizer wrapper
+    from test_cli_usability import Start
+    with Start(tmp_path, "--gpus", "1,2") as cluster:
+        client = cluster.client()
+        [gov] = client.info()["governors"]
+        assert gov["resources"]["gpus"] == 2
+        with client.session() as s:
+            t = tasks.Execute("printf %s \"$CUDA_VISIBLE_DEVICES\"", stdout=True,
+                              resources={"gpus": 2})
+            t.output.keep()
+            s.submit()
+            assert sorted(t.fetch(TIMEOUT).decode().split(",")) == ["1", "2"]
+        client.close()
+
+
+def test_slurm_jobs_ask_for_gpus_and_offer_them():
+    """`squall slurm governors --gpus N`: the job asks Slurm for N GPUs per
+    node (--gres gpu:N) and its governors offer those (--gpus auto reads the
+    step's CUDA_VISIBLE_DEVICES, not every GPU of the node)."""
+    import unittest.mock
+    from squall import cli, slurm
+    access = {"broker": "tcp://10.0.0.1:7760", "broker_key": "/keys/broker.pub"}
+    with unittest.mock.patch.object(slurm, "cli", cli):
+        script = slurm.governor_script(access, "/keys", "job", gpus=2)
+        assert " --gpus auto" in script
+        assert "--gpus" not in slurm.governor_script(access, "/keys", "job")
+    seen = {}
+
+    def fake_run(argv, **kwargs):
+        seen["argv"] = argv
+        return subprocess.CompletedProcess(argv, 0, "42;cluster\n", "")
+
+    with unittest.mock.patch.object(slurm.subprocess, "run", fake_run), \
+            unittest.mock.patch.object(slurm, "cli", cli):
+        job = slurm._sbatch(access, "/keys", "job", 1, 4, None, None, None,
+                            tempfile.mkdtemp(prefix="squall-slurm-"), gpus=2)
+    assert job == "42"
+    argv = seen["argv"]
+    assert argv[argv.index("--gres") + 1] == "gpu:2"
+
+
+def test_a_whole_device_task_goes_where_devices_are_free(tmp_path):
+    """Governor A holds the input of a gpus=2 task, but two half-device
+    tasks hold one of its two devices; governor B has both free. The
+    broker sends the task to B (it would wait on A behind the halves):
+    it finishes while the halves still hold A's device."""
+    release = tmp_path / "release"
+    with squall.LocalCluster(governors=1, cpus=4, gpus="0,1", **cluster_options()) as c:
+        client = c.client()
+        with client.session() as s:
+            data = tasks.Execute("head -c 2097152 /dev/zero", stdout=True)
+            data.output.keep()
+            s.submit()
+            data.wait(TIMEOUT)
+            halves = [tasks.Execute("touch %s/started-%d; while [ ! -e %s ]; do sleep 0.05; done"
+                                    % (tmp_path, i, release), resources={"gpus": 0.5})
+                      for i in range(2)]
+            s.submit()
+            until(lambda: all((tmp_path / ("started-%d" % i)).exists() for i in range(2)),
+                  "both halves to run on governor A")
+            c.add_governor()
+            until(lambda: len(client.info()["governors"]) == 2, "governor B to join")
+            whole = tasks.Execute("wc -c < x; printf %s \"$CUDA_VISIBLE_DEVICES\"",
+                                  inputs=[("x", data.output)], stdout=True,
+                                  resources={"gpus": 2})
+            whole.output.keep()
+            s.submit()
+            out = whole.fetch(TIMEOUT).decode().split()
+            assert out[0] == "2097152" and sorted(out[1].split(",")) == ["0", "1"]
+            assert not release.exists()
+            release.write_text("")
+            for h in halves:
+                h.wait(TIMEOUT)

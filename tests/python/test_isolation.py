@@ -519,3 +519,46 @@ def test_landlock_warns_of_a_key_and_workdir_tasks_may_read(tmp_path):
     finally:
         gov.terminate()
         gov.wait(TIMEOUT)
+
+
+def test_stdout_path_is_opened_as_the_task(shared):
+    """A task's stdout_path is opened with its tenant's identity, never the
+    governor's: a directory only root may write refuses it, and a file it
+    may write is the task's user's."""
+    import pathlib
+    cluster, a, _, _ = shared
+    top = pathlib.Path(tempfile.mkdtemp(prefix="squall-stdout-path-"))
+    os.chmod(top, 0o755)            # pytest's own directories are root's only
+    closed = top / "root-only"
+    closed.mkdir(mode=0o700)
+    open_dir = top / "anyone"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o777)
+    with a.session() as s:
+        denied = tasks.Execute("echo secret", stdout_path=str(closed / "out"))
+        allowed = tasks.Execute("echo fine", stdout_path=str(open_dir / "out"))
+        s.submit()
+        with pytest.raises(squall.TaskFailed, match="cannot open stdout_path .*Permission denied"):
+            denied.wait(TIMEOUT)
+        allowed.wait(TIMEOUT)
+    assert not (closed / "out").exists()
+    st = os.stat(open_dir / "out")
+    assert FIRST_UID <= st.st_uid < FIRST_UID + 65536
+    assert (open_dir / "out").read_text() == "fine\n"
+    shutil.rmtree(top)
+
+
+def test_tenants_cannot_read_each_others_logs(shared):
+    """Bob's LOG of alice's task is answered as for a session that does not
+    exist; alice reads it."""
+    cluster, a, b, _ = shared
+    with a.session() as s:
+        t = tasks.Execute("echo alice-output")
+        s.submit()
+        t.wait(TIMEOUT)
+        assert a.logs(s.id, t.id) == "alice-output\n"
+        with pytest.raises(squall.SquallError) as theirs:
+            b.logs(s.id, t.id)
+        with pytest.raises(squall.SquallError) as unknown:
+            b.logs(4000000000, t.id)
+        assert str(theirs.value) == str(unknown.value).replace("4000000000", str(s.id))

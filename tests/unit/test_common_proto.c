@@ -526,6 +526,45 @@ s_test_requests (void)
     sq_request_encode (&w, &place);
     CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1);
     CHECK (strstr (err.text, "'governors'") && d.ids == NULL);
+    //  LOG: round trip; attempt -1 (the latest) or one; stream 1 or 2
+    sq_request_t log = { .type = SQ_MSG_LOG, .req = 9, .session = 2, .id = 77, .attempt = -1,
+                         .stream = SQ_LOG_STDOUT };
+    sq_wbuf_reset (&w);
+    sq_request_encode (&w, &log);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (d.type == SQ_MSG_LOG && d.session == 2 && d.id == 77 && d.attempt == -1
+           && d.stream == SQ_LOG_STDOUT);
+    s_check_truncations ("log", s_dec_request, w.buf.data, w.buf.size);
+    log.attempt = -2;
+    sq_wbuf_reset (&w);
+    sq_request_encode (&w, &log);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "'attempt'"));
+    log.attempt = (int64_t) UINT32_MAX + 1;
+    sq_wbuf_reset (&w);
+    sq_request_encode (&w, &log);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1);
+    log.attempt = 3;
+    log.stream = 0;
+    sq_wbuf_reset (&w);
+    sq_request_encode (&w, &log);
+    CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "'stream'"));
+    //  LOG's reply: attempt, state, where or nil
+    {
+        static const uint8_t key [32] = { 7 };
+        sq_logwhere_t lw;
+        sq_wbuf_reset (&w);
+        sq_pack_logwhere_head (&w.pk, 2, "running");
+        sq_pack_where (&w.pk, 5, "tcp://127.0.0.1:5000", key, key, 32);
+        CHECK (sq_logwhere_decode (&lw, (const uint8_t *) w.buf.data, w.buf.size, &err) == 0);
+        CHECK (lw.attempt == 2 && mpr_str_eq (lw.state, "running") && lw.located
+               && lw.where.governor == 5 && lw.where.key.len == 32);
+        sq_wbuf_reset (&w);
+        sq_pack_logwhere_head (&w.pk, 0, "waiting");
+        msgpack_pack_nil (&w.pk);
+        CHECK (sq_logwhere_decode (&lw, (const uint8_t *) w.buf.data, w.buf.size, &err) == 0);
+        CHECK (!lw.located && mpr_str_eq (lw.state, "waiting"));
+        CHECK (sq_logwhere_decode (&lw, (const uint8_t *) w.buf.data, w.buf.size - 1, &err) == -1);
+    }
     //  PLACE's reply: the holders, bounded by the caller's room
     uint32_t got [3], n_got = 9;
     sq_wbuf_reset (&w);

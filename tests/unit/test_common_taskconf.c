@@ -337,6 +337,40 @@ s_test_execute (void)
     CHECK (s_decode (SQ_KIND_EXECUTE, 0, 0, &conf) == 0 && conf.stdin_input == -1 && conf.stdout_output == -1);
     sq_taskconf_release (&conf);
 
+    //  Output kept up to log_limit, or written to absolute files instead
+    pk = s_new ();
+    msgpack_pack_map (pk, 4);
+    sq_pack_cstr (pk, "args");
+    s_strings (pk, args, 1);
+    sq_pack_cstr (pk, "log_limit");
+    msgpack_pack_uint64 (pk, 4096);
+    sq_pack_cstr (pk, "stdout_path");
+    sq_pack_cstr (pk, "/var/out/a.txt");
+    sq_pack_cstr (pk, "stderr_path");
+    sq_pack_cstr (pk, "/var/out/a.err");
+    CHECK (s_decode (SQ_KIND_EXECUTE, 0, 0, &conf) == 0 && conf.log_limit == 4096
+           && mpr_str_eq (conf.stdout_path, "/var/out/a.txt")
+           && mpr_str_eq (conf.stderr_path, "/var/out/a.err"));
+    sq_taskconf_release (&conf);
+    const char *bad_paths [] = { "relative/out", "", "/with\0nul" };
+    for (size_t i = 0; i < 3; i++) {
+        pk = s_new ();
+        msgpack_pack_map (pk, 2);
+        sq_pack_cstr (pk, "args");
+        s_strings (pk, args, 1);
+        sq_pack_cstr (pk, "stdout_path");
+        msgpack_pack_str (pk, i == 2? 10: strlen (bad_paths [i]));
+        msgpack_pack_str_body (pk, bad_paths [i], i == 2? 10: strlen (bad_paths [i]));
+        CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "absolute path"));
+    }
+    pk = s_new ();
+    msgpack_pack_map (pk, 2);
+    sq_pack_cstr (pk, "args");
+    s_strings (pk, args, 1);
+    sq_pack_cstr (pk, "log_limit");
+    msgpack_pack_uint64 (pk, (1ull << 40) + 1);
+    CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "log_limit"));
+
     //  Arity must match the path lists
     s_pack_exec (&good);
     CHECK (s_refuses (SQ_KIND_EXECUTE, 3, 2, "in_paths"));

@@ -74,6 +74,71 @@ main (void)
     CHECK (sq_gread_decode (&gback, w.buf.data, w.buf.size, &err) == -1);
     CHECK (strstr (err.text, "length"));
 
+    //  LOGREAD and its reply: round trip; a stream other than 1 or 2, a
+    //  length over SQ_LOGREAD_MAX, a GREAD or a missing field are refused.
+    sq_wbuf_reset (&w);
+    sq_logread_t lr = { .req = 3, .key = sq_key (2, 9), .attempt = 4, .stream = SQ_LOG_STDERR,
+                        .offset = 1u << 20, .length = SQ_LOGREAD_MAX }, lback;
+    sq_logread_encode (&w, &lr);
+    CHECK (sq_logread_decode (&lback, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (lback.req == 3 && lback.key == sq_key (2, 9) && lback.attempt == 4
+           && lback.stream == SQ_LOG_STDERR && lback.offset == 1u << 20
+           && lback.length == SQ_LOGREAD_MAX && lback.capability.len == 0);
+    for (size_t cut = 0; cut < w.buf.size; cut++)
+        CHECK (sq_logread_decode (&lback, w.buf.data, cut, &err) == -1);
+    CHECK (sq_gread_decode (&gback, w.buf.data, w.buf.size, &err) == -1);
+    sq_wbuf_reset (&w);
+    lr.stream = 3;
+    sq_logread_encode (&w, &lr);
+    CHECK (sq_logread_decode (&lback, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "stream"));
+    sq_wbuf_reset (&w);
+    lr.stream = SQ_LOG_STDOUT;
+    lr.length = (uint64_t) SQ_LOGREAD_MAX + 1;
+    sq_logread_encode (&w, &lr);
+    CHECK (sq_logread_decode (&lback, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "length"));
+    sq_wbuf_reset (&w);
+    sq_pack_logpart (&w.pk, 100, 200, true);
+    uint64_t next = 0, total = 0;
+    bool done = false;
+    CHECK (sq_logpart_decode ((const uint8_t *) w.buf.data, w.buf.size, &next, &total, &done,
+                              &err) == 0);
+    CHECK (next == 100 && total == 200 && done);
+    CHECK (sq_logpart_decode ((const uint8_t *) w.buf.data, w.buf.size - 1, &next, &total, &done,
+                              &err) == -1);
+
+    //  LOGTAIL (broker -> governor) and its answer, the UPDATE event 12
+    sq_wbuf_reset (&w);
+    sq_logtail_t lt = { 5, sq_key (3, 4), 1, SQ_LOG_STDERR }, ltback;
+    sq_logtail_encode (&w, &lt);
+    CHECK (sq_logtail_decode (&ltback, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (ltback.req == 5 && ltback.key == sq_key (3, 4) && ltback.attempt == 1
+           && ltback.stream == SQ_LOG_STDERR);
+    sq_wbuf_reset (&w);
+    lt.stream = 0;
+    sq_logtail_encode (&w, &lt);
+    CHECK (sq_logtail_decode (&ltback, w.buf.data, w.buf.size, &err) == -1);
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    sq_pack_logtail_event (&w.pk, sq_key (3, 4), 1, 5, "tail\n", 5);
+    sq_iter_t it;
+    sq_event_t ev;
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == 1 && ev.type == SQ_EV_LOGTAIL && ev.key == sq_key (3, 4)
+           && ev.attempt == 1 && ev.size == 5 && ev.message.len == 5
+           && memcmp (ev.message.ptr, "tail\n", 5) == 0);
+    CHECK (sq_update_next (&it, &ev) == 0);
+    sq_iter_release (&it);
+    //  more than SQ_LOGTAIL_MAX bytes is malformed
+    static char big [SQ_LOGTAIL_MAX + 1];
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    sq_pack_logtail_event (&w.pk, sq_key (3, 4), 1, 5, big, sizeof big);
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == -1);
+    sq_iter_release (&it);
+
     sq_wbuf_release (&w);
     printf ("test_dataplane_proto: OK\n");
     return 0;

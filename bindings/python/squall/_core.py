@@ -17,6 +17,7 @@ import weakref
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from . import _lib as L
+from . import _logs
 from . import _worker
 from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, TemplatePickler,
                         dumps, function_bytes, loads_result, py_config, py_config_actor,
@@ -34,7 +35,11 @@ _SUBMIT_BUFFER = 1000
 _GATHER_CHUNK = 2000
 #   Task options accepted by submit(), map() and @remote besides the call's
 #   own arguments.
-TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key")
+TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key", "log_limit",
+                "stdout_path", "stderr_path")
+#   Options that are keys of an execute or py task's config (docs/protocol.md
+#   section 7): its output, kept up to log_limit bytes or written to files.
+_LOG_OPTIONS = ("log_limit", "stdout_path", "stderr_path")
 
 #   Blocking calls into the library last at most this long with the client's
 #   lock held; a longer wait is made of such slices, so that other threads
@@ -163,6 +168,39 @@ def _gpus(value: Any) -> float:
     return float(value)
 
 
+def _with_log_options(config: bytes, options: dict) -> bytes:
+    """An execute or py config (a msgpack map) with the log options given
+    added: `log_limit`, the bytes of each of stdout and stderr its governor
+    keeps; `stdout_path` / `stderr_path`, absolute paths on the governor
+    they are written to instead (docs/protocol.md, section 7)."""
+    for name in _LOG_OPTIONS:
+        value = options.get(name)
+        if value is None:
+            continue
+        if name == "log_limit":
+            packed = b"\xcf" + int(value).to_bytes(8, "big")
+        else:
+            raw = os.fsencode(value)
+            if not raw.startswith(b"/") or b"\0" in raw or len(raw) > 4096:
+                raise ValueError("%s must be an absolute path, not %r" % (name, value))
+            packed = b"\xda" + len(raw).to_bytes(2, "big") + raw
+        config = _with_key(config, name.encode(), packed)
+    return config
+
+
+def _with_key(config: bytes, key: bytes, packed: bytes) -> bytes:
+    head = config[0]
+    if 0x80 <= head < 0x8f:
+        out = bytes([head + 1]) + config[1:]
+    elif head == 0x8f:
+        out = b"\xde\x00\x10" + config[1:]
+    elif head == 0xde:
+        out = b"\xde" + (int.from_bytes(config[1:3], "big") + 1).to_bytes(2, "big") + config[3:]
+    else:
+        raise SquallError("log options need a task configured by a map")
+    return out + bytes([0xa0 + len(key)]) + key + packed
+
+
 def _check_options(options: dict) -> None:
     """Refuses task options the library would misread, before anything is
     added."""
@@ -178,6 +216,8 @@ def _check_options(options: dict) -> None:
             _gpus(amount)
         else:
             _count("resource %s" % name, amount)
+    if options.get("log_limit") is not None:
+        _count("log_limit", options["log_limit"])
     if options.get("max_retries"):
         _count("max_retries", options["max_retries"])
     timeout = options.get("timeout")
@@ -225,6 +265,11 @@ class Client:
     link, a broker restarted on its journal) the client reconnects and
     resumes its sessions for up to `resume` seconds: calls in progress just
     take longer.
+    With `forward_logs=True`, what the tasks submitted through this client
+    (submit, map) print comes to this process's stdout and stderr as it
+    comes, each line prefixed with its task (`(task 7 fn) ...`): a thread
+    follows the logs of at most 256 of them at a time, the others waiting
+    their turn (see _LogForwarder).
     Graphs are built in sessions (`with client.session() as s:`);
     `submit` / `map` / `gather` give Dask-style futures; `get` runs Dask
     graphs.
@@ -239,7 +284,7 @@ class Client:
 
     def __init__(self, address: Optional[str] = None, timeout: float = 10.0,
                  secret_key: Optional[str] = None, broker_key: Optional[str] = None,
-                 resume: float = 60.0):
+                 resume: float = 60.0, forward_logs: bool = False):
         self.address = address or os.environ.get("SQUALL_BROKER") or DEFAULT_ADDRESS
         secret_key = secret_key or os.environ.get("SQUALL_SECRET_KEY") or None
         broker_key = broker_key or os.environ.get("SQUALL_BROKER_KEY") or None
@@ -274,6 +319,7 @@ class Client:
         self._watcher: Optional[_Watcher] = None
         self._flush_wanted = threading.Event()
         self._flusher: Optional[threading.Thread] = None
+        self._forwarder: Optional[_LogForwarder] = _LogForwarder(self) if forward_logs else None
 
     # -- errors
     def _errmsg(self) -> str:
@@ -346,6 +392,8 @@ class Client:
         lock = getattr(self, "_lock", None)
         if lock is None:
             return
+        if getattr(self, "_forwarder", None) is not None:
+            self._forwarder.stop()
         with lock:
             if self._watcher is not None:
                 self._watcher.stop()
@@ -430,6 +478,8 @@ class Client:
             s = self._futures_session()
             future = s._recorded_call(lambda: s._future_task(fn, args, kwargs, options))
             self._buffered_one(s)
+        if self._forwarder is not None:
+            self._forwarder.add(future)
         return future
 
     def _buffered_one(self, s: "Session") -> None:
@@ -475,7 +525,34 @@ class Client:
             s._submit_calls()
             futures = s._map_futures(fn, zip(*iterables), options)
             s.submit()
+        if self._forwarder is not None:
+            for f in futures:
+                self._forwarder.add(f)
         return futures
+
+    # -- output of tasks
+    def logs(self, session: int, task: int, stream: str = "stdout",
+             attempt: Optional[int] = None) -> str:
+        """What task `task` of session `session` (ids; any session of this
+        client's tenant) printed so far on `stream` ("stdout" or
+        "stderr"), as its governor keeps it: past the governor's
+        --log-limit the head and the tail, with a line saying how many bytes
+        were dropped between. attempt: None for the latest. A task not
+        started yet has printed nothing (""). Raises ObjectLost ("log lost
+        with governor N") when the governor that ran it is gone."""
+        reader = _logs.Reader(L, self._h, session, task, stream, attempt, self._lock)
+        text = reader.poll()
+        if reader.error:
+            rc, message = reader.error
+            raise self._log_error(rc, message)
+        return text.decode("utf-8", "replace")
+
+    def _log_error(self, rc: int, message: str) -> SquallError:
+        if rc == L.SQ_E_LOST:
+            return ObjectLost(message, rc)
+        if rc == L.SQ_E_CONNECTION:
+            return ConnectionError(self.address, message, rc)
+        return SquallError(message, rc)
 
     def gather(self, futures: Any, timeout: Optional[float] = None,
                errors: str = "raise") -> Any:
@@ -777,6 +854,8 @@ class Session:
         self._open()
         if options:
             _check_options(options)
+            if config and any(options.get(k) is not None for k in _LOG_OPTIONS):
+                config = _with_log_options(config, options)
         h = self._h
         n = len(inputs)
         arr = (ctypes.c_uint32 * n)(*inputs) if n else None
@@ -951,6 +1030,8 @@ class Session:
             if all(type(x) in _PLAIN_TYPES for x in xs):
                 if model:
                     config = py_config_fn_in(dumps((xs, {}), _PICKLE_PROTOCOL))
+                    if any(options.get(k) is not None for k in _LOG_OPTIONS):
+                        config = _with_log_options(config, options)
                     if len(config) <= _CONFIG_MAX:
                         configs.append(config)
                         pending.append(len(futures))
@@ -1365,6 +1446,15 @@ class Task:
         """The value of the only output (which must be kept)."""
         return self.output.fetch(timeout)
 
+    def logs(self, stream: str = "stdout", attempt: Optional[int] = None) -> str:
+        """What the task printed so far (Client.logs); submits the session
+        first if it has unsubmitted tasks."""
+        s = self.session
+        with s._lock:
+            if s._dirty:
+                s.submit()
+        return s.client.logs(s.id, self.id, stream, attempt)
+
     def __repr__(self) -> str:
         return "<squall.%s %d>" % (type(self).__name__, self.id)
 
@@ -1642,6 +1732,16 @@ class Future(_cf.Future):
             raise self._exc
         return self._value
 
+    def logs(self, stream: str = "stdout", attempt: Optional[int] = None) -> str:
+        """What the task printed so far on `stream` ("stdout" or "stderr")
+        in its latest attempt (or `attempt`), as its governor keeps it
+        (Client.logs): print, logging, warnings and C code writing to fd 1
+        or 2 all count. While it runs, what it printed until now."""
+        s = self._session
+        if not s.closed:
+            s.submit()                  # a buffered task is not known yet
+        return s.client.logs(s.id, self._tid, stream, attempt)
+
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         """The exception result() would raise, or None, waiting like result."""
         if self.cancelled():
@@ -1736,6 +1836,87 @@ class Future(_cf.Future):
             "finished" if self._value is not _UNSET else \
             "error" if self._exc is not None else "pending"
         return "<squall.Future %s %s>" % (self.key, state)
+
+
+class _LogForwarder:
+    """Client(forward_logs=True): prints the output of the client's tasks
+    on its own stdout and stderr as it comes, each line prefixed with the
+    task. One thread polls the followed tasks' logs (LOG + LOGREAD) every
+    0.2 s, those not started yet every second; at most _MAX are followed
+    at once, the rest wait in order (a map of a million tasks forwards
+    them 256 at a time, never holding a million readers). A task is let go
+    once its attempt ended and everything was printed (or its log is
+    gone); a partial last line is printed when it ends."""
+
+    _MAX = 256
+
+    def __init__(self, client: "Client"):
+        self._client = weakref.ref(client)
+        self._pending: collections.deque = collections.deque()
+        self._followed: list = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def add(self, future: "Future") -> None:
+        s = future._session
+        name = s._names.get(future._tid) or ""
+        with self._lock:
+            self._pending.append((s, future._tid, name))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="squall-logs")
+                self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=5)
+
+    def _loop(self) -> None:
+        import sys
+        turn = 0
+        while not self._stop.wait(0.2):
+            client = self._client()
+            if client is None or not getattr(client, "_h", None) or not client._h.value:
+                return
+            with self._lock:
+                while self._pending and len(self._followed) < self._MAX:
+                    s, tid, name = self._pending.popleft()
+                    prefix = "(task %d%s) " % (tid, " " + name if name else "")
+                    readers = [_logs.Reader(L, client._h, s.id, tid, stream, None, client._lock)
+                               for stream in ("stdout", "stderr")]
+                    self._followed.append([s, prefix, readers, [b"", b""]])
+            turn += 1
+            keep = []
+            for entry in self._followed:
+                s, prefix, readers, partial = entry
+                if s._dirty or s._buffered:
+                    keep.append(entry)      # the submit has not left yet
+                    continue
+                for i, (reader, out) in enumerate(zip(readers, (sys.stdout, sys.stderr))):
+                    if reader.finished or (reader.state == _logs.WAITING and turn % 5):
+                        continue
+                    if not client._h.value:
+                        return
+                    data = partial[i] + reader.poll()
+                    lines = data.split(b"\n")
+                    partial[i] = lines.pop()
+                    if reader.finished and partial[i]:
+                        lines.append(partial[i])
+                        partial[i] = b""
+                    if lines:
+                        text = "".join(prefix + line.decode("utf-8", "replace") + "\n"
+                                       for line in lines)
+                        try:
+                            out.write(text)
+                            out.flush()
+                        except (OSError, ValueError):
+                            pass
+                if not all(r.finished for r in readers):
+                    keep.append(entry)
+            self._followed = keep
 
 
 class _Watcher:

@@ -55,6 +55,7 @@ def _load():
         + ("; tried " + "; ".join(errors) if errors else ""))
 
 
+from . import _logs  # noqa: E402 - its declare() needs the library
 lib, LIBRARY_PATH = _load()
 
 _c = ctypes
@@ -81,6 +82,8 @@ sq_client_errid = _sig("sq_client_errid", _u32, _p)
 sq_client_errroot = _sig("sq_client_errroot", _u32, _p)
 sq_client_info = _sig("sq_client_info", _c.c_int, _p, _c.POINTER(_p))
 sq_client_retire = _sig("sq_client_retire", _c.c_int, _p, _c.c_uint32)
+sq_client_log = lib.sq_client_log
+_logs.declare(lib)
 sq_client_close_session = _sig("sq_client_close_session", _c.c_int, _p, _c.c_uint32)
 sq_client_set_keys = _sig("sq_client_set_keys", _c.c_int, _p, _c.c_char_p, _c.c_char_p)
 sq_client_set_resume = _sig("sq_client_set_resume", None, _p, _c.c_int)

@@ -111,6 +111,7 @@ def _load_library():
         lib.sq_client_set_keys.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
         lib.sq_keygen.restype = ctypes.c_int
         lib.sq_keygen.argtypes = [ctypes.c_char_p] * 5 + [ctypes.c_size_t]
+        _logs_module().declare(lib)
         return lib
     raise CliError("cannot find libsquall (set SQUALL_BUILD_DIR or SQUALL_LIBRARY)"
                    + ("; tried " + "; ".join(errors) if errors else ""))
@@ -368,6 +369,8 @@ def cmd_start(args):
                      "--broker-key", broker_pub, "--listen-host", listen_host]
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
+            if args.gpus:
+                gargv += ["--gpus", args.gpus]
             gargv += ["--python", args.python or os.environ.get("SQUALL_PYTHON") or sys.executable]
             child = _Child("governor-%d" % (i + 1), gargv,
                            os.path.join(logdir, "governor-%d.log" % (i + 1)), lifeline[0])
@@ -495,6 +498,21 @@ def cmd_status(args):
     return EXIT_OK
 
 
+_LOGS = None
+
+
+def _logs_module():
+    """squall/_logs.py (stdlib only), loaded by path like this file."""
+    global _LOGS
+    if _LOGS is None:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("squall_logs", os.path.join(_HERE, "_logs.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _LOGS = module
+    return _LOGS
+
+
 def _slurm():
     """squall/slurm.py, loaded by path like this file (stdlib only), with
     this module's helpers."""
@@ -571,6 +589,51 @@ def cmd_cancel(args):
     finally:
         lib.sq_client_destroy(ctypes.byref(client))
     return code
+
+
+# ---------------------------------------------------------------------------
+# squall log
+
+def log_target(args):
+    """(session, task) that `squall log` reads: ids as given. (A job name
+    and an array index resolve here too, once jobs exist.)"""
+    return args.session, args.task
+
+
+def cmd_log(args):
+    """A task's stdout (or --stderr) as its governor keeps it; --follow
+    goes on until the task's attempt ended, through retries."""
+    _logs = _logs_module()
+    endpoint = _broker_endpoint(args)
+    lib = _load_library()
+    client = _connected(lib, endpoint, args.timeout, _keys(args))
+    session, task = log_target(args)
+    reader = _logs.Reader(lib, client, session, task, "stderr" if args.stderr else "stdout",
+                          args.attempt)
+    out = getattr(sys.stdout, "buffer", sys.stdout)
+    try:
+        said_waiting = False
+        while True:
+            data = reader.poll()
+            if data:
+                out.write(data)
+                out.flush()
+            if reader.error:
+                raise CliError("task %d of session %d: %s" % (task, session, reader.error[1]),
+                               EXIT_FAILURE)
+            if reader.state == _logs.NONE:
+                print("squall: task %d of session %d ended without running: it printed "
+                      "nothing" % (task, session), file=sys.stderr)
+                return EXIT_OK
+            if reader.state == _logs.WAITING and not said_waiting:
+                print("squall: task %d of session %d has not started yet%s" % (
+                    task, session, "; waiting for it" if args.follow else ""), file=sys.stderr)
+                said_waiting = True
+            if not args.follow or reader.state == _logs.DONE:
+                return EXIT_OK
+            time.sleep(0.1 if reader.state == _logs.RUNNING else 0.5)
+    finally:
+        lib.sq_client_destroy(ctypes.byref(client))
 
 
 def resource_wait_lines(info):
@@ -828,6 +891,9 @@ def build_parser():
     p.add_argument("--cpus", "-c", type=_ranged(int, 1, 1000000, "a whole number"), metavar="C",
                    help="CPU slots per governor "
                    "(default: the machine's CPUs)")
+    p.add_argument("--gpus", metavar="auto|LIST",
+                   help="GPUs each governor offers as devices (squall-governor --gpus: auto, or "
+                        "indexes such as 0,1,3); default none")
     p.add_argument("--host", default="127.0.0.1", help="address the broker binds (default 127.0.0.1)")
     p.add_argument("--port", "-p", type=_ranged(int, 0, 65535, "a port"), default=7760,
                    metavar="P",
@@ -857,6 +923,9 @@ def build_parser():
     p.add_argument("--access", required=True, metavar="FILE")
     p.add_argument("--nodes", "-N", type=int, default=1)
     p.add_argument("--cpus", "-c", type=int, metavar="C", help="cpus per governor (Slurm's -c)")
+    p.add_argument("--gpus", type=_ranged(int, 1, 1024, "a number of GPUs"), metavar="N",
+                   help="GPUs per node (Slurm's --gres gpu:N), offered by each governor as "
+                        "devices (--gpus auto: the ones Slurm gave the job)")
     p.add_argument("--mem", metavar="MB", help="memory per node (Slurm's --mem)")
     p.add_argument("--time", "-t", metavar="T", help="time limit (Slurm's --time)")
     p.add_argument("--partition", "-p", metavar="P")
@@ -940,6 +1009,29 @@ def build_parser():
                    help="how long to wait for the broker (default 5)")
     key_options(p)
     p.set_defaults(func=cmd_cancel)
+
+    p = sub.add_parser("log", help="what a task printed (its stdout or stderr)",
+                       description="Prints the stdout (or --stderr) of task TASK of session "
+                                   "SESSION (ids; any session of your tenant), as the governor "
+                                   "that ran it keeps it: past its --log-limit the head and the "
+                                   "tail, with a line counting the bytes dropped between. "
+                                   "--follow prints on as the task writes, until it ends "
+                                   "(through retries). Exit 1 if the log is gone (\"log lost "
+                                   "with governor N\") or the task is unknown.",
+                       epilog=epilog)
+    p.add_argument("session", metavar="SESSION", type=_ranged(int, 1, 2 ** 32 - 1, "a session id"))
+    p.add_argument("task", metavar="TASK", type=_ranged(int, 1, 2 ** 32 - 1, "a task id"))
+    p.add_argument("--stderr", action="store_true", help="its standard error instead")
+    p.add_argument("--follow", "-f", action="store_true",
+                   help="print on as it writes, until it ends")
+    p.add_argument("--attempt", type=_ranged(int, 0, 2 ** 32 - 1, "an attempt number"),
+                   default=None, help="this attempt (default: the latest)")
+    p.add_argument("--broker", "-b", metavar="ENDPOINT",
+                   help="broker endpoint (default $SQUALL_BROKER, then %s)" % DEFAULT_BROKER)
+    p.add_argument("--timeout", type=_SECONDS, default=5.0, metavar="S",
+                   help="how long to wait for the broker (default 5)")
+    key_options(p)
+    p.set_defaults(func=cmd_log)
 
     p = sub.add_parser("submit", help="run a pipeline script against the cluster",
                        description="Runs FILE.py with the current Python, SQUALL_BROKER set to "

@@ -125,6 +125,9 @@ class LocalCluster:
     tenant's tasks run under a user id of its own; one of a user's whose
     tasks must not reach its keys gives `task_landlock` "auto" or "on"
     (docs/security.md, "Tasks on a governor").
+
+    `gpus` ("auto", "0,1,3" or a list of indexes) is every governor's
+    `--gpus`: the devices it offers (README, "GPUs").
     """
 
     def __init__(self, governors: int = 2, cpus: int = 1, log_level: str = "warn",
@@ -132,7 +135,8 @@ class LocalCluster:
                  governor_args: Sequence[str] = (), timeout: float = 30.0,
                  env: Optional[dict] = None, journal: Optional[str] = None,
                  prestart: bool = True, preload: Sequence[str] = (),
-                 task_uids: Optional[str] = "none", task_landlock: Optional[str] = "off"):
+                 task_uids: Optional[str] = "none", task_landlock: Optional[str] = "off",
+                 gpus: Optional[str] = None):
         self.n_governors = governors
         self.cpus = cpus
         self.address: Optional[str] = None
@@ -152,6 +156,11 @@ class LocalCluster:
             governor_args = ["--task-uids", task_uids] + list(governor_args)
         if task_landlock is not None:
             governor_args = ["--task-landlock", task_landlock] + list(governor_args)
+        if gpus is not None:
+            #   GPUs as devices: "auto", or indexes ("0,1,3"); a list works too.
+            if not isinstance(gpus, str):
+                gpus = ",".join(str(int(g)) for g in gpus)
+            governor_args = ["--gpus", gpus] + list(governor_args)
         self._log_level = log_level
         self._broker_args: List[str] = []
         self._keydir = tempfile.mkdtemp(prefix="squall-keys-")

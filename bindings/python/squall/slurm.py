@@ -60,7 +60,7 @@ def forget_keys(access, keydir, tag):
     shutil.rmtree(keydir, ignore_errors=True)
 
 
-def governor_script(access, keydir, tag):
+def governor_script(access, keydir, tag, gpus=None):
     """The batch script: one srun step, one governor per node, with the
     node's cpus and the job's memory per node (Slurm's variables), named
     after the node and the job so that the autoscaler knows its own, its
@@ -75,19 +75,24 @@ def governor_script(access, keydir, tag):
              '--name "$(hostname)-$SLURM_JOB_ID" --workdir "${TMPDIR:-/tmp}" --prefault auto'
              % (shlex.quote(governor), shlex.quote(access["broker"]),
                 shlex.quote(key), shlex.quote(access["broker_key"])))
+    if gpus:
+        #   The job's GPUs, as Slurm gave them: "auto" reads the step's
+        #   $CUDA_VISIBLE_DEVICES (--gres=gpu:N), not every GPU of the node.
+        inner += " --gpus %s" % shlex.quote("auto")
     # Slurm sends SIGTERM at the time limit: the governor drains (its work
     # and the objects only it holds go to others) before KillWait ends.
     return "#!/bin/sh\nexec srun --ntasks-per-node=1 --kill-on-bad-exit=1 sh -c %s\n" % shlex.quote(inner)
 
 
 def submit(access, nodes=1, cpus=None, mem=None, time_limit=None, partition=None, log_dir=None,
-           keys_out=None):
+           keys_out=None, gpus=None):
     """Submits a governor job; its id. keys_out, a dict, gets the job's
     (keydir, tag) by its id (for forget_keys once it ended)."""
     log_dir = log_dir or os.path.dirname(os.path.abspath(access["_path"]))
     keydir, tag = governor_keys(access, nodes, log_dir)
     try:
-        job = _sbatch(access, keydir, tag, nodes, cpus, mem, time_limit, partition, log_dir)
+        job = _sbatch(access, keydir, tag, nodes, cpus, mem, time_limit, partition, log_dir,
+                      gpus)
     except BaseException:
         forget_keys(access, keydir, tag)
         raise
@@ -96,15 +101,17 @@ def submit(access, nodes=1, cpus=None, mem=None, time_limit=None, partition=None
     return job
 
 
-def _sbatch(access, keydir, tag, nodes, cpus, mem, time_limit, partition, log_dir):
+def _sbatch(access, keydir, tag, nodes, cpus, mem, time_limit, partition, log_dir, gpus=None):
     fd, script = tempfile.mkstemp(prefix="squall-governor-", suffix=".sh", dir=log_dir)
     with os.fdopen(fd, "w") as f:
-        f.write(governor_script(access, keydir, tag))
+        f.write(governor_script(access, keydir, tag, gpus))
     os.chmod(script, 0o700)
     argv = ["sbatch", "--parsable", "--job-name", "squall-governor", "--nodes", str(nodes),
             "--ntasks-per-node", "1", "--output", os.path.join(log_dir, "governor-%j.log")]
     if cpus:
         argv += ["--cpus-per-task", str(cpus)]
+    if gpus:
+        argv += ["--gres", "gpu:%d" % int(gpus)]
     if mem:
         argv += ["--mem", str(mem)]
     if time_limit:
@@ -139,7 +146,8 @@ def _load(access_path):
 
 def cmd_governors(args):
     access = _load(args.access)
-    job = submit(access, args.nodes, args.cpus, args.mem, args.time, args.partition, args.log_dir)
+    job = submit(access, args.nodes, args.cpus, args.mem, args.time, args.partition, args.log_dir,
+                 gpus=getattr(args, "gpus", None))
     print(job)
     return cli.EXIT_OK
 
