@@ -408,7 +408,6 @@ s_host_allowed (http_t *self, struct MHD_Connection *connection)
     return s_host_is_local (self, connection, host, len);
 }
 
-static int64_t s_now_ms (void);
 
 //  The answer of a tail request: {"session", "task", "attempt", "governor",
 //  "text"} or {"error"}; malloc'd, NULL if out of memory.
@@ -478,7 +477,7 @@ s_api_log (http_t *self, struct MHD_Connection *connection)
                           MHD_RESPMEM_MUST_FREE);
     }
     *tail = (s_tail_t) { connection, req, 0, (uint32_t) sid, (uint32_t) tid, attempt,
-                         s_now_ms () + S_TAIL_TIMEOUT_MS, false, NULL };
+                         sq_now_ms () + S_TAIL_TIMEOUT_MS, false, NULL };
     MHD_suspend_connection (connection);
     return MHD_YES;
 }
@@ -821,7 +820,7 @@ http_timeout (http_t *self)
     if (ms > 3600000)
         ms = 3600000;
     //  A tail request waiting for its governor times out.
-    int64_t now = s_now_ms ();
+    int64_t now = sq_now_ms ();
     for (size_t i = 0; i < S_MAX_TAILS; i++) {
         const s_tail_t *tail = &self->tails [i];
         if (tail->connection && tail->answered)
