@@ -871,9 +871,9 @@ s_fuzz_replies (const uint8_t *data, size_t size)
         FZ_ASSERT (rc == 0 || rc == -1);
     }
     sq_iter_release (&it);
-    uint64_t total;
+    uint64_t tasks_total;
     uint32_t n_tasks;
-    if (sq_tasks_reply_begin (&it, data, size, &total, &n_tasks, &err) == 0) {
+    if (sq_tasks_reply_begin (&it, data, size, &tasks_total, &n_tasks, &err) == 0) {
         sq_task_info_t task;
         int rc;
         while ((rc = sq_tasks_reply_next (&it, &task)) == 1) {
