@@ -290,6 +290,8 @@ def test_submit_of_a_script_says_to_use_run(tmp_path):
     (["submit", "--file", DIAMOND, "--cpus", "2"], "with --file, tasks take their options"),
     (["submit", "--file", DIAMOND, "--", "true"], "either --file or a program"),
     (["submit", "--file", "/nonexistent.toml"], "/nonexistent.toml"),
+    (["submit", "--stdout", "out/%{TASK_ID}", "--", "true"], "stdout_path is not supported"),
+    (["submit", "--cwd", "/tmp", "--", "true"], "cwd is not supported"),
     (["job", "list", "--state", "sleeping"], "'sleeping' is not a state"),
     (["task", "list", "1", "--state", "done"], "'done' is not a state"),
 ])

@@ -495,13 +495,6 @@ def submit_spec(client, spec):
     """Opens the job on the broker and submits its tasks; the job's id. The
     job is left running (detached) whatever happens to this process."""
     lib = client.lib
-    unsupported = [(t.id, k) for t in spec.tasks for k in ("cwd", "stdout_path", "stderr_path")
-                   if getattr(t, k)]
-    if unsupported:
-        # The execute config has no such keys yet (issue 27, per-task logs):
-        # refused rather than silently dropped.
-        raise cli.CliError("task %s: %s is not supported by this squall yet"
-                           % unsupported[0], cli.EXIT_USAGE)
     session = ctypes.c_void_p(lib.sq_session_new_job(client.h, spec.name.encode(), True))
     if not session:
         if lib.sq_client_errcode(client.h) == _SQ_E_DUPLICATE_ID:
@@ -541,6 +534,12 @@ def cmd_submit(args):
     if args.dry_run:
         _print_json(spec.to_dict())
         return cli.EXIT_OK
+    unsupported = [(t.id, k) for t in spec.tasks for k in ("cwd", "stdout_path", "stderr_path")
+                   if getattr(t, k)]
+    if unsupported:
+        # The execute config has no such keys yet (issue 27, per-task
+        # output files): refused rather than silently dropped.
+        raise _usage("task %s: %s is not supported by this squall yet" % unsupported[0])
     with _Client(args) as client:
         if spec.after:
             # The broker orders tasks only within a job: this process waits
@@ -682,14 +681,13 @@ def add_parsers(sub, key_options, epilog):
                     "array sees SQUALL_JOB_ID, SQUALL_TASK_ID (its index) and "
                     "SQUALL_ARRAY_SIZE; %{JOB_ID}, %{TASK_ID}, %{ARRAY_SIZE}, %{ITEM} and "
                     "%{CWD} expand in its arguments, environment and paths.",
-        epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False)
+        epilog=EXIT_HELP, allow_abbrev=False)
     p.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--file", "-f", metavar="JOB.toml", help="a job file: a graph of commands")
     p.add_argument("--name", "-n", help="the job's name (unique among your jobs; default: the "
                                         "program's or the file's name)")
     p.add_argument("--array", metavar="A-B[:STEP]",
-                   help="an array: one element per index, e.g. 1-10000 or 0-99:2 or 1,5,9")
+                   help="an array: one element per index, e.g. 1-10000 or 0-99:2")
     p.add_argument("--array-file", metavar="FILE",
                    help="an array: one element per line of FILE, in SQUALL_ARRAY_ITEM and "
                         "%%{ITEM}, indices from 0")
@@ -702,12 +700,14 @@ def add_parsers(sub, key_options, epilog):
     p.add_argument("--timeout", metavar="DURATION",
                    help="each task fails if it runs longer (seconds, or 90s, 10m, 2h)")
     p.add_argument("--priority", metavar="N", help="higher runs first (default 0)")
-    p.add_argument("--cwd", metavar="DIR", help="working directory of each task")
+    p.add_argument("--cwd", metavar="DIR", help="working directory of each task (not "
+                                                "supported yet: refused)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="environment of each task (repeatable)")
     p.add_argument("--stdout", metavar="PATH", help="write each task's standard output to PATH "
-                                                    "(on its governor)")
-    p.add_argument("--stderr", metavar="PATH", help="write each task's standard error to PATH")
+                                                    "(on its governor; not supported yet)")
+    p.add_argument("--stderr", metavar="PATH", help="write each task's standard error to PATH "
+                                                    "(not supported yet)")
     p.add_argument("--stdin", metavar="FILE", help="a local file, the standard input of each task")
     p.add_argument("--after", action="append", metavar="JOB",
                    help="start when these jobs (ids or names, repeatable or comma-separated) "
