@@ -332,3 +332,26 @@ def test_help_documents_exit_codes():
         out = run(argv + ["--help"])
         assert out.returncode == 0 and "exit codes" in out.stdout, argv
     assert "4 no such job" in run(["job", "wait", "--help"]).stdout
+
+
+def test_tables_and_state_filters():
+    from squall import cli
+    jobcli = cli._jobs()
+    job = {"id": 17, "name": "sweep", "state": "running", "detached": True, "attached": False,
+           "tasks": {"waiting": 5, "running": 2, "finished": 3, "failed": 1, "cancelled": 0},
+           "created": 1795252410.0, "ended": None}
+    table = jobcli.jobs_table([job]).splitlines()
+    assert table[0].split()[:4] == ["id", "name", "state", "tasks"]
+    assert table[1].split()[:4] == ["17", "sweep", "running", "11"]
+    assert "5 waiting, 2 running, 3 finished, 1 failed" in table[1]
+    task = {"id": 517, "task": 1, "state": "failed", "exit_code": 3, "governor": 2,
+            "attempts": 1, "started": 1795252411.0, "ended": 1795252412.5,
+            "error": "exited with status 3\nmore"}
+    row = jobcli.tasks_table([task]).splitlines()[1]
+    assert row.split()[:5] == ["517", "failed", "3", "2", "1"]
+    assert "1.5s" in row and row.endswith("exited with status 3")
+    assert jobcli._states(["running,failed", "finished"], jobcli.JOB_STATES, "--state") == 7
+    assert jobcli._states(None, jobcli.TASK_STATES, "--state") == 0
+    assert jobcli._wait_code([dict(job, state="finished")]) == 0
+    assert jobcli._wait_code([dict(job, state="failed")]) == 1
+    assert jobcli._wait_code([None]) == 5

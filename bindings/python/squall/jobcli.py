@@ -452,6 +452,11 @@ def _add_task(lib, session, job_id, task, ids, spec):
     out_paths = ([""] if task.stdout else []) + [text(p) for p in task.outputs]
     argv = [text(a) for a in task.command]
     env = ["%s=%s" % (k, text(v)) for k, v in task.env.items()]
+    if plain:
+        # what the broker gives an array's elements (docs/protocol.md,
+        # "Array tasks"), for a job file's plain tasks too
+        env += ["SQUALL_JOB_ID=%d" % job_id, "SQUALL_TASK_ID=%s" % task.id,
+                "SQUALL_ARRAY_SIZE=1"]
     size = ctypes.c_size_t()
     config = lib.sq_config_execute(_cstrs(argv), len(argv), _cstrs(in_paths), len(in_paths),
                                    stdin_index, _cstrs(out_paths), len(out_paths),
