@@ -16,6 +16,7 @@
     gone (EHOSTUNREACH: the peer ends) or it shows it is alive.
 */
 #include "broker_internal.h"
+#include "jobs.h"
 #include "drain.h"
 #include "place.h"
 
@@ -62,6 +63,8 @@ broker_config_defaults (broker_config_t *config)
     config->journal_sync_ms = 100;
     config->journal_compact = 64u << 20;
     config->session_grace_ms = 60000;
+    config->job_retention_ms = 7 * 86400000LL;
+    config->job_limit = 10000;
     config->reattach_wait_ms = 15000;
     config->resource_wait_ms = 60000;
 }
@@ -330,6 +333,9 @@ s_timers (broker_t *self, int64_t now)
     if (deadline >= 0 && deadline < next)
         next = deadline;
     deadline = bx_uploads_expire (self, now);
+    if (deadline >= 0 && deadline < next)
+        next = deadline;
+    deadline = jobs_tick (self, now);
     if (deadline >= 0 && deadline < next)
         next = deadline;
     return next;
@@ -705,6 +711,7 @@ broker_destroy (broker_t **self_p)
         self->fetches = next;
     }
     place_destroy_all (self);
+    free (self->jobwaits);
     for (size_t i = 0; i < self->n_declared; i++)
         free (self->declared [i].name);
     sq_msg_release (&self->msg);

@@ -46,6 +46,10 @@ typedef struct {
     int journal_sync_ms;
     uint64_t journal_compact;
     int session_grace_ms;
+    //  Jobs (jobs.c): how long a job that ended and that no client holds
+    //  is kept (ms, 0 for ever), and how many such jobs at most.
+    int64_t job_retention_ms;
+    uint32_t job_limit;
     int reattach_wait_ms;
     int resource_wait_ms;       //  how long a task no connected governor fits waits for one (0: fails at once)
     //  Tenants' limits and fair-share weights (tenancy.h), --tenant-quota.

@@ -143,6 +143,9 @@ struct _broker_t {
     uint64_t *stream_ready;
     size_t n_stream_ready, cap_stream_ready;
     int64_t next_grace_check;
+    //  jobs.c: SESSION_WAITs parked until their session stops running
+    struct _jobwait_t *jobwaits;
+    size_t n_jobwaits, cap_jobwaits;
 };
 
 void bx_assign (void *arg, task_t *task, gov_t *gov);
@@ -159,6 +162,9 @@ size_t bx_streams_info (broker_t *self, const peer_t *viewer, bool all, sq_info_
 //  Whether the peer may see the session: always without keys, else one of
 //  its tenant's (an admin sees all).
 bool bx_same_tenant (const peer_t *peer, const session_t *session);
+//  A client's list of the sessions it holds (at most S_MAX_SESSIONS).
+bool bx_peer_add_session (peer_t *peer, uint32_t id);
+void bx_peer_remove_session (peer_t *peer, uint32_t id);
 //  Counts the session in its tenant's share (tenancy.h). 0, or -1 out of memory.
 int bx_session_share (broker_t *self, session_t *session);
 void bx_check_suspects (broker_t *self, int64_t now);

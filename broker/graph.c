@@ -587,6 +587,8 @@ s_session_destroy (graph_t *self, session_t **session_p)
     sq_idmap_destroy (&session->sparse);
     free (session->tenant);
     free (session->owner);
+    free (session->name);
+    jobx_destroy (&session->jobx);
     free (session);
     *session_p = NULL;
 }

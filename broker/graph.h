@@ -154,6 +154,15 @@ typedef struct {
     //  actor; a host's queue of calls.
     task_t *host;
     struct _actor_t *actor;
+    //  Jobs (jobs.c, TASKS): the governor and wall-clock times (ms) of its
+    //  last attempt, attempts that ran, an execute program's exit status.
+    uint32_t run_gov;
+    uint32_t runs;
+    uint32_t run_attempt;       //  attempt + 1 of the last one counted in runs
+    int32_t exit_code;
+    bool has_exit_code;
+    int64_t started_ms;
+    int64_t ended_ms;
 } task_extra_t;
 
 //  A task is one block (graph.c): the task, its outputs, its io array,
@@ -229,6 +238,15 @@ struct _session_t {
     //  first failures, for WAIT over the whole session
     uint32_t n_failures;
     task_t *failures [64];
+    //  Jobs (jobs.c, docs/protocol.md "Jobs"): its name (NULL: none, owned),
+    //  a session that outlives its client, when it was opened and when it
+    //  last stopped running (ms since the Unix epoch; ended 0 while
+    //  running), and the job's own state (jobs.c owns it; NULL if none).
+    char *name;
+    bool job;
+    int64_t created_ms;
+    int64_t ended_ms;
+    struct _jobx_t *jobx;
 };
 
 typedef struct {
@@ -405,5 +423,7 @@ failure_t *failure_new (uint32_t root, int code, const char *message);
 void failure_unref (failure_t **self_p);
 
 const char *task_state_name (task_state_t state);
+//  Frees a session's job state (jobs.c); graph.c calls it as it frees the session.
+void jobx_destroy (struct _jobx_t **self_p);
 
 #endif

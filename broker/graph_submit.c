@@ -337,6 +337,9 @@ s_validate (session_t *session, s_check_t *check, size_t n_payloads,
             return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
                              "task %u: %s", task->id, err.text);
         sq_taskconf_release (&conf);
+        if (task->array)
+            return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_INVALID,
+                             "task %u: array tasks are not taken by this broker yet", task->id);
         int rc = s_check_task_streams (session, check, t, &conf, msg, msg_size, bad_id);
         if (rc)
             return rc;

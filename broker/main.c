@@ -64,6 +64,9 @@ s_usage (FILE *out)
         "  --journal-compact SIZE  never compact a journal smaller than SIZE (64MiB)\n"
         "  --session-grace MS    how long a session whose client went away waits for it\n"
         "                        to resume (default 60000; 0 closes it at once)\n"
+        "  --job-retention TIME  how long a job that ended and that no client holds\n"
+        "                        is kept (7d by default; units ms s m h d; 0: for ever)\n"
+        "  --job-limit N         at most N such jobs are kept, the oldest go (10000)\n"
         "  --resource-wait SECONDS  how long a task that no connected governor has the\n"
         "                        cpus and resources for waits for one to join before it\n"
         "                        fails (default 60; time with no governor connected\n"
@@ -192,6 +195,12 @@ main (int argc, char *argv [])
         else
         if (strcmp (arg, "--session-grace") == 0 && sq_parse_int (value, 0, 86400000, &n) == 0)
             config.session_grace_ms = (int) n;
+        else
+        if (strcmp (arg, "--job-retention") == 0 && sq_parse_duration_ms (value, &n) == 0)
+            config.job_retention_ms = n;
+        else
+        if (strcmp (arg, "--job-limit") == 0 && sq_parse_int (value, 0, 100000000, &n) == 0)
+            config.job_limit = (uint32_t) n;
         else
         if (strcmp (arg, "--resource-wait") == 0 && sq_parse_int (value, 0, 86400, &n) == 0)
             config.resource_wait_ms = (int) n * 1000;

@@ -2,6 +2,7 @@
     become on governors (ASSIGN with inline inputs, SEND, DROP, STOP) and
     for clients (watches answered); copies lost on their way ordered again. */
 #include "broker_internal.h"
+#include "jobs.h"
 
 //  --------------------------------------------------------------------------
 //  Graph hooks: turn state changes into governor orders and client replies
@@ -38,8 +39,10 @@ void
 bx_hook_task_done (void *arg, task_t *task)
 {
     broker_t *self = (broker_t *) arg;
+    jobs_task_ending (self, task);
     persist_task_done (self->persist, task);
     watches_task_done (self->watches, task);
+    jobs_task_done (self, task);
 }
 
 gov_t *

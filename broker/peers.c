@@ -2,6 +2,7 @@
     identity, disconnects from the socket monitor, suspects probed, HELLO
     (roles from keys, reattach), a peer's end. */
 #include "broker_internal.h"
+#include "jobs.h"
 
 //  --------------------------------------------------------------------------
 //  Peers
@@ -93,6 +94,7 @@ bx_session_close (broker_t *self, session_t *session)
 {
     persist_close (self->persist, session->id);
     watches_drop_session (self->watches, session);
+    jobs_session_closing (self, session);
     graph_session_close (self->graph, &session);
 }
 
@@ -103,10 +105,18 @@ static void
 s_client_gone (broker_t *self, peer_t *peer)
 {
     watches_drop_client (self->watches, peer);
+    jobs_drop_client (self, peer);
     bool close = peer->said_bye || self->config.session_grace_ms == 0;
     int64_t now = bx_now ();
     for (uint32_t i = 0; i < peer->n_sessions; i++) {
         session_t *session = graph_session (self->graph, peer->sessions [i]);
+        if (session && jobs_kept (session)) {
+            //  A job outlives its client: no grace, it is kept.
+            session->client = NULL;
+            session->detached_at = 0;
+            sq_info ("job %u goes on without its client", session->id);
+        }
+        else
         if (session && close)
             bx_session_close (self, session);
         else
@@ -129,7 +139,7 @@ bx_sessions_expire (broker_t *self, int64_t now)
     session_t *session, *expired [64];
     size_t n = 0;
     while (n < 64 && (session = graph_session_next (self->graph, &cursor)))
-        if (!session->client && session->detached_at
+        if (!session->client && session->detached_at && !jobs_kept (session)
         &&  now - session->detached_at >= self->config.session_grace_ms)
             expired [n++] = session;
     for (size_t i = 0; i < n; i++) {
@@ -137,6 +147,7 @@ bx_sessions_expire (broker_t *self, int64_t now)
                  expired [i]->id, self->config.session_grace_ms);
         bx_session_close (self, expired [i]);
     }
+    jobs_expire (self);
 }
 
 //  Ends a peer: its sessions close or its tasks go elsewhere.

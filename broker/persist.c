@@ -56,6 +56,12 @@ persist_attach (persist_t *self, journal_t *journal)
 }
 
 bool
+persist_replaying (persist_t *self)
+{
+    return self->replaying;
+}
+
+bool
 persist_on (persist_t *self)
 {
     return self->journal && !self->replaying;
@@ -296,6 +302,37 @@ persist_replay (void *arg, const sq_rec_t *rec)
             session->owner = rec->owner.len? mpr_strdup (rec->owner): NULL;
             break;
         }
+        case SQ_REC_JOB: {
+            session_t *session = graph_session (self->graph, rec->session);
+            if (!session) {
+                self->skipped++;
+                break;
+            }
+            free (session->name);
+            session->name = rec->name.len? mpr_strdup (rec->name): NULL;
+            session->job = rec->detached;
+            session->created_ms = (int64_t) rec->created_ms;
+            session->ended_ms = session->created_ms;
+            break;
+        }
+        case SQ_REC_ENDED: {
+            task_t *task = graph_task (self->graph, rec->key);
+            task_extra_t *extra = task? graph_task_extra (task): NULL;
+            if (!extra) {
+                self->skipped++;
+                break;
+            }
+            extra->has_exit_code = rec->has_exit_code;
+            extra->exit_code = rec->exit_code;
+            extra->run_gov = rec->governor;
+            extra->runs = task->attempt + 1;
+            extra->run_attempt = task->attempt + 1;
+            extra->started_ms = (int64_t) rec->started_ms;
+            extra->ended_ms = (int64_t) rec->ended_ms;
+            if (!task->session->unfinished)
+                task->session->ended_ms = (int64_t) rec->ended_ms;
+            break;
+        }
         case SQ_REC_SUBMIT:
             s_replay_submit (self, rec);
             break;
@@ -382,6 +419,34 @@ persist_session (persist_t *self, session_t *session)
 {
     S_RECORD (self, sq_rec_pack_session (pk, session->id, session->token, session->tenant,
                                          session->owner));
+    if (session->name || session->job)
+        S_RECORD (self, sq_rec_pack_job (pk, session->id, session->name, session->job,
+                                         (uint64_t) session->created_ms));
+}
+
+//  A job's task ran: its exit status, governor and times (TASKS).
+static bool
+s_ended_record (const task_t *task, sq_rec_t *rec)
+{
+    const task_extra_t *extra = task->extra;
+    if (!task->session->job || !extra || !extra->runs)
+        return false;
+    memset (rec, 0, sizeof *rec);
+    rec->type = SQ_REC_ENDED;
+    rec->key = task->key;
+    rec->has_exit_code = extra->has_exit_code;
+    rec->exit_code = extra->exit_code;
+    rec->governor = extra->run_gov;
+    rec->started_ms = (uint64_t) extra->started_ms;
+    rec->ended_ms = (uint64_t) extra->ended_ms;
+    return true;
+}
+
+void
+persist_record (persist_t *self, void (*pack) (msgpack_packer *, const sq_rec_t *),
+                const sq_rec_t *rec)
+{
+    S_RECORD (self, pack (pk, rec));
 }
 
 void
@@ -454,6 +519,9 @@ persist_task_done (persist_t *self, task_t *task)
 {
     if (s_worth_a_record (task))
         S_RECORD (self, s_pack_task_done (pk, task));
+    sq_rec_t ended;
+    if (s_ended_record (task, &ended))
+        S_RECORD (self, sq_rec_pack_ended (pk, &ended));
 }
 
 static uint64_t
@@ -632,6 +700,12 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
         s_begin (buf, &offset);
         sq_rec_pack_session (&pk, session->id, session->token, session->tenant, session->owner);
         sq_rec_end (buf, offset);
+        if (session->name || session->job) {
+            s_begin (buf, &offset);
+            sq_rec_pack_job (&pk, session->id, session->name, session->job,
+                             (uint64_t) session->created_ms);
+            sq_rec_end (buf, offset);
+        }
         sq_blob_t **payloads = NULL;
         size_t n_payloads = 0;
         msgpack_sbuffer_clear (&frame0);
@@ -677,6 +751,12 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
             if (s_worth_a_record (task)) {
                 s_begin (buf, &offset);
                 s_pack_task_done (&pk, task);
+                sq_rec_end (buf, offset);
+            }
+            sq_rec_t ended;
+            if (task->state >= TASK_FINISHED && s_ended_record (task, &ended)) {
+                s_begin (buf, &offset);
+                sq_rec_pack_ended (&pk, &ended);
                 sq_rec_end (buf, offset);
             }
             else

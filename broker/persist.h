@@ -40,6 +40,8 @@ void persist_destroy (persist_t **self_p);
 //  The journal records go to from now on (NULL: none).
 void persist_attach (persist_t *self, journal_t *journal);
 bool persist_on (persist_t *self);
+//  Whether the journal is being replayed now.
+bool persist_replaying (persist_t *self);
 
 //  journal_replay_fn: arg is the persist_t.
 void persist_replay (void *arg, const sq_rec_t *record);
@@ -54,6 +56,9 @@ void persist_submit (persist_t *self, uint32_t session, sq_msg_t *msg);
 void persist_ids (persist_t *self, uint32_t type, uint32_t session, const uint32_t *ids,
                   uint32_t n);
 void persist_close (persist_t *self, uint32_t session);
+//  A record packed by one of record.h's packers from rec (ELEMENT, RESUBMIT).
+void persist_record (persist_t *self, void (*pack) (msgpack_packer *, const sq_rec_t *),
+                     const sq_rec_t *rec);
 //  A task reached a final state: FINISHED, or FAILED if it failed first.
 void persist_task_done (persist_t *self, task_t *task);
 //  Its retry counters or memory request changed.

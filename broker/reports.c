@@ -2,6 +2,7 @@
     reattach inventories) and the uploaded constants whose SUBMIT and
     confirmation meet here. */
 #include "broker_internal.h"
+#include "jobs.h"
 #include "place.h"
 #include "drain.h"
 
@@ -285,6 +286,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
         if (ev.type == SQ_EV_STARTED) {
             eventlog_task (self->events, EV_TASK_STARTED, task, gov, NULL, 0);
             graph_task_started (self->graph, task);
+            jobs_task_started (self, task, gov);
             bx_streams_started (self, task);
         }
         else
@@ -306,6 +308,10 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             else
                 eventlog_task_ended (self->events, EV_TASK_FAILED, task, gov,
                                      ev.message.ptr, ev.message.len, ev.duration_us);
+            jobs_task_ran (self, task, gov,
+                           ev.type == SQ_EV_FINISHED? task->kind == SQ_KIND_EXECUTE
+                                                    : ev.has_exit_code,
+                           ev.type == SQ_EV_FINISHED? 0: ev.exit_code);
             if (ev.type == SQ_EV_FINISHED)
                 graph_task_finished (self->graph, task, gov, ev.outputs, ev.n_outputs,
                                      payloads, n_payloads, self->config.inline_max);

@@ -3,6 +3,7 @@
 #include "broker_internal.h"
 #include "drain.h"
 #include "place.h"
+#include "jobs.h"
 
 //  --------------------------------------------------------------------------
 //  Client requests
@@ -157,6 +158,7 @@ s_client_submit (broker_t *self, peer_t *peer, sq_msg_t *msg)
         }
         if (rc == SQ_OK) {
             persist_submit (self->persist, session->id, msg);
+            jobs_submitted (self, session);
             eventlog_submit (self->events, session->id, submit.n_tasks, submit.n_objects);
             sq_debug ("session %u: %u tasks, %u objects submitted", session->id,
                       submit.n_tasks, submit.n_objects);
@@ -352,8 +354,8 @@ s_client_ids (broker_t *self, peer_t *peer, sq_request_t *q, session_t *session)
     bx_reply_nil (self, peer, q->req);
 }
 
-static bool
-s_peer_add_session (peer_t *peer, uint32_t id)
+bool
+bx_peer_add_session (peer_t *peer, uint32_t id)
 {
     if (peer->n_sessions >= S_MAX_SESSIONS)
         return false;
@@ -369,8 +371,8 @@ s_peer_add_session (peer_t *peer, uint32_t id)
     return true;
 }
 
-static void
-s_peer_remove_session (peer_t *peer, uint32_t id)
+void
+bx_peer_remove_session (peer_t *peer, uint32_t id)
 {
     for (uint32_t i = 0; i < peer->n_sessions; i++)
         if (peer->sessions [i] == id) {
@@ -380,8 +382,9 @@ s_peer_remove_session (peer_t *peer, uint32_t id)
 }
 
 static void
-s_client_open (broker_t *self, peer_t *peer, uint32_t req)
+s_client_open (broker_t *self, peer_t *peer, const sq_request_t *q)
 {
+    uint32_t req = q->req;
     if (peer->n_sessions >= S_MAX_SESSIONS) {
         bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_BUSY,
                        "too many sessions open on this connection", 0);
@@ -404,11 +407,19 @@ s_client_open (broker_t *self, peer_t *peer, uint32_t req)
     if (opened && share)
         graph_session_set_share (self->graph, opened, share);
     if (!opened || (peer->tenant && !opened->tenant) || (peer->key [0] && !opened->owner)
-    ||  !s_peer_add_session (peer, opened->id)) {
+    ||  !bx_peer_add_session (peer, opened->id)) {
         if (opened)
             graph_session_close (self->graph, &opened);
         bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_NOMEM,
                        "out of memory", 0);
+        return;
+    }
+    char message [300];
+    int code = jobs_open (self, peer, opened, q, message, sizeof message);
+    if (code) {
+        bx_peer_remove_session (peer, opened->id);
+        graph_session_close (self->graph, &opened);
+        bx_reply_error (self, peer->identity, peer->identity_size, req, code, message, 0);
         return;
     }
     sq_random (opened->token, SQ_TOKEN_LEN);
@@ -443,7 +454,7 @@ s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
         return;
     }
     if (session->client != peer) {
-        if (!s_peer_add_session (peer, session->id)) {
+        if (!bx_peer_add_session (peer, session->id)) {
             bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_BUSY,
                            "too many sessions open on this connection", 0);
             return;
@@ -451,7 +462,7 @@ s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
         if (session->client) {
             //  Its old connection is gone but not noticed yet.
             peer_t *old = (peer_t *) session->client;
-            s_peer_remove_session (old, session->id);
+            bx_peer_remove_session (old, session->id);
             watches_drop_session (self->watches, session);
         }
         session->client = peer;
@@ -480,7 +491,7 @@ s_client_close_other (broker_t *self, peer_t *peer, const sq_request_t *q)
     }
     peer_t *owner = (peer_t *) session->client;
     if (owner)
-        s_peer_remove_session (owner, session->id);
+        bx_peer_remove_session (owner, session->id);
     sq_info ("session %u closed by client %u (%s)%s", session->id, peer->id, peer->name,
              owner? "": ", its own client gone");
     bx_session_close (self, session);
@@ -569,6 +580,10 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
                        type == SQ_MSG_HELLO? "HELLO was already said on this connection": err.text, 0);
         return;
     }
+    if (jobs_request (self, peer, &q)) {
+        sq_request_release (&q);
+        return;
+    }
     session_t *session = NULL;
     if (q.type == SQ_MSG_SESSION_CLOSE) {
         session_t *own = graph_session (self->graph, q.session);
@@ -589,10 +604,10 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
     int64_t deadline = bx_deadline (q.timeout_ms);
     switch (q.type) {
         case SQ_MSG_SESSION_OPEN:
-            s_client_open (self, peer, q.req);
+            s_client_open (self, peer, &q);
             break;
         case SQ_MSG_SESSION_CLOSE:
-            s_peer_remove_session (peer, session->id);
+            bx_peer_remove_session (peer, session->id);
             bx_session_close (self, session);
             bx_reply_nil (self, peer, q.req);
             break;

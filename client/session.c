@@ -45,7 +45,17 @@ typedef struct {
     uint32_t max_retries;
     uint32_t timeout_ms;
     bool kind_shared;           //  kind belongs to an earlier task of the batch
+    struct s_array *array;      //  an array task, or NULL
 } s_task_t;
+
+//  An array task's elements (sq_task_set_array*): a range, or its items as
+//  the msgpack array SUBMIT carries.
+struct s_array {
+    uint8_t kind;               //  SQ_ARRAY_RANGE, SQ_ARRAY_ITEMS
+    uint32_t first, last, step;
+    uint8_t *items;
+    size_t items_size;
+};
 
 //  What an id of the batch is: index into objects or tasks.
 typedef struct {
@@ -89,6 +99,10 @@ s_batch_clear (sq_session_t *self)
             free (t->kind);
         free (t->config);
         free (t->name);
+        if (t->array) {
+            free (t->array->items);
+            free (t->array);
+        }
         for (uint32_t j = 0; j < t->n_resources; j++)
             free (t->resources [j].name);
         free (t->resources);
@@ -110,7 +124,8 @@ s_call_simple (sq_session_t *self, sq_request_t *request, int timeout_ms, sq_rep
     sq_request_encode (&client->w, request);
     //  SESSION_OPEN has no session yet: nothing to lose.
     return sq_client_call_submit (client, request->req, NULL, 0, timeout_ms, reply,
-                                  request->type == SQ_MSG_SESSION_OPEN? NULL: self, 0);
+                                  request->type == SQ_MSG_SESSION_OPEN
+                                  || request->type == SQ_MSG_ATTACH? NULL: self, 0);
 }
 
 //  The body of an OK reply must be nil.
@@ -123,11 +138,20 @@ s_expect_nil (sq_session_t *self, const sq_reply_t *reply, const char *what)
     return 0;
 }
 
-sq_session_t *
-sq_session_new (sq_client_t *client)
+//  Opens a session (name NULL: none), or with attach_id or attach_name
+//  takes an existing one onto this client (ATTACH).
+static sq_session_t *
+s_session_open (sq_client_t *client, const char *name, bool detached,
+                uint32_t attach_id, const char *attach_name)
 {
     if (!client)
         return NULL;
+    if ((name && (!*name || strlen (name) > SQ_JOB_NAME_MAX))
+    ||  (attach_name && (!*attach_name || strlen (attach_name) > SQ_JOB_NAME_MAX))) {
+        sq_client_seterr (client, SQ_E_INVALID, 0, 0, "a job name is 1 to %d bytes",
+                          SQ_JOB_NAME_MAX);
+        return NULL;
+    }
     if (sq_client_check (client))
         return NULL;
     sq_session_t *self = (sq_session_t *) calloc (1, sizeof *self);
@@ -139,23 +163,77 @@ sq_session_new (sq_client_t *client)
     self->client = client;
     self->next_id = 1;
     self->batch_first = 1;
-    sq_request_t request = { .type = SQ_MSG_SESSION_OPEN };
+    bool attach = attach_id || attach_name;
+    sq_request_t request = { .type = attach? SQ_MSG_ATTACH: SQ_MSG_SESSION_OPEN };
+    const char *which = attach? attach_name: name;
+    if (which) {
+        request.has_name = true;
+        request.name = (mpr_str_t) { which, (uint32_t) strlen (which) };
+    }
+    request.detached = detached;
     sq_reply_t reply;
+    //  s_call_simple puts self->id in the request: the id ATTACH asks for.
+    self->id = attach_id;
     if (s_call_simple (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply)) {
         sq_client_detach (client, self);
         free (self);
         return NULL;
     }
     sq_errbuf_t err;
-    if (sq_session_opened_decode (reply.body, reply.body_size, &self->id, self->token, &err)
-    ||  self->id == 0) {
-        sq_client_seterr (client, SQ_E_PROTOCOL, 0, 0, "malformed SESSION_OPEN reply: %s",
-                          self->id? err.text: "session id 0");
+    uint32_t max_id = 0;
+    self->id = 0;
+    int rc = attach? sq_attached_decode (reply.body, reply.body_size, &max_id, &self->id,
+                                         self->token, &err)
+                   : sq_session_opened_decode (reply.body, reply.body_size, &self->id,
+                                               self->token, &err);
+    if (rc || self->id == 0 || max_id == UINT32_MAX) {
+        sq_client_seterr (client, SQ_E_PROTOCOL, 0, 0, "malformed %s reply: %s",
+                          attach? "ATTACH": "SESSION_OPEN",
+                          rc? err.text: self->id? "no id left": "session id 0");
         sq_client_detach (client, self);
         free (self);
         return NULL;
     }
+    //  A session taken over continues its ids above those it has.
+    self->known_max = max_id;
+    self->next_id = max_id + 1;
+    self->batch_first = max_id + 1;
     return self;
+}
+
+sq_session_t *
+sq_session_new (sq_client_t *client)
+{
+    return s_session_open (client, NULL, false, 0, NULL);
+}
+
+sq_session_t *
+sq_session_new_job (sq_client_t *client, const char *name, bool detached)
+{
+    return s_session_open (client, name, detached, 0, NULL);
+}
+
+sq_session_t *
+sq_session_attach (sq_client_t *client, uint32_t session, const char *name)
+{
+    if (client && (session != 0) == (name != NULL)) {
+        sq_client_seterr (client, SQ_E_INVALID, 0, 0, "attach by id or by name: one of them");
+        return NULL;
+    }
+    return s_session_open (client, NULL, false, session, name);
+}
+
+void
+sq_session_detach (sq_session_t **self_p)
+{
+    sq_session_t *self = *self_p;
+    if (!self)
+        return;
+    //  Freed as if its client were gone: no SESSION_CLOSE.
+    if (self->client)
+        sq_client_detach (self->client, self);
+    self->client = NULL;
+    sq_session_destroy (self_p);
 }
 
 uint32_t
@@ -613,6 +691,69 @@ sq_task_set_priority (sq_session_t *self, uint32_t task, int32_t priority)
     return 0;
 }
 
+static int
+s_set_array (sq_session_t *self, uint32_t task, struct s_array *array)
+{
+    s_task_t *t = s_pending_task (self, task, "sq_task_set_array");
+    if (!t) {
+        free (array->items);
+        free (array);
+        return SQ_E_INVALID;
+    }
+    if (t->array) {
+        free (t->array->items);
+        free (t->array);
+    }
+    t->array = array;
+    return 0;
+}
+
+int
+sq_task_set_array (sq_session_t *self, uint32_t task, uint32_t first, uint32_t last,
+                   uint32_t step)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (first > last || step == 0 || (last - first) / step >= SQ_ARRAY_MAX)
+        return s_err (self, SQ_E_INVALID, task, "sq_task_set_array: first <= last, step >= 1 "
+                      "and at most %u elements", SQ_ARRAY_MAX);
+    struct s_array *array = (struct s_array *) calloc (1, sizeof *array);
+    if (!array)
+        return s_err (self, SQ_E_NOMEM, task, "out of memory");
+    *array = (struct s_array) { SQ_ARRAY_RANGE, first, last, step, NULL, 0 };
+    return s_set_array (self, task, array);
+}
+
+int
+sq_task_set_array_items (sq_session_t *self, uint32_t task, const char *const *items, size_t n)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (n == 0 || n > SQ_ARRAY_MAX || !items)
+        return s_err (self, SQ_E_INVALID, task, "sq_task_set_array_items: 1 to %u items",
+                      SQ_ARRAY_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (!items [i] || strlen (items [i]) > SQ_MAX_NAME)
+            return s_err (self, SQ_E_INVALID, task, "sq_task_set_array_items: item %zu is "
+                          "NULL or longer than %u bytes", i, SQ_MAX_NAME);
+    msgpack_sbuffer buf;
+    msgpack_packer pk;
+    msgpack_sbuffer_init (&buf);
+    msgpack_packer_init (&pk, &buf, msgpack_sbuffer_write);
+    msgpack_pack_array (&pk, (uint32_t) n);
+    for (size_t i = 0; i < n; i++)
+        sq_pack_cstr (&pk, items [i]);
+    struct s_array *array = (struct s_array *) calloc (1, sizeof *array);
+    if (!array || !buf.data) {
+        free (array);
+        msgpack_sbuffer_destroy (&buf);
+        return s_err (self, SQ_E_NOMEM, task, "out of memory");
+    }
+    *array = (struct s_array) { SQ_ARRAY_ITEMS, 0, 0, 0, (uint8_t *) buf.data, buf.size };
+    //  The buffer is the array's now.
+    return s_set_array (self, task, array);
+}
+
 int
 sq_task_set_max_retries (sq_session_t *self, uint32_t task, uint32_t retries)
 {
@@ -917,6 +1058,14 @@ sq_submit (sq_session_t *self)
             .timeout_ms = t->timeout_ms,
             .name = { t->name? t->name: "", t->name? (uint32_t) strlen (t->name): 0 }
         };
+        if (t->array) {
+            spec.array = t->array->kind;
+            spec.array_first = t->array->first;
+            spec.array_last = t->array->last;
+            spec.array_step = t->array->step;
+            spec.array_items = t->array->items;
+            spec.array_items_size = t->array->items_size;
+        }
         sq_pack_task_spec (pk, &spec);
         if (outputs != outputs_stack)
             free (outputs);

@@ -22,6 +22,30 @@ sq_parse_int (const char *text, int64_t min, int64_t max, int64_t *value)
 }
 
 int
+sq_parse_duration_ms (const char *text, int64_t *ms)
+{
+    if (!text || !isdigit ((unsigned char) *text))
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull (text, &end, 10);
+    if (errno || v > 3153600000000ULL)
+        return -1;
+    uint64_t unit = 1000;
+    if (strcmp (end, "ms") == 0) unit = 1;
+    else if (strcmp (end, "s") == 0 || *end == 0) unit = 1000;
+    else if (strcmp (end, "m") == 0) unit = 60000;
+    else if (strcmp (end, "h") == 0) unit = 3600000;
+    else if (strcmp (end, "d") == 0) unit = 86400000;
+    else
+        return -1;
+    if (v > 3153600000000ULL / unit)
+        return -1;
+    *ms = (int64_t) (v * unit);
+    return 0;
+}
+
+int
 sq_parse_size (const char *text, uint64_t *value)
 {
     if (!text || !isdigit ((unsigned char) *text))

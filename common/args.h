@@ -11,6 +11,9 @@
 int sq_parse_size (const char *text, uint64_t *value);
 //  A whole number in [min, max]. 0 or -1.
 int sq_parse_int (const char *text, int64_t min, int64_t max, int64_t *value);
+//  A duration in ms: a whole number with a unit ms, s, m, h or d ("7d",
+//  "90s"; no unit: seconds), at most 100 years. 0 or -1.
+int sq_parse_duration_ms (const char *text, int64_t *ms);
 //  A ZeroMQ endpoint as users write it: "tcp://HOST:PORT", or "HOST:PORT"
 //  (tcp:// is then added); ipc:// and inproc:// pass as they are. A tcp
 //  port is "*" or 0-65535: ZeroMQ itself takes 99999 as 34463. Writes the

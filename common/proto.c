@@ -526,6 +526,13 @@ sq_msg_name (uint32_t type)
         case SQ_MSG_HELLO: return "HELLO";
         case SQ_MSG_REPLY: return "REPLY";
         case SQ_MSG_SESSION_OPEN: return "SESSION_OPEN";
+        case SQ_MSG_SESSIONS: return "SESSIONS";
+        case SQ_MSG_ATTACH: return "ATTACH";
+        case SQ_MSG_SESSION_WAIT: return "SESSION_WAIT";
+        case SQ_MSG_TASKS: return "TASKS";
+        case SQ_MSG_RESUBMIT: return "RESUBMIT";
+        case SQ_MSG_FORGET: return "FORGET";
+        case SQ_MSG_JOB_CANCEL: return "JOB_CANCEL";
         case SQ_MSG_SESSION_CLOSE: return "SESSION_CLOSE";
         case SQ_MSG_SUBMIT: return "SUBMIT";
         case SQ_MSG_KEEP: return "KEEP";

@@ -286,10 +286,29 @@ typedef struct {
     uint32_t copies;            //  PLACE: at least this many governors hold it
     uint32_t flags;             //  PLACE: SQ_PLACE_MOVE
     mpr_str_t token;            //  RESUME (bin, points into the frame)
+    //  Jobs (docs/protocol.md, "Jobs"). SESSION_OPEN's options: a name
+    //  (SESSIONS, ATTACH: the one asked for), detached; SESSIONS and TASKS'
+    //  state filter (bits, 0 any), TASKS' page.
+    bool has_name;
+    mpr_str_t name;             //  points into the frame
+    bool detached;
+    uint32_t states;
+    uint64_t offset;
+    uint32_t limit;
     uint32_t n_ids;             //  KEEP, UNKEEP, CANCEL, WAIT, DELETE; PLACE: governors
     uint32_t *ids;              //  owned: free with sq_request_release
 } sq_request_t;
 
+//    SESSION_OPEN [10, req, {name, detached}]    (options, optional)
+//    SESSIONS [26, req, states, session, name|nil]  body: [job...]
+//    ATTACH [27, req, session, name|nil]           body: [max_id, session, token]
+//    SESSION_WAIT [28, req, session, timeout_ms]   body: job
+//    TASKS [29, req, session, states, offset, limit] body: [total, [record...]]
+//    RESUBMIT [80, req, session, [ids]]            body: [n]
+//    FORGET [81, req, session] / JOB_CANCEL [82, req, session]  body: nil
+#define SQ_JOB_NAME_MAX 128
+#define SQ_JOBS_MAX 100000          //  jobs one SESSIONS reply lists
+#define SQ_TASKS_PAGE_MAX 10000     //  records one TASKS reply holds
 int sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_request_release (sq_request_t *self);
 void sq_request_encode (sq_wbuf_t *w, const sq_request_t *request);
@@ -434,6 +453,66 @@ void sq_pack_fetched_inline (msgpack_packer *pk, uint64_t size, const char *cont
 //  Located: the head, then one sq_pack_where.
 void sq_pack_fetched_head (msgpack_packer *pk, uint64_t size, const char *content_type);
 
+//  A job as SESSIONS and SESSION_WAIT describe it (a map, docs/protocol.md
+//  "Jobs"). state: 1 running, 2 finished, 4 failed, 8 cancelled (the bits
+//  of a filter); tasks: waiting, running, finished, failed, cancelled.
+typedef struct {
+    uint32_t id;
+    mpr_str_t name;             //  empty: nil
+    uint32_t state;
+    bool detached;
+    bool attached;
+    uint64_t tasks [5];
+    uint64_t created_ms;
+    uint64_t ended_ms;          //  0: nil (running)
+} sq_job_info_t;
+#define SQ_JOBSTATE_RUNNING 1
+#define SQ_JOBSTATE_FINISHED 2
+#define SQ_JOBSTATE_FAILED 4
+#define SQ_JOBSTATE_CANCELLED 8
+//  The names of job states (one bit) and task states (bits 1 waiting, 2
+//  running, 4 finished, 8 failed, 16 cancelled); NULL for others.
+const char *sq_job_state_name (uint32_t bit);
+const char *sq_task_state_bit_name (uint32_t bit);
+void sq_pack_job (msgpack_packer *pk, const sq_job_info_t *job);
+int sq_job_read (mpr_t *r, sq_job_info_t *job);
+int sq_job_decode (sq_job_info_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err);
+//  SESSIONS reply: an array header of n, then n sq_pack_job. Decoding:
+//  begin gives the count (at most SQ_JOBS_MAX), next each job.
+int sq_jobs_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
+                         uint32_t *n, sq_errbuf_t *err);
+int sq_jobs_reply_next (sq_iter_t *self, sq_job_info_t *job);
+//  ATTACH reply body [max_id, session, token].
+void sq_pack_attached (msgpack_packer *pk, uint32_t max_id, uint32_t session,
+                       const uint8_t *token);
+int sq_attached_decode (const uint8_t *body, size_t size, uint32_t *max_id,
+                        uint32_t *session, uint8_t *token, sq_errbuf_t *err);
+//  A TASKS record [id, index|nil, state, exit_code|nil, governor|nil,
+//  attempts, started|nil, ended|nil, error|nil, name]. has_*: not nil.
+typedef struct {
+    uint32_t id;
+    bool has_index;
+    int64_t index;
+    uint32_t state;             //  one task state bit
+    bool has_exit_code;
+    int32_t exit_code;
+    uint32_t governor;          //  0: nil
+    uint32_t attempts;
+    uint64_t started_ms;        //  0: nil
+    uint64_t ended_ms;          //  0: nil
+    mpr_str_t error;            //  empty: nil
+    mpr_str_t name;
+} sq_task_info_t;
+//  TASKS reply: the head [total, [ then n records.
+void sq_pack_tasks_head (msgpack_packer *pk, uint64_t total, uint32_t n);
+void sq_pack_task_info (msgpack_packer *pk, const sq_task_info_t *task);
+int sq_tasks_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
+                          uint64_t *total, uint32_t *n, sq_errbuf_t *err);
+int sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task);
+//  RESUBMIT reply body [n].
+void sq_pack_count (msgpack_packer *pk, uint64_t n);
+int sq_count_decode (const uint8_t *body, size_t size, uint64_t *n, sq_errbuf_t *err);
+
 //  RESUME reply body [max_id].
 void sq_pack_resumed (msgpack_packer *pk, uint32_t max_id);
 int sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf_t *err);
@@ -486,7 +565,19 @@ typedef struct {
     uint32_t max_retries;
     uint32_t timeout_ms;
     mpr_str_t name;
+    //  An array task (docs/protocol.md, "Array tasks"): SQ_ARRAY_RANGE with
+    //  first, last, step, or SQ_ARRAY_ITEMS with the raw msgpack array of
+    //  its strings (into the message); array_size elements.
+    uint8_t array;
+    uint32_t array_first, array_last, array_step;
+    uint32_t array_size;
+    const uint8_t *array_items;
+    size_t array_items_size;
 } sq_task_spec_t;
+#define SQ_ARRAY_NONE 0
+#define SQ_ARRAY_RANGE 1
+#define SQ_ARRAY_ITEMS 2
+#define SQ_ARRAY_MAX (1u << 24)     //  elements of one array task
 
 typedef struct {
     uint32_t req;
@@ -549,6 +640,8 @@ typedef struct {
     uint32_t attempt;           //  a task's; HELD: the object's version
     uint64_t size;              //  LOCATED, UPLOADED, HELD
     mpr_str_t message;          //  FAILED
+    bool has_exit_code;         //  FAILED: an execute program's exit status was said
+    int32_t exit_code;          //  negative: the signal that killed it
     uint64_t duration_us;
     uint32_t n_outputs;
     sq_output_ref_t *outputs;   //  scratch owned by the reader
@@ -566,6 +659,10 @@ void sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                      const char *message, uint64_t duration_us);
 void sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                             const char *message, uint64_t duration_us, uint32_t reason);
+//  An execute program's own failure with its exit status (negative: the
+//  signal that killed it), reason SQ_FAIL_TASK.
+void sq_pack_failed_exit (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                          const char *message, uint64_t duration_us, int32_t exit_code);
 void sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us);

@@ -3,6 +3,51 @@
     sections 5 and 6). */
 #include "proto_internal.h"
 
+//  A job's name: 1 to SQ_JOB_NAME_MAX bytes, no control characters (it is
+//  printed in listings and terminals).
+static void
+s_job_name (mpr_t *r, mpr_str_t *name)
+{
+    if (mpr_str (r, name, SQ_JOB_NAME_MAX))
+        return;
+    if (name->len == 0)
+        mpr_fail (r, "empty");
+    for (uint32_t i = 0; i < name->len && mpr_ok (r); i++)
+        if ((uint8_t) name->ptr [i] < 0x20 || name->ptr [i] == 0x7f)
+            mpr_fail (r, "a control character");
+}
+
+//  SESSION_OPEN's options map: known keys, each at most once.
+static void
+s_session_options (mpr_t *r, sq_request_t *self)
+{
+    uint32_t n;
+    mpr_field (r, "options");
+    if (mpr_map (r, &n))
+        return;
+    bool seen_name = false, seen_detached = false;
+    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
+        mpr_str_t key;
+        mpr_field (r, "options key");
+        if (mpr_str (r, &key, 64))
+            return;
+        if (mpr_str_eq (key, "name") && !seen_name) {
+            seen_name = true;
+            mpr_field (r, "name");
+            self->has_name = true;
+            s_job_name (r, &self->name);
+        }
+        else
+        if (mpr_str_eq (key, "detached") && !seen_detached) {
+            seen_detached = true;
+            mpr_field (r, "detached");
+            mpr_bool (r, &self->detached);
+        }
+        else
+            mpr_fail (r, "unknown or repeated key");
+    }
+}
+
 int
 sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
@@ -12,16 +57,26 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         return sqp_semantic (err, "request: not a msgpack array starting with a type");
     uint32_t fields;
     switch (type) {
-        case SQ_MSG_SESSION_OPEN: case SQ_MSG_INFO: case SQ_MSG_PING:
+        case SQ_MSG_SESSION_OPEN: {
+            //  [10, req] or [10, req, options]
+            mpr_t peek;
+            uint32_t n = 0;
+            mpr_init (&peek, data, size);
+            fields = mpr_array (&peek, &n) == 0 && n == 3? 3: 2;
+            break;
+        }
+        case SQ_MSG_INFO: case SQ_MSG_PING:
             fields = 2; break;
-        case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE:
+        case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: case SQ_MSG_FORGET:
+        case SQ_MSG_JOB_CANCEL:
             fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
-        case SQ_MSG_DELETE:
+        case SQ_MSG_DELETE: case SQ_MSG_ATTACH: case SQ_MSG_SESSION_WAIT:
+        case SQ_MSG_RESUBMIT:
             fields = 4; break;
-        case SQ_MSG_FETCH:
+        case SQ_MSG_FETCH: case SQ_MSG_SESSIONS:
             fields = 5; break;
-        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD:
+        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: case SQ_MSG_TASKS:
             fields = 6; break;
         case SQ_MSG_PLACE:
             fields = 8; break;
@@ -38,14 +93,49 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         mpr_u32 (&r, &self->governor);
     }
     else
-    if (fields >= 3) {
+    if (type == SQ_MSG_SESSION_OPEN) {
+        if (fields == 3)
+            s_session_options (&r, self);
+    }
+    else
+    if (type == SQ_MSG_SESSIONS) {
+        mpr_field (&r, "states");
+        mpr_u32 (&r, &self->states);
+        if (mpr_ok (&r) && self->states > 15)
+            mpr_fail (&r, "unknown job state bits");
+    }
+    if (fields >= 3 && type != SQ_MSG_RETIRE && type != SQ_MSG_SESSION_OPEN) {
         mpr_field (&r, "session");
         mpr_u32 (&r, &self->session);
     }
     switch (type) {
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_DELETE:
+        case SQ_MSG_RESUBMIT:
             mpr_field (&r, "ids");
             sqp_ids (&r, &self->ids, &self->n_ids);
+            break;
+        case SQ_MSG_SESSIONS: case SQ_MSG_ATTACH:
+            mpr_field (&r, "name");
+            if (!mpr_try_nil (&r)) {
+                self->has_name = true;
+                s_job_name (&r, &self->name);
+            }
+            break;
+        case SQ_MSG_SESSION_WAIT:
+            mpr_field (&r, "timeout_ms");
+            mpr_int (&r, &self->timeout_ms);
+            break;
+        case SQ_MSG_TASKS:
+            mpr_field (&r, "states");
+            mpr_u32 (&r, &self->states);
+            if (mpr_ok (&r) && self->states > 31)
+                mpr_fail (&r, "unknown task state bits");
+            mpr_field (&r, "offset");
+            mpr_uint (&r, &self->offset);
+            mpr_field (&r, "limit");
+            mpr_u32 (&r, &self->limit);
+            if (mpr_ok (&r) && self->limit > SQ_TASKS_PAGE_MAX)
+                mpr_fail (&r, "more than 10000");
             break;
         case SQ_MSG_PLACE:
             mpr_field (&r, "id");
@@ -118,12 +208,17 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     msgpack_packer *pk = &w->pk;
     uint32_t fields = 2;
     switch (q->type) {
-        case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: fields = 3; break;
+        case SQ_MSG_SESSION_OPEN:
+            fields = q->has_name || q->detached? 3: 2; break;
+        case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: case SQ_MSG_FORGET:
+        case SQ_MSG_JOB_CANCEL:
+            fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
-        case SQ_MSG_DELETE:
+        case SQ_MSG_DELETE: case SQ_MSG_ATTACH: case SQ_MSG_SESSION_WAIT:
+        case SQ_MSG_RESUBMIT:
             fields = 4; break;
-        case SQ_MSG_FETCH: fields = 5; break;
-        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: fields = 6; break;
+        case SQ_MSG_FETCH: case SQ_MSG_SESSIONS: fields = 5; break;
+        case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: case SQ_MSG_TASKS: fields = 6; break;
         case SQ_MSG_PLACE: fields = 8; break;
         default: break;
     }
@@ -133,11 +228,46 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     if (q->type == SQ_MSG_RETIRE)
         msgpack_pack_uint32 (pk, q->governor);
     else
+    if (q->type == SQ_MSG_SESSION_OPEN) {
+        if (fields == 3) {
+            msgpack_pack_map (pk, (q->has_name? 1: 0) + 1);
+            if (q->has_name) {
+                sq_pack_cstr (pk, "name");
+                sq_pack_mstr (pk, q->name);
+            }
+            sq_pack_cstr (pk, "detached");
+            if (q->detached)
+                msgpack_pack_true (pk);
+            else
+                msgpack_pack_false (pk);
+        }
+    }
+    else
+    if (q->type == SQ_MSG_SESSIONS) {
+        msgpack_pack_uint32 (pk, q->states);
+        msgpack_pack_uint32 (pk, q->session);
+    }
+    else
     if (fields >= 3)
         msgpack_pack_uint32 (pk, q->session);
     switch (q->type) {
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_DELETE:
+        case SQ_MSG_RESUBMIT:
             sqp_pack_ids (pk, q->ids, q->n_ids);
+            break;
+        case SQ_MSG_SESSIONS: case SQ_MSG_ATTACH:
+            if (q->has_name)
+                sq_pack_mstr (pk, q->name);
+            else
+                msgpack_pack_nil (pk);
+            break;
+        case SQ_MSG_SESSION_WAIT:
+            msgpack_pack_int64 (pk, q->timeout_ms);
+            break;
+        case SQ_MSG_TASKS:
+            msgpack_pack_uint32 (pk, q->states);
+            msgpack_pack_uint64 (pk, q->offset);
+            msgpack_pack_uint32 (pk, q->limit);
             break;
         case SQ_MSG_PLACE:
             msgpack_pack_uint32 (pk, q->id);
@@ -271,8 +401,9 @@ s_submit_count (mpr_t r, uint32_t n_tasks, size_t *n_ids, size_t *n_res)
 {
     size_t ids = 0, res = 0;
     for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
-        uint32_t n;
-        mpr_array_exact (&r, 10);
+        uint32_t n, fields = 0;
+        if (mpr_array (&r, &fields) == 0 && fields != 10 && fields != 11)
+            mpr_fail (&r, "a task of neither 10 nor 11 fields");
         mpr_skip (&r, NULL, NULL);                  //  id
         mpr_skip (&r, NULL, NULL);                  //  kind
         for (int list = 0; list < 2; list++) {      //  inputs, outputs
@@ -288,13 +419,63 @@ s_submit_count (mpr_t r, uint32_t n_tasks, size_t *n_ids, size_t *n_res)
             for (uint32_t j = 0; j < 2 * n; j++)
                 mpr_skip (&r, NULL, NULL);
         }
-        for (int j = 0; j < 4; j++)                 //  priority .. name
+        for (uint32_t j = 0; j < fields - 6; j++)   //  priority .. name (, array)
             mpr_skip (&r, NULL, NULL);
     }
     if (mpr_ok (&r)) {
         *n_ids = ids;
         *n_res = res;
     }
+}
+
+//  A task's array: nil, [first, last, step], or a list of strings.
+static void
+s_array_spec (mpr_t *r, sq_task_spec_t *t)
+{
+    if (mpr_try_nil (r))
+        return;
+    uint32_t n;
+    size_t start = r->pos;
+    if (mpr_array (r, &n))
+        return;
+    if (n == 0) {
+        mpr_fail (r, "an empty array");
+        return;
+    }
+    if (mpr_peek (r) == MPR_UINT) {
+        if (n != 3) {
+            mpr_fail (r, "a range is [first, last, step]");
+            return;
+        }
+        mpr_u32 (r, &t->array_first);
+        mpr_u32 (r, &t->array_last);
+        mpr_u32 (r, &t->array_step);
+        if (!mpr_ok (r))
+            return;
+        if (t->array_first > t->array_last || t->array_step == 0)
+            mpr_fail (r, "a range needs first <= last and a step of at least 1");
+        else
+        if ((t->array_last - t->array_first) / t->array_step >= SQ_ARRAY_MAX)
+            mpr_fail (r, "more than 2^24 elements");
+        t->array = SQ_ARRAY_RANGE;
+        t->array_size = (t->array_last - t->array_first) / t->array_step + 1;
+        return;
+    }
+    if (n > SQ_ARRAY_MAX) {
+        mpr_fail (r, "more than 2^24 elements");
+        return;
+    }
+    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
+        mpr_str_t item;
+        if (mpr_str (r, &item, SQ_MAX_NAME) == 0 && memchr (item.ptr, 0, item.len))
+            mpr_fail (r, "an item with a NUL");
+    }
+    if (!mpr_ok (r))
+        return;
+    t->array = SQ_ARRAY_ITEMS;
+    t->array_size = n;
+    t->array_items = r->data + start;
+    t->array_items_size = r->pos - start;
 }
 
 int
@@ -374,8 +555,10 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
         sq_task_spec_t *t = &self->tasks [i];
         uint32_t n;
         int64_t priority;
+        uint32_t fields = 0;
         mpr_field (&r, "task");
-        mpr_array_exact (&r, 10);
+        if (mpr_array (&r, &fields) == 0 && fields != 10 && fields != 11)
+            mpr_fail (&r, "a task of neither 10 nor 11 fields");
         mpr_field (&r, "task.id");
         mpr_u32 (&r, &t->id);
         mpr_field (&r, "task.kind");
@@ -413,6 +596,10 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
         mpr_u32 (&r, &t->timeout_ms);
         mpr_field (&r, "task.name");
         mpr_str (&r, &t->name, SQ_MAX_NAME);
+        if (fields == 11) {
+            mpr_field (&r, "task.array");
+            s_array_spec (&r, t);
+        }
         self->n_tasks = i + 1;
     }
     mpr_field (&r, NULL);
@@ -472,7 +659,7 @@ sq_pack_object_uploaded (msgpack_packer *pk, uint32_t id, uint32_t flags,
 void
 sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *t)
 {
-    msgpack_pack_array (pk, 10);
+    msgpack_pack_array (pk, t->array? 11: 10);
     msgpack_pack_uint32 (pk, t->id);
     sq_pack_mstr (pk, t->kind);
     sqp_pack_ids (pk, t->inputs, t->n_inputs);
@@ -486,6 +673,15 @@ sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *t)
     msgpack_pack_uint32 (pk, t->max_retries);
     msgpack_pack_uint32 (pk, t->timeout_ms);
     sq_pack_mstr (pk, t->name);
+    if (t->array == SQ_ARRAY_RANGE) {
+        msgpack_pack_array (pk, 3);
+        msgpack_pack_uint32 (pk, t->array_first);
+        msgpack_pack_uint32 (pk, t->array_last);
+        msgpack_pack_uint32 (pk, t->array_step);
+    }
+    else
+    if (t->array == SQ_ARRAY_ITEMS)
+        msgpack_pack_str_body (pk, t->array_items, t->array_items_size);    //  raw
 }
 
 //  --------------------------------------------------------------------------

@@ -116,7 +116,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
         mpr_fail (r, "unknown event type");
     else
     //  LOCATED may carry how long the copy took (a later field).
-    if (n != want && !(ev->type == SQ_EV_LOCATED && n == 4))
+    if (n != want && !(ev->type == SQ_EV_LOCATED && n == 4) && !(ev->type == SQ_EV_FAILED && n == 7))
         mpr_fail (r, "wrong number of fields");
     if (ev->type != SQ_EV_INVENTORY) {
         mpr_field (r, "event.key");
@@ -154,6 +154,14 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
             mpr_field (r, "event.reason");
             if (mpr_u32 (r, &ev->reason) == 0 && ev->reason > SQ_FAIL_MEMORY)
                 mpr_fail (r, "unknown failure reason");
+            if (n == 7) {
+                int64_t code = 0;
+                mpr_field (r, "event.exit_code");
+                if (mpr_int (r, &code) == 0 && (code < INT32_MIN || code > INT32_MAX))
+                    mpr_fail (r, "not an i32");
+                ev->has_exit_code = true;
+                ev->exit_code = (int32_t) code;
+            }
             break;
         case SQ_EV_STARTED:
         case SQ_EV_RETRACTED:
@@ -214,6 +222,20 @@ sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     sq_pack_cstr (pk, message);
     msgpack_pack_uint64 (pk, duration_us);
     msgpack_pack_uint32 (pk, reason);
+}
+
+void
+sq_pack_failed_exit (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                     const char *message, uint64_t duration_us, int32_t exit_code)
+{
+    msgpack_pack_array (pk, 7);
+    msgpack_pack_uint32 (pk, SQ_EV_FAILED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+    sq_pack_cstr (pk, message);
+    msgpack_pack_uint64 (pk, duration_us);
+    msgpack_pack_uint32 (pk, SQ_FAIL_TASK);
+    msgpack_pack_int32 (pk, exit_code);
 }
 
 void

@@ -127,11 +127,89 @@ s_ids (mpr_t *r, sq_rec_t *self)
     return 0;
 }
 
+//  ELEMENT's and ENDED's last fields: exit|nil, governor, [attempts,]
+//  started, ended.
+static void
+s_run_fields (mpr_t *r, sq_rec_t *self)
+{
+    mpr_field (r, "exit_code");
+    if (!mpr_try_nil (r)) {
+        int64_t code = 0;
+        if (mpr_int (r, &code) == 0 && (code < INT32_MIN || code > INT32_MAX))
+            mpr_fail (r, "not an i32");
+        self->has_exit_code = true;
+        self->exit_code = (int32_t) code;
+    }
+    mpr_field (r, "governor");
+    mpr_u32 (r, &self->governor);
+    if (self->type == SQ_REC_ELEMENT) {
+        mpr_field (r, "attempts");
+        mpr_u32 (r, &self->attempts);
+    }
+    mpr_field (r, "started_ms");
+    mpr_uint (r, &self->started_ms);
+    mpr_field (r, "ended_ms");
+    mpr_uint (r, &self->ended_ms);
+}
+
+static void
+s_pack_run_fields (msgpack_packer *pk, const sq_rec_t *rec)
+{
+    if (rec->has_exit_code)
+        msgpack_pack_int32 (pk, rec->exit_code);
+    else
+        msgpack_pack_nil (pk);
+    msgpack_pack_uint32 (pk, rec->governor);
+    if (rec->type == SQ_REC_ELEMENT)
+        msgpack_pack_uint32 (pk, rec->attempts);
+    msgpack_pack_uint64 (pk, rec->started_ms);
+    msgpack_pack_uint64 (pk, rec->ended_ms);
+}
+
+void
+sq_rec_pack_job (msgpack_packer *pk, uint32_t session, const char *name, bool detached,
+                 uint64_t created_ms)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, SQ_REC_JOB);
+    msgpack_pack_uint32 (pk, session);
+    if (name) {
+        size_t len = strlen (name);
+        msgpack_pack_str (pk, len);
+        msgpack_pack_str_body (pk, name, len);
+    }
+    else
+        msgpack_pack_nil (pk);
+    if (detached) msgpack_pack_true (pk); else msgpack_pack_false (pk);
+    msgpack_pack_uint64 (pk, created_ms);
+}
+
+void
+sq_rec_pack_element (msgpack_packer *pk, const sq_rec_t *rec)
+{
+    msgpack_pack_array (pk, 10);
+    msgpack_pack_uint32 (pk, SQ_REC_ELEMENT);
+    msgpack_pack_uint32 (pk, rec->session);
+    msgpack_pack_uint32 (pk, rec->id);
+    msgpack_pack_uint64 (pk, rec->k);
+    msgpack_pack_uint32 (pk, rec->state);
+    s_pack_run_fields (pk, rec);
+}
+
+void
+sq_rec_pack_ended (msgpack_packer *pk, const sq_rec_t *rec)
+{
+    msgpack_pack_array (pk, 6);
+    msgpack_pack_uint32 (pk, SQ_REC_ENDED);
+    msgpack_pack_uint64 (pk, rec->key);
+    s_pack_run_fields (pk, rec);
+}
+
 int
 sq_rec_decode (sq_rec_t *self, const uint8_t *body, size_t size, char *err, size_t err_size)
 {
     static const uint32_t fields [SQ_REC_TYPES_] = {
-        0, 4, 2, 5, 4, 3, 3, 3, 2, 4, 5, 6, 5, 2, 3, 3
+        0, 4, 2, 5, 4, 3, 3, 3, 2, 4, 5, 6, 5, 2, 3, 3, 5, 10, 0, 3, 6
     };
     mpr_t r;
     uint32_t n, count;
@@ -195,7 +273,35 @@ sq_rec_decode (sq_rec_t *self, const uint8_t *body, size_t size, char *err, size
                 self->n_payloads = i + 1;
             }
             break;
+        case SQ_REC_JOB:
+            mpr_field (&r, "session");
+            mpr_u32 (&r, &self->session);
+            mpr_field (&r, "name");
+            s_opt_str (&r, &self->name, 128);
+            mpr_field (&r, "detached");
+            mpr_bool (&r, &self->detached);
+            mpr_field (&r, "created_ms");
+            mpr_uint (&r, &self->created_ms);
+            break;
+        case SQ_REC_ELEMENT:
+            mpr_field (&r, "session");
+            mpr_u32 (&r, &self->session);
+            mpr_field (&r, "task");
+            mpr_u32 (&r, &self->id);
+            mpr_field (&r, "k");
+            mpr_uint (&r, &self->k);
+            mpr_field (&r, "state");
+            if (mpr_u32 (&r, &self->state) == 0 && (self->state < 1 || self->state > 3))
+                mpr_fail (&r, "not a final state");
+            s_run_fields (&r, self);
+            break;
+        case SQ_REC_ENDED:
+            mpr_field (&r, "task");
+            mpr_uint (&r, &self->key);
+            s_run_fields (&r, self);
+            break;
         case SQ_REC_KEEP: case SQ_REC_UNKEEP: case SQ_REC_CANCEL: case SQ_REC_DELETE:
+        case SQ_REC_RESUBMIT:
             mpr_field (&r, "session");
             mpr_u32 (&r, &self->session);
             mpr_field (&r, "ids");

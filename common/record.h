@@ -54,6 +54,11 @@ typedef enum {
     SQ_REC_GONE,
     SQ_REC_IDS,
     SQ_REC_DELETE,              //  [type, session, ids]: objects deleted by hand
+    SQ_REC_JOB,                 //  16: a session's job options
+    SQ_REC_ELEMENT,             //  17: an array element's outcome
+    SQ_REC_UNUSED_18,           //  (refused)
+    SQ_REC_RESUBMIT,            //  19: [type, session, ids]
+    SQ_REC_ENDED,               //  20: a job task's run: exit status, governor, times
     SQ_REC_TYPES_
 } sq_rec_type_t;
 
@@ -87,6 +92,17 @@ typedef struct {
     uint64_t incarnation;       //  GOVERNOR
     mpr_str_t name;             //  GOVERNOR
     mpr_str_t key_z85;          //  GOVERNOR; empty if nil
+    //  JOB: name (in `name`, empty if nil), detached, created; ELEMENT:
+    //  session, task id in `id`, position k, state, exit, governor,
+    //  attempts, times; ENDED: key, exit, governor, times.
+    bool detached;
+    uint64_t created_ms, started_ms, ended_ms;
+    uint64_t k;
+    uint32_t state;
+    bool has_exit_code;
+    int32_t exit_code;
+    uint32_t governor;
+    uint32_t attempts;
 } sq_rec_t;
 
 uint32_t sq_crc32c (uint32_t crc, const void *data, size_t size);
@@ -131,5 +147,11 @@ void sq_rec_pack_governor (msgpack_packer *pk, uint32_t id, uint64_t incarnation
                            const char *name, const char *key_z85);
 void sq_rec_pack_gone (msgpack_packer *pk, uint32_t id);
 void sq_rec_pack_ids_counters (msgpack_packer *pk, uint32_t next_session, uint32_t next_peer);
+void sq_rec_pack_job (msgpack_packer *pk, uint32_t session, const char *name, bool detached,
+                      uint64_t created_ms);
+//  ELEMENT and ENDED take the fields of a decoded record (the caller fills
+//  session, id, k, state, exit, governor, attempts, times / key).
+void sq_rec_pack_element (msgpack_packer *pk, const sq_rec_t *rec);
+void sq_rec_pack_ended (msgpack_packer *pk, const sq_rec_t *rec);
 
 #endif

@@ -432,6 +432,14 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     sq_idmap_remove (self->tasks, task->key);
     s_unrun (self, task);
     self->tasks_completed++;
+    if (rc && task->has_exit_code && task->fail_reason == SQ_FAIL_TASK) {
+        sq_debug ("task %" PRIx64 "/%u failed: %s", task->key, task->attempt, message);
+        sq_pack_failed_exit (&self->events.pk, task->key, task->attempt, message, duration,
+                             task->exit_code);
+        s_event_added (self);
+        task_destroy (&task);
+        return;
+    }
     if (rc) {
         s_failed_reason (self, task->key, task->attempt, message, duration, task->fail_reason);
         task_destroy (&task);
@@ -837,6 +845,7 @@ s_child_exited (compute_t *self, task_t *task)
         return;
     }
     int rc = execute_finish (task->exec, task, self->err, sizeof self->err);
+    task->has_exit_code = execute_exit_code (task->exec, &task->exit_code);
     if (rc == 0 && task->stream_in >= 0 && stream_reader_broken (self->streams, task->key)) {
         snprintf (self->err, sizeof self->err, "its input stream %" PRIx64 " broke off "
                   "(see the governor's log); the program read part of it only",

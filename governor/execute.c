@@ -442,6 +442,19 @@ s_output (execute_t *self, task_t *task, uint32_t j, char *err, size_t err_size)
     return 0;
 }
 
+bool
+execute_exit_code (execute_t *self, int32_t *code)
+{
+    if (WIFEXITED (self->status))
+        *code = WEXITSTATUS (self->status);
+    else
+    if (WIFSIGNALED (self->status))
+        *code = -WTERMSIG (self->status);
+    else
+        return false;
+    return true;
+}
+
 int
 execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
 {

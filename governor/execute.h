@@ -43,5 +43,8 @@ void execute_kill (execute_t *self);
 //  After execute_poll returned 1: reads outputs into task->results. 0, or -1
 //  with the failure message (exit status, stderr tail, missing output).
 int execute_finish (execute_t *self, task_t *task, char *err, size_t err_size);
+//  The program's exit status once it ended (negative: the signal that
+//  killed it): true with *code, false if it has not ended.
+bool execute_exit_code (execute_t *self, int32_t *code);
 
 #endif

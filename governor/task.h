@@ -45,6 +45,8 @@ struct _task_t {
     uint32_t timeout_ms;
     uint64_t memory;            //  bytes it asked for: killed above, 0: no limit
     uint32_t fail_reason;       //  SQ_FAIL_* reported if it fails
+    bool has_exit_code;          //  an execute program ended: its status below
+    int32_t exit_code;          //  negative: the signal that killed it
     uint32_t n_resources;       //  other named requests (names owned)
     sq_resource_t resources [SQ_MAX_RESOURCES];
     //  Devices (governor --gpus): what it asked for in thousandths, the

@@ -270,7 +270,7 @@ main (int argc, char **argv)
     sq_pack_object_spec (&w.pk, 3, SQ_OBJ_KEEP, "text/plain", -1, "");
     msgpack_pack_array (&w.pk, 1);
     sq_task_spec_t join = { 2, s_mstr ("concat"), 1, in1, 1, out3, NULL, 0, 0, NULL,
-                            0, 0, 0, s_mstr ("join") };
+                            0, 0, 0, s_mstr ("join"), 0, 0, 0, 0, 0, NULL, 0 };
     sq_pack_task_spec (&w.pk, &join);
     s_emit (FZ_SUBMIT, "example", &w);
 
@@ -290,7 +290,8 @@ main (int argc, char **argv)
                              confs [i].n_in, ins, confs [i].n_out, outs,
                              (const uint8_t *) confs [i].config, confs [i].size,
                              i % 3, res, (int32_t) i - 3, (uint32_t) i % 4,
-                             (uint32_t) i * 1000, s_mstr (confs [i].name) };
+                             (uint32_t) i * 1000, s_mstr (confs [i].name),
+                             0, 0, 0, 0, 0, NULL, 0 };
         sq_pack_task_spec (&w.pk, &t);
     }
     s_emit (FZ_SUBMIT, "submit-every-kind", &w);

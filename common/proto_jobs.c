@@ -1,0 +1,372 @@
+/*  proto_jobs: the bodies of the replies about jobs (docs/protocol.md,
+    "Jobs"): a job map (SESSIONS, SESSION_WAIT), ATTACH's, TASKS' records,
+    RESUBMIT's count. The requests themselves are in proto_client.c. */
+#include "proto_internal.h"
+
+static const char *s_job_states [] = { "running", "finished", "failed", "cancelled" };
+static const char *s_task_states [] = { "waiting", "running", "finished", "failed", "cancelled" };
+
+static const char *
+s_bit_name (uint32_t bit, const char **names, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (bit == 1u << i)
+            return names [i];
+    return NULL;
+}
+
+//  The bit of a state name, 0 if it is none.
+static uint32_t
+s_bit_of (mpr_str_t name, const char **names, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (mpr_str_eq (name, names [i]))
+            return 1u << i;
+    return 0;
+}
+
+const char *
+sq_job_state_name (uint32_t bit)
+{
+    return s_bit_name (bit, s_job_states, 4);
+}
+
+const char *
+sq_task_state_bit_name (uint32_t bit)
+{
+    return s_bit_name (bit, s_task_states, 5);
+}
+
+static void
+s_pack_opt_uint (msgpack_packer *pk, uint64_t value)
+{
+    if (value)
+        msgpack_pack_uint64 (pk, value);
+    else
+        msgpack_pack_nil (pk);
+}
+
+void
+sq_pack_job (msgpack_packer *pk, const sq_job_info_t *job)
+{
+    msgpack_pack_map (pk, 8);
+    sq_pack_cstr (pk, "id");
+    msgpack_pack_uint32 (pk, job->id);
+    sq_pack_cstr (pk, "name");
+    if (job->name.len)
+        sq_pack_mstr (pk, job->name);
+    else
+        msgpack_pack_nil (pk);
+    sq_pack_cstr (pk, "state");
+    const char *state = sq_job_state_name (job->state);
+    sq_pack_cstr (pk, state? state: "running");
+    sq_pack_cstr (pk, "detached");
+    if (job->detached) msgpack_pack_true (pk); else msgpack_pack_false (pk);
+    sq_pack_cstr (pk, "attached");
+    if (job->attached) msgpack_pack_true (pk); else msgpack_pack_false (pk);
+    sq_pack_cstr (pk, "tasks");
+    msgpack_pack_map (pk, 5);
+    for (int i = 0; i < 5; i++) {
+        sq_pack_cstr (pk, s_task_states [i]);
+        msgpack_pack_uint64 (pk, job->tasks [i]);
+    }
+    sq_pack_cstr (pk, "created");
+    msgpack_pack_uint64 (pk, job->created_ms);
+    sq_pack_cstr (pk, "ended");
+    s_pack_opt_uint (pk, job->ended_ms);
+}
+
+//  Reads a job map; keys it does not know are skipped (a newer broker may
+//  say more), each known key at most once, all of them required.
+int
+sq_job_read (mpr_t *r, sq_job_info_t *job)
+{
+    memset (job, 0, sizeof *job);
+    uint32_t n, seen = 0;
+    mpr_field (r, "job");
+    if (mpr_map (r, &n))
+        return -1;
+    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
+        mpr_str_t key;
+        mpr_field (r, "job key");
+        if (mpr_str (r, &key, 64))
+            break;
+        static const char *keys [] = {
+            "id", "name", "state", "detached", "attached", "tasks", "created", "ended"
+        };
+        uint32_t k = 0;
+        while (k < 8 && !mpr_str_eq (key, keys [k]))
+            k++;
+        if (k == 8) {
+            mpr_field (r, "job value");
+            mpr_skip (r, NULL, NULL);
+            continue;
+        }
+        if (seen & (1u << k)) {
+            mpr_fail (r, "a key twice");
+            break;
+        }
+        seen |= 1u << k;
+        mpr_field (r, keys [k]);
+        if (k == 0)
+            mpr_u32 (r, &job->id);
+        else
+        if (k == 1) {
+            if (!mpr_try_nil (r))
+                mpr_str (r, &job->name, SQ_JOB_NAME_MAX);
+        }
+        else
+        if (k == 2) {
+            mpr_str_t state;
+            if (mpr_str (r, &state, 64) == 0) {
+                job->state = s_bit_of (state, s_job_states, 4);
+                if (!job->state)
+                    mpr_fail (r, "unknown job state");
+            }
+        }
+        else
+        if (k == 3)
+            mpr_bool (r, &job->detached);
+        else
+        if (k == 4)
+            mpr_bool (r, &job->attached);
+        else
+        if (k == 5) {
+            uint32_t m, got = 0;
+            if (mpr_map (r, &m))
+                break;
+            for (uint32_t j = 0; j < m && mpr_ok (r); j++) {
+                mpr_str_t state;
+                mpr_field (r, "tasks key");
+                if (mpr_str (r, &state, 64))
+                    break;
+                uint32_t bit = s_bit_of (state, s_task_states, 5);
+                uint64_t count;
+                mpr_field (r, "tasks count");
+                if (mpr_uint (r, &count))
+                    break;
+                if (!bit || (got & bit)) {
+                    mpr_fail (r, "unknown or repeated task state");
+                    break;
+                }
+                got |= bit;
+                job->tasks [__builtin_ctz (bit)] = count;
+            }
+        }
+        else
+        if (k == 6)
+            mpr_uint (r, &job->created_ms);
+        else {
+            if (!mpr_try_nil (r))
+                mpr_uint (r, &job->ended_ms);
+        }
+    }
+    if (mpr_ok (r) && seen != 0xff)
+        mpr_fail (r, "a key missing");
+    return mpr_ok (r)? 0: -1;
+}
+
+int
+sq_job_decode (sq_job_info_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, body, size);
+    sq_job_read (&r, self);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "job");
+    return 0;
+}
+
+int
+sq_jobs_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
+                     uint32_t *n, sq_errbuf_t *err)
+{
+    memset (self, 0, sizeof *self);
+    self->err = err;
+    mpr_init (&self->r, body, size);
+    mpr_field (&self->r, "jobs");
+    mpr_array (&self->r, &self->left);
+    if (mpr_ok (&self->r) && self->left > SQ_JOBS_MAX)
+        mpr_fail (&self->r, "more than 100000");
+    if (!mpr_ok (&self->r))
+        return sqp_error (&self->r, err, "SESSIONS reply");
+    *n = self->left;
+    return 0;
+}
+
+int
+sq_jobs_reply_next (sq_iter_t *self, sq_job_info_t *job)
+{
+    int more = sqp_iter_more (self, "SESSIONS reply");
+    if (more <= 0)
+        return more;
+    if (sq_job_read (&self->r, job))
+        return sqp_error (&self->r, self->err, "SESSIONS reply");
+    return 1;
+}
+
+void
+sq_pack_attached (msgpack_packer *pk, uint32_t max_id, uint32_t session, const uint8_t *token)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, max_id);
+    msgpack_pack_uint32 (pk, session);
+    msgpack_pack_bin (pk, SQ_TOKEN_LEN);
+    msgpack_pack_bin_body (pk, token, SQ_TOKEN_LEN);
+}
+
+int
+sq_attached_decode (const uint8_t *body, size_t size, uint32_t *max_id,
+                    uint32_t *session, uint8_t *token, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_str_t t = { NULL, 0 };
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array_exact (&r, 3);
+    mpr_field (&r, "max_id");
+    mpr_u32 (&r, max_id);
+    mpr_field (&r, "session");
+    mpr_u32 (&r, session);
+    mpr_field (&r, "token");
+    mpr_bin (&r, &t, SQ_TOKEN_LEN);
+    if (mpr_ok (&r) && t.len != SQ_TOKEN_LEN)
+        mpr_fail (&r, "wrong number of bytes");
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "ATTACH reply");
+    memcpy (token, t.ptr, SQ_TOKEN_LEN);
+    return 0;
+}
+
+void
+sq_pack_tasks_head (msgpack_packer *pk, uint64_t total, uint32_t n)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint64 (pk, total);
+    msgpack_pack_array (pk, n);
+}
+
+void
+sq_pack_task_info (msgpack_packer *pk, const sq_task_info_t *task)
+{
+    msgpack_pack_array (pk, 10);
+    msgpack_pack_uint32 (pk, task->id);
+    if (task->has_index)
+        msgpack_pack_int64 (pk, task->index);
+    else
+        msgpack_pack_nil (pk);
+    const char *state = sq_task_state_bit_name (task->state);
+    sq_pack_cstr (pk, state? state: "waiting");
+    if (task->has_exit_code)
+        msgpack_pack_int32 (pk, task->exit_code);
+    else
+        msgpack_pack_nil (pk);
+    s_pack_opt_uint (pk, task->governor);
+    msgpack_pack_uint32 (pk, task->attempts);
+    s_pack_opt_uint (pk, task->started_ms);
+    s_pack_opt_uint (pk, task->ended_ms);
+    if (task->error.len)
+        sq_pack_mstr (pk, task->error);
+    else
+        msgpack_pack_nil (pk);
+    sq_pack_mstr (pk, task->name);
+}
+
+int
+sq_tasks_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
+                      uint64_t *total, uint32_t *n, sq_errbuf_t *err)
+{
+    memset (self, 0, sizeof *self);
+    self->err = err;
+    mpr_t *r = &self->r;
+    mpr_init (r, body, size);
+    mpr_field (r, "body");
+    mpr_array_exact (r, 2);
+    mpr_field (r, "total");
+    mpr_uint (r, total);
+    mpr_field (r, "records");
+    mpr_array (r, &self->left);
+    if (mpr_ok (r) && self->left > SQ_TASKS_PAGE_MAX)
+        mpr_fail (r, "more than 10000");
+    if (!mpr_ok (r))
+        return sqp_error (r, err, "TASKS reply");
+    *n = self->left;
+    return 0;
+}
+
+int
+sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task)
+{
+    int more = sqp_iter_more (self, "TASKS reply");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    memset (task, 0, sizeof *task);
+    mpr_field (r, "record");
+    mpr_array_exact (r, 10);
+    mpr_field (r, "id");
+    mpr_u32 (r, &task->id);
+    mpr_field (r, "index");
+    if (!mpr_try_nil (r)) {
+        task->has_index = true;
+        mpr_int (r, &task->index);
+    }
+    mpr_field (r, "state");
+    mpr_str_t state;
+    if (mpr_str (r, &state, 64) == 0) {
+        task->state = s_bit_of (state, s_task_states, 5);
+        if (!task->state)
+            mpr_fail (r, "unknown task state");
+    }
+    mpr_field (r, "exit_code");
+    if (!mpr_try_nil (r)) {
+        int64_t code;
+        if (mpr_int (r, &code) == 0 && (code < INT32_MIN || code > INT32_MAX))
+            mpr_fail (r, "not an i32");
+        task->has_exit_code = true;
+        task->exit_code = (int32_t) code;
+    }
+    mpr_field (r, "governor");
+    if (!mpr_try_nil (r))
+        mpr_u32 (r, &task->governor);
+    mpr_field (r, "attempts");
+    mpr_u32 (r, &task->attempts);
+    mpr_field (r, "started");
+    if (!mpr_try_nil (r))
+        mpr_uint (r, &task->started_ms);
+    mpr_field (r, "ended");
+    if (!mpr_try_nil (r))
+        mpr_uint (r, &task->ended_ms);
+    mpr_field (r, "error");
+    if (!mpr_try_nil (r))
+        mpr_str (r, &task->error, SQ_MAX_MESSAGE);
+    mpr_field (r, "name");
+    mpr_str (r, &task->name, SQ_MAX_NAME);
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "TASKS reply");
+    return 1;
+}
+
+void
+sq_pack_count (msgpack_packer *pk, uint64_t n)
+{
+    msgpack_pack_array (pk, 1);
+    msgpack_pack_uint64 (pk, n);
+}
+
+int
+sq_count_decode (const uint8_t *body, size_t size, uint64_t *n, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_array_exact (&r, 1);
+    mpr_field (&r, "n");
+    mpr_uint (&r, n);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "reply");
+    return 0;
+}
