@@ -18,6 +18,7 @@ import sys
 import time
 
 import squall
+from squall.tasks import Execute
 
 SOURCE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 SQUALL = [sys.executable, os.path.join(SOURCE, "bin", "squall")]
@@ -50,7 +51,7 @@ def array_vs_xargs(env, n, cpus, program):
 def job_list(env, client, jobs):
     for i in range(jobs):
         with client.session(name="bench-%d" % i, detached=True) as s:
-            squall.Execute(["true"], session=s)
+            Execute(["true"], session=s)
             s.submit()
     sq(env, "job", "list")           # warm the page cache for the timed run
     t0 = time.perf_counter()

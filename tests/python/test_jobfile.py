@@ -240,8 +240,9 @@ def test_command_line_job():
     assert t.resources == {"cpus": 2, "memory": 10 ** 9, "licences": 1}
     assert t.env == {"A": "b=c"} and t.max_retries == 3 and t.timeout == 3600.0
     assert spec.after == ["3", "prep", "4"]
-    # a single command is an array of one element, index 0
-    assert list(jobfile.from_command(["true"]).tasks[0].array) == [0]
+    # a single command is a plain task "0"
+    single = jobfile.from_command(["true"])
+    assert single.tasks[0].array is None and single.tasks[0].id == "0" and single.size() == 1
 
 
 def test_array_file(tmp_path):

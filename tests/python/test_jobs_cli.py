@@ -15,6 +15,7 @@ import pytest
 
 import squall
 from squall import _lib as L
+from squall.tasks import Execute
 
 from conftest import TIMEOUT, cluster_options, until
 
@@ -33,6 +34,20 @@ def jobs_cluster():
     c = squall.LocalCluster(governors=2, cpus=2, **cluster_options())
     with c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def arrays(jobs_cluster):
+    """Skips a test of arrays on a broker that refuses array tasks (a
+    branch where the broker's side of arrays has not landed): what it
+    says then is the one refusal accepted."""
+    out = sq(jobs_cluster, "submit", "--name", "array-probe", "--array", "0-0", "--", "true",
+             check=False)
+    if out.returncode == 2 and "array tasks are not taken by this broker" in out.stderr:
+        pytest.skip("this broker refuses array tasks")
+    assert out.returncode == 0, out.stderr
+    sq(jobs_cluster, "job", "wait", "array-probe")
+    sq(jobs_cluster, "job", "forget", "array-probe")
 
 
 def env_of(cluster, key=None):
@@ -54,7 +69,8 @@ def submit(cluster, *argv, key=None):
     return int(out.stdout.strip())
 
 
-def test_an_array_outlives_its_submitter_and_runs_each_element_once(jobs_cluster, tmp_path):
+def test_an_array_outlives_its_submitter_and_runs_each_element_once(jobs_cluster, arrays,
+                                                                    tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
     # each element leaves a file of its own (O_EXCL: a second run fails it)
@@ -103,7 +119,7 @@ def test_a_diamond_job_file_passes_files_and_standard_streams(jobs_cluster, tmp_
     sq(jobs_cluster, "job", "forget", job["id"])
 
 
-def test_a_failing_element_is_resubmitted_after_the_fix(jobs_cluster, tmp_path):
+def test_a_failing_element_is_resubmitted_after_the_fix(jobs_cluster, arrays, tmp_path):
     program = tmp_path / "work.sh"
     program.write_text("#!/bin/sh\n[ \"$SQUALL_TASK_ID\" != 7 ] || exit 3\n"
                        "echo $SQUALL_TASK_ID >> %s/ran\n" % tmp_path)
@@ -128,7 +144,7 @@ def test_a_failing_element_is_resubmitted_after_the_fix(jobs_cluster, tmp_path):
 
 def test_cancel_and_wait_timeout(jobs_cluster, tmp_path):
     gate = tmp_path / "gate"
-    job = submit(jobs_cluster, "--array", "0-3", "--",
+    job = submit(jobs_cluster, "--",
                  "sh", "-c", "while [ ! -e %s ]; do sleep 0.05; done" % gate)
     out = sq(jobs_cluster, "job", "wait", job, "--timeout", "0.2", check=False)
     assert out.returncode == 5 and "timeout" in out.stdout
@@ -187,7 +203,7 @@ def test_a_name_in_use_and_an_unknown_job(jobs_cluster):
 def test_attach_from_python(jobs_cluster):
     client = jobs_cluster.client()
     with client.session(name="py-job", detached=True) as s:
-        t = squall.Execute(["sh", "-c", "echo kept"], stdout=True)
+        t = Execute(["sh", "-c", "echo kept"], stdout=True)
         t.output.keep()
         s.submit()
     job = s.id
@@ -195,13 +211,13 @@ def test_attach_from_python(jobs_cluster):
     other = jobs_cluster.client()
     assert [j["name"] for j in other.jobs() if j["id"] == job] == ["py-job"]
     s2 = other.attach("py-job")
-    assert s2.id == job and s2.wait_all(TIMEOUT)["state"] == "finished"
+    assert s2.id == job and s2.wait_job(TIMEOUT)["state"] == "finished"
     assert s2.objects[0].fetch(TIMEOUT) == b"kept\n"
     # a kept object of the job is an input of a new task in it
     with s2:
         pass
     s2 = other.attach(job)
-    again = squall.Execute(["tr", "a-z", "A-Z"], stdin=s2.objects[0], stdout=True,
+    again = Execute(["tr", "a-z", "A-Z"], stdin=s2.objects[0], stdout=True,
                            session=s2)
     again.output.keep()
     s2.submit()

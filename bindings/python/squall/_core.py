@@ -788,9 +788,11 @@ class Session:
 
     forget = close
 
-    def wait_all(self, timeout: Optional[float] = None) -> dict:
+    def wait_job(self, timeout: Optional[float] = None) -> dict:
         """Waits until every task of the session (array elements included)
-        has ended; the job as `client.jobs()` gives it."""
+        has ended, failed ones too, whichever client submitted them; the
+        job as `client.jobs()` gives it (SquallError SQ_E_TIMEOUT at the
+        timeout)."""
         _jobs_call(L.sq_client_job_wait)
         self._open()
         job = L.Job()

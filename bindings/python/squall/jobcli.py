@@ -117,7 +117,8 @@ def _library():
 
 
 def _cstrs(strings):
-    arr = (ctypes.c_char_p * max(1, len(strings)))()
+    """A char* array, NULL-terminated (env is read to its NULL)."""
+    arr = (ctypes.c_char_p * (len(strings) + 1))()
     for i, s in enumerate(strings):
         arr[i] = s.encode() if isinstance(s, str) else s
     return arr

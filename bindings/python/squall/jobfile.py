@@ -381,15 +381,14 @@ def from_command(command, name=None, array=None, array_file=None, cpus=None, mem
     if name is not None and not _job_name_ok(name):
         raise JobError("--name: %r: 1 to 64 characters, not only digits, no spaces or /"
                        % name)
-    if task.array is None:
-        # one element, index 0: the same environment and placeholders as an
-        # array's (the broker expands them in elements only)
-        task.array = range(0, 1)
     job_name = name or re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(command[0]))[:64]
     if not _job_name_ok(job_name):
         job_name = "job"
     spec = JobSpec(job_name, [task], _check_after(after, "--after"))
-    spec.name_tasks = False
+    # a single command is a plain task named "0" (`squall task list` shows
+    # it so), given the environment and placeholders of an element 0;
+    # an array's elements are listed by index
+    spec.name_tasks = task.array is None
     return spec
 
 
