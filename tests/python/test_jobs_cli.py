@@ -227,3 +227,19 @@ def test_attach_from_python(jobs_cluster):
     with pytest.raises(squall.SquallError):
         other.attach("py-job")
     other.close()
+
+
+def test_stdin_env_and_placeholders_of_a_single_command(jobs_cluster, tmp_path):
+    data = tmp_path / "in.txt"
+    data.write_text("from stdin\n")
+    out = tmp_path / "out.txt"
+    job = json.loads(sq(jobs_cluster, "submit", "--json", "--wait", "--stdin", data,
+                        "--env", "GREETING=hello %{TASK_ID}", "--max-retries", "2",
+                        "--timeout", "5m", "--cpus", "1", "--",
+                        "sh", "-c", "cat >> {0}; echo $GREETING $SQUALL_JOB_ID $SQUALL_TASK_ID "
+                        "%{{JOB_ID}} 100%% >> {0}".format(out)).stdout)
+    assert job["size"] == 1
+    assert out.read_text() == "from stdin\nhello 0 %d 0 %d 100%%\n" % (job["id"], job["id"])
+    tasks = json.loads(sq(jobs_cluster, "task", "list", job["id"], "--json").stdout)
+    assert [(t["id"], t["state"], t["exit_code"]) for t in tasks] == [("0", "finished", 0)]
+    sq(jobs_cluster, "job", "forget", job["id"])
