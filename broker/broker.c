@@ -408,6 +408,11 @@ broker_run (broker_t *self)
             if (graph_actors_pending (self->graph))
                 next_timer = now;
         }
+        //  Array elements: made tasks as others end.
+        if (self->jobs_dirty && !self->recovering) {
+            if (jobs_settle (self) || self->jobs_dirty)
+                next_timer = now;
+        }
         //  Stream readers whose producers started this turn.
         if (!self->recovering && self->n_stream_ready) {
             bx_streams_place (self);

@@ -146,6 +146,7 @@ struct _broker_t {
     //  jobs.c: SESSION_WAITs parked until their session stops running
     struct _jobwait_t *jobwaits;
     size_t n_jobwaits, cap_jobwaits;
+    bool jobs_dirty;            //  some array may have elements to make or has ended
 };
 
 void bx_assign (void *arg, task_t *task, gov_t *gov);

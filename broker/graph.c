@@ -190,6 +190,7 @@ gx_task_destroy (task_t **self_p)
         free (self->extra->resources);
         free (self->extra->name);
         gx_actor_free (&self->extra->actor);
+        jobarray_destroy (&self->extra->array);
         free (self->extra);
     }
     failure_unref (&self->failure);

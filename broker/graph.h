@@ -163,6 +163,11 @@ typedef struct {
     bool has_exit_code;
     int64_t started_ms;
     int64_t ended_ms;
+    //  Array tasks (jobs.c): an array task's elements (owned), or an
+    //  element's array task and position.
+    struct _jobarray_t *array;
+    task_t *parent;
+    uint32_t element;
 } task_extra_t;
 
 //  A task is one block (graph.c): the task, its outputs, its io array,
@@ -192,6 +197,8 @@ struct _task_t {
     bool actor_dirty: 1;        //  host: on the graph's list to settle
     bool stream_in: 1;          //  reads a stream (placed by streams.c, not the scheduler)
     bool stream_out: 1;         //  writes a stream
+    bool array_parent: 1;       //  an array task: never placed, its elements are (jobs.c)
+    bool array_element: 1;      //  an element of an array task
 };
 
 extern const task_extra_t task_extra_default;
@@ -425,5 +432,23 @@ void failure_unref (failure_t **self_p);
 const char *task_state_name (task_state_t state);
 //  Frees a session's job state (jobs.c); graph.c calls it as it frees the session.
 void jobx_destroy (struct _jobx_t **self_p);
+//  An array task's elements (jobs.c): made from its spec as graph_submit
+//  creates the task (NULL: out of memory), freed with the task.
+struct _jobarray_t *jobarray_new (task_t *task, const sq_task_spec_t *spec);
+void jobarray_destroy (struct _jobarray_t **self_p);
+//  Its spec's array fields (for a snapshot's SUBMIT), and its ELEMENT
+//  records appended to a snapshot (-1: out of memory).
+void jobarray_spec (const struct _jobarray_t *self, sq_task_spec_t *spec);
+int jobarray_snapshot (const struct _jobarray_t *self, msgpack_sbuffer *buf, msgpack_packer *pk);
+//  Replays an ELEMENT or RESUBMIT record; -1 if it names nothing known.
+int jobs_replay (graph_t *graph, const void *record);
+//  Ids from here up are the broker's (array elements); SUBMIT refuses them.
+#define GRAPH_ELEMENT_IDS 0xC0000000u
+//  Makes element `element` of an array task a task of its session with id
+//  `id` and this config: its inputs, resources, priority, retries and
+//  timeout are the array task's; it becomes ready (task_ready hook) when
+//  its inputs are. NULL: out of memory.
+task_t *graph_element_new (graph_t *self, task_t *parent, uint32_t id, uint32_t element,
+                           const uint8_t *config, size_t config_size);
 
 #endif

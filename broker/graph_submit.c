@@ -298,6 +298,10 @@ s_validate (session_t *session, s_check_t *check, size_t n_payloads,
         bool is_task = i >= sub->n_objects;
         uint32_t index = is_task? i - sub->n_objects: i;
         uint32_t id = is_task? sub->tasks [index].id: sub->objects [index].id;
+        if (id >= GRAPH_ELEMENT_IDS)
+            return s_refuse (msg, msg_size, bad_id, id, SQ_E_INVALID,
+                             "id %u is the broker's: ids from %u up name array elements",
+                             id, GRAPH_ELEMENT_IDS);
         if (gx_item (session, id))
             return s_refuse (msg, msg_size, bad_id, id, SQ_E_DUPLICATE_ID,
                              "id %u is already used in session %u", id, session->id);
@@ -337,9 +341,16 @@ s_validate (session_t *session, s_check_t *check, size_t n_payloads,
             return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_BAD_CONFIG,
                              "task %u: %s", task->id, err.text);
         sq_taskconf_release (&conf);
-        if (task->array)
+        if (task->array && kind != SQ_KIND_EXECUTE)
             return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_INVALID,
-                             "task %u: array tasks are not taken by this broker yet", task->id);
+                             "task %u: only an execute task may be an array", task->id);
+        if (task->array && task->n_outputs)
+            return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_INVALID,
+                             "task %u: an array task has no outputs (its elements write "
+                             "files)", task->id);
+        if (task->array && (conf.stdin_input >= 0 || task->n_inputs))
+            return s_refuse (msg, msg_size, bad_id, task->id, SQ_E_INVALID,
+                             "task %u: an array task reads no inputs", task->id);
         int rc = s_check_task_streams (session, check, t, &conf, msg, msg_size, bad_id);
         if (rc)
             return rc;
@@ -628,6 +639,14 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
     for (uint32_t t = 0; rc == SQ_OK && t < sub->n_tasks; t++) {
         tasks [t] = s_task_new (session, &sub->tasks [t]);
         if (!tasks [t]) { rc = SQ_E_NOMEM; break; }
+        if (sub->tasks [t].array) {
+            task_extra_t *extra = graph_task_extra (tasks [t]);
+            if (!extra || !(extra->array = jobarray_new (tasks [t], &sub->tasks [t]))) {
+                rc = SQ_E_NOMEM;
+                break;
+            }
+            tasks [t]->array_parent = true;
+        }
         for (uint32_t i = 0; i < sub->tasks [t].n_outputs; i++) {
             uintptr_t entry = s_ids_get (&check.ids, sub->tasks [t].outputs [i]);
             objects [(entry - 1) >> 1] = &gx_embedded (tasks [t]) [i];
@@ -766,4 +785,49 @@ graph_submit (graph_t *self, session_t *session, const sq_submit_t *sub,
     free (check.actor);
     s_ids_destroy (&check.ids);
     return rc;
+}
+
+task_t *
+graph_element_new (graph_t *self, task_t *parent, uint32_t id, uint32_t element,
+                   const uint8_t *config, size_t config_size)
+{
+    session_t *session = parent->session;
+    const task_extra_t *pe = task_extra (parent);
+    //  The array task's settings, as a spec: cpus travel as a resource.
+    sq_resource_t resources [SQ_MAX_RESOURCES + 1];
+    uint32_t n_res = 0;
+    resources [n_res++] = (sq_resource_t) { { SQ_RES_CPUS, (uint32_t) strlen (SQ_RES_CPUS) },
+                                            pe->cpus };
+    for (uint32_t r = 0; r < pe->n_resources && n_res <= SQ_MAX_RESOURCES; r++)
+        resources [n_res++] = pe->resources [r];
+    const char *kind = sq_kind_name ((sq_kind_t) parent->kind);
+    sq_task_spec_t spec = {
+        .id = id, .kind = { kind, (uint32_t) strlen (kind) },
+        .config = config, .config_size = config_size,
+        .n_resources = n_res, .resources = resources,
+        .priority = pe->priority, .max_retries = pe->max_retries, .timeout_ms = pe->timeout_ms,
+        .name = { pe->name? pe->name: "", pe->name? (uint32_t) strlen (pe->name): 0 }
+    };
+    sq_submit_t one = { .n_tasks = 1, .tasks = &spec };
+    if (gx_reserve (session, &one))
+        return NULL;
+    task_t *task = s_task_new (session, &spec);
+    task_extra_t *extra = task? graph_task_extra (task): NULL;
+    if (!extra) {
+        gx_task_destroy (&task);
+        return NULL;
+    }
+    extra->parent = parent;
+    extra->element = element;
+    task->array_element = true;
+    task->order = parent->order;
+    gx_put (session, id, task);
+    session->n_tasks++;
+    session->unfinished++;
+    task->state = TASK_WAITING;
+    self->counts [TASK_WAITING]++;
+    session->counts [TASK_WAITING]++;
+    gx_set_state (self, task, TASK_READY);
+    self->hooks.task_ready (self->hooks.arg, task);
+    return task;
 }

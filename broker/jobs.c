@@ -8,28 +8,214 @@ struct _jobwait_t {
     int64_t deadline;           //  monotonic ms, < 0 for none
 };
 
-//  A session's job state beyond what the graph keeps (arrays: jobs_array.c
-//  adds to it). Allocated on first use.
+//  --------------------------------------------------------------------------
+//  Array tasks: one record per array task; its elements become tasks only
+//  when they are to be placed, at most S_WINDOW of an array at a time, and
+//  leave a compact record when they end.
+
+#define S_WINDOW 1024           //  elements of one array that are tasks at once
+#define S_CHUNK 1024            //  compact records allocated together
+
+//  An element's compact record (32 bytes), made when it first becomes a task.
+typedef struct {
+    int64_t started_ms, ended_ms;
+    int32_t exit_code;
+    uint32_t gov;
+    uint32_t task;              //  S_LIVE: its task's id
+    uint16_t attempts;
+    uint8_t state;              //  0: not ended; else sq_done_state_t
+    uint8_t flags;              //  S_HAS_EXIT, S_LIVE, S_RESTORED
+} s_elem_t;
+#define S_HAS_EXIT 1
+#define S_LIVE 2                //  a task now
+#define S_RESTORED 4            //  ended in an earlier life of the broker (no task)
+
+struct _jobarray_t {
+    session_t *session;
+    task_t *parent;             //  set when the array task is made ready
+    uint32_t parent_id;
+    uint8_t kind;               //  SQ_ARRAY_RANGE, SQ_ARRAY_ITEMS
+    uint32_t first, step, size;
+    uint8_t *items;             //  ITEMS: the raw msgpack array, and where each
+    uint32_t *item_at;          //  string starts in it
+    size_t items_size;
+    s_elem_t **chunks;          //  size / S_CHUNK + 1 pointers, NULL until used
+    uint32_t next;              //  no element below it waits to be made a task
+    uint32_t live;              //  elements that are tasks and have not ended
+    uint32_t made;              //  elements made tasks in this life (session tasks)
+    uint32_t restored [4];      //  elements ended in an earlier life, by state
+    uint32_t ended;             //  elements ended, all lives
+    uint32_t failed, cancelled;
+    uint32_t superseded [4];    //  tasks of elements run again since, by state
+    bool feeding;               //  its inputs are there: elements may be made
+    bool stopped;               //  cancelled: the rest never run
+    bool dirty;                 //  on the broker's list to settle
+    sq_idmap_t *errors;         //  k + 1 -> message (char *) of failed elements
+};
+
 struct _jobx_t {
-    int unused;
+    struct _jobarray_t **arrays;
+    uint32_t n_arrays, cap_arrays;
+    uint32_t next_element;      //  ids from GRAPH_ELEMENT_IDS
 };
 
 void
 jobx_destroy (struct _jobx_t **self_p)
 {
-    if (*self_p) {
-        free (*self_p);
-        *self_p = NULL;
+    struct _jobx_t *self = *self_p;
+    if (!self)
+        return;
+    //  Arrays go with their tasks, before this.
+    free (self->arrays);
+    free (self);
+    *self_p = NULL;
+}
+
+static struct _jobx_t *
+s_jobx (session_t *session)
+{
+    if (!session->jobx) {
+        session->jobx = (struct _jobx_t *) calloc (1, sizeof (struct _jobx_t));
+        if (session->jobx)
+            session->jobx->next_element = GRAPH_ELEMENT_IDS;
     }
+    return session->jobx;
+}
+
+struct _jobarray_t *
+jobarray_new (task_t *task, const sq_task_spec_t *spec)
+{
+    session_t *session = task->session;
+    struct _jobx_t *x = s_jobx (session);
+    if (!x)
+        return NULL;
+    if (x->n_arrays == x->cap_arrays) {
+        uint32_t cap = x->cap_arrays? x->cap_arrays * 2: 4;
+        struct _jobarray_t **p = realloc (x->arrays, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        x->arrays = p;
+        x->cap_arrays = cap;
+    }
+    struct _jobarray_t *self = (struct _jobarray_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->session = session;
+    self->parent = task;
+    self->parent_id = spec->id;
+    self->kind = spec->array;
+    self->first = spec->array_first;
+    self->step = spec->array_step? spec->array_step: 1;
+    self->size = spec->array_size;
+    self->chunks = (s_elem_t **) calloc (self->size / S_CHUNK + 1, sizeof (s_elem_t *));
+    self->errors = sq_idmap_new ();
+    bool ok = self->chunks && self->errors;
+    if (ok && self->kind == SQ_ARRAY_ITEMS) {
+        self->items = (uint8_t *) malloc (spec->array_items_size);
+        self->items_size = spec->array_items_size;
+        self->item_at = (uint32_t *) malloc (self->size * sizeof (uint32_t));
+        ok = self->items && self->item_at;
+        if (ok) {
+            memcpy (self->items, spec->array_items, spec->array_items_size);
+            //  Checked by the decoder: an array of `size` strings.
+            mpr_t r;
+            uint32_t n;
+            mpr_init (&r, self->items, spec->array_items_size);
+            mpr_array (&r, &n);
+            for (uint32_t i = 0; i < self->size && mpr_ok (&r); i++) {
+                mpr_str_t s;
+                self->item_at [i] = (uint32_t) r.pos;
+                mpr_str (&r, &s, SQ_MAX_NAME);
+            }
+            ok = mpr_ok (&r);
+        }
+    }
+    if (!ok) {
+        jobarray_destroy (&self);
+        return NULL;
+    }
+    x->arrays [x->n_arrays++] = self;
+    return self;
+}
+
+void
+jobarray_destroy (struct _jobarray_t **self_p)
+{
+    struct _jobarray_t *self = *self_p;
+    if (!self)
+        return;
+    struct _jobx_t *x = self->session->jobx;
+    for (uint32_t i = 0; x && i < x->n_arrays; i++)
+        if (x->arrays [i] == self) {
+            x->arrays [i] = x->arrays [--x->n_arrays];
+            break;
+        }
+    for (uint32_t c = 0; self->chunks && c <= self->size / S_CHUNK; c++)
+        free (self->chunks [c]);
+    free (self->chunks);
+    if (self->errors) {
+        size_t cursor = 0;
+        uint64_t key;
+        void *message;
+        while ((message = sq_idmap_next (self->errors, &cursor, &key)))
+            free (message);
+    }
+    sq_idmap_destroy (&self->errors);
+    free (self->items);
+    free (self->item_at);
+    free (self);
+    *self_p = NULL;
+}
+
+//  An element's record, made on first use when `make` (NULL: out of
+//  memory, or not made yet).
+static s_elem_t *
+s_elem (struct _jobarray_t *self, uint32_t k, bool make)
+{
+    s_elem_t **chunk = &self->chunks [k / S_CHUNK];
+    if (!*chunk && make)
+        *chunk = (s_elem_t *) calloc (S_CHUNK, sizeof (s_elem_t));
+    return *chunk? &(*chunk) [k % S_CHUNK]: NULL;
+}
+
+static int64_t
+s_index (const struct _jobarray_t *self, uint32_t k)
+{
+    return self->kind == SQ_ARRAY_RANGE? (int64_t) self->first + (int64_t) k * self->step: k;
+}
+
+static mpr_str_t
+s_item (const struct _jobarray_t *self, uint32_t k)
+{
+    mpr_str_t s = { "", 0 };
+    if (self->kind == SQ_ARRAY_ITEMS) {
+        mpr_t r;
+        mpr_init (&r, self->items + self->item_at [k], self->items_size - self->item_at [k]);
+        mpr_str (&r, &s, SQ_MAX_NAME);
+    }
+    return s;
 }
 
 //  --------------------------------------------------------------------------
 //  What a job is now
 
+static uint32_t s_pending (const struct _jobarray_t *a);
+static uint32_t s_unmade (const struct _jobarray_t *a);
+static void s_element_ended (broker_t *self, task_t *task);
+static uint64_t s_array_again (struct _jobarray_t *a);
+
+//  Tasks and elements of the session that have not ended: an array task
+//  that ended (cancelled, or failed before a RESUBMIT) no longer counts
+//  its elements still to run.
 static uint64_t
 s_unfinished (const session_t *session)
 {
-    return session->unfinished;
+    uint64_t n = session->unfinished;
+    const struct _jobx_t *x = session->jobx;
+    for (uint32_t i = 0; x && i < x->n_arrays; i++)
+        if (x->arrays [i]->parent->state >= TASK_FINISHED)
+            n += s_pending (x->arrays [i]);
+    return n;
 }
 
 static void
@@ -47,6 +233,18 @@ s_job_info (const session_t *session, sq_job_info_t *job)
     job->tasks [2] = c [TASK_FINISHED];
     job->tasks [3] = c [TASK_FAILED];
     job->tasks [4] = c [TASK_CANCELLED];
+    //  An array task counts as its elements: those that are tasks are in
+    //  the session's counts (less the ones run again since), the others
+    //  here.
+    const struct _jobx_t *x = session->jobx;
+    for (uint32_t i = 0; x && i < x->n_arrays; i++) {
+        const struct _jobarray_t *a = x->arrays [i];
+        uint8_t ps = a->parent->state;
+        job->tasks [ps <= TASK_ASSIGNED? 0: ps - TASK_RUNNING + 1]--;
+        for (int s = 1; s <= 3; s++)
+            job->tasks [1 + s] += (uint64_t) a->restored [s] - a->superseded [s];
+        job->tasks [a->stopped? 4: 0] += s_unmade (a);
+    }
     if (s_unfinished (session))
         job->state = SQ_JOBSTATE_RUNNING;
     else
@@ -230,7 +428,7 @@ jobs_drop_client (broker_t *self, peer_t *peer)
 static task_extra_t *
 s_run_extra (task_t *task)
 {
-    return task->session->job? graph_task_extra (task): NULL;
+    return task->session->job || task->array_element? graph_task_extra (task): NULL;
 }
 
 static void
@@ -270,7 +468,8 @@ void
 jobs_task_ending (broker_t *self, task_t *task)
 {
     (void) self;
-    if (task->session->job && task->extra && !persist_replaying (self->persist))
+    if ((task->session->job || task->array_element) && task->extra
+    &&  !persist_replaying (self->persist))
         task->extra->ended_ms = (int64_t) sq_wall_ms ();
 }
 
@@ -278,6 +477,12 @@ void
 jobs_task_done (broker_t *self, task_t *task)
 {
     session_t *session = task->session;
+    if (task->array_element)
+        s_element_ended (self, task);
+    if (task->array_parent && task->state == TASK_CANCELLED && task->extra->array) {
+        task->extra->array->stopped = true;
+        self->jobs_dirty = true;
+    }
     if (!s_unfinished (session)) {
         session->ended_ms = (int64_t) sq_wall_ms ();
         s_waits_answer (self, session);
@@ -419,17 +624,67 @@ s_task_info (const task_t *task, sq_task_info_t *info)
     info->name = (mpr_str_t) { name, (uint32_t) strlen (name) };
 }
 
+//  Element k of an array as a TASKS record (false: it does not match states).
+static bool
+s_element_info (broker_t *self, const struct _jobarray_t *a, uint32_t k, uint32_t states,
+                sq_task_info_t *info)
+{
+    s_elem_t *e = a->chunks [k / S_CHUNK]? &a->chunks [k / S_CHUNK] [k % S_CHUNK]: NULL;
+    task_t *task = e && (e->flags & S_LIVE)
+                 ? graph_task (self->graph, sq_key (a->session->id, e->task)): NULL;
+    uint32_t bit = task? s_task_bit (task):
+                   e && e->state? 4u << (e->state - 1): a->stopped? 16: 1;
+    if (states && !(states & bit))
+        return false;
+    if (!info)
+        return true;
+    if (task)
+        s_task_info (task, info);
+    else {
+        memset (info, 0, sizeof *info);
+        info->name = (mpr_str_t) { "", 0 };
+        if (e && e->state) {
+            info->has_exit_code = (e->flags & S_HAS_EXIT) != 0;
+            info->exit_code = e->exit_code;
+            info->governor = e->gov;
+            info->attempts = e->attempts;
+            info->started_ms = (uint64_t) e->started_ms;
+            info->ended_ms = (uint64_t) e->ended_ms;
+        }
+        const char *error = sq_idmap_lookup (a->errors, (uint64_t) k + 1);
+        if (error)
+            info->error = (mpr_str_t) { error, (uint32_t) strlen (error) };
+        else
+        if (bit == 16)
+            info->error = (mpr_str_t) { "cancelled", 9 };
+        const task_extra_t *pe = task_extra (a->parent);
+        if (pe->name)
+            info->name = (mpr_str_t) { pe->name, (uint32_t) strlen (pe->name) };
+    }
+    info->id = a->parent_id;
+    info->has_index = true;
+    info->index = s_index (a, k);
+    info->state = bit;
+    return true;
+}
+
 static void
 s_tasks (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *session)
 {
     uint32_t limit = q->limit? q->limit: SQ_TASKS_PAGE_MAX;
-    //  Two passes over the session: the total, then the page.
+    const struct _jobx_t *x = session->jobx;
+    //  Two passes: the total, then the page. Plain tasks by id, then each
+    //  array's elements by index.
     uint64_t total = 0;
     size_t cursor = 0;
     task_t *task;
     while ((task = graph_session_next_task (session, &cursor)))
-        if (!q->states || (q->states & s_task_bit (task)))
+        if (!task->array_parent && !task->array_element
+        &&  (!q->states || (q->states & s_task_bit (task))))
             total++;
+    for (uint32_t i = 0; x && i < x->n_arrays; i++)
+        for (uint32_t k = 0; k < x->arrays [i]->size; k++)
+            total += s_element_info (self, x->arrays [i], k, q->states, NULL);
     uint64_t skip = q->offset;
     uint32_t n = total > skip? (uint32_t) (total - skip < limit? total - skip: limit): 0;
     sq_wbuf_reset (&self->out);
@@ -437,18 +692,31 @@ s_tasks (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *session
     sq_pack_tasks_head (&self->out.pk, total, n);
     cursor = 0;
     uint32_t packed = 0;
+    sq_task_info_t info;
     while (packed < n && (task = graph_session_next_task (session, &cursor))) {
-        if (q->states && !(q->states & s_task_bit (task)))
+        if (task->array_parent || task->array_element
+        ||  (q->states && !(q->states & s_task_bit (task))))
             continue;
         if (skip) {
             skip--;
             continue;
         }
-        sq_task_info_t info;
         s_task_info (task, &info);
         sq_pack_task_info (&self->out.pk, &info);
         packed++;
     }
+    for (uint32_t i = 0; x && i < x->n_arrays && packed < n; i++)
+        for (uint32_t k = 0; k < x->arrays [i]->size && packed < n; k++) {
+            if (!s_element_info (self, x->arrays [i], k, q->states, NULL))
+                continue;
+            if (skip) {
+                skip--;
+                continue;
+            }
+            s_element_info (self, x->arrays [i], k, q->states, &info);
+            sq_pack_task_info (&self->out.pk, &info);
+            packed++;
+        }
     bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
 }
 
@@ -511,8 +779,9 @@ jobs_request (broker_t *self, peer_t *peer, const sq_request_t *q)
             int rc = jobs_resubmit (self, session, q->ids, q->n_ids, &again, &bad);
             if (rc) {
                 char message [120];
-                snprintf (message, sizeof message, "task %u is not a task of job %u",
-                          bad, session->id);
+                snprintf (message, sizeof message, rc == SQ_E_INVALID
+                          ? "task %u of job %u is not an array task: only array elements "
+                            "run again": "task %u is not a task of job %u", bad, session->id);
                 bx_reply_error (self, peer->identity, peer->identity_size, q->req, rc, message, bad);
                 break;
             }
@@ -613,16 +882,554 @@ jobs_expire (broker_t *self)
     s_retention (self);
 }
 
+static void
+s_pack_resubmit (msgpack_packer *pk, const sq_rec_t *rec)
+{
+    sq_rec_pack_ids (pk, SQ_REC_RESUBMIT, rec->session, rec->ids, rec->n_ids);
+}
+
 int
 jobs_resubmit (broker_t *self, session_t *session, const uint32_t *ids, uint32_t n,
                uint64_t *again, uint32_t *bad)
 {
-    (void) self;
     *again = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (!graph_task (self->graph, sq_key (session->id, ids [i]))) {
+    for (uint32_t i = 0; i < n; i++) {
+        task_t *task = graph_task (self->graph, sq_key (session->id, ids [i]));
+        if (!task) {
             *bad = ids [i];
             return SQ_E_UNKNOWN_ID;
         }
+        if (!task->array_parent) {
+            *bad = ids [i];
+            return SQ_E_INVALID;
+        }
+    }
+    struct _jobx_t *x = session->jobx;
+    for (uint32_t i = 0; x && i < x->n_arrays; i++) {
+        bool named = n == 0;
+        for (uint32_t j = 0; j < n && !named; j++)
+            named = ids [j] == x->arrays [i]->parent_id;
+        if (named)
+            *again += s_array_again (x->arrays [i]);
+    }
+    sq_rec_t rec = { .type = SQ_REC_RESUBMIT, .session = session->id,
+                     .ids = (uint32_t *) ids, .n_ids = n };
+    persist_record (self->persist, s_pack_resubmit, &rec);
+    if (*again) {
+        session->ended_ms = 0;
+        self->jobs_dirty = true;
+    }
     return SQ_OK;
+}
+
+//  --------------------------------------------------------------------------
+//  An element's config: the array task's, with %{JOB_ID}, %{TASK_ID},
+//  %{ARRAY_SIZE}, %{ITEM} and %% replaced in every string, and SQUALL_*
+//  added to its env. %{CWD} and anything else stay for the governor.
+
+typedef struct {
+    char job [16], task [24], size [16];
+    mpr_str_t item;
+    char *buf;                  //  scratch for one expanded string
+    size_t cap;
+} s_subst_t;
+
+static int
+s_append (s_subst_t *x, size_t *len, const char *s, size_t n)
+{
+    if (*len + n + 1 > x->cap) {
+        size_t cap = (*len + n + 1) * 2;
+        char *p = realloc (x->buf, cap);
+        if (!p)
+            return -1;
+        x->buf = p;
+        x->cap = cap;
+    }
+    memcpy (x->buf + *len, s, n);
+    *len += n;
+    return 0;
+}
+
+static int
+s_pack_expanded (msgpack_packer *pk, mpr_str_t s, s_subst_t *x)
+{
+    size_t len = 0;
+    int rc = 0;
+    for (uint32_t i = 0; i < s.len && rc == 0; ) {
+        const char *p = s.ptr + i;
+        size_t left = s.len - i;
+        #define S_IS(tok) (left >= sizeof tok - 1 && memcmp (p, tok, sizeof tok - 1) == 0)
+        if (S_IS ("%%")) {
+            rc = s_append (x, &len, "%", 1);
+            i += 2;
+        }
+        else
+        if (S_IS ("%{JOB_ID}")) {
+            rc = s_append (x, &len, x->job, strlen (x->job));
+            i += 9;
+        }
+        else
+        if (S_IS ("%{TASK_ID}")) {
+            rc = s_append (x, &len, x->task, strlen (x->task));
+            i += 10;
+        }
+        else
+        if (S_IS ("%{ARRAY_SIZE}")) {
+            rc = s_append (x, &len, x->size, strlen (x->size));
+            i += 13;
+        }
+        else
+        if (S_IS ("%{ITEM}")) {
+            rc = s_append (x, &len, x->item.ptr, x->item.len);
+            i += 7;
+        }
+        else {
+            rc = s_append (x, &len, p, 1);
+            i++;
+        }
+        #undef S_IS
+    }
+    if (rc)
+        return -1;
+    msgpack_pack_str (pk, len);
+    msgpack_pack_str_body (pk, x->buf? x->buf: "", len);
+    return 0;
+}
+
+//  Copies one value, expanding its strings. depth bounds the recursion
+//  (the config was checked at submit; this is belt and braces).
+static int
+s_copy_value (mpr_t *r, msgpack_packer *pk, msgpack_sbuffer *out, s_subst_t *x, int depth)
+{
+    if (depth > 40)
+        return -1;
+    uint32_t n;
+    switch (mpr_peek (r)) {
+        case MPR_STR: {
+            mpr_str_t s;
+            if (mpr_str (r, &s, SQ_MAX_CONFIG))
+                return -1;
+            return s_pack_expanded (pk, s, x);
+        }
+        case MPR_ARRAY:
+            if (mpr_array (r, &n))
+                return -1;
+            msgpack_pack_array (pk, n);
+            for (uint32_t i = 0; i < n; i++)
+                if (s_copy_value (r, pk, out, x, depth + 1))
+                    return -1;
+            return 0;
+        case MPR_MAP:
+            if (mpr_map (r, &n))
+                return -1;
+            msgpack_pack_map (pk, n);
+            for (uint32_t i = 0; i < 2 * n; i++)
+                if (s_copy_value (r, pk, out, x, depth + 1))
+                    return -1;
+            return 0;
+        default: {
+            const uint8_t *raw;
+            size_t size;
+            if (mpr_skip (r, &raw, &size))
+                return -1;
+            msgpack_sbuffer_write (out, (const char *) raw, size);
+            return 0;
+        }
+    }
+}
+
+static void
+s_pack_env (msgpack_packer *pk, const char *name, const char *value, size_t len)
+{
+    size_t n = strlen (name);
+    msgpack_pack_str (pk, n + 1 + len);
+    msgpack_pack_str_body (pk, name, n);
+    msgpack_pack_str_body (pk, "=", 1);
+    msgpack_pack_str_body (pk, value, len);
+}
+
+//  The element's config into out. 0, or -1 (out of memory, or a config
+//  that is not a map: then the element fails).
+static int
+s_element_config (struct _jobarray_t *self, uint32_t k, msgpack_sbuffer *out, s_subst_t *x)
+{
+    snprintf (x->job, sizeof x->job, "%u", self->session->id);
+    snprintf (x->task, sizeof x->task, "%" PRId64, s_index (self, k));
+    snprintf (x->size, sizeof x->size, "%u", self->size);
+    x->item = s_item (self, k);
+    msgpack_packer pk;
+    msgpack_packer_init (&pk, out, msgpack_sbuffer_write);
+    const task_t *parent = self->parent;
+    mpr_t r;
+    uint32_t n;
+    mpr_init (&r, task_config (parent), parent->config_size);
+    if (mpr_map (&r, &n))
+        return -1;
+    //  A first pass finds whether it has an env to add to.
+    bool has_env = false;
+    mpr_t scan = r;
+    for (uint32_t i = 0; i < n && mpr_ok (&scan); i++) {
+        mpr_str_t key;
+        if (mpr_str (&scan, &key, 64))
+            break;
+        if (mpr_str_eq (key, "env"))
+            has_env = true;
+        mpr_skip (&scan, NULL, NULL);
+    }
+    uint32_t extra = self->kind == SQ_ARRAY_ITEMS? 4: 3;
+    msgpack_pack_map (&pk, n + (has_env? 0: 1));
+    bool env_done = false;
+    for (uint32_t i = 0; i < n; i++) {
+        mpr_str_t key;
+        if (mpr_str (&r, &key, 64))
+            return -1;
+        msgpack_pack_str (&pk, key.len);
+        msgpack_pack_str_body (&pk, key.ptr, key.len);
+        if (!mpr_str_eq (key, "env")) {
+            if (s_copy_value (&r, &pk, out, x, 0))
+                return -1;
+            continue;
+        }
+        uint32_t m = 0;
+        if (!mpr_try_nil (&r) && mpr_array (&r, &m))
+            return -1;
+        msgpack_pack_array (&pk, m + extra);
+        for (uint32_t j = 0; j < m; j++)
+            if (s_copy_value (&r, &pk, out, x, 1))
+                return -1;
+        env_done = true;
+        s_pack_env (&pk, "SQUALL_JOB_ID", x->job, strlen (x->job));
+        s_pack_env (&pk, "SQUALL_TASK_ID", x->task, strlen (x->task));
+        s_pack_env (&pk, "SQUALL_ARRAY_SIZE", x->size, strlen (x->size));
+        if (self->kind == SQ_ARRAY_ITEMS)
+            s_pack_env (&pk, "SQUALL_ARRAY_ITEM", x->item.ptr, x->item.len);
+    }
+    if (!env_done) {
+        msgpack_pack_str (&pk, 3);
+        msgpack_pack_str_body (&pk, "env", 3);
+        msgpack_pack_array (&pk, extra);
+        s_pack_env (&pk, "SQUALL_JOB_ID", x->job, strlen (x->job));
+        s_pack_env (&pk, "SQUALL_TASK_ID", x->task, strlen (x->task));
+        s_pack_env (&pk, "SQUALL_ARRAY_SIZE", x->size, strlen (x->size));
+        if (self->kind == SQ_ARRAY_ITEMS)
+            s_pack_env (&pk, "SQUALL_ARRAY_ITEM", x->item.ptr, x->item.len);
+    }
+    return mpr_end (&r) == 0? 0: -1;
+}
+
+//  --------------------------------------------------------------------------
+//  Elements as tasks
+
+//  Elements not ended that are still to run (none once the array was
+//  cancelled).
+static uint32_t
+s_pending (const struct _jobarray_t *a)
+{
+    return a->stopped? 0: a->size - a->ended;
+}
+
+static uint32_t
+s_restored_total (const struct _jobarray_t *a)
+{
+    return a->restored [1] + a->restored [2] + a->restored [3];
+}
+
+//  Elements that are neither a task now nor ended in an earlier life.
+static uint32_t
+s_unmade (const struct _jobarray_t *a)
+{
+    uint32_t superseded = a->superseded [1] + a->superseded [2] + a->superseded [3];
+    return a->size - (a->made - superseded) - s_restored_total (a);
+}
+
+void
+jobarray_spec (const struct _jobarray_t *self, sq_task_spec_t *spec)
+{
+    spec->array = self->kind;
+    spec->array_size = self->size;
+    spec->array_first = self->first;
+    spec->array_step = self->step;
+    spec->array_last = self->first + (self->size - 1) * self->step;
+    spec->array_items = self->items;
+    spec->array_items_size = self->items_size;
+}
+
+static void
+s_element_record (const struct _jobarray_t *a, uint32_t k, const s_elem_t *e, sq_rec_t *rec)
+{
+    memset (rec, 0, sizeof *rec);
+    rec->type = SQ_REC_ELEMENT;
+    rec->session = a->session->id;
+    rec->id = a->parent_id;
+    rec->k = k;
+    rec->state = e->state;
+    rec->has_exit_code = (e->flags & S_HAS_EXIT) != 0;
+    rec->exit_code = e->exit_code;
+    rec->governor = e->gov;
+    rec->attempts = e->attempts;
+    rec->started_ms = (uint64_t) e->started_ms;
+    rec->ended_ms = (uint64_t) e->ended_ms;
+}
+
+int
+jobarray_snapshot (const struct _jobarray_t *self, msgpack_sbuffer *buf, msgpack_packer *pk)
+{
+    for (uint32_t k = 0; k < self->size; k++) {
+        s_elem_t *e = self->chunks [k / S_CHUNK]? &self->chunks [k / S_CHUNK] [k % S_CHUNK]: NULL;
+        if (!e) {
+            k = (k / S_CHUNK + 1) * S_CHUNK - 1;
+            continue;
+        }
+        if (!e->state)
+            continue;
+        sq_rec_t rec;
+        s_element_record (self, k, e, &rec);
+        size_t offset = sq_rec_begin (buf);
+        sq_rec_pack_element (pk, &rec);
+        sq_rec_end (buf, offset);
+    }
+    return 0;
+}
+
+//  The array task of a session by its id.
+static struct _jobarray_t *
+s_array_of (graph_t *graph, uint32_t session, uint32_t id)
+{
+    task_t *task = graph_task (graph, sq_key (session, id));
+    return task && task->array_parent && task->extra? task->extra->array: NULL;
+}
+
+//  Sets an ended element (or one run again) back to not ended.
+static void
+s_element_again (struct _jobarray_t *a, uint32_t k, s_elem_t *e)
+{
+    if (e->flags & S_RESTORED)
+        a->restored [e->state]--;
+    else
+        a->superseded [e->state]++;
+    if (e->state == SQ_STATE_FAILED)
+        a->failed--;
+    if (e->state == SQ_STATE_CANCELLED)
+        a->cancelled--;
+    a->ended--;
+    free (sq_idmap_remove (a->errors, (uint64_t) k + 1));
+    memset (e, 0, sizeof *e);
+    if (k < a->next)
+        a->next = k;
+}
+
+//  RESUBMIT of one array: its failed and cancelled elements, and those a
+//  cancel kept from running. Returns how many will run.
+static uint64_t
+s_array_again (struct _jobarray_t *a)
+{
+    uint64_t again = 0;
+    if (a->stopped) {
+        a->stopped = false;
+        again += s_unmade (a);
+        a->next = 0;
+    }
+    for (uint32_t k = 0; k < a->size; k++) {
+        s_elem_t *e = a->chunks [k / S_CHUNK]? &a->chunks [k / S_CHUNK] [k % S_CHUNK]: NULL;
+        if (!e) {
+            k = (k / S_CHUNK + 1) * S_CHUNK - 1;
+            continue;
+        }
+        if (e->state == SQ_STATE_FAILED || e->state == SQ_STATE_CANCELLED) {
+            s_element_again (a, k, e);
+            again++;
+        }
+    }
+    if (again)
+        a->feeding = a->feeding || a->parent->state >= TASK_READY;
+    return again;
+}
+
+int
+jobs_replay (graph_t *graph, const void *record)
+{
+    const sq_rec_t *rec = (const sq_rec_t *) record;
+    session_t *session = graph_session (graph, rec->session);
+    if (!session)
+        return -1;
+    if (rec->type == SQ_REC_RESUBMIT) {
+        struct _jobx_t *x = session->jobx;
+        for (uint32_t i = 0; x && i < x->n_arrays; i++) {
+            bool named = rec->n_ids == 0;
+            for (uint32_t j = 0; j < rec->n_ids && !named; j++)
+                named = rec->ids [j] == x->arrays [i]->parent_id;
+            if (named)
+                s_array_again (x->arrays [i]);
+        }
+        return 0;
+    }
+    struct _jobarray_t *a = s_array_of (graph, rec->session, rec->id);
+    if (!a || rec->k >= a->size)
+        return -1;
+    s_elem_t *e = s_elem (a, (uint32_t) rec->k, true);
+    if (!e)
+        return -1;
+    if (e->state)
+        s_element_again (a, (uint32_t) rec->k, e);
+    e->state = (uint8_t) rec->state;
+    e->flags = S_RESTORED | (rec->has_exit_code? S_HAS_EXIT: 0);
+    e->exit_code = rec->exit_code;
+    e->gov = rec->governor;
+    e->attempts = rec->attempts > UINT16_MAX? UINT16_MAX: (uint16_t) rec->attempts;
+    e->started_ms = (int64_t) rec->started_ms;
+    e->ended_ms = (int64_t) rec->ended_ms;
+    a->restored [e->state]++;
+    a->ended++;
+    if (e->state == SQ_STATE_FAILED)
+        a->failed++;
+    if (e->state == SQ_STATE_CANCELLED)
+        a->cancelled++;
+    return 0;
+}
+
+//  An array task's inputs are there (it has none: at once): its elements
+//  may become tasks.
+void
+jobs_array_ready (broker_t *self, task_t *task)
+{
+    struct _jobarray_t *a = task->extra? task->extra->array: NULL;
+    if (!a)
+        return;
+    a->feeding = true;
+    self->jobs_dirty = true;
+}
+
+static int
+s_make_element (broker_t *self, struct _jobarray_t *a, uint32_t k, s_subst_t *x,
+                msgpack_sbuffer *cfg)
+{
+    struct _jobx_t *jx = s_jobx (a->session);
+    s_elem_t *e = s_elem (a, k, true);
+    if (!jx || !e)
+        return -1;
+    msgpack_sbuffer_clear (cfg);
+    if (s_element_config (a, k, cfg, x) || jx->next_element == UINT32_MAX)
+        return -1;
+    uint32_t id = jx->next_element++;
+    task_t *task = graph_element_new (self->graph, a->parent, id, k,
+                                      (const uint8_t *) cfg->data, cfg->size);
+    if (!task)
+        return -1;
+    e->flags |= S_LIVE;
+    e->task = id;
+    a->live++;
+    a->made++;
+    return 0;
+}
+
+//  Cancels an array's elements that are tasks (its array task was).
+static void
+s_cancel_live (broker_t *self, struct _jobarray_t *a)
+{
+    size_t cursor = 0, n = 0;
+    task_t *task, **list = (task_t **) malloc ((a->live + 1) * sizeof *list);
+    if (!list)
+        return;
+    while (n < a->live && (task = graph_session_next_task (a->session, &cursor)))
+        if (task->array_element && task->state < TASK_FINISHED && task->extra->parent == a->parent)
+            list [n++] = task;
+    for (size_t i = 0; i < n; i++)
+        if (list [i]->state < TASK_FINISHED)
+            graph_cancel (self->graph, list [i]);
+    free (list);
+}
+
+//  Each array: elements made tasks while it has room, its array task ended
+//  once every element did. Once per reactor turn, outside graph calls.
+size_t
+jobs_settle (broker_t *self)
+{
+    size_t made = 0;
+    if (!self->jobs_dirty || self->recovering)
+        return 0;
+    self->jobs_dirty = false;
+    s_subst_t x = { .buf = NULL };
+    msgpack_sbuffer cfg;
+    msgpack_sbuffer_init (&cfg);
+    size_t cursor = 0;
+    session_t *session;
+    while ((session = graph_session_next (self->graph, &cursor))) {
+        struct _jobx_t *jx = session->jobx;
+        for (uint32_t i = 0; jx && i < jx->n_arrays; i++) {
+            struct _jobarray_t *a = jx->arrays [i];
+            if (a->stopped && a->live)
+                s_cancel_live (self, a);
+            while (a->feeding && !a->stopped && a->live < S_WINDOW && a->next < a->size) {
+                uint32_t k = a->next++;
+                s_elem_t *e = s_elem (a, k, false);
+                if (e && (e->state || (e->flags & S_LIVE)))
+                    continue;
+                if (s_make_element (self, a, k, &x, &cfg)) {
+                    sq_error ("out of memory: element %u of task %u of session %u waits",
+                              k, a->parent_id, session->id);
+                    a->next--;
+                    self->jobs_dirty = true;
+                    break;
+                }
+                made++;
+            }
+            task_t *parent = a->parent;
+            if (parent->state < TASK_FINISHED && (a->stopped || a->ended == a->size) && a->live == 0) {
+                if (a->failed) {
+                    char message [300];
+                    snprintf (message, sizeof message, "%u of the %u elements of array task "
+                              "%u failed (TASKS lists them)", a->failed, a->size, a->parent_id);
+                    graph_task_failed (self->graph, parent, SQ_E_TASK_FAILED, message);
+                }
+                else
+                if (a->cancelled || a->stopped)
+                    graph_cancel (self->graph, parent);
+                else
+                    graph_task_restore_finished (self->graph, parent, NULL, parent->attempt,
+                                                 NULL, NULL, 0);
+            }
+        }
+    }
+    free (x.buf);
+    msgpack_sbuffer_destroy (&cfg);
+    return made;
+}
+
+//  An element that is a task ended: its compact record.
+static void
+s_element_ended (broker_t *self, task_t *task)
+{
+    task_t *parent = task->extra->parent;
+    struct _jobarray_t *a = parent->extra? parent->extra->array: NULL;
+    uint32_t k = task->extra->element;
+    s_elem_t *e = a? s_elem (a, k, false): NULL;
+    if (!e || !(e->flags & S_LIVE))
+        return;
+    const task_extra_t *extra = task->extra;
+    e->flags &= (uint8_t) ~S_LIVE;
+    e->state = task->state == TASK_FINISHED? SQ_STATE_FINISHED:
+               task->state == TASK_FAILED? SQ_STATE_FAILED: SQ_STATE_CANCELLED;
+    if (extra->has_exit_code)
+        e->flags |= S_HAS_EXIT;
+    e->exit_code = extra->exit_code;
+    e->gov = extra->run_gov;
+    e->attempts = extra->runs > UINT16_MAX? UINT16_MAX: (uint16_t) extra->runs;
+    e->started_ms = extra->started_ms;
+    e->ended_ms = extra->ended_ms;
+    a->live--;
+    a->ended++;
+    if (e->state == SQ_STATE_FAILED) {
+        a->failed++;
+        if (task->failure && task->failure->message) {
+            char *message = strdup (task->failure->message);
+            if (message && sq_idmap_insert (a->errors, (uint64_t) k + 1, message))
+                free (message);
+        }
+    }
+    if (e->state == SQ_STATE_CANCELLED)
+        a->cancelled++;
+    sq_rec_t rec;
+    s_element_record (a, k, e, &rec);
+    persist_record (self->persist, sq_rec_pack_element, &rec);
+    self->jobs_dirty = true;
 }

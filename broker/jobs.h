@@ -42,6 +42,12 @@ int jobs_resubmit (broker_t *self, session_t *session, const uint32_t *ids, uint
                    uint64_t *again, uint32_t *bad);
 //  Retention (--job-retention, --job-limit), looked at with the session graces.
 void jobs_expire (broker_t *self);
+//  An array task became ready: its elements may be made tasks.
+void jobs_array_ready (broker_t *self, task_t *task);
+//  Array elements made tasks (at most 1024 of an array at once) and array
+//  tasks ended; once per reactor turn, outside any graph call.
+//  Returns how many elements it made tasks.
+size_t jobs_settle (broker_t *self);
 //  Whether a session is a job (outlives its client).
 static inline bool jobs_kept (const session_t *session) { return session->job; }
 

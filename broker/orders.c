@@ -20,6 +20,9 @@ bx_hook_task_ready (void *arg, task_t *task)
                       sq_key_id (task->key), sq_key_session (task->key));
     }
     else
+    if (task->array_parent)
+        jobs_array_ready (self, task);
+    else
     if (!task->actor_call)
         scheduler_task_ready (self->scheduler, task);
 }

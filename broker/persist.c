@@ -315,6 +315,10 @@ persist_replay (void *arg, const sq_rec_t *rec)
             session->ended_ms = session->created_ms;
             break;
         }
+        case SQ_REC_ELEMENT: case SQ_REC_RESUBMIT:
+            if (jobs_replay (self->graph, rec))
+                self->skipped++;
+            break;
         case SQ_REC_ENDED: {
             task_t *task = graph_task (self->graph, rec->key);
             task_extra_t *extra = task? graph_task_extra (task): NULL;
@@ -517,6 +521,8 @@ s_worth_a_record (task_t *task)
 void
 persist_task_done (persist_t *self, task_t *task)
 {
+    if (task->array_element)
+        return;                 //  an ELEMENT record says it (jobs.c)
     if (s_worth_a_record (task))
         S_RECORD (self, s_pack_task_done (pk, task));
     sq_rec_t ended;
@@ -537,6 +543,8 @@ s_memory (const task_t *task)
 void
 persist_attempt (persist_t *self, task_t *task)
 {
+    if (task->array_element)
+        return;
     const task_extra_t *extra = task_extra (task);
     S_RECORD (self, sq_rec_pack_attempt (pk, task->key, task->attempt, extra->retries,
                                          extra->crashes, s_memory (task)));
@@ -616,10 +624,18 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
             sq_pack_object_uploaded (&pk, sq_key_id (o->key), flags, type, gov, o->size, "");
         }
     }
-    sq_pack_submit_tasks (&pk, session->n_tasks);
+    //  Array elements are not tasks to the journal: their array task is,
+    //  and ELEMENT records say how they ended.
+    uint32_t n_tasks = 0;
     cursor = 0;
     task_t *task;
+    while ((task = graph_session_next_task (session, &cursor)))
+        n_tasks += !task->array_element;
+    sq_pack_submit_tasks (&pk, n_tasks);
+    cursor = 0;
     while ((task = graph_session_next_task (session, &cursor))) {
+        if (task->array_element)
+            continue;
         const task_extra_t *extra = task_extra (task);
         uint32_t ids_small [32];
         uint32_t n_io = task->n_inputs + task->n_outputs;
@@ -646,6 +662,8 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
             .timeout_ms = extra->timeout_ms,
             .name = { extra->name? extra->name: "", extra->name? (uint32_t) strlen (extra->name): 0 }
         };
+        if (extra->array)
+            jobarray_spec (extra->array, &spec);
         sq_pack_task_spec (&pk, &spec);
         if (ids != ids_small)
             free (ids);
@@ -742,6 +760,8 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
         uint32_t n_cancelled = 0, cap_cancelled = 0;
         while ((task = graph_session_next_task (session, &t))) {
             const task_extra_t *extra = task_extra (task);
+            if (task->array_element)
+                continue;
             if (extra->retries || extra->crashes || task->attempt) {
                 s_begin (buf, &offset);
                 sq_rec_pack_attempt (&pk, task->key, task->attempt, extra->retries,
@@ -759,6 +779,8 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
                 sq_rec_pack_ended (&pk, &ended);
                 sq_rec_end (buf, offset);
             }
+            if (extra->array && jobarray_snapshot (extra->array, buf, &pk))
+                break;
             else
             if (task->state == TASK_CANCELLED && task->failure
             &&  task->failure->root == sq_key_id (task->key)

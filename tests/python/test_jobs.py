@@ -283,3 +283,249 @@ def test_malformed_job_requests_are_refused(cluster):
         assert a.jobs(name="no such job") == []
     finally:
         a.close()
+
+
+def _array_job(client, name, argv, first=0, last=None, step=1, items=None, retries=0):
+    s = client.job(name)
+    sid = L.sq_session_id(s)
+    task = client.execute(s, argv, name)
+    if items is not None:
+        arr = (ctypes.c_char_p * len(items))(*[i.encode() for i in items])
+        client.check(L.sq_task_set_array_items(s, task, arr, len(items)))
+    else:
+        client.check(L.sq_task_set_array(s, task, first, last, step))
+    if retries:
+        L.sq_task_set_max_retries(s, task, retries)
+    client.check(L.sq_submit(s))
+    return s, sid, task
+
+
+def test_an_array_of_1000_elements_runs_each_once(cluster, tmp_path):
+    out = tmp_path / "ran"
+    a = Client(cluster)
+    s, sid, task = _array_job(
+        a, "thousand",
+        ["sh", "-c", 'echo "%{TASK_ID} $SQUALL_TASK_ID $SQUALL_ARRAY_SIZE $SQUALL_JOB_ID" >> ' + str(out)],
+        0, 999)
+    a.close()                       # the submitting process leaves at once
+    b = Client(cluster)
+    try:
+        [job] = b.jobs(name="thousand")
+        assert job["id"] == sid and sum(job["tasks"]) == 1000
+        job = b.wait(sid, 120000)
+        assert job["state"] == SQ_JOB_FINISHED, job
+        assert job["tasks"] == [0, 0, 1000, 0, 0]
+        lines = out.read_text().split("\n")[:-1]
+        assert sorted(int(l.split()[0]) for l in lines) == list(range(1000))
+        assert all(l.split()[0] == l.split()[1] and l.split()[2] == "1000"
+                   and l.split()[3] == str(sid) for l in lines)
+        recs = b.all_tasks(sid)
+        assert len(recs) == 1000
+        assert [r["index"] for r in recs] == list(range(1000))
+        assert all(r["id"] == task and r["state"] == FINISHED and r["exit_code"] == 0
+                   and r["governor"] > 0 and r["attempts"] == 1 and r["ended"] >= r["started"] > 0
+                   for r in recs)
+        assert b.tasks(sid, offset=517, limit=1)[1][0]["index"] == 517
+        b.check(L.sq_client_forget(b.c, sid))
+    finally:
+        b.close()
+
+
+def test_array_ranges_with_a_step_and_items(cluster, tmp_path):
+    out = tmp_path / "ran"
+    a = Client(cluster)
+    try:
+        s, sid, task = _array_job(a, "stepped", ["sh", "-c", "echo %%{TASK_ID} >> %s" % out],
+                                  5, 25, 10)
+        assert a.wait(sid)["tasks"][2] == 3
+        assert sorted(out.read_text().split()) == ["15", "25", "5"]
+        L.sq_session_destroy(ctypes.byref(s))
+        out.unlink()
+        s, sid, task = _array_job(a, "items", ["sh", "-c", 'echo "%{ITEM}=$SQUALL_ARRAY_ITEM %%" >> '
+                                               + str(out)], items=["a b", "c", "%{TASK_ID}"])
+        assert a.wait(sid)["tasks"][2] == 3
+        # one pass: an item's own %{...} is not expanded again
+        assert sorted(out.read_text().split("\n")[:-1]) == ["%{TASK_ID}=%{TASK_ID} %", "a b=a b %",
+                                                            "c=c %"]
+        L.sq_session_destroy(ctypes.byref(s))
+    finally:
+        a.close()
+
+
+def test_resubmit_of_failed_elements(cluster, tmp_path):
+    out, fixed = tmp_path / "ran", tmp_path / "fixed"
+    a = Client(cluster)
+    try:
+        s, sid, task = _array_job(
+            a, "resubmit",
+            ["sh", "-c", "echo %%{TASK_ID} >> %s; test -e %s || [ %%{TASK_ID} -lt 7 ] || exit 4"
+             % (out, fixed)], 0, 9)
+        L.sq_session_detach(ctypes.byref(s))
+        job = a.wait(sid)
+        assert job["state"] == SQ_JOB_FAILED and job["tasks"] == [0, 0, 7, 3, 0]
+        failed = a.all_tasks(sid, FAILED)
+        assert [r["index"] for r in failed] == [7, 8, 9]
+        assert all(r["exit_code"] == 4 and "status 4" in r["error"] for r in failed)
+        with pytest.raises(Error) as unknown:
+            a.resubmit(sid, [task + 100])
+        assert unknown.value.code == SQ_E_UNKNOWN_ID
+        fixed.write_text("")             # the program fixed on disk
+        assert a.resubmit(sid, [task]) == 3
+        job = a.wait(sid)
+        assert job["state"] == SQ_JOB_FINISHED and job["tasks"] == [0, 0, 10, 0, 0], job
+        counts = {}
+        for line in out.read_text().split():
+            counts[int(line)] = counts.get(int(line), 0) + 1
+        assert counts == {**{i: 1 for i in range(7)}, 7: 2, 8: 2, 9: 2}
+        assert a.resubmit(sid) == 0
+        a.check(L.sq_client_forget(a.c, sid))
+    finally:
+        a.close()
+
+
+def test_cancel_an_array_and_run_it_again(cluster, tmp_path):
+    a = Client(cluster)
+    try:
+        s, sid, task = _array_job(a, "cancelled-array", ["sleep", "600"], 0, 99999)
+        L.sq_session_detach(ctypes.byref(s))
+        until(lambda: a.jobs(session=sid)[0]["tasks"][1] > 0, "an element to run")
+        a.check(L.sq_client_job_cancel(a.c, sid))
+        job = a.wait(sid)
+        assert job["state"] == SQ_JOB_CANCELLED and job["tasks"][4] == 100000, job
+        assert a.tasks(sid, CANCELLED)[0] == 100000
+        a.check(L.sq_client_forget(a.c, sid))
+    finally:
+        a.close()
+
+
+def test_arrays_that_are_not_allowed(cluster):
+    a = Client(cluster)
+    try:
+        s = a.job(None, False)
+        t = a.execute(s, ["true"])
+        assert L.sq_task_set_array(s, t, 5, 4, 1) != 0
+        assert L.sq_task_set_array(s, t, 0, 1 << 30, 1) != 0
+        a.check(L.sq_task_set_array(s, t, 0, 3, 1))
+        sleep = L.sq_task(s, b"noop", None, 0, 0, None, 0)
+        a.check(L.sq_task_set_array(s, sleep, 0, 3, 1))
+        with pytest.raises(Error) as refused:
+            a.check(L.sq_submit(s))
+        assert refused.value.code == 4 and "only an execute task" in str(refused.value)
+        L.sq_session_destroy(ctypes.byref(s))
+    finally:
+        a.close()
+
+
+def test_an_array_across_a_broker_restart(tmp_path):
+    """The broker SIGKILLed in the middle of an array and restarted on its
+    journal: the job finishes, no element that had finished runs again,
+    its records are right."""
+    out = tmp_path / "ran"
+    c = squall.LocalCluster(governors=2, cpus=2, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+    with c:
+        a = Client(c)
+        s, sid, task = _array_job(
+            a, "restart", ["sh", "-c", "echo %%{TASK_ID} >> %s; sleep 0.02" % out], 0, 399)
+        a.close()
+        b = Client(c)
+        until(lambda: out.exists() and len(out.read_text().split()) >= 60, "elements to run")
+        finished_before = {r["index"] for r in b.all_tasks(sid, FINISHED)}
+        assert finished_before
+        b.close()
+        c.restart_broker(signal.SIGKILL)
+        d = Client(c)
+        try:
+            [job] = d.jobs(name="restart")
+            assert job["id"] == sid and job["detached"]
+            job = d.wait(sid, 180000)
+            assert job["state"] == SQ_JOB_FINISHED and job["tasks"] == [0, 0, 400, 0, 0], job
+            counts = {}
+            for line in out.read_text().split():
+                counts[int(line)] = counts.get(int(line), 0) + 1
+            assert sorted(counts) == list(range(400))
+            assert all(counts [i] == 1 for i in finished_before), \
+                [i for i in finished_before if counts[i] != 1]
+            recs = d.all_tasks(sid)
+            assert len(recs) == 400 and all(r["state"] == FINISHED and r["exit_code"] == 0
+                                            for r in recs)
+        finally:
+            d.close()
+
+
+def test_another_tenant_sees_no_job(cluster, tmp_path):
+    a = Client(cluster)
+    s = a.job("tenant-a")
+    sid = L.sq_session_id(s)
+    a.execute(s, ["sleep", "600"])
+    a.check(L.sq_submit(s))
+    L.sq_session_detach(ctypes.byref(s))
+    other = squall.keygen("jobs-other", cluster._keys["authorized"], "client", "elsewhere")
+    cluster.broker.send_signal(signal.SIGHUP)
+
+    def connected():
+        try:
+            return Client(cluster, other)
+        except Error:
+            return None
+    b = until(connected, "the broker to take the new key")
+    try:
+        assert all(j["id"] != sid for j in b.jobs())
+        assert b.jobs(session=sid) == [] and b.jobs(name="tenant-a") == []
+        for call in (lambda: b.wait(sid, 0), lambda: b.tasks(sid),
+                     lambda: b.check(L.sq_client_job_cancel(b.c, sid)),
+                     lambda: b.check(L.sq_client_forget(b.c, sid)),
+                     lambda: b.resubmit(sid), lambda: b.attach(sid),
+                     lambda: b.attach(name="tenant-a")):
+            with pytest.raises(Error) as denied:
+                call()
+            assert denied.value.code == SQ_E_SESSION
+            assert "elsewhere" not in str(denied.value)
+        # the name is per tenant: B may have its own "tenant-a"
+        s = b.job("tenant-a")
+        L.sq_session_destroy(ctypes.byref(s))
+        # and A's job is untouched
+        assert a.jobs(session=sid)[0]["state"] == SQ_JOB_RUNNING
+        a.check(L.sq_client_forget(a.c, sid))
+    finally:
+        b.close()
+        a.close()
+
+
+def _finished_jobs(c, n):
+    a = Client(c)
+    ids = []
+    for i in range(n):
+        s = a.job("kept-%d" % i)
+        ids.append(L.sq_session_id(s))
+        a.execute(s, ["true"])
+        a.check(L.sq_submit(s))
+        L.sq_session_detach(ctypes.byref(s))
+        a.wait(ids[-1])
+    held = a.job("held")                # an empty job this client holds
+    return a, ids, L.sq_session_id(held)
+
+
+@pytest.mark.parametrize("limit", [True, False])
+def test_retention_and_the_job_limit(limit):
+    args = ["--job-retention", "0", "--job-limit", "2"] if limit else ["--job-retention", "1s"]
+    c = squall.LocalCluster(governors=1, cpus=1, broker_args=args, **cluster_options())
+    with c:
+        a, ids, held = _finished_jobs(c, 3)
+        b = Client(c)
+        try:
+            # jobs a client holds are never dropped: all are there
+            assert {j["id"] for j in b.jobs()} >= set(ids) | {held}
+            a.close()                   # now they are nobody's
+            kept = (lambda: {j["id"] for j in b.jobs()})
+            if limit:
+                # beyond --job-limit 2 the ones that ended first go; with
+                # no retention the rest stay
+                until(lambda: kept() == set(ids[2:]) | {held}, "the oldest jobs to be dropped")
+            else:
+                until(lambda: not kept() & (set(ids) | {held}), "retention to drop them")
+            with pytest.raises(Error) as gone:
+                b.wait(ids[0])
+            assert gone.value.code == SQ_E_SESSION
+        finally:
+            b.close()
