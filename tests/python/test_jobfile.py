@@ -162,6 +162,11 @@ inputs = [ { path = "data/copy.csv", file = "in.csv" } ]
      ["has no output"]),
     ('[[task]]\nid = "a"\ncommand = ["true"]\narray = "1-3"\n'
      '[[task]]\nid = "b"\ncommand = ["true"]\ndeps = ["a"]\n', ["no output to wait on"]),
+    ('[[task]]\nid = "a"\ncommand = ["true"]\nstdout = true\n'
+     '[[task]]\nid = "b"\ncommand = ["cat"]\narray = "1-3"\n'
+     'stdin = { task = "a", output = "stdout" }\n', ["an array takes no stdin"]),
+    ('[[task]]\nid = "a"\ncommand = ["true"]\narray = "1-3"\noutputs = ["x"]\n',
+     ["an array takes no outputs"]),
     ('this is = not toml', ["not TOML"]),
     ('name = "123"\n[[task]]\nid = "a"\ncommand = ["true"]\n', ["not only digits"]),
 ])
@@ -291,6 +296,8 @@ def test_submit_of_a_script_says_to_use_run(tmp_path):
     (["submit", "--file", DIAMOND, "--cpus", "2"], "with --file, tasks take their options"),
     (["submit", "--file", DIAMOND, "--", "true"], "either --file or a program"),
     (["submit", "--file", "/nonexistent.toml"], "/nonexistent.toml"),
+    (["submit", "--stdin", __file__, "--array", "1-2", "--", "cat"],
+     "--stdin: an array takes no input"),
     (["submit", "--stdout", "out/%{TASK_ID}", "--", "true"], "stdout_path is not supported"),
     (["submit", "--cwd", "/tmp", "--", "true"], "cwd is not supported"),
     (["job", "list", "--state", "sleeping"], "'sleeping' is not a state"),

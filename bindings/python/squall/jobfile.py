@@ -377,6 +377,9 @@ def from_command(command, name=None, array=None, array_file=None, cpus=None, mem
     if stdin is not None:
         if not os.path.isfile(stdin) or not os.access(stdin, os.R_OK):
             raise JobError("--stdin: %s is not a readable file" % stdin)
+        if task.array is not None:
+            raise JobError("--stdin: an array takes no input (each element may read a "
+                           "file of its own, e.g. %{TASK_ID}.in, from a shared directory)")
         task.stdin = LocalFile(os.path.abspath(stdin))
     if name is not None and not _job_name_ok(name):
         raise JobError("--name: %r: 1 to 64 characters, not only digits, no spaces or /"
@@ -527,7 +530,19 @@ def _compile_task(table, where, base):
             setattr(task, key, value)
     if "array" in table:
         task.array = parse_array(table["array"], "%s array" % where)
+        _check_array(task, where)
     return task
+
+
+def _check_array(task, where):
+    """The broker's array tasks take no inputs and have no outputs
+    (docs/protocol.md, "Array tasks"): refused here with the key named."""
+    for key, value in (("stdin", task.stdin), ("inputs", task.inputs),
+                       ("outputs", task.outputs), ("stdout", task.stdout),
+                       ("deps", task.deps)):
+        if value:
+            raise JobError("%s: an array takes no %s (an array task has no inputs or "
+                           "outputs)" % (where, key))
 
 
 def _order(tasks, where):
