@@ -541,7 +541,8 @@ s_sessions (broker_t *self, peer_t *peer, const sq_request_t *q)
         list [n++] = s;
     }
     //  The session map is not ordered: by id is by age.
-    qsort (list, n, sizeof *list, s_by_id);
+    if (n > 1)
+        qsort (list, n, sizeof *list, s_by_id);
     if (n > SQ_JOBS_MAX)
         n = SQ_JOBS_MAX;
     sq_wbuf_reset (&self->out);

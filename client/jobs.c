@@ -18,7 +18,8 @@ static void
 s_copy_str (char *to, size_t size, mpr_str_t from)
 {
     size_t n = from.len < size - 1? from.len: size - 1;
-    memcpy (to, from.ptr, n);
+    if (n)      //  an empty string may come with a NULL pointer (UBSan)
+        memcpy (to, from.ptr, n);
     to [n] = 0;
 }
 
