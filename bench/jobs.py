@@ -6,7 +6,7 @@
 1. An array of N (default 20 000) elements of `true`, then of a 1 ms
    program (`sleep 0.001`): the time from `squall submit` starting to
    `squall job wait` returning, on one governor with this machine's cpus,
-   beside `xargs -P <cpus> -n 1` running the same commands (the limit:
+   beside `xargs -P <cpus> -I{}` running the same commands (the limit:
    starting processes). Target: within 1.3x of xargs; the ratio is printed.
 2. `squall job list` with JOBS (default 1 000) jobs: the command's wall
    time (a new Python process, as a user runs it) and the listing call
@@ -44,7 +44,9 @@ def array_vs_xargs(env, n, cpus, program):
     t_squall = time.perf_counter() - t0
     sq(env, "job", "forget", job)
     t0 = time.perf_counter()
-    subprocess.run(["xargs", "-P", str(cpus), "-n", "1"] + program,
+    # -I: one line a command, the line not appended (`-n 1` would run
+    # `sleep 0.001 17`, which sleeps 17 s)
+    subprocess.run(["xargs", "-P", str(cpus), "-I{}"] + program,
                    input="".join("%d\n" % i for i in range(n)), text=True, check=True,
                    stdout=subprocess.DEVNULL)
     t_xargs = time.perf_counter() - t0
@@ -74,9 +76,8 @@ def job_list(env, client, jobs):
     print("squall job list with %d jobs: %.3f s (the command, a new process; `squall status` "
           "%.3f s), %.4f s (the listing call alone); target < 0.2 s"
           % (len(listed), t_cli, t_status, t_call))
-    for j in listed:
-        if (j["name"] or "").startswith("bench-"):
-            client.attach(j["id"]).forget()
+    sq(env, "job", "forget", *[str(j["id"]) for j in listed
+                               if (j["name"] or "").startswith("bench-")])
 
 
 def main():
