@@ -18,7 +18,7 @@ static void
 s_copy_str (char *to, size_t size, mpr_str_t from)
 {
     size_t n = from.len < size - 1? from.len: size - 1;
-    if (n)      //  an empty string may come with a NULL pointer (UBSan)
+    if (n)
         memcpy (to, from.ptr, n);
     to [n] = 0;
 }
