@@ -1,4 +1,4 @@
-"""A small pipeline for `squall submit` (and the compose `example` service):
+"""A small pipeline for `squall run` (and the compose `example` service):
 N parts, each through a `sleep` task (so a dashboard sees tasks run) and an
 `execute` task (tr a-z A-Z), joined by `concat`, fetched and checked against
 the same computation done locally. Exits 0 when the result matches.

@@ -1,5 +1,5 @@
 """The `squall` command line tool: --help everywhere, exit codes, start /
-status / submit / replay against a real local cluster, clean Ctrl-C."""
+status / run / submit / replay against a real local cluster, clean Ctrl-C."""
 import json
 import os
 import socket
@@ -18,19 +18,19 @@ def free_port():
 
 def main():
     env = dict(os.environ, SQUALL_BUILD_DIR=BUILD)
-    for cmd in ([], ["start"], ["status"], ["submit"], ["replay"], ["retire"]):
+    for cmd in ([], ["start"], ["status"], ["run"], ["submit"], ["job"], ["job", "list"], ["task", "list"], ["replay"], ["retire"]):
         r = run(SQUALL + cmd + ["--help"], env=env)
         check(r.returncode == 0 and "usage: squall" in r.stdout and "exit codes" in r.stdout,
               "squall %s --help" % " ".join(cmd))
     check(run(SQUALL, env=env).returncode == 2, "no command: exit 2")
     check(run(SQUALL + ["frobnicate"], env=env).returncode == 2, "unknown command: exit 2")
     check(run(SQUALL + ["start", "--governors", "x"], env=env).returncode == 2, "bad option: exit 2")
-    check(run(SQUALL + ["submit", "/nonexistent.py"], env=env).returncode == 2, "missing file: exit 2")
+    check(run(SQUALL + ["run", "/nonexistent.py"], env=env).returncode == 2, "missing file: exit 2")
     nobody = "tcp://127.0.0.1:%d" % free_port()
     r = run(SQUALL + ["status", "--broker", nobody, "--timeout", "0.5"], env=env)
     check(r.returncode == 3 and "unreachable" in r.stderr, "status, no broker: exit 3")
-    r = run(SQUALL + ["submit", "--broker", nobody, "--timeout", "0.5", PIPELINE], env=env)
-    check(r.returncode == 3, "submit, no broker: exit 3")
+    r = run(SQUALL + ["run", "--broker", nobody, "--timeout", "0.5", PIPELINE], env=env)
+    check(r.returncode == 3, "run, no broker: exit 3")
 
     tmp = os.environ.get("TMPDIR", "/tmp")
     event_log = os.path.join(tmp, "squall-cli-test-%d.jsonl" % os.getpid())
@@ -75,12 +75,12 @@ def main():
             r = run(SQUALL + ["status"], env=cluster.env())
             check(r.returncode == 0 and "governor-1" in r.stdout and "governor-2" in r.stdout
                   and "tasks:" in r.stdout, "status table shows both governors and tasks")
-            r = run(SQUALL + ["submit", PIPELINE, "--parts", "6", "--sleep", "0.05"], env=cluster.env())
-            check(r.returncode == 0 and "pipeline: OK" in r.stdout, "submit runs a pipeline: exit 0")
+            r = run(SQUALL + ["run", PIPELINE, "--parts", "6", "--sleep", "0.05"], env=cluster.env())
+            check(r.returncode == 0 and "pipeline: OK" in r.stdout, "run runs a pipeline: exit 0")
             bad = os.path.join(tmp, "squall-cli-test-fail-%d.py" % os.getpid())
             with open(bad, "w") as f:
                 f.write("import os, sys\nassert os.environ['SQUALL_BROKER']\nsys.exit(7)\n")
-            r = run(SQUALL + ["submit", bad], env=cluster.env())
+            r = run(SQUALL + ["run", bad], env=cluster.env())
             os.unlink(bad)
             check(r.returncode == 1 and "failed with status 7" in r.stderr, "failing script: exit 1")
             done = json.loads(run(SQUALL + ["status", "--json"], env=cluster.env()).stdout)

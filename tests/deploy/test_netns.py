@@ -168,7 +168,7 @@ def main():
         check(all(g["resources"].get("memory") == 1073741824 for g in info["governors"]),
               "memory resource from SQUALL_MEMORY")
         r = subprocess.run(["ip", "netns", "exec", ns("example")] + squall +
-                           ["submit", PIPELINE, "--parts", "12", "--rounds", "2"],
+                           ["run", PIPELINE, "--parts", "12", "--rounds", "2"],
                            env=env, capture_output=True, text=True, timeout=120)
         check(r.returncode == 0 and "pipeline: OK" in r.stdout,
               "the pipeline ran through the topology (%s)" % (r.stdout + r.stderr).strip()[-300:])

@@ -177,7 +177,7 @@ def main():
               % (key, argv))
         check(first_pubs == [os.path.basename(key)[:-4] + ".pub"],
               "its public key, and only it, was authorised: %s" % first_pubs)
-        r = subprocess.run(SQUALL + ["submit", PIPELINE, "--parts", "8", "--sleep", "0.05"],
+        r = subprocess.run(SQUALL + ["run", PIPELINE, "--parts", "8", "--sleep", "0.05"],
                            env=cenv, capture_output=True, text=True, timeout=120)
         check(r.returncode == 0 and "pipeline: OK" in r.stdout, "a pipeline through the Slurm governor")
         # A job of root's: its governor runs tasks under the default task

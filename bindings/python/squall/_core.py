@@ -234,6 +234,31 @@ def _ms(timeout: Optional[float]) -> int:
     return -1 if timeout is None else max(0, int(timeout * 1000))
 
 
+_JOB_STATES = ("running", "finished", "failed", "cancelled")            # bits 1 .. 8
+_TASK_STATES = ("waiting", "running", "finished", "failed", "cancelled")  # bits 1 .. 16
+
+
+def _jobs_call(fn: Any) -> None:
+    if fn is None:
+        raise SquallError("this libsquall has no jobs (client/squall.h, \"Jobs\"): "
+                          "rebuild squall", L.SQ_E_INVALID)
+
+
+def _state(bit: int, names: Sequence[str]) -> str:
+    return names[bit.bit_length() - 1] if bit and not bit & (bit - 1) and \
+        bit.bit_length() <= len(names) else "unknown"
+
+
+def _job_dict(job: Any) -> dict:
+    """A job as `squall job list --json` prints it (docs/jobs.md)."""
+    return {"id": job.id, "name": job.name.decode(errors="replace") or None,
+            "state": _state(job.state, _JOB_STATES), "detached": bool(job.detached),
+            "attached": bool(job.attached),
+            "tasks": dict(zip(_TASK_STATES, (int(n) for n in job.tasks))),
+            "created": job.created_ms / 1000.0 if job.created_ms else None,
+            "ended": job.ended_ms / 1000.0 if job.ended_ms else None}
+
+
 def _session_stack() -> list:
     stack = getattr(_local, "stack", None)
     if stack is None:
@@ -363,9 +388,58 @@ class Client:
             raise self._error(rc, session)
 
     # -- sessions
-    def session(self) -> "Session":
-        """A new session; use it as a context manager (closed at the end)."""
-        return Session(self)
+    def session(self, name: Optional[str] = None, detached: bool = False) -> "Session":
+        """A new session; use it as a context manager (closed at the end).
+
+        detached=True makes it a **job** (docs/jobs.md): it and its kept
+        objects outlive this client; leaving the `with` block (or the
+        client closing) lets it go on, `client.attach(name or id)` takes it
+        back, `Session.close()` or `forget()` ends it. `name` is unique
+        among the tenant's kept sessions."""
+        return Session(self, name=name, detached=detached)
+
+    def attach(self, job: Any) -> "Session":
+        """Takes a job (docs/jobs.md) onto this client by name or id: a
+        Session whose `tasks` are its tasks as futures and `objects` its
+        tasks' outputs (fetchable when kept, usable as inputs); new tasks
+        may be submitted to it. Raises SquallError (SQ_E_SESSION) if there
+        is none (or it is another tenant's)."""
+        _jobs_call(L.sq_session_attach)
+        if isinstance(job, int) and not isinstance(job, bool):
+            session, name = job, None
+        elif isinstance(job, str) and job:
+            session, name = 0, job.encode()
+        else:
+            raise TypeError("attach takes a job's name or id, not %r" % (job,))
+        with self._lock:
+            handle = L.sq_session_attach(self._h, session, name)
+            if not handle:
+                raise self._error(L.sq_client_errcode(self._h))
+        return Session(self, detached=True, _handle=handle)
+
+    def jobs(self, state: Optional[str] = None, sessions: bool = False) -> List[dict]:
+        """The jobs this client's tenant may see (an admin key: all), oldest
+        first, as `squall job list --json` prints them; `state` one of
+        running, finished, failed, cancelled; sessions=True adds the plain
+        sessions of connected clients."""
+        _jobs_call(L.sq_client_jobs)
+        states = 0
+        if state is not None:
+            if state not in _JOB_STATES:
+                raise ValueError("state must be one of %s, not %r" % (", ".join(_JOB_STATES),
+                                                                      state))
+            states = 1 << _JOB_STATES.index(state)
+        out = ctypes.POINTER(L.Job)()
+        n = ctypes.c_size_t()
+        with self._lock:
+            self._check(L.sq_client_jobs(self._h, states, 0, None, ctypes.byref(out),
+                                         ctypes.byref(n)))
+        try:
+            jobs = [_job_dict(out[i]) for i in range(n.value)]
+        finally:
+            if out:
+                L.sq_free(ctypes.cast(out, ctypes.c_void_p))
+        return [j for j in jobs if sessions or j["detached"]]
 
     @_locked
     def info(self) -> dict:
@@ -718,15 +792,28 @@ class Session:
     """A namespace of tasks and data objects with one lifetime: closing it
     cancels its unfinished tasks and frees all its objects."""
 
-    def __init__(self, client: Client):
+    def __init__(self, client: Client, name: Optional[str] = None, detached: bool = False,
+                 _handle: Optional[int] = None):
         self.client = client
         self._lock = client._lock
-        with client._lock:
-            handle = L.sq_session_new(client._h)
+        self.detached = bool(detached)
+        if _handle is not None:
+            handle = _handle
+        elif name is not None or detached:
+            _jobs_call(L.sq_session_new_job)
+            if name is not None and (not isinstance(name, str) or not name):
+                raise ValueError("a session's name is a non-empty string, not %r" % (name,))
+            with client._lock:
+                handle = L.sq_session_new_job(client._h, name.encode() if name else None,
+                                              self.detached)
+        else:
+            with client._lock:
+                handle = L.sq_session_new(client._h)
         if not handle:
             raise client._error(L.sq_client_errcode(client._h))
         self._h = ctypes.c_void_p(handle)
         self.id = L.sq_session_id(self._h)
+        self.name = name
         self._names: Dict[int, str] = {}       # task id -> name
         self._outputs: Dict[int, int] = {}     # object id -> producer task id
         self._task_ids: List[int] = []
@@ -755,18 +842,104 @@ class Session:
         stack = _session_stack()
         if stack and stack[-1] is self:
             stack.pop()
-        self.close()
+        if self.detached:
+            self.detach()
+        else:
+            self.close()
 
     def close(self) -> None:
         """Closes the session on the broker: unfinished tasks are cancelled
-        and every object is freed."""
+        and every object is freed (a job is forgotten too)."""
         with self._lock:
             if self._h.value:
                 L.sq_session_destroy(ctypes.byref(self._h))
 
+    def detach(self) -> None:
+        """Lets go of the session without closing it: a job (detached=True)
+        goes on, for `client.attach` to take back; a plain session is
+        closed by the broker after its --session-grace."""
+        _jobs_call(L.sq_session_detach)
+        if self._h.value and self._dirty:
+            self.submit()           # what was built goes with the job
+        with self._lock:
+            if self._h.value:
+                L.sq_session_detach(ctypes.byref(self._h))
+
+    forget = close
+
+    def wait_job(self, timeout: Optional[float] = None) -> dict:
+        """Waits until every task of the session (array elements included)
+        has ended, failed ones too, whichever client submitted them; the
+        job as `client.jobs()` gives it (SquallError SQ_E_TIMEOUT at the
+        timeout)."""
+        _jobs_call(L.sq_client_job_wait)
+        self._open()
+        job = L.Job()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            # in slices, so that other threads' calls go through
+            left = None if deadline is None else deadline - time.monotonic()
+            step = 100 if left is None else max(0, min(100, int(left * 1000)))
+            with self._lock:
+                rc = L.sq_client_job_wait(self.client._h, self.id, step, ctypes.byref(job))
+            if rc == L.SQ_E_TIMEOUT and (left is None or left > 0.1):
+                continue
+            self._check(rc)
+            return _job_dict(job)
+
+    def _records(self) -> List[Any]:
+        _jobs_call(L.sq_client_tasks)
+        records: List[Any] = []
+        while True:
+            out = ctypes.POINTER(L.TaskRecord)()
+            n = ctypes.c_size_t()
+            total = ctypes.c_uint64()
+            with self._lock:
+                self._check(L.sq_client_tasks(self.client._h, self.id, 0, len(records), 10000,
+                                              ctypes.byref(out), ctypes.byref(n),
+                                              ctypes.byref(total)))
+            try:
+                # copies: the library's buffer is freed below
+                records += [L.TaskRecord.from_buffer_copy(out[i]) for i in range(n.value)]
+            finally:
+                if out:
+                    L.sq_free(ctypes.cast(out, ctypes.c_void_p))
+            if n.value == 0 or len(records) >= total.value:
+                return records
+
+    @property
+    def tasks(self) -> List["Future"]:
+        """The session's plain tasks (not array elements) as futures of
+        their first output, in id order: a job's after `client.attach`."""
+        return [Future(self, r.id) for r in self._records() if r.index < 0]
+
+    @property
+    def objects(self) -> List["DataObject"]:
+        """The first output of each plain task, fetchable when kept (a job
+        file's results are) and usable as an input of new tasks."""
+        return [DataObject(self, r.id + 1) for r in self._records() if r.index < 0]
+
+    def task_records(self) -> List[dict]:
+        """Every task and array element as `squall task list --json`
+        prints them (docs/jobs.md)."""
+        out = []
+        for r in self._records():
+            name = r.name.decode(errors="replace")
+            out.append({"id": r.index if r.index >= 0 else (name or r.id), "task": r.id,
+                        "state": _state(r.state, _TASK_STATES),
+                        "exit_code": r.exit_code if r.has_exit_code else None,
+                        "governor": r.governor or None, "attempts": r.attempts,
+                        "started": r.started_ms / 1000.0 if r.started_ms else None,
+                        "ended": r.ended_ms / 1000.0 if r.ended_ms else None,
+                        "error": r.error.decode(errors="replace") or None})
+        return out
+
     def __del__(self) -> None:
         try:
-            self.close()
+            if self.detached:
+                self.detach()
+            else:
+                self.close()
         except Exception:
             pass
 

@@ -119,6 +119,42 @@ sq_cancel = _sig("sq_cancel", _c.c_int, _p, _u32p, _size)
 sq_delete = _sig("sq_delete", _c.c_int, _p, _u32p, _size)
 sq_place = _sig("sq_place", _c.c_int, _p, _u32, _u32p, _size, _u32, _u32, _c.c_int,
                 _u32p, _size, _c.POINTER(_size))
+
+
+def _optional(name, restype, *argtypes):
+    """A call of a newer libsquall: None when this one lacks it (the caller
+    says what is missing rather than the whole package failing to load)."""
+    return _sig(name, restype, *argtypes) if hasattr(lib, name) else None
+
+
+class Job(_c.Structure):
+    """sq_job_t (client/squall.h, "Jobs")."""
+    _fields_ = [("id", _c.c_uint32), ("name", _c.c_char * 129), ("state", _c.c_uint32),
+                ("detached", _c.c_bool), ("attached", _c.c_bool),
+                ("tasks", _c.c_uint64 * 5), ("created_ms", _c.c_int64),
+                ("ended_ms", _c.c_int64)]
+
+
+class TaskRecord(_c.Structure):
+    """sq_task_record_t (client/squall.h, "Jobs")."""
+    _fields_ = [("id", _c.c_uint32), ("index", _c.c_int64), ("state", _c.c_uint32),
+                ("has_exit_code", _c.c_bool), ("exit_code", _c.c_int32),
+                ("governor", _c.c_uint32), ("attempts", _c.c_uint32),
+                ("started_ms", _c.c_int64), ("ended_ms", _c.c_int64),
+                ("error", _c.c_char * 512), ("name", _c.c_char * 128)]
+
+
+sq_session_new_job = _optional("sq_session_new_job", _p, _p, _c.c_char_p, _c.c_bool)
+sq_session_attach = _optional("sq_session_attach", _p, _p, _u32, _c.c_char_p)
+sq_session_detach = _optional("sq_session_detach", None, _c.POINTER(_p))
+sq_client_jobs = _optional("sq_client_jobs", _c.c_int, _p, _u32, _u32, _c.c_char_p,
+                           _c.POINTER(_c.POINTER(Job)), _c.POINTER(_size))
+sq_client_tasks = _optional("sq_client_tasks", _c.c_int, _p, _u32, _u32, _c.c_uint64, _u32,
+                            _c.POINTER(_c.POINTER(TaskRecord)), _c.POINTER(_size),
+                            _c.POINTER(_c.c_uint64))
+sq_client_job_wait = _optional("sq_client_job_wait", _c.c_int, _p, _u32, _c.c_int,
+                               _c.POINTER(Job))
+sq_client_forget = _optional("sq_client_forget", _c.c_int, _p, _u32)
 sq_object_set_governor = _sig("sq_object_set_governor", _c.c_int, _p, _u32, _u32)
 sq_object_set_stream = _sig("sq_object_set_stream", _c.c_int, _p, _u32)
 

@@ -2,7 +2,10 @@
 
     squall start --governors N [--cpus C]   a local cluster in the foreground
     squall status                           governors, their load, tasks
-    squall submit FILE.py [ARGS...]         run a pipeline script on the cluster
+    squall run FILE.py [ARGS...]            run a pipeline script on the cluster
+    squall submit [OPTIONS] -- PROGRAM ARGS a job of commands (docs/jobs.md)
+    squall submit --file JOB.toml           a job of a graph of commands
+    squall job list|info|wait|cancel|resubmit|forget, squall task list
     squall replay EVENTLOG [--html OUT]     what ran where, from an event log
     squall cancel SESSION...                close sessions a killed client left running
 
@@ -652,7 +655,7 @@ def resource_wait_lines(info):
 # ---------------------------------------------------------------------------
 # squall submit
 
-def cmd_submit(args):
+def cmd_run(args):
     if not os.path.isfile(args.file):
         raise CliError("no such file: %s" % args.file, EXIT_USAGE)
     endpoint = _broker_endpoint(args)
@@ -860,6 +863,21 @@ _SECONDS = _ranged(float, 0.0, 86400.0 * 366, "a number of seconds")
 _COUNT = _ranged(int, 0, 1 << 20, "a whole number")
 
 
+def _jobs():
+    """squall/jobcli.py, loaded by path as this file is (stdlib only)."""
+    module = sys.modules.get("squall_jobcli")
+    if module is None:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("squall_jobcli",
+                                                      os.path.join(_HERE, "jobcli.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["squall_jobcli"] = module
+    # what it uses of this file (loaded by path, maybe not in sys.modules)
+    module.cli = argparse.Namespace(**globals())
+    return module
+
+
 def _version():
     from_package = os.path.join(_HERE, "__init__.py")
     try:
@@ -1033,7 +1051,7 @@ def build_parser():
     key_options(p)
     p.set_defaults(func=cmd_log)
 
-    p = sub.add_parser("submit", help="run a pipeline script against the cluster",
+    p = sub.add_parser("run", help="run a pipeline script against the cluster",
                        description="Runs FILE.py with the current Python, SQUALL_BROKER set to "
                                    "the cluster and the squall package importable. Fails with "
                                    "exit code 3 first if no broker answers.", epilog=epilog)
@@ -1045,7 +1063,9 @@ def build_parser():
                    help="seconds to wait for the broker (default 5)")
     p.add_argument("--no-check", action="store_true", help="do not check the broker first")
     key_options(p)
-    p.set_defaults(func=cmd_submit)
+    p.set_defaults(func=cmd_run)
+
+    _jobs().add_parsers(sub, key_options, epilog)
 
     p = sub.add_parser("replay", help="summarize a finished run from an event log",
                        description="Reads a broker event log (--event-log, docs/eventlog.md) and "
@@ -1059,7 +1079,25 @@ def build_parser():
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    #   `squall submit [options] -- PROGRAM ARGS...`: what follows the first
+    #   -- is the program's, never an option of ours (argparse would take
+    #   the program's own --flags).
+    command = None
+    if argv[:1] == ["submit"] and "--" in argv:
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1:]
+    if argv[:1] == ["submit"] and command is None:
+        #   `squall submit pipeline.py --its-options` (the old spelling of
+        #   `squall run`) gets told so rather than "unrecognized arguments"
+        args, unknown = parser.parse_known_args(argv)
+        if unknown and not (args.rest and args.rest[0].endswith(".py")):
+            args = parser.parse_args(argv)
+        args.rest = args.rest + unknown
+    else:
+        args = parser.parse_args(argv)
+    if args.command == "submit":
+        args.program = command
     if not args.command:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

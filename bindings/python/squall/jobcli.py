@@ -1,0 +1,782 @@
+"""Jobs from the command line: `squall submit`, `squall job ...`, `squall
+task list` (docs/jobs.md).
+
+A job is a detached session (docs/protocol.md, "Jobs"): it lives on the
+broker after the submitting process exits; any process of the same tenant
+lists it, waits for it, reads its tasks, cancels, resubmits or forgets it by
+id or name. Standard library only, loaded by path by cli.py, which sets
+`cli` (what this file uses of cli.py) before any command runs.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+import time
+
+cli = None          # set by cli.py's _jobs()
+
+# Exit codes beyond cli.py's 0 / 1 / 2 / 3 (docs/jobs.md)
+EXIT_NO_JOB = 4     # no such job (or another tenant's)
+EXIT_TIMEOUT = 5    # `job wait --timeout` / `submit --wait --timeout` ran out
+
+#   common/squall_codes.h
+_SQ_E_DUPLICATE_ID, _SQ_E_SESSION, _SQ_E_TIMEOUT = 5, 11, 16
+
+JOB_STATES = ("running", "finished", "failed", "cancelled")          # bits 1, 2, 4, 8
+TASK_STATES = ("waiting", "running", "finished", "failed", "cancelled")  # 1 .. 16
+
+
+def _jobfile():
+    module = sys.modules.get("squall_jobfile")
+    if module is None:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "squall_jobfile", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "jobfile.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["squall_jobfile"] = module
+    return module
+
+
+def _usage(message):
+    return cli.CliError(message, cli.EXIT_USAGE)
+
+
+# ---------------------------------------------------------------------------
+# The client library's job calls (client/squall.h, "Jobs")
+
+class _Job(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("name", ctypes.c_char * 129),
+                ("state", ctypes.c_uint32), ("detached", ctypes.c_bool),
+                ("attached", ctypes.c_bool), ("tasks", ctypes.c_uint64 * 5),
+                ("created_ms", ctypes.c_int64), ("ended_ms", ctypes.c_int64)]
+
+
+class _TaskRecord(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("index", ctypes.c_int64),
+                ("state", ctypes.c_uint32), ("has_exit_code", ctypes.c_bool),
+                ("exit_code", ctypes.c_int32), ("governor", ctypes.c_uint32),
+                ("attempts", ctypes.c_uint32), ("started_ms", ctypes.c_int64),
+                ("ended_ms", ctypes.c_int64), ("error", ctypes.c_char * 512),
+                ("name", ctypes.c_char * 128)]
+
+
+def _library():
+    lib = cli._load_library()
+    if getattr(lib, "_squall_jobs", False):
+        return lib
+    p, u32, u64, i32, c = (ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int,
+                           ctypes.c_char_p)
+    sizep = ctypes.POINTER(ctypes.c_size_t)
+    strs = ctypes.POINTER(ctypes.c_char_p)
+    table = {
+        "sq_session_new_job": (p, [p, c, ctypes.c_bool]),
+        "sq_session_id": (u32, [p]),
+        "sq_session_detach": (None, [ctypes.POINTER(p)]),
+        "sq_session_destroy": (None, [ctypes.POINTER(p)]),
+        "sq_client_errcode": (i32, [p]),
+        "sq_blob": (u32, [p, ctypes.c_void_p, ctypes.c_size_t, c]),
+        "sq_task": (u32, [p, c, ctypes.POINTER(u32), ctypes.c_size_t, u32, ctypes.c_void_p,
+                          ctypes.c_size_t]),
+        "sq_output": (u32, [u32, u32]),
+        "sq_task_set_name": (i32, [p, u32, c]),
+        "sq_task_set_resource": (i32, [p, u32, c, u64]),
+        "sq_task_set_gpus": (i32, [p, u32, ctypes.c_double]),
+        "sq_task_set_priority": (i32, [p, u32, ctypes.c_int32]),
+        "sq_task_set_max_retries": (i32, [p, u32, u32]),
+        "sq_task_set_timeout": (i32, [p, u32, ctypes.c_double]),
+        "sq_task_set_array": (i32, [p, u32, u32, u32, u32]),
+        "sq_task_set_array_items": (i32, [p, u32, strs, ctypes.c_size_t]),
+        "sq_keep": (i32, [p, u32]),
+        "sq_submit": (i32, [p]),
+        "sq_config_execute": (p, [strs, ctypes.c_size_t, strs, ctypes.c_size_t, i32, strs,
+                                  ctypes.c_size_t, i32, strs, sizep]),
+        "sq_client_jobs": (i32, [p, u32, u32, c, ctypes.POINTER(ctypes.POINTER(_Job)), sizep]),
+        "sq_client_job_wait": (i32, [p, u32, i32, ctypes.POINTER(_Job)]),
+        "sq_client_tasks": (i32, [p, u32, u32, u64, u32,
+                                  ctypes.POINTER(ctypes.POINTER(_TaskRecord)), sizep,
+                                  ctypes.POINTER(u64)]),
+        "sq_client_resubmit": (i32, [p, u32, ctypes.POINTER(u32), ctypes.c_size_t,
+                                     ctypes.POINTER(u64)]),
+        "sq_client_job_cancel": (i32, [p, u32]),
+        "sq_client_forget": (i32, [p, u32]),
+    }
+    for name, (restype, argtypes) in table.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise cli.CliError("this libsquall has no %s: jobs need a newer squall" % name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    lib._squall_jobs = True
+    return lib
+
+
+def _cstrs(strings):
+    """A char* array, NULL-terminated (env is read to its NULL)."""
+    arr = (ctypes.c_char_p * (len(strings) + 1))()
+    for i, s in enumerate(strings):
+        arr[i] = s.encode() if isinstance(s, str) else s
+    return arr
+
+
+class _Client:
+    """A connected libsquall client for one command."""
+
+    def __init__(self, args):
+        self.lib = _library()
+        self.h = cli._connected(self.lib, cli._broker_endpoint(args),
+                                getattr(args, "connect_timeout", 5.0), cli._keys(args))
+
+    def close(self):
+        if self.h:
+            self.lib.sq_client_destroy(ctypes.byref(self.h))
+            self.h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def error(self, what, code=None):
+        errcode = self.lib.sq_client_errcode(self.h)
+        message = self.lib.sq_client_errmsg(self.h).decode(errors="replace")
+        if errcode == _SQ_E_SESSION:
+            return cli.CliError("%s: %s" % (what, message or "no such job"), EXIT_NO_JOB)
+        return cli.CliError("%s: %s" % (what, message), code or cli.EXIT_FAILURE)
+
+    def jobs(self, states=0, session=0, name=None):
+        out = ctypes.POINTER(_Job)()
+        n = ctypes.c_size_t()
+        if self.lib.sq_client_jobs(self.h, states, session, name.encode() if name else None,
+                                   ctypes.byref(out), ctypes.byref(n)):
+            raise self.error("listing jobs")
+        try:
+            return [job_dict(out[i]) for i in range(n.value)]
+        finally:
+            if out:
+                self.lib.sq_free(ctypes.cast(out, ctypes.c_void_p))
+
+    def resolve(self, ref):
+        """The job dict of an id or a name; CliError(EXIT_NO_JOB) if none."""
+        if ref.isdigit():
+            found = self.jobs(session=int(ref)) if 0 < int(ref) < 2 ** 32 else []
+        else:
+            found = self.jobs(name=ref)
+        if not found:
+            raise cli.CliError("no job %s" % ref if ref.isdigit() else "no job named %s" % ref,
+                               EXIT_NO_JOB)
+        return found[0]
+
+    def wait(self, session, timeout_ms):
+        job = _Job()
+        rc = self.lib.sq_client_job_wait(self.h, session, timeout_ms, ctypes.byref(job))
+        if rc == _SQ_E_TIMEOUT:
+            return None
+        if rc:
+            raise self.error("job %d" % session)
+        return job_dict(job)
+
+    def tasks(self, session, states=0):
+        records, offset = [], 0
+        while True:
+            out = ctypes.POINTER(_TaskRecord)()
+            n = ctypes.c_size_t()
+            total = ctypes.c_uint64()
+            if self.lib.sq_client_tasks(self.h, session, states, offset, 10000,
+                                        ctypes.byref(out), ctypes.byref(n), ctypes.byref(total)):
+                raise self.error("job %d" % session)
+            try:
+                records += [task_dict(out[i]) for i in range(n.value)]
+            finally:
+                if out:
+                    self.lib.sq_free(ctypes.cast(out, ctypes.c_void_p))
+            offset += n.value
+            if n.value == 0 or offset >= total.value:
+                return records
+
+
+def _state_name(bit, names):
+    for i, name in enumerate(names):
+        if bit == 1 << i:
+            return name
+    return "unknown"
+
+
+def _seconds(ms):
+    return ms / 1000.0 if ms else None
+
+
+def job_dict(job):
+    """A job as `--json` prints it."""
+    return {"id": job.id, "name": job.name.decode(errors="replace") or None,
+            "state": _state_name(job.state, JOB_STATES), "detached": bool(job.detached),
+            "attached": bool(job.attached),
+            "tasks": dict(zip(TASK_STATES, (int(n) for n in job.tasks))),
+            "created": _seconds(job.created_ms), "ended": _seconds(job.ended_ms)}
+
+
+def task_dict(rec):
+    """A task as `--json` prints it: `id` the array index, else the task's
+    name (a job file's id), else its id in the session."""
+    name = rec.name.decode(errors="replace")
+    return {"id": rec.index if rec.index >= 0 else (name or rec.id), "task": rec.id,
+            "state": _state_name(rec.state, TASK_STATES),
+            "exit_code": rec.exit_code if rec.has_exit_code else None,
+            "governor": rec.governor or None, "attempts": rec.attempts,
+            "started": _seconds(rec.started_ms), "ended": _seconds(rec.ended_ms),
+            "error": rec.error.decode(errors="replace") or None}
+
+
+def _states(texts, names, where):
+    """A filter of state bits from `--state a,b --state c`."""
+    bits = 0
+    for text in texts or ():
+        for one in text.split(","):
+            one = one.strip()
+            if one not in names:
+                raise _usage("%s: %r is not a state (%s)" % (where, one, ", ".join(names)))
+            bits |= 1 << names.index(one)
+    return bits
+
+
+# ---------------------------------------------------------------------------
+# Printing for people
+
+def _stamp(seconds):
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
+
+
+def _duration(start, end):
+    if not start:
+        return "-"
+    seconds = (end or time.time()) - start
+    if seconds < 60:
+        return "%.1fs" % seconds
+    if seconds < 3600:
+        return "%dm%02ds" % divmod(int(seconds), 60)
+    return "%dh%02dm" % divmod(int(seconds) // 60, 60)
+
+
+def _counts(tasks):
+    parts = ["%d %s" % (tasks[s], s) for s in TASK_STATES if tasks.get(s)]
+    return ", ".join(parts) or "no tasks"
+
+
+def jobs_table(jobs):
+    return cli._table([[j["id"], j["name"] or "-", j["state"], sum(j["tasks"].values()),
+                        _counts(j["tasks"]), _stamp(j["created"]),
+                        _duration(j["created"], j["ended"])] for j in jobs],
+                      ["id", "name", "state", "tasks", "by state", "submitted", "took"])
+
+
+def tasks_table(tasks):
+    return cli._table([[t["id"], t["state"], "-" if t["exit_code"] is None else t["exit_code"],
+                        t["governor"] or "-", t["attempts"], _stamp(t["started"]),
+                        _duration(t["started"], t["ended"]) if t["ended"] or
+                        t["state"] == "running" else "-",
+                        (t["error"] or "").splitlines()[0][:80] if t["error"] else ""]
+                       for t in tasks],
+                      ["id", "state", "exit", "governor", "attempts", "started", "took",
+                       "error"])
+
+
+def _print_json(value):
+    json.dump(value, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+class _Bar:
+    """`--progress`: a bar on a terminal, else a line when the counts change
+    (at most one a second)."""
+
+    def __init__(self):
+        self.tty = sys.stderr.isatty()
+        self.last = None
+        self.printed = 0.0
+
+    def show(self, job):
+        t = job["tasks"]
+        total = sum(t.values())
+        done = t["finished"] + t["failed"] + t["cancelled"]
+        if self.tty:
+            width = 30
+            filled = int(width * done / total) if total else width
+            sys.stderr.write("\rjob %d [%-*s] %d/%d  %s   " % (
+                job["id"], width, "#" * filled, done, total, _counts(t)))
+            sys.stderr.flush()
+        elif (done, t["failed"]) != self.last and time.monotonic() - self.printed >= 1.0:
+            sys.stderr.write("job %d: %d/%d ended (%s)\n" % (job["id"], done, total, _counts(t)))
+            self.printed = time.monotonic()
+        self.last = (done, t["failed"])
+
+    def end(self):
+        if self.tty and self.last is not None:
+            sys.stderr.write("\n")
+
+
+def _wait_jobs(client, sessions, timeout, progress):
+    """Waits for each job; the job dicts at their end, or None for one the
+    timeout cut short."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    bar = _Bar() if progress else None
+    ended = []
+    try:
+        for session in sessions:
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    ended.append(None)
+                    break
+                # In slices when something is shown or a deadline is near:
+                # the broker answers a SESSION_WAIT only at the end.
+                step = 500 if bar else -1
+                if left is not None:
+                    step = int(min(left, 0.5 if bar else left) * 1000)
+                job = client.wait(session, max(step, 0))
+                if job is not None:
+                    if bar:
+                        bar.show(job)
+                    ended.append(job)
+                    break
+                if bar:
+                    found = client.jobs(session=session)
+                    if found:
+                        bar.show(found[0])
+    finally:
+        if bar:
+            bar.end()
+    return ended
+
+
+def _wait_code(ended):
+    if any(job is None for job in ended):
+        return EXIT_TIMEOUT
+    return cli.EXIT_OK if all(job["state"] == "finished" for job in ended) else cli.EXIT_FAILURE
+
+
+# ---------------------------------------------------------------------------
+# squall submit
+
+def _spec_from_args(args):
+    jf = _jobfile()
+    rest = args.rest or []
+    if args.program is None:
+        if args.file:
+            if rest:
+                raise _usage("--file takes no program: %s" % " ".join(rest))
+        elif rest and rest[0].endswith(".py"):
+            raise _usage("`squall submit` submits commands; to run the pipeline script %s, "
+                         "use `squall run %s`" % (rest[0], " ".join(rest)))
+        elif rest:
+            raise _usage("put the program after --: squall submit [OPTIONS] -- %s"
+                         % " ".join(rest))
+        else:
+            raise _usage("give the program after -- (squall submit [OPTIONS] -- PROGRAM "
+                         "ARGS...) or a job file (squall submit --file JOB.toml)")
+    elif rest:
+        raise _usage("unexpected %s before --" % " ".join(rest))
+    try:
+        if args.file:
+            if args.program is not None:
+                raise _usage("give either --file or a program after --, not both")
+            task_options = [o for o, v in (
+                ("--array", args.array), ("--array-file", args.array_file), ("--cpus", args.cpus),
+                ("--memory", args.memory), ("--gpus", args.gpus), ("--resource", args.resource),
+                ("--max-retries", args.max_retries), ("--timeout", args.timeout),
+                ("--priority", args.priority), ("--cwd", args.cwd), ("--env", args.env),
+                ("--stdout", args.stdout), ("--stderr", args.stderr),
+                ("--stdin", args.stdin)) if v]
+            if task_options:
+                raise _usage("%s: with --file, tasks take their options from the file"
+                             % ", ".join(task_options))
+            spec = jf.from_file(args.file)
+            if args.name:
+                if not jf._job_name_ok(args.name):
+                    raise jf.JobError("--name: %r: 1 to 64 letters, digits, _ . or -, not "
+                                      "only digits" % args.name)
+                spec.name = args.name
+            spec.after += [a for a in jf._check_after(args.after or (), "--after")
+                           if a not in spec.after]
+            return spec
+        return jf.from_command(
+            args.program, name=args.name, array=args.array, array_file=args.array_file,
+            cpus=args.cpus, memory=args.memory, gpus=args.gpus, resources=args.resource or (),
+            max_retries=args.max_retries, timeout=args.timeout, priority=args.priority,
+            cwd=args.cwd, env=args.env or (), stdout=args.stdout, stderr=args.stderr,
+            after=args.after or (), stdin=args.stdin)
+    except jf.JobError as exc:
+        raise _usage(str(exc))
+
+
+def _read_local(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise cli.CliError("%s: %s" % (path, exc.strerror or exc), cli.EXIT_USAGE)
+
+
+def _add_task(lib, session, job_id, task, ids, spec):
+    """Records one TaskSpec in the batch; its id."""
+    jf = _jobfile()
+    plain = task.array is None
+    text = (lambda s: jf.expand(s, job_id, task.id)) if plain else (lambda s: s)
+    inputs, in_paths, stdin_index = [], [], -1
+
+    def source(src):
+        if isinstance(src, jf.LocalFile):
+            data = _read_local(src.path)
+            oid = lib.sq_blob(session, data, len(data), None)
+        else:
+            producer = spec.task(src.task)
+            oid = lib.sq_output(ids[src.task], producer.output_names().index(src.output))
+        if not oid:
+            raise cli.CliError("building the job: out of memory")
+        return oid
+
+    if task.stdin is not None:
+        stdin_index = 0
+        inputs.append(source(task.stdin))
+        in_paths.append("")
+    for path, src in task.inputs:
+        inputs.append(source(src))
+        in_paths.append(text(path))
+    for dep in task.deps:
+        inputs.append(lib.sq_output(ids[dep], 0))
+        in_paths.append("%s/%s" % (jf.DEP_DIR, dep))
+    out_paths = ([""] if task.stdout else []) + [text(p) for p in task.outputs]
+    argv = [text(a) for a in task.command]
+    env = ["%s=%s" % (k, text(v)) for k, v in task.env.items()]
+    if plain:
+        # what the broker gives an array's elements (docs/protocol.md,
+        # "Array tasks"), for a job file's plain tasks too
+        env += ["SQUALL_JOB_ID=%d" % job_id, "SQUALL_TASK_ID=%s" % task.id,
+                "SQUALL_ARRAY_SIZE=1"]
+    size = ctypes.c_size_t()
+    config = lib.sq_config_execute(_cstrs(argv), len(argv), _cstrs(in_paths), len(in_paths),
+                                   stdin_index, _cstrs(out_paths), len(out_paths),
+                                   0 if task.stdout else -1, _cstrs(env) if env else None,
+                                   ctypes.byref(size))
+    if not config:
+        raise cli.CliError("task %s: its command, paths or environment cannot be encoded"
+                           % task.id, cli.EXIT_USAGE)
+    try:
+        arr = (ctypes.c_uint32 * max(1, len(inputs)))(*inputs)
+        tid = lib.sq_task(session, b"execute", arr, len(inputs), len(out_paths), config,
+                          size.value)
+    finally:
+        lib.sq_free(config)
+    if not tid:
+        return 0
+    rc = 0
+    if spec.name_tasks:
+        rc |= lib.sq_task_set_name(session, tid, task.id.encode())
+    for name, amount in task.resources.items():
+        if name == "gpus":
+            rc |= lib.sq_task_set_gpus(session, tid, float(amount))
+        else:
+            rc |= lib.sq_task_set_resource(session, tid, name.encode(), int(amount))
+    if task.max_retries:
+        rc |= lib.sq_task_set_max_retries(session, tid, task.max_retries)
+    if task.timeout:
+        rc |= lib.sq_task_set_timeout(session, tid, task.timeout)
+    if task.priority:
+        rc |= lib.sq_task_set_priority(session, tid, task.priority)
+    if task.array_items is not None:
+        items = _cstrs(task.array_items)
+        rc |= lib.sq_task_set_array_items(session, tid, items, len(task.array_items))
+    elif task.array is not None:
+        rc |= lib.sq_task_set_array(session, tid, task.array.start, task.array[-1],
+                                    task.array.step)
+    return 0 if rc else tid
+
+
+def submit_spec(client, spec):
+    """Opens the job on the broker and submits its tasks; the job's id. The
+    job is left running (detached) whatever happens to this process."""
+    lib = client.lib
+    session = ctypes.c_void_p(lib.sq_session_new_job(client.h, spec.name.encode(), True))
+    if not session:
+        if lib.sq_client_errcode(client.h) == _SQ_E_DUPLICATE_ID:
+            raise cli.CliError("a job named %s exists: give another --name, or forget it "
+                               "(squall job forget %s)" % (spec.name, spec.name), cli.EXIT_USAGE)
+        raise client.error("opening the job")
+    job_id = lib.sq_session_id(session)
+    try:
+        ids = {}
+        read = {ref.task for t in spec.tasks for ref in
+                [t.stdin] + [s for _, s in t.inputs] if ref is not None
+                and not hasattr(ref, "path")} | {d for t in spec.tasks for d in t.deps}
+        for task in spec.tasks:
+            tid = _add_task(lib, session, job_id, task, ids, spec)
+            if not tid:
+                raise client.error("task %s" % task.id)
+            ids[task.id] = tid
+            # What nothing else reads is the job's result: kept, so that
+            # client.attach(...) can fetch it.
+            if task.id not in read and task.array is None:
+                for i in range(len(task.output_names())):
+                    if lib.sq_keep(session, lib.sq_output(tid, i)):
+                        raise client.error("task %s" % task.id)
+        if lib.sq_submit(session):
+            raise client.error("submitting the job", cli.EXIT_USAGE)
+    except BaseException:
+        # nothing of it ran: drop the empty job rather than leave it listed
+        lib.sq_client_forget(client.h, job_id)
+        lib.sq_session_detach(ctypes.byref(session))
+        raise
+    lib.sq_session_detach(ctypes.byref(session))
+    return job_id
+
+
+def cmd_submit(args):
+    spec = _spec_from_args(args)
+    if args.dry_run:
+        _print_json(spec.to_dict())
+        return cli.EXIT_OK
+    unsupported = [(t.id, k) for t in spec.tasks for k in ("cwd", "stdout_path", "stderr_path")
+                   if getattr(t, k)]
+    if unsupported:
+        # The execute config has no such keys yet (issue 27, per-task
+        # output files): refused rather than silently dropped.
+        raise _usage("task %s: %s is not supported by this squall yet" % unsupported[0])
+    with _Client(args) as client:
+        if spec.after:
+            # The broker orders tasks only within a job: this process waits
+            # for those jobs, then submits (docs/jobs.md, --after).
+            sessions = [client.resolve(ref)["id"] for ref in spec.after]
+            print("squall: waiting for job(s) %s" % ", ".join(spec.after), file=sys.stderr)
+            ended = _wait_jobs(client, sessions, None, False)
+            bad = [j for j in ended if j["state"] != "finished"]
+            if bad:
+                raise cli.CliError("job %d %s: job %s not submitted"
+                                   % (bad[0]["id"], bad[0]["state"], spec.name))
+        job_id = submit_spec(client, spec)
+        if args.json:
+            _print_json({"id": job_id, "name": spec.name, "size": spec.size()})
+        else:
+            print(job_id)
+        sys.stdout.flush()
+        if not (args.wait or args.progress):
+            return cli.EXIT_OK
+        ended = _wait_jobs(client, [job_id], args.wait_timeout, args.progress)
+        code = _wait_code(ended)
+        if ended[0] is not None and code:
+            print("squall: job %d %s: %s" % (job_id, ended[0]["state"],
+                                             _counts(ended[0]["tasks"])), file=sys.stderr)
+        return code
+
+
+# ---------------------------------------------------------------------------
+# squall job ..., squall task list
+
+def cmd_job_list(args):
+    states = _states(args.state, JOB_STATES, "--state")
+    with _Client(args) as client:
+        jobs = client.jobs(states)
+    if not args.all:
+        jobs = [j for j in jobs if j["detached"]]
+    if args.json:
+        _print_json(jobs)
+    elif jobs:
+        print(jobs_table(jobs))
+    return cli.EXIT_OK
+
+
+def cmd_job_info(args):
+    with _Client(args) as client:
+        job = client.resolve(args.job)
+    if args.json:
+        _print_json(job)
+        return cli.EXIT_OK
+    total = sum(job["tasks"].values())
+    print("job %d%s: %s" % (job["id"], " (%s)" % job["name"] if job["name"] else "", job["state"]))
+    print("  tasks      %d: %s" % (total, _counts(job["tasks"])))
+    print("  submitted  %s" % _stamp(job["created"]))
+    print("  ended      %s" % (_stamp(job["ended"]) if job["ended"] else "-"))
+    print("  took       %s" % _duration(job["created"], job["ended"]))
+    print("  attached   %s" % ("yes" if job["attached"] else "no"))
+    return cli.EXIT_OK
+
+
+def cmd_job_wait(args):
+    with _Client(args) as client:
+        sessions = [client.resolve(ref)["id"] for ref in args.jobs]
+        ended = _wait_jobs(client, sessions, args.wait_timeout, args.progress)
+    if args.json:
+        _print_json(ended)
+    else:
+        for ref, job in zip(args.jobs, ended):
+            print("job %s: %s" % (ref, "still running (timeout)" if job is None else
+                                  "%s (%s)" % (job["state"], _counts(job["tasks"]))))
+    return _wait_code(ended)
+
+
+def cmd_job_cancel(args):
+    code = cli.EXIT_OK
+    with _Client(args) as client:
+        for ref in args.jobs:
+            job = client.resolve(ref)
+            if client.lib.sq_client_job_cancel(client.h, job["id"]):
+                raise client.error("job %s" % ref)
+            print("job %d cancelled" % job["id"])
+    return code
+
+
+def cmd_job_resubmit(args):
+    if not args.failed:
+        raise _usage("say what to run again: --failed (its failed and cancelled tasks)")
+    with _Client(args) as client:
+        job = client.resolve(args.job)
+        again = ctypes.c_uint64()
+        if client.lib.sq_client_resubmit(client.h, job["id"], None, 0, ctypes.byref(again)):
+            raise client.error("job %s" % args.job)
+    print("job %d: %d task(s) submitted again" % (job["id"], again.value))
+    return cli.EXIT_OK
+
+
+def cmd_job_forget(args):
+    with _Client(args) as client:
+        for ref in args.jobs:
+            job = client.resolve(ref)
+            if client.lib.sq_client_forget(client.h, job["id"]):
+                raise client.error("job %s" % ref)
+            print("job %d forgotten" % job["id"])
+    return cli.EXIT_OK
+
+
+def cmd_task_list(args):
+    states = _states(args.state, TASK_STATES, "--state")
+    with _Client(args) as client:
+        job = client.resolve(args.job)
+        tasks = client.tasks(job["id"], states)
+    if args.json:
+        _print_json(tasks)
+    elif tasks:
+        print(tasks_table(tasks))
+    return cli.EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+
+EXIT_HELP = ("exit codes: 0 success (wait: every task finished), 1 failure (wait: a task "
+             "failed or was cancelled), 2 usage error (bad option or job file), 3 cluster "
+             "unreachable, 4 no such job (or another tenant's), 5 wait timed out")
+
+
+def add_parsers(sub, key_options, epilog):
+    def connection(p):
+        p.add_argument("--broker", "-b", metavar="ENDPOINT",
+                       help="broker endpoint (default $SQUALL_BROKER or %s)" % cli.DEFAULT_BROKER)
+        p.add_argument("--connect-timeout", type=cli._SECONDS, default=5.0, metavar="S",
+                       help="seconds to wait for the broker (default 5)")
+        key_options(p)
+
+    p = sub.add_parser(
+        "submit", help="submit a job: a command, an array of them, or a job file",
+        usage="squall submit [OPTIONS] -- PROGRAM [ARGS...]\n       squall submit [OPTIONS] "
+              "--file JOB.toml",
+        description="Submits a job and prints its id at once; the job runs on the cluster "
+                    "whether or not this process stays (docs/jobs.md). Each element of an "
+                    "array sees SQUALL_JOB_ID, SQUALL_TASK_ID (its index) and "
+                    "SQUALL_ARRAY_SIZE; %{JOB_ID}, %{TASK_ID}, %{ARRAY_SIZE}, %{ITEM} and "
+                    "%{CWD} expand in its arguments, environment and paths.",
+        epilog=EXIT_HELP, allow_abbrev=False)
+    p.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+    p.add_argument("--file", "-f", metavar="JOB.toml", help="a job file: a graph of commands")
+    p.add_argument("--name", "-n", help="the job's name (unique among your jobs; default: the "
+                                        "program's or the file's name)")
+    p.add_argument("--array", metavar="A-B[:STEP]",
+                   help="an array: one element per index, e.g. 1-10000 or 0-99:2")
+    p.add_argument("--array-file", metavar="FILE",
+                   help="an array: one element per line of FILE, in SQUALL_ARRAY_ITEM and "
+                        "%%{ITEM}, indices from 0")
+    p.add_argument("--cpus", metavar="N", help="cpus of each task (default 1)")
+    p.add_argument("--memory", metavar="SIZE", help="memory of each task (512M, 4GiB)")
+    p.add_argument("--gpus", metavar="N", help="GPUs of each task (whole, or 0.5, 0.25)")
+    p.add_argument("--resource", action="append", metavar="NAME=AMOUNT",
+                   help="another resource of each task (repeatable)")
+    p.add_argument("--max-retries", metavar="N", help="runs again after its governor was lost")
+    p.add_argument("--timeout", metavar="DURATION",
+                   help="each task fails if it runs longer (seconds, or 90s, 10m, 2h)")
+    p.add_argument("--priority", metavar="N", help="higher runs first (default 0)")
+    p.add_argument("--cwd", metavar="DIR", help="working directory of each task (not "
+                                                "supported yet: refused)")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE",
+                   help="environment of each task (repeatable)")
+    p.add_argument("--stdout", metavar="PATH", help="write each task's standard output to PATH "
+                                                    "(on its governor; not supported yet)")
+    p.add_argument("--stderr", metavar="PATH", help="write each task's standard error to PATH "
+                                                    "(not supported yet)")
+    p.add_argument("--stdin", metavar="FILE", help="a local file, the standard input of each task")
+    p.add_argument("--after", action="append", metavar="JOB",
+                   help="start when these jobs (ids or names, repeatable or comma-separated) "
+                        "finished; this process waits for them before it submits")
+    p.add_argument("--wait", "-w", action="store_true",
+                   help="wait for the job; exit 0 only if every task finished")
+    p.add_argument("--progress", action="store_true", help="wait, drawing a progress bar")
+    p.add_argument("--wait-timeout", type=cli._SECONDS, metavar="S",
+                   help="with --wait: give up after S seconds (exit 5)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the job as it would be submitted (JSON) and exit")
+    p.add_argument("--json", action="store_true", help="print {id, name, size} as JSON")
+    connection(p)
+    p.set_defaults(func=cmd_submit)
+
+    job = sub.add_parser("job", help="list, wait for, cancel, resubmit, forget jobs",
+                         description="Jobs of your tenant (an admin key: every tenant's), by "
+                                     "id or name.", epilog=EXIT_HELP)
+    jsub = job.add_subparsers(dest="job_command", metavar="SUBCOMMAND")
+    job.set_defaults(func=lambda args: (job.print_help(sys.stderr), cli.EXIT_USAGE)[1])
+
+    def job_parser(name, help, func, many=False, json_out=True):
+        q = jsub.add_parser(name, help=help, description=help + ".", epilog=EXIT_HELP)
+        if many:
+            q.add_argument("jobs", metavar="JOB", nargs="+", help="job ids or names")
+        elif many is not None:
+            q.add_argument("job", metavar="JOB", help="a job id or name")
+        if json_out:
+            q.add_argument("--json", action="store_true", help="print JSON for scripts")
+        connection(q)
+        q.set_defaults(func=func)
+        return q
+
+    q = job_parser("list", "list jobs, oldest first", cmd_job_list, many=None)
+    q.add_argument("--state", action="append", metavar="STATE",
+                   help="only these states: %s (repeatable or comma-separated)"
+                        % ", ".join(JOB_STATES))
+    q.add_argument("--all", action="store_true", help="also the plain sessions of clients")
+    job_parser("info", "a job's state and task counts", cmd_job_info)
+    q = job_parser("wait", "wait until jobs ended; exit 0 only if every task finished",
+                   cmd_job_wait, many=True)
+    q.add_argument("--timeout", dest="wait_timeout", type=cli._SECONDS, metavar="S",
+                   help="give up after S seconds (exit 5)")
+    q.add_argument("--progress", action="store_true", help="draw a progress bar")
+    job_parser("cancel", "cancel jobs' unfinished tasks (their records stay)", cmd_job_cancel,
+               many=True, json_out=False)
+    q = job_parser("resubmit", "run a job's failed and cancelled tasks again",
+                   cmd_job_resubmit, json_out=False)
+    q.add_argument("--failed", action="store_true",
+                   help="its failed and cancelled tasks, and those downstream of them")
+    job_parser("forget", "cancel what is left of jobs and drop their records", cmd_job_forget,
+               many=True, json_out=False)
+
+    task = sub.add_parser("task", help="a job's tasks", epilog=EXIT_HELP)
+    tsub = task.add_subparsers(dest="task_command", metavar="SUBCOMMAND")
+    task.set_defaults(func=lambda args: (task.print_help(sys.stderr), cli.EXIT_USAGE)[1])
+    q = tsub.add_parser("list", help="a job's tasks: state, exit code, governor, times, error",
+                        description="A job's tasks (array elements by index, a job file's by "
+                                    "id) with their state, exit code, governor, attempts, "
+                                    "times and error.", epilog=EXIT_HELP)
+    q.add_argument("job", metavar="JOB", help="a job id or name")
+    q.add_argument("--state", action="append", metavar="STATE",
+                   help="only these states: %s" % ", ".join(TASK_STATES))
+    q.add_argument("--json", action="store_true", help="print JSON for scripts")
+    connection(q)
+    q.set_defaults(func=cmd_task_list)

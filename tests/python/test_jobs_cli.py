@@ -1,0 +1,245 @@
+"""Jobs from the command line against a real cluster (docs/jobs.md): a job
+outlives the process that submitted it, a new shell lists it, waits for
+it, reads its tasks; arrays run each element once; a job file's diamond
+passes files and stdin/stdout; a failing element is resubmitted after the
+program was fixed; tenants do not see each other's jobs; --json shapes;
+attach from Python."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import squall
+from squall import _lib as L
+from squall.tasks import Execute
+
+from conftest import TIMEOUT, cluster_options, until
+
+pytestmark = pytest.mark.skipif(L.sq_client_jobs is None,
+                                reason="this libsquall has no job calls")
+
+SOURCE = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SQUALL = [sys.executable, os.path.join(SOURCE, "bin", "squall")]
+TASK_KEYS = {"id", "task", "state", "exit_code", "governor", "attempts", "started", "ended",
+             "error"}
+JOB_KEYS = {"id", "name", "state", "detached", "attached", "tasks", "created", "ended"}
+
+
+@pytest.fixture(scope="module")
+def jobs_cluster():
+    c = squall.LocalCluster(governors=2, cpus=2, **cluster_options())
+    with c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def arrays(jobs_cluster):
+    """Skips a test of arrays on a broker that refuses array tasks (a
+    branch where the broker's side of arrays has not landed): what it
+    says then is the one refusal accepted."""
+    out = sq(jobs_cluster, "submit", "--name", "array-probe", "--array", "0-0", "--", "true",
+             check=False)
+    if out.returncode == 2 and "array tasks are not taken by this broker" in out.stderr:
+        pytest.skip("this broker refuses array tasks")
+    assert out.returncode == 0, out.stderr
+    sq(jobs_cluster, "job", "wait", "array-probe")
+    sq(jobs_cluster, "job", "forget", "array-probe")
+
+
+def env_of(cluster, key=None):
+    return dict(os.environ, SQUALL_BROKER=cluster.address,
+                SQUALL_SECRET_KEY=key or cluster.secret_key, SQUALL_BROKER_KEY=cluster.broker_key)
+
+
+def sq(cluster, *argv, key=None, check=True, timeout=TIMEOUT * 4):
+    """`squall ARGV` as a new shell would run it: a process of its own."""
+    out = subprocess.run(SQUALL + [str(a) for a in argv], env=env_of(cluster, key),
+                         capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert out.returncode == 0, (argv, out.returncode, out.stdout, out.stderr)
+    return out
+
+
+def submit(cluster, *argv, key=None):
+    out = sq(cluster, "submit", *argv, key=key)
+    return int(out.stdout.strip())
+
+
+def test_an_array_outlives_its_submitter_and_runs_each_element_once(jobs_cluster, arrays,
+                                                                    tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # each element leaves a file of its own (O_EXCL: a second run fails it)
+    job = submit(jobs_cluster, "--name", "thousand", "--array", "0-999", "--",
+                 "sh", "-c", "set -C; echo $SQUALL_JOB_ID:$SQUALL_ARRAY_SIZE > %s/$SQUALL_TASK_ID"
+                 % marks)
+    # the submitting process has exited; a new shell finds the job by name
+    listed = json.loads(sq(jobs_cluster, "job", "list", "--json").stdout)
+    mine = [j for j in listed if j["id"] == job]
+    assert mine and mine[0]["name"] == "thousand" and set(mine[0]) >= JOB_KEYS
+    assert sum(mine[0]["tasks"].values()) == 1000
+    out = sq(jobs_cluster, "job", "wait", "thousand")
+    assert "finished" in out.stdout
+    names = sorted(int(n) for n in os.listdir(marks))
+    assert names == list(range(1000))
+    assert {(marks / str(i)).read_text() for i in range(1000)} == {"%d:1000\n" % job}
+    tasks = json.loads(sq(jobs_cluster, "task", "list", job, "--json").stdout)
+    assert len(tasks) == 1000 and sorted(t["id"] for t in tasks) == list(range(1000))
+    for t in tasks:
+        assert set(t) >= TASK_KEYS
+        assert t["state"] == "finished" and t["exit_code"] == 0 and t["attempts"] == 1
+        assert t["governor"] and t["started"] and t["ended"] >= t["started"]
+    info = json.loads(sq(jobs_cluster, "job", "info", job, "--json").stdout)
+    assert info["state"] == "finished" and info["tasks"]["finished"] == 1000
+    assert "thousand" in sq(jobs_cluster, "job", "list").stdout
+    sq(jobs_cluster, "job", "forget", "thousand")
+    out = sq(jobs_cluster, "job", "info", "thousand", check=False)
+    assert out.returncode == 4 and "no job named thousand" in out.stderr
+
+
+def test_a_diamond_job_file_passes_files_and_standard_streams(jobs_cluster, tmp_path):
+    job = json.loads(sq(jobs_cluster, "submit", "--file",
+                        os.path.join(SOURCE, "examples", "jobs", "diamond.toml"),
+                        "--name", "diamond-test", "--wait", "--json").stdout)
+    tasks = {t["id"]: t for t in
+             json.loads(sq(jobs_cluster, "task", "list", job["id"], "--json").stdout)}
+    assert set(tasks) == {"a", "b", "c", "d"}
+    assert all(t["state"] == "finished" for t in tasks.values())
+    # d's standard output is kept (nothing reads it): 200 lines of c.txt
+    client = jobs_cluster.client()
+    s = client.attach("diamond-test")
+    outputs = {f._tid: f for f in s.tasks}
+    d = [t for t in tasks.values() if t["id"] == "d"][0]
+    assert outputs[d["task"]].result(TIMEOUT) in (b"200\n",)
+    s.detach()
+    sq(jobs_cluster, "job", "forget", job["id"])
+
+
+def test_a_failing_element_is_resubmitted_after_the_fix(jobs_cluster, arrays, tmp_path):
+    program = tmp_path / "work.sh"
+    program.write_text("#!/bin/sh\n[ \"$SQUALL_TASK_ID\" != 7 ] || exit 3\n"
+                       "echo $SQUALL_TASK_ID >> %s/ran\n" % tmp_path)
+    program.chmod(0o755)
+    out = sq(jobs_cluster, "submit", "--array", "1-10", "--wait", "--", str(program), check=False)
+    assert out.returncode == 1
+    job = int(out.stdout.strip())
+    failed = json.loads(sq(jobs_cluster, "task", "list", job, "--state", "failed",
+                           "--json").stdout)
+    assert [t["id"] for t in failed] == [7] and failed[0]["exit_code"] == 3
+    assert "failed" in sq(jobs_cluster, "task", "list", job).stdout
+    out = sq(jobs_cluster, "job", "wait", job, check=False)
+    assert out.returncode == 1
+    program.write_text("#!/bin/sh\necho $SQUALL_TASK_ID >> %s/ran\n" % tmp_path)
+    out = sq(jobs_cluster, "job", "resubmit", job, "--failed")
+    assert "1 task(s)" in out.stdout
+    sq(jobs_cluster, "job", "wait", job)
+    # the nine that finished did not run again
+    assert sorted(int(x) for x in (tmp_path / "ran").read_text().split()) == list(range(1, 11))
+    sq(jobs_cluster, "job", "forget", job)
+
+
+def test_cancel_and_wait_timeout(jobs_cluster, tmp_path):
+    gate = tmp_path / "gate"
+    job = submit(jobs_cluster, "--",
+                 "sh", "-c", "while [ ! -e %s ]; do sleep 0.05; done" % gate)
+    out = sq(jobs_cluster, "job", "wait", job, "--timeout", "0.2", check=False)
+    assert out.returncode == 5 and "timeout" in out.stdout
+    sq(jobs_cluster, "job", "cancel", job)
+    out = sq(jobs_cluster, "job", "wait", job, "--json", check=False)
+    assert out.returncode == 1 and json.loads(out.stdout)[0]["state"] == "cancelled"
+    gate.write_text("")
+    sq(jobs_cluster, "job", "forget", job)
+
+
+def tenant_key(cluster, name, tenant):
+    key = squall.keygen(name, cluster._keys["authorized"], "client", tenant)
+    cluster.broker.send_signal(signal.SIGHUP)
+    # the broker reads the directory again on its own time: a deadline
+    until(lambda: sq(cluster, "job", "list", key=key, check=False).returncode == 0,
+          "the broker to accept %s's key" % name)
+    return key
+
+
+def test_tenants_do_not_see_each_others_jobs(jobs_cluster, tmp_path):
+    a = tenant_key(jobs_cluster, "tenant-a", "a")
+    b = tenant_key(jobs_cluster, "tenant-b", "b")
+    gate = tmp_path / "gate"
+    job = submit(jobs_cluster, "--name", "secret", "--", "sh", "-c",
+                 "while [ ! -e %s ]; do sleep 0.05; done" % gate, key=a)
+    assert [j["id"] for j in json.loads(sq(jobs_cluster, "job", "list", "--json",
+                                           key=a).stdout)] == [job]
+    assert json.loads(sq(jobs_cluster, "job", "list", "--json", key=b).stdout) == []
+    for argv in (["job", "info", job], ["job", "info", "secret"], ["job", "wait", job],
+                 ["job", "cancel", job], ["task", "list", job], ["job", "forget", job],
+                 ["job", "resubmit", job, "--failed"]):
+        out = sq(jobs_cluster, *argv, key=b, check=False)
+        assert out.returncode == 4, (argv, out.returncode, out.stderr)
+    # B's cancel did nothing: A's task still runs
+    info = json.loads(sq(jobs_cluster, "job", "info", job, "--json", key=a).stdout)
+    assert info["state"] == "running"
+    # the admin key sees it
+    assert job in [j["id"] for j in json.loads(sq(jobs_cluster, "job", "list",
+                                                  "--json").stdout)]
+    gate.write_text("")
+    sq(jobs_cluster, "job", "wait", job, key=a)
+    sq(jobs_cluster, "job", "forget", job, key=a)
+
+
+def test_a_name_in_use_and_an_unknown_job(jobs_cluster):
+    job = submit(jobs_cluster, "--name", "twice", "--", "true")
+    out = sq(jobs_cluster, "submit", "--name", "twice", "--", "true", check=False)
+    assert out.returncode == 2 and "a job named twice exists" in out.stderr
+    for argv in (["job", "info", "999999"], ["job", "wait", "nosuchjob"]):
+        out = sq(jobs_cluster, *argv, check=False)
+        assert out.returncode == 4 and "no job" in out.stderr
+    sq(jobs_cluster, "job", "wait", job)
+    sq(jobs_cluster, "job", "forget", "twice")
+
+
+def test_attach_from_python(jobs_cluster):
+    client = jobs_cluster.client()
+    with client.session(name="py-job", detached=True) as s:
+        t = Execute(["sh", "-c", "echo kept"], stdout=True)
+        t.output.keep()
+        s.submit()
+    job = s.id
+    client.close()          # the job goes on without its client
+    other = jobs_cluster.client()
+    assert [j["name"] for j in other.jobs() if j["id"] == job] == ["py-job"]
+    s2 = other.attach("py-job")
+    assert s2.id == job and s2.wait_job(TIMEOUT)["state"] == "finished"
+    assert s2.objects[0].fetch(TIMEOUT) == b"kept\n"
+    # a kept object of the job is an input of a new task in it
+    with s2:
+        pass
+    s2 = other.attach(job)
+    again = Execute(["tr", "a-z", "A-Z"], stdin=s2.objects[0], stdout=True,
+                           session=s2)
+    again.output.keep()
+    s2.submit()
+    assert again.output.fetch(TIMEOUT) == b"KEPT\n"
+    assert [r["state"] for r in s2.task_records()] == ["finished", "finished"]
+    s2.forget()
+    with pytest.raises(squall.SquallError):
+        other.attach("py-job")
+    other.close()
+
+
+def test_stdin_env_and_placeholders_of_a_single_command(jobs_cluster, tmp_path):
+    data = tmp_path / "in.txt"
+    data.write_text("from stdin\n")
+    out = tmp_path / "out.txt"
+    job = json.loads(sq(jobs_cluster, "submit", "--json", "--wait", "--stdin", data,
+                        "--env", "GREETING=hello %{TASK_ID}", "--max-retries", "2",
+                        "--timeout", "5m", "--cpus", "1", "--",
+                        "sh", "-c", "cat >> {0}; echo $GREETING $SQUALL_JOB_ID $SQUALL_TASK_ID "
+                        "%{{JOB_ID}} 100%% >> {0}".format(out)).stdout)
+    assert job["size"] == 1
+    assert out.read_text() == "from stdin\nhello 0 %d 0 %d 100%%\n" % (job["id"], job["id"])
+    tasks = json.loads(sq(jobs_cluster, "task", "list", job["id"], "--json").stdout)
+    assert [(t["id"], t["state"], t["exit_code"]) for t in tasks] == [("0", "finished", 0)]
+    sq(jobs_cluster, "job", "forget", job["id"])
