@@ -238,7 +238,12 @@ class Client:
 
     def __init__(self, address: Optional[str] = None, timeout: float = 10.0,
                  secret_key: Optional[str] = None, broker_key: Optional[str] = None,
-                 resume: float = 60.0):
+                 resume: float = 60.0, asynchronous: bool = False):
+        #   asynchronous=True: `await Client(...)` (or `async with`) connects,
+        #   and gather / close / compute(sync=True) return awaitables (see
+        #   _aio); a Future is awaitable either way.
+        self.asynchronous = bool(asynchronous)
+        self.dashboard_link: Optional[str] = None
         self.address = address or os.environ.get("SQUALL_BROKER") or DEFAULT_ADDRESS
         secret_key = secret_key or os.environ.get("SQUALL_SECRET_KEY") or None
         broker_key = broker_key or os.environ.get("SQUALL_BROKER_KEY") or None
@@ -255,11 +260,10 @@ class Client:
             message = self._errmsg()
             L.sq_client_destroy(ctypes.byref(self._h))
             raise SquallError(message)
-        rc = L.sq_client_connect(self._h, self.address.encode(), _ms(timeout))
-        if rc:
-            message = self._errmsg()
-            L.sq_client_destroy(ctypes.byref(self._h))
-            raise ConnectionError(self.address, message, rc)
+        self._connect_timeout = timeout
+        self._connected = False
+        if not self.asynchronous:
+            self._connect()
         self._fs: Optional[Session] = None      # the futures' session
         self._live_futures = 0
         self._released: List[int] = []           # kept objects of dead futures
@@ -273,6 +277,48 @@ class Client:
         self._watcher: Optional[_Watcher] = None
         self._flush_wanted = threading.Event()
         self._flusher: Optional[threading.Thread] = None
+
+    def _connect(self) -> "Client":
+        if self._connected:
+            return self
+        rc = L.sq_client_connect(self._h, self.address.encode(), _ms(self._connect_timeout))
+        if rc:
+            message = self._errmsg()
+            L.sq_client_destroy(ctypes.byref(self._h))
+            raise ConnectionError(self.address, message, rc)
+        self._connected = True
+        return self
+
+    # -- asyncio (asynchronous=True)
+    def _aio(self, fn: Callable, *args, **kwargs) -> Any:
+        """fn(*args, **kwargs), or with asynchronous=True an awaitable of it
+        run in the event loop's executor: the blocking call never stalls
+        the loop."""
+        if not self.asynchronous:
+            return fn(*args, **kwargs)
+        import asyncio
+
+        async def run() -> Any:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+        return run()
+
+    def __await__(self):
+        """`client = await Client(..., asynchronous=True)`: connects without
+        blocking the event loop."""
+        import asyncio
+
+        async def start() -> "Client":
+            if not self._connected:
+                await asyncio.get_running_loop().run_in_executor(None, self._connect)
+            return self
+        return start().__await__()
+
+    async def __aenter__(self) -> "Client":
+        return await self
+
+    async def __aexit__(self, *exc) -> None:
+        await self._aio(self.close) if self.asynchronous else self.close()
 
     # -- errors
     def _errmsg(self) -> str:
@@ -340,8 +386,19 @@ class Client:
         with self._lock:
             self._check(L.sq_client_retire(self._h, gid))
 
-    def close(self) -> None:
-        """Closes the connection (and every session of this client)."""
+    def close(self) -> Any:
+        """Closes the connection (and every session of this client); with
+        asynchronous=True, an awaitable."""
+        if getattr(self, "asynchronous", False):
+            import asyncio
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:        # no loop: closed now
+                return self._close()
+            return self._aio(self._close)
+        return self._close()
+
+    def _close(self) -> None:
         lock = getattr(self, "_lock", None)
         if lock is None:
             return
@@ -363,12 +420,18 @@ class Client:
 
     def __del__(self) -> None:
         try:
-            self.close()
+            self._close()
         except Exception:
             pass
 
     def __repr__(self) -> str:
         return "<squall.Client %s>" % self.address
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the broker, its governors, the tasks and the
+        dashboard's link."""
+        from ._html import client_html
+        return client_html(self)
 
     def __copy__(self) -> "Client":
         return self
@@ -485,6 +548,9 @@ class Client:
         lists, tuples and dicts (as Dask's gather)."""
         if errors not in ("raise", "skip"):
             raise ValueError("errors must be 'raise' or 'skip', not %r" % (errors,))
+        return self._aio(self._gather, futures, timeout, errors)
+
+    def _gather(self, futures: Any, timeout: Optional[float], errors: str) -> Any:
         flat: List[Future] = []
         _collect(futures, flat)
         _gather_values(flat, timeout, errors)
@@ -630,6 +696,24 @@ class Client:
         from .dask import get
         return get(self, dsk, keys, **kwargs)
 
+    def compute(self, collections: Any, sync: bool = False, **kwargs) -> Any:
+        """Dask distributed's compute: a Future of each Dask collection's
+        result (one, or a list as given). sync=True: the results (with
+        asynchronous=True, an awaitable of them). Options: retries=,
+        priority=, resources= (and squall's cpus=, timeout=), under the
+        collections' own dask.annotate annotations. See squall.dask."""
+        from .dask import compute
+        if sync:
+            return self._aio(compute, self, collections, True, **kwargs)
+        return compute(self, collections, False, **kwargs)
+
+    def persist(self, collections: Any, **kwargs) -> Any:
+        """Dask distributed's persist: the collections backed by their
+        parts computed on the cluster and kept there while the returned
+        collections live; later computations read them where they are."""
+        from .dask import persist
+        return persist(self, collections, **kwargs)
+
 
 # ----------------------------------------------------------------------------
 # Sessions, data objects and tasks
@@ -697,6 +781,10 @@ class Session:
 
     def __repr__(self) -> str:
         return "<squall.Session %d%s>" % (self.id, " closed" if self.closed else "")
+
+    def _repr_html_(self) -> str:
+        from ._html import session_html
+        return session_html(self)
 
     def _check(self, rc: int) -> None:
         if rc:
@@ -975,9 +1063,51 @@ class Session:
                      options: dict) -> int:
         """Adds the task of a future, its output kept; returns its id."""
         name = options.get("key") or getattr(fn, "__name__", None)
-        tid = self._py_task(fn, tuple(args), kwargs, 1, options, name)
+        args, kwargs, moved = self._large_as_data(tuple(args), kwargs, False)
+        try:
+            tid = self._py_task(fn, args, kwargs, 1, options, name)
+        except TaskConfigTooLarge:
+            #   Large values of types not sized above (a big list, a dict):
+            #   each argument pickled alone, the large ones sent as data.
+            args, kwargs, more = self._large_as_data(args, kwargs, True)
+            if not more:
+                raise
+            moved += more
+            tid = self._py_task(fn, args, kwargs, 1, options, name)
+        if moved:
+            _warn_large(name, moved)
         L.sq_keep(self._h, tid + 1)
         return tid
+
+    def _large_as_data(self, args: tuple, kwargs: Optional[dict], pickle_all: bool):
+        """(args, kwargs, sizes moved): arguments of _LARGE_ARG bytes or
+        more replaced by data objects of their pickles, which a task reads
+        as the values themselves (uploaded to a governor at submit, as
+        client.get does with large graph values) instead of riding in the
+        task's config. Without pickle_all, only values whose size is known
+        without pickling them (buffers, arrays, strings)."""
+        moved: List[int] = []
+
+        def one(v: Any) -> Any:
+            if self._is_ref(v):
+                return v
+            if pickle_all:
+                try:
+                    data = dumps(v)
+                except Exception:       # holds a future or the like: stays in the config
+                    return v
+                if len(data) < _LARGE_ARG:
+                    return v
+                moved.append(len(data))
+                return self.blob(data, PICKLE)
+            if _cheap_size(v) < _LARGE_ARG:
+                return v
+            data = dumps(v)
+            moved.append(len(data))
+            return self.blob(data, PICKLE)
+        new_args = tuple(one(a) for a in args)
+        new_kwargs = {k: one(v) for k, v in kwargs.items()} if kwargs else kwargs
+        return new_args, new_kwargs, moved
 
     # -- refused submits
     def _recorded_call(self, add: Callable[[], int]) -> "Future":
@@ -1243,6 +1373,44 @@ class Session:
             content_type = ctypes.string_at(ctype).decode("utf-8", "replace")
             L.sq_free(ctype)
         return L.take_buffer(data, size.value), content_type
+
+
+#   An argument of client.submit this large (or more) travels as a data
+#   object, not in the task's config; one of _LARGE_WARN or more is warned
+#   about (as Dask warns of large objects in a graph).
+_LARGE_ARG = 1 << 20
+_LARGE_WARN = 10 << 20
+
+
+def _cheap_size(v: Any) -> int:
+    """Bytes of a value whose size is known without pickling it, else 0."""
+    if isinstance(v, (bytes, bytearray, str)):
+        return len(v)
+    if isinstance(v, memoryview):
+        return v.nbytes
+    nbytes = getattr(type(v), "nbytes", None)
+    if nbytes is not None and not callable(nbytes):
+        try:
+            n = v.nbytes
+            return int(n) if isinstance(n, int) else 0
+        except Exception:
+            return 0
+    return 0
+
+
+def _warn_large(name: Optional[str], sizes: List[int]) -> None:
+    big = max(sizes)
+    if big < _LARGE_WARN:
+        return
+    import warnings
+    warnings.warn(
+        "Large object of size %.2f MiB passed to task %s: sent as data (uploaded to a governor) "
+        "for this task alone. Consider scattering large objects ahead of time with "
+        "client.scatter, so that many tasks read one copy:\n"
+        "    future = client.submit(func, big_data)    # bad\n"
+        "    big_future = client.scatter(big_data)     # good\n"
+        "    future = client.submit(func, big_future)  # good"
+        % (big / 2.0 ** 20, name or "?"), UserWarning, stacklevel=6)
 
 
 def _ref_id(x: Any) -> Any:
@@ -1719,11 +1887,17 @@ class Future(_cf.Future):
         import asyncio
         return asyncio.wrap_future(self).__await__()
 
-    def __repr__(self) -> str:
-        state = "cancelled" if self.cancelled() else \
+    def _state_name(self) -> str:
+        return "cancelled" if self.cancelled() else \
             "finished" if self._value is not _UNSET else \
             "error" if self._exc is not None else "pending"
-        return "<squall.Future %s %s>" % (self.key, state)
+
+    def __repr__(self) -> str:
+        return "<squall.Future %s %s>" % (self.key, self._state_name())
+
+    def _repr_html_(self) -> str:
+        from ._html import future_html
+        return future_html(self)
 
 
 class _Watcher:

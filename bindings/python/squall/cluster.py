@@ -132,7 +132,8 @@ class LocalCluster:
                  governor_args: Sequence[str] = (), timeout: float = 30.0,
                  env: Optional[dict] = None, journal: Optional[str] = None,
                  prestart: bool = True, preload: Sequence[str] = (),
-                 task_uids: Optional[str] = "none", task_landlock: Optional[str] = "off"):
+                 task_uids: Optional[str] = "none", task_landlock: Optional[str] = "off",
+                 dashboard: bool = True):
         self.n_governors = governors
         self.cpus = cpus
         self.address: Optional[str] = None
@@ -153,6 +154,10 @@ class LocalCluster:
         if task_landlock is not None:
             governor_args = ["--task-landlock", task_landlock] + list(governor_args)
         self._log_level = log_level
+        #   The dashboard, on a free loopback port, as Dask's LocalCluster
+        #   starts its own (dashboard_link); dashboard=False: none.
+        if dashboard and "--http" not in broker_args:
+            broker_args = list(broker_args) + ["--http", "0"]
         self._broker_args: List[str] = []
         self._keydir = tempfile.mkdtemp(prefix="squall-keys-")
         #   One key per governor, made before the broker reads them: the
@@ -276,13 +281,28 @@ class LocalCluster:
         """The governor processes (for tests that stop one)."""
         return list(self._governors)
 
-    def client(self, timeout: float = 10.0):
-        """A new Client connected to this cluster (closed with it)."""
+    def client(self, timeout: float = 10.0, asynchronous: bool = False):
+        """A new Client connected to this cluster (closed with it); with
+        asynchronous=True, `await` it (squall.Client's asynchronous)."""
         from ._core import Client
         client = Client(self.address, timeout=timeout, secret_key=self.secret_key,
-                        broker_key=self.broker_key)
+                        broker_key=self.broker_key, asynchronous=asynchronous)
+        client.dashboard_link = self.dashboard_link
         self._clients.append(client)
         return client
+
+    @property
+    def dashboard_link(self) -> Optional[str]:
+        """The dashboard's address with its token (open it in a browser
+        once: the token then sits in a cookie), or None without one. The
+        token is a secret: the link lets its holder see every tenant."""
+        if not self.http_port or self._broker is None:
+            return None
+        return "http://127.0.0.1:%d/?token=%s" % (self.http_port, self.http_token)
+
+    def _repr_html_(self) -> str:
+        from ._html import cluster_html
+        return cluster_html(self)
 
     def _stop(self, procs, sig: int, deadline: float) -> None:
         """Signals the processes, then waits for each until `deadline`
@@ -308,7 +328,7 @@ class LocalCluster:
         `timeout` seconds)."""
         for client in self._clients:
             try:
-                client.close()
+                client._close()
             except Exception:
                 pass
         self._clients = []
