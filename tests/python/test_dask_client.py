@@ -165,11 +165,11 @@ def test_annotations_map_to_task_options(client, monkeypatch):
     with dask.annotate(priority=-4, retries=1):
         assert dask.compute(x, scheduler=client.get)[0] == sum(range(40))
     assert seen and all(o.get("priority") == -4 and o.get("max_retries") == 1
-                        for o in seen.values() if o), seen
+                        for o in seen.values()), seen
     seen.clear()
     with dask.annotate(priority=2):
         assert client.compute(x).result(60) == sum(range(40))
-    assert seen and all(o.get("priority") == 2 for o in seen.values() if o), seen
+    assert seen and all(o.get("priority") == 2 for o in seen.values()), seen
 
 
 def flaky(path):

@@ -70,3 +70,29 @@ def test_rich_views(cluster):
     client.close()
     view = client._repr_html_()
     assert "closed" in view and "connected" not in view
+
+
+def test_broker_without_dashboard_support_starts_without_one(tmp_path, monkeypatch, caplog):
+    """A broker built with -DSQUALL_HTTP=OFF refuses --http: the default
+    dashboard is then left out (with a warning), the cluster still starts;
+    one asked for explicitly stays an error."""
+    from conftest import cluster_options
+    from squall.cluster import find_binary
+    real_broker, real_governor = find_binary("squall-broker"), find_binary("squall-governor")
+    (tmp_path / "broker").mkdir()
+    (tmp_path / "governor").mkdir()
+    fake = tmp_path / "broker" / "squall-broker"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = --http ] && '
+                    '{ echo "--http: this broker was built without libmicrohttpd" >&2; exit 1; }; '
+                    'done\nexec "%s" "$@"\n' % real_broker)
+    fake.chmod(0o755)
+    (tmp_path / "governor" / "squall-governor").symlink_to(real_governor)
+    monkeypatch.setattr("squall.cluster.BIN_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("SQUALL_BUILD_DIR", str(tmp_path))
+    with caplog.at_level("WARNING", logger="squall"):
+        with squall.LocalCluster(governors=1, **cluster_options()) as c:
+            assert c.dashboard_link is None
+            assert c.client().submit(abs, -5).result(60) == 5
+    assert any("without a dashboard" in r.getMessage() for r in caplog.records)
+    with pytest.raises(squall.SquallError, match="exited"):
+        squall.LocalCluster(governors=1, broker_args=["--http", "0"], **cluster_options())

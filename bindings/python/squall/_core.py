@@ -318,7 +318,7 @@ class Client:
         return await self
 
     async def __aexit__(self, *exc) -> None:
-        await self._aio(self.close) if self.asynchronous else self.close()
+        await self._aio(self._close)
 
     # -- errors
     def _errmsg(self) -> str:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import logging
 import time
 from typing import List, Optional, Sequence
 
@@ -21,6 +22,7 @@ from .keys import local_keys
 _SPARE_GOVERNOR_KEYS = 16
 
 __all__ = ["LocalCluster", "find_binary"]
+_log = logging.getLogger("squall")
 
 #   common/parentwatch.h: the read end of a pipe the starter holds open.
 PARENT_FD_ENV = "SQUALL_PARENT_FD"
@@ -156,7 +158,8 @@ class LocalCluster:
         self._log_level = log_level
         #   The dashboard, on a free loopback port, as Dask's LocalCluster
         #   starts its own (dashboard_link); dashboard=False: none.
-        if dashboard and "--http" not in broker_args:
+        self._default_dashboard = bool(dashboard) and "--http" not in broker_args
+        if self._default_dashboard:
             broker_args = list(broker_args) + ["--http", "0"]
         self._broker_args: List[str] = []
         self._keydir = tempfile.mkdtemp(prefix="squall-keys-")
@@ -194,7 +197,21 @@ class LocalCluster:
         if self._journal:
             keys += ["--journal", self._journal]
         self._broker_args = keys + broker_args
-        self._start_broker("tcp://127.0.0.1:*", timeout)
+        try:
+            self._start_broker("tcp://127.0.0.1:*", timeout)
+        except SquallError:
+            if not self._default_dashboard or (self._broker and self._broker.poll() is None):
+                raise
+            #   A broker built without the dashboard (-DSQUALL_HTTP=OFF)
+            #   refuses --http: the default dashboard is left out.
+            _log.warning("squall: LocalCluster without a dashboard: the broker could not "
+                         "serve one (built without libmicrohttpd?)")
+            if self._broker.stdout:
+                self._broker.stdout.close()
+            self._default_dashboard = False
+            self._broker_args = [a for a in keys if a != "--http-token" and
+                                 a != self._keys["http_token"]] + broker_args[:-2]
+            self._start_broker("tcp://127.0.0.1:*", timeout)
         env = dict(self._env)
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         if os.environ.get("PYTHONPATH"):

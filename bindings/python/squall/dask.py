@@ -356,6 +356,9 @@ def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) ->
     _flatten(keys, wanted)
     if _has_futures(graph, spec):
         futures = _to_futures(client, graph, spec, wanted, options)
+        if futures:
+            first = next(iter(futures.values()))
+            _wait_showing(first._session, first._graph_tasks, timeout)
         values = {k: f.result(timeout) for k, f in futures.items()}
         return _rebuild(keys, values)
     with client.session() as session:
