@@ -275,6 +275,10 @@ class Client:
         #   sends buffered submits while the caller's thread goes on.
         self._lock = _FairLock()
         self._watcher: Optional[_Watcher] = None
+        #   client.upload_file: [(name, digest, bytes)], and a count of
+        #   changes (sessions keep the files' data object per change).
+        self._uploads: List[tuple] = []
+        self._uploads_version = 0
         self._flush_wanted = threading.Event()
         self._flusher: Optional[threading.Thread] = None
 
@@ -696,6 +700,36 @@ class Client:
         from .dask import get
         return get(self, dsk, keys, **kwargs)
 
+    def upload_file(self, path: str, load: bool = True) -> None:
+        """Makes a module (.py) or an archive of modules (.zip, .egg)
+        importable by every Python task of this client from now on,
+        wherever it runs (governors that join later too), as Dask's
+        upload_file. The files travel as one data object, an input of each
+        task; an executor installs them, before the task runs, in a
+        directory of its user's only (0700: the tenant's uid where tenants
+        run under uids of their own) and reloads a module of the same name
+        uploaded before. load=True: a .py is imported by a task now, so
+        that an error in it is raised here."""
+        import hashlib
+        import zipfile
+        name = os.path.basename(path)
+        if not name.endswith((".py", ".zip", ".egg")) or name.startswith("."):
+            raise ValueError("upload_file takes a .py module, or a .zip or .egg of modules, "
+                             "not %r" % name)
+        with open(path, "rb") as f:
+            data = f.read()
+        if name.endswith(".py"):
+            compile(data, path, "exec")         # a SyntaxError is the caller's, here
+        elif not zipfile.is_zipfile(path):
+            raise ValueError("%s is not a zip archive" % path)
+        digest = hashlib.sha256(name.encode() + b"\0" + data).hexdigest()[:32]
+        with self._lock:
+            self._uploads = [u for u in self._uploads if u[0] != name] + [(name, digest, data)]
+            self._uploads_version += 1
+        if load and name.endswith(".py"):
+            from . import _uploads
+            self.submit(_uploads.load, name[:-3], key="upload_file").result()
+
     def compute(self, collections: Any, sync: bool = False, **kwargs) -> Any:
         """Dask distributed's compute: a Future of each Dask collection's
         result (one, or a list as given). sync=True: the results (with
@@ -750,6 +784,10 @@ class Session:
         self._batch_tasks = 0
         self._calls: List[tuple] = []          # (first id, end id, future, redo)
         self._void: List[tuple] = []           # (first id, end id)
+        #   client.upload_file: the files' data object (for the client's
+        #   uploads version) and each function wrapped to install them.
+        self._files: Optional[tuple] = None
+        self._with_files: Dict[int, tuple] = {}
 
     # -- context
     def __enter__(self) -> "Session":
@@ -928,6 +966,8 @@ class Session:
         yields)."""
         if options:
             _check_options(options)     # before anything is added
+        if self.client._uploads:
+            fn, args = self._installing_files(fn, args)
         fn_bytes = function_bytes(fn)
         if not kwargs and all(isinstance(a, (DataObject, Task, Future)) for a in args):
             template, inputs = b"", [self._input_id(a) for a in args]
@@ -956,6 +996,24 @@ class Session:
         if stream:
             self._check(L.sq_object_set_stream(self._h, tid + 1))
         return tid
+
+    def _installing_files(self, fn: Callable, args: tuple):
+        """fn wrapped to install the client's uploaded files first, and its
+        arguments after the files' data object (Client.upload_file)."""
+        from . import _uploads
+        try:
+            import cloudpickle
+            cloudpickle.register_pickle_by_value(_uploads)
+        except (ImportError, ValueError):  # pragma: no cover
+            pass
+        client = self.client
+        files = self._files
+        if files is None or files[0] != client._uploads_version or self._is_void(files[1].id):
+            files = self._files = (client._uploads_version, self.pickled(list(client._uploads)))
+        wrapped = self._with_files.get(id(fn))
+        if wrapped is None or wrapped[0] is not fn:
+            wrapped = self._with_files[id(fn)] = (fn, _uploads.WithFiles(fn))
+        return wrapped[1], (files[1],) + tuple(args)
 
     def _fn_object(self, fn: Callable) -> int:
         """The data object holding fn pickled, one per function and session."""
@@ -1033,8 +1091,9 @@ class Session:
             pending.clear()
 
         dumps = pickle.dumps
+        bulk = not self.client._uploads     # clones would not carry the files
         for xs in items:
-            if all(type(x) in _PLAIN_TYPES for x in xs):
+            if bulk and all(type(x) in _PLAIN_TYPES for x in xs):
                 if model:
                     config = py_config_fn_in(dumps((xs, {}), _PICKLE_PROTOCOL))
                     if len(config) <= _CONFIG_MAX:
