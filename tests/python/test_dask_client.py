@@ -118,16 +118,25 @@ def test_client_progress_bar_follows_dask_compute(cluster):
     proc = subprocess.Popen([sys.executable, "-c", PROGRAM], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=slave, env=dict(os.environ))
     os.close(slave)
+    import select
+    import time
     chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:                 # the child closed the terminal
+    deadline = time.monotonic() + 120
+    #   Read until the program has exited and the terminal has nothing more
+    #   (a process it started may keep the terminal open a little longer).
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:             # every writer closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
             break
-        if not data:
-            break
-        chunks.append(data)
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=max(1, deadline - time.monotonic()))
     os.close(master)
     text = b"".join(chunks).decode("utf-8", "replace")
     assert proc.returncode == 0, text
