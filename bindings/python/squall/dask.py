@@ -95,11 +95,8 @@ def _annotations(dsk: Any) -> Dict[str, Dict[Hashable, Any]]:
     out: Dict[str, Dict[Hashable, Any]] = {}
     getter = getattr(dsk, "__dask_annotations__", None)
     if callable(getter):
-        try:
-            for name, per_key in (getter() or {}).items():
-                out[name] = dict(per_key)
-        except Exception:
-            pass
+        for name, per_key in (getter() or {}).items():
+            out[name] = dict(per_key)
     layers = getattr(dsk, "layers", None)
     if not out and isinstance(layers, dict):
         for layer in layers.values():
