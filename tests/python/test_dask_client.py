@@ -96,6 +96,15 @@ def test_progress_follows_compute_and_persist(client):
     n = int(last.split("/")[1].split()[0])
     assert n > 1 and ("%d/%d tasks (100%%)" % (n, n)) in last, out.getvalue()
     assert f.done()
+    # no stream given: stderr, terminal or not (a notebook's is not one)
+    import sys
+    out = io.StringIO()
+    saved, sys.stderr = sys.stderr, out
+    try:
+        squall.dask.progress(client.compute(da.ones(30, chunks=10).sum()), timeout=60)
+    finally:
+        sys.stderr = saved
+    assert "tasks (100%)" in out.getvalue()
 
 
 PROGRAM = r"""

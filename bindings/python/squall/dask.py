@@ -523,7 +523,7 @@ def progress(*futures: Any, stream: Any = None, timeout: Optional[float] = None)
     """Shows a progress bar until the futures (or the parts of persisted
     collections, or futures from client.compute: every task of their graph)
     are done, as Dask distributed's progress. Prints to `stream` (stderr by
-    default, only on a terminal; any stream given is written to)."""
+    default), a terminal or not: asked for, it shows in a notebook too."""
     fs = futures_of(list(futures))
     if not fs:
         return
@@ -533,8 +533,7 @@ def progress(*futures: Any, stream: Any = None, timeout: Optional[float] = None)
         by_session.setdefault(f._session, []).extend(ids)
     total = sum(len(set(v)) for v in by_session.values())
     bar = Progress(total, "tasks", stream=stream, minimum=0)
-    if stream is not None:
-        bar.enabled = True
+    bar.enabled = True
     deadline = None if timeout is None else time.monotonic() + timeout
     with bar:
         while True:
