@@ -148,6 +148,11 @@ int sq_task_set_gpus (sq_session_t *self, uint32_t task, double gpus);
 int sq_task_set_priority (sq_session_t *self, uint32_t task, int32_t priority);
 int sq_task_set_max_retries (sq_session_t *self, uint32_t task, uint32_t retries);
 int sq_task_set_timeout (sq_session_t *self, uint32_t task, double seconds);
+//  The governors (INFO ids, at most 64) the task may run on; n 0: any (the
+//  default). With `loose` they are only preferred: it runs elsewhere when
+//  none of them is connected or has room (Dask's allow_other_workers).
+int sq_task_set_governors (sq_session_t *self, uint32_t task, const uint32_t *governors,
+                           size_t n, bool loose);
 //  Content type of an object produced in the current batch ("" by default).
 int sq_object_set_content_type (sq_session_t *self, uint32_t object,
                                 const char *content_type);

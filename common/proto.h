@@ -448,7 +448,9 @@ int sq_opaque_check (const void *data, size_t size);
 //  SUBMIT [12, req, session, [objects], [tasks]] + constant payload frames
 //    object: [id, flags, content_type, frame, name]   frame: payload index or -1
 //    task:   [id, kind, [inputs], [outputs], config, resources, priority,
-//             max_retries, timeout_ms, name]         resources: map or nil
+//             max_retries, timeout_ms, name (, options)]   resources: map or nil
+//             options: {"governors": [u32...], "loose": bool}, packed only
+//             when the task names governors
 
 //  object.frame of a constant uploaded to a governor: on the wire the frame
 //  field is then [governor, size] instead of an index (docs/protocol.md).
@@ -479,7 +481,15 @@ typedef struct {
     uint32_t max_retries;
     uint32_t timeout_ms;
     mpr_str_t name;
+    //  Options (element 10, may be absent): the governors it may run on
+    //  (none: any), or only prefers when `loose`.
+    uint32_t n_governors;
+    uint32_t *governors;        //  into sq_submit_t's pool
+    bool loose;
 } sq_task_spec_t;
+
+//  Governors one task may name in its options.
+#define SQ_MAX_TASK_GOVERNORS 64
 
 typedef struct {
     uint32_t req;

@@ -270,7 +270,7 @@ main (int argc, char **argv)
     sq_pack_object_spec (&w.pk, 3, SQ_OBJ_KEEP, "text/plain", -1, "");
     msgpack_pack_array (&w.pk, 1);
     sq_task_spec_t join = { 2, s_mstr ("concat"), 1, in1, 1, out3, NULL, 0, 0, NULL,
-                            0, 0, 0, s_mstr ("join") };
+                            0, 0, 0, s_mstr ("join"), 0, NULL, false };
     sq_pack_task_spec (&w.pk, &join);
     s_emit (FZ_SUBMIT, "example", &w);
 
@@ -283,6 +283,7 @@ main (int argc, char **argv)
         sq_pack_object_spec (&w.pk, 1000 + (uint32_t) i * 10 + 2, 0, "text/plain", -1, "o2");
     }
     msgpack_pack_array (&w.pk, (uint32_t) n_confs);
+    uint32_t govs [] = { 1, 2 };
     for (size_t i = 0; i < n_confs; i++) {
         uint32_t ins [] = { 1, 2, 1, 2, 1, 2, 1, 2 };
         uint32_t outs [] = { 1000 + (uint32_t) i * 10 + 1, 1000 + (uint32_t) i * 10 + 2 };
@@ -290,7 +291,8 @@ main (int argc, char **argv)
                              confs [i].n_in, ins, confs [i].n_out, outs,
                              (const uint8_t *) confs [i].config, confs [i].size,
                              i % 3, res, (int32_t) i - 3, (uint32_t) i % 4,
-                             (uint32_t) i * 1000, s_mstr (confs [i].name) };
+                             (uint32_t) i * 1000, s_mstr (confs [i].name),
+                             (uint32_t) i % 3, govs, i % 2 == 1 };
         sq_pack_task_spec (&w.pk, &t);
     }
     s_emit (FZ_SUBMIT, "submit-every-kind", &w);

@@ -214,15 +214,64 @@ def test_unsupported_annotation_warned_once(client):
     parts = [dask.delayed(abs)(-i) for i in range(30)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with dask.annotate(workers=["local-1"], priority=1):
+        with dask.annotate(fifo_timeout="100ms", priority=1):
             assert sum(client.compute(parts, sync=True)) == sum(range(30))
             assert sum(dask.compute(parts, scheduler=client.get)[0]) == sum(range(30))
-    about = [w for w in caught if "workers" in str(w.message)]
+    about = [w for w in caught if "fifo_timeout" in str(w.message)]
     # once per computation (two here), not once per task (thirty each)
     assert len(about) == 2, [str(w.message) for w in caught]
     assert "not honoured by squall" in str(about[0].message)
-    with pytest.warns(UserWarning, match="workers=... is not honoured"):
-        client.compute(parts[0], workers=["local-1"]).result(60)
+    with pytest.warns(UserWarning, match="actors=... is not honoured"):
+        client.compute(parts[0], actors=True).result(60)
+
+
+def payload(i):
+    """Big enough to be stored on the governor that ran it (not inline)."""
+    return bytes([i % 256]) * 10000
+
+
+def test_workers_annotation_restricts_governors(client):
+    governors = sorted(client.governors(), key=lambda g: g["id"])
+    assert len(governors) >= 2
+    target = governors[-1]
+    # by name, inside dask.annotate: every task of the block runs there
+    with dask.annotate(workers=[target["name"]]):
+        parts = [dask.delayed(payload)(i) for i in range(12)]
+    futures = client.compute(parts)
+    assert [f.result(60) for f in futures] == [payload(i) for i in range(12)]
+    assert all(f.where() == [target["id"]] for f in futures), [f.where() for f in futures]
+    # by id, as client.submit's and client.map's option
+    other = governors[0]
+    f = client.submit(payload, 3, workers=other["id"])
+    assert f.result(60) == payload(3) and f.where() == [other["id"]]
+    fs = client.map(payload, range(8), workers=[target["name"]])
+    assert all(x.result(60) and x.where() == [target["id"]] for x in fs)
+    # compute(workers=...) restricts the whole computation
+    total = client.compute(dask.delayed(payload)(5), workers=other["name"])
+    assert total.result(60) == payload(5) and total.where() == [other["id"]]
+
+
+def test_workers_annotation_loose_and_unknown(client):
+    # allow_other_workers=True: a governor that is not there is only a
+    # preference; the task runs elsewhere
+    with dask.annotate(workers=[4000000000], allow_other_workers=True):
+        x = dask.delayed(payload)(7)
+    assert client.compute(x).result(60) == payload(7)
+    assert client.submit(payload, 8, workers=[4000000000],
+                         allow_other_workers=True).result(60) == payload(8)
+    # a name no governor has is refused at once, naming it
+    with pytest.raises(ValueError, match="no-such-governor"):
+        client.submit(payload, 1, workers="no-such-governor")
+    with pytest.raises(ValueError, match="workers must be"):
+        client.submit(payload, 1, workers=[])
+    # a task restricted to governors that are not connected waits for them
+    # (nothing runs it elsewhere): still pending while another task finishes
+    stuck = client.submit(payload, 9, workers=[4000000000])
+    assert client.submit(payload, 10).result(60) == payload(10)
+    if stuck.done():        # only once --resource-wait (60 s) is spent
+        with pytest.raises(squall.SquallError, match="on governor 4000000000"):
+            stuck.result(0)
+    stuck.cancel()
 
 
 def test_large_submit_arguments_travel_as_data(client):

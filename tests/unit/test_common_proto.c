@@ -561,10 +561,11 @@ s_test_submit (void)
         .timeout_ms = 60000, .name = s_mstr ("nap")
     };
     sq_pack_task_spec (pk, &t1);
-    uint32_t in2 [2] = { 3, 4 }, out2 [1] = { 6 };
+    uint32_t in2 [2] = { 3, 4 }, out2 [1] = { 6 }, govs2 [2] = { 7, 9 };
     sq_task_spec_t t2 = {
         .id = 5, .kind = s_mstr ("concat"), .n_inputs = 2, .inputs = in2,
-        .n_outputs = 1, .outputs = out2, .priority = INT32_MAX, .name = s_mstr ("")
+        .n_outputs = 1, .outputs = out2, .priority = INT32_MAX, .name = s_mstr (""),
+        .n_governors = 2, .governors = govs2, .loose = true
     };
     sq_pack_task_spec (pk, &t2);
 
@@ -585,6 +586,8 @@ s_test_submit (void)
         CHECK (b->id == 5 && b->n_inputs == 2 && b->inputs [1] == 4 && b->outputs [0] == 6);
         CHECK (b->config_size == 1 && b->config [0] == 0xc0);   //  nil passes as raw nil
         CHECK (b->n_resources == 0 && b->priority == INT32_MAX && b->name.len == 0);
+        CHECK (a->n_governors == 0 && !a->loose);
+        CHECK (b->n_governors == 2 && b->governors [0] == 7 && b->governors [1] == 9 && b->loose);
     }
     sq_submit_release (&s);
     CHECK (s.objects == NULL && s.tasks == NULL);
@@ -644,6 +647,53 @@ s_test_submit (void)
     sq_pack_cstr (pk, "");
     CHECK (sq_submit_decode (&s, w.buf.data, w.buf.size, &err) == -1);
     CHECK (strstr (err.text, "task.priority"));
+
+    //  Task options: governors, strict and loose; malformed ones refused
+    //  naming the field.
+    for (int c = 0; c < 10; c++) {
+        sq_wbuf_reset (&w);
+        sq_pack_submit_begin (pk, 1, 1);
+        msgpack_pack_array (pk, 0);
+        msgpack_pack_array (pk, 1);
+        msgpack_pack_array (pk, c == 9? 12: 11);
+        msgpack_pack_uint32 (pk, 1);
+        sq_pack_cstr (pk, "noop");
+        msgpack_pack_array (pk, 0);
+        msgpack_pack_array (pk, 0);
+        msgpack_pack_nil (pk);
+        msgpack_pack_nil (pk);
+        msgpack_pack_int32 (pk, 0);
+        msgpack_pack_uint32 (pk, 0);
+        msgpack_pack_uint32 (pk, 0);
+        sq_pack_cstr (pk, "");
+        uint32_t n_keys = c == 0 || c == 3 || c == 4 || c == 5 || c == 8? 1: c == 7? 0: 2;
+        msgpack_pack_map (pk, n_keys);
+        if (c != 7 && c != 8) {
+            sq_pack_cstr (pk, "governors");
+            uint32_t n = c == 3? 0: c == 5? SQ_MAX_TASK_GOVERNORS + 1: 2;
+            msgpack_pack_array (pk, n);
+            for (uint32_t g = 0; g < n; g++)
+                msgpack_pack_uint32 (pk, c == 4 && g == 1? 0: 3 + g);
+        }
+        if (c == 1)  { sq_pack_cstr (pk, "loose"); msgpack_pack_false (pk); }
+        if (c == 2)  { sq_pack_cstr (pk, "loose"); msgpack_pack_uint32 (pk, 1); }
+        if (c == 6)  { sq_pack_cstr (pk, "where"); msgpack_pack_true (pk); }
+        if (c == 8)  { sq_pack_cstr (pk, "loose"); msgpack_pack_true (pk); }
+        if (c == 9)  msgpack_pack_nil (pk);
+        int rc = sq_submit_decode (&s, w.buf.data, w.buf.size, &err);
+        if (c <= 1) {
+            CHECK (rc == 0 && s.n_tasks == 1 && s.tasks [0].n_governors == 2);
+            CHECK (rc != 0 || (s.tasks [0].governors [0] == 3 && s.tasks [0].governors [1] == 4
+                               && !s.tasks [0].loose));
+            sq_submit_release (&s);
+            if (c == 0)
+                s_check_truncations ("SUBMIT options", s_dec_submit, w.buf.data, w.buf.size);
+        }
+        else {
+            CHECK (rc == -1);
+            CHECK (c == 9? strstr (err.text, "task") != NULL: strstr (err.text, "task.options") != NULL);
+        }
+    }
 
     char *big = (char *) malloc (SQ_MAX_NAME + 2);
     memset (big, 'k', SQ_MAX_NAME + 1);

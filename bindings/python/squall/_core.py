@@ -33,7 +33,10 @@ _SUBMIT_BUFFER = 1000
 _GATHER_CHUNK = 2000
 #   Task options accepted by submit(), map() and @remote besides the call's
 #   own arguments.
-TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key")
+TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key",
+                "workers", "allow_other_workers")
+#   Governors one task may name (workers=), as SQ_MAX_TASK_GOVERNORS.
+_MAX_TASK_GOVERNORS = 64
 
 #   Blocking calls into the library last at most this long with the client's
 #   lock held; a longer wait is made of such slices, so that other threads
@@ -187,6 +190,22 @@ def _check_options(options: dict) -> None:
     if priority and (isinstance(priority, bool) or not isinstance(priority, int)
                      or not -2 ** 31 <= priority < 2 ** 31):
         raise ValueError("priority must be a 32-bit whole number, not %r" % (priority,))
+    if options.get("workers") is not None:
+        _workers(options["workers"])
+
+
+def _workers(workers: Any) -> list:
+    """workers= as a list of governors (ids or names), checked."""
+    one = isinstance(workers, (str, int)) and not isinstance(workers, bool)
+    listed = [workers] if one else list(workers) if isinstance(workers, (list, tuple, set,
+                                                                         frozenset)) else None
+    if not listed or len(listed) > _MAX_TASK_GOVERNORS or any(
+            isinstance(w, bool) or not isinstance(w, (str, int))
+            or (isinstance(w, int) and not 0 < w < 2 ** 32) for w in listed):
+        raise ValueError("workers must be a governor (its name, or its id from "
+                         "client.governors()) or a list of 1 to %d of them, not %r"
+                         % (_MAX_TASK_GOVERNORS, workers))
+    return listed
 
 
 def _ms(timeout: Optional[float]) -> int:
@@ -490,7 +509,9 @@ class Client:
         Arguments may be futures (the dependency stays in the graph, the
         value never comes back to the client). Task options are keywords:
         cpus=, resources={name: amount}, max_retries=, timeout= (seconds),
-        priority=, key= (the task's name)."""
+        priority=, key= (the task's name), workers= (a governor's name or
+        id, or a list of them: the task runs only there, or prefers them
+        with allow_other_workers=True)."""
         options = {k: kwargs.pop(k) for k in TASK_OPTIONS if k in kwargs}
         with self._lock:
             s = self._futures_session()
@@ -616,6 +637,25 @@ class Client:
                     return int(g["id"])
             raise ValueError("no governor named %r is connected" % governor)
         raise TypeError("a governor is an id (int) or a name (str), not %r" % (governor,))
+
+    def _governor_ids(self, workers: Any) -> List[int]:
+        """Governor ids of workers= (names or ids, one or a list): names
+        are looked up in INFO once, and again only for a name not seen
+        yet (a governor that joined since)."""
+        ids = []
+        for w in _workers(workers):
+            if isinstance(w, int):
+                ids.append(w)
+                continue
+            known = getattr(self, "_governor_names", None)
+            if known is None or w not in known:
+                known = self._governor_names = {g.get("name"): int(g["id"])
+                                                for g in self.governors()}
+            if w not in known:
+                raise ValueError("workers=%r: no governor of that name is connected (names: %s)"
+                                 % (w, ", ".join(sorted(str(n) for n in known)) or "none"))
+            ids.append(known[w])
+        return ids
 
     def delete(self, futures: Any) -> None:
         """Deletes results on the cluster now (Future.delete), a future or
@@ -926,6 +966,10 @@ class Session:
                 self._check(L.sq_task_set_timeout(h, tid, float(options["timeout"])))
             if options.get("priority"):
                 self._check(L.sq_task_set_priority(h, tid, int(options["priority"])))
+            if options.get("workers") is not None:
+                ids = self.client._governor_ids(options["workers"])
+                self._check(L.sq_task_set_governors(h, tid, L.ids(ids), len(ids),
+                                                    bool(options.get("allow_other_workers"))))
         if content_types:
             for j, ct in enumerate(content_types):
                 if ct:

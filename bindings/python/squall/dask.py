@@ -19,9 +19,11 @@ it, legacy dict graphs of tuples are understood directly).
 distributed's: futures of the collections' results, or collections whose
 graphs hold futures of their parts (a later computation reads those parts
 where they are, on the cluster). `dask.annotate(resources=, retries=,
-priority=)` maps to squall's task options; an annotation squall cannot
-honour (`workers=`: squall has no per-task governor restriction) is warned
-about once per computation, never dropped silently.
+priority=, workers=, allow_other_workers=)` maps to squall's task options
+(`workers=`: governor names or ids the task may run on, or prefers with
+`allow_other_workers=True`); an annotation squall cannot honour
+(`fifo_timeout=`, `actors=`) is warned about once per computation, never
+dropped silently.
 """
 from __future__ import annotations
 
@@ -75,14 +77,12 @@ def _nodes(dsk: Any) -> Tuple[Dict[Hashable, Any], bool]:
 
 #   dask.annotate's names squall maps to a task option, and how.
 _ANNOTATION_OPTIONS = {"resources": "resources", "retries": "max_retries",
-                       "priority": "priority"}
+                       "priority": "priority", "workers": "workers",
+                       "allow_other_workers": "allow_other_workers"}
 #   Names Dask distributed reads that squall has no equivalent for (warned
 #   about); any other name is an annotation of the user's own, which Dask
 #   distributed ignores too, and so does squall.
 _UNSUPPORTED = {
-    "workers": "squall has no per-task governor restriction; tasks run on any governor "
-               "with the cpus and resources they ask (use resources= to steer them)",
-    "allow_other_workers": "squall has no per-task governor restriction",
     "fifo_timeout": "squall orders tasks by priority, then submission",
     "actors": "use client.actor for actors",
 }
@@ -295,7 +295,8 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
     return objects
 
 
-_OPTION_NAMES = ("cpus", "max_retries", "resources", "priority", "timeout")
+_OPTION_NAMES = ("cpus", "max_retries", "resources", "priority", "timeout", "workers",
+                 "allow_other_workers")
 
 
 def _call_options(kwargs: dict) -> dict:
@@ -419,9 +420,10 @@ def _collections_expr(collections: List[Any], optimize_graph: bool, finalize: bo
 
 def _task_options(kwargs: dict) -> dict:
     """Task options of compute / persist: squall's and Dask distributed's
-    keywords (retries=, priority=, resources=; workers= warned about)."""
+    keywords (retries=, priority=, resources=, workers=,
+    allow_other_workers=; actors= warned about)."""
     options = _call_options(kwargs)
-    for name in ("workers", "allow_other_workers", "actors"):
+    for name in ("actors",):
         if kwargs.get(name):
             warnings.warn("%s=... is not honoured by squall: %s" % (name, _UNSUPPORTED[name]),
                           UserWarning, stacklevel=4)
