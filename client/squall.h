@@ -86,6 +86,11 @@ int sq_client_info (sq_client_t *self, char **json);
 //  holds are copied away, then it leaves (docs/protocol.md, RETIRE).
 //  Returns once the drain started. With keys, only an admin key may.
 int sq_client_retire (sq_client_t *self, uint32_t governor);
+//  Fresh Python executors for this client's tenant on every governor
+//  (docs/protocol.md, RESTART): its idle ones stop now, busy ones once
+//  their task ends, and its next tasks start new ones. Tasks and results
+//  are not touched. Returns once every governor was told.
+int sq_client_restart (sq_client_t *self);
 //  Closes a session by its id, whichever connection has it (its tasks are
 //  cancelled, its objects freed): one a killed client left detached, or
 //  another client's of the same tenant (with keys; an admin key: any).

@@ -540,6 +540,8 @@ sq_msg_name (uint32_t type)
         case SQ_MSG_RETIRE: return "RETIRE";
         case SQ_MSG_DELETE: return "DELETE";
         case SQ_MSG_PLACE: return "PLACE";
+        case SQ_MSG_RESTART: return "RESTART";
+        case SQ_MSG_REFRESH: return "REFRESH";
         case SQ_MSG_DRAIN: return "DRAIN";
         case SQ_MSG_LEAVE: return "LEAVE";
         case SQ_MSG_STREAM: return "STREAM";

@@ -43,6 +43,7 @@ typedef enum {
     SQ_MSG_RETIRE = 22,         //  client -> broker: drain a governor and let it leave
     SQ_MSG_DELETE = 23,         //  client -> broker: free objects now, whoever keeps them
     SQ_MSG_PLACE = 24,          //  client -> broker: replicate or move an object, or say where it is
+    SQ_MSG_RESTART = 88,        //  client -> broker: fresh Python executors for its tenant
     SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
     SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
     SQ_MSG_LOAD = 32,           //  governor -> broker: load report
@@ -57,6 +58,7 @@ typedef enum {
     SQ_MSG_LEAVE = 46,          //  broker -> governor: drained; it may exit
     SQ_MSG_STREAM = 47,         //  broker -> governor: consumers that read a stream it makes
     SQ_MSG_UNSTREAM = 48,       //  broker -> governor: consumers that will not read it
+    SQ_MSG_REFRESH = 52,        //  broker -> governor: retire a tenant's Python executors
     SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
     SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
     SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
@@ -261,6 +263,7 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    INFO [18, req] / PING [19, req]
 
 //    RETIRE [22, req, governor]                   body: nil (the drain started)
+//    RESTART [88, req]                            body: nil (every governor ordered)
 //    RESUME [20, req, session, token]             body: [next_id]
 //    UPLOAD [21, req, session, id, size, governor] body: where (below);
 //           governor 0: the broker picks one
@@ -597,6 +600,10 @@ void sq_load_encode (sq_wbuf_t *w, const sq_load_t *load);
 //  Messages that are only a type: HEARTBEAT, BYE, DRAIN [34], LEAVE [46]
 void sq_bare_encode (sq_wbuf_t *w, uint32_t type);
 int sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err);
+//  REFRESH [52, tenant]: the tenant's Python executors are not given
+//  another task ("" without keys); tenant points into the frame.
+void sq_refresh_encode (sq_wbuf_t *w, const char *tenant);
+int sq_refresh_decode (const void *data, size_t size, mpr_str_t *tenant, sq_errbuf_t *err);
 
 //  ASSIGN [40, [tasks]] + inline payload frames
 //    task: [task, attempt, kind, config, [inputs], [outputs], cpus,

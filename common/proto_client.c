@@ -12,7 +12,7 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         return sqp_semantic (err, "request: not a msgpack array starting with a type");
     uint32_t fields;
     switch (type) {
-        case SQ_MSG_SESSION_OPEN: case SQ_MSG_INFO: case SQ_MSG_PING:
+        case SQ_MSG_SESSION_OPEN: case SQ_MSG_INFO: case SQ_MSG_PING: case SQ_MSG_RESTART:
             fields = 2; break;
         case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE:
             fields = 3; break;

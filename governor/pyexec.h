@@ -95,5 +95,10 @@ task_t *pyexec_next (pyexec_t *self, pyexec_outcome_t *outcome, char *err, size_
 //  cancelled instead, the executor lives on); its outcomes not taken yet
 //  are forgotten.
 void pyexec_abandon (pyexec_t *self, task_t *task);
+//  A client restarted its tenant's executors (RESTART): the idle ones of
+//  the tenant are stopped now, busy ones (a task, an actor) once their
+//  work ends, and none is given another task; its next tasks start fresh
+//  ones. Other tenants' executors are left alone.
+void pyexec_refresh (pyexec_t *self, const char *tenant);
 
 #endif

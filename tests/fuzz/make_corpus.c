@@ -252,6 +252,9 @@ main (int argc, char **argv)
     sq_request_t retire = { .type = SQ_MSG_RETIRE, .req = 40, .governor = 3 };
     sq_request_encode (&w, &retire);
     s_emit (FZ_REQUEST, "retire", &w);
+    sq_request_t restart = { .type = SQ_MSG_RESTART, .req = 43 };
+    sq_request_encode (&w, &restart);
+    s_emit (FZ_REQUEST, "restart", &w);
     sq_request_t del = { .type = SQ_MSG_DELETE, .req = 41, .session = 1, .n_ids = 2, .ids = ids };
     sq_request_encode (&w, &del);
     s_emit (FZ_REQUEST, "delete", &w);
@@ -328,6 +331,8 @@ main (int argc, char **argv)
     s_emit (FZ_BARE, "drain", &w);
     sq_bare_encode (&w, SQ_MSG_LEAVE);
     s_emit (FZ_BARE, "leave", &w);
+    sq_refresh_encode (&w, "tenant-a");
+    s_emit (FZ_BARE, "refresh", &w);
 
     //  ASSIGN: every kind, inputs inline and remote
     sq_input_ref_t ains [8];

@@ -191,6 +191,13 @@ s_dec_heartbeat (const void *d, size_t n, sq_errbuf_t *err)
 }
 
 static int
+s_dec_refresh (const void *d, size_t n, sq_errbuf_t *err)
+{
+    mpr_str_t tenant;
+    return sq_refresh_decode (d, n, &tenant, err);
+}
+
+static int
 s_dec_object (const void *d, size_t n, sq_errbuf_t *err)
 {
     sq_object_msg_t m;
@@ -412,7 +419,7 @@ s_test_requests (void)
     uint32_t ids [3] = { 1, 70000, UINT32_MAX };
     const uint32_t types [] = {
         SQ_MSG_SESSION_OPEN, SQ_MSG_SESSION_CLOSE, SQ_MSG_KEEP, SQ_MSG_UNKEEP,
-        SQ_MSG_WAIT, SQ_MSG_FETCH, SQ_MSG_CANCEL, SQ_MSG_INFO, SQ_MSG_PING
+        SQ_MSG_WAIT, SQ_MSG_FETCH, SQ_MSG_CANCEL, SQ_MSG_INFO, SQ_MSG_PING, SQ_MSG_RESTART
     };
     for (size_t i = 0; i < sizeof types / sizeof types [0]; i++) {
         for (int variant = 0; variant < 2; variant++) {
@@ -428,7 +435,8 @@ s_test_requests (void)
             CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == 0);
             CHECK (d.type == q.type && d.req == q.req);
             uint32_t t = q.type;
-            bool has_session = t != SQ_MSG_SESSION_OPEN && t != SQ_MSG_INFO && t != SQ_MSG_PING;
+            bool has_session = t != SQ_MSG_SESSION_OPEN && t != SQ_MSG_INFO && t != SQ_MSG_PING
+                            && t != SQ_MSG_RESTART;
             bool has_ids = t == SQ_MSG_KEEP || t == SQ_MSG_UNKEEP || t == SQ_MSG_CANCEL || t == SQ_MSG_WAIT;
             CHECK (d.session == (has_session? 5u: 0u));
             if (has_ids) {
@@ -818,6 +826,27 @@ s_test_governor_messages (void)
     CHECK (sq_bare_decode (w.buf.data, w.buf.size, SQ_MSG_HEARTBEAT, &err) == 0);
     CHECK (sq_bare_decode (w.buf.data, w.buf.size, SQ_MSG_BYE, &err) == -1);
     s_check_truncations ("HEARTBEAT", s_dec_heartbeat, w.buf.data, w.buf.size);
+
+    //  REFRESH [52, tenant]
+    sq_wbuf_reset (&w);
+    sq_refresh_encode (&w, "acme");
+    mpr_str_t tenant;
+    CHECK (sq_refresh_decode (w.buf.data, w.buf.size, &tenant, &err) == 0
+           && mpr_str_eq (tenant, "acme"));
+    CHECK (sq_bare_decode (w.buf.data, w.buf.size, SQ_MSG_LEAVE, &err) == -1);
+    s_check_truncations ("REFRESH", s_dec_refresh, w.buf.data, w.buf.size);
+    sq_wbuf_reset (&w);
+    sq_refresh_encode (&w, NULL);               //  without keys: ""
+    CHECK (sq_refresh_decode (w.buf.data, w.buf.size, &tenant, &err) == 0 && tenant.len == 0);
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_REFRESH);
+    msgpack_pack_uint32 (&w.pk, 7);
+    CHECK (sq_refresh_decode (w.buf.data, w.buf.size, &tenant, &err) == -1
+           && strstr (err.text, "tenant"));
+    sq_wbuf_reset (&w);
+    sq_bare_encode (&w, SQ_MSG_REFRESH);
+    CHECK (sq_refresh_decode (w.buf.data, w.buf.size, &tenant, &err) == -1);
 
     //  ASSIGN
     sq_wbuf_reset (&w);

@@ -770,6 +770,72 @@ class Client:
             from . import _uploads
             self.submit(_uploads.load, name[:-3], key="upload_file").result()
 
+    def restart(self, keep_results: bool = False) -> Any:
+        """Fresh Python executors for this client's tenant on every
+        governor (Dask's restart; other tenants' executors are not
+        touched): modules imported, globals set and memory held by earlier
+        tasks or client.run are gone for the tasks submitted from now on.
+        keep_results=False (Dask's behaviour): every future of this client
+        is cancelled and its results freed first, running tasks stopped;
+        keep_results=True: futures and their results stay, and tasks
+        already running finish in their executors, which then stop.
+        Sessions opened with client.session() are left as they are.
+        Returns once every governor has been told (orders reach a governor
+        in order: no task submitted after it runs in an old executor);
+        with asynchronous=True, an awaitable."""
+        return self._aio(self._restart, bool(keep_results))
+
+    def _restart(self, keep_results: bool) -> None:
+        with self._lock:
+            if not keep_results and self._fs is not None:
+                #   Closing the session cancels its tasks and frees its
+                #   results; its futures are cancelled (a value fetched
+                #   before too, as Dask's).
+                self._fs._dropped = True
+                self._fs.close()
+                self._fs = None
+                self._released.clear()
+            self._check(L.sq_client_restart(self._h))
+
+    def run(self, function: Callable, *args, workers: Any = None, on_error: str = "raise",
+            **kwargs) -> Dict[Any, Any]:
+        """function(*args, **kwargs) on every connected governor (or on
+        workers=, governor names or ids), in one of the Python executors
+        there that run this client's tenant's tasks (as Dask's run, which
+        runs it in every worker): {governor name: its result}, keyed by
+        the governor's id instead where two governors share a name. It is
+        a task pinned to each governor (workers=) asking no cpu: unlike
+        Dask's run it waits for a slot there as other tasks do, and
+        runs in one of the executors there (the one tasks use, on a
+        governor with one cpu). on_error="raise": the first exception
+        raised there is raised here as itself; "return": exceptions are the
+        values of their governors; "ignore": their governors are left out."""
+        if on_error not in ("raise", "return", "ignore"):
+            raise ValueError("on_error must be 'raise', 'return' or 'ignore', not %r"
+                             % (on_error,))
+        governors = self.governors()
+        if workers is not None:
+            wanted = set(self._governor_ids(workers))
+            governors = [g for g in governors if int(g["id"]) in wanted]
+        names = [g.get("name") for g in governors]
+        keys = [n if n and names.count(n) == 1 else int(g["id"])
+                for n, g in zip(names, governors)]
+        name = "run-%s" % getattr(function, "__name__", "function")
+        futures = [self.submit(function, *args, workers=int(g["id"]), cpus=0, key=name,
+                               **kwargs) for g in governors]
+        out: Dict[Any, Any] = {}
+        for key, future in zip(keys, futures):
+            try:
+                out[key] = future.result()
+            except Exception as exc:        # the function's own, as itself
+                if on_error == "raise":
+                    for rest in futures:
+                        rest.cancel()
+                    raise
+                if on_error == "return":
+                    out[key] = exc
+        return out
+
     def compute(self, collections: Any, sync: bool = False, **kwargs) -> Any:
         """Dask distributed's compute: a Future of each Dask collection's
         result (one, or a list as given). sync=True: the results (with
@@ -796,6 +862,9 @@ class Client:
 class Session:
     """A namespace of tasks and data objects with one lifetime: closing it
     cancels its unfinished tasks and frees all its objects."""
+
+    #   client.restart() dropped it: its futures are cancelled.
+    _dropped = False
 
     def __init__(self, client: Client):
         self.client = client
@@ -1892,7 +1961,7 @@ class Future(_cf.Future):
         concurrent.futures.CancelledError if it was cancelled."""
         #   The state read without the condition: one attribute read is
         #   atomic, and these checks run twice per result of a gather.
-        if self._state in _CANCELLED_STATES:
+        if self._state in _CANCELLED_STATES or self._session._dropped:
             raise _cf.CancelledError()
         self._resolve(timeout)
         if self._state in _CANCELLED_STATES:

@@ -101,6 +101,7 @@ sq_task_set_gpus = _sig("sq_task_set_gpus", _c.c_int, _p, _u32, _c.c_double)
 sq_task_set_priority = _sig("sq_task_set_priority", _c.c_int, _p, _u32, _c.c_int32)
 sq_task_set_max_retries = _sig("sq_task_set_max_retries", _c.c_int, _p, _u32, _u32)
 sq_task_set_timeout = _sig("sq_task_set_timeout", _c.c_int, _p, _u32, _c.c_double)
+sq_client_restart = _sig("sq_client_restart", _c.c_int, _p)
 sq_task_set_governors = _sig("sq_task_set_governors", _c.c_int, _p, _u32, _c.POINTER(_u32),
                              _c.c_size_t, _c.c_bool)
 sq_object_set_content_type = _sig("sq_object_set_content_type", _c.c_int, _p, _u32, _c.c_char_p)
