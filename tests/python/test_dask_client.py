@@ -59,8 +59,14 @@ def test_persist_keeps_parts_on_the_cluster(client, tmp_path):
         f.write("0")
 
     def part(i):
-        bump(counter)
+        # one byte appended per run (O_APPEND: runs on two governors at
+        # once cannot lose one, as a read-then-write count could)
+        with open(counter, "a") as f:
+            f.write("x")
         return np.full(10, i)
+
+    def runs():
+        return os.path.getsize(counter) - 1
 
     x = da.concatenate([da.from_delayed(dask.delayed(part)(i), (10,), int) for i in range(4)])
     y = client.persist(x)
@@ -68,14 +74,14 @@ def test_persist_keeps_parts_on_the_cluster(client, tmp_path):
     parts = squall.dask.futures_of(y)
     assert len(parts) == 4 and all(isinstance(f, squall.Future) for f in parts)
     squall.wait(parts, timeout=60)
-    assert read_counter(counter) == 4
+    assert runs() == 4
     # later computations read the persisted parts where they are: the parts
     # are not computed again, by client.compute or by dask.compute
     assert client.compute(y.sum()).result(60) == 10 * sum(range(4))
     assert dask.compute((y * 2).sum(), scheduler=client.get)[0] == 20 * sum(range(4))
     assert (y + 1).compute(scheduler=client.get).tolist() == \
         [i + 1 for i in range(4) for _ in range(10)]
-    assert read_counter(counter) == 4
+    assert runs() == 4
     # the parts live on governors (64 KiB each: not inline at the broker)
     big = client.persist(da.ones((4, 8192), chunks=(1, 8192)))
     held = [f.where(60) for f in squall.dask.futures_of(big)]
