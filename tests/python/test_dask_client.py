@@ -318,6 +318,10 @@ def test_asynchronous_client(cluster):
             slow = client.submit(sum, range(10))
             both = await asyncio.gather(client.gather(slow), tick())
             assert both[0] == 45 and len(ticks) == 3
+            # run and restart are awaitable too
+            assert set((await client.run(len, "ab")).values()) == {2}
+            await client.restart(keep_results=True)
+            assert await f == 42
         finally:
             await client.close()
         assert not client._h.value

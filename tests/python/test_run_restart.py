@@ -22,6 +22,10 @@ def fmt(a, b=0):
     return "%s-%s" % (a, b)
 
 
+def with_timeout(timeout=0):
+    return timeout
+
+
 def plant(value):
     import builtins
     builtins.squall_run_planted = value
@@ -60,7 +64,9 @@ def test_run_on_every_governor(client):
     assert set(pids) == names, pids
     assert all(isinstance(p, int) and p != os.getpid() for p in pids.values())
     assert len(set(pids.values())) == 2             # each governor's own executor
+    # keywords are the function's, even those named as task options
     assert client.run(fmt, 1, b=2) == {n: "1-2" for n in names}
+    assert client.run(with_timeout, timeout=7) == {n: 7 for n in names}
     # the function's exception comes back as itself
     with pytest.raises(ZeroDivisionError):
         client.run(divide, 1, 0)

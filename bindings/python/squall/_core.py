@@ -809,10 +809,15 @@ class Client:
         runs in one of the executors there (the one tasks use, on a
         governor with one cpu). on_error="raise": the first exception
         raised there is raised here as itself; "return": exceptions are the
-        values of their governors; "ignore": their governors are left out."""
+        values of their governors; "ignore": their governors are left out.
+        With asynchronous=True, an awaitable."""
         if on_error not in ("raise", "return", "ignore"):
             raise ValueError("on_error must be 'raise', 'return' or 'ignore', not %r"
                              % (on_error,))
+        return self._aio(self._run, function, args, kwargs, workers, on_error)
+
+    def _run(self, function: Callable, args: tuple, kwargs: dict, workers: Any,
+             on_error: str) -> Dict[Any, Any]:
         governors = self.governors()
         if workers is not None:
             wanted = set(self._governor_ids(workers))
@@ -821,8 +826,11 @@ class Client:
         keys = [n if n and names.count(n) == 1 else int(g["id"])
                 for n, g in zip(names, governors)]
         name = "run-%s" % getattr(function, "__name__", "function")
-        futures = [self.submit(function, *args, workers=int(g["id"]), cpus=0, key=name,
-                               **kwargs) for g in governors]
+        #   The function's keywords bound here: submit would take one named
+        #   as a task option (key=, timeout=, ...) for itself.
+        call = functools.partial(function, **kwargs) if kwargs else function
+        futures = [self.submit(call, *args, workers=int(g["id"]), cpus=0, key=name)
+                   for g in governors]
         out: Dict[Any, Any] = {}
         for key, future in zip(keys, futures):
             try:
