@@ -188,6 +188,7 @@ gx_task_destroy (task_t **self_p)
         for (uint32_t i = 0; i < self->extra->n_resources; i++)
             free ((char *) self->extra->resources [i].name.ptr);
         free (self->extra->resources);
+        free (self->extra->governors);
         free (self->extra->name);
         gx_actor_free (&self->extra->actor);
         jobarray_destroy (&self->extra->array);

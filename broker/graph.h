@@ -146,6 +146,11 @@ typedef struct {
     uint16_t retries;           //  failures of its own code retried so far
     uint16_t crashes;           //  governors that died while it ran
     uint32_t last_gov;          //  governor of the last failed attempt, 0 none
+    //  The governors it may run on (SUBMIT's options; NULL: any), or only
+    //  prefers when `loose` (scheduler.c).
+    uint32_t *governors;
+    uint32_t n_governors;
+    bool loose;
     //  Actors (graph_actor.c): a call's host, the task that started its
     //  actor; a host's queue of calls.
     task_t *host;

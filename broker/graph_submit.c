@@ -495,7 +495,8 @@ s_strndup_or_null (mpr_str_t s)
 static int
 s_extra_from_spec (task_extra_t **extra_p, const sq_task_spec_t *spec)
 {
-    bool needed = spec->name.len || spec->priority || spec->max_retries || spec->timeout_ms;
+    bool needed = spec->name.len || spec->priority || spec->max_retries || spec->timeout_ms
+               || spec->n_governors;
     for (uint32_t r = 0; r < spec->n_resources && !needed; r++)
         needed = !mpr_str_eq (spec->resources [r].name, SQ_RES_CPUS)
               || spec->resources [r].amount != 1;
@@ -512,6 +513,14 @@ s_extra_from_spec (task_extra_t **extra_p, const sq_task_spec_t *spec)
     extra->name = s_strndup_or_null (spec->name);
     if (spec->name.len && !extra->name)
         return -1;
+    if (spec->n_governors) {
+        extra->governors = (uint32_t *) malloc (spec->n_governors * sizeof (uint32_t));
+        if (!extra->governors)
+            return -1;
+        memcpy (extra->governors, spec->governors, spec->n_governors * sizeof (uint32_t));
+        extra->n_governors = spec->n_governors;
+        extra->loose = spec->loose;
+    }
     if (spec->n_resources) {
         extra->resources = (sq_resource_t *) calloc (spec->n_resources, sizeof (sq_resource_t));
         if (!extra->resources)

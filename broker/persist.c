@@ -658,7 +658,9 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
             .n_resources = n_res, .resources = res,
             .priority = extra->priority, .max_retries = extra->max_retries,
             .timeout_ms = extra->timeout_ms,
-            .name = { extra->name? extra->name: "", extra->name? (uint32_t) strlen (extra->name): 0 }
+            .name = { extra->name? extra->name: "", extra->name? (uint32_t) strlen (extra->name): 0 },
+            .n_governors = extra->n_governors, .governors = extra->governors,
+            .loose = extra->loose
         };
         if (extra->array)
             jobarray_spec (extra->array, &spec);

@@ -664,6 +664,25 @@ broker_log_tail (broker_t *self, uint32_t session_id, uint32_t task_id, uint32_t
     return 0;
 }
 
+//  RESTART: every governor retires the Python executors of the client's
+//  tenant (only its: executors are keyed by tenant). Sent now rather than
+//  batched: what this client submits after the reply is assigned later,
+//  so it runs in fresh executors.
+static void
+s_client_restart (broker_t *self, peer_t *peer, const sq_request_t *q)
+{
+    for (size_t g = 0; g < self->n_govs; g++) {
+        //  Encoded for each: a send takes the buffer's bytes.
+        sq_wbuf_reset (&self->out);
+        sq_refresh_encode (&self->out, peer->tenant);
+        bx_send_to (self, self->govs [g]->identity, self->govs [g]->identity_size,
+                    &self->out, NULL);
+    }
+    sq_info ("client %u: fresh Python executors for tenant '%s' on %zu governors", peer->id,
+             peer->tenant? peer->tenant: "", self->n_govs);
+    bx_reply_nil (self, peer, q->req);
+}
+
 void
 bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req)
 {
@@ -699,7 +718,8 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
         }
     }
     if (q.type != SQ_MSG_SESSION_OPEN && q.type != SQ_MSG_INFO && q.type != SQ_MSG_PING
-    &&  q.type != SQ_MSG_RESUME && q.type != SQ_MSG_RETIRE && q.type != SQ_MSG_LOG) {
+    &&  q.type != SQ_MSG_RESUME && q.type != SQ_MSG_RETIRE && q.type != SQ_MSG_LOG
+    &&  q.type != SQ_MSG_RESTART) {
         session = s_client_session (self, peer, q.session, q.req);
         if (!session) {
             sq_request_release (&q);
@@ -724,6 +744,9 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
             break;
         case SQ_MSG_RETIRE:
             s_client_retire (self, peer, &q);
+            break;
+        case SQ_MSG_RESTART:
+            s_client_restart (self, peer, &q);
             break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
             s_client_ids (self, peer, &q, session);

@@ -320,6 +320,25 @@ scheduler_governor_add (scheduler_t *self, gov_t *gov)
 static bool s_fits (const gov_t *gov, const task_t *task);
 static bool s_held_off (const gov_t *gov, const task_t *task);
 
+//  Whether the task names the governor among those it may run on (or
+//  prefers, when loose); false for a task that names none.
+static bool
+s_named (const gov_t *gov, const task_t *task)
+{
+    const task_extra_t *extra = task_extra (task);
+    for (uint32_t g = 0; g < extra->n_governors; g++)
+        if (extra->governors [g] == gov->id)
+            return true;
+    return false;
+}
+
+//  A task that names governors, on one it does not name.
+static bool
+s_unnamed (const gov_t *gov, const task_t *task)
+{
+    return task_extra (task)->n_governors && !s_named (gov, task);
+}
+
 //  A task no live governor can run is reported, not left hanging: it
 //  fails with SQ_E_RESOURCES while other governors are up. With none up
 //  (a cluster starting or restarting) it waits for them.
@@ -334,6 +353,11 @@ s_needs (const task_t *task, char *out, size_t size)
         sq_resource_format (&extra->resources [r], one, sizeof one);
         len += snprintf (out + len, size - (size_t) len, ", %s", one);
     }
+    if (extra->n_governors && !extra->loose && len > 0 && (size_t) len < size)
+        len += snprintf (out + len, size - (size_t) len, ", on governor%s",
+                         extra->n_governors > 1? "s": "");
+    for (uint32_t g = 0; !extra->loose && g < extra->n_governors && len > 0 && (size_t) len < size; g++)
+        len += snprintf (out + len, size - (size_t) len, "%s%u", g? ", ": " ", extra->governors [g]);
 }
 
 static void
@@ -396,7 +420,7 @@ static bool
 s_fits (const gov_t *gov, const task_t *task)
 {
     const task_extra_t *extra = task_extra (task);
-    if (extra->cpus > gov->cpus)
+    if (extra->cpus > gov->cpus || (!extra->loose && s_unnamed (gov, task)))
         return false;
     for (uint32_t r = 0; r < extra->n_resources; r++)
         if (gov_resource (gov, extra->resources [r].name) < extra->resources [r].amount)
@@ -439,7 +463,7 @@ s_overbookable (const task_t *task, const gov_t *gov)
     //  An actor's calls go where its instance is, one at a time (graph_actor.c);
     //  a stream's readers once it opens (streams.c).
     if (task->state != TASK_WAITING || task->actor_call || task->stream_in || !s_fits (gov, task)
-    ||  s_over_cap (task))
+    ||  s_unnamed (gov, task) || s_over_cap (task))
         return false;
     for (uint32_t i = 0; i < task->n_inputs; i++) {
         const object_t *input = task->io [i];
@@ -664,6 +688,9 @@ s_consider (scheduler_t *self, const task_t *task, gov_t *gov, s_pick_t *best)
         cost += 1e15;
         load += 1e12;
     }
+    //  One it only prefers (loose) wins over any other with room.
+    if (s_unnamed (gov, task))
+        cost += 1e18;
     if (!best->gov || cost < best->cost
     ||  (cost == best->cost && (bytes > best->bytes || (bytes == best->bytes && load < best->load))))
         *best = (s_pick_t) { gov, cost, bytes, load, best->weigh };
@@ -674,7 +701,9 @@ static bool
 s_same_needs (const task_t *a, const task_t *b)
 {
     const task_extra_t *x = task_extra (a), *y = task_extra (b);
-    if (x->cpus != y->cpus || x->n_resources != y->n_resources)
+    if (x->cpus != y->cpus || x->n_resources != y->n_resources
+    ||  x->n_governors != y->n_governors || x->loose != y->loose
+    ||  (x->n_governors && memcmp (x->governors, y->governors, x->n_governors * sizeof (uint32_t))))
         return false;
     for (uint32_t r = 0; r < x->n_resources; r++)
         if (x->resources [r].amount != y->resources [r].amount
@@ -761,6 +790,10 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
             for (uint32_t l = 0; !input->data && l < input->n_locations; l++)
                 s_consider (self, task, object_locations (input) [l].gov, &best);
         }
+        //  The governors it names, whatever the sample.
+        for (size_t g = 0; task_extra (task)->n_governors && g < self->n_govs; g++)
+            if (s_named (self->govs [g], task))
+                s_consider (self, task, self->govs [g], &best);
         size_t start = self->cursor++;
         size_t sample = self->n_open < S_SAMPLE? self->n_open: S_SAMPLE;
         for (size_t k = 0; k < sample; k++)
@@ -908,6 +941,9 @@ s_stealable (scheduler_t *self, gov_t *gov, gov_t *receiver, task_t **out, size_
     while ((task = (task_t *) sq_idmap_next (gov->tasks, &cursor, NULL))) {
         //  An actor's calls run where its instance is.
         if (task->state != TASK_ASSIGNED || task->retracting || task->actor_call || task->stream_in)
+            continue;
+        //  It would come back where it is (or could only go there).
+        if (s_unnamed (receiver, task))
             continue;
         if (s_local_bytes (gov, task) > S_STAY_BYTES && !s_worth_moving (self, gov, receiver, task))
             continue;

@@ -872,6 +872,15 @@ sq_client_retire (sq_client_t *self, uint32_t governor)
 }
 
 int
+sq_client_restart (sq_client_t *self)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    sq_request_t request = { .type = SQ_MSG_RESTART };
+    return s_call_nil (self, &request);
+}
+
+int
 sq_client_close_session (sq_client_t *self, uint32_t session)
 {
     if (!self)

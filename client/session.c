@@ -44,6 +44,9 @@ typedef struct {
     int32_t priority;
     uint32_t max_retries;
     uint32_t timeout_ms;
+    uint32_t *governors;        //  sq_task_set_governors, NULL: any
+    uint32_t n_governors;
+    bool loose;
     bool kind_shared;           //  kind belongs to an earlier task of the batch
     struct s_array *array;      //  an array task, or NULL
 } s_task_t;
@@ -106,6 +109,7 @@ s_batch_clear (sq_session_t *self)
         for (uint32_t j = 0; j < t->n_resources; j++)
             free (t->resources [j].name);
         free (t->resources);
+        free (t->governors);
     }
     self->n_objects = 0;
     self->n_tasks = 0;
@@ -529,6 +533,9 @@ s_copy_settings (sq_session_t *self, const s_task_t *model, uint32_t id)
     t->priority = model->priority;
     t->max_retries = model->max_retries;
     t->timeout_ms = model->timeout_ms;
+    if (model->n_governors)
+        return sq_task_set_governors (self, id, model->governors, model->n_governors,
+                                      model->loose);
     return 0;
 }
 
@@ -752,6 +759,31 @@ sq_task_set_array_items (sq_session_t *self, uint32_t task, const char *const *i
     *array = (struct s_array) { SQ_ARRAY_ITEMS, 0, 0, 0, (uint8_t *) buf.data, buf.size };
     //  The buffer is the array's now.
     return s_set_array (self, task, array);
+}
+
+int
+sq_task_set_governors (sq_session_t *self, uint32_t task, const uint32_t *governors,
+                       size_t n, bool loose)
+{
+    s_task_t *t = s_pending_task (self, task, "sq_task_set_governors");
+    if (!t)
+        return SQ_E_INVALID;
+    if (n > SQ_MAX_TASK_GOVERNORS || (n && !governors))
+        return s_err (self, SQ_E_INVALID, task,
+                      "sq_task_set_governors: at most %d governors", SQ_MAX_TASK_GOVERNORS);
+    for (size_t g = 0; g < n; g++)
+        if (governors [g] == 0)
+            return s_err (self, SQ_E_INVALID, task, "sq_task_set_governors: governor id 0");
+    uint32_t *copy = NULL;
+    if (n && !(copy = (uint32_t *) malloc (n * sizeof (uint32_t))))
+        return s_err (self, SQ_E_NOMEM, task, "out of memory");
+    if (n)
+        memcpy (copy, governors, n * sizeof (uint32_t));
+    free (t->governors);
+    t->governors = copy;
+    t->n_governors = (uint32_t) n;
+    t->loose = n && loose;
+    return 0;
 }
 
 int
@@ -1056,7 +1088,8 @@ sq_submit (sq_session_t *self)
             .n_resources = t->n_resources, .resources = resources,
             .priority = t->priority, .max_retries = t->max_retries,
             .timeout_ms = t->timeout_ms,
-            .name = { t->name? t->name: "", t->name? (uint32_t) strlen (t->name): 0 }
+            .name = { t->name? t->name: "", t->name? (uint32_t) strlen (t->name): 0 },
+            .n_governors = t->n_governors, .governors = t->governors, .loose = t->loose
         };
         if (t->array) {
             spec.array = t->array->kind;

@@ -109,6 +109,11 @@ int sq_client_retire (sq_client_t *self, uint32_t governor);
 int sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t attempt,
                    int stream, uint64_t offset, size_t max, char **data, size_t *size,
                    uint64_t *next, uint32_t *attempt_out, int *state);
+//  Fresh Python executors for this client's tenant on every governor
+//  (docs/protocol.md, RESTART): its idle ones stop now, busy ones once
+//  their task ends, and its next tasks start new ones. Tasks and results
+//  are not touched. Returns once every governor was told.
+int sq_client_restart (sq_client_t *self);
 //  Closes a session by its id, whichever connection has it (its tasks are
 //  cancelled, its objects freed): one a killed client left detached, or
 //  another client's of the same tenant (with keys; an admin key: any).
@@ -171,6 +176,11 @@ int sq_task_set_gpus (sq_session_t *self, uint32_t task, double gpus);
 int sq_task_set_priority (sq_session_t *self, uint32_t task, int32_t priority);
 int sq_task_set_max_retries (sq_session_t *self, uint32_t task, uint32_t retries);
 int sq_task_set_timeout (sq_session_t *self, uint32_t task, double seconds);
+//  The governors (INFO ids, at most 64) the task may run on; n 0: any (the
+//  default). With `loose` they are only preferred: it runs elsewhere when
+//  none of them is connected or has room (Dask's allow_other_workers).
+int sq_task_set_governors (sq_session_t *self, uint32_t task, const uint32_t *governors,
+                           size_t n, bool loose);
 //  Content type of an object produced in the current batch ("" by default).
 int sq_object_set_content_type (sq_session_t *self, uint32_t object,
                                 const char *content_type);

@@ -51,6 +51,7 @@ typedef enum {
     SQ_MSG_RESUBMIT = 80,       //  client -> broker: run failed and cancelled tasks again
     SQ_MSG_FORGET = 81,         //  client -> broker: close a session and drop its record
     SQ_MSG_JOB_CANCEL = 82,     //  client -> broker: cancel a session's unfinished tasks
+    SQ_MSG_RESTART = 88,        //  client -> broker: fresh Python executors for its tenant
     SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
     SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
     SQ_MSG_LOAD = 32,           //  governor -> broker: load report
@@ -66,6 +67,7 @@ typedef enum {
     SQ_MSG_STREAM = 47,         //  broker -> governor: consumers that read a stream it makes
     SQ_MSG_UNSTREAM = 48,       //  broker -> governor: consumers that will not read it
     SQ_MSG_LOGTAIL = 49,        //  broker -> governor: the last bytes of a task's output
+    SQ_MSG_REFRESH = 52,        //  broker -> governor: retire a tenant's Python executors
     SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
     SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
     SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
@@ -277,6 +279,7 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    INFO [18, req] / PING [19, req]
 
 //    RETIRE [22, req, governor]                   body: nil (the drain started)
+//    RESTART [88, req]                            body: nil (every governor ordered)
 //    RESUME [20, req, session, token]             body: [next_id]
 //    UPLOAD [21, req, session, id, size, governor] body: where (below);
 //           governor 0: the broker picks one
@@ -560,7 +563,9 @@ int sq_opaque_check (const void *data, size_t size);
 //  SUBMIT [12, req, session, [objects], [tasks]] + constant payload frames
 //    object: [id, flags, content_type, frame, name]   frame: payload index or -1
 //    task:   [id, kind, [inputs], [outputs], config, resources, priority,
-//             max_retries, timeout_ms, name]         resources: map or nil
+//             max_retries, timeout_ms, name (, options)]   resources: map or nil
+//             options: {"governors": [u32...], "loose": bool}, packed only
+//             when the task names governors
 
 //  object.frame of a constant uploaded to a governor: on the wire the frame
 //  field is then [governor, size] instead of an index (docs/protocol.md).
@@ -599,11 +604,19 @@ typedef struct {
     uint32_t array_size;
     const uint8_t *array_items;
     size_t array_items_size;
+    //  Options (element 11, may be absent; element 10 is then the array or nil): the governors it may run on
+    //  (none: any), or only prefers when `loose`.
+    uint32_t n_governors;
+    uint32_t *governors;        //  into sq_submit_t's pool
+    bool loose;
 } sq_task_spec_t;
 #define SQ_ARRAY_NONE 0
 #define SQ_ARRAY_RANGE 1
 #define SQ_ARRAY_ITEMS 2
 #define SQ_ARRAY_MAX (1u << 24)     //  elements of one array task
+
+//  Governors one task may name in its options.
+#define SQ_MAX_TASK_GOVERNORS 64
 
 typedef struct {
     uint32_t req;
@@ -739,6 +752,10 @@ void sq_load_encode (sq_wbuf_t *w, const sq_load_t *load);
 //  Messages that are only a type: HEARTBEAT, BYE, DRAIN [34], LEAVE [46]
 void sq_bare_encode (sq_wbuf_t *w, uint32_t type);
 int sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err);
+//  REFRESH [52, tenant]: the tenant's Python executors are not given
+//  another task ("" without keys); tenant points into the frame.
+void sq_refresh_encode (sq_wbuf_t *w, const char *tenant);
+int sq_refresh_decode (const void *data, size_t size, mpr_str_t *tenant, sq_errbuf_t *err);
 
 //  ASSIGN [40, [tasks]] + inline payload frames
 //    task: [task, attempt, kind, config, [inputs], [outputs], cpus,

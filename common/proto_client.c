@@ -65,7 +65,7 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             fields = mpr_array (&peek, &n) == 0 && n == 3? 3: 2;
             break;
         }
-        case SQ_MSG_INFO: case SQ_MSG_PING:
+        case SQ_MSG_INFO: case SQ_MSG_PING: case SQ_MSG_RESTART:
             fields = 2; break;
         case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: case SQ_MSG_FORGET:
         case SQ_MSG_JOB_CANCEL:
@@ -441,6 +441,58 @@ sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_er
 //  --------------------------------------------------------------------------
 //  SUBMIT
 
+//  A task's options map {"governors": [u32...], "loose": bool}, each key
+//  at most once, no other. Fills t (governors into its pool slot, room
+//  for SQ_MAX_TASK_GOVERNORS) unless t is NULL (the counting pass);
+//  returns the number of governors read.
+static uint32_t
+s_options (mpr_t *r, sq_task_spec_t *t)
+{
+    uint32_t n = 0, n_governors = 0;
+    bool seen_governors = false, seen_loose = false;
+    mpr_field (r, "task.options");
+    mpr_map (r, &n);
+    for (uint32_t k = 0; k < n && mpr_ok (r); k++) {
+        mpr_str_t key;
+        mpr_str (r, &key, SQ_MAX_NAME);
+        if (!mpr_ok (r))
+            break;
+        if (mpr_str_eq (key, "governors") && !seen_governors) {
+            seen_governors = true;
+            mpr_field (r, "task.options.governors");
+            if (mpr_array (r, &n_governors) == 0
+            &&  (n_governors == 0 || n_governors > SQ_MAX_TASK_GOVERNORS))
+                mpr_fail (r, "1 to 64 governors");
+            for (uint32_t g = 0; g < n_governors && mpr_ok (r); g++) {
+                uint32_t id = 0;
+                mpr_u32 (r, &id);
+                if (mpr_ok (r) && id == 0)
+                    mpr_fail (r, "governor id 0");
+                if (t)
+                    t->governors [g] = id;
+            }
+        }
+        else
+        if (mpr_str_eq (key, "loose") && !seen_loose) {
+            seen_loose = true;
+            bool loose = false;
+            mpr_field (r, "task.options.loose");
+            mpr_bool (r, &loose);
+            if (t)
+                t->loose = loose;
+        }
+        else
+            mpr_fail (r, "unknown or repeated key");
+    }
+    if (mpr_ok (r) && !seen_governors)
+        mpr_fail (r, "governors missing");
+    if (!mpr_ok (r))
+        return 0;
+    if (t)
+        t->n_governors = n_governors;
+    return n_governors;
+}
+
 //  Counts the ids and resources of n tasks on a copy of the reader; leaves
 //  the counts alone unless the whole list reads cleanly.
 static void
@@ -449,8 +501,8 @@ s_submit_count (mpr_t r, uint32_t n_tasks, size_t *n_ids, size_t *n_res)
     size_t ids = 0, res = 0;
     for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
         uint32_t n, fields = 0;
-        if (mpr_array (&r, &fields) == 0 && fields != 10 && fields != 11)
-            mpr_fail (&r, "a task of neither 10 nor 11 fields");
+        if (mpr_array (&r, &fields) == 0 && fields != 10 && fields != 11 && fields != 12)
+            mpr_fail (&r, "a task of neither 10, 11 nor 12 fields");
         mpr_skip (&r, NULL, NULL);                  //  id
         mpr_skip (&r, NULL, NULL);                  //  kind
         for (int list = 0; list < 2; list++) {      //  inputs, outputs
@@ -466,9 +518,11 @@ s_submit_count (mpr_t r, uint32_t n_tasks, size_t *n_ids, size_t *n_res)
             for (uint32_t j = 0; j < 2 * n; j++)
                 mpr_skip (&r, NULL, NULL);
         }
-        //  priority .. name (, array); fields is 10 or 11 unless r failed
-        for (uint32_t j = 0; j + 6 < fields && mpr_ok (&r); j++)
+        //  priority .. name (, array); fields is 10, 11 or 12 unless r failed
+        for (uint32_t j = 0; j < 4 + (fields >= 11) && mpr_ok (&r); j++)
             mpr_skip (&r, NULL, NULL);
+        if (fields == 12)                           //  options: its governors
+            ids += s_options (&r, NULL);
     }
     if (mpr_ok (&r)) {
         *n_ids = ids;
@@ -608,8 +662,8 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
         int64_t priority;
         uint32_t fields = 0;
         mpr_field (&r, "task");
-        if (mpr_array (&r, &fields) == 0 && fields != 10 && fields != 11)
-            mpr_fail (&r, "a task of neither 10 nor 11 fields");
+        if (mpr_array (&r, &fields) == 0 && fields != 10 && fields != 11 && fields != 12)
+            mpr_fail (&r, "a task of neither 10, 11 nor 12 fields");
         mpr_field (&r, "task.id");
         mpr_u32 (&r, &t->id);
         mpr_field (&r, "task.kind");
@@ -647,9 +701,16 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
         mpr_u32 (&r, &t->timeout_ms);
         mpr_field (&r, "task.name");
         mpr_str (&r, &t->name, SQ_MAX_NAME);
-        if (fields == 11) {
+        if (fields >= 11) {
             mpr_field (&r, "task.array");
             s_array_spec (&r, t);
+        }
+        if (fields == 12 && mpr_ok (&r)) {
+            //  Counted with the ids (or within the bound of the bytes
+            //  left: each takes one at least).
+            mpr_field (&r, "task.options");
+            t->governors = self->id_pool + ids_used;
+            ids_used += s_options (&r, t);
         }
         self->n_tasks = i + 1;
     }
@@ -710,7 +771,7 @@ sq_pack_object_uploaded (msgpack_packer *pk, uint32_t id, uint32_t flags,
 void
 sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *t)
 {
-    msgpack_pack_array (pk, t->array? 11: 10);
+    msgpack_pack_array (pk, t->n_governors? 12: t->array? 11: 10);
     msgpack_pack_uint32 (pk, t->id);
     sq_pack_mstr (pk, t->kind);
     sqp_pack_ids (pk, t->inputs, t->n_inputs);
@@ -733,6 +794,18 @@ sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *t)
     else
     if (t->array == SQ_ARRAY_ITEMS)
         msgpack_pack_str_body (pk, t->array_items, t->array_items_size);    //  raw
+    else
+    if (t->n_governors)
+        msgpack_pack_nil (pk);
+    if (t->n_governors) {
+        msgpack_pack_map (pk, t->loose? 2: 1);
+        sq_pack_cstr (pk, "governors");
+        sqp_pack_ids (pk, t->governors, t->n_governors);
+        if (t->loose) {
+            sq_pack_cstr (pk, "loose");
+            msgpack_pack_true (pk);
+        }
+    }
 }
 
 //  --------------------------------------------------------------------------

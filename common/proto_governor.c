@@ -422,6 +422,27 @@ sq_bare_encode (sq_wbuf_t *w, uint32_t type)
     msgpack_pack_uint32 (&w->pk, type);
 }
 
+void
+sq_refresh_encode (sq_wbuf_t *w, const char *tenant)
+{
+    msgpack_pack_array (&w->pk, 2);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_REFRESH);
+    sq_pack_cstr (&w->pk, tenant? tenant: "");
+}
+
+int
+sq_refresh_decode (const void *data, size_t size, mpr_str_t *tenant, sq_errbuf_t *err)
+{
+    mpr_t r;
+    sqp_begin (&r, data, size, SQ_MSG_REFRESH, 2);
+    mpr_field (&r, "tenant");
+    mpr_str (&r, tenant, SQ_MAX_NAME);
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "REFRESH");
+    return 0;
+}
+
 int
 sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err)
 {

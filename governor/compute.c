@@ -1377,6 +1377,22 @@ s_on_retract (compute_t *self, sq_msg_t *msg)
     sq_iter_release (&it);
 }
 
+//  A client's restart: its tenant's Python executors get no other task.
+static void
+s_on_refresh (compute_t *self, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    mpr_str_t tenant;
+    char name [SQ_MAX_NAME + 1];
+    if (sq_refresh_decode (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &tenant, &err)) {
+        sq_warn ("bad REFRESH: %s", err.text);
+        return;
+    }
+    memcpy (name, tenant.ptr, tenant.len);
+    name [tenant.len] = 0;
+    pyexec_refresh (self->pyexec, name);
+}
+
 static void
 s_on_object (compute_t *self, sq_msg_t *msg)
 {
@@ -1529,6 +1545,8 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     else
     if (route == GOV_ROUTE_BROKER && type == SQ_MSG_LOGTAIL)
         s_on_logtail (self, msg);
+    if (route == GOV_ROUTE_BROKER && type == SQ_MSG_REFRESH)
+        s_on_refresh (self, msg);
     else
         sq_warn ("unexpected message type %u from '%c'; discarded", type, route);
 }

@@ -82,6 +82,9 @@ typedef struct {
     //  Started in advance and no task yet: with the governor's identity,
     //  the first tenant to come takes it.
     bool fresh;
+    //  Its tenant restarted (pyexec_refresh): it runs nothing new, and
+    //  goes once idle.
+    bool retired;
     task_t *task;               //  the task it runs, NULL when idle
     //  Actors: the host whose instance lives here (the executor serves
     //  nothing else while it does), a call that came while the instance
@@ -292,6 +295,7 @@ s_release (s_exec_t *ex)
     ex->gpus = NULL;
     ex->fresh = false;
     ex->seceded = false;
+    ex->retired = false;
     if (ex->dir)
         files_rmtree (ex->dir);
     free (ex->dir);
@@ -683,7 +687,7 @@ s_idle_slot (pyexec_t *self)
 static bool
 s_tenant_is (const s_exec_t *ex, const char *tenant)
 {
-    return ex->pid && ex->tenant
+    return ex->pid && ex->tenant && !ex->retired
         && (strcmp (ex->tenant, tenant) == 0 || (ex->fresh && !ex->id.switched));
 }
 
@@ -731,6 +735,13 @@ s_idle (pyexec_t *self, size_t size, const char *tenant, const char *gpus)
     for (size_t i = 0; i < self->n_execs; i++) {
         s_exec_t *ex = &self->execs [i];
         bool idle = ex->pid && !ex->task && !ex->host;
+        if (idle && ex->retired && !ex->n_piped && !ex->discard) {
+            sq_debug ("stopping Python executor %d: its tenant restarted", (int) ex->pid);
+            s_stop (self, ex, false);
+            if (!free_slot)
+                free_slot = ex;
+            continue;
+        }
         bool mine = s_serves (ex, tenant, gpus);
         if (idle && mine && !ex->discard)
             return ex;
@@ -1458,4 +1469,25 @@ pyexec_credential (pyexec_t *self, task_t *task, const char *text)
             sq_debug ("cannot answer a task's credential: its executor is gone");
         return;
     }
+}
+
+void
+pyexec_refresh (pyexec_t *self, const char *tenant)
+{
+    size_t stopped = 0, retired = 0;
+    for (size_t i = 0; i < self->n_execs; i++) {
+        s_exec_t *ex = &self->execs [i];
+        //  A fresh one never ran anything: it stays, for whoever comes.
+        if (!ex->pid || !ex->tenant || ex->fresh || strcmp (ex->tenant, tenant))
+            continue;
+        ex->retired = true;
+        if (!ex->task && !ex->host && !ex->n_piped && !ex->discard) {
+            s_stop (self, ex, false);
+            stopped++;
+        }
+        else
+            retired++;
+    }
+    sq_info ("tenant '%s' restarted: %zu Python executors stopped, %zu to stop once done",
+             tenant, stopped, retired);
 }

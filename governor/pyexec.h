@@ -113,5 +113,10 @@ void pyexec_abandon (pyexec_t *self, task_t *task);
 //  to its executor over its socket, nowhere else. Nothing if the task no
 //  longer runs there.
 void pyexec_credential (pyexec_t *self, task_t *task, const char *text);
+//  A client restarted its tenant's executors (RESTART): the idle ones of
+//  the tenant are stopped now, busy ones (a task, an actor) once their
+//  work ends, and none is given another task; its next tasks start fresh
+//  ones. Other tenants' executors are left alone.
+void pyexec_refresh (pyexec_t *self, const char *tenant);
 
 #endif

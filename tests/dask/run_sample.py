@@ -7,7 +7,9 @@ python_dask_sample.
     PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build python3 tests/dask/run_sample.py [--all] [pytest args]
 
 --all runs every collection test module of dask.array, dask.bag and
-dask.delayed instead of the sample (a one-off: tens of minutes).
+dask.delayed instead of the sample (a one-off: tens of minutes);
+--distributed the client-independent tests of dask/tests/test_distributed.py
+(see DISTRIBUTED; needs distributed installed).
 """
 import os
 import subprocess
@@ -37,12 +39,34 @@ ALL = ["tests/test_delayed.py", "bag/tests/test_bag.py", "bag/tests/test_random.
            "test_optimization.py", "test_stats.py")]
 
 
+#   --distributed: the tests of dask/tests/test_distributed.py that do not
+#   depend on Dask distributed's own client, scheduler or workers (those
+#   given its `c` fixture, which the plugin makes the squall client, or no
+#   fixture; not gen_cluster's, which start a distributed cluster). Run in
+#   an environment with distributed installed (ctest's
+#   python_dask_distributed_sample); the dataframe ones skip without pyarrow.
+DISTRIBUTED = ["tests/test_distributed.py::" + t for t in (
+    "test_can_import_client", "test_can_import_nested_things", "test_persist_nested",
+    "test_futures_to_delayed_dataframe", "test_from_delayed_dataframe",
+    "test_fused_blockwise_dataframe_merge", "test_dataframe_broadcast_merge",
+    "test_futures_to_delayed_bag", "test_futures_to_delayed_array", "test_futures_in_graph",
+    "test_scheduler_equals_client", "test_local_scheduler", "test_blockwise_array_creation",
+    "test_blockwise_dataframe_io", "test_blockwise_fusion_after_compute",
+    "test_blockwise_different_optimization", "test_blockwise_concatenate",
+    "test_map_partitions_df_input", "test_set_index_no_recursion_error",
+    "test_get_scheduler_without_distributed_raises", "test_get_scheduler_lock")]
+
+
 def main(argv):
     import dask
     root = os.path.dirname(dask.__file__)
-    modules = ALL if "--all" in argv else SAMPLE
-    argv = [a for a in argv if a != "--all"]
-    paths = [os.path.join(root, m) for m in modules if os.path.exists(os.path.join(root, m))]
+    if "--distributed" in argv:
+        modules = DISTRIBUTED
+    else:
+        modules = ALL if "--all" in argv else SAMPLE
+    argv = [a for a in argv if a not in ("--all", "--distributed")]
+    paths = [os.path.join(root, m) for m in modules
+             if os.path.exists(os.path.join(root, m.split("::")[0]))]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [HERE, env.get("PYTHONPATH")] if p)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

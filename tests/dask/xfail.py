@@ -10,6 +10,14 @@ _EQ = ("results are copies: the test compares with == values whose equality is "
        "identity (%s), which copies cannot satisfy")
 
 XFAIL = {
+    "dask/tests/test_distributed.py::test_futures_in_graph":
+        "computes with scheduler=\"dask.distributed\", which names Dask distributed's "
+        "default client (squall's client is a scheduler given as scheduler=client or "
+        "client.get); the persisted futures in a later graph are tested by "
+        "tests/python/test_dask_client.py",
+    "dask/tests/test_distributed.py::test_scheduler_equals_client":
+        "x.compute(scheduler=client) works; then calls client.run_on_scheduler with "
+        "a Dask scheduler's task story, which squall's broker does not have",
     "dask/tests/test_delayed.py::test_traverse_false": _COPY,
     "dask/tests/test_delayed.py::test_callable_obj": _COPY,
     "dask/bag/tests/test_bag.py::test_bag_with_single_callable": _EQ % "a lambda",

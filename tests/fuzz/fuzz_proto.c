@@ -383,6 +383,21 @@ s_fuzz_bare (const uint8_t *data, size_t size)
     uint32_t type, req;
     if (heartbeat == 0)
         FZ_ASSERT (sq_proto_peek (data, size, &type, &req) == 0 && type == SQ_MSG_HEARTBEAT);
+    //  REFRESH [52, tenant]: one string, encoded again the same.
+    mpr_str_t tenant;
+    if (sq_refresh_decode (data, size, &tenant, &err) == 0) {
+        FZ_ASSERT (heartbeat && bye && drain && leave && tenant.len <= SQ_MAX_NAME);
+        char copy [SQ_MAX_NAME + 1];
+        memcpy (copy, tenant.ptr, tenant.len);
+        copy [tenant.len] = 0;
+        sq_wbuf_t w;
+        sq_wbuf_init (&w);
+        sq_refresh_encode (&w, copy);
+        mpr_str_t again;
+        FZ_ASSERT (sq_refresh_decode (w.buf.data, w.buf.size, &again, &err) == 0
+                   && again.len == tenant.len && memcmp (again.ptr, copy, tenant.len) == 0);
+        sq_wbuf_release (&w);
+    }
 }
 
 static void

@@ -252,6 +252,9 @@ main (int argc, char **argv)
     sq_request_t retire = { .type = SQ_MSG_RETIRE, .req = 40, .governor = 3 };
     sq_request_encode (&w, &retire);
     s_emit (FZ_REQUEST, "retire", &w);
+    sq_request_t restart = { .type = SQ_MSG_RESTART, .req = 43 };
+    sq_request_encode (&w, &restart);
+    s_emit (FZ_REQUEST, "restart", &w);
     sq_request_t del = { .type = SQ_MSG_DELETE, .req = 41, .session = 1, .n_ids = 2, .ids = ids };
     sq_request_encode (&w, &del);
     s_emit (FZ_REQUEST, "delete", &w);
@@ -306,7 +309,7 @@ main (int argc, char **argv)
     sq_pack_object_spec (&w.pk, 3, SQ_OBJ_KEEP, "text/plain", -1, "");
     msgpack_pack_array (&w.pk, 1);
     sq_task_spec_t join = { 2, s_mstr ("concat"), 1, in1, 1, out3, NULL, 0, 0, NULL,
-                            0, 0, 0, s_mstr ("join"), 0, 0, 0, 0, 0, NULL, 0 };
+                            0, 0, 0, s_mstr ("join"), 0, 0, 0, 0, 0, NULL, 0, 0, NULL, false };
     sq_pack_task_spec (&w.pk, &join);
     s_emit (FZ_SUBMIT, "example", &w);
 
@@ -319,6 +322,7 @@ main (int argc, char **argv)
         sq_pack_object_spec (&w.pk, 1000 + (uint32_t) i * 10 + 2, 0, "text/plain", -1, "o2");
     }
     msgpack_pack_array (&w.pk, (uint32_t) n_confs);
+    uint32_t govs [] = { 1, 2 };
     for (size_t i = 0; i < n_confs; i++) {
         uint32_t ins [] = { 1, 2, 1, 2, 1, 2, 1, 2 };
         uint32_t outs [] = { 1000 + (uint32_t) i * 10 + 1, 1000 + (uint32_t) i * 10 + 2 };
@@ -327,7 +331,7 @@ main (int argc, char **argv)
                              (const uint8_t *) confs [i].config, confs [i].size,
                              i % 3, res, (int32_t) i - 3, (uint32_t) i % 4,
                              (uint32_t) i * 1000, s_mstr (confs [i].name),
-                             0, 0, 0, 0, 0, NULL, 0 };
+                             0, 0, 0, 0, 0, NULL, 0, (uint32_t) i % 3, govs, i % 2 == 1 };
         sq_pack_task_spec (&w.pk, &t);
     }
     s_emit (FZ_SUBMIT, "submit-every-kind", &w);
@@ -398,6 +402,8 @@ main (int argc, char **argv)
     s_emit (FZ_BARE, "drain", &w);
     sq_bare_encode (&w, SQ_MSG_LEAVE);
     s_emit (FZ_BARE, "leave", &w);
+    sq_refresh_encode (&w, "tenant-a");
+    s_emit (FZ_BARE, "refresh", &w);
 
     //  ASSIGN: every kind, inputs inline and remote
     sq_input_ref_t ains [8];

@@ -361,6 +361,62 @@ def test_executors_are_keyed_by_tenant_and_devices():
         cluster.exit_codes
 
 
+def test_run_and_restart_touch_only_the_tenants_executors():
+    """client.run runs in the caller's tenant's executors only, and
+    client.restart stops the caller's tenant's executors, never another
+    tenant's (executors are keyed by tenant)."""
+    if os.geteuid() != 0:
+        pytest.skip("running tasks as other users needs root")
+    python = _python_for_others()
+    if not python:
+        pytest.skip("no Python interpreter here may be run by another user")
+
+    # defined here: pickled by value (the executor does not import this module)
+    def _who(plant):
+        import builtins
+        import os
+        seen = getattr(builtins, "squall_restart_planted", None)
+        if plant:
+            builtins.squall_restart_planted = plant
+        return os.getpid(), os.getuid(), seen
+
+    def _alive(pid):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    options = cluster_options()
+    options["python"] = python
+    with squall.LocalCluster(governors=1, cpus=2, task_uids=TASK_UIDS, **options) as cluster:
+        authorized = cluster._keys["authorized"]
+        alice = squall.keygen("alice-restart", authorized, "client", "team-a")
+        bob = squall.keygen("bob-restart", authorized, "client", "team-b")
+        cluster.broker.send_signal(signal.SIGHUP)
+        a = until(lambda: _connect(cluster, alice), "the broker to take alice's key")
+        b = until(lambda: _connect(cluster, bob), "the broker to take bob's key")
+        (pid_b, uid_b, _), = b.run(_who, "bob").values()
+        assert uid_b >= FIRST_UID
+        # alice's restart leaves bob's executor alone: bob's next task runs
+        # in it and sees what bob left there (REFRESH went before it)
+        a.restart(keep_results=True)
+        assert list(b.run(_who, None).values()) == [(pid_b, uid_b, "bob")]
+        # alice's run ran as alice, in an executor of hers; her restart
+        # stops it and her next task gets a fresh one
+        (pid_a, uid_a, _), = a.run(_who, "alice").values()
+        assert uid_a >= FIRST_UID and uid_a != uid_b and pid_a != pid_b
+        assert list(a.run(_who, None).values()) == [(pid_a, uid_a, "alice")]
+        a.restart(keep_results=True)
+        until(lambda: not _alive(pid_a), "alice's executor to stop")
+        (again_a, again_uid, seen), = a.run(_who, None).values()
+        assert again_a != pid_a and again_uid == uid_a and seen is None
+        a.close()
+        b.close()
+    assert cluster.exit_codes and all(code == 0 for code in cluster.exit_codes.values()), \
+        cluster.exit_codes
+
+
 UMASK_077 = r"""
 import os, sys, squall
 with squall.LocalCluster(governors=1, cpus=1, python=sys.argv[1], task_uids=sys.argv[2]) as c:

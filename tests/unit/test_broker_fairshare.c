@@ -31,9 +31,11 @@ static void s_nothing (void *arg, task_t *task) { (void) arg; (void) task; }
 static void s_drop (void *arg, object_t *object) { (void) arg; (void) object; }
 static void s_copy (void *arg, object_t *o, gov_t *a, gov_t *b) { (void) arg; (void) o; (void) a; (void) b; }
 
-//  Sessions' ids of the tasks placed, in order.
+//  Sessions' ids of the tasks placed, in order; the governor of each task
+//  id placed (ids below 256).
 static uint32_t s_order [256];
 static size_t s_n_order;
+static uint32_t s_placed_on [256];
 
 static void
 s_place (void *arg, task_t *task, gov_t *gov)
@@ -43,6 +45,8 @@ s_place (void *arg, task_t *task, gov_t *gov)
     sq_idmap_insert (gov->tasks, task->key, task);
     if (s_n_order < 256)
         s_order [s_n_order++] = task->session->id;
+    if (sq_key_id (task->key) < 256)
+        s_placed_on [sq_key_id (task->key)] = gov->id;
 }
 
 static gov_t *
@@ -58,9 +62,11 @@ s_gov (uint32_t id, uint32_t cpus)
     return gov;
 }
 
-//  n independent one-cpu noops at `priority` in the session.
+//  n independent one-cpu noops at `priority` in the session, naming the
+//  governors they may run on (n_govs 0: any), or prefer (loose).
 static void
-s_submit (session_t *session, uint32_t n, int32_t priority)
+s_submit_on (session_t *session, uint32_t n, int32_t priority, uint32_t *govs,
+             uint32_t n_govs, bool loose)
 {
     sq_submit_t sub;
     memset (&sub, 0, sizeof sub);
@@ -72,7 +78,8 @@ s_submit (session_t *session, uint32_t n, int32_t priority)
         outputs [i] = base + 2 * i + 1;
         tasks [i] = (sq_task_spec_t) { .id = base + 2 * i, .kind = { "noop", 4 },
                                        .outputs = &outputs [i], .n_outputs = 1,
-                                       .priority = priority };
+                                       .priority = priority, .n_governors = n_govs,
+                                       .governors = govs, .loose = loose };
         objects [i] = (sq_object_spec_t) { .id = outputs [i], .frame = -1 };
     }
     sub.session = session->id;
@@ -87,6 +94,12 @@ s_submit (session_t *session, uint32_t n, int32_t priority)
     free (tasks);
     free (objects);
     free (outputs);
+}
+
+static void
+s_submit (session_t *session, uint32_t n, int32_t priority)
+{
+    s_submit_on (session, n, priority, NULL, 0, false);
 }
 
 static size_t
@@ -268,6 +281,68 @@ s_test_parse (void)
     tenancy_destroy (&tenancy);
 }
 
+//  Tasks naming governors (Dask's workers=): placed only there, the others
+//  not held back behind them when those are full; loose ones prefer
+//  theirs and run elsewhere when theirs is not there; with their only
+//  governor gone they fail, naming it.
+static void
+s_test_governors (void)
+{
+    s_setup ();
+    memset (s_placed_on, 0, sizeof s_placed_on);
+    session_t *s = graph_session_open (s_graph, NULL);
+    uint32_t two [1] = { 2 }, three [1] = { 3 }, gone [1] = { 99 };
+    s_submit_on (s, 5, 10, two, 1, false);          //  tasks 1, 3, 5, 7, 9
+    s_submit_on (s, 1, 5, three, 1, true);          //  11
+    s_submit_on (s, 1, 4, gone, 1, true);           //  13
+    s_submit (s, 4, 0);                             //  15, 17, 19, 21
+    gov_t *g1 = s_gov (1, 2), *g2 = s_gov (2, 2), *g3 = s_gov (3, 2);
+    scheduler_governor_add (s_scheduler, g1);
+    scheduler_governor_add (s_scheduler, g2);
+    scheduler_governor_add (s_scheduler, g3);
+    CHECK (scheduler_run (s_scheduler, s_place, NULL) == 6, "every slot filled");
+    size_t on_two = 0;
+    for (uint32_t t = 1; t <= 9; t += 2) {
+        CHECK (s_placed_on [t] == 0 || s_placed_on [t] == 2, "task %u on governor %u", t,
+               s_placed_on [t]);
+        on_two += s_placed_on [t] == 2;
+    }
+    CHECK (on_two == 2, "2 of the tasks restricted to governor 2 there: %zu", on_two);
+    CHECK (s_placed_on [11] == 3, "the loose task on the governor it prefers: %u", s_placed_on [11]);
+    CHECK (s_placed_on [13] == 1 || s_placed_on [13] == 3, "a loose task whose governor is "
+           "not there runs elsewhere: %u", s_placed_on [13]);
+    size_t plain = 0;
+    for (uint32_t t = 15; t <= 21; t += 2)
+        plain += s_placed_on [t] != 0;
+    CHECK (plain == 2, "tasks naming no governor take the slots left: %zu", plain);
+    //  Governor 2 leaves: its 3 waiting tasks can run nowhere else (found
+    //  when a slot is free: a newcomer's).
+    scheduler_governor_remove (s_scheduler, g2);
+    gov_t *g4 = s_gov (4, 8);
+    scheduler_governor_add (s_scheduler, g4);
+    scheduler_run (s_scheduler, s_place, NULL);
+    for (uint32_t t = 1; t <= 9; t += 2)
+        CHECK (s_placed_on [t] != 4, "task %u restricted to governor 2 is not on 4", t);
+    size_t failed = 0;
+    for (uint32_t t = 1; t <= 9; t += 2) {
+        task_t *task = graph_task (s_graph, sq_key (s->id, t));
+        if (task && task->state == TASK_FAILED) {
+            failed++;
+            CHECK (task->failure && strstr (task->failure->message, "on governor 2"),
+                   "the failure names the governor: %s",
+                   task->failure? task->failure->message: "none");
+        }
+    }
+    CHECK (failed == 3, "the 3 waiting for governor 2 failed: %zu", failed);
+    graph_session_close (s_graph, &s);
+    scheduler_destroy (&s_scheduler);
+    graph_destroy (&s_graph);
+    gov_destroy (&g1);
+    gov_destroy (&g2);
+    gov_destroy (&g3);
+    gov_destroy (&g4);
+}
+
 int
 main (void)
 {
@@ -276,6 +351,7 @@ main (void)
     s_test_cap ();
     s_test_late_share ();
     s_test_parse ();
+    s_test_governors ();
     printf ("test_broker_fairshare: all checks passed\n");
     return 0;
 }

@@ -68,10 +68,13 @@ s_submit (graph_t *graph, persist_t *persist, session_t *session)
         sq_pack_object_spec (&w.pk, id, SQ_OBJ_KEEP, "", -1, "");
     msgpack_pack_array (&w.pk, 3);
     for (uint32_t t = 2; t <= 6; t += 2) {
-        uint32_t in [1] = { t - 1 }, out [1] = { t + 1 };
+        uint32_t in [1] = { t - 1 }, out [1] = { t + 1 }, govs [2] = { 9, 11 };
         sq_task_spec_t spec = { .id = t, .kind = { t == 6? "noop": "concat", t == 6? 4: 6 },
                                 .n_inputs = 1, .inputs = in, .n_outputs = 1, .outputs = out,
-                                .max_retries = 2 };
+                                .max_retries = 2,
+                                //  task 4 names its governors (SUBMIT's options)
+                                .n_governors = t == 4? 2: 0, .governors = govs,
+                                .loose = t == 4 };
         sq_pack_task_spec (&w.pk, &spec);
     }
     //  As it would come off the ROUTER: identity, header, payload.
@@ -104,6 +107,7 @@ typedef struct {
     size_t sessions;
     uint64_t counts [TASK_STATE_COUNT_];
     uint32_t attempt4;          //  task 4's attempt (a retry was journaled)
+    bool governors4;            //  task 4's governors and looseness came back
     uint64_t size3;             //  object 3's size
     bool data3;                 //  its inline bytes came back
     bool deleted1;              //  constant 1 was deleted by hand (DELETE)
@@ -118,6 +122,9 @@ s_state (graph_t *graph, uint32_t session_id, s_state_t *st)
         st->counts [s] = graph_task_count (graph, (task_state_t) s);
     task_t *t4 = graph_task (graph, sq_key (session_id, 4));
     st->attempt4 = t4? t4->attempt: 0;
+    const task_extra_t *x4 = t4? task_extra (t4): NULL;
+    st->governors4 = x4 && x4->n_governors == 2 && x4->governors [0] == 9
+                  && x4->governors [1] == 11 && x4->loose;
     object_t *o3 = graph_object (graph, sq_key (session_id, 3));
     st->size3 = o3? o3->size: 0;
     object_t *o1 = graph_object (graph, sq_key (session_id, 1));
@@ -247,11 +254,12 @@ main (void)
     uint32_t session;
     s_write_journal (path, &want, &session);
     CHECK (want.counts [TASK_FINISHED] == 1 && want.counts [TASK_FAILED] == 2 && want.data3
-           && want.attempt4 == 1 && want.sessions == 1 && want.deleted1, "the written state");
+           && want.attempt4 == 1 && want.sessions == 1 && want.deleted1 && want.governors4, "the written state");
     size_t govs = 0;
     CHECK (s_load (path, session, &got, err, sizeof err, &govs) == 0, "reload: %s", err);
     CHECK (got.sessions == 1 && memcmp (got.counts, want.counts, sizeof got.counts) == 0
-           && got.data3 && got.size3 == 14 && got.attempt4 == 1 && govs == 1 && got.deleted1,
+           && got.data3 && got.size3 == 14 && got.attempt4 == 1 && govs == 1 && got.deleted1
+           && got.governors4,
            "the replayed graph is the written one (sessions %zu, finished %llu, failed %llu, "
            "data %d, attempt %u, governors expected %zu)", got.sessions,
            (unsigned long long) got.counts [TASK_FINISHED],
@@ -347,7 +355,7 @@ main (void)
     size_t compacted = s_file_size (path);
     CHECK (s_load (path, session, &got, err, sizeof err, &govs) == 0, "compacted reload: %s", err);
     CHECK (got.sessions == 1 && memcmp (got.counts, live.counts, sizeof got.counts) == 0
-           && got.attempt4 == 1 && govs == 1 && live.deleted1 && got.deleted1,
+           && got.attempt4 == 1 && govs == 1 && live.deleted1 && got.deleted1 && got.governors4,
            "the compacted journal replays to the live state (a deletion included)");
     graph = s_graph ();
     persist = persist_new (graph);

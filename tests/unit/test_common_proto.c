@@ -192,6 +192,13 @@ s_dec_heartbeat (const void *d, size_t n, sq_errbuf_t *err)
 }
 
 static int
+s_dec_refresh (const void *d, size_t n, sq_errbuf_t *err)
+{
+    mpr_str_t tenant;
+    return sq_refresh_decode (d, n, &tenant, err);
+}
+
+static int
 s_dec_object (const void *d, size_t n, sq_errbuf_t *err)
 {
     sq_object_msg_t m;
@@ -413,7 +420,7 @@ s_test_requests (void)
     uint32_t ids [3] = { 1, 70000, UINT32_MAX };
     const uint32_t types [] = {
         SQ_MSG_SESSION_OPEN, SQ_MSG_SESSION_CLOSE, SQ_MSG_KEEP, SQ_MSG_UNKEEP,
-        SQ_MSG_WAIT, SQ_MSG_FETCH, SQ_MSG_CANCEL, SQ_MSG_INFO, SQ_MSG_PING
+        SQ_MSG_WAIT, SQ_MSG_FETCH, SQ_MSG_CANCEL, SQ_MSG_INFO, SQ_MSG_PING, SQ_MSG_RESTART
     };
     for (size_t i = 0; i < sizeof types / sizeof types [0]; i++) {
         for (int variant = 0; variant < 2; variant++) {
@@ -429,7 +436,8 @@ s_test_requests (void)
             CHECK (sq_request_decode (&d, w.buf.data, w.buf.size, &err) == 0);
             CHECK (d.type == q.type && d.req == q.req);
             uint32_t t = q.type;
-            bool has_session = t != SQ_MSG_SESSION_OPEN && t != SQ_MSG_INFO && t != SQ_MSG_PING;
+            bool has_session = t != SQ_MSG_SESSION_OPEN && t != SQ_MSG_INFO && t != SQ_MSG_PING
+                            && t != SQ_MSG_RESTART;
             bool has_ids = t == SQ_MSG_KEEP || t == SQ_MSG_UNKEEP || t == SQ_MSG_CANCEL || t == SQ_MSG_WAIT;
             CHECK (d.session == (has_session? 5u: 0u));
             if (has_ids) {
@@ -601,10 +609,11 @@ s_test_submit (void)
         .timeout_ms = 60000, .name = s_mstr ("nap")
     };
     sq_pack_task_spec (pk, &t1);
-    uint32_t in2 [2] = { 3, 4 }, out2 [1] = { 6 };
+    uint32_t in2 [2] = { 3, 4 }, out2 [1] = { 6 }, govs2 [2] = { 7, 9 };
     sq_task_spec_t t2 = {
         .id = 5, .kind = s_mstr ("concat"), .n_inputs = 2, .inputs = in2,
-        .n_outputs = 1, .outputs = out2, .priority = INT32_MAX, .name = s_mstr ("")
+        .n_outputs = 1, .outputs = out2, .priority = INT32_MAX, .name = s_mstr (""),
+        .n_governors = 2, .governors = govs2, .loose = true
     };
     sq_pack_task_spec (pk, &t2);
 
@@ -625,6 +634,8 @@ s_test_submit (void)
         CHECK (b->id == 5 && b->n_inputs == 2 && b->inputs [1] == 4 && b->outputs [0] == 6);
         CHECK (b->config_size == 1 && b->config [0] == 0xc0);   //  nil passes as raw nil
         CHECK (b->n_resources == 0 && b->priority == INT32_MAX && b->name.len == 0);
+        CHECK (a->n_governors == 0 && !a->loose);
+        CHECK (b->n_governors == 2 && b->governors [0] == 7 && b->governors [1] == 9 && b->loose);
     }
     sq_submit_release (&s);
     CHECK (s.objects == NULL && s.tasks == NULL);
@@ -684,6 +695,53 @@ s_test_submit (void)
     sq_pack_cstr (pk, "");
     CHECK (sq_submit_decode (&s, w.buf.data, w.buf.size, &err) == -1);
     CHECK (strstr (err.text, "task.priority"));
+
+    //  Task options: governors, strict and loose; malformed ones refused
+    //  naming the field.
+    for (int c = 0; c < 10; c++) {
+        sq_wbuf_reset (&w);
+        sq_pack_submit_begin (pk, 1, 1);
+        msgpack_pack_array (pk, 0);
+        msgpack_pack_array (pk, 1);
+        msgpack_pack_array (pk, c == 9? 12: 11);
+        msgpack_pack_uint32 (pk, 1);
+        sq_pack_cstr (pk, "noop");
+        msgpack_pack_array (pk, 0);
+        msgpack_pack_array (pk, 0);
+        msgpack_pack_nil (pk);
+        msgpack_pack_nil (pk);
+        msgpack_pack_int32 (pk, 0);
+        msgpack_pack_uint32 (pk, 0);
+        msgpack_pack_uint32 (pk, 0);
+        sq_pack_cstr (pk, "");
+        uint32_t n_keys = c == 0 || c == 3 || c == 4 || c == 5 || c == 8? 1: c == 7? 0: 2;
+        msgpack_pack_map (pk, n_keys);
+        if (c != 7 && c != 8) {
+            sq_pack_cstr (pk, "governors");
+            uint32_t n = c == 3? 0: c == 5? SQ_MAX_TASK_GOVERNORS + 1: 2;
+            msgpack_pack_array (pk, n);
+            for (uint32_t g = 0; g < n; g++)
+                msgpack_pack_uint32 (pk, c == 4 && g == 1? 0: 3 + g);
+        }
+        if (c == 1)  { sq_pack_cstr (pk, "loose"); msgpack_pack_false (pk); }
+        if (c == 2)  { sq_pack_cstr (pk, "loose"); msgpack_pack_uint32 (pk, 1); }
+        if (c == 6)  { sq_pack_cstr (pk, "where"); msgpack_pack_true (pk); }
+        if (c == 8)  { sq_pack_cstr (pk, "loose"); msgpack_pack_true (pk); }
+        if (c == 9)  msgpack_pack_nil (pk);
+        int rc = sq_submit_decode (&s, w.buf.data, w.buf.size, &err);
+        if (c <= 1) {
+            CHECK (rc == 0 && s.n_tasks == 1 && s.tasks [0].n_governors == 2);
+            CHECK (rc != 0 || (s.tasks [0].governors [0] == 3 && s.tasks [0].governors [1] == 4
+                               && !s.tasks [0].loose));
+            sq_submit_release (&s);
+            if (c == 0)
+                s_check_truncations ("SUBMIT options", s_dec_submit, w.buf.data, w.buf.size);
+        }
+        else {
+            CHECK (rc == -1);
+            CHECK (c == 9? strstr (err.text, "task") != NULL: strstr (err.text, "task.options") != NULL);
+        }
+    }
 
     char *big = (char *) malloc (SQ_MAX_NAME + 2);
     memset (big, 'k', SQ_MAX_NAME + 1);
@@ -844,6 +902,27 @@ s_test_governor_messages (void)
     CHECK (sq_bare_decode (w.buf.data, w.buf.size, SQ_MSG_HEARTBEAT, &err) == 0);
     CHECK (sq_bare_decode (w.buf.data, w.buf.size, SQ_MSG_BYE, &err) == -1);
     s_check_truncations ("HEARTBEAT", s_dec_heartbeat, w.buf.data, w.buf.size);
+
+    //  REFRESH [52, tenant]
+    sq_wbuf_reset (&w);
+    sq_refresh_encode (&w, "acme");
+    mpr_str_t tenant;
+    CHECK (sq_refresh_decode (w.buf.data, w.buf.size, &tenant, &err) == 0
+           && mpr_str_eq (tenant, "acme"));
+    CHECK (sq_bare_decode (w.buf.data, w.buf.size, SQ_MSG_LEAVE, &err) == -1);
+    s_check_truncations ("REFRESH", s_dec_refresh, w.buf.data, w.buf.size);
+    sq_wbuf_reset (&w);
+    sq_refresh_encode (&w, NULL);               //  without keys: ""
+    CHECK (sq_refresh_decode (w.buf.data, w.buf.size, &tenant, &err) == 0 && tenant.len == 0);
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_REFRESH);
+    msgpack_pack_uint32 (&w.pk, 7);
+    CHECK (sq_refresh_decode (w.buf.data, w.buf.size, &tenant, &err) == -1
+           && strstr (err.text, "tenant"));
+    sq_wbuf_reset (&w);
+    sq_bare_encode (&w, SQ_MSG_REFRESH);
+    CHECK (sq_refresh_decode (w.buf.data, w.buf.size, &tenant, &err) == -1);
 
     //  ASSIGN
     sq_wbuf_reset (&w);

@@ -36,10 +36,12 @@ _GATHER_CHUNK = 2000
 #   Task options accepted by submit(), map() and @remote besides the call's
 #   own arguments.
 TASK_OPTIONS = ("cpus", "resources", "max_retries", "timeout", "priority", "key", "log_limit",
-                "stdout_path", "stderr_path")
+                "stdout_path", "stderr_path", "workers", "allow_other_workers")
 #   Options that are keys of an execute or py task's config (docs/protocol.md
 #   section 7): its output, kept up to log_limit bytes or written to files.
 _LOG_OPTIONS = ("log_limit", "stdout_path", "stderr_path")
+#   Governors one task may name (workers=), as SQ_MAX_TASK_GOVERNORS.
+_MAX_TASK_GOVERNORS = 64
 
 #   Blocking calls into the library last at most this long with the client's
 #   lock held; a longer wait is made of such slices, so that other threads
@@ -228,6 +230,22 @@ def _check_options(options: dict) -> None:
     if priority and (isinstance(priority, bool) or not isinstance(priority, int)
                      or not -2 ** 31 <= priority < 2 ** 31):
         raise ValueError("priority must be a 32-bit whole number, not %r" % (priority,))
+    if options.get("workers") is not None:
+        _workers(options["workers"])
+
+
+def _workers(workers: Any) -> list:
+    """workers= as a list of governors (ids or names), checked."""
+    one = isinstance(workers, (str, int)) and not isinstance(workers, bool)
+    listed = [workers] if one else list(workers) if isinstance(workers, (list, tuple, set,
+                                                                         frozenset)) else None
+    if not listed or len(listed) > _MAX_TASK_GOVERNORS or any(
+            isinstance(w, bool) or not isinstance(w, (str, int))
+            or (isinstance(w, int) and not 0 < w < 2 ** 32) for w in listed):
+        raise ValueError("workers must be a governor (its name, or its id from "
+                         "client.governors()) or a list of 1 to %d of them, not %r"
+                         % (_MAX_TASK_GOVERNORS, workers))
+    return listed
 
 
 def _ms(timeout: Optional[float]) -> int:
@@ -309,7 +327,13 @@ class Client:
 
     def __init__(self, address: Optional[str] = None, timeout: float = 10.0,
                  secret_key: Optional[str] = None, broker_key: Optional[str] = None,
-                 resume: float = 60.0, forward_logs: bool = False):
+                 resume: float = 60.0, forward_logs: bool = False,
+                 asynchronous: bool = False):
+        #   asynchronous=True: `await Client(...)` (or `async with`) connects,
+        #   and gather / close / compute(sync=True) return awaitables (see
+        #   _aio); a Future is awaitable either way.
+        self.asynchronous = bool(asynchronous)
+        self.dashboard_link: Optional[str] = None
         self.address = address or os.environ.get("SQUALL_BROKER") or DEFAULT_ADDRESS
         secret_key = secret_key or os.environ.get("SQUALL_SECRET_KEY") or None
         broker_key = broker_key or os.environ.get("SQUALL_BROKER_KEY") or None
@@ -326,11 +350,10 @@ class Client:
             message = self._errmsg()
             L.sq_client_destroy(ctypes.byref(self._h))
             raise SquallError(message)
-        rc = L.sq_client_connect(self._h, self.address.encode(), _ms(timeout))
-        if rc:
-            message = self._errmsg()
-            L.sq_client_destroy(ctypes.byref(self._h))
-            raise ConnectionError(self.address, message, rc)
+        self._connect_timeout = timeout
+        self._connected = False
+        if not self.asynchronous:
+            self._connect()
         self._fs: Optional[Session] = None      # the futures' session
         self._live_futures = 0
         self._released: List[int] = []           # kept objects of dead futures
@@ -342,9 +365,55 @@ class Client:
         #   sends buffered submits while the caller's thread goes on.
         self._lock = _FairLock()
         self._watcher: Optional[_Watcher] = None
+        #   client.upload_file: [(name, digest, bytes)], and a count of
+        #   changes (sessions keep the files' data object per change).
+        self._uploads: List[tuple] = []
+        self._uploads_version = 0
         self._flush_wanted = threading.Event()
         self._flusher: Optional[threading.Thread] = None
         self._forwarder: Optional[_LogForwarder] = _LogForwarder(self) if forward_logs else None
+
+    def _connect(self) -> "Client":
+        if self._connected:
+            return self
+        rc = L.sq_client_connect(self._h, self.address.encode(), _ms(self._connect_timeout))
+        if rc:
+            message = self._errmsg()
+            L.sq_client_destroy(ctypes.byref(self._h))
+            raise ConnectionError(self.address, message, rc)
+        self._connected = True
+        return self
+
+    # -- asyncio (asynchronous=True)
+    def _aio(self, fn: Callable, *args, **kwargs) -> Any:
+        """fn(*args, **kwargs), or with asynchronous=True an awaitable of it
+        run in the event loop's executor: the blocking call never stalls
+        the loop."""
+        if not self.asynchronous:
+            return fn(*args, **kwargs)
+        import asyncio
+
+        async def run() -> Any:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+        return run()
+
+    def __await__(self):
+        """`client = await Client(..., asynchronous=True)`: connects without
+        blocking the event loop."""
+        import asyncio
+
+        async def start() -> "Client":
+            if not self._connected:
+                await asyncio.get_running_loop().run_in_executor(None, self._connect)
+            return self
+        return start().__await__()
+
+    async def __aenter__(self) -> "Client":
+        return await self
+
+    async def __aexit__(self, *exc) -> None:
+        await self._aio(self._close)
 
     # -- errors
     def _errmsg(self) -> str:
@@ -461,8 +530,19 @@ class Client:
         with self._lock:
             self._check(L.sq_client_retire(self._h, gid))
 
-    def close(self) -> None:
-        """Closes the connection (and every session of this client)."""
+    def close(self) -> Any:
+        """Closes the connection (and every session of this client); with
+        asynchronous=True, an awaitable."""
+        if getattr(self, "asynchronous", False):
+            import asyncio
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:        # no loop: closed now
+                return self._close()
+            return self._aio(self._close)
+        return self._close()
+
+    def _close(self) -> None:
         lock = getattr(self, "_lock", None)
         if lock is None:
             return
@@ -486,12 +566,18 @@ class Client:
 
     def __del__(self) -> None:
         try:
-            self.close()
+            self._close()
         except Exception:
             pass
 
     def __repr__(self) -> str:
         return "<squall.Client %s>" % self.address
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the broker, its governors, the tasks and the
+        dashboard's link."""
+        from ._html import client_html
+        return client_html(self)
 
     def __copy__(self) -> "Client":
         return self
@@ -546,7 +632,9 @@ class Client:
         Arguments may be futures (the dependency stays in the graph, the
         value never comes back to the client). Task options are keywords:
         cpus=, resources={name: amount}, max_retries=, timeout= (seconds),
-        priority=, key= (the task's name)."""
+        priority=, key= (the task's name), workers= (a governor's name or
+        id, or a list of them: the task runs only there, or prefers them
+        with allow_other_workers=True)."""
         options = {k: kwargs.pop(k) for k in TASK_OPTIONS if k in kwargs}
         with self._lock:
             s = self._futures_session()
@@ -637,6 +725,9 @@ class Client:
         lists, tuples and dicts (as Dask's gather)."""
         if errors not in ("raise", "skip"):
             raise ValueError("errors must be 'raise' or 'skip', not %r" % (errors,))
+        return self._aio(self._gather, futures, timeout, errors)
+
+    def _gather(self, futures: Any, timeout: Optional[float], errors: str) -> Any:
         flat: List[Future] = []
         _collect(futures, flat)
         with _worker.waiting():
@@ -699,6 +790,25 @@ class Client:
                     return int(g["id"])
             raise ValueError("no governor named %r is connected" % governor)
         raise TypeError("a governor is an id (int) or a name (str), not %r" % (governor,))
+
+    def _governor_ids(self, workers: Any) -> List[int]:
+        """Governor ids of workers= (names or ids, one or a list): names
+        are looked up in INFO once, and again only for a name not seen
+        yet (a governor that joined since)."""
+        ids = []
+        for w in _workers(workers):
+            if isinstance(w, int):
+                ids.append(w)
+                continue
+            known = getattr(self, "_governor_names", None)
+            if known is None or w not in known:
+                known = self._governor_names = {g.get("name"): int(g["id"])
+                                                for g in self.governors()}
+            if w not in known:
+                raise ValueError("workers=%r: no governor of that name is connected (names: %s)"
+                                 % (w, ", ".join(sorted(str(n) for n in known)) or "none"))
+            ids.append(known[w])
+        return ids
 
     def delete(self, futures: Any) -> None:
         """Deletes results on the cluster now (Future.delete), a future or
@@ -783,6 +893,128 @@ class Client:
         from .dask import get
         return get(self, dsk, keys, **kwargs)
 
+    def upload_file(self, path: str, load: bool = True) -> None:
+        """Makes a module (.py) or an archive of modules (.zip, .egg)
+        importable by every Python task of this client from now on,
+        wherever it runs (governors that join later too), as Dask's
+        upload_file. The files travel as one data object, an input of each
+        task; an executor installs them, before the task runs, in a
+        directory of its user's only (0700: the tenant's uid where tenants
+        run under uids of their own) and reloads a module of the same name
+        uploaded before. load=True: a .py is imported by a task now, so
+        that an error in it is raised here."""
+        import hashlib
+        import zipfile
+        name = os.path.basename(path)
+        if not name.endswith((".py", ".zip", ".egg")) or name.startswith("."):
+            raise ValueError("upload_file takes a .py module, or a .zip or .egg of modules, "
+                             "not %r" % name)
+        with open(path, "rb") as f:
+            data = f.read()
+        if name.endswith(".py"):
+            compile(data, path, "exec")         # a SyntaxError is the caller's, here
+        elif not zipfile.is_zipfile(path):
+            raise ValueError("%s is not a zip archive" % path)
+        digest = hashlib.sha256(name.encode() + b"\0" + data).hexdigest()[:32]
+        with self._lock:
+            self._uploads = [u for u in self._uploads if u[0] != name] + [(name, digest, data)]
+            self._uploads_version += 1
+        if load and name.endswith(".py"):
+            from . import _uploads
+            self.submit(_uploads.load, name[:-3], key="upload_file").result()
+
+    def restart(self, keep_results: bool = False) -> Any:
+        """Fresh Python executors for this client's tenant on every
+        governor (Dask's restart; other tenants' executors are not
+        touched): modules imported, globals set and memory held by earlier
+        tasks or client.run are gone for the tasks submitted from now on.
+        keep_results=False (Dask's behaviour): every future of this client
+        is cancelled and its results freed first, running tasks stopped;
+        keep_results=True: futures and their results stay, and tasks
+        already running finish in their executors, which then stop.
+        Sessions opened with client.session() are left as they are.
+        Returns once every governor has been told (orders reach a governor
+        in order: no task submitted after it runs in an old executor);
+        with asynchronous=True, an awaitable."""
+        return self._aio(self._restart, bool(keep_results))
+
+    def _restart(self, keep_results: bool) -> None:
+        with self._lock:
+            if not keep_results and self._fs is not None:
+                #   Closing the session cancels its tasks and frees its
+                #   results; its futures are cancelled (a value fetched
+                #   before too, as Dask's).
+                self._fs._dropped = True
+                self._fs.close()
+                self._fs = None
+                self._released.clear()
+            self._check(L.sq_client_restart(self._h))
+
+    def run(self, function: Callable, *args, workers: Any = None, on_error: str = "raise",
+            **kwargs) -> Dict[Any, Any]:
+        """function(*args, **kwargs) on every connected governor (or on
+        workers=, governor names or ids), in one of the Python executors
+        there that run this client's tenant's tasks (as Dask's run, which
+        runs it in every worker): {governor name: its result}, keyed by
+        the governor's id instead where two governors share a name. It is
+        a task pinned to each governor (workers=) asking no cpu: unlike
+        Dask's run it waits for a slot there as other tasks do, and
+        runs in one of the executors there (the one tasks use, on a
+        governor with one cpu). on_error="raise": the first exception
+        raised there is raised here as itself; "return": exceptions are the
+        values of their governors; "ignore": their governors are left out.
+        With asynchronous=True, an awaitable."""
+        if on_error not in ("raise", "return", "ignore"):
+            raise ValueError("on_error must be 'raise', 'return' or 'ignore', not %r"
+                             % (on_error,))
+        return self._aio(self._run, function, args, kwargs, workers, on_error)
+
+    def _run(self, function: Callable, args: tuple, kwargs: dict, workers: Any,
+             on_error: str) -> Dict[Any, Any]:
+        governors = self.governors()
+        if workers is not None:
+            wanted = set(self._governor_ids(workers))
+            governors = [g for g in governors if int(g["id"]) in wanted]
+        names = [g.get("name") for g in governors]
+        keys = [n if n and names.count(n) == 1 else int(g["id"])
+                for n, g in zip(names, governors)]
+        name = "run-%s" % getattr(function, "__name__", "function")
+        #   The function's keywords bound here: submit would take one named
+        #   as a task option (key=, timeout=, ...) for itself.
+        call = functools.partial(function, **kwargs) if kwargs else function
+        futures = [self.submit(call, *args, workers=int(g["id"]), cpus=0, key=name)
+                   for g in governors]
+        out: Dict[Any, Any] = {}
+        for key, future in zip(keys, futures):
+            try:
+                out[key] = future.result()
+            except Exception as exc:        # the function's own, as itself
+                if on_error == "raise":
+                    for rest in futures:
+                        rest.cancel()
+                    raise
+                if on_error == "return":
+                    out[key] = exc
+        return out
+
+    def compute(self, collections: Any, sync: bool = False, **kwargs) -> Any:
+        """Dask distributed's compute: a Future of each Dask collection's
+        result (one, or a list as given). sync=True: the results (with
+        asynchronous=True, an awaitable of them). Options: retries=,
+        priority=, resources= (and squall's cpus=, timeout=), under the
+        collections' own dask.annotate annotations. See squall.dask."""
+        from .dask import compute
+        if sync:
+            return self._aio(compute, self, collections, True, **kwargs)
+        return compute(self, collections, False, **kwargs)
+
+    def persist(self, collections: Any, **kwargs) -> Any:
+        """Dask distributed's persist: the collections backed by their
+        parts computed on the cluster and kept there while the returned
+        collections live; later computations read them where they are."""
+        from .dask import persist
+        return persist(self, collections, **kwargs)
+
 
 # ----------------------------------------------------------------------------
 # Sessions, data objects and tasks
@@ -791,6 +1023,9 @@ class Client:
 class Session:
     """A namespace of tasks and data objects with one lifetime: closing it
     cancels its unfinished tasks and frees all its objects."""
+
+    #   client.restart() dropped it: its futures are cancelled.
+    _dropped = False
 
     def __init__(self, client: Client, name: Optional[str] = None, detached: bool = False,
                  _handle: Optional[int] = None):
@@ -832,6 +1067,10 @@ class Session:
         self._batch_tasks = 0
         self._calls: List[tuple] = []          # (first id, end id, future, redo)
         self._void: List[tuple] = []           # (first id, end id)
+        #   client.upload_file: the files' data object (for the client's
+        #   uploads version) and each function wrapped to install them.
+        self._files: Optional[tuple] = None
+        self._with_files: Dict[int, tuple] = {}
 
     # -- context
     def __enter__(self) -> "Session":
@@ -950,6 +1189,10 @@ class Session:
     def __repr__(self) -> str:
         return "<squall.Session %d%s>" % (self.id, " closed" if self.closed else "")
 
+    def _repr_html_(self) -> str:
+        from ._html import session_html
+        return session_html(self)
+
     def _check(self, rc: int) -> None:
         if rc:
             raise self.client._error(rc, self)
@@ -1054,6 +1297,10 @@ class Session:
                 self._check(L.sq_task_set_timeout(h, tid, float(options["timeout"])))
             if options.get("priority"):
                 self._check(L.sq_task_set_priority(h, tid, int(options["priority"])))
+            if options.get("workers") is not None:
+                ids = self.client._governor_ids(options["workers"])
+                self._check(L.sq_task_set_governors(h, tid, L.ids(ids), len(ids),
+                                                    bool(options.get("allow_other_workers"))))
         if content_types:
             for j, ct in enumerate(content_types):
                 if ct:
@@ -1094,6 +1341,8 @@ class Session:
         yields)."""
         if options:
             _check_options(options)     # before anything is added
+        if self.client._uploads:
+            fn, args = self._installing_files(fn, args)
         fn_bytes = function_bytes(fn)
         if not kwargs and all(isinstance(a, (DataObject, Task, Future)) for a in args):
             template, inputs = b"", [self._input_id(a) for a in args]
@@ -1122,6 +1371,24 @@ class Session:
         if stream:
             self._check(L.sq_object_set_stream(self._h, tid + 1))
         return tid
+
+    def _installing_files(self, fn: Callable, args: tuple):
+        """fn wrapped to install the client's uploaded files first, and its
+        arguments after the files' data object (Client.upload_file)."""
+        from . import _uploads
+        try:
+            import cloudpickle
+            cloudpickle.register_pickle_by_value(_uploads)
+        except (ImportError, ValueError):  # pragma: no cover
+            pass
+        client = self.client
+        files = self._files
+        if files is None or files[0] != client._uploads_version or self._is_void(files[1].id):
+            files = self._files = (client._uploads_version, self.pickled(list(client._uploads)))
+        wrapped = self._with_files.get(id(fn))
+        if wrapped is None or wrapped[0] is not fn:
+            wrapped = self._with_files[id(fn)] = (fn, _uploads.WithFiles(fn))
+        return wrapped[1], (files[1],) + tuple(args)
 
     def _fn_object(self, fn: Callable) -> int:
         """The data object holding fn pickled, one per function and session."""
@@ -1199,8 +1466,9 @@ class Session:
             pending.clear()
 
         dumps = pickle.dumps
+        bulk = not self.client._uploads     # clones would not carry the files
         for xs in items:
-            if all(type(x) in _PLAIN_TYPES for x in xs):
+            if bulk and all(type(x) in _PLAIN_TYPES for x in xs):
                 if model:
                     config = py_config_fn_in(dumps((xs, {}), _PICKLE_PROTOCOL))
                     if any(options.get(k) is not None for k in _LOG_OPTIONS):
@@ -1231,9 +1499,51 @@ class Session:
                      options: dict) -> int:
         """Adds the task of a future, its output kept; returns its id."""
         name = options.get("key") or getattr(fn, "__name__", None)
-        tid = self._py_task(fn, tuple(args), kwargs, 1, options, name)
+        args, kwargs, moved = self._large_as_data(tuple(args), kwargs, False)
+        try:
+            tid = self._py_task(fn, args, kwargs, 1, options, name)
+        except TaskConfigTooLarge:
+            #   Large values of types not sized above (a big list, a dict):
+            #   each argument pickled alone, the large ones sent as data.
+            args, kwargs, more = self._large_as_data(args, kwargs, True)
+            if not more:
+                raise
+            moved += more
+            tid = self._py_task(fn, args, kwargs, 1, options, name)
+        if moved:
+            _warn_large(name, moved)
         L.sq_keep(self._h, tid + 1)
         return tid
+
+    def _large_as_data(self, args: tuple, kwargs: Optional[dict], pickle_all: bool):
+        """(args, kwargs, sizes moved): arguments of _LARGE_ARG bytes or
+        more replaced by data objects of their pickles, which a task reads
+        as the values themselves (uploaded to a governor at submit, as
+        client.get does with large graph values) instead of riding in the
+        task's config. Without pickle_all, only values whose size is known
+        without pickling them (buffers, arrays, strings)."""
+        moved: List[int] = []
+
+        def one(v: Any) -> Any:
+            if self._is_ref(v):
+                return v
+            if pickle_all:
+                try:
+                    data = dumps(v)
+                except Exception:       # holds a future or the like: stays in the config
+                    return v
+                if len(data) < _LARGE_ARG:
+                    return v
+                moved.append(len(data))
+                return self.blob(data, PICKLE)
+            if _cheap_size(v) < _LARGE_ARG:
+                return v
+            data = dumps(v)
+            moved.append(len(data))
+            return self.blob(data, PICKLE)
+        new_args = tuple(one(a) for a in args)
+        new_kwargs = {k: one(v) for k, v in kwargs.items()} if kwargs else kwargs
+        return new_args, new_kwargs, moved
 
     # -- refused submits
     def _recorded_call(self, add: Callable[[], int]) -> "Future":
@@ -1499,6 +1809,44 @@ class Session:
             content_type = ctypes.string_at(ctype).decode("utf-8", "replace")
             L.sq_free(ctype)
         return L.take_buffer(data, size.value), content_type
+
+
+#   An argument of client.submit this large (or more) travels as a data
+#   object, not in the task's config; one of _LARGE_WARN or more is warned
+#   about (as Dask warns of large objects in a graph).
+_LARGE_ARG = 1 << 20
+_LARGE_WARN = 10 << 20
+
+
+def _cheap_size(v: Any) -> int:
+    """Bytes of a value whose size is known without pickling it, else 0."""
+    if isinstance(v, (bytes, bytearray, str)):
+        return len(v)
+    if isinstance(v, memoryview):
+        return v.nbytes
+    nbytes = getattr(type(v), "nbytes", None)
+    if nbytes is not None and not callable(nbytes):
+        try:
+            n = v.nbytes
+            return int(n) if isinstance(n, int) else 0
+        except Exception:
+            return 0
+    return 0
+
+
+def _warn_large(name: Optional[str], sizes: List[int]) -> None:
+    big = max(sizes)
+    if big < _LARGE_WARN:
+        return
+    import warnings
+    warnings.warn(
+        "Large object of size %.2f MiB passed to task %s: sent as data (uploaded to a governor) "
+        "for this task alone. Consider scattering large objects ahead of time with "
+        "client.scatter, so that many tasks read one copy:\n"
+        "    future = client.submit(func, big_data)    # bad\n"
+        "    big_future = client.scatter(big_data)     # good\n"
+        "    future = client.submit(func, big_future)  # good"
+        % (big / 2.0 ** 20, name or "?"), UserWarning, stacklevel=6)
 
 
 def _ref_id(x: Any) -> Any:
@@ -1896,7 +2244,7 @@ class Future(_cf.Future):
         concurrent.futures.CancelledError if it was cancelled."""
         #   The state read without the condition: one attribute read is
         #   atomic, and these checks run twice per result of a gather.
-        if self._state in _CANCELLED_STATES:
+        if self._state in _CANCELLED_STATES or self._session._dropped:
             raise _cf.CancelledError()
         self._resolve(timeout)
         if self._state in _CANCELLED_STATES:
@@ -2004,11 +2352,17 @@ class Future(_cf.Future):
         import asyncio
         return asyncio.wrap_future(self).__await__()
 
-    def __repr__(self) -> str:
-        state = "cancelled" if self.cancelled() else \
+    def _state_name(self) -> str:
+        return "cancelled" if self.cancelled() else \
             "finished" if self._value is not _UNSET else \
             "error" if self._exc is not None else "pending"
-        return "<squall.Future %s %s>" % (self.key, state)
+
+    def __repr__(self) -> str:
+        return "<squall.Future %s %s>" % (self.key, self._state_name())
+
+    def _repr_html_(self) -> str:
+        from ._html import future_html
+        return future_html(self)
 
 
 class _LogForwarder:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import logging
 import time
 from typing import List, Optional, Sequence
 
@@ -21,6 +22,7 @@ from .keys import local_keys
 _SPARE_GOVERNOR_KEYS = 16
 
 __all__ = ["LocalCluster", "find_binary"]
+_log = logging.getLogger("squall")
 
 #   common/parentwatch.h: the read end of a pipe the starter holds open.
 PARENT_FD_ENV = "SQUALL_PARENT_FD"
@@ -136,7 +138,7 @@ class LocalCluster:
                  env: Optional[dict] = None, journal: Optional[str] = None,
                  prestart: bool = True, preload: Sequence[str] = (),
                  task_uids: Optional[str] = "none", task_landlock: Optional[str] = "off",
-                 gpus: Optional[str] = None):
+                 gpus: Optional[str] = None, dashboard: bool = True):
         self.n_governors = governors
         self.cpus = cpus
         self.address: Optional[str] = None
@@ -162,6 +164,11 @@ class LocalCluster:
                 gpus = ",".join(str(int(g)) for g in gpus)
             governor_args = ["--gpus", gpus] + list(governor_args)
         self._log_level = log_level
+        #   The dashboard, on a free loopback port, as Dask's LocalCluster
+        #   starts its own (dashboard_link); dashboard=False: none.
+        self._default_dashboard = bool(dashboard) and "--http" not in broker_args
+        if self._default_dashboard:
+            broker_args = list(broker_args) + ["--http", "0"]
         self._broker_args: List[str] = []
         self._keydir = tempfile.mkdtemp(prefix="squall-keys-")
         #   One key per governor, made before the broker reads them: the
@@ -198,7 +205,21 @@ class LocalCluster:
         if self._journal:
             keys += ["--journal", self._journal]
         self._broker_args = keys + broker_args
-        self._start_broker("tcp://127.0.0.1:*", timeout)
+        try:
+            self._start_broker("tcp://127.0.0.1:*", timeout)
+        except SquallError:
+            if not self._default_dashboard or (self._broker and self._broker.poll() is None):
+                raise
+            #   A broker built without the dashboard (-DSQUALL_HTTP=OFF)
+            #   refuses --http: the default dashboard is left out.
+            _log.warning("squall: LocalCluster without a dashboard: the broker could not "
+                         "serve one (built without libmicrohttpd?)")
+            if self._broker.stdout:
+                self._broker.stdout.close()
+            self._default_dashboard = False
+            self._broker_args = [a for a in keys if a != "--http-token" and
+                                 a != self._keys["http_token"]] + broker_args[:-2]
+            self._start_broker("tcp://127.0.0.1:*", timeout)
         env = dict(self._env)
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         if os.environ.get("PYTHONPATH"):
@@ -285,13 +306,28 @@ class LocalCluster:
         """The governor processes (for tests that stop one)."""
         return list(self._governors)
 
-    def client(self, timeout: float = 10.0):
-        """A new Client connected to this cluster (closed with it)."""
+    def client(self, timeout: float = 10.0, asynchronous: bool = False):
+        """A new Client connected to this cluster (closed with it); with
+        asynchronous=True, `await` it (squall.Client's asynchronous)."""
         from ._core import Client
         client = Client(self.address, timeout=timeout, secret_key=self.secret_key,
-                        broker_key=self.broker_key)
+                        broker_key=self.broker_key, asynchronous=asynchronous)
+        client.dashboard_link = self.dashboard_link
         self._clients.append(client)
         return client
+
+    @property
+    def dashboard_link(self) -> Optional[str]:
+        """The dashboard's address with its token (open it in a browser
+        once: the token then sits in a cookie), or None without one. The
+        token is a secret: the link lets its holder see every tenant."""
+        if not self.http_port or self._broker is None:
+            return None
+        return "http://127.0.0.1:%d/?token=%s" % (self.http_port, self.http_token)
+
+    def _repr_html_(self) -> str:
+        from ._html import cluster_html
+        return cluster_html(self)
 
     def _stop(self, procs, sig: int, deadline: float) -> None:
         """Signals the processes, then waits for each until `deadline`
@@ -317,7 +353,7 @@ class LocalCluster:
         `timeout` seconds)."""
         for client in self._clients:
             try:
-                client.close()
+                client._close()
             except Exception:
                 pass
         self._clients = []

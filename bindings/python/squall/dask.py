@@ -14,13 +14,27 @@ so. A node too large for a task's config (it embeds data) travels as a data
 object instead. Dask is imported only here and only
 when present (with it, graphs are normalised by dask._task_spec; without
 it, legacy dict graphs of tuples are understood directly).
+
+`client.compute(collections)` and `client.persist(collections)` are Dask
+distributed's: futures of the collections' results, or collections whose
+graphs hold futures of their parts (a later computation reads those parts
+where they are, on the cluster). `dask.annotate(resources=, retries=,
+priority=, workers=, allow_other_workers=)` maps to squall's task options
+(`workers=`: governor names or ids the task may run on, or prefers with
+`allow_other_workers=True`); an annotation squall cannot honour
+(`fifo_timeout=`, `actors=`) is warned about once per computation, never
+dropped silently.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Hashable, List, Tuple
+import sys
+import time
+import warnings
+from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 from . import _daskrun
-from ._core import Client, DataObject, Session, TaskConfigTooLarge
+from ._core import Client, DataObject, Future, Session, TaskConfigTooLarge
+from ._progress import Progress
 from .errors import SquallError
 
 try:
@@ -59,6 +73,90 @@ def _nodes(dsk: Any) -> Tuple[Dict[Hashable, Any], bool]:
     if convert_legacy_graph is not None:
         return dict(convert_legacy_graph(dsk)), True
     return dict(dsk), False
+
+
+#   dask.annotate's names squall maps to a task option, and how.
+_ANNOTATION_OPTIONS = {"resources": "resources", "retries": "max_retries",
+                       "priority": "priority", "workers": "workers",
+                       "allow_other_workers": "allow_other_workers"}
+#   Names Dask distributed reads that squall has no equivalent for (warned
+#   about); any other name is an annotation of the user's own, which Dask
+#   distributed ignores too, and so does squall.
+_UNSUPPORTED = {
+    "fifo_timeout": "squall orders tasks by priority, then submission",
+    "actors": "use client.actor for actors",
+}
+
+
+def _annotations(dsk: Any) -> Dict[str, Dict[Hashable, Any]]:
+    """{name: {key: value}} from the graph (an expression's or a high-level
+    graph's layers, made inside `with dask.annotate(...)`) and from the
+    annotations in force at this call, which apply to every key."""
+    out: Dict[str, Dict[Hashable, Any]] = {}
+    getter = getattr(dsk, "__dask_annotations__", None)
+    if callable(getter):
+        for name, per_key in (getter() or {}).items():
+            out[name] = dict(per_key)
+    layers = getattr(dsk, "layers", None)
+    if not out and isinstance(layers, dict):
+        for layer in layers.values():
+            ann = getattr(layer, "annotations", None) or {}
+            for name, value in ann.items():
+                per_key = out.setdefault(name, {})
+                for key in layer.keys():
+                    per_key[key] = value
+    try:
+        import dask
+        current = dask.get_annotations()
+    except (ImportError, AttributeError):
+        current = {}
+    for name, value in (current or {}).items():
+        out.setdefault(name, {})["__all__"] = value
+    return out
+
+
+class _Options:
+    """Each key's task options: the call's, with the key's annotations."""
+
+    def __init__(self, base: dict, annotations: Dict[str, Dict[Hashable, Any]]):
+        self.base = base
+        self.mapped = {n: v for n, v in annotations.items() if n in _ANNOTATION_OPTIONS}
+        ignored = sorted(n for n in annotations if n in _UNSUPPORTED)
+        for name in ignored:
+            #   Once per computation, however many keys carry it.
+            warnings.warn("dask.annotate(%s=...) is not honoured by squall: %s"
+                          % (name, _UNSUPPORTED[name]), UserWarning, stacklevel=4)
+        self._cache: Dict[Hashable, dict] = {}
+
+    def of(self, key: Hashable) -> dict:
+        if not self.mapped:
+            return self.base
+        options = dict(self.base)
+        for name, per_key in self.mapped.items():
+            value = per_key.get(key, per_key.get("__all__"))
+            if value is None:
+                continue
+            if callable(value):
+                value = value(key)
+            option = _ANNOTATION_OPTIONS[name]
+            if option == "resources":
+                merged = dict(options.get("resources") or {})
+                merged.update(value)
+                value = merged
+            elif option == "priority":
+                value = int(value)
+            options[option] = value
+        return options
+
+    def same(self, a: Hashable, b: Hashable) -> bool:
+        return not self.mapped or self.of(a) == self.of(b)
+
+
+def _future_value(node: Any, spec: bool) -> Optional[Future]:
+    """The squall Future a graph node stands for (a persisted collection's
+    part), else None."""
+    value = getattr(node, "value", None) if spec else node
+    return value if isinstance(value, Future) else None
 
 
 def _legacy_deps(x: Any, graph: Dict[Hashable, Any], out: List[Hashable]) -> None:
@@ -106,7 +204,11 @@ def _order(graph: Dict[Hashable, Any], deps: Dict[Hashable, List[Hashable]],
 
 
 def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
-           wanted: List[Hashable], options: dict) -> Dict[Hashable, DataObject]:
+           wanted: List[Hashable], options: Any) -> Dict[Hashable, DataObject]:
+    """Adds the graph's tasks for `wanted` to the session; {key: its data
+    object}. options: a dict for every task, or an _Options."""
+    if isinstance(options, dict):
+        options = _Options(options, {})
     if spec:
         from dask._task_spec import Alias, DataNode
         deps = {k: sorted(n.dependencies, key=repr) for k, n in graph.items()}
@@ -141,7 +243,8 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
             continue
         ds = deps[key]
         if len(ds) == 1 and ds[0] in chain_of and dependents.get(ds[0]) == 1 \
-                and ds[0] not in wanted_set and chain_of[ds[0]][-1] == ds[0]:
+                and ds[0] not in wanted_set and chain_of[ds[0]][-1] == ds[0] \
+                and options.same(ds[0], key):
             chain = chain_of[ds[0]]
             chain.append(key)
         else:
@@ -156,7 +259,14 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
             objects[key] = objects[node.target]
             continue
         if is_data(key):
-            objects[key] = session.pickled(node.value if spec else node)
+            future = _future_value(node, spec)
+            if future is not None:
+                #   A part of a persisted collection: read where it is.
+                if future._session is not session:
+                    raise SquallError("%r is a future of another client or session" % (future,))
+                objects[key] = DataObject(session, future._oid, "py/pickle")
+            else:
+                objects[key] = session.pickled(node.value if spec else node)
             continue
         chain = chain_of[key]
         if chain[-1] != key:
@@ -170,7 +280,7 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
             fn = _daskrun.run_chain
             args = (spec, [(k, graph[k]) for k in chain], list(deps[first])) + inputs
         try:
-            tid = session._py_task(fn, args, None, 1, options, str(key))
+            tid = session._py_task(fn, args, None, 1, options.of(key), str(key))
         except TaskConfigTooLarge:
             #   The node embeds data: it travels as a data object (uploaded
             #   to a governor when large), an input of its task.
@@ -180,21 +290,75 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
             else:
                 args = (spec, session.pickled([(k, graph[k]) for k in chain]),
                         list(deps[first])) + inputs
-            tid = session._py_task(fn, args, None, 1, options, str(key))
+            tid = session._py_task(fn, args, None, 1, options.of(key), str(key))
         objects[key] = DataObject(session, tid + 1, "py/pickle")
     return objects
+
+
+_OPTION_NAMES = ("cpus", "max_retries", "resources", "priority", "timeout", "workers",
+                 "allow_other_workers")
+
+
+def _call_options(kwargs: dict) -> dict:
+    options = {k: kwargs[k] for k in _OPTION_NAMES if kwargs.get(k) is not None}
+    if kwargs.get("retries") is not None:           # Dask distributed's name
+        options["max_retries"] = kwargs["retries"]
+    return options
+
+
+def _has_futures(graph: Dict[Hashable, Any], spec: bool) -> bool:
+    """Whether a squall Future is anywhere in the graph: a persisted
+    collection's part, as a node of its own or (once Dask's optimiser
+    inlined it) an argument of a task."""
+    try:
+        from dask._task_spec import DataNode, Task
+    except ImportError:
+        DataNode = Task = ()
+
+    stack = list(graph.values())
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Future):
+            return True
+        if isinstance(x, (str, bytes, int, float)) or x is None:
+            continue
+        if Task and isinstance(x, Task):
+            stack.extend(x.args)
+            stack.extend(x.kwargs.values())
+        elif DataNode and isinstance(x, DataNode):
+            stack.append(x.value)
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+    return False
+
+
+def _wait_showing(session: Session, ids: List[int], timeout: Optional[float]) -> None:
+    """Waits for the tasks with the client's progress bar (on a terminal,
+    for a graph of 100 tasks or more), as for a session's wait_all."""
+    if ids and session._progress_wanted(len(ids)):
+        session.wait(ids, timeout)
 
 
 def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) -> Any:
     """Runs the graph and returns the values of `keys` (a key, or nested
     lists of keys, as in dask.get). Other keyword arguments from Dask are
-    accepted and ignored; task options (cpus=, max_retries=, resources=)
-    apply to every task."""
-    options = {k: kwargs[k] for k in ("cpus", "max_retries", "resources", "priority")
-               if k in kwargs}
+    accepted and ignored; task options (cpus=, max_retries= or retries=,
+    resources=, priority=) apply to every task, under the graph's own
+    dask.annotate annotations. A graph that reads futures (a persisted
+    collection's) runs in the client's futures' session, where they are."""
+    options = _Options(_call_options(kwargs), _annotations(dsk))
     graph, spec = _nodes(dsk)
     wanted: List[Hashable] = []
     _flatten(keys, wanted)
+    if _has_futures(graph, spec):
+        futures = _to_futures(client, graph, spec, wanted, options)
+        if futures:
+            first = next(iter(futures.values()))
+            _wait_showing(first._session, first._graph_tasks, timeout)
+        values = {k: f.result(timeout) for k, f in futures.items()}
+        return _rebuild(keys, values)
     with client.session() as session:
         objects = _build(session, graph, spec, wanted, options)
         kept = set()
@@ -204,8 +368,198 @@ def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) ->
                 objects[k].keep()
                 kept.add(oid)
         session.submit()
+        _wait_showing(session, list(session._task_ids), timeout)
         values = {}
         for k in wanted:
             if k not in values:
                 values[k] = objects[k].fetch(timeout)
         return _rebuild(keys, values)
+
+
+def _to_futures(client: Client, graph: Dict[Hashable, Any], spec: bool,
+                wanted: List[Hashable], options: "_Options") -> Dict[Hashable, Future]:
+    """Adds the graph to the client's futures' session; {wanted key: a
+    Future of its value} (keys with one object share one Future)."""
+    with client._lock:
+        s = client._futures_session()
+        s._submit_calls()
+        first = len(s._task_ids)
+        objects = _build(s, graph, spec, wanted, options)
+        by_object: Dict[int, Future] = {}
+        futures: Dict[Hashable, Future] = {}
+        for k in wanted:
+            oid = objects[k].id
+            future = by_object.get(oid)
+            if future is None:
+                tid = s._outputs.get(oid)
+                s._check(_keep(s, oid))
+                future = Future(s, oid if tid is None else tid, oid=oid)
+                by_object[oid] = future
+            futures[k] = future
+        s.submit()
+        task_ids = list(s._task_ids[first:])
+    #   progress() follows every task of the graph, not only the last.
+    for f in by_object.values():
+        f._graph_tasks = task_ids
+    return futures
+
+
+def _keep(s: Session, oid: int) -> int:
+    from . import _lib as L
+    return L.sq_keep(s._h, oid)
+
+
+def _collections_expr(collections: List[Any], optimize_graph: bool, finalize: bool):
+    from dask.base import collections_to_expr
+    expr = collections_to_expr(collections, optimize_graph)
+    if finalize:
+        from dask._expr import FinalizeCompute
+        expr = FinalizeCompute(expr)
+    return expr.optimize()
+
+
+def _task_options(kwargs: dict) -> dict:
+    """Task options of compute / persist: squall's and Dask distributed's
+    keywords (retries=, priority=, resources=, workers=,
+    allow_other_workers=; actors= warned about)."""
+    options = _call_options(kwargs)
+    for name in ("actors",):
+        if kwargs.get(name):
+            warnings.warn("%s=... is not honoured by squall: %s" % (name, _UNSUPPORTED[name]),
+                          UserWarning, stacklevel=4)
+    return options
+
+
+def compute(client: Client, collections: Any, sync: bool = False, optimize_graph: bool = True,
+            traverse: bool = True, **kwargs) -> Any:
+    """Dask distributed's Client.compute: a Future of each collection's
+    result (the same structure as given: one, or a list); other values are
+    returned as they are. sync=True: the results instead."""
+    import dask
+    from dask.base import is_dask_collection
+    singleton = not isinstance(collections, (list, tuple, set, frozenset))
+    items = [collections] if singleton else list(collections)
+    if traverse:
+        items = [dask.delayed(a) if isinstance(a, (list, set, tuple, dict)) else a
+                 for a in items]
+    variables = [a for a in items if is_dask_collection(a)]
+    futures: List[Any] = []
+    if variables:
+        expr = _collections_expr(variables, optimize_graph, True)
+        names = [k for k in _flat(expr.__dask_keys__())]
+        options = _Options(_task_options(kwargs), _annotations(expr))
+        graph, spec = _nodes(expr)
+        by_key = _to_futures(client, graph, spec, names, options)
+        it = iter(names)
+        futures = [by_key[next(it)] if is_dask_collection(a) else a for a in items]
+    else:
+        futures = items
+    if sync:
+        futures = [f.result() if isinstance(f, Future) else f for f in futures]
+    return futures[0] if singleton else futures
+
+
+def persist(client: Client, collections: Any, optimize_graph: bool = True, **kwargs) -> Any:
+    """Dask distributed's Client.persist: the collections again, their
+    graphs now futures of their parts, computed (or being computed) on the
+    cluster and kept there while the returned collections live. A later
+    computation on them reads those parts where they are."""
+    from dask.base import is_dask_collection
+    singleton = not isinstance(collections, (list, tuple, set, frozenset))
+    items = [collections] if singleton else list(collections)
+    for a in items:
+        if not is_dask_collection(a):
+            raise TypeError("client.persist takes Dask collections, not %r" % (a,))
+    expr = _collections_expr(items, optimize_graph, False)
+    keys = expr.__dask_keys__()
+    names = list(_flat(keys))
+    options = _Options(_task_options(kwargs), _annotations(expr))
+    graph, spec = _nodes(expr)
+    futures = _to_futures(client, graph, spec, names, options)
+    out = []
+    for a, ks in zip(items, keys):
+        rebuild, args = a.__dask_postpersist__()
+        out.append(rebuild({k: futures[k] for k in _flat(ks)}, *args))
+    return out[0] if singleton else out
+
+
+def _flat(keys: Any):
+    if isinstance(keys, list):
+        for k in keys:
+            yield from _flat(k)
+    else:
+        yield keys
+
+
+def futures_of(x: Any) -> List[Future]:
+    """The squall futures a collection (a persisted one's parts), a future
+    or a list of them stand for (Dask distributed's futures_of)."""
+    out: List[Future] = []
+    seen = set()
+
+    def add(f: Future) -> None:
+        if id(f) not in seen:
+            seen.add(id(f))
+            out.append(f)
+
+    def walk(v: Any) -> None:
+        if isinstance(v, Future):
+            add(v)
+        elif isinstance(v, (list, tuple, set)):
+            for e in v:
+                walk(e)
+        elif isinstance(v, dict):
+            for e in v.values():
+                walk(e)
+        elif hasattr(v, "__dask_graph__"):
+            graph, spec = _nodes(v)
+            for node in graph.values():
+                f = _future_value(node, spec)
+                if f is not None:
+                    add(f)
+    walk(x)
+    return out
+
+
+def progress(*futures: Any, stream: Any = None, timeout: Optional[float] = None) -> None:
+    """Shows a progress bar until the futures (or the parts of persisted
+    collections, or futures from client.compute: every task of their graph)
+    are done, as Dask distributed's progress. Prints to `stream` (stderr by
+    default), a terminal or not: asked for, it shows in a notebook too."""
+    fs = futures_of(list(futures))
+    if not fs:
+        return
+    by_session: Dict[Session, List[int]] = {}
+    for f in fs:
+        ids = getattr(f, "_graph_tasks", None) or [f._tid]
+        by_session.setdefault(f._session, []).extend(ids)
+    total = sum(len(set(v)) for v in by_session.values())
+    bar = Progress(total, "tasks", stream=stream, minimum=0)
+    bar.enabled = True
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with bar:
+        while True:
+            done = 0
+            for s, ids in by_session.items():
+                ids = sorted(set(ids))
+                if s.closed:
+                    done += len(ids)
+                    continue
+                s.submit()
+                got, _ = s._wait_some_ids(ids, 0)
+                done += len(got)
+            bar.update(done)
+            if done >= total:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                from .errors import TimeoutError
+                raise TimeoutError("%d of %d tasks done after %s s" % (done, total, timeout))
+            #   Wait for any task of the first session not done yet: the
+            #   bar moves when something finishes, not on a clock.
+            for s, ids in by_session.items():
+                if s.closed:
+                    continue
+                _, left = s._wait_some_ids(sorted(set(ids)), 0)
+                if left:
+                    s._wait_some_ids(left, 250)
+                    break

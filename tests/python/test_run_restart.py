@@ -1,0 +1,114 @@
+"""client.run (a function on every governor's executors, results by
+governor) and client.restart (fresh executors, results kept or dropped),
+as Dask's Client.run and Client.restart. Tenants: test_isolation.py."""
+import concurrent.futures
+import os
+
+import pytest
+
+import squall
+from conftest import TIMEOUT, until
+
+
+def pid():
+    return os.getpid()
+
+
+def divide(a, b):
+    return a / b
+
+
+def fmt(a, b=0):
+    return "%s-%s" % (a, b)
+
+
+def with_timeout(timeout=0):
+    return timeout
+
+
+def plant(value):
+    import builtins
+    builtins.squall_run_planted = value
+    return os.getpid()
+
+
+def planted():
+    import builtins
+    return getattr(builtins, "squall_run_planted", None)
+
+
+def _sleep(seconds):
+    import time
+    time.sleep(seconds)
+
+
+def alive(p):
+    try:
+        os.kill(p, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is gone for our purpose (its governor reaps it)
+    try:
+        with open("/proc/%d/stat" % p) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_run_on_every_governor(client):
+    names = {g["name"] for g in client.governors()}
+    assert len(names) == 2
+    pids = client.run(pid)
+    assert set(pids) == names, pids
+    assert all(isinstance(p, int) and p != os.getpid() for p in pids.values())
+    assert len(set(pids.values())) == 2             # each governor's own executor
+    # keywords are the function's, even those named as task options
+    assert client.run(fmt, 1, b=2) == {n: "1-2" for n in names}
+    assert client.run(with_timeout, timeout=7) == {n: 7 for n in names}
+    # the function's exception comes back as itself
+    with pytest.raises(ZeroDivisionError):
+        client.run(divide, 1, 0)
+    out = client.run(divide, 1, 0, on_error="return")
+    assert set(out) == names and all(isinstance(e, ZeroDivisionError) for e in out.values())
+    assert client.run(divide, 1, 0, on_error="ignore") == {}
+    one = sorted(names)[0]
+    assert set(client.run(pid, workers=[one])) == {one}
+    with pytest.raises(ValueError, match="on_error"):
+        client.run(pid, on_error="skip")
+
+
+def test_restart_gives_fresh_executors_and_keeps_results(client):
+    before = set(client.run(pid).values())
+    before |= {client.submit(pid).result(TIMEOUT) for _ in range(4)}
+    client.run(plant, "planted")
+    kept = client.submit(fmt, 5)
+    assert kept.result(TIMEOUT) == "5-0"
+    client.restart(keep_results=True)
+    # no executor that ran this client's tasks runs another: they are
+    # stopped (idle ones at once) and new ones run what comes
+    after = set(client.run(pid).values()) | {client.submit(pid).result(TIMEOUT)
+                                               for _ in range(4)}
+    assert not after & before, (before, after)
+    assert set(client.run(planted).values()) == {None}
+    until(lambda: not any(alive(p) for p in before), "the old executors to stop")
+    # results kept: the future still has its value, and feeds a new task
+    assert kept.result(TIMEOUT) == "5-0"
+    assert client.submit(fmt, kept, b=1).result(TIMEOUT) == "5-0-1"
+
+
+def test_restart_drops_results_by_default(client):
+    done = client.submit(fmt, 6)
+    assert done.result(TIMEOUT) == "6-0"
+    running = client.submit(_sleep, 600)
+    client.restart()
+    # every future of the client is cancelled, a value fetched before too
+    # (Dask's), and the running one
+    with pytest.raises(concurrent.futures.CancelledError):
+        done.result(TIMEOUT)
+    with pytest.raises(concurrent.futures.CancelledError):
+        running.result(TIMEOUT)
+    # the client goes on with new futures
+    assert client.submit(fmt, 7).result(TIMEOUT) == "7-0"
+    assert set(client.run(fmt, 8).values()) == {"8-0"}
