@@ -703,7 +703,7 @@ s_test_submit (void)
         sq_pack_submit_begin (pk, 1, 1);
         msgpack_pack_array (pk, 0);
         msgpack_pack_array (pk, 1);
-        msgpack_pack_array (pk, c == 9? 12: 11);
+        msgpack_pack_array (pk, c == 9? 13: 12);
         msgpack_pack_uint32 (pk, 1);
         sq_pack_cstr (pk, "noop");
         msgpack_pack_array (pk, 0);
@@ -714,6 +714,7 @@ s_test_submit (void)
         msgpack_pack_uint32 (pk, 0);
         msgpack_pack_uint32 (pk, 0);
         sq_pack_cstr (pk, "");
+        msgpack_pack_nil (pk);                      //  no array
         uint32_t n_keys = c == 0 || c == 3 || c == 4 || c == 5 || c == 8? 1: c == 7? 0: 2;
         msgpack_pack_map (pk, n_keys);
         if (c != 7 && c != 8) {
