@@ -111,6 +111,7 @@ def run_threaded(work, repeat):
                          repeat)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
         out[name] = (t, value, max(peak, before))
+        print("threaded", name, t, file=sys.stderr, flush=True)
     return out
 
 
@@ -124,6 +125,7 @@ def run_distributed(work, repeat):
             peak = sum(client.run(lambda: resource.getrusage(
                 resource.RUSAGE_SELF).ru_maxrss << 10).values())
             out[name] = (t, value, peak)
+            print("distributed", name, t, file=sys.stderr, flush=True)
             client.restart()            # peaks per workload
     return out
 
@@ -139,6 +141,7 @@ def run_squall(work, repeat):
             pids = [g.pid for g in cluster.governors]
             pids += [c for g in cluster.governors for c in _children(g.pid)]
             out[name] = (t, value, sum(_hwm(p) for p in pids))
+            print("squall", name, t, file=sys.stderr, flush=True)
     return out
 
 
@@ -165,6 +168,7 @@ def run_big(repeat):
             held, ok, size = client.submit(_holding, big).result(timeout=120)
             assert ok and size == 512 << 20
             best = min(best, held - t0)
+            print("big", held - t0, file=sys.stderr, flush=True)
             big.delete()
     return best
 
@@ -174,21 +178,23 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="squall,threaded,distributed")
     ap.add_argument("--skip-big", action="store_true")
+    ap.add_argument("--workloads", default="mean,matmul,groupby")
     args = ap.parse_args()
     only = args.only.split(",")
-    work = workloads()
+    work = {k: v for k, v in workloads().items() if k in args.workloads.split(",")}
     import dask
     nodes = {name: len(dict(make().__dask_graph__())) for name, make in work.items()}
     results = {}
     for system, run in (("threaded", run_threaded), ("squall", run_squall),
                         ("distributed", run_distributed)):
-        if system in only:
+        if system in only and work:
             results[system] = run(work, args.repeat)
     ref = results.get("threaded")
-    print("| workload (nodes) | " + " | ".join(
-        "%s s (peak MiB)" % s for s in results) + " | squall / threaded | squall / distributed |")
-    print("|---" * (len(results) + 3) + "|")
-    for name in work:
+    if results:
+        print("| workload (nodes) | " + " | ".join("%s s (peak MiB)" % s for s in results)
+              + " | squall / threaded | squall / distributed |")
+        print("|---" * (len(results) + 3) + "|")
+    for name in work if results else ():
         cells = []
         for system, res in results.items():
             t, value, peak = res[name]

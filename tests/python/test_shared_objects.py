@@ -97,10 +97,18 @@ def children(pid):
     return out
 
 
+def _clean_exit(c):
+    #   A clean stop (and, under ASan, no leak or error report) is part of
+    #   every test here.
+    assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
+
+
 @pytest.fixture
 def one():
-    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as c:
+    c = squall.LocalCluster(governors=1, cpus=1, **cluster_options())
+    with c:
         yield c, c.client(), c.governors[0].pid
+    _clean_exit(c)
 
 
 def test_a_big_input_is_read_in_place_and_a_big_result_comes_back_equal(one):
@@ -177,8 +185,8 @@ def test_a_killed_executor_leaks_nothing(one):
 def test_spilled_objects_are_still_read_and_the_inputs_do_not_count_as_task_memory():
     #   A 512 MiB governor: its store spills above about 134 MiB.
     args = ["--memory", "512MiB"]
-    with squall.LocalCluster(governors=1, cpus=1, governor_args=args,
-                             **cluster_options()) as c:
+    c = squall.LocalCluster(governors=1, cpus=1, governor_args=args, **cluster_options())
+    with c:
         client = c.client()
         governor = c.governors[0].pid
         n = 6 << 20                             # 48 MiB each
@@ -195,3 +203,4 @@ def test_spilled_objects_are_still_read_and_the_inputs_do_not_count_as_task_memo
         got = client.submit(total, *parts, resources={"memory": 64 * MiB}).result(
             timeout=TIMEOUT)
         assert got == float(sum(k * n for k in range(4)))
+    _clean_exit(c)
