@@ -111,7 +111,7 @@ def run_threaded(work, repeat):
                          repeat)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
         out[name] = (t, value, max(peak, before))
-        print("threaded", name, t, file=sys.stderr, flush=True)
+        print("threaded", name, t, out[name][2] >> 20, file=sys.stderr, flush=True)
     return out
 
 
@@ -125,8 +125,11 @@ def run_distributed(work, repeat):
             peak = sum(client.run(lambda: resource.getrusage(
                 resource.RUSAGE_SELF).ru_maxrss << 10).values())
             out[name] = (t, value, peak)
-            print("distributed", name, t, file=sys.stderr, flush=True)
-            client.restart()            # peaks per workload
+            print("distributed", name, t, peak >> 20, file=sys.stderr, flush=True)
+            try:
+                client.restart()        # peaks per workload
+            except Exception as exc:    # a loaded machine: workers slow to come back
+                print("distributed restart failed: %s" % exc, file=sys.stderr, flush=True)
     return out
 
 
@@ -141,7 +144,7 @@ def run_squall(work, repeat):
             pids = [g.pid for g in cluster.governors]
             pids += [c for g in cluster.governors for c in _children(g.pid)]
             out[name] = (t, value, sum(_hwm(p) for p in pids))
-            print("squall", name, t, file=sys.stderr, flush=True)
+            print("squall", name, t, out[name][2] >> 20, file=sys.stderr, flush=True)
     return out
 
 
