@@ -129,7 +129,7 @@ _RECV_MAX = 1 << 16
 #   Shared segments (see the module doc): at most _SEGS_MAX per frame or
 #   reply; an output of at least _SHARE_MIN bytes goes into a memory file.
 _SEGS_MAX = 64
-_SHARE_MIN = 64 << 10
+_SHARE_MIN = 1 << 20
 _OP_SEGMENTS = 0x40
 _SEG_INPUT = 0x80000000
 _SEG_OUTPUT = 1 << 63

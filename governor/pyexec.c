@@ -55,8 +55,8 @@ extern char **environ;
 //  set in its op and a u32 count after its head; such an input's type
 //  length has S_SEG_INPUT set and is followed by the value's size, its
 //  type and the segment's id. Smaller ones cost less copied than a memory
-//  file's creation and mapping.
-#define S_SHARE_MIN (64u << 10)
+//  file's creation, sealing and mapping (docs/architecture.md).
+#define S_SHARE_MIN (1u << 20)
 #define S_SEGS_MAX 64
 #define S_OP_SEGMENTS 0x40
 #define S_SEG_INPUT 0x80000000u
