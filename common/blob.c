@@ -1,7 +1,9 @@
 /*  blob: reference-counted immutable bytes, backed by malloc, a ZeroMQ
-    message, a read-only file mapping, or a list of such blobs (joined). */
+    message, a read-only file mapping, a shared memory segment (memfd), or
+    a list of such blobs (joined). */
 #include "blob.h"
 #include <assert.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -10,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef enum { S_HEAP, S_MSG, S_MAP, S_JOIN } s_backing_t;
+typedef enum { S_HEAP, S_MSG, S_MAP, S_JOIN, S_SHM } s_backing_t;
 
 struct _sq_blob_t {
     atomic_uint refs;
@@ -21,7 +23,11 @@ struct _sq_blob_t {
     sq_blob_t **parts;          //  S_JOIN only: flat, non-empty, in order
     size_t *ends;               //  S_JOIN only: offset after each part
     size_t n_parts;
+    int fd;                     //  S_SHM only: the memory file
+    uint64_t shm_id;            //  S_SHM only
 };
+
+static atomic_uint_fast64_t s_shm_ids = 1;
 
 sq_blob_t *
 sq_blob_new (size_t size)
@@ -179,6 +185,11 @@ sq_blob_unref (sq_blob_t **self_p)
     else
     if (self->backing == S_MAP)
         munmap (self->data, self->size);
+    else
+    if (self->backing == S_SHM) {
+        munmap (self->data, self->size);
+        close (self->fd);
+    }
     else {
         for (size_t i = 0; i < self->n_parts; i++)
             sq_blob_unref (&self->parts [i]);
@@ -311,4 +322,117 @@ bool
 sq_blob_mapped (const sq_blob_t *self)
 {
     return self->backing == S_MAP;
+}
+
+//  --------------------------------------------------------------------------
+//  Shared segments
+
+//  The seals that make a segment's bytes final. F_SEAL_FUTURE_WRITE lets
+//  the mapping that filled it stay (no remap, whose page faults would cost
+//  as much as a copy on a big segment) while nobody can write it any more;
+//  a kernel without it (before 5.1) gets F_SEAL_WRITE, which needs that
+//  mapping gone first.
+#define S_SEALS_FIXED (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+static sq_blob_t *
+s_shm_blob (int fd, void *data, size_t size)
+{
+    sq_blob_t *self = (sq_blob_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    atomic_init (&self->refs, 1);
+    self->backing = S_SHM;
+    self->data = data;
+    self->size = size;
+    self->fd = fd;
+    self->shm_id = atomic_fetch_add (&s_shm_ids, 1);
+    return self;
+}
+
+sq_blob_t *
+sq_blob_shm_new (size_t size)
+{
+    if (size == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    int fd = memfd_create ("squall-object", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return NULL;
+    void *data = MAP_FAILED;
+    if (ftruncate (fd, (off_t) size) == 0)
+        data = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    sq_blob_t *self = data != MAP_FAILED? s_shm_blob (fd, data, size): NULL;
+    if (!self) {
+        int saved = errno;
+        if (data != MAP_FAILED)
+            munmap (data, size);
+        close (fd);
+        errno = saved? saved: ENOMEM;
+    }
+    return self;
+}
+
+int
+sq_blob_shm_seal (sq_blob_t *self)
+{
+    assert (self->backing == S_SHM);
+    if (fcntl (self->fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | S_SEALS_FIXED) == 0)
+        return 0;
+    //  An older kernel: the writable mapping goes, then F_SEAL_WRITE.
+    void *data = mmap (NULL, self->size, PROT_READ, MAP_SHARED, self->fd, 0);
+    if (data == MAP_FAILED)
+        return -1;
+    munmap (self->data, self->size);
+    self->data = data;
+    return fcntl (self->fd, F_ADD_SEALS, F_SEAL_WRITE | S_SEALS_FIXED);
+}
+
+sq_blob_t *
+sq_blob_shm_adopt (int fd, size_t size)
+{
+    struct stat st;
+    int seals = fcntl (fd, F_GET_SEALS);
+    //  Sealed against writes first, then checked: a size or bytes looked
+    //  at before could still change. F_SEAL_WRITE, which fails while the
+    //  writer still maps it writable (F_SEAL_FUTURE_WRITE would let that
+    //  mapping write on).
+    if (seals < 0 || fstat (fd, &st) || !S_ISREG (st.st_mode) || size == 0
+    ||  (!(seals & F_SEAL_WRITE)
+         && fcntl (fd, F_ADD_SEALS, F_SEAL_WRITE | S_SEALS_FIXED))
+    ||  fstat (fd, &st) || (uint64_t) st.st_size != size) {
+        int saved = errno;
+        close (fd);
+        errno = saved && saved != EAGAIN? saved: EINVAL;
+        return NULL;
+    }
+    //  Already sealed by the writer: the fixed seals too, or its size
+    //  could still change.
+    if ((fcntl (fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+        close (fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    void *data = mmap (NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    sq_blob_t *self = data != MAP_FAILED? s_shm_blob (fd, data, size): NULL;
+    if (!self) {
+        int saved = errno;
+        if (data != MAP_FAILED)
+            munmap (data, size);
+        close (fd);
+        errno = saved? saved: ENOMEM;
+    }
+    return self;
+}
+
+int
+sq_blob_shm_fd (const sq_blob_t *self)
+{
+    return self->backing == S_SHM? self->fd: -1;
+}
+
+uint64_t
+sq_blob_shm_id (const sq_blob_t *self)
+{
+    return self->backing == S_SHM? self->shm_id: 0;
 }

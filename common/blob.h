@@ -75,4 +75,30 @@ unsigned sq_blob_refs (const sq_blob_t *self);
 //  the process must hold.
 bool sq_blob_mapped (const sq_blob_t *self);
 
+//  Shared segments: a blob whose bytes live in an anonymous memory file
+//  (memfd), so that another process given its descriptor (SCM_RIGHTS) can
+//  map them instead of receiving a copy. Once sealed, nobody (not the
+//  process that made it, not one it was handed to) can change or resize
+//  its bytes: readers may map it read-only and keep the mapping for as
+//  long as they like. The memory goes when the last blob reference is
+//  dropped and no process maps it any more (the kernel's count). Segments
+//  count as memory, not as mappings (sq_blob_mapped is false).
+//
+//  A writable segment of `size` (> 0) bytes, to be filled through
+//  sq_blob_wdata and then sealed; NULL with errno set.
+sq_blob_t *sq_blob_shm_new (size_t size);
+//  Seals a segment made by sq_blob_shm_new: its bytes are final. 0 or -1.
+int sq_blob_shm_seal (sq_blob_t *self);
+//  A segment of `size` bytes that another process wrote (a memory file
+//  made with MFD_ALLOW_SEALING): takes over `fd` (closed on failure),
+//  seals it and maps it read-only. Fails (NULL, errno) when fd is not
+//  such a file, its size is not `size`, or a writer still maps it
+//  writable (it could change the bytes after they are checked).
+sq_blob_t *sq_blob_shm_adopt (int fd, size_t size);
+//  The segment's descriptor (borrowed), -1 for other blobs.
+int sq_blob_shm_fd (const sq_blob_t *self);
+//  A number naming the segment for the life of the process (unique, not 0);
+//  0 for other blobs.
+uint64_t sq_blob_shm_id (const sq_blob_t *self);
+
 #endif

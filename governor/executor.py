@@ -29,10 +29,21 @@ length followed by the body, so that both sides need nothing but `struct`.
       another): the executor says when it starts it. Bit 0x40: the first
       byte also carries, after any stream pipes, the task's two log
       descriptors, which are its fds 1 and 2 while it runs (tasklog.c).
+      Bit 0x20 (shared segments): a u32 count of segments follows the
+      head (after op 4's stream fields), and that many memory files
+      come with the first byte (SCM_RIGHTS, after the stream pipes and log descriptors),
+      one per input whose type_len has bit 31 set: such an input is
+      u32 type_len | 0x80000000, u64 size, type, u64 segment id, and
+      its value is the first size bytes of its memory file, which the
+      executor maps read-only in place of receiving them (see _Segment).
       or u8 5 (cancel), u32 number: the run frame (ops 1 to 4, numbered
       from 1 in the order they came) not to run, if not run yet
   executor -> governor, one reply per run frame, in their order:
                      u8 0, u32 n, then per output u64 size, data
+                     (an output whose size has bit 63 set is not there:
+                     it is in the next memory file sent with the reply,
+                     SCM_RIGHTS, of that size less the bit, which the
+                     governor seals and keeps)
                      or u8 1, the failure message (UTF-8)
                      or u8 2: not run (cancelled, or an input it
                      should find here is not: the governor runs it again)
@@ -45,7 +56,10 @@ length followed by the body, so that both sides need nothing but `struct`.
       goes on (squall.rejoin), u8 8 to ask for the key pair of its
       client (squall.get_client()), answered by the governor's frame u8 6
       and, as text, "k", the Z85 public key, secret key and broker public
-      key, separated by spaces ("-" without keys; "!" and why when refused)
+      key, separated by spaces ("-" without keys; "!" and why when refused),
+      and, whenever segments it mapped are unmapped: u8 9, u32 n, then
+      per segment u64 id, u32 how many times it was handed over for that
+      mapping (the governor keeps one handed again meanwhile)
 
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
@@ -68,7 +82,13 @@ client, bindings/python/squall/errors.py, reads them back):
     through its own warning filters.
 
 Inputs of content type "py/pickle" are unpickled before the call, others
-are passed as bytes. Outputs of type "py/pickle" are pickled results, others
+are passed as bytes. A pickled value may carry its buffers out of band
+(pickle protocol 5, docs/protocol.md "py"): OOB_MAGIC, u64 total size,
+u32 number of buffers, u32 0, u64 size of the head, then per buffer u64
+offset (from the value's start, a multiple of 64), u64 size; the head (the
+pickle and its warnings) follows the table. Read from a segment, such
+buffers are read-only views of the governor's memory: numpy arrays and
+pandas blocks come out without a copy, and cannot be written to. Outputs of type "py/pickle" are pickled results, others
 must be bytes (or str, encoded as UTF-8). The arguments template `args` is
 a pickle of (args, kwargs) whose persistent ids are input indexes; when it
 is empty the function is called with the inputs as positional arguments.
@@ -81,6 +101,7 @@ import collections
 import collections.abc
 import contextlib
 import io
+import mmap
 import os
 import pickle
 import signal
@@ -92,6 +113,7 @@ import time
 import traceback
 import types
 import warnings
+import weakref
 
 PICKLE = "py/pickle"
 _FN_CACHE_MAX = 512
@@ -114,7 +136,17 @@ _U64 = struct.Struct("<Q")
 #   Frames are read up to this much at a time; a bigger one is read on
 #   into a buffer of its own.
 _RECV_MAX = 1 << 16
-_ANC_SPACE = socket.CMSG_SPACE(4 * 4)    # two stream pipes and two log descriptors
+#   Shared segments (see the module doc): at most _SEGS_MAX per frame or
+#   reply; an output of at least _SHARE_MIN bytes goes into a memory file.
+_SEGS_MAX = 64
+_SHARE_MIN = 1 << 20
+_OP_SEGMENTS = 0x20
+_SEG_INPUT = 0x80000000
+_SEG_OUTPUT = 1 << 63
+_RELEASED = b"\x09"
+_SEG = struct.Struct("<IQ")
+#   two stream pipes, two log descriptors and the segments
+_ANC_SPACE = socket.CMSG_SPACE((4 + _SEGS_MAX) * 4)
 _OP_CANCEL = 5
 #   A run frame's op with this bit: a piped task, whose start the governor
 #   must be told of (it counts from then): u8 3, u64 CLOCK_MONOTONIC ns.
@@ -235,6 +267,146 @@ class _NotKept(Exception):
     pass
 
 
+# ----------------------------------------------------------------------------
+# Shared segments: the governor's objects mapped here, read-only.
+
+class _Segment(mmap.mmap):
+    """A mapped memory file of the governor's. It stays mapped while any
+    value read from it lives (arrays hold views of it), whatever the task:
+    the governor keeps the file until told it is unmapped (_released)."""
+
+
+#   Live mappings by segment id: a segment handed again while mapped is
+#   not mapped twice.
+_segments = weakref.WeakValueDictionary()
+#   (id, times handed) of segments unmapped since the last reply.
+_released = []
+
+
+def _unmapped(seg_id, handed):
+    _released.append((seg_id, handed[0]))
+
+
+def _map_segment(seg_id, fd, size):
+    """A read-only view of the segment's first size bytes; takes over fd."""
+    try:
+        seg = _segments.get(seg_id)
+        if seg is not None:
+            seg.handed[0] += 1
+        else:
+            try:
+                seg = _Segment(fd, size, access=mmap.ACCESS_READ)
+            except BaseException:
+                _released.append((seg_id, 1))
+                raise
+            seg.handed = [1]
+            _segments[seg_id] = seg
+            #   The count is read when the mapping goes, not now: it holds
+            #   the handovers of later tasks that used it.
+            weakref.finalize(seg, _unmapped, seg_id, seg.handed)
+    finally:
+        os.close(fd)
+    return memoryview(seg)[:size]
+
+
+# ----------------------------------------------------------------------------
+# Values with out-of-band buffers (see the module doc)
+
+OOB_MAGIC = b"\0SQOOB1\0"
+_OOB = struct.Struct("<8sQIIQ")
+_OOB_ENTRY = struct.Struct("<QQ")
+_ALIGN = 64
+
+
+def _split_value(data):
+    """(head, buffers) of a value's bytes: buffers None for a plain pickle
+    (head is data then), else views of data."""
+    if len(data) < _OOB.size or bytes(data[:len(OOB_MAGIC)]) != OOB_MAGIC:
+        return data, None
+    _, total, n, _, head_size = _OOB.unpack_from(data, 0)
+    table = _OOB.size + n * _OOB_ENTRY.size
+    if total > len(data) or table + head_size > total:
+        raise ValueError("a value with out-of-band buffers is damaged")
+    view = memoryview(data)
+    buffers = []
+    for i in range(n):
+        offset, size = _OOB_ENTRY.unpack_from(data, _OOB.size + i * _OOB_ENTRY.size)
+        if offset < table + head_size or offset + size > total:
+            raise ValueError("a value with out-of-band buffers is damaged")
+        buffers.append(view[offset:offset + size])
+    return view[table:table + head_size], buffers
+
+
+def _load_value(data):
+    """The unpickled value and its head (where its warnings are)."""
+    head, buffers = _split_value(data)
+    return pickle.loads(head, buffers=buffers), head
+
+
+def _dumps(value, buffers=None):
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL, buffer_callback=buffers)
+    except Exception:
+        if _cloudpickle is None:
+            raise
+        return _cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL,
+                                  buffer_callback=buffers)
+
+
+def _pickled_parts(value, trailer):
+    """The value's bytes as a list of parts: a plain pickle (and the
+    warnings trailer) when it is small or has no buffers that pickle can
+    leave out of band, else the OOB_MAGIC layout, whose buffers are the
+    value's own memory (not copied here)."""
+    found = []
+    data = _dumps(value, found.append)
+    raws = []
+    try:
+        raws = [b.raw() for b in found]
+    except BufferError:             # not contiguous: pickled in band
+        raws = None
+    if raws is None or (found and len(data) + sum(r.nbytes for r in raws) < _SHARE_MIN):
+        found = []
+        data = _dumps(value)
+    if not found:
+        return [data + trailer] if trailer else [data]
+    head = data + trailer
+    n = len(raws)
+    table = _OOB.size + n * _OOB_ENTRY.size
+    pos = table + len(head)
+    entries = []
+    parts = [None, None, head]
+    for raw in raws:
+        pad = -pos % _ALIGN
+        if pad:
+            parts.append(bytes(pad))
+            pos += pad
+        entries.append(_OOB_ENTRY.pack(pos, raw.nbytes))
+        parts.append(raw)
+        pos += raw.nbytes
+    parts[0] = _OOB.pack(OOB_MAGIC, pos, n, 0, len(head))
+    parts[1] = b"".join(entries)
+    return parts
+
+
+def _segment_of(parts):
+    """A sealable memory file holding the parts, or None when one cannot be
+    made (the output then goes in the reply)."""
+    try:
+        fd = os.memfd_create("squall-output", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except (OSError, AttributeError):
+        return None
+    try:
+        for part in parts:
+            view = memoryview(part).cast("B")
+            while view:
+                view = view[os.write(fd, view):]
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 #   The actor this executor holds (op 2 made it; op 3 calls its methods).
 #   The governor sends it nothing else while it lives.
 _actor = None
@@ -341,63 +513,111 @@ def _captured(log_fds):
             os.close(fd)
 
 
-def _run(body, fds=(), number=0):
-    global _actor
-    view = memoryview(body)
-    op, n_in, n_out, fn_len, args_len = _HEAD.unpack_from(view, 0)
-    if op not in (1, 2, 3, 4):
-        raise ValueError("unknown executor operation %d" % op)
+def _frame_fds(body):
+    """How many descriptors come with the run frame: its stream pipes and
+    its segments."""
+    op = body[0] & ~_OP_TELL
     pos = _HEAD.size
-    stream_in = stream_out = _NO_STREAM
-    if op == 4:
-        stream_in, stream_out = _STREAMS.unpack_from(view, pos)
+    count = 0
+    if op & ~_OP_SEGMENTS == 4:
+        stream_in, stream_out = _STREAMS.unpack_from(body, pos)
         pos += _STREAMS.size
-        if len(fds) != (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM):
-            raise RuntimeError("the governor sent %d pipe(s) for this task's streams" % len(fds))
+        count += (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM)
+    if op & _OP_SEGMENTS:
+        count += _U32.unpack_from(body, pos)[0]
+    return count
+
+
+def _run(body, fds=(), number=0, out_fds=None):
+    """Runs a frame; the parts of its reply, and in out_fds the memory
+    files of its outputs (to send with it). Takes over fds."""
     fds = list(fds)
-    reader = StreamReader(fds.pop(0)) if stream_in != _NO_STREAM else None
-    out_fd = fds.pop(0) if stream_out != _NO_STREAM else None
     try:
-        return _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader,
-                     stream_out, out_fd, number)
+        view = memoryview(body)
+        op, n_in, n_out, fn_len, args_len = _HEAD.unpack_from(view, 0)
+        segments = op & _OP_SEGMENTS
+        op &= ~_OP_SEGMENTS
+        if op not in (1, 2, 3, 4):
+            raise ValueError("unknown executor operation %d" % op)
+        pos = _HEAD.size
+        stream_in = stream_out = _NO_STREAM
+        if op == 4:
+            stream_in, stream_out = _STREAMS.unpack_from(view, pos)
+            pos += _STREAMS.size
+        if segments:
+            pos += _U32.size
+        if len(fds) != _frame_fds(body):
+            raise RuntimeError("the governor sent %d descriptor(s) for this task, not %d"
+                               % (len(fds), _frame_fds(body)))
+        reader = StreamReader(fds.pop(0)) if stream_in != _NO_STREAM else None
+        out_fd = fds.pop(0) if stream_out != _NO_STREAM else None
+        try:
+            return _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader,
+                         stream_out, out_fd, number, fds, out_fds)
+        finally:
+            if reader is not None:
+                reader.close()
+            if out_fd is not None:
+                os.close(out_fd)
     finally:
-        if reader is not None:
-            reader.close()
-        if out_fd is not None:
-            os.close(out_fd)
+        for fd in fds:              # segments _call did not get to
+            os.close(fd)
 
 
 def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, stream_out, out_fd,
-          number):
+          number, seg_fds, out_fds):
     global _actor, _kept
     fn_bytes = bytes(view[pos:pos + fn_len])
     pos += fn_len
     args_bytes = view[pos:pos + args_len]
     pos += args_len
-    inputs = []
-    upstream = []                   # warnings the inputs carry
+    #   Every segment is mapped (or its failure noted) before anything can
+    #   fail, so that the governor hears of each one it handed over.
+    fields = []
     for i in range(n_in):
         type_len, size = _INPUT.unpack_from(view, pos)
         pos += _INPUT.size
         if type_len == _KEPT_INPUT:
-            #   An output of the task run before, still here (a chain).
-            kept = _kept.get((size & 0xFFFFFFFF, size >> 32))
-            if kept is None:
-                raise _NotKept()
-            inputs.append(pickle.loads(kept))
-            _input_warnings(kept, upstream)
+            fields.append((None, size))
             continue
+        segment = type_len & _SEG_INPUT
+        type_len &= ~_SEG_INPUT
         content_type = bytes(view[pos:pos + type_len]).decode()
         pos += type_len
-        data = view[pos:pos + size]
-        pos += size
-        if i == stream_in:
+        if segment:
+            (seg_id,) = _U64.unpack_from(view, pos)
+            pos += _U64.size
+            try:
+                data = _map_segment(seg_id, seg_fds.pop(0), size) if size else b""
+            except (OSError, ValueError, IndexError) as exc:
+                data = exc
+        else:
+            data = view[pos:pos + size]
+            pos += size
+        fields.append((content_type, data))
+    inputs = []
+    upstream = []                   # warnings the inputs carry
+    for i, (content_type, data) in enumerate(fields):
+        if isinstance(data, Exception):
+            raise RuntimeError("cannot map input %d from the governor's memory: %s"
+                               % (i, data))
+        if content_type is None:
+            #   An output of the task run before, still here (a chain).
+            kept = _kept.get((data & 0xFFFFFFFF, data >> 32))
+            if kept is None:
+                raise _NotKept()
+            value, head = _load_value(kept)
+            inputs.append(value)
+            _input_warnings(head, upstream)
+        elif i == stream_in:
             inputs.append(reader)
         elif content_type == PICKLE:
-            inputs.append(pickle.loads(data))
-            _input_warnings(data, upstream)
+            value, head = _load_value(data)
+            inputs.append(value)
+            _input_warnings(head, upstream)
         else:
             inputs.append(bytes(data))
+    fields = data = value = head = None     # the inputs hold what they need
     #   What this task returns replaces what the one before kept (failing,
     #   it keeps nothing).
     _kept = {}
@@ -451,7 +671,21 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
     kept = {}
     for j, (value, content_type) in enumerate(zip(values, out_types)):
         try:
-            data = _encode(value, content_type)
+            if content_type == PICKLE:
+                pieces = _pickled_parts(value, trailer)
+                trailer = b""
+            else:
+                pieces = [_encode(value, content_type)]
+            size = sum(memoryview(p).nbytes for p in pieces)
+            fd = None
+            if size >= _SHARE_MIN and out_fds is not None and len(out_fds) < _SEGS_MAX:
+                fd = _segment_of(pieces)
+            if fd is not None:
+                #   Written once, into memory the governor keeps.
+                out_fds.append(fd)
+                parts.append(_U64.pack(_SEG_OUTPUT | size))
+                continue
+            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         except Exception as exc:
             if content_type != PICKLE:
                 raise
@@ -462,9 +696,6 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
                 "picklable value, or do the work that needs this object in the same "
                 "task (the Dask adapter fuses linear chains for this)"
                 % (j, type(value).__qualname__, type(exc).__name__, exc)) from None
-        if trailer and content_type == PICKLE:
-            data += trailer
-            trailer = b""
         if op == 1 and content_type == PICKLE and len(data) <= _KEEP_MAX:
             kept[(number, j)] = data
         parts.append(_U64.pack(len(data)))
@@ -686,11 +917,18 @@ def _preload():
 
 
 def _resident():
+    """Resident bytes less shared memory (the segments mapped here are the
+    governor's: governor/pyexec.c, s_rss, counts the same way)."""
+    fields = {}
     try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/self/status") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "RssShmem"):
+                    fields[name] = int(value.split()[0]) << 10
     except (OSError, ValueError, IndexError):
         return 0
+    return max(0, fields.get("VmRSS", 0) - fields.get("RssShmem", 0))
 
 
 #   Tasks that submit tasks (bindings/python/squall/_worker.py finds these
@@ -802,8 +1040,9 @@ def main():
     received = done = 0
     #   The last reply, sent once it is known whether a piped task starts
     #   next: then with that task's start (one write, one wakeup of the
-    #   governor for both).
+    #   governor for both); out_fds, the memory files of its outputs.
     out = []
+    out_fds = []
     while True:
         #   Wait only when there is nothing to run or send; else take in
         #   what came meanwhile (cancels must be seen before the task they
@@ -823,7 +1062,7 @@ def main():
             received += 1
             queue.append((received, body))
         if not queue:
-            _send(sock, out)
+            _send(sock, out, out_fds)
             continue
         done, body = queue.popleft()
         log_fds = ()
@@ -831,7 +1070,7 @@ def main():
             #   Its log descriptors came after its stream pipes.
             body[0] &= ~_OP_LOGS
             op = body[0] & ~_OP_TELL
-            if op == 4:
+            if op & ~_OP_SEGMENTS == 4:
                 stream_in, stream_out = _STREAMS.unpack_from(body, _HEAD.size)
                 skip = (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM)
             else:
@@ -840,8 +1079,15 @@ def main():
                 log_fds = (frames.fds[skip], frames.fds[skip + 1])
                 del frames.fds[skip]
                 del frames.fds[skip]
+        try:
+            wanted = _frame_fds(body)
+        except struct.error:        # too short: _run says so
+            wanted = 0
+        fds = [frames.fds.popleft() for _ in range(min(wanted, len(frames.fds)))]
         if done in cancelled:
             cancelled.discard(done)
+            for fd in fds:
+                os.close(fd)
             parts = [_SKIPPED]
             for fd in log_fds:
                 os.close(fd)
@@ -849,18 +1095,13 @@ def main():
             if body[0] & _OP_TELL:
                 body[0] &= ~_OP_TELL
                 out += [_U64.pack(9), _STARTED, _U64.pack(time.monotonic_ns())]
-            _send(sock, out)
-            fds = ()
-            if body[0] == 4:
-                stream_in, stream_out = _STREAMS.unpack_from(body, _HEAD.size)
-                wanted = (stream_in != _NO_STREAM) + (stream_out != _NO_STREAM)
-                fds = [frames.fds.popleft() for _ in range(min(wanted, len(frames.fds)))]
+            _send(sock, out, out_fds)
             try:
                 _number = done
                 _set_running(True)
                 try:
                     with _captured(log_fds):
-                        parts = _run(body, fds, done)
+                        parts = _run(body, fds, done, out_fds)
                 finally:
                     _set_running(False)
                     _task_ended()
@@ -868,17 +1109,36 @@ def main():
                 parts = [_SKIPPED]          # the governor runs it again later
             except BaseException as exc:    # noqa: B902 - SystemExit fails the task too
                 parts = _failure(exc)
+            if parts[0] != b"\0":
+                for fd in out_fds:          # a failure sends no outputs
+                    os.close(fd)
+                out_fds.clear()
         del body
         out.append(_U64.pack(sum(len(p) for p in parts)))
         out += parts
 
 
-def _send(sock, parts):
-    """Sends the messages in parts (emptied)."""
+def _send(sock, parts, fds):
+    """Sends the messages in parts (emptied), the memory files in fds
+    with them (closed here), and first, when segments were unmapped since
+    the last time, the message that says so."""
+    if _released:
+        items = _released[:]
+        del _released[:len(items)]
+        body = [_RELEASED, _U32.pack(len(items))]
+        body += [_U64.pack(seg_id) + _U32.pack(handed) for seg_id, handed in items]
+        parts[:0] = [_U64.pack(sum(len(p) for p in body))] + body
     if not parts:
         return
     size = sum(len(p) for p in parts)
-    sent = sock.sendmsg(parts)
+    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("%di" % len(fds), *fds))] \
+        if fds else []
+    try:
+        sent = sock.sendmsg(parts, anc)
+    finally:
+        for fd in fds:
+            os.close(fd)
+        fds.clear()
     if sent < size:                 # a large reply: send the rest
         sock.sendall(b"".join(parts)[sent:])
     parts.clear()

@@ -60,11 +60,42 @@ extern char **environ;
 #define S_OP_CREDENTIAL 6
 #define S_KEPT_INPUT UINT32_MAX
 #define S_PICKLE "py/pickle"
+//  Shared segments (docs/architecture.md, "Shared objects"): an input of
+//  at least S_SHARE_MIN bytes goes to the executor as the descriptor of a
+//  memory file it maps read-only (SCM_RIGHTS with the frame's first byte,
+//  after its stream pipes and log descriptors), not as bytes in the frame; at most S_SEGS_MAX
+//  per frame (the rest are copied). A frame with any has S_OP_SEGMENTS
+//  set in its op and a u32 count after its head; such an input's type
+//  length has S_SEG_INPUT set and is followed by the value's size, its
+//  type and the segment's id. Smaller ones cost less copied than a memory
+//  file's creation, sealing and mapping (docs/architecture.md).
+#define S_SHARE_MIN (1u << 20)
+#define S_SEGS_MAX 64
+#define S_OP_SEGMENTS 0x20
+#define S_SEG_INPUT 0x80000000u
+//  A reply's output whose size has S_SEG_OUTPUT set is not in the reply:
+//  it is the next memory file the executor passed (SCM_RIGHTS), which the
+//  governor seals and keeps. At most S_FDQ_MAX wait to be taken.
+#define S_SEG_OUTPUT (1ull << 63)
+#define S_FDQ_MAX 256
+//  The executor no longer maps segments: u8 9, u32 n, then per segment
+//  u64 id, u32 how many times it was handed over (see s_seg_released).
+#define S_REPLY_RELEASED 9
 
 typedef struct {
     task_t *task;               //  NULL: stopped; its reply is dropped
     uint32_t seq;               //  its run frame's number
 } s_piped_t;
+
+//  A segment handed to an executor, which may map it for as long as it
+//  likes: the reference keeps the memory file (and the accounting of it)
+//  here until the executor says it let go, or dies. `handed` counts the
+//  descriptors sent and not yet let go.
+typedef struct {
+    uint64_t id;
+    sq_blob_t *blob;
+    uint32_t handed;
+} s_seg_t;
 
 typedef struct {
     pid_t pid;                  //  0: not running
@@ -111,6 +142,13 @@ typedef struct {
     uint32_t seq;
     uint8_t *rbuf;
     size_t rlen;
+    //  Segments it may map (see s_seg_t), and memory files it sent with
+    //  its replies, not yet taken by them (in the order they came).
+    s_seg_t *segs;
+    size_t n_segs;
+    size_t cap_segs;
+    int fdq [S_FDQ_MAX];
+    size_t n_fdq;
 } s_exec_t;
 
 //  What became of tasks, for the compute thread, in the order it happened.
@@ -175,9 +213,9 @@ s_write_with_fds (int fd, const uint8_t *data, size_t size, const int *fds, size
 {
     if (n_fds == 0)
         return s_write_all (fd, data, size);
-    //  Two stream pipes and two log descriptors at most.
-    char control [CMSG_SPACE (S_FDS_MAX * sizeof (int))];
-    if (n_fds > S_FDS_MAX) {
+    //  Two stream pipes, two log descriptors and the segments at most.
+    char control [CMSG_SPACE ((S_FDS_MAX + S_SEGS_MAX) * sizeof (int))];
+    if (n_fds > S_FDS_MAX + S_SEGS_MAX) {
         errno = EINVAL;
         return -1;
     }
@@ -411,6 +449,13 @@ s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
     ex->ready = false;
     ex->seq = 0;
     ex->rlen = 0;
+    //  What it mapped the kernel unmaps with it: our references go.
+    for (size_t i = 0; i < ex->n_segs; i++)
+        sq_blob_unref (&ex->segs [i].blob);
+    ex->n_segs = 0;
+    for (size_t i = 0; i < ex->n_fdq; i++)
+        close (ex->fdq [i]);
+    ex->n_fdq = 0;
     ex->task = NULL;
     ex->host = NULL;
     ex->pending = NULL;
@@ -508,6 +553,7 @@ pyexec_destroy (pyexec_t **self_p)
     for (size_t i = 0; i < self->n_execs; i++) {
         s_stop (self, &self->execs [i], false);
         free (self->execs [i].rbuf);
+        free (self->execs [i].segs);
     }
     for (size_t i = self->first_outcome; i < self->n_outcomes; i++)
         free (self->outcomes [i].message);
@@ -557,10 +603,31 @@ s_kept_output (const task_t *task, uint32_t i, const task_t *tail)
     return -1;
 }
 
+//  Which inputs of the task go as shared segments: segs [i] a new
+//  reference for those (at most S_SEGS_MAX), NULL for the others (segs
+//  holds n_inputs, zeroed). Returns their count.
+static uint32_t
+s_share_inputs (task_t *task, store_t *store, uint32_t first, sq_blob_t **segs)
+{
+    uint32_t n = 0;
+    for (uint32_t i = first; i < task->n_inputs && n < S_SEGS_MAX; i++) {
+        if ((int32_t) i == task->stream_in)
+            continue;
+        const char *type = NULL;
+        sq_blob_t *blob = store_get (store, task->inputs [i], &type);
+        if (blob && sq_blob_size (blob) >= S_SHARE_MIN
+        &&  (segs [i] = store_get_shared (store, task->inputs [i], &type)))
+            n++;
+    }
+    return n;
+}
+
 //  The size of the task's frame (see s_encode); -1 if an input is missing
-//  (and not an output of `tail` either).
+//  (and not an output of `tail` either). segs as s_share_inputs made it,
+//  or NULL (every input in the frame).
 static int
-s_frame_size (task_t *task, store_t *store, const task_t *tail, size_t *size_p)
+s_frame_size (task_t *task, store_t *store, const task_t *tail, sq_blob_t **segs,
+              size_t *size_p)
 {
     sq_blob_t *fn_blob;
     const char *fn_ptr;
@@ -569,7 +636,7 @@ s_frame_size (task_t *task, store_t *store, const task_t *tail, size_t *size_p)
     if (s_fn_field (task, store, &fn_blob, &fn_ptr, &fn_len, &first))
         return -1;
     bool streams = task->stream_in >= 0 || task->stream_out >= 0;
-    size_t size = 8 + 17 + (streams? 8: 0) + fn_len + task->conf.py_args.len;
+    size_t size = 8 + 17 + (streams? 8: 0) + (segs? 4: 0) + fn_len + task->conf.py_args.len;
     for (uint32_t i = first; i < task->n_inputs; i++) {
         if ((int32_t) i == task->stream_in) {
             size += 12;         //  no type, no bytes: a pipe
@@ -579,7 +646,10 @@ s_frame_size (task_t *task, store_t *store, const task_t *tail, size_t *size_p)
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
         if (!blob && s_kept_output (task, i, tail) < 0)
             return -1;
-        size += 12 + (blob? strlen (type) + sq_blob_size (blob): 0);
+        if (segs && segs [i])
+            size += 12 + strlen (type) + 8;
+        else
+            size += 12 + (blob? strlen (type) + sq_blob_size (blob): 0);
     }
     for (uint32_t j = 0; j < task->n_outputs; j++)
         size += 4 + strlen (task->out_types [j]);
@@ -589,17 +659,22 @@ s_frame_size (task_t *task, store_t *store, const task_t *tail, size_t *size_p)
 
 //  The task as one frame: see governor/executor.py. Inputs not in the
 //  store are outputs of `tail`, run before it in the same executor (whose
-//  run number is tail_seq), taken from the executor's memory. NULL if out
-//  of memory (or an input is missing).
+//  run number is tail_seq), taken from the executor's memory; those in
+//  segs (s_share_inputs, n_segs of them; segs may be NULL) are named, and
+//  their descriptors go with the frame. NULL if out of memory (or an input
+//  is missing).
 static uint8_t *
-s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq, size_t *size_p)
+s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq,
+          sq_blob_t **segs, uint32_t n_segs, size_t *size_p)
 {
     size_t size;
     sq_blob_t *fn_blob;
     const char *fn_ptr;
     size_t fn_len;
     uint32_t first;
-    if (s_frame_size (task, store, tail, &size)
+    if (!n_segs)
+        segs = NULL;
+    if (s_frame_size (task, store, tail, segs, &size)
     ||  s_fn_field (task, store, &fn_blob, &fn_ptr, &fn_len, &first))
         return NULL;
     bool streams = task->stream_in >= 0 || task->stream_out >= 0;
@@ -607,7 +682,7 @@ s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq, s
     if (!frame)
         return NULL;
     uint8_t *p = s_put64 (frame, size - 8);
-    *p++ = task->conf.call? 3: task->conf.actor? 2: streams? 4: 1;
+    *p++ = (task->conf.call? 3: task->conf.actor? 2: streams? 4: 1) | (segs? S_OP_SEGMENTS: 0);
     p = s_put32 (p, task->n_inputs - first);
     p = s_put32 (p, task->n_outputs);
     p = s_put32 (p, (uint32_t) fn_len);
@@ -616,6 +691,8 @@ s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq, s
         p = s_put32 (p, task->stream_in >= 0? (uint32_t) task->stream_in - first: UINT32_MAX);
         p = s_put32 (p, task->stream_out >= 0? (uint32_t) task->stream_out: UINT32_MAX);
     }
+    if (segs)
+        p = s_put32 (p, n_segs);
     if (fn_blob)
         sq_blob_read (fn_blob, 0, p, fn_len);
     else
@@ -639,6 +716,13 @@ s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq, s
             continue;
         }
         size_t type_len = strlen (type), data_len = sq_blob_size (blob);
+        if (segs && segs [i]) {
+            p = s_put32 (p, S_SEG_INPUT | (uint32_t) type_len);
+            p = s_put64 (p, data_len);
+            memcpy (p, type, type_len);
+            p = s_put64 (p + type_len, sq_blob_shm_id (segs [i]));
+            continue;
+        }
         p = s_put32 (p, (uint32_t) type_len);
         p = s_put64 (p, data_len);
         memcpy (p, type, type_len);
@@ -656,20 +740,92 @@ s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq, s
     return frame;
 }
 
-//  Resident bytes of a process (/proc/PID/statm), 0 if unknown.
+//  The executor was sent the segments in segs (s_share_inputs): it may map
+//  them from now on. Takes over their references.
+static void
+s_seg_hand (s_exec_t *ex, sq_blob_t **segs, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!segs [i])
+            continue;
+        uint64_t id = sq_blob_shm_id (segs [i]);
+        size_t k = 0;
+        while (k < ex->n_segs && ex->segs [k].id != id)
+            k++;
+        if (k < ex->n_segs) {
+            ex->segs [k].handed++;
+            sq_blob_unref (&segs [i]);
+            continue;
+        }
+        if (ex->n_segs == ex->cap_segs) {
+            size_t cap = ex->cap_segs? ex->cap_segs * 2: 16;
+            s_seg_t *more = (s_seg_t *) realloc (ex->segs, cap * sizeof *more);
+            if (!more) {
+                //  The executor maps it all the same (the kernel keeps the
+                //  memory); only our count of it is lost.
+                sq_warn ("out of memory: a segment mapped by Python executor %d is not "
+                         "accounted", (int) ex->pid);
+                sq_blob_unref (&segs [i]);
+                continue;
+            }
+            ex->segs = more;
+            ex->cap_segs = cap;
+        }
+        ex->segs [ex->n_segs++] = (s_seg_t) { id, segs [i], 1 };
+        segs [i] = NULL;
+    }
+}
+
+//  S_REPLY_RELEASED: u8 9, u32 n, then per segment u64 id, u32 count: the
+//  executor unmapped the segment after it had been handed `count` times.
+//  One handed again since (a frame on its way) stays: the executor maps
+//  it anew and says so again later. Malformed: -1.
+static int
+s_seg_released (s_exec_t *ex, const uint8_t *body, uint64_t size)
+{
+    if (size < 5 || s_get (body + 1, 4) != (size - 5) / 12 || (size - 5) % 12)
+        return -1;
+    for (const uint8_t *p = body + 5; p < body + size; p += 12) {
+        uint64_t id = s_get (p, 8);
+        uint32_t count = (uint32_t) s_get (p + 8, 4);
+        for (size_t k = 0; k < ex->n_segs; k++) {
+            if (ex->segs [k].id != id)
+                continue;
+            if (count >= ex->segs [k].handed) {
+                sq_blob_unref (&ex->segs [k].blob);
+                ex->segs [k] = ex->segs [--ex->n_segs];
+            }
+            else
+                ex->segs [k].handed -= count;
+            break;
+        }
+    }
+    return 0;
+}
+
+//  Resident bytes of a process (/proc/PID/status), 0 if unknown, less its
+//  resident shared memory: the segments it maps are its inputs, the
+//  governor's objects, which a task's `memory` does not count (a segment an
+//  executor keeps mapped after its task is the governor's to account for:
+//  s_seg_t). executor.py counts the same way (_resident).
 static uint64_t
 s_rss (pid_t pid)
 {
-    char path [64];
-    snprintf (path, sizeof path, "/proc/%d/statm", (int) pid);
+    char path [64], line [128];
+    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
     FILE *file = fopen (path, "r");
-    unsigned long long size = 0, resident = 0;
+    unsigned long long resident = 0, shared = 0, kib;
     if (!file)
         return 0;
-    if (fscanf (file, "%llu %llu", &size, &resident) != 2)
-        resident = 0;
+    while (fgets (line, sizeof line, file)) {
+        if (sscanf (line, "VmRSS: %llu kB", &kib) == 1)
+            resident = kib;
+        else
+        if (sscanf (line, "RssShmem: %llu kB", &kib) == 1)
+            shared = kib;
+    }
     fclose (file);
-    return (uint64_t) resident * (uint64_t) sysconf (_SC_PAGESIZE);
+    return resident > shared? (uint64_t) (resident - shared) << 10: 0;
 }
 
 static s_exec_t *s_new_slot (pyexec_t *self);
@@ -826,8 +982,31 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
               bool log_fds, char *err, size_t err_size)
 {
     size_t size = 0;
-    uint8_t *frame = s_encode (task, store, NULL, 0, &size);
+    //  Calls are copied: their frame may wait here (s_start_call).
+    sq_blob_t **segs = NULL;
+    uint32_t n_segs = 0;
+    if (!task->conf.call && task->n_inputs) {
+        segs = (sq_blob_t **) calloc (task->n_inputs, sizeof *segs);
+        if (!segs) {
+            snprintf (err, err_size, "out of memory on the governor");
+            return -1;
+        }
+        n_segs = s_share_inputs (task, store, task->conf.fn_in? 1: 0, segs);
+    }
+    //  Its stream pipes and log descriptors, then its segments (the order
+    //  executor.py takes them in).
+    int all_fds [S_FDS_MAX + S_SEGS_MAX];
+    size_t n_all = 0;
+    for (size_t i = 0; i < n_fds && n_all < S_FDS_MAX; i++)
+        all_fds [n_all++] = fds [i];
+    for (uint32_t i = 0; segs && i < task->n_inputs; i++)
+        if (segs [i])
+            all_fds [n_all++] = sq_blob_shm_fd (segs [i]);
+    uint8_t *frame = s_encode (task, store, NULL, 0, segs, n_segs, &size);
     if (!frame) {
+        for (uint32_t i = 0; segs && i < task->n_inputs; i++)
+            sq_blob_unref (&segs [i]);
+        free (segs);
         snprintf (err, err_size, "out of memory on the governor (or an input is missing)");
         return -1;
     }
@@ -849,7 +1028,9 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
             break;
         }
         frame [8] |= log_fds? S_OP_LOGS: 0;
-        if (s_write_with_fds (ex->fd, frame, size, fds, n_fds) == 0) {
+        if (s_write_with_fds (ex->fd, frame, size, all_fds, n_all) == 0) {
+            if (segs)
+                s_seg_hand (ex, segs, task->n_inputs);
             ex->task = task;
             ex->task_rss = ex->ready && task->memory? s_rss (ex->pid): 0;
             ex->seq++;
@@ -863,6 +1044,9 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
             s_stop (self, ex, true);
         }
     }
+    for (uint32_t i = 0; segs && i < task->n_inputs; i++)
+        sq_blob_unref (&segs [i]);
+    free (segs);
     free (frame);
     return rc;
 }
@@ -939,9 +1123,9 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fd
             }
     }
     size_t size;
-    if (!best || s_frame_size (task, store, tail, &size) || size > S_PIPE_FRAME_MAX)
+    if (!best || s_frame_size (task, store, tail, NULL, &size) || size > S_PIPE_FRAME_MAX)
         return -1;
-    uint8_t *frame = s_encode (task, store, tail, tail_seq, &size);
+    uint8_t *frame = s_encode (task, store, tail, tail_seq, NULL, 0, &size);
     if (!frame)
         return -1;
     int fds [2] = { -1, -1 };
@@ -1218,11 +1402,50 @@ s_seceded (pyexec_t *self, s_exec_t *ex, bool seceded, uint64_t size)
     }
 }
 
+//  The next memory file the executor sent, -1 if none came.
+static int
+s_take_fd (s_exec_t *ex)
+{
+    if (ex->n_fdq == 0)
+        return -1;
+    int fd = ex->fdq [0];
+    memmove (ex->fdq, ex->fdq + 1, --ex->n_fdq * sizeof ex->fdq [0]);
+    return fd;
+}
+
+//  A reply that is not taken (dropped, or an actor's constructor's): the
+//  memory files of its outputs go.
+static void
+s_drop_outputs (s_exec_t *ex, const uint8_t *body, uint64_t size)
+{
+    if (body [0] != 0 || size < 5)
+        return;
+    uint64_t pos = 5;
+    for (uint64_t j = s_get (body + 1, 4); j > 0 && pos + 8 <= size; j--) {
+        uint64_t out = s_get (body + pos, 8);
+        pos += 8;
+        if (out & S_SEG_OUTPUT)
+            close (s_take_fd (ex));
+        else
+        if (out > size - pos)
+            break;
+        else
+            pos += out;
+    }
+}
+
 //  One whole reply of the executor (size >= 1 bytes of body).
 static void
 s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
 {
     char err [S_MESSAGE_MAX];
+    if (body [0] == S_REPLY_RELEASED) {
+        if (s_seg_released (ex, body, size)) {
+            sq_warn ("Python executor %d sent a malformed release: stopped", (int) ex->pid);
+            s_died (self, ex);
+        }
+        return;
+    }
     if (body [0] == S_REPLY_STARTED) {
         s_started (self, ex, body, size);
         return;
@@ -1245,6 +1468,7 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     }
     if (ex->discard) {          //  a stopped call's or piped task's
         ex->discard--;
+        s_drop_outputs (ex, body, size);
         return;
     }
     task_t *task = ex->task? ex->task: ex->host;
@@ -1266,6 +1490,7 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     if (task == ex->host) {
         //  The instance is made (it stays), or its constructor failed.
         if (body [0] == 0) {
+            s_drop_outputs (ex, body, size);
             s_constructed (ex);
             return;
         }
@@ -1303,6 +1528,18 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     uint64_t pos = 5;
     for (uint32_t j = 0; ok && j < task->n_outputs; j++) {
         uint64_t out = pos + 8 <= size? s_get (body + pos, 8): UINT64_MAX;
+        if (out != UINT64_MAX && (out & S_SEG_OUTPUT)) {
+            //  Written by the executor into a memory file: ours from now
+            //  on, sealed, served as it is (no copy here).
+            int fd = s_take_fd (ex);
+            task->results [j] = fd >= 0? sq_blob_shm_adopt (fd, out & ~S_SEG_OUTPUT): NULL;
+            ok = task->results [j] != NULL;
+            if (!ok)
+                sq_warn ("Python executor %d sent an output segment that cannot be taken: "
+                         "%s", (int) ex->pid, fd < 0? "none came": strerror (errno));
+            pos += 8;
+            continue;
+        }
         ok = out <= size - pos - 8;
         if (ok) {
             task->results [j] = sq_blob_copy (body + pos + 8, out);
@@ -1362,13 +1599,37 @@ pyexec_read (pyexec_t *self, int fd)
         s_died (self, ex);
         return;
     }
+    //  Memory files of outputs come with the first byte of the write that
+    //  carries their reply (at most S_SEGS_MAX): queued for it, in order.
+    char control [CMSG_SPACE (S_SEGS_MAX * sizeof (int))];
+    struct iovec iov = { ex->rbuf + ex->rlen, S_RBUF_SIZE - ex->rlen };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                          .msg_control = control, .msg_controllen = sizeof control };
     ssize_t n;
-    while ((n = recv (fd, ex->rbuf + ex->rlen, S_RBUF_SIZE - ex->rlen, MSG_DONTWAIT)) < 0
-           && errno == EINTR)
+    while ((n = recvmsg (fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
         ;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
-    if (n <= 0) {
+    bool overflow = n > 0 && (msg.msg_flags & MSG_CTRUNC);
+    for (struct cmsghdr *c = n > 0? CMSG_FIRSTHDR (&msg): NULL; c; c = CMSG_NXTHDR (&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t count = (c->cmsg_len - CMSG_LEN (0)) / sizeof (int);
+        for (size_t k = 0; k < count; k++) {
+            int got;
+            memcpy (&got, CMSG_DATA (c) + k * sizeof (int), sizeof got);
+            if (ex->n_fdq < S_FDQ_MAX)
+                ex->fdq [ex->n_fdq++] = got;
+            else {
+                close (got);
+                overflow = true;
+            }
+        }
+    }
+    if (n <= 0 || overflow) {
+        if (overflow)
+            sq_warn ("Python executor %d sent more memory files than its replies may "
+                     "carry: stopped", (int) ex->pid);
         s_died (self, ex);
         return;
     }

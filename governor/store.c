@@ -365,6 +365,32 @@ store_get_flat (store_t *self, uint64_t key, const char **content_type)
     return flat;
 }
 
+sq_blob_t *
+store_get_shared (store_t *self, uint64_t key, const char **content_type)
+{
+    sq_blob_t *blob = store_get (self, key, content_type);
+    if (!blob || sq_blob_size (blob) == 0)
+        return NULL;
+    if (sq_blob_shm_fd (blob) >= 0)
+        return sq_blob_ref (blob);
+    sq_blob_t *shared = sq_blob_shm_new (sq_blob_size (blob));
+    if (!shared)
+        return NULL;
+    sq_blob_read (blob, 0, sq_blob_wdata (shared), sq_blob_size (blob));
+    if (sq_blob_shm_seal (shared)) {
+        sq_blob_unref (&shared);
+        return NULL;
+    }
+    if (!sq_blob_mapped (blob)) {
+        s_entry_t *entry = (s_entry_t *) sq_idmap_lookup (self->map, key);
+        s_account (self, entry->blob, false);
+        sq_blob_unref (&entry->blob);
+        entry->blob = sq_blob_ref (shared);
+        s_account (self, shared, true);
+    }
+    return shared;
+}
+
 bool
 store_has (store_t *self, uint64_t key)
 {

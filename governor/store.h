@@ -89,6 +89,13 @@ sq_blob_t *store_get (store_t *self, uint64_t key, const char **content_type);
 //  blob (an object that arrived in chunks) is copied flat once and
 //  replaces the stored one. NULL if absent or out of memory.
 sq_blob_t *store_get_flat (store_t *self, uint64_t key, const char **content_type);
+//  For a reader in another process (a Python executor maps it rather than
+//  receiving a copy): the object as a shared segment (sq_blob_shm_fd), a
+//  new reference. One that is not is copied into a sealed segment once,
+//  which replaces the stored blob, except for a spilled object, which
+//  stays spilled (the segment is then the caller's alone). NULL if absent,
+//  empty or out of memory.
+sq_blob_t *store_get_shared (store_t *self, uint64_t key, const char **content_type);
 bool store_has (store_t *self, uint64_t key);
 //  The producer attempt the stored copy comes from (0 unless set), which
 //  a reattaching governor reports with it.

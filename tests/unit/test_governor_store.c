@@ -6,7 +6,11 @@
 #include "../../governor/deadlines.h"
 #include "../../governor/deadlines.c"
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define CHECK(cond) do { if (!(cond)) { \
     fprintf (stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
@@ -49,9 +53,95 @@ s_bytes (store_t *store)
     return store_memory (store) + store_spilled (store);
 }
 
+//  Shared segments (blob.c) and the store's copy of an object into one:
+//  sealed segments cannot change, and a memory file another process wrote
+//  is taken only when nobody can change it any more and its size is the
+//  one it was said to be.
+static int
+s_check_segments (void)
+{
+    sq_blob_t *seg = sq_blob_shm_new (100);
+    CHECK (seg && sq_blob_shm_fd (seg) >= 0 && sq_blob_shm_id (seg) != 0);
+    memset (sq_blob_wdata (seg), 7, 100);
+    CHECK (sq_blob_shm_seal (seg) == 0);
+    int fd = sq_blob_shm_fd (seg);
+    CHECK (write (fd, "x", 1) < 0 && errno == EPERM);
+    CHECK (mmap (NULL, 100, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED);
+    CHECK (ftruncate (fd, 50) < 0);
+    CHECK (((const uint8_t *) sq_blob_data (seg)) [99] == 7 && !sq_blob_mapped (seg));
+    sq_blob_t *other = sq_blob_shm_new (100);
+    CHECK (other && sq_blob_shm_id (other) != sq_blob_shm_id (seg));
+    sq_blob_unref (&other);
+    //  Sealed with F_SEAL_FUTURE_WRITE only, a mapping made before could
+    //  still write it: not taken as another process's output.
+    CHECK (sq_blob_shm_adopt (dup (fd), 100) == NULL);
+    sq_blob_t *heap = sq_blob_copy ("x", 1);
+    CHECK (heap && sq_blob_shm_fd (heap) == -1 && sq_blob_shm_id (heap) == 0);
+    sq_blob_unref (&heap);
+    sq_blob_unref (&seg);
+
+    //  Written by "another process": taken once sealed, with its size.
+    int w = memfd_create ("squall-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK (w >= 0 && write (w, "abcdef", 6) == 6);
+    sq_blob_t *got = sq_blob_shm_adopt (w, 6);
+    CHECK (got && memcmp (sq_blob_data (got), "abcdef", 6) == 0);
+    CHECK (write (sq_blob_shm_fd (got), "z", 1) < 0);
+    sq_blob_unref (&got);
+    //  The wrong size, no sealing allowed, a writer still mapping it
+    //  writable, not a memory file: refused (and the descriptor closed).
+    w = memfd_create ("squall-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK (w >= 0 && write (w, "abcdef", 6) == 6);
+    CHECK (sq_blob_shm_adopt (w, 5) == NULL);
+    CHECK (fcntl (w, F_GETFD) < 0 && errno == EBADF);
+    w = memfd_create ("squall-test", MFD_CLOEXEC);
+    CHECK (w >= 0 && write (w, "abcdef", 6) == 6);
+    CHECK (sq_blob_shm_adopt (w, 6) == NULL);
+    w = memfd_create ("squall-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK (w >= 0 && ftruncate (w, 4096) == 0);
+    void *writable = mmap (NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, w, 0);
+    CHECK (writable != MAP_FAILED);
+    int w2 = dup (w);
+    CHECK (sq_blob_shm_adopt (w, 4096) == NULL);
+    munmap (writable, 4096);
+    //  Once the writer let go, it can be taken.
+    got = sq_blob_shm_adopt (w2, 4096);
+    CHECK (got != NULL);
+    sq_blob_unref (&got);
+    char path [] = "/tmp/squall-test-segment-XXXXXX";
+    int file = mkstemp (path);
+    CHECK (file >= 0 && write (file, "abcdef", 6) == 6);
+    unlink (path);
+    CHECK (sq_blob_shm_adopt (file, 6) == NULL);
+    CHECK (sq_blob_shm_new (0) == NULL);
+
+    //  The store hands out an object as a segment: copied once, replacing
+    //  the stored blob; a segment is handed out as it is.
+    store_t *store = store_new ();
+    CHECK (store_put (store, 1, sq_blob_copy ("hello", 5), "t", 1) == 0);
+    CHECK (store_put (store, 2, sq_blob_copy ("", 0), "t", 1) == 0);
+    const char *type = NULL;
+    sq_blob_t *shared = store_get_shared (store, 1, &type);
+    CHECK (shared && sq_blob_shm_fd (shared) >= 0 && strcmp (type, "t") == 0);
+    CHECK (memcmp (sq_blob_data (shared), "hello", 5) == 0);
+    CHECK (store_get (store, 1, NULL) == shared && store_memory (store) == 5);
+    sq_blob_t *twice = store_get_shared (store, 1, NULL);
+    CHECK (twice == shared);
+    sq_blob_unref (&twice);
+    CHECK (store_get_shared (store, 2, NULL) == NULL);     //  empty
+    CHECK (store_get_shared (store, 3, NULL) == NULL);     //  absent
+    //  Removed from the store, it lives on in the reference handed out.
+    CHECK (store_remove (store, 1) == 0 && store_memory (store) == 0);
+    CHECK (memcmp (sq_blob_data (shared), "hello", 5) == 0);
+    sq_blob_unref (&shared);
+    store_destroy (&store);
+    return 0;
+}
+
 int
 main (void)
 {
+    if (s_check_segments ())
+        return 1;
     store_t *store = store_new ();
     CHECK (store && store_count (store) == 0 && s_bytes (store) == 0);
     CHECK (store_put (store, 1, sq_blob_copy ("hello", 5), "text/plain", 10) == 0);

@@ -255,10 +255,50 @@ def _emit_warnings(data: bytes) -> None:
                                filename, lineno)
 
 
-def read_value(stream: "io.BytesIO") -> Any:
+#   A value whose buffers a Python task's executor left out of band
+#   (pickle protocol 5; governor/executor.py, docs/protocol.md "py"):
+#   OOB_MAGIC, u64 total size, u32 number of buffers, u32 0, u64 size of
+#   the head, per buffer u64 offset from the value's start and u64 size;
+#   then the head: the pickle and its warnings.
+OOB_MAGIC = b"\0SQOOB1\0"
+
+
+def _read_oob(stream: "io.BytesIO") -> Any:
+    """The value with out-of-band buffers at the stream's position (its
+    warnings re-emitted); the stream is left after it. Its arrays are views
+    of the stream's (writable) buffer: no copy."""
+    import struct
+    start = stream.tell()
+    data = stream.getbuffer()
+    try:
+        _, total, n, _, head_size = struct.unpack_from("<8sQIIQ", data, start)
+        table = 32 + 16 * n
+        if start + total > len(data) or table + head_size > total:
+            raise pickle.UnpicklingError("a value with out-of-band buffers is damaged")
+        buffers = []
+        for i in range(n):
+            offset, size = struct.unpack_from("<QQ", data, start + 32 + 16 * i)
+            if offset < table + head_size or offset + size > total:
+                raise pickle.UnpicklingError("a value with out-of-band buffers is damaged")
+            buffers.append(data[start + offset:start + offset + size])
+        head = io.BytesIO(data[start + table:start + table + head_size])
+    finally:
+        data.release()
+    value = read_value(head, buffers)
+    stream.seek(start + total)
+    return value
+
+
+def read_value(stream: "io.BytesIO", buffers: Any = None) -> Any:
     """Loads one value from the stream and re-emits the warnings that follow
     it, if any (the stream may hold more values after them)."""
-    value = pickle.Unpickler(stream).load()
+    if buffers is None:
+        pos = stream.tell()
+        if stream.read(len(OOB_MAGIC)) == OOB_MAGIC:
+            stream.seek(pos)
+            return _read_oob(stream)
+        stream.seek(pos)
+    value = pickle.Unpickler(stream, buffers=buffers).load()
     pos = stream.tell()
     if stream.read(len(WARN_MAGIC)) == WARN_MAGIC:
         size = int.from_bytes(stream.read(4), "little")
