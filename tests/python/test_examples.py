@@ -53,5 +53,10 @@ def test_every_example_is_run():
                and 'run_example("%s")' % name not in tests]
     assert not missing, "examples no test runs: %s" % missing
     assert os.listdir(EXAMPLES) and all(
-        name.endswith(".py") or name in ("pipeline.c", "CMakeLists.txt")
+        name.endswith(".py") or name in ("pipeline.c", "CMakeLists.txt", "jobs")
         for name in os.listdir(EXAMPLES)), "an example of a new kind: run it in a test"
+    #   Job files (squall submit --file): each one submitted by a test.
+    jobs = os.path.join(EXAMPLES, "jobs")
+    unrun = [name for name in sorted(os.listdir(jobs))
+             if not name.endswith(".toml") or '"jobs", "%s"' % name not in tests]
+    assert not unrun, "job files no test submits (or not .toml): %s" % unrun
