@@ -67,9 +67,12 @@ def test_a_reader_that_stops_early(client):
 
 
 @pytest.mark.parametrize("case", ["kept", "fetched", "later", "concat", "deadlock", "unread"])
-def test_refusals(client, case):
+def test_refusals(client, case, tmp_path):
     with client.session() as s:
-        producer = Execute("seq 1 10", stdout=True, stream=True, outputs=["side"])
+        gate = os.path.join(str(tmp_path), "gate")
+        command = ("seq 1 10" if case != "fetched"
+                   else "sh -c 'seq 1 10; while [ ! -e %s ]; do sleep 0.05; done'" % gate)
+        producer = Execute(command, stdout=True, stream=True, outputs=["side"])
         stream, side = producer.outputs
         if case == "kept":
             Execute("wc -l", stdin=stream, stdout=True)
@@ -78,10 +81,16 @@ def test_refusals(client, case):
                 s.submit()
             return
         if case == "fetched":
+            #   A producer that cannot fail before the fetch was refused
+            #   (it writes no "side": once failed, the client would report
+            #   the failure first); the gate opens after the refusal.
             Execute("wc -l", stdin=stream, stdout=True)
             s.submit()
-            with pytest.raises(squall.SquallError, match="is a stream"):
-                stream.fetch(TIMEOUT)
+            try:
+                with pytest.raises(squall.SquallError, match="is a stream"):
+                    stream.fetch(TIMEOUT)
+            finally:
+                open(gate, "w").close()
             return
         if case == "later":
             Execute("wc -l", stdin=stream, stdout=True)
