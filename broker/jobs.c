@@ -306,6 +306,80 @@ s_reply_job (broker_t *self, peer_t *peer, uint32_t req, const session_t *sessio
 }
 
 //  --------------------------------------------------------------------------
+//  Children's sessions: a job named "nested/S/T" holds the tasks that task T
+//  of session S submitted (docs/protocol.md, "Jobs"). It lives while that
+//  task has not ended, whatever becomes of the connections of its attempts,
+//  so that an attempt run again finds the children of the one before.
+
+#define S_NESTED "nested/"
+
+//  The parent's key of a name "nested/S/T" (S, T decimal, non-zero, no
+//  leading zeros), or 0 if the name is not of that form.
+static uint64_t
+s_nested_parent (const char *name, size_t len)
+{
+    size_t prefix = strlen (S_NESTED);
+    if (len <= prefix || memcmp (name, S_NESTED, prefix) != 0)
+        return 0;
+    uint64_t part [2] = { 0, 0 };
+    size_t at = prefix;
+    for (int k = 0; k < 2; k++) {
+        size_t start = at;
+        while (at < len && name [at] >= '0' && name [at] <= '9' && at - start < 10)
+            part [k] = part [k] * 10 + (uint64_t) (name [at++] - '0');
+        if (at == start || name [start] == '0' || part [k] > UINT32_MAX)
+            return 0;
+        if (k == 0 && (at >= len || name [at++] != '/'))
+            return 0;
+    }
+    return at == len? sq_key ((uint32_t) part [0], (uint32_t) part [1]): 0;
+}
+
+static bool
+s_task_ended (const task_t *task)
+{
+    return task->state == TASK_FINISHED || task->state == TASK_FAILED
+        || task->state == TASK_CANCELLED;
+}
+
+//  0 if the peer may open the children's session of this parent; else the
+//  error, with its message.
+static int
+s_nested_check (broker_t *self, peer_t *peer, const sq_request_t *q,
+                char *message, size_t message_size)
+{
+    uint64_t parent = s_nested_parent (q->name.ptr, q->name.len);
+    session_t *session = parent? graph_session (self->graph, sq_key_session (parent)): NULL;
+    task_t *task = session && bx_same_tenant (peer, session)?
+                   graph_task (self->graph, parent): NULL;
+    if (!q->detached || !task || s_task_ended (task)) {
+        snprintf (message, message_size, "a name beginning %s is the children's session of "
+                  "a task not ended, %sS/T, opened detached: %.*s is not one", S_NESTED,
+                  S_NESTED, (int) q->name.len, q->name.ptr);
+        return SQ_E_INVALID;
+    }
+    return SQ_OK;
+}
+
+//  Children's sessions whose parent task ended (or is gone) close.
+static void
+s_nested_expire (broker_t *self)
+{
+    size_t cursor = 0, n = 0;
+    session_t *s, *ended [64];
+    while (n < 64 && (s = graph_session_next (self->graph, &cursor))) {
+        uint64_t parent = s->job && s->name? s_nested_parent (s->name, strlen (s->name)): 0;
+        task_t *task = parent? graph_task (self->graph, parent): NULL;
+        if (parent && (!task || s_task_ended (task)))
+            ended [n++] = s;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sq_debug ("session %u closed: the task it holds the children of has ended", ended [i]->id);
+        bx_session_close (self, ended [i]);
+    }
+}
+
+//  --------------------------------------------------------------------------
 //  Opening
 
 int
@@ -316,6 +390,12 @@ jobs_open (broker_t *self, peer_t *peer, session_t *session, const sq_request_t 
     session->ended_ms = session->created_ms;
     if (!q->has_name && !q->detached)
         return SQ_OK;
+    if (q->has_name && q->name.len >= strlen (S_NESTED)
+    &&  memcmp (q->name.ptr, S_NESTED, strlen (S_NESTED)) == 0) {
+        int code = s_nested_check (self, peer, q, message, message_size);
+        if (code)
+            return code;
+    }
     if (q->has_name) {
         size_t cursor = 0;
         session_t *s;
@@ -880,6 +960,7 @@ jobs_tick (broker_t *self, int64_t now)
 void
 jobs_expire (broker_t *self)
 {
+    s_nested_expire (self);
     s_retention (self);
 }
 

@@ -72,6 +72,9 @@ struct _sq_session_t {
     uint8_t token [SQ_TOKEN_LEN];   //  what RESUME presents
     int lost;                   //  the error that made it unusable (a failed resume), 0
     uint32_t known_max;         //  the largest id the broker knew at the last resume
+    //  sq_session_replay: ids up to this one were made by an earlier
+    //  client in the same order; submits do not send them again.
+    uint32_t replay_max;
     uint32_t next_id;
     uint32_t batch_first;
     s_object_t *objects;
@@ -225,6 +228,22 @@ sq_session_attach (sq_client_t *client, uint32_t session, const char *name)
         return NULL;
     }
     return s_session_open (client, NULL, false, session, name);
+}
+
+static int s_session_check (sq_session_t *self);
+
+int
+sq_session_replay (sq_session_t *self)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if (self->n_objects || self->n_tasks || self->next_id != self->known_max + 1)
+        return s_err (self, SQ_E_INVALID, 0, "replay: only on a session just attached");
+    self->replay_max = self->known_max;
+    self->next_id = 1;
+    self->batch_first = 1;
+    return 0;
 }
 
 void
@@ -988,7 +1007,8 @@ s_upload (sq_session_t *self)
     bool fallback = false;
     for (size_t i = 0; i < self->n_objects; i++) {
         s_object_t *o = &self->objects [i];
-        if (!o->blob || (!o->governor && (fallback || sq_blob_size (o->blob) < SQ_UPLOAD_MIN)))
+        if (!o->blob || o->id <= self->replay_max
+        ||  (!o->governor && (fallback || sq_blob_size (o->blob) < SQ_UPLOAD_MIN)))
             continue;
         //  Each upload its own: with keys, the right to write is per object.
         if (sq_client_upload_target (client, self->id, o->id, sq_blob_size (o->blob),
@@ -1017,6 +1037,16 @@ sq_submit (sq_session_t *self)
         return rc;
     if (self->n_objects == 0 && self->n_tasks == 0)
         return 0;
+    //  Replayed ids (sq_session_replay) are in the session already.
+    size_t n_objects = 0, n_tasks = 0;
+    for (size_t i = 0; i < self->n_objects; i++)
+        n_objects += self->objects [i].id > self->replay_max;
+    for (size_t i = 0; i < self->n_tasks; i++)
+        n_tasks += self->tasks [i].id > self->replay_max;
+    if (n_objects == 0 && n_tasks == 0) {
+        s_batch_clear (self);
+        return 0;
+    }
     sq_client_t *client = self->client;
     if ((rc = sq_client_check (client))) {
         s_batch_clear (self);
@@ -1037,11 +1067,13 @@ sq_submit (sq_session_t *self)
     msgpack_packer *pk = &client->w.pk;
     sq_wbuf_reset (&client->w);
     sq_pack_submit_begin (pk, req, self->id);
-    sq_pack_submit_objects (pk, (uint32_t) self->n_objects);
+    sq_pack_submit_objects (pk, (uint32_t) n_objects);
     size_t n_payloads = 0;
     uint64_t payload_bytes = 0;
     for (size_t i = 0; i < self->n_objects; i++) {
         s_object_t *o = &self->objects [i];
+        if (o->id <= self->replay_max)
+            continue;
         if (o->uploaded_to) {
             sq_pack_object_uploaded (pk, o->id, o->flags, o->content_type, o->uploaded_to,
                                      sq_blob_size (o->blob), "");
@@ -1061,9 +1093,11 @@ sq_submit (sq_session_t *self)
             n_payloads++;
         }
     }
-    sq_pack_submit_tasks (pk, (uint32_t) self->n_tasks);
+    sq_pack_submit_tasks (pk, (uint32_t) n_tasks);
     for (size_t i = 0; i < self->n_tasks && rc == 0; i++) {
         s_task_t *t = &self->tasks [i];
+        if (t->id <= self->replay_max)
+            continue;
         sq_resource_t resources [SQ_MAX_RESOURCES];
         uint32_t outputs_stack [64];
         uint32_t *outputs = t->n_outputs <= 64? outputs_stack:

@@ -297,6 +297,12 @@ sq_session_t *sq_session_new_job (sq_client_t *client, const char *name, bool de
 //  then work on it; its ids continue above those it has. sq_session_destroy
 //  closes it (and forgets it); sq_session_detach leaves it running.
 sq_session_t *sq_session_attach (sq_client_t *client, uint32_t session, const char *name);
+//  On a session just attached: ids are given from 1 again, and a submit
+//  leaves out the objects and tasks whose ids are at most the session's
+//  largest id at attach (ATTACH's max_id): an earlier client made them, in
+//  the same order (a task run again, docs/protocol.md "Jobs"). 0 or an
+//  error code (SQ_E_INVALID once something was added or submitted).
+int sq_session_replay (sq_session_t *self);
 //  Frees the handle without closing the session on the broker: a job goes on
 //  (a plain session is closed after --session-grace).
 void sq_session_detach (sq_session_t **self_p);

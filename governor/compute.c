@@ -418,8 +418,14 @@ s_credential (compute_t *self, task_t *task)
 {
     if (task->state != TASK_RUNNING || task->piped)
         return;
+    //  The task's session and id end the answer: its client names the
+    //  session of its children after them (docs/protocol.md, "Jobs").
+    char parent [24];
+    snprintf (parent, sizeof parent, " %u %u", sq_key_session (task->key), sq_key_id (task->key));
     if (!self->has_broker_key) {
-        pyexec_credential (self->pyexec, task, "-");
+        char text [32];
+        snprintf (text, sizeof text, "-%s", parent);
+        pyexec_credential (self->pyexec, task, text);
         return;
     }
     if (task->credentialed) {
@@ -440,8 +446,8 @@ s_credential (compute_t *self, task_t *task)
     //  The event leaves before the executor can use the key: the client
     //  retries a refused handshake for a while (bindings/python/squall/_worker.py).
     s_flush (self);
-    char text [2 + 3 * 41 + 3];
-    snprintf (text, sizeof text, "k %s %s %s", public_z85, secret_z85, broker_z85);
+    char text [2 + 3 * 41 + 3 + sizeof parent];
+    snprintf (text, sizeof text, "k %s %s %s%s", public_z85, secret_z85, broker_z85, parent);
     pyexec_credential (self->pyexec, task, text);
     memset (secret_z85, 0, sizeof secret_z85);
     memset (text, 0, sizeof text);

@@ -947,6 +947,7 @@ _credential_lock = threading.Lock()
 #   returns (squall closes the task's client there).
 _at_end = []
 _number = 0
+_task_key = None
 
 
 def in_task():
@@ -983,9 +984,19 @@ def credential():
                 text = bytes(body[1:]).decode()
                 if text.startswith("!"):
                     raise RuntimeError("squall.get_client(): the governor refused: " + text[1:])
-                if text.startswith("k "):
-                    return tuple(text.split()[1:])
+                words = text.split()
+                global _task_key
+                #   the task's session and id end the answer
+                _task_key = (int(words[-2]), int(words[-1])) if len(words) >= 3 else None
+                if words[0] == "k":
+                    return tuple(words[1:4])
                 return None
+
+
+def task_key():
+    """(session, id) of the running task, as the governor said with its
+    credential (None before credential() in this task)."""
+    return _task_key if _running else None
 
 
 def _task_ended():
@@ -1019,7 +1030,7 @@ def _set_running(running):
 
 
 def main():
-    global _sock, _frames, _number
+    global _sock, _frames, _number, _task_key
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.modules.setdefault("_squall_executor", sys.modules[__name__])
     _die_with_governor(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
@@ -1098,6 +1109,7 @@ def main():
             _send(sock, out, out_fds)
             try:
                 _number = done
+                _task_key = None
                 _set_running(True)
                 try:
                     with _captured(log_fds):

@@ -1719,7 +1719,7 @@ pyexec_credential (pyexec_t *self, task_t *task, const char *text)
         if (ex->task != task || ex->host || ex->fd < 0)
             continue;
         size_t len = strlen (text);
-        uint8_t frame [8 + 1 + 2 + 3 * 41];
+        uint8_t frame [8 + 1 + 2 + 3 * 41 + 24];
         if (len > sizeof frame - 9)
             return;
         uint8_t *p = s_put64 (frame, 1 + len);

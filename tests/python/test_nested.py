@@ -106,11 +106,11 @@ def tenant_and_admin(_):
     return tenant, retire
 
 
-def _other_tenant_client(cluster, tmp):
+def _other_tenant_client(cluster, tmp, name="other"):
     """A client of another tenant: a key added to the broker's keyring
     (re-read on SIGHUP)."""
     authorized = os.path.join(cluster._keydir, "authorized")
-    key = squall.keygen("other-%d" % os.getpid(), authorized, "client", tenant="other")
+    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant="other")
     cluster._broker.send_signal(signal.SIGHUP)
 
     def connect():
@@ -235,10 +235,12 @@ def tree_node(directory, path, depth, width):
 
 def test_tree_with_a_governor_killed(tmp_path):
     # 3 x 3 x 3 leaves under 13 parents on 2 governors; one is SIGKILLed once
-    # a few leaves ran. Every leaf runs at least once; one that ran more
-    # than once did so because its run was on the killed governor (the
-    # broker ran it again) or because an ancestor ran again (a parent re-run
-    # submits its children anew: children are not yet found again by name).
+    # a few leaves ran. Every node runs at least once, and at most once on
+    # each governor: a node that ran twice did so because its first run was
+    # on the killed governor (the broker ran it again). A parent run again
+    # finds the children its first run made (their session "nested/S/T"
+    # outlives the run) and does not run them again; results are small, held
+    # by the broker, so none is lost with the governor and run again.
     directory = str(tmp_path)
     with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as c:
         client = c.client()
@@ -255,16 +257,111 @@ def test_tree_with_a_governor_killed(tmp_path):
         with open(os.path.join(directory, "node-" + name)) as f:
             return [int(line) for line in f.read().split()]
 
-    for leaf in leaves:
-        mine = runs(leaf)
-        assert mine, "leaf %s never ran" % leaf
-        if len(mine) == 1:
-            continue
-        ancestors = [leaf[:k] for k in range(1, len(leaf))]
-        explained = (victim.pid in mine
-                     or any(len(runs(a)) > 1 for a in ancestors))
-        assert explained, "leaf %s ran %d times, neither on the killed governor nor " \
-                          "under a parent that ran again" % (leaf, len(mine))
+    nodes = ["r"] + [x[:k] for x in leaves for k in range(2, 5)]
+    for node in sorted(set(nodes)):
+        mine = runs(node)
+        assert mine, "node %s never ran" % node
+        assert mine.count(victim.pid) <= 1 and len(mine) - mine.count(victim.pid) <= 1, \
+            "node %s ran %d times (%s), more than once on a governor (killed: %d)" \
+            % (node, len(mine), mine, victim.pid)
+
+
+def appending_child(path, i):
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"%d\n" % i)
+    finally:
+        os.close(fd)
+    return i * i
+
+
+def parent_killed_once(directory):
+    """Submits 3 children and waits for them; its first run then says so
+    (the file "first") and waits to be killed with its governor; the run
+    after returns."""
+    with open(os.path.join(directory, "parent"), "a") as f:
+        f.write("%d\n" % os.getppid())
+    c = squall.get_client()
+    children = [c.submit(appending_child, os.path.join(directory, "children"), i)
+                for i in range(3)]
+    total = sum(f.result() for f in children)
+    try:
+        os.close(os.open(os.path.join(directory, "first"), os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return total
+    time.sleep(600)             # until its governor is killed
+    return -1
+
+
+def test_a_parent_run_again_finds_its_children(tmp_path):
+    # the parent's governor is SIGKILLed after its children finished, before
+    # it returned: the broker runs it again on the other governor, where it
+    # submits the same children in the same order and gets their results
+    # without running them again
+    directory = str(tmp_path)
+    with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as c:
+        client = c.client()
+        parent = client.submit(parent_killed_once, directory)
+        until(lambda: os.path.exists(os.path.join(directory, "first")),
+              "the children to finish", timeout=TIMEOUT * 4)
+        with open(os.path.join(directory, "parent")) as f:
+            first = int(f.read().split()[0])
+        victim, = [g for g in c._governors if g.pid == first]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        assert parent.result(timeout=TIMEOUT * 4) == 0 + 1 + 4
+    with open(os.path.join(directory, "parent")) as f:
+        parents = [int(x) for x in f.read().split()]
+    assert len(parents) == 2 and parents[0] == victim.pid != parents[1], parents
+    with open(os.path.join(directory, "children")) as f:
+        assert sorted(f.read().split()) == ["0", "1", "2"]
+
+
+def blocked_on_fifo(path):
+    """Runs until the test writes to the fifo `path`."""
+    with open(path) as f:
+        return f.read()
+
+
+def test_a_childrens_session_is_its_tenants_and_ends_with_its_task(nested_cluster, tmp_path):
+    # "nested/S/T" may be opened (detached) only for a task T of session S
+    # that has not ended and is of the opener's tenant; it closes when that
+    # task ends
+    client = nested_cluster.client()
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    task = client.submit(blocked_on_fifo, fifo)
+    name = "nested/%d/%d" % (task._session.id, task._tid)
+    other = _other_tenant_client(nested_cluster, str(tmp_path), "other-children")
+    try:
+        with pytest.raises(squall.SquallError) as info:
+            other.session(name=name, detached=True)
+        assert info.value.code == 4, info.value
+    finally:
+        other.close()
+    for bad in ("nested/%d/%d" % (task._session.id, task._tid + 1000),
+                "nested/%d/0%d" % (task._session.id, task._tid), "nested/x"):
+        with pytest.raises(squall.SquallError) as info:
+            client.session(name=bad, detached=True)
+        assert info.value.code == 4, (bad, info.value)
+    with pytest.raises(squall.SquallError) as info:
+        client.session(name=name)
+    assert info.value.code == 4, info.value
+    children = client.session(name=name, detached=True)
+    children.detach()
+    assert [j["name"] for j in client.jobs() if j["name"] == name] == [name]
+
+    def writer():
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:         # ENXIO: the task has not opened it yet
+            return None
+    fd = until(writer, "the task to run")
+    os.write(fd, b"done")
+    os.close(fd)
+    assert task.result(timeout=TIMEOUT) == "done"
+    until(lambda: not [j for j in client.jobs() if j["name"] == name] or None,
+          "the children's session to close with its task")
 
 
 def return_a_future(n):

@@ -16,11 +16,13 @@ tasks, its children among them, so a recursion deeper than the cluster has
 cpus finishes (governor/compute.c bounds how many wait at once).
 """
 import contextlib
+import ctypes
 import os
 import sys
 import threading
 from typing import Any, Callable, Optional
 
+from . import _lib as L
 from .errors import SquallError
 
 #   The depth of the task running in this executor (0: a client's task),
@@ -143,6 +145,7 @@ def get_client(timeout: float = 10.0):
         except RuntimeError as exc:
             raise SquallError(str(exc)) from None
         client = _connect(address, keys, timeout)
+        client._parent = ex.task_key() if hasattr(ex, "task_key") else None
         _client = (ex.task_number(), client)
         ex.at_task_end(_close_task_client)
         return client
@@ -206,7 +209,38 @@ def _task_client_class():
     from ._core import Client
 
     class TaskClient(Client):
-        """A client inside a task: submits nested tasks (see the module)."""
+        """A client inside a task: submits nested tasks (see the module).
+
+        Its futures live in the children's session of the task, the job
+        "nested/S/T" (S, T: the task's session and id, docs/protocol.md
+        "Jobs"), which the broker keeps while the task has not ended. An
+        attempt run again (its governor died) attaches to it and numbers its
+        ids from 1 again (sq_session_replay): a submit made in the same order
+        as before is not sent again, and its futures are the children the
+        earlier attempt made, finished or running."""
+
+        _parent = None          # (session, id) of the task, from its governor
+
+        def _futures_session(self):
+            self._drain_dead()
+            if self._fs is None:
+                self._fs = _children_session(self)
+            return self._fs
+
+        def _close(self):
+            # the children's session is left to the broker: it closes it
+            # (cancelling the children nobody waited for) once this task
+            # has ended, so that a report of the task lost with its
+            # governor leaves the children for the attempt run again
+            lock = getattr(self, "_lock", None)
+            if lock is not None:
+                with lock:
+                    fs, self._fs = self._fs, None
+                    if fs is not None and fs.detached and fs._h.value:
+                        L.sq_session_detach(ctypes.byref(fs._h))
+                    elif fs is not None:
+                        self._fs = fs
+            super()._close()
 
         def submit(self, fn: Callable, *args, **kwargs) -> Any:
             return super().submit(nested(fn, kwargs), *args, **kwargs)
@@ -217,5 +251,32 @@ def _task_client_class():
 
     _TaskClientClass = TaskClient
     return TaskClient
+
+
+_E_DUPLICATE_ID = 5             # SQ_E_DUPLICATE_ID, common/squall_codes.h
+
+
+def _children_session(client):
+    """The session of the running task's children: opened as the job
+    "nested/S/T", or, when an earlier attempt of the task opened it,
+    attached and replayed. A plain session when the governor did not say
+    which task runs (an older governor)."""
+    from ._core import Session
+    if client._parent is None or L.sq_session_replay is None:
+        return Session(client)
+    name = "nested/%d/%d" % client._parent
+    try:
+        return Session(client, name=name, detached=True)
+    except SquallError as exc:
+        if exc.code != _E_DUPLICATE_ID:
+            raise
+    with client._lock:
+        handle = L.sq_session_attach(client._h, 0, name.encode())
+    if not handle:
+        raise client._error(L.sq_client_errcode(client._h))
+    session = Session(client, detached=True, _handle=handle)
+    session.name = name
+    session._check(L.sq_session_replay(session._h))
+    return session
 
 
