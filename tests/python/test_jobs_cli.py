@@ -55,10 +55,10 @@ def env_of(cluster, key=None):
                 SQUALL_SECRET_KEY=key or cluster.secret_key, SQUALL_BROKER_KEY=cluster.broker_key)
 
 
-def sq(cluster, *argv, key=None, check=True, timeout=TIMEOUT * 4):
+def sq(cluster, *argv, key=None, check=True, timeout=TIMEOUT * 4, cwd=None):
     """`squall ARGV` as a new shell would run it: a process of its own."""
     out = subprocess.run(SQUALL + [str(a) for a in argv], env=env_of(cluster, key),
-                         capture_output=True, text=True, timeout=timeout)
+                         capture_output=True, text=True, timeout=timeout, cwd=cwd)
     if check:
         assert out.returncode == 0, (argv, out.returncode, out.stdout, out.stderr)
     return out
@@ -243,3 +243,84 @@ def test_stdin_env_and_placeholders_of_a_single_command(jobs_cluster, tmp_path):
     tasks = json.loads(sq(jobs_cluster, "task", "list", job["id"], "--json").stdout)
     assert [(t["id"], t["state"], t["exit_code"]) for t in tasks] == [("0", "finished", 0)]
     sq(jobs_cluster, "job", "forget", job["id"])
+
+
+def test_stdout_and_stderr_paths_of_an_array_a_command_and_a_job_file(jobs_cluster, arrays,
+                                                                      tmp_path):
+    outs = tmp_path / "outs"
+    outs.mkdir()
+    # an array: one file per element, named by the broker's expansion
+    job = submit(jobs_cluster, "--name", "to-files", "--array", "1-3",
+                 "--stdout", str(outs / "%{JOB_ID}-%{TASK_ID}.out"),
+                 "--stderr", str(outs / "%{TASK_ID}.err"), "--",
+                 "sh", "-c", "echo out $SQUALL_TASK_ID; echo err $SQUALL_TASK_ID >&2")
+    sq(jobs_cluster, "job", "wait", job)
+    for i in (1, 2, 3):
+        assert (outs / ("%d-%d.out" % (job, i))).read_text() == "out %d\n" % i
+        assert (outs / ("%d.err" % i)).read_text() == "err %d\n" % i
+    sq(jobs_cluster, "job", "forget", job)
+    # one command, a path relative to the submitting shell's directory, the
+    # same file for both streams: interleaved in order
+    out = sq(jobs_cluster, "submit", "--name", "to-one-file", "--stdout", "both-%{TASK_ID}.txt",
+             "--stderr", "both-%{TASK_ID}.txt", "--wait", "--",
+             "sh", "-c", "echo one; echo two >&2; echo three", cwd=str(tmp_path))
+    assert (tmp_path / "both-0.txt").read_text() == "one\ntwo\nthree\n"
+    sq(jobs_cluster, "job", "forget", int(out.stdout.strip()))
+    # a job file: relative to the file's directory
+    jobfile = tmp_path / "paths.toml"
+    jobfile.write_text('[[task]]\nid = "w"\ncommand = ["sh", "-c", "echo w; echo e >&2"]\n'
+                       'stdout_path = "w-%{JOB_ID}.out"\nstderr_path = "w.err"\n')
+    job = json.loads(sq(jobs_cluster, "submit", "--file", jobfile, "--name", "paths-file",
+                        "--wait", "--json", cwd="/").stdout)
+    assert (tmp_path / ("w-%d.out" % job["id"])).read_text() == "w\n"
+    assert (tmp_path / "w.err").read_text() == "e\n"
+    sq(jobs_cluster, "job", "forget", job["id"])
+
+
+def test_cwd_and_unopenable_output_paths_are_refused_before_submitting(jobs_cluster, tmp_path):
+    before = json.loads(sq(jobs_cluster, "job", "list", "--json").stdout)
+    out = sq(jobs_cluster, "submit", "--cwd", str(tmp_path), "--", "true", check=False)
+    assert out.returncode == 2 and "cwd (--cwd) is not supported" in out.stderr
+    out = sq(jobs_cluster, "submit", "--stdout", "%{CWD}/out", "--", "true", check=False)
+    assert out.returncode == 2 and "--stdout: %{CWD} cannot name" in out.stderr
+    out = sq(jobs_cluster, "submit", "--stderr", "%{TASKID}.err", "--", "true", check=False)
+    assert out.returncode == 2 and "unknown placeholder %{TASKID}" in out.stderr
+    jobfile = tmp_path / "both.toml"
+    jobfile.write_text('[[task]]\nid = "w"\ncommand = "echo w"\nstdout = true\n'
+                       'stdout_path = "/tmp/x"\n')
+    out = sq(jobs_cluster, "submit", "--file", jobfile, check=False)
+    assert out.returncode == 2 and "task 1" in out.stderr and "give one of them" in out.stderr
+    assert json.loads(sq(jobs_cluster, "job", "list", "--json").stdout) == before
+
+
+def test_squall_log_reads_a_jobs_tasks_by_job_name_and_task_name(jobs_cluster, arrays, tmp_path):
+    jobfile = tmp_path / "talk.toml"
+    jobfile.write_text('[[task]]\nid = "say"\ncommand = ["sh", "-c", "echo said; echo moaned >&2"]\n'
+                       '[[task]]\nid = "quiet"\ncommand = "true"\n')
+    job = json.loads(sq(jobs_cluster, "submit", "--file", jobfile, "--name", "talk", "--wait",
+                        "--json").stdout)
+    # a new shell: the job by name or id, the task by its id in the file
+    assert sq(jobs_cluster, "log", "talk", "say").stdout == "said\n"
+    assert sq(jobs_cluster, "log", job["id"], "say", "--stderr").stdout == "moaned\n"
+    assert sq(jobs_cluster, "log", "talk", "quiet").stdout == ""
+    # ... or by its id in the session, as `squall task list --json` gives it
+    tasks = {t["id"]: t for t in
+             json.loads(sq(jobs_cluster, "task", "list", "talk", "--json").stdout)}
+    assert sq(jobs_cluster, "log", "talk", tasks["say"]["task"]).stdout == "said\n"
+    out = sq(jobs_cluster, "log", "talk", check=False)
+    assert out.returncode == 2 and "job talk has 2 tasks: name one" in out.stderr
+    out = sq(jobs_cluster, "log", "talk", "nosuch", check=False)
+    assert out.returncode == 4 and "job talk has no task nosuch" in out.stderr
+    out = sq(jobs_cluster, "log", "no-such-job", "say", check=False)
+    assert out.returncode == 4 and "no job named no-such-job" in out.stderr
+    sq(jobs_cluster, "job", "forget", "talk")
+    # a command's one task is the default
+    sq(jobs_cluster, "submit", "--name", "one-cmd", "--wait", "--", "sh", "-c", "echo only")
+    assert sq(jobs_cluster, "log", "one-cmd").stdout == "only\n"
+    assert sq(jobs_cluster, "log", "one-cmd", "0").stdout == "only\n"
+    sq(jobs_cluster, "job", "forget", "one-cmd")
+    # an array element: refused, saying why
+    sq(jobs_cluster, "submit", "--name", "elems", "--array", "1-2", "--wait", "--", "echo", "x")
+    out = sq(jobs_cluster, "log", "elems", "2", check=False)
+    assert out.returncode == 1 and "is an array element" in out.stderr
+    sq(jobs_cluster, "job", "forget", "elems")

@@ -127,13 +127,17 @@ def _cstrs(strings):
 class _Client:
     """A connected libsquall client for one command."""
 
-    def __init__(self, args):
+    def __init__(self, args, handle=None):
         self.lib = _library()
+        if handle is not None:          # a caller's connection: it closes it
+            self.h, self.borrowed = handle, True
+            return
+        self.borrowed = False
         self.h = cli._connected(self.lib, cli._broker_endpoint(args),
                                 getattr(args, "connect_timeout", 5.0), cli._keys(args))
 
     def close(self):
-        if self.h:
+        if self.h and not self.borrowed:
             self.lib.sq_client_destroy(ctypes.byref(self.h))
             self.h = None
 
@@ -182,7 +186,9 @@ class _Client:
             raise self.error("job %d" % session)
         return job_dict(job)
 
-    def tasks(self, session, states=0):
+    def tasks(self, session, states=0, elements=None):
+        """Every task record of the session, as task_dict; elements, a
+        set, gains the positions of array elements' records."""
         records, offset = [], 0
         while True:
             out = ctypes.POINTER(_TaskRecord)()
@@ -192,7 +198,10 @@ class _Client:
                                         ctypes.byref(out), ctypes.byref(n), ctypes.byref(total)):
                 raise self.error("job %d" % session)
             try:
-                records += [task_dict(out[i]) for i in range(n.value)]
+                for i in range(n.value):
+                    if elements is not None and out[i].index >= 0:
+                        elements.add(len(records))
+                    records.append(task_dict(out[i]))
             finally:
                 if out:
                     self.lib.sq_free(ctypes.cast(out, ctypes.c_void_p))
@@ -422,6 +431,22 @@ def _read_local(path):
         raise cli.CliError("%s: %s" % (path, exc.strerror or exc), cli.EXIT_USAGE)
 
 
+def _with_str_key(config, key, value):
+    """The execute config (a msgpack map, as sq_config_execute packs it)
+    with one more string key."""
+    raw, head = os.fsencode(value), config[0]
+    if 0x80 <= head < 0x8f:
+        out = bytes([head + 1]) + config[1:]
+    elif head == 0x8f:
+        out = b"\xde\x00\x10" + config[1:]
+    elif head == 0xde:
+        out = b"\xde" + (int.from_bytes(config[1:3], "big") + 1).to_bytes(2, "big") + config[3:]
+    else:
+        raise cli.CliError("task config: not a map")
+    return out + bytes([0xa0 + len(key)]) + key.encode() + b"\xda" + \
+        len(raw).to_bytes(2, "big") + raw
+
+
 def _add_task(lib, session, job_id, task, ids, spec):
     """Records one TaskSpec in the batch; its id."""
     jf = _jobfile()
@@ -467,11 +492,15 @@ def _add_task(lib, session, job_id, task, ids, spec):
         raise cli.CliError("task %s: its command, paths or environment cannot be encoded"
                            % task.id, cli.EXIT_USAGE)
     try:
-        arr = (ctypes.c_uint32 * max(1, len(inputs)))(*inputs)
-        tid = lib.sq_task(session, b"execute", arr, len(inputs), len(out_paths), config,
-                          size.value)
+        packed = ctypes.string_at(config, size.value)
     finally:
         lib.sq_free(config)
+    for key, path in (("stdout_path", task.stdout_path), ("stderr_path", task.stderr_path)):
+        if path is not None:
+            packed = _with_str_key(packed, key, text(path))
+    arr = (ctypes.c_uint32 * max(1, len(inputs)))(*inputs)
+    tid = lib.sq_task(session, b"execute", arr, len(inputs), len(out_paths), packed,
+                      len(packed))
     if not tid:
         return 0
     rc = 0
@@ -540,12 +569,13 @@ def cmd_submit(args):
     if args.dry_run:
         _print_json(spec.to_dict())
         return cli.EXIT_OK
-    unsupported = [(t.id, k) for t in spec.tasks for k in ("cwd", "stdout_path", "stderr_path")
-                   if getattr(t, k)]
+    unsupported = [t.id for t in spec.tasks if t.cwd]
     if unsupported:
-        # The execute config has no such keys yet (issue 27, per-task
-        # output files): refused rather than silently dropped.
-        raise _usage("task %s: %s is not supported by this squall yet" % unsupported[0])
+        # The execute config has no working directory: a task runs in the
+        # private directory its governor makes. Refused rather than dropped.
+        raise _usage("task %s: cwd (--cwd) is not supported by this squall yet: a task runs "
+                     "in a private directory on its governor; give absolute paths, or cd "
+                     "in the command (sh -c 'cd DIR && ...')" % unsupported[0])
     with _Client(args) as client:
         if spec.after:
             # The broker orders tasks only within a job: this process waits
@@ -663,6 +693,48 @@ def cmd_task_list(args):
     return cli.EXIT_OK
 
 
+def log_target(handle, job_ref, task_ref):
+    """(session, task) that `squall log J [TASK]` reads. J a job's id or
+    name; TASK a job file's task id, the command's task (`0`, the default
+    when the job has one task), or a task id in the session. A session id
+    that is not a job (a plain session of this tenant) takes task ids as
+    given. An array element is refused: LOG names tasks by their id, and
+    an element's is the broker's own (docs/protocol.md, "Array tasks")."""
+    client = _Client(None, handle)
+    ids = job_ref.isdigit() and task_ref is not None and task_ref.isdigit()
+    try:
+        job = client.resolve(job_ref)
+    except cli.CliError:
+        if ids:
+            return int(job_ref), int(task_ref)     # LOG's answer says what is wrong
+        raise
+    if ids and not job["detached"]:
+        return int(job_ref), int(task_ref)         # a plain session: ids as given
+    elements = set()
+    records = client.tasks(job["id"], elements=elements)
+    if task_ref is None:
+        if len(records) != 1:
+            raise _usage("job %s has %d tasks: name one (squall task list %s)"
+                         % (job_ref, len(records), job_ref))
+        at = 0
+    else:
+        # as `squall task list` names it (an index, a name), else a task id
+        at = next((i for i, r in enumerate(records) if str(r["id"]) == task_ref), None)
+        if at is None and task_ref.isdigit():
+            at = next((i for i, r in enumerate(records)
+                       if i not in elements and r["task"] == int(task_ref)), None)
+        if at is None:
+            raise cli.CliError("job %s has no task %s (squall task list %s)"
+                               % (job_ref, task_ref, job_ref), EXIT_NO_JOB)
+    record = records[at]
+    if at in elements:
+        raise cli.CliError("task %s of job %s is an array element: `squall log` cannot read "
+                           "an element's output yet (LOG names a task by its id; an "
+                           "element's is the broker's own)" % (record["id"], job_ref),
+                           cli.EXIT_FAILURE)
+    return job["id"], record["task"]
+
+
 # ---------------------------------------------------------------------------
 
 EXIT_HELP = ("exit codes: 0 success (wait: every task finished), 1 failure (wait: a task "
@@ -707,13 +779,17 @@ def add_parsers(sub, key_options, epilog):
                    help="each task fails if it runs longer (seconds, or 90s, 10m, 2h)")
     p.add_argument("--priority", metavar="N", help="higher runs first (default 0)")
     p.add_argument("--cwd", metavar="DIR", help="working directory of each task (not "
-                                                "supported yet: refused)")
+                                                "supported yet: refused; each task runs in "
+                                                "a private directory on its governor)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="environment of each task (repeatable)")
-    p.add_argument("--stdout", metavar="PATH", help="write each task's standard output to PATH "
-                                                    "(on its governor; not supported yet)")
-    p.add_argument("--stderr", metavar="PATH", help="write each task's standard error to PATH "
-                                                    "(not supported yet)")
+    p.add_argument("--stdout", metavar="PATH",
+                   help="write each task's standard output to PATH on its governor (relative: "
+                        "to this directory; %%{JOB_ID}, %%{TASK_ID} expand) instead of "
+                        "keeping it for `squall log`")
+    p.add_argument("--stderr", metavar="PATH",
+                   help="the same for standard error (the same PATH as --stdout: both, "
+                        "interleaved)")
     p.add_argument("--stdin", metavar="FILE", help="a local file, the standard input of each task")
     p.add_argument("--after", action="append", metavar="JOB",
                    help="start when these jobs (ids or names, repeatable or comma-separated) "
