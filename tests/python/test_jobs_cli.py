@@ -324,3 +324,23 @@ def test_squall_log_reads_a_jobs_tasks_by_job_name_and_task_name(jobs_cluster, a
     out = sq(jobs_cluster, "log", "elems", "2", check=False)
     assert out.returncode == 1 and "is an array element" in out.stderr
     sq(jobs_cluster, "job", "forget", "elems")
+
+
+def test_resubmit_names_the_plain_tasks_it_does_not_run_again(jobs_cluster, arrays, tmp_path):
+    jobfile = tmp_path / "breaks.toml"
+    jobfile.write_text('[[task]]\nid = "bad"\ncommand = "exit 3"\noutputs = []\n'
+                       '[[task]]\nid = "fine"\ncommand = "true"\n'
+                       '[[task]]\nid = "elems"\ncommand = ["sh", "-c", "exit $SQUALL_TASK_ID"]\n'
+                       'array = "0-1"\n')
+    out = sq(jobs_cluster, "submit", "--file", jobfile, "--name", "breaks", "--wait",
+             check=False)
+    assert out.returncode == 1
+    out = sq(jobs_cluster, "job", "resubmit", "breaks", "--failed", check=False)
+    # element 1 runs again (and fails again); the plain task is named, not run
+    assert out.returncode == 1 and "1 task(s) submitted again" in out.stdout
+    assert "1 task(s) not run again: bad (failed)" in out.stderr
+    sq(jobs_cluster, "job", "wait", "breaks", check=False)
+    tasks = {t["id"]: t for t in
+             json.loads(sq(jobs_cluster, "task", "list", "breaks", "--json").stdout)}
+    assert tasks["bad"]["attempts"] == 1 and tasks[1]["state"] == "failed"
+    sq(jobs_cluster, "job", "forget", "breaks")
