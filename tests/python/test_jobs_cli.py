@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(L.sq_client_jobs is None,
 SOURCE = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SQUALL = [sys.executable, os.path.join(SOURCE, "bin", "squall")]
 TASK_KEYS = {"id", "task", "state", "exit_code", "governor", "attempts", "started", "ended",
-             "error"}
+             "error", "element_task"}
 JOB_KEYS = {"id", "name", "state", "detached", "attached", "tasks", "created", "ended"}
 
 
@@ -75,8 +75,8 @@ def test_an_array_outlives_its_submitter_and_runs_each_element_once(jobs_cluster
     marks.mkdir()
     # each element leaves a file of its own (O_EXCL: a second run fails it)
     job = submit(jobs_cluster, "--name", "thousand", "--array", "0-999", "--",
-                 "sh", "-c", "set -C; echo $SQUALL_JOB_ID:$SQUALL_ARRAY_SIZE > %s/$SQUALL_TASK_ID"
-                 % marks)
+                 "sh", "-c", "set -C; echo $SQUALL_JOB_ID:$SQUALL_ARRAY_SIZE > %s/$SQUALL_TASK_ID;"
+                 " echo $SQUALL_TASK_ID; echo err$SQUALL_TASK_ID >&2" % marks)
     # the submitting process has exited; a new shell finds the job by name
     listed = json.loads(sq(jobs_cluster, "job", "list", "--json").stdout)
     mine = [j for j in listed if j["id"] == job]
@@ -93,6 +93,12 @@ def test_an_array_outlives_its_submitter_and_runs_each_element_once(jobs_cluster
         assert set(t) >= TASK_KEYS
         assert t["state"] == "finished" and t["exit_code"] == 0 and t["attempts"] == 1
         assert t["governor"] and t["started"] and t["ended"] >= t["started"]
+    # each element's own task, by which its output is read
+    assert len({t["element_task"] for t in tasks}) == 1000
+    assert all(t["element_task"] >= 0xC0000000 for t in tasks)
+    assert sq(jobs_cluster, "log", "thousand", "517").stdout == "517\n"
+    assert sq(jobs_cluster, "log", job, "517", "--stderr").stdout == "err517\n"
+    assert sq(jobs_cluster, "log", "thousand", "0").stdout == "0\n"
     info = json.loads(sq(jobs_cluster, "job", "info", job, "--json").stdout)
     assert info["state"] == "finished" and info["tasks"]["finished"] == 1000
     assert "thousand" in sq(jobs_cluster, "job", "list").stdout
@@ -319,11 +325,43 @@ def test_squall_log_reads_a_jobs_tasks_by_job_name_and_task_name(jobs_cluster, a
     assert sq(jobs_cluster, "log", "one-cmd").stdout == "only\n"
     assert sq(jobs_cluster, "log", "one-cmd", "0").stdout == "only\n"
     sq(jobs_cluster, "job", "forget", "one-cmd")
-    # an array element: refused, saying why
-    sq(jobs_cluster, "submit", "--name", "elems", "--array", "1-2", "--wait", "--", "echo", "x")
-    out = sq(jobs_cluster, "log", "elems", "2", check=False)
-    assert out.returncode == 1 and "is an array element" in out.stderr
+    # an array element by its index
+    sq(jobs_cluster, "submit", "--name", "elems", "--array", "1-2", "--wait", "--",
+       "sh", "-c", "echo x$SQUALL_TASK_ID")
+    assert sq(jobs_cluster, "log", "elems", "2").stdout == "x2\n"
+    out = sq(jobs_cluster, "log", "elems", "3", check=False)
+    assert out.returncode == 4 and "job elems has no task 3" in out.stderr
     sq(jobs_cluster, "job", "forget", "elems")
+
+
+def test_squall_log_of_an_element_not_made_yet_says_so_and_follow_waits(jobs_cluster, arrays,
+                                                                       tmp_path):
+    gate = tmp_path / "gate"
+    # an array makes at most 1024 of its elements tasks at a time: while
+    # the first ones wait for the gate, element 1100 is not a task yet
+    sq(jobs_cluster, "submit", "--name", "gated", "--array", "0-1100", "--", "sh", "-c",
+       "while [ ! -e %s ]; do sleep 0.05; done; echo late$SQUALL_TASK_ID" % gate)
+    tasks = json.loads(sq(jobs_cluster, "task", "list", "gated", "--json").stdout)
+    assert tasks[1100]["id"] == 1100 and tasks[1100]["element_task"] is None
+    out = sq(jobs_cluster, "log", "gated", "1100")
+    assert out.stdout == "" and "element 1100 of job gated has not started yet" in out.stderr
+    follow = subprocess.Popen(SQUALL + ["log", "gated", "1100", "--follow"],
+                              env=env_of(jobs_cluster), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        # it says it waits, then reads the element once it ran
+        assert "element 1100 of job gated has not started yet; waiting" in \
+            follow.stderr.readline()
+        gate.touch()
+        stdout, stderr = follow.communicate(timeout=TIMEOUT * 4)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait()
+    assert follow.returncode == 0, stderr
+    assert stdout == "late1100\n"
+    sq(jobs_cluster, "job", "wait", "gated")
+    sq(jobs_cluster, "job", "forget", "gated")
 
 
 def test_resubmit_names_the_plain_tasks_it_does_not_run_again(jobs_cluster, arrays, tmp_path):

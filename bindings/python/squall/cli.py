@@ -601,7 +601,7 @@ def log_target(args, client):
     """(session, task) that `squall log J [TASK]` reads: a job by id or
     name and its task by the name `squall task list` shows (jobcli.py), or
     a plain session's task by ids."""
-    return _jobs().log_target(client, args.job, args.task)
+    return _jobs().log_target(client, args.job, args.task, args.follow)
 
 
 def cmd_log(args):
@@ -1032,8 +1032,8 @@ def build_parser():
     p = sub.add_parser("log", help="what a task printed (its stdout or stderr)",
                        description="Prints the stdout (or --stderr) of task TASK of job J "
                                    "(an id or a name; TASK as `squall task list J` names it: "
-                                   "a job file's task id, 0 for a command's one task, which "
-                                   "is also the default), or of task id TASK of session id J "
+                                   "a job file's task id, an array element's index, 0 for a "
+                                   "command's one task, which is also the default), or of task id TASK of session id J "
                                    "(any session of your tenant), as the governor "
                                    "that ran it keeps it: past its --log-limit the head and the "
                                    "tail, with a line counting the bytes dropped between. "

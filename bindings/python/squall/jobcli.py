@@ -62,7 +62,7 @@ class _TaskRecord(ctypes.Structure):
                 ("exit_code", ctypes.c_int32), ("governor", ctypes.c_uint32),
                 ("attempts", ctypes.c_uint32), ("started_ms", ctypes.c_int64),
                 ("ended_ms", ctypes.c_int64), ("error", ctypes.c_char * 512),
-                ("name", ctypes.c_char * 128)]
+                ("name", ctypes.c_char * 128), ("task", ctypes.c_uint32)]
 
 
 def _library():
@@ -239,7 +239,8 @@ def task_dict(rec):
             "exit_code": rec.exit_code if rec.has_exit_code else None,
             "governor": rec.governor or None, "attempts": rec.attempts,
             "started": _seconds(rec.started_ms), "ended": _seconds(rec.ended_ms),
-            "error": rec.error.decode(errors="replace") or None}
+            "error": rec.error.decode(errors="replace") or None,
+            "element_task": rec.task or None}
 
 
 def _states(texts, names, where):
@@ -705,13 +706,14 @@ def cmd_task_list(args):
     return cli.EXIT_OK
 
 
-def log_target(handle, job_ref, task_ref):
+def log_target(handle, job_ref, task_ref, follow=False):
     """(session, task) that `squall log J [TASK]` reads. J a job's id or
-    name; TASK a job file's task id, the command's task (`0`, the default
-    when the job has one task), or a task id in the session. A session id
-    that is not a job (a plain session of this tenant) takes task ids as
-    given. An array element is refused: LOG names tasks by their id, and
-    an element's is the broker's own (docs/protocol.md, "Array tasks")."""
+    name; TASK a job file's task id, an array element's index, the
+    command's task (`0`, the default when the job has one task), or a task
+    id in the session. A session id that is not a job (a plain session of
+    this tenant) takes task ids as given. An element is read by its own
+    task id, which TASKS gives once the broker made it a task; with follow,
+    an element not made yet is waited for."""
     client = _Client(None, handle)
     ids = job_ref.isdigit() and task_ref is not None and task_ref.isdigit()
     try:
@@ -740,11 +742,41 @@ def log_target(handle, job_ref, task_ref):
                                % (job_ref, task_ref, job_ref), EXIT_NO_JOB)
     record = records[at]
     if at in elements:
-        raise cli.CliError("task %s of job %s is an array element: `squall log` cannot read "
-                           "an element's output yet (LOG names a task by its id; an "
-                           "element's is the broker's own)" % (record["id"], job_ref),
-                           cli.EXIT_FAILURE)
+        return job["id"], _element_task(client, job["id"], job_ref, record, follow)
     return job["id"], record["task"]
+
+
+def _element_task(client, session, job_ref, record, follow):
+    """An array element's own task id, from its TASKS record (read again
+    every half second while it waits, with follow)."""
+    said = False
+    while True:
+        if record["element_task"]:
+            return record["element_task"]
+        what = "element %s of job %s" % (record["id"], job_ref)
+        if record["state"] != "waiting" and not record["attempts"]:
+            raise cli.CliError("%s ended without running: it printed nothing" % what,
+                               cli.EXIT_OK)
+        if record["state"] != "waiting":
+            # ended before a broker restart: its task, and the id LOG
+            # names it by, did not outlive that broker
+            raise cli.CliError("%s ran before the broker restarted: its log is not known "
+                               "(write output to files with --stdout)" % what,
+                               cli.EXIT_FAILURE)
+        if not follow:
+            raise cli.CliError("%s has not started yet" % what, cli.EXIT_OK)
+        if not said:
+            print("squall: %s has not started yet; waiting for it" % what, file=sys.stderr)
+            said = True
+        time.sleep(0.5)
+        elements = set()
+        records = client.tasks(session, elements=elements)
+        index = record["id"]
+        record = next((r for i, r in enumerate(records)
+                       if i in elements and r["id"] == index), None)
+        if record is None:
+            raise cli.CliError("job %s has no task %s any more" % (job_ref, index),
+                               EXIT_NO_JOB)
 
 
 # ---------------------------------------------------------------------------
