@@ -746,6 +746,15 @@ s_element_info (broker_t *self, const struct _jobarray_t *a, uint32_t k, uint32_
     info->has_index = true;
     info->index = s_index (a, k);
     info->state = bit;
+    //  Its task stays in the graph until the session closes, so LOG can
+    //  read its output by this id; none for an element not made yet or
+    //  ended before a broker restart.
+    if (e && e->task) {
+        task_t *own = task? task: graph_task (self->graph, sq_key (a->session->id, e->task));
+        if (own && own->array_element && own->extra
+        &&  own->extra->parent == a->parent && own->extra->element == k)
+            info->task = e->task;
+    }
     return true;
 }
 

@@ -150,6 +150,7 @@ sq_client_tasks (sq_client_t *self, uint32_t session, uint32_t states, uint64_t 
         t->ended_ms = (int64_t) info.ended_ms;
         s_copy_str (t->error, sizeof t->error, info.error);
         s_copy_str (t->name, sizeof t->name, info.name);
+        t->task = info.task;
     }
     sq_iter_release (&it);
     if (rc < 0) {

@@ -286,6 +286,8 @@ typedef struct {
     int64_t ended_ms;           //  0 if not ended
     char error [512];           //  "" if none (truncated)
     char name [128];            //  "" if none (truncated)
+    uint32_t task;              //  an element's own task id (sq_client_log
+                                //  reads its output by it); 0: none yet
 } sq_task_record_t;
 
 //  Opens a session with a name (NULL: none; unique among the tenant's kept

@@ -506,7 +506,8 @@ void sq_pack_attached (msgpack_packer *pk, uint32_t max_id, uint32_t session,
 int sq_attached_decode (const uint8_t *body, size_t size, uint32_t *max_id,
                         uint32_t *session, uint8_t *token, sq_errbuf_t *err);
 //  A TASKS record [id, index|nil, state, exit_code|nil, governor|nil,
-//  attempts, started|nil, ended|nil, error|nil, name]. has_*: not nil.
+//  attempts, started|nil, ended|nil, error|nil, name(, task)]. has_*: not
+//  nil; task, an element's own task id, only when it has one (else 0).
 typedef struct {
     uint32_t id;
     bool has_index;
@@ -520,6 +521,7 @@ typedef struct {
     uint64_t ended_ms;          //  0: nil
     mpr_str_t error;            //  empty: nil
     mpr_str_t name;
+    uint32_t task;              //  an element's task id (LOG names it); 0: none
 } sq_task_info_t;
 //  TASKS reply: the head [total, [ then n records.
 void sq_pack_tasks_head (msgpack_packer *pk, uint64_t total, uint32_t n);

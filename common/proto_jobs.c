@@ -251,7 +251,9 @@ sq_pack_tasks_head (msgpack_packer *pk, uint64_t total, uint32_t n)
 void
 sq_pack_task_info (msgpack_packer *pk, const sq_task_info_t *task)
 {
-    msgpack_pack_array (pk, 10);
+    //  The element's task id trails, only when there is one, so records
+    //  of plain tasks keep their 10 fields.
+    msgpack_pack_array (pk, task->task? 11: 10);
     msgpack_pack_uint32 (pk, task->id);
     if (task->has_index)
         msgpack_pack_int64 (pk, task->index);
@@ -272,6 +274,8 @@ sq_pack_task_info (msgpack_packer *pk, const sq_task_info_t *task)
     else
         msgpack_pack_nil (pk);
     sq_pack_mstr (pk, task->name);
+    if (task->task)
+        msgpack_pack_uint32 (pk, task->task);
 }
 
 int
@@ -305,7 +309,9 @@ sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task)
     mpr_t *r = &self->r;
     memset (task, 0, sizeof *task);
     mpr_field (r, "record");
-    mpr_array_exact (r, 10);
+    uint32_t fields = 0;
+    if (mpr_array (r, &fields) == 0 && fields != 10 && fields != 11)
+        mpr_fail (r, "not 10 or 11 fields");
     mpr_field (r, "id");
     mpr_u32 (r, &task->id);
     mpr_field (r, "index");
@@ -344,6 +350,11 @@ sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task)
         mpr_str (r, &task->error, SQ_MAX_MESSAGE);
     mpr_field (r, "name");
     mpr_str (r, &task->name, SQ_MAX_NAME);
+    if (fields == 11) {
+        mpr_field (r, "task");
+        if (mpr_u32 (r, &task->task) == 0 && (!task->has_index || !task->task))
+            mpr_fail (r, "a task id of 0 or of a plain task");
+    }
     if (!mpr_ok (r))
         return sqp_error (r, self->err, "TASKS reply");
     return 1;

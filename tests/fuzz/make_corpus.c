@@ -296,7 +296,7 @@ main (int argc, char **argv)
     sq_task_info_t info = { .id = 2, .has_index = true, .index = 517, .state = 8,
                             .has_exit_code = true, .exit_code = 3, .governor = 1, .attempts = 1,
                             .started_ms = 1, .ended_ms = 2, .error = s_mstr ("exited"),
-                            .name = s_mstr ("sim") };
+                            .name = s_mstr ("sim"), .task = 0xC0000205 };
     sq_pack_tasks_head (&w.pk, 1000, 1);
     sq_pack_task_info (&w.pk, &info);
     s_emit (FZ_REPLIES, "tasks-reply", &w);

@@ -14,7 +14,9 @@ import pytest
 
 import squall
 from squall._lib import lib as L
-from conftest import cluster_options, until
+from conftest import TIMEOUT, cluster_options, until
+
+SOURCE = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 SQ_JOB_RUNNING, SQ_JOB_FINISHED, SQ_JOB_FAILED, SQ_JOB_CANCELLED = 1, 2, 4, 8
 WAITING, RUNNING, FINISHED, FAILED, CANCELLED = 1, 2, 4, 8, 16
@@ -34,7 +36,7 @@ class TaskRecord(ctypes.Structure):
                 ("exit_code", ctypes.c_int32), ("governor", ctypes.c_uint32),
                 ("attempts", ctypes.c_uint32), ("started_ms", ctypes.c_int64),
                 ("ended_ms", ctypes.c_int64), ("error", ctypes.c_char * 512),
-                ("name", ctypes.c_char * 128)]
+                ("name", ctypes.c_char * 128), ("task", ctypes.c_uint32)]
 
 
 P = ctypes.c_void_p
@@ -161,7 +163,8 @@ class Client:
         recs = [{"id": t.id, "index": t.index, "state": t.state,
                  "exit_code": t.exit_code if t.has_exit_code else None,
                  "governor": t.governor, "attempts": t.attempts, "started": t.started_ms,
-                 "ended": t.ended_ms, "error": t.error.decode(), "name": t.name.decode()}
+                 "ended": t.ended_ms, "error": t.error.decode(), "name": t.name.decode(),
+                 "task": t.task}
                 for t in out[:n.value]]
         L.sq_free(out)
         return total.value, recs
@@ -332,6 +335,9 @@ def test_an_array_of_1000_elements_runs_each_once(cluster, tmp_path):
                    and r["governor"] > 0 and r["attempts"] == 1 and r["ended"] >= r["started"] > 0
                    for r in recs)
         assert b.tasks(sid, offset=517, limit=1)[1][0]["index"] == 517
+        # each element's own task id, by which LOG reads its output
+        assert len({r["task"] for r in recs}) == 1000
+        assert all(r["task"] >= 0xC0000000 for r in recs)
         b.check(L.sq_client_forget(b.c, sid))
     finally:
         b.close()
@@ -455,6 +461,18 @@ def test_an_array_across_a_broker_restart(tmp_path):
             recs = d.all_tasks(sid)
             assert len(recs) == 400 and all(r["state"] == FINISHED and r["exit_code"] == 0
                                             for r in recs)
+            # an element that ended before the restart has no task (its
+            # log is not known); one that ran after has
+            assert all(recs[i]["task"] == 0 for i in finished_before)
+            assert any(r["task"] for r in recs)
+            before = min(finished_before)
+            log = subprocess.run(
+                [sys.executable, os.path.join(SOURCE, "bin", "squall"), "log", str(sid),
+                 str(before)], capture_output=True, text=True, timeout=TIMEOUT * 4,
+                env=dict(os.environ, SQUALL_BROKER=c.address, SQUALL_SECRET_KEY=c.secret_key,
+                         SQUALL_BROKER_KEY=c.broker_key))
+            assert log.returncode == 1 and "ran before the broker restarted" in log.stderr, \
+                log.stderr
         finally:
             d.close()
     _clean_stop(c)

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(L.sq_client_jobs is None,
 SOURCE = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SQUALL = [sys.executable, os.path.join(SOURCE, "bin", "squall")]
 TASK_KEYS = {"id", "task", "state", "exit_code", "governor", "attempts", "started", "ended",
-             "error"}
+             "error", "element_task"}
 JOB_KEYS = {"id", "name", "state", "detached", "attached", "tasks", "created", "ended"}
 
 
@@ -55,10 +55,10 @@ def env_of(cluster, key=None):
                 SQUALL_SECRET_KEY=key or cluster.secret_key, SQUALL_BROKER_KEY=cluster.broker_key)
 
 
-def sq(cluster, *argv, key=None, check=True, timeout=TIMEOUT * 4):
+def sq(cluster, *argv, key=None, check=True, timeout=TIMEOUT * 4, cwd=None):
     """`squall ARGV` as a new shell would run it: a process of its own."""
     out = subprocess.run(SQUALL + [str(a) for a in argv], env=env_of(cluster, key),
-                         capture_output=True, text=True, timeout=timeout)
+                         capture_output=True, text=True, timeout=timeout, cwd=cwd)
     if check:
         assert out.returncode == 0, (argv, out.returncode, out.stdout, out.stderr)
     return out
@@ -75,8 +75,8 @@ def test_an_array_outlives_its_submitter_and_runs_each_element_once(jobs_cluster
     marks.mkdir()
     # each element leaves a file of its own (O_EXCL: a second run fails it)
     job = submit(jobs_cluster, "--name", "thousand", "--array", "0-999", "--",
-                 "sh", "-c", "set -C; echo $SQUALL_JOB_ID:$SQUALL_ARRAY_SIZE > %s/$SQUALL_TASK_ID"
-                 % marks)
+                 "sh", "-c", "set -C; echo $SQUALL_JOB_ID:$SQUALL_ARRAY_SIZE > %s/$SQUALL_TASK_ID;"
+                 " echo $SQUALL_TASK_ID; echo err$SQUALL_TASK_ID >&2" % marks)
     # the submitting process has exited; a new shell finds the job by name
     listed = json.loads(sq(jobs_cluster, "job", "list", "--json").stdout)
     mine = [j for j in listed if j["id"] == job]
@@ -93,6 +93,12 @@ def test_an_array_outlives_its_submitter_and_runs_each_element_once(jobs_cluster
         assert set(t) >= TASK_KEYS
         assert t["state"] == "finished" and t["exit_code"] == 0 and t["attempts"] == 1
         assert t["governor"] and t["started"] and t["ended"] >= t["started"]
+    # each element's own task, by which its output is read
+    assert len({t["element_task"] for t in tasks}) == 1000
+    assert all(t["element_task"] >= 0xC0000000 for t in tasks)
+    assert sq(jobs_cluster, "log", "thousand", "517").stdout == "517\n"
+    assert sq(jobs_cluster, "log", job, "517", "--stderr").stdout == "err517\n"
+    assert sq(jobs_cluster, "log", "thousand", "0").stdout == "0\n"
     info = json.loads(sq(jobs_cluster, "job", "info", job, "--json").stdout)
     assert info["state"] == "finished" and info["tasks"]["finished"] == 1000
     assert "thousand" in sq(jobs_cluster, "job", "list").stdout
@@ -243,3 +249,136 @@ def test_stdin_env_and_placeholders_of_a_single_command(jobs_cluster, tmp_path):
     tasks = json.loads(sq(jobs_cluster, "task", "list", job["id"], "--json").stdout)
     assert [(t["id"], t["state"], t["exit_code"]) for t in tasks] == [("0", "finished", 0)]
     sq(jobs_cluster, "job", "forget", job["id"])
+
+
+def test_stdout_and_stderr_paths_of_an_array_a_command_and_a_job_file(jobs_cluster, arrays,
+                                                                      tmp_path):
+    outs = tmp_path / "outs"
+    outs.mkdir()
+    # an array: one file per element, named by the broker's expansion
+    job = submit(jobs_cluster, "--name", "to-files", "--array", "1-3",
+                 "--stdout", str(outs / "%{JOB_ID}-%{TASK_ID}.out"),
+                 "--stderr", str(outs / "%{TASK_ID}.err"), "--",
+                 "sh", "-c", "echo out $SQUALL_TASK_ID; echo err $SQUALL_TASK_ID >&2")
+    sq(jobs_cluster, "job", "wait", job)
+    for i in (1, 2, 3):
+        assert (outs / ("%d-%d.out" % (job, i))).read_text() == "out %d\n" % i
+        assert (outs / ("%d.err" % i)).read_text() == "err %d\n" % i
+    sq(jobs_cluster, "job", "forget", job)
+    # one command, a path relative to the submitting shell's directory, the
+    # same file for both streams: interleaved in order
+    out = sq(jobs_cluster, "submit", "--name", "to-one-file", "--stdout", "both-%{TASK_ID}.txt",
+             "--stderr", "both-%{TASK_ID}.txt", "--wait", "--",
+             "sh", "-c", "echo one; echo two >&2; echo three", cwd=str(tmp_path))
+    assert (tmp_path / "both-0.txt").read_text() == "one\ntwo\nthree\n"
+    sq(jobs_cluster, "job", "forget", int(out.stdout.strip()))
+    # a job file: relative to the file's directory
+    jobfile = tmp_path / "paths.toml"
+    jobfile.write_text('[[task]]\nid = "w"\ncommand = ["sh", "-c", "echo w; echo e >&2"]\n'
+                       'stdout_path = "w-%{JOB_ID}.out"\nstderr_path = "w.err"\n')
+    job = json.loads(sq(jobs_cluster, "submit", "--file", jobfile, "--name", "paths-file",
+                        "--wait", "--json", cwd="/").stdout)
+    assert (tmp_path / ("w-%d.out" % job["id"])).read_text() == "w\n"
+    assert (tmp_path / "w.err").read_text() == "e\n"
+    sq(jobs_cluster, "job", "forget", job["id"])
+
+
+def test_cwd_and_unopenable_output_paths_are_refused_before_submitting(jobs_cluster, tmp_path):
+    before = json.loads(sq(jobs_cluster, "job", "list", "--json").stdout)
+    out = sq(jobs_cluster, "submit", "--cwd", str(tmp_path), "--", "true", check=False)
+    assert out.returncode == 2 and "cwd (--cwd) is not supported" in out.stderr
+    out = sq(jobs_cluster, "submit", "--stdout", "%{CWD}/out", "--", "true", check=False)
+    assert out.returncode == 2 and "--stdout: %{CWD} cannot name" in out.stderr
+    out = sq(jobs_cluster, "submit", "--stderr", "%{TASKID}.err", "--", "true", check=False)
+    assert out.returncode == 2 and "unknown placeholder %{TASKID}" in out.stderr
+    jobfile = tmp_path / "both.toml"
+    jobfile.write_text('[[task]]\nid = "w"\ncommand = "echo w"\nstdout = true\n'
+                       'stdout_path = "/tmp/x"\n')
+    out = sq(jobs_cluster, "submit", "--file", jobfile, check=False)
+    assert out.returncode == 2 and "task 1" in out.stderr and "give one of them" in out.stderr
+    assert json.loads(sq(jobs_cluster, "job", "list", "--json").stdout) == before
+
+
+def test_squall_log_reads_a_jobs_tasks_by_job_name_and_task_name(jobs_cluster, arrays, tmp_path):
+    jobfile = tmp_path / "talk.toml"
+    jobfile.write_text('[[task]]\nid = "say"\ncommand = ["sh", "-c", "echo said; echo moaned >&2"]\n'
+                       '[[task]]\nid = "quiet"\ncommand = "true"\n')
+    job = json.loads(sq(jobs_cluster, "submit", "--file", jobfile, "--name", "talk", "--wait",
+                        "--json").stdout)
+    # a new shell: the job by name or id, the task by its id in the file
+    assert sq(jobs_cluster, "log", "talk", "say").stdout == "said\n"
+    assert sq(jobs_cluster, "log", job["id"], "say", "--stderr").stdout == "moaned\n"
+    assert sq(jobs_cluster, "log", "talk", "quiet").stdout == ""
+    # ... or by its id in the session, as `squall task list --json` gives it
+    tasks = {t["id"]: t for t in
+             json.loads(sq(jobs_cluster, "task", "list", "talk", "--json").stdout)}
+    assert sq(jobs_cluster, "log", "talk", tasks["say"]["task"]).stdout == "said\n"
+    out = sq(jobs_cluster, "log", "talk", check=False)
+    assert out.returncode == 2 and "job talk has 2 tasks: name one" in out.stderr
+    out = sq(jobs_cluster, "log", "talk", "nosuch", check=False)
+    assert out.returncode == 4 and "job talk has no task nosuch" in out.stderr
+    out = sq(jobs_cluster, "log", "no-such-job", "say", check=False)
+    assert out.returncode == 4 and "no job named no-such-job" in out.stderr
+    sq(jobs_cluster, "job", "forget", "talk")
+    # a command's one task is the default
+    sq(jobs_cluster, "submit", "--name", "one-cmd", "--wait", "--", "sh", "-c", "echo only")
+    assert sq(jobs_cluster, "log", "one-cmd").stdout == "only\n"
+    assert sq(jobs_cluster, "log", "one-cmd", "0").stdout == "only\n"
+    sq(jobs_cluster, "job", "forget", "one-cmd")
+    # an array element by its index
+    sq(jobs_cluster, "submit", "--name", "elems", "--array", "1-2", "--wait", "--",
+       "sh", "-c", "echo x$SQUALL_TASK_ID")
+    assert sq(jobs_cluster, "log", "elems", "2").stdout == "x2\n"
+    out = sq(jobs_cluster, "log", "elems", "3", check=False)
+    assert out.returncode == 4 and "job elems has no task 3" in out.stderr
+    sq(jobs_cluster, "job", "forget", "elems")
+
+
+def test_squall_log_of_an_element_not_made_yet_says_so_and_follow_waits(jobs_cluster, arrays,
+                                                                       tmp_path):
+    gate = tmp_path / "gate"
+    # an array makes at most 1024 of its elements tasks at a time: while
+    # the first ones wait for the gate, element 1100 is not a task yet
+    sq(jobs_cluster, "submit", "--name", "gated", "--array", "0-1100", "--", "sh", "-c",
+       "while [ ! -e %s ]; do sleep 0.05; done; echo late$SQUALL_TASK_ID" % gate)
+    tasks = json.loads(sq(jobs_cluster, "task", "list", "gated", "--json").stdout)
+    assert tasks[1100]["id"] == 1100 and tasks[1100]["element_task"] is None
+    out = sq(jobs_cluster, "log", "gated", "1100")
+    assert out.stdout == "" and "element 1100 of job gated has not started yet" in out.stderr
+    follow = subprocess.Popen(SQUALL + ["log", "gated", "1100", "--follow"],
+                              env=env_of(jobs_cluster), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        # it says it waits, then reads the element once it ran
+        assert "element 1100 of job gated has not started yet; waiting" in \
+            follow.stderr.readline()
+        gate.touch()
+        stdout, stderr = follow.communicate(timeout=TIMEOUT * 4)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait()
+    assert follow.returncode == 0, stderr
+    assert stdout == "late1100\n"
+    sq(jobs_cluster, "job", "wait", "gated")
+    sq(jobs_cluster, "job", "forget", "gated")
+
+
+def test_resubmit_names_the_plain_tasks_it_does_not_run_again(jobs_cluster, arrays, tmp_path):
+    jobfile = tmp_path / "breaks.toml"
+    jobfile.write_text('[[task]]\nid = "bad"\ncommand = "exit 3"\noutputs = []\n'
+                       '[[task]]\nid = "fine"\ncommand = "true"\n'
+                       '[[task]]\nid = "elems"\ncommand = ["sh", "-c", "exit $SQUALL_TASK_ID"]\n'
+                       'array = "0-1"\n')
+    out = sq(jobs_cluster, "submit", "--file", jobfile, "--name", "breaks", "--wait",
+             check=False)
+    assert out.returncode == 1
+    out = sq(jobs_cluster, "job", "resubmit", "breaks", "--failed", check=False)
+    # element 1 runs again (and fails again); the plain task is named, not run
+    assert out.returncode == 1 and "1 task(s) submitted again" in out.stdout
+    assert "1 task(s) not run again: bad (failed)" in out.stderr
+    sq(jobs_cluster, "job", "wait", "breaks", check=False)
+    tasks = {t["id"]: t for t in
+             json.loads(sq(jobs_cluster, "task", "list", "breaks", "--json").stdout)}
+    assert tasks["bad"]["attempts"] == 1 and tasks[1]["state"] == "failed"
+    sq(jobs_cluster, "job", "forget", "breaks")

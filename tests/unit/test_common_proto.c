@@ -1347,10 +1347,11 @@ s_test_jobs (void)
     sq_task_info_t rec = { .id = 2, .has_index = true, .index = 517, .state = 8,
                            .has_exit_code = true, .exit_code = -9, .governor = 3, .attempts = 2,
                            .started_ms = 5, .ended_ms = 6, .error = s_mstr ("killed"),
-                           .name = s_mstr ("sim") };
+                           .name = s_mstr ("sim"), .task = 0xC0000205 };
     sq_wbuf_reset (&w);
     sq_pack_tasks_head (&w.pk, 1000, 2);
     sq_pack_task_info (&w.pk, &rec);
+    rec.task = 0;
     rec.has_index = false;
     rec.has_exit_code = false;
     rec.error.len = 0;
@@ -1364,10 +1365,41 @@ s_test_jobs (void)
     CHECK (sq_tasks_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, &total, &n,
                                  &err) == 0 && total == 1000 && n == 2);
     CHECK (sq_tasks_reply_next (&it, &t1) == 1 && t1.index == 517 && t1.exit_code == -9
-           && t1.state == 8 && t1.governor == 3 && t1.error.len == 6);
-    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && !t1.has_index && !t1.has_exit_code);
+           && t1.state == 8 && t1.governor == 3 && t1.error.len == 6
+           && t1.task == 0xC0000205);
+    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && !t1.has_index && !t1.has_exit_code
+           && t1.task == 0);
     CHECK (sq_tasks_reply_next (&it, &t1) == 0);
     sq_iter_release (&it);
+    //  an element's task id trails its record only: a plain task's 11th
+    //  field, a task id of 0 and a 12th field are refused (the 4th, as
+    //  written here, is taken)
+    const uint32_t bad_tasks [] = { 7, 0, 7, 7 };
+    for (int b = 0; b < 4; b++) {
+        sq_wbuf_reset (&w);
+        sq_pack_tasks_head (&w.pk, 1, 1);
+        msgpack_pack_array (&w.pk, b == 2? 12: 11);
+        msgpack_pack_uint32 (&w.pk, 2);
+        if (b == 0)
+            msgpack_pack_nil (&w.pk);
+        else
+            msgpack_pack_int64 (&w.pk, 5);
+        sq_pack_cstr (&w.pk, "running");
+        for (int f = 0; f < 6; f++)
+            if (f == 2)
+                msgpack_pack_uint32 (&w.pk, 0);         //  attempts
+            else
+                msgpack_pack_nil (&w.pk);
+        sq_pack_cstr (&w.pk, "");
+        msgpack_pack_uint32 (&w.pk, bad_tasks [b]);
+        if (b == 2)
+            msgpack_pack_uint32 (&w.pk, 8);
+        CHECK (sq_tasks_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, &total,
+                                     &n, &err) == 0);
+        CHECK (sq_tasks_reply_next (&it, &t1) == (b == 3? 1: -1));
+        CHECK (b < 3 || (t1.task == 7 && t1.index == 5 && t1.state == 2));
+        sq_iter_release (&it);
+    }
     sq_wbuf_reset (&w);
     sq_pack_count (&w.pk, 3);
     uint64_t count;

@@ -144,7 +144,8 @@ class TaskRecord(_c.Structure):
                 ("has_exit_code", _c.c_bool), ("exit_code", _c.c_int32),
                 ("governor", _c.c_uint32), ("attempts", _c.c_uint32),
                 ("started_ms", _c.c_int64), ("ended_ms", _c.c_int64),
-                ("error", _c.c_char * 512), ("name", _c.c_char * 128)]
+                ("error", _c.c_char * 512), ("name", _c.c_char * 128),
+                ("task", _c.c_uint32)]
 
 
 sq_session_new_job = _optional("sq_session_new_job", _p, _p, _c.c_char_p, _c.c_bool)

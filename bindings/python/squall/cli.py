@@ -597,10 +597,11 @@ def cmd_cancel(args):
 # ---------------------------------------------------------------------------
 # squall log
 
-def log_target(args):
-    """(session, task) that `squall log` reads: ids as given. (A job name
-    and an array index resolve here too, once jobs exist.)"""
-    return args.session, args.task
+def log_target(args, client):
+    """(session, task) that `squall log J [TASK]` reads: a job by id or
+    name and its task by the name `squall task list` shows (jobcli.py), or
+    a plain session's task by ids."""
+    return _jobs().log_target(client, args.job, args.task, args.follow)
 
 
 def cmd_log(args):
@@ -610,7 +611,7 @@ def cmd_log(args):
     endpoint = _broker_endpoint(args)
     lib = _load_library()
     client = _connected(lib, endpoint, args.timeout, _keys(args))
-    session, task = log_target(args)
+    session, task = log_target(args, client)
     reader = _logs.Reader(lib, client, session, task, "stderr" if args.stderr else "stdout",
                           args.attempt)
     out = getattr(sys.stdout, "buffer", sys.stdout)
@@ -1029,16 +1030,20 @@ def build_parser():
     p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("log", help="what a task printed (its stdout or stderr)",
-                       description="Prints the stdout (or --stderr) of task TASK of session "
-                                   "SESSION (ids; any session of your tenant), as the governor "
+                       description="Prints the stdout (or --stderr) of task TASK of job J "
+                                   "(an id or a name; TASK as `squall task list J` names it: "
+                                   "a job file's task id, an array element's index, 0 for a "
+                                   "command's one task, which is also the default), or of task id TASK of session id J "
+                                   "(any session of your tenant), as the governor "
                                    "that ran it keeps it: past its --log-limit the head and the "
                                    "tail, with a line counting the bytes dropped between. "
                                    "--follow prints on as the task writes, until it ends "
                                    "(through retries). Exit 1 if the log is gone (\"log lost "
                                    "with governor N\") or the task is unknown.",
                        epilog=epilog)
-    p.add_argument("session", metavar="SESSION", type=_ranged(int, 1, 2 ** 32 - 1, "a session id"))
-    p.add_argument("task", metavar="TASK", type=_ranged(int, 1, 2 ** 32 - 1, "a task id"))
+    p.add_argument("job", metavar="J", help="a job's id or name, or a session id")
+    p.add_argument("task", metavar="TASK", nargs="?", default=None,
+                   help="the task (default: the job's only task)")
     p.add_argument("--stderr", action="store_true", help="its standard error instead")
     p.add_argument("--follow", "-f", action="store_true",
                    help="print on as it writes, until it ends")

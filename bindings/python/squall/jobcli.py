@@ -62,7 +62,7 @@ class _TaskRecord(ctypes.Structure):
                 ("exit_code", ctypes.c_int32), ("governor", ctypes.c_uint32),
                 ("attempts", ctypes.c_uint32), ("started_ms", ctypes.c_int64),
                 ("ended_ms", ctypes.c_int64), ("error", ctypes.c_char * 512),
-                ("name", ctypes.c_char * 128)]
+                ("name", ctypes.c_char * 128), ("task", ctypes.c_uint32)]
 
 
 def _library():
@@ -127,13 +127,17 @@ def _cstrs(strings):
 class _Client:
     """A connected libsquall client for one command."""
 
-    def __init__(self, args):
+    def __init__(self, args, handle=None):
         self.lib = _library()
+        if handle is not None:          # a caller's connection: it closes it
+            self.h, self.borrowed = handle, True
+            return
+        self.borrowed = False
         self.h = cli._connected(self.lib, cli._broker_endpoint(args),
                                 getattr(args, "connect_timeout", 5.0), cli._keys(args))
 
     def close(self):
-        if self.h:
+        if self.h and not self.borrowed:
             self.lib.sq_client_destroy(ctypes.byref(self.h))
             self.h = None
 
@@ -182,7 +186,9 @@ class _Client:
             raise self.error("job %d" % session)
         return job_dict(job)
 
-    def tasks(self, session, states=0):
+    def tasks(self, session, states=0, elements=None):
+        """Every task record of the session, as task_dict; elements, a
+        set, gains the positions of array elements' records."""
         records, offset = [], 0
         while True:
             out = ctypes.POINTER(_TaskRecord)()
@@ -192,7 +198,10 @@ class _Client:
                                         ctypes.byref(out), ctypes.byref(n), ctypes.byref(total)):
                 raise self.error("job %d" % session)
             try:
-                records += [task_dict(out[i]) for i in range(n.value)]
+                for i in range(n.value):
+                    if elements is not None and out[i].index >= 0:
+                        elements.add(len(records))
+                    records.append(task_dict(out[i]))
             finally:
                 if out:
                     self.lib.sq_free(ctypes.cast(out, ctypes.c_void_p))
@@ -230,7 +239,8 @@ def task_dict(rec):
             "exit_code": rec.exit_code if rec.has_exit_code else None,
             "governor": rec.governor or None, "attempts": rec.attempts,
             "started": _seconds(rec.started_ms), "ended": _seconds(rec.ended_ms),
-            "error": rec.error.decode(errors="replace") or None}
+            "error": rec.error.decode(errors="replace") or None,
+            "element_task": rec.task or None}
 
 
 def _states(texts, names, where):
@@ -422,6 +432,22 @@ def _read_local(path):
         raise cli.CliError("%s: %s" % (path, exc.strerror or exc), cli.EXIT_USAGE)
 
 
+def _with_str_key(config, key, value):
+    """The execute config (a msgpack map, as sq_config_execute packs it)
+    with one more string key."""
+    raw, head = os.fsencode(value), config[0]
+    if 0x80 <= head < 0x8f:
+        out = bytes([head + 1]) + config[1:]
+    elif head == 0x8f:
+        out = b"\xde\x00\x10" + config[1:]
+    elif head == 0xde:
+        out = b"\xde" + (int.from_bytes(config[1:3], "big") + 1).to_bytes(2, "big") + config[3:]
+    else:
+        raise cli.CliError("task config: not a map")
+    return out + bytes([0xa0 + len(key)]) + key.encode() + b"\xda" + \
+        len(raw).to_bytes(2, "big") + raw
+
+
 def _add_task(lib, session, job_id, task, ids, spec):
     """Records one TaskSpec in the batch; its id."""
     jf = _jobfile()
@@ -467,11 +493,15 @@ def _add_task(lib, session, job_id, task, ids, spec):
         raise cli.CliError("task %s: its command, paths or environment cannot be encoded"
                            % task.id, cli.EXIT_USAGE)
     try:
-        arr = (ctypes.c_uint32 * max(1, len(inputs)))(*inputs)
-        tid = lib.sq_task(session, b"execute", arr, len(inputs), len(out_paths), config,
-                          size.value)
+        packed = ctypes.string_at(config, size.value)
     finally:
         lib.sq_free(config)
+    for key, path in (("stdout_path", task.stdout_path), ("stderr_path", task.stderr_path)):
+        if path is not None:
+            packed = _with_str_key(packed, key, text(path))
+    arr = (ctypes.c_uint32 * max(1, len(inputs)))(*inputs)
+    tid = lib.sq_task(session, b"execute", arr, len(inputs), len(out_paths), packed,
+                      len(packed))
     if not tid:
         return 0
     rc = 0
@@ -540,12 +570,13 @@ def cmd_submit(args):
     if args.dry_run:
         _print_json(spec.to_dict())
         return cli.EXIT_OK
-    unsupported = [(t.id, k) for t in spec.tasks for k in ("cwd", "stdout_path", "stderr_path")
-                   if getattr(t, k)]
+    unsupported = [t.id for t in spec.tasks if t.cwd]
     if unsupported:
-        # The execute config has no such keys yet (issue 27, per-task
-        # output files): refused rather than silently dropped.
-        raise _usage("task %s: %s is not supported by this squall yet" % unsupported[0])
+        # The execute config has no working directory: a task runs in the
+        # private directory its governor makes. Refused rather than dropped.
+        raise _usage("task %s: cwd (--cwd) is not supported by this squall yet: a task runs "
+                     "in a private directory on its governor; give absolute paths, or cd "
+                     "in the command (sh -c 'cd DIR && ...')" % unsupported[0])
     with _Client(args) as client:
         if spec.after:
             # The broker orders tasks only within a job: this process waits
@@ -634,10 +665,22 @@ def cmd_job_resubmit(args):
         raise _usage("say what to run again: --failed (its failed and cancelled tasks)")
     with _Client(args) as client:
         job = client.resolve(args.job)
+        # RESUBMIT runs array elements again, not plain tasks (a job file's):
+        # those are named rather than passed over in silence
+        elements = set()
+        ended = client.tasks(job["id"], states=8 | 16, elements=elements)
+        plain = [r for i, r in enumerate(ended) if i not in elements]
         again = ctypes.c_uint64()
         if client.lib.sq_client_resubmit(client.h, job["id"], None, 0, ctypes.byref(again)):
             raise client.error("job %s" % args.job)
     print("job %d: %d task(s) submitted again" % (job["id"], again.value))
+    if plain:
+        names = ", ".join("%s (%s)" % (r["id"], r["state"]) for r in plain[:5])
+        print("squall: job %d: %d task(s) not run again: %s%s: only array elements run again; "
+              "submit the job file anew for the others" % (
+                  job["id"], len(plain), names, ", .." if len(plain) > 5 else ""),
+              file=sys.stderr)
+        return cli.EXIT_FAILURE
     return cli.EXIT_OK
 
 
@@ -661,6 +704,79 @@ def cmd_task_list(args):
     elif tasks:
         print(tasks_table(tasks))
     return cli.EXIT_OK
+
+
+def log_target(handle, job_ref, task_ref, follow=False):
+    """(session, task) that `squall log J [TASK]` reads. J a job's id or
+    name; TASK a job file's task id, an array element's index, the
+    command's task (`0`, the default when the job has one task), or a task
+    id in the session. A session id that is not a job (a plain session of
+    this tenant) takes task ids as given. An element is read by its own
+    task id, which TASKS gives once the broker made it a task; with follow,
+    an element not made yet is waited for."""
+    client = _Client(None, handle)
+    ids = job_ref.isdigit() and task_ref is not None and task_ref.isdigit()
+    try:
+        job = client.resolve(job_ref)
+    except cli.CliError:
+        if ids:
+            return int(job_ref), int(task_ref)     # LOG's answer says what is wrong
+        raise
+    if ids and not job["detached"]:
+        return int(job_ref), int(task_ref)         # a plain session: ids as given
+    elements = set()
+    records = client.tasks(job["id"], elements=elements)
+    if task_ref is None:
+        if len(records) != 1:
+            raise _usage("job %s has %d tasks: name one (squall task list %s)"
+                         % (job_ref, len(records), job_ref))
+        at = 0
+    else:
+        # as `squall task list` names it (an index, a name), else a task id
+        at = next((i for i, r in enumerate(records) if str(r["id"]) == task_ref), None)
+        if at is None and task_ref.isdigit():
+            at = next((i for i, r in enumerate(records)
+                       if i not in elements and r["task"] == int(task_ref)), None)
+        if at is None:
+            raise cli.CliError("job %s has no task %s (squall task list %s)"
+                               % (job_ref, task_ref, job_ref), EXIT_NO_JOB)
+    record = records[at]
+    if at in elements:
+        return job["id"], _element_task(client, job["id"], job_ref, record, follow)
+    return job["id"], record["task"]
+
+
+def _element_task(client, session, job_ref, record, follow):
+    """An array element's own task id, from its TASKS record (read again
+    every half second while it waits, with follow)."""
+    said = False
+    while True:
+        if record["element_task"]:
+            return record["element_task"]
+        what = "element %s of job %s" % (record["id"], job_ref)
+        if record["state"] != "waiting" and not record["attempts"]:
+            raise cli.CliError("%s ended without running: it printed nothing" % what,
+                               cli.EXIT_OK)
+        if record["state"] != "waiting":
+            # ended before a broker restart: its task, and the id LOG
+            # names it by, did not outlive that broker
+            raise cli.CliError("%s ran before the broker restarted: its log is not known "
+                               "(write output to files with --stdout)" % what,
+                               cli.EXIT_FAILURE)
+        if not follow:
+            raise cli.CliError("%s has not started yet" % what, cli.EXIT_OK)
+        if not said:
+            print("squall: %s has not started yet; waiting for it" % what, file=sys.stderr)
+            said = True
+        time.sleep(0.5)
+        elements = set()
+        records = client.tasks(session, elements=elements)
+        index = record["id"]
+        record = next((r for i, r in enumerate(records)
+                       if i in elements and r["id"] == index), None)
+        if record is None:
+            raise cli.CliError("job %s has no task %s any more" % (job_ref, index),
+                               EXIT_NO_JOB)
 
 
 # ---------------------------------------------------------------------------
@@ -707,13 +823,17 @@ def add_parsers(sub, key_options, epilog):
                    help="each task fails if it runs longer (seconds, or 90s, 10m, 2h)")
     p.add_argument("--priority", metavar="N", help="higher runs first (default 0)")
     p.add_argument("--cwd", metavar="DIR", help="working directory of each task (not "
-                                                "supported yet: refused)")
+                                                "supported yet: refused; each task runs in "
+                                                "a private directory on its governor)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="environment of each task (repeatable)")
-    p.add_argument("--stdout", metavar="PATH", help="write each task's standard output to PATH "
-                                                    "(on its governor; not supported yet)")
-    p.add_argument("--stderr", metavar="PATH", help="write each task's standard error to PATH "
-                                                    "(not supported yet)")
+    p.add_argument("--stdout", metavar="PATH",
+                   help="write each task's standard output to PATH on its governor (relative: "
+                        "to this directory; %%{JOB_ID}, %%{TASK_ID} expand) instead of "
+                        "keeping it for `squall log`")
+    p.add_argument("--stderr", metavar="PATH",
+                   help="the same for standard error (the same PATH as --stdout: both, "
+                        "interleaved)")
     p.add_argument("--stdin", metavar="FILE", help="a local file, the standard input of each task")
     p.add_argument("--after", action="append", metavar="JOB",
                    help="start when these jobs (ids or names, repeatable or comma-separated) "

@@ -286,6 +286,25 @@ def check_placeholders(text, where):
                            % (where, m.group(1), ", ".join("%%{%s}" % p for p in PLACEHOLDERS)))
 
 
+def output_path(path, where, base):
+    """A --stdout / --stderr / stdout_path / stderr_path value as the
+    execute config takes it: an absolute path on the governor, a relative
+    one joined to base (the submitting shell's directory, or the job
+    file's). %{CWD} is refused: the governor opens the file before the
+    task has a directory to name."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise JobError("%s: give a non-empty path" % where)
+    check_placeholders(path, where)
+    if any(m.group(1) == "CWD" for m in _PLACEHOLDER.finditer(path)):
+        raise JobError("%s: %%{CWD} cannot name where the output goes (the file is opened "
+                       "before the task's directory exists): give an absolute path, or "
+                       "one relative to %s" % (where, base))
+    path = os.path.normpath(os.path.join(base, path))
+    if len(os.fsencode(path)) > 4096:
+        raise JobError("%s: longer than 4096 bytes" % where)
+    return path
+
+
 def expand(text, job_id, task_id):
     """A plain task's text as the broker expands an array element's:
     %{JOB_ID}, %{TASK_ID}, %{ARRAY_SIZE} (1), %{ITEM} ("") and %% replaced,
@@ -368,12 +387,10 @@ def from_command(command, name=None, array=None, array_file=None, cpus=None, mem
         key, value = parse_key_value(text, "--env")
         check_env(key, value, "--env")
         task.env[key] = value
-    for option, path in (("--stdout", stdout), ("--stderr", stderr)):
-        if path is not None:
-            if not path or "\0" in path:
-                raise JobError("%s: give a file path" % option)
-            check_placeholders(path, option)
-    task.stdout_path, task.stderr_path = stdout, stderr
+    if stdout is not None:
+        task.stdout_path = output_path(stdout, "--stdout", os.getcwd())
+    if stderr is not None:
+        task.stderr_path = output_path(stderr, "--stderr", os.getcwd())
     if stdin is not None:
         if not os.path.isfile(stdin) or not os.access(stdin, os.R_OK):
             raise JobError("--stdin: %s is not a readable file" % stdin)
@@ -521,13 +538,18 @@ def _compile_task(table, where, base):
     for key, value in env.items():
         check_env(key, value, "%s env" % where)
         task.env[key] = value
-    for key in ("cwd", "stdout_path", "stderr_path"):
+    if "cwd" in table:
+        value = table["cwd"]
+        if not isinstance(value, str) or not value or "\0" in value:
+            raise JobError("%s cwd: give a non-empty path" % where)
+        check_placeholders(value, "%s cwd" % where)
+        task.cwd = value
+    for key in ("stdout_path", "stderr_path"):
         if key in table:
-            value = table[key]
-            if not isinstance(value, str) or not value or "\0" in value:
-                raise JobError("%s %s: give a non-empty path" % (where, key))
-            check_placeholders(value, "%s %s" % (where, key))
-            setattr(task, key, value)
+            setattr(task, key, output_path(table[key], "%s %s" % (where, key), base))
+    if task.stdout and task.stdout_path:
+        raise JobError("%s: stdout = true makes standard output an output; stdout_path "
+                       "writes it to a file: give one of them" % where)
     if "array" in table:
         task.array = parse_array(table["array"], "%s array" % where)
         _check_array(task, where)
