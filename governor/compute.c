@@ -445,6 +445,7 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     else
     if (route == GOV_ROUTE_BROKER && type == SQ_MSG_LOGTAIL)
         s_on_logtail (self, msg);
+    else
     if (route == GOV_ROUTE_BROKER && type == SQ_MSG_REFRESH)
         s_on_refresh (self, msg);
     else
