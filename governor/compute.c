@@ -683,6 +683,7 @@ compute_new (const compute_args_t *args)
     }
     //  Taken over only on success, so that a failed start can still talk.
     self->pipe = args->pipe;
+    self->load = args->load;
     return self;
 }
 
@@ -745,6 +746,8 @@ compute_destroy (compute_t **self_p)
     free (self->workdir);
     if (self->pipe)
         zmq_close (self->pipe);
+    if (self->load)
+        zmq_close (self->load);
     free (self);
     *self_p = NULL;
 }

@@ -1,11 +1,11 @@
 /*  compute: the compute thread. It owns the object store and every task:
     queues ASSIGNed tasks until their inputs are stored, runs them in FIFO
     order within the governor's cpus, executes SEND/DROP/STOP orders, stores
-    OBJECTs pushed by peers, answers GFETCH, batches task events into
-    UPDATE messages for the broker and sends it LOAD.
+    OBJECTs pushed by peers, answers GFETCH, and batches task events into
+    UPDATE messages for the broker.
 
-    Ownership: compute_new takes over the inproc socket to the receive
-    thread when it succeeds; compute_destroy closes it. */
+    Ownership: compute_new takes over the two inproc sockets (to receive, and
+    to balance) when it succeeds; compute_destroy closes them. */
 #ifndef GOV_COMPUTE_H
 #define GOV_COMPUTE_H
 
@@ -16,6 +16,7 @@ typedef struct _compute_t compute_t;
 
 typedef struct {
     void *pipe;                 //  PAIR to the receive thread
+    void *load;                 //  PAIR to the balance thread
     uint32_t governor_id;
     uint32_t cpus;
     uint64_t inline_max;        //  outputs up to this ride in UPDATE

@@ -1,4 +1,5 @@
-/*  compute_batch: the UPDATE batch and LOAD (compute_batch.h). */
+/*  compute_batch: the UPDATE batch and the LOAD told to the balance thread
+    (compute_batch.h). */
 #include "compute_batch.h"
 
 //  --------------------------------------------------------------------------
@@ -74,9 +75,8 @@ compute_failed (compute_t *self, uint64_t key, uint32_t attempt, const char *mes
     compute_failed_reason (self, key, attempt, message, duration_us, SQ_FAIL_TASK);
 }
 
-//  LOAD goes to the broker from here only (through the receive thread, as
-//  UPDATE): when it changed, at most every S_LOAD_EVERY_NS, and unchanged
-//  at least every S_LOAD_SILENCE_NS. Returns the ms until the next is due.
+//  Tells the balance thread about a change, at most every 10 ms. Returns
+//  the ms until it may tell again if a change is still untold, else -1.
 long
 compute_report_load (compute_t *self)
 {
@@ -89,21 +89,17 @@ compute_report_load (compute_t *self)
         .objects = store_count (self->store),
         .tasks = self->tasks_completed
     };
+    if (memcmp (&load, &self->load_sent, sizeof load) == 0)
+        return -1;
     uint64_t now = task_now_ns ();
-    bool changed = memcmp (&load, &self->load_sent, sizeof load) != 0;
-    uint64_t due = self->load_sent_ns + (changed? S_LOAD_EVERY_NS: S_LOAD_SILENCE_NS);
-    if (self->load_sent_ns && now < due)
-        return (long) ((due - now) / 1000000) + 1;
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_load_encode (&w, &load);
-    const char route = GOV_ROUTE_BROKER;
-    if (sq_send (self->pipe, &route, 1, &w, NULL, 0, 0))
-        sq_warn ("cannot pass LOAD on: %s", zmq_strerror (errno));
-    sq_wbuf_release (&w);
-    self->load_sent = load;
-    self->load_sent_ns = now;
-    return (long) (S_LOAD_SILENCE_NS / 1000000);
+    if (now - self->load_sent_ns < S_LOAD_EVERY_NS)
+        return (long) ((self->load_sent_ns + S_LOAD_EVERY_NS - now) / 1000000) + 1;
+    //  Dropped if balance is behind: the next change tells it again.
+    if (zmq_send (self->load, &load, sizeof load, ZMQ_DONTWAIT) == sizeof load) {
+        self->load_sent = load;
+        self->load_sent_ns = now;
+    }
+    return -1;
 }
 
 //  While Python executors are busy their replies come within about a

@@ -3,6 +3,7 @@
 #include "route.h"
 #include "receiver.h"
 #include "compute.h"
+#include "balancer.h"
 #include "log.h"
 #include <errno.h>
 #include <pthread.h>
@@ -87,21 +88,47 @@ s_compute_main (void *args_)
         sq_error ("cannot start the compute thread: out of memory");
         zmq_send (args->pipe, GOV_DONE, strlen (GOV_DONE), 0);
         zmq_close (args->pipe);
+        zmq_close (args->load);
     }
     return NULL;
 }
 
-//  One incarnation: the compute thread lives as long as the
+typedef struct {
+    void *pipe;
+    void *load;
+} s_balance_args_t;
+
+static void *
+s_balance_main (void *args_)
+{
+    s_balance_args_t *args = (s_balance_args_t *) args_;
+    balancer_t *balancer = balancer_new (args->pipe, args->load);
+    if (balancer) {
+        balancer_run (balancer);
+        balancer_destroy (&balancer);
+    }
+    else {
+        sq_error ("cannot start the balance thread: out of memory");
+        zmq_send (args->pipe, GOV_DONE, strlen (GOV_DONE), 0);
+        zmq_close (args->pipe);
+        zmq_close (args->load);
+    }
+    return NULL;
+}
+
+//  One incarnation: the compute and balance threads live as long as the
 //  broker knows us. Returns receiver_run's code.
 static int
 s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
                uint64_t inline_max)
 {
-    void *compute_here, *compute_there;
-    if (s_pipe (self, "compute", &compute_here, &compute_there))
+    void *compute_here, *compute_there, *balance_here, *balance_there, *load_in, *load_out;
+    if (s_pipe (self, "compute", &compute_here, &compute_there)
+    ||  s_pipe (self, "balance", &balance_here, &balance_there)
+    ||  s_pipe (self, "load", &load_in, &load_out))
         return 1;
     compute_args_t compute_args = {
-        .pipe = compute_there, .governor_id = governor_id,
+        .pipe = compute_there, .load = load_out, .governor_id = governor_id,
         .cpus = self->config->cpus, .inline_max = inline_max, .workdir = self->config->workdir,
         .task_uid_first = self->config->task_uid_first,
         .broker_key = self->config->has_keys? self->config->broker_key: NULL,
@@ -112,15 +139,22 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
         .n_resources = self->config->n_resources, .resources = self->config->resources,
         .gpus = self->config->gpus
     };
-    pthread_t compute_thread;
+    s_balance_args_t balance_args = { .pipe = balance_there, .load = load_in };
+    pthread_t compute_thread, balance_thread;
     if (pthread_create (&compute_thread, NULL, s_compute_main, &compute_args)) {
         sq_error ("cannot start the compute thread");
         exit (1);
     }
-    int code = receiver_run (receiver, compute_here);
+    if (pthread_create (&balance_thread, NULL, s_balance_main, &balance_args)) {
+        sq_error ("cannot start the balance thread");
+        exit (1);
+    }
+    int code = receiver_run (receiver, compute_here, balance_here);
     receiver_stop (receiver);
     pthread_join (compute_thread, NULL);
+    pthread_join (balance_thread, NULL);
     zmq_close (compute_here);
+    zmq_close (balance_here);
     return code;
 }
 

@@ -49,7 +49,7 @@ struct _receiver_t {
     void *ctrl, *data, *serve;
     void *zap;                      //  ZAP handler, with keys
     zhashx_t *peers;                //  peer address (governor.h) -> PUSH socket
-    void *compute;                  //  pipe, during run and stop
+    void *compute, *balance;        //  pipes, during run and stop
     char data_endpoint [256];
     char serve_endpoint [256];
     int heartbeat_ms;
@@ -487,7 +487,7 @@ s_to_peer (receiver_t *self, sq_msg_t *msg)
         sq_warn ("queue to peer %s full: object dropped", address);
 }
 
-//  Routes one message from compute by its first frame.
+//  Routes one message from compute or balance by its first frame.
 static void
 s_route (receiver_t *self, sq_msg_t *msg)
 {
@@ -932,9 +932,10 @@ s_keepalive (receiver_t *self)
 }
 
 int
-receiver_run (receiver_t *self, void *compute)
+receiver_run (receiver_t *self, void *compute, void *balance)
 {
     self->compute = compute;
+    self->balance = balance;
     self->last_recv_ns = self->last_send_ns = task_now_ns ();
     self->exit_code = -1;
     self->done = 0;
@@ -943,6 +944,7 @@ receiver_run (receiver_t *self, void *compute)
         zmq_pollitem_t items [] = {
             { NULL, self->signal_fd, ZMQ_POLLIN, 0 },
             { compute, 0, ZMQ_POLLIN | (self->stalled.n? ZMQ_POLLOUT: 0), 0 },
+            { balance, 0, ZMQ_POLLIN, 0 },
             { self->ctrl, 0, net, 0 },
             { self->data, 0, net, 0 },
             { self->serve, 0, net, 0 },
@@ -954,11 +956,11 @@ receiver_run (receiver_t *self, void *compute)
         //  Unidentified connections are closed once idle (conns.h).
         if (timeout < 0 || timeout > 1000)
             timeout = 1000;
-        if (zmq_poll (items, self->zap? 8: 7, timeout) < 0 && errno == ETERM)
+        if (zmq_poll (items, self->zap? 9: 8, timeout) < 0 && errno == ETERM)
             break;
         //  Connections first: one over a limit goes before it costs more.
         for (int i = 0; i < 2; i++) {
-            if (items [5 + i].revents & ZMQ_POLLIN)
+            if (items [6 + i].revents & ZMQ_POLLIN)
                 s_watch_events (self, i);
             conns_tick (self->watch [i].conns, (int64_t) (task_now_ns () / 1000000));
         }
@@ -966,16 +968,18 @@ receiver_run (receiver_t *self, void *compute)
             s_on_signal (self);
         if (items [1].revents & ZMQ_POLLIN)
             s_route_from (self, compute);
+        if (items [2].revents & ZMQ_POLLIN)
+            s_route_from (self, balance);
         if (items [1].revents & ZMQ_POLLOUT)
             s_pass (self, self->stalled_route, self->stalled_route_len, &self->stalled);
         //  The broker's messages before handshakes: KEYS may admit them.
-        if (items [2].revents & ZMQ_POLLIN)
-            s_read (self, self->ctrl, GOV_ROUTE_BROKER);
-        if (self->zap && (items [7].revents & ZMQ_POLLIN))
-            s_on_zap (self);
         if (items [3].revents & ZMQ_POLLIN)
-            s_read (self, self->data, GOV_ROUTE_DATA);
+            s_read (self, self->ctrl, GOV_ROUTE_BROKER);
+        if (self->zap && (items [8].revents & ZMQ_POLLIN))
+            s_on_zap (self);
         if (items [4].revents & ZMQ_POLLIN)
+            s_read (self, self->data, GOV_ROUTE_DATA);
+        if (items [5].revents & ZMQ_POLLIN)
             s_read (self, self->serve, GOV_ROUTE_SERVE);
     }
     return self->exit_code < 0? 1: self->exit_code;
@@ -985,21 +989,24 @@ void
 receiver_stop (receiver_t *self)
 {
     sq_msg_close (&self->stalled);
-    bool told = false;
-    while (self->done < 1) {
-        zmq_pollitem_t items [2] = {
-            { self->compute, 0, ZMQ_POLLIN | (told? 0: ZMQ_POLLOUT), 0 },
-            { self->zap, -1, ZMQ_POLLIN, 0 }
-        };
-        if (zmq_poll (items, self->zap? 2: 1, -1) < 0 && errno == ETERM)
+    bool told [2] = { false, false };
+    void *pipes [2] = { self->compute, self->balance };
+    while (self->done < 2) {
+        zmq_pollitem_t items [3];
+        for (int i = 0; i < 2; i++)
+            items [i] = (zmq_pollitem_t) { pipes [i], 0, ZMQ_POLLIN | (told [i]? 0: ZMQ_POLLOUT), 0 };
+        items [2] = (zmq_pollitem_t) { self->zap, -1, ZMQ_POLLIN, 0 };
+        if (zmq_poll (items, self->zap? 3: 2, -1) < 0 && errno == ETERM)
             break;
-        if (items [0].revents & ZMQ_POLLIN)
-            s_route_from (self, self->compute);
-        if (!told && (items [0].revents & ZMQ_POLLOUT)
-        &&  zmq_send (self->compute, GOV_TERM, strlen (GOV_TERM), ZMQ_DONTWAIT) >= 0)
-            told = true;
+        for (int i = 0; i < 2; i++) {
+            if (items [i].revents & ZMQ_POLLIN)
+                s_route_from (self, pipes [i]);
+            if (!told [i] && (items [i].revents & ZMQ_POLLOUT)
+            &&  zmq_send (pipes [i], GOV_TERM, strlen (GOV_TERM), ZMQ_DONTWAIT) >= 0)
+                told [i] = true;
+        }
         //  Peers connecting meanwhile must not wait on us for an answer.
-        if (self->zap && (items [1].revents & ZMQ_POLLIN))
+        if (self->zap && (items [2].revents & ZMQ_POLLIN))
             s_on_zap (self);
     }
 }

@@ -17,19 +17,19 @@
     holds and runs (GOV_REATTACH); refused, the incarnation ends.
 
     It passes what it receives to compute untouched (frames moved, with a
-    GOV_ROUTE_* frame in front), and routes what compute sends by its first
-    frame. It never blocks: when compute's pipe is full it stops reading the
-    network until there is room, so the bounded network queues and TCP
-    push back on senders.
+    GOV_ROUTE_* frame in front), and routes what compute and balance send by
+    their first frame. It never blocks: when compute's pipe is full it stops
+    reading the network until there is room, so the bounded network queues
+    and TCP push back on senders.
 
     Ownership: the receiver owns its network sockets and closes them in
-    receiver_destroy; compute's pipe is given to receiver_run and stays
-    the caller's. */
+    receiver_destroy; the two pipes are given to receiver_run and stay the
+    caller's. */
 #ifndef GOV_RECEIVER_H
 #define GOV_RECEIVER_H
 
 #include <stdint.h>
-#include "gov_config.h"
+#include "governor.h"
 #include "route.h"
 
 typedef struct _receiver_t receiver_t;
@@ -56,18 +56,13 @@ int receiver_reconnect (receiver_t *self);
 //  not take us back within --broker-grace. Returns the exit code: 0, 3
 //  when the broker was lost (--no-reconnect), GOV_RECONNECT to start
 //  afresh, GOV_AFRESH when a broker already welcomed us as a new governor.
-int receiver_run (receiver_t *self, void *compute);
-//  Tells compute to stop and routes its last messages until it said
-//  GOV_DONE.
+int receiver_run (receiver_t *self, void *compute, void *balance);
+//  Tells compute and balance to stop and routes their last messages until
+//  both said GOV_DONE.
 void receiver_stop (receiver_t *self);
 //  Says BYE to the broker (unless the broker said it first) and reads
 //  ctrl up to the broker's BYE in answer; stops waiting when the
 //  connection drops, or after two heartbeats (1 s at most).
 void receiver_bye (receiver_t *self);
-
-//  Exit codes of receiver_run / receiver_hello: "reconnect as a new
-//  governor", and "a broker welcomed us as a new governor already".
-#define GOV_RECONNECT 4
-#define GOV_AFRESH 5
 
 #endif

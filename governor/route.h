@@ -1,5 +1,5 @@
 /*  route: the inproc protocol between a governor's threads (governor.h).
-    A message between the receive and compute threads is a
+    A message between the receive, compute and balance threads is a
     ZeroMQ multipart message whose first frame says where it came from or
     goes (GOV_ROUTE_*), or is one control word (GOV_TERM, GOV_DONE,
     GOV_REATTACH); the rest is the wire message itself, moved frame by frame
@@ -14,7 +14,7 @@
 
 //  First frame of inproc messages. Into compute: where the message came
 //  from (broker, data channel, serve socket + identity frame). Out of
-//  compute: where it goes (broker, "P"+endpoint to a peer,
+//  compute and balance: where it goes (broker, "P"+endpoint to a peer,
 //  serve + identity frame).
 #define GOV_ROUTE_BROKER 'B'
 #define GOV_ROUTE_DATA 'D'
