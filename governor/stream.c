@@ -513,7 +513,7 @@ s_reader_take (stream_t *self, s_reader_t *r, const sq_schunk_t *chunk, const ch
     if (!c) {
         //  The task cannot have its whole input: its pipe closes early and
         //  the task would run on part of it, so it is failed (through its
-        //  program, killed when its pipe breaks; see compute.c).
+        //  program, killed when its pipe breaks; see compute_tasks.c).
         sq_warn ("stream %" PRIx64 " to reader %" PRIx64 " broken: %s", chunk->key,
                  chunk->consumer, wrong? wrong: "out of memory");
         zmq_msg_close (bytes);

@@ -906,3 +906,10 @@ transfer_incoming_bytes (transfer_t *self)
 {
     return self->in_bytes;
 }
+
+bool
+transfer_sending_idle (transfer_t *self)
+{
+    return self->n_active == 0 && self->n_queued == 0 && zhashx_size (self->dests) == 0
+        && !self->blocked_head;
+}

@@ -107,5 +107,8 @@ bool transfer_arriving (transfer_t *self, uint64_t key);
 long transfer_tick (transfer_t *self);
 //  Bytes preallocated in memory for copies still arriving.
 uint64_t transfer_incoming_bytes (transfer_t *self);
+//  True when no copy is sent or waits to be, and no destination is kept
+//  (what every send leaves behind once credited to its end).
+bool transfer_sending_idle (transfer_t *self);
 
 #endif

@@ -4,8 +4,11 @@
     Slurm step nested under a job whose limit is the smaller, a v1 host
     like Debian's hybrid layout, a container on v1 whose mount root is its
     own group, and files with garbage in them, which count as no limit. */
-#include "../../governor/cgroup.h"
-#include "../../governor/cgroup.c"
+#include "cgroup.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 

@@ -2,8 +2,10 @@
     nobody else holds, fractions pack onto the fullest device they fit
     (whole devices stay free) and never add above one device, what is
     given back is free again; bad --gpus lists are refused. */
-#include "../../governor/gpus.h"
-#include "../../governor/gpus.c"
+#include "gpus.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int s_failures = 0;
 #define CHECK(cond) do { if (!(cond)) { \

@@ -1,10 +1,7 @@
 /*  The governor's object store and deadline heap, without any sockets. */
-#include "../../governor/store.h"
-#include "../../governor/store.c"
-#include "../../governor/files.h"
-#include "../../governor/files.c"
-#include "../../governor/deadlines.h"
-#include "../../governor/deadlines.c"
+#include "store.h"
+#include "files.h"
+#include "deadlines.h"
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -11,23 +11,21 @@
     another writer attempt, or for a reader that ended, are refused with
     SCREDIT 0; one out of order breaks the stream. Nothing is left at the
     end (under ASan: no leak). */
-#include "../../governor/stream.c"
-#include "../../governor/transfer.c"
-#include "../../governor/store.c"
-#include "../../governor/files.c"
+#include "stream.h"
+#include "transfer.h"
+#include "store.h"
+#include "files.h"
+#include "route.h"
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #define CHECK(cond) do { if (!(cond)) { \
     fprintf (stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
     exit (1); } } while (0)
-
-uint64_t
-task_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
-}
 
 static void *s_out;             //  what the streams send (route, header, payload)
 static void *s_in;              //  their end

@@ -1,0 +1,116 @@
+/*  compute_batch: the UPDATE batch and the LOAD told to the balance thread
+    (compute_batch.h). */
+#include "compute_batch.h"
+
+//  --------------------------------------------------------------------------
+//  Events and the UPDATE batch
+
+void
+compute_event_added (compute_t *self)
+{
+    self->n_events++;
+    if (self->n_events >= S_BATCH_EVENTS || self->payload_bytes >= S_BATCH_BYTES
+    ||  self->n_payloads >= S_BATCH_FRAMES)
+        compute_flush (self);
+}
+
+//  Payload index of a blob added to the batch (1 = first payload), -1 if
+//  it cannot be inlined.
+int32_t
+compute_add_payload (compute_t *self, sq_blob_t *blob)
+{
+    if (self->n_payloads == self->cap_payloads) {
+        size_t cap = self->cap_payloads? self->cap_payloads * 2: 64;
+        zmq_msg_t *p = (zmq_msg_t *) realloc (self->payloads, cap * sizeof (zmq_msg_t));
+        if (!p)
+            return -1;
+        self->payloads = p;
+        self->cap_payloads = cap;
+    }
+    if (sq_blob_msg (blob, &self->payloads [self->n_payloads]))
+        return -1;
+    self->payload_bytes += sq_blob_size (blob);
+    return (int32_t) ++self->n_payloads;
+}
+
+void
+compute_flush (compute_t *self)
+{
+    if (self->n_events == 0)
+        return;
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_batch_header (&header, SQ_MSG_UPDATE, self->n_events);
+    msgpack_sbuffer_write (&header.buf, self->events.buf.data, self->events.buf.size);
+    const char route = GOV_ROUTE_BROKER;
+    if (sq_send (self->pipe, &route, 1, &header, self->payloads, self->n_payloads, 0))
+        sq_warn ("cannot pass UPDATE on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&header);
+    sq_wbuf_reset (&self->events);
+    self->flushed_ns = task_now_ns ();
+    self->n_events = 0;
+    self->n_payloads = 0;
+    self->payload_bytes = 0;
+}
+
+uint64_t
+compute_duration_us (task_t *task)
+{
+    return task->start_ns? (task_now_ns () - task->start_ns) / 1000: 0;
+}
+
+void
+compute_failed_reason (compute_t *self, uint64_t key, uint32_t attempt, const char *message,
+                 uint64_t duration_us, uint32_t reason)
+{
+    sq_debug ("task %" PRIx64 "/%u failed: %s", key, attempt, message);
+    sq_pack_failed_reason (&self->events.pk, key, attempt, message, duration_us, reason);
+    compute_event_added (self);
+}
+
+void
+compute_failed (compute_t *self, uint64_t key, uint32_t attempt, const char *message,
+          uint64_t duration_us)
+{
+    compute_failed_reason (self, key, attempt, message, duration_us, SQ_FAIL_TASK);
+}
+
+//  Tells the balance thread about a change, at most every 10 ms. Returns
+//  the ms until it may tell again if a change is still untold, else -1.
+long
+compute_report_load (compute_t *self)
+{
+    sq_load_t load = {
+        .running = self->n_running - self->n_piped,
+        .queued = self->n_queued + self->n_piped, .piped = self->n_piped,
+        .memory = store_memory (self->store) + transfer_incoming_bytes (self->transfer)
+                + stream_bytes (self->streams),
+        .spilled = store_spilled (self->store),
+        .objects = store_count (self->store),
+        .tasks = self->tasks_completed
+    };
+    if (memcmp (&load, &self->load_sent, sizeof load) == 0)
+        return -1;
+    uint64_t now = task_now_ns ();
+    if (now - self->load_sent_ns < S_LOAD_EVERY_NS)
+        return (long) ((self->load_sent_ns + S_LOAD_EVERY_NS - now) / 1000000) + 1;
+    //  Dropped if balance is behind: the next change tells it again.
+    if (zmq_send (self->load, &load, sizeof load, ZMQ_DONTWAIT) == sizeof load) {
+        self->load_sent = load;
+        self->load_sent_ns = now;
+    }
+    return -1;
+}
+
+//  While Python executors are busy their replies come within about a
+//  millisecond, and an UPDATE per reply would cost the broker more than
+//  the tasks: events then wait up to S_PY_HOLD_NS after the last UPDATE.
+//  Returns the ms to hold, or -1 to flush now.
+long
+compute_py_hold (compute_t *self)
+{
+    if (self->n_events == 0 || pyexec_busy (self->pyexec) == 0)
+        return -1;
+    uint64_t now = task_now_ns ();
+    return now - self->flushed_ns < S_PY_HOLD_NS? 1: -1;
+}
