@@ -436,7 +436,9 @@ sq_refresh_decode (const void *data, size_t size, mpr_str_t *tenant, sq_errbuf_t
     mpr_t r;
     sqp_begin (&r, data, size, SQ_MSG_REFRESH, 2);
     mpr_field (&r, "tenant");
-    mpr_str (&r, tenant, SQ_MAX_NAME);
+    //  A name, used as a C string by the governor: no NUL inside.
+    if (mpr_str (&r, tenant, SQ_MAX_NAME) == 0 && memchr (tenant->ptr, 0, tenant->len))
+        mpr_fail (&r, "a NUL byte in the tenant");
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return sqp_error (&r, err, "REFRESH");
