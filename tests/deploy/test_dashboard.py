@@ -96,7 +96,9 @@ def main():
             def streaming():
                 dom = chromium(cluster.dashboard, user_dir, "--dump-dom")
                 m = re.search(r'<p id="streams">([^<]*streamed[^<]*)</p>', dom)
-                return m and m.group(1)
+                #   The writer reports its bytes (STREAMED) a moment after it
+                #   starts: a first "0 B streamed" is not yet the answer.
+                return m and ("MiB" in m.group(1) or "KiB" in m.group(1)) and m.group(1)
             line = wait_until("the stream to show in the page", streaming, 60, interval=0.2)
             check("on governor" in line and ("MiB" in line or "KiB" in line),
                   "the page shows the stream being written: %s" % line)
