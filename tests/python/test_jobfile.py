@@ -298,8 +298,8 @@ def test_submit_of_a_script_says_to_use_run(tmp_path):
     (["submit", "--file", "/nonexistent.toml"], "/nonexistent.toml"),
     (["submit", "--stdin", __file__, "--array", "1-2", "--", "cat"],
      "--stdin: an array takes no input"),
-    (["submit", "--stdout", "out/%{TASK_ID}", "--", "true"], "stdout_path is not supported"),
-    (["submit", "--cwd", "/tmp", "--", "true"], "cwd is not supported"),
+    (["submit", "--stdout", "%{CWD}/out", "--", "true"], "%{CWD} cannot name where the output goes"),
+    (["submit", "--cwd", "/tmp", "--", "true"], "is not supported by this squall yet"),
     (["job", "list", "--state", "sleeping"], "'sleeping' is not a state"),
     (["task", "list", "1", "--state", "done"], "'done' is not a state"),
 ])

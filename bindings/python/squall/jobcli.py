@@ -801,8 +801,9 @@ def add_parsers(sub, key_options, epilog):
         description="Submits a job and prints its id at once; the job runs on the cluster "
                     "whether or not this process stays (docs/jobs.md). Each element of an "
                     "array sees SQUALL_JOB_ID, SQUALL_TASK_ID (its index) and "
-                    "SQUALL_ARRAY_SIZE; %{JOB_ID}, %{TASK_ID}, %{ARRAY_SIZE}, %{ITEM} and "
-                    "%{CWD} expand in its arguments, environment and paths.",
+                    "SQUALL_ARRAY_SIZE; %{JOB_ID}, %{TASK_ID}, %{ARRAY_SIZE} and %{ITEM} "
+                    "expand in its arguments, environment and paths (%{CWD} is not "
+                    "replaced yet: docs/jobs.md).",
         epilog=EXIT_HELP, allow_abbrev=False)
     p.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--file", "-f", metavar="JOB.toml", help="a job file: a graph of commands")
