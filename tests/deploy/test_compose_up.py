@@ -274,7 +274,9 @@ def main():
         # Health checks leave the broker's log quiet: over three rounds of
         # every container's checks (15 s), the broker logs next to nothing
         # (a client connection per check was 2 lines each).
-        logged_from = int(time.time())
+        # From the next whole second: `docker logs --since` takes seconds, and
+        # the probe's client may have left within this one.
+        logged_from = int(time.time()) + 1
         wait_until("three health checks of every container", lambda: all(
             health_runs(c, logged_from) >= 3 for c in ids + [broker_id]), 90, interval=1.0)
         lines = [l for l in sh(["docker", "logs", "--since", str(logged_from), broker_id]
