@@ -177,6 +177,10 @@ bool bx_same_tenant (const peer_t *peer, const session_t *session);
 //  A client's list of the sessions it holds (at most S_MAX_SESSIONS).
 bool bx_peer_add_session (peer_t *peer, uint32_t id);
 void bx_peer_remove_session (peer_t *peer, uint32_t id);
+//  RESUME, ATTACH: the session onto the peer's connection, off its old one
+//  (`how` is for the log: "resumed"). 0, or -1 answered BUSY to req.
+int bx_session_take (broker_t *self, peer_t *peer, session_t *session, uint32_t req,
+                     const char *how);
 //  Counts the session in its tenant's share (tenancy.h). 0, or -1 out of memory.
 int bx_session_share (broker_t *self, session_t *session);
 void bx_check_suspects (broker_t *self, int64_t now);

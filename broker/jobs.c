@@ -652,21 +652,8 @@ s_attach (broker_t *self, peer_t *peer, const sq_request_t *q)
         s_unknown (self, peer, q, q->session);
         return;
     }
-    if (session->client != peer) {
-        if (!bx_peer_add_session (peer, session->id)) {
-            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_BUSY,
-                            "too many sessions open on this connection", 0);
-            return;
-        }
-        if (session->client) {
-            peer_t *old = (peer_t *) session->client;
-            bx_peer_remove_session (old, session->id);
-            watches_drop_session (self->watches, session);
-        }
-        session->client = peer;
-        session->detached_at = 0;
-        sq_info ("session %u attached by client %u (%s)", session->id, peer->id, peer->name);
-    }
+    if (bx_session_take (self, peer, session, q->req, "attached"))
+        return;
     sq_wbuf_reset (&self->out);
     sq_reply_begin (&self->out, q->req);
     sq_pack_attached (&self->out.pk, session->max_id, session->id, session->token);

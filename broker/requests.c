@@ -382,6 +382,30 @@ bx_peer_remove_session (peer_t *peer, uint32_t id)
         }
 }
 
+//  RESUME and ATTACH: the session moves onto this connection; its old one,
+//  gone but not noticed yet, keeps it no longer (nor its watches).
+int
+bx_session_take (broker_t *self, peer_t *peer, session_t *session, uint32_t req,
+                 const char *how)
+{
+    if (session->client == peer)
+        return 0;
+    if (!bx_peer_add_session (peer, session->id)) {
+        bx_reply_error (self, peer->identity, peer->identity_size, req, SQ_E_BUSY,
+                        "too many sessions open on this connection", 0);
+        return -1;
+    }
+    if (session->client) {
+        peer_t *old = (peer_t *) session->client;
+        bx_peer_remove_session (old, session->id);
+        watches_drop_session (self->watches, session);
+    }
+    session->client = peer;
+    session->detached_at = 0;
+    sq_info ("session %u %s by client %u (%s)", session->id, how, peer->id, peer->name);
+    return 0;
+}
+
 static void
 s_client_open (broker_t *self, peer_t *peer, const sq_request_t *q)
 {
@@ -454,22 +478,8 @@ s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
         bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_DENIED, message, 0);
         return;
     }
-    if (session->client != peer) {
-        if (!bx_peer_add_session (peer, session->id)) {
-            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_BUSY,
-                           "too many sessions open on this connection", 0);
-            return;
-        }
-        if (session->client) {
-            //  Its old connection is gone but not noticed yet.
-            peer_t *old = (peer_t *) session->client;
-            bx_peer_remove_session (old, session->id);
-            watches_drop_session (self->watches, session);
-        }
-        session->client = peer;
-        session->detached_at = 0;
-        sq_info ("session %u resumed by client %u (%s)", session->id, peer->id, peer->name);
-    }
+    if (bx_session_take (self, peer, session, q->req, "resumed"))
+        return;
     sq_wbuf_reset (&self->out);
     sq_reply_begin (&self->out, q->req);
     sq_pack_resumed (&self->out.pk, session->max_id);
