@@ -288,74 +288,134 @@ s_compact (broker_t *self)
         sq_warn ("journal: out of memory making a snapshot; compaction postponed");
 }
 
+//  --------------------------------------------------------------------------
+//  The reactor's periodic jobs. Each tick returns when it wants to run next
+//  (ms, -1: not until something happens).
+
+//  Governors that missed their heartbeats end; the others hear from us if
+//  they heard nothing for a heartbeat; suspect connections are probed.
 static int64_t
-s_timers (broker_t *self, int64_t now)
+s_tick_heartbeats (broker_t *self, int64_t now)
 {
-    if (now >= self->next_heartbeat) {
-        int64_t dead_after = (int64_t) self->config.heartbeat_ms * self->config.liveness;
-        for (size_t i = 0; i < self->n_govs; ) {
-            gov_t *gov = self->govs [i];
-            if (now - gov->last_recv > dead_after) {
-                char key [BX_KEY_SIZE];
-                bx_identity_key (gov->identity, gov->identity_size, key);
-                peer_t *peer = (peer_t *) zhashx_lookup (self->peers, key);
-                if (peer) {
-                    bx_peer_end (self, peer, "missed heartbeats");
-                    continue;   //  slot i now holds another governor
-                }
+    int64_t dead_after = (int64_t) self->config.heartbeat_ms * self->config.liveness;
+    for (size_t i = 0; i < self->n_govs; ) {
+        gov_t *gov = self->govs [i];
+        if (now - gov->last_recv > dead_after) {
+            char key [BX_KEY_SIZE];
+            bx_identity_key (gov->identity, gov->identity_size, key);
+            peer_t *peer = (peer_t *) zhashx_lookup (self->peers, key);
+            if (peer) {
+                bx_peer_end (self, peer, "missed heartbeats");
+                continue;   //  slot i now holds another governor
             }
-            if (now - gov->last_send >= self->config.heartbeat_ms) {
-                sq_wbuf_reset (&self->out);
-                sq_bare_encode (&self->out, SQ_MSG_HEARTBEAT);
-                bx_send_to (self, gov->identity, gov->identity_size, &self->out, NULL);
-                gov->last_send = now;
-            }
-            i++;
         }
-        self->next_heartbeat = now + self->config.heartbeat_ms / 4 + 1;
-        bx_check_suspects (self, now);
+        if (now - gov->last_send >= self->config.heartbeat_ms) {
+            sq_wbuf_reset (&self->out);
+            sq_bare_encode (&self->out, SQ_MSG_HEARTBEAT);
+            bx_send_to (self, gov->identity, gov->identity_size, &self->out, NULL);
+            gov->last_send = now;
+        }
+        i++;
     }
-    if (now >= self->next_rebalance) {
-        if (!self->recovering)
-            scheduler_rebalance (self->scheduler, s_retract, self);
-        self->next_rebalance = now + S_REBALANCE_MS;
-    }
+    bx_check_suspects (self, now);
+    return now + self->config.heartbeat_ms / 4 + 1;
+}
+
+static int64_t
+s_tick_rebalance (broker_t *self, int64_t now)
+{
+    if (!self->recovering)
+        scheduler_rebalance (self->scheduler, s_retract, self);
+    return now + S_REBALANCE_MS;
+}
+
+static int64_t
+s_tick_reload (broker_t *self, int64_t now)
+{
+    (void) now;
     if (atomic_exchange (&self->reload, 0))
         s_reload_keys (self);
+    return -1;
+}
+
+static int64_t
+s_tick_recover (broker_t *self, int64_t now)
+{
     if (self->recovering
     &&  (persist_expected (self->persist) == 0 || now >= self->recover_deadline))
         s_recovered (self);
-    if (now >= self->next_grace_check) {
-        bx_sessions_expire (self, now);
-        self->next_grace_check = now + S_GRACE_CHECK_MS;
-    }
+    return self->recovering? self->recover_deadline: -1;
+}
+
+static int64_t
+s_tick_grace (broker_t *self, int64_t now)
+{
+    bx_sessions_expire (self, now);
+    return now + S_GRACE_CHECK_MS;
+}
+
+static int64_t
+s_tick_journal (broker_t *self, int64_t now)
+{
+    (void) now;
     if (self->journal) {
         journal_tick (self->journal);
         if (journal_compaction_due (self->journal))
             s_compact (self);
     }
-    int64_t next = self->next_heartbeat < self->next_rebalance? self->next_heartbeat
-                                                               : self->next_rebalance;
-    int64_t drains = drain_tick (self, now);
-    if (drains >= 0 && drains < next)
-        next = drains;
-    int64_t places = place_tick (self, now);
-    if (places >= 0 && places < next)
-        next = places;
-    if (self->recovering && self->recover_deadline < next)
-        next = self->recover_deadline;
-    int64_t deadline = conns_tick (self->conns, now);
-    if (deadline >= 0 && deadline < next)
-        next = deadline;
-    deadline = watches_expire (self->watches, now);
-    if (deadline >= 0 && deadline < next)
-        next = deadline;
-    deadline = bx_uploads_expire (self, now);
-    if (deadline >= 0 && deadline < next)
-        next = deadline;
-    deadline = jobs_tick (self, now);
-    if (deadline >= 0 && deadline < next)
-        next = deadline;
+    return -1;
+}
+
+static int64_t
+s_tick_conns (broker_t *self, int64_t now)
+{
+    return conns_tick (self->conns, now);
+}
+
+static int64_t
+s_tick_watches (broker_t *self, int64_t now)
+{
+    return watches_expire (self->watches, now);
+}
+
+//  In the order they run. A job `every_turn` is asked each turn, since a
+//  message may have moved its deadline (a new wait, a drain begun); the
+//  others run when their deadline comes (or bx_timer_soon).
+static const struct {
+    int64_t (*tick) (broker_t *self, int64_t now);
+    bool every_turn;
+} s_timer_table [BX_TIMERS] = {
+    [BX_TIMER_HEARTBEAT] = { s_tick_heartbeats, false },
+    [BX_TIMER_REBALANCE] = { s_tick_rebalance, false },
+    [BX_TIMER_RELOAD]    = { s_tick_reload, true },
+    [BX_TIMER_RECOVER]   = { s_tick_recover, true },
+    [BX_TIMER_GRACE]     = { s_tick_grace, false },
+    [BX_TIMER_JOURNAL]   = { s_tick_journal, true },
+    [BX_TIMER_DRAIN]     = { drain_tick, true },
+    [BX_TIMER_PLACE]     = { place_tick, true },
+    [BX_TIMER_CONNS]     = { s_tick_conns, true },
+    [BX_TIMER_WATCHES]   = { s_tick_watches, true },
+    [BX_TIMER_UPLOADS]   = { bx_uploads_expire, true },
+    [BX_TIMER_JOBS]      = { jobs_tick, true },
+};
+
+void
+bx_timer_soon (broker_t *self, bx_timer_t timer)
+{
+    self->timer_due [timer] = 0;
+}
+
+//  Runs the jobs that are due; returns the earliest next deadline.
+static int64_t
+s_timers (broker_t *self, int64_t now)
+{
+    int64_t next = INT64_MAX;
+    for (int i = 0; i < BX_TIMERS; i++) {
+        if (s_timer_table [i].every_turn || now >= self->timer_due [i])
+            self->timer_due [i] = s_timer_table [i].tick (self, now);
+        if (self->timer_due [i] >= 0 && self->timer_due [i] < next)
+            next = self->timer_due [i];
+    }
     return next;
 }
 

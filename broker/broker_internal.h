@@ -55,6 +55,13 @@
 
 typedef enum { PEER_CLIENT, PEER_GOVERNOR } peer_kind_t;
 
+//  The reactor's periodic jobs, in the order they run (broker.c's table).
+typedef enum {
+    BX_TIMER_HEARTBEAT, BX_TIMER_REBALANCE, BX_TIMER_RELOAD, BX_TIMER_RECOVER,
+    BX_TIMER_GRACE, BX_TIMER_JOURNAL, BX_TIMER_DRAIN, BX_TIMER_PLACE, BX_TIMER_CONNS,
+    BX_TIMER_WATCHES, BX_TIMER_UPLOADS, BX_TIMER_JOBS, BX_TIMERS
+} bx_timer_t;
+
 typedef struct {
     peer_kind_t kind;
     uint32_t id;
@@ -119,8 +126,7 @@ struct _broker_t {
     size_t n_declared;
     sq_msg_t msg;
     sq_wbuf_t out;
-    int64_t next_heartbeat;
-    int64_t next_rebalance;
+    int64_t timer_due [BX_TIMERS];     //  the reactor's periodic jobs (broker.c)
     int64_t next_drain;         //  drain.c: -1 while no governor drains
     atomic_int stopping;
     uint64_t messages;
@@ -149,7 +155,6 @@ struct _broker_t {
     //  Stream consumers ready to be placed (streams.c), by key
     uint64_t *stream_ready;
     size_t n_stream_ready, cap_stream_ready;
-    int64_t next_grace_check;
     //  jobs.c: SESSION_WAITs parked until their session stops running
     struct _jobwait_t *jobwaits;
     size_t n_jobwaits, cap_jobwaits;
@@ -201,6 +206,8 @@ void bx_identity_key (const void *identity, size_t size, char *key);
 void bx_learn_fd (broker_t *self, peer_t *peer, int fd);
 bool bx_local_endpoint (const char *endpoint);
 int64_t bx_now (void);
+//  The job runs at the reactor's next turn, whatever its deadline.
+void bx_timer_soon (broker_t *self, bx_timer_t timer);
 //  The monotonic ms at which a client's timeout ends; -1 for none (< 0).
 int64_t bx_deadline (int64_t timeout_ms);
 void bx_object_undeliverable (broker_t *self, object_t *object, gov_t *gov, bool all, const char *message);

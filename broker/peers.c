@@ -492,7 +492,7 @@ bx_hello (broker_t *self, sq_msg_t *msg, const char *key)
         //  (and a restarted broker waits for it until then).
         if (!reattach) {
             scheduler_governor_add (self->scheduler, gov);
-            self->next_rebalance = 0;       //  a newcomer gets queued work at once
+            bx_timer_soon (self, BX_TIMER_REBALANCE);  //  a newcomer gets queued work at once
         }
         persist_governor (self->persist, gov->id, gov->incarnation, gov->name,
                           entry? entry->z85: NULL);

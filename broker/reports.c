@@ -207,7 +207,7 @@ s_governor_inventory (broker_t *self, gov_t *gov, const sq_event_t *ev)
         reattach_stats_t stats;
         reattach_end (self->graph, gov, &stats);
         scheduler_governor_add (self->scheduler, gov);
-        self->next_rebalance = 0;           //  a newcomer gets queued work at once
+        bx_timer_soon (self, BX_TIMER_REBALANCE);  //  a newcomer gets queued work at once
         persist_reattached (self->persist, gov->id);
         sq_info ("governor %u (%s) reattached: %zu objects held again, %zu tasks found "
                  "finished there, %zu running tasks kept; %zu objects dropped, %zu tasks "
