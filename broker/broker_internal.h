@@ -1,9 +1,9 @@
-/*  broker_internal: the broker's state and what its files share:
-    broker.c (the reactor, dispatch, timers, start and stop), orders.c
-    (graph hooks, assignment), peers.c
-    (connections, HELLO), requests.c (client requests), reports.c (what
-    governors report, uploads). One thread touches all of it. Not for use
-    outside broker/. */
+/*  broker_internal: the broker's state and what its files share, each
+    function under the name of the file that defines it: broker.c (the
+    reactor, dispatch, timers, start and stop), peers.c (connections,
+    HELLO), requests.c (client requests), reports.c (what governors report,
+    uploads), orders.c (graph hooks, assignment), streams.c (stream
+    readers). One thread touches all of it. Not for use outside broker/. */
 #ifndef SQ_BROKER_INTERNAL_H
 #define SQ_BROKER_INTERNAL_H
 #include "broker.h"
@@ -161,21 +161,38 @@ struct _broker_t {
     bool jobs_dirty;            //  some array may have elements to make or has ended
 };
 
-void bx_assign (void *arg, task_t *task, gov_t *gov);
-int bx_stream_ready (broker_t *self, task_t *task);
-size_t bx_streams_place (broker_t *self);
-//  A task started: its streams are listed in INFO from now on.
-void bx_streams_started (broker_t *self, task_t *producer);
-//  TASKKEY: the governor running the task (attempt checked) made a key
-//  pair for its squall.get_client(); the public key becomes a client's of
-//  the task's session's tenant while that attempt runs there (auth.h).
-void bx_task_key (broker_t *self, gov_t *gov, task_t *task, const uint8_t *public_key);
-void bx_hook_stream_unread (void *arg, object_t *stream, task_t *consumer);
-void bx_stream_progress (broker_t *self, gov_t *gov, uint64_t key, uint64_t bytes);
-//  The streams being written now (of the viewer's tenant unless `all`):
-//  at most max, into out. Returns how many.
-size_t bx_streams_info (broker_t *self, const peer_t *viewer, bool all, sq_info_stream_t *out,
-                        size_t max);
+//  --------------------------------------------------------------------------
+//  broker.c: the reactor, sending, the periodic jobs
+
+int64_t bx_now (void);
+//  The monotonic ms at which a client's timeout ends; -1 for none (< 0).
+int64_t bx_deadline (int64_t timeout_ms);
+//  The job runs at the reactor's next turn, whatever its deadline.
+void bx_timer_soon (broker_t *self, bx_timer_t timer);
+void bx_identity_key (const void *identity, size_t size, char *key);
+bool bx_local_endpoint (const char *endpoint);
+void bx_send_to (broker_t *self, const void *identity, size_t identity_size, sq_wbuf_t *header, zmq_msg_t *payload);
+void bx_reply_error (broker_t *self, const void *identity, size_t identity_size, uint32_t req, int code, const char *message, uint32_t id);
+void bx_reply_nil (broker_t *self, peer_t *peer, uint32_t req);
+
+//  --------------------------------------------------------------------------
+//  peers.c: connections, HELLO, a peer's end
+
+void bx_hello (broker_t *self, sq_msg_t *msg, const char *key);
+void bx_learn_fd (broker_t *self, peer_t *peer, int fd);
+void bx_drain_monitor (broker_t *self);
+void bx_check_suspects (broker_t *self, int64_t now);
+void bx_peer_end (broker_t *self, peer_t *peer, const char *why);
+void bx_peer_destroy (peer_t **peer_p);
+bool bx_resource_ok (void *arg, mpr_str_t name, uint64_t amount);
+void bx_send_keys (broker_t *self, gov_t *gov);
+void bx_session_close (broker_t *self, session_t *session);
+void bx_sessions_expire (broker_t *self, int64_t now);
+
+//  --------------------------------------------------------------------------
+//  requests.c: client requests, a client's sessions
+
+void bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req);
 //  Whether the peer may see the session: always without keys, else one of
 //  its tenant's (an admin sees all).
 bool bx_same_tenant (const peer_t *peer, const session_t *session);
@@ -188,42 +205,48 @@ int bx_session_take (broker_t *self, peer_t *peer, session_t *session, uint32_t 
                      const char *how);
 //  Counts the session in its tenant's share (tenancy.h). 0, or -1 out of memory.
 int bx_session_share (broker_t *self, session_t *session);
-void bx_check_suspects (broker_t *self, int64_t now);
-void bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req);
-void bx_drain_monitor (broker_t *self);
-void bx_drop (gov_t *gov, uint64_t key);
-bool bx_fetch_park (broker_t *self, peer_t *peer, uint64_t key, uint32_t req, int64_t deadline);
-void bx_fetches_release (broker_t *self, uint64_t key);
-gov_t *bx_gov_by_id (broker_t *self, uint32_t id);
+
+//  --------------------------------------------------------------------------
+//  reports.c: what governors report, uploads
+
 void bx_governor_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type);
-void bx_hello (broker_t *self, sq_msg_t *msg, const char *key);
-void bx_hook_object_copy (void *arg, object_t *object, gov_t *from, gov_t *to);
-void bx_hook_object_drop (void *arg, object_t *object);
-void bx_hook_task_done (void *arg, task_t *task);
-void bx_hook_task_ready (void *arg, task_t *task);
-void bx_hook_task_stop (void *arg, task_t *task);
-void bx_identity_key (const void *identity, size_t size, char *key);
-void bx_learn_fd (broker_t *self, peer_t *peer, int fd);
-bool bx_local_endpoint (const char *endpoint);
-int64_t bx_now (void);
-//  The job runs at the reactor's next turn, whatever its deadline.
-void bx_timer_soon (broker_t *self, bx_timer_t timer);
-//  The monotonic ms at which a client's timeout ends; -1 for none (< 0).
-int64_t bx_deadline (int64_t timeout_ms);
-void bx_object_undeliverable (broker_t *self, object_t *object, gov_t *gov, bool all, const char *message);
-void bx_peer_destroy (peer_t **peer_p);
-void bx_peer_end (broker_t *self, peer_t *peer, const char *why);
-bool bx_recopy (broker_t *self, object_t *object, gov_t *gov);
-void bx_reply_error (broker_t *self, const void *identity, size_t identity_size, uint32_t req, int code, const char *message, uint32_t id);
-void bx_reply_nil (broker_t *self, peer_t *peer, uint32_t req);
-bool bx_resource_ok (void *arg, mpr_str_t name, uint64_t amount);
-void bx_send_keys (broker_t *self, gov_t *gov);
-void bx_send_to (broker_t *self, const void *identity, size_t identity_size, sq_wbuf_t *header, zmq_msg_t *payload);
-void bx_session_close (broker_t *self, session_t *session);
-void bx_sessions_expire (broker_t *self, int64_t now);
+//  TASKKEY: the governor running the task (attempt checked) made a key
+//  pair for its squall.get_client(); the public key becomes a client's of
+//  the task's session's tenant while that attempt runs there (auth.h).
+void bx_task_key (broker_t *self, gov_t *gov, task_t *task, const uint8_t *public_key);
 void bx_upload_claimed (broker_t *self, object_t *object, gov_t *gov, uint64_t size, int64_t now);
 int64_t bx_uploads_expire (broker_t *self, int64_t now);
-void bx_watch_released (void *arg, void *client);
+bool bx_fetch_park (broker_t *self, peer_t *peer, uint64_t key, uint32_t req, int64_t deadline);
+void bx_fetches_release (broker_t *self, uint64_t key);
+
+//  --------------------------------------------------------------------------
+//  orders.c: the graph's hooks, assignment, copies and drops
+
+void bx_assign (void *arg, task_t *task, gov_t *gov);
+gov_t *bx_gov_by_id (broker_t *self, uint32_t id);
+void bx_hook_task_ready (void *arg, task_t *task);
+void bx_hook_task_done (void *arg, task_t *task);
+void bx_hook_task_stop (void *arg, task_t *task);
+void bx_hook_object_copy (void *arg, object_t *object, gov_t *from, gov_t *to);
+void bx_hook_object_drop (void *arg, object_t *object);
+void bx_object_undeliverable (broker_t *self, object_t *object, gov_t *gov, bool all, const char *message);
+bool bx_recopy (broker_t *self, object_t *object, gov_t *gov);
+void bx_drop (gov_t *gov, uint64_t key);
 void bx_watch_reply (void *arg, void *client, sq_wbuf_t *header, zmq_msg_t *payload);
+void bx_watch_released (void *arg, void *client);
+
+//  --------------------------------------------------------------------------
+//  streams.c: stream readers placed, streams listed
+
+int bx_stream_ready (broker_t *self, task_t *task);
+size_t bx_streams_place (broker_t *self);
+//  A task started: its streams are listed in INFO from now on.
+void bx_streams_started (broker_t *self, task_t *producer);
+void bx_hook_stream_unread (void *arg, object_t *stream, task_t *consumer);
+void bx_stream_progress (broker_t *self, gov_t *gov, uint64_t key, uint64_t bytes);
+//  The streams being written now (of the viewer's tenant unless `all`):
+//  at most max, into out. Returns how many.
+size_t bx_streams_info (broker_t *self, const peer_t *viewer, bool all, sq_info_stream_t *out,
+                        size_t max);
 
 #endif
