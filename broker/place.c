@@ -64,10 +64,19 @@ s_targeted (const uint32_t *targets, uint32_t n, uint32_t id)
     return false;
 }
 
+//  A governor that would hold a new copy: not counted or taken already.
+typedef struct {
+    object_t *object;
+    const uint32_t *targets;
+    uint32_t n_targets;
+} s_new_copy_t;
+
 static bool
-s_usable (const gov_t *gov)
+s_new_copy (void *arg, const gov_t *gov)
 {
-    return !gov->draining && !gov->leaving && !gov->inventory;
+    s_new_copy_t *wanted = (s_new_copy_t *) arg;
+    return !s_targeted (wanted->targets, wanted->n_targets, gov->id)
+        && !graph_object_location (wanted->object, (gov_t *) gov);
 }
 
 //  Whether a task placed on gov and not done still needs the object there.
@@ -203,7 +212,7 @@ place_request (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *s
     uint32_t n_targets = 0;
     for (uint32_t i = 0; i < q->n_ids; i++) {
         gov_t *gov = bx_gov_by_id (self, q->ids [i]);
-        if (!gov || !s_usable (gov)) {
+        if (!gov || !scheduler_usable (gov)) {
             snprintf (message, sizeof message, gov
                       ? "governor %u is leaving (or rejoining): it takes no copies"
                       : "governor %u is not connected", q->ids [i]);
@@ -225,22 +234,16 @@ place_request (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *s
         for (uint32_t i = 0; i < object->n_locations && have < q->copies
                              && n_targets < SQ_PLACE_MAX; i++) {
             bool arrived = locations [i].arrived;
-            if (arrived != (pass == 0) || (arrived && !move) || !s_usable (locations [i].gov)
+            if (arrived != (pass == 0) || (arrived && !move)
+            ||  !scheduler_usable (locations [i].gov)
             ||  s_targeted (targets, n_targets, locations [i].gov->id))
                 continue;
             targets [n_targets++] = locations [i].gov->id;
             have++;
         }
     while (have < q->copies && n_targets < SQ_PLACE_MAX) {
-        gov_t *best = NULL;
-        for (size_t g = 0; g < self->n_govs; g++) {
-            gov_t *gov = self->govs [g];
-            if (!s_usable (gov) || s_targeted (targets, n_targets, gov->id)
-            ||  graph_object_location (object, gov))
-                continue;       //  counted or taken already
-            if (!best || gov->load.memory < best->load.memory)
-                best = gov;
-        }
+        s_new_copy_t wanted = { object, targets, n_targets };
+        gov_t *best = scheduler_place_copy (self->scheduler, s_new_copy, &wanted);
         if (!best)
             break;              //  as many as there are governors
         targets [n_targets++] = best->id;

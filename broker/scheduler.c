@@ -317,7 +317,6 @@ scheduler_governor_add (scheduler_t *self, gov_t *gov)
     self->n_blocked = 0;
 }
 
-static bool s_fits (const gov_t *gov, const task_t *task);
 static bool s_held_off (const gov_t *gov, const task_t *task);
 
 //  Whether the task names the governor among those it may run on (or
@@ -407,7 +406,7 @@ scheduler_governor_remove (scheduler_t *self, gov_t *gov)
             continue;
         bool fits = false;
         for (size_t g = 0; g < self->n_govs && !fits; g++)
-            fits = s_fits (self->govs [g], task);
+            fits = scheduler_fits (self->govs [g], task);
         if (fits)
             self->blocked [kept++] = self->blocked [i];
         else
@@ -416,8 +415,8 @@ scheduler_governor_remove (scheduler_t *self, gov_t *gov)
     self->n_blocked = kept;
 }
 
-static bool
-s_fits (const gov_t *gov, const task_t *task)
+bool
+scheduler_fits (const gov_t *gov, const task_t *task)
 {
     const task_extra_t *extra = task_extra (task);
     if (extra->cpus > gov->cpus || (!extra->loose && s_unnamed (gov, task)))
@@ -462,8 +461,8 @@ s_overbookable (const task_t *task, const gov_t *gov)
 {
     //  An actor's calls go where its instance is, one at a time (graph_actor.c);
     //  a stream's readers once it opens (streams.c).
-    if (task->state != TASK_WAITING || task->actor_call || task->stream_in || !s_fits (gov, task)
-    ||  s_unnamed (gov, task) || s_over_cap (task))
+    if (task->state != TASK_WAITING || task->actor_call || task->stream_in
+    ||  !scheduler_fits (gov, task) || s_unnamed (gov, task) || s_over_cap (task))
         return false;
     for (uint32_t i = 0; i < task->n_inputs; i++) {
         const object_t *input = task->io [i];
@@ -657,6 +656,18 @@ scheduler_copy_rate (scheduler_t *self)
     return self->copy_rate * 1e6;
 }
 
+//  Tasks per cpu on the governor, and a retried task avoids the governor
+//  it just failed on (a machine-specific fault, or memory): any other is
+//  better. Every placement of a task weighs governors by this.
+static double
+s_load (scheduler_t *self, const gov_t *gov, const task_t *task)
+{
+    double load = (double) sq_idmap_size (gov->tasks) / (gov->cpus? gov->cpus: 1);
+    if (task_extra (task)->last_gov == gov->id && self->n_govs > 1)
+        load += 1e9;
+    return load;
+}
+
 typedef struct {
     gov_t *gov;
     double cost;                //  us: waiting there and copying inputs there
@@ -672,15 +683,11 @@ typedef struct {
 static void
 s_consider (scheduler_t *self, const task_t *task, gov_t *gov, s_pick_t *best)
 {
-    if (gov->open_at < 0 || !s_fits (gov, task) || s_held_off (gov, task))
+    if (gov->open_at < 0 || !scheduler_fits (gov, task) || s_held_off (gov, task))
         return;
     uint64_t bytes = 0;
     double cost = best->weigh? s_wait_us (self, gov, task) + s_copy_us (self, gov, task, &bytes): 0;
-    double load = (double) sq_idmap_size (gov->tasks) / (gov->cpus? gov->cpus: 1);
-    //  A retried task avoids the governor it just failed on (a
-    //  machine-specific fault, or memory): any other is better.
-    if (task_extra (task)->last_gov == gov->id && self->n_govs > 1)
-        load += 1e9;
+    double load = s_load (self, gov, task);
     //  A task whose gpus are taken there would wait in its queue (a
     //  governor starts a task only on free devices): one with them free
     //  is better, whatever the copies or the load.
@@ -804,7 +811,7 @@ scheduler_run (scheduler_t *self, scheduler_assign_fn *assign, void *arg)
         if (!best.gov) {
             bool fits_somewhere = false;
             for (size_t i = 0; i < self->n_govs && !fits_somewhere; i++)
-                fits_somewhere = s_fits (self->govs [i], task);
+                fits_somewhere = scheduler_fits (self->govs [i], task);
             if (!fits_somewhere) {
                 s_heap_pop (self, queue);
                 s_cannot_run (self, task);  //  governors are up (n_open > 0)
@@ -923,7 +930,7 @@ scheduler_waiting_get (scheduler_t *self, size_t i, uint64_t *key, int64_t *left
 static bool
 s_worth_moving (scheduler_t *self, gov_t *sender, gov_t *receiver, const task_t *task)
 {
-    if (task->unfinished || !s_fits (receiver, task))
+    if (task->unfinished || !scheduler_fits (receiver, task))
         return false;
     double wait = s_wait_us (self, sender, task);
     uint64_t local;
@@ -1016,4 +1023,50 @@ scheduler_rebalance (scheduler_t *self, scheduler_retract_fn *retract, void *arg
         }
     }
     return moved;
+}
+
+//  --------------------------------------------------------------------------
+//  Placement outside the ready queue (scheduler.h)
+
+bool
+scheduler_usable (const gov_t *gov)
+{
+    return !gov->draining && !gov->leaving && !gov->inventory;
+}
+
+//  The least loaded, whatever its slots (the task starts beside what runs
+//  there); one the task only prefers (loose) wins over any other.
+gov_t *
+scheduler_place_now (scheduler_t *self, const task_t *task)
+{
+    gov_t *best = NULL;
+    double best_load = 0;
+    bool best_named = false;
+    for (size_t i = 0; i < self->n_govs; i++) {
+        gov_t *gov = self->govs [i];
+        if (!scheduler_usable (gov) || !scheduler_fits (gov, task))
+            continue;
+        double load = s_load (self, gov, task);
+        bool named = !s_unnamed (gov, task);
+        if (!best || named > best_named || (named == best_named && load < best_load)) {
+            best = gov;
+            best_load = load;
+            best_named = named;
+        }
+    }
+    return best;
+}
+
+gov_t *
+scheduler_place_copy (scheduler_t *self, scheduler_want_fn *want, void *arg)
+{
+    gov_t *best = NULL;
+    for (size_t i = 0; i < self->n_govs; i++) {
+        gov_t *gov = self->govs [i];
+        if (!scheduler_usable (gov) || !want (arg, gov))
+            continue;
+        if (!best || gov->load.memory < best->load.memory)
+            best = gov;
+    }
+    return best;
 }

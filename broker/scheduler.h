@@ -65,6 +65,29 @@ double scheduler_copy_rate (scheduler_t *self);
 //  Tasks no live governor has the resources for (waiting for one to join).
 size_t scheduler_blocked_count (scheduler_t *self);
 
+//  Placement outside the ready queue: every other "which governor" of the
+//  broker asks here, so that one fit test and one load (with its penalty
+//  for the governor a retried task failed on) decide them all. The
+//  governors taken are those added and not removed. An actor's calls are
+//  not placed: they run where their host runs (graph_actor.c), and the host
+//  is placed by scheduler_run like any task.
+//
+//  Whether the governor could run the task at all: its cpus, its
+//  resources, and the governors the task names (unless it only prefers
+//  them, loose).
+bool scheduler_fits (const gov_t *gov, const task_t *task);
+//  Whether the governor takes new work and copies: not draining, leaving,
+//  or reattaching.
+bool scheduler_usable (const gov_t *gov);
+//  A task that must start now whatever the slots say (a stream's reader,
+//  streams.c): the least loaded governor it fits, preferring those it
+//  names; NULL if none fits.
+gov_t *scheduler_place_now (scheduler_t *self, const task_t *task);
+//  Where a new copy of an object goes (PLACE, place.c): the governor with
+//  the least memory in use among those `want` accepts; NULL if none.
+typedef bool (scheduler_want_fn) (void *arg, const gov_t *gov);
+gov_t *scheduler_place_copy (scheduler_t *self, scheduler_want_fn *want, void *arg);
+
 //  Resource waits (reswait.h): a ready task no connected governor can run
 //  waits up to wait_ms (of time with some governor connected) for one that
 //  can, at most `max` tasks; wait_ms 0 fails such tasks at once. Default

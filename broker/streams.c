@@ -3,7 +3,8 @@
 
     A stream consumer never goes through the scheduler: it is placed when
     its streams open (their producers started), on the least loaded
-    governor that has its resources, whatever its slots say, and its
+    governor that has its resources, whatever its slots say
+    (scheduler_place_now), and its
     governor starts it at once, beside what runs there. Its producer waits
     for every reader before it writes a byte, and holds its cpus while it
     waits, so a consumer queued behind slots or cpus could wait for ever;
@@ -26,38 +27,6 @@ bx_stream_ready (broker_t *self, task_t *task)
     return 0;
 }
 
-static bool
-s_fits (const gov_t *gov, const task_t *task)
-{
-    const task_extra_t *extra = task_extra (task);
-    if (gov->draining || extra->cpus > gov->cpus)
-        return false;
-    for (uint32_t r = 0; r < extra->n_resources; r++)
-        if (gov_resource (gov, extra->resources [r].name) < extra->resources [r].amount)
-            return false;
-    return true;
-}
-
-static gov_t *
-s_pick (broker_t *self, const task_t *task)
-{
-    gov_t *best = NULL;
-    double best_load = 0;
-    for (size_t i = 0; i < self->n_govs; i++) {
-        gov_t *gov = self->govs [i];
-        if (gov->inventory || !s_fits (gov, task))
-            continue;
-        double load = (double) sq_idmap_size (gov->tasks) / (gov->cpus? gov->cpus: 1);
-        if (task_extra (task)->last_gov == gov->id && self->n_govs > 1)
-            load += 1e9;
-        if (!best || load < best_load) {
-            best = gov;
-            best_load = load;
-        }
-    }
-    return best;
-}
-
 size_t
 bx_streams_place (broker_t *self)
 {
@@ -66,7 +35,7 @@ bx_streams_place (broker_t *self)
         task_t *task = graph_task (self->graph, self->stream_ready [i]);
         if (!task || task->state != TASK_READY || !graph_stream_placeable (task))
             continue;           //  gone, or its group started again
-        gov_t *gov = s_pick (self, task);
+        gov_t *gov = scheduler_place_now (self->scheduler, task);
         if (!gov) {
             if (self->n_govs == 0) {
                 self->stream_ready [kept++] = task->key;   //  until one joins
