@@ -1,4 +1,4 @@
-/*  record: the records of the broker's journal (broker/journal.c), framed
+/*  record: the records of the broker's journal (broker/persist/journal.c), framed
     and encoded in one place like every message.
 
     A journal file is the 8 bytes SQ_REC_MAGIC, then records. A record is

@@ -1,4 +1,4 @@
-/*  test_drain: governors that leave cleanly (broker/drain.c).
+/*  test_drain: governors that leave cleanly (broker/peers/drain.c).
 
     1. SIGTERM mid-graph: of two governors running a graph of 24 tasks
        whose kept outputs (8 KB, so they stay on governors) are all needed,

@@ -1,7 +1,8 @@
 """docs/architecture.md is the map of the code, kept honest:
 - every source file (C sources and headers of common/, broker/, governor/,
   client/; the Python package; scripts/) is named in its directory's
-  section, as `name.c`, `name.h` or `name.c/h`;
+  section, as `name.c`, `name.h` or `name.c/h` (a file in a folder of it
+  by its path from the directory: `graph/graph.c`);
 - every file the document names exists, and every function, type or field
   it cites (a `name_with_underscores`) is in the sources; a file's own
   static (`s_name`) is cited beside a file that has it;
@@ -29,12 +30,17 @@ _SOURCE_DIRS = {
 
 
 def source_files():
-    """{directory: [file names]} of every source file, sorted."""
+    """{directory: [file names]} of every source file, sorted; a file in a
+    folder of the directory is named by its path from it (broker's
+    `graph/graph.c`)."""
     found = {}
     for d, endings in _SOURCE_DIRS.items():
-        names = sorted(f for f in os.listdir(os.path.join(_ROOT, d))
-                       if f.endswith(endings) and os.path.isfile(os.path.join(_ROOT, d, f)))
-        found[d] = names
+        top = os.path.join(_ROOT, d)
+        names = []
+        for dirpath, _, files in os.walk(top):
+            names += [os.path.relpath(os.path.join(dirpath, f), top)
+                      for f in files if f.endswith(endings)]
+        found[d] = sorted(names)
     return found
 
 
@@ -103,10 +109,14 @@ def test_every_file_it_names_exists():
         for token in cited(text):
             for name in file_names(token) or []:
                 if d is not None and "/" not in name:
-                    ok = os.path.isfile(os.path.join(_ROOT, d, name))
+                    # in the directory or one of its folders
+                    ok = any(p == "%s/%s" % (d, name) or
+                             (p.startswith(d + "/") and p.endswith("/" + name)) for p in everywhere)
                     where = "%s/%s" % (d, name)
                 elif "/" in name:
-                    ok = os.path.isfile(os.path.join(_ROOT, name))
+                    # from the root, or a folder's path from its directory
+                    ok = os.path.isfile(os.path.join(_ROOT, name)) or any(
+                        p.endswith("/" + name) for p in everywhere)
                     where = name
                 else:
                     ok = name in basenames

@@ -1,5 +1,5 @@
-/*  test_broker_journal: the broker's journal, in-process (broker/journal.c,
-    broker/persist.c, common/record.c).
+/*  test_broker_journal: the broker's journal, in-process (broker/persist/journal.c,
+    broker/persist/persist.c, common/record.c).
 
     A journal written through the broker's own record functions (sessions,
     SUBMITs with constants, keeps, finishes with inline bytes, failures,

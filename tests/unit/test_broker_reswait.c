@@ -1,5 +1,5 @@
 /*  test_broker_reswait: the set of tasks waiting for a governor that fits
-    (broker/reswait.c), in-process.
+    (broker/graph/reswait.c), in-process.
 
     - a task's budget is spent only by ticks with a governor connected;
       time with none connected does not count;

@@ -1,5 +1,5 @@
 /*  test_broker_taskkeys: the keys of tasks that submit tasks in the
-    broker's auth (broker/auth.c, docs/security.md "Tasks that submit
+    broker's auth (broker/peers/auth.c, docs/security.md "Tasks that submit
     tasks"), in-process with a real keyring and ZAP socket.
 
     - a registered key is found as a client of the tenant given (never an
