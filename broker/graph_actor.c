@@ -42,6 +42,10 @@ struct _actor_t {
 //  the governor's queue full across a few broker turns; its own queue
 //  (governor/pyexec.c, S_CALLS_MAX) holds at least as many.
 #define S_WINDOW 32
+//  and of these configs' bytes together (one call always goes): a call
+//  with big arguments goes alone, as it would gain nothing from company
+//  but the memory of many copies in flight.
+#define S_WINDOW_BYTES (256u << 10)
 
 static task_t *
 s_host_of (task_t *task)
@@ -202,11 +206,13 @@ s_settle (graph_t *self, task_t *host, graph_assign_fn *assign, void *arg)
         return 0;
     //  Unfinished calls sent, and whether one of them has inputs.
     uint32_t live = 0;
+    size_t bytes = 0;
     bool fetching = false;
     for (uint32_t i = 0; i < actor->sent; i++) {
         task_t *call = actor->calls [actor->head + i];
         if (!gx_final (call)) {
             live++;
+            bytes += call->config_size;
             fetching = fetching || call->n_inputs > 0;
         }
     }
@@ -217,11 +223,13 @@ s_settle (graph_t *self, task_t *host, graph_assign_fn *assign, void *arg)
             actor->sent++;      //  cancelled before it went
             continue;
         }
-        if (call->state != TASK_READY || (call->n_inputs > 0 && live > 0))
+        if (call->state != TASK_READY || (live > 0 && (call->n_inputs > 0
+                                  || bytes + call->config_size > S_WINDOW_BYTES)))
             break;              //  waits for its inputs, or for the calls before it
         fetching = call->n_inputs > 0;
         actor->sent++;
         live++;
+        bytes += call->config_size;
         assign (arg, call, host->gov);
         n++;
     }

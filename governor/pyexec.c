@@ -102,6 +102,7 @@ typedef struct {
     task_t *task;               //  NULL: stopped; a written one's reply is dropped
     uint8_t *frame;             //  NULL once written
     size_t size;
+    uint32_t seq;               //  its run frame's number, once written
 } s_call_t;
 
 //  A segment handed to an executor, which may map it for as long as it
@@ -981,7 +982,7 @@ s_calls_write (s_exec_t *ex)
             return;
         if (s_write_all (ex->fd, call->frame, call->size))
             return;
-        ex->seq++;
+        call->seq = ++ex->seq;
         free (call->frame);
         call->frame = NULL;
         if (idle) {
@@ -1027,8 +1028,10 @@ s_start_call (pyexec_t *self, task_t *task, uint8_t *frame, size_t size,
     return 0;
 }
 
-//  A stopped call of the actor living in `ex`: one not written goes, one
-//  written runs anyway and its reply is dropped. False if not one of its.
+//  A stopped call of the actor living in `ex`: one not written goes; one
+//  written is cancelled (the executor skips it if it comes before it gets
+//  there, else it runs) and its reply is dropped; the running one runs on,
+//  its reply dropped. False if not one of its.
 static bool
 s_call_stop (s_exec_t *ex, const task_t *task)
 {
@@ -1041,8 +1044,14 @@ s_call_stop (s_exec_t *ex, const task_t *task)
     for (uint32_t k = 0; k < ex->n_calls; k++) {
         if (ex->calls [k].task != task)
             continue;
-        if (k < ex->n_written)
+        if (k < ex->n_written) {
+            uint8_t cancel [13], *p = s_put64 (cancel, 5);
+            *p++ = S_OP_CANCEL;
+            s_put32 (p, ex->calls [k].seq);
             ex->calls [k].task = NULL;
+            if (s_write_all (ex->fd, cancel, sizeof cancel))
+                sq_debug ("cannot cancel an actor's call: its executor is gone");
+        }
         else {
             free (ex->calls [k].frame);
             memmove (ex->calls + k, ex->calls + k + 1,

@@ -564,6 +564,25 @@ s_test_actor (void)
     CHECK (graph_task_finished (graph, with_in, b, &out16, 1, NULL, 0, 4096) == 0, "finished");
     CHECK (s_settle (graph) == 1 && s_sent_tasks [0] == behind, "then the one behind it");
 
+    //  Calls with big arguments (a config of 300 KiB) go one at a time.
+    size_t big_size = sizeof s_call_conf + 5 + 5 + (300u << 10);
+    uint8_t *big = (uint8_t *) calloc (1, big_size);
+    memcpy (big, s_call_conf, sizeof s_call_conf);
+    big [0] = 0x83;
+    memcpy (big + sizeof s_call_conf, "\xa4" "args" "\xc6\x00\x04\xb0\x00", 10);
+    s_reset (s, sid);
+    s_py (s, 19, big, big_size, 20);
+    s_py (s, 21, big, big_size, 22);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *big1 = graph_task (graph, sq_key (sid, 19));
+    sq_output_ref_t out18 = { behind->io [0]->key, 10, -1 };
+    CHECK (graph_task_finished (graph, behind, b, &out18, 1, NULL, 0, 4096) == 0, "finished");
+    CHECK (s_settle (graph) == 1 && s_sent_tasks [0] == big1, "a big call goes alone");
+    sq_output_ref_t out20 = { big1->io [0]->key, 10, -1 };
+    CHECK (graph_task_finished (graph, big1, b, &out20, 1, NULL, 0, 4096) == 0, "finished");
+    CHECK (s_settle (graph) == 1, "then the next");
+    behind = graph_task (graph, sq_key (sid, 21));
+
     //  A call that its governor reports failed after the host's own
     //  failure came in: lost with the actor.
     graph_task_requeue (graph, host);
@@ -597,6 +616,7 @@ s_test_actor (void)
            "a call made after the actor ended fails");
     graph_session_close (graph, &session);
     CHECK (s_settle (graph) == 0, "a closed session's actors are gone");
+    free (big);
     gov_destroy (&a);
     gov_destroy (&b);
     graph_destroy (&graph);
