@@ -12,7 +12,8 @@ without waiting, then every result gathered; the results are checked to be
 2, cpus=1). Ray: ray.init(num_cpus=2), an actor with one cpu. Dask:
 distributed.LocalCluster(n_workers=2, threads_per_worker=1), an actor
 (`client.submit(Counter, actor=True)`). A peer that is not installed is
-skipped with a note.
+skipped with a note; one whose calls ran out of order is flagged (squall
+fails instead: its order is part of the contract).
 """
 import argparse
 import sys
@@ -43,25 +44,30 @@ def _best(fn, repeat):
     return best
 
 
-def _runs(call, gather, n, big, repeat):
+def _runs(call, gather, n, big, repeat, strict=False):
     """Rates (calls/s) without and with 1 MiB arguments; call(method, arg)
     makes a call, gather(list) waits for its results."""
-    state = {"n": 0}
+    state = {"n": 0, "disorder": 0}
+
+    def check(got, count):
+        want = list(range(state["n"] + 1, state["n"] + count + 1))
+        state["n"] += count
+        assert sorted(got) == want, "calls lost or run twice"
+        assert got == want or not strict, "calls run out of order"
+        state["disorder"] += got != want
 
     def plain():
-        first = state["n"]
-        got = gather([call("add", 1) for _ in range(n)])
-        state["n"] += n
-        assert got == list(range(first + 1, first + n + 1)), "out of order or lost"
+        check(gather([call("add", 1) for _ in range(n)]), n)
 
     def with_arg():
-        first = state["n"]
-        got = gather([call("size", ARG) for _ in range(big)])
-        state["n"] += big
-        assert got == list(range(first + 1, first + big + 1)), "out of order or lost"
+        check(gather([call("size", ARG) for _ in range(big)]), big)
 
     gather([call("add", 0) for _ in range(100)])        # warm
-    return n / _best(plain, repeat), big / _best(with_arg, repeat)
+    rates = n / _best(plain, repeat), big / _best(with_arg, repeat)
+    if state["disorder"]:
+        print("  (%d of %d runs saw the calls run out of the order they were made)"
+              % (state["disorder"], 2 * repeat), flush=True)
+    return rates
 
 
 def bench_squall(n, big, repeat):
@@ -69,7 +75,8 @@ def bench_squall(n, big, repeat):
     with squall.LocalCluster(governors=2, cpus=1) as cluster:
         client = cluster.client()
         actor = client.actor(Counter)
-        return _runs(lambda m, a: getattr(actor, m)(a), client.gather, n, big, repeat)
+        return _runs(lambda m, a: getattr(actor, m)(a), client.gather, n, big, repeat,
+                     strict=True)
 
 
 def bench_ray(n, big, repeat):
@@ -107,6 +114,11 @@ def main():
             plain, big = runs[name](args.calls, args.big, args.repeat)
         except ImportError as exc:
             print("%s: skipped (%s)" % (name, exc), file=sys.stderr)
+            continue
+        except Exception as exc:    # noqa: BLE001 - a peer that breaks under load is reported
+            if name == "squall":
+                raise
+            print("%s: failed (%s: %s)" % (name, type(exc).__name__, exc), flush=True)
             continue
         rows.append((name, plain, big))
         print("%-7s %9.0f calls/s   %7.0f calls/s with a 1 MiB argument" % (name, plain, big),
