@@ -87,6 +87,24 @@ typedef struct {
     uint32_t seq;               //  its run frame's number
 } s_piped_t;
 
+//  An actor's calls queued behind the one its executor runs: the broker
+//  sends several at once (broker/graph_actor.c, S_WINDOW, fewer than
+//  S_CALLS_MAX), so that a call costs no round trip through it. Small ones
+//  are written to the executor ahead (at most S_CALLS_AHEAD, of
+//  S_CALLS_AHEAD_BYTES together: a socketpair holds more, so such a write
+//  never waits for the executor); the others wait here with their frames
+//  until it is idle.
+#define S_CALLS_MAX 64
+#define S_CALLS_AHEAD 8
+#define S_CALLS_AHEAD_BYTES (64 * 1024)
+
+typedef struct {
+    task_t *task;               //  NULL: stopped; a written one's reply is dropped
+    uint8_t *frame;             //  NULL once written
+    size_t size;
+    uint32_t seq;               //  its run frame's number, once written
+} s_call_t;
+
 //  A segment handed to an executor, which may map it for as long as it
 //  likes: the reference keeps the memory file (and the accounting of it)
 //  here until the executor says it let go, or dies. `handed` counts the
@@ -118,13 +136,14 @@ typedef struct {
     bool retired;
     task_t *task;               //  the task it runs, NULL when idle
     //  Actors: the host whose instance lives here (the executor serves
-    //  nothing else while it does), a call that came while the instance
-    //  was still being made (its frame ready to send), and replies still
-    //  to come for calls that were stopped (read and dropped, in order).
+    //  nothing else while it does; `task` is the call whose reply comes
+    //  next), the calls behind it (the first `n_written` of them written
+    //  to the executor, replied to in this order), and replies still to
+    //  come before `task`'s for calls that were stopped (read and dropped).
     task_t *host;
-    task_t *pending;
-    uint8_t *pending_frame;
-    size_t pending_size;
+    s_call_t calls [S_CALLS_MAX];
+    uint32_t n_calls;
+    uint32_t n_written;
     uint32_t discard;
     //  Tasks written behind `task`, replied to in this order; run frames
     //  written so far (the executor numbers them the same way: a cancel
@@ -458,9 +477,9 @@ s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
     ex->n_fdq = 0;
     ex->task = NULL;
     ex->host = NULL;
-    ex->pending = NULL;
-    free (ex->pending_frame);
-    ex->pending_frame = NULL;
+    for (uint32_t i = 0; i < ex->n_calls; i++)
+        free (ex->calls [i].frame);
+    ex->n_calls = ex->n_written = 0;
     ex->discard = 0;
     if (ex->pid <= 0) {
         s_release (ex);
@@ -944,37 +963,103 @@ s_actor_exec (pyexec_t *self, uint64_t host_key)
     return NULL;
 }
 
-//  A call goes to its actor's executor, after the instance is made.
+//  Writes an actor's queued calls to its executor: the first one when it
+//  is idle (it becomes `task`), small ones ahead of the call it runs. Not
+//  before the instance is made. A write that fails means the executor
+//  died: its end of file fails the actor and the calls (pyexec_read).
+static void
+s_calls_write (s_exec_t *ex)
+{
+    if (ex->fd < 0 || (ex->task && ex->task == ex->host))
+        return;
+    while (ex->n_written < ex->n_calls) {
+        s_call_t *call = &ex->calls [ex->n_written];
+        bool idle = !ex->task && ex->n_written == 0;
+        size_t ahead = call->size;
+        for (uint32_t i = 0; i < ex->n_written; i++)
+            ahead += ex->calls [i].size;
+        if (!idle && (ex->n_written >= S_CALLS_AHEAD || ahead > S_CALLS_AHEAD_BYTES))
+            return;
+        if (s_write_all (ex->fd, call->frame, call->size))
+            return;
+        call->seq = ++ex->seq;
+        free (call->frame);
+        call->frame = NULL;
+        if (idle) {
+            ex->task = call->task;
+            memmove (ex->calls, ex->calls + 1, --ex->n_calls * sizeof ex->calls [0]);
+        }
+        else
+            ex->n_written++;
+    }
+}
+
+//  The reply of an actor's `task` was read, or it was stopped: the next
+//  written call's reply comes next (stopped ones' are dropped first), and
+//  more calls may be written.
+static void
+s_calls_next (s_exec_t *ex)
+{
+    while (!ex->task && ex->n_written > 0) {
+        ex->task = ex->calls [0].task;
+        if (!ex->task)
+            ex->discard++;
+        memmove (ex->calls, ex->calls + 1, --ex->n_calls * sizeof ex->calls [0]);
+        ex->n_written--;
+    }
+    s_calls_write (ex);
+}
+
+//  A call goes to its actor's executor, after the calls before it.
 static int
 s_start_call (pyexec_t *self, task_t *task, uint8_t *frame, size_t size,
               char *err, size_t err_size)
 {
     uint64_t host_key = sq_key (sq_key_session (task->key), task->conf.call);
     s_exec_t *ex = s_actor_exec (self, host_key);
-    if (!ex || ex->pending || (ex->task && ex->task != ex->host)) {
-        snprintf (err, err_size, ex? "actor %u is busy with another call (a broker fault)"
+    if (!ex || ex->n_calls == S_CALLS_MAX) {
+        snprintf (err, err_size, ex? "actor %u has too many calls queued (a broker fault)"
                                    : "actor %u is not running on this governor", task->conf.call);
         free (frame);
         return -1;
     }
-    if (ex->task) {             //  still being made
-        ex->pending = task;
-        ex->pending_frame = frame;
-        ex->pending_size = size;
-        return 0;
-    }
-    //  A write that fails means the executor died: its end of file fails
-    //  the actor and this call (pyexec_read).
-    if (s_write_all (ex->fd, frame, size) == 0) {
-        ex->task = task;
-        ex->seq++;
-    }
-    else {
-        ex->pending = task;
-        ex->pending_frame = NULL;
-    }
-    free (frame);
+    ex->calls [ex->n_calls++] = (s_call_t) { .task = task, .frame = frame, .size = size };
+    s_calls_write (ex);
     return 0;
+}
+
+//  A stopped call of the actor living in `ex`: one not written goes; one
+//  written is cancelled (the executor skips it if it comes before it gets
+//  there, else it runs) and its reply is dropped; the running one runs on,
+//  its reply dropped. False if not one of its.
+static bool
+s_call_stop (s_exec_t *ex, const task_t *task)
+{
+    if (ex->task == task) {
+        ex->task = NULL;
+        ex->discard++;
+        s_calls_next (ex);
+        return true;
+    }
+    for (uint32_t k = 0; k < ex->n_calls; k++) {
+        if (ex->calls [k].task != task)
+            continue;
+        if (k < ex->n_written) {
+            uint8_t cancel [13], *p = s_put64 (cancel, 5);
+            *p++ = S_OP_CANCEL;
+            s_put32 (p, ex->calls [k].seq);
+            ex->calls [k].task = NULL;
+            if (s_write_all (ex->fd, cancel, sizeof cancel))
+                sq_debug ("cannot cancel an actor's call: its executor is gone");
+        }
+        else {
+            free (ex->calls [k].frame);
+            memmove (ex->calls + k, ex->calls + k + 1,
+                     (--ex->n_calls - k) * sizeof ex->calls [0]);
+        }
+        return true;
+    }
+    return false;
 }
 
 int
@@ -1276,8 +1361,9 @@ s_actor_gone (pyexec_t *self, const s_exec_t *ex, task_t *primary, const char *w
         s_push (self, ex->host, PYEXEC_FAILED, why);
     if (ex->task && ex->task != primary && ex->task != ex->host)
         s_push (self, ex->task, PYEXEC_FAILED, why);
-    if (ex->pending && ex->pending != primary)
-        s_push (self, ex->pending, PYEXEC_FAILED, why);
+    for (uint32_t k = 0; k < ex->n_calls; k++)
+        if (ex->calls [k].task && ex->calls [k].task != primary)
+            s_push (self, ex->calls [k].task, PYEXEC_FAILED, why);
 }
 
 //  After an executor is stopped, from `was` (a copy of it taken before):
@@ -1318,23 +1404,12 @@ s_died (pyexec_t *self, s_exec_t *ex)
     s_gone (self, &was, err, "its Python executor died");
 }
 
-//  The executor's instance was made: a call that waited goes now.
+//  The executor's instance was made: calls that waited go now.
 static void
 s_constructed (s_exec_t *ex)
 {
     ex->task = NULL;
-    if (!ex->pending)
-        return;
-    task_t *call = ex->pending;
-    ex->pending = NULL;
-    if (ex->pending_frame && s_write_all (ex->fd, ex->pending_frame, ex->pending_size) == 0) {
-        ex->task = call;
-        ex->seq++;
-    }
-    else
-        ex->pending = call;     //  died: its end of file fails both
-    free (ex->pending_frame);
-    ex->pending_frame = NULL;
+    s_calls_write (ex);
 }
 
 //  The executor replied to the task it ran and moves on to the next one
@@ -1343,6 +1418,10 @@ s_constructed (s_exec_t *ex)
 static void
 s_next_piped (pyexec_t *self, s_exec_t *ex)
 {
+    if (ex->host) {
+        s_calls_next (ex);
+        return;
+    }
     uint32_t i = 0;
     for (; i < ex->n_piped && !ex->piped [i].task; i++)
         ex->discard++;
@@ -1687,19 +1766,10 @@ pyexec_abandon (pyexec_t *self, task_t *task)
                     sq_debug ("cannot cancel a piped task: its executor is gone");
                 return;
             }
-        if (ex->host && ex->host != task && (ex->task == task || ex->pending == task)) {
-            //  A call stopped: the actor lives on; its reply, if it was
-            //  sent, is dropped when it comes.
-            if (ex->pending == task) {
-                ex->pending = NULL;
-                free (ex->pending_frame);
-                ex->pending_frame = NULL;
-            }
-            else {
-                ex->task = NULL;
-                ex->discard++;
-            }
-        }
+        //  A call stopped: the actor lives on; its reply, if it was
+        //  sent, is dropped when it comes.
+        if (ex->host && ex->host != task && s_call_stop (ex, task))
+            return;
         else
         if (ex->task == task || ex->host == task) {
             sq_debug ("killing Python executor %d: its task stopped", (int) ex->pid);

@@ -1,15 +1,19 @@
-/*  graph_actor: the calls of an actor, one at a time and in the order they
-    were submitted, on the governor that runs its host.
+/*  graph_actor: the calls of an actor, in the order they were submitted,
+    on the governor that runs its host.
 
     An actor is a "py" task with `actor` true (its host): it starts an
     instance in one executor and stays RUNNING while the actor lives,
     holding its cpus and resources like any running task. Each method call
     is a task with `call` naming the host. The scheduler never sees a call:
-    the host's queue here sends the oldest unfinished call, once its inputs
-    exist and the host is RUNNING, to the host's governor, and the next one
-    only when that one is final. So order needs no graph edge (a call that
-    raises does not fail the ones after it), and a governor never holds
-    two calls of one actor.
+    the host's queue here sends its calls, once their inputs exist and the
+    host is RUNNING, to the host's governor in order, up to S_WINDOW of
+    them unfinished at once (the governor runs them in the order they came
+    and writes several to the executor ahead: a call costs no round trip
+    through the broker). A call with inputs goes only with no other call
+    unfinished, and none goes behind it until it is final: its inputs may
+    have to be fetched by the governor, and a call behind it must not
+    overtake it there. So order needs no graph edge (a call that raises
+    does not fail the ones after it).
 
     A call is never run twice: sent once, it either ends on that instance
     or fails with SQ_E_ACTOR_LOST (its governor or executor died, the host
@@ -31,8 +35,17 @@ struct _actor_t {
     uint32_t head;
     uint32_t count;             //  entries from head
     uint32_t cap;
-    task_t *inflight;           //  sent to the host's governor, not final yet
+    uint32_t sent;              //  entries from head sent to the host's governor
 };
+
+//  Calls sent to a governor and not final yet, at most: enough to keep
+//  the governor's queue full across a few broker turns; its own queue
+//  (governor/pyexec.c, S_CALLS_MAX) holds at least as many.
+#define S_WINDOW 32
+//  and of these configs' bytes together (one call always goes): a call
+//  with big arguments goes alone, as it would gain nothing from company
+//  but the memory of many copies in flight.
+#define S_WINDOW_BYTES (256u << 10)
 
 static task_t *
 s_host_of (task_t *task)
@@ -159,43 +172,68 @@ s_settle (graph_t *self, task_t *host, graph_assign_fn *assign, void *arg)
         //  Failing a call touches the host again: the queue is emptied
         //  first, so that the next settle finds nothing to do.
         uint32_t head = actor->head, count = actor->count;
-        actor->head = actor->count = 0;
-        actor->inflight = NULL;
+        actor->head = actor->count = actor->sent = 0;
         for (uint32_t i = 0; i < count; i++)
             if (!gx_final (actor->calls [head + i]))
                 s_lose (self, actor->calls [head + i], why);
         return 0;
     }
-    task_t *call = actor->inflight;
-    if (call && !gx_final (call)) {
+    //  Sent calls back from a governor without an outcome, or whose
+    //  instance is gone: they may have run in part.
+    for (uint32_t i = 0; i < actor->sent && i < actor->count; i++) {
+        task_t *call = actor->calls [actor->head + i];
+        if (gx_final (call))
+            continue;
         bool on_host = (call->state == TASK_ASSIGNED || call->state == TASK_RUNNING)
                     && host->state == TASK_RUNNING && call->gov == host->gov;
         if (on_host)
-            return 0;
-        //  Back from a governor without an outcome, or its instance is
-        //  gone: it may have run in part.
-        actor->inflight = NULL;
+            continue;
         s_lose (self, call, call->state == TASK_ASSIGNED || call->state == TASK_RUNNING
                 ? "its instance was lost (governor or executor gone) while this call ran"
                 : "its governor gave this call back unfinished (it left, or was lost)");
         if (gx_final (host))
             return 0;
     }
-    actor->inflight = NULL;
     while (actor->count && gx_final (actor->calls [actor->head])) {
         actor->head++;
         actor->count--;
+        if (actor->sent)
+            actor->sent--;
     }
     if (actor->count == 0)
-        actor->head = 0;
+        actor->head = actor->sent = 0;
     if (!actor->count || host->state != TASK_RUNNING || !host->gov)
         return 0;
-    call = actor->calls [actor->head];
-    if (call->state != TASK_READY)
-        return 0;               //  waits for its inputs
-    actor->inflight = call;
-    assign (arg, call, host->gov);
-    return 1;
+    //  Unfinished calls sent, and whether one of them has inputs.
+    uint32_t live = 0;
+    size_t bytes = 0;
+    bool fetching = false;
+    for (uint32_t i = 0; i < actor->sent; i++) {
+        task_t *call = actor->calls [actor->head + i];
+        if (!gx_final (call)) {
+            live++;
+            bytes += call->config_size;
+            fetching = fetching || call->n_inputs > 0;
+        }
+    }
+    size_t n = 0;
+    while (actor->sent < actor->count && live < S_WINDOW && !fetching) {
+        task_t *call = actor->calls [actor->head + actor->sent];
+        if (gx_final (call)) {
+            actor->sent++;      //  cancelled before it went
+            continue;
+        }
+        if (call->state != TASK_READY || (live > 0 && (call->n_inputs > 0
+                                  || bytes + call->config_size > S_WINDOW_BYTES)))
+            break;              //  waits for its inputs, or for the calls before it
+        fetching = call->n_inputs > 0;
+        actor->sent++;
+        live++;
+        bytes += call->config_size;
+        assign (arg, call, host->gov);
+        n++;
+    }
+    return n;
 }
 
 size_t

@@ -48,6 +48,9 @@ class Counter:
     def blob(self, size):
         return b"x" * size
 
+    def exit_now(self):
+        os._exit(3)
+
 
 class Broken:
     def __init__(self):
@@ -175,10 +178,81 @@ def test_a_dropped_handle_stops_its_actor():
         client.close()
 
 
+def _gated(counter):
+    """A call of counter that runs until the returned gate file exists,
+    once it started (polled, with a deadline)."""
+    where = tempfile.mkdtemp(prefix="squall-actor-")
+    started, gate = os.path.join(where, "started"), os.path.join(where, "gate")
+    call = counter.wait_for(started, gate)
+    until(lambda: os.path.exists(started), "the call to start")
+    return call, gate
+
+
+def test_calls_in_flight_keep_their_order_failures_and_replies():
+    """Calls go to the actor's governor many at a time and are written to
+    its executor ahead of the one running: 2 000 calls with failures among
+    them still run in order, each failing alone, each result its own."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 0)
+        made = []
+        for i in range(2000):
+            made.append(counter.boom() if i % 97 == 0 else counter.seq(i))
+        for i, f in enumerate(made):
+            if i % 97 == 0:
+                with pytest.raises(ValueError, match="boom"):
+                    f.result(TIMEOUT)
+            else:
+                assert f.result(TIMEOUT) == (i + 1 - (i // 97 + 1), i)
+        client.close()
+
+
+def test_a_stopped_call_behind_a_running_one_gives_no_reply_to_another():
+    """Calls queued behind a running call, one of them cancelled: the
+    others get their own replies, in order, and the actor lives on."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 0)
+        running, gate = _gated(counter)
+        behind = [counter.seq(tag) for tag in "abcdef"]
+        client.submit(lambda: 0)        # the calls leave with this submit
+        behind[1].cancel()
+        behind[4].cancel()
+        until(lambda: behind[1].cancelled() and behind[4].cancelled(), "the cancels")
+        open(gate, "w").close()
+        assert running.result(TIMEOUT) == 0
+        got = [f.result(TIMEOUT) for i, f in enumerate(behind) if i not in (1, 4)]
+        assert [tag for _, tag in got] == ["a", "c", "d", "f"]
+        places = [place for place, _ in got]
+        assert places == sorted(places) and places[0] == 1, places
+        assert counter.add(1).result(TIMEOUT) == 1
+        client.close()
+
+
+def test_calls_queued_behind_a_dying_executor_are_lost():
+    """The executor exits while calls wait behind the running one (on the
+    governor or written to the executor): every one fails with ActorLost."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, key="dies")
+        running, gate = _gated(counter)
+        exits = counter.exit_now()
+        behind = [counter.add(1) for _ in range(50)]
+        client.submit(lambda: 0)
+        open(gate, "w").close()
+        for f in [exits] + behind:
+            with pytest.raises(squall.ActorLost, match="dies"):
+                f.result(TIMEOUT)
+        assert running.result(TIMEOUT) == 0
+        client.close()
+
+
 def _kill_under_actor(restarts, then):
     """Starts an actor, SIGKILLs its governor while a call runs there: that
-    call fails with ActorLost naming the actor. Then then(client, counter,
-    pid of the dead governor)."""
+    call fails with ActorLost naming the actor, and so do the calls made
+    behind it that had gone to that governor; those that had not run, in
+    order, on the restarted instance if any. Then then(client, counter,
+    pid of the dead governor, how many of the calls behind it ran)."""
     with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as cluster:
         client = cluster.client()
         counter = Counter.options(max_restarts=restarts, key="victim").start(client, 100)
@@ -189,18 +263,28 @@ def _kill_under_actor(restarts, then):
         started = os.path.join(where, "started")
         in_flight = counter.wait_for(started, os.path.join(where, "never"))
         until(lambda: os.path.exists(started), "the call to start")
+        behind = [counter.add(1) for _ in range(20)]
+        client.submit(lambda: 0)        # they leave with this submit
         proc.send_signal(signal.SIGKILL)
         proc.wait(TIMEOUT)
         with pytest.raises(squall.ActorLost) as info:
             in_flight.result(TIMEOUT)
         assert "victim" in str(info.value)
-        then(client, counter, pid)
+        ran = []
+        for f in behind:
+            try:
+                ran.append(f.result(TIMEOUT))
+            except squall.ActorLost as exc:
+                assert not ran and "victim" in str(exc), "lost after one that ran"
+        assert ran == list(range(101, 101 + len(ran)))
+        then(client, counter, pid, len(ran))
         client.close()
     assert cluster.exit_codes["broker"] == 0, cluster.exit_codes
 
 
 def test_governor_killed_under_an_actor_without_restarts():
-    def then(client, counter, pid):
+    def then(client, counter, pid, ran):
+        assert ran == 0
         with pytest.raises(squall.ActorLost) as info:
             counter.add(1).result(TIMEOUT)
         assert "victim" in str(info.value)
@@ -208,11 +292,11 @@ def test_governor_killed_under_an_actor_without_restarts():
 
 
 def test_governor_killed_under_an_actor_with_a_restart():
-    def then(client, counter, old_pid):
+    def then(client, counter, old_pid, ran):
         # the constructor ran again, on the other governor: state from 100
-        assert counter.add(1).result(TIMEOUT) == 101
+        assert counter.add(1).result(TIMEOUT) == 101 + ran
         assert counter.governor_pid().result(TIMEOUT) != old_pid
-        assert counter.add(1).result(TIMEOUT) == 102
+        assert counter.add(1).result(TIMEOUT) == 102 + ran
         counter.stop()
     _kill_under_actor(1, then)
 

@@ -406,11 +406,11 @@ s_test_stored (void)
     free (s);
 }
 
-//  Actors (graph_actor.c): a host and its calls. Calls go one at a time,
-//  in order, to the host's governor once it runs; a call's own failure
-//  fails only it; one in flight when the host goes fails with
-//  SQ_E_ACTOR_LOST and later ones wait for the restart; calls of a host
-//  that ended fail; a lost result of a call is never recomputed.
+//  Actors (graph_actor.c): a host and its calls. Calls go in order, several
+//  at once, to the host's governor once it runs; one with inputs goes alone;
+//  a call's own failure fails only it; those in flight when the host goes
+//  fail with SQ_E_ACTOR_LOST and later ones wait for the restart; calls of
+//  a host that ended fail; a lost result of a call is never recomputed.
 static const uint8_t s_host_conf [] = {
     0x82, 0xa2, 'f', 'n', 0xc4, 1, 'x', 0xa5, 'a', 'c', 't', 'o', 'r', 0xc3 };
 static uint8_t s_call_conf [] = {
@@ -435,11 +435,26 @@ s_py (s_submit_t *s, uint32_t id, const uint8_t *conf, size_t size, uint32_t out
     return t;
 }
 
+//  A call taking one input.
+static sq_task_spec_t *
+s_call_in (s_submit_t *s, uint32_t id, uint32_t input, uint32_t output)
+{
+    s->ids [s->n_ids] = input;
+    uint32_t *in = s->ids + s->n_ids++;
+    sq_task_spec_t *t = s_py (s, id, s_call_conf, sizeof s_call_conf, output);
+    t->inputs = in;
+    t->n_inputs = 1;
+    return t;
+}
+
 static size_t s_sent;
+static task_t *s_sent_tasks [64];
 static void
 s_send_call (void *arg, task_t *task, gov_t *gov)
 {
     s_place (arg, task, gov);
+    if (s_sent < 64)
+        s_sent_tasks [s_sent] = task;
     s_sent++;
 }
 
@@ -486,19 +501,16 @@ s_test_actor (void)
     CHECK (s_commit (graph, session, s, message, &bad) == SQ_E_BAD_CONFIG && bad == 1,
            "an actor with an output: %s", message);
 
-    //  The host (1) and calls 3, 5, 7 in one submit, 9 in another.
+    //  The host (1) and calls 3, 5, 7 in one submit.
     s_reset (s, sid);
     s_py (s, 1, s_host_conf, sizeof s_host_conf, 0);
     s_py (s, 3, s_call_conf, sizeof s_call_conf, 4);
     s_py (s, 5, s_call_conf, sizeof s_call_conf, 6);
     s_py (s, 7, s_call_conf, sizeof s_call_conf, 8);
     CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
-    s_reset (s, sid);
-    s_py (s, 9, s_call_conf, sizeof s_call_conf, 10);
-    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
     task_t *host = graph_task (graph, sq_key (sid, 1));
     task_t *c [4];
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 3; i++)
         c [i] = graph_task (graph, sq_key (sid, 3 + 2 * (uint32_t) i));
     CHECK (host->actor_host && c [0]->actor_call && task_extra (c [0])->cpus == 0,
            "marked; a call needs no cpus of its own");
@@ -506,33 +518,76 @@ s_test_actor (void)
     graph_task_assigned (graph, host, a);
     CHECK (s_settle (graph) == 0, "nor while it is only assigned");
     graph_task_started (graph, host);
-    CHECK (s_settle (graph) == 1 && c [0]->state == TASK_ASSIGNED && s_placed_on == a,
-           "the first call goes to the host's governor");
-    CHECK (s_settle (graph) == 0 && c [1]->state == TASK_READY, "one at a time");
+    CHECK (s_settle (graph) == 3 && s_sent_tasks [0] == c [0] && s_sent_tasks [1] == c [1]
+           && s_sent_tasks [2] == c [2] && c [2]->state == TASK_ASSIGNED && s_placed_on == a,
+           "the calls go to the host's governor at once, in order");
+    CHECK (s_settle (graph) == 0, "each once");
     sq_output_ref_t out = { c [0]->io [0]->key, 10, -1 };
     CHECK (graph_task_finished (graph, c [0], a, &out, 1, NULL, 0, 4096) == 0, "finished");
-    CHECK (s_settle (graph) == 1 && c [1]->state == TASK_ASSIGNED, "then the next");
+    CHECK (s_settle (graph) == 0, "nothing more to send");
     CHECK (graph_task_attempt_failed (graph, c [1], a->id, SQ_FAIL_TASK, "ValueError", 1)
-           == GRAPH_FAILED && c [1]->failure->code == SQ_E_TASK_FAILED,
-           "a call's own failure: never retried");
-    CHECK (s_settle (graph) == 1 && c [2]->state == TASK_ASSIGNED, "the next call runs anyway");
+           == GRAPH_FAILED && c [1]->failure->code == SQ_E_TASK_FAILED
+           && c [2]->state == TASK_ASSIGNED, "a call's own failure: never retried, "
+           "the next call runs anyway");
 
-    //  The host's governor is lost: the call in flight fails, the next
-    //  waits for the restarted host, on another governor.
+    //  The host's governor is lost: the call in flight fails, one made
+    //  meanwhile waits for the restarted host, on another governor.
     graph_task_requeue (graph, host);
     graph_task_requeue (graph, c [2]);
+    s_reset (s, sid);
+    s_py (s, 9, s_call_conf, sizeof s_call_conf, 10);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    c [3] = graph_task (graph, sq_key (sid, 9));
     CHECK (s_settle (graph) == 0 && c [2]->state == TASK_FAILED
            && c [2]->failure->code == SQ_E_ACTOR_LOST && c [3]->state == TASK_READY,
            "in flight: lost; later: waiting (%s)", c [2]->failure? c [2]->failure->message: "");
     graph_task_assigned (graph, host, b);
     graph_task_started (graph, host);
-    CHECK (s_settle (graph) == 1 && c [3]->gov == b, "after the restart, to the new instance");
+
+    //  A call with an input waits for it, the calls behind it for it, and
+    //  it goes alone: the governor may have to fetch its input, and one
+    //  behind it must not overtake it there.
+    s_reset (s, sid);
+    s_call_in (s, 15, 10, 16);
+    s_py (s, 17, s_call_conf, sizeof s_call_conf, 18);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *with_in = graph_task (graph, sq_key (sid, 15));
+    task_t *behind = graph_task (graph, sq_key (sid, 17));
+    CHECK (s_settle (graph) == 1 && s_sent_tasks [0] == c [3] && c [3]->gov == b
+           && behind->state == TASK_READY, "after the restart, to the new instance; "
+           "the call behind one waiting for its input waits");
+    sq_output_ref_t out10 = { c [3]->io [0]->key, 10, -1 };
+    CHECK (graph_task_finished (graph, c [3], b, &out10, 1, NULL, 0, 4096) == 0, "finished");
+    CHECK (s_settle (graph) == 1 && s_sent_tasks [0] == with_in && behind->state == TASK_READY,
+           "the call with an input goes alone");
+    sq_output_ref_t out16 = { with_in->io [1]->key, 10, -1 };
+    CHECK (graph_task_finished (graph, with_in, b, &out16, 1, NULL, 0, 4096) == 0, "finished");
+    CHECK (s_settle (graph) == 1 && s_sent_tasks [0] == behind, "then the one behind it");
+
+    //  Calls with big arguments (a config of 300 KiB) go one at a time.
+    size_t big_size = sizeof s_call_conf + 5 + 5 + (300u << 10);
+    uint8_t *big = (uint8_t *) calloc (1, big_size);
+    memcpy (big, s_call_conf, sizeof s_call_conf);
+    big [0] = 0x83;
+    memcpy (big + sizeof s_call_conf, "\xa4" "args" "\xc6\x00\x04\xb0\x00", 10);
+    s_reset (s, sid);
+    s_py (s, 19, big, big_size, 20);
+    s_py (s, 21, big, big_size, 22);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *big1 = graph_task (graph, sq_key (sid, 19));
+    sq_output_ref_t out18 = { behind->io [0]->key, 10, -1 };
+    CHECK (graph_task_finished (graph, behind, b, &out18, 1, NULL, 0, 4096) == 0, "finished");
+    CHECK (s_settle (graph) == 1 && s_sent_tasks [0] == big1, "a big call goes alone");
+    sq_output_ref_t out20 = { big1->io [0]->key, 10, -1 };
+    CHECK (graph_task_finished (graph, big1, b, &out20, 1, NULL, 0, 4096) == 0, "finished");
+    CHECK (s_settle (graph) == 1, "then the next");
+    behind = graph_task (graph, sq_key (sid, 21));
 
     //  A call that its governor reports failed after the host's own
     //  failure came in: lost with the actor.
     graph_task_requeue (graph, host);
-    CHECK (graph_task_attempt_failed (graph, c [3], b->id, SQ_FAIL_TASK, "executor died", 1)
-           == GRAPH_FAILED && c [3]->failure->code == SQ_E_ACTOR_LOST,
+    CHECK (graph_task_attempt_failed (graph, behind, b->id, SQ_FAIL_TASK, "executor died", 1)
+           == GRAPH_FAILED && behind->failure->code == SQ_E_ACTOR_LOST,
            "a call failing where its host no longer runs is lost");
 
     //  The result of call 3 is lost with governor a: never recomputed.
@@ -561,6 +616,7 @@ s_test_actor (void)
            "a call made after the actor ended fails");
     graph_session_close (graph, &session);
     CHECK (s_settle (graph) == 0, "a closed session's actors are gone");
+    free (big);
     gov_destroy (&a);
     gov_destroy (&b);
     graph_destroy (&graph);

@@ -14,8 +14,8 @@ governor, whose methods are called from the client and return futures.
 
 The actor is a "py" task with `actor` true that stays running, holding its
 cpus and resources; each call is a task with `call` naming it, which the
-broker sends to the actor's governor one at a time, in the order the calls
-were made (docs/protocol.md, "Actors"). Calls take and return data objects
+broker sends to the actor's governor (several at once), where they run one
+at a time in the order the calls were made (docs/protocol.md, "Actors"). Calls take and return data objects
 like any task: futures of other tasks are fine as arguments, and a call's
 future can be the argument of any task.
 """
