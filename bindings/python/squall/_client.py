@@ -13,13 +13,15 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import _lib as L
 from . import _logs
-from . import _worker
+from . import _intask
 from .errors import (ActorLost, ConnectionError, ObjectDeleted, ObjectLost, SquallError,
                      TaskCancelled, TaskFailed, TimeoutError, UpstreamFailed)
 from ._common import (TASK_OPTIONS, _FairLock, _JOB_STATES, _job_dict, _jobs_call, _locked, _ms,
                       _workers)
 from ._futures import Future, _LogForwarder, _Watcher, _collect, _gather_values, _rebuild
 from ._session import Session
+from . import dask as _dask
+from .actors import ActorHandle
 
 
 DEFAULT_ADDRESS = "tcp://127.0.0.1:7760"
@@ -468,7 +470,7 @@ class Client:
     def _gather(self, futures: Any, timeout: Optional[float], errors: str) -> Any:
         flat: List[Future] = []
         _collect(futures, flat)
-        with _worker.waiting():
+        with _intask.waiting():
             _gather_values(flat, timeout, errors)
         return _rebuild(futures, errors == "skip")
 
@@ -586,7 +588,6 @@ class Client:
         cpus= (1), resources=, max_restarts= (0), key= (the actor's name).
         The actor holds its cpus and resources while it lives; it stops
         with handle.stop(), when the handle is garbage, or with the client."""
-        from .actors import ActorHandle
         return ActorHandle(self, cls, args, kwargs)
 
     def wait_for_governors(self, n: int = 1, timeout: Optional[float] = None) -> int:
@@ -628,8 +629,7 @@ class Client:
     def get(self, dsk: Any, keys: Any, **kwargs) -> Any:
         """Dask's scheduler interface: runs a Dask task graph, returns the
         values of `keys` (nested like them). See squall.dask."""
-        from .dask import get
-        return get(self, dsk, keys, **kwargs)
+        return _dask.get(self, dsk, keys, **kwargs)
 
     def upload_file(self, path: str, load: bool = True) -> None:
         """Makes a module (.py) or an archive of modules (.zip, .egg)
@@ -741,14 +741,12 @@ class Client:
         asynchronous=True, an awaitable of them). Options: retries=,
         priority=, resources= (and squall's cpus=, timeout=), under the
         collections' own dask.annotate annotations. See squall.dask."""
-        from .dask import compute
         if sync:
-            return self._aio(compute, self, collections, True, **kwargs)
-        return compute(self, collections, False, **kwargs)
+            return self._aio(_dask.compute, self, collections, True, **kwargs)
+        return _dask.compute(self, collections, False, **kwargs)
 
     def persist(self, collections: Any, **kwargs) -> Any:
         """Dask distributed's persist: the collections backed by their
         parts computed on the cluster and kept there while the returned
         collections live; later computations read them where they are."""
-        from .dask import persist
-        return persist(self, collections, **kwargs)
+        return _dask.persist(self, collections, **kwargs)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 
 from . import _lib as L
 from . import _logs
-from . import _worker
+from . import _intask
 from ._pickling import PICKLE, loads_result, read_value
 from ._progress import Progress
 from .errors import ActorLost, SquallError, TaskCancelled, TaskFailed, TimeoutError
@@ -192,7 +192,7 @@ class Future(_cf.Future):
                 return
         try:
             #   Inside a task: its cpu goes to others while it waits (_worker).
-            with _worker.waiting():
+            with _intask.waiting():
                 data, content_type = self._session._fetch(self._oid, timeout, raw=True)
         except TaskFailed as exc:
             self._set_exc(exc.raised())
@@ -481,7 +481,7 @@ def wait(futures: Iterable[Future], timeout: Optional[float] = None,
          return_when: str = _cf.ALL_COMPLETED):
     """concurrent.futures.wait for squall futures: (done, not_done) sets;
     return_when is FIRST_COMPLETED, FIRST_EXCEPTION or ALL_COMPLETED."""
-    with _worker.waiting():
+    with _intask.waiting():
         return _cf.wait(list(futures), timeout, return_when)
 
 def _collect(x: Any, out: List[Future]) -> None:

@@ -1,4 +1,8 @@
-"""Sessions: a graph built, submitted and waited on (Session)."""
+"""Sessions: a graph built, submitted and waited on (Session).
+
+Over 800 lines for one class: building, submitting (with refused batches
+rolled back) and waiting share the session's handle, its pending batch and
+its client's lock; split apart, each part would reach into the others'."""
 from __future__ import annotations
 
 import ctypes
