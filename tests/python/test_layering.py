@@ -104,3 +104,9 @@ def test_python_package_has_no_import_cycle():
     cycles = _cycles(edges)
     assert not cycles, "import cycles in squall/: " + _explain(cycles, edges)
 
+
+def test_governor_has_no_include_cycle():
+    edges = governor_includes()
+    assert edges.get("compute"), "the governor's includes were not found"
+    cycles = _cycles(edges)
+    assert not cycles, "include cycles in governor/: " + _explain(cycles, edges)
