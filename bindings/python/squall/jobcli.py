@@ -42,28 +42,29 @@ def _jobfile():
     return module
 
 
+def _records():
+    """squall/_records.py (sq_job_t, sq_task_record_t), loaded by path."""
+    module = sys.modules.get("squall_records")
+    if module is None:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "squall_records", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "_records.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["squall_records"] = module
+    return module
+
+
+_Job, _TaskRecord = _records().Job, _records().TaskRecord
+
+
 def _usage(message):
     return cli.CliError(message, cli.EXIT_USAGE)
 
 
 # ---------------------------------------------------------------------------
 # The client library's job calls (client/squall.h, "Jobs")
-
-class _Job(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint32), ("name", ctypes.c_char * 129),
-                ("state", ctypes.c_uint32), ("detached", ctypes.c_bool),
-                ("attached", ctypes.c_bool), ("tasks", ctypes.c_uint64 * 5),
-                ("created_ms", ctypes.c_int64), ("ended_ms", ctypes.c_int64)]
-
-
-class _TaskRecord(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint32), ("index", ctypes.c_int64),
-                ("state", ctypes.c_uint32), ("has_exit_code", ctypes.c_bool),
-                ("exit_code", ctypes.c_int32), ("governor", ctypes.c_uint32),
-                ("attempts", ctypes.c_uint32), ("started_ms", ctypes.c_int64),
-                ("ended_ms", ctypes.c_int64), ("error", ctypes.c_char * 512),
-                ("name", ctypes.c_char * 128), ("task", ctypes.c_uint32)]
-
 
 def _library():
     lib = cli._load_library()
