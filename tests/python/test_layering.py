@@ -5,7 +5,10 @@ on top of the parts below it:
   function is still a cycle; `if TYPE_CHECKING:` imports, for annotations
   only, are never run);
 - governor/: no file's includes reach back to it (module X uses Y when
-  X.c or X.h includes Y.h)."""
+  X.c or X.h includes Y.h);
+- a source file (C or Python, outside tests/) of more than 800 lines says
+  why at its top ("over 800 lines" in its first comment or docstring):
+  split where a seam exists, else the reason is read before the file."""
 import ast
 import os
 import re
@@ -110,3 +113,32 @@ def test_governor_has_no_include_cycle():
     assert edges.get("compute"), "the governor's includes were not found"
     cycles = _cycles(edges)
     assert not cycles, "include cycles in governor/: " + _explain(cycles, edges)
+
+
+_LONG = 800
+_SKIP_DIRS = {".git", "tests", "node_modules"}
+
+
+def long_files_without_reason():
+    out = []
+    for top, dirs, files in os.walk(_ROOT):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS and not d.startswith(("build", "."))]
+        for f in files:
+            if not f.endswith((".c", ".h", ".py")):
+                continue
+            path = os.path.join(top, f)
+            text = open(path, errors="replace").read()
+            if text.count("\n") <= _LONG:
+                continue
+            m = re.match(r'\s*(/\*.*?\*/|(?:#[^\n]*\n)*\s*(?:"""|\'\'\')(?s:.*?)(?:"""|\'\'\'))',
+                         text, re.S)
+            if not m or not re.search(r"over\s+800\s+lines", m.group(1), re.I):
+                out.append(os.path.relpath(path, _ROOT))
+    return sorted(out)
+
+
+def test_long_files_say_why():
+    missing = long_files_without_reason()
+    assert not missing, ("over %d lines with no reason in the first comment or docstring "
+                         "(\"Over %d lines: why\"), or split them: %s"
+                         % (_LONG, _LONG, ", ".join(missing)))
