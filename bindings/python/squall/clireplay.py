@@ -156,10 +156,11 @@ def cmd_replay(args):
                  cli._bytes(s["bytes_moved"])))
         if s["governors"]:
             print()
-            print(cli._table([[g["id"], g["name"], g["finished"], g["failed"], "%.3f s" % g["busy_s"],
-                           "left at %s" % _stamp(g["left"]) if g["left"] else ""]
-                          for g in s["governors"]],
-                         ["id", "governor", "finished", "failed", "busy", ""]))
+            print(cli._table([[g["id"], g["name"], g["finished"], g["failed"],
+                               "%.3f s" % g["busy_s"],
+                               "left at %s" % _stamp(g["left"]) if g["left"] else ""]
+                              for g in s["governors"]],
+                             ["id", "governor", "finished", "failed", "busy", ""]))
         if s["kinds"]:
             print()
             print("by kind: " + ", ".join("%s %d" % kv for kv in sorted(s["kinds"].items())))

@@ -109,7 +109,8 @@ def _dir_state(path):
 def cmd_start(args):
     if args.governors < 0 or (args.cpus is not None and args.cpus < 1):
         raise cli.CliError("--governors must be >= 0 and --cpus >= 1", cli.EXIT_USAGE)
-    broker_bin, governor_bin = cli.find_program("squall-broker"), cli.find_program("squall-governor")
+    broker_bin = cli.find_program("squall-broker")
+    governor_bin = cli.find_program("squall-governor")
     logdir = args.log_dir or tempfile.mkdtemp(prefix="squall-start-")
     os.makedirs(logdir, mode=0o700, exist_ok=True)
     # Keys of its own (docs/security.md): the cluster is closed to anyone
@@ -193,7 +194,8 @@ def cmd_start(args):
             governors.append(child)
         for child in governors:
             if not child.wait_line("READY", time.monotonic() + 10):
-                raise cli.CliError("%s did not start; see %s/%s.log" % (child.name, logdir, child.name))
+                raise cli.CliError("%s did not start; see %s/%s.log"
+                                   % (child.name, logdir, child.name))
         print("squall: cluster running: broker %s, %d governor(s)%s"
               % (endpoint, len(governors), ", %d cpus each" % args.cpus if args.cpus else ""))
         if dashboard:
@@ -259,7 +261,8 @@ def cmd_start(args):
     # a process that failed on its way out (a crash, a sanitizer report)
     # makes the run a failure too
     for child in children:
-        if child.proc.returncode not in (0, -signal.SIGTERM, -signal.SIGINT) and code == cli.EXIT_OK:
+        if child.proc.returncode not in (0, -signal.SIGTERM, -signal.SIGINT) \
+                and code == cli.EXIT_OK:
             print("squall: %s exited with status %s (see %s)"
                   % (child.name, child.proc.returncode, logdir), file=sys.stderr)
             code = cli.EXIT_FAILURE

@@ -125,7 +125,8 @@ def _add_task(lib, session, job_id, task, ids, spec):
                 "SQUALL_ARRAY_SIZE=1"]
     size = ctypes.c_size_t()
     config = lib.sq_config_execute(jobs._cstrs(argv), len(argv),
-                                   jobs._cstrs(in_paths), len(in_paths), stdin_index, jobs._cstrs(out_paths), len(out_paths),
+                                   jobs._cstrs(in_paths), len(in_paths), stdin_index,
+                                   jobs._cstrs(out_paths), len(out_paths),
                                    0 if task.stdout else -1, jobs._cstrs(env) if env else None,
                                    ctypes.byref(size))
     if not config:
