@@ -14,6 +14,10 @@
     connection it was about: the suspect is probed, by sending it an empty
     message with ZMQ_ROUTER_MANDATORY, until ZeroMQ says its identity is
     gone (EHOSTUNREACH: the peer ends) or it shows it is alive.
+
+    Over 800 lines: the reactor's turn, its timers, the reply helpers and
+    the dispatch of every message type, so that what one turn does reads in
+    one file; the handlers are in the files broker_internal.h names.
 */
 #include "broker_internal.h"
 #include "jobs.h"

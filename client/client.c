@@ -1,5 +1,9 @@
 /*  client: the connection to the broker, request / reply matching, errors,
-    direct fetches from governors, INFO as JSON. */
+    direct fetches from governors, INFO as JSON.
+
+    Over 800 lines: every call here changes the one connection state
+    (sockets, pending requests, resume, governor links), which split files
+    would all reach into. */
 #include "sq_client_private.h"
 #include "keys.h"
 #include "zap.h"

@@ -4,7 +4,7 @@
     up to next_id: objects (constants and task outputs) and tasks, found by
     id through `slots`. Ids are never reused, even when a submit fails.
 
-    About 1000 lines: every request a session makes shares the batch, the
+    Over 800 lines: every request a session makes shares the batch, the
     id bookkeeping and the resend-after-resume logic, which would otherwise
     be spread over files that all reach into the session. */
 #include "sq_client_private.h"

@@ -1,5 +1,8 @@
 /*  proto: the squall wire protocol, in one place.
 
+    Over 800 lines: the struct and codec of every message, in one header
+    by design, so that the protocol is read in one place.
+
     Every message is a ZeroMQ multipart message: frame 0 is a msgpack array
     [type, fields...]; any further frames are raw payloads (constants, inline
     object data) referenced from frame 0 by index (1 = the first payload

@@ -1,6 +1,10 @@
 /*  proto_client: the client plane, client <-> broker: requests (SESSION_OPEN
     .. UPLOAD), SUBMIT, and the bodies of their replies (docs/protocol.md
-    sections 5 and 6). */
+    sections 5 and 6).
+
+    Over 800 lines: the client plane has the most messages (every request
+    and its reply's body); the other planes are proto_governor.c and
+    proto_data.c. */
 #include "proto_internal.h"
 
 //  A job's name: 1 to SQ_JOB_NAME_MAX bytes, no control characters (it is

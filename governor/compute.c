@@ -293,38 +293,6 @@ s_on_refresh (compute_t *self, sq_msg_t *msg)
     pyexec_refresh (self->pyexec, name);
 }
 
-static void
-s_on_object (compute_t *self, sq_msg_t *msg)
-{
-    sq_errbuf_t err;
-    sq_object_msg_t object;
-    if (msg->n != 3 || msg->truncated) {
-        sq_warn ("OBJECT with %zu frames instead of 2; discarded", msg->n - 1);
-        return;
-    }
-    if (sq_object_decode (&object, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
-        sq_warn ("bad OBJECT: %s", err.text);
-        return;
-    }
-    if (object.size != sq_msg_size (msg, 2)) {
-        sq_warn ("OBJECT %" PRIx64 " says %" PRIu64 " bytes but carries %zu; discarded",
-                 object.key, object.size, sq_msg_size (msg, 2));
-        return;
-    }
-    if (!store_has (self->store, object.key)) {
-        sq_blob_t *blob = sq_blob_from_msg (&msg->frames [2]);
-        zmq_msg_init (&msg->frames [2]);
-        if (!blob || store_put (self->store, object.key, blob, object.content_type.ptr,
-                                object.content_type.len)) {
-            sq_error ("out of memory storing OBJECT %" PRIx64, object.key);
-            return;
-        }
-        compute_object_stored (self, object.key);
-    }
-    sq_pack_located (&self->events.pk, object.key, object.size);
-    compute_event_added (self);
-}
-
 //  The broker took us back after a loss: it learns what runs and what is
 //  held here (reattach inventory, docs/protocol.md); what only waited is
 //  dropped, the broker places it again (it cannot know what we queued).
@@ -409,9 +377,6 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     if (msg->n < 2 || msg->truncated
     ||  sq_proto_peek (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &type, &req))
         sq_warn ("unreadable message from '%c'; discarded", route);
-    else
-    if (route == GOV_ROUTE_DATA && type == SQ_MSG_OBJECT)
-        s_on_object (self, msg);
     else
     if (route == GOV_ROUTE_DATA && type == SQ_MSG_CHUNK)
         transfer_on_chunk (self->transfer, msg);

@@ -500,6 +500,7 @@ s_start (compute_t *self, task_t *task)
         task->exec = execute_new (task, self->store, self->workdir, self->sandbox,
                                   logged? log_fds: NULL, logged? stderr_log: NULL,
                                   self->err, sizeof self->err);
+        task->exec_destroy = execute_destroy;
         for (int i = 0; i < 2; i++)
             if (log_fds [i] >= 0)
                 close (log_fds [i]);

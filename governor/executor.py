@@ -1,5 +1,8 @@
 """squall Python executor: runs "py" tasks for a governor.
 
+Over 800 lines: the governor embeds this one file and runs it from its
+workdir, where it has no package to import siblings from.
+
 The governor (governor/pyexec.c) embeds this file, writes it into its working
 directory and starts it as `python executor.py FD GOVERNOR_PID`; FD is one
 end of a Unix socketpair. The executor is persistent: it runs one task at a

@@ -1,5 +1,10 @@
 /*  pyexec: Python executor processes over Unix socketpairs, with the
-    length-prefixed framing described in governor/executor.py. */
+    length-prefixed framing described in governor/executor.py.
+
+    Over 800 lines: one executor's protocol (framing, operations, replies,
+    pipelined tasks, descriptors passed, shared segments) is one state
+    machine over its socketpair; split, its parts would share every field of
+    the executor. */
 #include "pyexec.h"
 #include "files.h"
 #include "log.h"

@@ -5,7 +5,7 @@
     mode and reattach, the data PULL, the serve ROUTER with its ZAP handler
     and capability checks, and the PUSH sockets to peers. ZeroMQ sockets
     are not thread-safe, so splitting them across files would only spread
-    one thread's state. */
+    one thread's state: over 800 lines for that reason. */
 #include "receiver.h"
 #include "task.h"
 #include "wire.h"

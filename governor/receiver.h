@@ -29,7 +29,7 @@
 #define GOV_RECEIVER_H
 
 #include <stdint.h>
-#include "governor.h"
+#include "gov_config.h"
 #include "route.h"
 
 typedef struct _receiver_t receiver_t;

@@ -1,6 +1,5 @@
 /*  task: copying an ASSIGN entry into a self-contained task. */
 #include "task.h"
-#include "execute.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +112,8 @@ task_destroy (task_t **self_p)
     task_t *self = *self_p;
     if (!self)
         return;
-    execute_destroy (&self->exec);
+    if (self->exec)
+        self->exec_destroy (&self->exec);
     sq_taskconf_release (&self->conf);
     for (uint32_t i = 0; self->results && i < self->n_outputs; i++)
         sq_blob_unref (&self->results [i]);

@@ -87,7 +87,11 @@ struct _task_t {
 
     //  Results, filled by builtin_run / execute_finish
     sq_blob_t **results;        //  n_outputs
+    //  Its execute child and the destructor its starter set with it
+    //  (execute_destroy), run by task_destroy: task.c needs nothing else of
+    //  execute.c, which includes task.h (no include cycle between them).
     execute_t *exec;
+    void (*exec_destroy) (execute_t **exec_p);
 };
 
 //  Copies an ASSIGN entry. NULL with err filled if the kind is unknown or

@@ -3,7 +3,11 @@
     The cluster state comes from the same code that answers INFO
     (broker_pack_info): it is packed as msgpack, then rendered here as JSON
     or as Prometheus metrics, so the page, /metrics and `squall status`
-    never disagree. */
+    never disagree.
+
+    Over 800 lines: every endpoint (the JSON API, /metrics, the events)
+    renders the same INFO snapshot, with the msgpack readers and the JSON
+    escaping they share. */
 #include "http.h"
 #include "json.h"
 #include "broker.h"

@@ -5,6 +5,10 @@
     on that list is really unneeded. Freeing in the middle of a walk over
     consumers (failure propagation, input release) would pull objects out
     from under the walk.
+
+    Over 800 lines: every state transition of tasks, objects and sessions
+    ends with the lazy freeing above; kept in one file so that a transition
+    is read beside the invariants it keeps.
 */
 #include "graph_internal.h"
 

@@ -1,6 +1,10 @@
 /*  graph_submit: a SUBMIT checked as a whole (ids, inputs, outputs, kinds,
     configs, resources, cycles) and only then committed to its session:
-    all or nothing. */
+    all or nothing.
+
+    Over 800 lines: every one of those checks (streams and actors too)
+    reads the one index of the submit's items built here, and the commit
+    relies on all of them having passed. */
 #include "graph_internal.h"
 
 //  --------------------------------------------------------------------------

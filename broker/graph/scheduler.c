@@ -1,4 +1,8 @@
-/*  scheduler: ready tasks by priority, locality-first placement. */
+/*  scheduler: ready tasks by priority, locality-first placement.
+
+    Over 800 lines: the ready queues (fair share, priorities), placement and
+    work stealing share the open governors and one cost model (waiting plus
+    copying). */
 #include "scheduler.h"
 #include "reswait.h"
 #include <stdio.h>

@@ -1,4 +1,8 @@
-/*  jobs: sessions that outlive their client (docs/protocol.md, "Jobs"). */
+/*  jobs: sessions that outlive their client (docs/protocol.md, "Jobs").
+
+    Over 800 lines: the job requests (SESSIONS, ATTACH, SESSION_WAIT, TASKS,
+    RESUBMIT, FORGET, JOB_CANCEL) all read the compact records of array
+    tasks' elements kept here. */
 #include "jobs.h"
 
 struct _jobwait_t {

@@ -1,4 +1,8 @@
-/*  persist: journal records from the broker's state, and back. */
+/*  persist: journal records from the broker's state, and back.
+
+    Over 800 lines: a journal record is written from the broker's state and
+    replayed back into it here, side by side, so that its two ends change
+    together. */
 #include "persist.h"
 #include "gov.h"
 #include "taskconf.h"

@@ -1,6 +1,6 @@
 /*  A fake broker drives a real squall-governor process: HELLO, ASSIGN of
     concat / execute / failing tasks, garbage that must be ignored, GFETCH,
-    SEND (answered with a CHUNK), OBJECT, DROP, STOP and a clean SIGTERM. Skips (exit 77,
+    SEND (answered with a CHUNK), OBJECT (discarded), DROP, STOP and a clean SIGTERM. Skips (exit 77,
     ctest's SKIP_RETURN_CODE) when the governor binary is not found. */
 #include "proto.h"
 #include "wire.h"
@@ -388,7 +388,9 @@ main (void)
     CHECK (memcmp (sq_msg_data (&msg, 1), "HELLO ", 6) == 0);
     sq_object_msg_t object;
 
-    //  OBJECT pushed to the data socket gives LOCATED; a bad one is ignored.
+    //  OBJECT (type 60, a whole object in one message, sent by no governor
+    //  any more) is discarded, of the right size or not: the first LOCATED
+    //  after them is the chunked copy's below (s_expect_copy).
     void *push = zmq_socket (ctx, ZMQ_PUSH);
     zmq_setsockopt (push, ZMQ_LINGER, &linger, sizeof linger);
     CHECK (zmq_connect (push, data) == 0);
@@ -400,14 +402,8 @@ main (void)
     sq_object_encode (&w, &object);
     s_payload (&payloads [0], "abc");
     CHECK (sq_send (push, NULL, 0, &w, payloads, 1, 0) == 0);
-    s_expect (&msg, SQ_MSG_UPDATE, 0, 5000);
     sq_iter_t it;
     sq_event_t ev;
-    CHECK (sq_update_begin (&it, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &err) == 0);
-    CHECK (sq_update_next (&it, &ev) == 1);
-    CHECK (ev.type == SQ_EV_LOCATED && ev.key == sq_key (1, 61) && ev.size == 3);
-    CHECK (ev.duration_us == 0);        //  one message: nothing to time
-    sq_iter_release (&it);
 
     //  Copies in chunks. Chunks of at least TRANSFER_PART_MIN (256 KiB) are
     //  kept as received and joined; ranges are read back inside a part and

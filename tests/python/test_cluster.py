@@ -43,7 +43,7 @@ def test_default_address_from_environment(cluster, monkeypatch):
     monkeypatch.delenv("SQUALL_BROKER")
     address = "tcp://127.0.0.1:%d" % _free_port()
     # the documented default when nothing is set
-    assert squall._core.DEFAULT_ADDRESS == "tcp://127.0.0.1:7760"
+    assert squall._client.DEFAULT_ADDRESS == "tcp://127.0.0.1:7760"
     with pytest.raises(squall.ConnectionError):
         squall.Client(address, timeout=0.2)
 

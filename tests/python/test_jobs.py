@@ -13,7 +13,7 @@ import time
 import pytest
 
 import squall
-from squall._lib import lib as L
+from squall._lib import Job, TaskRecord, lib as L
 from conftest import TIMEOUT, cluster_options, until
 
 SOURCE = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -21,22 +21,6 @@ SOURCE = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SQ_JOB_RUNNING, SQ_JOB_FINISHED, SQ_JOB_FAILED, SQ_JOB_CANCELLED = 1, 2, 4, 8
 WAITING, RUNNING, FINISHED, FAILED, CANCELLED = 1, 2, 4, 8, 16
 SQ_E_DUPLICATE_ID, SQ_E_UNKNOWN_ID, SQ_E_SESSION, SQ_E_TIMEOUT = 5, 6, 11, 16
-
-
-class Job(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint32), ("name", ctypes.c_char * 129),
-                ("state", ctypes.c_uint32), ("detached", ctypes.c_bool),
-                ("attached", ctypes.c_bool), ("tasks", ctypes.c_uint64 * 5),
-                ("created_ms", ctypes.c_int64), ("ended_ms", ctypes.c_int64)]
-
-
-class TaskRecord(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint32), ("index", ctypes.c_int64),
-                ("state", ctypes.c_uint32), ("has_exit_code", ctypes.c_bool),
-                ("exit_code", ctypes.c_int32), ("governor", ctypes.c_uint32),
-                ("attempts", ctypes.c_uint32), ("started_ms", ctypes.c_int64),
-                ("ended_ms", ctypes.c_int64), ("error", ctypes.c_char * 512),
-                ("name", ctypes.c_char * 128), ("task", ctypes.c_uint32)]
 
 
 P = ctypes.c_void_p

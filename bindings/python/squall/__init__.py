@@ -14,13 +14,17 @@ tasks (`@squall.remote`); futures (Dask/Ray-style): `client.submit`,
 `dask.compute(x, scheduler=client.get)`.
 """
 from . import tasks
-from ._core import (TaskConfigTooLarge, Client, DataObject, Future, PyTask, RemoteFunction, Session, Task,
-                    as_completed, blob, current_session, pickled, remote, wait)
+from ._client import Client
+from ._common import TaskConfigTooLarge, current_session
+from ._futures import Future, as_completed, wait
+from ._objects import DataObject, PyTask, RemoteFunction, Task, blob, pickled, remote
+from ._session import Session
 from ._pickling import PICKLE as PICKLE_CONTENT_TYPE
 from .actors import ActorClass, ActorHandle, actor
 from .cluster import LocalCluster
 from .keys import keygen
-from ._worker import get_client, rejoin, secede
+from ._intask import rejoin, secede
+from ._worker import get_client
 from .errors import (ActorLost, ConnectionError, ObjectDeleted, ObjectLost, RemoteTraceback, SquallError,
                      TaskCancelled, TaskFailed, TimeoutError, UpstreamFailed)
 from .tasks import Program

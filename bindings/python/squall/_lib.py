@@ -56,6 +56,7 @@ def _load():
 
 
 from . import _logs  # noqa: E402 - its declare() needs the library
+from ._records import Job, TaskRecord  # noqa: E402,F401 (the job calls' structs)
 lib, LIBRARY_PATH = _load()
 
 _c = ctypes
@@ -128,24 +129,6 @@ def _optional(name, restype, *argtypes):
     """A call of a newer libsquall: None when this one lacks it (the caller
     says what is missing rather than the whole package failing to load)."""
     return _sig(name, restype, *argtypes) if hasattr(lib, name) else None
-
-
-class Job(_c.Structure):
-    """sq_job_t (client/squall.h, "Jobs")."""
-    _fields_ = [("id", _c.c_uint32), ("name", _c.c_char * 129), ("state", _c.c_uint32),
-                ("detached", _c.c_bool), ("attached", _c.c_bool),
-                ("tasks", _c.c_uint64 * 5), ("created_ms", _c.c_int64),
-                ("ended_ms", _c.c_int64)]
-
-
-class TaskRecord(_c.Structure):
-    """sq_task_record_t (client/squall.h, "Jobs")."""
-    _fields_ = [("id", _c.c_uint32), ("index", _c.c_int64), ("state", _c.c_uint32),
-                ("has_exit_code", _c.c_bool), ("exit_code", _c.c_int32),
-                ("governor", _c.c_uint32), ("attempts", _c.c_uint32),
-                ("started_ms", _c.c_int64), ("ended_ms", _c.c_int64),
-                ("error", _c.c_char * 512), ("name", _c.c_char * 128),
-                ("task", _c.c_uint32)]
 
 
 sq_session_new_job = _optional("sq_session_new_job", _p, _p, _c.c_char_p, _c.c_bool)

@@ -15,14 +15,15 @@ future (result, gather, wait) secedes while it waits: its cpu goes to other
 tasks, its children among them, so a recursion deeper than the cluster has
 cpus finishes (governor/compute.c bounds how many wait at once).
 """
-import contextlib
 import ctypes
 import os
-import sys
 import threading
 from typing import Any, Callable, Optional
 
 from . import _lib as L
+from ._client import Client
+from ._intask import _executor
+from ._session import Session
 from .errors import SquallError
 
 #   The depth of the task running in this executor (0: a client's task),
@@ -30,60 +31,7 @@ from .errors import SquallError
 _depth = 0
 _client = None
 _client_lock = threading.Lock()
-#   Nesting of waits of the running task: it secedes on the first and
-#   rejoins after the last.
-_waits = 0
-_waits_lock = threading.Lock()
 _E_DENIED = 24                  # SQ_E_DENIED, common/squall_codes.h
-
-
-def _executor():
-    return sys.modules.get("_squall_executor")
-
-
-def in_task() -> bool:
-    """Whether this code runs inside a squall task (an executor)."""
-    ex = _executor()
-    return ex is not None and ex.in_task()
-
-
-def secede() -> None:
-    """The running task gives its cpu back to the governor: it waits (on
-    futures, a lock, I/O) and other tasks may run meanwhile. Done for you
-    when a task waits on a future. Nothing outside a task."""
-    ex = _executor()
-    if ex is not None:
-        ex.secede()
-
-
-def rejoin() -> None:
-    """The task takes its cpu again (after secede()), at once: for a while
-    the governor may run more tasks than it has cpus."""
-    ex = _executor()
-    if ex is not None:
-        ex.rejoin()
-
-
-@contextlib.contextmanager
-def waiting():
-    """Secedes for the block when inside a task (nested: once)."""
-    global _waits
-    if not in_task():
-        yield
-        return
-    with _waits_lock:
-        _waits += 1
-        first = _waits == 1
-    if first:
-        secede()
-    try:
-        yield
-    finally:
-        with _waits_lock:
-            _waits -= 1
-            last = _waits == 0
-        if last:
-            rejoin()
 
 
 class _Nested:
@@ -129,7 +77,6 @@ def get_client(timeout: float = 10.0):
     submitting client's key nor the governor's. Outside a task: a new
     squall.Client() from the environment."""
     global _client
-    from ._core import Client
     ex = _executor()
     if ex is None or not ex.in_task():
         return Client(timeout=timeout)
@@ -206,7 +153,6 @@ def _task_client_class():
     global _TaskClientClass
     if _TaskClientClass is not None:
         return _TaskClientClass
-    from ._core import Client
 
     class TaskClient(Client):
         """A client inside a task: submits nested tasks (see the module).
@@ -261,7 +207,6 @@ def _children_session(client):
     "nested/S/T", or, when an earlier attempt of the task opened it,
     attached and replayed. A plain session when the governor did not say
     which task runs (an older governor)."""
-    from ._core import Session
     if client._parent is None or L.sq_session_replay is None:
         return Session(client)
     name = "nested/%d/%d" % client._parent

@@ -21,10 +21,14 @@ future can be the argument of any task.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from . import _lib as L
-from ._core import Client, Future, SquallError
+from ._futures import Future
+from .errors import SquallError
+
+if TYPE_CHECKING:
+    from ._client import Client
 
 ACTOR_OPTIONS = ("cpus", "resources", "max_restarts", "priority", "key")
 

@@ -21,21 +21,14 @@ works before (and without) the rest of the Python package being importable.
 from __future__ import annotations
 
 import argparse
-import collections
 import ctypes
 import ctypes.util
 import glob
-import html
 import json
 import os
 import shutil
-import signal
-import socket
-import stat
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -203,255 +196,24 @@ def _table(rows, header):
 
 
 # ---------------------------------------------------------------------------
-# squall start
-
-def _private_log(path):
-    """A log file only its owner reads (task names, errors, endpoints), never
-    written through a symlink; an existing one is appended to, made 0600."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CliError("%s is not a regular file" % path)
-        os.fchmod(fd, 0o600)
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "ab")
-
-
-def _last_error(log_path):
-    """The last ERROR line of a process's log (its reason for leaving), or ""."""
-    try:
-        with open(log_path, errors="replace") as f:
-            errors = [line.split(" ERROR ", 1)[1].strip() for line in f if " ERROR " in line]
-    except OSError:
-        return ""
-    return errors[-1] if errors else ""
-
-
-class _Child:
-    def __init__(self, name, argv, log_path, lifeline=None):
-        self.name = name
-        self.log = _private_log(log_path)
-        # The child stops when the read end of `lifeline` sees end of file,
-        # i.e. when this process is gone however it ended (common/
-        # parentwatch.h): a killed `squall start` leaves no cluster behind.
-        env = pass_fds = None
-        if lifeline is not None:
-            env = dict(os.environ, SQUALL_PARENT_FD=str(lifeline))
-            pass_fds = (lifeline,)
-        # Own session: the terminal's Ctrl-C reaches only us, and we stop the
-        # governors before the broker.
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log,
-                                     stdin=subprocess.DEVNULL, start_new_session=True,
-                                     env=env, pass_fds=pass_fds or ())
-        self.lines = []
-        self.cond = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for raw in self.proc.stdout:
-            with self.cond:
-                self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-                self.cond.notify_all()
-        with self.cond:
-            self.cond.notify_all()
-
-    def wait_line(self, prefix, deadline):
-        """The first stdout line starting with prefix, or None at the deadline / exit."""
-        with self.cond:
-            while True:
-                for line in self.lines:
-                    if line.startswith(prefix):
-                        return line
-                if self.proc.poll() is not None and not self.reader.is_alive():
-                    return None
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self.cond.wait(min(left, 0.2))
-
-    def stop(self, grace=5.0):
-        if self.proc.poll() is None:
-            try:
-                #   The whole cluster stops: governors leave at once (SIGINT)
-                #   rather than drain into each other (SIGTERM).
-                self.proc.send_signal(signal.SIGTERM if self.name == "broker" else signal.SIGINT)
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-
-def _dir_state(path):
-    """The names and change times of a directory's files."""
-    try:
-        return sorted((e.name, e.stat().st_mtime_ns) for e in os.scandir(path))
-    except OSError:
-        return None
-
+# squall start (clistart.py) and squall replay (clireplay.py)
 
 def cmd_start(args):
-    if args.governors < 0 or (args.cpus is not None and args.cpus < 1):
-        raise CliError("--governors must be >= 0 and --cpus >= 1", EXIT_USAGE)
-    broker_bin, governor_bin = find_program("squall-broker"), find_program("squall-governor")
-    logdir = args.log_dir or tempfile.mkdtemp(prefix="squall-start-")
-    os.makedirs(logdir, mode=0o700, exist_ok=True)
-    # Keys of its own (docs/security.md): the cluster is closed to anyone
-    # without them, even on this machine. A new set per start.
-    keydir = tempfile.mkdtemp(prefix="keys-", dir=logdir)
-    authorized = os.path.join(keydir, "authorized")
-    os.mkdir(authorized, 0o700)
-    broker_key = keygen("broker", keydir, "broker")
-    #   One governor, one identity (docs/security.md): a key pair each, made
-    #   before the broker starts so that it reads their .pub at once. No
-    #   secret key is kept in the authorized directory.
-    names = ["governor-%d" % (i + 1) for i in range(args.governors)]
-    for name, role in [("client", "admin")] + [(n, "governor") for n in names]:
-        keygen(name, keydir, role)
-        os.replace(os.path.join(keydir, name + ".pub"), os.path.join(authorized, name + ".pub"))
-    client_key = os.path.join(keydir, "client.key")
-    broker_pub = broker_key[:-4] + ".pub"
-    token_file = os.path.join(keydir, "http-token")
-    token = os.urandom(24).hex()
-    with os.fdopen(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        f.write(token + "\n")
-    port = "*" if args.port == 0 else str(args.port)
-    argv = [broker_bin, "--listen", "tcp://%s:%s" % (args.host, port),
-            "--secret-key", broker_key, "--authorized-keys", authorized,
-            "--journal", os.path.join(logdir, "journal")]
-    if args.http is not None and args.http >= 0:
-        host = args.http_host or args.host
-        argv += ["--http", "%s:%d" % ("*" if host == "0.0.0.0" else host, args.http),
-                 "--http-token", token_file]
-    if args.event_log:
-        argv += ["--event-log", args.event_log]
-    children = []
-    stopping = threading.Event()
+    return _part("clistart").cmd_start(args)
 
-    def on_signal(signum, frame):
-        stopping.set()
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    code = EXIT_OK
-    lifeline = os.pipe()            # only this process holds the write end
-    try:
-        broker = _Child("broker", argv, os.path.join(logdir, "broker.log"), lifeline[0])
-        children.append(broker)
-        deadline = time.monotonic() + 10
-        line = broker.wait_line("LISTENING ", deadline)
-        if not line:
-            try:
-                broker.proc.wait(5)         # its last words are in its log
-            except subprocess.TimeoutExpired:
-                pass
-            why = _last_error(os.path.join(logdir, "broker.log"))
-            raise CliError("the broker did not start%s; see %s"
-                           % (": " + why if why else "", os.path.join(logdir, "broker.log")))
-        endpoint = line.split(None, 1)[1]
-        if args.port == 0 or args.host in ("0.0.0.0", "*"):
-            endpoint = endpoint.replace("0.0.0.0", "127.0.0.1")
-        dashboard = None
-        if args.http is not None and args.http >= 0:
-            line = broker.wait_line("HTTP ", deadline)
-            if not line:
-                raise CliError("the broker did not serve HTTP; see %s/broker.log" % logdir)
-            host = args.http_host or args.host
-            dashboard = "http://%s:%s/?token=%s" % ("127.0.0.1" if host in ("0.0.0.0", "*")
-                                                    else host, line.split()[1], token)
-        governors = []
-        #   Governors listen where the broker does: on loopback unless
-        #   --host opens the broker to other machines.
-        listen_host = "0.0.0.0" if args.host in ("0.0.0.0", "*") else args.host
-        for i, name in enumerate(names):
-            gargv = [governor_bin, "--broker", endpoint, "--name", name,
-                     "--secret-key", os.path.join(keydir, name + ".key"),
-                     "--broker-key", broker_pub, "--listen-host", listen_host]
-            if args.cpus:
-                gargv += ["--cpus", str(args.cpus)]
-            if args.gpus:
-                gargv += ["--gpus", args.gpus]
-            gargv += ["--python", args.python or os.environ.get("SQUALL_PYTHON") or sys.executable]
-            child = _Child("governor-%d" % (i + 1), gargv,
-                           os.path.join(logdir, "governor-%d.log" % (i + 1)), lifeline[0])
-            children.append(child)
-            governors.append(child)
-        for child in governors:
-            if not child.wait_line("READY", time.monotonic() + 10):
-                raise CliError("%s did not start; see %s/%s.log" % (child.name, logdir, child.name))
-        print("squall: cluster running: broker %s, %d governor(s)%s"
-              % (endpoint, len(governors), ", %d cpus each" % args.cpus if args.cpus else ""))
-        if dashboard:
-            print("squall: dashboard %s" % dashboard)
-        print("squall: logs in %s; Ctrl-C stops the cluster" % logdir)
-        # In one write: whoever reads them sees all or none.
-        lines = ["SQUALL_BROKER=%s" % endpoint, "SQUALL_SECRET_KEY=%s" % client_key,
-                 "SQUALL_BROKER_KEY=%s" % broker_pub]
-        if dashboard:
-            lines.append("SQUALL_DASHBOARD=%s" % dashboard)
-        if args.access:
-            #   For governors and clients elsewhere (Slurm, squall/slurm.py):
-            #   the broker as they reach it, and the keys, in a file only
-            #   its owner reads.
-            port_now = endpoint.rsplit(":", 1)[1]
-            access = {"broker": "tcp://%s:%s" % (args.access_host or socket.getfqdn(), port_now),
-                      "secret_key": client_key, "broker_key": broker_pub,
-                      "authorized_keys": authorized, "dashboard": dashboard}
-            #   A new file of a name nobody could plant (mkstemp: O_EXCL,
-            #   0600), renamed over the access file (a symlink there is
-            #   replaced, never written through).
-            where = os.path.dirname(os.path.abspath(args.access))
-            fd, tmp = tempfile.mkstemp(dir=where, prefix="." + os.path.basename(args.access) + ".")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump(access, f, indent=2)
-                os.replace(tmp, args.access)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-            lines.append("SQUALL_ACCESS=%s" % os.path.abspath(args.access))
-        sys.stdout.write("\n".join(lines) + "\n")
-        sys.stdout.flush()
-        #   Governors elsewhere (`squall slurm`) are authorised by their .pub
-        #   put in the authorized directory: the broker reads it again
-        #   (SIGHUP) whenever what it holds changes.
-        seen = _dir_state(authorized)
-        while not stopping.is_set():
-            now = _dir_state(authorized)
-            if now != seen:
-                seen = now
-                broker.proc.send_signal(signal.SIGHUP)
-            #   A governor that left with status 0 was retired (squall retire):
-            #   the cluster goes on without it.
-            dead = [c for c in children if c.proc.poll() is not None
-                    and (c.name == "broker" or c.proc.returncode != 0)]
-            if dead:
-                print("squall: %s exited with status %s; stopping the cluster (see %s)"
-                      % (dead[0].name, dead[0].proc.returncode, logdir), file=sys.stderr)
-                code = EXIT_FAILURE
-                break
-            stopping.wait(0.2)
-        if stopping.is_set():
-            print("squall: stopping", file=sys.stderr)
-    finally:
-        # governors first (they say goodbye), then the broker
-        for child in reversed(children):
-            child.stop()
-        for s, handler in old.items():
-            signal.signal(s, handler)
-        for fd in lifeline:
-            os.close(fd)
-    # a process that failed on its way out (a crash, a sanitizer report)
-    # makes the run a failure too
-    for child in children:
-        if child.proc.returncode not in (0, -signal.SIGTERM, -signal.SIGINT) and code == EXIT_OK:
-            print("squall: %s exited with status %s (see %s)"
-                  % (child.name, child.proc.returncode, logdir), file=sys.stderr)
-            code = EXIT_FAILURE
-    return code
+def cmd_replay(args):
+    return _part("clireplay").cmd_replay(args)
+
+
+def read_events(path):
+    """The events of an event log (clireplay.py)."""
+    return _part("clireplay").read_events(path)
+
+
+def summarize(events):
+    """What ran where, from read_events (clireplay.py)."""
+    return _part("clireplay").summarize(events)
 
 
 # ---------------------------------------------------------------------------
@@ -679,171 +441,6 @@ def cmd_run(args):
 
 
 # ---------------------------------------------------------------------------
-# squall replay
-
-def read_events(path):
-    events = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                event = json.loads(line)
-            except ValueError as exc:
-                raise CliError("%s:%d: not an event (%s)" % (path, n, exc))
-            if not isinstance(event, dict) or "event" not in event or "time" not in event:
-                raise CliError("%s:%d: not an event (no 'event' or 'time')" % (path, n))
-            events.append(event)
-    return events
-
-
-def summarize(events):
-    """What ran where: per governor, per kind, spans, failures."""
-    govs = collections.OrderedDict()
-    def gov(e):
-        key = e.get("governor", 0)
-        if key not in govs:
-            govs[key] = {"id": key, "name": e.get("governor_name", "#%s" % key), "finished": 0,
-                         "failed": 0, "busy_s": 0.0, "first": None, "last": None, "left": None}
-        g = govs[key]
-        if e.get("governor_name"):
-            g["name"] = e["governor_name"]
-        return g
-    started = {}
-    spans = []          # (governor, start, end, task, kind, name, ok)
-    kinds = collections.Counter()
-    failures = []
-    submits = tasks_submitted = 0
-    bytes_moved = 0
-    for e in events:
-        ev, t = e["event"], e["time"]
-        task = (e.get("session"), e.get("id"))
-        if ev == "governor_joined":
-            gov(e)["first"] = t
-        elif ev == "governor_left":
-            gov(e)["left"] = t
-            #   A goodbye is a clean leave (a stop, a drain), not a failure.
-            if "said goodbye" not in e.get("reason", ""):
-                failures.append({"time": t, "what": "governor %s left" % e.get("governor_name"),
-                                 "message": e.get("reason", "")})
-        elif ev == "submit":
-            submits += 1
-            tasks_submitted += e.get("tasks", 0)
-        elif ev == "task_assigned":
-            started.setdefault(task, t)
-        elif ev == "task_started":
-            started[task] = t
-        elif ev in ("task_finished", "task_failed"):
-            g = gov(e)
-            ok = ev == "task_finished"
-            g["finished" if ok else "failed"] += 1
-            begin = started.pop(task, t - e.get("run_us", 0) / 1e6)
-            if e.get("run_us"):
-                begin = t - e["run_us"] / 1e6
-            g["busy_s"] += max(0.0, t - begin)
-            kinds[e.get("kind", "?")] += 1
-            spans.append((e.get("governor", 0), begin, t, "%s:%s" % task, e.get("kind", ""),
-                          e.get("name", ""), ok))
-            if not ok:
-                failures.append({"time": t, "what": "task %s:%s %s on %s" % (
-                    task[0], task[1], e.get("name", ""), e.get("governor_name", "?")),
-                    "message": e.get("message", "")})
-        elif ev == "object_located":
-            bytes_moved += e.get("size", 0)
-    first = events[0]["time"] if events else 0
-    last = events[-1]["time"] if events else 0
-    return {"first": first, "last": last, "duration_s": last - first, "events": len(events),
-            "submits": submits, "tasks_submitted": tasks_submitted,
-            "finished": sum(g["finished"] for g in govs.values()),
-            "failed": sum(g["failed"] for g in govs.values()),
-            "governors": list(govs.values()), "kinds": dict(kinds), "failures": failures,
-            "bytes_moved": bytes_moved,
-            "spans": spans}
-
-
-def _stamp(t):
-    return time.strftime("%H:%M:%S", time.localtime(t)) + ".%03d" % int((t % 1) * 1000)
-
-
-def replay_html(summary, source):
-    s = summary
-    e = html.escape
-    lanes = [g["id"] for g in s["governors"]]
-    names = {g["id"]: g["name"] for g in s["governors"]}
-    width, lane_h, left = 1100, 22, 140
-    span = max(s["duration_s"], 1e-6)
-    bars = []
-    for gid, begin, end, task, kind, name, ok in s["spans"][:20000]:
-        y = 24 + lanes.index(gid) * lane_h if gid in lanes else 24
-        x = left + (begin - s["first"]) / span * (width - left - 10)
-        w = max(1.0, (end - begin) / span * (width - left - 10))
-        bars.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>'
-                    % (x, y + 3, w, lane_h - 6, "#2a9d5b" if ok else "#d64545",
-                       e("%s %s %s: %.3f s" % (task, kind, name, end - begin))))
-    labels = ['<text x="4" y="%d" font-size="12">%s</text>' % (24 + i * lane_h + 15, e(names[g]))
-              for i, g in enumerate(lanes)]
-    height = 34 + max(1, len(lanes)) * lane_h
-    axis = ['<text x="%d" y="14" font-size="11" fill="#6b7385">%s</text>'
-            % (left + k * (width - left - 10) // 4, "+%.2f s" % (span * k / 4)) for k in range(5)]
-    gov_rows = "".join("<tr class='gov-row'><td>%s</td><td>%s</td><td>%d</td><td>%d</td>"
-                       "<td>%.3f s</td></tr>" % (g["id"], e(g["name"]), g["finished"], g["failed"],
-                                                  g["busy_s"]) for g in s["governors"])
-    fail_rows = "".join("<tr><td>%s</td><td>%s</td><td>%s</td></tr>"
-                        % (_stamp(f["time"]), e(f["what"]), e(f["message"])) for f in s["failures"][:200])
-    return """<!DOCTYPE html><html><head><meta charset="utf-8"><title>squall replay: %s</title>
-<style>body{font:14px system-ui,sans-serif;margin:20px;color:#1d2330}table{border-collapse:collapse}
-td,th{padding:3px 10px;border-bottom:1px solid #e1e4ea;text-align:left}h2{font-size:15px}</style></head>
-<body><h1>squall replay</h1><p>%s: %d events, %s to %s (%.3f s); %d submit(s) of %d task(s);
-%d finished, %d failed; %s moved between governors.</p>
-<h2>Timeline (green finished, red failed)</h2>
-<svg width="%d" height="%d" style="background:#f6f7f9">%s%s%s</svg>
-<h2>Tasks per governor</h2><table><tr><th>id</th><th>governor</th><th>finished</th><th>failed</th><th>busy</th></tr>%s</table>
-<h2>Failures</h2><table><tr><th>time</th><th>what</th><th>message</th></tr>%s</table>
-</body></html>
-""" % (e(source), e(source), s["events"], _stamp(s["first"]), _stamp(s["last"]), s["duration_s"],
-       s["submits"], s["tasks_submitted"], s["finished"], s["failed"], _bytes(s["bytes_moved"]),
-       width, height, "".join(axis), "".join(labels), "".join(bars), gov_rows,
-       fail_rows or "<tr><td colspan=3>none</td></tr>")
-
-
-def cmd_replay(args):
-    if not os.path.isfile(args.file):
-        raise CliError("no such file: %s" % args.file, EXIT_USAGE)
-    s = summarize(read_events(args.file))
-    if args.json:
-        out = dict(s)
-        out.pop("spans")
-        json.dump(out, sys.stdout, indent=2)
-        print()
-    else:
-        print("%s: %d events from %s to %s (%.3f s)" % (args.file, s["events"], _stamp(s["first"]),
-                                                      _stamp(s["last"]), s["duration_s"]))
-        print("%d submit(s) of %d task(s); %d finished, %d failed; %s moved"
-              % (s["submits"], s["tasks_submitted"], s["finished"], s["failed"],
-                 _bytes(s["bytes_moved"])))
-        if s["governors"]:
-            print()
-            print(_table([[g["id"], g["name"], g["finished"], g["failed"], "%.3f s" % g["busy_s"],
-                           "left at %s" % _stamp(g["left"]) if g["left"] else ""]
-                          for g in s["governors"]],
-                         ["id", "governor", "finished", "failed", "busy", ""]))
-        if s["kinds"]:
-            print()
-            print("by kind: " + ", ".join("%s %d" % kv for kv in sorted(s["kinds"].items())))
-        if s["failures"]:
-            print()
-            print("failures:")
-            for f in s["failures"][:50]:
-                print("  %s  %s: %s" % (_stamp(f["time"]), f["what"], f["message"]))
-    if args.html:
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(replay_html(s, args.file))
-        print("squall: wrote %s" % args.html, file=sys.stderr)
-    return EXIT_OK
-
-
-# ---------------------------------------------------------------------------
 
 def _ranged(kind, least, most=None, what="a number"):
     """An argparse type: kind(text) in [least, most], else a usage error."""
@@ -864,19 +461,25 @@ _SECONDS = _ranged(float, 0.0, 86400.0 * 366, "a number of seconds")
 _COUNT = _ranged(int, 0, 1 << 20, "a whole number")
 
 
-def _jobs():
-    """squall/jobcli.py, loaded by path as this file is (stdlib only)."""
-    module = sys.modules.get("squall_jobcli")
+def _part(name):
+    """squall/NAME.py (jobcli, clistart, clireplay), loaded by path as this
+    file is (standard library only), with `cli` set to what it uses of this
+    file."""
+    module = sys.modules.get("squall_" + name)
     if module is None:
         import importlib.util
-        spec = importlib.util.spec_from_file_location("squall_jobcli",
-                                                      os.path.join(_HERE, "jobcli.py"))
+        spec = importlib.util.spec_from_file_location("squall_" + name,
+                                                      os.path.join(_HERE, name + ".py"))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        sys.modules["squall_jobcli"] = module
+        sys.modules["squall_" + name] = module
     # what it uses of this file (loaded by path, maybe not in sys.modules)
     module.cli = argparse.Namespace(**globals())
     return module
+
+
+def _jobs():
+    return _part("jobcli")
 
 
 def _version():

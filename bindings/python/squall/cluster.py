@@ -13,6 +13,7 @@ import logging
 import time
 from typing import List, Optional, Sequence
 
+from ._client import Client
 from ._lib import BIN_DIR
 from .errors import SquallError
 from .keys import local_keys
@@ -309,7 +310,6 @@ class LocalCluster:
     def client(self, timeout: float = 10.0, asynchronous: bool = False):
         """A new Client connected to this cluster (closed with it); with
         asynchronous=True, `await` it (squall.Client's asynchronous)."""
-        from ._core import Client
         client = Client(self.address, timeout=timeout, secret_key=self.secret_key,
                         broker_key=self.broker_key, asynchronous=asynchronous)
         client.dashboard_link = self.dashboard_link

@@ -30,12 +30,18 @@ from __future__ import annotations
 import sys
 import time
 import warnings
-from typing import Any, Dict, Hashable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Optional, Tuple
 
 from . import _daskrun
-from ._core import Client, DataObject, Future, Session, TaskConfigTooLarge
+from ._common import TaskConfigTooLarge
+from ._futures import Future
+from ._objects import DataObject
+from ._session import Session
 from ._progress import Progress
 from .errors import SquallError
+
+if TYPE_CHECKING:
+    from ._client import Client
 
 try:
     import cloudpickle as _cloudpickle

@@ -11,7 +11,7 @@ import shlex
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _lib as L
-from ._core import DataObject, Session, Task, current_session
+from ._objects import Task
 from .errors import SquallError
 
 __all__ = ["Noop", "Concat", "Slice", "Sleep", "Load", "Store", "Execute",
