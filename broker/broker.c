@@ -261,6 +261,7 @@ s_recovered (broker_t *self)
     persist_expect_none (self->persist);
     size_t lost = graph_recover_sweep (self->graph);
     self->recovering = false;
+    jobs_recovered (self);
     //  FETCHes that waited for the governors go to the watches now (an
     //  object none of them held is being recomputed: they wait for that).
     while (self->fetches) {
@@ -725,6 +726,8 @@ broker_destroy (broker_t **self_p)
         zhashx_destroy (&self->peers);
     }
     sq_idmap_destroy (&self->by_fd);
+    sq_idmap_destroy (&self->nested);
+    free (self->nested_ended);
     conns_destroy (&self->conns);
     uploads_destroy (&self->uploads);
     free (self->stream_ready);

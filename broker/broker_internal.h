@@ -154,6 +154,11 @@ struct _broker_t {
     struct _jobwait_t *jobwaits;
     size_t n_jobwaits, cap_jobwaits;
     bool jobs_dirty;            //  some array may have elements to make or has ended
+    //  jobs.c: children's sessions by their task's key (-> session id), and
+    //  the keys of such tasks that ended, for jobs_settle
+    sq_idmap_t *nested;
+    uint64_t *nested_ended;
+    size_t n_nested_ended, cap_nested_ended;
 };
 
 void bx_assign (void *arg, task_t *task, gov_t *gov);

@@ -490,6 +490,12 @@ s_client_close_other (broker_t *self, peer_t *peer, const sq_request_t *q)
         s_client_session (self, peer, q->session, q->req);
         return;
     }
+    char message [200];
+    int code = jobs_close_check (session, message, sizeof message);
+    if (code) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, code, message, 0);
+        return;
+    }
     peer_t *owner = (peer_t *) session->client;
     if (owner)
         bx_peer_remove_session (owner, session->id);
@@ -731,11 +737,19 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
         case SQ_MSG_SESSION_OPEN:
             s_client_open (self, peer, &q);
             break;
-        case SQ_MSG_SESSION_CLOSE:
+        case SQ_MSG_SESSION_CLOSE: {
+            char message [200];
+            int code = jobs_close_check (session, message, sizeof message);
+            if (code) {
+                bx_reply_error (self, peer->identity, peer->identity_size, q.req, code,
+                                message, 0);
+                break;
+            }
             bx_peer_remove_session (peer, session->id);
             bx_session_close (self, session);
             bx_reply_nil (self, peer, q.req);
             break;
+        }
         case SQ_MSG_RESUME:
             s_client_resume (self, peer, &q);
             break;
@@ -750,6 +764,9 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
             break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
             s_client_ids (self, peer, &q, session);
+            break;
+        case SQ_MSG_ADOPT:
+            jobs_adopt (self, peer, &q, session);
             break;
         case SQ_MSG_DELETE:
             place_delete (self, peer, &q, session);

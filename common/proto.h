@@ -52,6 +52,7 @@ typedef enum {
     SQ_MSG_FORGET = 81,         //  client -> broker: close a session and drop its record
     SQ_MSG_JOB_CANCEL = 82,     //  client -> broker: cancel a session's unfinished tasks
     SQ_MSG_RESTART = 88,        //  client -> broker: fresh Python executors for its tenant
+    SQ_MSG_ADOPT = 85,          //  client -> broker: a task's children's objects into its caller's session
     SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
     SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
     SQ_MSG_LOAD = 32,           //  governor -> broker: load report
@@ -324,6 +325,12 @@ typedef struct {
 //    TASKS [29, req, session, states, offset, limit] body: [total, [record...]]
 //    RESUBMIT [80, req, session, [ids]]            body: [n]
 //    FORGET [81, req, session] / JOB_CANCEL [82, req, session]  body: nil
+//    ADOPT [85, req, session, [ids]]               body: [parent session, new ids...]
+//           (as PLACE's: sq_pack_holders / sq_holders_decode)
+#define SQ_ADOPT_MAX 1024           //  ids one ADOPT names
+//  Ids from here up are the broker's to give in a session (array elements,
+//  ADOPT's objects); a client allocates its own below.
+#define SQ_BROKER_IDS 0xC0000000u
 #define SQ_JOB_NAME_MAX 128
 #define SQ_JOBS_MAX 100000          //  jobs one SESSIONS reply lists
 #define SQ_TASKS_PAGE_MAX 10000     //  records one TASKS reply holds

@@ -72,7 +72,7 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
         case SQ_MSG_DELETE: case SQ_MSG_ATTACH: case SQ_MSG_SESSION_WAIT:
-        case SQ_MSG_RESUBMIT:
+        case SQ_MSG_RESUBMIT: case SQ_MSG_ADOPT:
             fields = 4; break;
         case SQ_MSG_FETCH: case SQ_MSG_SESSIONS:
             fields = 5; break;
@@ -110,9 +110,11 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
     }
     switch (type) {
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_DELETE:
-        case SQ_MSG_RESUBMIT:
+        case SQ_MSG_RESUBMIT: case SQ_MSG_ADOPT:
             mpr_field (&r, "ids");
             sqp_ids (&r, &self->ids, &self->n_ids);
+            if (mpr_ok (&r) && type == SQ_MSG_ADOPT && (self->n_ids == 0 || self->n_ids > SQ_ADOPT_MAX))
+                mpr_fail (&r, "1 to 1024 ids");
             break;
         case SQ_MSG_SESSIONS: case SQ_MSG_ATTACH:
             mpr_field (&r, "name");
@@ -227,7 +229,7 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
             fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
         case SQ_MSG_DELETE: case SQ_MSG_ATTACH: case SQ_MSG_SESSION_WAIT:
-        case SQ_MSG_RESUBMIT:
+        case SQ_MSG_RESUBMIT: case SQ_MSG_ADOPT:
             fields = 4; break;
         case SQ_MSG_FETCH: case SQ_MSG_SESSIONS: fields = 5; break;
         case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: case SQ_MSG_TASKS: case SQ_MSG_LOG: fields = 6; break;
@@ -264,7 +266,7 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
         msgpack_pack_uint32 (pk, q->session);
     switch (q->type) {
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_DELETE:
-        case SQ_MSG_RESUBMIT:
+        case SQ_MSG_RESUBMIT: case SQ_MSG_ADOPT:
             sqp_pack_ids (pk, q->ids, q->n_ids);
             break;
         case SQ_MSG_SESSIONS: case SQ_MSG_ATTACH:

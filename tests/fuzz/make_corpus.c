@@ -280,9 +280,10 @@ main (int argc, char **argv)
         { .type = SQ_MSG_RESUBMIT, .req = 55, .session = 3, .n_ids = 2, .ids = ids },
         { .type = SQ_MSG_FORGET, .req = 56, .session = 3 },
         { .type = SQ_MSG_JOB_CANCEL, .req = 57, .session = 3 },
+        { .type = SQ_MSG_ADOPT, .req = 58, .session = 4, .n_ids = 2, .ids = ids },
     };
     const char *job_names [] = { "open-job", "sessions", "attach", "session-wait", "tasks",
-                                 "resubmit", "forget", "job-cancel" };
+                                 "resubmit", "forget", "job-cancel", "adopt" };
     for (size_t i = 0; i < sizeof jobs / sizeof jobs [0]; i++) {
         sq_request_encode (&w, &jobs [i]);
         s_emit (FZ_REQUEST, job_names [i], &w);

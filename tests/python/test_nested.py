@@ -368,9 +368,152 @@ def return_a_future(n):
     return squall.get_client().submit(add, n, 1)
 
 
-def test_a_future_returned_by_a_task_says_why_it_cannot(nested_cluster):
-    # not yet supported: the future's object lives in the task client's
-    # session, which closes when the task returns
+def return_futures(n):
+    c = squall.get_client()
+    fs = [c.submit(add, n, i) for i in range(3)]
+    return {"list": fs, "one": fs[0], "nested": {"x": [c.submit(add, fs[1], 100)]}}
+
+
+def return_gated(gate):
+    """Returns the future of a child still blocked on the file `gate`: the
+    task ends (and its children's session with it) before the child does."""
+    return squall.get_client().submit(wait_for_file, gate)
+
+
+def wait_for_file(path):
+    while not os.path.exists(path):
+        time.sleep(0.01)
+    with open(path) as f:
+        return f.read()
+
+
+def test_a_future_returned_by_a_task(nested_cluster):
+    # the child's output becomes an object of the caller's session (ADOPT):
+    # the caller waits on it, fetches it, passes it to a task it submits
+    # afterwards
     client = nested_cluster.client()
+    f = client.submit(return_a_future, 1).result(timeout=TIMEOUT)
+    assert isinstance(f, squall.Future)
+    assert f.result(timeout=TIMEOUT) == 2
+    assert client.submit(add, f, 10).result(timeout=TIMEOUT) == 12
+    got = client.submit(return_futures, 5).result(timeout=TIMEOUT)
+    assert [x.result(timeout=TIMEOUT) for x in got["list"]] == [5, 6, 7]
+    assert got["one"] is got["list"][0]          # one future per object
+    assert got["nested"]["x"][0].result(timeout=TIMEOUT) == 106
+    assert client.gather(got["list"]) == [5, 6, 7]
+    assert client.submit(sum, got["list"]).result(timeout=TIMEOUT) == 18
+    # a future of a plain client still cannot be pickled
     with pytest.raises(TypeError, match="cannot be pickled"):
-        client.submit(return_a_future, 1).result(timeout=TIMEOUT)
+        import pickle
+        pickle.dumps(f)
+
+
+def test_a_returned_future_outlives_its_task(nested_cluster, tmp_path):
+    client = nested_cluster.client()
+    gate = str(tmp_path / "gate")
+    parent = client.submit(return_gated, gate)
+    child = parent.result(timeout=TIMEOUT)      # the parent ended, the child runs
+    assert not child.done()
+    later = client.submit(add, child, "!")      # waits for the child
+    with open(gate + ".tmp", "w") as f:
+        f.write("open")
+    os.rename(gate + ".tmp", gate)
+    assert child.result(timeout=TIMEOUT) == "open"
+    assert later.result(timeout=TIMEOUT) == "open!"
+
+
+def test_a_returned_child_raising_raises_as_itself(nested_cluster):
+    client = nested_cluster.client()
+    f = client.submit(lambda n: squall.get_client().submit(raising, n), 3).result(timeout=TIMEOUT)
+    with pytest.raises(Odd, match="odd 3"):
+        f.result(timeout=TIMEOUT)
+
+
+def return_many(n):
+    c = squall.get_client()
+    return c.map(add, range(n), range(n))
+
+
+def test_returned_futures_leave_nothing_behind(nested_cluster):
+    # the objects the caller adopted go when it drops their futures, one by
+    # one while its session stays open (the client unkeeps dropped futures'
+    # objects 256 at a time), and with the session; the children's session
+    # closes with it
+    client = nested_cluster.client()
+    keeper = client.submit(add, 1, 2)
+    assert keeper.result(timeout=TIMEOUT) == 3
+    objects, sessions = client.info()["objects"], client.info()["sessions"]
+    got = client.submit(return_many, 300).result(timeout=TIMEOUT * 4)
+    assert client.gather(got) == [2 * i for i in range(300)]
+    assert client.info()["objects"] >= objects + 300
+    del got
+    import gc
+    gc.collect()
+    client.submit(add, 0, 0).result(timeout=TIMEOUT)   # a submit sends the unkeeps
+    # left: the parent's output and the last submit's (freed in the next batch)
+    until(lambda: client.info()["objects"] <= objects + 4 or None,
+          "the adopted objects to be freed (%d before)" % objects)
+    assert client.info()["sessions"] == sessions + 1        # the children's, until:
+    del keeper
+    gc.collect()
+    client.submit(add, 0, 0).result(timeout=TIMEOUT)   # a new session: the old one closed
+    until(lambda: client.info()["sessions"] <= sessions or None,
+          "the caller's session and its task's children's to close")
+
+
+class _Forged:
+    def __init__(self, session, oid):
+        self.args = (session, oid)
+
+    def __reduce__(self):
+        from squall import _worker
+        return (_worker._adopted_future, self.args)
+
+
+def test_another_tenant_cannot_use_a_returned_future(nested_cluster, tmp_path):
+    import pickle
+    from squall import _worker
+    client = nested_cluster.client()
+    f = client.submit(return_a_future, 7).result(timeout=TIMEOUT)
+    assert f.result(timeout=TIMEOUT) == 8
+    other = _other_tenant_client(nested_cluster, str(tmp_path), "other-adopt")
+    try:
+        mine = other._futures_session()
+        # the caller's session id in a pickle: not the other's session
+        with _worker.unpickling(mine), pytest.raises(squall.SquallError, match="belongs to"):
+            pickle.loads(pickle.dumps(_Forged(f._session.id, f._oid)))
+        # the same id in its own session names nothing
+        with _worker.unpickling(mine):
+            forged = pickle.loads(pickle.dumps(_Forged(mine.id, f._oid)))
+        with pytest.raises(squall.SquallError) as info:
+            forged.result(timeout=TIMEOUT)
+        assert info.value.code == 6, info.value         # SQ_E_UNKNOWN_ID
+    finally:
+        other.close()
+    assert f.result(timeout=TIMEOUT) == 8
+
+
+def adopt_by_hand(session, oid):
+    """What a task could send itself: ADOPT of ids that are not its
+    children's (a forged id, another session's)."""
+    import ctypes
+    from squall import _lib as L
+    c = squall.get_client()
+    s = c._futures_session()
+    out = []
+    for target, ids in (("own", [oid]), ("plain", [oid])):
+        handle = s._h if target == "own" else c.session()._h
+        to = ctypes.c_uint32()
+        got = (ctypes.c_uint32 * 1)()
+        out.append(L.sq_adopt(handle, L.ids(ids), 1, ctypes.byref(to), got))
+    return out
+
+
+def test_adopt_refuses_forged_ids(nested_cluster):
+    # ADOPT takes only objects of the children's session the connection
+    # holds (SQ_E_UNKNOWN_ID), and only from a children's session
+    # (SQ_E_INVALID)
+    client = nested_cluster.client()
+    f = client.submit(add, 1, 1)
+    assert client.submit(adopt_by_hand, f._session.id, 0xC0000001).result(timeout=TIMEOUT) \
+        == [6, 4]

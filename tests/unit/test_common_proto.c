@@ -1298,6 +1298,7 @@ s_test_jobs (void)
         { .type = SQ_MSG_RESUBMIT, .req = 5, .session = 12, .ids = ids, .n_ids = 2 },
         { .type = SQ_MSG_FORGET, .req = 6, .session = 12 },
         { .type = SQ_MSG_JOB_CANCEL, .req = 7, .session = 12 },
+        { .type = SQ_MSG_ADOPT, .req = 8, .session = 12, .ids = ids, .n_ids = 2 },
     };
     for (size_t i = 0; i < sizeof requests / sizeof requests [0]; i++) {
         sq_wbuf_reset (&w);
@@ -1317,8 +1318,9 @@ s_test_jobs (void)
         { .type = SQ_MSG_SESSIONS, .states = 16 },
         { .type = SQ_MSG_TASKS, .states = 32 },
         { .type = SQ_MSG_TASKS, .limit = 10001 },
+        { .type = SQ_MSG_ADOPT, .session = 12 },         //  no ids
     };
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof over / sizeof over [0]; i++) {
         sq_wbuf_reset (&w);
         sq_request_encode (&w, &over [i]);
         CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == -1);

@@ -1891,7 +1891,8 @@ class DataObject:
         when its content type is "py/pickle". The object must be kept."""
         data, content_type = self.session._fetch(self.id, timeout)
         if content_type == PICKLE:
-            return loads_result(data)
+            with _worker.unpickling(self.session):
+                return loads_result(data)
         return data
 
     def wait(self, timeout: Optional[float] = None) -> None:
@@ -2109,12 +2110,10 @@ class Future(_cf.Future):
     _watched = False
 
     def __reduce__(self):
-        #   A future names an object of its client's session: it cannot
-        #   leave that client (a task's future cannot be returned to its
-        #   caller yet); said plainly rather than as a ctypes error.
-        raise TypeError("a squall Future cannot be pickled: it belongs to the client that made it "
-                        "(futures made inside a task can be waited on there and passed to that "
-                        "task's other children; return the result instead of the future)")
+        #   A future names an object of its client's session: only a task's
+        #   own children's futures leave it, adopted into the task's caller's
+        #   session (_worker); any other is refused plainly.
+        return _worker.reduce_future(self)
 
     def __init__(self, session: Session, tid: int, oid: Optional[int] = None):
         self._session = session
@@ -2234,7 +2233,10 @@ class Future(_cf.Future):
         except (TaskCancelled, ActorLost) as exc:
             self._set_exc(exc)
             return
-        self._set_value(loads_result(data) if content_type == PICKLE else data)
+        if content_type == PICKLE:
+            with _worker.unpickling(self._session):
+                data = loads_result(data)
+        self._set_value(data)
 
     def result(self, timeout: Optional[float] = None) -> Any:
         """The value, waiting up to `timeout` seconds (None: for ever).
@@ -2645,8 +2647,10 @@ def _gather_joined(s: Session, group: List[Future], deadline: Optional[float],
                             L.sq_unkeep(s._h, tid + 1)
                 if data is not None:
                     stream = io.BytesIO(data)
-                    for f in chunk:
-                        f._set_value(read_value(stream))
+                    with _worker.unpickling(s):
+                        values = [read_value(stream) for _ in chunk]
+                    for f, value in zip(chunk, values):
+                        f._set_value(value)
                 elif errors == "raise":
                     #   The futures already done hold the failure.
                     _gather_few(s, chunk, deadline, errors)

@@ -280,3 +280,71 @@ def _children_session(client):
     return session
 
 
+
+
+#   Futures a task returns: a future of the running task's children (its
+#   children's session "nested/S/T", which closes when the task ends) is
+#   pickled as an object of the task's own session S, the one its caller
+#   reads. The broker makes it (ADOPT, docs/protocol.md "Jobs"): a noop
+#   task of S, run where the child's output is, reads it over the data
+#   plane; the pickle carries (S, id) only. The client that unpickles the
+#   task's result (Future.result, in session S) gets a Future of its own
+#   session for it, which it may wait on, fetch, pass to tasks and drop
+#   like any other (dropping it frees the object).
+_unpickling = threading.local()
+
+
+@contextlib.contextmanager
+def unpickling(session):
+    """Adopted futures unpickled in this block become futures of `session`."""
+    before = getattr(_unpickling, "session", None)
+    _unpickling.session = session
+    try:
+        yield
+    finally:
+        _unpickling.session = before
+
+
+def reduce_future(future):
+    """Future.__reduce__."""
+    with _client_lock:
+        client = _client[1] if _client is not None else None
+    session = future._session
+    if client is None or session.client is not client or client._parent is None \
+            or L.sq_adopt is None:
+        raise TypeError("a squall Future cannot be pickled here: it belongs to the client that "
+                        "made it (a future made inside a task can be returned by that task, "
+                        "or passed to its other children); pass the future itself to "
+                        "client.submit, or its result")
+    adopted = future.__dict__.get("_adopted")
+    if adopted is None:
+        with client._lock:
+            session.submit()
+            to = ctypes.c_uint32()
+            oid = (ctypes.c_uint32 * 1)()
+            rc = L.sq_adopt(session._h, L.ids([future._oid]), 1, ctypes.byref(to), oid)
+            if rc:
+                raise client._error(rc, session)
+            adopted = future.__dict__["_adopted"] = (to.value, oid[0])
+    return (_adopted_future, adopted)
+
+
+def _adopted_future(session_id: int, oid: int):
+    """A future a task returned, unpickled: a Future of the session it was
+    adopted into, when the client reading it holds that session."""
+    session = getattr(_unpickling, "session", None)
+    if session is None or session.id != session_id:
+        raise SquallError("a future a task returned belongs to session %d, the session of the "
+                          "client that submitted that task: only that client can use it (read "
+                          "the task's result there; pass it on to other tasks as a future)"
+                          % session_id)
+    from ._core import Future
+    import weakref
+    live = session.__dict__.get("_adopted")
+    if live is None:
+        live = session.__dict__["_adopted"] = weakref.WeakValueDictionary()
+    future = live.get(oid)
+    if future is None:
+        #   The object's producer, the broker's noop task, is oid - 1.
+        future = live[oid] = Future(session, oid - 1, oid=oid)
+    return future
