@@ -314,6 +314,8 @@ s_timers (broker_t *self, int64_t now)
             i++;
         }
         self->next_heartbeat = now + self->config.heartbeat_ms / 4 + 1;
+        if (self->n_restarts)
+            bx_restarts_check (self, now);
         bx_check_suspects (self, now);
     }
     if (now >= self->next_rebalance) {
@@ -728,6 +730,9 @@ broker_destroy (broker_t **self_p)
     sq_idmap_destroy (&self->by_fd);
     sq_idmap_destroy (&self->nested);
     free (self->nested_ended);
+    for (size_t i = 0; i < self->n_restarts; i++)
+        free (self->restarts [i].wait);
+    free (self->restarts);
     conns_destroy (&self->conns);
     uploads_destroy (&self->uploads);
     free (self->stream_ready);

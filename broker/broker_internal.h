@@ -159,7 +159,24 @@ struct _broker_t {
     sq_idmap_t *nested;
     uint64_t *nested_ended;
     size_t n_nested_ended, cap_nested_ended;
+    //  requests.c: RESTARTs waiting for their governors' REFRESHED
+    struct _restart_t *restarts;
+    size_t n_restarts, cap_restarts;
 };
+
+//  A RESTART waiting: the governors (ids) and the REFRESH each must confirm.
+struct _restart_t {
+    peer_t *peer;
+    uint32_t req;
+    int64_t deadline;
+    uint32_t n;
+    struct { uint32_t gov; uint64_t seq; } *wait;   //  owned
+};
+//  RESTARTs whose governors all confirmed (or left) are answered, those
+//  past their deadline answered SQ_E_TIMEOUT naming the others.
+void bx_restarts_check (broker_t *self, int64_t now);
+//  A client left: its RESTARTs are forgotten.
+void bx_restarts_drop_client (broker_t *self, peer_t *peer);
 
 void bx_assign (void *arg, task_t *task, gov_t *gov);
 int bx_stream_ready (broker_t *self, task_t *task);

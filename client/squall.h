@@ -112,8 +112,13 @@ int sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t a
 //  Fresh Python executors for this client's tenant on every governor
 //  (docs/protocol.md, RESTART): its idle ones stop now, busy ones once
 //  their task ends, and its next tasks start new ones. Tasks and results
-//  are not touched. Returns once every governor was told.
+//  are not touched. Returns once every governor confirmed (REFRESHED),
+//  waiting up to 30 s.
 int sq_client_restart (sq_client_t *self);
+//  The same, returning once every governor said its executors of the tenant
+//  that ran tasks before are gone (SQ_E_TIMEOUT after timeout_ms, naming
+//  the governors that did not; sq_client_restart waits 30 s).
+int sq_client_restart_wait (sq_client_t *self, int timeout_ms);
 //  Closes a session by its id, whichever connection has it (its tasks are
 //  cancelled, its objects freed): one a killed client left detached, or
 //  another client's of the same tenant (with keys; an admin key: any).

@@ -98,7 +98,10 @@ typedef enum {
     //  its cpus back (squall.secede), or took them again (rejoin); the
     //  public half of a key pair its squall.get_client() connects with.
     SQ_EV_SECEDED = 13,
-    SQ_EV_TASKKEY = 14
+    SQ_EV_TASKKEY = 14,
+    //  RESTART: the executors the REFRESHes so far retired are all gone
+    //  (key: how many REFRESH this governor was sent, counted from 1).
+    SQ_EV_REFRESHED = 18
 } sq_event_type_t;
 
 //  WAIT modes
@@ -280,7 +283,9 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    INFO [18, req] / PING [19, req]
 
 //    RETIRE [22, req, governor]                   body: nil (the drain started)
-//    RESTART [88, req]                            body: nil (every governor ordered)
+//    RESTART [88, req] or [88, req, timeout_ms]    body: nil once every governor
+//           said REFRESHED; SQ_E_TIMEOUT naming those that did not
+#define SQ_RESTART_DEFAULT_MS 30000
 //    RESUME [20, req, session, token]             body: [next_id]
 //    UPLOAD [21, req, session, id, size, governor] body: where (below);
 //           governor 0: the broker picks one
@@ -734,6 +739,9 @@ void sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uin
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
 void sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
+//  REFRESHED [18, refreshes]: the Python executors retired by the first
+//  `refreshes` REFRESH messages have all stopped.
+void sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes);
 //  SECEDED of a running task attempt (seceded true), or rejoined (false).
 void sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded);
 //  TASKKEY: the public key (32 bytes) a running task attempt's client uses.

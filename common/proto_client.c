@@ -65,7 +65,15 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             fields = mpr_array (&peek, &n) == 0 && n == 3? 3: 2;
             break;
         }
-        case SQ_MSG_INFO: case SQ_MSG_PING: case SQ_MSG_RESTART:
+        case SQ_MSG_RESTART: {
+            //  [88, req] or [88, req, timeout_ms]
+            mpr_t peek;
+            uint32_t n = 0;
+            mpr_init (&peek, data, size);
+            fields = mpr_array (&peek, &n) == 0 && n == 3? 3: 2;
+            break;
+        }
+        case SQ_MSG_INFO: case SQ_MSG_PING:
             fields = 2; break;
         case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: case SQ_MSG_FORGET:
         case SQ_MSG_JOB_CANCEL:
@@ -93,6 +101,14 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         mpr_u32 (&r, &self->governor);
     }
     else
+    if (type == SQ_MSG_RESTART) {
+        self->timeout_ms = SQ_RESTART_DEFAULT_MS;
+        if (fields == 3) {
+            mpr_field (&r, "timeout_ms");
+            mpr_int (&r, &self->timeout_ms);
+        }
+    }
+    else
     if (type == SQ_MSG_SESSION_OPEN) {
         if (fields == 3)
             s_session_options (&r, self);
@@ -104,7 +120,8 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         if (mpr_ok (&r) && self->states > 15)
             mpr_fail (&r, "unknown job state bits");
     }
-    if (fields >= 3 && type != SQ_MSG_RETIRE && type != SQ_MSG_SESSION_OPEN) {
+    if (fields >= 3 && type != SQ_MSG_RETIRE && type != SQ_MSG_SESSION_OPEN
+    &&  type != SQ_MSG_RESTART) {
         mpr_field (&r, "session");
         mpr_u32 (&r, &self->session);
     }
@@ -224,6 +241,8 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     switch (q->type) {
         case SQ_MSG_SESSION_OPEN:
             fields = q->has_name || q->detached? 3: 2; break;
+        case SQ_MSG_RESTART:
+            fields = q->timeout_ms != SQ_RESTART_DEFAULT_MS? 3: 2; break;
         case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: case SQ_MSG_FORGET:
         case SQ_MSG_JOB_CANCEL:
             fields = 3; break;
@@ -241,6 +260,11 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     msgpack_pack_uint32 (pk, q->req);
     if (q->type == SQ_MSG_RETIRE)
         msgpack_pack_uint32 (pk, q->governor);
+    else
+    if (q->type == SQ_MSG_RESTART) {
+        if (fields == 3)
+            msgpack_pack_int64 (pk, q->timeout_ms);
+    }
     else
     if (q->type == SQ_MSG_SESSION_OPEN) {
         if (fields == 3) {
