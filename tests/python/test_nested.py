@@ -213,6 +213,7 @@ def test_nested_example():
     out = run_example("nested.py")
     assert "fib(12) = 144" in out
     assert "the child said: fib of a negative number: -1" in out
+    assert "futures a task returned: [0, 1, 1, 2, 3, 5, 8, 13] summed by another task: 33" in out
 
 
 def add(x, y):
