@@ -445,6 +445,27 @@ def test_a_returned_future_outlives_its_task(nested_cluster, tmp_path):
     assert later.result(timeout=TIMEOUT) == "open!"
 
 
+def test_an_adopted_childrens_session_closes_with_its_callers_only(nested_cluster, tmp_path):
+    # what a task returned is read from its children's session: that
+    # outlives the task, cannot be closed or forgotten by hand, and closes
+    # with the caller's session
+    from squall import _lib as L
+    client = nested_cluster.client()
+    gate = str(tmp_path / "gate")
+    parent = client.submit(return_gated, gate)
+    child = parent.result(timeout=TIMEOUT)
+    name = "nested/%d/%d" % (parent._session.id, parent._tid)
+    job, = [j for j in client.jobs() if j["name"] == name]
+    for call in (L.sq_client_forget, L.sq_client_close_session):
+        assert call(client._h, job["id"]) == 4          # SQ_E_INVALID
+    open(gate, "w").close()
+    assert child.result(timeout=TIMEOUT) == ""
+    assert [j["id"] for j in client.jobs() if j["name"] == name] == [job["id"]]
+    parent._session.close()
+    until(lambda: not [j for j in client.jobs() if j["name"] == name] or None,
+          "the children's session to close with its caller's")
+
+
 def test_a_returned_child_raising_raises_as_itself(nested_cluster):
     client = nested_cluster.client()
     f = client.submit(lambda n: squall.get_client().submit(raising, n), 3).result(timeout=TIMEOUT)
