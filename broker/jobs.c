@@ -376,6 +376,9 @@ s_nested_link (broker_t *self, session_t *session, uint64_t parent)
     struct _jobx_t *jx = s_jobx (session);
     if (!jx || (!self->nested && !(self->nested = sq_idmap_new ())))
         return -1;
+    //  One left by a session closed without jobs_session_closing (an open
+    //  that failed later) is replaced.
+    sq_idmap_remove (self->nested, parent);
     if (sq_idmap_insert (self->nested, parent, (void *) (uintptr_t) session->id))
         return -1;
     jx->parent = parent;
@@ -686,18 +689,20 @@ jobs_session_closing (broker_t *self, session_t *session)
     uint64_t key;
     void *value;
     size_t cursor = 0, n = 0;
-    uint32_t *children = NULL;
+    uint64_t *children = NULL;
     while (self->nested && (value = sq_idmap_next (self->nested, &cursor, &key)))
         if (sq_key_session (key) == session->id) {
-            uint32_t *p = (uint32_t *) realloc (children, (n + 1) * sizeof *p);
+            uint64_t *p = (uint64_t *) realloc (children, (n + 1) * sizeof *p);
             if (!p)
                 break;
             children = p;
-            children [n++] = (uint32_t) (uintptr_t) value;
-            sq_idmap_remove (self->nested, key);
+            children [n++] = key;
         }
+    //  Out of the map first (not while walking it), then closed.
+    for (size_t i = 0; i < n; i++)
+        children [i] = (uint64_t) (uintptr_t) sq_idmap_remove (self->nested, children [i]);
     for (size_t i = 0; i < n; i++) {
-        session_t *child = graph_session (self->graph, children [i]);
+        session_t *child = graph_session (self->graph, (uint32_t) children [i]);
         if (child) {
             sq_debug ("session %u closed: the session of the task it holds the children of "
                       "closes", child->id);
