@@ -561,3 +561,26 @@ def test_adopt_refuses_forged_ids(nested_cluster):
     f = client.submit(add, 1, 1)
     assert client.submit(adopt_by_hand, f._session.id, 0xC0000001).result(timeout=TIMEOUT) \
         == [6, 4]
+
+
+def return_child_and_big(n):
+    c = squall.get_client()
+    return c.submit(bytes, n)
+
+
+def test_a_returned_future_across_a_broker_restart(tmp_path):
+    # ADOPT is not journaled (docs/protocol.md): after the broker restarts
+    # on its journal the caller's session is back, its own futures work,
+    # and the adopted object is refused as unknown, never read as another
+    c = squall.LocalCluster(governors=1, cpus=2, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+    with c:
+        client = c.client()
+        small = client.submit(add, 1, 2)
+        child = client.submit(return_child_and_big, 2 << 20).result(timeout=TIMEOUT)
+        assert len(child.result(timeout=TIMEOUT)) == 2 << 20
+        assert small.result(timeout=TIMEOUT) == 3
+        c.restart_broker(signal.SIGKILL)
+        assert client.submit(add, small, 1).result(timeout=TIMEOUT * 2) == 4
+        with pytest.raises(squall.SquallError, match="is not an object of session"):
+            client.submit(len, child).result(timeout=TIMEOUT * 2)
