@@ -265,6 +265,7 @@ s_recovered (broker_t *self)
     persist_expect_none (self->persist);
     size_t lost = graph_recover_sweep (self->graph);
     self->recovering = false;
+    jobs_recovered (self);
     //  FETCHes that waited for the governors go to the watches now (an
     //  object none of them held is being recomputed: they wait for that).
     while (self->fetches) {
@@ -321,6 +322,8 @@ s_tick_heartbeats (broker_t *self, int64_t now)
         }
         i++;
     }
+    if (self->n_restarts)
+        bx_restarts_check (self, now);
     bx_check_suspects (self, now);
     return now + self->config.heartbeat_ms / 4 + 1;
 }
@@ -789,6 +792,11 @@ broker_destroy (broker_t **self_p)
         zhashx_destroy (&self->peers);
     }
     sq_idmap_destroy (&self->by_fd);
+    sq_idmap_destroy (&self->nested);
+    free (self->nested_ended);
+    for (size_t i = 0; i < self->n_restarts; i++)
+        free (self->restarts [i].wait);
+    free (self->restarts);
     conns_destroy (&self->conns);
     uploads_destroy (&self->uploads);
     free (self->stream_ready);

@@ -159,6 +159,14 @@ struct _broker_t {
     struct _jobwait_t *jobwaits;
     size_t n_jobwaits, cap_jobwaits;
     bool jobs_dirty;            //  some array may have elements to make or has ended
+    //  jobs.c: children's sessions by their task's key (-> session id), and
+    //  the keys of such tasks that ended, for jobs_settle
+    sq_idmap_t *nested;
+    uint64_t *nested_ended;
+    size_t n_nested_ended, cap_nested_ended;
+    //  requests.c: RESTARTs waiting for their governors' REFRESHED
+    struct _restart_t *restarts;
+    size_t n_restarts, cap_restarts;
 };
 
 //  --------------------------------------------------------------------------
@@ -193,6 +201,20 @@ void bx_sessions_expire (broker_t *self, int64_t now);
 //  requests.c: client requests, a client's sessions
 
 void bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req);
+//  A RESTART waiting: the governors (ids) and the REFRESH each must confirm.
+struct _restart_t {
+    peer_t *peer;
+    uint32_t req;
+    int64_t deadline;
+    uint32_t n;
+    struct { uint32_t gov; uint64_t seq; } *wait;   //  owned
+};
+//  RESTARTs whose governors all confirmed (or left) are answered, those
+//  past their deadline answered SQ_E_TIMEOUT naming the others.
+void bx_restarts_check (broker_t *self, int64_t now);
+//  A client left: its RESTARTs are forgotten.
+void bx_restarts_drop_client (broker_t *self, peer_t *peer);
+
 //  Whether the peer may see the session: always without keys, else one of
 //  its tenant's (an admin sees all).
 bool bx_same_tenant (const peer_t *peer, const session_t *session);

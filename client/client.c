@@ -878,10 +878,32 @@ sq_client_retire (sq_client_t *self, uint32_t governor)
 int
 sq_client_restart (sq_client_t *self)
 {
+    return sq_client_restart_wait (self, SQ_RESTART_DEFAULT_MS);
+}
+
+int
+sq_client_restart_wait (sq_client_t *self, int timeout_ms)
+{
     if (!self)
         return SQ_E_INVALID;
-    sq_request_t request = { .type = SQ_MSG_RESTART };
-    return s_call_nil (self, &request);
+    if (timeout_ms < 0)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "sq_client_restart_wait: a timeout "
+                                 "of 0 ms or more");
+    sq_request_t request = { .type = SQ_MSG_RESTART, .timeout_ms = timeout_ms };
+    request.req = sq_client_next_req (self);
+    sq_wbuf_reset (&self->w);
+    sq_request_encode (&self->w, &request);
+    //  The broker's timeout speaks first.
+    int call_ms = timeout_ms > INT32_MAX - SQ_CLIENT_CALL_TIMEOUT? -1
+                : timeout_ms + SQ_CLIENT_CALL_TIMEOUT;
+    sq_reply_t reply;
+    int rc = sq_client_call (self, request.req, NULL, 0, call_ms, &reply);
+    if (rc)
+        return rc;
+    sq_errbuf_t err;
+    if (sq_nil_decode (reply.body, reply.body_size, &err))
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
+    return 0;
 }
 
 int

@@ -468,7 +468,7 @@ sq_task (sq_session_t *self, const char *kind, const uint32_t *inputs, size_t n_
     for (size_t i = 0; i < n_inputs; i++) {
         uint32_t in = inputs [i];
         s_slot_t *slot = s_slot (self, in);
-        if (in == 0 || in >= self->next_id || (slot && slot->task)) {
+        if (in == 0 || (in >= self->next_id && in < SQ_BROKER_IDS) || (slot && slot->task)) {
             s_err (self, SQ_E_INVALID, in, "sq_task: input %zu (%u) is not an object of session %u",
                    i, in, self->id);
             return 0;
@@ -891,6 +891,9 @@ s_check_submitted (sq_session_t *self, const uint32_t *ids, size_t n, const char
     if (n > UINT32_MAX)
         return s_err (self, SQ_E_INVALID, 0, "%s: too many ids", what);
     for (size_t i = 0; i < n; i++) {
+        //  Ids the broker made (ADOPT): it says whether they exist.
+        if (ids [i] >= SQ_BROKER_IDS)
+            continue;
         if (ids [i] == 0 || ids [i] >= self->next_id)
             return s_err (self, SQ_E_UNKNOWN_ID, ids [i], "%s: id %u does not exist in session %u",
                           what, ids [i], self->id);
@@ -1457,6 +1460,36 @@ sq_place (sq_session_t *self, uint32_t object, const uint32_t *governors, size_t
         holders [i] = ids [i];
     if (n_holders)
         *n_holders = n;
+    return 0;
+}
+
+int
+sq_adopt (sq_session_t *self, const uint32_t *ids, size_t n, uint32_t *session,
+          uint32_t *adopted)
+{
+    int rc = s_session_check (self);
+    if (rc)
+        return rc;
+    if (n == 0 || n > SQ_ADOPT_MAX || !session || !adopted)
+        return s_err (self, SQ_E_INVALID, 0, "sq_adopt: 1 to %d ids, session and adopted "
+                      "not NULL", SQ_ADOPT_MAX);
+    if ((rc = s_check_submitted (self, ids, n, "sq_adopt")))
+        return rc;
+    sq_request_t request = { .type = SQ_MSG_ADOPT, .ids = (uint32_t *) ids, .n_ids = (uint32_t) n };
+    sq_reply_t reply;
+    if ((rc = s_call_simple (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply)))
+        return rc;
+    static __thread uint32_t got [SQ_ADOPT_MAX + 1];
+    uint32_t count = 0;
+    sq_errbuf_t err;
+    if (sq_holders_decode (reply.body, reply.body_size, got, SQ_ADOPT_MAX + 1, &count, &err))
+        return s_err (self, SQ_E_PROTOCOL, 0, "malformed ADOPT reply: %s", err.text);
+    if (count != n + 1)
+        return s_err (self, SQ_E_PROTOCOL, 0, "malformed ADOPT reply: %u ids for %zu",
+                      count, n);
+    *session = got [0];
+    for (size_t i = 0; i < n; i++)
+        adopted [i] = got [i + 1];
     return 0;
 }
 

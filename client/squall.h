@@ -112,8 +112,13 @@ int sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t a
 //  Fresh Python executors for this client's tenant on every governor
 //  (docs/protocol.md, RESTART): its idle ones stop now, busy ones once
 //  their task ends, and its next tasks start new ones. Tasks and results
-//  are not touched. Returns once every governor was told.
+//  are not touched. Returns once every governor confirmed (REFRESHED),
+//  waiting up to 30 s.
 int sq_client_restart (sq_client_t *self);
+//  The same, returning once every governor said its executors of the tenant
+//  that ran tasks before are gone (SQ_E_TIMEOUT after timeout_ms, naming
+//  the governors that did not; sq_client_restart waits 30 s).
+int sq_client_restart_wait (sq_client_t *self, int timeout_ms);
 //  Closes a session by its id, whichever connection has it (its tasks are
 //  cancelled, its objects freed): one a killed client left detached, or
 //  another client's of the same tenant (with keys; an admin key: any).
@@ -305,6 +310,14 @@ sq_session_t *sq_session_attach (sq_client_t *client, uint32_t session, const ch
 //  the same order (a task run again, docs/protocol.md "Jobs"). 0 or an
 //  error code (SQ_E_INVALID once something was added or submitted).
 int sq_session_replay (sq_session_t *self);
+//  Inside a task, on its children's session ("nested/S/T", opened as
+//  squall.get_client() does): the objects `ids` (at most 1024) become
+//  objects of the task's own session S as well, kept there, readable and
+//  usable as inputs by the task's caller once they are made (ADOPT,
+//  docs/protocol.md "Jobs"). Fills *session with S and adopted[i] with
+//  the id standing for ids[i] in S. 0 or an error code.
+int sq_adopt (sq_session_t *self, const uint32_t *ids, size_t n, uint32_t *session,
+              uint32_t *adopted);
 //  Frees the handle without closing the session on the broker: a job goes on
 //  (a plain session is closed after --session-grace).
 void sq_session_detach (sq_session_t **self_p);

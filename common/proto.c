@@ -551,6 +551,7 @@ sq_msg_name (uint32_t type)
         case SQ_MSG_LOGREAD: return "LOGREAD";
         case SQ_MSG_LOGTAIL: return "LOGTAIL";
         case SQ_MSG_RESTART: return "RESTART";
+        case SQ_MSG_ADOPT: return "ADOPT";
         case SQ_MSG_REFRESH: return "REFRESH";
         case SQ_MSG_DRAIN: return "DRAIN";
         case SQ_MSG_LEAVE: return "LEAVE";

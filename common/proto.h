@@ -55,6 +55,7 @@ typedef enum {
     SQ_MSG_FORGET = 81,         //  client -> broker: close a session and drop its record
     SQ_MSG_JOB_CANCEL = 82,     //  client -> broker: cancel a session's unfinished tasks
     SQ_MSG_RESTART = 88,        //  client -> broker: fresh Python executors for its tenant
+    SQ_MSG_ADOPT = 85,          //  client -> broker: a task's children's objects into its caller's session
     SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
     SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
     SQ_MSG_LOAD = 32,           //  governor -> broker: load report
@@ -100,7 +101,10 @@ typedef enum {
     //  its cpus back (squall.secede), or took them again (rejoin); the
     //  public half of a key pair its squall.get_client() connects with.
     SQ_EV_SECEDED = 13,
-    SQ_EV_TASKKEY = 14
+    SQ_EV_TASKKEY = 14,
+    //  RESTART: the executors the REFRESHes so far retired are all gone
+    //  (key: how many REFRESH this governor was sent, counted from 1).
+    SQ_EV_REFRESHED = 18
 } sq_event_type_t;
 
 //  WAIT modes
@@ -282,7 +286,9 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    INFO [18, req] / PING [19, req]
 
 //    RETIRE [22, req, governor]                   body: nil (the drain started)
-//    RESTART [88, req]                            body: nil (every governor ordered)
+//    RESTART [88, req] or [88, req, timeout_ms]    body: nil once every governor
+//           said REFRESHED; SQ_E_TIMEOUT naming those that did not
+#define SQ_RESTART_DEFAULT_MS 30000
 //    RESUME [20, req, session, token]             body: [next_id]
 //    UPLOAD [21, req, session, id, size, governor] body: where (below);
 //           governor 0: the broker picks one
@@ -327,6 +333,12 @@ typedef struct {
 //    TASKS [29, req, session, states, offset, limit] body: [total, [record...]]
 //    RESUBMIT [80, req, session, [ids]]            body: [n]
 //    FORGET [81, req, session] / JOB_CANCEL [82, req, session]  body: nil
+//    ADOPT [85, req, session, [ids]]               body: [parent session, new ids...]
+//           (as PLACE's: sq_pack_holders / sq_holders_decode)
+#define SQ_ADOPT_MAX 1024           //  ids one ADOPT names
+//  Ids from here up are the broker's to give in a session (array elements,
+//  ADOPT's objects); a client allocates its own below.
+#define SQ_BROKER_IDS 0xC0000000u
 #define SQ_JOB_NAME_MAX 128
 #define SQ_JOBS_MAX 100000          //  jobs one SESSIONS reply lists
 #define SQ_TASKS_PAGE_MAX 10000     //  records one TASKS reply holds
@@ -730,6 +742,9 @@ void sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uin
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
 void sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
+//  REFRESHED [18, refreshes]: the Python executors retired by the first
+//  `refreshes` REFRESH messages have all stopped.
+void sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes);
 //  SECEDED of a running task attempt (seceded true), or rejoined (false).
 void sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded);
 //  TASKKEY: the public key (32 bytes) a running task attempt's client uses.

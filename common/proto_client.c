@@ -69,14 +69,22 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
             fields = mpr_array (&peek, &n) == 0 && n == 3? 3: 2;
             break;
         }
-        case SQ_MSG_INFO: case SQ_MSG_PING: case SQ_MSG_RESTART:
+        case SQ_MSG_RESTART: {
+            //  [88, req] or [88, req, timeout_ms]
+            mpr_t peek;
+            uint32_t n = 0;
+            mpr_init (&peek, data, size);
+            fields = mpr_array (&peek, &n) == 0 && n == 3? 3: 2;
+            break;
+        }
+        case SQ_MSG_INFO: case SQ_MSG_PING:
             fields = 2; break;
         case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: case SQ_MSG_FORGET:
         case SQ_MSG_JOB_CANCEL:
             fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
         case SQ_MSG_DELETE: case SQ_MSG_ATTACH: case SQ_MSG_SESSION_WAIT:
-        case SQ_MSG_RESUBMIT:
+        case SQ_MSG_RESUBMIT: case SQ_MSG_ADOPT:
             fields = 4; break;
         case SQ_MSG_FETCH: case SQ_MSG_SESSIONS:
             fields = 5; break;
@@ -97,6 +105,14 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         mpr_u32 (&r, &self->governor);
     }
     else
+    if (type == SQ_MSG_RESTART) {
+        self->timeout_ms = SQ_RESTART_DEFAULT_MS;
+        if (fields == 3) {
+            mpr_field (&r, "timeout_ms");
+            mpr_int (&r, &self->timeout_ms);
+        }
+    }
+    else
     if (type == SQ_MSG_SESSION_OPEN) {
         if (fields == 3)
             s_session_options (&r, self);
@@ -108,15 +124,18 @@ sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_
         if (mpr_ok (&r) && self->states > 15)
             mpr_fail (&r, "unknown job state bits");
     }
-    if (fields >= 3 && type != SQ_MSG_RETIRE && type != SQ_MSG_SESSION_OPEN) {
+    if (fields >= 3 && type != SQ_MSG_RETIRE && type != SQ_MSG_SESSION_OPEN
+    &&  type != SQ_MSG_RESTART) {
         mpr_field (&r, "session");
         mpr_u32 (&r, &self->session);
     }
     switch (type) {
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_DELETE:
-        case SQ_MSG_RESUBMIT:
+        case SQ_MSG_RESUBMIT: case SQ_MSG_ADOPT:
             mpr_field (&r, "ids");
             sqp_ids (&r, &self->ids, &self->n_ids);
+            if (mpr_ok (&r) && type == SQ_MSG_ADOPT && (self->n_ids == 0 || self->n_ids > SQ_ADOPT_MAX))
+                mpr_fail (&r, "1 to 1024 ids");
             break;
         case SQ_MSG_SESSIONS: case SQ_MSG_ATTACH:
             mpr_field (&r, "name");
@@ -226,12 +245,14 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     switch (q->type) {
         case SQ_MSG_SESSION_OPEN:
             fields = q->has_name || q->detached? 3: 2; break;
+        case SQ_MSG_RESTART:
+            fields = q->timeout_ms != SQ_RESTART_DEFAULT_MS? 3: 2; break;
         case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: case SQ_MSG_FORGET:
         case SQ_MSG_JOB_CANCEL:
             fields = 3; break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_RESUME:
         case SQ_MSG_DELETE: case SQ_MSG_ATTACH: case SQ_MSG_SESSION_WAIT:
-        case SQ_MSG_RESUBMIT:
+        case SQ_MSG_RESUBMIT: case SQ_MSG_ADOPT:
             fields = 4; break;
         case SQ_MSG_FETCH: case SQ_MSG_SESSIONS: fields = 5; break;
         case SQ_MSG_WAIT: case SQ_MSG_UPLOAD: case SQ_MSG_TASKS: case SQ_MSG_LOG: fields = 6; break;
@@ -243,6 +264,11 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     msgpack_pack_uint32 (pk, q->req);
     if (q->type == SQ_MSG_RETIRE)
         msgpack_pack_uint32 (pk, q->governor);
+    else
+    if (q->type == SQ_MSG_RESTART) {
+        if (fields == 3)
+            msgpack_pack_int64 (pk, q->timeout_ms);
+    }
     else
     if (q->type == SQ_MSG_SESSION_OPEN) {
         if (fields == 3) {
@@ -268,7 +294,7 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
         msgpack_pack_uint32 (pk, q->session);
     switch (q->type) {
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL: case SQ_MSG_DELETE:
-        case SQ_MSG_RESUBMIT:
+        case SQ_MSG_RESUBMIT: case SQ_MSG_ADOPT:
             sqp_pack_ids (pk, q->ids, q->n_ids);
             break;
         case SQ_MSG_SESSIONS: case SQ_MSG_ATTACH:

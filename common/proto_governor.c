@@ -112,6 +112,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
                     ev->type == SQ_EV_LOCATED? 3:
                     ev->type == SQ_EV_UPLOADED? 3:
                     ev->type == SQ_EV_LOST? 2:
+                    ev->type == SQ_EV_REFRESHED? 2:
                     ev->type == SQ_EV_HELD? 4:
                     ev->type == SQ_EV_RUNNING? 3:
                     ev->type == SQ_EV_INVENTORY? 1: 0;
@@ -286,6 +287,14 @@ sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt)
     msgpack_pack_uint32 (pk, SQ_EV_RETRACTED);
     msgpack_pack_uint64 (pk, task);
     msgpack_pack_uint32 (pk, attempt);
+}
+
+void
+sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint32 (pk, SQ_EV_REFRESHED);
+    msgpack_pack_uint64 (pk, refreshes);
 }
 
 void

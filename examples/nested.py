@@ -11,7 +11,9 @@ alone (the task never sees your key). A task that waits on its children
 gives its cpu back meanwhile, so this recursion, far deeper than the two
 cpus of the cluster, finishes. A child's exception reaches its parent as
 itself: here the parent catches the ValueError of a child it gave a bad
-argument.
+argument. A task may also return its children's futures: the caller gets
+futures of its own, whose values go from governor to governor, never
+through the task that made them.
 """
 import squall
 
@@ -34,11 +36,20 @@ def careful(n):
         return "the child said: %s" % exc
 
 
+def split(n):
+    """Starts a child per part and returns their futures, not their values."""
+    client = squall.get_client()
+    return [client.submit(fib, k) for k in range(n)]
+
+
 def main():
     with squall.LocalCluster(governors=2, cpus=1) as cluster:
         client = cluster.client()
         print("fib(12) =", client.submit(fib, 12).result())
         print(client.submit(careful, -1).result())
+        parts = client.submit(split, 8).result()
+        print("futures a task returned:", client.gather(parts),
+              "summed by another task:", client.submit(sum, parts).result())
 
 
 if __name__ == "__main__":

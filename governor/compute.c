@@ -277,20 +277,52 @@ s_on_retract (compute_t *self, sq_msg_t *msg)
     sq_iter_release (&it);
 }
 
-//  A client's restart: its tenant's Python executors get no other task.
+//  REFRESHED: the REFRESHes whose retired executors have all stopped,
+//  in order (the broker counts them), said once for the last of them.
+static void
+s_refreshed (compute_t *self)
+{
+    uint64_t done = 0;
+    size_t n = 0;
+    while (n < self->n_refreshing
+    &&  (!self->refreshing [n].valid
+         || pyexec_retired (self->pyexec, self->refreshing [n].tenant) == 0))
+        done = self->refreshing [n++].seq;
+    if (n == 0)
+        return;
+    memmove (self->refreshing, self->refreshing + n, (self->n_refreshing - n) * sizeof self->refreshing [0]);
+    self->n_refreshing -= n;
+    sq_pack_refreshed (&self->events.pk, done);
+    compute_event_added (self);
+}
+
+//  A client's restart: its tenant's Python executors get no other task;
+//  REFRESHED says when they are all gone.
 static void
 s_on_refresh (compute_t *self, sq_msg_t *msg)
 {
     sq_errbuf_t err;
     mpr_str_t tenant;
-    char name [SQ_MAX_NAME + 1];
-    if (sq_refresh_decode (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &tenant, &err)) {
-        sq_warn ("bad REFRESH: %s", err.text);
-        return;
+    //  Counted even if it does not decode: the broker counts what it sent.
+    uint64_t seq = ++self->refreshes;
+    if (self->n_refreshing == S_MAX_REFRESHING) {
+        sq_warn ("more than %d restarts wait for executors to stop: the oldest is said done",
+                 S_MAX_REFRESHING);
+        self->refreshing [0].valid = false;
+        s_refreshed (self);
     }
-    memcpy (name, tenant.ptr, tenant.len);
-    name [tenant.len] = 0;
-    pyexec_refresh (self->pyexec, name);
+    size_t at = self->n_refreshing++;
+    self->refreshing [at].seq = seq;
+    self->refreshing [at].valid = false;
+    if (sq_refresh_decode (sq_msg_data (msg, 1), sq_msg_size (msg, 1), &tenant, &err))
+        sq_warn ("bad REFRESH: %s", err.text);
+    else {
+        memcpy (self->refreshing [at].tenant, tenant.ptr, tenant.len);
+        self->refreshing [at].tenant [tenant.len] = 0;
+        self->refreshing [at].valid = true;
+        pyexec_refresh (self->pyexec, self->refreshing [at].tenant);
+    }
+    s_refreshed (self);
 }
 
 //  The broker took us back after a loss: it learns what runs and what is
@@ -569,6 +601,8 @@ compute_run (compute_t *self)
                      rc > 0? self->n_stream_items: 0);
         compute_reap_streams (self);
         s_reap_py (self, rc > 0? n: 0);
+        if (self->n_refreshing)
+            s_refreshed (self);
         compute_fire_deadlines (self);
         compute_check_memory (self);
         compute_check_box (self);

@@ -43,6 +43,7 @@ typedef struct _compute_t compute_t;
 #define S_MAX_QUEUED 1000000        //  tasks waiting or ready
 #define S_MAX_PENDING_SENDS 1000000 //  SEND orders for objects not here yet
 #define S_BATCH_EVENTS 2000
+#define S_MAX_REFRESHING 64         //  REFRESHes awaiting their executors' end
 #define S_BATCH_BYTES (4u << 20)
 #define S_BATCH_FRAMES 60000        //  under SQ_MAX_FRAMES
 #define S_READ_BURST 256            //  messages read before timers get a look
@@ -95,6 +96,15 @@ struct _compute_t {
     uint64_t tasks_completed;   //  ran to an end here (finished or failed), for LOAD
     uint32_t cpus_used;
     uint32_t n_seceded;         //  running tasks that gave their cpus back
+    //  RESTART (compute.c, s_refreshed): REFRESH messages received, and
+    //  those whose retired executors have not all stopped, oldest first.
+    uint64_t refreshes;
+    struct {
+        uint64_t seq;
+        bool valid;             //  a REFRESH that did not decode retired nothing
+        char tenant [SQ_MAX_NAME + 1];
+    } refreshing [S_MAX_REFRESHING];
+    size_t n_refreshing;
     bool has_broker_key;        //  keys: the broker's public key, for the
     uint8_t broker_key [32];    //  clients of tasks (squall.get_client())
     //  Named resources: what the governor offers, what running tasks hold.

@@ -1807,6 +1807,24 @@ pyexec_credential (pyexec_t *self, task_t *task, const char *text)
     }
 }
 
+size_t
+pyexec_retired (pyexec_t *self, const char *tenant)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->n_execs; i++) {
+        s_exec_t *ex = &self->execs [i];
+        if (!ex->pid || !ex->retired || !ex->tenant || strcmp (ex->tenant, tenant))
+            continue;
+        if (!ex->task && !ex->host && !ex->n_piped && !ex->discard) {
+            sq_debug ("stopping Python executor %d: its tenant restarted", (int) ex->pid);
+            s_stop (self, ex, false);
+        }
+        else
+            n++;
+    }
+    return n;
+}
+
 void
 pyexec_refresh (pyexec_t *self, const char *tenant)
 {

@@ -118,5 +118,9 @@ void pyexec_credential (pyexec_t *self, task_t *task, const char *text);
 //  work ends, and none is given another task; its next tasks start fresh
 //  ones. Other tenants' executors are left alone.
 void pyexec_refresh (pyexec_t *self, const char *tenant);
+//  Executors of the tenant that pyexec_refresh retired and that have not
+//  stopped yet (busy with their task, piped tasks or actor); those that
+//  became idle stop now.
+size_t pyexec_retired (pyexec_t *self, const char *tenant);
 
 #endif

@@ -462,5 +462,13 @@ int jobs_replay (graph_t *graph, const void *record);
 //  its inputs are. NULL: out of memory.
 task_t *graph_element_new (graph_t *self, task_t *parent, uint32_t id, uint32_t element,
                            const uint8_t *config, size_t config_size);
+//  ADOPT (jobs.c): a `noop` task `id` of `session` whose one input is
+//  `object`, an object of another session of the same tenant (a task's
+//  child), and whose output, id + 1, kept, stands for it in `session`: it
+//  is made on a governor holding `object` once that is finished (the
+//  bytes never pass through the broker nor the parent), and fails or is
+//  cancelled with it. The caller keeps `object`'s session open while
+//  this task exists. NULL: out of memory.
+task_t *graph_adopt (graph_t *self, session_t *session, uint32_t id, object_t *object);
 
 #endif

@@ -840,3 +840,59 @@ graph_element_new (graph_t *self, task_t *parent, uint32_t id, uint32_t element,
     self->hooks.task_ready (self->hooks.arg, task);
     return task;
 }
+
+task_t *
+graph_adopt (graph_t *self, session_t *session, uint32_t id, object_t *object)
+{
+    sq_resource_t cpus = { { SQ_RES_CPUS, (uint32_t) strlen (SQ_RES_CPUS) }, 1 };
+    //  Run again where a governor died with it, as a client's task would be.
+    sq_task_spec_t spec = {
+        .id = id, .kind = { "noop", 4 }, .n_inputs = 1, .n_outputs = 1,
+        .n_resources = 1, .resources = &cpus, .max_retries = 3,
+        .name = { "adopt", 5 }
+    };
+    sq_object_spec_t out = { .id = id + 1, .flags = SQ_OBJ_KEEP, .frame = -1 };
+    sq_submit_t one = { .n_objects = 1, .objects = &out, .n_tasks = 1, .tasks = &spec };
+    if (id >= UINT32_MAX - 1 || gx_reserve (session, &one))
+        return NULL;
+    task_t *task = s_task_new (session, &spec);
+    if (!task)
+        return NULL;
+    object_t *output = &gx_embedded (task) [0];
+    output->key = sq_key (session->id, id + 1);
+    output->session = session;
+    output->keep = true;
+    if (object->content_type && !(output->content_type = strdup (object->content_type))) {
+        gx_task_destroy (&task);
+        return NULL;
+    }
+    task->io [0] = object;
+    if (gx_add_consumer (object, task)) {
+        gx_task_destroy (&task);
+        return NULL;
+    }
+    //  Not in max_id: that is the client's numbering (RESUME, ATTACH).
+    gx_put (session, id, task);
+    gx_put (session, id + 1, gx_item_object (output));
+    session->n_objects++;
+    self->live_objects++;
+    session->live_objects++;
+    session->n_tasks++;
+    session->unfinished++;
+    task->state = TASK_WAITING;
+    self->counts [TASK_WAITING]++;
+    session->counts [TASK_WAITING]++;
+    object->pending++;
+    if (object->state != OBJ_FINISHED)
+        task->unfinished++;
+    order_assign (&task, 1, &self->next_order);
+    if (object->state == OBJ_FAILED)
+        gx_fail (self, task, object->failure);
+    else
+    if (task->unfinished == 0) {
+        gx_set_state (self, task, TASK_READY);
+        self->hooks.task_ready (self->hooks.arg, task);
+    }
+    gx_flush_frees (self);
+    return task;
+}

@@ -58,6 +58,10 @@ struct _gov_t {
     //  counted apart too, and each adds a slot, so that their children can
     //  be assigned here (no deadlock of nested tasks on a full governor).
     uint32_t n_seceded;
+    //  RESTART (requests.c): REFRESH messages sent it, and how many of them
+    //  it said were done (REFRESHED)
+    uint64_t refresh_sent;
+    uint64_t refreshed;
     //  gpus (thousandths of a device) its assigned tasks take, whole
     //  devices and fractions apart: what the scheduler prefers governors
     //  with free devices by (gov_gpus_free).

@@ -60,7 +60,12 @@ struct _jobarray_t {
 struct _jobx_t {
     struct _jobarray_t **arrays;
     uint32_t n_arrays, cap_arrays;
-    uint32_t next_element;      //  ids from GRAPH_ELEMENT_IDS
+    uint32_t next_element;      //  ids from GRAPH_ELEMENT_IDS (elements, ADOPT)
+    //  A children's session "nested/S/T": the key of its task T. Adopted:
+    //  ADOPT made tasks of S read objects of it, so it closes with S,
+    //  not when T ends (graph_adopt's inputs point into it).
+    uint64_t parent;
+    bool adopted;
 };
 
 void
@@ -365,22 +370,216 @@ s_nested_check (broker_t *self, peer_t *peer, const sq_request_t *q,
     return SQ_OK;
 }
 
-//  Children's sessions whose parent task ended (or is gone) close.
+//  The children's session of a task that has not ended is found from the
+//  task's key (self->nested), so that the task's end closes it (queued by
+//  jobs_task_done, closed by jobs_settle outside graph calls), and its
+//  session's close closes it first.
+static int
+s_nested_link (broker_t *self, session_t *session, uint64_t parent)
+{
+    struct _jobx_t *jx = s_jobx (session);
+    if (!jx || (!self->nested && !(self->nested = sq_idmap_new ())))
+        return -1;
+    //  One left by a session closed without jobs_session_closing (an open
+    //  that failed later) is replaced.
+    sq_idmap_remove (self->nested, parent);
+    if (sq_idmap_insert (self->nested, parent, (void *) (uintptr_t) session->id))
+        return -1;
+    jx->parent = parent;
+    return 0;
+}
+
+//  The tasks of an adopted children's session that no ADOPT task needs
+//  (directly or upstream) are cancelled, all of them if `all` (the parent
+//  failed or was cancelled: its result, and so what it adopted, reaches
+//  nobody), and nothing of it stays kept: the parent's client is gone.
 static void
-s_nested_expire (broker_t *self)
+s_nested_release (broker_t *self, session_t *session, bool all)
+{
+    size_t cursor = 0, n = 0, cap = 0;
+    object_t *object;
+    task_t **stack = NULL;
+    sq_idmap_t *needed = all? NULL: sq_idmap_new ();
+    if (!all && !needed)
+        return;                 //  out of memory: they run on; closed with the session
+    while ((object = graph_session_next_object (session, &cursor))) {
+        bool adopted = false;
+        for (uint32_t i = 0; i < object->n_consumers && !adopted; i++)
+            adopted = object_consumers (object) [i]->session != session;
+        if (object->keep)
+            graph_keep (self->graph, object, false);
+        if (!adopted || all || !object->producer)
+            continue;
+        //  Upstream of an adopted object, within the session
+        if (n == cap) {
+            cap = cap? cap * 2: 16;
+            task_t **p = (task_t **) realloc (stack, cap * sizeof *p);
+            if (!p)
+                goto done;
+            stack = p;
+        }
+        stack [n++] = object->producer;
+        while (n) {
+            task_t *task = stack [--n];
+            if (sq_idmap_lookup (needed, task->key))
+                continue;
+            if (sq_idmap_insert (needed, task->key, task))
+                goto done;
+            for (uint32_t i = 0; i < task->n_inputs; i++) {
+                task_t *up = task->io [i]->producer;
+                if (!up || up->session != session || sq_idmap_lookup (needed, up->key))
+                    continue;
+                if (n == cap) {
+                    cap *= 2;
+                    task_t **p = (task_t **) realloc (stack, cap * sizeof *p);
+                    if (!p)
+                        goto done;
+                    stack = p;
+                }
+                stack [n++] = up;
+            }
+        }
+    }
+    cursor = 0;
+    task_t *task;
+    while ((task = graph_session_next_task (session, &cursor)))
+        if (task->state < TASK_FINISHED && (all || !sq_idmap_lookup (needed, task->key)))
+            graph_cancel (self->graph, task);
+done:
+    free (stack);
+    sq_idmap_destroy (&needed);
+}
+
+//  A task's end (jobs_task_done) queued its key: its children's session
+//  closes, or, adopted, lets go of what nobody adopted.
+static void
+s_nested_settle (broker_t *self)
+{
+    for (size_t i = 0; i < self->n_nested_ended; i++) {
+        uint64_t parent = self->nested_ended [i];
+        uint32_t id = (uint32_t) (uintptr_t) sq_idmap_lookup (self->nested, parent);
+        session_t *session = id? graph_session (self->graph, id): NULL;
+        task_t *task = graph_task (self->graph, parent);
+        if (!session) {
+            sq_idmap_remove (self->nested, parent);
+            continue;
+        }
+        if (session->jobx && session->jobx->adopted) {
+            sq_debug ("session %u: its task ended; what it adopted stays until session %u closes",
+                      session->id, sq_key_session (parent));
+            s_nested_release (self, session, !task || task->state != TASK_FINISHED);
+            continue;
+        }
+        sq_idmap_remove (self->nested, parent);
+        sq_debug ("session %u closed: the task it holds the children of has ended", session->id);
+        bx_session_close (self, session);
+    }
+    self->n_nested_ended = 0;
+}
+
+//  A broker restarted from its journal: children's sessions find their
+//  tasks again, and those whose task ended (or is gone) close. Once.
+void
+jobs_recovered (broker_t *self)
 {
     size_t cursor = 0, n = 0;
-    session_t *s, *ended [64];
-    while (n < 64 && (s = graph_session_next (self->graph, &cursor))) {
-        uint64_t parent = s->job && s->name? s_nested_parent (s->name, strlen (s->name)): 0;
-        task_t *task = parent? graph_task (self->graph, parent): NULL;
-        if (parent && (!task || s_task_ended (task)))
-            ended [n++] = s;
+    session_t *s, **ended = NULL;
+    while ((s = graph_session_next (self->graph, &cursor))) {
+        uint64_t parent = s->job && s->name && !(s->jobx && s->jobx->parent)
+                        ? s_nested_parent (s->name, strlen (s->name)): 0;
+        if (!parent)
+            continue;
+        task_t *task = graph_task (self->graph, parent);
+        if (task && !s_task_ended (task) && s_nested_link (self, s, parent) == 0)
+            continue;
+        session_t **p = (session_t **) realloc (ended, (n + 1) * sizeof *p);
+        if (!p)
+            break;
+        ended = p;
+        ended [n++] = s;
     }
-    for (size_t i = 0; i < n; i++) {
-        sq_debug ("session %u closed: the task it holds the children of has ended", ended [i]->id);
+    for (size_t i = 0; i < n; i++)
         bx_session_close (self, ended [i]);
+    free (ended);
+}
+
+//  ADOPT: objects of a task's children's session, which this connection
+//  holds (the task's own client), become objects of the task's session,
+//  the one its caller reads: same tenant by construction (the children's
+//  session was opened as that tenant, checked from the transport, and the
+//  parent's session is checked again here).
+void
+jobs_adopt (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *session)
+{
+    char message [200];
+    uint64_t parent = session->jobx? session->jobx->parent: 0;
+    session_t *to = parent? graph_session (self->graph, sq_key_session (parent)): NULL;
+    task_t *task = to && bx_same_tenant (peer, to)? graph_task (self->graph, parent): NULL;
+    if (!task || s_task_ended (task)) {
+        snprintf (message, sizeof message, "session %u is not the children's session (%sS/T) "
+                  "of a task that has not ended: nothing of it can be adopted",
+                  session->id, S_NESTED);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_INVALID,
+                        message, 0);
+        return;
     }
+    for (uint32_t i = 0; i < q->n_ids; i++) {
+        object_t *object = graph_object (self->graph, sq_key (session->id, q->ids [i]));
+        if (!object || object->released || object->stream) {
+            snprintf (message, sizeof message, "id %u is not an object of session %u "
+                      "(or was already released, or is a stream)", q->ids [i], session->id);
+            bx_reply_error (self, peer->identity, peer->identity_size, q->req,
+                            SQ_E_UNKNOWN_ID, message, q->ids [i]);
+            return;
+        }
+    }
+    struct _jobx_t *jx = s_jobx (to);
+    uint32_t *made = (uint32_t *) malloc ((q->n_ids + 1) * sizeof *made);
+    if (!jx || !made) {
+        free (made);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
+                        "out of memory", 0);
+        return;
+    }
+    made [0] = to->id;
+    for (uint32_t i = 0; i < q->n_ids; i++) {
+        object_t *object = graph_object (self->graph, sq_key (session->id, q->ids [i]));
+        //  Two free ids in a row: the task and its output.
+        while (jx->next_element < UINT32_MAX - 1
+        &&  (graph_task (self->graph, sq_key (to->id, jx->next_element))
+             || graph_object (self->graph, sq_key (to->id, jx->next_element))
+             || graph_task (self->graph, sq_key (to->id, jx->next_element + 1))
+             || graph_object (self->graph, sq_key (to->id, jx->next_element + 1))))
+            jx->next_element++;
+        task_t *adopt = jx->next_element < UINT32_MAX - 1
+                      ? graph_adopt (self->graph, to, jx->next_element, object): NULL;
+        if (!adopt) {
+            free (made);
+            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
+                            "out of memory (or no ids left in the session)", 0);
+            return;
+        }
+        session->jobx->adopted = true;
+        made [i + 1] = jx->next_element + 1;
+        jx->next_element += 2;
+    }
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin (&self->out, q->req);
+    sq_pack_holders (&self->out.pk, made, q->n_ids + 1);
+    bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+    free (made);
+}
+
+//  An adopted children's session closes with its parent's session only.
+int
+jobs_close_check (const session_t *session, char *message, size_t message_size)
+{
+    if (!session->jobx || !session->jobx->adopted)
+        return SQ_OK;
+    snprintf (message, message_size, "session %u holds objects its task's caller adopted "
+              "(session %u reads them): it closes with that session",
+              session->id, sq_key_session (session->jobx->parent));
+    return SQ_E_INVALID;
 }
 
 //  --------------------------------------------------------------------------
@@ -394,11 +593,13 @@ jobs_open (broker_t *self, peer_t *peer, session_t *session, const sq_request_t 
     session->ended_ms = session->created_ms;
     if (!q->has_name && !q->detached)
         return SQ_OK;
+    uint64_t parent = 0;
     if (q->has_name && q->name.len >= strlen (S_NESTED)
     &&  memcmp (q->name.ptr, S_NESTED, strlen (S_NESTED)) == 0) {
         int code = s_nested_check (self, peer, q, message, message_size);
         if (code)
             return code;
+        parent = s_nested_parent (q->name.ptr, q->name.len);
     }
     if (q->has_name) {
         size_t cursor = 0;
@@ -418,6 +619,10 @@ jobs_open (broker_t *self, peer_t *peer, session_t *session, const sq_request_t 
         }
     }
     session->job = q->detached;
+    if (parent && s_nested_link (self, session, parent)) {
+        snprintf (message, message_size, "out of memory");
+        return SQ_E_NOMEM;
+    }
     return SQ_OK;
 }
 
@@ -483,6 +688,36 @@ s_session_wait (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *
 void
 jobs_session_closing (broker_t *self, session_t *session)
 {
+    //  Its tasks' children's sessions close first: ADOPT tasks of this
+    //  session read their objects.
+    uint64_t key;
+    void *value;
+    size_t cursor = 0, n = 0;
+    uint64_t *children = NULL;
+    while (self->nested && (value = sq_idmap_next (self->nested, &cursor, &key)))
+        if (sq_key_session (key) == session->id) {
+            uint64_t *p = (uint64_t *) realloc (children, (n + 1) * sizeof *p);
+            if (!p)
+                break;
+            children = p;
+            children [n++] = key;
+        }
+    //  Out of the map first (not while walking it), then closed.
+    for (size_t i = 0; i < n; i++)
+        children [i] = (uint64_t) (uintptr_t) sq_idmap_remove (self->nested, children [i]);
+    for (size_t i = 0; i < n; i++) {
+        session_t *child = graph_session (self->graph, (uint32_t) children [i]);
+        if (child) {
+            sq_debug ("session %u closed: the session of the task it holds the children of "
+                      "closes", child->id);
+            bx_session_close (self, child);
+        }
+    }
+    free (children);
+    if (self->nested && session->jobx && session->jobx->parent
+    &&  (uint32_t) (uintptr_t) sq_idmap_lookup (self->nested, session->jobx->parent) == session->id)
+        sq_idmap_remove (self->nested, session->jobx->parent);
+
     for (size_t i = 0; i < self->n_jobwaits; )
         if (self->jobwaits [i].session == session->id) {
             peer_t *peer = self->jobwaits [i].peer;
@@ -561,6 +796,23 @@ void
 jobs_task_done (broker_t *self, task_t *task)
 {
     session_t *session = task->session;
+    if (self->nested && sq_idmap_lookup (self->nested, task->key)) {
+        if (self->n_nested_ended == self->cap_nested_ended) {
+            size_t cap = self->cap_nested_ended? self->cap_nested_ended * 2: 16;
+            uint64_t *p = (uint64_t *) realloc (self->nested_ended, cap * sizeof *p);
+            if (p) {
+                self->nested_ended = p;
+                self->cap_nested_ended = cap;
+            }
+        }
+        if (self->n_nested_ended < self->cap_nested_ended) {
+            self->nested_ended [self->n_nested_ended++] = task->key;
+            self->jobs_dirty = true;
+        }
+        else
+            sq_error ("out of memory: the children of task %u of session %u run on until "
+                      "its session closes", sq_key_id (task->key), session->id);
+    }
     if (task->array_element)
         s_element_ended (self, task);
     if (task->array_parent && task->state == TASK_CANCELLED && task->extra->array) {
@@ -873,6 +1125,13 @@ jobs_request (broker_t *self, peer_t *peer, const sq_request_t *q)
             break;
         }
         case SQ_MSG_FORGET: {
+            char message [200];
+            int code = jobs_close_check (session, message, sizeof message);
+            if (code) {
+                bx_reply_error (self, peer->identity, peer->identity_size, q->req, code,
+                                message, 0);
+                break;
+            }
             peer_t *owner = (peer_t *) session->client;
             if (owner)
                 bx_peer_remove_session (owner, session->id);
@@ -910,7 +1169,7 @@ s_retention (broker_t *self)
     size_t cursor = 0, n = 0, cap = 0;
     session_t *s, **idle = NULL;
     while ((s = graph_session_next (self->graph, &cursor)))
-        if (s->job && !s->client && !s_unfinished (s)) {
+        if (s->job && !s->client && !s_unfinished (s) && !(s->jobx && s->jobx->parent)) {
             if (n == cap) {
                 cap = cap? cap * 2: 64;
                 session_t **p = realloc (idle, cap * sizeof *p);
@@ -960,7 +1219,6 @@ jobs_tick (broker_t *self, int64_t now)
 void
 jobs_expire (broker_t *self)
 {
-    s_nested_expire (self);
     s_retention (self);
 }
 
@@ -1436,6 +1694,8 @@ jobs_settle (broker_t *self)
     if (!self->jobs_dirty || self->recovering)
         return 0;
     self->jobs_dirty = false;
+    if (self->n_nested_ended)
+        s_nested_settle (self);
     s_subst_t x = { .buf = NULL };
     msgpack_sbuffer cfg;
     msgpack_sbuffer_init (&cfg);

@@ -40,7 +40,9 @@ int64_t jobs_tick (broker_t *self, int64_t now);
 //  or SQ_E_UNKNOWN_ID / SQ_E_INVALID with *bad the id.
 int jobs_resubmit (broker_t *self, session_t *session, const uint32_t *ids, uint32_t n,
                    uint64_t *again, uint32_t *bad);
-//  Retention (--job-retention, --job-limit), looked at with the session graces.
+//  Retention (--job-retention, --job-limit), looked at with the session
+//  graces; children's sessions are not dropped by it (their task's end,
+//  or its session's close, closes them).
 void jobs_expire (broker_t *self);
 //  An array task became ready: its elements may be made tasks.
 void jobs_array_ready (broker_t *self, task_t *task);
@@ -48,6 +50,14 @@ void jobs_array_ready (broker_t *self, task_t *task);
 //  tasks ended; once per reactor turn, outside any graph call.
 //  Returns how many elements it made tasks.
 size_t jobs_settle (broker_t *self);
+//  ADOPT [85]: objects of a task's children's session (on this connection)
+//  into the task's session; answered here.
+void jobs_adopt (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *session);
+//  SQ_OK if a client may close (or forget) the session now; else the
+//  error, with its message (an adopted children's session).
+int jobs_close_check (const session_t *session, char *message, size_t message_size);
+//  Once, when a broker restarted from its journal has recovered.
+void jobs_recovered (broker_t *self);
 //  Whether a session is a job (outlives its client).
 static inline bool jobs_kept (const session_t *session) { return session->job; }
 

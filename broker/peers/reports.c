@@ -274,6 +274,13 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             s_upload_confirmed (self, gov, ev.key, ev.size);
             continue;
         }
+        if (ev.type == SQ_EV_REFRESHED) {
+            //  RESTART: no more than were sent can be confirmed.
+            if (ev.key > gov->refreshed && ev.key <= gov->refresh_sent)
+                gov->refreshed = ev.key;
+            bx_restarts_check (self, bx_now ());
+            continue;
+        }
         if (ev.type == SQ_EV_LOGTAIL) {
             //  The dashboard's request for a task's last output (http.c).
             if (self->http)

@@ -500,6 +500,12 @@ s_client_close_other (broker_t *self, peer_t *peer, const sq_request_t *q)
         s_client_session (self, peer, q->session, q->req);
         return;
     }
+    char message [200];
+    int code = jobs_close_check (session, message, sizeof message);
+    if (code) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, code, message, 0);
+        return;
+    }
     peer_t *owner = (peer_t *) session->client;
     if (owner)
         bx_peer_remove_session (owner, session->id);
@@ -677,20 +683,100 @@ broker_log_tail (broker_t *self, uint32_t session_id, uint32_t task_id, uint32_t
 //  RESTART: every governor retires the Python executors of the client's
 //  tenant (only its: executors are keyed by tenant). Sent now rather than
 //  batched: what this client submits after the reply is assigned later,
-//  so it runs in fresh executors.
+//  so it runs in fresh executors. The reply waits for every governor's
+//  REFRESHED (its executors that ran tasks before are gone), a governor
+//  that leaves meanwhile counting as done.
 static void
 s_client_restart (broker_t *self, peer_t *peer, const sq_request_t *q)
 {
+    if (peer->outstanding >= self->config.max_requests) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_BUSY,
+                        "too many requests waiting on this connection", 0);
+        return;
+    }
+    struct _restart_t r = { peer, q->req, bx_deadline (q->timeout_ms < 0? 0: q->timeout_ms), 0,
+                            NULL };
+    if (self->n_govs && !(r.wait = malloc (self->n_govs * sizeof *r.wait))) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
+                        "out of memory", 0);
+        return;
+    }
+    if (self->n_restarts == self->cap_restarts) {
+        size_t cap = self->cap_restarts? self->cap_restarts * 2: 4;
+        struct _restart_t *p = realloc (self->restarts, cap * sizeof *p);
+        if (!p) {
+            free (r.wait);
+            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
+                            "out of memory", 0);
+            return;
+        }
+        self->restarts = p;
+        self->cap_restarts = cap;
+    }
     for (size_t g = 0; g < self->n_govs; g++) {
         //  Encoded for each: a send takes the buffer's bytes.
         sq_wbuf_reset (&self->out);
         sq_refresh_encode (&self->out, peer->tenant);
         bx_send_to (self, self->govs [g]->identity, self->govs [g]->identity_size,
                     &self->out, NULL);
+        r.wait [r.n].gov = self->govs [g]->id;
+        r.wait [r.n++].seq = ++self->govs [g]->refresh_sent;
     }
     sq_info ("client %u: fresh Python executors for tenant '%s' on %zu governors", peer->id,
              peer->tenant? peer->tenant: "", self->n_govs);
-    bx_reply_nil (self, peer, q->req);
+    peer->outstanding++;
+    self->restarts [self->n_restarts++] = r;
+    bx_restarts_check (self, bx_now ());
+}
+
+void
+bx_restarts_check (broker_t *self, int64_t now)
+{
+    for (size_t i = 0; i < self->n_restarts; ) {
+        struct _restart_t *r = &self->restarts [i];
+        for (uint32_t k = 0; k < r->n; ) {
+            gov_t *gov = bx_gov_by_id (self, r->wait [k].gov);
+            if (!gov || gov->refreshed >= r->wait [k].seq)
+                r->wait [k] = r->wait [--r->n];
+            else
+                k++;
+        }
+        peer_t *peer = r->peer;
+        if (r->n == 0)
+            bx_reply_nil (self, peer, r->req);
+        else
+        if (r->deadline >= 0 && now >= r->deadline) {
+            char message [512];
+            int at = snprintf (message, sizeof message, "restart: %u governor(s) did not say "
+                               "their executors were fresh in time:", r->n);
+            for (uint32_t k = 0; k < r->n && at > 0 && (size_t) at < sizeof message; k++) {
+                gov_t *gov = bx_gov_by_id (self, r->wait [k].gov);
+                at += snprintf (message + at, sizeof message - (size_t) at, "%s %s (%u)",
+                                k? ",": "", gov && gov->name? gov->name: "?", r->wait [k].gov);
+            }
+            bx_reply_error (self, peer->identity, peer->identity_size, r->req, SQ_E_TIMEOUT,
+                            message, 0);
+        }
+        else {
+            i++;
+            continue;
+        }
+        peer->outstanding--;
+        free (r->wait);
+        self->restarts [i] = self->restarts [--self->n_restarts];
+    }
+}
+
+void
+bx_restarts_drop_client (broker_t *self, peer_t *peer)
+{
+    for (size_t i = 0; i < self->n_restarts; )
+        if (self->restarts [i].peer == peer) {
+            free (self->restarts [i].wait);
+            self->restarts [i] = self->restarts [--self->n_restarts];
+        }
+        else
+            i++;
 }
 
 void
@@ -741,11 +827,19 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
         case SQ_MSG_SESSION_OPEN:
             s_client_open (self, peer, &q);
             break;
-        case SQ_MSG_SESSION_CLOSE:
+        case SQ_MSG_SESSION_CLOSE: {
+            char message [200];
+            int code = jobs_close_check (session, message, sizeof message);
+            if (code) {
+                bx_reply_error (self, peer->identity, peer->identity_size, q.req, code,
+                                message, 0);
+                break;
+            }
             bx_peer_remove_session (peer, session->id);
             bx_session_close (self, session);
             bx_reply_nil (self, peer, q.req);
             break;
+        }
         case SQ_MSG_RESUME:
             s_client_resume (self, peer, &q);
             break;
@@ -760,6 +854,9 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
             break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
             s_client_ids (self, peer, &q, session);
+            break;
+        case SQ_MSG_ADOPT:
+            jobs_adopt (self, peer, &q, session);
             break;
         case SQ_MSG_DELETE:
             place_delete (self, peer, &q, session);

@@ -588,6 +588,17 @@ s_begin (msgpack_sbuffer *buf, size_t *offset)
     *offset = sq_rec_begin (buf);
 }
 
+//  An ADOPT task (graph_adopt): its input is another session's object,
+//  which a SUBMIT of this session cannot name. The journal keeps its output
+//  as a constant on a governor instead: found again when the governor that
+//  holds it reattaches, else reported lost (SQ_E_LOST), never wired to an
+//  object of this session that happens to have the same id.
+static inline bool
+s_adopting (const task_t *task)
+{
+    return task && task->n_inputs == 1 && task->io [0]->session != task->session;
+}
+
 //  One session's graph as the SUBMIT that would build it.
 static int
 s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *frame0,
@@ -606,7 +617,7 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
     while ((o = graph_session_next_object (session, &cursor))) {
         uint32_t flags = o->keep? SQ_OBJ_KEEP: 0;
         const char *type = o->content_type? o->content_type: "";
-        if (o->producer)
+        if (o->producer && !s_adopting (o->producer))
             sq_pack_object_spec (&pk, sq_key_id (o->key), flags, type, -1, "");
         else
         if (o->data) {
@@ -632,11 +643,11 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
     cursor = 0;
     task_t *task;
     while ((task = graph_session_next_task (session, &cursor)))
-        n_tasks += !task->array_element;
+        n_tasks += !task->array_element && !s_adopting (task);
     sq_pack_submit_tasks (&pk, n_tasks);
     cursor = 0;
     while ((task = graph_session_next_task (session, &cursor))) {
-        if (task->array_element)
+        if (task->array_element || s_adopting (task))
             continue;
         const task_extra_t *extra = task_extra (task);
         uint32_t ids_small [32];

@@ -327,7 +327,8 @@ s_fuzz_update (const uint8_t *data, size_t size)
         int rc;
         while ((rc = sq_update_next (&it, &ev)) == 1) {
             FZ_ASSERT ((ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_LOGTAIL)
-                       || ev.type == SQ_EV_SECEDED || ev.type == SQ_EV_TASKKEY);
+                       || ev.type == SQ_EV_SECEDED || ev.type == SQ_EV_TASKKEY
+                       || ev.type == SQ_EV_REFRESHED);
             if (ev.type == SQ_EV_TASKKEY) {
                 FZ_ASSERT (ev.public_key.len == 32);
                 s_touch_str (ev.public_key);

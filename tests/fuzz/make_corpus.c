@@ -252,7 +252,7 @@ main (int argc, char **argv)
     sq_request_t retire = { .type = SQ_MSG_RETIRE, .req = 40, .governor = 3 };
     sq_request_encode (&w, &retire);
     s_emit (FZ_REQUEST, "retire", &w);
-    sq_request_t restart = { .type = SQ_MSG_RESTART, .req = 43 };
+    sq_request_t restart = { .type = SQ_MSG_RESTART, .req = 43, .timeout_ms = 5000 };
     sq_request_encode (&w, &restart);
     s_emit (FZ_REQUEST, "restart", &w);
     sq_request_t del = { .type = SQ_MSG_DELETE, .req = 41, .session = 1, .n_ids = 2, .ids = ids };
@@ -280,9 +280,10 @@ main (int argc, char **argv)
         { .type = SQ_MSG_RESUBMIT, .req = 55, .session = 3, .n_ids = 2, .ids = ids },
         { .type = SQ_MSG_FORGET, .req = 56, .session = 3 },
         { .type = SQ_MSG_JOB_CANCEL, .req = 57, .session = 3 },
+        { .type = SQ_MSG_ADOPT, .req = 58, .session = 4, .n_ids = 2, .ids = ids },
     };
     const char *job_names [] = { "open-job", "sessions", "attach", "session-wait", "tasks",
-                                 "resubmit", "forget", "job-cancel" };
+                                 "resubmit", "forget", "job-cancel", "adopt" };
     for (size_t i = 0; i < sizeof jobs / sizeof jobs [0]; i++) {
         sq_request_encode (&w, &jobs [i]);
         s_emit (FZ_REQUEST, job_names [i], &w);
@@ -382,6 +383,9 @@ main (int argc, char **argv)
     sq_pack_seceded (&w.pk, sq_key (1, 8), 1, false);
     sq_pack_taskkey (&w.pk, sq_key (1, 8), 1, task_key);
     s_emit (FZ_UPDATE, "nested", &w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    sq_pack_refreshed (&w.pk, 3);
+    s_emit (FZ_UPDATE, "refreshed", &w);
     sq_batch_header (&w, SQ_MSG_UPDATE, 1);
     sq_pack_logtail_event (&w.pk, sq_key (1, 7), 2, 9, "last line\n", 10);
     s_emit (FZ_UPDATE, "logtail", &w);

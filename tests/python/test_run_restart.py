@@ -86,16 +86,45 @@ def test_restart_gives_fresh_executors_and_keeps_results(client):
     kept = client.submit(fmt, 5)
     assert kept.result(TIMEOUT) == "5-0"
     client.restart(keep_results=True)
-    # no executor that ran this client's tasks runs another: they are
-    # stopped (idle ones at once) and new ones run what comes
+    # it returned once every governor said so: the old executors are gone
+    assert not any(alive(p) for p in before), before
+    # no executor that ran this client's tasks runs another: new ones run
+    # what comes
     after = set(client.run(pid).values()) | {client.submit(pid).result(TIMEOUT)
                                                for _ in range(4)}
     assert not after & before, (before, after)
     assert set(client.run(planted).values()) == {None}
-    until(lambda: not any(alive(p) for p in before), "the old executors to stop")
     # results kept: the future still has its value, and feeds a new task
     assert kept.result(TIMEOUT) == "5-0"
     assert client.submit(fmt, kept, b=1).result(TIMEOUT) == "5-0-1"
+
+
+def wait_for_file(path):
+    import time
+    while not os.path.exists(path):
+        time.sleep(0.01)
+    return os.getpid()
+
+
+def test_restart_waits_for_busy_executors_to_end(client, tmp_path):
+    # keep_results=True: a running task finishes in its old executor, and
+    # restart returns only once that executor is gone too; before, its
+    # governor has not confirmed: a timeout names it
+    gate = str(tmp_path / "gate")
+    started = str(tmp_path / "started")
+    busy = client.submit(lambda: (open(started, "w").close(), wait_for_file(gate))[1])
+    until(lambda: os.path.exists(started), "the task to start")
+    names = [g["name"] for g in client.governors()]
+    with pytest.raises(squall.SquallError) as info:
+        client.restart(keep_results=True, timeout=0.5)
+    assert info.value.code == 16, info.value                # SQ_E_TIMEOUT
+    # the one governor whose executor is busy, by name; the other confirmed
+    assert "1 governor(s) did not say" in str(info.value), info.value
+    assert sum(n in str(info.value) for n in names) == 1, (names, info.value)
+    open(gate, "w").close()
+    old = busy.result(TIMEOUT)
+    client.restart(keep_results=True)
+    assert not alive(old)
 
 
 def test_restart_drops_results_by_default(client):

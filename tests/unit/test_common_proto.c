@@ -843,6 +843,33 @@ s_test_update (void)
     msgpack_pack_bin_body (&w.pk, pub, 31);
     CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "32 bytes"));
 
+    //  RESTART: REFRESHED counts the REFRESHes done; and RESTART's timeout
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    sq_pack_refreshed (&w.pk, 7);
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_REFRESHED && ev.key == 7);
+    CHECK (sq_update_next (&it, &ev) == 0);
+    sq_iter_release (&it);
+    s_check_truncations ("UPDATE", s_dec_update, w.buf.data, w.buf.size);
+    {
+        sq_request_t restart = { .type = SQ_MSG_RESTART, .req = 4, .timeout_ms = 1500 }, back;
+        sq_wbuf_reset (&w);
+        sq_request_encode (&w, &restart);
+        CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == 0);
+        CHECK (back.type == SQ_MSG_RESTART && back.req == 4 && back.timeout_ms == 1500);
+        sq_request_release (&back);
+        //  [88, req] alone: the default wait
+        sq_wbuf_reset (&w);
+        msgpack_pack_array (&w.pk, 2);
+        msgpack_pack_uint32 (&w.pk, SQ_MSG_RESTART);
+        msgpack_pack_uint32 (&w.pk, 5);
+        CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == 0);
+        CHECK (back.timeout_ms == SQ_RESTART_DEFAULT_MS);
+        sq_request_release (&back);
+    }
+
     //  Unknown event type, wrong count for a type
     sq_wbuf_reset (&w);
     sq_batch_header (&w, SQ_MSG_UPDATE, 1);
@@ -1298,6 +1325,7 @@ s_test_jobs (void)
         { .type = SQ_MSG_RESUBMIT, .req = 5, .session = 12, .ids = ids, .n_ids = 2 },
         { .type = SQ_MSG_FORGET, .req = 6, .session = 12 },
         { .type = SQ_MSG_JOB_CANCEL, .req = 7, .session = 12 },
+        { .type = SQ_MSG_ADOPT, .req = 8, .session = 12, .ids = ids, .n_ids = 2 },
     };
     for (size_t i = 0; i < sizeof requests / sizeof requests [0]; i++) {
         sq_wbuf_reset (&w);
@@ -1317,8 +1345,9 @@ s_test_jobs (void)
         { .type = SQ_MSG_SESSIONS, .states = 16 },
         { .type = SQ_MSG_TASKS, .states = 32 },
         { .type = SQ_MSG_TASKS, .limit = 10001 },
+        { .type = SQ_MSG_ADOPT, .session = 12 },         //  no ids
     };
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof over / sizeof over [0]; i++) {
         sq_wbuf_reset (&w);
         sq_request_encode (&w, &over [i]);
         CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == -1);

@@ -661,7 +661,7 @@ class Client:
             from . import _uploads
             self.submit(_uploads.load, name[:-3], key="upload_file").result()
 
-    def restart(self, keep_results: bool = False) -> Any:
+    def restart(self, keep_results: bool = False, timeout: float = 30.0) -> Any:
         """Fresh Python executors for this client's tenant on every
         governor (Dask's restart; other tenants' executors are not
         touched): modules imported, globals set and memory held by earlier
@@ -671,12 +671,14 @@ class Client:
         keep_results=True: futures and their results stay, and tasks
         already running finish in their executors, which then stop.
         Sessions opened with client.session() are left as they are.
-        Returns once every governor has been told (orders reach a governor
-        in order: no task submitted after it runs in an old executor);
-        with asynchronous=True, an awaitable."""
-        return self._aio(self._restart, bool(keep_results))
+        Returns once every governor confirmed that the executors that ran
+        this tenant's tasks before have stopped (with keep_results=True,
+        running tasks first finish); after `timeout` seconds, SquallError
+        (SQ_E_TIMEOUT) naming the governors that did not confirm (the
+        restart goes on there). With asynchronous=True, an awaitable."""
+        return self._aio(self._restart, bool(keep_results), timeout)
 
-    def _restart(self, keep_results: bool) -> None:
+    def _restart(self, keep_results: bool, timeout: float = 30.0) -> None:
         with self._lock:
             if not keep_results and self._fs is not None:
                 #   Closing the session cancels its tasks and frees its
@@ -686,7 +688,10 @@ class Client:
                 self._fs.close()
                 self._fs = None
                 self._released.clear()
-            self._check(L.sq_client_restart(self._h))
+            if L.sq_client_restart_wait is None:
+                self._check(L.sq_client_restart(self._h))
+            else:
+                self._check(L.sq_client_restart_wait(self._h, max(0, int(timeout * 1000))))
 
     def run(self, function: Callable, *args, workers: Any = None, on_error: str = "raise",
             **kwargs) -> Dict[Any, Any]:

@@ -4,6 +4,7 @@ background and the thread that forwards tasks' logs."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import concurrent.futures as _cf
 import io
 import threading
@@ -75,12 +76,10 @@ class Future(_cf.Future):
     _watched = False
 
     def __reduce__(self):
-        #   A future names an object of its client's session: it cannot
-        #   leave that client (a task's future cannot be returned to its
-        #   caller yet); said plainly rather than as a ctypes error.
-        raise TypeError("a squall Future cannot be pickled: it belongs to the client that made it "
-                        "(futures made inside a task can be waited on there and passed to that "
-                        "task's other children; return the result instead of the future)")
+        #   A future names an object of its client's session: only a task's
+        #   own children's futures leave it, adopted into the task's caller's
+        #   session (_worker); any other is refused plainly.
+        return _intask.reduce_future(self)
 
     def __init__(self, session: Session, tid: int, oid: Optional[int] = None):
         self._session = session
@@ -200,7 +199,10 @@ class Future(_cf.Future):
         except (TaskCancelled, ActorLost) as exc:
             self._set_exc(exc)
             return
-        self._set_value(loads_result(data) if content_type == PICKLE else data)
+        if content_type == PICKLE:
+            with unpickling(self._session):
+                data = loads_result(data)
+        self._set_value(data)
 
     def result(self, timeout: Optional[float] = None) -> Any:
         """The value, waiting up to `timeout` seconds (None: for ever).
@@ -600,8 +602,10 @@ def _gather_joined(s: Session, group: List[Future], deadline: Optional[float],
                             L.sq_unkeep(s._h, tid + 1)
                 if data is not None:
                     stream = io.BytesIO(data)
-                    for f in chunk:
-                        f._set_value(read_value(stream))
+                    with unpickling(s):
+                        values = [read_value(stream) for _ in chunk]
+                    for f, value in zip(chunk, values):
+                        f._set_value(value)
                 elif errors == "raise":
                     #   The futures already done hold the failure.
                     _gather_few(s, chunk, deadline, errors)
@@ -637,3 +641,38 @@ def as_completed(futures: Iterable[Future], timeout: Optional[float] = None) -> 
         for f in ready:
             pending.remove(f)
             yield f
+
+
+#   Futures a task returned (adopted into the caller's session, _worker.reduce_future):
+#   unpickled as futures of the session that reads them.
+_unpickling = threading.local()
+
+
+@contextlib.contextmanager
+def unpickling(session):
+    """Adopted futures unpickled in this block become futures of `session`."""
+    before = getattr(_unpickling, "session", None)
+    _unpickling.session = session
+    try:
+        yield
+    finally:
+        _unpickling.session = before
+
+
+def _adopted_future(session_id: int, oid: int):
+    """A future a task returned, unpickled: a Future of the session it was
+    adopted into, when the client reading it holds that session."""
+    session = getattr(_unpickling, "session", None)
+    if session is None or session.id != session_id:
+        raise SquallError("a future a task returned belongs to session %d, the session of the "
+                          "client that submitted that task: only that client can use it (read "
+                          "the task's result there; pass it on to other tasks as a future)"
+                          % session_id)
+    live = session.__dict__.get("_adopted")
+    if live is None:
+        live = session.__dict__["_adopted"] = weakref.WeakValueDictionary()
+    future = live.get(oid)
+    if future is None:
+        #   The object's producer, the broker's noop task, is oid - 1.
+        future = live[oid] = Future(session, oid - 1, oid=oid)
+    return future

@@ -59,3 +59,20 @@ def waiting():
             last = _waits == 0
         if last:
             rejoin()
+
+
+#   How a Future is pickled: set by _worker when it is loaded (inside a
+#   task, whose own client may adopt its children's futures into its
+#   caller's session); elsewhere a future cannot leave its client.
+reduce_hook = None
+
+
+def reduce_future(future):
+    """Future.__reduce__."""
+    hook = reduce_hook
+    if hook is None:
+        raise TypeError("a squall Future cannot be pickled: it belongs to the client that made it "
+                        "(a future made inside a task can be returned by that task, or passed "
+                        "to its other children); pass the future itself to client.submit, or "
+                        "its result")
+    return hook(future)

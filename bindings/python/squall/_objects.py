@@ -6,6 +6,7 @@ import functools
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
 from . import _lib as L
+from ._futures import unpickling
 from ._pickling import PICKLE, loads_result
 from .errors import SquallError
 from ._common import TASK_OPTIONS, current_session
@@ -41,7 +42,8 @@ class DataObject:
         when its content type is "py/pickle". The object must be kept."""
         data, content_type = self.session._fetch(self.id, timeout)
         if content_type == PICKLE:
-            return loads_result(data)
+            with unpickling(self.session):
+                return loads_result(data)
         return data
 
     def wait(self, timeout: Optional[float] = None) -> None:

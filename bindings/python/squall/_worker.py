@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 from . import _lib as L
 from ._client import Client
+from . import _futures, _intask
 from ._intask import _executor
 from ._session import Session
 from .errors import SquallError
@@ -225,3 +226,41 @@ def _children_session(client):
     return session
 
 
+
+
+#   Futures a task returns: a future of the running task's children (its
+#   children's session "nested/S/T", which closes when the task ends) is
+#   pickled as an object of the task's own session S, the one its caller
+#   reads. The broker makes it (ADOPT, docs/protocol.md "Jobs"): a noop
+#   task of S, run where the child's output is, reads it over the data
+#   plane; the pickle carries (S, id) only. The client that unpickles the
+#   task's result (Future.result, in session S) gets a Future of its own
+#   session for it, which it may wait on, fetch, pass to tasks and drop
+#   like any other (dropping it frees the object).
+def reduce_future(future):
+    """Future.__reduce__."""
+    with _client_lock:
+        client = _client[1] if _client is not None else None
+    session = future._session
+    if client is None or session.client is not client or client._parent is None \
+            or L.sq_adopt is None:
+        raise TypeError("a squall Future cannot be pickled here: it belongs to the client that "
+                        "made it (a future made inside a task can be returned by that task, "
+                        "or passed to its other children); pass the future itself to "
+                        "client.submit, or its result")
+    adopted = future.__dict__.get("_adopted")
+    if adopted is None:
+        with client._lock:
+            session.submit()
+            to = ctypes.c_uint32()
+            oid = (ctypes.c_uint32 * 1)()
+            rc = L.sq_adopt(session._h, L.ids([future._oid]), 1, ctypes.byref(to), oid)
+            if rc:
+                raise client._error(rc, session)
+            adopted = future.__dict__["_adopted"] = (to.value, oid[0])
+    return (_futures._adopted_future, adopted)
+
+
+#   Future.__reduce__ (_futures) asks _intask, which this module fills in:
+#   only a task's own client can adopt its children's futures.
+_intask.reduce_hook = reduce_future
