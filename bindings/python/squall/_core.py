@@ -20,7 +20,7 @@ from . import _lib as L
 from . import _logs
 from . import _worker
 from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, TemplatePickler,
-                        dumps, function_bytes, loads_result, py_config, py_config_actor,
+                        dumps, dumps_value, function_bytes, loads_result, py_config, py_config_actor,
                         py_config_call, py_config_fn_in, read_value)
 from ._progress import Progress
 from .errors import (ActorLost, ConnectionError, ObjectDeleted, ObjectLost, SquallError, TaskCancelled,
@@ -1226,7 +1226,7 @@ class Session:
         return DataObject(self, oid, content_type)
 
     def pickled(self, obj: Any, governor: Optional[int] = None) -> "DataObject":
-        return self.blob(dumps(obj), PICKLE, governor)
+        return self.blob(dumps_value(obj), PICKLE, governor)
 
     # -- moving results by hand (docs/protocol.md, DELETE and PLACE)
     def delete(self, items: Sequence[Any]) -> None:
@@ -1529,7 +1529,7 @@ class Session:
                 return v
             if pickle_all:
                 try:
-                    data = dumps(v)
+                    data = dumps_value(v)
                 except Exception:       # holds a future or the like: stays in the config
                     return v
                 if len(data) < _LARGE_ARG:
@@ -1538,7 +1538,7 @@ class Session:
                 return self.blob(data, PICKLE)
             if _cheap_size(v) < _LARGE_ARG:
                 return v
-            data = dumps(v)
+            data = dumps_value(v)
             moved.append(len(data))
             return self.blob(data, PICKLE)
         new_args = tuple(one(a) for a in args)
