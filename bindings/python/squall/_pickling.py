@@ -96,6 +96,8 @@ def dumps_value(obj: Any) -> bytes:
             raise
         found.clear()
         head = pickled(_Pickler)
+    if not found:
+        return head                 # nothing out of band: the plain pickle
     try:
         raws = [b.raw() for b in found]
     except BufferError:             # not contiguous: pickled in band
