@@ -158,9 +158,19 @@ def test_arrays_the_client_sends_are_read_in_place(one):
     assert scattered.result(timeout=TIMEOUT).equals(frame)
     back = client.scatter(sent).result(timeout=TIMEOUT)
     assert back.flags.writeable and np.array_equal(back, sent)
-    #   Small values stay plain pickles, copied as before.
+    #   Small values stay plain pickles, copied as before, and so do arrays
+    #   pickle cannot leave out of band (not contiguous).
     small = np.arange(10.0)
     assert client.submit(where, small).result(timeout=TIMEOUT)[0] is True
+    strided = np.arange(2 * n, dtype=np.float64)[::2]
+    assert client.submit(where, strided).result(timeout=TIMEOUT)[0::3] == \
+        (True, float(strided.sum()))
+    #   A value only cloudpickle can pickle (a lambda beside the array) keeps
+    #   its array out of band too.
+    import types
+    both = client.scatter(types.SimpleNamespace(f=lambda a: a * 2, a=sent))
+    assert client.submit(lambda d: (d.a.flags.writeable, float(d.f(d.a).sum())),
+                         both).result(timeout=TIMEOUT) == (False, float(sent.sum()) * 2)
 
 
 def test_a_segment_lives_while_the_store_or_an_executor_holds_it(one):
