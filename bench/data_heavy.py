@@ -5,18 +5,24 @@ distributed, in one run (issue 29), and a big array handed to a task.
     PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build \\
         /work/main/.venv-distributed/bin/python3 bench/data_heavy.py
     options: --repeat R (3, best kept) --only squall,threaded,distributed
-             --skip-big
+             --skip-big --blas-threads N (1) --matmul-chunk C (125)
 
 Workloads (each result checked equal to the threaded scheduler's):
   mean:    dask.array (x + x.T).mean(), x 4000 x 4000 in 500 x 500 chunks
-  matmul:  dask.array (x @ x.T).sum(), x 2000 x 2000 in 100 x 100 chunks
-           (20 539 graph nodes with Dask 2026.8; the count is printed)
+  matmul:  dask.array (x @ x.T).sum(), x 2000 x 2000 in 125 x 125 chunks
+           (10 325 graph nodes with Dask 2026.8, the issue's 10 000; the
+           count is printed; --matmul-chunk 100 gives 20 539)
   groupby: dask.dataframe groupby-agg (sum, mean) of 2 000 000 rows in 8
            partitions
 Systems: squall LocalCluster(governors=2, cpus=1) with client.get as the
 scheduler; dask.threaded.get with num_workers=2; distributed.LocalCluster(
 n_workers=2, threads_per_worker=1). Times are wall seconds from compute()
-to result, warm (a first run of each workload is not counted). Peak memory
+to result, warm (a first run of each workload is not counted). BLAS threads: every system's numpy gets --blas-threads (OPENBLAS_NUM_THREADS,
+OMP_NUM_THREADS, MKL_NUM_THREADS set before numpy is imported, inherited
+by squall's governors and executors and Dask's workers), so that the
+threaded scheduler's 2 threads do not each run a 2-thread BLAS while
+squall's executors and Dask's workers run theirs: 2 cores, 2 computing
+threads on each side. Peak memory
 is the highest resident set of the processes doing the work, summed:
 squall's governors and executors, Dask's workers, the threaded scheduler's
 own process (which also holds the client's state, so it is an upper bound).
@@ -58,7 +64,7 @@ def _children(pid):
     return out
 
 
-def workloads():
+def workloads(matmul_chunk=125):
     import dask.array as da
     import dask.dataframe as dd
     import numpy as np
@@ -69,7 +75,8 @@ def workloads():
         return (x + x.T).mean()
 
     def matmul():
-        x = da.random.RandomState(2).random_sample((2000, 2000), chunks=(100, 100))
+        x = da.random.RandomState(2).random_sample((2000, 2000),
+                                                    chunks=(matmul_chunk, matmul_chunk))
         return (x @ x.T).sum()
 
     rng = np.random.default_rng(3)
@@ -182,9 +189,16 @@ def main():
     ap.add_argument("--only", default="squall,threaded,distributed")
     ap.add_argument("--skip-big", action="store_true")
     ap.add_argument("--workloads", default="mean,matmul,groupby")
+    ap.add_argument("--blas-threads", type=int, default=1)
+    ap.add_argument("--matmul-chunk", type=int, default=125)
     args = ap.parse_args()
+    if args.blas_threads > 0:
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[name] = str(args.blas_threads)
+    if "numpy" in sys.modules:
+        raise SystemExit("numpy was imported before the BLAS threads were set")
     only = args.only.split(",")
-    work = {k: v for k, v in workloads().items() if k in args.workloads.split(",")}
+    work = {k: v for k, v in workloads(args.matmul_chunk).items() if k in args.workloads.split(",")}
     import dask
     nodes = {name: len(dict(make().__dask_graph__())) for name, make in work.items()}
     results = {}

@@ -137,6 +137,42 @@ def test_a_big_input_is_read_in_place_and_a_big_result_comes_back_equal(one):
     assert client.submit(where, np.ones(n)).result(timeout=TIMEOUT)[3] == float(n)
 
 
+def test_arrays_the_client_sends_are_read_in_place(one):
+    _, client, governor = one
+    n = 1 << 18                                 # 2 MiB of float64
+    #   Pickled with their buffers out of band by the client: the task's
+    #   array is a read-only view of the governor's memory file, as a
+    #   result's is, not a copy unpickled from it.
+    sent = np.arange(n, dtype=np.float64)
+    for value in (client.scatter(sent), sent):
+        writable, owns, name, s = client.submit(where, value).result(timeout=TIMEOUT)
+        assert (writable, owns, s) == (False, False, float(sent.sum()))
+        assert name.startswith("/memfd:squall"), name
+    #   A pandas frame's blocks too, and the client reads the same object
+    #   back whole and writable.
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a": sent, "b": sent * 2})
+    scattered = client.scatter(frame)
+    assert client.submit(lambda f: (f["b"].sum(), f["a"].to_numpy().flags.writeable),
+                         scattered).result(timeout=TIMEOUT) == (float(sent.sum()) * 2, False)
+    assert scattered.result(timeout=TIMEOUT).equals(frame)
+    back = client.scatter(sent).result(timeout=TIMEOUT)
+    assert back.flags.writeable and np.array_equal(back, sent)
+    #   Small values stay plain pickles, copied as before, and so do arrays
+    #   pickle cannot leave out of band (not contiguous).
+    small = np.arange(10.0)
+    assert client.submit(where, small).result(timeout=TIMEOUT)[0] is True
+    strided = np.arange(2 * n, dtype=np.float64)[::2]
+    assert client.submit(where, strided).result(timeout=TIMEOUT)[0::3] == \
+        (True, float(strided.sum()))
+    #   A value only cloudpickle can pickle (a lambda beside the array) keeps
+    #   its array out of band too.
+    import types
+    both = client.scatter(types.SimpleNamespace(f=lambda a: a * 2, a=sent))
+    assert client.submit(lambda d: (d.a.flags.writeable, float(d.f(d.a).sum())),
+                         both).result(timeout=TIMEOUT) == (False, float(sent.sum()) * 2)
+
+
 def test_a_segment_lives_while_the_store_or_an_executor_holds_it(one):
     _, client, governor = one
     made = client.submit(make, 1 << 20)

@@ -4,6 +4,7 @@ This module is pickled by value (cloudpickle.register_pickle_by_value), so
 executors need dask only for the graph's own functions, not squall. Keep it
 free of imports from squall.
 """
+import pickle
 
 
 def run(node, keys, *values):
@@ -61,3 +62,16 @@ def run_data(node, keys, *values):
 
 def run_legacy_data(expr, keys, *values):
     return run_legacy(expr, keys, *values)
+
+
+def packed(head, *values):
+    """One of the functions above, named in `head` (a pickle of (name,
+    arguments before the values)): the client pickled a graph node once
+    with the C pickler instead of through the task's argument template,
+    which looks at every object inside for data objects (a graph without
+    futures has none)."""
+    name, args = pickle.loads(head)
+    #   Named here, not looked up in globals(): pickled by value, this
+    #   module's functions carry only the globals they name.
+    fn = {"run": run, "run_legacy": run_legacy, "run_chain": run_chain}[name]
+    return fn(*args, *values)

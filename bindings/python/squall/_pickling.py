@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import struct
 import weakref
 from typing import Any, Callable, List, Tuple
 
@@ -66,6 +67,56 @@ def dumps(obj: Any) -> bytes:
 
 def loads(data: bytes) -> Any:
     return pickle.loads(data)
+
+
+#   A data value whose buffers total this much or more is laid out with them
+#   out of band (OOB_MAGIC, below): the same bound as an executor's results
+#   (governor/executor.py, _SHARE_MIN), from which a governor hands values
+#   to executors as shared segments, so that a task reads the client's
+#   arrays and frames in place instead of unpickling a copy of them.
+_OOB_MIN = 1 << 20
+
+
+def dumps_value(obj: Any) -> bytes:
+    """A data object's bytes (content type "py/pickle"): dumps(obj), or for
+    a value with large buffers (numpy arrays, pandas blocks, bytes pickled
+    by protocol 5) the out-of-band layout, its buffers 64-byte aligned."""
+    found: List[Any] = []
+
+    def pickled(cls: Any) -> bytes:
+        with io.BytesIO() as file:
+            cls(file, protocol=_PROTOCOL, buffer_callback=found.append).dump(obj)
+            return file.getvalue()
+    try:
+        head = pickled(pickle.Pickler)
+        if b"__main__" in head and cloudpickle is not None:
+            raise pickle.PicklingError("__main__")
+    except Exception:
+        if cloudpickle is None:
+            raise
+        found.clear()
+        head = pickled(_Pickler)
+    if not found:
+        return head                 # nothing out of band: the plain pickle
+    try:
+        raws = [b.raw() for b in found]
+    except BufferError:             # not contiguous: pickled in band
+        return dumps(obj)
+    if sum(r.nbytes for r in raws) < _OOB_MIN:
+        return dumps(obj)
+    table = 32 + 16 * len(raws)
+    pos = table + len(head)
+    entries = []
+    body: List[Any] = [head]
+    for raw in raws:
+        pad = -pos % 64
+        body.append(bytes(pad))
+        pos += pad
+        entries.append(struct.pack("<QQ", pos, raw.nbytes))
+        body.append(raw)
+        pos += raw.nbytes
+    return b"".join([struct.pack("<8sQIIQ", OOB_MAGIC, pos, len(raws), 0, len(head))]
+                    + entries + body)
 
 
 #   The versions a pickled function needs where it is loaded, after its

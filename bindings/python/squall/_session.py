@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 
 from . import _lib as L
 from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, TemplatePickler, dumps,
-                        function_bytes, py_config_actor, py_config_call, py_config_fn_in)
+                        dumps_value, function_bytes, py_config_actor, py_config_call, py_config_fn_in)
 from ._progress import Progress
 from .errors import SquallError, TaskCancelled, TaskFailed
 from ._common import (TaskConfigTooLarge, _LOG_OPTIONS, _SLICE_MS, _TASK_STATES, _check_options,
@@ -244,7 +244,7 @@ class Session:
         return DataObject(self, oid, content_type)
 
     def pickled(self, obj: Any, governor: Optional[int] = None) -> "DataObject":
-        return self.blob(dumps(obj), PICKLE, governor)
+        return self.blob(dumps_value(obj), PICKLE, governor)
 
     # -- moving results by hand (docs/protocol.md, DELETE and PLACE)
     def delete(self, items: Sequence[Any]) -> None:
@@ -547,7 +547,7 @@ class Session:
                 return v
             if pickle_all:
                 try:
-                    data = dumps(v)
+                    data = dumps_value(v)
                 except Exception:       # holds a future or the like: stays in the config
                     return v
                 if len(data) < _LARGE_ARG:
@@ -556,7 +556,7 @@ class Session:
                 return self.blob(data, PICKLE)
             if _cheap_size(v) < _LARGE_ARG:
                 return v
-            data = dumps(v)
+            data = dumps_value(v)
             moved.append(len(data))
             return self.blob(data, PICKLE)
         new_args = tuple(one(a) for a in args)

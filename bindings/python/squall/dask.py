@@ -37,6 +37,7 @@ from ._common import TaskConfigTooLarge
 from ._futures import Future
 from ._objects import DataObject
 from ._session import Session
+from ._pickling import dumps
 from ._progress import Progress
 from .errors import SquallError
 
@@ -210,9 +211,12 @@ def _order(graph: Dict[Hashable, Any], deps: Dict[Hashable, List[Hashable]],
 
 
 def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
-           wanted: List[Hashable], options: Any) -> Dict[Hashable, DataObject]:
+           wanted: List[Hashable], options: Any,
+           packed: bool = False) -> Dict[Hashable, DataObject]:
     """Adds the graph's tasks for `wanted` to the session; {key: its data
-    object}. options: a dict for every task, or an _Options."""
+    object}. options: a dict for every task, or an _Options. packed: the
+    graph holds no futures, so each node is pickled as it is (one C
+    pickle, _daskrun.packed) rather than searched for them."""
     if isinstance(options, dict):
         options = _Options(options, {})
     if spec:
@@ -285,6 +289,13 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
         else:
             fn = _daskrun.run_chain
             args = (spec, [(k, graph[k]) for k in chain], list(deps[first])) + inputs
+        if packed:
+            head = args[:len(args) - len(inputs)]
+            try:
+                args = (dumps((fn.__name__, head)),) + inputs
+                fn = _daskrun.packed
+            except Exception:           # left to the template's pickling
+                pass
         try:
             tid = session._py_task(fn, args, None, 1, options.of(key), str(key))
         except TaskConfigTooLarge:
@@ -366,7 +377,7 @@ def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) ->
         values = {k: f.result(timeout) for k, f in futures.items()}
         return _rebuild(keys, values)
     with client.session() as session:
-        objects = _build(session, graph, spec, wanted, options)
+        objects = _build(session, graph, spec, wanted, options, packed=True)
         kept = set()
         for k in wanted:
             oid = objects[k].id
