@@ -1,5 +1,9 @@
 /*  requests: what clients ask the broker (docs/protocol.md section 5),
-    with the tenancy checks every request on a session goes through. */
+    with the tenancy checks every request on a session goes through.
+
+    Over 800 lines: one handler per client request, each short, sharing the
+    session lookup and tenancy check; RESTART's wait for its governors is
+    the only state kept here. */
 #include "broker_internal.h"
 #include "drain.h"
 #include "place.h"
