@@ -192,6 +192,14 @@ s_execute_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint
         s_str_array (r, &self->out_paths, &self->n_out_paths);
         return 8;
     }
+    if (mpr_str_eq (key, "cwd")) {
+        mpr_field (r, "cwd");
+        if (mpr_str (r, &self->cwd, 4096) == 0
+        &&  (self->cwd.len == 0 || !s_no_nul (self->cwd)
+             || (self->cwd.ptr [0] != '/' && !s_safe_path (self->cwd))))
+            mpr_fail (r, "must be an absolute path, or a relative one without '..'");
+        return 64;
+    }
     if (mpr_str_eq (key, "log_limit") || mpr_str_eq (key, "stdout_path")
     ||  mpr_str_eq (key, "stderr_path"))
         return s_log_key (self, r, key);
@@ -247,12 +255,18 @@ s_log_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key)
     bool out = mpr_str_eq (key, "stdout_path");
     if (out || mpr_str_eq (key, "stderr_path")) {
         //  Written there instead of kept: an absolute path on the governor,
-        //  opened as the task.
+        //  opened as the task; an execute task's may begin with %{CWD}, its
+        //  working directory, which only the governor knows.
         mpr_str_t *path = out? &self->stdout_path: &self->stderr_path;
         mpr_field (r, out? "stdout_path": "stderr_path");
         if (mpr_str (r, path, 4096) == 0
-        &&  (path->len == 0 || path->ptr [0] != '/' || !s_no_nul (*path)))
-            mpr_fail (r, "must be an absolute path without NUL");
+        &&  (path->len == 0 || !s_no_nul (*path)
+             || !(path->ptr [0] == '/'
+                  || (self->kind == SQ_KIND_EXECUTE && path->len >= 6
+                      && memcmp (path->ptr, "%{CWD}", 6) == 0))))
+            mpr_fail (r, self->kind == SQ_KIND_EXECUTE
+                      ? "must be an absolute path (or begin with %{CWD}) without NUL"
+                      : "must be an absolute path without NUL");
         return out? 0x200: 0x400;
     }
     if (!mpr_str_eq (key, "log_limit"))

@@ -298,8 +298,11 @@ def test_submit_of_a_script_says_to_use_run(tmp_path):
     (["submit", "--file", "/nonexistent.toml"], "/nonexistent.toml"),
     (["submit", "--stdin", __file__, "--array", "1-2", "--", "cat"],
      "--stdin: an array takes no input"),
-    (["submit", "--stdout", "%{CWD}/out", "--", "true"], "%{CWD} cannot name where the output goes"),
-    (["submit", "--cwd", "/tmp", "--", "true"], "is not supported by this squall yet"),
+    (["submit", "--stdout", "out/%{CWD}", "--", "true"], "%{CWD} may only begin a path"),
+    (["submit", "--cwd", "../up", "--", "true"], "--cwd: '../up': an absolute path, or one "
+                                                 "relative"),
+    (["submit", "--cwd", "a//b", "--", "true"], "without '..' or empty parts"),
+    (["submit", "--cwd", "%{CWD}/x", "--", "true"], "--cwd: %{CWD} is what this names"),
     (["job", "list", "--state", "sleeping"], "'sleeping' is not a state"),
     (["task", "list", "1", "--state", "done"], "'done' is not a state"),
 ])
@@ -308,6 +311,18 @@ def test_bad_options_are_usage_errors(argv, fragment):
     assert out.returncode == 2, (out.returncode, out.stderr)
     assert fragment in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_cwd_and_cwd_paths_compile():
+    spec = compile_text('[[task]]\nid = "x"\ncommand = ["ls", "%{CWD}"]\ncwd = "sub/dir"\n'
+                        'stdout_path = "%{CWD}/ls.txt"\nenv = { HERE = "%{CWD}" }\n')
+    x = spec.task("x")
+    assert x.cwd == "sub/dir" and x.stdout_path == "%{CWD}/ls.txt"
+    assert x.command == ["ls", "%{CWD}"] and x.env == {"HERE": "%{CWD}"}
+    with pytest.raises(jobfile.JobError, match="cwd: 'a/../b': an absolute path"):
+        compile_text('[[task]]\nid = "x"\ncommand = "true"\ncwd = "a/../b"\n')
+    with pytest.raises(jobfile.JobError, match="cwd: give a non-empty path"):
+        compile_text('[[task]]\nid = "x"\ncommand = "true"\ncwd = 3\n')
 
 
 def test_bad_job_file_from_the_command_line(tmp_path):

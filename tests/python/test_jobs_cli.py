@@ -283,12 +283,66 @@ def test_stdout_and_stderr_paths_of_an_array_a_command_and_a_job_file(jobs_clust
     sq(jobs_cluster, "job", "forget", job["id"])
 
 
-def test_cwd_and_unopenable_output_paths_are_refused_before_submitting(jobs_cluster, tmp_path):
+def test_cwd_runs_the_program_there_and_cwd_expands_on_the_governor(jobs_cluster, arrays,
+                                                                     tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    # an absolute --cwd: the program runs there; %{CWD} in its arguments,
+    # environment and --stdout is that directory, replaced by the governor
+    job = submit(jobs_cluster, "--name", "in-cwd", "--cwd", str(work), "--env", "HERE=%{CWD}",
+                 "--stdout", "%{CWD}/out-%{TASK_ID}.txt", "--wait", "--",
+                 "sh", "-c", 'pwd; echo "$HERE" "$1"; echo made > made.txt', "sh", "%{CWD}")
+    assert (work / "out-0.txt").read_text() == "%s\n%s %s\n" % (work, work, work)
+    assert (work / "made.txt").read_text() == "made\n"
+    sq(jobs_cluster, "job", "forget", job)
+    # an array: each element in the same directory, its own file
+    job = submit(jobs_cluster, "--name", "cwd-array", "--array", "1-3", "--cwd", str(work),
+                 "--stdout", "%{CWD}/el-%{TASK_ID}.txt", "--wait", "--",
+                 "sh", "-c", "pwd; echo $SQUALL_TASK_ID")
+    for i in (1, 2, 3):
+        assert (work / ("el-%d.txt" % i)).read_text() == "%s\n%d\n" % (work, i)
+    sq(jobs_cluster, "job", "forget", job)
+    # no --cwd: %{CWD} is the task's own private directory, where it runs
+    out = sq(jobs_cluster, "submit", "--name", "own-dir", "--wait", "--",
+             "sh", "-c", 'test "$(pwd)" = "$1" && echo same', "sh", "%{CWD}")
+    assert sq(jobs_cluster, "log", "own-dir").stdout == "same\n"
+    sq(jobs_cluster, "job", "forget", int(out.stdout.strip()))
+    # a relative cwd: made beneath the task's own directory; a job file's
+    # outputs and inputs are files of its working directory
+    jobfile = tmp_path / "cwd.toml"
+    jobfile.write_text(
+        '[[task]]\nid = "a"\ncwd = "sub/dir"\noutputs = ["a.txt"]\n'
+        'command = ["sh", "-c", "case $(pwd) in */sub/dir) echo ok > a.txt;; esac"]\n'
+        '[[task]]\nid = "b"\ncwd = "%s"\n'
+        'inputs = [ { path = "in.txt", task = "a", output = "a.txt" } ]\n'
+        'command = ["cat", "in.txt"]\n' % work)
+    job = json.loads(sq(jobs_cluster, "submit", "--file", jobfile, "--name", "cwd-file",
+                        "--wait", "--json").stdout)
+    assert sq(jobs_cluster, "log", "cwd-file", "b").stdout == "ok\n"
+    assert (work / "in.txt").read_text() == "ok\n"
+    sq(jobs_cluster, "job", "forget", job["id"])
+    # a directory that is not there, or not a directory: the task fails
+    # with the reason, the governor goes on
+    (tmp_path / "plain-file").write_text("x")
+    for where, why in ((tmp_path / "missing", "No such file or directory"),
+                       (tmp_path / "plain-file", "Not a directory")):
+        out = sq(jobs_cluster, "submit", "--name", "bad-cwd", "--cwd", where, "--wait", "--",
+                 "true", check=False)
+        assert out.returncode == 1, out.stderr
+        tasks = json.loads(sq(jobs_cluster, "task", "list", "bad-cwd", "--json").stdout)
+        assert tasks[0]["state"] == "failed"
+        assert "working directory '%s': %s" % (where, why) in tasks[0]["error"], tasks
+        sq(jobs_cluster, "job", "forget", "bad-cwd")
+    assert sq(jobs_cluster, "submit", "--name", "after-bad-cwd", "--wait", "--", "true")
+    sq(jobs_cluster, "job", "forget", "after-bad-cwd")
+
+
+def test_unopenable_output_paths_are_refused_before_submitting(jobs_cluster, tmp_path):
     before = json.loads(sq(jobs_cluster, "job", "list", "--json").stdout)
-    out = sq(jobs_cluster, "submit", "--cwd", str(tmp_path), "--", "true", check=False)
-    assert out.returncode == 2 and "cwd (--cwd) is not supported" in out.stderr
-    out = sq(jobs_cluster, "submit", "--stdout", "%{CWD}/out", "--", "true", check=False)
-    assert out.returncode == 2 and "--stdout: %{CWD} cannot name" in out.stderr
+    out = sq(jobs_cluster, "submit", "--stdout", "out/%{CWD}", "--", "true", check=False)
+    assert out.returncode == 2 and "--stdout: %{CWD} may only begin a path" in out.stderr
+    out = sq(jobs_cluster, "submit", "--cwd", "../x", "--", "true", check=False)
+    assert out.returncode == 2 and "--cwd: '../x'" in out.stderr
     out = sq(jobs_cluster, "submit", "--stderr", "%{TASKID}.err", "--", "true", check=False)
     assert out.returncode == 2 and "unknown placeholder %{TASKID}" in out.stderr
     jobfile = tmp_path / "both.toml"

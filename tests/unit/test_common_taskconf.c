@@ -363,6 +363,54 @@ s_test_execute (void)
         msgpack_pack_str_body (pk, bad_paths [i], i == 2? 10: strlen (bad_paths [i]));
         CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "absolute path"));
     }
+    //  A working directory: absolute, or relative without ".."; output
+    //  files of an execute task may begin with %{CWD} (a py task's not)
+    const char *good_cwds [] = { "/data/run", "sub/dir", "a" };
+    for (size_t i = 0; i < 3; i++) {
+        pk = s_new ();
+        msgpack_pack_map (pk, 3);
+        sq_pack_cstr (pk, "args");
+        s_strings (pk, args, 1);
+        sq_pack_cstr (pk, "cwd");
+        sq_pack_cstr (pk, good_cwds [i]);
+        sq_pack_cstr (pk, "stdout_path");
+        sq_pack_cstr (pk, "%{CWD}/out.txt");
+        CHECK (s_decode (SQ_KIND_EXECUTE, 0, 0, &conf) == 0
+               && mpr_str_eq (conf.cwd, good_cwds [i])
+               && mpr_str_eq (conf.stdout_path, "%{CWD}/out.txt"));
+        sq_taskconf_release (&conf);
+    }
+    const char *bad_cwds [] = { "", "../up", "a/../../b", "a//b", "nul\0" };
+    for (size_t i = 0; i < 5; i++) {
+        pk = s_new ();
+        msgpack_pack_map (pk, 2);
+        sq_pack_cstr (pk, "args");
+        s_strings (pk, args, 1);
+        sq_pack_cstr (pk, "cwd");
+        size_t len = i == 4? 5: strlen (bad_cwds [i]);
+        char text [16];
+        memcpy (text, bad_cwds [i], len);
+        if (i == 4)
+            text [3] = 0;
+        msgpack_pack_str (pk, len);
+        msgpack_pack_str_body (pk, text, len);
+        CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "'cwd'"));
+    }
+    pk = s_new ();
+    msgpack_pack_map (pk, 2);
+    sq_pack_cstr (pk, "fn");
+    msgpack_pack_bin (pk, 1);
+    msgpack_pack_bin_body (pk, "f", 1);
+    sq_pack_cstr (pk, "stdout_path");
+    sq_pack_cstr (pk, "%{CWD}/out.txt");
+    CHECK (s_refuses (SQ_KIND_PY, 0, 0, "absolute path"));
+    pk = s_new ();
+    msgpack_pack_map (pk, 2);
+    sq_pack_cstr (pk, "args");
+    s_strings (pk, args, 1);
+    sq_pack_cstr (pk, "cwd");
+    msgpack_pack_uint64 (pk, 7);
+    CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "'cwd'"));
     pk = s_new ();
     msgpack_pack_map (pk, 2);
     sq_pack_cstr (pk, "args");
@@ -457,9 +505,9 @@ s_test_execute (void)
     }
     //  Unknown key
     e = good;
-    e.extra_key = "cwd";
+    e.extra_key = "workdir";
     s_pack_exec (&e);
-    CHECK (s_refuses (SQ_KIND_EXECUTE, 2, 2, "unknown key 'cwd'"));
+    CHECK (s_refuses (SQ_KIND_EXECUTE, 2, 2, "unknown key 'workdir'"));
     //  A key of another kind is unknown here
     e = good;
     e.extra_key = "path";

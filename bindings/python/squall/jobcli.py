@@ -496,7 +496,8 @@ def _add_task(lib, session, job_id, task, ids, spec):
         packed = ctypes.string_at(config, size.value)
     finally:
         lib.sq_free(config)
-    for key, path in (("stdout_path", task.stdout_path), ("stderr_path", task.stderr_path)):
+    for key, path in (("stdout_path", task.stdout_path), ("stderr_path", task.stderr_path),
+                      ("cwd", task.cwd)):
         if path is not None:
             packed = _with_str_key(packed, key, text(path))
     arr = (ctypes.c_uint32 * max(1, len(inputs)))(*inputs)
@@ -570,13 +571,6 @@ def cmd_submit(args):
     if args.dry_run:
         _print_json(spec.to_dict())
         return cli.EXIT_OK
-    unsupported = [t.id for t in spec.tasks if t.cwd]
-    if unsupported:
-        # The execute config has no working directory: a task runs in the
-        # private directory its governor makes. Refused rather than dropped.
-        raise _usage("task %s: cwd (--cwd) is not supported by this squall yet: a task runs "
-                     "in a private directory on its governor; give absolute paths, or cd "
-                     "in the command (sh -c 'cd DIR && ...')" % unsupported[0])
     with _Client(args) as client:
         if spec.after:
             # The broker orders tasks only within a job: this process waits
@@ -802,8 +796,8 @@ def add_parsers(sub, key_options, epilog):
                     "whether or not this process stays (docs/jobs.md). Each element of an "
                     "array sees SQUALL_JOB_ID, SQUALL_TASK_ID (its index) and "
                     "SQUALL_ARRAY_SIZE; %{JOB_ID}, %{TASK_ID}, %{ARRAY_SIZE} and %{ITEM} "
-                    "expand in its arguments, environment and paths (%{CWD} is not "
-                    "replaced yet: docs/jobs.md).",
+                    "expand in its arguments, environment and paths, %{CWD} (the task's "
+                    "working directory) in its arguments, environment and --stdout/--stderr.",
         epilog=EXIT_HELP, allow_abbrev=False)
     p.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--file", "-f", metavar="JOB.toml", help="a job file: a graph of commands")
@@ -823,9 +817,9 @@ def add_parsers(sub, key_options, epilog):
     p.add_argument("--timeout", metavar="DURATION",
                    help="each task fails if it runs longer (seconds, or 90s, 10m, 2h)")
     p.add_argument("--priority", metavar="N", help="higher runs first (default 0)")
-    p.add_argument("--cwd", metavar="DIR", help="working directory of each task (not "
-                                                "supported yet: refused; each task runs in "
-                                                "a private directory on its governor)")
+    p.add_argument("--cwd", metavar="DIR",
+                   help="working directory of each task on its governor: absolute, or "
+                        "relative to the task's own private directory (the default)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="environment of each task (repeatable)")
     p.add_argument("--stdout", metavar="PATH",

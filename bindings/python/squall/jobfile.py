@@ -290,19 +290,37 @@ def output_path(path, where, base):
     """A --stdout / --stderr / stdout_path / stderr_path value as the
     execute config takes it: an absolute path on the governor, a relative
     one joined to base (the submitting shell's directory, or the job
-    file's). %{CWD} is refused: the governor opens the file before the
-    task has a directory to name."""
+    file's), or one beginning with %{CWD}: the task's working directory,
+    which the governor replaces (docs/protocol.md, execute's stdout_path)."""
     if not isinstance(path, str) or not path or "\0" in path:
         raise JobError("%s: give a non-empty path" % where)
     check_placeholders(path, where)
+    if path.startswith("%{CWD}"):
+        return path
     if any(m.group(1) == "CWD" for m in _PLACEHOLDER.finditer(path)):
-        raise JobError("%s: %%{CWD} cannot name where the output goes (the file is opened "
-                       "before the task's directory exists): give an absolute path, or "
-                       "one relative to %s" % (where, base))
+        raise JobError("%s: %%{CWD} may only begin a path (%%{CWD}/out.txt)" % where)
     path = os.path.normpath(os.path.join(base, path))
     if len(os.fsencode(path)) > 4096:
         raise JobError("%s: longer than 4096 bytes" % where)
     return path
+
+
+def check_cwd(value, where):
+    """A working directory: absolute, or relative to the task's own
+    directory on its governor (made there), without '..'."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise JobError("%s: give a non-empty path" % where)
+    check_placeholders(value, where)
+    if any(m.group(1) == "CWD" for m in _PLACEHOLDER.finditer(value)):
+        raise JobError("%s: %%{CWD} is what this names" % where)
+    if len(os.fsencode(value)) > 4096:
+        raise JobError("%s: longer than 4096 bytes" % where)
+    if not value.startswith("/"):
+        parts = value.split("/")
+        if any(part in ("", "..") for part in parts):
+            raise JobError("%s: %r: an absolute path, or one relative to the task's own "
+                           "directory without '..' or empty parts" % (where, value))
+    return value
 
 
 def expand(text, job_id, task_id):
@@ -381,8 +399,7 @@ def from_command(command, name=None, array=None, array_file=None, cpus=None, mem
     if priority is not None:
         task.priority = parse_count(priority, "--priority", -2 ** 31, 2 ** 31 - 1)
     if cwd is not None:
-        check_placeholders(cwd, "--cwd")
-        task.cwd = cwd
+        task.cwd = check_cwd(cwd, "--cwd")
     for text in env:
         key, value = parse_key_value(text, "--env")
         check_env(key, value, "--env")
@@ -539,11 +556,7 @@ def _compile_task(table, where, base):
         check_env(key, value, "%s env" % where)
         task.env[key] = value
     if "cwd" in table:
-        value = table["cwd"]
-        if not isinstance(value, str) or not value or "\0" in value:
-            raise JobError("%s cwd: give a non-empty path" % where)
-        check_placeholders(value, "%s cwd" % where)
-        task.cwd = value
+        task.cwd = check_cwd(table["cwd"], "%s cwd" % where)
     for key in ("stdout_path", "stderr_path"):
         if key in table:
             setattr(task, key, output_path(table[key], "%s %s" % (where, key), base))
