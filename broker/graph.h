@@ -380,6 +380,11 @@ size_t graph_recover_sweep (graph_t *self);
 int graph_keep (graph_t *self, object_t *object, bool keep);
 //  Cancels a task (and, through failure propagation, its dependents).
 void graph_cancel (graph_t *self, task_t *task);
+//  RESUBMIT: the failed and cancelled tasks[0..n) (of one job session) and
+//  those failed or cancelled downstream of them (appended, up to cap) wait
+//  again with a new attempt; their inputs are counted anew (one lost with
+//  its governor is made again). Returns how many tasks wait again.
+size_t graph_tasks_again (graph_t *self, task_t **tasks, size_t n, size_t cap);
 //  Deletes a finished object now, whoever keeps it (a client's DELETE): its
 //  copies are dropped everywhere, it fails with SQ_E_DELETED (root: the
 //  object, `message`), and so does every task not done that needs it and

@@ -870,8 +870,8 @@ jobs_request (broker_t *self, peer_t *peer, const sq_request_t *q)
             if (rc) {
                 char message [120];
                 snprintf (message, sizeof message, rc == SQ_E_INVALID
-                          ? "task %u of job %u is not an array task: only array elements "
-                            "run again": "task %u is not a task of job %u", bad, session->id);
+                          ? "task %u of job %u is an array's element: name its array task"
+                          : "task %u is not a task of job %u", bad, session->id);
                 bx_reply_error (self, peer->identity, peer->identity_size, q->req, rc, message, bad);
                 break;
             }
@@ -979,6 +979,34 @@ s_pack_resubmit (msgpack_packer *pk, const sq_rec_t *rec)
     sq_rec_pack_ids (pk, SQ_REC_RESUBMIT, rec->session, rec->ids, rec->n_ids);
 }
 
+//  RESUBMIT's plain tasks: those named (all of the session's with none
+//  named) that failed or were cancelled, and what they failed or cancelled
+//  downstream, wait again (graph_tasks_again). Returns how many; 0 too
+//  when out of memory (nothing changed then).
+static uint64_t
+s_plain_again (graph_t *graph, session_t *session, const uint32_t *ids, uint32_t n)
+{
+    size_t cap = (size_t) session->failed + 1, count = 0;
+    task_t **tasks = (task_t **) malloc (cap * sizeof (task_t *));
+    if (!tasks)
+        return 0;
+    size_t cursor = 0;
+    task_t *task;
+    while (count < cap && (task = graph_session_next_task (session, &cursor))) {
+        if (task->array_parent || task->array_element
+        ||  (task->state != TASK_FAILED && task->state != TASK_CANCELLED))
+            continue;
+        bool named = n == 0;
+        for (uint32_t j = 0; j < n && !named; j++)
+            named = ids [j] == sq_key_id (task->key);
+        if (named)
+            tasks [count++] = task;
+    }
+    uint64_t again = count? graph_tasks_again (graph, tasks, count, cap): 0;
+    free (tasks);
+    return again;
+}
+
 int
 jobs_resubmit (broker_t *self, session_t *session, const uint32_t *ids, uint32_t n,
                uint64_t *again, uint32_t *bad)
@@ -990,11 +1018,12 @@ jobs_resubmit (broker_t *self, session_t *session, const uint32_t *ids, uint32_t
             *bad = ids [i];
             return SQ_E_UNKNOWN_ID;
         }
-        if (!task->array_parent) {
+        if (task->array_element) {
             *bad = ids [i];
             return SQ_E_INVALID;
         }
     }
+    *again += s_plain_again (self->graph, session, ids, n);
     struct _jobx_t *x = session->jobx;
     for (uint32_t i = 0; x && i < x->n_arrays; i++) {
         bool named = n == 0;
@@ -1344,6 +1373,7 @@ jobs_replay (graph_t *graph, const void *record)
     if (!session)
         return -1;
     if (rec->type == SQ_REC_RESUBMIT) {
+        s_plain_again (graph, session, rec->ids, rec->n_ids);
         struct _jobx_t *x = session->jobx;
         for (uint32_t i = 0; x && i < x->n_arrays; i++) {
             bool named = rec->n_ids == 0;

@@ -418,21 +418,47 @@ def test_squall_log_of_an_element_not_made_yet_says_so_and_follow_waits(jobs_clu
     sq(jobs_cluster, "job", "forget", "gated")
 
 
-def test_resubmit_names_the_plain_tasks_it_does_not_run_again(jobs_cluster, arrays, tmp_path):
+def test_resubmit_runs_a_job_files_failed_tasks_again_keeping_what_finished(jobs_cluster,
+                                                                              arrays, tmp_path):
+    ran, needed = tmp_path / "ran", tmp_path / "needed.txt"
+    # a diamond: b needs a file that is missing, so b fails and d, which
+    # reads b's and c's outputs, is cancelled; a and c finish
     jobfile = tmp_path / "breaks.toml"
-    jobfile.write_text('[[task]]\nid = "bad"\ncommand = "exit 3"\noutputs = []\n'
-                       '[[task]]\nid = "fine"\ncommand = "true"\n'
-                       '[[task]]\nid = "elems"\ncommand = ["sh", "-c", "exit $SQUALL_TASK_ID"]\n'
-                       'array = "0-1"\n')
+    jobfile.write_text(
+        '[[task]]\nid = "a"\ncommand = "echo a >> {r}; seq 3 > a.txt"\noutputs = ["a.txt"]\n'
+        '[[task]]\nid = "b"\ncommand = "echo b >> {r}; cat a.txt {n} > b.txt"\n'
+        'inputs = [ {{ path = "a.txt", task = "a", output = "a.txt" }} ]\noutputs = ["b.txt"]\n'
+        '[[task]]\nid = "c"\ncommand = "echo c >> {r}; wc -l < a.txt"\nstdout = true\n'
+        'inputs = [ {{ path = "a.txt", task = "a", output = "a.txt" }} ]\n'
+        '[[task]]\nid = "d"\ncommand = "echo d >> {r}; cat b.txt c.txt"\n'
+        'inputs = [ {{ path = "b.txt", task = "b", output = "b.txt" }},\n'
+        '           {{ path = "c.txt", task = "c", output = "stdout" }} ]\n'
+        '[[task]]\nid = "elems"\ncommand = ["sh", "-c", "test -e {n} || exit $SQUALL_TASK_ID"]\n'
+        'array = "0-1"\n'.format(r=ran, n=needed))
     out = sq(jobs_cluster, "submit", "--file", jobfile, "--name", "breaks", "--wait",
              check=False)
     assert out.returncode == 1
-    out = sq(jobs_cluster, "job", "resubmit", "breaks", "--failed", check=False)
-    # element 1 runs again (and fails again); the plain task is named, not run
-    assert out.returncode == 1 and "1 task(s) submitted again" in out.stdout
-    assert "1 task(s) not run again: bad (failed)" in out.stderr
-    sq(jobs_cluster, "job", "wait", "breaks", check=False)
     tasks = {t["id"]: t for t in
              json.loads(sq(jobs_cluster, "task", "list", "breaks", "--json").stdout)}
-    assert tasks["bad"]["attempts"] == 1 and tasks[1]["state"] == "failed"
+    assert tasks["b"]["state"] == "failed" and "needed.txt" in tasks["b"]["error"]
+    # d fails with b (the failure it shares names b), never having run
+    assert tasks["d"]["state"] == "failed" and tasks["d"]["attempts"] == 0
+    assert tasks[1]["state"] == "failed"
+    assert sorted(ran.read_text().split()) == ["a", "b", "c"]
+    needed.write_text("fixed\n")        # the missing file, there now
+    out = sq(jobs_cluster, "job", "resubmit", "breaks", "--failed")
+    # b, d and element 1
+    assert "3 task(s) submitted again" in out.stdout
+    out = sq(jobs_cluster, "job", "wait", "breaks")
+    assert "finished" in out.stdout
+    # a and c did not run again; b and d ran with a's and c's outputs
+    assert sorted(ran.read_text().split()) == ["a", "b", "b", "c", "d"]
+    assert sq(jobs_cluster, "log", "breaks", "d").stdout == "1\n2\n3\nfixed\n3\n"
+    tasks = {t["id"]: t for t in
+             json.loads(sq(jobs_cluster, "task", "list", "breaks", "--json").stdout)}
+    assert all(t["state"] == "finished" for t in tasks.values()), tasks
+    assert tasks["a"]["attempts"] == 1 and tasks["c"]["attempts"] == 1
+    assert tasks["b"]["attempts"] == 2 and tasks["d"]["attempts"] == 1
+    # nothing failed is left: a second resubmit runs nothing
+    assert "0 task(s)" in sq(jobs_cluster, "job", "resubmit", "breaks", "--failed").stdout
     sq(jobs_cluster, "job", "forget", "breaks")

@@ -659,22 +659,10 @@ def cmd_job_resubmit(args):
         raise _usage("say what to run again: --failed (its failed and cancelled tasks)")
     with _Client(args) as client:
         job = client.resolve(args.job)
-        # RESUBMIT runs array elements again, not plain tasks (a job file's):
-        # those are named rather than passed over in silence
-        elements = set()
-        ended = client.tasks(job["id"], states=8 | 16, elements=elements)
-        plain = [r for i, r in enumerate(ended) if i not in elements]
         again = ctypes.c_uint64()
         if client.lib.sq_client_resubmit(client.h, job["id"], None, 0, ctypes.byref(again)):
             raise client.error("job %s" % args.job)
     print("job %d: %d task(s) submitted again" % (job["id"], again.value))
-    if plain:
-        names = ", ".join("%s (%s)" % (r["id"], r["state"]) for r in plain[:5])
-        print("squall: job %d: %d task(s) not run again: %s%s: only array elements run again; "
-              "submit the job file anew for the others" % (
-                  job["id"], len(plain), names, ", .." if len(plain) > 5 else ""),
-              file=sys.stderr)
-        return cli.EXIT_FAILURE
     return cli.EXIT_OK
 
 
