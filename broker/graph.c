@@ -983,9 +983,15 @@ graph_object_delete (graph_t *self, object_t *object, const char *message)
 void
 graph_cancel (graph_t *self, task_t *task)
 {
+    graph_cancel_why (self, task, "cancelled");
+}
+
+void
+graph_cancel_why (graph_t *self, task_t *task, const char *message)
+{
     if (gx_final (task))
         return;
-    failure_t *failure = failure_new (sq_key_id (task->key), SQ_E_CANCELLED, "cancelled");
+    failure_t *failure = failure_new (sq_key_id (task->key), SQ_E_CANCELLED, message);
     if (!failure)
         return;
     gx_fail (self, task, failure);

@@ -4,6 +4,7 @@ bindings use it: detached named sessions, SESSIONS, ATTACH, SESSION_WAIT,
 TASKS with exit codes, FORGET, JOB_CANCEL, array tasks, retention,
 tenants, and jobs across a broker SIGKILLed and restarted on its journal."""
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -554,4 +555,46 @@ def test_retention_and_the_job_limit(limit):
             assert gone.value.code == SQ_E_SESSION
         finally:
             b.close()
+    _clean_stop(c)
+
+
+def test_after_across_a_broker_restart(tmp_path):
+    """Jobs held by --after keep waiting across a broker SIGKILLed and
+    restarted on its journal, then run (or are cancelled) as the jobs they
+    wait for end."""
+    order, gate, gate2 = tmp_path / "order", tmp_path / "gate", tmp_path / "gate2"
+    c = squall.LocalCluster(governors=2, cpus=2, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+
+    def sq(*argv, check=True):
+        out = subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "bin", "squall")] + [str(a) for a in argv],
+            capture_output=True, text=True, timeout=TIMEOUT * 4,
+            env=dict(os.environ, SQUALL_BROKER=c.address, SQUALL_SECRET_KEY=c.secret_key,
+                     SQUALL_BROKER_KEY=c.broker_key))
+        assert not check or out.returncode == 0, (argv, out.stderr)
+        return out
+
+    with c:
+        sq("submit", "--name", "first", "--", "sh", "-c",
+           "while [ ! -e %s ]; do sleep 0.05; done; echo first >> %s" % (gate, order))
+        sq("submit", "--name", "later", "--after", "first", "--", "sh", "-c",
+           "echo later >> %s" % order)
+        broken = int(sq("submit", "--name", "broken", "--", "sh", "-c",
+                        "while [ ! -e %s ]; do sleep 0.05; done; exit 3" % gate2).stdout)
+        sq("submit", "--name", "never", "--after", "broken", "--", "sh", "-c",
+           "echo never >> %s" % order)
+        c.restart_broker(signal.SIGKILL)
+        info = json.loads(sq("job", "info", "later", "--json").stdout)
+        assert info["state"] == "running" and info["tasks"]["waiting"] == 1, info
+        assert not order.exists()
+        gate.write_text("")
+        sq("job", "wait", "later")
+        assert order.read_text() == "first\nlater\n"
+        gate2.write_text("")
+        out = sq("job", "wait", "never", "--json", check=False)
+        assert out.returncode == 1 and json.loads(out.stdout)[0]["state"] == "cancelled"
+        tasks = json.loads(sq("task", "list", "never", "--json").stdout)
+        assert "job %d it waits for (--after) failed" % broken in tasks[0]["error"], tasks
+        assert order.read_text() == "first\nlater\n"
     _clean_stop(c)

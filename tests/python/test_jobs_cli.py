@@ -462,3 +462,45 @@ def test_resubmit_runs_a_job_files_failed_tasks_again_keeping_what_finished(jobs
     # nothing failed is left: a second resubmit runs nothing
     assert "0 task(s)" in sq(jobs_cluster, "job", "resubmit", "breaks", "--failed").stdout
     sq(jobs_cluster, "job", "forget", "breaks")
+
+
+def test_after_holds_a_jobs_tasks_in_the_broker_until_the_jobs_it_waits_for_end(
+        jobs_cluster, arrays, tmp_path):
+    order, gate = tmp_path / "order", tmp_path / "gate"
+    first = submit(jobs_cluster, "--name", "first", "--", "sh", "-c",
+                   "while [ ! -e %s ]; do sleep 0.05; done; echo first >> %s" % (gate, order))
+    # returns at once with the new job's id, its tasks held while first runs
+    later = submit(jobs_cluster, "--name", "later", "--after", "first", "--array", "1-3", "--",
+                   "sh", "-c", "echo later$SQUALL_TASK_ID >> %s" % order)
+    info = json.loads(sq(jobs_cluster, "job", "info", "later", "--json").stdout)
+    assert info["id"] == later and info["state"] == "running"
+    assert info["tasks"]["waiting"] == 3 and info["tasks"]["running"] == 0
+    assert json.loads(sq(jobs_cluster, "job", "info", first, "--json").stdout)["state"] == \
+        "running"
+    assert not order.exists()
+    gate.write_text("")
+    sq(jobs_cluster, "job", "wait", "later")
+    lines = order.read_text().split()
+    assert lines[0] == "first" and sorted(lines[1:]) == ["later1", "later2", "later3"]
+    # a job it waits for fails: its tasks are cancelled, the reason names it
+    gate2 = tmp_path / "gate2"
+    broken = submit(jobs_cluster, "--name", "broken", "--", "sh", "-c",
+                    "while [ ! -e %s ]; do sleep 0.05; done; exit 3" % gate2)
+    submit(jobs_cluster, "--name", "never", "--after", "%d,first" % broken, "--",
+           "sh", "-c", "echo never >> %s" % order)
+    gate2.write_text("")
+    out = sq(jobs_cluster, "job", "wait", "never", "--json", check=False)
+    assert out.returncode == 1 and json.loads(out.stdout)[0]["state"] == "cancelled"
+    tasks = json.loads(sq(jobs_cluster, "task", "list", "never", "--json").stdout)
+    assert [t["state"] for t in tasks] == ["cancelled"] and tasks[0]["attempts"] == 0
+    assert "job %d it waits for (--after) failed" % broken in tasks[0]["error"], tasks
+    assert "never" not in order.read_text()
+    # one that failed already: refused, nothing submitted; an unknown one too
+    out = sq(jobs_cluster, "submit", "--name", "too-late", "--after", "broken", "--", "true",
+             check=False)
+    assert out.returncode == 1 and "job %d it waits for (--after) failed" % broken in out.stderr
+    out = sq(jobs_cluster, "submit", "--after", "999999", "--", "true", check=False)
+    assert out.returncode == 4 and "no job 999999" in out.stderr
+    assert "too-late" not in sq(jobs_cluster, "job", "list").stdout
+    for job in ("first", "later", "broken", "never"):
+        sq(jobs_cluster, "job", "forget", job)

@@ -75,6 +75,8 @@ def _library():
     strs = ctypes.POINTER(ctypes.c_char_p)
     table = {
         "sq_session_new_job": (p, [p, c, ctypes.c_bool]),
+        "sq_session_new_job_after": (p, [p, c, ctypes.c_bool, ctypes.POINTER(u32),
+                                         ctypes.c_size_t]),
         "sq_session_id": (u32, [p]),
         "sq_session_detach": (None, [ctypes.POINTER(p)]),
         "sq_session_destroy": (None, [ctypes.POINTER(p)]),
@@ -530,9 +532,16 @@ def _add_task(lib, session, job_id, task, ids, spec):
 
 def submit_spec(client, spec):
     """Opens the job on the broker and submits its tasks; the job's id. The
-    job is left running (detached) whatever happens to this process."""
+    job is left running (detached) whatever happens to this process; with
+    spec.after, its tasks wait in the broker for those jobs."""
     lib = client.lib
-    session = ctypes.c_void_p(lib.sq_session_new_job(client.h, spec.name.encode(), True))
+    after = [client.resolve(ref)["id"] for ref in spec.after]
+    if after:
+        arr = (ctypes.c_uint32 * len(after))(*after)
+        session = ctypes.c_void_p(lib.sq_session_new_job_after(
+            client.h, spec.name.encode(), True, arr, len(after)))
+    else:
+        session = ctypes.c_void_p(lib.sq_session_new_job(client.h, spec.name.encode(), True))
     if not session:
         if lib.sq_client_errcode(client.h) == _SQ_E_DUPLICATE_ID:
             raise cli.CliError("a job named %s exists: give another --name, or forget it "
@@ -572,16 +581,6 @@ def cmd_submit(args):
         _print_json(spec.to_dict())
         return cli.EXIT_OK
     with _Client(args) as client:
-        if spec.after:
-            # The broker orders tasks only within a job: this process waits
-            # for those jobs, then submits (docs/jobs.md, --after).
-            sessions = [client.resolve(ref)["id"] for ref in spec.after]
-            print("squall: waiting for job(s) %s" % ", ".join(spec.after), file=sys.stderr)
-            ended = _wait_jobs(client, sessions, None, False)
-            bad = [j for j in ended if j["state"] != "finished"]
-            if bad:
-                raise cli.CliError("job %d %s: job %s not submitted"
-                                   % (bad[0]["id"], bad[0]["state"], spec.name))
         job_id = submit_spec(client, spec)
         if args.json:
             _print_json({"id": job_id, "name": spec.name, "size": spec.size()})
@@ -820,7 +819,7 @@ def add_parsers(sub, key_options, epilog):
     p.add_argument("--stdin", metavar="FILE", help="a local file, the standard input of each task")
     p.add_argument("--after", action="append", metavar="JOB",
                    help="start when these jobs (ids or names, repeatable or comma-separated) "
-                        "finished; this process waits for them before it submits")
+                        "finished (the broker holds its tasks; cancelled if one of them fails)")
     p.add_argument("--wait", "-w", action="store_true",
                    help="wait for the job; exit 0 only if every task finished")
     p.add_argument("--progress", action="store_true", help="wait, drawing a progress bar")
