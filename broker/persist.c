@@ -335,6 +335,11 @@ persist_replay (void *arg, const sq_rec_t *rec)
             extra->has_exit_code = rec->has_exit_code;
             extra->exit_code = rec->exit_code;
             extra->run_gov = rec->governor;
+            if (rec->governor) {
+                //  Where its output is (LOG): that governor, if it comes back.
+                task->ran_gov = rec->governor;
+                task->ran_attempt = task->attempt;
+            }
             extra->runs = task->attempt + 1;
             extra->run_attempt = task->attempt + 1;
             extra->started_ms = (int64_t) rec->started_ms;

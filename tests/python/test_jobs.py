@@ -598,3 +598,38 @@ def test_after_across_a_broker_restart(tmp_path):
         assert "job %d it waits for (--after) failed" % broken in tasks[0]["error"], tasks
         assert order.read_text() == "first\nlater\n"
     _clean_stop(c)
+
+
+def test_log_of_a_job_task_across_a_broker_restart(tmp_path):
+    """The broker keeps in its journal which governor ran a job's task: after
+    a restart `squall log` reads the output there; once that governor is
+    gone, its log is said to be lost with it."""
+    c = squall.LocalCluster(governors=1, cpus=1, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+
+    def sq(*argv):
+        return subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "bin", "squall")] + [str(a) for a in argv],
+            capture_output=True, text=True, timeout=TIMEOUT * 4,
+            env=dict(os.environ, SQUALL_BROKER=c.address, SQUALL_SECRET_KEY=c.secret_key,
+                     SQUALL_BROKER_KEY=c.broker_key))
+
+    jobfile = tmp_path / "talk.toml"
+    jobfile.write_text('[[task]]\nid = "say"\ncommand = "echo said; echo moaned >&2"\n'
+                       '[[task]]\nid = "quiet"\ncommand = "true"\n')
+    with c:
+        out = sq("submit", "--file", jobfile, "--name", "talk", "--wait")
+        assert out.returncode == 0, out.stderr
+        assert sq("log", "talk", "say").stdout == "said\n"
+        gid = json.loads(sq("task", "list", "talk", "--json").stdout)[0]["governor"]
+        c.restart_broker(signal.SIGKILL)
+        # the governor reattaches on its own time: a deadline
+        until(lambda: sq("log", "talk", "say").returncode == 0, "the log after the restart")
+        assert sq("log", "talk", "say").stdout == "said\n"
+        assert sq("log", "talk", "say", "--stderr").stdout == "moaned\n"
+        c.governors[0].kill()
+        c.governors[0].wait()
+        until(lambda: "log lost with governor %d" % gid in sq("log", "talk", "say").stderr,
+              "the broker to see the governor gone")
+        out = sq("log", "talk", "say")
+        assert out.returncode != 0 and "said" not in out.stdout
