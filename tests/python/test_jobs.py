@@ -633,3 +633,40 @@ def test_log_of_a_job_task_across_a_broker_restart(tmp_path):
               "the broker to see the governor gone")
         out = sq("log", "talk", "say")
         assert out.returncode != 0 and "said" not in out.stdout
+
+
+def test_resubmit_of_a_job_files_tasks_across_a_broker_restart(tmp_path):
+    """A job file's failed task run again by RESUBMIT, then the broker
+    SIGKILLed and restarted on its journal: the replayed job is finished,
+    each task with the attempts it had, and nothing runs again."""
+    ran, needed = tmp_path / "ran", tmp_path / "needed"
+    c = squall.LocalCluster(governors=1, cpus=2, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+
+    def sq(*argv):
+        return subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "bin", "squall")] + [str(a) for a in argv],
+            capture_output=True, text=True, timeout=TIMEOUT * 4,
+            env=dict(os.environ, SQUALL_BROKER=c.address, SQUALL_SECRET_KEY=c.secret_key,
+                     SQUALL_BROKER_KEY=c.broker_key))
+
+    jobfile = tmp_path / "two.toml"
+    jobfile.write_text(
+        '[[task]]\nid = "a"\ncommand = "echo a >> %s; cat %s"\nstdout = true\n'
+        '[[task]]\nid = "b"\ncommand = "echo b >> %s; cat in"\n'
+        'inputs = [ { path = "in", task = "a", output = "stdout" } ]\n'
+        % (ran, needed, ran))
+    with c:
+        assert sq("submit", "--file", jobfile, "--name", "two", "--wait").returncode == 1
+        needed.write_text("x\n")
+        assert "2 task(s)" in sq("job", "resubmit", "two", "--failed").stdout
+        assert sq("job", "wait", "two").returncode == 0
+        assert sorted(ran.read_text().split()) == ["a", "a", "b"]
+        c.restart_broker(signal.SIGKILL)
+        info = json.loads(sq("job", "info", "two", "--json").stdout)
+        assert info["state"] == "finished" and info["tasks"]["finished"] == 2, info
+        tasks = {t["id"]: t for t in json.loads(sq("task", "list", "two", "--json").stdout)}
+        assert tasks["a"]["state"] == tasks["b"]["state"] == "finished", tasks
+        assert "0 task(s)" in sq("job", "resubmit", "two", "--failed").stdout
+        assert sorted(ran.read_text().split()) == ["a", "a", "b"]
+    _clean_stop(c)
