@@ -203,6 +203,14 @@ s_execute_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint
     if (mpr_str_eq (key, "log_limit") || mpr_str_eq (key, "stdout_path")
     ||  mpr_str_eq (key, "stderr_path"))
         return s_log_key (self, r, key);
+    if (mpr_str_eq (key, "done")) {
+        bool done = false;
+        mpr_field (r, "done");
+        if (mpr_bool (r, &done) == 0 && done && n_out == 0)
+            mpr_fail (r, "the task has no output for it");
+        self->done_output = done? (int32_t) n_out - 1: -1;
+        return 128;
+    }
     bool in = mpr_str_eq (key, "stdin");
     if (!in && !mpr_str_eq (key, "stdout"))
         return 0;
@@ -225,8 +233,12 @@ s_execute_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_o
         return "'args' must name a program";
     if ((have & 4? self->n_in_paths: 0) != n_in)
         return "'in_paths' must have one entry per input";
-    if ((have & 8? self->n_out_paths: 0) != n_out)
-        return "'out_paths' must have one entry per output";
+    if ((have & 8? self->n_out_paths: 0) + (self->done_output >= 0) != n_out)
+        return self->done_output >= 0
+             ? "'out_paths' must have one entry per output but the last ('done')"
+             : "'out_paths' must have one entry per output";
+    if (self->done_output >= 0 && self->done_output == self->stdout_output)
+        return "'stdout' cannot be the 'done' output";
     for (uint32_t i = 0; i < self->n_args; i++)
         if (!s_no_nul (self->args [i]))
             return "arguments must not contain NUL";
@@ -373,6 +385,7 @@ sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
     self->end = -1;
     self->stdin_input = -1;
     self->stdout_output = -1;
+    self->done_output = -1;
     const char *name = sq_kind_name (kind);
     if ((unsigned) kind >= SQ_KIND_COUNT_)
         return s_fail (err, name, "unknown kind");

@@ -46,6 +46,10 @@ typedef struct {
     uint32_t n_out_paths;
     mpr_str_t *out_paths;
     int32_t stdout_output;      //  -1: none
+    //  config "done": the task's last output, one more than out_paths
+    //  lists, made empty when the program exits well: what tasks that
+    //  only wait for this one read; -1: none
+    int32_t done_output;
     //  the program's working directory, where in_paths and out_paths are
     //  too: empty the task's own directory; relative, inside that one
     //  (made); absolute, a directory that must exist

@@ -604,6 +604,15 @@ execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
     for (uint32_t j = 0; j < task->n_outputs; j++) {
         if ((int32_t) j == task->stream_out)
             continue;           //  streamed as it was written
+        if ((int32_t) j == task->conf.done_output) {
+            //  Says only that the program exited well: what waits on it
+            //  reads no data (a job file's deps on a task without outputs).
+            if (!(task->results [j] = sq_blob_new (0))) {
+                snprintf (err, err_size, "execute: out of memory");
+                return -1;
+            }
+            continue;
+        }
         //  Read with the task's rights: an output that is a link to what
         //  only the governor may read stays unread. stdout is our own file.
         bool as_task = (int32_t) j != task->conf.stdout_output;

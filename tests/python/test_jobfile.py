@@ -57,6 +57,38 @@ def test_the_example_diamond_compiles_to_its_graph():
     assert spec.size() == 4
 
 
+def test_a_dep_without_outputs_is_given_an_empty_done_output():
+    # b waits for a, which writes nothing squall reads: a gets the empty
+    # output its governor makes when it exits well (execute's "done"), and
+    # only a; c, which has an output, is read through it as before
+    spec = compile_text('''
+[[task]]
+id = "b"
+command = ["true"]
+deps = ["a", "c"]
+[[task]]
+id = "a"
+command = ["touch", "/tmp/x"]
+[[task]]
+id = "c"
+command = ["true"]
+stdout = true
+[[task]]
+id = "lone"
+command = ["true"]
+''')
+    order = [t.id for t in spec.tasks]
+    assert order.index("a") < order.index("b") and order.index("c") < order.index("b")
+    a, b, c, lone = (spec.task(i) for i in ("a", "b", "c", "lone"))
+    assert a.done and not b.done and not c.done and not lone.done
+    assert a.output_names() == [] and c.output_names() == ["stdout"]
+    assert [t["done"] for t in spec.to_dict()["tasks"] if t["id"] == "a"] == [True]
+    # the done output is no output of a job file: reading it is refused
+    refused('[[task]]\nid = "a"\ncommand = ["true"]\n'
+            '[[task]]\nid = "b"\ncommand = ["cat"]\ndeps = ["a"]\n'
+            'stdin = { task = "a", output = "done" }\n', "has no output 'done'", "none")
+
+
 def test_a_task_given_before_what_it_reads_is_ordered_after_it():
     spec = compile_text('''
 [[task]]
@@ -161,7 +193,8 @@ inputs = [ { path = "data/copy.csv", file = "in.csv" } ]
      '[[task]]\nid = "b"\ncommand = ["cat"]\nstdin = { task = "a", output = "stdout" }\n',
      ["has no output"]),
     ('[[task]]\nid = "a"\ncommand = ["true"]\narray = "1-3"\n'
-     '[[task]]\nid = "b"\ncommand = ["true"]\ndeps = ["a"]\n', ["no output to wait on"]),
+     '[[task]]\nid = "b"\ncommand = ["true"]\ndeps = ["a"]\n', ["task 'a' is an array",
+                                                              "after"]),
     ('[[task]]\nid = "a"\ncommand = ["true"]\nstdout = true\n'
      '[[task]]\nid = "b"\ncommand = ["cat"]\narray = "1-3"\n'
      'stdin = { task = "a", output = "stdout" }\n', ["an array takes no stdin"]),

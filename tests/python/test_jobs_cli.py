@@ -504,3 +504,49 @@ def test_after_holds_a_jobs_tasks_in_the_broker_until_the_jobs_it_waits_for_end(
     assert "too-late" not in sq(jobs_cluster, "job", "list").stdout
     for job in ("first", "later", "broken", "never"):
         sq(jobs_cluster, "job", "forget", job)
+
+
+def test_deps_order_a_task_after_one_without_outputs_and_its_failure_stops_it(jobs_cluster,
+                                                                             tmp_path):
+    # a writes nothing squall reads: b waits for it through the empty output
+    # a's governor makes when a exits well (docs/jobs.md, deps). They share
+    # a working directory: b runs only if a's file is there.
+    gate, ran = tmp_path / "gate", tmp_path / "ran"
+    jobfile = tmp_path / "deps.toml"
+    jobfile.write_text(
+        '[[task]]\nid = "b"\ncwd = {w}\ndeps = ["a"]\n'
+        'command = "test -e a.done && echo b >> ran"\n'
+        '[[task]]\nid = "a"\ncwd = {w}\n'
+        'command = "while [ ! -e gate ]; do sleep 0.05; done; echo a > a.done"\n'
+        .format(w=json.dumps(str(tmp_path))))
+    job = submit(jobs_cluster, "--file", jobfile, "--name", "deps-order")
+
+    def states():
+        return {t["id"]: t for t in
+                json.loads(sq(jobs_cluster, "task", "list", job, "--json").stdout)}
+    until(lambda: states()["a"]["state"] == "running", "a to run")
+    gate.write_text("")
+    sq(jobs_cluster, "job", "wait", job)
+    tasks = states()
+    assert all(t["state"] == "finished" for t in tasks.values()), tasks
+    assert ran.read_text() == "b\n"
+    assert tasks["b"]["started"] >= tasks["a"]["ended"], tasks
+    # what b read of a: an empty file under .squall-deps
+    assert (tmp_path / ".squall-deps" / "a").read_bytes() == b""
+    sq(jobs_cluster, "job", "forget", job)
+
+    # a fails: b never runs, and says why
+    jobfile.write_text(
+        '[[task]]\nid = "a"\ncommand = "exit 3"\n'
+        '[[task]]\nid = "b"\ncwd = {w}\ndeps = ["a"]\ncommand = "echo b >> ran"\n'
+        .format(w=json.dumps(str(tmp_path))))
+    ran.unlink()
+    out = sq(jobs_cluster, "submit", "--file", jobfile, "--name", "deps-fail", "--wait",
+             check=False)
+    assert out.returncode == 1, out.stderr
+    tasks = {t["id"]: t for t in
+             json.loads(sq(jobs_cluster, "task", "list", "deps-fail", "--json").stdout)}
+    assert tasks["a"]["state"] == "failed" and tasks["a"]["exit_code"] == 3, tasks
+    assert tasks["b"]["state"] in ("failed", "cancelled") and tasks["b"]["attempts"] == 0, tasks
+    assert not ran.exists()
+    sq(jobs_cluster, "job", "forget", "deps-fail")

@@ -525,6 +525,48 @@ s_test_execute (void)
     msgpack_pack_array (pk, 1);
     msgpack_pack_uint32 (pk, 1);
     CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "'args'"));
+    //  'done': one more output than out_paths lists, its last; not stdout
+    const char *one_out [] = { "" };
+    struct { size_t n_paths; int64_t stdout_output; int done; uint32_t n_out;
+             const char *expect; } done_cases [] = {
+        { 0, -1, 1, 1, NULL },                  //  the only output
+        { 1, 0, 1, 2, NULL },                   //  after stdout's
+        { 0, -1, 0, 0, NULL },                  //  false: none
+        { 0, -1, 1, 0, "no output for it" },
+        { 1, -1, 1, 1, "but the last ('done')" },
+        { 0, -1, 1, 2, "but the last ('done')" },
+        { 1, 1, 1, 2, "'stdout' cannot be the 'done' output" },
+        { 0, -1, 2, 1, "'done'" },              //  not a bool
+    };
+    for (size_t i = 0; i < sizeof done_cases / sizeof done_cases [0]; i++) {
+        pk = s_new ();
+        msgpack_pack_map (pk, 4);
+        sq_pack_cstr (pk, "args");
+        s_strings (pk, args, 1);
+        sq_pack_cstr (pk, "out_paths");
+        s_strings (pk, one_out, done_cases [i].n_paths);
+        sq_pack_cstr (pk, "stdout");
+        msgpack_pack_int64 (pk, done_cases [i].stdout_output);
+        sq_pack_cstr (pk, "done");
+        if (done_cases [i].done == 2)
+            msgpack_pack_int (pk, 0);
+        else
+        if (done_cases [i].done)
+            msgpack_pack_true (pk);
+        else
+            msgpack_pack_false (pk);
+        if (done_cases [i].expect)
+            CHECK (s_refuses (SQ_KIND_EXECUTE, 0, done_cases [i].n_out, done_cases [i].expect));
+        else {
+            CHECK (s_decode (SQ_KIND_EXECUTE, 0, done_cases [i].n_out, &conf) == 0);
+            CHECK (conf.done_output == (done_cases [i].done? (int32_t) done_cases [i].n_out - 1: -1));
+            sq_taskconf_release (&conf);
+        }
+    }
+    //  absent: none
+    s_pack_exec (&good);
+    CHECK (s_decode (SQ_KIND_EXECUTE, 2, 2, &conf) == 0 && conf.done_output == -1);
+    sq_taskconf_release (&conf);
     //  Every truncation of a valid config is refused (and frees what it took)
     s_pack_exec (&good);
     for (size_t cut = 1; cut < s_w.buf.size; cut++) {

@@ -437,7 +437,13 @@ def _read_local(path):
 def _with_str_key(config, key, value):
     """The execute config (a msgpack map, as sq_config_execute packs it)
     with one more string key."""
-    raw, head = os.fsencode(value), config[0]
+    raw = os.fsencode(value)
+    return _with_key(config, key, b"\xda" + len(raw).to_bytes(2, "big") + raw)
+
+
+def _with_key(config, key, packed):
+    """config with one more key, its value already packed."""
+    head = config[0]
     if 0x80 <= head < 0x8f:
         out = bytes([head + 1]) + config[1:]
     elif head == 0x8f:
@@ -446,8 +452,7 @@ def _with_str_key(config, key, value):
         out = b"\xde" + (int.from_bytes(config[1:3], "big") + 1).to_bytes(2, "big") + config[3:]
     else:
         raise cli.CliError("task config: not a map")
-    return out + bytes([0xa0 + len(key)]) + key.encode() + b"\xda" + \
-        len(raw).to_bytes(2, "big") + raw
+    return out + bytes([0xa0 + len(key)]) + key.encode() + packed
 
 
 def _add_task(lib, session, job_id, task, ids, spec):
@@ -502,9 +507,13 @@ def _add_task(lib, session, job_id, task, ids, spec):
                       ("cwd", task.cwd)):
         if path is not None:
             packed = _with_str_key(packed, key, text(path))
+    if task.done:
+        # one more output, its last, made empty when it exits well: what
+        # the tasks that have it in deps read (docs/protocol.md, execute)
+        packed = _with_key(packed, "done", b"\xc3")
     arr = (ctypes.c_uint32 * max(1, len(inputs)))(*inputs)
-    tid = lib.sq_task(session, b"execute", arr, len(inputs), len(out_paths), packed,
-                      len(packed))
+    tid = lib.sq_task(session, b"execute", arr, len(inputs), len(out_paths) + task.done,
+                      packed, len(packed))
     if not tid:
         return 0
     rc = 0

@@ -22,7 +22,8 @@ MAX_TIMEOUT = 2 ** 31 / 1000    # seconds, as the client library takes them
 # docs/protocol.md, "Array tasks": the broker expands them in an array's
 # elements; for a plain task the client expands all but CWD (the governor's).
 PLACEHOLDERS = ("JOB_ID", "TASK_ID", "ARRAY_SIZE", "ITEM", "CWD")
-# where a task's deps (their first output) are written in its directory
+# where a task's deps (their first output, or the empty one a dep without
+# outputs is given) are written in its directory
 DEP_DIR = ".squall-deps"
 RESERVED_ENV = ("SQUALL_JOB_ID", "SQUALL_TASK_ID", "SQUALL_ARRAY_SIZE", "SQUALL_ARRAY_ITEM")
 
@@ -76,6 +77,10 @@ class TaskSpec:
         self.stdout_path = None         # or written to this file (the governor's)
         self.stderr_path = None
         self.deps = []                  # ids of tasks it waits for, without data
+        # a dep of another task that has no outputs: given one more output,
+        # empty, that its governor makes when it exits well (execute's
+        # "done"), so that the broker can order the dependent task after it
+        self.done = False
         self.resources = {}
         self.max_retries = 0
         self.timeout = None             # seconds
@@ -90,7 +95,7 @@ class TaskSpec:
     def to_dict(self):
         d = {"id": self.id, "command": list(self.command)}
         for key in ("env", "cwd", "outputs", "stdout", "stdout_path", "stderr_path", "deps",
-                    "resources", "max_retries", "timeout", "priority"):
+                    "done", "resources", "max_retries", "timeout", "priority"):
             d[key] = getattr(self, key)
         d["stdin"] = self.stdin.to_dict() if self.stdin else None
         d["inputs"] = [dict(path=p, **src.to_dict()) for p, src in self.inputs]
@@ -607,11 +612,16 @@ def _order(tasks, where):
             if dep not in by_id:
                 raise JobError("%s deps: no task %r in this job" % (w, dep))
             # The broker orders tasks only by the objects they read
-            # (docs/protocol.md SUBMIT): a dep reads one of the task's
-            # outputs, written under DEP_DIR, so it needs one.
-            if by_id[dep].array is not None or not by_id[dep].output_names():
-                raise JobError("%s deps: task %r has no output to wait on (an array, or "
-                               "neither stdout = true nor outputs)" % (w, dep))
+            # (docs/protocol.md SUBMIT): a dep reads the task's first
+            # output, written under DEP_DIR; a task without outputs is
+            # given an empty one (done). An array's elements are made by
+            # the broker as they run: no one object ends with all of them.
+            if by_id[dep].array is not None:
+                raise JobError("%s deps: task %r is an array, there is no one output that "
+                               "ends with all its elements (put it in a job of its own and "
+                               "use after)" % (w, dep))
+            if not by_id[dep].output_names():
+                by_id[dep].done = True
             wanted.append(dep)
         if t.id in wanted:
             raise JobError("%s: depends on itself" % w)
