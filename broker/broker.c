@@ -592,6 +592,7 @@ s_open_journal (broker_t *self)
         }
     if (journal_restarted (self->journal)) {
         persist_replayed (self->persist, bx_now ());
+        jobs_after_replayed (self);
         self->recovering = true;
         self->recover_deadline = bx_now () + self->config.reattach_wait_ms;
         sq_info ("restarted as epoch %llu of cluster %s: %zu sessions, %zu governors "

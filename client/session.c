@@ -149,10 +149,16 @@ s_expect_nil (sq_session_t *self, const sq_reply_t *reply, const char *what)
 //  takes an existing one onto this client (ATTACH).
 static sq_session_t *
 s_session_open (sq_client_t *client, const char *name, bool detached,
-                uint32_t attach_id, const char *attach_name)
+                uint32_t attach_id, const char *attach_name,
+                const uint32_t *after, size_t n_after)
 {
     if (!client)
         return NULL;
+    if (n_after > SQ_AFTER_MAX || (n_after && !after)) {
+        sq_client_seterr (client, SQ_E_INVALID, 0, 0, "a job waits for at most %d jobs",
+                          SQ_AFTER_MAX);
+        return NULL;
+    }
     if ((name && (!*name || strlen (name) > SQ_JOB_NAME_MAX))
     ||  (attach_name && (!*attach_name || strlen (attach_name) > SQ_JOB_NAME_MAX))) {
         sq_client_seterr (client, SQ_E_INVALID, 0, 0, "a job name is 1 to %d bytes",
@@ -178,6 +184,8 @@ s_session_open (sq_client_t *client, const char *name, bool detached,
         request.name = (mpr_str_t) { which, (uint32_t) strlen (which) };
     }
     request.detached = detached;
+    request.ids = (uint32_t *) after;
+    request.n_ids = (uint32_t) n_after;
     sq_reply_t reply;
     //  s_call_simple puts self->id in the request: the id ATTACH asks for.
     self->id = attach_id;
@@ -211,13 +219,20 @@ s_session_open (sq_client_t *client, const char *name, bool detached,
 sq_session_t *
 sq_session_new (sq_client_t *client)
 {
-    return s_session_open (client, NULL, false, 0, NULL);
+    return s_session_open (client, NULL, false, 0, NULL, NULL, 0);
 }
 
 sq_session_t *
 sq_session_new_job (sq_client_t *client, const char *name, bool detached)
 {
-    return s_session_open (client, name, detached, 0, NULL);
+    return s_session_open (client, name, detached, 0, NULL, NULL, 0);
+}
+
+sq_session_t *
+sq_session_new_job_after (sq_client_t *client, const char *name, bool detached,
+                          const uint32_t *after, size_t n_after)
+{
+    return s_session_open (client, name, detached, 0, NULL, after, n_after);
 }
 
 sq_session_t *
@@ -227,7 +242,7 @@ sq_session_attach (sq_client_t *client, uint32_t session, const char *name)
         sq_client_seterr (client, SQ_E_INVALID, 0, 0, "attach by id or by name: one of them");
         return NULL;
     }
-    return s_session_open (client, NULL, false, session, name);
+    return s_session_open (client, NULL, false, session, name, NULL, 0);
 }
 
 static int s_session_check (sq_session_t *self);

@@ -299,6 +299,13 @@ typedef struct {
 //  sessions) that, when detached is true, outlives this client: a job. NULL
 //  on error (SQ_E_DUPLICATE_ID for a name in use).
 sq_session_t *sq_session_new_job (sq_client_t *client, const char *name, bool detached);
+//  The same, its tasks held by the broker until the jobs `after` (ids, at
+//  most 64) ended: run once all finished, cancelled (the message naming
+//  the job) if one failed, was cancelled or was forgotten. A job of them
+//  that ended so already refuses the open (SQ_E_INVALID), one not there
+//  too (SQ_E_SESSION).
+sq_session_t *sq_session_new_job_after (sq_client_t *client, const char *name, bool detached,
+                                        const uint32_t *after, size_t n_after);
 //  Takes a job onto this client by id (name NULL) or by name (session 0),
 //  moving it from any other connection. Submits, waits, fetches and the rest
 //  then work on it; its ids continue above those it has. sq_session_destroy

@@ -326,7 +326,8 @@ typedef struct {
     uint32_t *ids;              //  owned: free with sq_request_release
 } sq_request_t;
 
-//    SESSION_OPEN [10, req, {name, detached}]    (options, optional)
+//    SESSION_OPEN [10, req, {name, detached, after}]  (options, optional;
+//                 after: job ids in ids / n_ids, at most SQ_AFTER_MAX)
 //    SESSIONS [26, req, states, session, name|nil]  body: [job...]
 //    ATTACH [27, req, session, name|nil]           body: [max_id, session, token]
 //    SESSION_WAIT [28, req, session, timeout_ms]   body: job
@@ -340,6 +341,7 @@ typedef struct {
 //  ADOPT's objects); a client allocates its own below.
 #define SQ_BROKER_IDS 0xC0000000u
 #define SQ_JOB_NAME_MAX 128
+#define SQ_AFTER_MAX 64             //  jobs one job waits for (SESSION_OPEN after)
 #define SQ_JOBS_MAX 100000          //  jobs one SESSIONS reply lists
 #define SQ_TASKS_PAGE_MAX 10000     //  records one TASKS reply holds
 int sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err);

@@ -48,6 +48,28 @@ s_session_options (mpr_t *r, sq_request_t *self)
             mpr_bool (r, &self->detached);
         }
         else
+        if (mpr_str_eq (key, "after") && !self->ids) {
+            //  Jobs whose end its tasks wait for (in ids, n_ids).
+            uint32_t count;
+            mpr_field (r, "after");
+            if (mpr_array (r, &count))
+                return;
+            if (count == 0 || count > SQ_AFTER_MAX) {
+                mpr_fail (r, "1 to 64 job ids");
+                return;
+            }
+            self->ids = (uint32_t *) calloc (count, sizeof (uint32_t));
+            if (!self->ids) {
+                mpr_fail (r, "out of memory");
+                return;
+            }
+            for (uint32_t j = 0; j < count && mpr_ok (r); j++) {
+                if (mpr_u32 (r, &self->ids [j]) == 0 && self->ids [j] == 0)
+                    mpr_fail (r, "job id 0");
+                self->n_ids = j + 1;
+            }
+        }
+        else
             mpr_fail (r, "unknown or repeated key");
     }
 }
@@ -244,7 +266,7 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     uint32_t fields = 2;
     switch (q->type) {
         case SQ_MSG_SESSION_OPEN:
-            fields = q->has_name || q->detached? 3: 2; break;
+            fields = q->has_name || q->detached || q->n_ids? 3: 2; break;
         case SQ_MSG_RESTART:
             fields = q->timeout_ms != SQ_RESTART_DEFAULT_MS? 3: 2; break;
         case SQ_MSG_SESSION_CLOSE: case SQ_MSG_RETIRE: case SQ_MSG_FORGET:
@@ -272,7 +294,7 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
     else
     if (q->type == SQ_MSG_SESSION_OPEN) {
         if (fields == 3) {
-            msgpack_pack_map (pk, (q->has_name? 1: 0) + 1);
+            msgpack_pack_map (pk, (q->has_name? 1: 0) + 1 + (q->n_ids? 1: 0));
             if (q->has_name) {
                 sq_pack_cstr (pk, "name");
                 sq_pack_mstr (pk, q->name);
@@ -282,6 +304,12 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
                 msgpack_pack_true (pk);
             else
                 msgpack_pack_false (pk);
+            if (q->n_ids) {
+                sq_pack_cstr (pk, "after");
+                msgpack_pack_array (pk, q->n_ids);
+                for (uint32_t i = 0; i < q->n_ids; i++)
+                    msgpack_pack_uint32 (pk, q->ids [i]);
+            }
         }
     }
     else

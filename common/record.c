@@ -168,9 +168,9 @@ s_pack_run_fields (msgpack_packer *pk, const sq_rec_t *rec)
 
 void
 sq_rec_pack_job (msgpack_packer *pk, uint32_t session, const char *name, bool detached,
-                 uint64_t created_ms)
+                 uint64_t created_ms, const uint32_t *after, uint32_t n_after)
 {
-    msgpack_pack_array (pk, 5);
+    msgpack_pack_array (pk, n_after? 6: 5);
     msgpack_pack_uint32 (pk, SQ_REC_JOB);
     msgpack_pack_uint32 (pk, session);
     if (name) {
@@ -182,6 +182,11 @@ sq_rec_pack_job (msgpack_packer *pk, uint32_t session, const char *name, bool de
         msgpack_pack_nil (pk);
     if (detached) msgpack_pack_true (pk); else msgpack_pack_false (pk);
     msgpack_pack_uint64 (pk, created_ms);
+    if (n_after) {
+        msgpack_pack_array (pk, n_after);
+        for (uint32_t i = 0; i < n_after; i++)
+            msgpack_pack_uint32 (pk, after [i]);
+    }
 }
 
 void
@@ -221,7 +226,7 @@ sq_rec_decode (sq_rec_t *self, const uint8_t *body, size_t size, char *err, size
     mpr_u32 (&r, &self->type);
     if (mpr_ok (&r) && (self->type == 0 || self->type >= SQ_REC_TYPES_))
         mpr_fail (&r, "unknown record type");
-    if (mpr_ok (&r) && n != fields [self->type])
+    if (mpr_ok (&r) && n != fields [self->type] && !(self->type == SQ_REC_JOB && n == 6))
         mpr_fail (&r, "wrong number of fields");
     if (!mpr_ok (&r))
         goto done;
@@ -282,6 +287,9 @@ sq_rec_decode (sq_rec_t *self, const uint8_t *body, size_t size, char *err, size
             mpr_bool (&r, &self->detached);
             mpr_field (&r, "created_ms");
             mpr_uint (&r, &self->created_ms);
+            mpr_field (&r, "after");
+            if (n == 6 && s_ids (&r, self) == 0 && self->n_ids > SQ_AFTER_MAX)
+                mpr_fail (&r, "more than 64 jobs");
             break;
         case SQ_REC_ELEMENT:
             mpr_field (&r, "session");

@@ -79,7 +79,7 @@ typedef struct {
     uint32_t n_payloads;
     mpr_str_t *payloads;        //  SUBMIT, owned
     uint32_t n_ids;
-    uint32_t *ids;              //  KEEP, UNKEEP, CANCEL, owned
+    uint32_t *ids;              //  KEEP, UNKEEP, CANCEL, JOB's after, owned
     uint64_t key;               //  FINISHED, FAILED, ATTEMPT
     uint32_t attempt;
     uint32_t n_outputs;
@@ -147,8 +147,9 @@ void sq_rec_pack_governor (msgpack_packer *pk, uint32_t id, uint64_t incarnation
                            const char *name, const char *key_z85);
 void sq_rec_pack_gone (msgpack_packer *pk, uint32_t id);
 void sq_rec_pack_ids_counters (msgpack_packer *pk, uint32_t next_session, uint32_t next_peer);
+//  JOB: with n_after, a sixth field, the jobs it waits for (in ids on decode).
 void sq_rec_pack_job (msgpack_packer *pk, uint32_t session, const char *name, bool detached,
-                      uint64_t created_ms);
+                      uint64_t created_ms, const uint32_t *after, uint32_t n_after);
 //  ELEMENT and ENDED take the fields of a decoded record (the caller fills
 //  session, id, k, state, exit, governor, attempts, times / key).
 void sq_rec_pack_element (msgpack_packer *pk, const sq_rec_t *rec);

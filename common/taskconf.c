@@ -192,9 +192,25 @@ s_execute_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint
         s_str_array (r, &self->out_paths, &self->n_out_paths);
         return 8;
     }
+    if (mpr_str_eq (key, "cwd")) {
+        mpr_field (r, "cwd");
+        if (mpr_str (r, &self->cwd, 4096) == 0
+        &&  (self->cwd.len == 0 || !s_no_nul (self->cwd)
+             || (self->cwd.ptr [0] != '/' && !s_safe_path (self->cwd))))
+            mpr_fail (r, "must be an absolute path, or a relative one without '..'");
+        return 64;
+    }
     if (mpr_str_eq (key, "log_limit") || mpr_str_eq (key, "stdout_path")
     ||  mpr_str_eq (key, "stderr_path"))
         return s_log_key (self, r, key);
+    if (mpr_str_eq (key, "done")) {
+        bool done = false;
+        mpr_field (r, "done");
+        if (mpr_bool (r, &done) == 0 && done && n_out == 0)
+            mpr_fail (r, "the task has no output for it");
+        self->done_output = done? (int32_t) n_out - 1: -1;
+        return 128;
+    }
     bool in = mpr_str_eq (key, "stdin");
     if (!in && !mpr_str_eq (key, "stdout"))
         return 0;
@@ -217,8 +233,12 @@ s_execute_check (sq_taskconf_t *self, unsigned have, uint32_t n_in, uint32_t n_o
         return "'args' must name a program";
     if ((have & 4? self->n_in_paths: 0) != n_in)
         return "'in_paths' must have one entry per input";
-    if ((have & 8? self->n_out_paths: 0) != n_out)
-        return "'out_paths' must have one entry per output";
+    if ((have & 8? self->n_out_paths: 0) + (self->done_output >= 0) != n_out)
+        return self->done_output >= 0
+             ? "'out_paths' must have one entry per output but the last ('done')"
+             : "'out_paths' must have one entry per output";
+    if (self->done_output >= 0 && self->done_output == self->stdout_output)
+        return "'stdout' cannot be the 'done' output";
     for (uint32_t i = 0; i < self->n_args; i++)
         if (!s_no_nul (self->args [i]))
             return "arguments must not contain NUL";
@@ -247,12 +267,18 @@ s_log_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key)
     bool out = mpr_str_eq (key, "stdout_path");
     if (out || mpr_str_eq (key, "stderr_path")) {
         //  Written there instead of kept: an absolute path on the governor,
-        //  opened as the task.
+        //  opened as the task; an execute task's may begin with %{CWD}, its
+        //  working directory, which only the governor knows.
         mpr_str_t *path = out? &self->stdout_path: &self->stderr_path;
         mpr_field (r, out? "stdout_path": "stderr_path");
         if (mpr_str (r, path, 4096) == 0
-        &&  (path->len == 0 || path->ptr [0] != '/' || !s_no_nul (*path)))
-            mpr_fail (r, "must be an absolute path without NUL");
+        &&  (path->len == 0 || !s_no_nul (*path)
+             || !(path->ptr [0] == '/'
+                  || (self->kind == SQ_KIND_EXECUTE && path->len >= 6
+                      && memcmp (path->ptr, "%{CWD}", 6) == 0))))
+            mpr_fail (r, self->kind == SQ_KIND_EXECUTE
+                      ? "must be an absolute path (or begin with %{CWD}) without NUL"
+                      : "must be an absolute path without NUL");
         return out? 0x200: 0x400;
     }
     if (!mpr_str_eq (key, "log_limit"))
@@ -359,6 +385,7 @@ sq_taskconf_decode (sq_taskconf_t *self, sq_kind_t kind, const uint8_t *config,
     self->end = -1;
     self->stdin_input = -1;
     self->stdout_output = -1;
+    self->done_output = -1;
     const char *name = sq_kind_name (kind);
     if ((unsigned) kind >= SQ_KIND_COUNT_)
         return s_fail (err, name, "unknown kind");

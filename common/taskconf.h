@@ -46,6 +46,14 @@ typedef struct {
     uint32_t n_out_paths;
     mpr_str_t *out_paths;
     int32_t stdout_output;      //  -1: none
+    //  config "done": the task's last output, one more than out_paths
+    //  lists, made empty when the program exits well: what tasks that
+    //  only wait for this one read; -1: none
+    int32_t done_output;
+    //  the program's working directory, where in_paths and out_paths are
+    //  too: empty the task's own directory; relative, inside that one
+    //  (made); absolute, a directory that must exist
+    mpr_str_t cwd;
     //  py: opaque to C, read by the Python executor (bindings/python)
     mpr_str_t fn;               //  cloudpickled function, non-empty; or
     bool fn_in;                 //  the function is the task's first input instead
@@ -57,7 +65,8 @@ typedef struct {
     uint32_t call;              //  0: not a call
     mpr_str_t method;
     //  execute and py: bytes of stdout and of stderr kept (0: the governor's);
-    //  files (absolute paths) they are written to instead, or empty
+    //  files (absolute paths, or for execute beginning with %{CWD}) they
+    //  are written to instead, or empty
     uint64_t log_limit;
     mpr_str_t stdout_path;
     mpr_str_t stderr_path;

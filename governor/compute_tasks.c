@@ -372,9 +372,11 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
 //  A task's stdout_path / stderr_path (its config): opened as the task
 //  (its tenant's file-system identity, sandbox.h), truncated, in place of
 //  its log descriptors, so that the output goes there instead of being
-//  kept. 0, or -1 with the failure in err (fds unchanged).
+//  kept; %{CWD} in them is cwd (an execute task's working directory, NULL
+//  for others). 0, or -1 with the failure in err (fds unchanged).
 static int
-s_user_outputs (compute_t *self, task_t *task, int fds [2], char *err, size_t err_size)
+s_user_outputs (compute_t *self, task_t *task, const char *cwd, int fds [2], char *err,
+                size_t err_size)
 {
     const mpr_str_t *paths [2] = { &task->conf.stdout_path, &task->conf.stderr_path };
     if (!paths [0]->len && !paths [1]->len)
@@ -383,26 +385,32 @@ s_user_outputs (compute_t *self, task_t *task, int fds [2], char *err, size_t er
     if (sandbox_identity (self->sandbox, task->tenant, &id, err, err_size))
         return -1;
     int opened [2] = { -1, -1 };
+    char *path [2] = { NULL, NULL };
     int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++)
+        if (paths [i]->len
+        &&  !(path [i] = execute_expand_cwd (paths [i]->ptr, paths [i]->len, cwd? cwd: ""))) {
+            snprintf (err, err_size, "out of memory on the governor");
+            rc = -1;
+        }
     sandbox_fs_enter (&id);
     for (int i = 0; i < 2 && rc == 0; i++) {
-        if (!paths [i]->len)
+        if (!path [i])
             continue;
-        char path [4100];
-        snprintf (path, sizeof path, "%.*s", (int) paths [i]->len, paths [i]->ptr);
-        if (i == 1 && opened [0] >= 0 && mpr_str_eq (*paths [0], path))
+        if (i == 1 && opened [0] >= 0 && strcmp (path [0], path [1]) == 0)
             opened [1] = dup (opened [0]);      //  one file for both, interleaved
         else
-            opened [i] = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC
-                                     | O_NOCTTY, 0644);
+            opened [i] = open (path [i], O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC
+                                         | O_NOCTTY, 0644);
         if (opened [i] < 0) {
             snprintf (err, err_size, "cannot open %s '%s': %s",
-                      i? "stderr_path": "stdout_path", path, strerror (errno));
+                      i? "stderr_path": "stdout_path", path [i], strerror (errno));
             rc = -1;
         }
     }
     sandbox_fs_leave (&id);
     for (int i = 0; i < 2; i++) {
+        free (path [i]);
         if (rc == 0 && opened [i] >= 0) {
             close (fds [i]);
             fds [i] = opened [i];
@@ -491,23 +499,25 @@ s_start (compute_t *self, task_t *task)
         else
         if (self->tasklog)
             sq_warn ("%s", self->err);
-        if (logged && s_user_outputs (self, task, log_fds, self->err, sizeof self->err)) {
-            close (log_fds [0]);
-            close (log_fds [1]);
+        //  Its directory first: %{CWD} in its output paths names it.
+        task->exec = execute_new (task, self->workdir, self->sandbox, self->err,
+                                  sizeof self->err);
+        if (!task->exec
+        ||  (logged && s_user_outputs (self, task, execute_cwd (task->exec), log_fds,
+                                       self->err, sizeof self->err))
+        ||  execute_start (task->exec, task, self->store, logged? log_fds: NULL,
+                           logged? stderr_log: NULL, self->err, sizeof self->err)) {
+            for (int i = 0; i < 2; i++)
+                if (log_fds [i] >= 0)
+                    close (log_fds [i]);
+            execute_destroy (&task->exec);
             s_complete (self, task, -1, self->err);
             return;
         }
-        task->exec = execute_new (task, self->store, self->workdir, self->sandbox,
-                                  logged? log_fds: NULL, logged? stderr_log: NULL,
-                                  self->err, sizeof self->err);
         task->exec_destroy = execute_destroy;
         for (int i = 0; i < 2; i++)
             if (log_fds [i] >= 0)
                 close (log_fds [i]);
-        if (!task->exec) {
-            s_complete (self, task, -1, self->err);
-            return;
-        }
         if ((task->stream_out >= 0
              && stream_writer_add (self->streams, task->key, task->attempt,
                                    task->outputs [task->stream_out], task->stream_consumers,
@@ -556,7 +566,7 @@ s_start (compute_t *self, task_t *task)
                 n_theirs += 2;
             else
                 sq_warn ("%s", why);
-            if (logged && s_user_outputs (self, task, theirs + n_theirs - 2, self->err,
+            if (logged && s_user_outputs (self, task, NULL, theirs + n_theirs - 2, self->err,
                                           sizeof self->err)) {
                 for (int i = 0; i < n_theirs; i++)
                     close (theirs [i]);
@@ -619,7 +629,7 @@ s_pipe_log (void *arg, task_t *task, int fds [2])
         return 0;
     }
     self->piped_logged = true;
-    if (s_user_outputs (self, task, fds, why, sizeof why)) {
+    if (s_user_outputs (self, task, NULL, fds, why, sizeof why)) {
         close (fds [0]);
         close (fds [1]);
         fds [0] = fds [1] = -1;

@@ -25,7 +25,8 @@ struct _execute_t {
     pid_t pid;                  //  0 once reaped
     int pidfd;
     int status;
-    char *dir;                  //  the task's working directory
+    char *dir;                  //  the task's own directory
+    char *cwd;                  //  the program's: dir, beneath it or elsewhere
     char *stdin_path;           //  files beside it, outside the program's view
     char *stdout_path;
     char *stderr_path;
@@ -62,16 +63,46 @@ s_join (const char *dir, mpr_str_t name)
     return s_printf ("%s/%.*s", dir, (int) name.len, name.ptr);
 }
 
-//  NULL-terminated array of NUL-terminated copies, `extra` slots at the end
-//  left for the caller (environ is appended that way).
+char *
+execute_expand_cwd (const char *text, size_t len, const char *cwd)
+{
+    static const char mark [] = "%{CWD}";
+    size_t cwd_len = strlen (cwd), n = 0;
+    for (size_t i = 0; i + 6 <= len; i++)
+        if (memcmp (text + i, mark, 6) == 0) {
+            n++;
+            i += 5;
+        }
+    //  Lengths are the config's (at most SQ_MAX_CONFIG each) and the
+    //  directory's: the product cannot overflow a size_t.
+    char *out = (char *) malloc (len + n * cwd_len + 1);
+    if (!out)
+        return NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < len; ) {
+        if (i + 6 <= len && memcmp (text + i, mark, 6) == 0) {
+            memcpy (out + at, cwd, cwd_len);
+            at += cwd_len;
+            i += 6;
+        }
+        else
+            out [at++] = text [i++];
+    }
+    out [at] = 0;
+    return out;
+}
+
+//  NULL-terminated array of NUL-terminated copies, %{CWD} replaced by cwd,
+//  `extra` slots at the end left for the caller (environ is appended that
+//  way).
 static char **
-s_strv (const mpr_str_t *strings, uint32_t n, size_t extra)
+s_strv (const mpr_str_t *strings, uint32_t n, size_t extra, const char *cwd)
 {
     char **v = (char **) calloc (n + extra + 1, sizeof (char *));
     if (!v)
         return NULL;
     for (uint32_t i = 0; i < n; i++)
-        if (!(v [i] = mpr_strdup (strings [i]))) {
+        if (!(v [i] = execute_expand_cwd (strings [i].ptr, strings [i].len, cwd))) {
             for (uint32_t j = 0; j < i; j++)
                 free (v [j]);
             free (v);
@@ -118,7 +149,7 @@ s_write_inputs (execute_t *self, task_t *task, store_t *store, char *err, size_t
             continue;
         if (dirobj_is (type)) {
             //  A directory object becomes a directory tree at its path.
-            char *dir = rel.len? s_join (self->dir, rel): NULL;
+            char *dir = rel.len? s_join (self->cwd, rel): NULL;
             int rc = -1;
             if (!dir)
                 snprintf (err, err_size, "execute: input %u is a directory: it needs an in_path", i);
@@ -136,7 +167,7 @@ s_write_inputs (execute_t *self, task_t *task, store_t *store, char *err, size_t
                 return -1;
             continue;
         }
-        char *path = rel.len? s_join (self->dir, rel): strdup (self->stdin_path);
+        char *path = rel.len? s_join (self->cwd, rel): strdup (self->stdin_path);
         if (!path
         ||  (rel.len? files_mkparents (path) || files_write (path, blob)
                     : s_write_beside (self, path, blob))) {
@@ -165,8 +196,8 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     //  task's own CUDA_VISIBLE_DEVICES must not reach another's device.
     uint32_t n_gpu = task->gpu_names? 2: 0;
     uint32_t n_own = task->conf.n_env + n_gpu;
-    char **argv = s_strv (task->conf.args, task->conf.n_args, 0);
-    char **envp = s_strv (task->conf.env, task->conf.n_env, n_gpu + n_environ + 1);
+    char **argv = s_strv (task->conf.args, task->conf.n_args, 0, self->cwd);
+    char **envp = s_strv (task->conf.env, task->conf.n_env, n_gpu + n_environ + 1, self->cwd);
     if (envp && n_gpu) {
         memmove (envp + n_gpu, envp, task->conf.n_env * sizeof (char *));
         envp [0] = s_printf ("CUDA_VISIBLE_DEVICES=%s", task->gpu_names);
@@ -244,7 +275,7 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     //  In its own process group, so that a kill takes its children too.
     sandbox_spawn_t how = {
         .id = &self->id, .argv = argv, .envp = envp, .search_path = true,
-        .cwd = self->dir, .fds = fds, .n_fds = 3, .new_pgroup = true, .own_dir = self->dir
+        .cwd = self->cwd, .fds = fds, .n_fds = 3, .new_pgroup = true, .own_dir = self->dir
     };
     char why [512];
     int rc = sandbox_spawn (&how, &self->pid, why, sizeof why);
@@ -259,7 +290,11 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     self->stdout_pipe = out_pipe [0];
     if (rc) {
         self->pid = 0;
-        snprintf (err, err_size, "execute: cannot run '%s': %s", self->argv0, why);
+        if (strncmp (why, "chdir:", 6) == 0)
+            snprintf (err, err_size, "execute: cannot run '%s' in its working directory "
+                      "'%s': %s", self->argv0, self->cwd, why + 7);
+        else
+            snprintf (err, err_size, "execute: cannot run '%s': %s", self->argv0, why);
         return -1;
     }
     self->pidfd = (int) syscall (SYS_pidfd_open, self->pid, 0);
@@ -268,9 +303,70 @@ s_spawn (execute_t *self, task_t *task, char *err, size_t err_size)
     return 0;
 }
 
+//  The working directory of the config: made beneath the task's own
+//  directory when relative; else one the task may enter, and reach under
+//  Landlock. 0, or -1 with err (called as the governor).
+static int
+s_working_dir (execute_t *self, task_t *task, char *err, size_t err_size)
+{
+    mpr_str_t cwd = task->conf.cwd;
+    if (cwd.len == 0) {
+        if ((self->cwd = strdup (self->dir)))
+            return 0;
+        snprintf (err, err_size, "execute: out of memory");
+        return -1;
+    }
+    if (cwd.ptr [0] != '/') {
+        //  files_mkparents makes the parents of a file: of "cwd/.".
+        self->cwd = s_printf ("%s/%.*s", self->dir, (int) cwd.len, cwd.ptr);
+        char *dot = self->cwd? s_printf ("%s/.", self->cwd): NULL;
+        int rc = -1;
+        if (dot) {
+            sandbox_fs_enter (&self->id);
+            rc = files_mkparents (dot);
+            sandbox_fs_leave (&self->id);
+            if (rc)
+                snprintf (err, err_size, "execute: cannot create its working directory "
+                          "'%.*s': %s", (int) cwd.len, cwd.ptr, strerror (errno));
+        }
+        else
+            snprintf (err, err_size, "execute: out of memory");
+        free (dot);
+        return rc;
+    }
+    if (!(self->cwd = mpr_strdup (cwd))) {
+        snprintf (err, err_size, "execute: out of memory");
+        return -1;
+    }
+    //  Entered with the task's rights: a directory only the governor may
+    //  enter is no way around them.
+    sandbox_fs_enter (&self->id);
+    int fd = open (self->cwd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int saved = errno;
+    sandbox_fs_leave (&self->id);
+    if (fd < 0) {
+        snprintf (err, err_size, "execute: working directory '%s': %s", self->cwd,
+                  strerror (saved));
+        return -1;
+    }
+    //  Under Landlock the kernel would let the program enter it and then
+    //  refuse every file: said now, once. The real path: a link must not
+    //  lead elsewhere than it seems.
+    char link [64], real [4096];
+    snprintf (link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink (link, real, sizeof real - 1);
+    close (fd);
+    if (sandbox_landlock_on () && !self->id.switched
+    &&  (n <= 0 || (real [n] = 0, !sandbox_landlock_reaches (real)))) {
+        snprintf (err, err_size, "execute: working directory '%s' is out of the tasks' reach "
+                  "on this governor (Landlock: its --task-read paths, /tmp, /var/tmp)", self->cwd);
+        return -1;
+    }
+    return 0;
+}
+
 execute_t *
-execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandbox,
-             const int *log_fds, const char *stderr_log, char *err, size_t err_size)
+execute_new (task_t *task, const char *workdir, sandbox_t *sandbox, char *err, size_t err_size)
 {
     execute_t *self = (execute_t *) calloc (1, sizeof *self);
     if (!self) {
@@ -282,10 +378,7 @@ execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandb
     self->dir = s_printf ("%s/task-%" PRIx64 "-%u", workdir, task->key, task->attempt);
     self->stdin_path = s_printf ("%s.stdin", self->dir? self->dir: "");
     self->stdout_path = s_printf ("%s.stdout", self->dir? self->dir: "");
-    self->stderr_logged = log_fds && stderr_log;
-    self->log_fds = self->stderr_logged? log_fds: NULL;
-    self->stderr_path = self->stderr_logged? strdup (stderr_log)
-                      : s_printf ("%s.stderr", self->dir? self->dir: "");
+    self->stderr_path = s_printf ("%s.stderr", self->dir? self->dir: "");
     self->argv0 = mpr_strdup (task->conf.args [0]);
     self->home = s_printf ("HOME=%s", self->dir? self->dir: "");
     if (!self->dir || !self->stdin_path || !self->stdout_path || !self->stderr_path
@@ -305,17 +398,41 @@ execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandb
         execute_destroy (&self);
         return NULL;
     }
+    if (s_working_dir (self, task, err, err_size)) {
+        execute_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+const char *
+execute_cwd (execute_t *self)
+{
+    return self->cwd;
+}
+
+int
+execute_start (execute_t *self, task_t *task, store_t *store, const int *log_fds,
+               const char *stderr_log, char *err, size_t err_size)
+{
+    if (log_fds && stderr_log) {
+        char *path = strdup (stderr_log);
+        if (!path) {
+            snprintf (err, err_size, "execute: out of memory");
+            return -1;
+        }
+        free (self->stderr_path);
+        self->stderr_path = path;
+        self->stderr_logged = true;
+        self->log_fds = log_fds;
+    }
     //  Inputs are written with the task's rights, and so owned by it.
     sandbox_fs_enter (&self->id);
     int rc = s_write_inputs (self, task, store, err, err_size);
     sandbox_fs_leave (&self->id);
     rc = rc || s_spawn (self, task, err, err_size);
     self->log_fds = NULL;       //  the caller's
-    if (rc) {
-        execute_destroy (&self);
-        return NULL;
-    }
-    return self;
+    return rc? -1: 0;
 }
 
 void
@@ -344,6 +461,7 @@ execute_destroy (execute_t **self_p)
         unlink (self->stdin_path);
     }
     free (self->dir);
+    free (self->cwd);
     free (self->stdin_path);
     free (self->stdout_path);
     free (self->stderr_path);
@@ -419,7 +537,7 @@ s_output (execute_t *self, task_t *task, uint32_t j, char *err, size_t err_size)
 {
     mpr_str_t rel = task->conf.out_paths [j];
     bool is_stdout = (int32_t) j == task->conf.stdout_output;
-    char *path = is_stdout? strdup (self->stdout_path): s_join (self->dir, rel);
+    char *path = is_stdout? strdup (self->stdout_path): s_join (self->cwd, rel);
     if (!path) {
         snprintf (err, err_size, "execute: out of memory");
         return -1;
@@ -486,6 +604,15 @@ execute_finish (execute_t *self, task_t *task, char *err, size_t err_size)
     for (uint32_t j = 0; j < task->n_outputs; j++) {
         if ((int32_t) j == task->stream_out)
             continue;           //  streamed as it was written
+        if ((int32_t) j == task->conf.done_output) {
+            //  Says only that the program exited well: what waits on it
+            //  reads no data (a job file's deps on a task without outputs).
+            if (!(task->results [j] = sq_blob_new (0))) {
+                snprintf (err, err_size, "execute: out of memory");
+                return -1;
+            }
+            continue;
+        }
         //  Read with the task's rights: an output that is a link to what
         //  only the governor may read stays unread. stdout is our own file.
         bool as_task = (int32_t) j != task->conf.stdout_output;

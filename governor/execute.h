@@ -1,6 +1,7 @@
 /*  execute: the execute task's child process and its private directory.
 
-    The compute thread starts a child with execute_new, watches execute_fd
+    The compute thread makes a task's directory with execute_new and starts
+    its child with execute_start, watches execute_fd
     (a pidfd) in its poll set, or calls execute_poll every few milliseconds
     when the kernel has no pidfd_open, then collects the outputs with
     execute_finish.
@@ -17,15 +18,26 @@
 #include "store.h"
 #include "sandbox.h"
 
-//  Writes the inputs and starts the program, as the identity the sandbox
-//  gives the task's tenant (its directory is that identity's, mode 0700).
+//  Makes the task's directory (the identity the sandbox gives the task's
+//  tenant owns it, mode 0700) and finds its working directory (the config's
+//  cwd: made when relative, inside the task's directory; checked when
+//  absolute: a directory the task may enter and, under Landlock, reach).
 //  NULL with a message in err when the task fails before running (the
-//  directory is removed then). log_fds: the task's log descriptors
-//  (tasklog.h) for its fds 2 and, unless stdout is an output, 1, and
-//  stderr_log the stderr log's path (failure messages quote its tail); or
-//  NULL, NULL (stderr to a file of its own, stdout nowhere).
-execute_t *execute_new (task_t *task, store_t *store, const char *workdir, sandbox_t *sandbox,
-                        const int *log_fds, const char *stderr_log, char *err, size_t err_size);
+//  directory is removed then).
+execute_t *execute_new (task_t *task, const char *workdir, sandbox_t *sandbox,
+                        char *err, size_t err_size);
+//  Its working directory, absolute: what %{CWD} expands to.
+const char *execute_cwd (execute_t *self);
+//  Writes the inputs and starts the program. log_fds: the task's log
+//  descriptors (tasklog.h) for its fds 2 and, unless stdout is an output,
+//  1, and stderr_log the stderr log's path (failure messages quote its
+//  tail); or NULL, NULL (stderr to a file of its own, stdout nowhere).
+//  0, or -1 with a message in err (the caller destroys it).
+int execute_start (execute_t *self, task_t *task, store_t *store, const int *log_fds,
+                   const char *stderr_log, char *err, size_t err_size);
+//  `text` with every %{CWD} replaced by cwd, NUL-terminated, or NULL when
+//  out of memory. Free it.
+char *execute_expand_cwd (const char *text, size_t len, const char *cwd);
 void execute_destroy (execute_t **self_p);
 //  Resident memory of the program and everything it started (its process
 //  group), in bytes; 0 once it exited.

@@ -299,10 +299,18 @@ gx_flush_frees (graph_t *self)
 
 //  A task reached a final state: its inputs may be released, counters
 //  move. The config stays: a lost output may need the task again.
+//  A job's failed or cancelled task keeps its inputs (RESUBMIT runs it
+//  again from them, not what made them) until the job is forgotten.
+static bool
+s_pins_inputs (const task_t *task)
+{
+    return task->session->job && task->state != TASK_FINISHED;
+}
+
 static void
 s_task_done (graph_t *self, task_t *task)
 {
-    for (uint32_t i = 0; i < task->n_inputs; i++) {
+    for (uint32_t i = 0; i < task->n_inputs && !s_pins_inputs (task); i++) {
         object_t *input = task->io [i];
         input->pending--;
         gx_queue_free_check (self, input);
@@ -979,9 +987,15 @@ graph_object_delete (graph_t *self, object_t *object, const char *message)
 void
 graph_cancel (graph_t *self, task_t *task)
 {
+    graph_cancel_why (self, task, "cancelled");
+}
+
+void
+graph_cancel_why (graph_t *self, task_t *task, const char *message)
+{
     if (gx_final (task))
         return;
-    failure_t *failure = failure_new (sq_key_id (task->key), SQ_E_CANCELLED, "cancelled");
+    failure_t *failure = failure_new (sq_key_id (task->key), SQ_E_CANCELLED, message);
     if (!failure)
         return;
     gx_fail (self, task, failure);
@@ -1005,4 +1019,98 @@ uint64_t
 graph_recomputed (graph_t *self)
 {
     return self->recomputed;
+}
+
+//  --------------------------------------------------------------------------
+//  RESUBMIT of plain tasks (jobs.c): failed and cancelled tasks wait again,
+//  in two passes so that their order does not matter: first every one is
+//  reset and its outputs are unfinished again, then each counts the inputs
+//  it waits for. What finished stays finished; an input with no copy left
+//  (its governor died) is made again by lineage.
+
+static bool
+s_again_visit (graph_t *self, task_t *consumer, object_t *output, void *arg)
+{
+    (void) self; (void) output;
+    task_t ***list = (task_t ***) arg;
+    if (consumer->state != TASK_FAILED && consumer->state != TASK_CANCELLED)
+        return false;
+    for (task_t **t = list [0]; t < list [1]; t++)
+        if (*t == consumer)
+            return false;
+    if (list [1] == list [2])
+        return false;           //  the caller's array is full: the rest stay
+    *list [1]++ = consumer;
+    return true;
+}
+
+size_t
+graph_tasks_again (graph_t *self, task_t **tasks, size_t n, size_t cap)
+{
+    //  Those named, then what they cancelled or failed downstream.
+    task_t **list [3] = { tasks, tasks + n, tasks + cap };
+    for (size_t i = 0; i < n; i++)
+        s_downstream (self, tasks [i], s_again_visit, list);
+    n = (size_t) (list [1] - tasks);
+    for (size_t i = 0; i < n; i++) {
+        task_t *task = tasks [i];
+        session_t *session = task->session;
+        for (uint32_t f = 0; f < session->n_failures; f++)
+            if (session->failures [f] == task) {
+                session->failures [f] = session->failures [--session->n_failures];
+                break;
+            }
+        session->failed--;
+        session->unfinished++;
+        for (uint32_t k = 0; k < task->n_inputs && !s_pins_inputs (task); k++)
+            task->io [k]->pending++;
+        failure_unref (&task->failure);
+        if (task->extra)
+            task->extra->retries = task->extra->crashes = 0;
+        task->attempt++;
+        task->unfinished = 0;
+        gx_set_state (self, task, TASK_WAITING);
+        for (uint32_t j = 0; j < task->n_outputs; j++) {
+            object_t *out = task->io [task->n_inputs + j];
+            if (out->state != OBJ_FAILED)
+                continue;
+            out->state = OBJ_UNFINISHED;
+            failure_unref (&out->failure);
+            if (out->released) {
+                out->released = false;
+                self->live_objects++;
+                session->live_objects++;
+            }
+        }
+    }
+    //  Inputs lost since are made again first (nothing if a copy is
+    //  left); that moves waiting consumers' counts, so counting comes after.
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < tasks [i]->n_inputs; k++)
+            if (tasks [i]->io [k]->state == OBJ_FINISHED)
+                gx_recompute (self, tasks [i]->io [k]);
+    for (size_t i = 0; i < n; i++) {
+        task_t *task = tasks [i];
+        failure_t *failed = NULL;
+        if (gx_final (task))
+            continue;           //  failed below by an input of another
+        task->unfinished = 0;
+        for (uint32_t k = 0; k < task->n_inputs; k++) {
+            object_t *input = task->io [k];
+            if (input->state == OBJ_FAILED && !failed)
+                failed = input->failure;
+            else
+            if (input->state == OBJ_UNFINISHED && !(input->stream && input->stream_open))
+                task->unfinished++;
+        }
+        if (failed)
+            gx_fail (self, task, failed);       //  what it reads cannot be made
+    }
+    for (size_t i = 0; i < n; i++)
+        if (tasks [i]->state == TASK_WAITING && tasks [i]->unfinished == 0) {
+            gx_set_state (self, tasks [i], TASK_READY);
+            self->hooks.task_ready (self->hooks.arg, tasks [i]);
+        }
+    gx_flush_frees (self);
+    return n;
 }

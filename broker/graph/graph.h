@@ -380,6 +380,13 @@ size_t graph_recover_sweep (graph_t *self);
 int graph_keep (graph_t *self, object_t *object, bool keep);
 //  Cancels a task (and, through failure propagation, its dependents).
 void graph_cancel (graph_t *self, task_t *task);
+//  The same, the cancel's message saying why.
+void graph_cancel_why (graph_t *self, task_t *task, const char *message);
+//  RESUBMIT: the failed and cancelled tasks[0..n) (of one job session) and
+//  those failed or cancelled downstream of them (appended, up to cap) wait
+//  again with a new attempt; their inputs are counted anew (one lost with
+//  its governor is made again). Returns how many tasks wait again.
+size_t graph_tasks_again (graph_t *self, task_t **tasks, size_t n, size_t cap);
 //  Deletes a finished object now, whoever keeps it (a client's DELETE): its
 //  copies are dropped everywhere, it fails with SQ_E_DELETED (root: the
 //  object, `message`), and so does every task not done that needs it and
@@ -453,6 +460,11 @@ void jobarray_spec (const struct _jobarray_t *self, sq_task_spec_t *spec);
 int jobarray_snapshot (const struct _jobarray_t *self, msgpack_sbuffer *buf, msgpack_packer *pk);
 //  Replays an ELEMENT or RESUBMIT record; -1 if it names nothing known.
 int jobs_replay (graph_t *graph, const void *record);
+//  --after: the jobs a job waits for (NULL, 0: none left), for its journal
+//  record; set again from it. 0, or -1 out of memory.
+const uint32_t *jobs_after (const session_t *session);
+uint32_t jobs_n_after (const session_t *session);
+int jobs_set_after (session_t *session, const uint32_t *ids, uint32_t n);
 //  Array elements take ids from here up that the session does not use (a
 //  client numbers from 1; one that uses such an id later gets SQ_E_DUPLICATE_ID).
 #define GRAPH_ELEMENT_IDS 0xC0000000u

@@ -66,6 +66,12 @@ struct _jobx_t {
     //  not when T ends (graph_adopt's inputs point into it).
     uint64_t parent;
     bool adopted;
+    //  --after: the jobs (session ids) whose end its tasks wait for, 0 once
+    //  they all finished; its ready tasks held meanwhile (jobs_hold).
+    uint32_t *after;
+    uint32_t n_after;
+    task_t **held;
+    size_t n_held, cap_held;
 };
 
 void
@@ -76,6 +82,8 @@ jobx_destroy (struct _jobx_t **self_p)
         return;
     //  Arrays go with their tasks, before this.
     free (self->arrays);
+    free (self->after);
+    free (self->held);
     free (self);
     *self_p = NULL;
 }
@@ -583,6 +591,162 @@ jobs_close_check (const session_t *session, char *message, size_t message_size)
 }
 
 //  --------------------------------------------------------------------------
+//  --after: a job whose tasks wait in the broker until other jobs ended.
+//  Its ready tasks are held here (not queued for the scheduler); when the
+//  last of those jobs finished they are queued; when one failed, was
+//  cancelled or is gone, its tasks are cancelled with that job named.
+
+const uint32_t *
+jobs_after (const session_t *session)
+{
+    return session->jobx? session->jobx->after: NULL;
+}
+
+uint32_t
+jobs_n_after (const session_t *session)
+{
+    return session->jobx? session->jobx->n_after: 0;
+}
+
+int
+jobs_set_after (session_t *session, const uint32_t *ids, uint32_t n)
+{
+    struct _jobx_t *x = s_jobx (session);
+    uint32_t *after = x? (uint32_t *) malloc (n * sizeof (uint32_t)): NULL;
+    if (!after)
+        return -1;
+    memcpy (after, ids, n * sizeof (uint32_t));
+    free (x->after);
+    x->after = after;
+    x->n_after = n;
+    return 0;
+}
+
+//  What the jobs it waits for say: 0 still running, 1 all finished, -1
+//  one did not finish (message says which and how).
+static int
+s_after_state (broker_t *self, session_t *session, char *message, size_t message_size)
+{
+    struct _jobx_t *x = session->jobx;
+    int state = 1;
+    for (uint32_t i = 0; x && i < x->n_after; i++) {
+        session_t *target = graph_session (self->graph, x->after [i]);
+        if (!target) {
+            snprintf (message, message_size, "job %u it waits for (--after) is gone "
+                      "(forgotten)", x->after [i]);
+            return -1;
+        }
+        sq_job_info_t job;
+        s_job_info (target, &job);
+        if (job.state == SQ_JOBSTATE_RUNNING)
+            state = 0;
+        else
+        if (job.state != SQ_JOBSTATE_FINISHED) {
+            snprintf (message, message_size, "job %u it waits for (--after) %s", target->id,
+                      job.state == SQ_JOBSTATE_FAILED? "failed": "was cancelled");
+            return -1;
+        }
+    }
+    return state;
+}
+
+static int
+s_after_open (broker_t *self, peer_t *peer, session_t *session, const sq_request_t *q,
+              char *message, size_t message_size)
+{
+    for (uint32_t i = 0; i < q->n_ids; i++)
+        if (!s_find (self, peer, q->ids [i], NULL) || q->ids [i] == session->id) {
+            snprintf (message, message_size, "--after: no job %u", q->ids [i]);
+            return SQ_E_SESSION;
+        }
+    if (jobs_set_after (session, q->ids, q->n_ids)) {
+        snprintf (message, message_size, "out of memory");
+        return SQ_E_NOMEM;
+    }
+    //  Ended already: nothing to wait for, or a job refused before any of
+    //  its tasks could be held.
+    int state = s_after_state (self, session, message, message_size);
+    if (state < 0)
+        return SQ_E_INVALID;
+    if (state > 0)
+        session->jobx->n_after = 0;
+    return SQ_OK;
+}
+
+bool
+jobs_hold (broker_t *self, task_t *task)
+{
+    (void) self;
+    struct _jobx_t *x = task->session->jobx;
+    if (!x || !x->n_after)
+        return false;
+    if (x->n_held == x->cap_held) {
+        size_t cap = x->cap_held? x->cap_held * 2: 16;
+        task_t **held = (task_t **) realloc (x->held, cap * sizeof (task_t *));
+        if (!held)
+            return false;       //  out of memory: it runs now rather than never
+        x->held = held;
+        x->cap_held = cap;
+    }
+    x->held [x->n_held++] = task;
+    return true;
+}
+
+//  One job waiting for others: settled if they ended.
+static void
+s_after_settle (broker_t *self, session_t *session)
+{
+    struct _jobx_t *x = session->jobx;
+    char message [200];
+    int state = s_after_state (self, session, message, sizeof message);
+    if (state == 0)
+        return;
+    x->n_after = 0;
+    if (state > 0) {
+        //  Held tasks still ready (none was cancelled since) are queued.
+        for (size_t i = 0; i < x->n_held; i++)
+            if (x->held [i]->state == TASK_READY)
+                bx_hook_task_ready (self, x->held [i]);
+    }
+    else {
+        size_t cursor = 0;
+        task_t *task;
+        while ((task = graph_session_next_task (session, &cursor)))
+            if (task->state < TASK_FINISHED && !task->array_element)
+                graph_cancel_why (self->graph, task, message);
+        sq_info ("job %u: its tasks are cancelled: %s", session->id, message);
+    }
+    free (x->held);
+    x->held = NULL;
+    x->n_held = x->cap_held = 0;
+}
+
+//  A job ended (or a journal was replayed): the jobs waiting for it settle.
+static void
+s_after_check (broker_t *self, uint32_t ended)
+{
+    //  Settling cancels tasks and ends jobs, which comes back here, but
+    //  opens and closes no session: the walk stays valid. A job settles
+    //  once (it waits for nothing after).
+    size_t cursor = 0;
+    session_t *s;
+    while ((s = graph_session_next (self->graph, &cursor)))
+        if (s->jobx && s->jobx->n_after) {
+            bool names = ended == 0;
+            for (uint32_t i = 0; i < s->jobx->n_after && !names; i++)
+                names = s->jobx->after [i] == ended;
+            if (names)
+                s_after_settle (self, s);
+        }
+}
+
+void
+jobs_after_replayed (broker_t *self)
+{
+    s_after_check (self, 0);
+}
+
+//  --------------------------------------------------------------------------
 //  Opening
 
 int
@@ -591,6 +755,11 @@ jobs_open (broker_t *self, peer_t *peer, session_t *session, const sq_request_t 
 {
     session->created_ms = (int64_t) sq_wall_ms ();
     session->ended_ms = session->created_ms;
+    if (q->n_ids) {
+        int code = s_after_open (self, peer, session, q, message, message_size);
+        if (code)
+            return code;
+    }
     if (!q->has_name && !q->detached)
         return SQ_OK;
     uint64_t parent = 0;
@@ -822,6 +991,8 @@ jobs_task_done (broker_t *self, task_t *task)
     if (!s_unfinished (session)) {
         session->ended_ms = (int64_t) sq_wall_ms ();
         s_waits_answer (self, session);
+        if (!persist_replaying (self->persist))
+            s_after_check (self, session->id);
     }
 }
 
@@ -1113,8 +1284,8 @@ jobs_request (broker_t *self, peer_t *peer, const sq_request_t *q)
             if (rc) {
                 char message [120];
                 snprintf (message, sizeof message, rc == SQ_E_INVALID
-                          ? "task %u of job %u is not an array task: only array elements "
-                            "run again": "task %u is not a task of job %u", bad, session->id);
+                          ? "task %u of job %u is an array's element: name its array task"
+                          : "task %u is not a task of job %u", bad, session->id);
                 bx_reply_error (self, peer->identity, peer->identity_size, q->req, rc, message, bad);
                 break;
             }
@@ -1228,6 +1399,34 @@ s_pack_resubmit (msgpack_packer *pk, const sq_rec_t *rec)
     sq_rec_pack_ids (pk, SQ_REC_RESUBMIT, rec->session, rec->ids, rec->n_ids);
 }
 
+//  RESUBMIT's plain tasks: those named (all of the session's with none
+//  named) that failed or were cancelled, and what they failed or cancelled
+//  downstream, wait again (graph_tasks_again). Returns how many; 0 too
+//  when out of memory (nothing changed then).
+static uint64_t
+s_plain_again (graph_t *graph, session_t *session, const uint32_t *ids, uint32_t n)
+{
+    size_t cap = (size_t) session->failed + 1, count = 0;
+    task_t **tasks = (task_t **) malloc (cap * sizeof (task_t *));
+    if (!tasks)
+        return 0;
+    size_t cursor = 0;
+    task_t *task;
+    while (count < cap && (task = graph_session_next_task (session, &cursor))) {
+        if (task->array_parent || task->array_element
+        ||  (task->state != TASK_FAILED && task->state != TASK_CANCELLED))
+            continue;
+        bool named = n == 0;
+        for (uint32_t j = 0; j < n && !named; j++)
+            named = ids [j] == sq_key_id (task->key);
+        if (named)
+            tasks [count++] = task;
+    }
+    uint64_t again = count? graph_tasks_again (graph, tasks, count, cap): 0;
+    free (tasks);
+    return again;
+}
+
 int
 jobs_resubmit (broker_t *self, session_t *session, const uint32_t *ids, uint32_t n,
                uint64_t *again, uint32_t *bad)
@@ -1239,11 +1438,12 @@ jobs_resubmit (broker_t *self, session_t *session, const uint32_t *ids, uint32_t
             *bad = ids [i];
             return SQ_E_UNKNOWN_ID;
         }
-        if (!task->array_parent) {
+        if (task->array_element) {
             *bad = ids [i];
             return SQ_E_INVALID;
         }
     }
+    *again += s_plain_again (self->graph, session, ids, n);
     struct _jobx_t *x = session->jobx;
     for (uint32_t i = 0; x && i < x->n_arrays; i++) {
         bool named = n == 0;
@@ -1593,6 +1793,7 @@ jobs_replay (graph_t *graph, const void *record)
     if (!session)
         return -1;
     if (rec->type == SQ_REC_RESUBMIT) {
+        s_plain_again (graph, session, rec->ids, rec->n_ids);
         struct _jobx_t *x = session->jobx;
         for (uint32_t i = 0; x && i < x->n_arrays; i++) {
             bool named = rec->n_ids == 0;

@@ -44,6 +44,12 @@ int jobs_resubmit (broker_t *self, session_t *session, const uint32_t *ids, uint
 //  graces; children's sessions are not dropped by it (their task's end,
 //  or its session's close, closes them).
 void jobs_expire (broker_t *self);
+//  --after (SESSION_OPEN's `after`, graph.h jobs_after): jobs_hold keeps a
+//  task that became ready from the scheduler while the jobs its job waits
+//  for run (true: held); jobs_after_replayed settles every waiting job once
+//  a journal was replayed.
+bool jobs_hold (broker_t *self, task_t *task);
+void jobs_after_replayed (broker_t *self);
 //  An array task became ready: its elements may be made tasks.
 void jobs_array_ready (broker_t *self, task_t *task);
 //  Array elements made tasks (at most 1024 of an array at once) and array

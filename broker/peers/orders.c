@@ -11,6 +11,8 @@ void
 bx_hook_task_ready (void *arg, task_t *task)
 {
     broker_t *self = (broker_t *) arg;
+    if (jobs_hold (self, task))
+        return;                 //  its job waits for others (--after)
     eventlog_task_ready (self->events, task);
     //  An actor's calls go to its host's governor (graph_actors_settle),
     //  stream readers where streams.c puts them.

@@ -321,6 +321,8 @@ persist_replay (void *arg, const sq_rec_t *rec)
             session->job = rec->detached;
             session->created_ms = (int64_t) rec->created_ms;
             session->ended_ms = session->created_ms;
+            if (rec->n_ids && jobs_set_after (session, rec->ids, rec->n_ids))
+                self->skipped++;
             break;
         }
         case SQ_REC_ELEMENT: case SQ_REC_RESUBMIT:
@@ -337,6 +339,11 @@ persist_replay (void *arg, const sq_rec_t *rec)
             extra->has_exit_code = rec->has_exit_code;
             extra->exit_code = rec->exit_code;
             extra->run_gov = rec->governor;
+            if (rec->governor) {
+                //  Where its output is (LOG): that governor, if it comes back.
+                task->ran_gov = rec->governor;
+                task->ran_attempt = task->attempt;
+            }
             extra->runs = task->attempt + 1;
             extra->run_attempt = task->attempt + 1;
             extra->started_ms = (int64_t) rec->started_ms;
@@ -433,7 +440,8 @@ persist_session (persist_t *self, session_t *session)
                                          session->owner));
     if (session->name || session->job)
         S_RECORD (self, sq_rec_pack_job (pk, session->id, session->name, session->job,
-                                         (uint64_t) session->created_ms));
+                                         (uint64_t) session->created_ms, jobs_after (session),
+                                         jobs_n_after (session)));
 }
 
 //  A job's task ran: its exit status, governor and times (TASKS).
@@ -736,7 +744,8 @@ persist_snapshot (persist_t *self, const char *cluster, uint64_t epoch, uint32_t
         if (session->name || session->job) {
             s_begin (buf, &offset);
             sq_rec_pack_job (&pk, session->id, session->name, session->job,
-                             (uint64_t) session->created_ms);
+                             (uint64_t) session->created_ms, jobs_after (session),
+                             jobs_n_after (session));
             sq_rec_end (buf, offset);
         }
         sq_blob_t **payloads = NULL;

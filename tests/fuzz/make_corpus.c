@@ -272,6 +272,7 @@ main (int argc, char **argv)
     sq_request_t jobs [] = {
         { .type = SQ_MSG_SESSION_OPEN, .req = 50, .has_name = true, .name = s_mstr ("nightly"),
           .detached = true },
+        { .type = SQ_MSG_SESSION_OPEN, .req = 58, .detached = true, .n_ids = 2, .ids = ids },
         { .type = SQ_MSG_SESSIONS, .req = 51, .states = 5, .has_name = true,
           .name = s_mstr ("nightly") },
         { .type = SQ_MSG_ATTACH, .req = 52, .session = 3 },
@@ -282,8 +283,9 @@ main (int argc, char **argv)
         { .type = SQ_MSG_JOB_CANCEL, .req = 57, .session = 3 },
         { .type = SQ_MSG_ADOPT, .req = 58, .session = 4, .n_ids = 2, .ids = ids },
     };
-    const char *job_names [] = { "open-job", "sessions", "attach", "session-wait", "tasks",
-                                 "resubmit", "forget", "job-cancel", "adopt" };
+    const char *job_names [] = { "open-job", "open-job-after", "sessions", "attach",
+                                 "session-wait", "tasks", "resubmit", "forget", "job-cancel",
+                                 "adopt" };
     for (size_t i = 0; i < sizeof jobs / sizeof jobs [0]; i++) {
         sq_request_encode (&w, &jobs [i]);
         s_emit (FZ_REQUEST, job_names [i], &w);
@@ -651,7 +653,12 @@ main (int argc, char **argv)
         at = sq_rec_begin (&journal); sq_rec_pack_governor (&jp, 2, 99, "gov1", fixed_public); sq_rec_end (&journal, at);
         at = sq_rec_begin (&journal); sq_rec_pack_gone (&jp, 2); sq_rec_end (&journal, at);
         at = sq_rec_begin (&journal); sq_rec_pack_ids_counters (&jp, 7, 9); sq_rec_end (&journal, at);
-        at = sq_rec_begin (&journal); sq_rec_pack_job (&jp, 1, "nightly", true, 5); sq_rec_end (&journal, at);
+        at = sq_rec_begin (&journal); sq_rec_pack_job (&jp, 1, "nightly", true, 5, NULL, 0); sq_rec_end (&journal, at);
+        {
+            uint32_t after [] = { 1, 7 };
+            at = sq_rec_begin (&journal); sq_rec_pack_job (&jp, 2, "later", true, 6, after, 2);
+            sq_rec_end (&journal, at);
+        }
         sq_rec_t element = { .type = SQ_REC_ELEMENT, .session = 1, .id = 4, .k = 517, .state = 2,
                              .has_exit_code = true, .exit_code = 3, .governor = 2, .attempts = 1,
                              .started_ms = 5, .ended_ms = 6 };

@@ -57,6 +57,38 @@ def test_the_example_diamond_compiles_to_its_graph():
     assert spec.size() == 4
 
 
+def test_a_dep_without_outputs_is_given_an_empty_done_output():
+    # b waits for a, which writes nothing squall reads: a gets the empty
+    # output its governor makes when it exits well (execute's "done"), and
+    # only a; c, which has an output, is read through it as before
+    spec = compile_text('''
+[[task]]
+id = "b"
+command = ["true"]
+deps = ["a", "c"]
+[[task]]
+id = "a"
+command = ["touch", "/tmp/x"]
+[[task]]
+id = "c"
+command = ["true"]
+stdout = true
+[[task]]
+id = "lone"
+command = ["true"]
+''')
+    order = [t.id for t in spec.tasks]
+    assert order.index("a") < order.index("b") and order.index("c") < order.index("b")
+    a, b, c, lone = (spec.task(i) for i in ("a", "b", "c", "lone"))
+    assert a.done and not b.done and not c.done and not lone.done
+    assert a.output_names() == [] and c.output_names() == ["stdout"]
+    assert [t["done"] for t in spec.to_dict()["tasks"] if t["id"] == "a"] == [True]
+    # the done output is no output of a job file: reading it is refused
+    refused('[[task]]\nid = "a"\ncommand = ["true"]\n'
+            '[[task]]\nid = "b"\ncommand = ["cat"]\ndeps = ["a"]\n'
+            'stdin = { task = "a", output = "done" }\n', "has no output 'done'", "none")
+
+
 def test_a_task_given_before_what_it_reads_is_ordered_after_it():
     spec = compile_text('''
 [[task]]
@@ -161,7 +193,8 @@ inputs = [ { path = "data/copy.csv", file = "in.csv" } ]
      '[[task]]\nid = "b"\ncommand = ["cat"]\nstdin = { task = "a", output = "stdout" }\n',
      ["has no output"]),
     ('[[task]]\nid = "a"\ncommand = ["true"]\narray = "1-3"\n'
-     '[[task]]\nid = "b"\ncommand = ["true"]\ndeps = ["a"]\n', ["no output to wait on"]),
+     '[[task]]\nid = "b"\ncommand = ["true"]\ndeps = ["a"]\n', ["task 'a' is an array",
+                                                              "after"]),
     ('[[task]]\nid = "a"\ncommand = ["true"]\nstdout = true\n'
      '[[task]]\nid = "b"\ncommand = ["cat"]\narray = "1-3"\n'
      'stdin = { task = "a", output = "stdout" }\n', ["an array takes no stdin"]),
@@ -298,8 +331,11 @@ def test_submit_of_a_script_says_to_use_run(tmp_path):
     (["submit", "--file", "/nonexistent.toml"], "/nonexistent.toml"),
     (["submit", "--stdin", __file__, "--array", "1-2", "--", "cat"],
      "--stdin: an array takes no input"),
-    (["submit", "--stdout", "%{CWD}/out", "--", "true"], "%{CWD} cannot name where the output goes"),
-    (["submit", "--cwd", "/tmp", "--", "true"], "is not supported by this squall yet"),
+    (["submit", "--stdout", "out/%{CWD}", "--", "true"], "%{CWD} may only begin a path"),
+    (["submit", "--cwd", "../up", "--", "true"], "--cwd: '../up': an absolute path, or one "
+                                                 "relative"),
+    (["submit", "--cwd", "a//b", "--", "true"], "without '..' or empty parts"),
+    (["submit", "--cwd", "%{CWD}/x", "--", "true"], "--cwd: %{CWD} is what this names"),
     (["job", "list", "--state", "sleeping"], "'sleeping' is not a state"),
     (["task", "list", "1", "--state", "done"], "'done' is not a state"),
 ])
@@ -308,6 +344,18 @@ def test_bad_options_are_usage_errors(argv, fragment):
     assert out.returncode == 2, (out.returncode, out.stderr)
     assert fragment in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_cwd_and_cwd_paths_compile():
+    spec = compile_text('[[task]]\nid = "x"\ncommand = ["ls", "%{CWD}"]\ncwd = "sub/dir"\n'
+                        'stdout_path = "%{CWD}/ls.txt"\nenv = { HERE = "%{CWD}" }\n')
+    x = spec.task("x")
+    assert x.cwd == "sub/dir" and x.stdout_path == "%{CWD}/ls.txt"
+    assert x.command == ["ls", "%{CWD}"] and x.env == {"HERE": "%{CWD}"}
+    with pytest.raises(jobfile.JobError, match="cwd: 'a/../b': an absolute path"):
+        compile_text('[[task]]\nid = "x"\ncommand = "true"\ncwd = "a/../b"\n')
+    with pytest.raises(jobfile.JobError, match="cwd: give a non-empty path"):
+        compile_text('[[task]]\nid = "x"\ncommand = "true"\ncwd = 3\n')
 
 
 def test_bad_job_file_from_the_command_line(tmp_path):

@@ -4,6 +4,7 @@ bindings use it: detached named sessions, SESSIONS, ATTACH, SESSION_WAIT,
 TASKS with exit codes, FORGET, JOB_CANCEL, array tasks, retention,
 tenants, and jobs across a broker SIGKILLed and restarted on its journal."""
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -538,4 +539,118 @@ def test_retention_and_the_job_limit(limit):
             assert gone.value.code == SQ_E_SESSION
         finally:
             b.close()
+    _clean_stop(c)
+
+
+def test_after_across_a_broker_restart(tmp_path):
+    """Jobs held by --after keep waiting across a broker SIGKILLed and
+    restarted on its journal, then run (or are cancelled) as the jobs they
+    wait for end."""
+    order, gate, gate2 = tmp_path / "order", tmp_path / "gate", tmp_path / "gate2"
+    c = squall.LocalCluster(governors=2, cpus=2, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+
+    def sq(*argv, check=True):
+        out = subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "bin", "squall")] + [str(a) for a in argv],
+            capture_output=True, text=True, timeout=TIMEOUT * 4,
+            env=dict(os.environ, SQUALL_BROKER=c.address, SQUALL_SECRET_KEY=c.secret_key,
+                     SQUALL_BROKER_KEY=c.broker_key))
+        assert not check or out.returncode == 0, (argv, out.stderr)
+        return out
+
+    with c:
+        sq("submit", "--name", "first", "--", "sh", "-c",
+           "while [ ! -e %s ]; do sleep 0.05; done; echo first >> %s" % (gate, order))
+        sq("submit", "--name", "later", "--after", "first", "--", "sh", "-c",
+           "echo later >> %s" % order)
+        broken = int(sq("submit", "--name", "broken", "--", "sh", "-c",
+                        "while [ ! -e %s ]; do sleep 0.05; done; exit 3" % gate2).stdout)
+        sq("submit", "--name", "never", "--after", "broken", "--", "sh", "-c",
+           "echo never >> %s" % order)
+        c.restart_broker(signal.SIGKILL)
+        info = json.loads(sq("job", "info", "later", "--json").stdout)
+        assert info["state"] == "running" and info["tasks"]["waiting"] == 1, info
+        assert not order.exists()
+        gate.write_text("")
+        sq("job", "wait", "later")
+        assert order.read_text() == "first\nlater\n"
+        gate2.write_text("")
+        out = sq("job", "wait", "never", "--json", check=False)
+        assert out.returncode == 1 and json.loads(out.stdout)[0]["state"] == "cancelled"
+        tasks = json.loads(sq("task", "list", "never", "--json").stdout)
+        assert "job %d it waits for (--after) failed" % broken in tasks[0]["error"], tasks
+        assert order.read_text() == "first\nlater\n"
+    _clean_stop(c)
+
+
+def test_log_of_a_job_task_across_a_broker_restart(tmp_path):
+    """The broker keeps in its journal which governor ran a job's task: after
+    a restart `squall log` reads the output there; once that governor is
+    gone, its log is said to be lost with it."""
+    c = squall.LocalCluster(governors=1, cpus=1, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+
+    def sq(*argv):
+        return subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "bin", "squall")] + [str(a) for a in argv],
+            capture_output=True, text=True, timeout=TIMEOUT * 4,
+            env=dict(os.environ, SQUALL_BROKER=c.address, SQUALL_SECRET_KEY=c.secret_key,
+                     SQUALL_BROKER_KEY=c.broker_key))
+
+    jobfile = tmp_path / "talk.toml"
+    jobfile.write_text('[[task]]\nid = "say"\ncommand = "echo said; echo moaned >&2"\n'
+                       '[[task]]\nid = "quiet"\ncommand = "true"\n')
+    with c:
+        out = sq("submit", "--file", jobfile, "--name", "talk", "--wait")
+        assert out.returncode == 0, out.stderr
+        assert sq("log", "talk", "say").stdout == "said\n"
+        gid = json.loads(sq("task", "list", "talk", "--json").stdout)[0]["governor"]
+        c.restart_broker(signal.SIGKILL)
+        # the governor reattaches on its own time: a deadline
+        until(lambda: sq("log", "talk", "say").returncode == 0, "the log after the restart")
+        assert sq("log", "talk", "say").stdout == "said\n"
+        assert sq("log", "talk", "say", "--stderr").stdout == "moaned\n"
+        c.governors[0].kill()
+        c.governors[0].wait()
+        until(lambda: "log lost with governor %d" % gid in sq("log", "talk", "say").stderr,
+              "the broker to see the governor gone")
+        out = sq("log", "talk", "say")
+        assert out.returncode != 0 and "said" not in out.stdout
+
+
+def test_resubmit_of_a_job_files_tasks_across_a_broker_restart(tmp_path):
+    """A job file's failed task run again by RESUBMIT, then the broker
+    SIGKILLed and restarted on its journal: the replayed job is finished,
+    each task with the attempts it had, and nothing runs again."""
+    ran, needed = tmp_path / "ran", tmp_path / "needed"
+    c = squall.LocalCluster(governors=1, cpus=2, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+
+    def sq(*argv):
+        return subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "bin", "squall")] + [str(a) for a in argv],
+            capture_output=True, text=True, timeout=TIMEOUT * 4,
+            env=dict(os.environ, SQUALL_BROKER=c.address, SQUALL_SECRET_KEY=c.secret_key,
+                     SQUALL_BROKER_KEY=c.broker_key))
+
+    jobfile = tmp_path / "two.toml"
+    jobfile.write_text(
+        '[[task]]\nid = "a"\ncommand = "echo a >> %s; cat %s"\nstdout = true\n'
+        '[[task]]\nid = "b"\ncommand = "echo b >> %s; cat in"\n'
+        'inputs = [ { path = "in", task = "a", output = "stdout" } ]\n'
+        % (ran, needed, ran))
+    with c:
+        assert sq("submit", "--file", jobfile, "--name", "two", "--wait").returncode == 1
+        needed.write_text("x\n")
+        assert "2 task(s)" in sq("job", "resubmit", "two", "--failed").stdout
+        assert sq("job", "wait", "two").returncode == 0
+        assert sorted(ran.read_text().split()) == ["a", "a", "b"]
+        c.restart_broker(signal.SIGKILL)
+        info = json.loads(sq("job", "info", "two", "--json").stdout)
+        assert info["state"] == "finished" and info["tasks"]["finished"] == 2, info
+        tasks = {t["id"]: t for t in json.loads(sq("task", "list", "two", "--json").stdout)}
+        assert tasks["a"]["state"] == tasks["b"]["state"] == "finished", tasks
+        assert "0 task(s)" in sq("job", "resubmit", "two", "--failed").stdout
+        assert sorted(ran.read_text().split()) == ["a", "a", "b"]
     _clean_stop(c)

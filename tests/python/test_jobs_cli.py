@@ -283,12 +283,66 @@ def test_stdout_and_stderr_paths_of_an_array_a_command_and_a_job_file(jobs_clust
     sq(jobs_cluster, "job", "forget", job["id"])
 
 
-def test_cwd_and_unopenable_output_paths_are_refused_before_submitting(jobs_cluster, tmp_path):
+def test_cwd_runs_the_program_there_and_cwd_expands_on_the_governor(jobs_cluster, arrays,
+                                                                     tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    # an absolute --cwd: the program runs there; %{CWD} in its arguments,
+    # environment and --stdout is that directory, replaced by the governor
+    job = submit(jobs_cluster, "--name", "in-cwd", "--cwd", str(work), "--env", "HERE=%{CWD}",
+                 "--stdout", "%{CWD}/out-%{TASK_ID}.txt", "--wait", "--",
+                 "sh", "-c", 'pwd; echo "$HERE" "$1"; echo made > made.txt', "sh", "%{CWD}")
+    assert (work / "out-0.txt").read_text() == "%s\n%s %s\n" % (work, work, work)
+    assert (work / "made.txt").read_text() == "made\n"
+    sq(jobs_cluster, "job", "forget", job)
+    # an array: each element in the same directory, its own file
+    job = submit(jobs_cluster, "--name", "cwd-array", "--array", "1-3", "--cwd", str(work),
+                 "--stdout", "%{CWD}/el-%{TASK_ID}.txt", "--wait", "--",
+                 "sh", "-c", "pwd; echo $SQUALL_TASK_ID")
+    for i in (1, 2, 3):
+        assert (work / ("el-%d.txt" % i)).read_text() == "%s\n%d\n" % (work, i)
+    sq(jobs_cluster, "job", "forget", job)
+    # no --cwd: %{CWD} is the task's own private directory, where it runs
+    out = sq(jobs_cluster, "submit", "--name", "own-dir", "--wait", "--",
+             "sh", "-c", 'test "$(pwd)" = "$1" && echo same', "sh", "%{CWD}")
+    assert sq(jobs_cluster, "log", "own-dir").stdout == "same\n"
+    sq(jobs_cluster, "job", "forget", int(out.stdout.strip()))
+    # a relative cwd: made beneath the task's own directory; a job file's
+    # outputs and inputs are files of its working directory
+    jobfile = tmp_path / "cwd.toml"
+    jobfile.write_text(
+        '[[task]]\nid = "a"\ncwd = "sub/dir"\noutputs = ["a.txt"]\n'
+        'command = ["sh", "-c", "case $(pwd) in */sub/dir) echo ok > a.txt;; esac"]\n'
+        '[[task]]\nid = "b"\ncwd = "%s"\n'
+        'inputs = [ { path = "in.txt", task = "a", output = "a.txt" } ]\n'
+        'command = ["cat", "in.txt"]\n' % work)
+    job = json.loads(sq(jobs_cluster, "submit", "--file", jobfile, "--name", "cwd-file",
+                        "--wait", "--json").stdout)
+    assert sq(jobs_cluster, "log", "cwd-file", "b").stdout == "ok\n"
+    assert (work / "in.txt").read_text() == "ok\n"
+    sq(jobs_cluster, "job", "forget", job["id"])
+    # a directory that is not there, or not a directory: the task fails
+    # with the reason, the governor goes on
+    (tmp_path / "plain-file").write_text("x")
+    for where, why in ((tmp_path / "missing", "No such file or directory"),
+                       (tmp_path / "plain-file", "Not a directory")):
+        out = sq(jobs_cluster, "submit", "--name", "bad-cwd", "--cwd", where, "--wait", "--",
+                 "true", check=False)
+        assert out.returncode == 1, out.stderr
+        tasks = json.loads(sq(jobs_cluster, "task", "list", "bad-cwd", "--json").stdout)
+        assert tasks[0]["state"] == "failed"
+        assert "working directory '%s': %s" % (where, why) in tasks[0]["error"], tasks
+        sq(jobs_cluster, "job", "forget", "bad-cwd")
+    assert sq(jobs_cluster, "submit", "--name", "after-bad-cwd", "--wait", "--", "true")
+    sq(jobs_cluster, "job", "forget", "after-bad-cwd")
+
+
+def test_unopenable_output_paths_are_refused_before_submitting(jobs_cluster, tmp_path):
     before = json.loads(sq(jobs_cluster, "job", "list", "--json").stdout)
-    out = sq(jobs_cluster, "submit", "--cwd", str(tmp_path), "--", "true", check=False)
-    assert out.returncode == 2 and "cwd (--cwd) is not supported" in out.stderr
-    out = sq(jobs_cluster, "submit", "--stdout", "%{CWD}/out", "--", "true", check=False)
-    assert out.returncode == 2 and "--stdout: %{CWD} cannot name" in out.stderr
+    out = sq(jobs_cluster, "submit", "--stdout", "out/%{CWD}", "--", "true", check=False)
+    assert out.returncode == 2 and "--stdout: %{CWD} may only begin a path" in out.stderr
+    out = sq(jobs_cluster, "submit", "--cwd", "../x", "--", "true", check=False)
+    assert out.returncode == 2 and "--cwd: '../x'" in out.stderr
     out = sq(jobs_cluster, "submit", "--stderr", "%{TASKID}.err", "--", "true", check=False)
     assert out.returncode == 2 and "unknown placeholder %{TASKID}" in out.stderr
     jobfile = tmp_path / "both.toml"
@@ -364,21 +418,135 @@ def test_squall_log_of_an_element_not_made_yet_says_so_and_follow_waits(jobs_clu
     sq(jobs_cluster, "job", "forget", "gated")
 
 
-def test_resubmit_names_the_plain_tasks_it_does_not_run_again(jobs_cluster, arrays, tmp_path):
+def test_resubmit_runs_a_job_files_failed_tasks_again_keeping_what_finished(jobs_cluster,
+                                                                              arrays, tmp_path):
+    ran, needed = tmp_path / "ran", tmp_path / "needed.txt"
+    # a diamond: b needs a file that is missing, so b fails and d, which
+    # reads b's and c's outputs, is cancelled; a and c finish
     jobfile = tmp_path / "breaks.toml"
-    jobfile.write_text('[[task]]\nid = "bad"\ncommand = "exit 3"\noutputs = []\n'
-                       '[[task]]\nid = "fine"\ncommand = "true"\n'
-                       '[[task]]\nid = "elems"\ncommand = ["sh", "-c", "exit $SQUALL_TASK_ID"]\n'
-                       'array = "0-1"\n')
+    jobfile.write_text(
+        '[[task]]\nid = "a"\ncommand = "echo a >> {r}; seq 3 > a.txt"\noutputs = ["a.txt"]\n'
+        '[[task]]\nid = "b"\ncommand = "echo b >> {r}; cat a.txt {n} > b.txt"\n'
+        'inputs = [ {{ path = "a.txt", task = "a", output = "a.txt" }} ]\noutputs = ["b.txt"]\n'
+        '[[task]]\nid = "c"\ncommand = "echo c >> {r}; wc -l < a.txt"\nstdout = true\n'
+        'inputs = [ {{ path = "a.txt", task = "a", output = "a.txt" }} ]\n'
+        '[[task]]\nid = "d"\ncommand = "echo d >> {r}; cat b.txt c.txt"\n'
+        'inputs = [ {{ path = "b.txt", task = "b", output = "b.txt" }},\n'
+        '           {{ path = "c.txt", task = "c", output = "stdout" }} ]\n'
+        '[[task]]\nid = "elems"\ncommand = ["sh", "-c", "test -e {n} || exit $SQUALL_TASK_ID"]\n'
+        'array = "0-1"\n'.format(r=ran, n=needed))
     out = sq(jobs_cluster, "submit", "--file", jobfile, "--name", "breaks", "--wait",
              check=False)
     assert out.returncode == 1
-    out = sq(jobs_cluster, "job", "resubmit", "breaks", "--failed", check=False)
-    # element 1 runs again (and fails again); the plain task is named, not run
-    assert out.returncode == 1 and "1 task(s) submitted again" in out.stdout
-    assert "1 task(s) not run again: bad (failed)" in out.stderr
-    sq(jobs_cluster, "job", "wait", "breaks", check=False)
     tasks = {t["id"]: t for t in
              json.loads(sq(jobs_cluster, "task", "list", "breaks", "--json").stdout)}
-    assert tasks["bad"]["attempts"] == 1 and tasks[1]["state"] == "failed"
+    assert tasks["b"]["state"] == "failed" and "needed.txt" in tasks["b"]["error"]
+    # d fails with b (the failure it shares names b), never having run
+    assert tasks["d"]["state"] == "failed" and tasks["d"]["attempts"] == 0
+    assert tasks[1]["state"] == "failed"
+    assert sorted(ran.read_text().split()) == ["a", "b", "c"]
+    needed.write_text("fixed\n")        # the missing file, there now
+    out = sq(jobs_cluster, "job", "resubmit", "breaks", "--failed")
+    # b, d and element 1
+    assert "3 task(s) submitted again" in out.stdout
+    out = sq(jobs_cluster, "job", "wait", "breaks")
+    assert "finished" in out.stdout
+    # a and c did not run again; b and d ran with a's and c's outputs
+    assert sorted(ran.read_text().split()) == ["a", "b", "b", "c", "d"]
+    assert sq(jobs_cluster, "log", "breaks", "d").stdout == "1\n2\n3\nfixed\n3\n"
+    tasks = {t["id"]: t for t in
+             json.loads(sq(jobs_cluster, "task", "list", "breaks", "--json").stdout)}
+    assert all(t["state"] == "finished" for t in tasks.values()), tasks
+    assert tasks["a"]["attempts"] == 1 and tasks["c"]["attempts"] == 1
+    assert tasks["b"]["attempts"] == 2 and tasks["d"]["attempts"] == 1
+    # nothing failed is left: a second resubmit runs nothing
+    assert "0 task(s)" in sq(jobs_cluster, "job", "resubmit", "breaks", "--failed").stdout
     sq(jobs_cluster, "job", "forget", "breaks")
+
+
+def test_after_holds_a_jobs_tasks_in_the_broker_until_the_jobs_it_waits_for_end(
+        jobs_cluster, arrays, tmp_path):
+    order, gate = tmp_path / "order", tmp_path / "gate"
+    first = submit(jobs_cluster, "--name", "first", "--", "sh", "-c",
+                   "while [ ! -e %s ]; do sleep 0.05; done; echo first >> %s" % (gate, order))
+    # returns at once with the new job's id, its tasks held while first runs
+    later = submit(jobs_cluster, "--name", "later", "--after", "first", "--array", "1-3", "--",
+                   "sh", "-c", "echo later$SQUALL_TASK_ID >> %s" % order)
+    info = json.loads(sq(jobs_cluster, "job", "info", "later", "--json").stdout)
+    assert info["id"] == later and info["state"] == "running"
+    assert info["tasks"]["waiting"] == 3 and info["tasks"]["running"] == 0
+    assert json.loads(sq(jobs_cluster, "job", "info", first, "--json").stdout)["state"] == \
+        "running"
+    assert not order.exists()
+    gate.write_text("")
+    sq(jobs_cluster, "job", "wait", "later")
+    lines = order.read_text().split()
+    assert lines[0] == "first" and sorted(lines[1:]) == ["later1", "later2", "later3"]
+    # a job it waits for fails: its tasks are cancelled, the reason names it
+    gate2 = tmp_path / "gate2"
+    broken = submit(jobs_cluster, "--name", "broken", "--", "sh", "-c",
+                    "while [ ! -e %s ]; do sleep 0.05; done; exit 3" % gate2)
+    submit(jobs_cluster, "--name", "never", "--after", "%d,first" % broken, "--",
+           "sh", "-c", "echo never >> %s" % order)
+    gate2.write_text("")
+    out = sq(jobs_cluster, "job", "wait", "never", "--json", check=False)
+    assert out.returncode == 1 and json.loads(out.stdout)[0]["state"] == "cancelled"
+    tasks = json.loads(sq(jobs_cluster, "task", "list", "never", "--json").stdout)
+    assert [t["state"] for t in tasks] == ["cancelled"] and tasks[0]["attempts"] == 0
+    assert "job %d it waits for (--after) failed" % broken in tasks[0]["error"], tasks
+    assert "never" not in order.read_text()
+    # one that failed already: refused, nothing submitted; an unknown one too
+    out = sq(jobs_cluster, "submit", "--name", "too-late", "--after", "broken", "--", "true",
+             check=False)
+    assert out.returncode == 1 and "job %d it waits for (--after) failed" % broken in out.stderr
+    out = sq(jobs_cluster, "submit", "--after", "999999", "--", "true", check=False)
+    assert out.returncode == 4 and "no job 999999" in out.stderr
+    assert "too-late" not in sq(jobs_cluster, "job", "list").stdout
+    for job in ("first", "later", "broken", "never"):
+        sq(jobs_cluster, "job", "forget", job)
+
+
+def test_deps_order_a_task_after_one_without_outputs_and_its_failure_stops_it(jobs_cluster,
+                                                                             tmp_path):
+    # a writes nothing squall reads: b waits for it through the empty output
+    # a's governor makes when a exits well (docs/jobs.md, deps). They share
+    # a working directory: b runs only if a's file is there.
+    gate, ran = tmp_path / "gate", tmp_path / "ran"
+    jobfile = tmp_path / "deps.toml"
+    jobfile.write_text(
+        '[[task]]\nid = "b"\ncwd = {w}\ndeps = ["a"]\n'
+        'command = "test -e a.done && echo b >> ran"\n'
+        '[[task]]\nid = "a"\ncwd = {w}\n'
+        'command = "while [ ! -e gate ]; do sleep 0.05; done; echo a > a.done"\n'
+        .format(w=json.dumps(str(tmp_path))))
+    job = submit(jobs_cluster, "--file", jobfile, "--name", "deps-order")
+
+    def states():
+        return {t["id"]: t for t in
+                json.loads(sq(jobs_cluster, "task", "list", job, "--json").stdout)}
+    until(lambda: states()["a"]["state"] == "running", "a to run")
+    gate.write_text("")
+    sq(jobs_cluster, "job", "wait", job)
+    tasks = states()
+    assert all(t["state"] == "finished" for t in tasks.values()), tasks
+    assert ran.read_text() == "b\n"
+    assert tasks["b"]["started"] >= tasks["a"]["ended"], tasks
+    # what b read of a: an empty file under .squall-deps
+    assert (tmp_path / ".squall-deps" / "a").read_bytes() == b""
+    sq(jobs_cluster, "job", "forget", job)
+
+    # a fails: b never runs, and says why
+    jobfile.write_text(
+        '[[task]]\nid = "a"\ncommand = "exit 3"\n'
+        '[[task]]\nid = "b"\ncwd = {w}\ndeps = ["a"]\ncommand = "echo b >> ran"\n'
+        .format(w=json.dumps(str(tmp_path))))
+    ran.unlink()
+    out = sq(jobs_cluster, "submit", "--file", jobfile, "--name", "deps-fail", "--wait",
+             check=False)
+    assert out.returncode == 1, out.stderr
+    tasks = {t["id"]: t for t in
+             json.loads(sq(jobs_cluster, "task", "list", "deps-fail", "--json").stdout)}
+    assert tasks["a"]["state"] == "failed" and tasks["a"]["exit_code"] == 3, tasks
+    assert tasks["b"]["state"] in ("failed", "cancelled") and tasks["b"]["attempts"] == 0, tasks
+    assert not ran.exists()
+    sq(jobs_cluster, "job", "forget", "deps-fail")

@@ -438,7 +438,8 @@ s_test_requests (void)
             uint32_t t = q.type;
             bool has_session = t != SQ_MSG_SESSION_OPEN && t != SQ_MSG_INFO && t != SQ_MSG_PING
                             && t != SQ_MSG_RESTART;
-            bool has_ids = t == SQ_MSG_KEEP || t == SQ_MSG_UNKEEP || t == SQ_MSG_CANCEL || t == SQ_MSG_WAIT;
+            bool has_ids = t == SQ_MSG_KEEP || t == SQ_MSG_UNKEEP || t == SQ_MSG_CANCEL || t == SQ_MSG_WAIT
+                        || t == SQ_MSG_SESSION_OPEN;        //  its jobs to wait for (after)
             CHECK (d.session == (has_session? 5u: 0u));
             if (has_ids) {
                 CHECK (d.n_ids == q.n_ids);
@@ -1285,6 +1286,16 @@ s_test_jobs (void)
     s_check_truncations ("SESSION_OPEN options", s_dec_request, w.buf.data, w.buf.size);
     sq_request_release (&back);
     sq_wbuf_reset (&w);
+    //  ... with the jobs it waits for (--after)
+    uint32_t after [] = { 2, 11 };
+    q = (sq_request_t) { .type = SQ_MSG_SESSION_OPEN, .req = 3, .detached = true,
+                         .ids = after, .n_ids = 2 };
+    sq_request_encode (&w, &q);
+    CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (back.detached && back.n_ids == 2 && back.ids [0] == 2 && back.ids [1] == 11);
+    s_check_truncations ("SESSION_OPEN after", s_dec_request, w.buf.data, w.buf.size);
+    sq_request_release (&back);
+    sq_wbuf_reset (&w);
     q = (sq_request_t) { .type = SQ_MSG_SESSION_OPEN, .req = 4 };
     sq_request_encode (&w, &q);
     CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == 0 && !back.has_name);
@@ -1296,8 +1307,11 @@ s_test_jobs (void)
         "\x93\x0a\x01\x81\xa4" "name" "\xa0",                      //  empty name
         "\x93\x0a\x01\x81\xa4" "name" "\xa2" "a\n",                //  control character
         "\x93\x0a\x01\x90",                                        //  not a map
+        "\x93\x0a\x01\x81\xa5" "after" "\x90",                    //  no jobs
+        "\x93\x0a\x01\x81\xa5" "after" "\x91\x00",                //  job 0
+        "\x93\x0a\x01\x82\xa5" "after" "\x91\x01\xa5" "after" "\x91\x02",
     };
-    const size_t bad_sizes [] = { 9, 23, 13, 9, 11, 4 };
+    const size_t bad_sizes [] = { 9, 23, 13, 9, 11, 4, 11, 12, 20 };
     for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes [0]; i++) {
         err.text [0] = 0;
         CHECK (sq_request_decode (&back, bad_options [i], bad_sizes [i], &err) == -1);
@@ -1518,10 +1532,17 @@ s_test_jobs (void)
     msgpack_packer_init (&pk, &buf, msgpack_sbuffer_write);
     sq_rec_t r, d;
     char text [200];
-    sq_rec_pack_job (&pk, 12, "nightly", true, 1234);
+    sq_rec_pack_job (&pk, 12, "nightly", true, 1234, NULL, 0);
     CHECK (sq_rec_decode (&d, (const uint8_t *) buf.data, buf.size, text, sizeof text) == 0);
     CHECK (d.type == SQ_REC_JOB && d.session == 12 && d.detached && d.created_ms == 1234
-           && d.name.len == 7);
+           && d.name.len == 7 && d.n_ids == 0);
+    sq_rec_release (&d);
+    msgpack_sbuffer_clear (&buf);
+    //  A job that waits for others (--after): their ids, a sixth field
+    uint32_t waits [] = { 3, 9 };
+    sq_rec_pack_job (&pk, 12, NULL, true, 1234, waits, 2);
+    CHECK (sq_rec_decode (&d, (const uint8_t *) buf.data, buf.size, text, sizeof text) == 0);
+    CHECK (d.type == SQ_REC_JOB && d.n_ids == 2 && d.ids [0] == 3 && d.ids [1] == 9);
     sq_rec_release (&d);
     msgpack_sbuffer_clear (&buf);
     memset (&r, 0, sizeof r);

@@ -363,6 +363,54 @@ s_test_execute (void)
         msgpack_pack_str_body (pk, bad_paths [i], i == 2? 10: strlen (bad_paths [i]));
         CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "absolute path"));
     }
+    //  A working directory: absolute, or relative without ".."; output
+    //  files of an execute task may begin with %{CWD} (a py task's not)
+    const char *good_cwds [] = { "/data/run", "sub/dir", "a" };
+    for (size_t i = 0; i < 3; i++) {
+        pk = s_new ();
+        msgpack_pack_map (pk, 3);
+        sq_pack_cstr (pk, "args");
+        s_strings (pk, args, 1);
+        sq_pack_cstr (pk, "cwd");
+        sq_pack_cstr (pk, good_cwds [i]);
+        sq_pack_cstr (pk, "stdout_path");
+        sq_pack_cstr (pk, "%{CWD}/out.txt");
+        CHECK (s_decode (SQ_KIND_EXECUTE, 0, 0, &conf) == 0
+               && mpr_str_eq (conf.cwd, good_cwds [i])
+               && mpr_str_eq (conf.stdout_path, "%{CWD}/out.txt"));
+        sq_taskconf_release (&conf);
+    }
+    const char *bad_cwds [] = { "", "../up", "a/../../b", "a//b", "nul\0" };
+    for (size_t i = 0; i < 5; i++) {
+        pk = s_new ();
+        msgpack_pack_map (pk, 2);
+        sq_pack_cstr (pk, "args");
+        s_strings (pk, args, 1);
+        sq_pack_cstr (pk, "cwd");
+        size_t len = i == 4? 5: strlen (bad_cwds [i]);
+        char text [16];
+        memcpy (text, bad_cwds [i], len);
+        if (i == 4)
+            text [3] = 0;
+        msgpack_pack_str (pk, len);
+        msgpack_pack_str_body (pk, text, len);
+        CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "'cwd'"));
+    }
+    pk = s_new ();
+    msgpack_pack_map (pk, 2);
+    sq_pack_cstr (pk, "fn");
+    msgpack_pack_bin (pk, 1);
+    msgpack_pack_bin_body (pk, "f", 1);
+    sq_pack_cstr (pk, "stdout_path");
+    sq_pack_cstr (pk, "%{CWD}/out.txt");
+    CHECK (s_refuses (SQ_KIND_PY, 0, 0, "absolute path"));
+    pk = s_new ();
+    msgpack_pack_map (pk, 2);
+    sq_pack_cstr (pk, "args");
+    s_strings (pk, args, 1);
+    sq_pack_cstr (pk, "cwd");
+    msgpack_pack_uint64 (pk, 7);
+    CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "'cwd'"));
     pk = s_new ();
     msgpack_pack_map (pk, 2);
     sq_pack_cstr (pk, "args");
@@ -457,9 +505,9 @@ s_test_execute (void)
     }
     //  Unknown key
     e = good;
-    e.extra_key = "cwd";
+    e.extra_key = "workdir";
     s_pack_exec (&e);
-    CHECK (s_refuses (SQ_KIND_EXECUTE, 2, 2, "unknown key 'cwd'"));
+    CHECK (s_refuses (SQ_KIND_EXECUTE, 2, 2, "unknown key 'workdir'"));
     //  A key of another kind is unknown here
     e = good;
     e.extra_key = "path";
@@ -477,6 +525,48 @@ s_test_execute (void)
     msgpack_pack_array (pk, 1);
     msgpack_pack_uint32 (pk, 1);
     CHECK (s_refuses (SQ_KIND_EXECUTE, 0, 0, "'args'"));
+    //  'done': one more output than out_paths lists, its last; not stdout
+    const char *one_out [] = { "" };
+    struct { size_t n_paths; int64_t stdout_output; int done; uint32_t n_out;
+             const char *expect; } done_cases [] = {
+        { 0, -1, 1, 1, NULL },                  //  the only output
+        { 1, 0, 1, 2, NULL },                   //  after stdout's
+        { 0, -1, 0, 0, NULL },                  //  false: none
+        { 0, -1, 1, 0, "no output for it" },
+        { 1, -1, 1, 1, "but the last ('done')" },
+        { 0, -1, 1, 2, "but the last ('done')" },
+        { 1, 1, 1, 2, "'stdout' cannot be the 'done' output" },
+        { 0, -1, 2, 1, "'done'" },              //  not a bool
+    };
+    for (size_t i = 0; i < sizeof done_cases / sizeof done_cases [0]; i++) {
+        pk = s_new ();
+        msgpack_pack_map (pk, 4);
+        sq_pack_cstr (pk, "args");
+        s_strings (pk, args, 1);
+        sq_pack_cstr (pk, "out_paths");
+        s_strings (pk, one_out, done_cases [i].n_paths);
+        sq_pack_cstr (pk, "stdout");
+        msgpack_pack_int64 (pk, done_cases [i].stdout_output);
+        sq_pack_cstr (pk, "done");
+        if (done_cases [i].done == 2)
+            msgpack_pack_int (pk, 0);
+        else
+        if (done_cases [i].done)
+            msgpack_pack_true (pk);
+        else
+            msgpack_pack_false (pk);
+        if (done_cases [i].expect)
+            CHECK (s_refuses (SQ_KIND_EXECUTE, 0, done_cases [i].n_out, done_cases [i].expect));
+        else {
+            CHECK (s_decode (SQ_KIND_EXECUTE, 0, done_cases [i].n_out, &conf) == 0);
+            CHECK (conf.done_output == (done_cases [i].done? (int32_t) done_cases [i].n_out - 1: -1));
+            sq_taskconf_release (&conf);
+        }
+    }
+    //  absent: none
+    s_pack_exec (&good);
+    CHECK (s_decode (SQ_KIND_EXECUTE, 2, 2, &conf) == 0 && conf.done_output == -1);
+    sq_taskconf_release (&conf);
     //  Every truncation of a valid config is refused (and frees what it took)
     s_pack_exec (&good);
     for (size_t cut = 1; cut < s_w.buf.size; cut++) {

@@ -76,6 +76,8 @@ def _library():
     strs = ctypes.POINTER(ctypes.c_char_p)
     table = {
         "sq_session_new_job": (p, [p, c, ctypes.c_bool]),
+        "sq_session_new_job_after": (p, [p, c, ctypes.c_bool, ctypes.POINTER(u32),
+                                         ctypes.c_size_t]),
         "sq_session_id": (u32, [p]),
         "sq_session_detach": (None, [ctypes.POINTER(p)]),
         "sq_session_destroy": (None, [ctypes.POINTER(p)]),
@@ -446,22 +448,10 @@ def cmd_job_resubmit(args):
         raise _usage("say what to run again: --failed (its failed and cancelled tasks)")
     with _Client(args) as client:
         job = client.resolve(args.job)
-        # RESUBMIT runs array elements again, not plain tasks (a job file's):
-        # those are named rather than passed over in silence
-        elements = set()
-        ended = client.tasks(job["id"], states=8 | 16, elements=elements)
-        plain = [r for i, r in enumerate(ended) if i not in elements]
         again = ctypes.c_uint64()
         if client.lib.sq_client_resubmit(client.h, job["id"], None, 0, ctypes.byref(again)):
             raise client.error("job %s" % args.job)
     print("job %d: %d task(s) submitted again" % (job["id"], again.value))
-    if plain:
-        names = ", ".join("%s (%s)" % (r["id"], r["state"]) for r in plain[:5])
-        print("squall: job %d: %d task(s) not run again: %s%s: only array elements run again; "
-              "submit the job file anew for the others" % (
-                  job["id"], len(plain), names, ", .." if len(plain) > 5 else ""),
-              file=sys.stderr)
-        return cli.EXIT_FAILURE
     return cli.EXIT_OK
 
 
@@ -583,8 +573,8 @@ def add_parsers(sub, key_options, epilog):
                     "whether or not this process stays (docs/jobs.md). Each element of an "
                     "array sees SQUALL_JOB_ID, SQUALL_TASK_ID (its index) and "
                     "SQUALL_ARRAY_SIZE; %{JOB_ID}, %{TASK_ID}, %{ARRAY_SIZE} and %{ITEM} "
-                    "expand in its arguments, environment and paths (%{CWD} is not "
-                    "replaced yet: docs/jobs.md).",
+                    "expand in its arguments, environment and paths, %{CWD} (the task's "
+                    "working directory) in its arguments, environment and --stdout/--stderr.",
         epilog=EXIT_HELP, allow_abbrev=False)
     p.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--file", "-f", metavar="JOB.toml", help="a job file: a graph of commands")
@@ -604,9 +594,9 @@ def add_parsers(sub, key_options, epilog):
     p.add_argument("--timeout", metavar="DURATION",
                    help="each task fails if it runs longer (seconds, or 90s, 10m, 2h)")
     p.add_argument("--priority", metavar="N", help="higher runs first (default 0)")
-    p.add_argument("--cwd", metavar="DIR", help="working directory of each task (not "
-                                                "supported yet: refused; each task runs in "
-                                                "a private directory on its governor)")
+    p.add_argument("--cwd", metavar="DIR",
+                   help="working directory of each task on its governor: absolute, or "
+                        "relative to the task's own private directory (the default)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="environment of each task (repeatable)")
     p.add_argument("--stdout", metavar="PATH",
@@ -619,7 +609,7 @@ def add_parsers(sub, key_options, epilog):
     p.add_argument("--stdin", metavar="FILE", help="a local file, the standard input of each task")
     p.add_argument("--after", action="append", metavar="JOB",
                    help="start when these jobs (ids or names, repeatable or comma-separated) "
-                        "finished; this process waits for them before it submits")
+                        "finished (the broker holds its tasks; cancelled if one of them fails)")
     p.add_argument("--wait", "-w", action="store_true",
                    help="wait for the job; exit 0 only if every task finished")
     p.add_argument("--progress", action="store_true", help="wait, drawing a progress bar")

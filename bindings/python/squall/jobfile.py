@@ -22,7 +22,8 @@ MAX_TIMEOUT = 2 ** 31 / 1000    # seconds, as the client library takes them
 # docs/protocol.md, "Array tasks": the broker expands them in an array's
 # elements; for a plain task the client expands all but CWD (the governor's).
 PLACEHOLDERS = ("JOB_ID", "TASK_ID", "ARRAY_SIZE", "ITEM", "CWD")
-# where a task's deps (their first output) are written in its directory
+# where a task's deps (their first output, or the empty one a dep without
+# outputs is given) are written in its directory
 DEP_DIR = ".squall-deps"
 RESERVED_ENV = ("SQUALL_JOB_ID", "SQUALL_TASK_ID", "SQUALL_ARRAY_SIZE", "SQUALL_ARRAY_ITEM")
 
@@ -76,6 +77,10 @@ class TaskSpec:
         self.stdout_path = None         # or written to this file (the governor's)
         self.stderr_path = None
         self.deps = []                  # ids of tasks it waits for, without data
+        # a dep of another task that has no outputs: given one more output,
+        # empty, that its governor makes when it exits well (execute's
+        # "done"), so that the broker can order the dependent task after it
+        self.done = False
         self.resources = {}
         self.max_retries = 0
         self.timeout = None             # seconds
@@ -90,7 +95,7 @@ class TaskSpec:
     def to_dict(self):
         d = {"id": self.id, "command": list(self.command)}
         for key in ("env", "cwd", "outputs", "stdout", "stdout_path", "stderr_path", "deps",
-                    "resources", "max_retries", "timeout", "priority"):
+                    "done", "resources", "max_retries", "timeout", "priority"):
             d[key] = getattr(self, key)
         d["stdin"] = self.stdin.to_dict() if self.stdin else None
         d["inputs"] = [dict(path=p, **src.to_dict()) for p, src in self.inputs]
@@ -290,19 +295,37 @@ def output_path(path, where, base):
     """A --stdout / --stderr / stdout_path / stderr_path value as the
     execute config takes it: an absolute path on the governor, a relative
     one joined to base (the submitting shell's directory, or the job
-    file's). %{CWD} is refused: the governor opens the file before the
-    task has a directory to name."""
+    file's), or one beginning with %{CWD}: the task's working directory,
+    which the governor replaces (docs/protocol.md, execute's stdout_path)."""
     if not isinstance(path, str) or not path or "\0" in path:
         raise JobError("%s: give a non-empty path" % where)
     check_placeholders(path, where)
+    if path.startswith("%{CWD}"):
+        return path
     if any(m.group(1) == "CWD" for m in _PLACEHOLDER.finditer(path)):
-        raise JobError("%s: %%{CWD} cannot name where the output goes (the file is opened "
-                       "before the task's directory exists): give an absolute path, or "
-                       "one relative to %s" % (where, base))
+        raise JobError("%s: %%{CWD} may only begin a path (%%{CWD}/out.txt)" % where)
     path = os.path.normpath(os.path.join(base, path))
     if len(os.fsencode(path)) > 4096:
         raise JobError("%s: longer than 4096 bytes" % where)
     return path
+
+
+def check_cwd(value, where):
+    """A working directory: absolute, or relative to the task's own
+    directory on its governor (made there), without '..'."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise JobError("%s: give a non-empty path" % where)
+    check_placeholders(value, where)
+    if any(m.group(1) == "CWD" for m in _PLACEHOLDER.finditer(value)):
+        raise JobError("%s: %%{CWD} is what this names" % where)
+    if len(os.fsencode(value)) > 4096:
+        raise JobError("%s: longer than 4096 bytes" % where)
+    if not value.startswith("/"):
+        parts = value.split("/")
+        if any(part in ("", "..") for part in parts):
+            raise JobError("%s: %r: an absolute path, or one relative to the task's own "
+                           "directory without '..' or empty parts" % (where, value))
+    return value
 
 
 def expand(text, job_id, task_id):
@@ -381,8 +404,7 @@ def from_command(command, name=None, array=None, array_file=None, cpus=None, mem
     if priority is not None:
         task.priority = parse_count(priority, "--priority", -2 ** 31, 2 ** 31 - 1)
     if cwd is not None:
-        check_placeholders(cwd, "--cwd")
-        task.cwd = cwd
+        task.cwd = check_cwd(cwd, "--cwd")
     for text in env:
         key, value = parse_key_value(text, "--env")
         check_env(key, value, "--env")
@@ -539,11 +561,7 @@ def _compile_task(table, where, base):
         check_env(key, value, "%s env" % where)
         task.env[key] = value
     if "cwd" in table:
-        value = table["cwd"]
-        if not isinstance(value, str) or not value or "\0" in value:
-            raise JobError("%s cwd: give a non-empty path" % where)
-        check_placeholders(value, "%s cwd" % where)
-        task.cwd = value
+        task.cwd = check_cwd(table["cwd"], "%s cwd" % where)
     for key in ("stdout_path", "stderr_path"):
         if key in table:
             setattr(task, key, output_path(table[key], "%s %s" % (where, key), base))
@@ -594,11 +612,16 @@ def _order(tasks, where):
             if dep not in by_id:
                 raise JobError("%s deps: no task %r in this job" % (w, dep))
             # The broker orders tasks only by the objects they read
-            # (docs/protocol.md SUBMIT): a dep reads one of the task's
-            # outputs, written under DEP_DIR, so it needs one.
-            if by_id[dep].array is not None or not by_id[dep].output_names():
-                raise JobError("%s deps: task %r has no output to wait on (an array, or "
-                               "neither stdout = true nor outputs)" % (w, dep))
+            # (docs/protocol.md SUBMIT): a dep reads the task's first
+            # output, written under DEP_DIR; a task without outputs is
+            # given an empty one (done). An array's elements are made by
+            # the broker as they run: no one object ends with all of them.
+            if by_id[dep].array is not None:
+                raise JobError("%s deps: task %r is an array, there is no one output that "
+                               "ends with all its elements (put it in a job of its own and "
+                               "use after)" % (w, dep))
+            if not by_id[dep].output_names():
+                by_id[dep].done = True
             wanted.append(dep)
         if t.id in wanted:
             raise JobError("%s: depends on itself" % w)

@@ -74,7 +74,13 @@ def _read_local(path):
 def _with_str_key(config, key, value):
     """The execute config (a msgpack map, as sq_config_execute packs it)
     with one more string key."""
-    raw, head = os.fsencode(value), config[0]
+    raw = os.fsencode(value)
+    return _with_key(config, key, b"\xda" + len(raw).to_bytes(2, "big") + raw)
+
+
+def _with_key(config, key, packed):
+    """config with one more key, its value already packed."""
+    head = config[0]
     if 0x80 <= head < 0x8f:
         out = bytes([head + 1]) + config[1:]
     elif head == 0x8f:
@@ -83,8 +89,7 @@ def _with_str_key(config, key, value):
         out = b"\xde" + (int.from_bytes(config[1:3], "big") + 1).to_bytes(2, "big") + config[3:]
     else:
         raise cli.CliError("task config: not a map")
-    return out + bytes([0xa0 + len(key)]) + key.encode() + b"\xda" + \
-        len(raw).to_bytes(2, "big") + raw
+    return out + bytes([0xa0 + len(key)]) + key.encode() + packed
 
 
 def _add_task(lib, session, job_id, task, ids, spec):
@@ -136,12 +141,17 @@ def _add_task(lib, session, job_id, task, ids, spec):
         packed = ctypes.string_at(config, size.value)
     finally:
         lib.sq_free(config)
-    for key, path in (("stdout_path", task.stdout_path), ("stderr_path", task.stderr_path)):
+    for key, path in (("stdout_path", task.stdout_path), ("stderr_path", task.stderr_path),
+                      ("cwd", task.cwd)):
         if path is not None:
             packed = _with_str_key(packed, key, text(path))
+    if task.done:
+        # one more output, its last, made empty when it exits well: what
+        # the tasks that have it in deps read (docs/protocol.md, execute)
+        packed = _with_key(packed, "done", b"\xc3")
     arr = (ctypes.c_uint32 * max(1, len(inputs)))(*inputs)
-    tid = lib.sq_task(session, b"execute", arr, len(inputs), len(out_paths), packed,
-                      len(packed))
+    tid = lib.sq_task(session, b"execute", arr, len(inputs), len(out_paths) + task.done,
+                      packed, len(packed))
     if not tid:
         return 0
     rc = 0
@@ -169,9 +179,16 @@ def _add_task(lib, session, job_id, task, ids, spec):
 
 def submit_spec(client, spec):
     """Opens the job on the broker and submits its tasks; the job's id. The
-    job is left running (detached) whatever happens to this process."""
+    job is left running (detached) whatever happens to this process; with
+    spec.after, its tasks wait in the broker for those jobs."""
     lib = client.lib
-    session = ctypes.c_void_p(lib.sq_session_new_job(client.h, spec.name.encode(), True))
+    after = [client.resolve(ref)["id"] for ref in spec.after]
+    if after:
+        arr = (ctypes.c_uint32 * len(after))(*after)
+        session = ctypes.c_void_p(lib.sq_session_new_job_after(
+            client.h, spec.name.encode(), True, arr, len(after)))
+    else:
+        session = ctypes.c_void_p(lib.sq_session_new_job(client.h, spec.name.encode(), True))
     if not session:
         if lib.sq_client_errcode(client.h) == jobs._SQ_E_DUPLICATE_ID:
             raise cli.CliError("a job named %s exists: give another --name, or forget it "
@@ -210,24 +227,7 @@ def cmd_submit(args):
     if args.dry_run:
         jobs._print_json(spec.to_dict())
         return cli.EXIT_OK
-    unsupported = [t.id for t in spec.tasks if t.cwd]
-    if unsupported:
-        # The execute config has no working directory: a task runs in the
-        # private directory its governor makes. Refused rather than dropped.
-        raise jobs._usage("task %s: cwd (--cwd) is not supported by this squall yet: a task runs "
-                     "in a private directory on its governor; give absolute paths, or cd "
-                     "in the command (sh -c 'cd DIR && ...')" % unsupported[0])
     with jobs._Client(args) as client:
-        if spec.after:
-            # The broker orders tasks only within a job: this process waits
-            # for those jobs, then submits (docs/jobs.md, --after).
-            sessions = [client.resolve(ref)["id"] for ref in spec.after]
-            print("squall: waiting for job(s) %s" % ", ".join(spec.after), file=sys.stderr)
-            ended = jobs._wait_jobs(client, sessions, None, False)
-            bad = [j for j in ended if j["state"] != "finished"]
-            if bad:
-                raise cli.CliError("job %d %s: job %s not submitted"
-                                   % (bad[0]["id"], bad[0]["state"], spec.name))
         job_id = submit_spec(client, spec)
         if args.json:
             jobs._print_json({"id": job_id, "name": spec.name, "size": spec.size()})
