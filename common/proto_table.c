@@ -268,17 +268,29 @@ s_options_empty (const void *msg, const sq_field_desc_t *f)
     return !q->has_name && !q->detached;
 }
 
+//  Empty: 0, false, no bytes, no ids, no name
+static bool
+s_zero_empty (const void *msg, const sq_field_desc_t *f)
+{
+    return f->kind == SQK_U32? *S_CAT (uint32_t, msg, f) == 0:
+           f->kind == SQK_BOOL? !*S_CAT (bool, msg, f):
+           f->kind == SQK_U64 || f->kind == SQK_I64? *S_CAT (uint64_t, msg, f) == 0:
+           f->kind == SQK_IDS? ((const sq_request_t *) msg)->n_ids == 0:
+           f->kind == SQK_JOB? !((const sq_request_t *) msg)->has_name:
+           S_CAT (mpr_str_t, msg, f)->len == 0;
+}
+
 static const s_kind_t s_kinds [] = {
-    [SQK_U32] = { "U32", s_read_u32, s_pack_u32, NULL },
-    [SQK_U64] = { "U64", s_read_u64, s_pack_u64, NULL },
-    [SQK_I64] = { "I64", s_read_i64, s_pack_i64, NULL },
-    [SQK_BOOL] = { "BOOL", s_read_bool, s_pack_bool, NULL },
-    [SQK_STR] = { "STR", s_read_str, s_pack_str, NULL },
-    [SQK_NAME] = { "NAME", s_read_name, s_pack_str, NULL },
-    [SQK_BIN] = { "BIN", s_read_bin, s_pack_bin, NULL },
-    [SQK_OBIN] = { "OBIN", s_read_obin, s_pack_obin, NULL },
-    [SQK_IDS] = { "IDS", s_read_ids, s_pack_ids, NULL },
-    [SQK_JOB] = { "JOB", s_read_job, s_pack_job, NULL },
+    [SQK_U32] = { "U32", s_read_u32, s_pack_u32, s_zero_empty },
+    [SQK_U64] = { "U64", s_read_u64, s_pack_u64, s_zero_empty },
+    [SQK_I64] = { "I64", s_read_i64, s_pack_i64, s_zero_empty },
+    [SQK_BOOL] = { "BOOL", s_read_bool, s_pack_bool, s_zero_empty },
+    [SQK_STR] = { "STR", s_read_str, s_pack_str, s_zero_empty },
+    [SQK_NAME] = { "NAME", s_read_name, s_pack_str, s_zero_empty },
+    [SQK_BIN] = { "BIN", s_read_bin, s_pack_bin, s_zero_empty },
+    [SQK_OBIN] = { "OBIN", s_read_obin, s_pack_obin, s_zero_empty },
+    [SQK_IDS] = { "IDS", s_read_ids, s_pack_ids, s_zero_empty },
+    [SQK_JOB] = { "JOB", s_read_job, s_pack_job, s_zero_empty },
     [SQK_OPTIONS] = { "OPTIONS", s_read_options, s_pack_options, s_options_empty },
 };
 

@@ -90,7 +90,7 @@ def _all_sources():
     for d in _SOURCE_DIRS:
         for dirpath, _, files in os.walk(os.path.join(_ROOT, d)):
             for f in files:
-                if f.endswith((".c", ".h", ".py", ".sh")):
+                if f.endswith((".c", ".h", ".def", ".py", ".sh")):
                     yield os.path.join(dirpath, f)
 
 
