@@ -334,13 +334,26 @@ sq_msg_descs (size_t *count)
     return s_messages;
 }
 
+//  Each type's place in s_messages, plus one (0: none), so that a decoder
+//  finds its description without a search.
+enum {
+#define SQ_MSG(NAME, number) S_AT_##NAME,
+#define SQ_BEGIN(NAME, number, type_t, check) S_AT_##NAME,
+#define SQ_REQUEST(NAME, number) S_AT_##NAME,
+#include "proto_messages.def"
+};
+#define S_TYPES 256
+static const uint8_t s_index [S_TYPES] = {
+#define SQ_MSG(NAME, number) [number] = S_AT_##NAME + 1,
+#define SQ_BEGIN(NAME, number, type_t, check) [number] = S_AT_##NAME + 1,
+#define SQ_REQUEST(NAME, number) [number] = S_AT_##NAME + 1,
+#include "proto_messages.def"
+};
+
 const sq_msg_desc_t *
 sq_msg_desc (uint32_t type)
 {
-    for (size_t i = 0; i < S_MESSAGES; i++)
-        if (s_messages [i].type == type)
-            return &s_messages [i];
-    return NULL;
+    return type < S_TYPES && s_index [type]? &s_messages [s_index [type] - 1]: NULL;
 }
 
 const char *
