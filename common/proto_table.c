@@ -45,33 +45,32 @@ typedef struct {
 #define S_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
 #define S_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
 
-//  Numbers, read as u64 or i64, then bounded
+//  Numbers: U32 and U64 read as unsigned (U32 refusing more than 32 bits),
+//  I64 as signed, then bounded
 static void
-s_read_u32 (mpr_t *r, void *msg, const sq_field_desc_t *f)
+s_read_uint (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    uint32_t *v = S_AT (uint32_t, msg, f);
-    if (mpr_u32 (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
+    uint64_t v = 0;
+    if (f->kind == SQK_U32) {
+        uint32_t *v32 = S_AT (uint32_t, msg, f);
+        if (mpr_u32 (r, v32))
+            return;
+        v = *v32;
+    }
+    else
+    if (mpr_uint (r, S_AT (uint64_t, msg, f)) == 0)
+        v = *S_AT (uint64_t, msg, f);
+    if (mpr_ok (r) && f->max && (v < (uint64_t) f->min || v > f->max))
         mpr_fail (r, f->why);
 }
 
 static void
-s_pack_u32 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+s_pack_uint (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    msgpack_pack_uint32 (pk, *S_CAT (uint32_t, msg, f));
-}
-
-static void
-s_read_u64 (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    uint64_t *v = S_AT (uint64_t, msg, f);
-    if (mpr_uint (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
-        mpr_fail (r, f->why);
-}
-
-static void
-s_pack_u64 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    msgpack_pack_uint64 (pk, *S_CAT (uint64_t, msg, f));
+    if (f->kind == SQK_U32)
+        msgpack_pack_uint32 (pk, *S_CAT (uint32_t, msg, f));
+    else
+        msgpack_pack_uint64 (pk, *S_CAT (uint64_t, msg, f));
 }
 
 static void
@@ -281,8 +280,8 @@ s_zero_empty (const void *msg, const sq_field_desc_t *f)
 }
 
 static const s_kind_t s_kinds [] = {
-    [SQK_U32] = { "U32", s_read_u32, s_pack_u32, s_zero_empty },
-    [SQK_U64] = { "U64", s_read_u64, s_pack_u64, s_zero_empty },
+    [SQK_U32] = { "U32", s_read_uint, s_pack_uint, s_zero_empty },
+    [SQK_U64] = { "U64", s_read_uint, s_pack_uint, s_zero_empty },
     [SQK_I64] = { "I64", s_read_i64, s_pack_i64, s_zero_empty },
     [SQK_BOOL] = { "BOOL", s_read_bool, s_pack_bool, s_zero_empty },
     [SQK_STR] = { "STR", s_read_str, s_pack_str, s_zero_empty },
