@@ -519,66 +519,6 @@ sqp_ids (mpr_t *r, uint32_t **ids, uint32_t *n_ids)
     return 0;
 }
 
-const char *
-sq_msg_name (uint32_t type)
-{
-    switch (type) {
-        case SQ_MSG_HELLO: return "HELLO";
-        case SQ_MSG_REPLY: return "REPLY";
-        case SQ_MSG_SESSION_OPEN: return "SESSION_OPEN";
-        case SQ_MSG_SESSIONS: return "SESSIONS";
-        case SQ_MSG_ATTACH: return "ATTACH";
-        case SQ_MSG_SESSION_WAIT: return "SESSION_WAIT";
-        case SQ_MSG_TASKS: return "TASKS";
-        case SQ_MSG_RESUBMIT: return "RESUBMIT";
-        case SQ_MSG_FORGET: return "FORGET";
-        case SQ_MSG_JOB_CANCEL: return "JOB_CANCEL";
-        case SQ_MSG_SESSION_CLOSE: return "SESSION_CLOSE";
-        case SQ_MSG_SUBMIT: return "SUBMIT";
-        case SQ_MSG_KEEP: return "KEEP";
-        case SQ_MSG_UNKEEP: return "UNKEEP";
-        case SQ_MSG_WAIT: return "WAIT";
-        case SQ_MSG_FETCH: return "FETCH";
-        case SQ_MSG_CANCEL: return "CANCEL";
-        case SQ_MSG_INFO: return "INFO";
-        case SQ_MSG_PING: return "PING";
-        case SQ_MSG_RESUME: return "RESUME";
-        case SQ_MSG_UPLOAD: return "UPLOAD";
-        case SQ_MSG_RETIRE: return "RETIRE";
-        case SQ_MSG_DELETE: return "DELETE";
-        case SQ_MSG_PLACE: return "PLACE";
-        case SQ_MSG_LOG: return "LOG";
-        case SQ_MSG_LOGREAD: return "LOGREAD";
-        case SQ_MSG_LOGTAIL: return "LOGTAIL";
-        case SQ_MSG_RESTART: return "RESTART";
-        case SQ_MSG_ADOPT: return "ADOPT";
-        case SQ_MSG_REFRESH: return "REFRESH";
-        case SQ_MSG_DRAIN: return "DRAIN";
-        case SQ_MSG_LEAVE: return "LEAVE";
-        case SQ_MSG_STREAM: return "STREAM";
-        case SQ_MSG_UNSTREAM: return "UNSTREAM";
-        case SQ_MSG_UPDATE: return "UPDATE";
-        case SQ_MSG_HEARTBEAT: return "HEARTBEAT";
-        case SQ_MSG_LOAD: return "LOAD";
-        case SQ_MSG_BYE: return "BYE";
-        case SQ_MSG_ASSIGN: return "ASSIGN";
-        case SQ_MSG_SEND: return "SEND";
-        case SQ_MSG_DROP: return "DROP";
-        case SQ_MSG_STOP: return "STOP";
-        case SQ_MSG_RETRACT: return "RETRACT";
-        case SQ_MSG_KEYS: return "KEYS";
-        case SQ_MSG_OBJECT: return "OBJECT";
-        case SQ_MSG_CHUNK: return "CHUNK";
-        case SQ_MSG_CREDIT: return "CREDIT";
-        case SQ_MSG_SCHUNK: return "SCHUNK";
-        case SQ_MSG_SCREDIT: return "SCREDIT";
-        case SQ_MSG_GFETCH: return "GFETCH";
-        case SQ_MSG_GREAD: return "GREAD";
-        case SQ_MSG_PUT: return "PUT";
-        default: return NULL;
-    }
-}
-
 void
 sqp_pack_ids (msgpack_packer *pk, const uint32_t *ids, uint32_t n)
 {

@@ -27,60 +27,12 @@
 #include "mpreader.h"
 #include "squall_codes.h"
 
-//  Message types (element 0 of frame 0)
+//  Message types (element 0 of frame 0): SQ_MSG_HELLO ..., from the table
+#define SQ_MSG(NAME, number) SQ_MSG_##NAME = number,
+#define SQ_BEGIN(NAME, number, type_t, check) SQ_MSG_##NAME = number,
+#define SQ_REQUEST(NAME, number) SQ_MSG_##NAME = number,
 typedef enum {
-    SQ_MSG_HELLO = 1,           //  client|governor -> broker (request)
-    SQ_MSG_REPLY = 2,           //  broker|governor -> requester
-    SQ_MSG_SESSION_OPEN = 10,   //  client -> broker requests ...
-    SQ_MSG_SESSION_CLOSE = 11,
-    SQ_MSG_SUBMIT = 12,
-    SQ_MSG_KEEP = 13,
-    SQ_MSG_UNKEEP = 14,
-    SQ_MSG_WAIT = 15,
-    SQ_MSG_FETCH = 16,
-    SQ_MSG_CANCEL = 17,
-    SQ_MSG_INFO = 18,
-    SQ_MSG_PING = 19,
-    SQ_MSG_RESUME = 20,         //  client -> broker: take a session back after a lost connection
-    SQ_MSG_UPLOAD = 21,         //  client -> broker: where (and with what right) to PUT a constant
-    SQ_MSG_RETIRE = 22,         //  client -> broker: drain a governor and let it leave
-    SQ_MSG_DELETE = 23,         //  client -> broker: free objects now, whoever keeps them
-    SQ_MSG_PLACE = 24,          //  client -> broker: replicate or move an object, or say where it is
-    SQ_MSG_LOG = 25,            //  client -> broker: where to read a task's output
-    SQ_MSG_SESSIONS = 26,       //  client -> broker: the jobs and sessions it may see
-    SQ_MSG_ATTACH = 27,         //  client -> broker: take a job onto this connection
-    SQ_MSG_SESSION_WAIT = 28,   //  client -> broker: until every task of a session ended
-    SQ_MSG_TASKS = 29,          //  client -> broker: a session's task records, paged
-    SQ_MSG_RESUBMIT = 80,       //  client -> broker: run failed and cancelled tasks again
-    SQ_MSG_FORGET = 81,         //  client -> broker: close a session and drop its record
-    SQ_MSG_JOB_CANCEL = 82,     //  client -> broker: cancel a session's unfinished tasks
-    SQ_MSG_RESTART = 88,        //  client -> broker: fresh Python executors for its tenant
-    SQ_MSG_ADOPT = 85,          //  client -> broker: a task's children's objects into its caller's session
-    SQ_MSG_UPDATE = 30,         //  governor -> broker: batched events
-    SQ_MSG_HEARTBEAT = 31,      //  both ways, governor <-> broker
-    SQ_MSG_LOAD = 32,           //  governor -> broker: load report
-    SQ_MSG_BYE = 33,            //  both ways: orderly goodbye
-    SQ_MSG_DRAIN = 34,          //  governor -> broker: it is stopping; take its work away
-    SQ_MSG_ASSIGN = 40,         //  broker -> governor: batched tasks
-    SQ_MSG_SEND = 41,           //  broker -> governor: push copies
-    SQ_MSG_DROP = 42,           //  broker -> governor: free objects
-    SQ_MSG_STOP = 43,           //  broker -> governor: stop tasks
-    SQ_MSG_RETRACT = 44,        //  broker -> governor: give back unstarted tasks
-    SQ_MSG_KEYS = 45,           //  broker -> governor: keys that may reach its sockets
-    SQ_MSG_LEAVE = 46,          //  broker -> governor: drained; it may exit
-    SQ_MSG_STREAM = 47,         //  broker -> governor: consumers that read a stream it makes
-    SQ_MSG_UNSTREAM = 48,       //  broker -> governor: consumers that will not read it
-    SQ_MSG_LOGTAIL = 49,        //  broker -> governor: the last bytes of a task's output
-    SQ_MSG_REFRESH = 52,        //  broker -> governor: retire a tenant's Python executors
-    SQ_MSG_OBJECT = 60,         //  governor -> governor (data channel)
-    SQ_MSG_CHUNK = 61,          //  governor -> governor: one chunk of a copy
-    SQ_MSG_CREDIT = 62,         //  governor -> governor: more chunks, or cancel
-    SQ_MSG_SCHUNK = 63,         //  governor -> governor: bytes of a stream, as written
-    SQ_MSG_SCREDIT = 64,        //  governor -> governor: a stream's consumer read more, or ended
-    SQ_MSG_GFETCH = 70,         //  client -> governor (serve socket)
-    SQ_MSG_GREAD = 71,          //  client -> governor: one range of an object
-    SQ_MSG_PUT = 72,            //  client -> governor: one range of an upload
-    SQ_MSG_LOGREAD = 73         //  client -> governor: a range of a task's output
+#include "proto_messages.def"
 } sq_msg_type_t;
 
 //  Events inside UPDATE
@@ -181,6 +133,70 @@ void sq_wbuf_reset (sq_wbuf_t *self);
 void sq_wbuf_release (sq_wbuf_t *self);
 void sq_pack_cstr (msgpack_packer *pk, const char *s);
 void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
+
+//  --------------------------------------------------------------------------
+//  The message table (proto_messages.def) as data, and its codec.
+//  Kinds of fields (proto_messages.def lists what each is on the wire):
+typedef enum {
+    SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
+    SQK_IDS, SQK_JOB, SQK_OPTIONS
+} sq_field_kind_t;
+
+typedef struct {
+    const char *name;           //  as errors and docs/protocol.md say it
+    sq_field_kind_t kind;
+    bool optional;              //  trailing, absent when empty
+    size_t offset;              //  of its member in the message's struct
+    int64_t min;                //  bounds (max 0: none), else fail with why
+    uint64_t max;
+    const char *why;
+} sq_field_desc_t;
+
+typedef struct {
+    uint32_t type;
+    const char *name;           //  "CHUNK"
+    bool request;               //  a client request [type, req, ...] in sq_request_t
+    size_t size;                //  of its struct (0 for messages coded by hand)
+    const sq_field_desc_t *fields;
+    uint32_t n_fields;          //  0 and fields NULL: coded by hand
+    int (*check) (mpr_t *r, const void *msg);
+} sq_msg_desc_t;
+
+//  The table entry of a type, NULL if none; all of them (in table order).
+const sq_msg_desc_t *sq_msg_desc (uint32_t type);
+const sq_msg_desc_t *sq_msg_descs (size_t *count);
+//  The kind's name as proto_messages.def writes it ("U32").
+const char *sq_field_kind_name (sq_field_kind_t kind);
+//  Decode a flat message of the table into msg (its struct, zeroed first);
+//  encode one from it. The named sq_chunk_decode etc. are these.
+int sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbuf_t *err);
+void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
+
+//  The structs of the flat messages (sq_chunk_t ...) and their codecs
+//  (sq_chunk_decode, sq_chunk_encode ...), made from the table.
+#define SQ_CT_U32 uint32_t
+#define SQ_CT_U64 uint64_t
+#define SQ_CT_I64 int64_t
+#define SQ_CT_BOOL bool
+#define SQ_CT_STR mpr_str_t         //  strings and bins point into the frame
+#define SQ_CT_NAME mpr_str_t
+#define SQ_CT_BIN mpr_str_t
+#define SQ_CT_OBIN mpr_str_t        //  empty if nil
+#define SQ_CT_IDS uint32_t *        //  requests: their layouts, as structs no
+#define SQ_CT_JOB mpr_str_t         //  code uses (sq_request_t holds them)
+#define SQ_CT_OPTIONS mpr_str_t
+#define SQ_BEGIN(NAME, number, type_t, check) typedef struct sqp_##NAME type_t; struct sqp_##NAME {
+#define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) SQ_CT_##KIND member;
+#define SQ_END(NAME) };
+#define SQ_REQUEST(NAME, number) struct sqp_req_##NAME {
+#define SQ_CODEC(NAME, fn) \
+    int sq_##fn##_decode (struct sqp_##NAME *self, const void *data, size_t size, \
+                          sq_errbuf_t *err); \
+    void sq_##fn##_encode (sq_wbuf_t *w, const struct sqp_##NAME *msg);
+#define SQ_DECODER(NAME, fn) \
+    int sq_##fn##_decode (struct sqp_##NAME *self, const void *data, size_t size, \
+                          sq_errbuf_t *err);
+#include "proto_messages.def"
 
 //  --------------------------------------------------------------------------
 //  HELLO [1, req, version, role, name, <governor fields>]
@@ -712,14 +728,6 @@ typedef struct {
 //  at most SQ_LOGTAIL_MAX bytes of a task's output (the dashboard), answered
 //  with the event [12 LOGTAIL, task, attempt, req, bytes: bin].
 #define SQ_LOGTAIL_MAX 4096
-typedef struct {
-    uint32_t req;
-    uint64_t key;
-    uint32_t attempt;
-    uint32_t stream;
-} sq_logtail_t;
-int sq_logtail_decode (sq_logtail_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_logtail_encode (sq_wbuf_t *w, const sq_logtail_t *logtail);
 void sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint32_t req,
                             const void *data, size_t size);
 
@@ -759,18 +767,6 @@ void sq_pack_held (msgpack_packer *pk, uint64_t object, uint32_t version, uint64
 void sq_pack_running (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 void sq_pack_inventory_end (msgpack_packer *pk);
 
-typedef struct {
-    uint64_t running;
-    uint64_t queued;
-    uint64_t memory;
-    uint64_t spilled;
-    uint64_t objects;
-    uint64_t tasks;             //  tasks this governor ran to an end, through reattaches
-    uint64_t piped;             //  of queued: written to a busy Python executor
-} sq_load_t;
-
-int sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_load_encode (sq_wbuf_t *w, const sq_load_t *load);
 //  Messages that are only a type: HEARTBEAT, BYE, DRAIN [34], LEAVE [46]
 void sq_bare_encode (sq_wbuf_t *w, uint32_t type);
 int sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err);
@@ -891,25 +887,8 @@ void sq_batch_header (sq_wbuf_t *w, uint32_t type, uint32_t count);
 //  Serve socket: GFETCH [70, req, object] -> REPLY body [size, content_type]
 //  + payload frame
 
-typedef struct {
-    uint64_t key;
-    uint32_t version;
-    uint64_t size;
-    mpr_str_t content_type;
-    uint32_t from;
-} sq_object_msg_t;
 
-int sq_object_decode (sq_object_msg_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_object_encode (sq_wbuf_t *w, const sq_object_msg_t *msg);
-
-//  GFETCH [70, req, object, capability|nil]
-typedef struct {
-    uint32_t req;
-    uint64_t key;
-    mpr_str_t capability;       //  empty if nil
-} sq_gfetch_t;
-
-int sq_gfetch_decode (sq_gfetch_t *self, const void *data, size_t size, sq_errbuf_t *err);
+//  GFETCH [70, req, object, capability|nil]; its decoder is the table's.
 void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key,
                        const uint8_t *capability, size_t capability_size);
 
@@ -923,56 +902,14 @@ void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key,
 #define SQ_CHUNK_MAX (64u << 20)    //  largest chunk or GREAD range accepted
 #define SQ_CAP_MAX 256              //  largest capability accepted (capability.h)
 
-typedef struct {
-    uint32_t transfer;
-    uint64_t key;
-    uint32_t version;
-    uint64_t offset;
-    uint64_t size;              //  of the whole object
-    mpr_str_t content_type;
-    uint32_t from;
-    mpr_str_t reply_to;
-} sq_chunk_t;
 
-int sq_chunk_decode (sq_chunk_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_chunk_encode (sq_wbuf_t *w, const sq_chunk_t *chunk);
-
-typedef struct {
-    uint32_t transfer;
-    uint64_t key;
-    uint32_t credits;           //  0: the receiver cancels the copy
-} sq_credit_t;
-
-int sq_credit_decode (sq_credit_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_credit_encode (sq_wbuf_t *w, const sq_credit_t *credit);
 
 //  Streams on the data channel (docs/protocol.md section 10, "Streams").
 //    SCHUNK [63, object, version, consumer, offset, end, from, reply_to]
 //           + one payload frame holding the stream's bytes [offset, offset+len)
 //    SCREDIT [64, object, version, consumer, credits]   credits 0: the
 //           consumer reads no more
-typedef struct {
-    uint64_t key;
-    uint32_t version;
-    uint64_t consumer;
-    uint64_t offset;
-    bool end;                   //  the last chunk (its payload may be empty)
-    uint32_t from;
-    mpr_str_t reply_to;
-} sq_schunk_t;
 
-int sq_schunk_decode (sq_schunk_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_schunk_encode (sq_wbuf_t *w, const sq_schunk_t *chunk);
-
-typedef struct {
-    uint64_t key;
-    uint32_t version;
-    uint64_t consumer;
-    uint32_t credits;
-} sq_scredit_t;
-
-int sq_scredit_decode (sq_scredit_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_scredit_encode (sq_wbuf_t *w, const sq_scredit_t *credit);
 
 //  The OK reply body of GREAD and GFETCH: [size, content_type] (the bytes
 //  are its payload frame).
@@ -983,32 +920,11 @@ int sq_served_decode (const uint8_t *body, size_t size, uint64_t *object_size,
 //  Serve socket: GREAD [71, req, object, offset, length, capability|nil]
 //  -> REPLY body [size, content_type] + one payload frame holding bytes
 //  [offset, min (offset + length, size)). length at most SQ_CHUNK_MAX.
-typedef struct {
-    uint32_t req;
-    uint64_t key;
-    uint64_t offset;
-    uint64_t length;
-    mpr_str_t capability;       //  empty if nil; encoders take it from here
-} sq_gread_t;
-
-int sq_gread_decode (sq_gread_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_gread_encode (sq_wbuf_t *w, const sq_gread_t *gread);
 
 //  Serve socket: PUT [72, req, object, offset, size, content_type,
 //  capability|nil] + one payload frame with bytes [offset, offset + len) of
 //  a constant of `size` bytes the client uploads (in order, from offset 0)
 //  -> REPLY body nil.
-typedef struct {
-    uint32_t req;
-    uint64_t key;
-    uint64_t offset;
-    uint64_t size;
-    mpr_str_t content_type;
-    mpr_str_t capability;       //  empty if nil
-} sq_put_t;
-
-int sq_put_decode (sq_put_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_put_encode (sq_wbuf_t *w, const sq_put_t *put);
 
 //  Serve socket: LOGREAD [73, req, task: key, attempt, stream, offset,
 //  length, capability|nil] -> REPLY body [next: uint, total: uint, done:
@@ -1016,18 +932,6 @@ void sq_put_encode (sq_wbuf_t *w, const sq_put_t *put);
 //  line where bytes were dropped over the log limit); read on from `next`.
 //  length at most SQ_LOGREAD_MAX.
 #define SQ_LOGREAD_MAX (4u << 20)
-typedef struct {
-    uint32_t req;
-    uint64_t key;
-    uint32_t attempt;
-    uint32_t stream;
-    uint64_t offset;
-    uint64_t length;
-    mpr_str_t capability;
-} sq_logread_t;
-
-int sq_logread_decode (sq_logread_t *self, const void *data, size_t size, sq_errbuf_t *err);
-void sq_logread_encode (sq_wbuf_t *w, const sq_logread_t *logread);
 void sq_pack_logpart (msgpack_packer *pk, uint64_t next, uint64_t total, bool done);
 int sq_logpart_decode (const uint8_t *body, size_t size, uint64_t *next, uint64_t *total,
                        bool *done, sq_errbuf_t *err);

@@ -385,45 +385,6 @@ sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
 
 //  LOAD, HEARTBEAT, BYE -----------------------------------------------------
 
-int
-sq_load_decode (sq_load_t *self, const void *data, size_t size, sq_errbuf_t *err)
-{
-    mpr_t r;
-    sqp_begin (&r, data, size, SQ_MSG_LOAD, 8);
-    mpr_field (&r, "running");
-    mpr_uint (&r, &self->running);
-    mpr_field (&r, "queued");
-    mpr_uint (&r, &self->queued);
-    mpr_field (&r, "memory");
-    mpr_uint (&r, &self->memory);
-    mpr_field (&r, "spilled");
-    mpr_uint (&r, &self->spilled);
-    mpr_field (&r, "objects");
-    mpr_uint (&r, &self->objects);
-    mpr_field (&r, "tasks");
-    mpr_uint (&r, &self->tasks);
-    mpr_field (&r, "piped");
-    mpr_uint (&r, &self->piped);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "LOAD");
-    return 0;
-}
-
-void
-sq_load_encode (sq_wbuf_t *w, const sq_load_t *load)
-{
-    msgpack_pack_array (&w->pk, 8);
-    msgpack_pack_uint32 (&w->pk, SQ_MSG_LOAD);
-    msgpack_pack_uint64 (&w->pk, load->running);
-    msgpack_pack_uint64 (&w->pk, load->queued);
-    msgpack_pack_uint64 (&w->pk, load->memory);
-    msgpack_pack_uint64 (&w->pk, load->spilled);
-    msgpack_pack_uint64 (&w->pk, load->objects);
-    msgpack_pack_uint64 (&w->pk, load->tasks);
-    msgpack_pack_uint64 (&w->pk, load->piped);
-}
-
 void
 sq_bare_encode (sq_wbuf_t *w, uint32_t type)
 {
@@ -434,23 +395,17 @@ sq_bare_encode (sq_wbuf_t *w, uint32_t type)
 void
 sq_refresh_encode (sq_wbuf_t *w, const char *tenant)
 {
-    msgpack_pack_array (&w->pk, 2);
-    msgpack_pack_uint32 (&w->pk, SQ_MSG_REFRESH);
-    sq_pack_cstr (&w->pk, tenant? tenant: "");
+    sq_refresh_t m = { .tenant = { tenant? tenant: "", tenant? (uint32_t) strlen (tenant): 0 } };
+    sq_msg_encode (w, SQ_MSG_REFRESH, &m);
 }
 
 int
 sq_refresh_decode (const void *data, size_t size, mpr_str_t *tenant, sq_errbuf_t *err)
 {
-    mpr_t r;
-    sqp_begin (&r, data, size, SQ_MSG_REFRESH, 2);
-    mpr_field (&r, "tenant");
-    //  A name, used as a C string by the governor: no NUL inside.
-    if (mpr_str (&r, tenant, SQ_MAX_NAME) == 0 && memchr (tenant->ptr, 0, tenant->len))
-        mpr_fail (&r, "a NUL byte in the tenant");
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "REFRESH");
+    sq_refresh_t m;
+    if (sq_msg_decode (SQ_MSG_REFRESH, &m, data, size, err))
+        return -1;
+    *tenant = m.tenant;
     return 0;
 }
 
@@ -671,38 +626,6 @@ sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t c
     msgpack_pack_uint64 (pk, key);
     msgpack_pack_uint32 (pk, version);
     msgpack_pack_uint64 (pk, consumer);
-}
-
-int
-sq_logtail_decode (sq_logtail_t *self, const void *data, size_t size, sq_errbuf_t *err)
-{
-    mpr_t r;
-    sqp_begin (&r, data, size, SQ_MSG_LOGTAIL, 5);
-    mpr_field (&r, "req");
-    mpr_u32 (&r, &self->req);
-    mpr_field (&r, "task");
-    mpr_uint (&r, &self->key);
-    mpr_field (&r, "attempt");
-    mpr_u32 (&r, &self->attempt);
-    mpr_field (&r, "stream");
-    mpr_u32 (&r, &self->stream);
-    if (mpr_ok (&r) && self->stream != SQ_LOG_STDOUT && self->stream != SQ_LOG_STDERR)
-        mpr_fail (&r, "not 1 (stdout) or 2 (stderr)");
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "LOGTAIL");
-    return 0;
-}
-
-void
-sq_logtail_encode (sq_wbuf_t *w, const sq_logtail_t *m)
-{
-    msgpack_pack_array (&w->pk, 5);
-    msgpack_pack_uint32 (&w->pk, SQ_MSG_LOGTAIL);
-    msgpack_pack_uint32 (&w->pk, m->req);
-    msgpack_pack_uint64 (&w->pk, m->key);
-    msgpack_pack_uint32 (&w->pk, m->attempt);
-    msgpack_pack_uint32 (&w->pk, m->stream);
 }
 
 void

@@ -698,7 +698,8 @@ s_client_restart (broker_t *self, peer_t *peer, const sq_request_t *q)
                         "too many requests waiting on this connection", 0);
         return;
     }
-    struct _restart_t r = { peer, q->req, bx_deadline (q->timeout_ms < 0? 0: q->timeout_ms), 0,
+    struct _restart_t r = { peer, q->req, bx_deadline (q->timeout_ms == 0? SQ_RESTART_DEFAULT_MS
+                                                      : q->timeout_ms < 0? 0: q->timeout_ms), 0,
                             NULL };
     if (self->n_govs && !(r.wait = malloc (self->n_govs * sizeof *r.wait))) {
         bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,

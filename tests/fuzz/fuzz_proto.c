@@ -357,22 +357,6 @@ s_fuzz_update (const uint8_t *data, size_t size)
 }
 
 static void
-s_fuzz_load (const uint8_t *data, size_t size)
-{
-    sq_load_t load;
-    sq_errbuf_t err;
-    if (sq_load_decode (&load, data, size, &err))
-        return;
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_load_encode (&w, &load);
-    sq_load_t again;
-    FZ_ASSERT (sq_load_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (memcmp (&again, &load, sizeof load) == 0);
-    sq_wbuf_release (&w);
-}
-
-static void
 s_fuzz_bare (const uint8_t *data, size_t size)
 {
     sq_errbuf_t err;
@@ -463,85 +447,6 @@ s_fuzz_keys (const uint8_t *data, size_t size, uint32_t type)
 }
 
 static void
-s_fuzz_object (const uint8_t *data, size_t size)
-{
-    sq_object_msg_t m;
-    sq_errbuf_t err;
-    if (sq_object_decode (&m, data, size, &err))
-        return;
-    s_touch_str (m.content_type);
-    if (s_has_nul (m.content_type))
-        return;
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_object_encode (&w, &m);
-    sq_object_msg_t again;
-    FZ_ASSERT (sq_object_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.key == m.key && again.version == m.version && again.size == m.size
-            && again.from == m.from && s_str_same (again.content_type, m.content_type));
-    sq_wbuf_release (&w);
-}
-
-static void
-s_fuzz_gfetch (const uint8_t *data, size_t size)
-{
-    sq_gfetch_t f;
-    sq_errbuf_t err;
-    if (sq_gfetch_decode (&f, data, size, &err))
-        return;
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    s_touch_str (f.capability);
-    FZ_ASSERT (f.capability.len <= SQ_CAP_MAX);
-    sq_gfetch_encode (&w, f.req, f.key, (const uint8_t *) f.capability.ptr, f.capability.len);
-    sq_gfetch_t again;
-    FZ_ASSERT (sq_gfetch_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.req == f.req && again.key == f.key
-            && s_str_same (again.capability, f.capability));
-    sq_wbuf_release (&w);
-}
-
-static void
-s_fuzz_chunk (const uint8_t *data, size_t size)
-{
-    sq_chunk_t c;
-    sq_errbuf_t err;
-    if (sq_chunk_decode (&c, data, size, &err))
-        return;
-    s_touch_str (c.content_type);
-    s_touch_str (c.reply_to);
-    if (s_has_nul (c.content_type) || s_has_nul (c.reply_to))
-        return;
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_chunk_encode (&w, &c);
-    sq_chunk_t again;
-    FZ_ASSERT (sq_chunk_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.transfer == c.transfer && again.key == c.key
-            && again.version == c.version && again.offset == c.offset
-            && again.size == c.size && again.from == c.from
-            && s_str_same (again.content_type, c.content_type)
-            && s_str_same (again.reply_to, c.reply_to));
-    sq_wbuf_release (&w);
-}
-
-static void
-s_fuzz_credit (const uint8_t *data, size_t size)
-{
-    sq_credit_t c;
-    sq_errbuf_t err;
-    if (sq_credit_decode (&c, data, size, &err))
-        return;
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_credit_encode (&w, &c);
-    sq_credit_t again;
-    FZ_ASSERT (sq_credit_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.transfer == c.transfer && again.key == c.key && again.credits == c.credits);
-    sq_wbuf_release (&w);
-}
-
-static void
 s_fuzz_stream (const uint8_t *data, size_t size)
 {
     uint32_t types [2] = { SQ_MSG_STREAM, SQ_MSG_UNSTREAM };
@@ -558,123 +463,6 @@ s_fuzz_stream (const uint8_t *data, size_t size)
         }
         sq_iter_release (&it);
     }
-}
-
-static void
-s_fuzz_schunk (const uint8_t *data, size_t size)
-{
-    sq_schunk_t c;
-    sq_errbuf_t err;
-    if (sq_schunk_decode (&c, data, size, &err))
-        return;
-    s_touch_str (c.reply_to);
-    if (s_has_nul (c.reply_to))
-        return;
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_schunk_encode (&w, &c);
-    sq_schunk_t again;
-    FZ_ASSERT (sq_schunk_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.key == c.key && again.version == c.version && again.consumer == c.consumer
-            && again.offset == c.offset && again.end == c.end && again.from == c.from
-            && s_str_same (again.reply_to, c.reply_to));
-    sq_wbuf_release (&w);
-}
-
-static void
-s_fuzz_scredit (const uint8_t *data, size_t size)
-{
-    sq_scredit_t c;
-    sq_errbuf_t err;
-    if (sq_scredit_decode (&c, data, size, &err))
-        return;
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_scredit_encode (&w, &c);
-    sq_scredit_t again;
-    FZ_ASSERT (sq_scredit_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.key == c.key && again.version == c.version && again.consumer == c.consumer
-            && again.credits == c.credits);
-    sq_wbuf_release (&w);
-}
-
-static void
-s_fuzz_logread (const uint8_t *data, size_t size)
-{
-    sq_logread_t l;
-    sq_errbuf_t err;
-    if (sq_logread_decode (&l, data, size, &err))
-        return;
-    FZ_ASSERT (l.length <= SQ_LOGREAD_MAX);
-    FZ_ASSERT (l.stream == SQ_LOG_STDOUT || l.stream == SQ_LOG_STDERR);
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_logread_encode (&w, &l);
-    sq_logread_t again;
-    FZ_ASSERT (sq_logread_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.req == l.req && again.key == l.key && again.attempt == l.attempt
-            && again.stream == l.stream && again.offset == l.offset
-            && again.length == l.length && s_str_same (again.capability, l.capability));
-    sq_wbuf_release (&w);
-}
-
-static void
-s_fuzz_logtail (const uint8_t *data, size_t size)
-{
-    sq_logtail_t l;
-    sq_errbuf_t err;
-    if (sq_logtail_decode (&l, data, size, &err))
-        return;
-    FZ_ASSERT (l.stream == SQ_LOG_STDOUT || l.stream == SQ_LOG_STDERR);
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_logtail_encode (&w, &l);
-    sq_logtail_t again;
-    FZ_ASSERT (sq_logtail_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.req == l.req && again.key == l.key && again.attempt == l.attempt
-            && again.stream == l.stream);
-    sq_wbuf_release (&w);
-}
-
-static void
-s_fuzz_gread (const uint8_t *data, size_t size)
-{
-    sq_gread_t g;
-    sq_errbuf_t err;
-    s_fuzz_logread (data, size);
-    s_fuzz_logtail (data, size);
-    if (sq_gread_decode (&g, data, size, &err))
-        return;
-    FZ_ASSERT (g.length <= SQ_CHUNK_MAX);
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_gread_encode (&w, &g);
-    sq_gread_t again;
-    FZ_ASSERT (sq_gread_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.req == g.req && again.key == g.key && again.offset == g.offset
-            && again.length == g.length && s_str_same (again.capability, g.capability));
-    sq_wbuf_release (&w);
-}
-
-static void
-s_fuzz_put (const uint8_t *data, size_t size)
-{
-    sq_put_t put;
-    sq_errbuf_t err;
-    if (sq_put_decode (&put, data, size, &err))
-        return;
-    s_touch_str (put.content_type);
-    if (s_has_nul (put.content_type))
-        return;
-    sq_wbuf_t w;
-    sq_wbuf_init (&w);
-    sq_put_encode (&w, &put);
-    sq_put_t again;
-    FZ_ASSERT (sq_put_decode (&again, w.buf.data, w.buf.size, &err) == 0);
-    FZ_ASSERT (again.req == put.req && again.key == put.key && again.offset == put.offset
-            && again.size == put.size && s_str_same (again.content_type, put.content_type)
-            && s_str_same (again.capability, put.capability));
-    sq_wbuf_release (&w);
 }
 
 //  ZAP requests: the frames are [u8 length][bytes] one after another.
@@ -927,6 +715,54 @@ s_fuzz_peek (const uint8_t *data, size_t size)
         s_sink += type + req;
 }
 
+//  Every flat message and client request of the table (proto_messages.def),
+//  whichever its type: decoded, its strings read, its bounds held, encoded,
+//  decoded and encoded again to the same bytes.
+static void
+s_fuzz_table (const uint8_t *data, size_t size)
+{
+    uint32_t type, req;
+    if (sq_proto_peek (data, size, &type, &req))
+        return;
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    if (!d || !d->fields)
+        return;
+    union { sq_request_t request; uint64_t words [64]; } msg, again;
+    FZ_ASSERT (d->size <= sizeof msg);
+    sq_errbuf_t err;
+    if (d->request? sq_request_decode (&msg.request, data, size, &err)
+                  : sq_msg_decode (type, &msg, data, size, &err))
+        return;
+    for (uint32_t i = 0; i < d->n_fields; i++) {
+        const sq_field_desc_t *f = &d->fields [i];
+        const char *at = (const char *) &msg + f->offset;
+        if (f->kind == SQK_STR || f->kind == SQK_NAME || f->kind == SQK_BIN || f->kind == SQK_OBIN)
+            s_touch_str (*(const mpr_str_t *) at);
+        if (f->kind == SQK_U32 && f->max)
+            FZ_ASSERT (*(const uint32_t *) at >= f->min && *(const uint32_t *) at <= f->max);
+        if (f->kind == SQK_U64 && f->max)
+            FZ_ASSERT (*(const uint64_t *) at <= f->max);
+        if (f->kind == SQK_I64 && f->max)
+            FZ_ASSERT (*(const int64_t *) at >= f->min && *(const int64_t *) at <= (int64_t) f->max);
+    }
+    for (uint32_t i = 0; i < msg.request.n_ids && d->request; i++)
+        s_sink += msg.request.ids [i];
+    sq_wbuf_t w, w2;
+    sq_wbuf_init (&w);
+    sq_wbuf_init (&w2);
+    sq_msg_encode (&w, type, &msg);
+    FZ_ASSERT ((d->request? sq_request_decode (&again.request, w.buf.data, w.buf.size, &err)
+                          : sq_msg_decode (type, &again, w.buf.data, w.buf.size, &err)) == 0);
+    sq_msg_encode (&w2, type, &again);
+    FZ_ASSERT (w.buf.size == w2.buf.size && memcmp (w.buf.data, w2.buf.data, w.buf.size) == 0);
+    if (d->request) {
+        sq_request_release (&msg.request);
+        sq_request_release (&again.request);
+    }
+    sq_wbuf_release (&w);
+    sq_wbuf_release (&w2);
+}
+
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
 int
@@ -948,7 +784,6 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         case FZ_REQUEST: s_fuzz_request (frame, frame_size); break;
         case FZ_SUBMIT: s_fuzz_submit (frame, frame_size); break;
         case FZ_UPDATE: s_fuzz_update (frame, frame_size); break;
-        case FZ_LOAD: s_fuzz_load (frame, frame_size); break;
         case FZ_BARE: s_fuzz_bare (frame, frame_size); break;
         case FZ_ASSIGN: s_fuzz_assign (frame, frame_size); break;
         case FZ_SEND: s_fuzz_send (frame, frame_size); break;
@@ -957,8 +792,6 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
             s_fuzz_keys (frame, frame_size, SQ_MSG_STOP);
             s_fuzz_keys (frame, frame_size, SQ_MSG_RETRACT);
             break;
-        case FZ_OBJECT: s_fuzz_object (frame, frame_size); break;
-        case FZ_GFETCH: s_fuzz_gfetch (frame, frame_size); break;
         case FZ_TASKCONF:
             if (frame_size >= 3) {
                 mpr_str_t kind = { sq_kind_name ((sq_kind_t) (frame [0] % SQ_KIND_COUNT_)), 0 };
@@ -974,10 +807,6 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
             }
             break;
         case FZ_MPR: s_fuzz_mpr (frame, frame_size); break;
-        case FZ_CHUNK: s_fuzz_chunk (frame, frame_size); break;
-        case FZ_CREDIT: s_fuzz_credit (frame, frame_size); break;
-        case FZ_GREAD: s_fuzz_gread (frame, frame_size); break;
-        case FZ_PUT: s_fuzz_put (frame, frame_size); break;
         case FZ_ZAP: s_fuzz_zap (frame, frame_size); break;
         case FZ_CERT: s_fuzz_cert (frame, frame_size); break;
         case FZ_RECORD: s_fuzz_record (frame, frame_size); break;
@@ -986,8 +815,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         case FZ_WHERE: s_fuzz_where (frame, frame_size); break;
         case FZ_REPLIES: s_fuzz_replies (frame, frame_size); break;
         case FZ_STREAM: s_fuzz_stream (frame, frame_size); break;
-        case FZ_SCHUNK: s_fuzz_schunk (frame, frame_size); break;
-        case FZ_SCREDIT: s_fuzz_scredit (frame, frame_size); break;
+        case FZ_LOAD: case FZ_OBJECT: case FZ_GFETCH: case FZ_CHUNK: case FZ_CREDIT:
+        case FZ_GREAD: case FZ_PUT: case FZ_SCHUNK: case FZ_SCREDIT:
+        case FZ_TABLE: s_fuzz_table (frame, frame_size); break;
         default: break;
     }
     free (frame);

@@ -42,6 +42,10 @@ typedef enum {
     FZ_STREAM = 27,             //  sq_stream_begin / next, as STREAM and as UNSTREAM
     FZ_SCHUNK = 28,             //  sq_schunk_decode
     FZ_SCREDIT = 29,            //  sq_scredit_decode
+    //  Any message of the table (proto_messages.def), by its type: the
+    //  selectors of LOAD, OBJECT, GFETCH, CHUNK, CREDIT, GREAD, PUT, SCHUNK
+    //  and SCREDIT above are this too (their seeds were written before).
+    FZ_TABLE = 30,
     FZ_COUNT
 } fz_target_t;
 

@@ -85,6 +85,40 @@ s_config (const char *name, sq_kind_t kind, uint8_t n_in, uint8_t n_out,
     free (buf);
 }
 
+//  An example of a message of the table, from its fields' kinds: a value
+//  within each field's bounds, every optional field present.
+static void
+s_table_example (const sq_msg_desc_t *d, void *msg)
+{
+    static uint32_t ids [] = { 3, 5 };
+    static const char bytes [64] = "0123456789abcdef0123456789abcdef0123456789abcdef012345678";
+    memset (msg, 0, d->size);
+    if (d->request) {
+        ((sq_request_t *) msg)->type = d->type;
+        ((sq_request_t *) msg)->req = 9;
+    }
+    for (uint32_t i = 0; i < d->n_fields; i++) {
+        const sq_field_desc_t *f = &d->fields [i];
+        char *at = (char *) msg + f->offset;
+        sq_request_t *q = (sq_request_t *) msg;
+        switch (f->kind) {
+            case SQK_U32: *(uint32_t *) at = f->max? (uint32_t) f->max: 3; break;
+            case SQK_U64: *(uint64_t *) at = f->max? f->max: 0x100000003ull; break;
+            case SQK_I64: *(int64_t *) at = f->max? f->min: 10000; break;
+            case SQK_BOOL: *(bool *) at = true; break;
+            case SQK_STR: *(mpr_str_t *) at = s_mstr ("text/plain"); break;
+            case SQK_NAME: *(mpr_str_t *) at = s_mstr ("acme"); break;
+            case SQK_BIN: case SQK_OBIN:
+                *(mpr_str_t *) at = (mpr_str_t) { bytes, f->min? (uint32_t) f->min: 8 };
+                break;
+            case SQK_IDS: q->ids = ids; q->n_ids = 2; break;
+            case SQK_OPTIONS: q->detached = true;       //  and a name
+            /* FALLTHRU */
+            case SQK_JOB: q->has_name = true; q->name = s_mstr ("nightly"); break;
+        }
+    }
+}
+
 typedef struct {
     const char *name;
     sq_kind_t kind;
@@ -689,6 +723,24 @@ main (int argc, char **argv)
     msgpack_pack_nil (&w.pk);
     msgpack_pack_false (&w.pk);
     s_emit (FZ_MPR, "values", &w);
+
+    //  One of every message of the table (proto_messages.def), by name
+    {
+        size_t n_descs;
+        const sq_msg_desc_t *descs = sq_msg_descs (&n_descs);
+        union { sq_request_t request; uint64_t words [64]; } msg;
+        for (size_t i = 0; i < n_descs; i++) {
+            if (!descs [i].fields)
+                continue;
+            s_table_example (&descs [i], &msg);
+            sq_msg_encode (&w, descs [i].type, &msg);
+            char name [64];
+            snprintf (name, sizeof name, "table-%s", descs [i].name);
+            for (char *c = name; *c; c++)
+                *c = (char) (*c == '_'? '-': *c >= 'A' && *c <= 'Z'? *c - 'A' + 'a': *c);
+            s_emit (FZ_TABLE, name, &w);
+        }
+    }
 
     sq_wbuf_release (&w);
     for (size_t i = 0; i < n_confs; i++)

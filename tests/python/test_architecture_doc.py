@@ -96,7 +96,7 @@ def _all_sources():
     for d in _SOURCE_DIRS:
         for dirpath, _, files in os.walk(os.path.join(_ROOT, d)):
             for f in files:
-                if f.endswith((".c", ".h", ".py", ".sh")):
+                if f.endswith((".c", ".h", ".def", ".py", ".sh")):
                     yield os.path.join(dirpath, f)
 
 
@@ -177,8 +177,8 @@ def test_statics_are_cited_beside_their_file():
 
 
 def test_every_message_is_named():
-    header = open(os.path.join(_ROOT, "common", "proto.h")).read()
-    names = re.findall(r"^\s*SQ_MSG_(\w+) = \d+", header, re.M)
+    table = open(os.path.join(_ROOT, "common", "proto_messages.def")).read()
+    names = re.findall(r"^SQ_(?:MSG|BEGIN|REQUEST) \((\w+), \d+", table, re.M)
     assert "HELLO" in names and "PUT" in names
     common = sections()["common"]
     missing = [n for n in names if not re.search(r"\b%s\b" % n.replace("_", "[_ ]"), common)]

@@ -1,0 +1,515 @@
+/*  proto_table: the codec made from the message table (proto_messages.def):
+    the field descriptions of every flat message and client request, one
+    decoder and one encoder that walk them, the named sq_chunk_decode etc.,
+    sq_msg_name. A kind is read, packed and seen empty here, once. */
+#include "proto_internal.h"
+#include <stddef.h>
+
+//  Checks between fields, named in the table's SQ_BEGIN rows: run after
+//  the last field. An offset is where a range starts in the whole object.
+static int
+sqp_offset_in_size (mpr_t *r, uint64_t offset, uint64_t size)
+{
+    mpr_field (r, "size");
+    if (offset > size)
+        return mpr_fail (r, "offset past the end of the object");
+    return 0;
+}
+
+static int
+sqp_offset_in_chunk (mpr_t *r, const void *msg)
+{
+    const sq_chunk_t *m = (const sq_chunk_t *) msg;
+    return sqp_offset_in_size (r, m->offset, m->size);
+}
+
+static int
+sqp_offset_in_put (mpr_t *r, const void *msg)
+{
+    const sq_put_t *m = (const sq_put_t *) msg;
+    return sqp_offset_in_size (r, m->offset, m->size);
+}
+
+//  --------------------------------------------------------------------------
+//  The kinds
+
+typedef struct {
+    const char *name;
+    //  Reads the field into msg; bounds are checked after (numbers, ids).
+    void (*read) (mpr_t *r, void *msg, const sq_field_desc_t *f);
+    void (*pack) (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
+    //  The value a trailing optional field leaves out.
+    bool (*empty) (const void *msg, const sq_field_desc_t *f);
+} s_kind_t;
+
+#define S_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
+#define S_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
+
+//  Numbers: U32 and U64 read as unsigned (U32 refusing more than 32 bits),
+//  I64 as signed, then bounded
+static void
+s_read_uint (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    uint64_t v = 0;
+    if (f->kind == SQK_U32) {
+        uint32_t *v32 = S_AT (uint32_t, msg, f);
+        if (mpr_u32 (r, v32))
+            return;
+        v = *v32;
+    }
+    else
+    if (mpr_uint (r, S_AT (uint64_t, msg, f)) == 0)
+        v = *S_AT (uint64_t, msg, f);
+    if (mpr_ok (r) && f->max && (v < (uint64_t) f->min || v > f->max))
+        mpr_fail (r, f->why);
+}
+
+static void
+s_pack_uint (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    if (f->kind == SQK_U32)
+        msgpack_pack_uint32 (pk, *S_CAT (uint32_t, msg, f));
+    else
+        msgpack_pack_uint64 (pk, *S_CAT (uint64_t, msg, f));
+}
+
+static void
+s_read_i64 (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    int64_t *v = S_AT (int64_t, msg, f);
+    if (mpr_int (r, v) == 0 && f->max && (*v < f->min || *v > (int64_t) f->max))
+        mpr_fail (r, f->why);
+}
+
+static void
+s_pack_i64 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    msgpack_pack_int64 (pk, *S_CAT (int64_t, msg, f));
+}
+
+static void
+s_read_bool (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    mpr_bool (r, S_AT (bool, msg, f));
+}
+
+static void
+s_pack_bool (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    if (*S_CAT (bool, msg, f))
+        msgpack_pack_true (pk);
+    else
+        msgpack_pack_false (pk);
+}
+
+//  Strings and bins: max is the longest (a string's default SQ_MAX_NAME)
+static void
+s_read_str (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    mpr_str (r, S_AT (mpr_str_t, msg, f), f->max? (uint32_t) f->max: SQ_MAX_NAME);
+}
+
+static void
+s_read_name (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    mpr_str_t *v = S_AT (mpr_str_t, msg, f);
+    if (mpr_str (r, v, f->max? (uint32_t) f->max: SQ_MAX_NAME) == 0
+    &&  v->len && memchr (v->ptr, 0, v->len))
+        mpr_fail (r, f->why? f->why: "a NUL byte");
+}
+
+static void
+s_pack_str (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    sq_pack_mstr (pk, *S_CAT (mpr_str_t, msg, f));
+}
+
+static void
+s_read_bin (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    mpr_str_t *v = S_AT (mpr_str_t, msg, f);
+    if (mpr_bin (r, v, (uint32_t) f->max) == 0 && f->min && v->len != (uint64_t) f->min)
+        mpr_fail (r, "wrong number of bytes");
+}
+
+static void
+s_pack_bin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    mpr_str_t v = *S_CAT (mpr_str_t, msg, f);
+    msgpack_pack_bin (pk, v.len);
+    msgpack_pack_bin_body (pk, v.len? v.ptr: "", v.len);
+}
+
+static void
+s_read_obin (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    mpr_str_t *v = S_AT (mpr_str_t, msg, f);
+    if (f->min)
+        sqp_opt_bin (r, v, (uint32_t) f->min);
+    else
+        sqp_opt_bin_max (r, v, (uint32_t) f->max);
+}
+
+static void
+s_pack_obin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    mpr_str_t v = *S_CAT (mpr_str_t, msg, f);
+    sqp_pack_bin_or_nil (pk, (const uint8_t *) v.ptr, v.len);
+}
+
+//  Requests' kinds: members of sq_request_t
+static void
+s_read_ids (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_request_t *q = (sq_request_t *) msg;
+    if (sqp_ids (r, &q->ids, &q->n_ids) == 0
+    &&  ((f->max && q->n_ids > f->max) || q->n_ids < f->min))
+        mpr_fail (r, f->why);
+}
+
+static void
+s_pack_ids (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_request_t *q = (const sq_request_t *) msg;
+    sqp_pack_ids (pk, q->ids, q->n_ids);
+}
+
+//  A job's name: 1 to SQ_JOB_NAME_MAX bytes, no control characters (it is
+//  printed in listings and terminals).
+static void
+s_job_name (mpr_t *r, mpr_str_t *name)
+{
+    if (mpr_str (r, name, SQ_JOB_NAME_MAX))
+        return;
+    if (name->len == 0)
+        mpr_fail (r, "empty");
+    for (uint32_t i = 0; i < name->len && mpr_ok (r); i++)
+        if ((uint8_t) name->ptr [i] < 0x20 || name->ptr [i] == 0x7f)
+            mpr_fail (r, "a control character");
+}
+
+static void
+s_read_job (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_request_t *q = (sq_request_t *) msg;
+    if (!mpr_try_nil (r)) {
+        q->has_name = true;
+        s_job_name (r, &q->name);
+    }
+}
+
+static void
+s_pack_job (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_request_t *q = (const sq_request_t *) msg;
+    if (q->has_name)
+        sq_pack_mstr (pk, q->name);
+    else
+        msgpack_pack_nil (pk);
+}
+
+//  SESSION_OPEN's options map: known keys, each at most once.
+static void
+s_read_options (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_request_t *self = (sq_request_t *) msg;
+    uint32_t n;
+    if (mpr_map (r, &n))
+        return;
+    bool seen_name = false, seen_detached = false;
+    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
+        mpr_str_t key;
+        mpr_field (r, "options key");
+        if (mpr_str (r, &key, 64))
+            return;
+        if (mpr_str_eq (key, "name") && !seen_name) {
+            seen_name = true;
+            mpr_field (r, "name");
+            self->has_name = true;
+            s_job_name (r, &self->name);
+        }
+        else
+        if (mpr_str_eq (key, "detached") && !seen_detached) {
+            seen_detached = true;
+            mpr_field (r, "detached");
+            mpr_bool (r, &self->detached);
+        }
+        else
+        if (mpr_str_eq (key, "after") && !self->ids) {
+            //  Jobs whose end its tasks wait for (in ids, n_ids).
+            uint32_t count;
+            mpr_field (r, "after");
+            if (mpr_array (r, &count))
+                return;
+            if (count == 0 || count > SQ_AFTER_MAX) {
+                mpr_fail (r, "1 to 64 job ids");
+                return;
+            }
+            self->ids = (uint32_t *) calloc (count, sizeof (uint32_t));
+            if (!self->ids) {
+                mpr_fail (r, "out of memory");
+                return;
+            }
+            for (uint32_t j = 0; j < count && mpr_ok (r); j++) {
+                if (mpr_u32 (r, &self->ids [j]) == 0 && self->ids [j] == 0)
+                    mpr_fail (r, "job id 0");
+                self->n_ids = j + 1;
+            }
+        }
+        else
+            mpr_fail (r, "unknown or repeated key");
+    }
+}
+
+static void
+s_pack_options (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_request_t *q = (const sq_request_t *) msg;
+    msgpack_pack_map (pk, (q->has_name? 1: 0) + 1 + (q->n_ids? 1: 0));
+    if (q->has_name) {
+        sq_pack_cstr (pk, "name");
+        sq_pack_mstr (pk, q->name);
+    }
+    sq_pack_cstr (pk, "detached");
+    if (q->detached)
+        msgpack_pack_true (pk);
+    else
+        msgpack_pack_false (pk);
+    if (q->n_ids) {
+        sq_pack_cstr (pk, "after");
+        msgpack_pack_array (pk, q->n_ids);
+        for (uint32_t i = 0; i < q->n_ids; i++)
+            msgpack_pack_uint32 (pk, q->ids [i]);
+    }
+}
+
+static bool
+s_options_empty (const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_request_t *q = (const sq_request_t *) msg;
+    return !q->has_name && !q->detached && !q->n_ids;
+}
+
+//  Empty: 0, false, no bytes, no ids, no name
+static bool
+s_zero_empty (const void *msg, const sq_field_desc_t *f)
+{
+    return f->kind == SQK_U32? *S_CAT (uint32_t, msg, f) == 0:
+           f->kind == SQK_BOOL? !*S_CAT (bool, msg, f):
+           f->kind == SQK_U64 || f->kind == SQK_I64? *S_CAT (uint64_t, msg, f) == 0:
+           f->kind == SQK_IDS? ((const sq_request_t *) msg)->n_ids == 0:
+           f->kind == SQK_JOB? !((const sq_request_t *) msg)->has_name:
+           S_CAT (mpr_str_t, msg, f)->len == 0;
+}
+
+static const s_kind_t s_kinds [] = {
+    [SQK_U32] = { "U32", s_read_uint, s_pack_uint, s_zero_empty },
+    [SQK_U64] = { "U64", s_read_uint, s_pack_uint, s_zero_empty },
+    [SQK_I64] = { "I64", s_read_i64, s_pack_i64, s_zero_empty },
+    [SQK_BOOL] = { "BOOL", s_read_bool, s_pack_bool, s_zero_empty },
+    [SQK_STR] = { "STR", s_read_str, s_pack_str, s_zero_empty },
+    [SQK_NAME] = { "NAME", s_read_name, s_pack_str, s_zero_empty },
+    [SQK_BIN] = { "BIN", s_read_bin, s_pack_bin, s_zero_empty },
+    [SQK_OBIN] = { "OBIN", s_read_obin, s_pack_obin, s_zero_empty },
+    [SQK_IDS] = { "IDS", s_read_ids, s_pack_ids, s_zero_empty },
+    [SQK_JOB] = { "JOB", s_read_job, s_pack_job, s_zero_empty },
+    [SQK_OPTIONS] = { "OPTIONS", s_read_options, s_pack_options, s_options_empty },
+};
+
+const char *
+sq_field_kind_name (sq_field_kind_t kind)
+{
+    return kind < sizeof s_kinds / sizeof s_kinds [0]? s_kinds [kind].name: NULL;
+}
+
+//  --------------------------------------------------------------------------
+//  The table, made from proto_messages.def
+
+//  Each message's struct, by its name, for offsetof
+#define SQ_BEGIN(NAME, number, type_t, check) typedef type_t s_t_##NAME;
+#define SQ_REQUEST(NAME, number) typedef sq_request_t s_t_##NAME;
+#include "proto_messages.def"
+
+//  Each message's fields
+#define SQ_BEGIN(NAME, number, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
+#define SQ_REQUEST(NAME, number) static const sq_field_desc_t s_fields_##NAME [] = {
+#define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
+    { name, SQK_##KIND, optional, offsetof (s_t_##NAME, member), min, max, why },
+#define SQ_END(NAME) { NULL, SQK_U32, 0, 0, 0, 0, NULL } };
+#include "proto_messages.def"
+
+#define S_FIELDS(NAME) s_fields_##NAME, sizeof s_fields_##NAME / sizeof s_fields_##NAME [0] - 1
+static const sq_msg_desc_t s_messages [] = {
+#define SQ_MSG(NAME, number) { number, #NAME, false, 0, NULL, 0, NULL },
+#define SQ_BEGIN(NAME, number, type_t, check) \
+    { number, #NAME, false, sizeof (type_t), S_FIELDS (NAME), check },
+#define SQ_REQUEST(NAME, number) \
+    { number, #NAME, true, sizeof (sq_request_t), S_FIELDS (NAME), NULL },
+#include "proto_messages.def"
+};
+#define S_MESSAGES (sizeof s_messages / sizeof s_messages [0])
+
+const sq_msg_desc_t *
+sq_msg_descs (size_t *count)
+{
+    *count = S_MESSAGES;
+    return s_messages;
+}
+
+//  Each type's place in s_messages, plus one (0: none), so that a decoder
+//  finds its description without a search.
+enum {
+#define SQ_MSG(NAME, number) S_AT_##NAME,
+#define SQ_BEGIN(NAME, number, type_t, check) S_AT_##NAME,
+#define SQ_REQUEST(NAME, number) S_AT_##NAME,
+#include "proto_messages.def"
+};
+#define S_TYPES 256
+static const uint8_t s_index [S_TYPES] = {
+#define SQ_MSG(NAME, number) [number] = S_AT_##NAME + 1,
+#define SQ_BEGIN(NAME, number, type_t, check) [number] = S_AT_##NAME + 1,
+#define SQ_REQUEST(NAME, number) [number] = S_AT_##NAME + 1,
+#include "proto_messages.def"
+};
+
+const sq_msg_desc_t *
+sq_msg_desc (uint32_t type)
+{
+    return type < S_TYPES && s_index [type]? &s_messages [s_index [type] - 1]: NULL;
+}
+
+const char *
+sq_msg_name (uint32_t type)
+{
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    return d? d->name: NULL;
+}
+
+//  --------------------------------------------------------------------------
+//  The codec
+
+//  Fields the message has on the wire: trailing optional ones that are
+//  empty are left out.
+static uint32_t
+s_present (const sq_msg_desc_t *d, const void *msg)
+{
+    uint32_t n = d->n_fields;
+    while (n > 0 && d->fields [n - 1].optional
+       &&  s_kinds [d->fields [n - 1].kind].empty (msg, &d->fields [n - 1]))
+        n--;
+    return n;
+}
+
+static uint32_t
+s_required (const sq_msg_desc_t *d)
+{
+    uint32_t n = d->n_fields;
+    while (n > 0 && d->fields [n - 1].optional)
+        n--;
+    return n;
+}
+
+//  Reads a message of d into msg, already zeroed; the caller reports.
+static int
+s_decode (const sq_msg_desc_t *d, void *msg, const void *data, size_t size, mpr_t *r)
+{
+    uint32_t head = d->request? 2: 1;       //  type (and req)
+    uint32_t n = 0;
+    uint64_t type;
+    mpr_init (r, data, size);
+    mpr_field (r, "message");
+    if (mpr_array (r, &n) == 0 && (n < head + s_required (d) || n > head + d->n_fields))
+        mpr_fail (r, "wrong number of fields");
+    mpr_field (r, "type");
+    if (mpr_uint (r, &type) == 0 && type != d->type)
+        mpr_fail (r, "unexpected message type");
+    if (d->request) {
+        mpr_field (r, "req");
+        mpr_u32 (r, &((sq_request_t *) msg)->req);
+    }
+    for (uint32_t i = 0; i + head < n && mpr_ok (r); i++) {
+        mpr_field (r, d->fields [i].name);
+        s_kinds [d->fields [i].kind].read (r, msg, &d->fields [i]);
+    }
+    if (mpr_ok (r) && d->check)
+        d->check (r, msg);
+    mpr_field (r, NULL);
+    return mpr_end (r);
+}
+
+int
+sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbuf_t *err)
+{
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    if (!d || !d->fields)
+        return sqp_semantic (err, "not a message of the table");
+    memset (msg, 0, d->size);
+    mpr_t r;
+    if (s_decode (d, msg, data, size, &r))
+        return sqp_error (&r, err, d->name);
+    return 0;
+}
+
+void
+sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg)
+{
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    uint32_t n = d && d->fields? s_present (d, msg): 0;
+    bool request = !d || d->request;
+    msgpack_pack_array (&w->pk, (request? 2: 1) + n);
+    msgpack_pack_uint32 (&w->pk, type);
+    if (request)
+        msgpack_pack_uint32 (&w->pk, ((const sq_request_t *) msg)->req);
+    for (uint32_t i = 0; i < n; i++)
+        s_kinds [d->fields [i].kind].pack (&w->pk, msg, &d->fields [i]);
+}
+
+//  Client requests: every type of SQ_REQUEST, into one sq_request_t
+int
+sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    uint32_t type, req;
+    memset (self, 0, sizeof *self);
+    if (sq_proto_peek (data, size, &type, &req))
+        return sqp_semantic (err, "request: not a msgpack array starting with a type");
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    if (!d || !d->request)
+        return sqp_semantic (err, "unknown message type (not a client request)");
+    self->type = type;
+    mpr_t r;
+    if (s_decode (d, self, data, size, &r)) {
+        sq_request_release (self);
+        return sqp_error (&r, err, d->name);
+    }
+    return 0;
+}
+
+void
+sq_request_release (sq_request_t *self)
+{
+    free (self->ids);
+    self->ids = NULL;
+    self->n_ids = 0;
+}
+
+void
+sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
+{
+    sq_msg_encode (w, q->type, q);
+}
+
+//  The named codecs of the table's SQ_CODEC and SQ_DECODER rows
+#define SQ_DECODER(NAME, fn) \
+    int sq_##fn##_decode (struct sqp_##NAME *self, const void *data, size_t size, \
+                          sq_errbuf_t *err) \
+    { return sq_msg_decode (SQ_MSG_##NAME, self, data, size, err); }
+#define SQ_CODEC(NAME, fn) SQ_DECODER (NAME, fn) \
+    void sq_##fn##_encode (sq_wbuf_t *w, const struct sqp_##NAME *msg) \
+    { sq_msg_encode (w, SQ_MSG_##NAME, msg); }
+#include "proto_messages.def"
