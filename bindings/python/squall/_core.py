@@ -900,9 +900,9 @@ class Client:
         upload_file. The files travel as one data object, an input of each
         task; an executor installs them, before the task runs, in a
         directory of its user's only (0700: the tenant's uid where tenants
-        run under uids of their own) and reloads a module of the same name
-        uploaded before. load=True: a .py is imported by a task now, so
-        that an error in it is raised here."""
+        run under uids of their own), for that task only: another client of
+        the tenant never imports them (bindings README). load=True: a .py
+        is imported by a task now, so that an error in it is raised here."""
         import hashlib
         import zipfile
         name = os.path.basename(path)
@@ -1389,7 +1389,7 @@ class Session:
         client = self.client
         files = self._files
         if files is None or files[0] != client._uploads_version or self._is_void(files[1].id):
-            files = self._files = (client._uploads_version, self.pickled(list(client._uploads)))
+            files = self._files = (client._uploads_version, self.pickled(_uploads.Files(list(client._uploads))))
         wrapped = self._with_files.get(id(fn))
         if wrapped is None or wrapped[0] is not fn:
             wrapped = self._with_files[id(fn)] = (fn, _uploads.WithFiles(fn))
