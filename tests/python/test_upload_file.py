@@ -106,3 +106,59 @@ def test_install_refuses_a_directory_prepared_by_someone_else(tmp_path, monkeypa
     _uploads.install([("m_x.py", "d1", b"x = 1\n")])
     assert (base / "d1" / "m_x.py").read_bytes() == b"x = 1\n"
     sys.path.remove(str(base / "d1"))
+
+
+def import_or_not(module):
+    import importlib
+    import os
+    try:
+        importlib.import_module(module)
+        return os.getpid(), True
+    except ModuleNotFoundError:
+        return os.getpid(), False
+
+
+def test_uploads_are_the_clients_own_in_every_executor(tmp_path):
+    """Another client of the same tenant never imports a client's uploads,
+    whichever executor ran the uploader's tasks before; the uploader's
+    module stays imported (its state kept) between its own tasks in an
+    executor; its functions and arguments may refer to the module by
+    reference."""
+    from conftest import cluster_options
+    name = "squall_own_%s" % uuid.uuid4().hex[:8]
+    mod = tmp_path / (name + ".py")
+    mod.write_text("import os\ncount = 0\n"
+                   "class Box:\n    def __init__(self, v):\n        self.v = v\n"
+                   "def bump(box=None):\n    global count\n    count += 1\n"
+                   "    return os.getpid(), count, box.v if box else None\n")
+    try:
+        with squall.LocalCluster(governors=1, cpus=1, dashboard=False,
+                                 **cluster_options()) as cluster:
+            uploader, other = cluster.client(), cluster.client()
+            uploader.upload_file(str(mod))
+            #   Importable here once the cluster runs (its executors do not
+            #   take this path): pickled by reference from here on.
+            sys.path.insert(0, str(tmp_path))
+            module = __import__(name)
+            counts = {}
+            other_pids = set()
+            for i in range(4):
+                pid, count, v = uploader.submit(module.bump, module.Box(i),
+                                                key="bump-%d" % i).result(60)
+                assert v == i
+                counts.setdefault(pid, []).append(count)
+                opid, imported = other.submit(import_or_not, name,
+                                              key="other-%d" % i).result(60)
+                assert not imported
+                other_pids.add(opid)
+            # the module was imported once per executor and kept between
+            # the uploader's tasks, with the other client's in between
+            for seq in counts.values():
+                assert seq == list(range(1, len(seq) + 1))
+            assert max(len(s) for s in counts.values()) > 1
+            # one cpu: the two clients' tasks shared an executor
+            assert other_pids & set(counts)
+    finally:
+        if str(tmp_path) in sys.path:
+            sys.path.remove(str(tmp_path))
+        sys.modules.pop(name, None)

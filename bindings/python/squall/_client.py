@@ -638,9 +638,9 @@ class Client:
         upload_file. The files travel as one data object, an input of each
         task; an executor installs them, before the task runs, in a
         directory of its user's only (0700: the tenant's uid where tenants
-        run under uids of their own) and reloads a module of the same name
-        uploaded before. load=True: a .py is imported by a task now, so
-        that an error in it is raised here."""
+        run under uids of their own), for that task only: another client of
+        the tenant never imports them (bindings README). load=True: a .py
+        is imported by a task now, so that an error in it is raised here."""
         import hashlib
         import zipfile
         name = os.path.basename(path)

@@ -402,7 +402,8 @@ class Session:
         client = self.client
         files = self._files
         if files is None or files[0] != client._uploads_version or self._is_void(files[1].id):
-            files = self._files = (client._uploads_version, self.pickled(list(client._uploads)))
+            files = self._files = (client._uploads_version, self.pickled(
+                _uploads.Files(list(client._uploads))))
         wrapped = self._with_files.get(id(fn))
         if wrapped is None or wrapped[0] is not fn:
             wrapped = self._with_files[id(fn)] = (fn, _uploads.WithFiles(fn))

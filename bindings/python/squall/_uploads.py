@@ -6,8 +6,15 @@ later too); before the task's function runs, the executor writes each file
 it has not installed yet into a directory of its user's own (0700, under
 the temporary directory: the tenant's uid on a governor that runs tenants
 under uids of their own) and puts it (a .py's directory, or the .zip /
-.egg itself) first on sys.path, reloading a module of the same name
-imported before. This module is pickled by value
+.egg itself) first on sys.path. The files are the client's own: at the
+end of the task its entries leave sys.path and the modules imported from
+them leave sys.modules (kept aside, and put back for the next task that
+carries the same files), so that another client of the same tenant, whose
+task runs in the same executor next, never imports them: whether it could
+would otherwise depend on which executor ran which task before. The files
+are installed as the data object is unpickled, before the task's function
+and its other arguments are, so that these may refer to the uploaded
+modules by reference. This module is pickled by value
 (cloudpickle.register_pickle_by_value): executors need no squall for it.
 Keep it free of imports from squall.
 """
@@ -46,12 +53,67 @@ def _private_dir(path):
     return path
 
 
+def _state():
+    _installed()
+    return sys.modules["_squall_uploaded"]
+
+
+def _under(module, entries):
+    where = getattr(module, "__file__", None) or ""
+    return any(where.startswith(entry + os.sep) for entry in entries)
+
+
+def _uninstall():
+    """At the end of a task: its files leave sys.path, and the modules
+    imported from them sys.modules (kept aside by digest)."""
+    state = _state()
+    active = getattr(state, "active", None) or {}
+    state.active = {}
+    if not active:
+        return
+    kept = state.__dict__.setdefault("kept", {})
+    for entry in active.values():
+        while entry in sys.path:
+            sys.path.remove(entry)
+    for name, module in list(sys.modules.items()):
+        for digest, entry in active.items():
+            if module is not None and _under(module, (entry,)):
+                kept.setdefault(digest, {})[name] = sys.modules.pop(name)
+                break
+    importlib.invalidate_caches()
+
+
 def install(files):
-    """files: [(name, digest, bytes)], oldest first."""
+    """files: [(name, digest, bytes)], oldest first. In an executor, for
+    the running task only (its end takes them away again); elsewhere for
+    good."""
+    state = _state()
+    active = state.__dict__.setdefault("active", {})
+    if files and [f[1] for f in files] == list(active):
+        return                      # already, for this task
+    if active:
+        _uninstall()
+        active = state.active
+    executor = sys.modules.get("_squall_executor")
+    if executor is not None and getattr(executor, "in_task", lambda: False)() \
+            and hasattr(executor, "at_task_end"):
+        executor.at_task_end(_uninstall)
+        scoped = True
+    else:
+        scoped = False
     base = None
     installed = _installed()
+    kept = state.__dict__.setdefault("kept", {})
     for name, digest, data in files:
         if digest in installed:
+            entry = installed[digest]
+            if entry in sys.path:
+                sys.path.remove(entry)
+            sys.path.insert(0, entry)
+            if scoped:
+                active[digest] = entry
+            for module_name, module in kept.pop(digest, {}).items():
+                sys.modules.setdefault(module_name, module)
             continue
         if base is None:
             base = _private_dir(os.path.join(tempfile.gettempdir(),
@@ -70,10 +132,27 @@ def install(files):
         sys.path.insert(0, entry)
         importlib.invalidate_caches()
         installed[digest] = entry
+        if scoped:
+            active[digest] = entry
         if name.endswith(".py"):
             module = sys.modules.get(name[:-3])
             if module is not None:
                 importlib.reload(module)
+
+
+class Files:
+    """The client's files as a task input: installed as it is unpickled."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def __reduce__(self):
+        return _installed_files, (self.files,)
+
+
+def _installed_files(files):
+    install(files)
+    return files
 
 
 class WithFiles:
