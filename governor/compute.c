@@ -350,6 +350,19 @@ s_inventory (compute_t *self)
     for (size_t i = 0; i < k; i++)
         compute_task_drop (self, drop [i]);
     free (drop);
+    //  Tasks without outputs that finished lately: running, to the broker,
+    //  until their end is reported again below, after the inventory. One it
+    //  knows finished already is stopped (nothing here) and the report is
+    //  ignored as stale; an attempt running here now is listed once, above.
+    size_t ended = 0;
+    for (size_t i = 0; i < self->n_recent; i++) {
+        compute_end_t *end = &self->recent [(self->recent_at + i) % S_RECENT_ENDS];
+        if (!sq_idmap_lookup (self->tasks, end->key)) {
+            sq_pack_running (&self->events.pk, end->key, end->attempt);
+            compute_event_added (self);
+            ended++;
+        }
+    }
     //  Copies the old broker ordered: the new one orders what it needs.
     size_t n_keys = sq_idmap_size (self->orders);
     uint64_t *keys = (uint64_t *) malloc ((n_keys + 1) * sizeof (uint64_t));
@@ -370,9 +383,17 @@ s_inventory (compute_t *self)
     }
     sq_pack_inventory_end (&self->events.pk);
     compute_event_added (self);
+    for (size_t i = 0; i < self->n_recent; i++) {
+        compute_end_t *end = &self->recent [(self->recent_at + i) % S_RECENT_ENDS];
+        if (sq_idmap_lookup (self->tasks, end->key))
+            continue;
+        sq_pack_finished (&self->events.pk, end->key, end->attempt, NULL, 0, end->duration_us);
+        compute_event_added (self);
+    }
+    self->n_recent = self->recent_at = 0;
     compute_flush (self);
-    sq_info ("reattach: %zu running tasks and %zu objects listed, %zu queued tasks dropped",
-             running, held, n_tasks - running);
+    sq_info ("reattach: %zu running tasks and %zu objects listed, %zu queued tasks dropped, "
+             "%zu ended tasks reported again", running, held, n_tasks - running, ended);
 }
 
 static void

@@ -68,6 +68,18 @@ typedef struct {
     char *endpoint;
 } compute_order_t;
 
+//  A task without outputs that finished here leaves nothing in the store
+//  to show it: its report may have gone to a broker that died, or that
+//  restarted and did not know us yet. A reattach lists it as running and
+//  reports its end again (compute.c s_inventory), so that it does not run
+//  twice. The last S_RECENT_ENDS are kept.
+#define S_RECENT_ENDS 256
+typedef struct {
+    uint64_t key;
+    uint32_t attempt;
+    uint64_t duration_us;
+} compute_end_t;
+
 struct _compute_t {
     void *pipe;
     void *load;
@@ -124,6 +136,8 @@ struct _compute_t {
     //  each holds its cpus meanwhile)
     task_t *draining [S_MAX_DRAINING];
     size_t n_draining;
+    compute_end_t recent [S_RECENT_ENDS];      //  a ring (compute_end_t)
+    size_t n_recent, recent_at;
     task_t **execs;             //  running execute tasks
     size_t n_execs, cap_execs;
     pyexec_t *pyexec;           //  Python executors of "py" tasks

@@ -305,6 +305,17 @@ compute_task_drop (compute_t *self, task_t *task)
     task_destroy (&task);
 }
 
+static void
+s_recent_end (compute_t *self, task_t *task, uint64_t duration_us)
+{
+    compute_end_t *end = &self->recent [(self->recent_at + self->n_recent) % S_RECENT_ENDS];
+    if (self->n_recent < S_RECENT_ENDS)
+        self->n_recent++;
+    else
+        self->recent_at = (self->recent_at + 1) % S_RECENT_ENDS;
+    *end = (compute_end_t) { task->key, task->attempt, duration_us };
+}
+
 //  Reports the outcome of a running task, stores its outputs, frees it.
 static void
 s_complete (compute_t *self, task_t *task, int rc, const char *message)
@@ -350,6 +361,8 @@ s_complete (compute_t *self, task_t *task, int rc, const char *message)
     }
     sq_pack_finished (&self->events.pk, task->key, task->attempt, refs,
                       task->n_outputs, duration);
+    if (task->n_outputs == 0)
+        s_recent_end (self, task, duration);
     if (refs != refs_small)
         free (refs);
     //  Stored before the event may be flushed out, so that a SEND or GFETCH

@@ -584,6 +584,37 @@ def test_after_across_a_broker_restart(tmp_path):
     _clean_stop(c)
 
 
+def test_a_job_ending_as_the_broker_restarts_runs_once(tmp_path):
+    """A job's task (no outputs) that ends right after the broker was
+    SIGKILLed and restarted on its journal, before its governor learns of
+    the restart, sends its report to a broker that does not know that
+    governor yet; the governor reports the end again when it reattaches,
+    so the task is not run a second time."""
+    order, gate = tmp_path / "order", tmp_path / "gate"
+    c = squall.LocalCluster(governors=2, cpus=2, journal=str(tmp_path / "journal"),
+                            broker_args=["--reattach-wait", "3000"], **cluster_options())
+
+    def sq(*argv):
+        out = subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "bin", "squall")] + [str(a) for a in argv],
+            capture_output=True, text=True, timeout=TIMEOUT * 4,
+            env=dict(os.environ, SQUALL_BROKER=c.address, SQUALL_SECRET_KEY=c.secret_key,
+                     SQUALL_BROKER_KEY=c.broker_key))
+        assert out.returncode == 0, (argv, out.stderr)
+        return out
+
+    with c:
+        sq("submit", "--name", "once", "--", "sh", "-c",
+           "while [ ! -e %s ]; do sleep 0.05; done; echo once >> %s" % (gate, order))
+        until(lambda: json.loads(sq("job", "info", "once", "--json").stdout)["tasks"]
+              .get("running") == 1, "the task to run")
+        c.restart_broker(signal.SIGKILL)
+        gate.write_text("")
+        sq("job", "wait", "once")
+        assert order.read_text() == "once\n"
+    _clean_stop(c)
+
+
 def test_log_of_a_job_task_across_a_broker_restart(tmp_path):
     """The broker keeps in its journal which governor ran a job's task: after
     a restart `squall log` reads the output there; once that governor is
