@@ -60,6 +60,10 @@ length followed by the body, so that both sides need nothing but `struct`.
       and, whenever segments it mapped are unmapped: u8 9, u32 n, then
       per segment u64 id, u32 how many times it was handed over for that
       mapping (the governor keeps one handed again meanwhile)
+      and, after the reply of a task that seceded: u8 10 (sync), answered
+      by the governor's frame u8 7 once it has read all sent before; no
+      task starts meanwhile (the governor cancels the tasks piped behind
+      one that secedes when it reads so, which may be after it returned)
 
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
