@@ -63,6 +63,10 @@ length followed by the body, so that both sides need nothing but `struct`.
       and, whenever segments it mapped are unmapped: u8 9, u32 n, then
       per segment u64 id, u32 how many times it was handed over for that
       mapping (the governor keeps one handed again meanwhile)
+      and, after the reply of a task that seceded: u8 10 (sync), answered
+      by the governor's frame u8 7 once it has read all sent before; no
+      task starts meanwhile (the governor cancels the tasks piped behind
+      one that secedes when it reads so, which may be after it returned)
 
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
@@ -164,6 +168,10 @@ _SECEDED = b"\6"
 _REJOINED = b"\7"
 _CREDENTIAL = b"\x08"
 _OP_CREDENTIAL = 6
+#   After a task that seceded: asked (u8 10), answered (op 7) once the
+#   governor has read all sent before, the secede among them.
+_SYNC = b"\x0a"
+_OP_SYNCED = 7
 
 #   Unpickled functions by their pickled bytes: a bytes key is its own hash,
 #   and the same function sent for 20 000 tasks is loaded once.
@@ -942,6 +950,9 @@ _sock = None
 _frames = None
 _running = False
 _tell_lock = threading.Lock()
+#   Whether the running task said it seceded (the governor then hands
+#   back the tasks piped behind it).
+_seceded = False
 #   Frames read while a task waited for its credential: the main loop
 #   takes them first, in order.
 _early = []
@@ -1013,9 +1024,11 @@ def _task_ended():
 
 
 def _tell(what):
+    global _seceded
     with _tell_lock:
         if _running and _sock is not None:
             _sock.sendall(_U64.pack(1) + what)
+            _seceded = _seceded or what == _SECEDED
 
 
 def secede():
@@ -1027,9 +1040,12 @@ def rejoin():
 
 
 def _set_running(running):
-    global _running
+    """True when the task that ends (running False) seceded."""
+    global _running, _seceded
     with _tell_lock:
         _running = running
+        seceded, _seceded = _seceded, False
+        return seceded
 
 
 def main():
@@ -1052,6 +1068,10 @@ def main():
     queue = collections.deque()     # (number, frame) of tasks to run, in order
     cancelled = set()
     received = done = 0
+    #   A task that seceded ended: the tasks piped behind it may be on
+    #   their way back to the governor, which cancels them here. Nothing
+    #   starts until its answer to our u8 10 says those cancels came.
+    syncing = False
     #   The last reply, sent once it is known whether a piped task starts
     #   next: then with that task's start (one write, one wakeup of the
     #   governor for both); out_fds, the memory files of its outputs.
@@ -1061,7 +1081,7 @@ def main():
         #   Wait only when there is nothing to run or send; else take in
         #   what came meanwhile (cancels must be seen before the task they
         #   name runs).
-        got = frames.read(block=not queue and not out and not _early)
+        got = frames.read(block=(not queue or syncing) and not out and not _early)
         if got is None:
             return
         if _early:
@@ -1073,9 +1093,12 @@ def main():
                 if number > done:
                     cancelled.add(number)
                 continue
+            if body[0] == _OP_SYNCED:
+                syncing = False
+                continue
             received += 1
             queue.append((received, body))
-        if not queue:
+        if not queue or syncing:
             _send(sock, out, out_fds)
             continue
         done, body = queue.popleft()
@@ -1098,6 +1121,7 @@ def main():
         except struct.error:        # too short: _run says so
             wanted = 0
         fds = [frames.fds.popleft() for _ in range(min(wanted, len(frames.fds)))]
+        seceded = False
         if done in cancelled:
             cancelled.discard(done)
             for fd in fds:
@@ -1118,7 +1142,7 @@ def main():
                     with _captured(log_fds):
                         parts = _run(body, fds, done, out_fds)
                 finally:
-                    _set_running(False)
+                    seceded = _set_running(False)
                     _task_ended()
             except _NotKept:
                 parts = [_SKIPPED]          # the governor runs it again later
@@ -1131,6 +1155,9 @@ def main():
         del body
         out.append(_U64.pack(sum(len(p) for p in parts)))
         out += parts
+        if seceded:
+            out += [_U64.pack(1), _SYNC]
+            syncing = True
 
 
 def _send(sock, parts, fds):

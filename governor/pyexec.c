@@ -59,6 +59,13 @@ extern char **environ;
 //  or goes on (rejoin, u8 7). Neither is a reply.
 #define S_REPLY_SECEDED 6
 #define S_REPLY_REJOINED 7
+//  A task that seceded has ended: before the executor starts another, it
+//  asks (u8 10, not a reply) and waits for the answer (u8 7), written
+//  once all it said before is read here, so after the cancels of the tasks
+//  piped behind the one that seceded; else it could start one of those
+//  while it is handed back, and it would run twice.
+#define S_REPLY_SYNC 10
+#define S_OP_SYNCED 7
 //  squall.get_client() inside a task asks for its credential (u8 8); the
 //  answer is a frame u8 6 and its text (pyexec_credential).
 #define S_REPLY_CREDENTIAL 8
@@ -1536,6 +1543,13 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     }
     if (body [0] == S_REPLY_SECEDED || body [0] == S_REPLY_REJOINED) {
         s_seceded (self, ex, body [0] == S_REPLY_SECEDED, size);
+        return;
+    }
+    if (body [0] == S_REPLY_SYNC) {
+        uint8_t synced [9], *p = s_put64 (synced, 1);
+        *p = S_OP_SYNCED;
+        if (ex->fd >= 0 && s_write_all (ex->fd, synced, sizeof synced))
+            sq_debug ("cannot answer Python executor %d: it is gone", (int) ex->pid);
         return;
     }
     if (body [0] == S_REPLY_CREDENTIAL) {

@@ -14,7 +14,9 @@ come from the governor); it still runs, once, the usual way when the
 result was not kept (too big, or its task failed), and warnings come
 along."""
 import os
+import signal
 import tempfile
+import time
 import warnings
 
 import pytest
@@ -180,6 +182,66 @@ def test_piped_tasks_run_once_when_the_task_before_them_is_cancelled(one):
     assert [f.result(timeout=TIMEOUT) for f in piped] == PIPED
     assert ran(log) == PIPED
     assert head.cancelled()
+
+
+def secede_with_the_governor_stopped(started, gate, done):
+    """Gated; then stops its governor, secedes and rejoins (so the
+    governor reads of both only after this returned), writes its
+    executor's pid to `done` and returns."""
+    gated(started, gate)
+    governor = os.getppid()
+    os.kill(governor, signal.SIGSTOP)
+    deadline = time.monotonic() + TIMEOUT
+    while _proc_state(governor) != "T" and time.monotonic() < deadline:
+        time.sleep(0.001)
+    squall.secede()
+    squall.rejoin()
+    with open(done + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(done + ".tmp", done)
+    return "seceded"
+
+
+def _proc_state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _blocked_reading(pid):
+    """Whether process pid sleeps reading a Unix socket (its main thread)."""
+    with open("/proc/%d/wchan" % pid) as f:
+        return f.read() == "unix_stream_read_generic"
+
+
+def test_a_task_piped_behind_one_that_secedes_runs_once(one):
+    # The task before it secedes (which hands the piped task back, to run
+    # elsewhere or later: it may be what that one waits on) and returns
+    # before its governor has read that it seceded: its executor must not
+    # start the piped task meanwhile (it would then run twice). Its governor
+    # is stopped from when it secedes until its executor either started
+    # the piped task (wrong) or waits on the governor.
+    c, client, tmp = one
+    log, done = os.path.join(tmp, "log"), os.path.join(tmp, "done")
+    started, gate = gate_files(tmp)
+    #   (a load report of the warm-up's could say 1 piped)
+    until(lambda: governor_load(client) == (0, 0, 0), "the governor's load after the warm-up")
+    head = client.submit(secede_with_the_governor_stopped, started, gate, done)
+    until(lambda: os.path.exists(started), "the gated task to start")
+    b = client.submit(record, log, "b")
+    until(lambda: governor_load(client) == (1, 1, 1), "a task piped")
+    governor = c._governors[0]
+    try:
+        open_gate(gate)
+        until(lambda: os.path.exists(done), "the gated task to return", timeout=TIMEOUT)
+        with open(done) as f:
+            executor = int(f.read())
+        until(lambda: os.path.exists(log) or _blocked_reading(executor),
+              "the executor to start the piped task or wait on its governor")
+    finally:
+        governor.send_signal(signal.SIGCONT)
+    assert head.result(timeout=TIMEOUT) == "seceded"
+    assert b.result(timeout=TIMEOUT) == "b"
+    assert ran(log) == ["b"]
 
 
 def test_many_tasks_some_failing_each_get_their_own_result(one):
