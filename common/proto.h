@@ -314,6 +314,14 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //  One governor's answers to a RUN together (the RAN event's results).
 #define SQ_RUN_RESULTS_MAX (8u << 20)
 #define SQ_RUN_EXECS_MAX 1024
+//  RUN's body from the governors' RAN results (raw, checked when they came).
+void sq_reply_encode_ran (sq_wbuf_t *w, uint32_t req, uint32_t n, const uint32_t *govs,
+                          const mpr_str_t *results);
+//  Calls fn for each executor's answer in RUN's body; fn returns 0, or -1
+//  to fail ("out of memory").
+typedef int (sq_ran_item_fn) (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes);
+int sq_ran_reply_each (const void *body, size_t size, sq_ran_item_fn *fn, void *arg,
+                       sq_errbuf_t *err);
 //    RESUME [20, req, session, token]             body: [next_id]
 //    UPLOAD [21, req, session, id, size, governor] body: where (below);
 //           governor 0: the broker picks one
@@ -767,9 +775,10 @@ void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 void sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes);
 //  RAN [19, run, [[pid, ok: bool, bytes: bin]...]]: every executor's answer
 //  to GRUN `run` (bytes: its pickled result, or its exception if not ok).
-//  results: that array already packed (size 0: the empty array); decoded,
+//  results: its n elements already packed (sq_pack_ran_result); decoded,
 //  the event's message is the array's raw bytes, checked.
-void sq_pack_ran (msgpack_packer *pk, uint64_t run, const void *results, size_t size);
+void sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, size_t size);
+void sq_pack_ran_result (msgpack_packer *pk, uint64_t pid, bool ok, const void *data, size_t size);
 //  SECEDED of a running task attempt (seceded true), or rejoined (false).
 void sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded);
 //  TASKKEY: the public key (32 bytes) a running task attempt's client uses.

@@ -323,15 +323,27 @@ sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes)
 }
 
 void
-sq_pack_ran (msgpack_packer *pk, uint64_t run, const void *results, size_t size)
+sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, size_t size)
 {
     msgpack_pack_array (pk, 3);
     msgpack_pack_uint32 (pk, SQ_EV_RAN);
     msgpack_pack_uint64 (pk, run);
-    if (size == 0)
-        msgpack_pack_array (pk, 0);
-    else
+    msgpack_pack_array (pk, n);
+    if (size)
         pk->callback (pk->data, (const char *) results, size);
+}
+
+void
+sq_pack_ran_result (msgpack_packer *pk, uint64_t pid, bool ok, const void *data, size_t size)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint64 (pk, pid);
+    if (ok)
+        msgpack_pack_true (pk);
+    else
+        msgpack_pack_false (pk);
+    msgpack_pack_bin (pk, size);
+    msgpack_pack_bin_body (pk, data, size);
 }
 
 void

@@ -893,25 +893,16 @@ s_test_update (void)
         //  RAN [19, run, [[pid, ok, bytes]...]]
         sq_wbuf_t res;
         sq_wbuf_init (&res);
-        msgpack_pack_array (&res.pk, 2);
-        for (int i = 0; i < 2; i++) {
-            msgpack_pack_array (&res.pk, 3);
-            msgpack_pack_uint32 (&res.pk, 100 + (uint32_t) i);
-            if (i)
-                msgpack_pack_false (&res.pk);
-            else
-                msgpack_pack_true (&res.pk);
-            msgpack_pack_bin (&res.pk, 2);
-            msgpack_pack_bin_body (&res.pk, "ok", 2);
-        }
+        sq_pack_ran_result (&res.pk, 100, true, "ok", 2);
+        sq_pack_ran_result (&res.pk, 101, false, "no", 2);
         sq_wbuf_reset (&w);
         sq_batch_header (&w, SQ_MSG_UPDATE, 2);
-        sq_pack_ran (&w.pk, 12, res.buf.data, res.buf.size);
-        sq_pack_ran (&w.pk, 13, NULL, 0);       //  no executor of the tenant
+        sq_pack_ran (&w.pk, 12, 2, res.buf.data, res.buf.size);
+        sq_pack_ran (&w.pk, 13, 0, NULL, 0);    //  no executor of the tenant
         CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
         CHECK (sq_update_next (&it, &ev) == 1);
-        CHECK (ev.type == SQ_EV_RAN && ev.key == 12 && ev.message.len == res.buf.size
-               && memcmp (ev.message.ptr, res.buf.data, res.buf.size) == 0);
+        CHECK (ev.type == SQ_EV_RAN && ev.key == 12 && ev.message.len == res.buf.size + 1
+               && memcmp (ev.message.ptr + 1, res.buf.data, res.buf.size) == 0);
         CHECK (sq_update_next (&it, &ev) == 1);
         CHECK (ev.type == SQ_EV_RAN && ev.key == 13 && ev.message.len == 1);
         CHECK (sq_update_next (&it, &ev) == 0);
@@ -919,14 +910,13 @@ s_test_update (void)
         s_check_truncations ("UPDATE", s_dec_update, w.buf.data, w.buf.size);
         //  A result that is not [pid, ok, bin]: refused
         sq_wbuf_reset (&res);
-        msgpack_pack_array (&res.pk, 1);
         msgpack_pack_array (&res.pk, 3);
         msgpack_pack_uint32 (&res.pk, 1);
         msgpack_pack_uint32 (&res.pk, 1);
         msgpack_pack_bin (&res.pk, 0);
         sq_wbuf_reset (&w);
         sq_batch_header (&w, SQ_MSG_UPDATE, 1);
-        sq_pack_ran (&w.pk, 1, res.buf.data, res.buf.size);
+        sq_pack_ran (&w.pk, 1, 1, res.buf.data, res.buf.size);
         CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "results"));
         sq_wbuf_release (&res);
     }
