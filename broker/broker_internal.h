@@ -167,6 +167,11 @@ struct _broker_t {
     //  requests.c: RESTARTs waiting for their governors' REFRESHED
     struct _restart_t *restarts;
     size_t n_restarts, cap_restarts;
+    //  requests.c: RUNs waiting for their governors' RAN, bounded by each
+    //  connection's outstanding requests
+    struct _run_t *runs;
+    size_t n_runs, cap_runs;
+    uint64_t last_run;
 };
 
 //  --------------------------------------------------------------------------
@@ -214,6 +219,25 @@ struct _restart_t {
 void bx_restarts_check (broker_t *self, int64_t now);
 //  A client left: its RESTARTs are forgotten.
 void bx_restarts_drop_client (broker_t *self, peer_t *peer);
+
+//  A RUN waiting: the governors (ids) sent GRUN `id`, and each one's RAN
+//  results once they came (owned copies; len 0: not yet).
+struct _run_t {
+    peer_t *peer;
+    uint32_t req;
+    int64_t deadline;
+    uint64_t id;
+    uint32_t n;
+    struct { uint32_t gov; bool answered; mpr_str_t results; } *govs;   //  owned
+};
+//  RUNs all of whose governors answered (those that left are left out)
+//  are answered, those past their deadline answered SQ_E_TIMEOUT naming the
+//  others.
+void bx_runs_check (broker_t *self, int64_t now);
+//  A governor's RAN for run `run` (results: checked, raw).
+void bx_run_answered (broker_t *self, gov_t *gov, uint64_t run, mpr_str_t results);
+//  A client left: its RUNs are forgotten.
+void bx_runs_drop_client (broker_t *self, peer_t *peer);
 
 //  Whether the peer may see the session: always without keys, else one of
 //  its tenant's (an admin sees all).

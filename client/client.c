@@ -928,3 +928,70 @@ sq_client_governor_forget (sq_client_t *self, const char *endpoint)
 {
     s_governor_forget (self, endpoint);
 }
+
+//  RUN: the reply's answers, flattened for callers without msgpack.
+typedef struct {
+    char *data;
+    size_t size, cap;
+} s_flat_t;
+
+static int
+s_flat_item (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes)
+{
+    s_flat_t *f = (s_flat_t *) arg;
+    size_t need = f->size + 17 + bytes.len;
+    if (need > f->cap) {
+        size_t cap = f->cap? f->cap: 256;
+        while (cap < need)
+            cap *= 2;
+        char *p = (char *) realloc (f->data, cap);
+        if (!p)
+            return -1;
+        f->data = p;
+        f->cap = cap;
+    }
+    uint8_t *p = (uint8_t *) f->data + f->size;
+    for (int i = 0; i < 4; i++)
+        *p++ = (uint8_t) (gov >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        *p++ = (uint8_t) (pid >> (8 * i));
+    *p++ = ok? 1: 0;
+    for (int i = 0; i < 4; i++)
+        *p++ = (uint8_t) (bytes.len >> (8 * i));
+    memcpy (p, bytes.ptr, bytes.len);
+    f->size = need;
+    return 0;
+}
+
+int
+sq_client_run (sq_client_t *self, int timeout_ms, const void *fn, size_t size,
+               char **out, size_t *out_size)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (!out || !out_size || !fn || size == 0 || size > SQ_RUN_FN_MAX || timeout_ms < 0)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "sq_client_run: a function of 1 "
+                                 "byte to 1 MiB, out and out_size, a timeout of 0 ms or more");
+    *out = NULL;
+    *out_size = 0;
+    sq_request_t request = { .type = SQ_MSG_RUN, .timeout_ms = timeout_ms,
+                             .fn = { (const char *) fn, (uint32_t) size } };
+    request.req = sq_client_next_req (self);
+    sq_wbuf_reset (&self->w);
+    sq_request_encode (&self->w, &request);
+    int call_ms = timeout_ms > INT32_MAX - SQ_CLIENT_CALL_TIMEOUT? -1
+                : timeout_ms + SQ_CLIENT_CALL_TIMEOUT;
+    sq_reply_t reply;
+    int rc = sq_client_call (self, request.req, NULL, 0, call_ms, &reply);
+    if (rc)
+        return rc;
+    s_flat_t flat = { NULL, 0, 0 };
+    sq_errbuf_t err;
+    if (sq_ran_reply_each (reply.body, reply.body_size, s_flat_item, &flat, &err)) {
+        free (flat.data);
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
+    }
+    *out = flat.data? flat.data: (char *) calloc (1, 1);
+    *out_size = flat.size;
+    return *out? 0: sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "out of memory");
+}

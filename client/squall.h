@@ -119,6 +119,14 @@ int sq_client_restart (sq_client_t *self);
 //  that ran tasks before are gone (SQ_E_TIMEOUT after timeout_ms, naming
 //  the governors that did not; sq_client_restart waits 30 s).
 int sq_client_restart_wait (sq_client_t *self, int timeout_ms);
+//  Runs fn (opaque bytes, at most 1 MiB: Python's pickled call) on every
+//  live Python executor of this client's tenant on every governor
+//  (docs/protocol.md, RUN), waiting up to timeout_ms (SQ_E_TIMEOUT naming
+//  the governors that did not answer). *out (freed with sq_free) holds
+//  *out_size bytes: per executor, little-endian u32 governor id, u64 pid,
+//  u8 ok, u32 length, then that many bytes (its answer).
+int sq_client_run (sq_client_t *self, int timeout_ms, const void *fn, size_t size,
+                   char **out, size_t *out_size);
 //  Closes a session by its id, whichever connection has it (its tasks are
 //  cancelled, its objects freed): one a killed client left detached, or
 //  another client's of the same tenant (with keys; an admin key: any).

@@ -56,7 +56,9 @@ typedef enum {
     SQ_EV_TASKKEY = 14,
     //  RESTART: the executors the REFRESHes so far retired are all gone
     //  (key: how many REFRESH this governor was sent, counted from 1).
-    SQ_EV_REFRESHED = 18
+    SQ_EV_REFRESHED = 18,
+    //  RUN: the answers of a governor's executors to a GRUN (key: its run).
+    SQ_EV_RAN = 19
 } sq_event_type_t;
 
 //  WAIT modes
@@ -305,6 +307,21 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //    RESTART [88, req] or [88, req, timeout_ms]    body: nil once every governor
 //           said REFRESHED; SQ_E_TIMEOUT naming those that did not
 #define SQ_RESTART_DEFAULT_MS 30000
+//    RUN [86, req, timeout_ms, fn: bin]  (fn: at most SQ_RUN_FN_MAX bytes)
+//           body: {governor id: [[pid, ok, bytes]...]} once every governor
+//           sent RAN; SQ_E_TIMEOUT naming those that did not
+#define SQ_RUN_FN_MAX (1u << 20)
+//  One governor's answers to a RUN together (the RAN event's results).
+#define SQ_RUN_RESULTS_MAX (8u << 20)
+#define SQ_RUN_EXECS_MAX 1024
+//  RUN's body from the governors' RAN results (raw, checked when they came).
+void sq_reply_encode_ran (sq_wbuf_t *w, uint32_t req, uint32_t n, const uint32_t *govs,
+                          const mpr_str_t *results);
+//  Calls fn for each executor's answer in RUN's body; fn returns 0, or -1
+//  to fail ("out of memory").
+typedef int (sq_ran_item_fn) (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes);
+int sq_ran_reply_each (const void *body, size_t size, sq_ran_item_fn *fn, void *arg,
+                       sq_errbuf_t *err);
 //    RESUME [20, req, session, token]             body: [next_id]
 //    UPLOAD [21, req, session, id, size, governor] body: where (below);
 //           governor 0: the broker picks one
@@ -329,6 +346,7 @@ typedef struct {
     uint32_t copies;            //  PLACE: at least this many governors hold it
     uint32_t flags;             //  PLACE: SQ_PLACE_MOVE
     mpr_str_t token;            //  RESUME (bin, points into the frame)
+    mpr_str_t fn;               //  RUN: the pickled call (bin, points into the frame)
     //  Jobs (docs/protocol.md, "Jobs"). SESSION_OPEN's options: a name
     //  (SESSIONS, ATTACH: the one asked for), detached; SESSIONS and TASKS'
     //  state filter (bits, 0 any), TASKS' page.
@@ -755,6 +773,12 @@ void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 //  REFRESHED [18, refreshes]: the Python executors retired by the first
 //  `refreshes` REFRESH messages have all stopped.
 void sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes);
+//  RAN [19, run, [[pid, ok: bool, bytes: bin]...]]: every executor's answer
+//  to GRUN `run` (bytes: its pickled result, or its exception if not ok).
+//  results: its n elements already packed (sq_pack_ran_result); decoded,
+//  the event's message is the array's raw bytes, checked.
+void sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, size_t size);
+void sq_pack_ran_result (msgpack_packer *pk, uint64_t pid, bool ok, const void *data, size_t size);
 //  SECEDED of a running task attempt (seceded true), or rejoined (false).
 void sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded);
 //  TASKKEY: the public key (32 bytes) a running task attempt's client uses.

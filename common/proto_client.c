@@ -776,3 +776,49 @@ sq_pack_sessions (msgpack_packer *pk, const sq_info_session_t *sessions, size_t 
         s_kv (pk, "failed", sessions [i].failed);
     }
 }
+
+//  RUN's reply ---------------------------------------------------------
+
+void
+sq_reply_encode_ran (sq_wbuf_t *w, uint32_t req, uint32_t n, const uint32_t *govs,
+                     const mpr_str_t *results)
+{
+    sq_reply_begin (w, req);
+    msgpack_pack_map (&w->pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        msgpack_pack_uint32 (&w->pk, govs [i]);
+        w->pk.callback (w->pk.data, results [i].ptr, results [i].len);
+    }
+}
+
+int
+sq_ran_reply_each (const void *body, size_t size, sq_ran_item_fn *fn, void *arg,
+                   sq_errbuf_t *err)
+{
+    mpr_t r;
+    uint32_t n_govs, n;
+    mpr_init (&r, body, size);
+    mpr_field (&r, "body");
+    mpr_map (&r, &n_govs);
+    for (uint32_t g = 0; mpr_ok (&r) && g < n_govs; g++) {
+        uint32_t gov;
+        mpr_field (&r, "governor");
+        mpr_u32 (&r, &gov);
+        mpr_field (&r, "results");
+        mpr_array (&r, &n);
+        for (uint32_t i = 0; mpr_ok (&r) && i < n; i++) {
+            uint64_t pid;
+            bool ok;
+            mpr_str_t bytes;
+            mpr_array_exact (&r, 3);
+            mpr_uint (&r, &pid);
+            mpr_bool (&r, &ok);
+            if (mpr_bin (&r, &bytes, SQ_RUN_RESULTS_MAX) == 0 && fn (arg, gov, pid, ok, bytes) != 0)
+                mpr_fail (&r, "out of memory");
+        }
+    }
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "RUN reply");
+    return 0;
+}

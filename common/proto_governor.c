@@ -113,6 +113,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
                     ev->type == SQ_EV_UPLOADED? 3:
                     ev->type == SQ_EV_LOST? 2:
                     ev->type == SQ_EV_REFRESHED? 2:
+                    ev->type == SQ_EV_RAN? 3:
                     ev->type == SQ_EV_HELD? 4:
                     ev->type == SQ_EV_RUNNING? 3:
                     ev->type == SQ_EV_INVENTORY? 1: 0;
@@ -167,6 +168,30 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
                 ev->exit_code = (int32_t) code;
             }
             break;
+        case SQ_EV_RAN: {
+            //  Checked here, then forwarded as it is (ev->message: the
+            //  raw array) into RUN's reply.
+            mpr_field (r, "event.results");
+            size_t at = r->pos;
+            if (mpr_array (r, &n) == 0 && n > SQ_RUN_EXECS_MAX)
+                mpr_fail (r, "more than 1024 executors");
+            for (uint32_t i = 0; mpr_ok (r) && i < n; i++) {
+                uint64_t pid;
+                bool ok;
+                mpr_str_t bytes;
+                mpr_array_exact (r, 3);
+                mpr_uint (r, &pid);
+                mpr_bool (r, &ok);
+                mpr_bin (r, &bytes, SQ_RUN_RESULTS_MAX);
+            }
+            if (mpr_ok (r) && r->pos - at > SQ_RUN_RESULTS_MAX)
+                mpr_fail (r, "results over 8 MiB");
+            if (mpr_ok (r)) {
+                ev->message.ptr = (const char *) r->data + at;
+                ev->message.len = (uint32_t) (r->pos - at);
+            }
+            break;
+        }
         case SQ_EV_SECEDED:
             mpr_field (r, "event.attempt");
             mpr_u32 (r, &ev->attempt);
@@ -295,6 +320,30 @@ sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes)
     msgpack_pack_array (pk, 2);
     msgpack_pack_uint32 (pk, SQ_EV_REFRESHED);
     msgpack_pack_uint64 (pk, refreshes);
+}
+
+void
+sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, size_t size)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_RAN);
+    msgpack_pack_uint64 (pk, run);
+    msgpack_pack_array (pk, n);
+    if (size)
+        pk->callback (pk->data, (const char *) results, size);
+}
+
+void
+sq_pack_ran_result (msgpack_packer *pk, uint64_t pid, bool ok, const void *data, size_t size)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint64 (pk, pid);
+    if (ok)
+        msgpack_pack_true (pk);
+    else
+        msgpack_pack_false (pk);
+    msgpack_pack_bin (pk, size);
+    msgpack_pack_bin_body (pk, data, size);
 }
 
 void

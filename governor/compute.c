@@ -296,6 +296,41 @@ s_refreshed (compute_t *self)
     compute_event_added (self);
 }
 
+//  RAN: the runs all of whose executors answered.
+static void
+s_ran_one (void *arg, uint64_t run, uint32_t n, const void *results, size_t size)
+{
+    compute_t *self = (compute_t *) arg;
+    sq_pack_ran (&self->events.pk, run, n, results, size);
+    compute_event_added (self);
+}
+
+//  A client's run (GRUN): the tenant's live executors run its function;
+//  RAN says what each answered (at once when there is none).
+static void
+s_on_grun (compute_t *self, sq_msg_t *msg)
+{
+    sq_grun_t q;
+    sq_errbuf_t err;
+    char tenant [SQ_MAX_NAME + 1];
+    if (sq_grun_decode (&q, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad GRUN: %s", err.text);
+        return;
+    }
+    memcpy (tenant, q.tenant.ptr, q.tenant.len);
+    tenant [q.tenant.len] = 0;
+    if (pyexec_run (self->pyexec, q.run, tenant, q.fn.ptr, q.fn.len)) {
+        sq_warn ("GRUN %" PRIu64 ": too many runs wait for their executors", q.run);
+        sq_wbuf_t one;
+        sq_wbuf_init (&one);
+        const char *why = "too many runs wait for this governor's executors";
+        sq_pack_ran_result (&one.pk, 0, false, why, strlen (why));
+        s_ran_one (self, q.run, 1, one.buf.data, one.buf.size);
+        sq_wbuf_release (&one);
+    }
+    pyexec_ran (self->pyexec, s_ran_one, self);
+}
+
 //  A client's restart: its tenant's Python executors get no other task;
 //  REFRESHED says when they are all gone.
 static void
@@ -467,6 +502,9 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     if (route == GOV_ROUTE_BROKER && type == SQ_MSG_REFRESH)
         s_on_refresh (self, msg);
     else
+    if (route == GOV_ROUTE_BROKER && type == SQ_MSG_GRUN)
+        s_on_grun (self, msg);
+    else
         sq_warn ("unexpected message type %u from '%c'; discarded", type, route);
 }
 
@@ -624,6 +662,7 @@ compute_run (compute_t *self)
         s_reap_py (self, rc > 0? n: 0);
         if (self->n_refreshing)
             s_refreshed (self);
+        pyexec_ran (self->pyexec, s_ran_one, self);
         compute_fire_deadlines (self);
         compute_check_memory (self);
         compute_check_box (self);

@@ -60,10 +60,13 @@ length followed by the body, so that both sides need nothing but `struct`.
       client (squall.get_client()), answered by the governor's frame u8 6
       and, as text, "k", the Z85 public key, secret key and broker public
       key, separated by spaces ("-" without keys; "!" and why when refused),
+      and, for each RUN frame (u8 0x10, the pickled (fn, args, kwargs)),
+      read when idle or between tasks: u8 10, u8 ok, the pickled result
+      (or exception); not a reply
       and, whenever segments it mapped are unmapped: u8 9, u32 n, then
       per segment u64 id, u32 how many times it was handed over for that
       mapping (the governor keeps one handed again meanwhile)
-      and, after the reply of a task that seceded: u8 10 (sync), answered
+      and, after the reply of a task that seceded: u8 11 (sync), answered
       by the governor's frame u8 7 once it has read all sent before; no
       task starts meanwhile (the governor cancels the tasks piped behind
       one that secedes when it reads so, which may be after it returned)
@@ -168,10 +171,15 @@ _SECEDED = b"\6"
 _REJOINED = b"\7"
 _CREDENTIAL = b"\x08"
 _OP_CREDENTIAL = 6
-#   After a task that seceded: asked (u8 10), answered (op 7) once the
+#   After a task that seceded: asked (u8 11), answered (op 7) once the
 #   governor has read all sent before, the secede among them.
-_SYNC = b"\x0a"
+_SYNC = b"\x0b"
 _OP_SYNCED = 7
+#   RUN (client.run): u8 0x10 and the pickled (fn, args, kwargs), read when
+#   idle or between tasks (in the order frames came); answered u8 10, u8 ok,
+#   then the pickled result, or the pickled exception if not ok. Not a reply.
+_OP_RUN = 0x10
+_RAN = b"\x0a"
 
 #   Unpickled functions by their pickled bytes: a bytes key is its own hash,
 #   and the same function sent for 20 000 tasks is loaded once.
@@ -801,6 +809,30 @@ def _dumps_exception(pickler, exc):
     return out.getvalue()
 
 
+def _run_call(body):
+    """RUN's answer to the frame body, as parts to send."""
+    try:
+        fn, args, kwargs = pickle.loads(bytes(body[1:]))
+        answer = _RAN + b"\1" + _dumps(fn(*args, **kwargs))
+    except BaseException as exc:    # noqa: B902 - SystemExit is answered too
+        tb, exc.__traceback__ = exc.__traceback__, None
+        data = None
+        for pickler in (pickle.Pickler, getattr(_cloudpickle, "Pickler", None)):
+            if pickler is None:
+                continue
+            try:
+                data = _dumps_exception(pickler, exc)
+                pickle.loads(data)
+                break
+            except Exception:       # noqa: BLE001 - try the next, or the text
+                data = None
+        exc.__traceback__ = tb
+        if data is None:
+            data = pickle.dumps(RuntimeError("".join(traceback.format_exception_only(type(exc), exc)).strip()))
+        answer = _RAN + b"\0" + data
+    return [_U64.pack(len(answer)), answer]
+
+
 def _failure(exc):
     """The task's failure message: the exception, then the traceback
     without this file's frames, then the pickled exception if it fits."""
@@ -1070,7 +1102,7 @@ def main():
     received = done = 0
     #   A task that seceded ended: the tasks piped behind it may be on
     #   their way back to the governor, which cancels them here. Nothing
-    #   starts until its answer to our u8 10 says those cancels came.
+    #   starts until its answer to our u8 11 says those cancels came.
     syncing = False
     #   The last reply, sent once it is known whether a piped task starts
     #   next: then with that task's start (one write, one wakeup of the
@@ -1095,6 +1127,9 @@ def main():
                 continue
             if body[0] == _OP_SYNCED:
                 syncing = False
+                continue
+            if body[0] == _OP_RUN:
+                out += _run_call(body)
                 continue
             received += 1
             queue.append((received, body))

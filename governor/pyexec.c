@@ -60,11 +60,11 @@ extern char **environ;
 #define S_REPLY_SECEDED 6
 #define S_REPLY_REJOINED 7
 //  A task that seceded has ended: before the executor starts another, it
-//  asks (u8 10, not a reply) and waits for the answer (u8 7), written
+//  asks (u8 11, not a reply) and waits for the answer (u8 7), written
 //  once all it said before is read here, so after the cancels of the tasks
 //  piped behind the one that seceded; else it could start one of those
 //  while it is handed back, and it would run twice.
-#define S_REPLY_SYNC 10
+#define S_REPLY_SYNC 11
 #define S_OP_SYNCED 7
 //  squall.get_client() inside a task asks for its credential (u8 8); the
 //  answer is a frame u8 6 and its text (pyexec_credential).
@@ -93,6 +93,28 @@ extern char **environ;
 //  The executor no longer maps segments: u8 9, u32 n, then per segment
 //  u64 id, u32 how many times it was handed over (see s_seg_released).
 #define S_REPLY_RELEASED 9
+//  RUN (a client's run, GRUN): a frame u8 0x10 and the pickled call goes to
+//  every live executor of the tenant; it reads it when idle, or between
+//  tasks when busy (with its frames in order: after the task, piped tasks
+//  and calls written before), runs it and answers u8 10, u8 ok, then the
+//  pickled result (or exception): not a task's reply. At most S_RUNS_MAX
+//  runs wait for answers here at once. A frame to an executor that is busy
+//  (or not ready yet) is at most S_PIPE_FRAME_MAX bytes, so that the socket
+//  takes it at once; an answer is kept up to S_RAN_MAX bytes, and all of a
+//  run's up to SQ_RUN_RESULTS_MAX less room for the errors of the others.
+#define S_OP_RUN 0x10
+#define S_REPLY_RAN 10
+#define S_RUNS_MAX 16
+#define S_RAN_MAX (1u << 20)
+#define S_RAN_ROOM (64u << 10)
+#define S_RUN_STOPPED "the executor stopped before it answered"
+
+typedef struct {
+    uint64_t id;
+    uint32_t waiting;           //  executors that did not answer yet
+    uint32_t n;                 //  answers in results
+    sq_wbuf_t results;          //  the RAN event's elements, packed
+} s_run_t;
 
 typedef struct {
     task_t *task;               //  NULL: stopped; its reply is dropped
@@ -180,6 +202,9 @@ typedef struct {
     size_t cap_segs;
     int fdq [S_FDQ_MAX];
     size_t n_fdq;
+    //  Runs written to it and not answered, in order (its answers come so).
+    uint64_t runs [S_RUNS_MAX];
+    uint32_t n_runs;
 } s_exec_t;
 
 //  What became of tasks, for the compute thread, in the order it happened.
@@ -202,9 +227,13 @@ struct _pyexec_t {
     size_t first_outcome;
     size_t n_outcomes;
     size_t cap_outcomes;
+    s_run_t runs [S_RUNS_MAX];  //  RUN: those waiting for answers
+    size_t n_runs;
 };
 
 static s_exec_t *s_idle_slot (pyexec_t *self);
+static void s_run_answer (pyexec_t *self, uint64_t run, pid_t pid, bool ok,
+                          const void *data, size_t size);
 
 //  --------------------------------------------------------------------------
 //  Little-endian fields, so the Python side reads them with struct "<"
@@ -472,6 +501,10 @@ s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
     if (ex->fd >= 0)
         close (ex->fd);
     ex->fd = -1;
+    for (uint32_t i = 0; i < ex->n_runs; i++)
+        s_run_answer (self, ex->runs [i], ex->pid, false, S_RUN_STOPPED,
+                      strlen (S_RUN_STOPPED));
+    ex->n_runs = 0;
     for (uint32_t i = 0; i < ex->n_piped; i++)
         if (ex->piped [i].task)
             s_push (self, ex->piped [i].task, PYEXEC_UNRUN, NULL);
@@ -588,6 +621,8 @@ pyexec_destroy (pyexec_t **self_p)
     }
     for (size_t i = self->first_outcome; i < self->n_outcomes; i++)
         free (self->outcomes [i].message);
+    for (size_t i = 0; i < self->n_runs; i++)
+        sq_wbuf_release (&self->runs [i].results);
     free (self->outcomes);
     free (self->execs);
     free (self->python);
@@ -1306,7 +1341,7 @@ pyexec_busy (pyexec_t *self)
 static bool
 s_watched (const s_exec_t *ex)
 {
-    return ex->fd >= 0 && (ex->task || ex->host || ex->discard);
+    return ex->fd >= 0 && (ex->task || ex->host || ex->discard || ex->n_runs);
 }
 
 size_t
@@ -1530,6 +1565,18 @@ static void
 s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
 {
     char err [S_MESSAGE_MAX];
+    if (body [0] == S_REPLY_RAN) {
+        if (ex->n_runs == 0 || size < 2) {
+            sq_warn ("Python executor %d answered a run it was not given: stopped",
+                     (int) ex->pid);
+            s_died (self, ex);
+            return;
+        }
+        uint64_t run = ex->runs [0];
+        memmove (ex->runs, ex->runs + 1, --ex->n_runs * sizeof ex->runs [0]);
+        s_run_answer (self, run, ex->pid, body [1] != 0, body + 2, size - 2);
+        return;
+    }
     if (body [0] == S_REPLY_RELEASED) {
         if (s_seg_released (ex, body, size)) {
             sq_warn ("Python executor %d sent a malformed release: stopped", (int) ex->pid);
@@ -1858,4 +1905,80 @@ pyexec_refresh (pyexec_t *self, const char *tenant)
     }
     sq_info ("tenant '%s' restarted: %zu Python executors stopped, %zu to stop once done",
              tenant, stopped, retired);
+}
+
+//  --------------------------------------------------------------------------
+//  RUN
+
+static void
+s_run_answer (pyexec_t *self, uint64_t run, pid_t pid, bool ok, const void *data, size_t size)
+{
+    s_run_t *r = NULL;
+    for (size_t i = 0; i < self->n_runs && !r; i++)
+        if (self->runs [i].id == run)
+            r = &self->runs [i];
+    if (!r)
+        return;
+    if (size > S_RAN_MAX || r->results.buf.size + size > SQ_RUN_RESULTS_MAX - S_RAN_ROOM) {
+        ok = false;
+        data = "its result was too large to be sent (over 1 MiB, or all results over 8 MiB)";
+        size = strlen ((const char *) data);
+    }
+    sq_pack_ran_result (&r->results.pk, (uint64_t) pid, ok, data, size);
+    r->n++;
+    if (r->waiting)
+        r->waiting--;
+}
+
+int
+pyexec_run (pyexec_t *self, uint64_t run, const char *tenant, const void *fn, size_t size)
+{
+    if (self->n_runs == S_RUNS_MAX)
+        return -1;
+    s_run_t *r = &self->runs [self->n_runs++];
+    memset (r, 0, sizeof *r);
+    r->id = run;
+    sq_wbuf_init (&r->results);
+    uint8_t head [9];
+    s_put64 (head, 1 + size);
+    head [8] = S_OP_RUN;
+    for (size_t i = 0; i < self->n_execs; i++) {
+        s_exec_t *ex = &self->execs [i];
+        //  A fresh one never ran anything of the tenant; a retired one is
+        //  on its way out (RESTART).
+        if (!ex->pid || ex->fd < 0 || !ex->tenant || ex->fresh || ex->retired
+        ||  strcmp (ex->tenant, tenant))
+            continue;
+        if (r->n + r->waiting >= SQ_RUN_EXECS_MAX)
+            break;
+        r->waiting++;           //  answered below if it cannot be asked
+        bool busy = ex->task || ex->host || ex->n_piped || ex->discard || !ex->ready;
+        if (busy && size > S_PIPE_FRAME_MAX) {
+            const char *why = "the executor was busy and the function over 16 KiB";
+            s_run_answer (self, run, ex->pid, false, why, strlen (why));
+        }
+        else
+        if (s_write_all (ex->fd, head, sizeof head) || s_write_all (ex->fd, fn, size)) {
+            const char *why = "the executor could not be written to";
+            s_run_answer (self, run, ex->pid, false, why, strlen (why));
+        }
+        else
+            ex->runs [ex->n_runs++] = run;
+    }
+    return 0;
+}
+
+void
+pyexec_ran (pyexec_t *self, pyexec_ran_fn *done, void *arg)
+{
+    for (size_t i = 0; i < self->n_runs; ) {
+        s_run_t *r = &self->runs [i];
+        if (r->waiting) {
+            i++;
+            continue;
+        }
+        done (arg, r->id, r->n, r->results.buf.data, r->results.buf.size);
+        sq_wbuf_release (&r->results);
+        self->runs [i] = self->runs [--self->n_runs];
+    }
 }

@@ -123,4 +123,14 @@ void pyexec_refresh (pyexec_t *self, const char *tenant);
 //  became idle stop now.
 size_t pyexec_retired (pyexec_t *self, const char *tenant);
 
+//  RUN (GRUN): every live executor of the tenant (not a fresh or retired
+//  one) runs the pickled call fn: an idle one now, a busy one between its
+//  tasks. -1 if too many runs wait for answers already (16).
+int pyexec_run (pyexec_t *self, uint64_t run, const char *tenant, const void *fn, size_t size);
+//  Calls done for each run all of whose executors answered (or stopped),
+//  with its n answers packed (sq_pack_ran_result), and forgets it.
+typedef void (pyexec_ran_fn) (void *arg, uint64_t run, uint32_t n, const void *results,
+                              size_t size);
+void pyexec_ran (pyexec_t *self, pyexec_ran_fn *done, void *arg);
+
 #endif

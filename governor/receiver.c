@@ -689,7 +689,7 @@ s_on_broker (receiver_t *self, sq_msg_t *msg)
     if (type == SQ_MSG_ASSIGN || type == SQ_MSG_SEND || type == SQ_MSG_DROP || type == SQ_MSG_STOP
     ||  type == SQ_MSG_RETRACT || type == SQ_MSG_STREAM || type == SQ_MSG_UNSTREAM
     ||  type == SQ_MSG_LOGTAIL
-    ||  type == SQ_MSG_REFRESH)
+    ||  type == SQ_MSG_REFRESH || type == SQ_MSG_GRUN)
         s_pass_byte (self, GOV_ROUTE_BROKER, msg);
     else
     if (type == SQ_MSG_KEYS)

@@ -281,6 +281,10 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             bx_restarts_check (self, bx_now ());
             continue;
         }
+        if (ev.type == SQ_EV_RAN) {
+            bx_run_answered (self, gov, ev.key, ev.message);
+            continue;
+        }
         if (ev.type == SQ_EV_LOGTAIL) {
             //  The dashboard's request for a task's last output (http.c).
             if (self->http)

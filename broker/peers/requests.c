@@ -784,6 +784,157 @@ bx_restarts_drop_client (broker_t *self, peer_t *peer)
             i++;
 }
 
+//  RUN: every governor's live executors of the client's tenant run its
+//  function (GRUN, sent now as REFRESH is); the reply gathers each
+//  governor's RAN, a governor that leaves meanwhile left out.
+static void
+s_client_run (broker_t *self, peer_t *peer, const sq_request_t *q)
+{
+    if (peer->outstanding >= self->config.max_requests) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_BUSY,
+                        "too many requests waiting on this connection", 0);
+        return;
+    }
+    if (q->fn.len == 0) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_INVALID,
+                        "run: no function", 0);
+        return;
+    }
+    struct _run_t r = { peer, q->req, bx_deadline (q->timeout_ms == 0? SQ_RESTART_DEFAULT_MS
+                                                  : q->timeout_ms < 0? 0: q->timeout_ms),
+                        ++self->last_run, 0, NULL };
+    if (self->n_govs && !(r.govs = calloc (self->n_govs, sizeof *r.govs))) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
+                        "out of memory", 0);
+        return;
+    }
+    if (self->n_runs == self->cap_runs) {
+        size_t cap = self->cap_runs? self->cap_runs * 2: 4;
+        struct _run_t *p = realloc (self->runs, cap * sizeof *p);
+        if (!p) {
+            free (r.govs);
+            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
+                            "out of memory", 0);
+            return;
+        }
+        self->runs = p;
+        self->cap_runs = cap;
+    }
+    for (size_t g = 0; g < self->n_govs; g++) {
+        sq_grun_t m = { r.id, { peer->tenant? peer->tenant: "",
+                                peer->tenant? (uint32_t) strlen (peer->tenant): 0 }, q->fn };
+        sq_wbuf_reset (&self->out);
+        sq_grun_encode (&self->out, &m);
+        bx_send_to (self, self->govs [g]->identity, self->govs [g]->identity_size,
+                    &self->out, NULL);
+        r.govs [r.n++].gov = self->govs [g]->id;
+    }
+    peer->outstanding++;
+    self->runs [self->n_runs++] = r;
+    bx_runs_check (self, bx_now ());
+}
+
+void
+bx_run_answered (broker_t *self, gov_t *gov, uint64_t run, mpr_str_t results)
+{
+    for (size_t i = 0; i < self->n_runs; i++) {
+        if (self->runs [i].id != run)
+            continue;
+        for (uint32_t k = 0; k < self->runs [i].n; k++) {
+            __typeof__ (self->runs [i].govs [0]) *g = &self->runs [i].govs [k];
+            if (g->gov != gov->id || g->answered)
+                continue;
+            char *copy = malloc (results.len? results.len: 1);
+            if (!copy) {
+                sq_error ("out of memory keeping a RUN's results: governor %u's are lost",
+                          gov->id);
+                return;
+            }
+            memcpy (copy, results.ptr, results.len);
+            g->results = (mpr_str_t) { copy, results.len };
+            g->answered = true;
+        }
+        bx_runs_check (self, bx_now ());
+        return;
+    }
+}
+
+void
+bx_runs_check (broker_t *self, int64_t now)
+{
+    for (size_t i = 0; i < self->n_runs; ) {
+        struct _run_t *r = &self->runs [i];
+        uint32_t waiting = 0;
+        for (uint32_t k = 0; k < r->n; ) {
+            if (!r->govs [k].answered && !bx_gov_by_id (self, r->govs [k].gov)) {
+                r->govs [k] = r->govs [--r->n];
+                continue;
+            }
+            waiting += !r->govs [k].answered;
+            k++;
+        }
+        peer_t *peer = r->peer;
+        if (waiting == 0) {
+            uint32_t *ids = malloc ((r->n + 1) * sizeof *ids);
+            mpr_str_t *results = malloc ((r->n + 1) * sizeof *results);
+            if (ids && results) {
+                for (uint32_t k = 0; k < r->n; k++) {
+                    ids [k] = r->govs [k].gov;
+                    results [k] = r->govs [k].results;
+                }
+                sq_wbuf_reset (&self->out);
+                sq_reply_encode_ran (&self->out, r->req, r->n, ids, results);
+                bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+            }
+            else
+                bx_reply_error (self, peer->identity, peer->identity_size, r->req, SQ_E_NOMEM,
+                                "out of memory", 0);
+            free (ids);
+            free (results);
+        }
+        else
+        if (r->deadline >= 0 && now >= r->deadline) {
+            char message [512];
+            uint32_t named = 0;
+            int at = snprintf (message, sizeof message, "run: %u governor(s) did not answer "
+                               "in time:", waiting);
+            for (uint32_t k = 0; k < r->n && at > 0 && (size_t) at < sizeof message; k++) {
+                if (r->govs [k].answered)
+                    continue;
+                gov_t *gov = bx_gov_by_id (self, r->govs [k].gov);
+                at += snprintf (message + at, sizeof message - (size_t) at, "%s %s (%u)",
+                                named++? ",": "", gov && gov->name? gov->name: "?",
+                                r->govs [k].gov);
+            }
+            bx_reply_error (self, peer->identity, peer->identity_size, r->req, SQ_E_TIMEOUT,
+                            message, 0);
+        }
+        else {
+            i++;
+            continue;
+        }
+        peer->outstanding--;
+        for (uint32_t k = 0; k < r->n; k++)
+            free ((void *) r->govs [k].results.ptr);
+        free (r->govs);
+        self->runs [i] = self->runs [--self->n_runs];
+    }
+}
+
+void
+bx_runs_drop_client (broker_t *self, peer_t *peer)
+{
+    for (size_t i = 0; i < self->n_runs; )
+        if (self->runs [i].peer == peer) {
+            for (uint32_t k = 0; k < self->runs [i].n; k++)
+                free ((void *) self->runs [i].govs [k].results.ptr);
+            free (self->runs [i].govs);
+            self->runs [i] = self->runs [--self->n_runs];
+        }
+        else
+            i++;
+}
+
 void
 bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req)
 {
@@ -820,7 +971,7 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
     }
     if (q.type != SQ_MSG_SESSION_OPEN && q.type != SQ_MSG_INFO && q.type != SQ_MSG_PING
     &&  q.type != SQ_MSG_RESUME && q.type != SQ_MSG_RETIRE && q.type != SQ_MSG_LOG
-    &&  q.type != SQ_MSG_RESTART) {
+    &&  q.type != SQ_MSG_RESTART && q.type != SQ_MSG_RUN) {
         session = s_client_session (self, peer, q.session, q.req);
         if (!session) {
             sq_request_release (&q);
@@ -856,6 +1007,9 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
             break;
         case SQ_MSG_RESTART:
             s_client_restart (self, peer, &q);
+            break;
+        case SQ_MSG_RUN:
+            s_client_run (self, peer, &q);
             break;
         case SQ_MSG_KEEP: case SQ_MSG_UNKEEP: case SQ_MSG_CANCEL:
             s_client_ids (self, peer, &q, session);

@@ -319,7 +319,8 @@ def test_asynchronous_client(cluster):
             both = await asyncio.gather(client.gather(slow), tick())
             assert both[0] == 45 and len(ticks) == 3
             # run and restart are awaitable too
-            assert set((await client.run(len, "ab")).values()) == {2}
+            ran = await client.run(len, "ab")       # {governor: {pid: result}}
+            assert {v for by_pid in ran.values() for v in by_pid.values()} == {2}
             await client.restart(keep_results=True)
             assert await f == 42
         finally:

@@ -396,20 +396,30 @@ def test_run_and_restart_touch_only_the_tenants_executors():
         cluster.broker.send_signal(signal.SIGHUP)
         a = until(lambda: _connect(cluster, alice), "the broker to take alice's key")
         b = until(lambda: _connect(cluster, bob), "the broker to take bob's key")
-        (pid_b, uid_b, _), = b.run(_who, "bob").values()
+        def ran(client, plant):
+            """The one executor client.run reached: (pid, uid, seen)."""
+            (by_pid,) = client.run(_who, plant).values()
+            assert len(by_pid) == 1, by_pid
+            return next(iter(by_pid.values()))
+
+        pid_b, uid_b, _ = b.submit(_who, "bob").result(TIMEOUT)
         assert uid_b >= FIRST_UID
+        # bob's executor is the only live one: alice's run reaches none
+        assert list(a.run(_who, "alice").values()) == [{}]
+        assert ran(b, None) == (pid_b, uid_b, "bob")
         # alice's restart leaves bob's executor alone: bob's next task runs
         # in it and sees what bob left there (REFRESH went before it)
         a.restart(keep_results=True)
-        assert list(b.run(_who, None).values()) == [(pid_b, uid_b, "bob")]
-        # alice's run ran as alice, in an executor of hers; her restart
-        # stops it and her next task gets a fresh one
-        (pid_a, uid_a, _), = a.run(_who, "alice").values()
+        assert ran(b, None) == (pid_b, uid_b, "bob")
+        # alice's task ran as alice, in an executor of hers, which her run
+        # reaches (and not bob's, if the pool kept it); her restart stops it and her next task
+        # gets a fresh one
+        pid_a, uid_a, _ = a.submit(_who, "alice").result(TIMEOUT)
         assert uid_a >= FIRST_UID and uid_a != uid_b and pid_a != pid_b
-        assert list(a.run(_who, None).values()) == [(pid_a, uid_a, "alice")]
+        assert ran(a, None) == (pid_a, uid_a, "alice")
         a.restart(keep_results=True)
         until(lambda: not _alive(pid_a), "alice's executor to stop")
-        (again_a, again_uid, seen), = a.run(_who, None).values()
+        again_a, again_uid, seen = a.submit(_who, None).result(TIMEOUT)
         assert again_a != pid_a and again_uid == uid_a and seen is None
         a.close()
         b.close()

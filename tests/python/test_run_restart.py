@@ -7,7 +7,7 @@ import os
 import pytest
 
 import squall
-from conftest import TIMEOUT, until
+from conftest import TIMEOUT, cluster_options, until
 
 
 def pid():
@@ -57,31 +57,77 @@ def alive(p):
         return False
 
 
-def test_run_on_every_governor(client):
-    names = {g["name"] for g in client.governors()}
-    assert len(names) == 2
-    pids = client.run(pid)
-    assert set(pids) == names, pids
-    assert all(isinstance(p, int) and p != os.getpid() for p in pids.values())
-    assert len(set(pids.values())) == 2             # each governor's own executor
-    # keywords are the function's, even those named as task options
-    assert client.run(fmt, 1, b=2) == {n: "1-2" for n in names}
-    assert client.run(with_timeout, timeout=7) == {n: 7 for n in names}
-    # the function's exception comes back as itself
-    with pytest.raises(ZeroDivisionError):
-        client.run(divide, 1, 0)
-    out = client.run(divide, 1, 0, on_error="return")
-    assert set(out) == names and all(isinstance(e, ZeroDivisionError) for e in out.values())
-    assert client.run(divide, 1, 0, on_error="ignore") == {}
-    one = sorted(names)[0]
-    assert set(client.run(pid, workers=[one])) == {one}
-    with pytest.raises(ValueError, match="on_error"):
-        client.run(pid, on_error="skip")
+def pids_of(out):
+    """The executors' pids of client.run's {governor: {pid: result}}."""
+    return {p for by_pid in out.values() for p in by_pid}
+
+
+def values_of(out):
+    return [v for by_pid in out.values() for v in by_pid.values()]
+
+
+def gated(gate, started):
+    open(os.path.join(started, str(os.getpid())), "w").close()
+    return wait_for_file(gate)
+
+
+def test_run_on_every_executor(tmp_path):
+    with squall.LocalCluster(governors=2, cpus=2, **cluster_options()) as cluster:
+        client = cluster.client()
+        other = cluster.client()        # the same tenant, another connection
+        govs = client.governors()
+        names = {g["name"] for g in govs}
+        assert len(names) == 2
+        # no executor of the tenant ran anything yet: nothing to reach
+        assert client.run(pid) == {n: {} for n in names}
+        # two tasks running at once on each governor: two executors each
+        gate, started = str(tmp_path / "gate"), tmp_path / "started"
+        started.mkdir()
+        tasks = [client.submit(gated, gate, str(started), workers=int(g["id"]), key="gated")
+                 for g in govs for _ in range(2)]
+        until(lambda: len(os.listdir(started)) == 4, "4 tasks to start")
+        # busy executors answer between tasks: the run waits for them
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        busy = pool.submit(other.run, pid)
+        with pytest.raises(squall.SquallError) as info:
+            client._run(pid, (), {}, None, "raise", 0.3)    # run's 30 s, shorter
+        assert info.value.code == 16 and "2 governor(s) did not answer" in str(info.value)
+        assert not busy.done()
+        open(gate, "w").close()
+        ran = {t.result(TIMEOUT) for t in tasks}
+        assert len(ran) == 4
+        out = busy.result(TIMEOUT)
+        pool.shutdown()
+        assert set(out) == names and pids_of(out) == ran, (out, ran)
+        assert all(len(by_pid) == 2 and all(k == v for k, v in by_pid.items())
+                   for by_pid in out.values()), out
+        # idle now: at once, every executor once
+        out = client.run(pid)
+        assert pids_of(out) == ran and sum(map(len, out.values())) == 4
+        # keywords are the function's, even those named as task options
+        assert values_of(client.run(fmt, 1, b=2)) == ["1-2"] * 4
+        assert values_of(client.run(with_timeout, timeout=7)) == [7] * 4
+        # the function's exception comes back as itself
+        with pytest.raises(ZeroDivisionError):
+            client.run(divide, 1, 0)
+        out = client.run(divide, 1, 0, on_error="return")
+        assert pids_of(out) == ran and all(isinstance(e, ZeroDivisionError)
+                                           for e in values_of(out))
+        assert client.run(divide, 1, 0, on_error="ignore") == {n: {} for n in names}
+        one = sorted(names)[0]
+        assert set(client.run(pid, workers=[one])) == {one}
+        with pytest.raises(ValueError, match="on_error"):
+            client.run(pid, on_error="skip")
+        # a function too large to send is refused before anything runs
+        with pytest.raises(squall.SquallError):
+            client.run(fmt, b"x" * (2 << 20))
+        other.close()
+        client.close()
 
 
 def test_restart_gives_fresh_executors_and_keeps_results(client):
-    before = set(client.run(pid).values())
-    before |= {client.submit(pid).result(TIMEOUT) for _ in range(4)}
+    before = {client.submit(pid).result(TIMEOUT) for _ in range(4)}
+    before |= pids_of(client.run(pid))
     client.run(plant, "planted")
     kept = client.submit(fmt, 5)
     assert kept.result(TIMEOUT) == "5-0"
@@ -90,10 +136,10 @@ def test_restart_gives_fresh_executors_and_keeps_results(client):
     assert not any(alive(p) for p in before), before
     # no executor that ran this client's tasks runs another: new ones run
     # what comes
-    after = set(client.run(pid).values()) | {client.submit(pid).result(TIMEOUT)
-                                               for _ in range(4)}
+    after = {client.submit(pid).result(TIMEOUT) for _ in range(4)}
+    after |= pids_of(client.run(pid))
     assert not after & before, (before, after)
-    assert set(client.run(planted).values()) == {None}
+    assert set(values_of(client.run(planted))) == {None}
     # results kept: the future still has its value, and feeds a new task
     assert kept.result(TIMEOUT) == "5-0"
     assert client.submit(fmt, kept, b=1).result(TIMEOUT) == "5-0-1"
@@ -140,4 +186,5 @@ def test_restart_drops_results_by_default(client):
         running.result(TIMEOUT)
     # the client goes on with new futures
     assert client.submit(fmt, 7).result(TIMEOUT) == "7-0"
-    assert set(client.run(fmt, 8).values()) == {"8-0"}
+    client.submit(fmt, 0).result(TIMEOUT)     # an executor of the tenant to reach
+    assert set(values_of(client.run(fmt, 8))) == {"8-0"}

@@ -871,6 +871,56 @@ s_test_update (void)
         sq_request_release (&back);
     }
 
+    //  RUN: the request, GRUN to a governor, its RAN results checked and
+    //  kept raw (forwarded as they are into RUN's reply)
+    {
+        sq_request_t run = { .type = SQ_MSG_RUN, .req = 6, .timeout_ms = 900,
+                             .fn = { "pickled", 7 } }, back;
+        sq_wbuf_reset (&w);
+        sq_request_encode (&w, &run);
+        CHECK (sq_request_decode (&back, w.buf.data, w.buf.size, &err) == 0);
+        CHECK (back.type == SQ_MSG_RUN && back.req == 6 && back.timeout_ms == 900
+               && back.fn.len == 7 && memcmp (back.fn.ptr, "pickled", 7) == 0);
+        sq_request_release (&back);
+        s_check_truncations ("RUN", s_dec_request, w.buf.data, w.buf.size);
+
+        sq_grun_t g = { .run = 12, .tenant = { "acme", 4 }, .fn = { "f", 1 } }, gb;
+        sq_wbuf_reset (&w);
+        sq_grun_encode (&w, &g);
+        CHECK (sq_grun_decode (&gb, w.buf.data, w.buf.size, &err) == 0);
+        CHECK (gb.run == 12 && mpr_str_eq (gb.tenant, "acme") && gb.fn.len == 1);
+
+        //  RAN [19, run, [[pid, ok, bytes]...]]
+        sq_wbuf_t res;
+        sq_wbuf_init (&res);
+        sq_pack_ran_result (&res.pk, 100, true, "ok", 2);
+        sq_pack_ran_result (&res.pk, 101, false, "no", 2);
+        sq_wbuf_reset (&w);
+        sq_batch_header (&w, SQ_MSG_UPDATE, 2);
+        sq_pack_ran (&w.pk, 12, 2, res.buf.data, res.buf.size);
+        sq_pack_ran (&w.pk, 13, 0, NULL, 0);    //  no executor of the tenant
+        CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+        CHECK (sq_update_next (&it, &ev) == 1);
+        CHECK (ev.type == SQ_EV_RAN && ev.key == 12 && ev.message.len == res.buf.size + 1
+               && memcmp (ev.message.ptr + 1, res.buf.data, res.buf.size) == 0);
+        CHECK (sq_update_next (&it, &ev) == 1);
+        CHECK (ev.type == SQ_EV_RAN && ev.key == 13 && ev.message.len == 1);
+        CHECK (sq_update_next (&it, &ev) == 0);
+        sq_iter_release (&it);
+        s_check_truncations ("UPDATE", s_dec_update, w.buf.data, w.buf.size);
+        //  A result that is not [pid, ok, bin]: refused
+        sq_wbuf_reset (&res);
+        msgpack_pack_array (&res.pk, 3);
+        msgpack_pack_uint32 (&res.pk, 1);
+        msgpack_pack_uint32 (&res.pk, 1);
+        msgpack_pack_bin (&res.pk, 0);
+        sq_wbuf_reset (&w);
+        sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+        sq_pack_ran (&w.pk, 1, 1, res.buf.data, res.buf.size);
+        CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "results"));
+        sq_wbuf_release (&res);
+    }
+
     //  Unknown event type, wrong count for a type
     sq_wbuf_reset (&w);
     sq_batch_header (&w, SQ_MSG_UPDATE, 1);

@@ -6,6 +6,7 @@ import ctypes
 import functools
 import logging
 import os
+import pickle
 import re
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 from . import _lib as L
 from . import _logs
 from . import _intask
+from . import _pickling
 from .errors import (ActorLost, ConnectionError, ObjectDeleted, ObjectLost, SquallError,
                      TaskCancelled, TaskFailed, TimeoutError, UpstreamFailed)
 from ._common import (TASK_OPTIONS, _FairLock, _JOB_STATES, _job_dict, _jobs_call, _locked, _ms,
@@ -694,18 +696,22 @@ class Client:
                 self._check(L.sq_client_restart_wait(self._h, max(0, int(timeout * 1000))))
 
     def run(self, function: Callable, *args, workers: Any = None, on_error: str = "raise",
-            **kwargs) -> Dict[Any, Any]:
-        """function(*args, **kwargs) on every connected governor (or on
-        workers=, governor names or ids), in one of the Python executors
-        there that run this client's tenant's tasks (as Dask's run, which
-        runs it in every worker): {governor name: its result}, keyed by
-        the governor's id instead where two governors share a name. It is
-        a task pinned to each governor (workers=) asking no cpu: unlike
-        Dask's run it waits for a slot there as other tasks do, and
-        runs in one of the executors there (the one tasks use, on a
-        governor with one cpu). on_error="raise": the first exception
+            **kwargs) -> Dict[Any, Dict[int, Any]]:
+        """function(*args, **kwargs) in every live Python executor of this
+        client's tenant on every governor (as Dask's run runs it in every
+        worker; other tenants' executors are not reached): {governor name:
+        {executor pid: its result}}, keyed by the governor's id instead where
+        two governors share a name; workers= (governor names or ids) keeps
+        those. A live executor is one that ran this tenant's tasks (not one
+        started in advance, nor one a restart retired): a governor where
+        none did maps to {}. An idle executor runs it at once, a busy one
+        between its tasks (after the task it runs), so a long task delays
+        the answer; after 30 s, SquallError (SQ_E_TIMEOUT) naming the
+        governors that did not answer. The function and its
+        arguments are pickled together (at most 1 MiB; over 16 KiB, busy
+        executors answer an error). on_error="raise": the first exception
         raised there is raised here as itself; "return": exceptions are the
-        values of their governors; "ignore": their governors are left out.
+        values of their executors; "ignore": their executors are left out.
         With asynchronous=True, an awaitable."""
         if on_error not in ("raise", "return", "ignore"):
             raise ValueError("on_error must be 'raise', 'return' or 'ignore', not %r"
@@ -713,31 +719,58 @@ class Client:
         return self._aio(self._run, function, args, kwargs, workers, on_error)
 
     def _run(self, function: Callable, args: tuple, kwargs: dict, workers: Any,
-             on_error: str) -> Dict[Any, Any]:
+             on_error: str, timeout: float = 30.0) -> Dict[Any, Dict[int, Any]]:
+        import struct
+        if L.sq_client_run is None:
+            raise SquallError("client.run needs a newer libsquall (sq_client_run)", L.SQ_E_INVALID)
         governors = self.governors()
-        if workers is not None:
-            wanted = set(self._governor_ids(workers))
-            governors = [g for g in governors if int(g["id"]) in wanted]
-        names = [g.get("name") for g in governors]
-        keys = [n if n and names.count(n) == 1 else int(g["id"])
-                for n, g in zip(names, governors)]
-        name = "run-%s" % getattr(function, "__name__", "function")
-        #   The function's keywords bound here: submit would take one named
-        #   as a task option (key=, timeout=, ...) for itself.
-        call = functools.partial(function, **kwargs) if kwargs else function
-        futures = [self.submit(call, *args, workers=int(g["id"]), cpus=0, key=name)
-                   for g in governors]
-        out: Dict[Any, Any] = {}
-        for key, future in zip(keys, futures):
+        names = {int(g["id"]): g.get("name") for g in governors}
+        counts = list(names.values())
+        wanted = set(self._governor_ids(workers)) if workers is not None else None
+        call = (function, args, kwargs)
+        fn = _pickling._cloud_dumps(call) if _pickling.cloudpickle else _pickling.dumps(call)
+        out_p = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        with self._lock:
+            self._check(L.sq_client_run(self._h, max(0, int(timeout * 1000)), fn, len(fn),
+                                        ctypes.byref(out_p), ctypes.byref(size)))
+        try:
+            data = ctypes.string_at(out_p.value, size.value) if size.value else b""
+        finally:
+            L.sq_free(out_p)
+        out: Dict[Any, Dict[int, Any]] = {}
+        first_error = None
+        pos = 0
+        head = struct.Struct("<IQBI")
+        while pos < len(data):
+            gov, pid, ok, length = head.unpack_from(data, pos)
+            pos += head.size
+            raw = data[pos:pos + length]
+            pos += length
+            if wanted is not None and gov not in wanted:
+                continue
+            name = names.get(gov)
+            key = name if name and counts.count(name) == 1 else gov
+            results = out.setdefault(key, {})
             try:
-                out[key] = future.result()
-            except Exception as exc:        # the function's own, as itself
-                if on_error == "raise":
-                    for rest in futures:
-                        rest.cancel()
-                    raise
-                if on_error == "return":
-                    out[key] = exc
+                value = pickle.loads(raw)
+            except Exception:               # noqa: BLE001 - the governor's own words
+                value = SquallError("run on executor %d: %s"
+                                    % (pid, raw.decode("utf-8", "replace")), 0)
+                ok = 0
+            if ok:
+                results[pid] = value
+            elif on_error == "raise":
+                first_error = first_error or value
+            elif on_error == "return":
+                results[pid] = value
+        for gov in names:
+            name = names[gov]
+            key = name if name and counts.count(name) == 1 else gov
+            if wanted is None or gov in wanted:
+                out.setdefault(key, {})
+        if first_error is not None:
+            raise first_error
         return out
 
     def compute(self, collections: Any, sync: bool = False, **kwargs) -> Any:

@@ -135,6 +135,8 @@ sq_session_new_job = _optional("sq_session_new_job", _p, _p, _c.c_char_p, _c.c_b
 sq_session_attach = _optional("sq_session_attach", _p, _p, _u32, _c.c_char_p)
 sq_session_replay = _optional("sq_session_replay", _c.c_int, _p)
 sq_client_restart_wait = _optional("sq_client_restart_wait", _c.c_int, _p, _c.c_int)
+sq_client_run = _optional("sq_client_run", _c.c_int, _p, _c.c_int, _c.c_char_p, _size,
+                          _c.POINTER(_p), _c.POINTER(_size))
 sq_adopt = _optional("sq_adopt", _c.c_int, _p, _u32p, _size, _u32p, _u32p)
 sq_session_detach = _optional("sq_session_detach", None, _c.POINTER(_p))
 sq_client_jobs = _optional("sq_client_jobs", _c.c_int, _p, _u32, _u32, _c.c_char_p,
