@@ -2,7 +2,11 @@
     (compute.h). The loop polls the inproc pipe, the children, the streams
     and the Python executors; the task queue and resources are in
     compute_tasks.c, the UPDATE batch and LOAD in compute_batch.c, the
-    state they share in compute_internal.h. */
+    state they share in compute_internal.h.
+
+    Over 800 lines: one handler per message the compute thread receives
+    (the broker's orders, the peers' copies, the executors' answers), each
+    short, all sharing the loop's state. */
 #include "compute.h"
 #include "compute_tasks.h"
 #include "compute_batch.h"
