@@ -244,6 +244,12 @@ sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_bl
 //  Task output (LOG to the broker, then LOGREAD on the governor that ran
 //  it): the broker only says where; the bytes come from the governor.
 
+//  A live governor answers a log read at once, from memory; one that just
+//  died never does, and the broker may not know yet. A shorter wait than a
+//  call's, so that the caller asks again soon and the broker then says the
+//  log was lost with it, instead of `squall log` hanging for a minute.
+#define S_LOGREAD_TIMEOUT 10000
+
 int
 sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t attempt, int stream,
                uint64_t offset, size_t max, char **data, size_t *size, uint64_t *next,
@@ -305,7 +311,7 @@ sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t attem
     sq_msg_init (&msg);
     uint32_t got_req;
     int rc = s_next_reply (self, socket, target.endpoint, key, req, 1, 0,
-                           SQ_CLIENT_CALL_TIMEOUT, "a log read", &msg, &reply, &got_req);
+                           S_LOGREAD_TIMEOUT, "a log read", &msg, &reply, &got_req);
     if (rc == 0 && reply.code == SQ_E_UNKNOWN_ID && assigned)
         *state = SQ_LOG_WAITING;        //  given to it, not started there yet
     else
