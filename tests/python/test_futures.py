@@ -110,3 +110,27 @@ def test_many_futures_released(client):
     for _ in range(3):
         assert sum(client.gather(client.map(inc, range(2000)), timeout=TIMEOUT)) == \
             sum(range(1, 2001))
+
+
+def test_a_session_collected_in_a_thread_the_lock_holder_waits_for(client):
+    """The garbage collector runs a session's finaliser in any thread, maybe
+    one the holder of the client's lock waits for (Thread.start waits for
+    the new thread): the finaliser must not wait for the lock (a deadlock
+    seen in CI), and the session is closed once the lock is let go."""
+    import gc
+    import threading
+    from squall._session import Session
+    session = Session(client)          # held by nothing else
+    handle = session._h
+    assert handle.value
+    box = [session]
+    del session
+    with client._lock:
+        #   The last reference goes in that thread; a session is in cycles,
+        #   so the collector finalises it, there
+        finaliser = threading.Thread(target=lambda: (box.clear(), gc.collect()))
+        finaliser.start()
+        finaliser.join(timeout=TIMEOUT)
+        assert not finaliser.is_alive(), "the session's finaliser waited for the client's lock"
+        assert handle.value                 # not closed while the lock is held elsewhere
+    assert not handle.value                 # closed as the lock was let go

@@ -2,10 +2,11 @@
 their checks, the client's fair lock, jobs' states, the session stack."""
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from . import _lib as L
 from .errors import SquallError
@@ -46,6 +47,8 @@ class _FairLock:
         self._next = 0              # the next ticket to hand out
         self._serving = 0           # the ticket whose turn it is
         self._abandoned: set = set()  # tickets of waits interrupted (KeyboardInterrupt)
+        #   Work of finalisers that could not take the lock (defer)
+        self._deferred: collections.deque = collections.deque()
 
     def _advance(self) -> None:
         self._serving += 1
@@ -78,10 +81,38 @@ class _FairLock:
             self._count = 1
             return True
 
+    def try_acquire(self) -> bool:
+        """acquire() if that would not wait: the lock is this thread's, or
+        free with nobody waiting for it."""
+        me = threading.get_ident()
+        if self._owner == me:
+            self._count += 1
+            return True
+        with self._cond:
+            if self._owner is not None or self._serving != self._next:
+                return False
+            self._next += 1
+            self._owner = me
+            self._count = 1
+            return True
+
+    def defer(self, fn: Callable[[], Any]) -> None:
+        """fn runs holding the lock, in whichever thread next lets it go: a
+        finaliser's work. The garbage collector runs finalisers in any
+        thread, maybe one the lock's holder waits for (Thread.start waits
+        for the new thread, which may collect garbage first): a finaliser
+        that waited for the lock would never return."""
+        self._deferred.append(fn)
+
     def release(self) -> None:
         if self._count > 1 and self._owner == threading.get_ident():
             self._count -= 1
             return
+        while self._deferred and self._owner == threading.get_ident():
+            try:
+                self._deferred.popleft()()
+            except Exception:
+                pass
         with self._cond:
             if self._owner != threading.get_ident():
                 raise RuntimeError("squall: releasing a client lock this thread does not hold")

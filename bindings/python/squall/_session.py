@@ -192,6 +192,19 @@ class Session:
         return out
 
     def __del__(self) -> None:
+        #   Never waits for the client's lock: see _FairLock.defer.
+        lock = self.__dict__.get("_lock")
+        if lock is None:
+            return
+        if lock.try_acquire():
+            try:
+                self._end()
+            finally:
+                lock.release()
+        else:
+            lock.defer(self._end)
+
+    def _end(self) -> None:
         try:
             if self.detached:
                 self.detach()
