@@ -691,6 +691,8 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
     for j, (value, content_type) in enumerate(zip(values, out_types)):
         try:
             if content_type == PICKLE:
+                for fn in _before_pickling:
+                    fn(value)
                 pieces = _pickled_parts(value, trailer)
                 trailer = b""
             else:
@@ -992,6 +994,10 @@ _credential_lock = threading.Lock()
 #   Called once, in the main thread, when the task that registered them
 #   returns (squall closes the task's client there).
 _at_end = []
+#   Called, in the main thread, with each value the task that registered
+#   them returns, before it is pickled (squall's _worker adopts the
+#   children's futures the value holds there, many per ADOPT).
+_before_pickling = []
 _number = 0
 _task_key = None
 
@@ -1007,6 +1013,10 @@ def task_number():
 
 def at_task_end(fn):
     _at_end.append(fn)
+
+
+def before_pickling(fn):
+    _before_pickling.append(fn)
 
 
 def credential():
@@ -1046,6 +1056,7 @@ def task_key():
 
 
 def _task_ended():
+    _before_pickling.clear()
     while _at_end:
         fn = _at_end.pop()
         try:

@@ -505,6 +505,37 @@ def test_returned_futures_leave_nothing_behind(nested_cluster):
           "the caller's session and its task's children's to close")
 
 
+def return_many_counting_adopts(n, log):
+    """return_many, writing to the file `log` how many ids each ADOPT its
+    client sends carries."""
+    import sys
+    from squall import _lib as L
+    adopt = L.sq_adopt
+
+    def counted(handle, ids, n_ids, session, adopted):
+        with open(log, "a") as f:
+            f.write("%d\n" % n_ids)
+        return adopt(handle, ids, n_ids, session, adopted)
+
+    def restore():
+        L.sq_adopt = adopt
+
+    L.sq_adopt = counted
+    sys.modules["_squall_executor"].at_task_end(restore)
+    return return_many(n)
+
+
+def test_returned_futures_are_adopted_in_batches(nested_cluster, tmp_path):
+    # 1100 futures returned: two ADOPTs (at most 1024 ids each), not 1100
+    client = nested_cluster.client()
+    log = str(tmp_path / "adopts")
+    got = client.submit(return_many_counting_adopts, 1100, log).result(timeout=TIMEOUT * 4)
+    assert client.gather(got, timeout=TIMEOUT * 4) == [2 * i for i in range(1100)]
+    with open(log) as f:
+        assert sorted(int(line) for line in f) == [76, 1024]
+    assert len({f.key for f in got}) == 1100
+
+
 class _Forged:
     def __init__(self, session, oid):
         self.args = (session, oid)

@@ -17,6 +17,7 @@ cpus finishes (governor/compute.c bounds how many wait at once).
 """
 import ctypes
 import os
+import pickle
 import threading
 from typing import Any, Callable, Optional
 
@@ -96,6 +97,8 @@ def get_client(timeout: float = 10.0):
         client._parent = ex.task_key() if hasattr(ex, "task_key") else None
         _client = (ex.task_number(), client)
         ex.at_task_end(_close_task_client)
+        if hasattr(ex, "before_pickling"):
+            ex.before_pickling(adopt_returned)
         return client
 
 
@@ -237,28 +240,103 @@ def _children_session(client):
 #   task's result (Future.result, in session S) gets a Future of its own
 #   session for it, which it may wait on, fetch, pass to tasks and drop
 #   like any other (dropping it frees the object).
+#   A result holding many futures (a list of 10 000 children) is adopted in
+#   batches before it is pickled (adopt_returned): one request per
+#   _ADOPT_MAX futures, not one per future.
+_ADOPT_MAX = 1024               # SQ_ADOPT_MAX, common/proto.h
+#   While adopt_returned looks for futures: {id: future} found so far.
+_finding = threading.local()
+
+
+class _Nowhere:
+    """A file that keeps nothing: adopt_returned's pickling only looks."""
+
+    def write(self, data) -> int:
+        return len(data)
+
+
+def _task_client():
+    with _client_lock:
+        return _client[1] if _client is not None else None
+
+
+def _adopt(client, session, futures) -> None:
+    """One ADOPT for futures (at most _ADOPT_MAX) of session; each is then
+    pickled as what it became in the caller's session."""
+    with client._lock:
+        session.submit()
+        to = ctypes.c_uint32()
+        got = (ctypes.c_uint32 * len(futures))()
+        rc = L.sq_adopt(session._h, L.ids([f._oid for f in futures]), len(futures),
+                        ctypes.byref(to), got)
+        if rc:
+            raise client._error(rc, session)
+        for f, oid in zip(futures, got):
+            f.__dict__["_adopted"] = (to.value, oid)
+
+
+def adopt_returned(value) -> None:
+    """Before the running task's result is pickled (the executor calls it):
+    the children's futures in it are adopted, _ADOPT_MAX per request. They
+    are found by pickling the value into nothing, once, and only when the
+    task's client holds futures at all; pickling it for real then finds
+    each one adopted. A value that does not pickle is left to the real
+    pickling to say why."""
+    client = _task_client()
+    if client is None or client._parent is None or client._live_futures <= 0 \
+            or L.sq_adopt is None:
+        return
+    found: dict = {}
+    _finding.found = found
+    try:
+        try:
+            pickle.Pickler(_Nowhere(), protocol=pickle.HIGHEST_PROTOCOL,
+                           buffer_callback=_out_of_band).dump(value)
+        except Exception:
+            try:
+                import cloudpickle
+            except ImportError:
+                return
+            try:
+                cloudpickle.CloudPickler(_Nowhere(), protocol=pickle.HIGHEST_PROTOCOL,
+                                         buffer_callback=_out_of_band).dump(value)
+            except Exception:
+                return
+    finally:
+        _finding.found = None
+    sessions: dict = {}
+    for f in found.values():
+        sessions.setdefault(id(f._session), (f._session, []))[1].append(f)
+    for session, futures in sessions.values():
+        for i in range(0, len(futures), _ADOPT_MAX):
+            _adopt(client, session, futures[i:i + _ADOPT_MAX])
+
+
+def _out_of_band(buffer) -> bool:
+    return False                # left out: adopt_returned reads no bytes
+
+
 def reduce_future(future):
     """Future.__reduce__."""
-    with _client_lock:
-        client = _client[1] if _client is not None else None
+    client = _task_client()
     session = future._session
+    found = getattr(_finding, "found", None)
+    if found is not None:
+        #   adopt_returned looking: the real pickling refuses what is
+        #   not adoptable
+        if client is not None and session.client is client \
+                and "_adopted" not in future.__dict__:
+            found[id(future)] = future
+        return (int, ())
     if client is None or session.client is not client or client._parent is None \
             or L.sq_adopt is None:
         raise TypeError("a squall Future cannot be pickled here: it belongs to the client that "
                         "made it (a future made inside a task can be returned by that task, "
                         "or passed to its other children); pass the future itself to "
                         "client.submit, or its result")
-    adopted = future.__dict__.get("_adopted")
-    if adopted is None:
-        with client._lock:
-            session.submit()
-            to = ctypes.c_uint32()
-            oid = (ctypes.c_uint32 * 1)()
-            rc = L.sq_adopt(session._h, L.ids([future._oid]), 1, ctypes.byref(to), oid)
-            if rc:
-                raise client._error(rc, session)
-            adopted = future.__dict__["_adopted"] = (to.value, oid[0])
-    return (_futures._adopted_future, adopted)
+    if "_adopted" not in future.__dict__:
+        _adopt(client, session, [future])
+    return (_futures._adopted_future, future.__dict__["_adopted"])
 
 
 #   Future.__reduce__ (_futures) asks _intask, which this module fills in:
