@@ -9,6 +9,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from . import _lib as L
+from ._msgmap import with_key
 from .errors import SquallError
 
 if TYPE_CHECKING:
@@ -181,20 +182,11 @@ def _with_log_options(config: bytes, options: dict) -> bytes:
             if not raw.startswith(b"/") or b"\0" in raw or len(raw) > 4096:
                 raise ValueError("%s must be an absolute path, not %r" % (name, value))
             packed = b"\xda" + len(raw).to_bytes(2, "big") + raw
-        config = _with_key(config, name.encode(), packed)
+        try:
+            config = with_key(config, name.encode(), packed)
+        except ValueError:
+            raise SquallError("log options need a task configured by a map") from None
     return config
-
-def _with_key(config: bytes, key: bytes, packed: bytes) -> bytes:
-    head = config[0]
-    if 0x80 <= head < 0x8f:
-        out = bytes([head + 1]) + config[1:]
-    elif head == 0x8f:
-        out = b"\xde\x00\x10" + config[1:]
-    elif head == 0xde:
-        out = b"\xde" + (int.from_bytes(config[1:3], "big") + 1).to_bytes(2, "big") + config[3:]
-    else:
-        raise SquallError("log options need a task configured by a map")
-    return out + bytes([0xa0 + len(key)]) + key + packed
 
 def _check_options(options: dict) -> None:
     """Refuses task options the library would misread, before anything is

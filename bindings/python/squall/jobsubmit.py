@@ -79,17 +79,13 @@ def _with_str_key(config, key, value):
 
 
 def _with_key(config, key, packed):
-    """config with one more key, its value already packed."""
-    head = config[0]
-    if 0x80 <= head < 0x8f:
-        out = bytes([head + 1]) + config[1:]
-    elif head == 0x8f:
-        out = b"\xde\x00\x10" + config[1:]
-    elif head == 0xde:
-        out = b"\xde" + (int.from_bytes(config[1:3], "big") + 1).to_bytes(2, "big") + config[3:]
-    else:
-        raise cli.CliError("task config: not a map")
-    return out + bytes([0xa0 + len(key)]) + key.encode() + packed
+    """config with one more key, its value already packed (_msgmap.py,
+    which the package shares, loaded by path as this file is)."""
+    msgmap = sys.modules.get("squall__msgmap") or cli._part("_msgmap")
+    try:
+        return msgmap.with_key(config, key.encode(), packed)
+    except ValueError:
+        raise cli.CliError("task config: not a map") from None
 
 
 def _add_task(lib, session, job_id, task, ids, spec):
