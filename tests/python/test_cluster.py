@@ -24,6 +24,30 @@ def test_local_cluster_context_and_address():
     assert all(p.poll() is not None for p in procs)
 
 
+def test_a_cluster_collected_in_a_thread_a_client_lock_holder_waits_for():
+    # LocalCluster's finaliser closes its clients: never waiting for their
+    # locks (the collector may run it in a thread the holder of one waits
+    # for), they close as the lock is let go; its processes stop
+    import gc
+    import threading
+    from conftest import TIMEOUT
+    cluster = squall.LocalCluster(governors=1, cpus=1, **cluster_options())
+    procs = cluster.governors
+    client = cluster.client()
+    assert isinstance(client.info(), dict)
+    lock, handle = client._lock, client._h
+    box = [cluster]
+    del cluster
+    with lock:
+        finaliser = threading.Thread(target=lambda: (box.clear(), gc.collect()))
+        finaliser.start()
+        finaliser.join(timeout=TIMEOUT)
+        assert not finaliser.is_alive(), "the cluster's finaliser waited for a client's lock"
+        assert handle.value
+    assert not handle.value
+    assert all(p.poll() is not None for p in procs)
+
+
 def test_connection_error_names_address():
     address = "tcp://127.0.0.1:%d" % _free_port()
     with pytest.raises(squall.ConnectionError) as info:

@@ -134,3 +134,25 @@ def test_a_session_collected_in_a_thread_the_lock_holder_waits_for(client):
         assert not finaliser.is_alive(), "the session's finaliser waited for the client's lock"
         assert handle.value                 # not closed while the lock is held elsewhere
     assert not handle.value                 # closed as the lock was let go
+
+
+def test_a_client_collected_in_a_thread_the_lock_holder_waits_for(cluster):
+    """The same for a client's own finaliser: it neither waits for its
+    lock nor joins a thread that takes it; the connection closes once the
+    lock is let go."""
+    import gc
+    import threading
+    client = squall.Client(cluster.address, secret_key=cluster.secret_key,
+                           broker_key=cluster.broker_key)
+    assert isinstance(client.info(), dict)
+    lock, handle = client._lock, client._h
+    assert handle.value
+    box = [client]
+    del client
+    with lock:
+        finaliser = threading.Thread(target=lambda: (box.clear(), gc.collect()))
+        finaliser.start()
+        finaliser.join(timeout=TIMEOUT)
+        assert not finaliser.is_alive(), "the client's finaliser waited for its lock"
+        assert handle.value                 # not closed while the lock is held elsewhere
+    assert not handle.value                 # closed as the lock was let go

@@ -284,20 +284,24 @@ class Client:
             return self._aio(self._close)
         return self._close()
 
-    def _close(self) -> None:
-        lock = getattr(self, "_lock", None)
+    def _close(self, wait: bool = True) -> None:
+        """close(); wait=False, a finaliser's, never waits: for the lock
+        (see _FairLock.defer) nor for the log forwarder, which takes it."""
+        lock = self.__dict__.get("_lock")
         if lock is None:
             return
-        if getattr(self, "_forwarder", None) is not None:
-            self._forwarder.stop()
-        with lock:
-            if self._watcher is not None:
-                self._watcher.stop()
-            if getattr(self, "_h", None) and self._h.value:
-                if self._fs is not None:
-                    self._fs.close()
-                    self._fs = None
-                L.sq_client_destroy(ctypes.byref(self._h))
+        if self.__dict__.get("_forwarder") is not None:
+            self._forwarder.stop(wait)
+        lock.run(self._destroy, wait)
+
+    def _destroy(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+        if getattr(self, "_h", None) and self._h.value:
+            if self._fs is not None:
+                self._fs.close()
+                self._fs = None
+            L.sq_client_destroy(ctypes.byref(self._h))
         self._flush_wanted.set()
 
     def __enter__(self) -> "Client":
@@ -308,7 +312,7 @@ class Client:
 
     def __del__(self) -> None:
         try:
-            self._close()
+            self._close(wait=False)
         except Exception:
             pass
 

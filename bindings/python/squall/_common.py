@@ -105,6 +105,19 @@ class _FairLock:
         that waited for the lock would never return."""
         self._deferred.append(fn)
 
+    def run(self, fn: Callable[[], Any], wait: bool = True) -> None:
+        """fn holding the lock; without wait (a finaliser), now if that
+        would not wait, else as the lock is let go (defer)."""
+        if wait:
+            self.acquire()
+        elif not self.try_acquire():
+            self.defer(fn)
+            return
+        try:
+            fn()
+        finally:
+            self.release()
+
     def release(self) -> None:
         if self._count > 1 and self._owner == threading.get_ident():
             self._count -= 1

@@ -362,10 +362,12 @@ class _LogForwarder:
                                                 name="squall-logs")
                 self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """Ends the thread; with wait, once it has (a finaliser does not
+        wait: the thread may be waiting for the client's lock)."""
         self._stop.set()
         t = self._thread
-        if t is not None and t is not threading.current_thread():
+        if wait and t is not None and t is not threading.current_thread():
             t.join(timeout=5)
 
     def _loop(self) -> None:

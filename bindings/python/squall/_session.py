@@ -194,15 +194,8 @@ class Session:
     def __del__(self) -> None:
         #   Never waits for the client's lock: see _FairLock.defer.
         lock = self.__dict__.get("_lock")
-        if lock is None:
-            return
-        if lock.try_acquire():
-            try:
-                self._end()
-            finally:
-                lock.release()
-        else:
-            lock.defer(self._end)
+        if lock is not None:
+            lock.run(self._end, wait=False)
 
     def _end(self) -> None:
         try:

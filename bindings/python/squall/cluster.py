@@ -390,7 +390,13 @@ class LocalCluster:
         self.close()
 
     def __del__(self) -> None:
+        #   Never waits for a client's lock (the collector may run this in a
+        #   thread the lock's holder waits for): its clients close as their
+        #   locks are let go (Client._close).
         try:
+            clients, self._clients = self.__dict__.get("_clients", ()), []
+            for client in clients:
+                client._close(wait=False)
             self.close(timeout=2.0)
         except Exception:
             pass
