@@ -114,7 +114,7 @@ def test_without_a_wait_a_request_above_every_governor_seen_is_refused_at_once()
 
 
 def test_wait_for_governors_and_the_no_governor_warning(caplog, monkeypatch):
-    monkeypatch.setattr(squall._session, "_NO_GOVERNOR_WARNING", 0.2)
+    monkeypatch.setattr(squall._session_wait, "_NO_GOVERNOR_WARNING", 0.2)
     with squall.LocalCluster(governors=0, **cluster_options()) as cluster:
         client = cluster.client()
         with pytest.raises(squall.TimeoutError):
