@@ -242,8 +242,8 @@ def _children_session(client):
 #   like any other (dropping it frees the object).
 #   A result holding many futures (a list of 10 000 children) is adopted in
 #   batches before it is pickled (adopt_returned): one request per
-#   _ADOPT_MAX futures, not one per future.
-_ADOPT_MAX = 1024               # SQ_ADOPT_MAX, common/proto.h
+#   _SQ_ADOPT_MAX futures, not one per future.
+_SQ_ADOPT_MAX = 1024            # common/proto.h
 #   While adopt_returned looks for futures: {id: future} found so far.
 _finding = threading.local()
 
@@ -261,7 +261,7 @@ def _task_client():
 
 
 def _adopt(client, session, futures) -> None:
-    """One ADOPT for futures (at most _ADOPT_MAX) of session; each is then
+    """One ADOPT for futures (at most _SQ_ADOPT_MAX) of session; each is then
     pickled as what it became in the caller's session."""
     with client._lock:
         session.submit()
@@ -277,7 +277,7 @@ def _adopt(client, session, futures) -> None:
 
 def adopt_returned(value) -> None:
     """Before the running task's result is pickled (the executor calls it):
-    the children's futures in it are adopted, _ADOPT_MAX per request. They
+    the children's futures in it are adopted, _SQ_ADOPT_MAX per request. They
     are found by pickling the value into nothing, once, and only when the
     task's client holds futures at all; pickling it for real then finds
     each one adopted. A value that does not pickle is left to the real
@@ -308,8 +308,8 @@ def adopt_returned(value) -> None:
     for f in found.values():
         sessions.setdefault(id(f._session), (f._session, []))[1].append(f)
     for session, futures in sessions.values():
-        for i in range(0, len(futures), _ADOPT_MAX):
-            _adopt(client, session, futures[i:i + _ADOPT_MAX])
+        for i in range(0, len(futures), _SQ_ADOPT_MAX):
+            _adopt(client, session, futures[i:i + _SQ_ADOPT_MAX])
 
 
 def _out_of_band(buffer) -> bool:
