@@ -136,14 +136,16 @@ def test_a_session_collected_in_a_thread_the_lock_holder_waits_for(client):
     assert not handle.value                 # closed as the lock was let go
 
 
-def test_a_client_collected_in_a_thread_the_lock_holder_waits_for(cluster):
-    """The same for a client's own finaliser: it neither waits for its
-    lock nor joins a thread that takes it; the connection closes once the
-    lock is let go."""
+@pytest.mark.parametrize("kind", ["Client", "TaskClient"])
+def test_a_client_collected_in_a_thread_the_lock_holder_waits_for(cluster, kind):
+    """The same for a client's own finaliser (a task's client's too): it
+    neither waits for its lock nor joins a thread that takes it; the
+    connection closes once the lock is let go."""
     import gc
     import threading
-    client = squall.Client(cluster.address, secret_key=cluster.secret_key,
-                           broker_key=cluster.broker_key)
+    from squall import _worker
+    cls = squall.Client if kind == "Client" else _worker._task_client_class()
+    client = cls(cluster.address, secret_key=cluster.secret_key, broker_key=cluster.broker_key)
     assert isinstance(client.info(), dict)
     lock, handle = client._lock, client._h
     assert handle.value

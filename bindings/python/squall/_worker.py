@@ -177,20 +177,17 @@ def _task_client_class():
                 self._fs = _children_session(self)
             return self._fs
 
-        def _close(self):
+        def _destroy(self):
             # the children's session is left to the broker: it closes it
             # (cancelling the children nobody waited for) once this task
             # has ended, so that a report of the task lost with its
             # governor leaves the children for the attempt run again
-            lock = getattr(self, "_lock", None)
-            if lock is not None:
-                with lock:
-                    fs, self._fs = self._fs, None
-                    if fs is not None and fs.detached and fs._h.value:
-                        L.sq_session_detach(ctypes.byref(fs._h))
-                    elif fs is not None:
-                        self._fs = fs
-            super()._close()
+            fs, self._fs = self._fs, None
+            if fs is not None and fs.detached and fs._h.value:
+                L.sq_session_detach(ctypes.byref(fs._h))
+            elif fs is not None:
+                self._fs = fs
+            super()._destroy()
 
         def submit(self, fn: Callable, *args, **kwargs) -> Any:
             return super().submit(nested(fn, kwargs), *args, **kwargs)
