@@ -24,8 +24,9 @@ void compute_failed_reason (compute_t *self, uint64_t key, uint32_t attempt, con
                             uint64_t duration_us, uint32_t reason);
 void compute_failed (compute_t *self, uint64_t key, uint32_t attempt, const char *message,
                      uint64_t duration_us);
-//  LOAD to the balance thread: ms until it may be told again, or -1.
-long compute_report_load (compute_t *self);
+//  Publishes the load to the balance thread (balancer.h), which alone
+//  decides when LOAD goes: every turn of the loop, busy or idle.
+void compute_publish_load (compute_t *self);
 //  ms to hold the UPDATE while Python executors are busy, or -1.
 long compute_py_hold (compute_t *self);
 
