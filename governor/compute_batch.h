@@ -1,8 +1,8 @@
 /*  compute_batch: what the compute thread tells the broker and the
     balance thread. Task events are packed into one pending UPDATE, sent
     when the thread has nothing more to read (or a bound is reached), held
-    a moment while Python executors are busy; LOAD goes to the balance
-    thread when it changed, at most every S_LOAD_EVERY_NS.
+    a moment while Python executors are busy; the load is published to
+    the balance thread, which makes LOAD of it (balancer.h).
 
     Ownership: the pending events and payloads live in the compute_t
     (compute_internal.h); compute_flush hands them to the pipe. */
