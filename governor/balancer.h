@@ -5,10 +5,10 @@
     not a queue, so nothing is dropped and nothing falls behind. The balance
     thread alone decides when the broker hears of it: every 250 ms when it
     changed, at least every 2 s. LOAD goes on the balance thread's own pipe
-    to the receive thread, not on compute's: there it would wait behind
-    UPDATEs and data-plane frames the receive thread holds back while a
-    peer's queue is full (receiver.c, `stalled`), and would be sent only when
-    the compute loop is idle.
+    to the receive thread, not on compute's: there it would queue behind
+    compute's outbound UPDATEs and data-plane chunks (the receive thread
+    drains that pipe S_READ_BURST messages a turn), and, sent by compute,
+    it would leave only when the compute loop is idle.
 
     Ownership: balancer_new takes over the pipe when it succeeds (closed by
     balancer_destroy); the load cell is the caller's, made before and
