@@ -652,6 +652,8 @@ compute_run (compute_t *self)
             timeout = s_min_timeout (timeout, compute_memcheck_due (self));
             timeout = s_min_timeout (timeout, compute_boxcheck_due (self));
             timeout = s_min_timeout (timeout, s_heap_release (self));
+            //  What the timers just changed too, before waiting.
+            compute_publish_load (self);
             rc = zmq_poll (self->items, n, timeout);
         }
         if (rc < 0 && errno == ETERM)
