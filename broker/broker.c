@@ -322,10 +322,8 @@ s_tick_heartbeats (broker_t *self, int64_t now)
         }
         i++;
     }
-    if (self->n_restarts)
-        bx_restarts_check (self, now);
-    if (self->n_runs)
-        bx_runs_check (self, now);
+    if (self->n_fanouts)
+        bx_fanouts_check (self, now);
     bx_check_suspects (self, now);
     return now + self->config.heartbeat_ms / 4 + 1;
 }
@@ -797,15 +795,7 @@ broker_destroy (broker_t **self_p)
     sq_idmap_destroy (&self->by_fd);
     sq_idmap_destroy (&self->nested);
     free (self->nested_ended);
-    for (size_t i = 0; i < self->n_restarts; i++)
-        free (self->restarts [i].wait);
-    free (self->restarts);
-    for (size_t i = 0; i < self->n_runs; i++) {
-        for (uint32_t k = 0; k < self->runs [i].n; k++)
-            free ((void *) self->runs [i].govs [k].results.ptr);
-        free (self->runs [i].govs);
-    }
-    free (self->runs);
+    bx_fanouts_destroy (self);
     conns_destroy (&self->conns);
     uploads_destroy (&self->uploads);
     free (self->stream_ready);

@@ -164,13 +164,10 @@ struct _broker_t {
     sq_idmap_t *nested;
     uint64_t *nested_ended;
     size_t n_nested_ended, cap_nested_ended;
-    //  requests.c: RESTARTs waiting for their governors' REFRESHED
-    struct _restart_t *restarts;
-    size_t n_restarts, cap_restarts;
-    //  requests.c: RUNs waiting for their governors' RAN, bounded by each
-    //  connection's outstanding requests
-    struct _run_t *runs;
-    size_t n_runs, cap_runs;
+    //  fanout.c: RESTARTs and RUNs waiting for their governors, bounded by
+    //  each connection's outstanding requests
+    struct _bx_fanout_t *fanouts;
+    size_t n_fanouts, cap_fanouts;
     uint64_t last_run;
 };
 
@@ -206,38 +203,39 @@ void bx_sessions_expire (broker_t *self, int64_t now);
 //  requests.c: client requests, a client's sessions
 
 void bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, uint32_t req);
-//  A RESTART waiting: the governors (ids) and the REFRESH each must confirm.
-struct _restart_t {
-    peer_t *peer;
-    uint32_t req;
-    int64_t deadline;
-    uint32_t n;
-    struct { uint32_t gov; uint64_t seq; } *wait;   //  owned
-};
-//  RESTARTs whose governors all confirmed (or left) are answered, those
-//  past their deadline answered SQ_E_TIMEOUT naming the others.
-void bx_restarts_check (broker_t *self, int64_t now);
-//  A client left: its RESTARTs are forgotten.
-void bx_restarts_drop_client (broker_t *self, peer_t *peer);
 
-//  A RUN waiting: the governors (ids) sent GRUN `id`, and each one's RAN
-//  results once they came (owned copies; len 0: not yet).
-struct _run_t {
+//  --------------------------------------------------------------------------
+//  fanout.c: RESTART and RUN, sent to every governor, answered once each did
+
+typedef enum { BX_FANOUT_RESTART, BX_FANOUT_RUN } bx_fanout_kind_t;
+//  One governor a fan-out waits for.
+typedef struct {
+    uint32_t gov;
+    uint64_t seq;               //  RESTART: the REFRESH its REFRESHED must reach
+    bool answered;
+    mpr_str_t results;          //  RUN: its RAN results (owned copy)
+} bx_fanout_gov_t;
+typedef struct _bx_fanout_t {
+    bx_fanout_kind_t kind;
     peer_t *peer;
     uint32_t req;
     int64_t deadline;
-    uint64_t id;
+    uint64_t id;                //  RUN: GRUN's run
     uint32_t n;
-    struct { uint32_t gov; bool answered; mpr_str_t results; } *govs;   //  owned
-};
-//  RUNs all of whose governors answered (those that left are left out)
-//  are answered, those past their deadline answered SQ_E_TIMEOUT naming the
-//  others.
-void bx_runs_check (broker_t *self, int64_t now);
+    bx_fanout_gov_t *govs;      //  owned
+} bx_fanout_t;
+//  Sends the request's order (REFRESH, GRUN) to every governor and waits
+//  (or answers an error at once: SQ_E_BUSY, SQ_E_NOMEM).
+void bx_fanout_start (broker_t *self, peer_t *peer, const sq_request_t *q, bx_fanout_kind_t kind);
+//  Those all of whose governors answered (those that left are left out)
+//  are answered, those past their deadline answered SQ_E_TIMEOUT naming
+//  the others.
+void bx_fanouts_check (broker_t *self, int64_t now);
 //  A governor's RAN for run `run` (results: checked, raw).
 void bx_run_answered (broker_t *self, gov_t *gov, uint64_t run, mpr_str_t results);
-//  A client left: its RUNs are forgotten.
-void bx_runs_drop_client (broker_t *self, peer_t *peer);
+//  A client left: its fan-outs are forgotten.
+void bx_fanouts_drop_client (broker_t *self, peer_t *peer);
+void bx_fanouts_destroy (broker_t *self);
 
 //  Whether the peer may see the session: always without keys, else one of
 //  its tenant's (an admin sees all).

@@ -881,6 +881,20 @@ sq_client_restart (sq_client_t *self)
     return sq_client_restart_wait (self, SQ_RESTART_DEFAULT_MS);
 }
 
+//  A request the broker sends on to every governor and answers once each
+//  one did (RESTART, RUN): the broker's timeout (timeout_ms) speaks first,
+//  this call's own wait a call's timeout longer.
+static int
+s_call_governors (sq_client_t *self, sq_request_t *request, sq_reply_t *reply)
+{
+    request->req = sq_client_next_req (self);
+    sq_wbuf_reset (&self->w);
+    sq_request_encode (&self->w, request);
+    int call_ms = request->timeout_ms > INT32_MAX - SQ_CLIENT_CALL_TIMEOUT? -1
+                : (int) request->timeout_ms + SQ_CLIENT_CALL_TIMEOUT;
+    return sq_client_call (self, request->req, NULL, 0, call_ms, reply);
+}
+
 int
 sq_client_restart_wait (sq_client_t *self, int timeout_ms)
 {
@@ -890,14 +904,8 @@ sq_client_restart_wait (sq_client_t *self, int timeout_ms)
         return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "sq_client_restart_wait: a timeout "
                                  "of 0 ms or more");
     sq_request_t request = { .type = SQ_MSG_RESTART, .timeout_ms = timeout_ms };
-    request.req = sq_client_next_req (self);
-    sq_wbuf_reset (&self->w);
-    sq_request_encode (&self->w, &request);
-    //  The broker's timeout speaks first.
-    int call_ms = timeout_ms > INT32_MAX - SQ_CLIENT_CALL_TIMEOUT? -1
-                : timeout_ms + SQ_CLIENT_CALL_TIMEOUT;
     sq_reply_t reply;
-    int rc = sq_client_call (self, request.req, NULL, 0, call_ms, &reply);
+    int rc = s_call_governors (self, &request, &reply);
     if (rc)
         return rc;
     sq_errbuf_t err;
@@ -976,13 +984,8 @@ sq_client_run (sq_client_t *self, int timeout_ms, const void *fn, size_t size,
     *out_size = 0;
     sq_request_t request = { .type = SQ_MSG_RUN, .timeout_ms = timeout_ms,
                              .fn = { (const char *) fn, (uint32_t) size } };
-    request.req = sq_client_next_req (self);
-    sq_wbuf_reset (&self->w);
-    sq_request_encode (&self->w, &request);
-    int call_ms = timeout_ms > INT32_MAX - SQ_CLIENT_CALL_TIMEOUT? -1
-                : timeout_ms + SQ_CLIENT_CALL_TIMEOUT;
     sq_reply_t reply;
-    int rc = sq_client_call (self, request.req, NULL, 0, call_ms, &reply);
+    int rc = s_call_governors (self, &request, &reply);
     if (rc)
         return rc;
     s_flat_t flat = { NULL, 0, 0 };

@@ -311,9 +311,10 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //           body: {governor id: [[pid, ok, bytes]...]} once every governor
 //           sent RAN; SQ_E_TIMEOUT naming those that did not
 #define SQ_RUN_FN_MAX (1u << 20)
-//  One governor's answers to a RUN together (the RAN event's results).
-#define SQ_RUN_RESULTS_MAX (8u << 20)
-#define SQ_RUN_EXECS_MAX 1024
+//  One governor's answers to a RUN together (the RAN event's results):
+//  small, as the broker relays them (it never relays large payloads).
+#define SQ_RUN_RESULTS_MAX (64u << 10)
+#define SQ_RUN_EXECS_MAX 256
 //  RUN's body from the governors' RAN results (raw, checked when they came).
 void sq_reply_encode_ran (sq_wbuf_t *w, uint32_t req, uint32_t n, const uint32_t *govs,
                           const mpr_str_t *results);

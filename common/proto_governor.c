@@ -174,7 +174,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
             mpr_field (r, "event.results");
             size_t at = r->pos;
             if (mpr_array (r, &n) == 0 && n > SQ_RUN_EXECS_MAX)
-                mpr_fail (r, "more than 1024 executors");
+                mpr_fail (r, "more than 256 executors");
             for (uint32_t i = 0; mpr_ok (r) && i < n; i++) {
                 uint64_t pid;
                 bool ok;
@@ -185,7 +185,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
                 mpr_bin (r, &bytes, SQ_RUN_RESULTS_MAX);
             }
             if (mpr_ok (r) && r->pos - at > SQ_RUN_RESULTS_MAX)
-                mpr_fail (r, "results over 8 MiB");
+                mpr_fail (r, "results over 64 KiB");
             if (mpr_ok (r)) {
                 ev->message.ptr = (const char *) r->data + at;
                 ev->message.len = (uint32_t) (r->pos - at);

@@ -1,10 +1,11 @@
-/*  balancer: periodic LOAD reports. */
+/*  balancer: the balance thread's LOAD reports (balancer.h). */
 #include "balancer.h"
 #include "route.h"
 #include "task.h"
 #include "wire.h"
 #include "log.h"
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +13,52 @@
 #define S_TICK_MS 250
 #define S_MAX_SILENCE_NS 2000000000ull
 
+struct _balancer_load_t {
+    pthread_mutex_t lock;
+    sq_load_t load;
+};
+
+balancer_load_t *
+balancer_load_new (void)
+{
+    balancer_load_t *self = (balancer_load_t *) calloc (1, sizeof *self);
+    if (self && pthread_mutex_init (&self->lock, NULL)) {
+        free (self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+balancer_load_destroy (balancer_load_t **self_p)
+{
+    balancer_load_t *self = *self_p;
+    if (!self)
+        return;
+    pthread_mutex_destroy (&self->lock);
+    free (self);
+    *self_p = NULL;
+}
+
+void
+balancer_load_set (balancer_load_t *self, const sq_load_t *load)
+{
+    pthread_mutex_lock (&self->lock);
+    self->load = *load;
+    pthread_mutex_unlock (&self->lock);
+}
+
+void
+balancer_load_get (balancer_load_t *self, sq_load_t *load)
+{
+    pthread_mutex_lock (&self->lock);
+    *load = self->load;
+    pthread_mutex_unlock (&self->lock);
+}
+
 struct _balancer_t {
     void *pipe;
-    void *load;
+    balancer_load_t *load;
     sq_load_t current;
     sq_load_t reported;
     uint64_t reported_ns;
@@ -23,7 +67,7 @@ struct _balancer_t {
 };
 
 balancer_t *
-balancer_new (void *pipe, void *load)
+balancer_new (void *pipe, balancer_load_t *load)
 {
     balancer_t *self = (balancer_t *) calloc (1, sizeof *self);
     if (!self)
@@ -40,19 +84,8 @@ balancer_destroy (balancer_t **self_p)
     if (!self)
         return;
     zmq_close (self->pipe);
-    zmq_close (self->load);
     free (self);
     *self_p = NULL;
-}
-
-static void
-s_on_load (balancer_t *self)
-{
-    sq_load_t load;
-    int size;
-    while ((size = zmq_recv (self->load, &load, sizeof load, ZMQ_DONTWAIT)) >= 0)
-        if (size == (int) sizeof load)
-            self->current = load;
 }
 
 static void
@@ -68,6 +101,7 @@ s_on_pipe (balancer_t *self)
 static void
 s_tick (balancer_t *self, uint64_t now)
 {
+    balancer_load_get (self->load, &self->current);
     bool changed = memcmp (&self->current, &self->reported, sizeof self->current) != 0;
     if (!changed && now - self->reported_ns < S_MAX_SILENCE_NS)
         return;
@@ -87,17 +121,13 @@ balancer_run (balancer_t *self)
 {
     self->next_tick_ns = task_now_ns ();
     while (!self->terminated) {
-        zmq_pollitem_t items [] = {
-            { self->pipe, 0, ZMQ_POLLIN, 0 }, { self->load, 0, ZMQ_POLLIN, 0 }
-        };
+        zmq_pollitem_t items [] = { { self->pipe, 0, ZMQ_POLLIN, 0 } };
         uint64_t now = task_now_ns ();
         long timeout = self->next_tick_ns > now? (long) ((self->next_tick_ns - now) / 1000000) + 1: 0;
-        if (zmq_poll (items, 2, timeout) < 0 && errno == ETERM)
+        if (zmq_poll (items, 1, timeout) < 0 && errno == ETERM)
             break;
         if (items [0].revents & ZMQ_POLLIN)
             s_on_pipe (self);
-        if (items [1].revents & ZMQ_POLLIN)
-            s_on_load (self);
         now = task_now_ns ();
         if (now >= self->next_tick_ns) {
             s_tick (self, now);

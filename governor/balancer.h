@@ -1,18 +1,35 @@
-/*  balancer: the balance thread. Today it turns the compute thread's load
-    notes into LOAD messages for the broker (every 250 ms when they changed,
-    at least every 2 s); work stealing will live here too, which is why it is
-    a thread of its own with its own loop.
+/*  balancer: the balance thread, and the one place LOAD is made.
 
-    Ownership: balancer_new takes over both inproc sockets when it succeeds;
-    balancer_destroy closes them. */
+    The compute thread publishes its load (balancer_load_set, every turn of
+    its loop, cheap) into a balancer_load_t: the latest value under a lock,
+    not a queue, so nothing is dropped and nothing falls behind. The balance
+    thread alone decides when the broker hears of it: every 250 ms when it
+    changed, at least every 2 s. LOAD goes on the balance thread's own pipe
+    to the receive thread, not on compute's: there it would queue behind
+    compute's outbound UPDATEs and data-plane chunks (the receive thread
+    drains that pipe S_READ_BURST messages a turn), and, sent by compute,
+    it would leave only when the compute loop is idle.
+
+    Ownership: balancer_new takes over the pipe when it succeeds (closed by
+    balancer_destroy); the load cell is the caller's, made before and
+    destroyed after both threads. */
 #ifndef GOV_BALANCER_H
 #define GOV_BALANCER_H
 
-typedef struct _balancer_t balancer_t;
+#include "proto.h"
 
-//  pipe: PAIR to the receive thread; load: PAIR from the compute thread
-//  (each message a raw sq_load_t).
-balancer_t *balancer_new (void *pipe, void *load);
+typedef struct _balancer_t balancer_t;
+typedef struct _balancer_load_t balancer_load_t;
+
+balancer_load_t *balancer_load_new (void);
+void balancer_load_destroy (balancer_load_t **self_p);
+//  The compute thread's load now (any thread; a copy is kept).
+void balancer_load_set (balancer_load_t *self, const sq_load_t *load);
+//  The last load set (all zeros before the first).
+void balancer_load_get (balancer_load_t *self, sq_load_t *load);
+
+//  pipe: PAIR to the receive thread; load: where compute publishes.
+balancer_t *balancer_new (void *pipe, balancer_load_t *load);
 void balancer_destroy (balancer_t **self_p);
 //  Runs until GOV_TERM, then sends GOV_DONE. 0 or -1.
 int balancer_run (balancer_t *self);

@@ -556,7 +556,7 @@ s_heap_release (compute_t *self)
 }
 
 //  Poll set: the pipe, then one pidfd per child. Returns the item count
-//  and the ms to wait at most (timers, children without pidfd, load).
+//  and the ms to wait at most (timers, children without pidfd).
 static int
 s_poll_set (compute_t *self, long *timeout)
 {
@@ -647,12 +647,13 @@ compute_run (compute_t *self)
             if (hold < 0)
                 compute_flush (self);
             timeout = s_min_timeout (timeout, hold);
-            timeout = s_min_timeout (timeout, compute_report_load (self));
             timeout = s_min_timeout (timeout, transfer_tick (self->transfer));
             timeout = s_min_timeout (timeout, stream_poll (self->streams, NULL, 0));
             timeout = s_min_timeout (timeout, compute_memcheck_due (self));
             timeout = s_min_timeout (timeout, compute_boxcheck_due (self));
             timeout = s_min_timeout (timeout, s_heap_release (self));
+            //  What the timers just changed too, before waiting.
+            compute_publish_load (self);
             rc = zmq_poll (self->items, n, timeout);
         }
         if (rc < 0 && errno == ETERM)
@@ -671,6 +672,7 @@ compute_run (compute_t *self)
         compute_check_memory (self);
         compute_check_box (self);
         compute_schedule (self);
+        compute_publish_load (self);
     }
     compute_flush (self);
     return zmq_send (self->pipe, GOV_DONE, strlen (GOV_DONE), 0) < 0? -1: 0;
@@ -809,8 +811,6 @@ compute_destroy (compute_t **self_p)
     free (self->workdir);
     if (self->pipe)
         zmq_close (self->pipe);
-    if (self->load)
-        zmq_close (self->load);
     free (self);
     *self_p = NULL;
 }

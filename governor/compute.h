@@ -16,7 +16,7 @@ typedef struct _compute_t compute_t;
 
 typedef struct {
     void *pipe;                 //  PAIR to the receive thread
-    void *load;                 //  PAIR to the balance thread
+    struct _balancer_load_t *load;  //  where its load is published (balancer.h)
     uint32_t governor_id;
     uint32_t cpus;
     uint64_t inline_max;        //  outputs up to this ride in UPDATE

@@ -1,5 +1,5 @@
-/*  compute_batch: the UPDATE batch and the LOAD told to the balance thread
-    (compute_batch.h). */
+/*  compute_batch: the UPDATE batch and the load published to the balance
+    thread (compute_batch.h). */
 #include "compute_batch.h"
 
 //  --------------------------------------------------------------------------
@@ -75,10 +75,8 @@ compute_failed (compute_t *self, uint64_t key, uint32_t attempt, const char *mes
     compute_failed_reason (self, key, attempt, message, duration_us, SQ_FAIL_TASK);
 }
 
-//  Tells the balance thread about a change, at most every 10 ms. Returns
-//  the ms until it may tell again if a change is still untold, else -1.
-long
-compute_report_load (compute_t *self)
+void
+compute_publish_load (compute_t *self)
 {
     sq_load_t load = {
         .running = self->n_running - self->n_piped,
@@ -89,17 +87,11 @@ compute_report_load (compute_t *self)
         .objects = store_count (self->store),
         .tasks = self->tasks_completed
     };
-    if (memcmp (&load, &self->load_sent, sizeof load) == 0)
-        return -1;
-    uint64_t now = task_now_ns ();
-    if (now - self->load_sent_ns < S_LOAD_EVERY_NS)
-        return (long) ((self->load_sent_ns + S_LOAD_EVERY_NS - now) / 1000000) + 1;
-    //  Dropped if balance is behind: the next change tells it again.
-    if (zmq_send (self->load, &load, sizeof load, ZMQ_DONTWAIT) == sizeof load) {
+    //  The lock is taken only for a change.
+    if (memcmp (&load, &self->load_sent, sizeof load)) {
+        balancer_load_set (self->load, &load);
         self->load_sent = load;
-        self->load_sent_ns = now;
     }
-    return -1;
 }
 
 //  While Python executors are busy their replies come within about a

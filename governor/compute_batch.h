@@ -1,8 +1,8 @@
 /*  compute_batch: what the compute thread tells the broker and the
     balance thread. Task events are packed into one pending UPDATE, sent
     when the thread has nothing more to read (or a bound is reached), held
-    a moment while Python executors are busy; LOAD goes to the balance
-    thread when it changed, at most every S_LOAD_EVERY_NS.
+    a moment while Python executors are busy; the load is published to
+    the balance thread, which makes LOAD of it (balancer.h).
 
     Ownership: the pending events and payloads live in the compute_t
     (compute_internal.h); compute_flush hands them to the pipe. */
@@ -24,8 +24,9 @@ void compute_failed_reason (compute_t *self, uint64_t key, uint32_t attempt, con
                             uint64_t duration_us, uint32_t reason);
 void compute_failed (compute_t *self, uint64_t key, uint32_t attempt, const char *message,
                      uint64_t duration_us);
-//  LOAD to the balance thread: ms until it may be told again, or -1.
-long compute_report_load (compute_t *self);
+//  Publishes the load to the balance thread (balancer.h), which alone
+//  decides when LOAD goes: every turn of the loop, busy or idle.
+void compute_publish_load (compute_t *self);
 //  ms to hold the UPDATE while Python executors are busy, or -1.
 long compute_py_hold (compute_t *self);
 

@@ -23,6 +23,7 @@
 #include "serve.h"
 #include "tasklog.h"
 #include "heap.h"
+#include "balancer.h"
 #include "cgroup.h"
 #include "wire.h"
 #include "idmap.h"
@@ -47,7 +48,6 @@ typedef struct _compute_t compute_t;
 #define S_BATCH_BYTES (4u << 20)
 #define S_BATCH_FRAMES 60000        //  under SQ_MAX_FRAMES
 #define S_READ_BURST 256            //  messages read before timers get a look
-#define S_LOAD_EVERY_NS 10000000ull
 #define S_WAITPID_MS 5
 #define S_PY_HOLD_NS 1000000ull     //  UPDATE held while Python tasks run
 #define S_ERR_SIZE 8192
@@ -82,7 +82,7 @@ typedef struct {
 
 struct _compute_t {
     void *pipe;
-    void *load;
+    balancer_load_t *load;
     uint32_t governor_id;
     uint32_t cpus;
     uint64_t inline_max;
@@ -150,9 +150,8 @@ struct _compute_t {
     size_t n_payloads, cap_payloads;
     uint64_t payload_bytes;
 
-    //  Load last told to the balance thread
+    //  Load last published to the balance thread
     sq_load_t load_sent;
-    uint64_t load_sent_ns;
 
     zmq_pollitem_t *items;
     task_t **item_tasks;

@@ -88,14 +88,13 @@ s_compute_main (void *args_)
         sq_error ("cannot start the compute thread: out of memory");
         zmq_send (args->pipe, GOV_DONE, strlen (GOV_DONE), 0);
         zmq_close (args->pipe);
-        zmq_close (args->load);
     }
     return NULL;
 }
 
 typedef struct {
     void *pipe;
-    void *load;
+    balancer_load_t *load;
 } s_balance_args_t;
 
 static void *
@@ -111,7 +110,6 @@ s_balance_main (void *args_)
         sq_error ("cannot start the balance thread: out of memory");
         zmq_send (args->pipe, GOV_DONE, strlen (GOV_DONE), 0);
         zmq_close (args->pipe);
-        zmq_close (args->load);
     }
     return NULL;
 }
@@ -122,13 +120,17 @@ static int
 s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
                uint64_t inline_max)
 {
-    void *compute_here, *compute_there, *balance_here, *balance_there, *load_in, *load_out;
-    if (s_pipe (self, "compute", &compute_here, &compute_there)
-    ||  s_pipe (self, "balance", &balance_here, &balance_there)
-    ||  s_pipe (self, "load", &load_in, &load_out))
+    void *compute_here, *compute_there, *balance_here, *balance_there;
+    balancer_load_t *load = balancer_load_new ();
+    if (!load)
         return 1;
+    if (s_pipe (self, "compute", &compute_here, &compute_there)
+    ||  s_pipe (self, "balance", &balance_here, &balance_there)) {
+        balancer_load_destroy (&load);
+        return 1;
+    }
     compute_args_t compute_args = {
-        .pipe = compute_there, .load = load_out, .governor_id = governor_id,
+        .pipe = compute_there, .load = load, .governor_id = governor_id,
         .cpus = self->config->cpus, .inline_max = inline_max, .workdir = self->config->workdir,
         .task_uid_first = self->config->task_uid_first,
         .broker_key = self->config->has_keys? self->config->broker_key: NULL,
@@ -139,7 +141,7 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
         .n_resources = self->config->n_resources, .resources = self->config->resources,
         .gpus = self->config->gpus
     };
-    s_balance_args_t balance_args = { .pipe = balance_there, .load = load_in };
+    s_balance_args_t balance_args = { .pipe = balance_there, .load = load };
     pthread_t compute_thread, balance_thread;
     if (pthread_create (&compute_thread, NULL, s_compute_main, &compute_args)) {
         sq_error ("cannot start the compute thread");
@@ -155,6 +157,7 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
     pthread_join (balance_thread, NULL);
     zmq_close (compute_here);
     zmq_close (balance_here);
+    balancer_load_destroy (&load);
     return code;
 }
 

@@ -1,10 +1,10 @@
 /*  governor: a squall worker daemon. It owns the ZeroMQ context and three
-    threads that share no mutable state and talk only over inproc PAIR
-    sockets:
+    threads that talk over inproc PAIR sockets and share one mutable thing,
+    the compute thread's load (a cell under a lock, balancer.h):
       receive  (the caller's thread): every network socket (broker ctrl,
                data PULL, serve ROUTER, peer PUSHes); see receiver.h
       compute: the object store and the tasks; see compute.h
-      balance: load reports to the broker; see balancer.h
+      balance: LOAD, made from the load compute publishes; see balancer.h
 
     Messages between them are ZeroMQ multipart messages whose first frame
     says where they come from or go (route.h); the rest is the wire

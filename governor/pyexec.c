@@ -100,13 +100,17 @@ extern char **environ;
 //  pickled result (or exception): not a task's reply. At most S_RUNS_MAX
 //  runs wait for answers here at once. A frame to an executor that is busy
 //  (or not ready yet) is at most S_PIPE_FRAME_MAX bytes, so that the socket
-//  takes it at once; an answer is kept up to S_RAN_MAX bytes, and all of a
-//  run's up to SQ_RUN_RESULTS_MAX less room for the errors of the others.
+//  takes it at once. A run's answers together are at most
+//  SQ_RUN_RESULTS_MAX (the broker relays them: docs/protocol.md, RUN): an
+//  answer is kept if S_RAN_ROOM is left for each executor still to answer,
+//  else an error says it was too large. Every error fits in S_RAN_ROOM, and
+//  SQ_RUN_EXECS_MAX of them in SQ_RUN_RESULTS_MAX.
 #define S_OP_RUN 0x10
 #define S_REPLY_RAN 10
 #define S_RUNS_MAX 16
-#define S_RAN_MAX (1u << 20)
-#define S_RAN_ROOM (64u << 10)
+#define S_RAN_ROOM 192u
+#define S_RAN_ENTRY 16u             //  an answer's msgpack array, pid, ok, bin header
+#define S_RAN_SLACK 8u              //  the results' array header
 #define S_RUN_STOPPED "the executor stopped before it answered"
 
 typedef struct {
@@ -1919,10 +1923,15 @@ s_run_answer (pyexec_t *self, uint64_t run, pid_t pid, bool ok, const void *data
             r = &self->runs [i];
     if (!r)
         return;
-    if (size > S_RAN_MAX || r->results.buf.size + size > SQ_RUN_RESULTS_MAX - S_RAN_ROOM) {
+    char why [S_RAN_ROOM - S_RAN_ENTRY];
+    size_t keep = (size_t) (r->waiting? r->waiting - 1: 0) * S_RAN_ROOM + S_RAN_SLACK;
+    if (r->results.buf.size + keep + S_RAN_ENTRY + size > SQ_RUN_RESULTS_MAX) {
         ok = false;
-        data = "its result was too large to be sent (over 1 MiB, or all results over 8 MiB)";
-        size = strlen ((const char *) data);
+        snprintf (why, sizeof why, "its answer (%zu bytes) was too large: a governor's "
+                  "answers to a run are at most %u KiB together", size,
+                  SQ_RUN_RESULTS_MAX >> 10);
+        data = why;
+        size = strlen (why);
     }
     sq_pack_ran_result (&r->results.pk, (uint64_t) pid, ok, data, size);
     r->n++;

@@ -106,8 +106,7 @@ s_client_gone (broker_t *self, peer_t *peer)
 {
     watches_drop_client (self->watches, peer);
     jobs_drop_client (self, peer);
-    bx_restarts_drop_client (self, peer);
-    bx_runs_drop_client (self, peer);
+    bx_fanouts_drop_client (self, peer);
     //  A task's client (its key dies with the task's attempt) does not come
     //  back: its sessions close now, cancelling the children nobody waits
     //  for (its task was cancelled or lost, or returned without them).

@@ -278,7 +278,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             //  RESTART: no more than were sent can be confirmed.
             if (ev.key > gov->refreshed && ev.key <= gov->refresh_sent)
                 gov->refreshed = ev.key;
-            bx_restarts_check (self, bx_now ());
+            bx_fanouts_check (self, bx_now ());
             continue;
         }
         if (ev.type == SQ_EV_RAN) {

@@ -2,8 +2,8 @@
     with the tenancy checks every request on a session goes through.
 
     Over 800 lines: one handler per client request, each short, sharing the
-    session lookup and tenancy check; RESTART's wait for its governors is
-    the only state kept here. */
+    session lookup and tenancy check (RESTART's and RUN's wait for their
+    governors: fanout.c). */
 #include "broker_internal.h"
 #include "drain.h"
 #include "place.h"
@@ -687,252 +687,16 @@ broker_log_tail (broker_t *self, uint32_t session_id, uint32_t task_id, uint32_t
 //  RESTART: every governor retires the Python executors of the client's
 //  tenant (only its: executors are keyed by tenant). Sent now rather than
 //  batched: what this client submits after the reply is assigned later,
-//  so it runs in fresh executors. The reply waits for every governor's
-//  REFRESHED (its executors that ran tasks before are gone), a governor
-//  that leaves meanwhile counting as done.
-static void
-s_client_restart (broker_t *self, peer_t *peer, const sq_request_t *q)
-{
-    if (peer->outstanding >= self->config.max_requests) {
-        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_BUSY,
-                        "too many requests waiting on this connection", 0);
-        return;
-    }
-    struct _restart_t r = { peer, q->req, bx_deadline (q->timeout_ms == 0? SQ_RESTART_DEFAULT_MS
-                                                      : q->timeout_ms < 0? 0: q->timeout_ms), 0,
-                            NULL };
-    if (self->n_govs && !(r.wait = malloc (self->n_govs * sizeof *r.wait))) {
-        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
-                        "out of memory", 0);
-        return;
-    }
-    if (self->n_restarts == self->cap_restarts) {
-        size_t cap = self->cap_restarts? self->cap_restarts * 2: 4;
-        struct _restart_t *p = realloc (self->restarts, cap * sizeof *p);
-        if (!p) {
-            free (r.wait);
-            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
-                            "out of memory", 0);
-            return;
-        }
-        self->restarts = p;
-        self->cap_restarts = cap;
-    }
-    for (size_t g = 0; g < self->n_govs; g++) {
-        //  Encoded for each: a send takes the buffer's bytes.
-        sq_wbuf_reset (&self->out);
-        sq_refresh_encode (&self->out, peer->tenant);
-        bx_send_to (self, self->govs [g]->identity, self->govs [g]->identity_size,
-                    &self->out, NULL);
-        r.wait [r.n].gov = self->govs [g]->id;
-        r.wait [r.n++].seq = ++self->govs [g]->refresh_sent;
-    }
-    sq_info ("client %u: fresh Python executors for tenant '%s' on %zu governors", peer->id,
-             peer->tenant? peer->tenant: "", self->n_govs);
-    peer->outstanding++;
-    self->restarts [self->n_restarts++] = r;
-    bx_restarts_check (self, bx_now ());
-}
-
-void
-bx_restarts_check (broker_t *self, int64_t now)
-{
-    for (size_t i = 0; i < self->n_restarts; ) {
-        struct _restart_t *r = &self->restarts [i];
-        for (uint32_t k = 0; k < r->n; ) {
-            gov_t *gov = bx_gov_by_id (self, r->wait [k].gov);
-            if (!gov || gov->refreshed >= r->wait [k].seq)
-                r->wait [k] = r->wait [--r->n];
-            else
-                k++;
-        }
-        peer_t *peer = r->peer;
-        if (r->n == 0)
-            bx_reply_nil (self, peer, r->req);
-        else
-        if (r->deadline >= 0 && now >= r->deadline) {
-            char message [512];
-            int at = snprintf (message, sizeof message, "restart: %u governor(s) did not say "
-                               "their executors were fresh in time:", r->n);
-            for (uint32_t k = 0; k < r->n && at > 0 && (size_t) at < sizeof message; k++) {
-                gov_t *gov = bx_gov_by_id (self, r->wait [k].gov);
-                at += snprintf (message + at, sizeof message - (size_t) at, "%s %s (%u)",
-                                k? ",": "", gov && gov->name? gov->name: "?", r->wait [k].gov);
-            }
-            bx_reply_error (self, peer->identity, peer->identity_size, r->req, SQ_E_TIMEOUT,
-                            message, 0);
-        }
-        else {
-            i++;
-            continue;
-        }
-        peer->outstanding--;
-        free (r->wait);
-        self->restarts [i] = self->restarts [--self->n_restarts];
-    }
-}
-
-void
-bx_restarts_drop_client (broker_t *self, peer_t *peer)
-{
-    for (size_t i = 0; i < self->n_restarts; )
-        if (self->restarts [i].peer == peer) {
-            free (self->restarts [i].wait);
-            self->restarts [i] = self->restarts [--self->n_restarts];
-        }
-        else
-            i++;
-}
-
-//  RUN: every governor's live executors of the client's tenant run its
-//  function (GRUN, sent now as REFRESH is); the reply gathers each
-//  governor's RAN, a governor that leaves meanwhile left out.
+//  so it runs in fresh executors. RUN: every governor's live executors of
+//  the tenant run its function. Both wait for every governor (fanout.c).
 static void
 s_client_run (broker_t *self, peer_t *peer, const sq_request_t *q)
 {
-    if (peer->outstanding >= self->config.max_requests) {
-        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_BUSY,
-                        "too many requests waiting on this connection", 0);
-        return;
-    }
-    if (q->fn.len == 0) {
+    if (q->fn.len == 0)
         bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_INVALID,
                         "run: no function", 0);
-        return;
-    }
-    struct _run_t r = { peer, q->req, bx_deadline (q->timeout_ms == 0? SQ_RESTART_DEFAULT_MS
-                                                  : q->timeout_ms < 0? 0: q->timeout_ms),
-                        ++self->last_run, 0, NULL };
-    if (self->n_govs && !(r.govs = calloc (self->n_govs, sizeof *r.govs))) {
-        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
-                        "out of memory", 0);
-        return;
-    }
-    if (self->n_runs == self->cap_runs) {
-        size_t cap = self->cap_runs? self->cap_runs * 2: 4;
-        struct _run_t *p = realloc (self->runs, cap * sizeof *p);
-        if (!p) {
-            free (r.govs);
-            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
-                            "out of memory", 0);
-            return;
-        }
-        self->runs = p;
-        self->cap_runs = cap;
-    }
-    for (size_t g = 0; g < self->n_govs; g++) {
-        sq_grun_t m = { r.id, { peer->tenant? peer->tenant: "",
-                                peer->tenant? (uint32_t) strlen (peer->tenant): 0 }, q->fn };
-        sq_wbuf_reset (&self->out);
-        sq_grun_encode (&self->out, &m);
-        bx_send_to (self, self->govs [g]->identity, self->govs [g]->identity_size,
-                    &self->out, NULL);
-        r.govs [r.n++].gov = self->govs [g]->id;
-    }
-    peer->outstanding++;
-    self->runs [self->n_runs++] = r;
-    bx_runs_check (self, bx_now ());
-}
-
-void
-bx_run_answered (broker_t *self, gov_t *gov, uint64_t run, mpr_str_t results)
-{
-    for (size_t i = 0; i < self->n_runs; i++) {
-        if (self->runs [i].id != run)
-            continue;
-        for (uint32_t k = 0; k < self->runs [i].n; k++) {
-            __typeof__ (self->runs [i].govs [0]) *g = &self->runs [i].govs [k];
-            if (g->gov != gov->id || g->answered)
-                continue;
-            char *copy = malloc (results.len? results.len: 1);
-            if (!copy) {
-                sq_error ("out of memory keeping a RUN's results: governor %u's are lost",
-                          gov->id);
-                return;
-            }
-            memcpy (copy, results.ptr, results.len);
-            g->results = (mpr_str_t) { copy, results.len };
-            g->answered = true;
-        }
-        bx_runs_check (self, bx_now ());
-        return;
-    }
-}
-
-void
-bx_runs_check (broker_t *self, int64_t now)
-{
-    for (size_t i = 0; i < self->n_runs; ) {
-        struct _run_t *r = &self->runs [i];
-        uint32_t waiting = 0;
-        for (uint32_t k = 0; k < r->n; ) {
-            if (!r->govs [k].answered && !bx_gov_by_id (self, r->govs [k].gov)) {
-                r->govs [k] = r->govs [--r->n];
-                continue;
-            }
-            waiting += !r->govs [k].answered;
-            k++;
-        }
-        peer_t *peer = r->peer;
-        if (waiting == 0) {
-            uint32_t *ids = malloc ((r->n + 1) * sizeof *ids);
-            mpr_str_t *results = malloc ((r->n + 1) * sizeof *results);
-            if (ids && results) {
-                for (uint32_t k = 0; k < r->n; k++) {
-                    ids [k] = r->govs [k].gov;
-                    results [k] = r->govs [k].results;
-                }
-                sq_wbuf_reset (&self->out);
-                sq_reply_encode_ran (&self->out, r->req, r->n, ids, results);
-                bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
-            }
-            else
-                bx_reply_error (self, peer->identity, peer->identity_size, r->req, SQ_E_NOMEM,
-                                "out of memory", 0);
-            free (ids);
-            free (results);
-        }
-        else
-        if (r->deadline >= 0 && now >= r->deadline) {
-            char message [512];
-            uint32_t named = 0;
-            int at = snprintf (message, sizeof message, "run: %u governor(s) did not answer "
-                               "in time:", waiting);
-            for (uint32_t k = 0; k < r->n && at > 0 && (size_t) at < sizeof message; k++) {
-                if (r->govs [k].answered)
-                    continue;
-                gov_t *gov = bx_gov_by_id (self, r->govs [k].gov);
-                at += snprintf (message + at, sizeof message - (size_t) at, "%s %s (%u)",
-                                named++? ",": "", gov && gov->name? gov->name: "?",
-                                r->govs [k].gov);
-            }
-            bx_reply_error (self, peer->identity, peer->identity_size, r->req, SQ_E_TIMEOUT,
-                            message, 0);
-        }
-        else {
-            i++;
-            continue;
-        }
-        peer->outstanding--;
-        for (uint32_t k = 0; k < r->n; k++)
-            free ((void *) r->govs [k].results.ptr);
-        free (r->govs);
-        self->runs [i] = self->runs [--self->n_runs];
-    }
-}
-
-void
-bx_runs_drop_client (broker_t *self, peer_t *peer)
-{
-    for (size_t i = 0; i < self->n_runs; )
-        if (self->runs [i].peer == peer) {
-            for (uint32_t k = 0; k < self->runs [i].n; k++)
-                free ((void *) self->runs [i].govs [k].results.ptr);
-            free (self->runs [i].govs);
-            self->runs [i] = self->runs [--self->n_runs];
-        }
-        else
-            i++;
+    else
+        bx_fanout_start (self, peer, q, BX_FANOUT_RUN);
 }
 
 void
@@ -1006,7 +770,7 @@ bx_client_message (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t type, u
             s_client_retire (self, peer, &q);
             break;
         case SQ_MSG_RESTART:
-            s_client_restart (self, peer, &q);
+            bx_fanout_start (self, peer, &q, BX_FANOUT_RESTART);
             break;
         case SQ_MSG_RUN:
             s_client_run (self, peer, &q);

@@ -22,6 +22,10 @@ def fmt(a, b=0):
     return "%s-%s" % (a, b)
 
 
+def blob(n):
+    return b"x" * n
+
+
 def with_timeout(timeout=0):
     return timeout
 
@@ -118,6 +122,17 @@ def test_run_on_every_executor(tmp_path):
         assert set(client.run(pid, workers=[one])) == {one}
         with pytest.raises(ValueError, match="on_error"):
             client.run(pid, on_error="skip")
+        # answers stay small (the broker relays them): 64 KiB a governor
+        # together; one that does not fit is its executor's error
+        assert values_of(client.run(blob, 16 << 10)) == [b"x" * (16 << 10)] * 4
+        with pytest.raises(squall.SquallError, match="too large.*64 KiB"):
+            client.run(blob, 100 << 10)
+        out = client.run(blob, 40 << 10, on_error="return")
+        kept = [v for v in values_of(out) if isinstance(v, bytes)]
+        refused = [v for v in values_of(out) if isinstance(v, squall.SquallError)]
+        assert len(kept) == 2 and len(refused) == 2, out      # one of each governor's two
+        assert all(len(by_pid) == 2 for by_pid in out.values()), out
+        assert "too large" in str(refused[0])
         # a function too large to send is refused before anything runs
         with pytest.raises(squall.SquallError):
             client.run(fmt, b"x" * (2 << 20))
@@ -188,3 +203,52 @@ def test_restart_drops_results_by_default(client):
     assert client.submit(fmt, 7).result(TIMEOUT) == "7-0"
     client.submit(fmt, 0).result(TIMEOUT)     # an executor of the tenant to reach
     assert set(values_of(client.run(fmt, 8))) == {"8-0"}
+
+
+def mark(directory):
+    open(os.path.join(directory, str(os.getpid())), "w").close()
+    return os.getpid()
+
+
+def test_run_and_restart_leave_out_a_governor_that_leaves(tmp_path):
+    # RUN and RESTART wait for every governor (the broker's one fan-out):
+    # one that leaves meanwhile is left out, the others' answers kept
+    import signal
+    with squall.LocalCluster(governors=3, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        other = cluster.client()            # the same tenant, another connection
+        by_name = {"local-%d" % (i + 1): p for i, p in enumerate(cluster.governors)}
+        started = str(tmp_path / "started")
+        os.mkdir(started)
+        marks = str(tmp_path / "marks")
+        os.mkdir(marks)
+        gates = [str(tmp_path / "gate1"), str(tmp_path / "gate2")]
+        # local-1 busy until its gate; local-2 and local-3 have idle executors
+        busy = [client.submit(gated, gates[0], started, workers=["local-1"])]
+        idle = {n: client.submit(pid, workers=[n]).result(TIMEOUT)
+                for n in ("local-2", "local-3")}
+        until(lambda: len(os.listdir(started)) == 1, "the gated task to start")
+        pool = concurrent.futures.ThreadPoolExecutor(2)
+        run = pool.submit(other.run, mark, marks)
+        # the others ran it: the RUN reached every governor; local-1's waits
+        until(lambda: len(os.listdir(marks)) == 2, "local-2 and local-3 to run it")
+        assert not run.done()
+        by_name["local-1"].send_signal(signal.SIGKILL)
+        out = run.result(TIMEOUT)
+        assert out["local-2"] == {idle["local-2"]: idle["local-2"]}, out
+        assert out["local-3"] == {idle["local-3"]: idle["local-3"]}, out
+        assert not out.get("local-1"), out
+        # RESTART: local-3's idle executor stops at once, local-2's busy one
+        # is waited for until local-2 leaves
+        busy.append(client.submit(gated, gates[1], started, workers=["local-2"]))
+        until(lambda: len(os.listdir(started)) == 2, "the second gated task to start")
+        restart = pool.submit(other.restart, True)
+        until(lambda: not alive(idle["local-3"]), "local-3's executor to stop")
+        assert not restart.done()
+        by_name["local-2"].send_signal(signal.SIGKILL)
+        assert restart.result(TIMEOUT) is None
+        for gate in gates:
+            open(gate, "w").close()
+        pool.shutdown()
+        other.close()
+        client.close()

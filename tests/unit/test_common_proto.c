@@ -918,6 +918,18 @@ s_test_update (void)
         sq_batch_header (&w, SQ_MSG_UPDATE, 1);
         sq_pack_ran (&w.pk, 1, 1, res.buf.data, res.buf.size);
         CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "results"));
+        //  A governor's results together: at most SQ_RUN_RESULTS_MAX (the
+        //  broker relays them), 7 bytes of msgpack around one answer here
+        static char big [SQ_RUN_RESULTS_MAX];
+        for (size_t extra = 0; extra < 2; extra++) {
+            sq_wbuf_reset (&res);
+            sq_pack_ran_result (&res.pk, 100, true, big, SQ_RUN_RESULTS_MAX - 7 + extra);
+            sq_wbuf_reset (&w);
+            sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+            sq_pack_ran (&w.pk, 14, 1, res.buf.data, res.buf.size);
+            int rc = s_dec_update (w.buf.data, w.buf.size, &err);
+            CHECK (extra? rc == -1 && strstr (err.text, "over 64 KiB"): rc == 0);
+        }
         sq_wbuf_release (&res);
     }
 

@@ -716,6 +716,9 @@ class Client:
         executors answer an error). on_error="raise": the first exception
         raised there is raised here as itself; "return": exceptions are the
         values of their executors; "ignore": their executors are left out.
+        Results are small: the broker relays them, at most 64 KiB of a
+        governor's together; an executor whose result does not fit answers
+        a SquallError saying it was too large (a large result is a task's)
         With asynchronous=True, an awaitable."""
         if on_error not in ("raise", "return", "ignore"):
             raise ValueError("on_error must be 'raise', 'return' or 'ignore', not %r"
