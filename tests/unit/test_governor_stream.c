@@ -236,7 +236,7 @@ s_chunk (stream_t *streams, uint64_t reader, uint32_t version, uint64_t offset, 
     sq_wbuf_init (&w);
     char data [2000];
     memset (data, 'y', sizeof data);
-    sq_schunk_t c = { 20, version, reader, offset, end, 7, { "tcp://w:1", 9 } };
+    sq_schunk_t c = { 20, version, reader, offset, end, 7, { "tcp://w:1", 9 }, { NULL, 0 } };
     sq_schunk_encode (&w, &c);
     s_feed (streams, &w, data, size, true);
     sq_wbuf_release (&w);
