@@ -418,6 +418,7 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
             sq_debug ("stream %" PRIx64 ": no same-host path (%s)", w->object, strerror (errno));
         return;
     }
+    sq_debug ("stream %" PRIx64 ": pipe handed to %s", w->object, to.sun_path);
     dest->local = true;
     s_send_chunk (self, w, dest, NULL, 0, false, token);
 }

@@ -282,6 +282,30 @@ def test_a_writer_failing_fails_its_readers(client):
     until(lambda: _local(client) == before + 1, "the hand-over counted")
 
 
+def test_governors_of_other_directories_send_chunks(tmp_path):
+    """Writer and reader on governors that do not share a stream directory
+    (as on two hosts): the writer finds no socket of the reader's governor
+    and sends chunks; the bytes are the same, and a reader that leaves still
+    ends the writer."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        # writers only on the one, readers only on the other
+        cluster.add_governor(args=["--resource", "w=1", "--stream-dir", str(tmp_path / "a")])
+        cluster.add_governor(args=["--resource", "r=1", "--stream-dir", str(tmp_path / "b")])
+        with cluster.client() as client, client.session() as s:
+            before = _local(client)
+            seq = Execute("seq 1 200000", stdout=True, stream=True, resources={"w": 1})
+            count = Execute("wc -l", stdin=seq.output, stdout=True, resources={"r": 1})
+            yes = Execute("yes", stdout=True, stream=True, resources={"w": 1})
+            head = Execute("head -n 2", stdin=yes.output, stdout=True, resources={"r": 1})
+            count.output.keep()
+            head.output.keep()
+            s.submit()
+            assert count.output.fetch(TIMEOUT).strip() == b"200000"
+            assert head.output.fetch(TIMEOUT) == b"y\ny\n"
+            s.wait([seq, yes], TIMEOUT)
+            assert _local(client) == before
+
+
 def _send_pipes(path, n, payload=b"EVIL"):
     """Sends n pipes' read ends (each holding payload) with made-up tokens
     to a governor's socket, as any process of our user could; returns how
