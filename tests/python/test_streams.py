@@ -224,6 +224,10 @@ def test_progress_shows_and_the_group_runs_again_when_the_writer_is_lost(tmp_pat
                 assert cli.main(["status", "--broker", cluster.address, "--secret-key",
                                  cluster.secret_key, "--broker-key", cluster.broker_key]) == 0
             assert "stream %d/%d on governor" % (s.id, producer.output.id) in out.getvalue()
+            # it went as a pipe handed over (a LocalCluster's governors share
+            # a stream directory), counted once its writer's governor knew
+            assert "streams handed over as pipes (governors of one host): 1 so far" \
+                in out.getvalue()
             # its governor dies mid-stream: the whole group runs again
             os.kill(first, signal.SIGKILL)
             starts = until(lambda: len(_starts(tmp_path)) >= 2 and _starts(tmp_path),
