@@ -1,4 +1,7 @@
-/*  stream: streams' writers and readers on one governor (see stream.h). */
+/*  stream: streams' writers and readers on one governor (see stream.h).
+    Over 800 lines: a writer and a reader each go by chunks or, on one host,
+    by their pipe handed over, and the two ways share each end's state (its
+    credits, its end, its failures), which one file keeps private. */
 #include "stream.h"
 #include "route.h"
 #include "transfer.h"
