@@ -238,6 +238,31 @@ def test_progress_shows_and_the_group_runs_again_when_the_writer_is_lost(tmp_pat
             assert len(_starts(tmp_path)) == 2
 
 
+def test_the_group_runs_again_when_the_reader_is_lost_mid_pipe(tmp_path):
+    """Over the same-host path, the reader's governor (which holds the
+    writer's pipe) dies mid-stream: the writer's stays blocked on its pipe,
+    not failed nor ended, and the group runs again whole."""
+    with squall.LocalCluster(governors=3, cpus=1, **cluster_options()) as cluster:
+        with cluster.client() as client, client.session() as s:
+            before = _local(client)
+            producer = _gated_producer(tmp_path, 300000, 1000)
+            count = Execute("echo $PPID >> %s/readers; wc -l" % tmp_path, stdin=producer.output,
+                            stdout=True, name="wc", max_retries=1)
+            count.output.keep()
+            s.submit()
+            until(lambda: _local(client) == before + 1, "the pipe handed over")
+            readers = os.path.join(str(tmp_path), "readers")
+            until(lambda: os.path.exists(readers) and open(readers).read().split(),
+                  "the reader to start")
+            with open(readers) as f:
+                reader_gov = int(f.read().split()[0])
+            assert reader_gov not in _starts(tmp_path)     # not the writer's governor
+            os.kill(reader_gov, signal.SIGKILL)
+            until(lambda: len(_starts(tmp_path)) >= 2, "the producer to start again")
+            open(os.path.join(str(tmp_path), "go"), "w").close()
+            assert count.output.fetch(TIMEOUT).strip() == b"301000"
+
+
 def test_a_reader_failing_runs_its_group_again(client, tmp_path):
     """The reader fails once (its retry is the group's): the writer runs again
     and the reader gets the whole stream the second time."""
