@@ -1,14 +1,23 @@
-"""Streams vs finished objects (issue 17): a three-stage pipeline over SIZE
-MiB (default 1024) on three governors of one cpu each, `gen | tr a b | wc -c`,
-its stages' outputs either streams (read as written) or finished objects
-(each stage's whole output stored, then copied to the next), beside the same
-pipeline as one shell pipeline on this machine (the speed of a local pipe,
-the best a stream could do).
+"""Streams vs finished objects (issues 17, 29): a three-stage pipeline over
+SIZE MiB (default 1024) on three governors of one cpu each, `gen | tr a b |
+wc -c`, its stages' outputs either streams (read as written) or finished
+objects (each stage's whole output stored, then copied to the next), beside
+the same pipeline as one shell pipeline on this machine (the speed of a local
+pipe, the best a stream could do).
 
-    PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build python3 bench/streams.py [SIZE_MIB] [ROUNDS]
+Streams run twice: over the same-host path (a LocalCluster's governors share
+a stream directory: the writer's pipe is handed to the reader's governor,
+docs/security.md, "Streams on one host") and as chunks over CURVE (the
+governors started with `--stream-dir ""`, as governors of different hosts
+would send them).
 
-Prints, per mode, the median wall time, throughput, and the largest growth
-of a governor's peak resident memory (VmHWM) during the run, and the ratios.
+    PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build python3 bench/streams.py [SIZE_MIB] [ROUNDS] [--no-objects]
+
+The modes run interleaved, round after round, so that a machine's load
+weighs on all alike. Prints, per mode, the median wall time, throughput, and
+the largest growth of a governor's peak resident memory (VmHWM) during the
+run; the ratio of each squall mode to the shell pipeline is the median of the
+rounds' ratios (each squall run against the shell run just before it).
 """
 import statistics
 import subprocess
@@ -29,11 +38,14 @@ def _hwm(pid):
     return 0
 
 
-def squall_run(mib, stream):
-    with squall.LocalCluster(governors=3, cpus=1, log_level="error") as cluster:
+def squall_run(mib, stream, local=True):
+    args = [] if local else ["--stream-dir", ""]
+    with squall.LocalCluster(governors=3, cpus=1, log_level="error",
+                             governor_args=args) as cluster:
         pids = [g.pid for g in cluster.governors]
         before = {pid: _hwm(pid) for pid in pids}
         with cluster.client() as client, client.session() as s:
+            local_before = client.info()["streams_local"]
             gen = Execute(GEN % mib, stdout=True, stream=stream)
             swap = Execute("tr a b", stdin=gen.output, stdout=True, stream=stream)
             count = Execute("wc -c", stdin=swap.output, stdout=True)
@@ -42,7 +54,11 @@ def squall_run(mib, stream):
             s.submit()
             out = count.output.fetch(600)
             dt = time.perf_counter() - t0
+            s.wait([gen, swap], 60)
+            went_local = client.info()["streams_local"] - local_before
         assert int(out) == mib << 20, out
+        # the mode is what it says: both streams handed over, or neither
+        assert went_local == (2 if stream and local else 0), went_local
         grown = max(_hwm(pid) - before[pid] for pid in pids)
     return dt, grown
 
@@ -57,22 +73,40 @@ def shell_run(mib):
 
 
 def main():
-    mib = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    results = {}
-    for name, run in (("shell pipeline (one machine)", lambda: shell_run(mib)),
-                      ("squall streams", lambda: squall_run(mib, True)),
-                      ("squall finished objects", lambda: squall_run(mib, False))):
-        runs = [run() for _ in range(rounds)]
-        dt = statistics.median(r[0] for r in runs)
-        grown = max(r[1] for r in runs)
-        results[name] = dt
-        print("%-30s %8.2f s %8.0f MiB/s   governor peak memory +%.0f MiB"
-              % (name, dt, mib / dt, grown / 2 ** 20), flush=True)
-    streams = results["squall streams"]
-    print("streams vs finished objects: %.2fx faster" % (results["squall finished objects"] / streams))
-    print("streams vs a shell pipeline: %.0f %% of its throughput"
-          % (100 * results["shell pipeline (one machine)"] / streams))
+    argv = [a for a in sys.argv[1:] if not a.startswith("--")]
+    mib = int(argv[0]) if argv else 1024
+    rounds = int(argv[1]) if len(argv) > 1 else 3
+    shell = "shell pipeline (one machine)"
+    modes = [(shell, lambda: shell_run(mib)),
+             ("squall streams, same host", lambda: squall_run(mib, True)),
+             ("squall streams, as chunks", lambda: squall_run(mib, True, local=False))]
+    if "--no-objects" not in sys.argv:
+        modes.append(("squall finished objects", lambda: squall_run(mib, False)))
+    runs = {name: [] for name, _ in modes}
+    ratios = {name: [] for name, _ in modes}
+    for _ in range(rounds):
+        for name, run in modes:
+            if name != shell:
+                # the shell again just before: the same load for both
+                ratios[name].append(None)
+                runs[shell].append(shell_run(mib))
+                r = run()
+                ratios[name][-1] = runs[shell][-1][0] / r[0]
+                runs[name].append(r)
+    for name, _ in modes:
+        dt = statistics.median(r[0] for r in runs[name])
+        grown = max(r[1] for r in runs[name])
+        line = "%-30s %8.2f s %8.0f MiB/s   governor peak memory +%.0f MiB" % (
+            name, dt, mib / dt, grown / 2 ** 20)
+        if ratios[name]:
+            line += "   %.0f %% of the shell's throughput (rounds: %s)" % (
+                100 * statistics.median(ratios[name]),
+                ", ".join("%.0f" % (100 * x) for x in ratios[name]))
+        print(line, flush=True)
+    if "squall finished objects" in runs:
+        print("streams (same host) vs finished objects: %.2fx faster" % (
+            statistics.median(r[0] for r in runs["squall finished objects"])
+            / statistics.median(r[0] for r in runs["squall streams, same host"])))
 
 
 if __name__ == "__main__":

@@ -152,6 +152,7 @@ struct _broker_t {
     //  Streams being written (keys, streams.c), for INFO
     uint64_t open_streams [256];
     size_t n_open_streams;
+    uint64_t streams_local;     //  went over the same-host path (INFO)
     //  Stream consumers ready to be placed (streams.c), by key
     uint64_t *stream_ready;
     size_t n_stream_ready, cap_stream_ready;

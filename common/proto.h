@@ -58,7 +58,10 @@ typedef enum {
     //  (key: how many REFRESH this governor was sent, counted from 1).
     SQ_EV_REFRESHED = 18,
     //  RUN: the answers of a governor's executors to a GRUN (key: its run).
-    SQ_EV_RAN = 19
+    SQ_EV_RAN = 19,
+    //  A stream written here went over the same-host path (its reader's
+    //  governor took the pipe itself): [21, object].
+    SQ_EV_STREAMLOCAL = 21
 } sq_event_type_t;
 
 //  WAIT modes
@@ -433,6 +436,7 @@ typedef struct {
     size_t n_streams;
     uint64_t sessions, clients, objects, watches, recomputed, uploads;
     uint64_t copy_rate;         //  bytes/s placement assumes a copy moves
+    uint64_t streams_local;     //  streams that went over the same-host path
     //  The asker's tenant: its usage and limits (0: none); NULL packs nil.
     const sq_info_tenant_t *tenant;
 } sq_info_t;
@@ -890,6 +894,8 @@ void sq_pack_stream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_
 void sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer);
 //  UPDATE's STREAMED event [11, object, bytes].
 void sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes);
+//  UPDATE's STREAMLOCAL event [21, object].
+void sq_pack_streamlocal (msgpack_packer *pk, uint64_t object);
 
 //  DROP elements are object keys; STOP and RETRACT elements [task, attempt]
 //  (read RETRACT with sq_stop_next). RETRACT [44, [[task, attempt]...]]:
@@ -934,6 +940,12 @@ void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key,
 //           + one payload frame holding the stream's bytes [offset, offset+len)
 //    SCREDIT [64, object, version, consumer, credits]   credits 0: the
 //           consumer reads no more
+//    SCHUNK's optional `token`: the writer's pipe itself went to the
+//    reader's governor (same host, the stream directory), which answers
+//    SLOCAL [65, object, version, consumer, state, bytes]:
+#define SQ_SLOCAL_REFUSED 0     //  no such pipe here: send chunks after all
+#define SQ_SLOCAL_PASSED 1      //  taken; bytes passed on so far (progress)
+#define SQ_SLOCAL_END 2         //  the pipe reached its end after bytes
 
 
 //  The OK reply body of GREAD and GFETCH: [size, content_type] (the bytes

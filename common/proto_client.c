@@ -673,7 +673,7 @@ s_kv_str (msgpack_packer *pk, const char *key, const char *value)
 void
 sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
 {
-    msgpack_pack_map (pk, 22);
+    msgpack_pack_map (pk, 23);
     s_kv_str (pk, "cluster", info->cluster);
     s_kv (pk, "epoch", info->epoch);
     s_kv (pk, "recovering", info->recovering);
@@ -740,6 +740,7 @@ sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
     s_kv (pk, "recomputed", info->recomputed);
     s_kv (pk, "uploads", info->uploads);
     s_kv (pk, "copy_rate", info->copy_rate);
+    s_kv (pk, "streams_local", info->streams_local);
     sq_pack_cstr (pk, "tenant");
     const sq_info_tenant_t *t = info->tenant;
     if (!t) {

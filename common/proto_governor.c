@@ -112,6 +112,7 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
                     ev->type == SQ_EV_LOCATED? 3:
                     ev->type == SQ_EV_UPLOADED? 3:
                     ev->type == SQ_EV_LOST? 2:
+                    ev->type == SQ_EV_STREAMLOCAL? 2:
                     ev->type == SQ_EV_REFRESHED? 2:
                     ev->type == SQ_EV_RAN? 3:
                     ev->type == SQ_EV_HELD? 4:
@@ -688,6 +689,14 @@ sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint
     msgpack_pack_uint32 (pk, req);
     msgpack_pack_bin (pk, size);
     msgpack_pack_bin_body (pk, data, size);
+}
+
+void
+sq_pack_streamlocal (msgpack_packer *pk, uint64_t object)
+{
+    msgpack_pack_array (pk, 2);
+    msgpack_pack_uint32 (pk, SQ_EV_STREAMLOCAL);
+    msgpack_pack_uint64 (pk, object);
 }
 
 void

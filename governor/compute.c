@@ -482,6 +482,9 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     if (route == GOV_ROUTE_DATA && type == SQ_MSG_SCREDIT)
         stream_on_credit (self->streams, msg);
     else
+    if (route == GOV_ROUTE_DATA && type == SQ_MSG_SLOCAL)
+        stream_on_local (self->streams, msg);
+    else
     if (route == GOV_ROUTE_BROKER && (type == SQ_MSG_STREAM || type == SQ_MSG_UNSTREAM))
         stream_on_order (self->streams, type, msg);
     else
@@ -738,7 +741,8 @@ compute_new (const compute_args_t *args)
     stream_args_t sargs = {
         .pipe = args->pipe, .governor_id = self->governor_id,
         .data_endpoint = self->data_endpoint, .done = compute_stream_done,
-        .progress = compute_stream_progress, .arg = self
+        .progress = compute_stream_progress, .local = compute_stream_local,
+        .dir = args->stream_dir, .arg = self
     };
     self->streams = stream_new (&sargs);
     if (!self->workdir || !self->data_endpoint || !self->transfer || !self->streams || !self->store || !self->tasks || !self->waiters || !self->orders

@@ -897,6 +897,15 @@ compute_stream_done (void *arg, uint64_t key, uint32_t attempt, uint64_t bytes, 
     }
 }
 
+//  stream_local_fn: the broker counts streams on the same-host path (INFO).
+void
+compute_stream_local (void *arg, uint64_t object)
+{
+    compute_t *self = (compute_t *) arg;
+    sq_pack_streamlocal (&self->events.pk, object);
+    compute_event_added (self);
+}
+
 void
 compute_stream_progress (void *arg, uint64_t object, uint64_t bytes)
 {

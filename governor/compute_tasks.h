@@ -41,6 +41,7 @@ void compute_relieve_box (void *arg);
 void compute_child_exited (compute_t *self, task_t *task);
 void compute_stream_done (void *arg, uint64_t key, uint32_t attempt, uint64_t bytes, bool deserted);
 void compute_stream_progress (void *arg, uint64_t object, uint64_t bytes);
+void compute_stream_local (void *arg, uint64_t object);
 void compute_reap_streams (compute_t *self);
 void compute_py_outcomes (compute_t *self);
 

@@ -16,6 +16,7 @@ typedef struct {
     const char *listen_host;
     const char *advertise;      //  host in the endpoints we announce
     const char *workdir;        //  exists; tasks make directories inside
+    const char *stream_dir;     //  where governors of this host hand streams over, or NULL
     //  Tasks run as uids task_uid_first .. + task_uid_count - 1, one per
     //  tenant (sandbox.h); count 0: as the governor.
     uint32_t task_uid_first;

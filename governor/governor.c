@@ -139,7 +139,7 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
         .log_limit = self->config->log_limit,
         .box_memory = self->config->box_memory, .data_endpoint = receiver_data_endpoint (receiver),
         .n_resources = self->config->n_resources, .resources = self->config->resources,
-        .gpus = self->config->gpus
+        .gpus = self->config->gpus, .stream_dir = self->config->stream_dir
     };
     s_balance_args_t balance_args = { .pipe = balance_there, .load = load };
     pthread_t compute_thread, balance_thread;

@@ -93,6 +93,10 @@ static const char *s_usage =
     "  --workdir DIR          where task directories go, made if missing\n"
     "                         (default: a fresh\n"
     "                         /tmp/squall-governor-XXXXXX, removed at exit)\n"
+    "  --stream-dir DIR       where the governors of this host and user hand\n"
+    "                         streams over as pipes (made, mode 0700; must be\n"
+    "                         ours and closed to others); default: none, streams\n"
+    "                         go as chunks (docs/security.md)\n"
     "  --log-limit SIZE       of each task's stdout and of its stderr, per attempt,\n"
     "                         keep this much: its first and last halves, the\n"
     "                         bytes between counted as dropped (default 1MiB;\n"
@@ -284,6 +288,7 @@ main (int argc, char *argv [])
         { "listen-host", required_argument, NULL, 'l' },
         { "advertise", required_argument, NULL, 'a' },
         { "workdir", required_argument, NULL, 'w' },
+        { "stream-dir", required_argument, NULL, 'T' },
         { "resource", required_argument, NULL, 'r' },
         { "gpus", required_argument, NULL, 'g' },
         { "memory", required_argument, NULL, 'M' },
@@ -342,6 +347,7 @@ main (int argc, char *argv [])
             case 'l': config.listen_host = optarg; break;
             case 'a': config.advertise = optarg; break;
             case 'w': user_workdir = optarg; break;
+            case 'T': config.stream_dir = optarg; break;
             case 'O':
                 if (sq_parse_size (optarg, &config.log_limit) || config.log_limit < 2
                 ||  config.log_limit > (1ull << 40))

@@ -1,4 +1,7 @@
-/*  stream: streams' writers and readers on one governor (see stream.h). */
+/*  stream: streams' writers and readers on one governor (see stream.h).
+    Over 800 lines: a writer and a reader each go by chunks or, on one host,
+    by their pipe handed over, and the two ways share each end's state (its
+    credits, its end, its failures), which one file keeps private. */
 #include "stream.h"
 #include "route.h"
 #include "transfer.h"
@@ -13,11 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #define S_ENDED_RING 256
 #define S_UNREAD_RING 1024
 #define S_PROGRESS_NS 1000000000ull
 #define S_TICK_MS 1000
+#define S_TOKEN 16                      //  bytes of a hand-over's token
+#define S_HANDS_MAX 64                  //  pipes handed to us, not claimed yet
+#define S_SPLICES 16                    //  per poll, so that nothing waits behind one
 
 //  A reader of a writer's stream: named by STREAM (endpoint), or gone
 //  (UNSTREAM, or its SCREDIT 0).
@@ -26,6 +37,8 @@ typedef struct {
     char *endpoint;             //  NULL until named
     uint32_t credits;
     bool gone;
+    bool local;                 //  our pipe went to it (same host): no chunks
+    bool taken;                 //  and it said it took it
 } s_reader_at_t;
 
 typedef struct {
@@ -61,7 +74,22 @@ typedef struct {
     uint64_t expect;            //  offset of the next chunk
     bool got_end;
     bool cancelled;             //  said SCREDIT 0: what still comes is dropped
+    //  Same host: the writer's pipe itself (its read end), spliced into fd.
+    bool local;
+    int src;                    //  -1 if none, or at its end
+    bool src_end;
+    bool want_out;              //  the writer's pipe has bytes, ours is full
+    uint64_t passed;            //  bytes spliced
+    uint64_t told;
+    uint64_t told_ns;
 } s_reader_t;
+
+//  A pipe handed to us, waiting for its token's chunk.
+typedef struct {
+    uint8_t token [S_TOKEN];
+    int fd;                     //  -1: a free slot
+    uint64_t at_ns;
+} s_hand_t;
 
 //  A chunk of a reader not assigned here yet.
 typedef struct _s_early_t s_early_t;
@@ -79,7 +107,12 @@ struct _stream_t {
     char *data_endpoint;
     stream_done_fn *done;
     stream_progress_fn *progress;
+    stream_local_fn *local;
     void *arg;
+    char *dir;                  //  the stream directory, or NULL
+    char *sock_path;            //  our socket in it
+    int sock;                   //  bound there, or -1
+    s_hand_t hands [S_HANDS_MAX];
     sq_idmap_t *writers;        //  task key -> s_writer_t
     sq_idmap_t *by_object;      //  object key -> s_writer_t
     sq_idmap_t *readers;        //  consumer task key -> s_reader_t
@@ -97,9 +130,58 @@ struct _stream_t {
     //  What stream_items put in the poll set, in order: task keys (the
     //  writer or reader may be gone by the time stream_poll looks).
     uint64_t *polled;
-    bool *polled_writer;
+    uint8_t *polled_kind;       //  S_POLL_*
     size_t cap_polled;
 };
+
+enum { S_POLL_READER, S_POLL_WRITER, S_POLL_SOCKET };
+
+//  Our socket in the stream directory is named after the data endpoint the
+//  broker gives writers in STREAM orders: FNV-1a of it, in hex.
+static int
+s_sock_path (char *out, size_t size, const char *dir, const char *endpoint, size_t len)
+{
+    uint64_t hash = 14695981039346656037ull;
+    for (size_t i = 0; i < len; i++)
+        hash = (hash ^ (uint8_t) endpoint [i]) * 1099511628211ull;
+    int n = snprintf (out, size, "%s/%016" PRIx64 ".sock", dir, hash);
+    return n < 0 || (size_t) n >= size? -1: 0;
+}
+
+//  The directory must be ours and closed to everyone else: whoever can
+//  make a socket there could stand in for a governor's (docs/security.md).
+static int
+s_dir_open (stream_t *self, const char *dir, const char *endpoint)
+{
+    if (mkdir (dir, 0700) && errno != EEXIST) {
+        sq_error ("--stream-dir %s: %s", dir, strerror (errno));
+        return -1;
+    }
+    struct stat st;
+    if (lstat (dir, &st) || !S_ISDIR (st.st_mode) || st.st_uid != geteuid ()
+    ||  (st.st_mode & 077)) {
+        sq_error ("--stream-dir %s: not a directory of ours closed to others (mode 0700)", dir);
+        return -1;
+    }
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    if (s_sock_path (addr.sun_path, sizeof addr.sun_path, dir, endpoint, strlen (endpoint))) {
+        sq_error ("--stream-dir %s: too long for a socket's path", dir);
+        return -1;
+    }
+    self->dir = strdup (dir);
+    self->sock_path = strdup (addr.sun_path);
+    self->sock = socket (AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int on = 1;
+    unlink (addr.sun_path);             //  one of a governor gone
+    if (!self->dir || !self->sock_path || self->sock < 0
+    ||  bind (self->sock, (struct sockaddr *) &addr, sizeof addr)
+    ||  chmod (addr.sun_path, 0600)
+    ||  setsockopt (self->sock, SOL_SOCKET, SO_PASSCRED, &on, sizeof on)) {
+        sq_error ("--stream-dir %s: cannot bind %s: %s", dir, addr.sun_path, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
 
 stream_t *
 stream_new (const stream_args_t *args)
@@ -111,12 +193,17 @@ stream_new (const stream_args_t *args)
     self->governor_id = args->governor_id;
     self->done = args->done;
     self->progress = args->progress;
+    self->local = args->local;
     self->arg = args->arg;
+    self->sock = -1;
+    for (size_t i = 0; i < S_HANDS_MAX; i++)
+        self->hands [i].fd = -1;
     self->data_endpoint = strdup (args->data_endpoint? args->data_endpoint: "");
     self->writers = sq_idmap_new ();
     self->by_object = sq_idmap_new ();
     self->readers = sq_idmap_new ();
-    if (!self->data_endpoint || !self->writers || !self->by_object || !self->readers)
+    if (!self->data_endpoint || !self->writers || !self->by_object || !self->readers
+    ||  (args->dir && *args->dir && s_dir_open (self, args->dir, self->data_endpoint)))
         stream_destroy (&self);
     return self;
 }
@@ -145,6 +232,8 @@ s_reader_free (s_reader_t **r_p)
     }
     if (r->fd >= 0)
         close (r->fd);
+    if (r->src >= 0)
+        close (r->src);
     free (r->reply_to);
     free (r);
     *r_p = NULL;
@@ -185,8 +274,17 @@ stream_destroy (stream_t **self_p)
     sq_idmap_destroy (&self->writers);
     sq_idmap_destroy (&self->by_object);
     sq_idmap_destroy (&self->readers);
+    for (size_t i = 0; i < S_HANDS_MAX; i++)
+        if (self->hands [i].fd >= 0)
+            close (self->hands [i].fd);
+    if (self->sock >= 0)
+        close (self->sock);
+    if (self->sock >= 0 && self->sock_path)
+        unlink (self->sock_path);
+    free (self->sock_path);
+    free (self->dir);
     free (self->polled);
-    free (self->polled_writer);
+    free (self->polled_kind);
     free (self->data_endpoint);
     free (self);
     *self_p = NULL;
@@ -231,7 +329,7 @@ stream_writer_add (stream_t *self, uint64_t task, uint32_t attempt, uint64_t obj
     for (size_t i = 0; i < S_UNREAD_RING && w->n_dests < SQ_MAX_STREAM_CONSUMERS; i++)
         if (self->unread [i].object == object && self->unread [i].version == attempt
         &&  self->unread [i].consumer) {
-            w->dests [w->n_dests++] = (s_reader_at_t) { self->unread [i].consumer, NULL, 0, true };
+            w->dests [w->n_dests++] = (s_reader_at_t) { self->unread [i].consumer, NULL, 0, true, false, false };
             self->unread [i].consumer = 0;
         }
     return 0;
@@ -281,9 +379,51 @@ s_writable (const s_writer_t *w)
     if (w->fd < 0 || !s_all_named (w))
         return false;
     for (uint32_t i = 0; i < w->n_dests; i++)
-        if (!w->dests [i].gone && w->dests [i].credits == 0)
+        if (!w->dests [i].gone && (w->dests [i].credits == 0 || w->dests [i].local))
             return false;
     return true;
+}
+
+static void s_send_chunk (stream_t *self, s_writer_t *w, s_reader_at_t *dest, sq_blob_t *blob,
+                          size_t size, bool end, const uint8_t *token);
+
+//  Same host: the pipe's read end goes to the reader's governor through
+//  its socket in the stream directory, the token through the CURVE
+//  channel (the first chunk). Nothing was read from the pipe yet (its one
+//  reader was only now named). On any failure (no such socket: another
+//  host, or no directory there) chunks go as ever.
+static void
+s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *endpoint,
+             size_t len)
+{
+    struct sockaddr_un to = { .sun_family = AF_UNIX };
+    uint8_t token [S_TOKEN];
+    if (s_sock_path (to.sun_path, sizeof to.sun_path, self->dir, endpoint, len)
+    ||  getrandom (token, sizeof token, 0) != (ssize_t) sizeof token)
+        return;
+    union {
+        char buf [CMSG_SPACE (sizeof (int))];
+        struct cmsghdr align;
+    } control;
+    memset (&control, 0, sizeof control);
+    struct iovec iov = { token, sizeof token };
+    struct msghdr mh = {
+        .msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov, .msg_iovlen = 1,
+        .msg_control = control.buf, .msg_controllen = sizeof control.buf
+    };
+    struct cmsghdr *cm = CMSG_FIRSTHDR (&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN (sizeof (int));
+    memcpy (CMSG_DATA (cm), &w->fd, sizeof (int));
+    if (sendmsg (self->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof token) {
+        if (errno != ENOENT && errno != ECONNREFUSED)
+            sq_debug ("stream %" PRIx64 ": no same-host path (%s)", w->object, strerror (errno));
+        return;
+    }
+    sq_debug ("stream %" PRIx64 ": pipe handed to %s", w->object, to.sun_path);
+    dest->local = true;
+    s_send_chunk (self, w, dest, NULL, 0, false, token);
 }
 
 void
@@ -312,7 +452,7 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
                 dest->gone = true;
             else
             if (w->n_dests < SQ_MAX_STREAM_CONSUMERS)
-                w->dests [w->n_dests++] = (s_reader_at_t) { order.consumer, NULL, 0, true };
+                w->dests [w->n_dests++] = (s_reader_at_t) { order.consumer, NULL, 0, true, false, false };
             continue;
         }
         if (dest || w->n_dests >= w->readers) {
@@ -328,7 +468,10 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
         char *endpoint = strdup (address);
         //  Out of memory, the reader counts as gone: the writer must not
         //  wait for it for ever (it fails, having read nothing).
-        w->dests [w->n_dests++] = (s_reader_at_t) { order.consumer, endpoint, STREAM_WINDOW, !endpoint };
+        dest = &w->dests [w->n_dests++];
+        *dest = (s_reader_at_t) { order.consumer, endpoint, STREAM_WINDOW, !endpoint, false, false };
+        if (self->sock >= 0 && endpoint && w->readers == 1 && w->offset == 0 && w->fd >= 0)
+            s_hand_over (self, w, dest, order.endpoint.ptr, order.endpoint.len);
     }
     if (rc < 0)
         sq_warn ("bad %s: %s", sq_msg_name (type), err.text);
@@ -358,14 +501,15 @@ stream_on_credit (stream_t *self, sq_msg_t *msg)
 
 static void
 s_send_chunk (stream_t *self, s_writer_t *w, s_reader_at_t *dest, sq_blob_t *blob, size_t size,
-              bool end)
+              bool end, const uint8_t *token)
 {
     char route [SQ_MAX_NAME + 50];
     int route_len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, dest->endpoint);
     sq_schunk_t chunk = {
         .key = w->object, .version = w->attempt, .consumer = dest->consumer,
         .offset = w->offset, .end = end, .from = self->governor_id,
-        .reply_to = { self->data_endpoint, (uint32_t) strlen (self->data_endpoint) }
+        .reply_to = { self->data_endpoint, (uint32_t) strlen (self->data_endpoint) },
+        .token = { (const char *) token, token? S_TOKEN: 0 }
     };
     sq_wbuf_t header;
     sq_wbuf_init (&header);
@@ -381,7 +525,7 @@ s_send_chunk (stream_t *self, s_writer_t *w, s_reader_at_t *dest, sq_blob_t *blo
                  zmq_strerror (errno));
         dest->gone = true;
     }
-    if (!end && dest->credits)
+    if (!end && !token && dest->credits)
         dest->credits--;
 }
 
@@ -424,7 +568,7 @@ s_writer_read (stream_t *self, s_writer_t *w)
     if (got) {
         for (uint32_t i = 0; i < w->n_dests; i++)
             if (!w->dests [i].gone)
-                s_send_chunk (self, w, &w->dests [i], blob, got, false);
+                s_send_chunk (self, w, &w->dests [i], blob, got, false, NULL);
         w->offset += got;
     }
     sq_blob_unref (&blob);
@@ -434,12 +578,42 @@ s_writer_read (stream_t *self, s_writer_t *w)
 }
 
 void
+stream_on_local (stream_t *self, sq_msg_t *msg)
+{
+    sq_slocal_t local;
+    sq_errbuf_t err;
+    if (msg->n != 2 || sq_slocal_decode (&local, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad SLOCAL: %s", msg->n != 2? "payload frames": err.text);
+        return;
+    }
+    s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, local.key);
+    s_reader_at_t *dest = w && w->attempt == local.version? s_dest (w, local.consumer): NULL;
+    if (!dest || dest->gone || !dest->local || w->fd < 0)
+        return;                 //  late, or never handed over
+    if (local.state == SQ_SLOCAL_REFUSED) {
+        if (dest->taken)
+            return;             //  it said otherwise before
+        dest->local = false;    //  chunks after all, from the start
+        return;
+    }
+    if (!dest->taken) {
+        dest->taken = true;
+        if (self->local)
+            self->local (self->arg, w->object);
+    }
+    if (local.bytes > w->offset)
+        w->offset = local.bytes;
+    if (local.state == SQ_SLOCAL_END)
+        s_writer_close (self, w, false);
+}
+
+void
 stream_writer_end (stream_t *self, uint64_t task)
 {
     s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->writers, task);
     for (uint32_t i = 0; w && i < w->n_dests; i++)
         if (!w->dests [i].gone)
-            s_send_chunk (self, w, &w->dests [i], NULL, 0, true);
+            s_send_chunk (self, w, &w->dests [i], NULL, 0, true, NULL);
 }
 
 //  --------------------------------------------------------------------------
@@ -458,6 +632,109 @@ s_scredit (stream_t *self, const char *address, uint64_t object, uint32_t versio
     if (sq_send (self->pipe, route, (size_t) len, &header, NULL, 0, 0))
         sq_warn ("cannot pass SCREDIT on: %s", zmq_strerror (errno));
     sq_wbuf_release (&header);
+}
+
+static void
+s_slocal (stream_t *self, s_reader_t *r, uint32_t state)
+{
+    char route [SQ_MAX_NAME + 50];
+    int len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, r->reply_to);
+    sq_slocal_t local = { r->object, r->version, r->consumer, state, r->passed };
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_slocal_encode (&header, &local);
+    if (sq_send (self->pipe, route, (size_t) len, &header, NULL, 0, 0))
+        sq_warn ("cannot pass SLOCAL on: %s", zmq_strerror (errno));
+    sq_wbuf_release (&header);
+    r->told = r->passed;
+    r->told_ns = task_now_ns ();
+}
+
+static void
+s_close_fds (struct msghdr *mh)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR (mh); cm; cm = CMSG_NXTHDR (mh, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+            for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int); i++) {
+                int fd;
+                memcpy (&fd, CMSG_DATA (cm) + i * sizeof (int), sizeof fd);
+                close (fd);
+            }
+}
+
+//  Pipes handed to us: kept (by token) only if they come from a process of
+//  our uid (the kernel's word, SCM_CREDENTIALS) as one pipe's read end
+//  with a token. Still useless without the token from a governor.
+static void
+s_local_recv (stream_t *self)
+{
+    while (self->sock >= 0) {
+        uint8_t token [S_TOKEN + 1];
+        union {
+            char buf [CMSG_SPACE (4 * sizeof (int)) + CMSG_SPACE (sizeof (struct ucred))];
+            struct cmsghdr align;
+        } control;
+        struct iovec iov = { token, sizeof token };
+        struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1,
+            .msg_control = control.buf, .msg_controllen = sizeof control.buf
+        };
+        ssize_t n = recvmsg (self->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return;
+        struct ucred cred = { 0, (uid_t) -1, (gid_t) -1 };
+        int fd = -1, n_fds = 0;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR (&mh); cm; cm = CMSG_NXTHDR (&mh, cm)) {
+            if (cm->cmsg_level != SOL_SOCKET)
+                continue;
+            if (cm->cmsg_type == SCM_CREDENTIALS && cm->cmsg_len == CMSG_LEN (sizeof cred))
+                memcpy (&cred, CMSG_DATA (cm), sizeof cred);
+            if (cm->cmsg_type == SCM_RIGHTS) {
+                n_fds += (int) ((cm->cmsg_len - CMSG_LEN (0)) / sizeof (int));
+                memcpy (&fd, CMSG_DATA (cm), sizeof fd);
+            }
+        }
+        struct stat st;
+        int flags = n_fds == 1? fcntl (fd, F_GETFL): -1;
+        const char *wrong = cred.uid != geteuid ()? "from another user"
+                          : n != S_TOKEN || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+                            || n_fds != 1? "not a token and one descriptor"
+                          : fstat (fd, &st) || !S_ISFIFO (st.st_mode) || flags < 0
+                            || (flags & O_ACCMODE) != O_RDONLY? "not a pipe's read end": NULL;
+        if (wrong) {
+            sq_warn ("stream directory: a hand-over %s (pid %d, uid %d) refused", wrong,
+                     (int) cred.pid, (int) cred.uid);
+            s_close_fds (&mh);
+            continue;
+        }
+        //  Full (pipes no chunk claimed): the oldest goes. Its writer's
+        //  governor is told so when its chunk comes, and sends chunks.
+        s_hand_t *slot = &self->hands [0];
+        for (size_t i = 0; i < S_HANDS_MAX && slot->fd >= 0; i++)
+            if (self->hands [i].fd < 0 || self->hands [i].at_ns < slot->at_ns)
+                slot = &self->hands [i];
+        if (slot->fd >= 0)
+            close (slot->fd);
+        memcpy (slot->token, token, S_TOKEN);
+        slot->fd = fd;
+        slot->at_ns = task_now_ns ();
+    }
+}
+
+//  The pipe handed over with this token, taken out; -1 if none.
+static int
+s_hand_take (stream_t *self, const uint8_t *token)
+{
+    s_local_recv (self);        //  sent before the chunk that names it
+    for (size_t i = 0; i < S_HANDS_MAX; i++)
+        if (self->hands [i].fd >= 0 && memcmp (self->hands [i].token, token, S_TOKEN) == 0) {
+            int fd = self->hands [i].fd;
+            self->hands [i].fd = -1;
+            return fd;
+        }
+    return -1;
 }
 
 static bool
@@ -489,6 +766,55 @@ s_reader_cancel (stream_t *self, s_reader_t *r)
         close (r->fd);
         r->fd = -1;
     }
+    if (r->src >= 0) {
+        close (r->src);
+        r->src = -1;
+    }
+}
+
+//  The stream cannot be read whole: the pipe closes early and the task,
+//  which would run on part of it, is failed (through its program, killed
+//  when its pipe breaks; see compute_tasks.c).
+static void
+s_reader_break (stream_t *self, s_reader_t *r, const sq_schunk_t *chunk, const char *why)
+{
+    sq_warn ("stream %" PRIx64 " to reader %" PRIx64 " broken: %s", chunk->key,
+             chunk->consumer, why);
+    s_reader_cancel (self, r);
+    r->expect = UINT64_MAX;             //  marks it broken
+}
+
+//  A chunk of a reader that has, or asks for, the writer's pipe itself:
+//  the token first (the one it was handed with), then only the end, at the
+//  bytes passed on. `bytes` is taken.
+static void
+s_reader_take_local (stream_t *self, s_reader_t *r, const sq_schunk_t *chunk, zmq_msg_t *bytes)
+{
+    size_t size = zmq_msg_size (bytes);
+    zmq_msg_close (bytes);
+    if (chunk->token.len && !r->local) {
+        if (r->expect || r->got_end || chunk->offset || chunk->end || size) {
+            s_reader_break (self, r, chunk, "a hand-over after bytes");
+            return;
+        }
+        int fd = s_hand_take (self, (const uint8_t *) chunk->token.ptr);
+        if (fd < 0 || s_nonblocking (fd)) {
+            if (fd >= 0)
+                close (fd);
+            s_slocal (self, r, SQ_SLOCAL_REFUSED);      //  chunks then
+            return;
+        }
+        r->local = true;
+        r->src = fd;
+        s_slocal (self, r, SQ_SLOCAL_PASSED);
+        return;
+    }
+    if (chunk->token.len || !chunk->end || size || r->got_end || chunk->offset != r->passed
+    ||  !r->src_end) {
+        s_reader_break (self, r, chunk, "a chunk beside a pipe handed over");
+        return;
+    }
+    r->got_end = true;
 }
 
 //  A chunk for this reader: queued in order. `bytes` is taken.
@@ -506,19 +832,17 @@ s_reader_take (stream_t *self, s_reader_t *r, const sq_schunk_t *chunk, const ch
         zmq_msg_close (bytes);
         return;
     }
+    if (chunk->token.len || r->local) {
+        s_reader_take_local (self, r, chunk, bytes);
+        return;
+    }
     const char *wrong = r->got_end? "a chunk after the end"
                       : chunk->offset != r->expect? "a chunk out of order"
                       : r->n_queued >= 2 * STREAM_WINDOW? "more chunks than its window": NULL;
     s_chunk_t *c = wrong? NULL: (s_chunk_t *) calloc (1, sizeof *c);
     if (!c) {
-        //  The task cannot have its whole input: its pipe closes early and
-        //  the task would run on part of it, so it is failed (through its
-        //  program, killed when its pipe breaks; see compute_tasks.c).
-        sq_warn ("stream %" PRIx64 " to reader %" PRIx64 " broken: %s", chunk->key,
-                 chunk->consumer, wrong? wrong: "out of memory");
         zmq_msg_close (bytes);
-        s_reader_cancel (self, r);
-        r->expect = UINT64_MAX;             //  marks it broken
+        s_reader_break (self, r, chunk, wrong? wrong: "out of memory");
         return;
     }
     zmq_msg_init (&c->bytes);
@@ -548,6 +872,7 @@ stream_reader_add (stream_t *self, uint64_t consumer, uint64_t object, uint32_t 
     r->object = object;
     r->version = version;
     r->fd = fd;
+    r->src = -1;
     if (sq_idmap_insert (self->readers, consumer, r)) {
         s_reader_free (&r);
         return -1;
@@ -681,20 +1006,57 @@ s_reader_write (stream_t *self, s_reader_t *r)
     }
 }
 
+//  Moves what the writer's pipe has into the reader's, page references
+//  rather than bytes (splice between two pipes copies nothing).
+static void
+s_reader_splice (stream_t *self, s_reader_t *r)
+{
+    for (int i = 0; i < S_SPLICES && r->src >= 0 && r->fd >= 0; i++) {
+        ssize_t n = splice (r->src, NULL, r->fd, NULL, STREAM_CHUNK,
+                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n > 0) {
+            r->passed += (uint64_t) n;
+            r->want_out = false;
+        }
+        else
+        if (n == 0) {
+            //  Its end (every writer of it closed it): the writer's
+            //  governor sends our end once the program exited well.
+            close (r->src);
+            r->src = -1;
+            r->src_end = true;
+            s_slocal (self, r, SQ_SLOCAL_END);
+        }
+        else
+        if (errno == EAGAIN) {
+            //  Which side: bytes waiting mean that ours is full.
+            int waiting = 0;
+            r->want_out = ioctl (r->src, FIONREAD, &waiting) == 0 && waiting > 0;
+            return;
+        }
+        else
+        if (errno != EINTR) {
+            //  The program closed its stdin (EPIPE): it wants no more.
+            s_reader_cancel (self, r);
+            return;
+        }
+    }
+}
+
 //  --------------------------------------------------------------------------
 //  Polling
 
 size_t
 stream_items (stream_t *self, zmq_pollitem_t *items, size_t max)
 {
-    size_t want = sq_idmap_size (self->writers) + sq_idmap_size (self->readers);
+    size_t want = sq_idmap_size (self->writers) + sq_idmap_size (self->readers) + 1;
     if (want > self->cap_polled) {
         uint64_t *polled = (uint64_t *) realloc (self->polled, want * sizeof *polled);
         if (polled)
             self->polled = polled;
-        bool *kinds = (bool *) realloc (self->polled_writer, want * sizeof *kinds);
+        uint8_t *kinds = (uint8_t *) realloc (self->polled_kind, want * sizeof *kinds);
         if (kinds)
-            self->polled_writer = kinds;
+            self->polled_kind = kinds;
         if (polled && kinds)
             self->cap_polled = want;
     }
@@ -702,22 +1064,29 @@ stream_items (stream_t *self, zmq_pollitem_t *items, size_t max)
         max = self->cap_polled;
     size_t n = 0, cursor = 0;
     void *item;
+    if (n < max && self->sock >= 0) {
+        items [n] = (zmq_pollitem_t) { NULL, self->sock, ZMQ_POLLIN, 0 };
+        self->polled [n] = 0;
+        self->polled_kind [n++] = S_POLL_SOCKET;
+    }
     while (n < max && (item = sq_idmap_next (self->writers, &cursor, NULL))) {
         s_writer_t *w = (s_writer_t *) item;
         if (!s_writable (w))
             continue;
         items [n] = (zmq_pollitem_t) { NULL, w->fd, ZMQ_POLLIN, 0 };
         self->polled [n] = w->task;
-        self->polled_writer [n++] = true;
+        self->polled_kind [n++] = S_POLL_WRITER;
     }
     cursor = 0;
     while (n < max && (item = sq_idmap_next (self->readers, &cursor, NULL))) {
         s_reader_t *r = (s_reader_t *) item;
-        if (r->fd < 0 || !r->head)
+        if (r->fd < 0 || (r->local? r->src < 0: !r->head))
             continue;
-        items [n] = (zmq_pollitem_t) { NULL, r->fd, ZMQ_POLLOUT, 0 };
+        items [n] = r->local && !r->want_out
+                  ? (zmq_pollitem_t) { NULL, r->src, ZMQ_POLLIN, 0 }
+                  : (zmq_pollitem_t) { NULL, r->fd, ZMQ_POLLOUT, 0 };
         self->polled [n] = r->consumer;
-        self->polled_writer [n++] = false;
+        self->polled_kind [n++] = S_POLL_READER;
     }
     return n;
 }
@@ -728,27 +1097,56 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
     for (size_t i = 0; i < n_items; i++) {
         if (!items [i].revents)
             continue;
-        if (self->polled_writer [i]) {
+        if (self->polled_kind [i] == S_POLL_SOCKET)
+            s_local_recv (self);
+        else
+        if (self->polled_kind [i] == S_POLL_WRITER) {
             s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->writers, self->polled [i]);
             if (w && w->fd == items [i].fd && s_writable (w))
                 s_writer_read (self, w);
         }
         else {
             s_reader_t *r = (s_reader_t *) sq_idmap_lookup (self->readers, self->polled [i]);
+            if (r && r->local && (r->fd == items [i].fd || r->src == items [i].fd))
+                s_reader_splice (self, r);
+            else
             if (r && r->fd == items [i].fd)
                 s_reader_write (self, r);
         }
     }
+    uint64_t now = task_now_ns ();
+    bool timers = false;
     //  A reader whose queue just got an end with nothing before it closes
     //  now, without waiting for the pipe to be writable.
+    //  A reader of a pipe handed over closes once both the pipe and its
+    //  writer's governor said it ended; until then it says its progress.
     size_t cursor = 0;
     void *item;
     while ((item = sq_idmap_next (self->readers, &cursor, NULL))) {
         s_reader_t *r = (s_reader_t *) item;
         if (r->fd >= 0 && r->head && r->head->end && zmq_msg_size (&r->head->bytes) == 0)
             s_reader_write (self, r);
+        if (r->local && r->fd >= 0 && r->src_end && r->got_end) {
+            close (r->fd);
+            r->fd = -1;
+        }
+        if (r->local && r->src >= 0 && !r->cancelled) {
+            timers = true;
+            if (r->passed != r->told && now - r->told_ns >= S_PROGRESS_NS)
+                s_slocal (self, r, SQ_SLOCAL_PASSED);
+        }
     }
-    uint64_t now = task_now_ns ();
+    //  Pipes handed over whose chunk never came (its reader ended, or a
+    //  stranger's) are not kept.
+    for (size_t i = 0; i < S_HANDS_MAX; i++)
+        if (self->hands [i].fd >= 0) {
+            if (now - self->hands [i].at_ns > STREAM_EARLY_MS * 1000000ull) {
+                close (self->hands [i].fd);
+                self->hands [i].fd = -1;
+            }
+            else
+                timers = true;
+        }
     while (self->early_head && now - self->early_head->at_ns > STREAM_EARLY_MS * 1000000ull) {
         s_early_t *e = self->early_head;
         self->early_head = e->next;
@@ -761,7 +1159,7 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
         s_scredit (self, e->address, e->chunk.key, e->chunk.version, e->chunk.consumer, 0);
         s_early_free (&e);
     }
-    bool timers = self->early_head != NULL;
+    timers |= self->early_head != NULL;
     cursor = 0;
     while ((item = sq_idmap_next (self->writers, &cursor, NULL))) {
         s_writer_t *w = (s_writer_t *) item;

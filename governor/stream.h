@@ -29,6 +29,20 @@
     all: past that they are refused); chunks for a reader that ended are
     answered SCREDIT 0.
 
+    Same host: with a stream directory (--stream-dir), a writer with one
+    reader whose governor has a socket there (named after its data
+    endpoint) hands that governor its pipe's read end (SCM_RIGHTS) with a
+    random token, and sends the token in its first SCHUNK over the CURVE
+    channel. The reader's governor takes a pipe only from a process of its
+    own uid, and only for a token a governor sent it: it then moves the
+    bytes from the writer's pipe to the reader's with splice (no copy,
+    no encryption), and answers SLOCAL (taken with progress, the pipe's
+    end with its bytes, or refused: the writer sends chunks after all).
+    The writer's governor keeps its own read end until the stream ends, so
+    a reader that leaves still ends the writer by SIGPIPE only once the
+    writer's governor knows it was deserted; the end chunk still waits for
+    the program to exit well (docs/security.md, "Streams on one host").
+
     Both ends run in the compute thread. Ownership: stream_new borrows the
     pipe; the stream_t owns every descriptor handed to it and closes them. */
 #ifndef GOV_STREAM_H
@@ -58,15 +72,25 @@ typedef void (stream_done_fn) (void *arg, uint64_t task, uint32_t attempt, uint6
 //  second per stream.
 typedef void (stream_progress_fn) (void *arg, uint64_t object, uint64_t bytes);
 
+//  A stream went over the same-host path (its reader's governor took the
+//  pipe). Called from stream_on_local.
+typedef void (stream_local_fn) (void *arg, uint64_t object);
+
 typedef struct {
     void *pipe;                 //  PAIR to the receive thread (borrowed)
     uint32_t governor_id;
     const char *data_endpoint;  //  ours, where readers send SCREDITs
     stream_done_fn *done;
     stream_progress_fn *progress;
+    stream_local_fn *local;
+    //  Where governors of this host meet to hand pipes over (a directory
+    //  of ours, mode 0700, made if missing), or NULL: chunks only.
+    const char *dir;
     void *arg;
 } stream_args_t;
 
+//  NULL if out of memory or the stream directory is unusable (not ours,
+//  open to others: said in the log).
 stream_t *stream_new (const stream_args_t *args);
 void stream_destroy (stream_t **self_p);
 
@@ -83,6 +107,8 @@ void stream_writer_remove (stream_t *self, uint64_t task);
 //  STREAM and UNSTREAM orders (msg frame 1: the order batch).
 void stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg);
 void stream_on_credit (stream_t *self, sq_msg_t *msg);
+//  SLOCAL from the governor a pipe was handed to.
+void stream_on_local (stream_t *self, sq_msg_t *msg);
 
 //  Reader: the task `consumer` reads stream `object` of producer attempt
 //  `version` into the write end `fd` (taken over, made non-blocking). 0,

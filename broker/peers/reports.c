@@ -265,6 +265,10 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
                 place_object_changed (self, object);
             continue;
         }
+        if (ev.type == SQ_EV_STREAMLOCAL) {
+            self->streams_local++;
+            continue;
+        }
         if (ev.type == SQ_EV_STREAMED) {
             //  Progress of a stream its producer writes here (the dashboard).
             bx_stream_progress (self, gov, ev.key, ev.size);

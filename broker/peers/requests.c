@@ -282,7 +282,8 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         .sessions = sessions, .clients = clients, .objects = graph_object_count (self->graph),
         .watches = watches_count (self->watches), .recomputed = graph_recomputed (self->graph),
         .uploads = uploads_count (self->uploads),
-        .copy_rate = (uint64_t) scheduler_copy_rate (self->scheduler)
+        .copy_rate = (uint64_t) scheduler_copy_rate (self->scheduler),
+        .streams_local = self->streams_local
     };
     if (!all) {
         //  Its own numbers only.

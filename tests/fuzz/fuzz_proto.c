@@ -328,7 +328,7 @@ s_fuzz_update (const uint8_t *data, size_t size)
         while ((rc = sq_update_next (&it, &ev)) == 1) {
             FZ_ASSERT ((ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_LOGTAIL)
                        || ev.type == SQ_EV_SECEDED || ev.type == SQ_EV_TASKKEY
-                       || ev.type == SQ_EV_REFRESHED);
+                       || ev.type == SQ_EV_REFRESHED || ev.type == SQ_EV_STREAMLOCAL);
             if (ev.type == SQ_EV_TASKKEY) {
                 FZ_ASSERT (ev.public_key.len == 32);
                 s_touch_str (ev.public_key);

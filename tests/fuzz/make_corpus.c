@@ -412,6 +412,9 @@ main (int argc, char **argv)
     sq_batch_header (&w, SQ_MSG_UPDATE, 1);
     sq_pack_streamed (&w.pk, sq_key (1, 7), 3 << 20);
     s_emit (FZ_UPDATE, "streamed", &w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    sq_pack_streamlocal (&w.pk, sq_key (1, 7));
+    s_emit (FZ_UPDATE, "streamlocal", &w);
     const uint8_t task_key [32] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
                                     17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30 };
     sq_batch_header (&w, SQ_MSG_UPDATE, 3);
@@ -520,12 +523,17 @@ main (int argc, char **argv)
     sq_pack_unstream (&w.pk, sq_key (1, 7), 1, sq_key (1, 11));
     s_emit (FZ_STREAM, "unstream", &w);
     sq_schunk_t schunk = { sq_key (1, 7), 1, sq_key (1, 9), 3 << 20, false, 2,
-                           s_mstr ("tcp://10.213.0.11:41001") };
+                           s_mstr ("tcp://10.213.0.11:41001"), { NULL, 0 } };
     sq_schunk_encode (&w, &schunk);
     s_emit (FZ_SCHUNK, "schunk", &w);
     schunk.end = true;
     sq_schunk_encode (&w, &schunk);
     s_emit (FZ_SCHUNK, "schunk-end", &w);
+    schunk.end = false;
+    schunk.offset = 0;
+    schunk.token = (mpr_str_t) { "\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10", 16 };
+    sq_schunk_encode (&w, &schunk);
+    s_emit (FZ_SCHUNK, "schunk-token", &w);
     sq_scredit_t scredit = { sq_key (1, 7), 1, sq_key (1, 9), 1 };
     sq_scredit_encode (&w, &scredit);
     s_emit (FZ_SCREDIT, "scredit", &w);

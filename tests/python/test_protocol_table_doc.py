@@ -31,6 +31,13 @@ def table():
             assert current and current[2] is not None and m.group(2) == current[0], \
                 "proto_messages.def: a field row of %s outside its message: %s" % (m.group(2), line)
             current[2].append((m.group(5), m.group(1) == "OPT"))
+            continue
+        # a field row in full (an optional one with bounds): its last argument
+        m = re.match(r"\s+SQ_FIELD \((\w+), (\w+), (\w+), \"([^\"]+)\",.*, ([01])\)", line)
+        if m:
+            assert current and current[2] is not None and m.group(1) == current[0], \
+                "proto_messages.def: a field row of %s outside its message: %s" % (m.group(1), line)
+            current[2].append((m.group(4), m.group(5) == "1"))
     return messages
 
 

@@ -24,7 +24,13 @@ def _hwm(pid):
     raise AssertionError("no VmHWM for %d" % pid)
 
 
+def _local(client):
+    """Streams that went over the same-host path so far (INFO)."""
+    return client.info()["streams_local"]
+
+
 def test_three_stage_pipeline(client):
+    before = _local(client)
     with client.session() as s:
         seq = Execute("seq 1 200000", stdout=True, stream=True, name="seq")
         grep = Execute("grep 7", stdin=seq.output, stdout=True, stream=True, name="grep")
@@ -34,9 +40,32 @@ def test_three_stage_pipeline(client):
         assert count.output.fetch(TIMEOUT).strip() == b"81902"
         # the stream's size is what went through it
         s.wait([seq, grep], TIMEOUT)
+    # a LocalCluster's governors share a stream directory: both streams
+    # went as pipes handed over, not as chunks
+    assert _local(client) == before + 2
+
+
+def test_same_host_path_is_exact(client, tmp_path):
+    """48 MiB of random bytes through two hand-overs, checked whole."""
+    import hashlib
+    data = os.path.join(str(tmp_path), "data")
+    before = _local(client)
+    with client.session() as s:
+        gen = Execute("head -c 48M /dev/urandom > %s; cat %s" % (data, data),
+                      stdout=True, stream=True, name="gen")
+        cat = Execute("cat", stdin=gen.output, stdout=True, stream=True, name="cat")
+        summed = Execute("md5sum", stdin=cat.output, stdout=True, name="sum")
+        summed.output.keep()
+        s.submit()
+        got = summed.output.fetch(TIMEOUT).split()[0].decode()
+        s.wait([gen, cat], TIMEOUT)
+    with open(data, "rb") as f:
+        assert got == hashlib.md5(f.read()).hexdigest()
+    assert _local(client) == before + 2
 
 
 def test_several_readers_and_an_empty_stream(client):
+    before = _local(client)
     with client.session() as s:
         text = Execute("seq 1 50000", stdout=True, stream=True)
         a = Execute("wc -l", stdin=text.output, stdout=True)
@@ -52,11 +81,18 @@ def test_several_readers_and_an_empty_stream(client):
         assert c.output.fetch(TIMEOUT).strip() == str(
             sum(1 for i in range(1, 50001) if "5" in str(i))).encode()
         assert d.output.fetch(TIMEOUT).strip() == b"0"
+        s.wait([text, nothing], TIMEOUT)
+    # a stream of several readers goes as chunks (a pipe has one reader);
+    # `nothing`, of one reader, went as a pipe handed over
+    assert _local(client) == before + 1
 
 
 def test_a_reader_that_stops_early(client):
     """`yes | head -n 3`: the reader leaves, the writer's pipe closes under
-    it, and its SIGPIPE does not fail it."""
+    it, and its SIGPIPE does not fail it (here over the same-host path: the
+    reader's governor closes the pipe handed to it, and the writer's once it
+    knows)."""
+    before = _local(client)
     with client.session() as s:
         yes = Execute("yes", stdout=True, stream=True, name="yes")
         head = Execute("head -n 3", stdin=yes.output, stdout=True)
@@ -64,6 +100,7 @@ def test_a_reader_that_stops_early(client):
         s.submit()
         assert head.output.fetch(TIMEOUT) == b"y\ny\ny\n"
         s.wait([yes], TIMEOUT)
+    assert _local(client) == before + 1
 
 
 @pytest.mark.parametrize("case", ["kept", "fetched", "later", "concat", "deadlock", "unread"])
@@ -187,6 +224,10 @@ def test_progress_shows_and_the_group_runs_again_when_the_writer_is_lost(tmp_pat
                 assert cli.main(["status", "--broker", cluster.address, "--secret-key",
                                  cluster.secret_key, "--broker-key", cluster.broker_key]) == 0
             assert "stream %d/%d on governor" % (s.id, producer.output.id) in out.getvalue()
+            # it went as a pipe handed over (a LocalCluster's governors share
+            # a stream directory), counted once its writer's governor knew
+            assert "streams handed over as pipes (governors of one host): 1 so far" \
+                in out.getvalue()
             # its governor dies mid-stream: the whole group runs again
             os.kill(first, signal.SIGKILL)
             starts = until(lambda: len(_starts(tmp_path)) >= 2 and _starts(tmp_path),
@@ -195,6 +236,31 @@ def test_progress_shows_and_the_group_runs_again_when_the_writer_is_lost(tmp_pat
             open(os.path.join(str(tmp_path), "go"), "w").close()
             assert count.output.fetch(TIMEOUT).strip() == b"301000"
             assert len(_starts(tmp_path)) == 2
+
+
+def test_the_group_runs_again_when_the_reader_is_lost_mid_pipe(tmp_path):
+    """Over the same-host path, the reader's governor (which holds the
+    writer's pipe) dies mid-stream: the writer's stays blocked on its pipe,
+    not failed nor ended, and the group runs again whole."""
+    with squall.LocalCluster(governors=3, cpus=1, **cluster_options()) as cluster:
+        with cluster.client() as client, client.session() as s:
+            before = _local(client)
+            producer = _gated_producer(tmp_path, 300000, 1000)
+            count = Execute("echo $PPID >> %s/readers; wc -l" % tmp_path, stdin=producer.output,
+                            stdout=True, name="wc", max_retries=1)
+            count.output.keep()
+            s.submit()
+            until(lambda: _local(client) == before + 1, "the pipe handed over")
+            readers = os.path.join(str(tmp_path), "readers")
+            until(lambda: os.path.exists(readers) and open(readers).read().split(),
+                  "the reader to start")
+            with open(readers) as f:
+                reader_gov = int(f.read().split()[0])
+            assert reader_gov not in _starts(tmp_path)     # not the writer's governor
+            os.kill(reader_gov, signal.SIGKILL)
+            until(lambda: len(_starts(tmp_path)) >= 2, "the producer to start again")
+            open(os.path.join(str(tmp_path), "go"), "w").close()
+            assert count.output.fetch(TIMEOUT).strip() == b"301000"
 
 
 def test_a_reader_failing_runs_its_group_again(client, tmp_path):
@@ -232,6 +298,9 @@ def test_a_reader_failing_before_it_reads_does_not_hold_its_writer(client):
 
 
 def test_a_writer_failing_fails_its_readers(client):
+    """Also over the same-host path: the pipe's end is not the stream's,
+    which only the writer's governor says once its program exited well."""
+    before = _local(client)
     with client.session() as s:
         bad = Execute("seq 1 10; exit 3", stdout=True, stream=True)
         reader = Execute("wc -l", stdin=bad.output, stdout=True)
@@ -239,6 +308,119 @@ def test_a_writer_failing_fails_its_readers(client):
         s.submit()
         with pytest.raises(squall.SquallError):
             reader.output.fetch(TIMEOUT)
+    until(lambda: _local(client) == before + 1, "the hand-over counted")
+
+
+def test_governors_of_other_directories_send_chunks(tmp_path):
+    """Writer and reader on governors that do not share a stream directory
+    (as on two hosts): the writer finds no socket of the reader's governor
+    and sends chunks; the bytes are the same, and a reader that leaves still
+    ends the writer."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        # writers only on the one, readers only on the other
+        cluster.add_governor(args=["--resource", "w=1", "--stream-dir", str(tmp_path / "a")])
+        cluster.add_governor(args=["--resource", "r=1", "--stream-dir", str(tmp_path / "b")])
+        with cluster.client() as client, client.session() as s:
+            before = _local(client)
+            seq = Execute("seq 1 200000", stdout=True, stream=True, resources={"w": 1})
+            count = Execute("wc -l", stdin=seq.output, stdout=True, resources={"r": 1})
+            yes = Execute("yes", stdout=True, stream=True, resources={"w": 1})
+            head = Execute("head -n 2", stdin=yes.output, stdout=True, resources={"r": 1})
+            count.output.keep()
+            head.output.keep()
+            s.submit()
+            assert count.output.fetch(TIMEOUT).strip() == b"200000"
+            assert head.output.fetch(TIMEOUT) == b"y\ny\n"
+            s.wait([seq, yes], TIMEOUT)
+            assert _local(client) == before
+
+
+def _send_pipes(path, n, payload=b"EVIL"):
+    """Sends n pipes' read ends (each holding payload) with made-up tokens
+    to a governor's socket, as any process of our user could; returns how
+    many went (its queue is short: the rest would wait)."""
+    import socket
+    sent = 0
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        for _ in range(n):
+            r, w = os.pipe()
+            os.write(w, payload)
+            try:
+                sock.sendmsg([os.urandom(16)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                 bytes(memoryview(
+                                                     __import__("array").array("i", [r]))))],
+                               socket.MSG_DONTWAIT, path)
+                sent += 1
+            except BlockingIOError:
+                pass
+            finally:
+                os.close(r)
+                os.close(w)
+    return sent
+
+
+def _fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def test_only_governors_use_the_same_host_path(cluster, client):
+    """docs/security.md, "Streams on one host": the stream directory is
+    the cluster user's alone; a process of another user cannot reach a
+    governor's socket; one of the same user that sends pipes there has them
+    kept (at most 64 per governor, not for long) but never read for a
+    stream, which needs a token only a governor sends over CURVE."""
+    import socket
+    import stat
+    sdir = os.path.join(cluster._keydir, "streams")
+    st = os.stat(sdir)
+    assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
+    socks = [os.path.join(sdir, n) for n in os.listdir(sdir)]
+    assert len(socks) == len(cluster.governors)
+    assert all(stat.S_IMODE(os.stat(p).st_mode) == 0o600 for p in socks)
+    if os.geteuid() == 0:
+        # another user (nobody) is refused by the kernel
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                    sock.sendto(b"x" * 16, socks[0])
+            except PermissionError:
+                code = 0
+            except BaseException:
+                code = 2
+            os._exit(code)
+        assert os.waitpid(pid, 0)[1] == 0
+    base = {g.pid: _fds(g.pid) for g in cluster.governors}
+    before = _local(client)
+    # strangers' pipes, sent while a pipeline runs: never read into it
+    for path in socks:
+        assert _send_pipes(path, 8) > 0
+    with client.session() as s:
+        seq = Execute("seq 1 100000", stdout=True, stream=True)
+        cat = Execute("cat", stdin=seq.output, stdout=True, stream=True)
+        count = Execute("wc -c", stdin=cat.output, stdout=True)
+        count.output.keep()
+        s.submit()
+        for path in socks:
+            _send_pipes(path, 8)
+        assert count.output.fetch(TIMEOUT).strip() == str(
+            sum(len(str(i)) + 1 for i in range(1, 100001))).encode()
+        s.wait([seq, cat], TIMEOUT)
+    assert _local(client) == before + 2
+    # many more (as fast as its socket takes them): a governor keeps 64 at
+    # most, the oldest going first
+    for path in socks:
+        sent = [0]
+
+        def more(path=path, sent=sent):
+            sent[0] += _send_pipes(path, 10)
+            return sent[0] >= 150
+        until(more, "150 pipes sent to " + path)
+    for g in cluster.governors:
+        assert _fds(g.pid) <= base[g.pid] + 64 + 8, (_fds(g.pid), base[g.pid])
 
 
 def test_the_example_runs():

@@ -154,6 +154,13 @@ s_dec_scredit (const void *d, size_t n, sq_errbuf_t *err)
 }
 
 static int
+s_dec_slocal (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_slocal_t c;
+    return sq_slocal_decode (&c, d, n, err);
+}
+
+static int
 s_dec_drop (const void *d, size_t n, sq_errbuf_t *err)
 {
     sq_iter_t it;
@@ -771,7 +778,7 @@ s_test_update (void)
     sq_wbuf_t w;
     sq_wbuf_init (&w);
     sq_errbuf_t err;
-    sq_batch_header (&w, SQ_MSG_UPDATE, 8);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 9);
     sq_output_ref_t outs [2] = { { sq_key (1, 3), 100, 1 }, { sq_key (1, 4), 1ull << 40, -1 } };
     sq_pack_finished (&w.pk, sq_key (1, 2), 1, outs, 2, 1234);
     sq_pack_failed (&w.pk, sq_key (1, 5), 2, "exit code 1", 99);
@@ -781,6 +788,7 @@ s_test_update (void)
     sq_pack_lost (&w.pk, sq_key (2, 3));
     sq_pack_uploaded (&w.pk, sq_key (2, 4), 1ull << 33);
     sq_pack_finished (&w.pk, sq_key (1, 9), 1, NULL, 0, 0);
+    sq_pack_streamlocal (&w.pk, sq_key (2, 6));
 
     sq_iter_t it;
     sq_event_t ev;
@@ -804,9 +812,21 @@ s_test_update (void)
     CHECK (ev.type == SQ_EV_UPLOADED && ev.key == sq_key (2, 4) && ev.size == 1ull << 33);
     CHECK (sq_update_next (&it, &ev) == 1);
     CHECK (ev.type == SQ_EV_FINISHED && ev.n_outputs == 0);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_STREAMLOCAL && ev.key == sq_key (2, 6));
     CHECK (sq_update_next (&it, &ev) == 0);
     sq_iter_release (&it);
     s_check_truncations ("UPDATE", s_dec_update, w.buf.data, w.buf.size);
+    //  STREAMLOCAL has its object only
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, SQ_EV_STREAMLOCAL);
+    msgpack_pack_uint64 (&w.pk, sq_key (2, 6));
+    msgpack_pack_uint64 (&w.pk, 5);
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == -1);
+    sq_iter_release (&it);
 
     //  A nested task gives its cpus back while it waits, and takes them again
     sq_wbuf_reset (&w);
@@ -1110,7 +1130,8 @@ s_test_governor_messages (void)
 
     //  SCHUNK, SCREDIT
     sq_wbuf_reset (&w);
-    sq_schunk_t sc = { sq_key (1, 7), 2, sq_key (1, 8), 1ull << 40, true, 3, s_mstr ("tcp://p:1") }, sc2;
+    sq_schunk_t sc = { sq_key (1, 7), 2, sq_key (1, 8), 1ull << 40, true, 3, s_mstr ("tcp://p:1"),
+                       { NULL, 0 } }, sc2;
     sq_schunk_encode (&w, &sc);
     CHECK (sq_schunk_decode (&sc2, w.buf.data, w.buf.size, &err) == 0);
     CHECK (sc2.key == sc.key && sc2.version == 2 && sc2.consumer == sc.consumer
@@ -1123,6 +1144,31 @@ s_test_governor_messages (void)
     CHECK (cr2.key == cr.key && cr2.version == 2 && cr2.consumer == cr.consumer && cr2.credits == 0);
     s_check_truncations ("SCREDIT", s_dec_scredit, w.buf.data, w.buf.size);
     CHECK (sq_schunk_decode (&sc2, w.buf.data, w.buf.size, &err) == -1);
+    //  SCHUNK's optional token (same-host path): 16 bytes, no other length
+    sq_wbuf_reset (&w);
+    sc.token = (mpr_str_t) { "0123456789abcdef", 16 };
+    sq_schunk_encode (&w, &sc);
+    CHECK (sq_schunk_decode (&sc2, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sc2.token.len == 16 && memcmp (sc2.token.ptr, "0123456789abcdef", 16) == 0);
+    s_check_truncations ("SCHUNK token", s_dec_schunk, w.buf.data, w.buf.size);
+    sq_wbuf_reset (&w);
+    sc.token = (mpr_str_t) { "0123456789abcde", 15 };
+    sq_schunk_encode (&w, &sc);
+    CHECK (sq_schunk_decode (&sc2, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "token") != NULL);
+    //  SLOCAL: states 0..2 only
+    sq_wbuf_reset (&w);
+    sq_slocal_t sl = { sq_key (1, 7), 2, sq_key (1, 8), SQ_SLOCAL_END, 5ull << 30 }, sl2;
+    sq_slocal_encode (&w, &sl);
+    CHECK (sq_slocal_decode (&sl2, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sl2.key == sl.key && sl2.version == 2 && sl2.consumer == sl.consumer
+           && sl2.state == SQ_SLOCAL_END && sl2.bytes == 5ull << 30);
+    s_check_truncations ("SLOCAL", s_dec_slocal, w.buf.data, w.buf.size);
+    sq_wbuf_reset (&w);
+    sl.state = 3;
+    sq_slocal_encode (&w, &sl);
+    CHECK (sq_slocal_decode (&sl2, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "state") != NULL);
 
     //  DROP
     sq_wbuf_reset (&w);

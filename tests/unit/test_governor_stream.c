@@ -10,14 +10,25 @@
     chunks before the reader's ASSIGN wait and are adopted; chunks of
     another writer attempt, or for a reader that ended, are refused with
     SCREDIT 0; one out of order breaks the stream. Nothing is left at the
-    end (under ASan: no leak). */
+    end (under ASan: no leak).
+    Same host (a stream directory): the writer's pipe goes to the reader's
+    governor, which splices it into the reader's pipe, exact, and says its
+    end; the reader's end waits for the writer's end chunk; a reader that
+    leaves deserts the writer; pipes sent by a stranger are never taken
+    for a writer's (a token only a governor sends is needed), bounded, and
+    refused unless a pipe's read end; with no socket there, or a pipe
+    lost, chunks go as ever. */
 #include "stream.h"
 #include "transfer.h"
 #include "store.h"
 #include "files.h"
 #include "route.h"
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -86,6 +97,9 @@ s_next (char *route, size_t route_size, uint32_t *type, sq_schunk_t *chunk, sq_s
         chunk->reply_to = (mpr_str_t) { NULL, 0 };
         *payload = sq_msg_size (&msg, 2);
     }
+    else
+    if (*type == SQ_MSG_SLOCAL)
+        CHECK (msg.n == 2);
     else {
         CHECK (*type == SQ_MSG_SCREDIT && msg.n == 2);
         CHECK (sq_scredit_decode (credit, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &err) == 0);
@@ -236,7 +250,7 @@ s_chunk (stream_t *streams, uint64_t reader, uint32_t version, uint64_t offset, 
     sq_wbuf_init (&w);
     char data [2000];
     memset (data, 'y', sizeof data);
-    sq_schunk_t c = { 20, version, reader, offset, end, 7, { "tcp://w:1", 9 } };
+    sq_schunk_t c = { 20, version, reader, offset, end, 7, { "tcp://w:1", 9 }, { NULL, 0 } };
     sq_schunk_encode (&w, &c);
     s_feed (streams, &w, data, size, true);
     sq_wbuf_release (&w);
@@ -307,6 +321,254 @@ s_test_reader (stream_t *streams)
     close (fds [0]);
 }
 
+static bool
+s_polls (stream_t *streams, int fd)
+{
+    zmq_pollitem_t items [16];
+    size_t n = stream_items (streams, items, 16);
+    for (size_t i = 0; i < n; i++)
+        if (items [i].fd == fd)
+            return true;
+    return false;
+}
+
+//  Moves the next message the streams sent to `to`, as its data socket
+//  would hand it over; returns its type (0: none), the SCHUNK's header in
+//  chunk if one.
+static uint32_t
+s_relay (stream_t *to, sq_schunk_t *chunk, size_t *payload)
+{
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    if (sq_msg_recv (&msg, s_out, ZMQ_DONTWAIT, 8)) {
+        sq_msg_release (&msg);
+        return 0;
+    }
+    uint32_t type, req;
+    CHECK (sq_proto_peek (sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &type, &req) == 0);
+    sq_errbuf_t err;
+    if (type == SQ_MSG_SCHUNK && chunk) {
+        CHECK (sq_schunk_decode (chunk, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &err) == 0);
+        *payload = sq_msg_size (&msg, 2);
+    }
+    //  Frame 0 becomes the data route (the sender's address is in reply_to).
+    zmq_msg_close (&msg.frames [0]);
+    zmq_msg_init_size (&msg.frames [0], 1);
+    *(char *) zmq_msg_data (&msg.frames [0]) = GOV_ROUTE_DATA;
+    if (type == SQ_MSG_SCHUNK)
+        stream_on_chunk (to, &msg);
+    else
+    if (type == SQ_MSG_SCREDIT)
+        stream_on_credit (to, &msg);
+    else
+        stream_on_local (to, &msg);
+    sq_msg_release (&msg);
+    return type;
+}
+
+static int s_local_count;
+
+static void
+s_local (void *arg, uint64_t object)
+{
+    (void) arg;
+    (void) object;
+    s_local_count++;
+}
+
+//  Sends fd with a token to the one socket in dir, as a stranger would.
+static int
+s_stranger_sends (const char *dir, int fd, const char *token)
+{
+    DIR *d = opendir (dir);
+    CHECK (d);
+    struct sockaddr_un to = { .sun_family = AF_UNIX };
+    struct dirent *e;
+    while ((e = readdir (d)))
+        if (strstr (e->d_name, ".sock") && strlen (dir) + strlen (e->d_name) + 2 <= sizeof to.sun_path) {
+            strcpy (to.sun_path, dir);
+            strcat (to.sun_path, "/");
+            strcat (to.sun_path, e->d_name);
+        }
+    closedir (d);
+    union { char buf [CMSG_SPACE (sizeof (int))]; struct cmsghdr align; } control;
+    memset (&control, 0, sizeof control);
+    struct iovec iov = { (void *) token, 16 };
+    struct msghdr mh = { .msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov,
+                         .msg_iovlen = 1, .msg_control = control.buf,
+                         .msg_controllen = fd >= 0? sizeof control.buf: 0 };
+    if (fd >= 0) {
+        struct cmsghdr *cm = CMSG_FIRSTHDR (&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN (sizeof (int));
+        memcpy (CMSG_DATA (cm), &fd, sizeof fd);
+    }
+    int sock = socket (AF_UNIX, SOCK_DGRAM, 0);
+    ssize_t n = sendmsg (sock, &mh, 0);
+    close (sock);
+    return n == 16? 0: -1;
+}
+
+static void
+s_test_local (void)
+{
+    char dir [] = "/tmp/test-stream-dir-XXXXXX";
+    CHECK (mkdtemp (dir));
+    char sub [64];
+    snprintf (sub, sizeof sub, "%s/streams", dir);
+    stream_args_t wargs = { .pipe = s_in, .governor_id = 1, .data_endpoint = "tcp://w:1",
+                            .done = s_done, .local = s_local, .dir = sub };
+    stream_args_t rargs = { .pipe = s_in, .governor_id = 2, .data_endpoint = "tcp://r:1",
+                            .done = s_done, .dir = sub };
+    stream_t *w = stream_new (&wargs), *r = stream_new (&rargs);
+    CHECK (w && r);
+    struct stat st;
+    CHECK (stat (sub, &st) == 0 && (st.st_mode & 0777) == 0700);
+    sq_schunk_t chunk;
+    size_t payload;
+    int wp [2], rp [2];
+    char buf [65536];
+
+    //  Handed over: the bytes go pipe to pipe, exact.
+    CHECK (pipe (wp) == 0 && pipe2 (rp, O_NONBLOCK) == 0);
+    CHECK (stream_writer_add (w, 30, 1, 40, 1, wp [0]) == 0);
+    for (int i = 0; i < 60000; i++)
+        buf [i] = (char) ('a' + i % 26);
+    CHECK (write (wp [1], buf, 60000) == 60000);
+    CHECK (stream_reader_add (r, 50, 40, 1, rp [1]) == 0);
+    int done = s_done_count;
+    s_order (w, SQ_MSG_STREAM, 40, 1, 50, "tcp://r:1");
+    CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK);
+    CHECK (chunk.token.len == 16 && chunk.offset == 0 && !chunk.end && payload == 0);
+    CHECK (!s_polls (w, wp [0]));           //  the writer reads its pipe no more
+    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == 1);
+    char got [65536];
+    size_t total = 0;
+    while (total < 60000) {
+        s_turn (r, 1000);
+        ssize_t n = read (rp [0], got + total, sizeof got - total);
+        if (n > 0)
+            total += (size_t) n;
+    }
+    CHECK (total == 60000 && memcmp (got, buf, 60000) == 0);
+    //  The writer's program ends: the pipe's end is reported with its bytes,
+    //  but the reader sees its end only with the writer's end chunk.
+    close (wp [1]);
+    s_turn (r, 1000);
+    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL);
+    CHECK (s_done_count == done + 1 && s_done_bytes == 60000 && !s_was_deserted);
+    s_turn (r, 0);
+    CHECK (read (rp [0], got, 1) == -1 && errno == EAGAIN);
+    stream_writer_end (w, 30);
+    CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.end && chunk.offset == 60000);
+    s_turn (r, 0);
+    CHECK (read (rp [0], got, 1) == 0);     //  end of file
+    CHECK (!stream_reader_broken (r, 50));
+    stream_reader_remove (r, 50);
+    stream_writer_remove (w, 30);
+    close (rp [0]);
+    while (s_relay (w, NULL, NULL))
+        ;
+
+    //  The reader leaves (closes its stdin): the writer is deserted, and
+    //  only then its program's pipe breaks.
+    signal (SIGPIPE, SIG_IGN);
+    CHECK (pipe (wp) == 0 && pipe2 (rp, O_NONBLOCK) == 0);
+    CHECK (stream_writer_add (w, 31, 1, 41, 1, wp [0]) == 0);
+    CHECK (stream_reader_add (r, 51, 41, 1, rp [1]) == 0);
+    s_order (w, SQ_MSG_STREAM, 41, 1, 51, "tcp://r:1");
+    CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 16);
+    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == 2);
+    close (rp [0]);
+    CHECK (write (wp [1], "x", 1) == 1);
+    s_turn (r, 1000);
+    CHECK (write (wp [1], "x", 1) == 1);    //  the writer's governor holds it still
+    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SCREDIT);
+    s_turn (w, 0);
+    CHECK (s_done_count == done + 2 && s_was_deserted);
+    CHECK (write (wp [1], "x", 1) == -1 && errno == EPIPE);
+    close (wp [1]);
+    stream_reader_remove (r, 51);
+    stream_writer_remove (w, 31);
+
+    //  Strangers: a pipe's write end, a socket, no descriptor are refused
+    //  (closed at once: our read end sees its end of file)...
+    int sp [2];
+    CHECK (pipe (sp) == 0);
+    CHECK (s_stranger_sends (sub, sp [1], "0123456789abcdef") == 0);
+    close (sp [1]);
+    s_turn (r, 0);
+    CHECK (read (sp [0], got, 1) == 0);
+    close (sp [0]);
+    CHECK (s_stranger_sends (sub, -1, "0123456789abcdef") == 0);
+    s_turn (r, 0);
+    //  ... and pipes' read ends are kept, 64 at most, never given to a
+    //  reader whose writer's governor did not send their token.
+    int strays [100];
+    for (int i = 0; i < 100; i++) {
+        CHECK (pipe (sp) == 0);
+        CHECK (write (sp [1], "EVIL", 4) == 4);
+        CHECK (s_stranger_sends (sub, sp [0], "0123456789abcdef") == 0);
+        close (sp [0]);
+        strays [i] = sp [1];
+        s_turn (r, 0);                      //  its socket's queue is short
+    }
+    s_turn (r, 0);
+    int closed = 0;
+    for (int i = 0; i < 100; i++) {
+        closed += write (strays [i], "x", 1) == -1 && errno == EPIPE;
+        close (strays [i]);
+    }
+    CHECK (closed >= 100 - 64);
+    //  A writer's own pipe pushed out by them: refused, and chunks go.
+    CHECK (pipe (wp) == 0 && pipe2 (rp, O_NONBLOCK) == 0);
+    CHECK (stream_writer_add (w, 32, 1, 42, 1, wp [0]) == 0);
+    CHECK (stream_reader_add (r, 52, 42, 1, rp [1]) == 0);
+    s_order (w, SQ_MSG_STREAM, 42, 1, 52, "tcp://r:1");
+    s_turn (r, 0);                          //  takes the writer's pipe in
+    for (int i = 0; i < 64; i++) {
+        CHECK (pipe (sp) == 0);
+        CHECK (s_stranger_sends (sub, sp [0], "fedcba9876543210") == 0);
+        close (sp [0]);
+        close (sp [1]);
+        s_turn (r, 0);
+    }
+    CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 16);
+    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == 2);
+    CHECK (write (wp [1], "hello", 5) == 5);
+    s_turn (w, 1000);
+    CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 0
+           && chunk.offset == 0 && payload == 5);
+    s_turn (r, 1000);
+    CHECK (read (rp [0], got, sizeof got) == 5 && memcmp (got, "hello", 5) == 0);
+    close (wp [1]);
+    close (rp [0]);
+    stream_reader_remove (r, 52);
+    stream_writer_remove (w, 32);
+    while (s_relay (w, NULL, NULL))
+        ;
+
+    //  No socket of the reader's governor there (another host): chunks.
+    CHECK (pipe (wp) == 0);
+    CHECK (stream_writer_add (w, 33, 1, 43, 1, wp [0]) == 0);
+    s_order (w, SQ_MSG_STREAM, 43, 1, 53, "tcp://elsewhere:1");
+    CHECK (write (wp [1], "abc", 3) == 3);
+    s_turn (w, 1000);
+    CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 0 && payload == 3);
+    close (wp [1]);
+    stream_writer_remove (w, 33);
+    while (s_relay (w, NULL, NULL))
+        ;
+    stream_destroy (&w);
+    stream_destroy (&r);
+
+    //  A directory open to others is refused.
+    CHECK (chmod (sub, 0755) == 0);
+    CHECK (!stream_new (&wargs));
+    CHECK (rmdir (sub) == 0 && rmdir (dir) == 0);
+}
+
 int
 main (void)
 {
@@ -324,10 +586,12 @@ main (void)
     s_chunk (streams, 99, 1, 0, 10, false);
     stream_destroy (&streams);
     CHECK (!streams);
+    s_test_local ();
     zmq_close (s_in);
     zmq_close (s_out);
     zmq_ctx_term (ctx);
     printf ("test_governor_stream: writers wait for their readers and their credits; readers "
-            "take chunks in order, early ones too, and refuse the others: OK\n");
+            "take chunks in order, early ones too, and refuse the others; on one host the pipe is "
+            "handed over, to governors only: OK\n");
     return 0;
 }

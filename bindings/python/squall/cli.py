@@ -260,6 +260,9 @@ def cmd_status(args):
     for x in info.get("streams") or []:
         print("stream %s/%s on governor %s: %s streamed so far"
               % (x.get("session"), x.get("object"), x.get("governor"), _bytes(x.get("bytes", 0))))
+    if info.get("streams_local"):
+        print("streams handed over as pipes (governors of one host): %d so far"
+              % info["streams_local"])
     return EXIT_OK
 
 

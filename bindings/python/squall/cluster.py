@@ -240,7 +240,10 @@ class LocalCluster:
             [find_binary("squall-governor"), "--broker", self.address, "--cpus", str(cpus),
              "--name", name, "--listen-host", "127.0.0.1",
              "--advertise", "127.0.0.1", "--python", self._python, "--log-level", self._log_level,
-             "--secret-key", self._governor_key(), "--broker-key", self.broker_key]
+             "--secret-key", self._governor_key(), "--broker-key", self.broker_key,
+             #   its governors hand streams over as pipes (same host, same
+             #   user: docs/security.md, "Streams on one host")
+             "--stream-dir", os.path.join(self._keydir, "streams")]
             + list(args),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=self._governor_env,
             pass_fds=self._pass_fds(self._governor_env))
