@@ -106,7 +106,7 @@ def main():
             out, _ = streamer.communicate(timeout=120)
             check(streamer.returncode == 0 and out.strip().splitlines()[-1:] == ["1048576"],
                   "the stream ended once let go: %s" % out.strip().splitlines()[-3:])
-            check(cluster.stop() == 0 and not cluster.leftovers(), "cluster stopped cleanly")
+            cluster.check_stopped()
     finally:
         for proc in (pipeline, streamer):
             if proc and proc.poll() is None:
