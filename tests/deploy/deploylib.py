@@ -20,6 +20,8 @@ SOURCE = os.environ.get("SQUALL_SOURCE_DIR") or os.path.dirname(os.path.dirname(
 BUILD = os.environ.get("SQUALL_BUILD_DIR", "")
 SQUALL = [sys.executable, os.path.join(SOURCE, "bin", "squall")]
 PIPELINE = os.path.join(SOURCE, "tests", "deploy", "pipeline.py")
+#   How long Cluster.stop lets `squall start` stop its cluster before SIGKILL.
+STOP_WAIT = 20
 
 
 def fail(message):
@@ -91,6 +93,8 @@ class Cluster:
                                      env=dict(os.environ, SQUALL_BUILD_DIR=BUILD))
         self.pids = []
         self.broker = self.dashboard = None
+        self.killed = False
+        self.stop_seconds = 0.0
 
     def _lines(self):
         with open(self.out.name) as f:
@@ -127,13 +131,54 @@ class Cluster:
     def stop(self):
         """SIGINT, as Ctrl-C would; returns squall start's exit code."""
         if self.proc.poll() is None:
+            started = time.monotonic()
             self.proc.send_signal(signal.SIGINT)
             try:
-                self.proc.wait(20)
+                self.proc.wait(STOP_WAIT)
             except subprocess.TimeoutExpired:
+                self.killed = True
                 self.proc.kill()
                 self.proc.wait()
+            self.stop_seconds = time.monotonic() - started
         return self.proc.returncode
+
+    def check_stopped(self):
+        """Stops the cluster and fails unless squall start said 0 and no
+        broker or governor is left; the failure says which and shows the
+        ends of the cluster's logs, so that one seen only in CI explains
+        itself."""
+        code = self.stop()
+        alive = self.leftovers()
+        if code == 0 and not alive:
+            print("ok: cluster stopped cleanly (%.1f s)" % self.stop_seconds)
+            return
+        why = ["squall start %s with %s after %.1f s (SIGINT, then SIGKILL at %d s)"
+               % ("was killed" if self.killed else "exited", code, self.stop_seconds, STOP_WAIT)]
+        for pid in alive:
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    argv = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                argv = "?"
+            why.append("left running: pid %d: %s" % (pid, argv[:200]))
+        print("\n".join(why + [self.log_tails()]), file=sys.stderr)
+        fail("cluster stopped cleanly")
+
+    def log_tails(self, lines=25):
+        """The last lines of squall start's output and of each process's log."""
+        out = []
+        logs = os.path.join(self.tmp, "logs")
+        paths = [self.out.name] + [os.path.join(logs, n) for n in sorted(os.listdir(logs))
+                                   if n.endswith(".log")] if os.path.isdir(logs) else [self.out.name]
+        for path in paths:
+            try:
+                with open(path, errors="replace") as f:
+                    tail = f.read().splitlines()[-lines:]
+            except OSError as exc:
+                tail = ["(unreadable: %s)" % exc]
+            out.append("--- %s (last %d lines)\n%s" % (os.path.basename(path), len(tail),
+                                                       "\n".join(tail)))
+        return "\n".join(out)
 
     def __exit__(self, exc_type, *exc):
         self.stop()

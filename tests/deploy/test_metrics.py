@@ -126,7 +126,7 @@ def main():
         except Exception as exc:     # urllib raises HTTPError for 404
             check("404" in str(exc), "unknown path: 404")
         wait_until("the governors to stay up", lambda: len(cluster.info()["governors"]) == 2, 5)
-        check(cluster.stop() == 0 and not cluster.leftovers(), "cluster stopped cleanly")
+        cluster.check_stopped()
     print("test_metrics: all passed")
 
 

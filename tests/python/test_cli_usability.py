@@ -155,6 +155,37 @@ def test_a_clean_stop_is_no_loss(tmp_path):
     assert all(g["left"] for g in summary["governors"])
 
 
+#   Ctrl-C at 200 random moments of `squall start`'s wait for it (a wait
+#   that returns at once, in a loop, as a busy start would): each must end
+#   the wait. Python runs a handler between two bytecodes of the main
+#   thread, wherever it is: one that set a threading.Event deadlocked on the
+#   Event's lock, held by the wait it interrupted, nearly every time here
+#   (CI: `squall start` ignored SIGINT until killed).
+SIGNAL_AT_ANY_MOMENT = r"""
+import os, random, signal, threading
+from squall import cli
+start = cli._part("clistart")
+for n in range(200):
+    stop = start._Stop().install()
+    timer = threading.Timer(random.uniform(0, 0.002), os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    while not stop.wait(0):
+        pass
+    timer.join()
+    stop.close()
+assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+print("stopped", n + 1)
+"""
+
+
+def test_start_stops_on_a_signal_at_any_moment():
+    try:
+        r = run([sys.executable, "-c", SIGNAL_AT_ANY_MOMENT], timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a signal did not end squall start's wait (deadlocked in its handler?)")
+    assert r.returncode == 0 and r.stdout.strip() == "stopped 200", r.stdout + r.stderr
+
+
 KILLED_CLIENT = r"""
 import os, sys, time
 import squall

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import stat
@@ -98,6 +99,51 @@ class _Child:
         self.log.close()
 
 
+class _Stop:
+    """SIGINT and SIGTERM as a flag the main loop waits on, from install()
+    to close(). The handler takes no lock: Python runs it in the main thread
+    between two bytecodes, maybe while that thread holds one, and a
+    threading.Event set there can wait forever for its own lock (held
+    inside Event.wait): `squall start` then ignored Ctrl-C until killed.
+    The wakeup fd ends a wait() as soon as a signal arrives."""
+
+    def __init__(self):
+        self.signalled = False
+        self._fds = None
+        self._old = {}
+        self._old_fd = -1
+
+    def install(self):
+        self._fds = os.pipe()
+        for fd in self._fds:
+            os.set_blocking(fd, False)
+        self._old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._old_fd = signal.set_wakeup_fd(self._fds[1])
+        return self
+
+    def _on_signal(self, signum, frame):
+        self.signalled = True
+
+    def wait(self, timeout):
+        """True once a signal came; waits at most timeout seconds for one."""
+        if not self.signalled:
+            select.select([self._fds[0]], [], [], timeout)
+            try:
+                while os.read(self._fds[0], 64):
+                    pass
+            except BlockingIOError:
+                pass
+        return self.signalled
+
+    def close(self):
+        signal.set_wakeup_fd(self._old_fd)
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+        for fd in self._fds or ():
+            os.close(fd)
+        self._fds = None
+
+
 def _dir_state(path):
     """The names and change times of a directory's files."""
     try:
@@ -143,12 +189,7 @@ def cmd_start(args):
     if args.event_log:
         argv += ["--event-log", args.event_log]
     children = []
-    stopping = threading.Event()
-
-    def on_signal(signum, frame):
-        stopping.set()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    stop = _Stop().install()
     code = cli.EXIT_OK
     lifeline = os.pipe()            # only this process holds the write end
     try:
@@ -233,7 +274,7 @@ def cmd_start(args):
         #   put in the authorized directory: the broker reads it again
         #   (SIGHUP) whenever what it holds changes.
         seen = _dir_state(authorized)
-        while not stopping.is_set():
+        while not stop.signalled:
             now = _dir_state(authorized)
             if now != seen:
                 seen = now
@@ -247,15 +288,14 @@ def cmd_start(args):
                       % (dead[0].name, dead[0].proc.returncode, logdir), file=sys.stderr)
                 code = cli.EXIT_FAILURE
                 break
-            stopping.wait(0.2)
-        if stopping.is_set():
+            stop.wait(0.2)
+        if stop.signalled:
             print("squall: stopping", file=sys.stderr)
     finally:
         # governors first (they say goodbye), then the broker
         for child in reversed(children):
             child.stop()
-        for s, handler in old.items():
-            signal.signal(s, handler)
+        stop.close()
         for fd in lifeline:
             os.close(fd)
     # a process that failed on its way out (a crash, a sanitizer report)
