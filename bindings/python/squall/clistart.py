@@ -223,7 +223,10 @@ def cmd_start(args):
         for i, name in enumerate(names):
             gargv = [governor_bin, "--broker", endpoint, "--name", name,
                      "--secret-key", os.path.join(keydir, name + ".key"),
-                     "--broker-key", broker_pub, "--listen-host", listen_host]
+                     "--broker-key", broker_pub, "--listen-host", listen_host,
+                     #   all on this host: streams between them go as pipes
+                     #   (docs/security.md, "Streams on one host")
+                     "--stream-dir", os.path.join(keydir, "streams")]
             if args.cpus:
                 gargv += ["--cpus", str(args.cpus)]
             if args.gpus:
