@@ -85,7 +85,7 @@ s_compute_main (void *args_)
         compute_destroy (&compute);
     }
     else {
-        sq_error ("cannot start the compute thread: out of memory");
+        sq_error ("cannot start the compute thread (out of memory, or as said above)");
         zmq_send (args->pipe, GOV_DONE, strlen (GOV_DONE), 0);
         zmq_close (args->pipe);
     }

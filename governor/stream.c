@@ -109,7 +109,7 @@ struct _stream_t {
     stream_progress_fn *progress;
     stream_local_fn *local;
     void *arg;
-    char *dir;                  //  the stream directory, or NULL
+    int dirfd;                  //  the stream directory (O_PATH), or -1
     char *sock_path;            //  our socket in it
     int sock;                   //  bound there, or -1
     s_hand_t hands [S_HANDS_MAX];
@@ -137,14 +137,17 @@ struct _stream_t {
 enum { S_POLL_READER, S_POLL_WRITER, S_POLL_SOCKET };
 
 //  Our socket in the stream directory is named after the data endpoint the
-//  broker gives writers in STREAM orders: FNV-1a of it, in hex.
+//  broker gives writers in STREAM orders: FNV-1a of it, in hex. The path
+//  goes through the directory's descriptor (/proc/self/fd/N), so that a
+//  directory deeper than a socket address's 108 bytes works, and the one
+//  whose owner and mode were checked is the one used.
 static int
-s_sock_path (char *out, size_t size, const char *dir, const char *endpoint, size_t len)
+s_sock_path (char *out, size_t size, int dirfd, const char *endpoint, size_t len)
 {
     uint64_t hash = 14695981039346656037ull;
     for (size_t i = 0; i < len; i++)
         hash = (hash ^ (uint8_t) endpoint [i]) * 1099511628211ull;
-    int n = snprintf (out, size, "%s/%016" PRIx64 ".sock", dir, hash);
+    int n = snprintf (out, size, "/proc/self/fd/%d/%016" PRIx64 ".sock", dirfd, hash);
     return n < 0 || (size_t) n >= size? -1: 0;
 }
 
@@ -158,22 +161,23 @@ s_dir_open (stream_t *self, const char *dir, const char *endpoint)
         return -1;
     }
     struct stat st;
-    if (lstat (dir, &st) || !S_ISDIR (st.st_mode) || st.st_uid != geteuid ()
-    ||  (st.st_mode & 077)) {
+    self->dirfd = open (dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (self->dirfd < 0 || fstat (self->dirfd, &st) || !S_ISDIR (st.st_mode)
+    ||  st.st_uid != geteuid () || (st.st_mode & 077)) {
         sq_error ("--stream-dir %s: not a directory of ours closed to others (mode 0700)", dir);
         return -1;
     }
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
-    if (s_sock_path (addr.sun_path, sizeof addr.sun_path, dir, endpoint, strlen (endpoint))) {
+    if (s_sock_path (addr.sun_path, sizeof addr.sun_path, self->dirfd, endpoint,
+                     strlen (endpoint))) {
         sq_error ("--stream-dir %s: too long for a socket's path", dir);
         return -1;
     }
-    self->dir = strdup (dir);
     self->sock_path = strdup (addr.sun_path);
     self->sock = socket (AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int on = 1;
     unlink (addr.sun_path);             //  one of a governor gone
-    if (!self->dir || !self->sock_path || self->sock < 0
+    if (!self->sock_path || self->sock < 0
     ||  bind (self->sock, (struct sockaddr *) &addr, sizeof addr)
     ||  chmod (addr.sun_path, 0600)
     ||  setsockopt (self->sock, SOL_SOCKET, SO_PASSCRED, &on, sizeof on)) {
@@ -196,6 +200,7 @@ stream_new (const stream_args_t *args)
     self->local = args->local;
     self->arg = args->arg;
     self->sock = -1;
+    self->dirfd = -1;
     for (size_t i = 0; i < S_HANDS_MAX; i++)
         self->hands [i].fd = -1;
     self->data_endpoint = strdup (args->data_endpoint? args->data_endpoint: "");
@@ -282,7 +287,8 @@ stream_destroy (stream_t **self_p)
     if (self->sock >= 0 && self->sock_path)
         unlink (self->sock_path);
     free (self->sock_path);
-    free (self->dir);
+    if (self->dirfd >= 0)
+        close (self->dirfd);
     free (self->polled);
     free (self->polled_kind);
     free (self->data_endpoint);
@@ -398,7 +404,7 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
 {
     struct sockaddr_un to = { .sun_family = AF_UNIX };
     uint8_t token [S_TOKEN];
-    if (s_sock_path (to.sun_path, sizeof to.sun_path, self->dir, endpoint, len)
+    if (s_sock_path (to.sun_path, sizeof to.sun_path, self->dirfd, endpoint, len)
     ||  getrandom (token, sizeof token, 0) != (ssize_t) sizeof token)
         return;
     union {

@@ -380,17 +380,16 @@ s_local (void *arg, uint64_t object)
 static int
 s_stranger_sends (const char *dir, int fd, const char *token)
 {
+    //  Through the directory's descriptor, as governors do (the directory's
+    //  own path is longer than a socket address)
     DIR *d = opendir (dir);
     CHECK (d);
     struct sockaddr_un to = { .sun_family = AF_UNIX };
     struct dirent *e;
     while ((e = readdir (d)))
-        if (strstr (e->d_name, ".sock") && strlen (dir) + strlen (e->d_name) + 2 <= sizeof to.sun_path) {
-            strcpy (to.sun_path, dir);
-            strcat (to.sun_path, "/");
-            strcat (to.sun_path, e->d_name);
-        }
-    closedir (d);
+        if (strstr (e->d_name, ".sock"))
+            CHECK (snprintf (to.sun_path, sizeof to.sun_path, "/proc/self/fd/%d/%s",
+                             dirfd (d), e->d_name) < (int) sizeof to.sun_path);
     union { char buf [CMSG_SPACE (sizeof (int))]; struct cmsghdr align; } control;
     memset (&control, 0, sizeof control);
     struct iovec iov = { (void *) token, 16 };
@@ -407,6 +406,7 @@ s_stranger_sends (const char *dir, int fd, const char *token)
     int sock = socket (AF_UNIX, SOCK_DGRAM, 0);
     ssize_t n = sendmsg (sock, &mh, 0);
     close (sock);
+    closedir (d);
     return n == 16? 0: -1;
 }
 
@@ -415,8 +415,15 @@ s_test_local (void)
 {
     char dir [] = "/tmp/test-stream-dir-XXXXXX";
     CHECK (mkdtemp (dir));
-    char sub [64];
-    snprintf (sub, sizeof sub, "%s/streams", dir);
+    //  Deeper than a socket address's 108 bytes (a cluster's key directory
+    //  under a long log path): the sockets are named through the
+    //  directory's descriptor.
+    char deep [200], sub [256];
+    snprintf (deep, sizeof deep, "%s/%s", dir,
+              "a-directory-name-long-enough-that-its-sockets-paths-would-not-fit-in-sun-path");
+    CHECK (mkdir (deep, 0700) == 0);
+    snprintf (sub, sizeof sub, "%s/streams", deep);
+    CHECK (strlen (sub) + strlen ("/0123456789abcdef.sock") >= sizeof ((struct sockaddr_un *) 0)->sun_path);
     stream_args_t wargs = { .pipe = s_in, .governor_id = 1, .data_endpoint = "tcp://w:1",
                             .done = s_done, .local = s_local, .dir = sub };
     stream_args_t rargs = { .pipe = s_in, .governor_id = 2, .data_endpoint = "tcp://r:1",
@@ -566,7 +573,7 @@ s_test_local (void)
     //  A directory open to others is refused.
     CHECK (chmod (sub, 0755) == 0);
     CHECK (!stream_new (&wargs));
-    CHECK (rmdir (sub) == 0 && rmdir (dir) == 0);
+    CHECK (rmdir (sub) == 0 && rmdir (deep) == 0 && rmdir (dir) == 0);
 }
 
 int
