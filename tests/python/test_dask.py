@@ -190,3 +190,9 @@ def test_fan_in_groups_in_the_graph():
     # three fan-ins wanted, two found: none
     group_of, fanned = sqdask._groups(order, deps, lambda k: False, {"u"}, opts, 3)
     assert not fanned and group_of["s0"] == ["s0"] and group_of["q0"] == ["p0", "q0"]
+    # the cluster's size is asked for only when there is a fan-in to fuse
+    group_of, fanned = sqdask._groups(["r", "p0", "q0"], deps, lambda k: False, {"q0"}, opts,
+                                      lambda: pytest.fail("asked"))
+    assert not fanned and group_of["q0"] == ["r", "p0", "q0"]
+    group_of, fanned = sqdask._groups(order, deps, lambda k: False, {"u"}, opts, lambda: 2)
+    assert len(fanned) == 2

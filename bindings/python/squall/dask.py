@@ -215,7 +215,8 @@ _FAN_IN_MAX = 16
 
 
 def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data: Any,
-            wanted: set, options: "_Options", fan_in: int) -> Tuple[Dict[Hashable, List[Hashable]], set]:
+            wanted: set, options: "_Options",
+            fan_in: Any) -> Tuple[Dict[Hashable, List[Hashable]], set]:
     """The tasks the computed nodes are fused into: ({key: its group, a
     list shared by its members in dependency order, the last one the
     group's output}, the ids of the groups that absorbed a fan-in).
@@ -230,7 +231,9 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
     a fan-in is never absorbed again, and fan-in groups are kept only when
     at least fan_in of them are made (the caller's measure of enough
     parallelism: else a reduction's branches, which could run on
-    different cpus at once, would run one after the other)."""
+    different cpus at once, would run one after the other). fan_in may be
+    a function giving that number, called only when a fan-in was found
+    (it may ask the broker)."""
     dependents: Dict[Hashable, int] = {}
     for key in order:
         for d in deps[key]:
@@ -265,9 +268,9 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
             group_of[key] = group
         return group_of, set(fanned)
 
-    if fan_in > 0:
+    if fan_in:
         group_of, fanned = make(True)
-        if len(fanned) >= fan_in:
+        if fanned and len(fanned) >= (fan_in() if callable(fan_in) else fan_in):
             return group_of, fanned
     return make(False)[0], set()
 
@@ -295,13 +298,13 @@ def _group_members(group: List[Hashable], deps: Dict[Hashable, List[Hashable]],
 
 def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
            wanted: List[Hashable], options: Any,
-           packed: bool = False, fan_in: int = 0) -> Dict[Hashable, DataObject]:
+           packed: bool = False, fan_in: Any = 0) -> Dict[Hashable, DataObject]:
     """Adds the graph's tasks for `wanted` to the session; {key: its data
     object}. options: a dict for every task, or an _Options. packed: the
     graph holds no futures, so each node is pickled as it is (one C
     pickle, _daskrun.packed) rather than searched for them. fan_in: fuse
     reductions' branches when that makes at least this many tasks of
-    them (0: never; see _groups)."""
+    them (0: never; or a function giving it: see _groups)."""
     if isinstance(options, dict):
         options = _Options(options, {})
     if spec:
@@ -461,7 +464,7 @@ def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) ->
         return _rebuild(keys, values)
     with client.session() as session:
         objects = _build(session, graph, spec, wanted, options, packed=True,
-                         fan_in=_enough_tasks(client))
+                         fan_in=lambda: _enough_tasks(client))
         kept = set()
         for k in wanted:
             oid = objects[k].id
