@@ -102,9 +102,15 @@ def test_an_unpicklable_value_that_must_move_says_why(client):
         client.get({"l": (make_lock,)}, "l")            # fetched by the client
 
 
-def test_large_nodes_travel_as_data(client):
+def test_large_nodes_travel_as_data(client, monkeypatch):
     big = b"x" * (17 << 20)                              # over a task config's 16 MiB
     assert client.get({"n": (len, big)}, "n") == len(big)
+    #   in a fused chain, and in a fused reduction's branch
+    assert client.get({"n": (len, big), "m": (add, "n", 1)}, "m") == len(big) + 1
+    from squall import dask as sqdask
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    assert client.get({"n": (len, big), "k": (add, 1, 1), "s": (add, "n", "k")}, "s") == \
+        len(big) + 2
     #   client.submit sends a large argument as data too, with Dask's warning
     with pytest.warns(UserWarning, match=r"Large object of size 17\.00 MiB .*client\.scatter"):
         assert client.submit(len, big).result(60) == len(big)

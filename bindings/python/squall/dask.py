@@ -375,12 +375,15 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
         except TaskConfigTooLarge:
             #   The node embeds data: it travels as a data object (uploaded
             #   to a governor when large), an input of its task.
+            #   (fn named again: it may have become _daskrun.packed above.)
             if id(chain) in fanned:
+                fn = _daskrun.run_group
                 args = (spec, session.pickled(members), outer) + inputs
             elif len(chain) == 1:
                 fn = _daskrun.run_data if spec else _daskrun.run_legacy_data
                 args = (session.pickled(node), list(deps[key])) + inputs
             else:
+                fn = _daskrun.run_chain
                 args = (spec, session.pickled([(k, graph[k]) for k in chain]),
                         list(deps[first])) + inputs
             tid = session._py_task(fn, args, None, 1, options.of(key), str(key))
