@@ -402,29 +402,49 @@ s_name_ok (const char *s)
     return strlen (s) <= SQ_MAX_NAME;
 }
 
-uint32_t
-sq_blob (sq_session_t *self, const void *data, size_t size, const char *content_type)
+//  sq_blob and sq_blob_gather: the constant's bytes are the n parts one
+//  after the other, copied once into the blob the session keeps.
+static uint32_t
+s_blob_parts (sq_session_t *self, const void *const *parts, const size_t *sizes, size_t n,
+              const char *content_type, const char *what)
 {
     if (!self)
         return 0;
-    if ((!data && size) || (content_type && !s_name_ok (content_type))) {
-        s_err (self, SQ_E_INVALID, 0, "sq_blob: invalid data or content type");
+    size_t size = 0;
+    bool bad = (n && (!parts || !sizes)) || (content_type && !s_name_ok (content_type));
+    for (size_t i = 0; i < n && !bad; i++) {
+        bad = !parts [i] && sizes [i];
+        if (sizes [i] > SIZE_MAX - size)
+            size = SIZE_MAX;
+        else
+            size += sizes [i];
+    }
+    if (bad) {
+        s_err (self, SQ_E_INVALID, 0, "%s: invalid data or content type", what);
         return 0;
     }
     if (size > UINT32_MAX) {
         //  A frame can be larger, but nobody should push 4 GB through the
         //  broker in one constant: load it from a file instead.
-        s_err (self, SQ_E_TOO_LARGE, 0, "sq_blob: constant of %zu bytes is too large", size);
+        s_err (self, SQ_E_TOO_LARGE, 0, "%s: constant of %zu bytes is too large", what, size);
         return 0;
     }
     if (self->n_payloads + 1 >= SQ_MAX_FRAMES) {
-        s_err (self, SQ_E_TOO_LARGE, 0, "sq_blob: too many constants in one submit (max %d)",
-               SQ_MAX_FRAMES - 1);
+        s_err (self, SQ_E_TOO_LARGE, 0, "%s: too many constants in one submit (max %d)",
+               what, SQ_MAX_FRAMES - 1);
         return 0;
     }
     if (s_reserve_ids (self, 1))
         return 0;
-    sq_blob_t *blob = sq_blob_copy (data, size);
+    sq_blob_t *blob = n == 1? sq_blob_copy (parts [0], size): sq_blob_new (size);
+    if (blob && n != 1) {
+        char *p = (char *) sq_blob_wdata (blob);
+        for (size_t i = 0; i < n; i++) {
+            if (sizes [i])
+                memcpy (p, parts [i], sizes [i]);
+            p += sizes [i];
+        }
+    }
     char *ct = content_type && *content_type? strdup (content_type): NULL;
     if (!blob || (content_type && *content_type && !ct)) {
         sq_blob_unref (&blob);
@@ -442,6 +462,19 @@ sq_blob (sq_session_t *self, const void *data, size_t size, const char *content_
     o->content_type = ct;
     o->frame = (int32_t) ++self->n_payloads;
     return o->id;
+}
+
+uint32_t
+sq_blob (sq_session_t *self, const void *data, size_t size, const char *content_type)
+{
+    return s_blob_parts (self, &data, &size, 1, content_type, "sq_blob");
+}
+
+uint32_t
+sq_blob_gather (sq_session_t *self, const void *const *parts, const size_t *sizes,
+                size_t n_parts, const char *content_type)
+{
+    return s_blob_parts (self, parts, sizes, n_parts, content_type, "sq_blob_gather");
 }
 
 //  The slot of an id in the current batch, NULL if it is not in it.

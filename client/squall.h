@@ -156,6 +156,10 @@ uint32_t sq_session_id (sq_session_t *self);
 //  A constant data object; `data` is copied. content_type may be NULL ("").
 uint32_t sq_blob (sq_session_t *self, const void *data, size_t size,
                   const char *content_type);
+//  The same, its bytes the n_parts parts one after the other (copied once:
+//  a value pickled with out-of-band buffers needs no joined copy first).
+uint32_t sq_blob_gather (sq_session_t *self, const void *const *parts, const size_t *sizes,
+                         size_t n_parts, const char *content_type);
 //  A task of `kind` taking `inputs` (object ids of this session, constants
 //  or outputs of other tasks, in this or earlier submits) and producing
 //  n_outputs new objects. `config` is the task's configuration encoded as

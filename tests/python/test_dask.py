@@ -102,10 +102,103 @@ def test_an_unpicklable_value_that_must_move_says_why(client):
         client.get({"l": (make_lock,)}, "l")            # fetched by the client
 
 
-def test_large_nodes_travel_as_data(client):
+def test_large_nodes_travel_as_data(client, monkeypatch):
     big = b"x" * (17 << 20)                              # over a task config's 16 MiB
     assert client.get({"n": (len, big)}, "n") == len(big)
+    #   in a fused chain, and in a fused reduction's branch
+    assert client.get({"n": (len, big), "m": (add, "n", 1)}, "m") == len(big) + 1
+    from squall import dask as sqdask
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    assert client.get({"n": (len, big), "k": (add, 1, 1), "s": (add, "n", "k")}, "s") == \
+        len(big) + 2
     #   client.submit sends a large argument as data too, with Dask's warning
     with pytest.warns(UserWarning, match=r"Large object of size 17\.00 MiB .*client\.scatter"):
         assert client.submit(len, big).result(60) == len(big)
     assert client.submit(len, client.scatter([big])[0]).result(60) == len(big)
+
+
+def locks(*held):
+    return sum(hasattr(h, "acquire") for h in held)
+
+
+def test_reductions_fuse_their_branches_when_the_cluster_has_enough_of_them(client,
+                                                                            monkeypatch):
+    from squall import dask as sqdask
+    # Unpicklable branches read by one reduction: they run in one task only
+    # when the fan-in is fused (else they would have to be pickled).
+    dsk = {"n": 3}
+    for i in range(3):
+        dsk[("lock", i)] = (make_lock,)
+    dsk["all"] = (locks, ("lock", 0), ("lock", 1), ("lock", 2))
+    dsk["out"] = (add, "all", "n")
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    made = []
+    real = sqdask.Session._py_task
+
+    def counting(self, *args, **kwargs):
+        made.append(args[-1])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sqdask.Session, "_py_task", counting)
+    assert client.get(dsk, "out") == 6
+    assert made == ["all", "out"]           # locks, branches and their reduction: one task
+    # Enough fan-ins wanted and too few made: linear chains only, and the
+    # branches' locks must be pickled to reach the reduction.
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 2)
+    made.clear()
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        client.get(dsk, "out")
+    assert sorted(made) == sorted(["all", "out"] + [str(("lock", i)) for i in range(3)])
+
+
+def test_fused_reductions_give_the_same_values_and_errors(client, monkeypatch):
+    import dask.array as da
+    from squall import dask as sqdask
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    x = da.random.RandomState(5).random_sample((60, 60), chunks=(10, 10))
+    for y in ((x @ x.T).sum(), (x + x.T).mean(axis=0), x.std()):
+        assert np.allclose(dask.compute(y, scheduler=client.get)[0],
+                           dask.compute(y, scheduler=dask.get)[0])
+
+    def broken(v):
+        raise ValueError("bad branch %s" % v)
+
+    dsk = {"a": (add, 1, 1), "b": (broken, 2), "c": (add, 3, 3),
+           "total": (sum, ["a", "b", "c"])}
+    with pytest.raises(ValueError, match="bad branch 2") as info:
+        client.get(dsk, "total")
+    assert "(total)" in info.value.__cause__.task
+    assert any("'b'" in note and "'total'" in note for note in info.value.__notes__)
+    # a branch somebody asked for, or read twice, stays a task of its own
+    dsk = {"a": (add, 1, 1), "b": (add, 2, 2), "c": (mul, "b", 10),
+           "total": (sum, ["a", "b", "c"])}
+    assert client.get(dsk, ["total", "a"]) == dask.get(dsk, ["total", "a"])
+
+
+def test_fan_in_groups_in_the_graph():
+    from squall import dask as sqdask
+    # r is read twice (never absorbed); p0..p3 feed s0/s1 (fan-ins); t reads
+    # both fan-in groups (not absorbed again); u extends t's group linearly.
+    deps = {"r": [], "p0": ["r"], "p1": ["r"], "p2": ["r"], "p3": ["r"],
+            "q0": ["p0"], "s0": ["q0", "p1"], "s1": ["p2", "p3"], "t": ["s0", "s1"],
+            "u": ["t"]}
+    order = ["r", "p0", "q0", "p1", "s0", "p2", "p3", "s1", "t", "u"]
+    opts = sqdask._Options({}, {})
+    group_of, fanned = sqdask._groups(order, deps, lambda k: False, {"u"}, opts, 1)
+    assert group_of["s0"] == ["p0", "q0", "p1", "s0"]
+    assert group_of["s1"] == ["p2", "p3", "s1"]
+    assert group_of["u"] == ["t", "u"] and group_of["r"] == ["r"]
+    assert fanned == {id(group_of["s0"]), id(group_of["s1"])}
+    members, outer = sqdask._group_members(group_of["s0"], deps, {k: k for k in deps})
+    assert outer == ["r"]
+    assert members == [("p0", "p0", []), ("q0", "q0", ["p0"]), ("p1", "p1", []),
+                       ("s0", "s0", ["q0", "p1"])]
+    # three fan-ins wanted, two found: none
+    group_of, fanned = sqdask._groups(order, deps, lambda k: False, {"u"}, opts, 3)
+    assert not fanned and group_of["s0"] == ["s0"] and group_of["q0"] == ["p0", "q0"]
+    # the cluster's size is asked for only when there is a fan-in to fuse
+    group_of, fanned = sqdask._groups(["r", "p0", "q0"], deps, lambda k: False, {"q0"}, opts,
+                                      lambda: pytest.fail("asked"))
+    assert not fanned and group_of["q0"] == ["r", "p0", "q0"]
+    group_of, fanned = sqdask._groups(order, deps, lambda k: False, {"u"}, opts, lambda: 2)
+    assert len(fanned) == 2

@@ -173,6 +173,42 @@ def test_arrays_the_client_sends_are_read_in_place(one):
                          both).result(timeout=TIMEOUT) == (False, float(sent.sum()) * 2)
 
 
+def odd_parts():
+    """A value with several out-of-band buffers of odd sizes (padding
+    between them in the layout) and a plain part."""
+    import numpy
+    return {"a": numpy.arange(200_003, dtype=numpy.float64),
+            "b": numpy.arange(77_777, dtype=numpy.uint8),
+            "c": bytearray(b"xyz" * 300_001), "d": "plain"}
+
+
+def digest(v):
+    import hashlib
+    return {k: hashlib.sha256(bytes(memoryview(x).cast("B")) if not isinstance(x, str)
+                              else x.encode()).hexdigest() for k, x in v.items()}
+
+
+def test_a_value_pickled_out_of_band_is_stored_as_its_joined_bytes(one):
+    #   The client hands the layout's parts to libsquall, which copies them
+    #   once into the constant (sq_blob_gather): the same bytes as joined.
+    from squall._pickling import dumps_value, dumps_value_parts
+    _, client, _ = one
+    value = odd_parts()
+    parts = dumps_value_parts(value)
+    assert len(parts) > 3 and b"".join(parts) == dumps_value(value)
+    want = digest(value)
+    scattered = client.scatter([value])[0]      # Session.pickled
+    assert client.submit(digest, scattered).result(timeout=TIMEOUT) == want
+    assert digest(scattered.result(timeout=TIMEOUT)) == want
+    #   A large argument of submit travels the same way.
+    assert client.submit(digest, value).result(timeout=TIMEOUT) == want
+    #   Parts that are not buffers are refused before anything is stored.
+    from squall import _lib
+    with client.session() as s:
+        with pytest.raises(TypeError):
+            _lib.blob_gather(s._h, [b"a", 3], b"")
+
+
 def test_a_segment_lives_while_the_store_or_an_executor_holds_it(one):
     _, client, governor = one
     made = client.submit(make, 1 << 20)

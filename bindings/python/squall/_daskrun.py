@@ -54,6 +54,32 @@ def run_chain(spec, members, first_keys, *values):
     return value
 
 
+def run_group(spec, members, outer_keys, *values):
+    """A fan-in group of graph nodes fused into one task (a reduction's
+    partial step with its branches): members is a list of (key, node, keys
+    of members it is the last to read) in dependency order, the last one
+    the task's value; outer_keys name the values given. Intermediate
+    values stay Python objects here and are let go once read. A node that
+    raises gets a note naming its key, as in run_chain."""
+    env = dict(zip(outer_keys, values))
+    value = None
+    for key, node, done_with in members:
+        try:
+            if spec:
+                value = node(env)
+            else:
+                value = _evaluate(node, env)
+        except Exception as exc:
+            if hasattr(exc, "add_note"):
+                exc.add_note("in Dask key %r (fused into the task of %r)"
+                             % (key, members[-1][0]))
+            raise
+        for done in done_with:
+            del env[done]
+        env[key] = value
+    return value
+
+
 def run_data(node, keys, *values):
     """run() for a node that travelled as a data object (too large to sit in
     the task's config): the same call."""
@@ -73,5 +99,6 @@ def packed(head, *values):
     name, args = pickle.loads(head)
     #   Named here, not looked up in globals(): pickled by value, this
     #   module's functions carry only the globals they name.
-    fn = {"run": run, "run_legacy": run_legacy, "run_chain": run_chain}[name]
+    fn = {"run": run, "run_legacy": run_legacy, "run_chain": run_chain,
+          "run_group": run_group}[name]
     return fn(*args, *values)

@@ -96,6 +96,8 @@ sq_session_new = _sig("sq_session_new", _p, _p)
 sq_session_destroy = _sig("sq_session_destroy", None, _c.POINTER(_p))
 sq_session_id = _sig("sq_session_id", _u32, _p)
 sq_blob = _sig("sq_blob", _u32, _p, _c.c_char_p, _size, _c.c_char_p)
+sq_blob_gather = _sig("sq_blob_gather", _u32, _p, _c.POINTER(_p), _c.POINTER(_size), _size,
+                      _c.c_char_p)
 sq_task = _sig("sq_task", _u32, _p, _c.c_char_p, _u32p, _size, _u32, _c.c_char_p, _size)
 sq_tasks_like = _sig("sq_tasks_like", _c.c_int, _p, _u32, _size, _c.c_char_p,
                      _c.POINTER(_size), _c.POINTER(_u32))
@@ -164,6 +166,44 @@ def take_buffer(ptr, size):
         return _c.string_at(ptr, size) if size else b""
     finally:
         sq_free(ptr)
+
+
+class _PyBuffer(_c.Structure):
+    """CPython's Py_buffer, to read the address of a read-only buffer (a
+    numpy array's memory pickle hands out of band), which ctypes'
+    from_buffer refuses."""
+    _fields_ = [("buf", _p), ("obj", _p), ("len", _c.c_ssize_t), ("itemsize", _c.c_ssize_t),
+                ("readonly", _c.c_int), ("ndim", _c.c_int), ("format", _c.c_char_p),
+                ("shape", _p), ("strides", _p), ("suboffsets", _p), ("internal", _p)]
+
+
+_get_buffer = _c.pythonapi.PyObject_GetBuffer
+_get_buffer.argtypes = [_c.py_object, _c.POINTER(_PyBuffer), _c.c_int]
+_get_buffer.restype = _c.c_int
+_release_buffer = _c.pythonapi.PyBuffer_Release
+_release_buffer.argtypes = [_c.POINTER(_PyBuffer)]
+_release_buffer.restype = None
+
+
+def blob_gather(session, parts, content_type):
+    """sq_blob_gather over Python buffers (bytes, memoryviews: contiguous),
+    read in place: the C side copies them once, while they are held here."""
+    n = len(parts)
+    views = (_PyBuffer * n)()
+    ptrs = (_p * n)()
+    sizes = (_size * n)()
+    got = 0
+    try:
+        for i, part in enumerate(parts):
+            if _get_buffer(part, _c.byref(views[i]), 0):    # PyBUF_SIMPLE: contiguous bytes
+                raise BufferError("not a contiguous buffer")
+            got += 1
+            ptrs[i] = views[i].buf
+            sizes[i] = views[i].len
+        return sq_blob_gather(session, ptrs, sizes, n, content_type)
+    finally:
+        for i in range(got):
+            _release_buffer(_c.byref(views[i]))
 
 
 def ids(values):

@@ -81,6 +81,14 @@ def dumps_value(obj: Any) -> bytes:
     """A data object's bytes (content type "py/pickle"): dumps(obj), or for
     a value with large buffers (numpy arrays, pandas blocks, bytes pickled
     by protocol 5) the out-of-band layout, its buffers 64-byte aligned."""
+    parts = dumps_value_parts(obj)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def dumps_value_parts(obj: Any) -> List[Any]:
+    """dumps_value's bytes as a list of parts to be joined: the out-of-band
+    layout's buffers are the value's own memory (contiguous memoryviews),
+    not copies, so that the one who stores them copies them once."""
     found: List[Any] = []
 
     def pickled(cls: Any) -> bytes:
@@ -97,26 +105,26 @@ def dumps_value(obj: Any) -> bytes:
         found.clear()
         head = pickled(_Pickler)
     if not found:
-        return head                 # nothing out of band: the plain pickle
+        return [head]               # nothing out of band: the plain pickle
     try:
         raws = [b.raw() for b in found]
     except BufferError:             # not contiguous: pickled in band
-        return dumps(obj)
+        return [dumps(obj)]
     if sum(r.nbytes for r in raws) < _OOB_MIN:
-        return dumps(obj)
+        return [dumps(obj)]
     table = 32 + 16 * len(raws)
     pos = table + len(head)
     entries = []
     body: List[Any] = [head]
     for raw in raws:
         pad = -pos % 64
-        body.append(bytes(pad))
+        if pad:
+            body.append(bytes(pad))
         pos += pad
         entries.append(struct.pack("<QQ", pos, raw.nbytes))
         body.append(raw)
         pos += raw.nbytes
-    return b"".join([struct.pack("<8sQIIQ", OOB_MAGIC, pos, len(raws), 0, len(head))]
-                    + entries + body)
+    return [struct.pack("<8sQIIQ", OOB_MAGIC, pos, len(raws), 0, len(head))] + entries + body
 
 
 #   The versions a pickled function needs where it is loaded, after its

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence
 
 from . import _lib as L
 from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, dumps, dumps_value,
-                        function_bytes, py_config_actor, py_config_call, py_config_fn_in)
+                        dumps_value_parts, function_bytes, py_config_actor, py_config_call, py_config_fn_in)
 from .errors import SquallError
 from ._common import TaskConfigTooLarge, _LOG_OPTIONS, _check_options, _locked, _with_log_options
 from ._futures import Future
@@ -51,7 +51,28 @@ class Building:
         return DataObject(self, oid, content_type)
 
     def pickled(self, obj: Any, governor: Optional[int] = None) -> "DataObject":
-        return self.blob(dumps_value(obj), PICKLE, governor)
+        return self._blob_parts(dumps_value_parts(obj), PICKLE, governor)
+
+    def _blob_parts(self, parts: List[Any], content_type: str,
+                    governor: Optional[int] = None) -> "DataObject":
+        """blob() of the parts joined, copied once (sq_blob_gather): a big
+        value pickled out of band is not joined in Python first."""
+        if len(parts) == 1:
+            return self.blob(parts[0], content_type, governor)
+        return self._blob_gather(parts, content_type, governor)
+
+    @_locked
+    def _blob_gather(self, parts: List[Any], content_type: str,
+                     governor: Optional[int]) -> "DataObject":
+        self._open()
+        oid = L.blob_gather(self._h, parts, content_type.encode())
+        if not oid:
+            self._check(L.sq_client_errcode(self.client._h) or 4)
+        self._next_id = oid + 1
+        if governor is not None:
+            self._check(L.sq_object_set_governor(self._h, oid, int(governor)))
+        self._dirty = True
+        return DataObject(self, oid, content_type)
 
     # -- moving results by hand (docs/protocol.md, DELETE and PLACE)
     def delete(self, items: Sequence[Any]) -> None:
@@ -355,18 +376,19 @@ class Building:
                 return v
             if pickle_all:
                 try:
-                    data = dumps_value(v)
+                    parts = dumps_value_parts(v)
                 except Exception:       # holds a future or the like: stays in the config
                     return v
-                if len(data) < _LARGE_ARG:
+                size = sum(memoryview(p).nbytes for p in parts)
+                if size < _LARGE_ARG:
                     return v
-                moved.append(len(data))
-                return self.blob(data, PICKLE)
+                moved.append(size)
+                return self._blob_parts(parts, PICKLE)
             if _cheap_size(v) < _LARGE_ARG:
                 return v
-            data = dumps_value(v)
-            moved.append(len(data))
-            return self.blob(data, PICKLE)
+            parts = dumps_value_parts(v)
+            moved.append(sum(memoryview(p).nbytes for p in parts))
+            return self._blob_parts(parts, PICKLE)
         new_args = tuple(one(a) for a in args)
         new_kwargs = {k: one(v) for k, v in kwargs.items()} if kwargs else kwargs
         return new_args, new_kwargs, moved

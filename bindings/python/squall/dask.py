@@ -210,13 +210,101 @@ def _order(graph: Dict[Hashable, Any], deps: Dict[Hashable, List[Hashable]],
     return order
 
 
+#   Fan-in fusion: at most this many branches absorbed by one node.
+_FAN_IN_MAX = 16
+
+
+def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data: Any,
+            wanted: set, options: "_Options",
+            fan_in: Any) -> Tuple[Dict[Hashable, List[Hashable]], set]:
+    """The tasks the computed nodes are fused into: ({key: its group, a
+    list shared by its members in dependency order, the last one the
+    group's output}, the ids of the groups that absorbed a fan-in).
+
+    A node joins the group of its only dependency when that one is a
+    computed node, read by nothing else and not wanted (a linear chain).
+    With fan_in, a node with several dependencies also absorbs those of
+    them that are such nodes ending a linear chain (at most _FAN_IN_MAX),
+    so that a reduction's partial step runs with its branches in one task
+    (matmul's products and their sum): its intermediate values are never
+    pickled nor sent, and the graph has fewer tasks. A group that absorbed
+    a fan-in is never absorbed again, and fan-in groups are kept only when
+    at least fan_in of them are made (the caller's measure of enough
+    parallelism: else a reduction's branches, which could run on
+    different cpus at once, would run one after the other). fan_in may be
+    a function giving that number, called only when a fan-in was found
+    (it may ask the broker)."""
+    dependents: Dict[Hashable, int] = {}
+    for key in order:
+        for d in deps[key]:
+            dependents[d] = dependents.get(d, 0) + 1
+
+    def make(fan: bool) -> Tuple[Dict[Hashable, List[Hashable]], set]:
+        group_of: Dict[Hashable, List[Hashable]] = {}
+        fanned: Dict[int, List[Hashable]] = {}
+
+        def alone(d: Hashable, key: Hashable) -> bool:
+            return d in group_of and dependents.get(d) == 1 and d not in wanted \
+                and group_of[d][-1] == d and options.same(d, key)
+
+        for key in order:
+            if is_data(key):
+                continue
+            ds = deps[key]
+            if len(ds) == 1 and alone(ds[0], key):
+                group = group_of[ds[0]]
+                group.append(key)
+            else:
+                group = [key]
+                if fan:
+                    branches = [d for d in ds if alone(d, key)
+                                and id(group_of[d]) not in fanned]
+                    if 0 < len(branches) <= _FAN_IN_MAX:
+                        group = [m for d in branches for m in group_of[d]] + [key]
+                        for m in group:
+                            group_of[m] = group
+                        #   Held here, so that no other list reuses its id.
+                        fanned[id(group)] = group
+            group_of[key] = group
+        return group_of, set(fanned)
+
+    if fan_in:
+        group_of, fanned = make(True)
+        if fanned and len(fanned) >= (fan_in() if callable(fan_in) else fan_in):
+            return group_of, fanned
+    return make(False)[0], set()
+
+
+def _group_members(group: List[Hashable], deps: Dict[Hashable, List[Hashable]],
+                   graph: Dict[Hashable, Any]) -> Tuple[list, List[Hashable]]:
+    """A fan-in group's (members, outer keys) for _daskrun.run_group:
+    members (key, node, keys of members whose last reader it is) in
+    dependency order; outer, the keys it reads from outside, once each."""
+    inside = set(group)
+    outer: List[Hashable] = []
+    seen = set()
+    members = []
+    for key in group:
+        done_with = []
+        for d in deps[key]:
+            if d in inside:
+                done_with.append(d)     # read by this member only
+            elif d not in seen:
+                seen.add(d)
+                outer.append(d)
+        members.append((key, graph[key], done_with))
+    return members, outer
+
+
 def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
            wanted: List[Hashable], options: Any,
-           packed: bool = False) -> Dict[Hashable, DataObject]:
+           packed: bool = False, fan_in: Any = 0) -> Dict[Hashable, DataObject]:
     """Adds the graph's tasks for `wanted` to the session; {key: its data
     object}. options: a dict for every task, or an _Options. packed: the
     graph holds no futures, so each node is pickled as it is (one C
-    pickle, _daskrun.packed) rather than searched for them."""
+    pickle, _daskrun.packed) rather than searched for them. fan_in: fuse
+    reductions' branches when that makes at least this many tasks of
+    them (0: never; or a function giving it: see _groups)."""
     if isinstance(options, dict):
         options = _Options(options, {})
     if spec:
@@ -240,27 +328,7 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
         return not deps[key] and not (type(node) is tuple and node and callable(node[0])) \
             and type(node) is not list
 
-    #   Fusion: a node joins the chain of its only dependency when that
-    #   one is a computed node, read by nothing else and not wanted.
-    dependents: Dict[Hashable, int] = {}
-    for key in order:
-        for d in deps[key]:
-            dependents[d] = dependents.get(d, 0) + 1
-    chain_of: Dict[Hashable, List[Hashable]] = {}     # key -> its chain (shared list)
-    chains: List[List[Hashable]] = []
-    for key in order:
-        if is_data(key):
-            continue
-        ds = deps[key]
-        if len(ds) == 1 and ds[0] in chain_of and dependents.get(ds[0]) == 1 \
-                and ds[0] not in wanted_set and chain_of[ds[0]][-1] == ds[0] \
-                and options.same(ds[0], key):
-            chain = chain_of[ds[0]]
-            chain.append(key)
-        else:
-            chain = [key]
-            chains.append(chain)
-        chain_of[key] = chain
+    chain_of, fanned = _groups(order, deps, is_data, wanted_set, options, fan_in)
 
     objects: Dict[Hashable, DataObject] = {}
     for key in order:
@@ -282,11 +350,17 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
         if chain[-1] != key:
             continue                    # built with its chain's last node
         first = chain[0]
-        inputs = tuple(objects[d] for d in deps[first])
-        if len(chain) == 1:
+        if id(chain) in fanned:
+            members, outer = _group_members(chain, deps, graph)
+            inputs = tuple(objects[d] for d in outer)
+            fn = _daskrun.run_group
+            args = (spec, members, outer) + inputs
+        elif len(chain) == 1:
+            inputs = tuple(objects[d] for d in deps[first])
             fn = _daskrun.run if spec else _daskrun.run_legacy
             args = (node, list(deps[key])) + inputs
         else:
+            inputs = tuple(objects[d] for d in deps[first])
             fn = _daskrun.run_chain
             args = (spec, [(k, graph[k]) for k in chain], list(deps[first])) + inputs
         if packed:
@@ -301,10 +375,15 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
         except TaskConfigTooLarge:
             #   The node embeds data: it travels as a data object (uploaded
             #   to a governor when large), an input of its task.
-            if len(chain) == 1:
+            #   (fn named again: it may have become _daskrun.packed above.)
+            if id(chain) in fanned:
+                fn = _daskrun.run_group
+                args = (spec, session.pickled(members), outer) + inputs
+            elif len(chain) == 1:
                 fn = _daskrun.run_data if spec else _daskrun.run_legacy_data
                 args = (session.pickled(node), list(deps[key])) + inputs
             else:
+                fn = _daskrun.run_chain
                 args = (spec, session.pickled([(k, graph[k]) for k in chain]),
                         list(deps[first])) + inputs
             tid = session._py_task(fn, args, None, 1, options.of(key), str(key))
@@ -358,6 +437,16 @@ def _wait_showing(session: Session, ids: List[int], timeout: Optional[float]) ->
         session.wait(ids, timeout)
 
 
+def _enough_tasks(client: Client) -> int:
+    """How many fused reduction steps keep the cluster's cpus busy: 4 a
+    cpu (a fan-in fusion that makes fewer is not done)."""
+    try:
+        cpus = sum(int(g.get("cpus") or 0) for g in client.governors())
+    except (SquallError, TypeError, ValueError, AttributeError):
+        cpus = 0
+    return 4 * max(cpus, 1)
+
+
 def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) -> Any:
     """Runs the graph and returns the values of `keys` (a key, or nested
     lists of keys, as in dask.get). Other keyword arguments from Dask are
@@ -377,7 +466,8 @@ def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) ->
         values = {k: f.result(timeout) for k, f in futures.items()}
         return _rebuild(keys, values)
     with client.session() as session:
-        objects = _build(session, graph, spec, wanted, options, packed=True)
+        objects = _build(session, graph, spec, wanted, options, packed=True,
+                         fan_in=lambda: _enough_tasks(client))
         kept = set()
         for k in wanted:
             oid = objects[k].id
