@@ -52,6 +52,25 @@ class Counter:
         os._exit(3)
 
 
+class Reader:
+    """Takes large arguments: what each call saw, in the order they ran."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def take(self, tag, value):
+        self.calls += 1
+        flags = getattr(value, "flags", None)
+        return (self.calls, tag, type(value).__name__, len(value),
+                None if flags is None else flags.writeable, os.getppid())
+
+    def boom(self, value):
+        raise ValueError("boom with %d bytes" % len(value))
+
+    def governor_pid(self):
+        return os.getppid()
+
+
 class Broken:
     def __init__(self):
         raise RuntimeError("cannot start")
@@ -305,3 +324,75 @@ def test_the_example_runs():
     out = run_example("actors.py")
     assert "updates applied: 160" in out
     assert "learned w=3.00 b=0.50" in out
+
+
+MIB = 1 << 20
+
+
+def test_large_arguments_go_to_the_actors_governor_and_are_read_in_place():
+    """Arguments of 1 MiB or more leave the call's config: the client puts
+    them on the actor's governor, which hands them to the executor as
+    shared segments (a numpy array arrives read-only: a view of the
+    governor's memory, not a copy), and such calls still go many at a
+    time, in order, among small ones, a failing one failing alone."""
+    np = pytest.importorskip("numpy")
+    with squall.LocalCluster(governors=2, cpus=2, **cluster_options()) as cluster:
+        client = cluster.client()
+        reader = client.actor(Reader, key="reader")
+        gov_pid = reader.governor_pid().result(TIMEOUT)
+        where = reader._governor()
+        assert where in [g["id"] for g in client.governors()], where
+        array = np.arange(MIB // 8, dtype=np.float64)
+        made, want = [], []
+        for i in range(60):
+            kind = i % 5
+            if kind == 0:
+                made.append(reader.take(i, b"b" * MIB))
+                want.append(("bytes", MIB, None))
+            elif kind == 1:
+                made.append(reader.take(i, bytearray(MIB)))
+                want.append(("bytearray", MIB, None))
+            elif kind == 2:
+                made.append(reader.take(i, array))
+                want.append(("ndarray", MIB // 8, False))
+            elif kind == 3:
+                made.append(reader.take(i, "small"))
+                want.append(("str", 5, None))
+            else:
+                made.append(reader.boom(b"x" * MIB))
+                want.append(None)
+        place = 0
+        for i, (f, w) in enumerate(zip(made, want)):
+            if w is None:
+                with pytest.raises(ValueError, match="boom with %d bytes" % MIB):
+                    f.result(TIMEOUT)
+                continue
+            place += 1
+            assert f.result(TIMEOUT) == (place, i) + w + (gov_pid,)
+        assert reader.take("x", b"y" * MIB).result(TIMEOUT)[0] == place + 1
+        #   Where the client puts large arguments is the actor's governor.
+        assert client.submit(os.getppid, workers=[where]).result(TIMEOUT) == gov_pid
+        client.close()
+
+
+def test_a_preferred_governor_that_is_gone_leaves_the_constant_elsewhere():
+    """sq_object_prefer_governor: a constant goes to that governor when it
+    is there, elsewhere when it is not, and the submit succeeds either
+    way (sq_object_set_governor fails the submit instead)."""
+    from squall import _lib as L
+    with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        ids = sorted(int(g["id"]) for g in client.governors())
+        s = client.session()
+        there = s.blob(b"t" * MIB)
+        s._check(L.sq_object_prefer_governor(s._h, there.id, ids[1]))
+        gone = s.blob(b"g" * MIB)
+        s._check(L.sq_object_prefer_governor(s._h, gone.id, 4242))
+        there.keep()
+        gone.keep()
+        s.submit()
+        assert s.place(there, timeout=TIMEOUT) == [ids[1]]
+        assert s.place(gone, timeout=TIMEOUT)[0] in ids
+        assert gone.fetch(TIMEOUT) == b"g" * MIB
+        s.close()
+        client.close()

@@ -444,8 +444,20 @@ class Session:
         return self._add_task(b"py", inputs, 0, py_config_actor(template), options, name, ())
 
     def _call_task(self, host: int, method: str, args: tuple, kwargs: Optional[dict],
-                   name: str) -> int:
-        """Adds a call of the actor's method; its one output is the result."""
+                   name: str, where: Optional[Callable[[], int]] = None) -> int:
+        """Adds a call of the actor's method; its one output is the result.
+        Arguments of 1 MiB or more go as data objects (pickled with their
+        buffers out of band), put by the client straight on the governor
+        where() names (the actor's, 0: not known) instead of riding in the
+        call's config through the broker: that governor hands them to the
+        actor's executor as shared segments."""
+        first = self._next_id
+        args, kwargs, moved = self._large_as_data(tuple(args), kwargs, False)
+        if moved and where is not None:
+            governor = where()
+            if governor:
+                for oid in range(first, self._next_id):
+                    self._check(L.sq_object_prefer_governor(self._h, oid, governor))
         template, inputs = self._template_inputs(args, kwargs)
         config = py_config_call(host, method, template)
         if len(config) > _CONFIG_MAX:
