@@ -458,7 +458,13 @@ class Session:
             if governor:
                 for oid in range(first, self._next_id):
                     self._check(L.sq_object_prefer_governor(self._h, oid, governor))
-        template, inputs = self._template_inputs(args, kwargs)
+        if not kwargs and all(type(a) in _PLAIN_TYPES for a in args):
+            #   Numbers, strings, small bytes: nothing to look for in them
+            #   (the template's pickler, made per call, costs more than the
+            #   pickle), and the same pickle as the template's.
+            template, inputs = pickle.dumps((args, {}), _PICKLE_PROTOCOL), []
+        else:
+            template, inputs = self._template_inputs(args, kwargs)
         config = py_config_call(host, method, template)
         if len(config) > _CONFIG_MAX:
             raise TaskConfigTooLarge("call %s: its pickled arguments take %.1f MiB; pass large "
