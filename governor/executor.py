@@ -880,6 +880,11 @@ class _Frames:
                 _RECV_MAX, _ANC_SPACE, 0 if block else socket.MSG_DONTWAIT)
         except BlockingIOError:
             return False
+        except ConnectionResetError:
+            #   The governor closed its end with messages of ours unread
+            #   (segments we let go): it is gone all the same.
+            self._eof = True
+            return False
         for level, kind, payload in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 count = len(payload) // 4
