@@ -143,6 +143,17 @@ s_lose (graph_t *self, task_t *call, const char *why)
     graph_task_failed (self, call, SQ_E_ACTOR_LOST, message);
 }
 
+failure_t *
+gx_actor_input_lost (task_t *call, const char *why)
+{
+    char message [600];
+    task_t *host = call->extra? call->extra->host: NULL;
+    const char *name = host? task_extra (host)->name: NULL;
+    snprintf (message, sizeof message, "actor %u%s%s%s: %s",
+              host? sq_key_id (host->key): 0, name? " (": "", name? name: "", name? ")": "", why);
+    return failure_new (sq_key_id (call->key), SQ_E_ACTOR_LOST, message);
+}
+
 //  A call's governor reports it failed. If its instance is no longer
 //  there (the executor died, the constructor failed: the host's report
 //  came first), the call is lost with the actor rather than failed by

@@ -124,9 +124,18 @@ s_recompute (graph_t *self, object_t *lost)
                 continue;
             o->state = OBJ_FAILED;
             o->failure = gx_failure_ref (failure);
-            for (uint32_t c = 0; c < o->n_consumers; c++)
-                if (!gx_final (object_consumers (o) [c]))
-                    gx_fail (self, object_consumers (o) [c], failure);
+            for (uint32_t c = 0; c < o->n_consumers; c++) {
+                task_t *consumer = object_consumers (o) [c];
+                if (gx_final (consumer))
+                    continue;
+                //  An actor's call loses its large argument with the
+                //  actor's governor, where the client put it: the call is
+                //  lost with the actor, as one in flight there.
+                failure_t *lost = consumer->actor_call && !producer
+                                ? gx_actor_input_lost (consumer, message): NULL;
+                gx_fail (self, consumer, lost? lost: failure);
+                failure_unref (&lost);
+            }
             failure_unref (&failure);
             continue;
         }

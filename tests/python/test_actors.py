@@ -42,6 +42,11 @@ class Counter:
             time.sleep(0.01)
         return self.n
 
+    def add_one(self, blob):
+        """add(1), with a (large) argument."""
+        self.n += 1
+        return self.n
+
     def total(self, values):
         return sum(values) + self.n
 
@@ -266,7 +271,7 @@ def test_calls_queued_behind_a_dying_executor_are_lost():
         client.close()
 
 
-def _kill_under_actor(restarts, then):
+def _kill_under_actor(restarts, then, big=False):
     """Starts an actor, SIGKILLs its governor while a call runs there: that
     call fails with ActorLost naming the actor, and so do the calls made
     behind it that had gone to that governor; those that had not run, in
@@ -282,7 +287,11 @@ def _kill_under_actor(restarts, then):
         started = os.path.join(where, "started")
         in_flight = counter.wait_for(started, os.path.join(where, "never"))
         until(lambda: os.path.exists(started), "the call to start")
-        behind = [counter.add(1) for _ in range(20)]
+        #   big: with 1 MiB arguments (put on that governor unless the
+        #   actor restarts: then they ride with the call, so that a call
+        #   waiting for the new instance does not lose them with it).
+        behind = [counter.add_one(b"z" * (1 << 20)) if big else counter.add(1)
+                  for _ in range(20)]
         client.submit(lambda: 0)        # they leave with this submit
         proc.send_signal(signal.SIGKILL)
         proc.wait(TIMEOUT)
@@ -308,6 +317,20 @@ def test_governor_killed_under_an_actor_without_restarts():
             counter.add(1).result(TIMEOUT)
         assert "victim" in str(info.value)
     _kill_under_actor(0, then)
+
+
+def test_governor_killed_under_an_actor_taking_large_arguments():
+    def then(client, counter, pid, ran):
+        assert ran == 0
+    _kill_under_actor(0, then, big=True)
+
+
+def test_governor_killed_under_an_actor_with_a_restart_taking_large_arguments():
+    def then(client, counter, old_pid, ran):
+        assert counter.add_one(b"z" * (1 << 20)).result(TIMEOUT) == 101 + ran
+        assert counter.governor_pid().result(TIMEOUT) != old_pid
+        counter.stop()
+    _kill_under_actor(1, then, big=True)
 
 
 def test_governor_killed_under_an_actor_with_a_restart():

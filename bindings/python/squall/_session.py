@@ -446,14 +446,19 @@ class Session:
     def _call_task(self, host: int, method: str, args: tuple, kwargs: Optional[dict],
                    name: str, where: Optional[Callable[[], int]] = None) -> int:
         """Adds a call of the actor's method; its one output is the result.
-        Arguments of 1 MiB or more go as data objects (pickled with their
-        buffers out of band), put by the client straight on the governor
-        where() names (the actor's, 0: not known) instead of riding in the
-        call's config through the broker: that governor hands them to the
-        actor's executor as shared segments."""
+        With where, arguments of 1 MiB or more go as data objects (pickled
+        with their buffers out of band), put by the client straight on the
+        governor where() names (the actor's, 0: not known) instead of
+        riding in the call's config through the broker: that governor
+        hands them to the actor's executor as shared segments. Without
+        (an actor that restarts), they ride in the config: a constant put
+        on a governor has no other copy, and a call waiting for the
+        restarted instance elsewhere would lose it with that governor."""
         first = self._next_id
-        args, kwargs, moved = self._large_as_data(tuple(args), kwargs, False)
-        if moved and where is not None:
+        moved = None
+        if where is not None:
+            args, kwargs, moved = self._large_as_data(tuple(args), kwargs, False)
+        if moved:
             governor = where()
             if governor:
                 for oid in range(first, self._next_id):

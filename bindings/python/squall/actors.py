@@ -45,6 +45,7 @@ class ActorHandle:
     _stopped = True                 # until started
     _name = "?"
     _tid = 0
+    _restarts = 0
     _where = 0                      # its governor (_governor), asked at _where_at
     _where_at = float("-inf")
 
@@ -61,6 +62,7 @@ class ActorHandle:
         if restarts:
             options["max_retries"] = restarts
         self._client = client
+        self._restarts = restarts
         self._cls = cls
         self._name = options.pop("key", None) or cls.__name__
         self._stopped = False
@@ -102,7 +104,7 @@ class ActorHandle:
 
     def _call_tid(self, session, method: str, args: tuple, kwargs: dict) -> int:
         tid = session._call_task(self._tid, method, args, kwargs, "%s.%s" % (self._name, method),
-                                 self._governor)
+                                 None if self._restarts else self._governor)
         L.sq_keep(session._h, tid + 1)
         return tid
 
