@@ -128,10 +128,13 @@ s_recompute (graph_t *self, object_t *lost)
                 task_t *consumer = object_consumers (o) [c];
                 if (gx_final (consumer))
                     continue;
-                //  An actor's call loses its large argument with the
-                //  actor's governor, where the client put it: the call is
-                //  lost with the actor, as one in flight there.
-                failure_t *lost = consumer->actor_call && !producer
+                //  An actor's call losing its large argument with the
+                //  actor's governor (the client put it there), the actor
+                //  gone with it: the call is lost with the actor, as the
+                //  next settle would fail it (graph_actor.c).
+                task_t *host = consumer->actor_call && consumer->extra
+                             ? consumer->extra->host: NULL;
+                failure_t *lost = host && !producer && gx_final (host)
                                 ? gx_actor_input_lost (consumer, message): NULL;
                 gx_fail (self, consumer, lost? lost: failure);
                 failure_unref (&lost);
