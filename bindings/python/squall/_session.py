@@ -36,6 +36,7 @@ _CONFIG_MAX = 16 << 20
 #   Argument types pickled as they are, never references: client.map adds
 #   calls taking only these in bulk (Session._map_futures).
 _PLAIN_TYPES = frozenset((int, float, str, bytes, bool, type(None)))
+_NUMBER_TYPES = frozenset((int, float, bool, type(None)))    # _large_as_data leaves them
 
 
 class Session:
@@ -456,7 +457,8 @@ class Session:
         restarted instance elsewhere would lose it with that governor."""
         first = self._next_id
         moved = None
-        if where is not None:
+        numbers = not kwargs and all(type(a) in _NUMBER_TYPES for a in args)
+        if where is not None and not numbers:
             args, kwargs, moved = self._large_as_data(tuple(args), kwargs, False)
         if moved:
             governor = where()
