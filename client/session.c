@@ -20,6 +20,7 @@ typedef struct {
     sq_blob_t *blob;            //  constants
     uint32_t uploaded_to;       //  governor holding the constant, 0: none
     uint32_t governor;          //  sq_object_set_governor: upload it there, 0: any
+    bool preferred;             //  governor only preferred (sq_object_prefer_governor)
 } s_object_t;
 
 typedef struct {
@@ -924,6 +925,22 @@ sq_object_set_governor (sq_session_t *self, uint32_t object, uint32_t governor)
                       "sq_object_set_governor: %u is not a constant of the unsubmitted batch",
                       object);
     self->objects [slot->index].governor = governor;
+    self->objects [slot->index].preferred = false;
+    return 0;
+}
+
+int
+sq_object_prefer_governor (sq_session_t *self, uint32_t object, uint32_t governor)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    s_slot_t *slot = s_slot (self, object);
+    if (!slot || slot->task || !self->objects [slot->index].blob)
+        return s_err (self, SQ_E_INVALID, object,
+                      "sq_object_prefer_governor: %u is not a constant of the unsubmitted batch",
+                      object);
+    self->objects [slot->index].governor = governor;
+    self->objects [slot->index].preferred = governor != 0;
     return 0;
 }
 
@@ -1049,7 +1066,8 @@ sq_unkeep_many (sq_session_t *self, const uint32_t *objects, size_t n)
 //  Data plane: constants of SQ_UPLOAD_MIN bytes or more go straight to a
 //  governor before the SUBMIT, which then only names it. On any failure the
 //  rest ride in the SUBMIT as before; but a constant put on a governor by
-//  name (sq_object_set_governor) goes there or the submit fails.
+//  name (sq_object_set_governor) goes there or the submit fails (one only
+//  preferred there, sq_object_prefer_governor, goes elsewhere).
 static int
 s_upload (sq_session_t *self)
 {
@@ -1058,15 +1076,19 @@ s_upload (sq_session_t *self)
     bool fallback = false;
     for (size_t i = 0; i < self->n_objects; i++) {
         s_object_t *o = &self->objects [i];
+        bool required = o->governor && !o->preferred;
         if (!o->blob || o->id <= self->replay_max
-        ||  (!o->governor && (fallback || sq_blob_size (o->blob) < SQ_UPLOAD_MIN)))
+        ||  (!required && (fallback || sq_blob_size (o->blob) < SQ_UPLOAD_MIN)))
             continue;
         //  Each upload its own: with keys, the right to write is per object.
-        if (sq_client_upload_target (client, self->id, o->id, sq_blob_size (o->blob),
-                                     o->governor, &target)
+        //  A preferred governor that is gone: where the broker picks.
+        if ((sq_client_upload_target (client, self->id, o->id, sq_blob_size (o->blob),
+                                      o->governor, &target)
+             && (required || sq_client_upload_target (client, self->id, o->id,
+                                                      sq_blob_size (o->blob), 0, &target)))
         ||  sq_client_put (client, &target, sq_key (self->id, o->id), o->blob,
                            o->content_type, S_UPLOAD_TIMEOUT)) {
-            if (o->governor) {
+            if (required) {
                 int code = sq_client_errcode (client);
                 return s_err (self, code? code: SQ_E_CONNECTION, o->id,
                               "object %u could not be put on governor %u: %s", o->id,

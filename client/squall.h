@@ -212,6 +212,11 @@ int sq_object_set_stream (sq_session_t *self, uint32_t object);
 //  lineage, so if every copy is lost the tasks needing it fail with
 //  SQ_E_LOST naming it. The submit fails if that governor cannot take it.
 int sq_object_set_governor (sq_session_t *self, uint32_t object, uint32_t governor);
+//  Like sq_object_set_governor for a constant of 64 KiB or more (smaller
+//  ones ride in the SUBMIT), but only preferred: if that governor cannot take it, it goes
+//  where it would have gone without (an actor's calls put their large
+//  arguments on the actor's governor this way). 0: no preference.
+int sq_object_prefer_governor (sq_session_t *self, uint32_t object, uint32_t governor);
 
 //  Keeps an object so it can be fetched (and outlives its consumers). Before
 //  submit this marks the object; after, it asks the broker (an object that

@@ -657,7 +657,12 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
         #   Record every warning: the client's filters decide which to show.
         warnings.simplefilter("always")
         try:
-            if args_len:
+            if args_len and not inputs:
+                #   Nothing to put in: a plain load (an actor's call with
+                #   plain arguments) saves making an unpickler per call.
+                args, kwargs = pickle.loads(args_bytes)
+                result = fn(*args, **kwargs)
+            elif args_len:
                 args, kwargs = _TemplateUnpickler(args_bytes, inputs).load()
                 result = fn(*args, **kwargs)
             else:
@@ -876,6 +881,11 @@ class _Frames:
             data, anc, _, _ = self._sock.recvmsg(
                 _RECV_MAX, _ANC_SPACE, 0 if block else socket.MSG_DONTWAIT)
         except BlockingIOError:
+            return False
+        except ConnectionResetError:
+            #   The governor closed its end with messages of ours unread
+            #   (segments we let go): it is gone all the same.
+            self._eof = True
             return False
         for level, kind, payload in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -1185,7 +1195,10 @@ def main():
                 _task_key = None
                 _set_running(True)
                 try:
-                    with _captured(log_fds):
+                    if log_fds:
+                        with _captured(log_fds):
+                            parts = _run(body, fds, done, out_fds)
+                    else:               # an actor's call: its log is the actor's
                         parts = _run(body, fds, done, out_fds)
                 finally:
                     seceded = _set_running(False)

@@ -131,7 +131,10 @@ typedef struct {
 //  are written to the executor ahead (at most S_CALLS_AHEAD, of
 //  S_CALLS_AHEAD_BYTES together: a socketpair holds more, so such a write
 //  never waits for the executor); the others wait here with their frames
-//  until it is idle.
+//  until it is idle. A call's inputs of S_SHARE_MIN bytes or more go as
+//  segments, as a task's do (the call holds their references until it is
+//  written); such a call is written only to an idle executor, so that one
+//  cancelled never leaves segments handed over that it will not map.
 #define S_CALLS_MAX 64
 #define S_CALLS_AHEAD 8
 #define S_CALLS_AHEAD_BYTES (64 * 1024)
@@ -141,6 +144,9 @@ typedef struct {
     uint8_t *frame;             //  NULL once written
     size_t size;
     uint32_t seq;               //  its run frame's number, once written
+    sq_blob_t **segs;           //  per input (n_inputs), its segment or NULL; NULL: none
+    uint32_t n_inputs;
+    uint32_t n_segs;            //  segments in segs
 } s_call_t;
 
 //  A segment handed to an executor, which may map it for as long as it
@@ -152,6 +158,19 @@ typedef struct {
     sq_blob_t *blob;
     uint32_t handed;
 } s_seg_t;
+
+//  What a queued call holds (its frame, its segments' references) goes.
+static void
+s_call_free (s_call_t *call)
+{
+    free (call->frame);
+    call->frame = NULL;
+    for (uint32_t i = 0; call->segs && i < call->n_inputs; i++)
+        sq_blob_unref (&call->segs [i]);
+    free (call->segs);
+    call->segs = NULL;
+    call->n_segs = 0;
+}
 
 typedef struct {
     pid_t pid;                  //  0: not running
@@ -527,7 +546,7 @@ s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
     ex->task = NULL;
     ex->host = NULL;
     for (uint32_t i = 0; i < ex->n_calls; i++)
-        free (ex->calls [i].frame);
+        s_call_free (&ex->calls [i]);
     ex->n_calls = ex->n_written = 0;
     ex->discard = 0;
     if (ex->pid <= 0) {
@@ -1029,13 +1048,20 @@ s_calls_write (s_exec_t *ex)
         size_t ahead = call->size;
         for (uint32_t i = 0; i < ex->n_written; i++)
             ahead += ex->calls [i].size;
-        if (!idle && (ex->n_written >= S_CALLS_AHEAD || ahead > S_CALLS_AHEAD_BYTES))
+        if (!idle && (ex->n_written >= S_CALLS_AHEAD || ahead > S_CALLS_AHEAD_BYTES
+                      || call->n_segs))
             return;
-        if (s_write_all (ex->fd, call->frame, call->size))
+        int fds [S_SEGS_MAX];
+        uint32_t n_fds = 0;
+        for (uint32_t i = 0; i < call->n_inputs && call->n_segs; i++)
+            if (call->segs [i])
+                fds [n_fds++] = sq_blob_shm_fd (call->segs [i]);
+        if (s_write_with_fds (ex->fd, call->frame, call->size, fds, n_fds))
             return;
+        if (call->n_segs)
+            s_seg_hand (ex, call->segs, call->n_inputs);
         call->seq = ++ex->seq;
-        free (call->frame);
-        call->frame = NULL;
+        s_call_free (call);
         if (idle) {
             ex->task = call->task;
             memmove (ex->calls, ex->calls + 1, --ex->n_calls * sizeof ex->calls [0]);
@@ -1061,20 +1087,23 @@ s_calls_next (s_exec_t *ex)
     s_calls_write (ex);
 }
 
-//  A call goes to its actor's executor, after the calls before it.
+//  A call goes to its actor's executor, after the calls before it. Takes
+//  over frame and segs (n_segs of them).
 static int
 s_start_call (pyexec_t *self, task_t *task, uint8_t *frame, size_t size,
-              char *err, size_t err_size)
+              sq_blob_t **segs, uint32_t n_segs, char *err, size_t err_size)
 {
     uint64_t host_key = sq_key (sq_key_session (task->key), task->conf.call);
     s_exec_t *ex = s_actor_exec (self, host_key);
+    s_call_t call = { .task = task, .frame = frame, .size = size, .segs = segs,
+                      .n_inputs = task->n_inputs, .n_segs = n_segs };
     if (!ex || ex->n_calls == S_CALLS_MAX) {
         snprintf (err, err_size, ex? "actor %u has too many calls queued (a broker fault)"
                                    : "actor %u is not running on this governor", task->conf.call);
-        free (frame);
+        s_call_free (&call);
         return -1;
     }
-    ex->calls [ex->n_calls++] = (s_call_t) { .task = task, .frame = frame, .size = size };
+    ex->calls [ex->n_calls++] = call;
     s_calls_write (ex);
     return 0;
 }
@@ -1104,7 +1133,7 @@ s_call_stop (s_exec_t *ex, const task_t *task)
                 sq_debug ("cannot cancel an actor's call: its executor is gone");
         }
         else {
-            free (ex->calls [k].frame);
+            s_call_free (&ex->calls [k]);
             memmove (ex->calls + k, ex->calls + k + 1,
                      (--ex->n_calls - k) * sizeof ex->calls [0]);
         }
@@ -1118,10 +1147,10 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
               bool log_fds, char *err, size_t err_size)
 {
     size_t size = 0;
-    //  Calls are copied: their frame may wait here (s_start_call).
+    //  A call's frame and segments may wait here (s_start_call).
     sq_blob_t **segs = NULL;
     uint32_t n_segs = 0;
-    if (!task->conf.call && task->n_inputs) {
+    if (task->n_inputs) {
         segs = (sq_blob_t **) calloc (task->n_inputs, sizeof *segs);
         if (!segs) {
             snprintf (err, err_size, "out of memory on the governor");
@@ -1146,8 +1175,13 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
         snprintf (err, err_size, "out of memory on the governor (or an input is missing)");
         return -1;
     }
-    if (task->conf.call)
-        return s_start_call (self, task, frame, size, err, err_size);
+    if (task->conf.call) {
+        if (!n_segs) {
+            free (segs);
+            segs = NULL;
+        }
+        return s_start_call (self, task, frame, size, segs, n_segs, err, err_size);
+    }
     //  An idle executor may have died since its last task: the write then
     //  fails and the task goes to a fresh one.
     int rc = -1;

@@ -9,11 +9,13 @@
     host is RUNNING, to the host's governor in order, up to S_WINDOW of
     them unfinished at once (the governor runs them in the order they came
     and writes several to the executor ahead: a call costs no round trip
-    through the broker). A call with inputs goes only with no other call
-    unfinished, and none goes behind it until it is final: its inputs may
-    have to be fetched by the governor, and a call behind it must not
-    overtake it there. So order needs no graph edge (a call that raises
-    does not fail the ones after it).
+    through the broker). A call with inputs the governor lacks goes only
+    with no other call unfinished, and none goes behind it until it is
+    final: the governor has to fetch them, and a call behind it must not
+    overtake it there. Inputs already there (the large arguments the client
+    put on the actor's governor, confirmed by its UPLOADED) are ready at
+    once: such calls go in the window like the others. So order needs no
+    graph edge (a call that raises does not fail the ones after it).
 
     A call is never run twice: sent once, it either ends on that instance
     or fails with SQ_E_ACTOR_LOST (its governor or executor died, the host
@@ -141,6 +143,17 @@ s_lose (graph_t *self, task_t *call, const char *why)
     graph_task_failed (self, call, SQ_E_ACTOR_LOST, message);
 }
 
+failure_t *
+gx_actor_input_lost (task_t *call, const char *why)
+{
+    char message [600];
+    task_t *host = call->extra? call->extra->host: NULL;
+    const char *name = host? task_extra (host)->name: NULL;
+    snprintf (message, sizeof message, "actor %u%s%s%s: %s",
+              host? sq_key_id (host->key): 0, name? " (": "", name? name: "", name? ")": "", why);
+    return failure_new (sq_key_id (call->key), SQ_E_ACTOR_LOST, message);
+}
+
 //  A call's governor reports it failed. If its instance is no longer
 //  there (the executor died, the constructor failed: the host's report
 //  came first), the call is lost with the actor rather than failed by
@@ -153,6 +166,20 @@ gx_actor_call_lost (graph_t *self, task_t *call, uint32_t gov_id, const char *me
         return false;
     s_lose (self, call, message);
     return true;
+}
+
+//  Whether the call's governor would wait for an input: it has not
+//  confirmed a copy of each (a copy on its way may come after the calls
+//  behind this one).
+static bool
+s_fetches (task_t *call, gov_t *gov)
+{
+    for (uint32_t i = 0; i < call->n_inputs; i++) {
+        location_t *loc = graph_object_location (call->io [i], gov);
+        if (!loc || !loc->arrived)
+            return true;
+    }
+    return false;
 }
 
 //  Brings one actor's queue up to date; returns the calls sent.
@@ -213,7 +240,7 @@ s_settle (graph_t *self, task_t *host, graph_assign_fn *assign, void *arg)
         if (!gx_final (call)) {
             live++;
             bytes += call->config_size;
-            fetching = fetching || call->n_inputs > 0;
+            fetching = fetching || (call->n_inputs > 0 && s_fetches (call, host->gov));
         }
     }
     size_t n = 0;
@@ -223,10 +250,11 @@ s_settle (graph_t *self, task_t *host, graph_assign_fn *assign, void *arg)
             actor->sent++;      //  cancelled before it went
             continue;
         }
-        if (call->state != TASK_READY || (live > 0 && (call->n_inputs > 0
+        bool fetches = call->n_inputs > 0 && s_fetches (call, host->gov);
+        if (call->state != TASK_READY || (live > 0 && (fetches
                                   || bytes + call->config_size > S_WINDOW_BYTES)))
             break;              //  waits for its inputs, or for the calls before it
-        fetching = call->n_inputs > 0;
+        fetching = fetches;
         actor->sent++;
         live++;
         bytes += call->config_size;

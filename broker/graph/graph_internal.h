@@ -62,6 +62,10 @@ void gx_actor_append (task_t *host, task_t *call);
 void gx_actor_unappend (task_t *host, task_t *call);
 void gx_actor_free (struct _actor_t **actor_p);
 bool gx_actor_call_lost (graph_t *self, task_t *call, uint32_t gov_id, const char *message);
+//  The failure of an actor's call whose input went with its governor (a
+//  large argument the client put there): lost with the actor, naming it.
+//  NULL if out of memory.
+failure_t *gx_actor_input_lost (task_t *call, const char *why);
 
 //  graph_lineage.c: re-runs the producer of a finished object no copy is
 //  left of (and, recursively, of its inputs without copies).

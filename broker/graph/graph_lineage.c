@@ -124,9 +124,21 @@ s_recompute (graph_t *self, object_t *lost)
                 continue;
             o->state = OBJ_FAILED;
             o->failure = gx_failure_ref (failure);
-            for (uint32_t c = 0; c < o->n_consumers; c++)
-                if (!gx_final (object_consumers (o) [c]))
-                    gx_fail (self, object_consumers (o) [c], failure);
+            for (uint32_t c = 0; c < o->n_consumers; c++) {
+                task_t *consumer = object_consumers (o) [c];
+                if (gx_final (consumer))
+                    continue;
+                //  An actor's call losing its large argument with the
+                //  actor's governor (the client put it there), the actor
+                //  gone with it: the call is lost with the actor, as the
+                //  next settle would fail it (graph_actor.c).
+                task_t *host = consumer->actor_call && consumer->extra
+                             ? consumer->extra->host: NULL;
+                failure_t *lost = host && !producer && gx_final (host)
+                                ? gx_actor_input_lost (consumer, message): NULL;
+                gx_fail (self, consumer, lost? lost: failure);
+                failure_unref (&lost);
+            }
             failure_unref (&failure);
             continue;
         }

@@ -42,6 +42,11 @@ class Counter:
             time.sleep(0.01)
         return self.n
 
+    def add_one(self, blob):
+        """add(1), with a (large) argument."""
+        self.n += 1
+        return self.n
+
     def total(self, values):
         return sum(values) + self.n
 
@@ -50,6 +55,25 @@ class Counter:
 
     def exit_now(self):
         os._exit(3)
+
+
+class Reader:
+    """Takes large arguments: what each call saw, in the order they ran."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def take(self, tag, value):
+        self.calls += 1
+        flags = getattr(value, "flags", None)
+        return (self.calls, tag, type(value).__name__, len(value),
+                None if flags is None else flags.writeable, os.getppid())
+
+    def boom(self, value):
+        raise ValueError("boom with %d bytes" % len(value))
+
+    def governor_pid(self):
+        return os.getppid()
 
 
 class Broken:
@@ -247,7 +271,7 @@ def test_calls_queued_behind_a_dying_executor_are_lost():
         client.close()
 
 
-def _kill_under_actor(restarts, then):
+def _kill_under_actor(restarts, then, big=False):
     """Starts an actor, SIGKILLs its governor while a call runs there: that
     call fails with ActorLost naming the actor, and so do the calls made
     behind it that had gone to that governor; those that had not run, in
@@ -263,7 +287,11 @@ def _kill_under_actor(restarts, then):
         started = os.path.join(where, "started")
         in_flight = counter.wait_for(started, os.path.join(where, "never"))
         until(lambda: os.path.exists(started), "the call to start")
-        behind = [counter.add(1) for _ in range(20)]
+        #   big: with 1 MiB arguments (put on that governor unless the
+        #   actor restarts: then they ride with the call, so that a call
+        #   waiting for the new instance does not lose them with it).
+        behind = [counter.add_one(b"z" * (1 << 20)) if big else counter.add(1)
+                  for _ in range(20)]
         client.submit(lambda: 0)        # they leave with this submit
         proc.send_signal(signal.SIGKILL)
         proc.wait(TIMEOUT)
@@ -291,6 +319,20 @@ def test_governor_killed_under_an_actor_without_restarts():
     _kill_under_actor(0, then)
 
 
+def test_governor_killed_under_an_actor_taking_large_arguments():
+    def then(client, counter, pid, ran):
+        assert ran == 0
+    _kill_under_actor(0, then, big=True)
+
+
+def test_governor_killed_under_an_actor_with_a_restart_taking_large_arguments():
+    def then(client, counter, old_pid, ran):
+        assert counter.add_one(b"z" * (1 << 20)).result(TIMEOUT) == 101 + ran
+        assert counter.governor_pid().result(TIMEOUT) != old_pid
+        counter.stop()
+    _kill_under_actor(1, then, big=True)
+
+
 def test_governor_killed_under_an_actor_with_a_restart():
     def then(client, counter, old_pid, ran):
         # the constructor ran again, on the other governor: state from 100
@@ -305,3 +347,75 @@ def test_the_example_runs():
     out = run_example("actors.py")
     assert "updates applied: 160" in out
     assert "learned w=3.00 b=0.50" in out
+
+
+MIB = 1 << 20
+
+
+def test_large_arguments_go_to_the_actors_governor_and_are_read_in_place():
+    """Arguments of 1 MiB or more leave the call's config: the client puts
+    them on the actor's governor, which hands them to the executor as
+    shared segments (a numpy array arrives read-only: a view of the
+    governor's memory, not a copy), and such calls still go many at a
+    time, in order, among small ones, a failing one failing alone."""
+    np = pytest.importorskip("numpy")
+    with squall.LocalCluster(governors=2, cpus=2, **cluster_options()) as cluster:
+        client = cluster.client()
+        reader = client.actor(Reader, key="reader")
+        gov_pid = reader.governor_pid().result(TIMEOUT)
+        where = reader._governor()
+        assert where in [g["id"] for g in client.governors()], where
+        array = np.arange(MIB // 8, dtype=np.float64)
+        made, want = [], []
+        for i in range(60):
+            kind = i % 5
+            if kind == 0:
+                made.append(reader.take(i, b"b" * MIB))
+                want.append(("bytes", MIB, None))
+            elif kind == 1:
+                made.append(reader.take(i, bytearray(MIB)))
+                want.append(("bytearray", MIB, None))
+            elif kind == 2:
+                made.append(reader.take(i, array))
+                want.append(("ndarray", MIB // 8, False))
+            elif kind == 3:
+                made.append(reader.take(i, "small"))
+                want.append(("str", 5, None))
+            else:
+                made.append(reader.boom(b"x" * MIB))
+                want.append(None)
+        place = 0
+        for i, (f, w) in enumerate(zip(made, want)):
+            if w is None:
+                with pytest.raises(ValueError, match="boom with %d bytes" % MIB):
+                    f.result(TIMEOUT)
+                continue
+            place += 1
+            assert f.result(TIMEOUT) == (place, i) + w + (gov_pid,)
+        assert reader.take("x", b"y" * MIB).result(TIMEOUT)[0] == place + 1
+        #   Where the client puts large arguments is the actor's governor.
+        assert client.submit(os.getppid, workers=[where]).result(TIMEOUT) == gov_pid
+        client.close()
+
+
+def test_a_preferred_governor_that_is_gone_leaves_the_constant_elsewhere():
+    """sq_object_prefer_governor: a constant goes to that governor when it
+    is there, elsewhere when it is not, and the submit succeeds either
+    way (sq_object_set_governor fails the submit instead)."""
+    from squall import _lib as L
+    with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        ids = sorted(int(g["id"]) for g in client.governors())
+        s = client.session()
+        there = s.blob(b"t" * MIB)
+        s._check(L.sq_object_prefer_governor(s._h, there.id, ids[1]))
+        gone = s.blob(b"g" * MIB)
+        s._check(L.sq_object_prefer_governor(s._h, gone.id, 4242))
+        there.keep()
+        gone.keep()
+        s.submit()
+        assert s.place(there, timeout=TIMEOUT) == [ids[1]]
+        assert s.place(gone, timeout=TIMEOUT)[0] in ids
+        assert gone.fetch(TIMEOUT) == b"g" * MIB
+        s.close()
+        client.close()

@@ -407,7 +407,8 @@ s_test_stored (void)
 }
 
 //  Actors (graph_actor.c): a host and its calls. Calls go in order, several
-//  at once, to the host's governor once it runs; one with inputs goes alone;
+//  at once, to the host's governor once it runs; one with inputs elsewhere
+//  goes alone;
 //  a call's own failure fails only it; those in flight when the host goes
 //  fail with SQ_E_ACTOR_LOST and later ones wait for the restart; calls of
 //  a host that ended fail; a lost result of a call is never recomputed.
@@ -544,11 +545,12 @@ s_test_actor (void)
     graph_task_assigned (graph, host, b);
     graph_task_started (graph, host);
 
-    //  A call with an input waits for it, the calls behind it for it, and
-    //  it goes alone: the governor may have to fetch its input, and one
-    //  behind it must not overtake it there.
+    //  A call with an input its governor lacks (4, on a) waits for the
+    //  calls before it, the calls behind it for it, and it goes alone: the
+    //  governor has to fetch its input, and one behind it must not
+    //  overtake it there.
     s_reset (s, sid);
-    s_call_in (s, 15, 10, 16);
+    s_call_in (s, 15, 4, 16);
     s_py (s, 17, s_call_conf, sizeof s_call_conf, 18);
     CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
     task_t *with_in = graph_task (graph, sq_key (sid, 15));
@@ -563,6 +565,35 @@ s_test_actor (void)
     sq_output_ref_t out16 = { with_in->io [1]->key, 10, -1 };
     CHECK (graph_task_finished (graph, with_in, b, &out16, 1, NULL, 0, 4096) == 0, "finished");
     CHECK (s_settle (graph) == 1 && s_sent_tasks [0] == behind, "then the one behind it");
+
+    //  Calls whose inputs the host's governor has already (16, made there;
+    //  the large arguments a client puts there) go in the window like the
+    //  others, in order; one whose input is elsewhere (4, on a) still goes
+    //  alone, once those before it are done.
+    s_reset (s, sid);
+    s_call_in (s, 23, 16, 24);
+    s_call_in (s, 25, 16, 26);
+    s_call_in (s, 27, 4, 28);
+    s_py (s, 29, s_call_conf, sizeof s_call_conf, 30);
+    CHECK (s_commit (graph, session, s, message, &bad) == SQ_OK, "%s", message);
+    task_t *here [4];
+    for (int i = 0; i < 4; i++)
+        here [i] = graph_task (graph, sq_key (sid, 23 + 2 * (uint32_t) i));
+    CHECK (s_settle (graph) == 2 && s_sent_tasks [0] == here [0] && s_sent_tasks [1] == here [1]
+           && here [2]->state == TASK_READY && here [3]->state == TASK_READY,
+           "inputs already there: in the window behind a live call; an input elsewhere waits");
+    task_t *live [3] = { behind, here [0], here [1] };
+    for (int i = 0; i < 3; i++) {
+        sq_output_ref_t done = { live [i]->io [live [i]->n_inputs]->key, 10, -1 };
+        CHECK (graph_task_finished (graph, live [i], b, &done, 1, NULL, 0, 4096) == 0,
+               "finished");
+    }
+    CHECK (s_settle (graph) == 1 && s_sent_tasks [0] == here [2] && here [3]->state == TASK_READY,
+           "the call whose input is elsewhere goes alone");
+    sq_output_ref_t out28 = { here [2]->io [1]->key, 10, -1 };
+    CHECK (graph_task_finished (graph, here [2], b, &out28, 1, NULL, 0, 4096) == 0, "finished");
+    CHECK (s_settle (graph) == 1 && s_sent_tasks [0] == here [3], "then the one behind it");
+    behind = here [3];
 
     //  Calls with big arguments (a config of 300 KiB) go one at a time.
     size_t big_size = sizeof s_call_conf + 5 + 5 + (300u << 10);

@@ -150,6 +150,7 @@ sq_client_job_wait = _optional("sq_client_job_wait", _c.c_int, _p, _u32, _c.c_in
                                _c.POINTER(Job))
 sq_client_forget = _optional("sq_client_forget", _c.c_int, _p, _u32)
 sq_object_set_governor = _sig("sq_object_set_governor", _c.c_int, _p, _u32, _u32)
+sq_object_prefer_governor = _sig("sq_object_prefer_governor", _c.c_int, _p, _u32, _u32)
 sq_object_set_stream = _sig("sq_object_set_stream", _c.c_int, _p, _u32)
 
 sq_config_sleep = _sig("sq_config_sleep", _p, _c.c_double, _c.POINTER(_size))

@@ -77,6 +77,21 @@ def loads(data: bytes) -> Any:
 _OOB_MIN = 1 << 20
 
 
+class _OutOfBand:
+    """A large bytes or bytearray value, pickled as its type called on its
+    buffer out of band: the pickle (whose head a reader searches, and that
+    an in-band copy would make 1 MiB long) holds only the call, and the
+    bytes are copied once, into the layout. It loads as the value itself,
+    of its own type: nothing of this class is in the pickle."""
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __reduce_ex__(self, protocol: int):
+        return type(self.value), (pickle.PickleBuffer(self.value),)
+
+
 def dumps_value(obj: Any) -> bytes:
     """A data object's bytes (content type "py/pickle"): dumps(obj), or for
     a value with large buffers (numpy arrays, pandas blocks, bytes pickled
@@ -89,6 +104,8 @@ def dumps_value_parts(obj: Any) -> List[Any]:
     """dumps_value's bytes as a list of parts to be joined: the out-of-band
     layout's buffers are the value's own memory (contiguous memoryviews),
     not copies, so that the one who stores them copies them once."""
+    if type(obj) in (bytes, bytearray) and len(obj) >= _OOB_MIN:
+        obj = _OutOfBand(obj)
     found: List[Any] = []
 
     def pickled(cls: Any) -> bytes:

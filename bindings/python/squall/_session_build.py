@@ -25,6 +25,7 @@ _CONFIG_MAX = 16 << 20
 #   Argument types pickled as they are, never references: client.map adds
 #   calls taking only these in bulk (Session._map_futures).
 _PLAIN_TYPES = frozenset((int, float, str, bytes, bool, type(None)))
+_NUMBER_TYPES = frozenset((int, float, bool, type(None)))    # _large_as_data leaves them
 
 
 class Building:
@@ -259,9 +260,33 @@ class Building:
         return self._add_task(b"py", inputs, 0, py_config_actor(template), options, name, ())
 
     def _call_task(self, host: int, method: str, args: tuple, kwargs: Optional[dict],
-                   name: str) -> int:
-        """Adds a call of the actor's method; its one output is the result."""
-        template, inputs = self._template_inputs(args, kwargs)
+                   name: str, where: Optional[Callable[[], int]] = None) -> int:
+        """Adds a call of the actor's method; its one output is the result.
+        With where, arguments of 1 MiB or more go as data objects (pickled
+        with their buffers out of band), put by the client straight on the
+        governor where() names (the actor's, 0: not known) instead of
+        riding in the call's config through the broker: that governor
+        hands them to the actor's executor as shared segments. Without
+        (an actor that restarts), they ride in the config: a constant put
+        on a governor has no other copy, and a call waiting for the
+        restarted instance elsewhere would lose it with that governor."""
+        first = self._next_id
+        moved = None
+        numbers = not kwargs and all(type(a) in _NUMBER_TYPES for a in args)
+        if where is not None and not numbers:
+            args, kwargs, moved = self._large_as_data(tuple(args), kwargs, False)
+        if moved:
+            governor = where()
+            if governor:
+                for oid in range(first, self._next_id):
+                    self._check(L.sq_object_prefer_governor(self._h, oid, governor))
+        if not kwargs and all(type(a) in _PLAIN_TYPES for a in args):
+            #   Numbers, strings, small bytes: nothing to look for in them
+            #   (the template's pickler, made per call, costs more than the
+            #   pickle), and the same pickle as the template's.
+            template, inputs = pickle.dumps((args, {}), _PICKLE_PROTOCOL), []
+        else:
+            template, inputs = self._template_inputs(args, kwargs)
         config = py_config_call(host, method, template)
         if len(config) > _CONFIG_MAX:
             raise TaskConfigTooLarge("call %s: its pickled arguments take %.1f MiB; pass large "

@@ -21,6 +21,8 @@ future can be the argument of any task.
 """
 from __future__ import annotations
 
+import ctypes
+import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import _lib as L
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from ._client import Client
 
 ACTOR_OPTIONS = ("cpus", "resources", "max_restarts", "priority", "key")
+_RUNNING = 2                        # sq_client_tasks' state bit of a running task
 
 
 class ActorHandle:
@@ -42,6 +45,9 @@ class ActorHandle:
     _stopped = True                 # until started
     _name = "?"
     _tid = 0
+    _restarts = 0
+    _where = 0                      # its governor (_governor), asked at _where_at
+    _where_at = float("-inf")
 
     def __init__(self, client: Client, cls: type, args: tuple, kwargs: dict):
         if isinstance(cls, ActorClass):
@@ -56,6 +62,7 @@ class ActorHandle:
         if restarts:
             options["max_retries"] = restarts
         self._client = client
+        self._restarts = restarts
         self._cls = cls
         self._name = options.pop("key", None) or cls.__name__
         self._stopped = False
@@ -96,9 +103,36 @@ class ActorHandle:
         return future
 
     def _call_tid(self, session, method: str, args: tuple, kwargs: dict) -> int:
-        tid = session._call_task(self._tid, method, args, kwargs, "%s.%s" % (self._name, method))
+        tid = session._call_task(self._tid, method, args, kwargs, "%s.%s" % (self._name, method),
+                                 None if self._restarts else self._governor)
         L.sq_keep(session._h, tid + 1)
         return tid
+
+    def _governor(self) -> int:
+        """The governor running the actor as the broker said at most a
+        second ago (0: not known, not running yet): large arguments are put
+        there. Only a preference: a call reads them wherever they are."""
+        now = time.monotonic()
+        if now - self._where_at < 1.0:
+            return self._where
+        self._where_at = now
+        self._where = 0
+        out = ctypes.POINTER(L.TaskRecord)()
+        n = ctypes.c_size_t()
+        total = ctypes.c_uint64()
+        #   Its running tasks: the actor and at most a few of its calls.
+        if L.sq_client_tasks is None or L.sq_client_tasks(
+                self._client._h, self._session.id, _RUNNING, 0, 0, ctypes.byref(out),
+                ctypes.byref(n), ctypes.byref(total)):
+            return 0
+        try:
+            for i in range(n.value):
+                if out[i].id == self._tid:
+                    self._where = int(out[i].governor)
+        finally:
+            if out:
+                L.sq_free(ctypes.cast(out, ctypes.c_void_p))
+        return self._where
 
     def stop(self) -> None:
         """Ends the actor now: its instance goes, its resources are free,
