@@ -162,6 +162,11 @@ typedef struct {
     const sq_field_desc_t *fields;
     uint32_t n_fields;          //  0 and fields NULL: coded by hand
     int (*check) (mpr_t *r, const void *msg);
+    uint32_t n_required;        //  fields before the optional trailing ones
+    //  Its fields' code, made from its rows (proto_table.c): read those
+    //  of an array of n elements after its head; pack the first n.
+    void (*read) (mpr_t *r, void *msg, uint32_t n);
+    void (*pack) (msgpack_packer *pk, const void *msg, uint32_t n);
 } sq_msg_desc_t;
 
 //  The table entry of a type, NULL if none; all of them (in table order).
