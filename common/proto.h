@@ -31,6 +31,7 @@
 #define SQ_MSG(NAME, number) SQ_MSG_##NAME = number,
 #define SQ_BEGIN(NAME, number, type_t, check) SQ_MSG_##NAME = number,
 #define SQ_REQUEST(NAME, number) SQ_MSG_##NAME = number,
+#define SQ_BATCH(NAME, number, RECORD) SQ_MSG_##NAME = number,
 typedef enum {
 #include "proto_messages.def"
 } sq_msg_type_t;
@@ -167,6 +168,7 @@ typedef struct {
     //  of an array of n elements after its head; pack the first n.
     void (*read) (mpr_t *r, void *msg, uint32_t n);
     void (*pack) (msgpack_packer *pk, const void *msg, uint32_t n);
+    int32_t element;            //  SQ_BATCH: its record (SQ_REC_...), else -1
 } sq_msg_desc_t;
 
 //  The table entry of a type, NULL if none; all of them (in table order).
@@ -196,6 +198,8 @@ void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) SQ_CT_##KIND member;
 #define SQ_END(NAME) };
 #define SQ_REQUEST(NAME, number) struct sqp_req_##NAME {
+#define SQ_RECORD(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
+#define SQ_RECORD_IN(NAME, type_t, check) struct sqp_in_##NAME {
 #define SQ_CODEC(NAME, fn) \
     int sq_##fn##_decode (struct sqp_##NAME *self, const void *data, size_t size, \
                           sq_errbuf_t *err); \
@@ -204,6 +208,32 @@ void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
     int sq_##fn##_decode (struct sqp_##NAME *self, const void *data, size_t size, \
                           sq_errbuf_t *err);
 #include "proto_messages.def"
+
+//  Records (SQ_RECORD rows): an array of fields with no type, an element
+//  of a batch or a reply's body. Their numbers, SQ_REC_STOP_TASK ...
+#define SQ_RECORD(NAME, type_t, check) SQ_REC_##NAME,
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_REC_##NAME,
+typedef enum {
+#include "proto_messages.def"
+    SQ_REC_COUNT_
+} sq_record_t;
+
+//  The record's description (type 0; fields as a message's), NULL if none;
+//  all of them.
+const sq_msg_desc_t *sq_record_desc (uint32_t record);
+const sq_msg_desc_t *sq_record_descs (size_t *count);
+//  Reads one record at r into msg (its struct, zeroed first), naming it
+//  `what` in errors; 0 or -1 (r failed).
+int sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what);
+void sq_record_pack (msgpack_packer *pk, uint32_t record, const void *msg);
+//  A reply body that is one record and nothing more; errors say `what`.
+int sq_record_decode (uint32_t record, void *msg, const void *data, size_t size,
+                      const char *what, sq_errbuf_t *err);
+//  Batched messages (SQ_BATCH rows) [type, [elements]]: begin, then next
+//  for each element (1: one read into elem, 0: the validated end, -1).
+int sq_batch_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
+                    sq_errbuf_t *err);
+int sq_batch_next (sq_iter_t *self, uint32_t type, void *elem);
 
 //  --------------------------------------------------------------------------
 //  HELLO [1, req, version, role, name, <governor fields>]

@@ -580,101 +580,57 @@ sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
     sq_pack_mstr (pk, t->tenant);
 }
 
-//  SEND, DROP, STOP -------------------------------------------------------
+//  SEND, STREAM, UNSTREAM, STOP, RETRACT: batches of the table's records
 
 int
 sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
-    return sqp_iter_begin (self, data, size, SQ_MSG_SEND, err, "SEND");
+    return sq_batch_begin (self, SQ_MSG_SEND, data, size, err);
 }
 
 int
 sq_send_next (sq_iter_t *self, sq_send_t *o)
 {
-    int more = sqp_iter_more (self, "SEND");
-    if (more <= 0)
-        return more;
-    mpr_t *r = &self->r;
-    mpr_field (r, "order");
-    mpr_array_exact (r, 5);
-    mpr_uint (r, &o->key);
-    mpr_u32 (r, &o->version);
-    mpr_u32 (r, &o->to);
-    mpr_str (r, &o->endpoint, SQ_MAX_NAME);
-    mpr_field (r, "order.to_key");
-    sqp_opt_bin (r, &o->to_key, 32);
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "SEND");
-    return 1;
+    return sq_batch_next (self, SQ_MSG_SEND, o);
 }
 
 void
 sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version, uint32_t to,
               const char *endpoint, const uint8_t *to_key)
 {
-    msgpack_pack_array (pk, 5);
-    msgpack_pack_uint64 (pk, key);
-    msgpack_pack_uint32 (pk, version);
-    msgpack_pack_uint32 (pk, to);
-    sq_pack_cstr (pk, endpoint);
-    sqp_pack_bin_or_nil (pk, to_key, 32);
+    sq_send_t o = { key, version, to, { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
+                    { (const char *) to_key, to_key? 32: 0 } };
+    sq_record_pack (pk, SQ_REC_SEND_ORDER, &o);
 }
-
-//  STREAM, UNSTREAM ---------------------------------------------------
 
 int
 sq_stream_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
                  sq_errbuf_t *err)
 {
-    return sqp_iter_begin (self, data, size, type, err,
-                           type == SQ_MSG_STREAM? "STREAM": "UNSTREAM");
+    return sq_batch_begin (self, type, data, size, err);
 }
 
 int
 sq_stream_next (sq_iter_t *self, uint32_t type, sq_stream_order_t *o)
 {
-    const char *name = type == SQ_MSG_STREAM? "STREAM": "UNSTREAM";
-    int more = sqp_iter_more (self, name);
-    if (more <= 0)
-        return more;
-    mpr_t *r = &self->r;
-    memset (o, 0, sizeof *o);
-    mpr_field (r, "order");
-    mpr_array_exact (r, type == SQ_MSG_STREAM? 6: 3);
-    mpr_uint (r, &o->key);
-    mpr_u32 (r, &o->version);
-    mpr_uint (r, &o->consumer);
-    if (type == SQ_MSG_STREAM) {
-        mpr_u32 (r, &o->to);
-        mpr_str (r, &o->endpoint, SQ_MAX_NAME);
-        mpr_field (r, "order.to_key");
-        sqp_opt_bin (r, &o->to_key, 32);
-    }
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, name);
-    return 1;
+    return sq_batch_next (self, type, o);
 }
 
 void
 sq_pack_stream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer,
                 uint32_t to, const char *endpoint, const uint8_t *to_key)
 {
-    msgpack_pack_array (pk, 6);
-    msgpack_pack_uint64 (pk, key);
-    msgpack_pack_uint32 (pk, version);
-    msgpack_pack_uint64 (pk, consumer);
-    msgpack_pack_uint32 (pk, to);
-    sq_pack_cstr (pk, endpoint);
-    sqp_pack_bin_or_nil (pk, to_key, 32);
+    sq_stream_order_t o = { key, version, consumer, to,
+                            { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
+                            { (const char *) to_key, to_key? 32: 0 } };
+    sq_record_pack (pk, SQ_REC_STREAM_ORDER, &o);
 }
 
 void
 sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint64 (pk, key);
-    msgpack_pack_uint32 (pk, version);
-    msgpack_pack_uint64 (pk, consumer);
+    sq_stream_order_t o = { .key = key, .version = version, .consumer = consumer };
+    sq_record_pack (pk, SQ_REC_UNSTREAM_ORDER, &o);
 }
 
 void
@@ -703,10 +659,10 @@ int
 sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
                sq_errbuf_t *err)
 {
-    return sqp_iter_begin (self, data, size, type, err, type == SQ_MSG_DROP? "DROP":
-                         type == SQ_MSG_RETRACT? "RETRACT": "STOP");
+    return sq_batch_begin (self, type, data, size, err);
 }
 
+//  DROP's elements are bare keys, not records
 int
 sq_drop_next (sq_iter_t *self, uint64_t *key)
 {
@@ -719,20 +675,17 @@ sq_drop_next (sq_iter_t *self, uint64_t *key)
     return 1;
 }
 
+//  STOP's and RETRACT's elements (errors name STOP for both)
 int
 sq_stop_next (sq_iter_t *self, uint64_t *key, uint32_t *attempt)
 {
-    int more = sqp_iter_more (self, "STOP");
-    if (more <= 0)
-        return more;
-    mpr_t *r = &self->r;
-    mpr_field (r, "task");
-    mpr_array_exact (r, 2);
-    mpr_uint (r, key);
-    mpr_u32 (r, attempt);
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "STOP");
-    return 1;
+    sq_stop_task_t t;
+    int more = sq_batch_next (self, SQ_MSG_STOP, &t);
+    if (more == 1) {
+        *key = t.task;
+        *attempt = t.attempt;
+    }
+    return more;
 }
 
 void
@@ -744,7 +697,6 @@ sq_pack_drop (msgpack_packer *pk, uint64_t object)
 void
 sq_pack_stop (msgpack_packer *pk, uint64_t task, uint32_t attempt)
 {
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
+    sq_stop_task_t t = { task, attempt };
+    sq_record_pack (pk, SQ_REC_STOP_TASK, &t);
 }

@@ -334,6 +334,15 @@ sq_field_kind_name (sq_field_kind_t kind)
 //  Each message's struct, by its name, for offsetof
 #define SQ_BEGIN(NAME, number, type_t, check) typedef type_t s_t_##NAME;
 #define SQ_REQUEST(NAME, number) typedef sq_request_t s_t_##NAME;
+#define SQ_RECORD(NAME, type_t, check) typedef type_t s_t_##NAME;
+#define SQ_RECORD_IN(NAME, type_t, check) typedef type_t s_t_##NAME;
+#include "proto_messages.def"
+
+//  Every member has its kind's size (SQ_RECORD_IN's structs are declared
+//  by hand)
+#define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
+    _Static_assert (sizeof (((s_t_##NAME *) 0)->member) == sizeof (SQ_CT_##KIND), \
+                    #NAME "." #member ": not the size of its kind");
 #include "proto_messages.def"
 
 //  One field, by kind. Each message's reader and packer below are made
@@ -408,6 +417,10 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 #define SQ_REQUEST(NAME, number) \
     static void s_read_##NAME (mpr_t *r, void *msg, uint32_t n) { \
         uint32_t at = 2; int (*check_fn) (mpr_t *, const void *) = NULL;
+#define SQ_RECORD(NAME, type_t, check) \
+    static void s_read_##NAME (mpr_t *r, void *msg, uint32_t n) { \
+        uint32_t at = 0; int (*check_fn) (mpr_t *, const void *) = check;
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
         if (!r->error && (!(optional) || at < n)) { \
             r->field = name; \
@@ -425,6 +438,8 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
     static void s_pack_##NAME (msgpack_packer *pk, const void *msg, uint32_t n) { \
         uint32_t at = 0;
 #define SQ_REQUEST(NAME, number) SQ_BEGIN (NAME, number, sq_request_t, NULL)
+#define SQ_RECORD(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
         if (!(optional) || at < n) \
             s_pack (pk, msg, S_DESC (NAME, KIND, member, name, min, max, why, optional)); \
@@ -435,6 +450,8 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 //  Each message's fields
 #define SQ_BEGIN(NAME, number, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
 #define SQ_REQUEST(NAME, number) static const sq_field_desc_t s_fields_##NAME [] = {
+#define SQ_RECORD(NAME, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
+#define SQ_RECORD_IN(NAME, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
     { name, SQK_##KIND, optional, offsetof (s_t_##NAME, member), min, max, why },
 #define SQ_END(NAME) { NULL, SQK_U32, 0, 0, 0, 0, NULL } };
@@ -443,19 +460,31 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 //  Each message's count of required fields (optional ones trail)
 #define SQ_BEGIN(NAME, number, type_t, check) enum { S_REQUIRED_##NAME = 0
 #define SQ_REQUEST(NAME, number) enum { S_REQUIRED_##NAME = 0
+#define SQ_RECORD(NAME, type_t, check) enum { S_REQUIRED_##NAME = 0
+#define SQ_RECORD_IN(NAME, type_t, check) enum { S_REQUIRED_##NAME = 0
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) + !(optional)
 #define SQ_END(NAME) };
 #include "proto_messages.def"
 
 #define S_FIELDS(NAME) s_fields_##NAME, sizeof s_fields_##NAME / sizeof s_fields_##NAME [0] - 1
+#define S_DESC_OF(NAME, number_, request_, type_t, check_) \
+    { .type = number_, .name = #NAME, .request = request_, .size = sizeof (type_t), \
+      .fields = s_fields_##NAME, \
+      .n_fields = sizeof s_fields_##NAME / sizeof s_fields_##NAME [0] - 1, \
+      .check = check_, .n_required = S_REQUIRED_##NAME, \
+      .read = s_read_##NAME, .pack = s_pack_##NAME, .element = -1 },
+static const sq_msg_desc_t s_records [] = {
+#define SQ_RECORD(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
+#define SQ_RECORD_IN(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
+#include "proto_messages.def"
+};
+
 static const sq_msg_desc_t s_messages [] = {
-#define SQ_MSG(NAME, number) { number, #NAME, false, 0, NULL, 0, NULL, 0, NULL, NULL },
-#define SQ_BEGIN(NAME, number, type_t, check) \
-    { number, #NAME, false, sizeof (type_t), S_FIELDS (NAME), check, S_REQUIRED_##NAME, \
-      s_read_##NAME, s_pack_##NAME },
-#define SQ_REQUEST(NAME, number) \
-    { number, #NAME, true, sizeof (sq_request_t), S_FIELDS (NAME), NULL, S_REQUIRED_##NAME, \
-      s_read_##NAME, s_pack_##NAME },
+#define SQ_MSG(NAME, number_) { .type = number_, .name = #NAME, .element = -1 },
+#define SQ_BATCH(NAME, number_, RECORD) \
+    { .type = number_, .name = #NAME, .element = SQ_REC_##RECORD },
+#define SQ_BEGIN(NAME, number, type_t, check) S_DESC_OF (NAME, number, false, type_t, check)
+#define SQ_REQUEST(NAME, number) S_DESC_OF (NAME, number, true, sq_request_t, NULL)
 #include "proto_messages.def"
 };
 #define S_MESSAGES (sizeof s_messages / sizeof s_messages [0])
@@ -473,6 +502,7 @@ enum {
 #define SQ_MSG(NAME, number) S_AT_##NAME,
 #define SQ_BEGIN(NAME, number, type_t, check) S_AT_##NAME,
 #define SQ_REQUEST(NAME, number) S_AT_##NAME,
+#define SQ_BATCH(NAME, number, RECORD) S_AT_##NAME,
 #include "proto_messages.def"
 };
 #define S_TYPES 256
@@ -480,6 +510,7 @@ static const uint8_t s_index [S_TYPES] = {
 #define SQ_MSG(NAME, number) [number] = S_AT_##NAME + 1,
 #define SQ_BEGIN(NAME, number, type_t, check) [number] = S_AT_##NAME + 1,
 #define SQ_REQUEST(NAME, number) [number] = S_AT_##NAME + 1,
+#define SQ_BATCH(NAME, number, RECORD) [number] = S_AT_##NAME + 1,
 #include "proto_messages.def"
 };
 
@@ -487,6 +518,19 @@ const sq_msg_desc_t *
 sq_msg_desc (uint32_t type)
 {
     return type < S_TYPES && s_index [type]? &s_messages [s_index [type] - 1]: NULL;
+}
+
+const sq_msg_desc_t *
+sq_record_desc (uint32_t record)
+{
+    return record < SQ_REC_COUNT_? &s_records [record]: NULL;
+}
+
+const sq_msg_desc_t *
+sq_record_descs (size_t *count)
+{
+    *count = SQ_REC_COUNT_;
+    return s_records;
 }
 
 const char *
@@ -610,6 +654,66 @@ void
 sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
 {
     sq_msg_encode (w, q->type, q);
+}
+
+//  Records and batches ------------------------------------------------------
+
+int
+sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what)
+{
+    const sq_msg_desc_t *d = &s_records [record];
+    uint32_t n = 0;
+    memset (msg, 0, d->size);
+    mpr_field (r, what);
+    if (mpr_array (r, &n) == 0 && (n < d->n_required || n > d->n_fields))
+        mpr_fail (r, "wrong number of fields");
+    if (!r->error)
+        d->read (r, msg, n);
+    return r->error? -1: 0;
+}
+
+void
+sq_record_pack (msgpack_packer *pk, uint32_t record, const void *msg)
+{
+    const sq_msg_desc_t *d = &s_records [record];
+    uint32_t n = s_present (d, msg);
+    msgpack_pack_array (pk, n);
+    d->pack (pk, msg, n);
+}
+
+int
+sq_record_decode (uint32_t record, void *msg, const void *data, size_t size,
+                  const char *what, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, data, size);
+    sq_record_read (&r, record, msg, "body");
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, what);
+    return 0;
+}
+
+int
+sq_batch_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
+                sq_errbuf_t *err)
+{
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    return sqp_iter_begin (self, data, size, type, err, d? d->name: "message");
+}
+
+int
+sq_batch_next (sq_iter_t *self, uint32_t type, void *elem)
+{
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    if (!d || d->element < 0)
+        return sqp_semantic (self->err, "not a batched message of the table");
+    int more = sqp_iter_more (self, d->name);
+    if (more <= 0)
+        return more;
+    if (sq_record_read (&self->r, (uint32_t) d->element, elem, "element"))
+        return sqp_error (&self->r, self->err, d->name);
+    return 1;
 }
 
 //  The named codecs of the table's SQ_CODEC and SQ_DECODER rows

@@ -1673,6 +1673,82 @@ s_test_table (void)
     sq_wbuf_release (&w);
 }
 
+//  The table's records and batches: every record described, a batch
+//  naming its record; a record packed and read back to the same bytes, one
+//  with a field too many or a key of the wrong length refused naming the
+//  batch and the field; a body of one record with bytes after it refused.
+static void
+s_test_table_records (void)
+{
+    size_t n;
+    const sq_msg_desc_t *all = sq_record_descs (&n);
+    CHECK (n == SQ_REC_COUNT_ && sq_record_desc (SQ_REC_COUNT_) == NULL);
+    for (size_t i = 0; i < n; i++)
+        CHECK (sq_record_desc ((uint32_t) i) == &all [i] && all [i].n_fields && all [i].size);
+    CHECK (sq_msg_desc (SQ_MSG_STOP)->element == SQ_REC_STOP_TASK
+           && sq_msg_desc (SQ_MSG_RETRACT)->element == SQ_REC_STOP_TASK
+           && sq_msg_desc (SQ_MSG_CHUNK)->element == -1);
+
+    sq_wbuf_t w;
+    sq_errbuf_t err;
+    sq_iter_t it;
+    sq_wbuf_init (&w);
+    uint8_t key [32];
+    memset (key, 7, sizeof key);
+    sq_send_t order = { 0x100000002ull, 3, 4, { "tcp://127.0.0.1:5", 17 }, { (char *) key, 32 } }, got;
+    sq_batch_header (&w, SQ_MSG_SEND, 1);
+    sq_record_pack (&w.pk, SQ_REC_SEND_ORDER, &order);
+    CHECK (sq_batch_begin (&it, SQ_MSG_SEND, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_batch_next (&it, SQ_MSG_SEND, &got) == 1 && got.key == order.key
+           && got.to == 4 && got.to_key.len == 32 && got.endpoint.len == 17);
+    CHECK (sq_batch_next (&it, SQ_MSG_SEND, &got) == 0);
+    sq_iter_release (&it);
+    //  The same bytes as sq_pack_send writes
+    sq_wbuf_t v;
+    sq_wbuf_init (&v);
+    sq_batch_header (&v, SQ_MSG_SEND, 1);
+    sq_pack_send (&v.pk, order.key, 3, 4, "tcp://127.0.0.1:5", key);
+    CHECK (v.buf.size == w.buf.size && memcmp (v.buf.data, w.buf.data, w.buf.size) == 0);
+    sq_wbuf_release (&v);
+
+    //  A key of 31 bytes
+    sq_wbuf_reset (&w);
+    order.to_key.len = 31;
+    sq_batch_header (&w, SQ_MSG_SEND, 1);
+    sq_record_pack (&w.pk, SQ_REC_SEND_ORDER, &order);
+    CHECK (sq_batch_begin (&it, SQ_MSG_SEND, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_batch_next (&it, SQ_MSG_SEND, &got) == -1
+           && strstr (err.text, "SEND: field 'to_key'") && strstr (err.text, "bytes"));
+    sq_iter_release (&it);
+
+    //  A STOP element of three fields
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_STOP, 1);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint64 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, 3);
+    CHECK (sq_batch_begin (&it, SQ_MSG_STOP, w.buf.data, w.buf.size, &err) == 0);
+    sq_stop_task_t stop;
+    CHECK (sq_batch_next (&it, SQ_MSG_STOP, &stop) == -1
+           && strstr (err.text, "STOP: field 'element': wrong number of fields"));
+    sq_iter_release (&it);
+    //  Not a batch
+    CHECK (sq_batch_next (&it, SQ_MSG_CHUNK, &stop) == -1);
+
+    //  A body, then a byte more
+    sq_wbuf_reset (&w);
+    sq_pack_logpart (&w.pk, 10, 20, true);
+    uint64_t next, total;
+    bool done;
+    CHECK (sq_logpart_decode ((const uint8_t *) w.buf.data, w.buf.size, &next, &total, &done,
+                              &err) == 0 && next == 10 && total == 20 && done);
+    msgpack_pack_nil (&w.pk);
+    CHECK (sq_logpart_decode ((const uint8_t *) w.buf.data, w.buf.size, &next, &total, &done,
+                              &err) == -1 && strstr (err.text, "LOGREAD reply"));
+    sq_wbuf_release (&w);
+}
+
 int
 main (void)
 {
@@ -1686,6 +1762,7 @@ main (void)
     s_test_peek ();
     s_test_gpus ();
     s_test_table ();
+    s_test_table_records ();
     if (s_failures) {
         fprintf (stderr, "test_common_proto: %d check(s) failed\n", s_failures);
         return 1;
