@@ -36,30 +36,10 @@ typedef enum {
 #include "proto_messages.def"
 } sq_msg_type_t;
 
-//  Events inside UPDATE
+//  Events inside UPDATE, from the table: SQ_EV_FINISHED ...
+#define SQ_EVENT(NAME, number) SQ_##NAME = number,
 typedef enum {
-    SQ_EV_FINISHED = 1,
-    SQ_EV_FAILED = 2,
-    SQ_EV_STARTED = 3,
-    SQ_EV_LOCATED = 4,
-    SQ_EV_LOST = 5,
-    SQ_EV_RETRACTED = 6,        //  a RETRACTed task was given back unstarted
-    SQ_EV_UPLOADED = 7,         //  a client's upload of a constant is complete here
-    SQ_EV_HELD = 8,             //  reattach inventory: an object this governor holds
-    SQ_EV_RUNNING = 9,          //  reattach inventory: a task attempt running here
-    SQ_EV_INVENTORY = 10,       //  reattach inventory: complete
-    SQ_EV_STREAMED = 11,        //  bytes of a stream written so far (progress)
-    SQ_EV_LOGTAIL = 12,         //  the answer to a LOGTAIL
-    //  Nested tasks: a running task waits on tasks it submitted and gave
-    //  its cpus back (squall.secede), or took them again (rejoin); the
-    //  public half of a key pair its squall.get_client() connects with.
-    SQ_EV_SECEDED = 13,
-    SQ_EV_TASKKEY = 14,
-    //  RESTART: the executors the REFRESHes so far retired are all gone
-    //  (key: how many REFRESH this governor was sent, counted from 1).
-    SQ_EV_REFRESHED = 18,
-    //  RUN: the answers of a governor's executors to a GRUN (key: its run).
-    SQ_EV_RAN = 19
+#include "proto_messages.def"
 } sq_event_type_t;
 
 //  WAIT modes
@@ -142,7 +122,7 @@ void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
 //  Kinds of fields (proto_messages.def lists what each is on the wire):
 typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
-    SQK_IDS, SQK_JOB, SQK_OPTIONS
+    SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_RESULTS
 } sq_field_kind_t;
 
 typedef struct {
@@ -194,12 +174,16 @@ void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
 #define SQ_CT_IDS uint32_t *        //  requests: their layouts, as structs no
 #define SQ_CT_JOB mpr_str_t         //  code uses (sq_request_t holds them)
 #define SQ_CT_OPTIONS mpr_str_t
+#define SQ_CT_OUTPUTS struct sq_output_ref_s *   //  events' (sq_event_t)
+#define SQ_CT_EXIT int32_t
+#define SQ_CT_RESULTS mpr_str_t
 #define SQ_BEGIN(NAME, number, type_t, check) typedef struct sqp_##NAME type_t; struct sqp_##NAME {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) SQ_CT_##KIND member;
 #define SQ_END(NAME) };
 #define SQ_REQUEST(NAME, number) struct sqp_req_##NAME {
 #define SQ_RECORD(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
 #define SQ_RECORD_IN(NAME, type_t, check) struct sqp_in_##NAME {
+#define SQ_EVENT(NAME, number) struct sqp_ev_##NAME {
 #define SQ_CODEC(NAME, fn) \
     int sq_##fn##_decode (struct sqp_##NAME *self, const void *data, size_t size, \
                           sq_errbuf_t *err); \
@@ -234,6 +218,13 @@ int sq_record_decode (uint32_t record, void *msg, const void *data, size_t size,
 int sq_batch_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
                     sq_errbuf_t *err);
 int sq_batch_next (sq_iter_t *self, uint32_t type, void *elem);
+struct sq_event_s;
+//  UPDATE's events (SQ_EVENT rows): the description of an event type, NULL
+//  if none; read one into ev at self's reader (outputs in self's scratch);
+//  pack one, with its first n fields (-1: all but empty optional ones).
+const sq_msg_desc_t *sq_event_desc (uint32_t type);
+int sq_event_read (sq_iter_t *self, struct sq_event_s *ev);
+void sq_event_pack (msgpack_packer *pk, const struct sq_event_s *ev, int n);
 
 //  --------------------------------------------------------------------------
 //  HELLO [1, req, version, role, name, <governor fields>]
@@ -751,7 +742,7 @@ void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 //    HEARTBEAT [31]   BYE [33]
 //    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects, tasks, piped]
 
-typedef struct {
+typedef struct sq_output_ref_s {
     uint64_t key;
     uint64_t size;
     int32_t frame;              //  payload index, -1: not inline
@@ -760,7 +751,7 @@ typedef struct {
 #define SQ_FAIL_TASK 0
 #define SQ_FAIL_MEMORY 1
 
-typedef struct {
+typedef struct sq_event_s {
     uint32_t type;              //  sq_event_type_t
     uint32_t reason;            //  FAILED: SQ_FAIL_*
     uint64_t key;               //  task (FINISHED/FAILED/STARTED/RUNNING) or object

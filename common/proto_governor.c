@@ -92,201 +92,42 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
     int more = sqp_iter_more (self, "UPDATE");
     if (more <= 0)
         return more;
-    mpr_t *r = &self->r;
-    uint32_t n;
-    memset (ev, 0, sizeof *ev);
-    mpr_field (r, "event");
-    mpr_array (r, &n);
-    mpr_field (r, "event.type");
-    mpr_u32 (r, &ev->type);
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "UPDATE");
-    uint32_t want = ev->type == SQ_EV_FINISHED? 5:
-                    ev->type == SQ_EV_STREAMED? 3:
-                    ev->type == SQ_EV_LOGTAIL? 5:
-                    ev->type == SQ_EV_FAILED? 6:
-                    ev->type == SQ_EV_STARTED? 3:
-                    ev->type == SQ_EV_RETRACTED? 3:
-                    ev->type == SQ_EV_SECEDED? 4:
-                    ev->type == SQ_EV_TASKKEY? 4:
-                    ev->type == SQ_EV_LOCATED? 3:
-                    ev->type == SQ_EV_UPLOADED? 3:
-                    ev->type == SQ_EV_LOST? 2:
-                    ev->type == SQ_EV_REFRESHED? 2:
-                    ev->type == SQ_EV_RAN? 3:
-                    ev->type == SQ_EV_HELD? 4:
-                    ev->type == SQ_EV_RUNNING? 3:
-                    ev->type == SQ_EV_INVENTORY? 1: 0;
-    if (want == 0)
-        mpr_fail (r, "unknown event type");
-    else
-    //  LOCATED may carry how long the copy took (a later field).
-    if (n != want && !(ev->type == SQ_EV_LOCATED && n == 4) && !(ev->type == SQ_EV_FAILED && n == 7))
-        mpr_fail (r, "wrong number of fields");
-    if (ev->type != SQ_EV_INVENTORY) {
-        mpr_field (r, "event.key");
-        mpr_uint (r, &ev->key);
-    }
-    switch (ev->type) {
-        case SQ_EV_FINISHED: {
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.outputs");
-            if (mpr_array (r, &n) == 0) {
-                sq_output_ref_t *outs = (sq_output_ref_t *) sqp_scratch (self, sizeof (sq_output_ref_t) * (n + 1));
-                for (uint32_t i = 0; outs && i < n; i++) {
-                    mpr_array_exact (r, 3);
-                    mpr_uint (r, &outs [i].key);
-                    mpr_uint (r, &outs [i].size);
-                    sqp_frame_index (r, &outs [i].frame);
-                    if (mpr_ok (r) && outs [i].frame == SQ_FRAME_STREAM)
-                        mpr_fail (r, "an output frame index of -2");
-                }
-                ev->outputs = outs;
-                ev->n_outputs = n;
-            }
-            mpr_field (r, "event.duration_us");
-            mpr_uint (r, &ev->duration_us);
-            break;
-        }
-        case SQ_EV_FAILED:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.message");
-            mpr_str (r, &ev->message, SQ_MAX_MESSAGE);
-            mpr_field (r, "event.duration_us");
-            mpr_uint (r, &ev->duration_us);
-            mpr_field (r, "event.reason");
-            if (mpr_u32 (r, &ev->reason) == 0 && ev->reason > SQ_FAIL_MEMORY)
-                mpr_fail (r, "unknown failure reason");
-            if (n == 7) {
-                int64_t code = 0;
-                mpr_field (r, "event.exit_code");
-                if (mpr_int (r, &code) == 0 && (code < INT32_MIN || code > INT32_MAX))
-                    mpr_fail (r, "not an i32");
-                ev->has_exit_code = true;
-                ev->exit_code = (int32_t) code;
-            }
-            break;
-        case SQ_EV_RAN: {
-            //  Checked here, then forwarded as it is (ev->message: the
-            //  raw array) into RUN's reply.
-            mpr_field (r, "event.results");
-            size_t at = r->pos;
-            if (mpr_array (r, &n) == 0 && n > SQ_RUN_EXECS_MAX)
-                mpr_fail (r, "more than 1024 executors");
-            for (uint32_t i = 0; mpr_ok (r) && i < n; i++) {
-                uint64_t pid;
-                bool ok;
-                mpr_str_t bytes;
-                mpr_array_exact (r, 3);
-                mpr_uint (r, &pid);
-                mpr_bool (r, &ok);
-                mpr_bin (r, &bytes, SQ_RUN_RESULTS_MAX);
-            }
-            if (mpr_ok (r) && r->pos - at > SQ_RUN_RESULTS_MAX)
-                mpr_fail (r, "results over 8 MiB");
-            if (mpr_ok (r)) {
-                ev->message.ptr = (const char *) r->data + at;
-                ev->message.len = (uint32_t) (r->pos - at);
-            }
-            break;
-        }
-        case SQ_EV_SECEDED:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.seceded");
-            mpr_bool (r, &ev->seceded);
-            break;
-        case SQ_EV_TASKKEY:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.public_key");
-            if (mpr_bin (r, &ev->public_key, 32) == 0 && ev->public_key.len != 32)
-                mpr_fail (r, "a public key of other than 32 bytes");
-            break;
-        case SQ_EV_STARTED:
-        case SQ_EV_RETRACTED:
-        case SQ_EV_RUNNING:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            break;
-        case SQ_EV_LOGTAIL:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.req");
-            if (mpr_uint (r, &ev->size) == 0 && ev->size > UINT32_MAX)
-                mpr_fail (r, "over u32");
-            mpr_field (r, "event.bytes");
-            mpr_bin (r, &ev->message, SQ_LOGTAIL_MAX);
-            break;
-        case SQ_EV_HELD:
-            mpr_field (r, "event.version");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.size");
-            mpr_uint (r, &ev->size);
-            break;
-        case SQ_EV_LOCATED:
-        case SQ_EV_UPLOADED:
-        case SQ_EV_STREAMED:
-            mpr_field (r, "event.size");
-            mpr_uint (r, &ev->size);
-            if (n == 4 && ev->type == SQ_EV_LOCATED) {
-                mpr_field (r, "event.duration_us");
-                mpr_uint (r, &ev->duration_us);
-            }
-            break;
-        default:
-            break;
-    }
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "UPDATE");
+    if (sq_event_read (self, ev))
+        return sqp_error (&self->r, self->err, "UPDATE");
     return 1;
 }
+
+//  The events' packers: an sq_event_t of the arguments, packed by the table
 
 void
 sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                   const sq_output_ref_t *outputs, uint32_t n, uint64_t duration_us)
 {
-    msgpack_pack_array (pk, 5);
-    msgpack_pack_uint32 (pk, SQ_EV_FINISHED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    msgpack_pack_array (pk, n);
-    for (uint32_t i = 0; i < n; i++) {
-        msgpack_pack_array (pk, 3);
-        msgpack_pack_uint64 (pk, outputs [i].key);
-        msgpack_pack_uint64 (pk, outputs [i].size);
-        msgpack_pack_int32 (pk, outputs [i].frame);
-    }
-    msgpack_pack_uint64 (pk, duration_us);
+    sq_event_t ev = { .type = SQ_EV_FINISHED, .key = task, .attempt = attempt,
+                      .outputs = (sq_output_ref_t *) outputs, .n_outputs = n,
+                      .duration_us = duration_us };
+    sq_event_pack (pk, &ev, -1);
 }
 
 void
 sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                        const char *message, uint64_t duration_us, uint32_t reason)
 {
-    msgpack_pack_array (pk, 6);
-    msgpack_pack_uint32 (pk, SQ_EV_FAILED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    sq_pack_cstr (pk, message);
-    msgpack_pack_uint64 (pk, duration_us);
-    msgpack_pack_uint32 (pk, reason);
+    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
+                      .message = { message, message? (uint32_t) strlen (message): 0 },
+                      .duration_us = duration_us, .reason = reason };
+    sq_event_pack (pk, &ev, -1);
 }
 
 void
 sq_pack_failed_exit (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                      const char *message, uint64_t duration_us, int32_t exit_code)
 {
-    msgpack_pack_array (pk, 7);
-    msgpack_pack_uint32 (pk, SQ_EV_FAILED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    sq_pack_cstr (pk, message);
-    msgpack_pack_uint64 (pk, duration_us);
-    msgpack_pack_uint32 (pk, SQ_FAIL_TASK);
-    msgpack_pack_int32 (pk, exit_code);
+    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
+                      .message = { message, message? (uint32_t) strlen (message): 0 },
+                      .duration_us = duration_us, .reason = SQ_FAIL_TASK,
+                      .has_exit_code = true, .exit_code = exit_code };
+    sq_event_pack (pk, &ev, -1);
 }
 
 void
@@ -296,32 +137,117 @@ sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     sq_pack_failed_reason (pk, task, attempt, message, duration_us, SQ_FAIL_TASK);
 }
 
+//  Events of a key and an attempt
+static void
+s_pack_attempt (msgpack_packer *pk, uint32_t type, uint64_t task, uint32_t attempt)
+{
+    sq_event_t ev = { .type = type, .key = task, .attempt = attempt };
+    sq_event_pack (pk, &ev, -1);
+}
+
 void
 sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_STARTED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
+    s_pack_attempt (pk, SQ_EV_STARTED, task, attempt);
 }
 
 void
 sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_RETRACTED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
+    s_pack_attempt (pk, SQ_EV_RETRACTED, task, attempt);
+}
+
+void
+sq_pack_running (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    s_pack_attempt (pk, SQ_EV_RUNNING, task, attempt);
+}
+
+//  Events of a key and a size (n: the fields, -1 all)
+static void
+s_pack_size (msgpack_packer *pk, uint32_t type, uint64_t key, uint64_t size,
+             uint64_t duration_us, int n)
+{
+    sq_event_t ev = { .type = type, .key = key, .size = size, .duration_us = duration_us };
+    sq_event_pack (pk, &ev, n);
 }
 
 void
 sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes)
 {
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint32 (pk, SQ_EV_REFRESHED);
-    msgpack_pack_uint64 (pk, refreshes);
+    s_pack_size (pk, SQ_EV_REFRESHED, refreshes, 0, 0, -1);
 }
 
+void
+sq_pack_lost (msgpack_packer *pk, uint64_t object)
+{
+    s_pack_size (pk, SQ_EV_LOST, object, 0, 0, -1);
+}
+
+void
+sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size)
+{
+    s_pack_size (pk, SQ_EV_LOCATED, object, size, 0, 2);
+}
+
+void
+sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us)
+{
+    s_pack_size (pk, SQ_EV_LOCATED, object, size, duration_us, 3);
+}
+
+void
+sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
+{
+    s_pack_size (pk, SQ_EV_UPLOADED, object, size, 0, -1);
+}
+
+void
+sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes)
+{
+    s_pack_size (pk, SQ_EV_STREAMED, object, bytes, 0, -1);
+}
+
+void
+sq_pack_held (msgpack_packer *pk, uint64_t object, uint32_t version, uint64_t size)
+{
+    sq_event_t ev = { .type = SQ_EV_HELD, .key = object, .attempt = version, .size = size };
+    sq_event_pack (pk, &ev, -1);
+}
+
+void
+sq_pack_inventory_end (msgpack_packer *pk)
+{
+    sq_event_t ev = { .type = SQ_EV_INVENTORY };
+    sq_event_pack (pk, &ev, -1);
+}
+
+void
+sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded)
+{
+    sq_event_t ev = { .type = SQ_EV_SECEDED, .key = task, .attempt = attempt,
+                      .seceded = seceded };
+    sq_event_pack (pk, &ev, -1);
+}
+
+void
+sq_pack_taskkey (msgpack_packer *pk, uint64_t task, uint32_t attempt, const uint8_t *public_key)
+{
+    sq_event_t ev = { .type = SQ_EV_TASKKEY, .key = task, .attempt = attempt,
+                      .public_key = { (const char *) public_key, 32 } };
+    sq_event_pack (pk, &ev, -1);
+}
+
+void
+sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint32_t req,
+                       const void *data, size_t size)
+{
+    sq_event_t ev = { .type = SQ_EV_LOGTAIL, .key = task, .attempt = attempt, .size = req,
+                      .message = { (const char *) data, (uint32_t) size } };
+    sq_event_pack (pk, &ev, -1);
+}
+
+//  RAN's results are spliced in raw, as the executors' answers came
 void
 sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, size_t size)
 {
@@ -344,92 +270,6 @@ sq_pack_ran_result (msgpack_packer *pk, uint64_t pid, bool ok, const void *data,
         msgpack_pack_false (pk);
     msgpack_pack_bin (pk, size);
     msgpack_pack_bin_body (pk, data, size);
-}
-
-void
-sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded)
-{
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, SQ_EV_SECEDED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    if (seceded)
-        msgpack_pack_true (pk);
-    else
-        msgpack_pack_false (pk);
-}
-
-void
-sq_pack_taskkey (msgpack_packer *pk, uint64_t task, uint32_t attempt, const uint8_t *public_key)
-{
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, SQ_EV_TASKKEY);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    msgpack_pack_bin (pk, 32);
-    msgpack_pack_bin_body (pk, public_key, 32);
-}
-
-void
-sq_pack_held (msgpack_packer *pk, uint64_t object, uint32_t version, uint64_t size)
-{
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, SQ_EV_HELD);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint32 (pk, version);
-    msgpack_pack_uint64 (pk, size);
-}
-
-void
-sq_pack_running (msgpack_packer *pk, uint64_t task, uint32_t attempt)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_RUNNING);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-}
-
-void
-sq_pack_inventory_end (msgpack_packer *pk)
-{
-    msgpack_pack_array (pk, 1);
-    msgpack_pack_uint32 (pk, SQ_EV_INVENTORY);
-}
-
-void
-sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_LOCATED);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint64 (pk, size);
-}
-
-void
-sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us)
-{
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, SQ_EV_LOCATED);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint64 (pk, size);
-    msgpack_pack_uint64 (pk, duration_us);
-}
-
-void
-sq_pack_lost (msgpack_packer *pk, uint64_t object)
-{
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint32 (pk, SQ_EV_LOST);
-    msgpack_pack_uint64 (pk, object);
-}
-
-void
-sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_UPLOADED);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint64 (pk, size);
 }
 
 //  LOAD, HEARTBEAT, BYE -----------------------------------------------------
@@ -631,28 +471,6 @@ sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t c
 {
     sq_stream_order_t o = { .key = key, .version = version, .consumer = consumer };
     sq_record_pack (pk, SQ_REC_UNSTREAM_ORDER, &o);
-}
-
-void
-sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint32_t req,
-                       const void *data, size_t size)
-{
-    msgpack_pack_array (pk, 5);
-    msgpack_pack_uint32 (pk, SQ_EV_LOGTAIL);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    msgpack_pack_uint32 (pk, req);
-    msgpack_pack_bin (pk, size);
-    msgpack_pack_bin_body (pk, data, size);
-}
-
-void
-sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_STREAMED);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint64 (pk, bytes);
 }
 
 int

@@ -42,8 +42,6 @@ typedef struct {
     bool (*empty) (const void *msg, const sq_field_desc_t *f);
 } s_kind_t;
 
-#define S_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
-#define S_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
 
 //  Numbers: U32 and U64 read as unsigned (U32 refusing more than 32 bits),
 //  I64 as signed, then bounded
@@ -52,14 +50,14 @@ s_read_uint (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     uint64_t v = 0;
     if (f->kind == SQK_U32) {
-        uint32_t *v32 = S_AT (uint32_t, msg, f);
+        uint32_t *v32 = SQP_AT (uint32_t, msg, f);
         if (mpr_u32 (r, v32))
             return;
         v = *v32;
     }
     else
-    if (mpr_uint (r, S_AT (uint64_t, msg, f)) == 0)
-        v = *S_AT (uint64_t, msg, f);
+    if (mpr_uint (r, SQP_AT (uint64_t, msg, f)) == 0)
+        v = *SQP_AT (uint64_t, msg, f);
     if (mpr_ok (r) && f->max && (v < (uint64_t) f->min || v > f->max))
         mpr_fail (r, f->why);
 }
@@ -68,15 +66,15 @@ static void
 s_pack_uint (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
     if (f->kind == SQK_U32)
-        msgpack_pack_uint32 (pk, *S_CAT (uint32_t, msg, f));
+        msgpack_pack_uint32 (pk, *SQP_CAT (uint32_t, msg, f));
     else
-        msgpack_pack_uint64 (pk, *S_CAT (uint64_t, msg, f));
+        msgpack_pack_uint64 (pk, *SQP_CAT (uint64_t, msg, f));
 }
 
 static void
 s_read_i64 (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    int64_t *v = S_AT (int64_t, msg, f);
+    int64_t *v = SQP_AT (int64_t, msg, f);
     if (mpr_int (r, v) == 0 && f->max && (*v < f->min || *v > (int64_t) f->max))
         mpr_fail (r, f->why);
 }
@@ -84,19 +82,19 @@ s_read_i64 (mpr_t *r, void *msg, const sq_field_desc_t *f)
 static void
 s_pack_i64 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    msgpack_pack_int64 (pk, *S_CAT (int64_t, msg, f));
+    msgpack_pack_int64 (pk, *SQP_CAT (int64_t, msg, f));
 }
 
 static void
 s_read_bool (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_bool (r, S_AT (bool, msg, f));
+    mpr_bool (r, SQP_AT (bool, msg, f));
 }
 
 static void
 s_pack_bool (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    if (*S_CAT (bool, msg, f))
+    if (*SQP_CAT (bool, msg, f))
         msgpack_pack_true (pk);
     else
         msgpack_pack_false (pk);
@@ -106,13 +104,13 @@ s_pack_bool (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 static void
 s_read_str (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_str (r, S_AT (mpr_str_t, msg, f), f->max? (uint32_t) f->max: SQ_MAX_NAME);
+    mpr_str (r, SQP_AT (mpr_str_t, msg, f), f->max? (uint32_t) f->max: SQ_MAX_NAME);
 }
 
 static void
 s_read_name (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t *v = S_AT (mpr_str_t, msg, f);
+    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
     if (mpr_str (r, v, f->max? (uint32_t) f->max: SQ_MAX_NAME) == 0
     &&  v->len && memchr (v->ptr, 0, v->len))
         mpr_fail (r, f->why? f->why: "a NUL byte");
@@ -121,21 +119,21 @@ s_read_name (mpr_t *r, void *msg, const sq_field_desc_t *f)
 static void
 s_pack_str (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    sq_pack_mstr (pk, *S_CAT (mpr_str_t, msg, f));
+    sq_pack_mstr (pk, *SQP_CAT (mpr_str_t, msg, f));
 }
 
 static void
 s_read_bin (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t *v = S_AT (mpr_str_t, msg, f);
+    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
     if (mpr_bin (r, v, (uint32_t) f->max) == 0 && f->min && v->len != (uint64_t) f->min)
-        mpr_fail (r, "wrong number of bytes");
+        mpr_fail (r, f->why? f->why: "wrong number of bytes");
 }
 
 static void
 s_pack_bin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t v = *S_CAT (mpr_str_t, msg, f);
+    mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
     msgpack_pack_bin (pk, v.len);
     msgpack_pack_bin_body (pk, v.len? v.ptr: "", v.len);
 }
@@ -143,7 +141,7 @@ s_pack_bin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 static void
 s_read_obin (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t *v = S_AT (mpr_str_t, msg, f);
+    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
     if (f->min)
         sqp_opt_bin (r, v, (uint32_t) f->min);
     else
@@ -153,159 +151,21 @@ s_read_obin (mpr_t *r, void *msg, const sq_field_desc_t *f)
 static void
 s_pack_obin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t v = *S_CAT (mpr_str_t, msg, f);
+    mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
     sqp_pack_bin_or_nil (pk, (const uint8_t *) v.ptr, v.len);
-}
-
-//  Requests' kinds: members of sq_request_t
-static void
-s_read_ids (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    sq_request_t *q = (sq_request_t *) msg;
-    if (sqp_ids (r, &q->ids, &q->n_ids) == 0
-    &&  ((f->max && q->n_ids > f->max) || q->n_ids < f->min))
-        mpr_fail (r, f->why);
-}
-
-static void
-s_pack_ids (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    const sq_request_t *q = (const sq_request_t *) msg;
-    sqp_pack_ids (pk, q->ids, q->n_ids);
-}
-
-//  A job's name: 1 to SQ_JOB_NAME_MAX bytes, no control characters (it is
-//  printed in listings and terminals).
-static void
-s_job_name (mpr_t *r, mpr_str_t *name)
-{
-    if (mpr_str (r, name, SQ_JOB_NAME_MAX))
-        return;
-    if (name->len == 0)
-        mpr_fail (r, "empty");
-    for (uint32_t i = 0; i < name->len && mpr_ok (r); i++)
-        if ((uint8_t) name->ptr [i] < 0x20 || name->ptr [i] == 0x7f)
-            mpr_fail (r, "a control character");
-}
-
-static void
-s_read_job (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    sq_request_t *q = (sq_request_t *) msg;
-    if (!mpr_try_nil (r)) {
-        q->has_name = true;
-        s_job_name (r, &q->name);
-    }
-}
-
-static void
-s_pack_job (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    const sq_request_t *q = (const sq_request_t *) msg;
-    if (q->has_name)
-        sq_pack_mstr (pk, q->name);
-    else
-        msgpack_pack_nil (pk);
-}
-
-//  SESSION_OPEN's options map: known keys, each at most once.
-static void
-s_read_options (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    sq_request_t *self = (sq_request_t *) msg;
-    uint32_t n;
-    if (mpr_map (r, &n))
-        return;
-    bool seen_name = false, seen_detached = false;
-    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
-        mpr_str_t key;
-        mpr_field (r, "options key");
-        if (mpr_str (r, &key, 64))
-            return;
-        if (mpr_str_eq (key, "name") && !seen_name) {
-            seen_name = true;
-            mpr_field (r, "name");
-            self->has_name = true;
-            s_job_name (r, &self->name);
-        }
-        else
-        if (mpr_str_eq (key, "detached") && !seen_detached) {
-            seen_detached = true;
-            mpr_field (r, "detached");
-            mpr_bool (r, &self->detached);
-        }
-        else
-        if (mpr_str_eq (key, "after") && !self->ids) {
-            //  Jobs whose end its tasks wait for (in ids, n_ids).
-            uint32_t count;
-            mpr_field (r, "after");
-            if (mpr_array (r, &count))
-                return;
-            if (count == 0 || count > SQ_AFTER_MAX) {
-                mpr_fail (r, "1 to 64 job ids");
-                return;
-            }
-            self->ids = (uint32_t *) calloc (count, sizeof (uint32_t));
-            if (!self->ids) {
-                mpr_fail (r, "out of memory");
-                return;
-            }
-            for (uint32_t j = 0; j < count && mpr_ok (r); j++) {
-                if (mpr_u32 (r, &self->ids [j]) == 0 && self->ids [j] == 0)
-                    mpr_fail (r, "job id 0");
-                self->n_ids = j + 1;
-            }
-        }
-        else
-            mpr_fail (r, "unknown or repeated key");
-    }
-}
-
-static void
-s_pack_options (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    const sq_request_t *q = (const sq_request_t *) msg;
-    msgpack_pack_map (pk, (q->has_name? 1: 0) + 1 + (q->n_ids? 1: 0));
-    if (q->has_name) {
-        sq_pack_cstr (pk, "name");
-        sq_pack_mstr (pk, q->name);
-    }
-    sq_pack_cstr (pk, "detached");
-    if (q->detached)
-        msgpack_pack_true (pk);
-    else
-        msgpack_pack_false (pk);
-    if (q->n_ids) {
-        sq_pack_cstr (pk, "after");
-        msgpack_pack_array (pk, q->n_ids);
-        for (uint32_t i = 0; i < q->n_ids; i++)
-            msgpack_pack_uint32 (pk, q->ids [i]);
-    }
-}
-
-static bool
-s_options_empty (const void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    const sq_request_t *q = (const sq_request_t *) msg;
-    return !q->has_name && !q->detached && !q->n_ids;
 }
 
 //  Empty: 0, false, no bytes, no ids, no name
 static bool
 s_zero_empty (const void *msg, const sq_field_desc_t *f)
 {
-    return f->kind == SQK_U32? *S_CAT (uint32_t, msg, f) == 0:
-           f->kind == SQK_BOOL? !*S_CAT (bool, msg, f):
-           f->kind == SQK_U64 || f->kind == SQK_I64? *S_CAT (uint64_t, msg, f) == 0:
+    return f->kind == SQK_U32? *SQP_CAT (uint32_t, msg, f) == 0:
+           f->kind == SQK_BOOL? !*SQP_CAT (bool, msg, f):
+           f->kind == SQK_U64 || f->kind == SQK_I64? *SQP_CAT (uint64_t, msg, f) == 0:
            f->kind == SQK_IDS? ((const sq_request_t *) msg)->n_ids == 0:
            f->kind == SQK_JOB? !((const sq_request_t *) msg)->has_name:
-           S_CAT (mpr_str_t, msg, f)->len == 0;
+           f->kind == SQK_OUTPUTS? ((const sq_event_t *) msg)->n_outputs == 0:
+           SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
 static const s_kind_t s_kinds [] = {
@@ -317,9 +177,12 @@ static const s_kind_t s_kinds [] = {
     [SQK_NAME] = { "NAME", s_read_name, s_pack_str, s_zero_empty },
     [SQK_BIN] = { "BIN", s_read_bin, s_pack_bin, s_zero_empty },
     [SQK_OBIN] = { "OBIN", s_read_obin, s_pack_obin, s_zero_empty },
-    [SQK_IDS] = { "IDS", s_read_ids, s_pack_ids, s_zero_empty },
-    [SQK_JOB] = { "JOB", s_read_job, s_pack_job, s_zero_empty },
-    [SQK_OPTIONS] = { "OPTIONS", s_read_options, s_pack_options, s_options_empty },
+    [SQK_IDS] = { "IDS", sqp_kind_read_ids, sqp_kind_pack_ids, s_zero_empty },
+    [SQK_JOB] = { "JOB", sqp_kind_read_job, sqp_kind_pack_job, s_zero_empty },
+    [SQK_OPTIONS] = { "OPTIONS", sqp_kind_read_options, sqp_kind_pack_options, sqp_kind_options_empty },
+    [SQK_OUTPUTS] = { "OUTPUTS", sqp_kind_read_outputs, sqp_kind_pack_outputs, s_zero_empty },
+    [SQK_EXIT] = { "EXIT", sqp_kind_read_exit, sqp_kind_pack_exit, sqp_kind_exit_empty },
+    [SQK_RESULTS] = { "RESULTS", sqp_kind_read_results, sqp_kind_pack_results, s_zero_empty },
 };
 
 const char *
@@ -336,6 +199,7 @@ sq_field_kind_name (sq_field_kind_t kind)
 #define SQ_REQUEST(NAME, number) typedef sq_request_t s_t_##NAME;
 #define SQ_RECORD(NAME, type_t, check) typedef type_t s_t_##NAME;
 #define SQ_RECORD_IN(NAME, type_t, check) typedef type_t s_t_##NAME;
+#define SQ_EVENT(NAME, number) typedef sq_event_t s_t_##NAME;
 #include "proto_messages.def"
 
 //  Every member has its kind's size (SQ_RECORD_IN's structs are declared
@@ -355,13 +219,13 @@ s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     switch (f->kind) {
         case SQK_U32: {
-            uint32_t *v = S_AT (uint32_t, msg, f);
+            uint32_t *v = SQP_AT (uint32_t, msg, f);
             if (mpr_u32 (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
                 mpr_fail (r, f->why);
             break;
         }
         case SQK_U64: {
-            uint64_t *v = S_AT (uint64_t, msg, f);
+            uint64_t *v = SQP_AT (uint64_t, msg, f);
             if (mpr_uint (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
                 mpr_fail (r, f->why);
             break;
@@ -372,9 +236,12 @@ s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
         case SQK_NAME: s_read_name (r, msg, f); break;
         case SQK_BIN: s_read_bin (r, msg, f); break;
         case SQK_OBIN: s_read_obin (r, msg, f); break;
-        case SQK_IDS: s_read_ids (r, msg, f); break;
-        case SQK_JOB: s_read_job (r, msg, f); break;
-        case SQK_OPTIONS: s_read_options (r, msg, f); break;
+        case SQK_IDS: sqp_kind_read_ids (r, msg, f); break;
+        case SQK_JOB: sqp_kind_read_job (r, msg, f); break;
+        case SQK_OPTIONS: sqp_kind_read_options (r, msg, f); break;
+        case SQK_OUTPUTS: sqp_kind_read_outputs (r, msg, f); break;
+        case SQK_EXIT: sqp_kind_read_exit (r, msg, f); break;
+        case SQK_RESULTS: sqp_kind_read_results (r, msg, f); break;
     }
 }
 
@@ -383,14 +250,14 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
     switch (f->kind) {
         case SQK_U32:
-            msgpack_pack_uint32 (pk, *S_CAT (uint32_t, msg, f));
+            msgpack_pack_uint32 (pk, *SQP_CAT (uint32_t, msg, f));
             break;
         case SQK_U64:
-            msgpack_pack_uint64 (pk, *S_CAT (uint64_t, msg, f));
+            msgpack_pack_uint64 (pk, *SQP_CAT (uint64_t, msg, f));
             break;
         case SQK_STR:
         case SQK_NAME: {
-            mpr_str_t v = *S_CAT (mpr_str_t, msg, f);
+            mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
             msgpack_pack_str (pk, v.len);
             msgpack_pack_str_body (pk, v.len? v.ptr: "", v.len);
             break;
@@ -399,9 +266,12 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
         case SQK_BOOL: s_pack_bool (pk, msg, f); break;
         case SQK_BIN: s_pack_bin (pk, msg, f); break;
         case SQK_OBIN: s_pack_obin (pk, msg, f); break;
-        case SQK_IDS: s_pack_ids (pk, msg, f); break;
-        case SQK_JOB: s_pack_job (pk, msg, f); break;
-        case SQK_OPTIONS: s_pack_options (pk, msg, f); break;
+        case SQK_IDS: sqp_kind_pack_ids (pk, msg, f); break;
+        case SQK_JOB: sqp_kind_pack_job (pk, msg, f); break;
+        case SQK_OPTIONS: sqp_kind_pack_options (pk, msg, f); break;
+        case SQK_OUTPUTS: sqp_kind_pack_outputs (pk, msg, f); break;
+        case SQK_EXIT: sqp_kind_pack_exit (pk, msg, f); break;
+        case SQK_RESULTS: sqp_kind_pack_results (pk, msg, f); break;
     }
 }
 
@@ -421,6 +291,9 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
     static void s_read_##NAME (mpr_t *r, void *msg, uint32_t n) { \
         uint32_t at = 0; int (*check_fn) (mpr_t *, const void *) = check;
 #define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#define SQ_EVENT(NAME, number) \
+    static void s_read_##NAME (mpr_t *r, void *msg, uint32_t n) { \
+        uint32_t at = 1; int (*check_fn) (mpr_t *, const void *) = NULL;
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
         if (!r->error && (!(optional) || at < n)) { \
             r->field = name; \
@@ -440,6 +313,7 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 #define SQ_REQUEST(NAME, number) SQ_BEGIN (NAME, number, sq_request_t, NULL)
 #define SQ_RECORD(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
 #define SQ_RECORD_IN(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
+#define SQ_EVENT(NAME, number) SQ_BEGIN (NAME, number, sq_event_t, NULL)
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
         if (!(optional) || at < n) \
             s_pack (pk, msg, S_DESC (NAME, KIND, member, name, min, max, why, optional)); \
@@ -452,6 +326,7 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 #define SQ_REQUEST(NAME, number) static const sq_field_desc_t s_fields_##NAME [] = {
 #define SQ_RECORD(NAME, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
 #define SQ_RECORD_IN(NAME, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
+#define SQ_EVENT(NAME, number) static const sq_field_desc_t s_fields_##NAME [] = {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
     { name, SQK_##KIND, optional, offsetof (s_t_##NAME, member), min, max, why },
 #define SQ_END(NAME) { NULL, SQK_U32, 0, 0, 0, 0, NULL } };
@@ -462,6 +337,7 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 #define SQ_REQUEST(NAME, number) enum { S_REQUIRED_##NAME = 0
 #define SQ_RECORD(NAME, type_t, check) enum { S_REQUIRED_##NAME = 0
 #define SQ_RECORD_IN(NAME, type_t, check) enum { S_REQUIRED_##NAME = 0
+#define SQ_EVENT(NAME, number) enum { S_REQUIRED_##NAME = 0
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) + !(optional)
 #define SQ_END(NAME) };
 #include "proto_messages.def"
@@ -476,6 +352,23 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 static const sq_msg_desc_t s_records [] = {
 #define SQ_RECORD(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
 #define SQ_RECORD_IN(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
+#include "proto_messages.def"
+};
+
+static const sq_msg_desc_t s_events [] = {
+#define SQ_EVENT(NAME, number_) S_DESC_OF (NAME, number_, false, sq_event_t, NULL)
+#include "proto_messages.def"
+};
+#define S_EVENTS (sizeof s_events / sizeof s_events [0])
+
+//  Each event type's place in s_events, plus one
+enum {
+#define SQ_EVENT(NAME, number) S_AT_##NAME,
+#include "proto_messages.def"
+};
+#define S_EVENT_TYPES 64
+static const uint8_t s_event_index [S_EVENT_TYPES] = {
+#define SQ_EVENT(NAME, number) [number] = S_AT_##NAME + 1,
 #include "proto_messages.def"
 };
 
@@ -531,6 +424,12 @@ sq_record_descs (size_t *count)
 {
     *count = SQ_REC_COUNT_;
     return s_records;
+}
+
+const sq_msg_desc_t *
+sq_event_desc (uint32_t type)
+{
+    return type < S_EVENT_TYPES && s_event_index [type]? &s_events [s_event_index [type] - 1]: NULL;
 }
 
 const char *
@@ -714,6 +613,43 @@ sq_batch_next (sq_iter_t *self, uint32_t type, void *elem)
     if (sq_record_read (&self->r, (uint32_t) d->element, elem, "element"))
         return sqp_error (&self->r, self->err, d->name);
     return 1;
+}
+
+//  UPDATE's events -------------------------------------------------------
+
+int
+sq_event_read (sq_iter_t *self, sq_event_t *ev)
+{
+    mpr_t *r = &self->r;
+    uint32_t n = 0;
+    memset (ev, 0, sizeof *ev);
+    mpr_field (r, "event");
+    mpr_array (r, &n);
+    mpr_field (r, "event.type");
+    if (mpr_ok (r) && n == 0)
+        mpr_fail (r, "empty");
+    mpr_u32 (r, &ev->type);
+    if (r->error)
+        return -1;
+    const sq_msg_desc_t *d = sq_event_desc (ev->type);
+    if (!d)
+        return mpr_fail (r, "unknown event type");
+    if (n < 1 + d->n_required || n > 1 + d->n_fields) {
+        r->field = "event";
+        return mpr_fail (r, "wrong number of fields");
+    }
+    d->read (r, ev, n);
+    return r->error? -1: 0;
+}
+
+void
+sq_event_pack (msgpack_packer *pk, const sq_event_t *ev, int n)
+{
+    const sq_msg_desc_t *d = sq_event_desc (ev->type);
+    uint32_t fields = n < 0? s_present (d, ev): (uint32_t) n;
+    msgpack_pack_array (pk, 1 + fields);
+    msgpack_pack_uint32 (pk, ev->type);
+    d->pack (pk, ev, fields);
 }
 
 //  The named codecs of the table's SQ_CODEC and SQ_DECODER rows

@@ -115,6 +115,8 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
             case SQK_OPTIONS: q->detached = true;       //  and a name
             /* FALLTHRU */
             case SQK_JOB: q->has_name = true; q->name = s_mstr ("nightly"); break;
+            //  Events' kinds (UPDATE's seeds are written by hand below)
+            case SQK_OUTPUTS: case SQK_EXIT: case SQK_RESULTS: break;
         }
     }
 }

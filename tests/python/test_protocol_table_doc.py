@@ -1,7 +1,7 @@
 """docs/protocol.md agrees with the message table, common/proto_messages.def,
 from which the codec is made: every message of the table is in the document
 with its number; every message the table lays out field by field (flat
-messages, client requests, batches of records) has a layout
+messages, client requests, batches of records, UPDATE's events) has a layout
 `[number, field, ...]` (a batch `[number, [[field, ...]...]]`) in the
 document, next to its name, whose field names are the table's in order and
 whose types, where the layout gives them, are those of the table's kinds;
@@ -31,7 +31,21 @@ _TYPES = {
     "IDS": {"array of u32", "[u32...]"},
     "JOB": {"str or nil", "str|nil"},
     "OPTIONS": {"map"},
+    "EXIT": {"i32"},
+    "OUTPUTS": None,            # its layout follows the event's: any
+    "RESULTS": None,
 }
+
+
+def compatible(field, typ):
+    """Whether a layout's type for a field of the table is its kind's: a
+    U64 bounded to 32 bits may say u32, a BIN of exactly n bytes bin n."""
+    kind = field["kind"]
+    if _TYPES[kind] is None or typ in _TYPES[kind]:
+        return True
+    if kind == "U64" and field["max"] and field["max"] <= 0xffffffff and typ == "u32":
+        return True
+    return kind == "BIN" and field["min"] and typ == "bin %d" % field["min"]
 
 
 def constants():
@@ -62,12 +76,12 @@ def value(text, raw, depth=0):
 
 def table():
     """{"messages": [(name, number, fields or None, request, record or None)],
-        "records": {name: fields}}, fields as dicts (name, kind, min, max,
-    optional), bounds as numbers."""
+        "records": {name: fields}, "events": [(name, number, fields)]},
+    fields as dicts (name, kind, min, max, optional), bounds as numbers."""
     text = open(_TABLE, encoding="utf-8").read()
     text = text[text.index("*/"):]         # the rows, after the header's example rows
     raw = constants()
-    messages, records, current, fields = [], {}, None, None
+    messages, records, events, current, fields = [], {}, [], None, None
     for line in text.splitlines():
         line = re.sub(r"\s*//.*$", "", line)
         m = re.match(r"SQ_(MSG|BEGIN|REQUEST) \((\w+), (\d+)", line)
@@ -80,6 +94,11 @@ def table():
         if m:
             current, fields = None, None
             messages.append((m.group(1), int(m.group(2)), None, False, m.group(3)))
+            continue
+        m = re.match(r"SQ_EVENT \((EV_\w+), (\d+)\)", line)
+        if m:
+            current, fields = m.group(1), []
+            events.append((current[3:], int(m.group(2)), fields))
             continue
         m = re.match(r"SQ_RECORD(_IN)? \((\w+),", line)
         if m:
@@ -99,7 +118,7 @@ def table():
     for name, _, _, _, record in messages:
         assert record is None or record in records, \
             "proto_messages.def: %s is a batch of %s, which is no record" % (name, record)
-    return {"messages": messages, "records": records}
+    return {"messages": messages, "records": records, "events": events}
 
 
 def split(inner):
@@ -142,8 +161,9 @@ def wanted(message, t):
     [(name, kind)]; a batch's are its record's."""
     name, number, fields, request, record = message
     if record:
-        return [(f["name"], f["kind"]) for f in t["records"][record]]
-    return ([("req", "U32")] if request else []) + [(f["name"], f["kind"]) for f in fields]
+        return t["records"][record]
+    req = {"name": "req", "kind": "U32", "min": 0, "max": 0, "optional": False}
+    return ([req] if request else []) + fields
 
 
 def documented(message, doc):
@@ -184,6 +204,9 @@ def appendix(t):
     for name, fields in t["records"].items():
         for f in fields:
             rows.append((name, f))
+    for name, _, fields in t["events"]:
+        for f in fields:
+            rows.append(("EV_" + name, f))
     return ["| %s | %s | %s | %s |" % (name, f["name"],
                                         f["kind"] + (", optional" if f["optional"] else ""),
                                         bounds(f)) for name, f in rows]
@@ -201,6 +224,9 @@ def test_the_table_reads():
     wait = [m for m in t["messages"] if m[0] == "WAIT"][0]
     assert wait[2][1] == {"name": "mode", "kind": "U32", "min": 0, "max": 2, "optional": False}
     assert all(f["kind"] in _TYPES for fs in t["records"].values() for f in fs)
+    assert [n for n, _, _ in t["events"]][:3] == ["FINISHED", "FAILED", "STARTED"]
+    failed = t["events"][1][2]
+    assert failed[-1]["kind"] == "EXIT" and failed[-1]["optional"]
 
 
 def test_every_message_is_in_the_document_with_its_number():
@@ -220,24 +246,27 @@ def test_every_layout_of_the_table_is_the_documents():
     doc = open(_DOC, encoding="utf-8").read()
     t = table()
     wrong = []
-    for message in t["messages"]:
+    events = [(name, number, fields, False, None) for name, number, fields in t["events"]]
+    for message in t["messages"] + events:
         name, number, fields, _, record = message
         if fields is None and record is None:
             continue
         want = wanted(message, t)
         found = documented(message, doc)
-        same = [got for got in found if [n for n, _ in got] == [n for n, _ in want]]
+        names = [f["name"] for f in want]
+        same = [got for got in found if [n for n, _ in got] == names]
         if not same:
             shape = "[%d, [[%s]...]]" if record else "[%d, %s]"
             wrong.append("%s: the table says %s, the document %s"
-                         % (name, shape % (number, ", ".join(n for n, _ in want)),
+                         % (name, shape % (number, ", ".join(names)),
                             " or ".join(str([n for n, _ in f]) for f in found) or "has no layout"))
             continue
         for got in same:
-            for (field, kind), (_, typ) in zip(want, got):
-                if typ is not None and typ not in _TYPES[kind]:
+            for f, (_, typ) in zip(want, got):
+                if typ is not None and not compatible(f, typ):
                     wrong.append("%s: field %s is %s in the table (%s), the document says %s"
-                                 % (name, field, kind, " or ".join(sorted(_TYPES[kind])), typ))
+                                 % (name, f["name"], f["kind"],
+                                    " or ".join(sorted(_TYPES[f["kind"]] or ())), typ))
     assert not wrong, "docs/protocol.md and common/proto_messages.def differ:\n" + "\n".join(wrong)
 
 
@@ -299,6 +328,13 @@ def test_a_changed_batch_is_caught(tmp_path, monkeypatch):
     _changed(tmp_path, monkeypatch, 'SQ_F (STOP_TASK, U32, attempt, "attempt")',
              'SQ_F (STOP_TASK, BOOL, attempt, "attempt")')
     _fails(test_every_layout_of_the_table_is_the_documents, "STOP", "attempt", "u32")
+
+
+def test_a_changed_event_is_caught(tmp_path, monkeypatch):
+    """An event's field renamed: the document's layout is the old one"""
+    _changed(tmp_path, monkeypatch, 'SQ_F (EV_HELD, U32, attempt, "version")',
+             'SQ_F (EV_HELD, U32, attempt, "attempt")')
+    _fails(test_every_layout_of_the_table_is_the_documents, "HELD", "attempt")
 
 
 def test_a_changed_bound_is_caught(tmp_path, monkeypatch):
