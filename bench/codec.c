@@ -4,11 +4,11 @@
     batch as they were before the table (git 0d8a831^); they are the
     yardstick, not code squall uses.
 
-    usage: squall-bench-codec [ROUNDS [hand|table [0|1|2]]]
+    usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3]]]
     Prints one line per message: ns per encode+decode by hand and by the
     table, and their ratio (table / hand). The machine's load moves both
     alike; compare the ratio, not the times. With hand or table it runs
-    that side only, once (only CHUNK, KEEP or STOP with 0, 1 or 2): for
+    that side only, once (only CHUNK, KEEP, STOP or UPDATE with 0 to 3): for
     counting instructions,
     valgrind --tool=callgrind squall-bench-codec 10000 table (and hand). */
 #include "proto_internal.h"
@@ -127,6 +127,87 @@ s_pack_stop_hand (msgpack_packer *pk, uint64_t task, uint32_t attempt)
     msgpack_pack_uint32 (pk, attempt);
 }
 
+//  UPDATE's reader as it was, for the events the broker sees most (every
+//  task: STARTED, then FINISHED); the others' cases cost nothing here.
+static S_LIBRARY int
+s_update_next_hand (sq_iter_t *self, sq_event_t *ev)
+{
+    int more = sqp_iter_more (self, "UPDATE");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    uint32_t n;
+    memset (ev, 0, sizeof *ev);
+    mpr_field (r, "event");
+    mpr_array (r, &n);
+    mpr_field (r, "event.type");
+    mpr_u32 (r, &ev->type);
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "UPDATE");
+    uint32_t want = ev->type == SQ_EV_FINISHED? 5:
+                    ev->type == SQ_EV_STREAMED? 3:
+                    ev->type == SQ_EV_LOGTAIL? 5:
+                    ev->type == SQ_EV_FAILED? 6:
+                    ev->type == SQ_EV_STARTED? 3: 0;
+    if (want == 0)
+        mpr_fail (r, "unknown event type");
+    else
+    if (n != want)
+        mpr_fail (r, "wrong number of fields");
+    mpr_field (r, "event.key");
+    mpr_uint (r, &ev->key);
+    mpr_field (r, "event.attempt");
+    mpr_u32 (r, &ev->attempt);
+    if (ev->type == SQ_EV_FINISHED) {
+        mpr_field (r, "event.outputs");
+        if (mpr_array (r, &n) == 0) {
+            sq_output_ref_t *outs = (sq_output_ref_t *) sqp_scratch (self, sizeof (sq_output_ref_t) * (n + 1));
+            for (uint32_t i = 0; outs && i < n; i++) {
+                mpr_array_exact (r, 3);
+                mpr_uint (r, &outs [i].key);
+                mpr_uint (r, &outs [i].size);
+                sqp_frame_index (r, &outs [i].frame);
+                if (mpr_ok (r) && outs [i].frame == SQ_FRAME_STREAM)
+                    mpr_fail (r, "an output frame index of -2");
+            }
+            ev->outputs = outs;
+            ev->n_outputs = n;
+        }
+        mpr_field (r, "event.duration_us");
+        mpr_uint (r, &ev->duration_us);
+    }
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "UPDATE");
+    return 1;
+}
+
+static S_LIBRARY void
+s_pack_started_hand (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+{
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, SQ_EV_STARTED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+}
+
+static S_LIBRARY void
+s_pack_finished_hand (msgpack_packer *pk, uint64_t task, uint32_t attempt,
+                      const sq_output_ref_t *outputs, uint32_t n, uint64_t duration_us)
+{
+    msgpack_pack_array (pk, 5);
+    msgpack_pack_uint32 (pk, SQ_EV_FINISHED);
+    msgpack_pack_uint64 (pk, task);
+    msgpack_pack_uint32 (pk, attempt);
+    msgpack_pack_array (pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        msgpack_pack_array (pk, 3);
+        msgpack_pack_uint64 (pk, outputs [i].key);
+        msgpack_pack_uint64 (pk, outputs [i].size);
+        msgpack_pack_int32 (pk, outputs [i].frame);
+    }
+    msgpack_pack_uint64 (pk, duration_us);
+}
+
 //  The rounds -----------------------------------------------------------------
 
 #define S_STOPS 16
@@ -185,7 +266,33 @@ s_stop_round (sq_wbuf_t *w, bool table)
     sq_iter_release (&it);
 }
 
-typedef enum { S_CHUNK, S_KEEP, S_STOP } s_which_t;
+//  An UPDATE of 8 tasks' STARTED and FINISHED (one output each)
+static void
+s_update_round (sq_wbuf_t *w, bool table)
+{
+    sq_iter_t it;
+    sq_errbuf_t err;
+    sq_event_t ev;
+    sq_wbuf_reset (w);
+    sq_batch_header (w, SQ_MSG_UPDATE, 16);
+    for (uint32_t i = 0; i < 8; i++) {
+        sq_output_ref_t out = { 0x100000100ull + i, 4096, -1 };
+        if (table) {
+            sq_pack_started (&w->pk, 0x100000000ull + i, 1);
+            sq_pack_finished (&w->pk, 0x100000000ull + i, 1, &out, 1, 1500);
+        }
+        else {
+            s_pack_started_hand (&w->pk, 0x100000000ull + i, 1);
+            s_pack_finished_hand (&w->pk, 0x100000000ull + i, 1, &out, 1, 1500);
+        }
+    }
+    sq_update_begin (&it, w->buf.data, w->buf.size, &err);
+    while ((table? sq_update_next (&it, &ev): s_update_next_hand (&it, &ev)) == 1)
+        s_sink += ev.key + ev.n_outputs;
+    sq_iter_release (&it);
+}
+
+typedef enum { S_CHUNK, S_KEEP, S_STOP, S_UPDATE } s_which_t;
 
 static double
 s_time (s_which_t which, bool table, long rounds)
@@ -206,7 +313,10 @@ s_time (s_which_t which, bool table, long rounds)
         if (which == S_KEEP)
             s_keep_round (&w, &keep, table);
         else
+        if (which == S_STOP)
             s_stop_round (&w, table);
+        else
+            s_update_round (&w, table);
     double took = s_now () - start;
     sq_wbuf_release (&w);
     return took * 1e9 / rounds;
@@ -218,21 +328,21 @@ main (int argc, char *argv [])
     long rounds = argc > 1? atol (argv [1]): 1000000;
     const char *side = argc > 2? argv [2]: NULL;
     if (rounds <= 0 || (side && strcmp (side, "hand") && strcmp (side, "table"))) {
-        fprintf (stderr, "usage: squall-bench-codec [ROUNDS [hand|table [0|1|2]]]\n");
+        fprintf (stderr, "usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3]]]\n");
         return 1;
     }
     if (side) {
-        for (int which = S_CHUNK; which <= S_STOP; which++)
+        for (int which = S_CHUNK; which <= S_UPDATE; which++)
             if (argc < 4 || atoi (argv [3]) == which)
                 s_time ((s_which_t) which, strcmp (side, "table") == 0, rounds);
         return s_sink == 42? 2: 0;
     }
-    const char *names [] = { "CHUNK", "KEEP", "STOP x16" };
-    for (int which = S_CHUNK; which <= S_STOP; which++) {
+    const char *names [] = { "CHUNK", "KEEP", "STOP x16", "UPDATE x16" };
+    for (int which = S_CHUNK; which <= S_UPDATE; which++) {
         //  Alternated, best of five each: the load of a shared machine
         //  comes and goes.
         double hand = 1e18, table = 1e18;
-        long n = which == S_STOP? rounds / 8: rounds;
+        long n = which >= S_STOP? rounds / 8: rounds;
         for (int k = 0; k < 5; k++) {
             double h = s_time ((s_which_t) which, false, n);
             double t = s_time ((s_which_t) which, true, n);

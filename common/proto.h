@@ -109,6 +109,7 @@ typedef struct {
     void *scratch;
     size_t scratch_cap;
     sq_errbuf_t *err;
+    const void *batch;          //  sq_batch_begin: the batch's description
 } sq_iter_t;
 
 void sq_wbuf_init (sq_wbuf_t *self);

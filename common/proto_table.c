@@ -426,10 +426,16 @@ sq_record_descs (size_t *count)
     return s_records;
 }
 
+static inline const sq_msg_desc_t *
+s_event_desc (uint32_t type)
+{
+    return type < S_EVENT_TYPES && s_event_index [type]? &s_events [s_event_index [type] - 1]: NULL;
+}
+
 const sq_msg_desc_t *
 sq_event_desc (uint32_t type)
 {
-    return type < S_EVENT_TYPES && s_event_index [type]? &s_events [s_event_index [type] - 1]: NULL;
+    return s_event_desc (type);
 }
 
 const char *
@@ -557,10 +563,11 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
 
 //  Records and batches ------------------------------------------------------
 
-int
-sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what)
+//  One record at r into msg; inlined in the batches' reader, where the
+//  cost of a call per element shows.
+static inline int
+s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
 {
-    const sq_msg_desc_t *d = &s_records [record];
     uint32_t n = 0;
     memset (msg, 0, d->size);
     mpr_field (r, what);
@@ -571,11 +578,17 @@ sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what)
     return r->error? -1: 0;
 }
 
+int
+sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what)
+{
+    return s_record_read (&s_records [record], r, msg, what);
+}
+
 void
 sq_record_pack (msgpack_packer *pk, uint32_t record, const void *msg)
 {
     const sq_msg_desc_t *d = &s_records [record];
-    uint32_t n = s_present (d, msg);
+    uint32_t n = d->n_required == d->n_fields? d->n_fields: s_present (d, msg);
     msgpack_pack_array (pk, n);
     d->pack (pk, msg, n);
 }
@@ -598,19 +611,23 @@ sq_batch_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
                 sq_errbuf_t *err)
 {
     const sq_msg_desc_t *d = sq_msg_desc (type);
-    return sqp_iter_begin (self, data, size, type, err, d? d->name: "message");
+    int rc = sqp_iter_begin (self, data, size, type, err, d? d->name: "message");
+    self->batch = d;
+    return rc;
 }
 
 int
 sq_batch_next (sq_iter_t *self, uint32_t type, void *elem)
 {
-    const sq_msg_desc_t *d = sq_msg_desc (type);
+    const sq_msg_desc_t *d = (const sq_msg_desc_t *) self->batch;
+    if (!d || d->type != type)
+        d = sq_msg_desc (type);
     if (!d || d->element < 0)
         return sqp_semantic (self->err, "not a batched message of the table");
     int more = sqp_iter_more (self, d->name);
     if (more <= 0)
         return more;
-    if (sq_record_read (&self->r, (uint32_t) d->element, elem, "element"))
+    if (s_record_read (&s_records [d->element], &self->r, elem, "element"))
         return sqp_error (&self->r, self->err, d->name);
     return 1;
 }
@@ -631,7 +648,7 @@ sq_event_read (sq_iter_t *self, sq_event_t *ev)
     mpr_u32 (r, &ev->type);
     if (r->error)
         return -1;
-    const sq_msg_desc_t *d = sq_event_desc (ev->type);
+    const sq_msg_desc_t *d = s_event_desc (ev->type);
     if (!d)
         return mpr_fail (r, "unknown event type");
     if (n < 1 + d->n_required || n > 1 + d->n_fields) {
@@ -645,8 +662,9 @@ sq_event_read (sq_iter_t *self, sq_event_t *ev)
 void
 sq_event_pack (msgpack_packer *pk, const sq_event_t *ev, int n)
 {
-    const sq_msg_desc_t *d = sq_event_desc (ev->type);
-    uint32_t fields = n < 0? s_present (d, ev): (uint32_t) n;
+    const sq_msg_desc_t *d = s_event_desc (ev->type);
+    uint32_t fields = n >= 0? (uint32_t) n:
+                      d->n_required == d->n_fields? d->n_fields: s_present (d, ev);
     msgpack_pack_array (pk, 1 + fields);
     msgpack_pack_uint32 (pk, ev->type);
     d->pack (pk, ev, fields);
