@@ -103,10 +103,10 @@ void
 sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                   const sq_output_ref_t *outputs, uint32_t n, uint64_t duration_us)
 {
-    sq_event_t ev = { .type = SQ_EV_FINISHED, .key = task, .attempt = attempt,
+    sq_event_t ev = { .key = task, .attempt = attempt,
                       .outputs = (sq_output_ref_t *) outputs, .n_outputs = n,
                       .duration_us = duration_us };
-    sq_event_pack (pk, &ev, -1);
+    sqp_pack_EV_FINISHED (pk, &ev, 4);
 }
 
 void
@@ -116,7 +116,7 @@ sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
                       .message = { message, message? (uint32_t) strlen (message): 0 },
                       .duration_us = duration_us, .reason = reason };
-    sq_event_pack (pk, &ev, -1);
+    sqp_pack_EV_FAILED (pk, &ev, 5);
 }
 
 void
@@ -127,7 +127,7 @@ sq_pack_failed_exit (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                       .message = { message, message? (uint32_t) strlen (message): 0 },
                       .duration_us = duration_us, .reason = SQ_FAIL_TASK,
                       .has_exit_code = true, .exit_code = exit_code };
-    sq_event_pack (pk, &ev, -1);
+    sqp_pack_EV_FAILED (pk, &ev, 6);
 }
 
 void
@@ -137,97 +137,63 @@ sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     sq_pack_failed_reason (pk, task, attempt, message, duration_us, SQ_FAIL_TASK);
 }
 
-//  Events of a key and an attempt
-static void
-s_pack_attempt (msgpack_packer *pk, uint32_t type, uint64_t task, uint32_t attempt)
-{
-    sq_event_t ev = { .type = type, .key = task, .attempt = attempt };
-    sq_event_pack (pk, &ev, -1);
-}
+//  The events of a key, an attempt and a size fill only those: the packer
+//  of each event reads its own fields alone.
+#define S_EVENT(NAME, key_, attempt_, size_, duration_, n) \
+    { sq_event_t ev; \
+      ev.key = key_; ev.attempt = attempt_; ev.size = size_; ev.duration_us = duration_; \
+      sqp_pack_EV_##NAME (pk, &ev, n); }
 
 void
 sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt)
-{
-    s_pack_attempt (pk, SQ_EV_STARTED, task, attempt);
-}
+S_EVENT (STARTED, task, attempt, 0, 0, 2)
 
 void
 sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt)
-{
-    s_pack_attempt (pk, SQ_EV_RETRACTED, task, attempt);
-}
+S_EVENT (RETRACTED, task, attempt, 0, 0, 2)
 
 void
 sq_pack_running (msgpack_packer *pk, uint64_t task, uint32_t attempt)
-{
-    s_pack_attempt (pk, SQ_EV_RUNNING, task, attempt);
-}
-
-//  Events of a key and a size (n: the fields, -1 all)
-static void
-s_pack_size (msgpack_packer *pk, uint32_t type, uint64_t key, uint64_t size,
-             uint64_t duration_us, int n)
-{
-    sq_event_t ev = { .type = type, .key = key, .size = size, .duration_us = duration_us };
-    sq_event_pack (pk, &ev, n);
-}
+S_EVENT (RUNNING, task, attempt, 0, 0, 2)
 
 void
 sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes)
-{
-    s_pack_size (pk, SQ_EV_REFRESHED, refreshes, 0, 0, -1);
-}
+S_EVENT (REFRESHED, refreshes, 0, 0, 0, 1)
 
 void
 sq_pack_lost (msgpack_packer *pk, uint64_t object)
-{
-    s_pack_size (pk, SQ_EV_LOST, object, 0, 0, -1);
-}
+S_EVENT (LOST, object, 0, 0, 0, 1)
 
 void
 sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size)
-{
-    s_pack_size (pk, SQ_EV_LOCATED, object, size, 0, 2);
-}
+S_EVENT (LOCATED, object, 0, size, 0, 2)
 
 void
 sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us)
-{
-    s_pack_size (pk, SQ_EV_LOCATED, object, size, duration_us, 3);
-}
+S_EVENT (LOCATED, object, 0, size, duration_us, 3)
 
 void
 sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
-{
-    s_pack_size (pk, SQ_EV_UPLOADED, object, size, 0, -1);
-}
+S_EVENT (UPLOADED, object, 0, size, 0, 2)
 
 void
 sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes)
-{
-    s_pack_size (pk, SQ_EV_STREAMED, object, bytes, 0, -1);
-}
+S_EVENT (STREAMED, object, 0, bytes, 0, 2)
 
 void
 sq_pack_held (msgpack_packer *pk, uint64_t object, uint32_t version, uint64_t size)
-{
-    sq_event_t ev = { .type = SQ_EV_HELD, .key = object, .attempt = version, .size = size };
-    sq_event_pack (pk, &ev, -1);
-}
+S_EVENT (HELD, object, version, size, 0, 3)
 
 void
 sq_pack_inventory_end (msgpack_packer *pk)
-{
-    sq_event_t ev = { .type = SQ_EV_INVENTORY };
-    sq_event_pack (pk, &ev, -1);
-}
+S_EVENT (INVENTORY, 0, 0, 0, 0, 0)
 
 void
 sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded)
 {
     sq_event_t ev = { .type = SQ_EV_SECEDED, .key = task, .attempt = attempt,
                       .seceded = seceded };
-    sq_event_pack (pk, &ev, -1);
+    sqp_pack_EV_SECEDED (pk, &ev, 3);
 }
 
 void
@@ -235,7 +201,7 @@ sq_pack_taskkey (msgpack_packer *pk, uint64_t task, uint32_t attempt, const uint
 {
     sq_event_t ev = { .type = SQ_EV_TASKKEY, .key = task, .attempt = attempt,
                       .public_key = { (const char *) public_key, 32 } };
-    sq_event_pack (pk, &ev, -1);
+    sqp_pack_EV_TASKKEY (pk, &ev, 3);
 }
 
 void
@@ -244,7 +210,7 @@ sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint
 {
     sq_event_t ev = { .type = SQ_EV_LOGTAIL, .key = task, .attempt = attempt, .size = req,
                       .message = { (const char *) data, (uint32_t) size } };
-    sq_event_pack (pk, &ev, -1);
+    sqp_pack_EV_LOGTAIL (pk, &ev, 4);
 }
 
 //  RAN's results are spliced in raw, as the executors' answers came

@@ -321,6 +321,18 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 #define SQ_END(NAME) (void) at; (void) n; (void) pk; (void) msg; }
 #include "proto_messages.def"
 
+//  Each event's packer, by name, for proto_governor.c's sq_pack_started
+//  etc.: straight-line, no description looked up (the governor packs two
+//  events a task)
+#define SQ_EVENT(NAME, number) \
+    void sqp_pack_##NAME (msgpack_packer *pk, const sq_event_t *ev, uint32_t n) \
+    { \
+        msgpack_pack_array (pk, 1 + n); \
+        msgpack_pack_uint32 (pk, number); \
+        s_pack_##NAME (pk, ev, n); \
+    }
+#include "proto_messages.def"
+
 //  Each message's fields
 #define SQ_BEGIN(NAME, number, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
 #define SQ_REQUEST(NAME, number) static const sq_field_desc_t s_fields_##NAME [] = {

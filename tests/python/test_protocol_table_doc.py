@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+import pytest
+
 _ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 _TABLE = os.path.join(_ROOT, "common", "proto_messages.def")
 _DOC = os.path.join(_ROOT, "docs", "protocol.md")
@@ -308,37 +310,31 @@ def _fails(check, *words):
         raise AssertionError("a table the document does not match was not caught")
 
 
-def test_a_changed_table_is_caught(tmp_path, monkeypatch):
-    """A field the document lacks"""
-    _changed(tmp_path, monkeypatch, 'SQ_F (CREDIT, U32, credits, "credits")',
-             'SQ_F (CREDIT, U32, credits, "credits")\n    SQ_F (CREDIT, U32, window, "window")')
-    _fails(test_every_layout_of_the_table_is_the_documents, "CREDIT", "window")
+#  A change of the table the document does not follow, and what the check
+#  that must catch it says: (what, the row, changed to, the check, words)
+_CHANGES = [
+    ("a field the document lacks", 'SQ_F (CREDIT, U32, credits, "credits")',
+     'SQ_F (CREDIT, U32, credits, "credits")\n    SQ_F (CREDIT, U32, window, "window")',
+     "test_every_layout_of_the_table_is_the_documents", ("CREDIT", "window")),
+    ("a kind: CREDIT's credits as a string, its layout says u32",
+     'SQ_F (CREDIT, U32, credits, "credits")', 'SQ_F (CREDIT, STR, credits, "credits")',
+     "test_every_layout_of_the_table_is_the_documents", ("CREDIT", "credits", "u32")),
+    ("the same in the appendix", 'SQ_F (CREDIT, U32, credits, "credits")',
+     'SQ_F (CREDIT, STR, credits, "credits")',
+     "test_the_appendix_is_the_table", ("CREDIT | credits | STR",)),
+    ("a kind of a batch's record", 'SQ_F (STOP_TASK, U32, attempt, "attempt")',
+     'SQ_F (STOP_TASK, BOOL, attempt, "attempt")',
+     "test_every_layout_of_the_table_is_the_documents", ("STOP", "attempt", "u32")),
+    ("an event's field renamed", 'SQ_F (EV_HELD, U32, attempt, "version")',
+     'SQ_F (EV_HELD, U32, attempt, "attempt")',
+     "test_every_layout_of_the_table_is_the_documents", ("HELD", "attempt")),
+    ("a bound: WAIT's mode up to 3, the document's up to 2",
+     '0, SQ_WAIT_SOME, "unknown wait mode"', '0, SQ_WAIT_SOME + 1, "unknown wait mode"',
+     "test_the_appendix_is_the_table", ("| WAIT | mode | U32 | 0 to 3 |",)),
+]
 
 
-def test_a_changed_kind_is_caught(tmp_path, monkeypatch):
-    """CREDIT's credits as a string: its layout says u32"""
-    _changed(tmp_path, monkeypatch, 'SQ_F (CREDIT, U32, credits, "credits")',
-             'SQ_F (CREDIT, STR, credits, "credits")')
-    _fails(test_every_layout_of_the_table_is_the_documents, "CREDIT", "credits", "u32")
-    _fails(test_the_appendix_is_the_table, "CREDIT | credits | STR")
-
-
-def test_a_changed_batch_is_caught(tmp_path, monkeypatch):
-    """A field of a batch's record, by name and by kind"""
-    _changed(tmp_path, monkeypatch, 'SQ_F (STOP_TASK, U32, attempt, "attempt")',
-             'SQ_F (STOP_TASK, BOOL, attempt, "attempt")')
-    _fails(test_every_layout_of_the_table_is_the_documents, "STOP", "attempt", "u32")
-
-
-def test_a_changed_event_is_caught(tmp_path, monkeypatch):
-    """An event's field renamed: the document's layout is the old one"""
-    _changed(tmp_path, monkeypatch, 'SQ_F (EV_HELD, U32, attempt, "version")',
-             'SQ_F (EV_HELD, U32, attempt, "attempt")')
-    _fails(test_every_layout_of_the_table_is_the_documents, "HELD", "attempt")
-
-
-def test_a_changed_bound_is_caught(tmp_path, monkeypatch):
-    """WAIT's mode up to 3, the document's up to 2"""
-    _changed(tmp_path, monkeypatch, '0, SQ_WAIT_SOME, "unknown wait mode"',
-             '0, SQ_WAIT_SOME + 1, "unknown wait mode"')
-    _fails(test_the_appendix_is_the_table, "| WAIT | mode | U32 | 0 to 3 |")
+@pytest.mark.parametrize("what, old, new, check, words", _CHANGES, ids=[c[0] for c in _CHANGES])
+def test_a_changed_table_is_caught(tmp_path, monkeypatch, what, old, new, check, words):
+    _changed(tmp_path, monkeypatch, old, new)
+    _fails(globals()[check], *words)
