@@ -123,7 +123,7 @@ void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
 //  Kinds of fields (proto_messages.def lists what each is on the wire):
 typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
-    SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_RESULTS
+    SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_RESULTS, SQK_OSTR, SQK_OU32
 } sq_field_kind_t;
 
 typedef struct {
@@ -175,6 +175,8 @@ void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
 #define SQ_CT_IDS uint32_t *        //  requests: their layouts, as structs no
 #define SQ_CT_JOB mpr_str_t         //  code uses (sq_request_t holds them)
 #define SQ_CT_OPTIONS mpr_str_t
+#define SQ_CT_OSTR mpr_str_t
+#define SQ_CT_OU32 uint32_t
 #define SQ_CT_OUTPUTS struct sq_output_ref_s *   //  events' (sq_event_t)
 #define SQ_CT_EXIT int32_t
 #define SQ_CT_RESULTS mpr_str_t

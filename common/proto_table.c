@@ -139,6 +139,37 @@ s_pack_bin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 }
 
 static void
+s_read_ostr (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
+    v->ptr = NULL;
+    v->len = 0;
+    if (!mpr_try_nil (r))
+        s_read_str (r, msg, f);
+}
+
+static void
+s_pack_ostr (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    if (SQP_CAT (mpr_str_t, msg, f)->ptr)
+        s_pack_str (pk, msg, f);
+    else
+        msgpack_pack_nil (pk);
+}
+
+static void
+s_read_ou32 (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sqp_opt_u32 (r, SQP_AT (uint32_t, msg, f));
+}
+
+static void
+s_pack_ou32 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    sqp_pack_int_or_nil (pk, *SQP_CAT (uint32_t, msg, f));
+}
+
+static void
 s_read_obin (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
@@ -159,7 +190,7 @@ s_pack_obin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 static bool
 s_zero_empty (const void *msg, const sq_field_desc_t *f)
 {
-    return f->kind == SQK_U32? *SQP_CAT (uint32_t, msg, f) == 0:
+    return f->kind == SQK_U32 || f->kind == SQK_OU32? *SQP_CAT (uint32_t, msg, f) == 0:
            f->kind == SQK_BOOL? !*SQP_CAT (bool, msg, f):
            f->kind == SQK_U64 || f->kind == SQK_I64? *SQP_CAT (uint64_t, msg, f) == 0:
            f->kind == SQK_IDS? ((const sq_request_t *) msg)->n_ids == 0:
@@ -180,6 +211,8 @@ static const s_kind_t s_kinds [] = {
     [SQK_IDS] = { "IDS", sqp_kind_read_ids, sqp_kind_pack_ids, s_zero_empty },
     [SQK_JOB] = { "JOB", sqp_kind_read_job, sqp_kind_pack_job, s_zero_empty },
     [SQK_OPTIONS] = { "OPTIONS", sqp_kind_read_options, sqp_kind_pack_options, sqp_kind_options_empty },
+    [SQK_OSTR] = { "OSTR", s_read_ostr, s_pack_ostr, s_zero_empty },
+    [SQK_OU32] = { "OU32", s_read_ou32, s_pack_ou32, s_zero_empty },
     [SQK_OUTPUTS] = { "OUTPUTS", sqp_kind_read_outputs, sqp_kind_pack_outputs, s_zero_empty },
     [SQK_EXIT] = { "EXIT", sqp_kind_read_exit, sqp_kind_pack_exit, sqp_kind_exit_empty },
     [SQK_RESULTS] = { "RESULTS", sqp_kind_read_results, sqp_kind_pack_results, s_zero_empty },
@@ -240,6 +273,8 @@ s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
         case SQK_JOB: sqp_kind_read_job (r, msg, f); break;
         case SQK_OPTIONS: sqp_kind_read_options (r, msg, f); break;
         case SQK_OUTPUTS: sqp_kind_read_outputs (r, msg, f); break;
+        case SQK_OSTR: s_read_ostr (r, msg, f); break;
+        case SQK_OU32: s_read_ou32 (r, msg, f); break;
         case SQK_EXIT: sqp_kind_read_exit (r, msg, f); break;
         case SQK_RESULTS: sqp_kind_read_results (r, msg, f); break;
     }
@@ -270,6 +305,8 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
         case SQK_JOB: sqp_kind_pack_job (pk, msg, f); break;
         case SQK_OPTIONS: sqp_kind_pack_options (pk, msg, f); break;
         case SQK_OUTPUTS: sqp_kind_pack_outputs (pk, msg, f); break;
+        case SQK_OSTR: s_pack_ostr (pk, msg, f); break;
+        case SQK_OU32: s_pack_ou32 (pk, msg, f); break;
         case SQK_EXIT: sqp_kind_pack_exit (pk, msg, f); break;
         case SQK_RESULTS: sqp_kind_pack_results (pk, msg, f); break;
     }

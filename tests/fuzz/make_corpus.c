@@ -107,7 +107,8 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
             case SQK_I64: *(int64_t *) at = f->max? f->min: 10000; break;
             case SQK_BOOL: *(bool *) at = true; break;
             case SQK_STR: *(mpr_str_t *) at = s_mstr ("text/plain"); break;
-            case SQK_NAME: *(mpr_str_t *) at = s_mstr ("acme"); break;
+            case SQK_NAME: case SQK_OSTR: *(mpr_str_t *) at = s_mstr ("acme"); break;
+            case SQK_OU32: *(uint32_t *) at = 7; break;
             case SQK_BIN: case SQK_OBIN:
                 *(mpr_str_t *) at = (mpr_str_t) { bytes, f->min? (uint32_t) f->min: 8 };
                 break;

@@ -32,6 +32,8 @@ _TYPES = {
     "OBIN": {"bin or nil", "bin|nil"},
     "IDS": {"array of u32", "[u32...]"},
     "JOB": {"str or nil", "str|nil"},
+    "OSTR": {"str or nil", "str|nil"},
+    "OU32": {"u32 or nil", "u32|nil", "uint or nil", "uint|nil"},
     "OPTIONS": {"map"},
     "EXIT": {"i32"},
     "OUTPUTS": None,            # its layout follows the event's: any
