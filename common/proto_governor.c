@@ -137,11 +137,10 @@ sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     sq_pack_failed_reason (pk, task, attempt, message, duration_us, SQ_FAIL_TASK);
 }
 
-//  The events of a key, an attempt and a size fill only those: the packer
-//  of each event reads its own fields alone.
+//  The events of a key, an attempt, a size and a duration
 #define S_EVENT(NAME, key_, attempt_, size_, duration_, n) \
-    { sq_event_t ev; \
-      ev.key = key_; ev.attempt = attempt_; ev.size = size_; ev.duration_us = duration_; \
+    { sq_event_t ev = { .key = key_, .attempt = attempt_, .size = size_, \
+                        .duration_us = duration_ }; \
       sqp_pack_EV_##NAME (pk, &ev, n); }
 
 void

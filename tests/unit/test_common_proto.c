@@ -1749,6 +1749,56 @@ s_test_table_records (void)
     sq_wbuf_release (&w);
 }
 
+//  UPDATE's events from the table: each type described, packed as its
+//  packer does and read back; one not in the table refused.
+static void
+s_test_table_events (void)
+{
+    const uint32_t types [] = { SQ_EV_FINISHED, SQ_EV_FAILED, SQ_EV_STARTED, SQ_EV_LOCATED,
+                                SQ_EV_LOST, SQ_EV_RETRACTED, SQ_EV_UPLOADED, SQ_EV_HELD,
+                                SQ_EV_RUNNING, SQ_EV_INVENTORY, SQ_EV_STREAMED, SQ_EV_LOGTAIL,
+                                SQ_EV_SECEDED, SQ_EV_TASKKEY, SQ_EV_REFRESHED, SQ_EV_RAN };
+    for (size_t i = 0; i < sizeof types / sizeof types [0]; i++)
+        CHECK (sq_event_desc (types [i]) && sq_event_desc (types [i])->type == types [i]);
+    CHECK (sq_event_desc (15) == NULL && sq_event_desc (1000) == NULL);
+
+    sq_wbuf_t w, v;
+    sq_errbuf_t err;
+    sq_iter_t it;
+    sq_event_t ev;
+    sq_wbuf_init (&w);
+    sq_wbuf_init (&v);
+    //  FAILED with an exit code: sq_event_pack leaves out none of it
+    sq_event_t failed = { .type = SQ_EV_FAILED, .key = 0x100000002ull, .attempt = 2,
+                          .message = { "boom", 4 }, .duration_us = 9, .reason = SQ_FAIL_TASK,
+                          .has_exit_code = true, .exit_code = -9 };
+    sq_batch_header (&w, SQ_MSG_UPDATE, 2);
+    sq_event_pack (&w.pk, &failed, -1);
+    failed.has_exit_code = false;
+    sq_event_pack (&w.pk, &failed, -1);
+    sq_batch_header (&v, SQ_MSG_UPDATE, 2);
+    sq_pack_failed_exit (&v.pk, 0x100000002ull, 2, "boom", 9, -9);
+    sq_pack_failed (&v.pk, 0x100000002ull, 2, "boom", 9);
+    CHECK (w.buf.size == v.buf.size && memcmp (w.buf.data, v.buf.data, w.buf.size) == 0);
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == 1 && ev.has_exit_code && ev.exit_code == -9
+           && ev.message.len == 4);
+    CHECK (sq_update_next (&it, &ev) == 1 && !ev.has_exit_code && ev.duration_us == 9);
+    CHECK (sq_update_next (&it, &ev) == 0);
+    sq_iter_release (&it);
+    //  An event type 15 (none)
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, 15);
+    msgpack_pack_uint32 (&w.pk, 1);
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == -1 && strstr (err.text, "unknown event type"));
+    sq_iter_release (&it);
+    sq_wbuf_release (&w);
+    sq_wbuf_release (&v);
+}
+
 int
 main (void)
 {
@@ -1763,6 +1813,7 @@ main (void)
     s_test_gpus ();
     s_test_table ();
     s_test_table_records ();
+    s_test_table_events ();
     if (s_failures) {
         fprintf (stderr, "test_common_proto: %d check(s) failed\n", s_failures);
         return 1;
