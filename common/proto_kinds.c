@@ -162,7 +162,7 @@ sqp_kind_read_outputs (mpr_t *r, void *msg, const sq_field_desc_t *f)
         return;
     }
     sq_output_ref_t *outs = (sq_output_ref_t *) sqp_scratch (it, sizeof (sq_output_ref_t) * (n + 1));
-    for (uint32_t i = 0; outs && i < n && mpr_ok (r); i++) {
+    for (uint32_t i = 0; outs && i < n && !r->error; i++) {
         mpr_array_exact (r, 3);
         mpr_uint (r, &outs [i].key);
         mpr_uint (r, &outs [i].size);

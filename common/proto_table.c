@@ -689,13 +689,15 @@ sq_event_read (sq_iter_t *self, sq_event_t *ev)
     mpr_t *r = &self->r;
     uint32_t n = 0;
     memset (ev, 0, sizeof *ev);
-    mpr_field (r, "event");
-    mpr_array (r, &n);
-    mpr_field (r, "event.type");
-    if (mpr_ok (r) && n == 0)
-        mpr_fail (r, "empty");
-    mpr_u32 (r, &ev->type);
     if (r->error)
+        return -1;
+    r->field = "event";
+    if (mpr_array (r, &n))
+        return -1;
+    r->field = "event.type";
+    if (n == 0)
+        return mpr_fail (r, "empty");
+    if (mpr_u32 (r, &ev->type))
         return -1;
     const sq_msg_desc_t *d = s_event_desc (ev->type);
     if (!d)
