@@ -123,7 +123,8 @@ void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
 //  Kinds of fields (proto_messages.def lists what each is on the wire):
 typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
-    SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_RESULTS, SQK_OSTR, SQK_OU32
+    SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_RESULTS, SQK_OSTR, SQK_OU32,
+    SQK_OWHERE
 } sq_field_kind_t;
 
 typedef struct {
@@ -162,6 +163,17 @@ const char *sq_field_kind_name (sq_field_kind_t kind);
 int sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbuf_t *err);
 void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
 
+//  Where an object is, or where to upload one: the FETCH reply's `where`
+//  and the UPLOAD reply body. [governor_id, serve_endpoint, serve_key|nil,
+//  capability|nil]: the governor's public key (32 bytes) when keys are on,
+//  and the capability (capability.h) to present in GREAD / GFETCH / PUT.
+typedef struct {
+    uint32_t governor;
+    mpr_str_t endpoint;
+    mpr_str_t key;              //  empty if nil
+    mpr_str_t capability;       //  empty if nil
+} sq_where_t;
+
 //  The structs of the flat messages (sq_chunk_t ...) and their codecs
 //  (sq_chunk_decode, sq_chunk_encode ...), made from the table.
 #define SQ_CT_U32 uint32_t
@@ -176,6 +188,7 @@ void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
 #define SQ_CT_JOB mpr_str_t         //  code uses (sq_request_t holds them)
 #define SQ_CT_OPTIONS mpr_str_t
 #define SQ_CT_OSTR mpr_str_t
+#define SQ_CT_OWHERE sq_where_t
 #define SQ_CT_OU32 uint32_t
 #define SQ_CT_OUTPUTS struct sq_output_ref_s *   //  events' (sq_event_t)
 #define SQ_CT_EXIT int32_t
@@ -484,16 +497,7 @@ void sq_pack_session_opened (msgpack_packer *pk, uint32_t session, const uint8_t
 int sq_session_opened_decode (const uint8_t *body, size_t size, uint32_t *session,
                               uint8_t *token, sq_errbuf_t *err);
 
-//  Where an object is, or where to upload one: the FETCH reply's `where`
-//  and the UPLOAD reply body. [governor_id, serve_endpoint, serve_key|nil,
-//  capability|nil]: the governor's public key (32 bytes) when keys are on,
-//  and the capability (capability.h) to present in GREAD / GFETCH / PUT.
-typedef struct {
-    uint32_t governor;
-    mpr_str_t endpoint;
-    mpr_str_t key;              //  empty if nil
-    mpr_str_t capability;       //  empty if nil
-} sq_where_t;
+//  sq_where_t: above, with the table's structs (a record's field is one)
 
 void sq_pack_where (msgpack_packer *pk, uint32_t governor, const char *endpoint,
                     const uint8_t *key, const uint8_t *capability, size_t capability_size);

@@ -51,22 +51,9 @@ sq_where_decode (sq_where_t *self, const uint8_t *body, size_t size, sq_errbuf_t
 int
 sq_fetched_decode (sq_fetched_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
 {
-    mpr_t r;
-    memset (self, 0, sizeof *self);
-    mpr_init (&r, body, size);
-    mpr_field (&r, "body");
-    mpr_array_exact (&r, 3);
-    mpr_field (&r, "size");
-    mpr_uint (&r, &self->size);
-    mpr_field (&r, "content_type");
-    mpr_str (&r, &self->content_type, SQ_MAX_NAME);
-    if (mpr_ok (&r) && !mpr_try_nil (&r)) {
-        self->located = true;
-        sq_where_read (&r, &self->where);
-    }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "FETCH reply");
+    if (sq_record_decode (SQ_REC_FETCHED, self, body, size, "FETCH reply", err))
+        return -1;
+    self->located = self->where.endpoint.ptr != NULL;
     return 0;
 }
 
@@ -81,22 +68,9 @@ sq_pack_logwhere_head (msgpack_packer *pk, uint32_t attempt, const char *state)
 int
 sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
 {
-    mpr_t r;
-    memset (self, 0, sizeof *self);
-    mpr_init (&r, body, size);
-    mpr_field (&r, "body");
-    mpr_array_exact (&r, 3);
-    mpr_field (&r, "attempt");
-    mpr_u32 (&r, &self->attempt);
-    mpr_field (&r, "state");
-    mpr_str (&r, &self->state, SQ_MAX_NAME);
-    if (mpr_ok (&r) && !mpr_try_nil (&r)) {
-        self->located = true;
-        sq_where_read (&r, &self->where);
-    }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "LOG reply");
+    if (sq_record_decode (SQ_REC_LOGWHERE, self, body, size, "LOG reply", err))
+        return -1;
+    self->located = self->where.endpoint.ptr != NULL;
     return 0;
 }
 

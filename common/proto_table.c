@@ -169,6 +169,25 @@ s_pack_ou32 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
     sqp_pack_int_or_nil (pk, *SQP_CAT (uint32_t, msg, f));
 }
 
+//  A WHERE record or nil; nil leaves the endpoint's pointer NULL
+static void
+s_read_owhere (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_where_t *v = SQP_AT (sq_where_t, msg, f);
+    if (!mpr_try_nil (r))
+        sq_record_read (r, SQ_REC_WHERE, v, "where");
+}
+
+static void
+s_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_where_t *v = SQP_CAT (sq_where_t, msg, f);
+    if (v->endpoint.ptr)
+        sq_record_pack (pk, SQ_REC_WHERE, v);
+    else
+        msgpack_pack_nil (pk);
+}
+
 static void
 s_read_obin (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
@@ -196,6 +215,7 @@ s_zero_empty (const void *msg, const sq_field_desc_t *f)
            f->kind == SQK_IDS? ((const sq_request_t *) msg)->n_ids == 0:
            f->kind == SQK_JOB? !((const sq_request_t *) msg)->has_name:
            f->kind == SQK_OUTPUTS? ((const sq_event_t *) msg)->n_outputs == 0:
+           f->kind == SQK_OWHERE? !SQP_CAT (sq_where_t, msg, f)->endpoint.ptr:
            SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
@@ -213,6 +233,7 @@ static const s_kind_t s_kinds [] = {
     [SQK_OPTIONS] = { "OPTIONS", sqp_kind_read_options, sqp_kind_pack_options, sqp_kind_options_empty },
     [SQK_OSTR] = { "OSTR", s_read_ostr, s_pack_ostr, s_zero_empty },
     [SQK_OU32] = { "OU32", s_read_ou32, s_pack_ou32, s_zero_empty },
+    [SQK_OWHERE] = { "OWHERE", s_read_owhere, s_pack_owhere, s_zero_empty },
     [SQK_OUTPUTS] = { "OUTPUTS", sqp_kind_read_outputs, sqp_kind_pack_outputs, s_zero_empty },
     [SQK_EXIT] = { "EXIT", sqp_kind_read_exit, sqp_kind_pack_exit, sqp_kind_exit_empty },
     [SQK_RESULTS] = { "RESULTS", sqp_kind_read_results, sqp_kind_pack_results, s_zero_empty },
@@ -275,6 +296,7 @@ s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
         case SQK_OUTPUTS: sqp_kind_read_outputs (r, msg, f); break;
         case SQK_OSTR: s_read_ostr (r, msg, f); break;
         case SQK_OU32: s_read_ou32 (r, msg, f); break;
+        case SQK_OWHERE: s_read_owhere (r, msg, f); break;
         case SQK_EXIT: sqp_kind_read_exit (r, msg, f); break;
         case SQK_RESULTS: sqp_kind_read_results (r, msg, f); break;
     }
@@ -307,6 +329,7 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
         case SQK_OUTPUTS: sqp_kind_pack_outputs (pk, msg, f); break;
         case SQK_OSTR: s_pack_ostr (pk, msg, f); break;
         case SQK_OU32: s_pack_ou32 (pk, msg, f); break;
+        case SQK_OWHERE: s_pack_owhere (pk, msg, f); break;
         case SQK_EXIT: sqp_kind_pack_exit (pk, msg, f); break;
         case SQK_RESULTS: sqp_kind_pack_results (pk, msg, f); break;
     }

@@ -34,6 +34,7 @@ _TYPES = {
     "JOB": {"str or nil", "str|nil"},
     "OSTR": {"str or nil", "str|nil"},
     "OU32": {"u32 or nil", "u32|nil", "uint or nil", "uint|nil"},
+    "OWHERE": {"where", "where or nil", "where|nil"},
     "OPTIONS": {"map"},
     "EXIT": {"i32"},
     "OUTPUTS": None,            # its layout follows the event's: any
