@@ -405,7 +405,7 @@ sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version, uint32_t to,
 {
     sq_send_t o = { key, version, to, { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
                     { (const char *) to_key, to_key? 32: 0 } };
-    sq_record_pack (pk, SQ_REC_SEND_ORDER, &o);
+    sqp_pack_SEND_ORDER (pk, &o);
 }
 
 int
@@ -428,14 +428,14 @@ sq_pack_stream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t con
     sq_stream_order_t o = { key, version, consumer, to,
                             { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
                             { (const char *) to_key, to_key? 32: 0 } };
-    sq_record_pack (pk, SQ_REC_STREAM_ORDER, &o);
+    sqp_pack_STREAM_ORDER (pk, &o);
 }
 
 void
 sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer)
 {
     sq_stream_order_t o = { .key = key, .version = version, .consumer = consumer };
-    sq_record_pack (pk, SQ_REC_UNSTREAM_ORDER, &o);
+    sqp_pack_UNSTREAM_ORDER (pk, &o);
 }
 
 int
@@ -481,5 +481,5 @@ void
 sq_pack_stop (msgpack_packer *pk, uint64_t task, uint32_t attempt)
 {
     sq_stop_task_t t = { task, attempt };
-    sq_record_pack (pk, SQ_REC_STOP_TASK, &t);
+    sqp_pack_STOP_TASK (pk, &t);
 }

@@ -50,6 +50,11 @@ bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
 void sqp_kind_read_results (mpr_t *r, void *msg, const sq_field_desc_t *f);
 void sqp_kind_pack_results (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
 
+//  Each record's packer (proto_table.c): [its fields]
+#define SQ_RECORD(NAME, type_t, check) \
+    void sqp_pack_##NAME (msgpack_packer *pk, const void *msg);
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#include "proto_messages.def"
 //  Each event's packer (proto_table.c): [number, its first n fields]
 #define SQ_EVENT(NAME, number) \
     void sqp_pack_##NAME (msgpack_packer *pk, const sq_event_t *ev, uint32_t n);

@@ -414,6 +414,16 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 #define SQ_END(NAME) };
 #include "proto_messages.def"
 
+//  Each row's count of fields
+#define SQ_BEGIN(NAME, number, type_t, check) enum { S_ALL_##NAME = 0
+#define SQ_REQUEST(NAME, number) enum { S_ALL_##NAME = 0
+#define SQ_EVENT(NAME, number) enum { S_ALL_##NAME = 0
+#define SQ_RECORD(NAME, type_t, check) enum { S_ALL_##NAME = 0
+#define SQ_RECORD_IN(NAME, type_t, check) enum { S_ALL_##NAME = 0
+#define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) + 1
+#define SQ_END(NAME) };
+#include "proto_messages.def"
+
 #define S_FIELDS(NAME) s_fields_##NAME, sizeof s_fields_##NAME / sizeof s_fields_##NAME [0] - 1
 #define S_DESC_OF(NAME, number_, request_, type_t, check_) \
     { .type = number_, .name = #NAME, .request = request_, .size = sizeof (type_t), \
@@ -649,6 +659,18 @@ s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
         d->read (r, msg, n);
     return r->error? -1: 0;
 }
+
+//  Each record's packer, by name (sqp_pack_STOP_TASK ...): straight-line
+#define SQ_RECORD(NAME, type_t, check) \
+    void sqp_pack_##NAME (msgpack_packer *pk, const void *msg) \
+    { \
+        uint32_t n = (int) S_REQUIRED_##NAME == (int) S_ALL_##NAME? (uint32_t) S_ALL_##NAME \
+                   : s_present (&s_records [SQ_REC_##NAME], msg); \
+        msgpack_pack_array (pk, n); \
+        s_pack_##NAME (pk, msg, n); \
+    }
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#include "proto_messages.def"
 
 int
 sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what)
