@@ -124,7 +124,7 @@ void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
 typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
     SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_RESULTS, SQK_OSTR, SQK_OU32,
-    SQK_OWHERE
+    SQK_OWHERE, SQK_KEYLIST
 } sq_field_kind_t;
 
 typedef struct {
@@ -162,6 +162,9 @@ const char *sq_field_kind_name (sq_field_kind_t kind);
 //  encode one from it. The named sq_chunk_decode etc. are these.
 int sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbuf_t *err);
 void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
+//  Frees what a decoded message of the table owns (its SQ_RELEASE row;
+//  nothing for most)
+void sq_msg_free_fields (uint32_t type, void *msg);
 
 //  Where an object is, or where to upload one: the FETCH reply's `where`
 //  and the UPLOAD reply body. [governor_id, serve_endpoint, serve_key|nil,
@@ -173,6 +176,12 @@ typedef struct {
     mpr_str_t key;              //  empty if nil
     mpr_str_t capability;       //  empty if nil
 } sq_where_t;
+
+//  A list of public keys (32 bytes each, pointing into the frame)
+typedef struct {
+    const uint8_t *const *keys;
+    uint32_t n;
+} sq_keylist_t;
 
 //  The structs of the flat messages (sq_chunk_t ...) and their codecs
 //  (sq_chunk_decode, sq_chunk_encode ...), made from the table.
@@ -189,6 +198,7 @@ typedef struct {
 #define SQ_CT_OPTIONS mpr_str_t
 #define SQ_CT_OSTR mpr_str_t
 #define SQ_CT_OWHERE sq_where_t
+#define SQ_CT_KEYLIST sq_keylist_t
 #define SQ_CT_OU32 uint32_t
 #define SQ_CT_OUTPUTS struct sq_output_ref_s *   //  events' (sq_event_t)
 #define SQ_CT_EXIT int32_t
@@ -515,14 +525,10 @@ int sq_fetched_decode (sq_fetched_t *self, const uint8_t *body, size_t size, sq_
 
 //  KEYS [45, governors, clients] (broker -> governor): the public keys (32
 //  bytes each) that may connect to the governor's data socket (governors)
-//  and to its serve socket (clients). Replaces the previous lists.
+//  and to its serve socket (clients). Replaces the previous lists. Its
+//  struct sq_keyset_t {governors, clients} is the table's; each an
+//  sq_keylist_t (above), its array owned (sq_keyset_release).
 #define SQ_MAX_KEYS 65536
-typedef struct {
-    uint32_t n_governors;
-    const uint8_t **governors;  //  into the frame; owned array
-    uint32_t n_clients;
-    const uint8_t **clients;
-} sq_keyset_t;
 int sq_keyset_decode (sq_keyset_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_keyset_release (sq_keyset_t *self);
 void sq_keyset_encode (sq_wbuf_t *w, const uint8_t *const *governors, uint32_t n_governors,

@@ -3,61 +3,19 @@
     section 9). */
 #include "proto_internal.h"
 
-//  --------------------------------------------------------------------------
-//  KEYS
-
-static int
-s_keylist (mpr_t *r, const uint8_t ***keys, uint32_t *n_keys)
-{
-    uint32_t n;
-    *keys = NULL;
-    *n_keys = 0;
-    if (mpr_array (r, &n))
-        return -1;
-    if (n > SQ_MAX_KEYS)
-        return mpr_fail (r, "too many keys");
-    if (n == 0)
-        return 0;
-    *keys = (const uint8_t **) malloc (n * sizeof (uint8_t *));
-    if (!*keys)
-        return mpr_fail (r, "out of memory");
-    for (uint32_t i = 0; i < n; i++) {
-        mpr_str_t key;
-        if (mpr_bin (r, &key, 32))
-            return -1;
-        if (key.len != 32)
-            return mpr_fail (r, "a key is not 32 bytes");
-        (*keys) [i] = (const uint8_t *) key.ptr;
-        *n_keys = i + 1;
-    }
-    return 0;
-}
+//  KEYS: a message of the table (its lists a kind, KEYLIST)
 
 int
 sq_keyset_decode (sq_keyset_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
-    mpr_t r;
-    memset (self, 0, sizeof *self);
-    sqp_begin (&r, data, size, SQ_MSG_KEYS, 3);
-    mpr_field (&r, "governors");
-    if (mpr_ok (&r))
-        s_keylist (&r, &self->governors, &self->n_governors);
-    mpr_field (&r, "clients");
-    if (mpr_ok (&r))
-        s_keylist (&r, &self->clients, &self->n_clients);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r)) {
-        sq_keyset_release (self);
-        return sqp_error (&r, err, "KEYS");
-    }
-    return 0;
+    return sq_msg_decode (SQ_MSG_KEYS, self, data, size, err);
 }
 
 void
 sq_keyset_release (sq_keyset_t *self)
 {
-    free (self->governors);
-    free (self->clients);
+    free ((void *) self->governors.keys);
+    free ((void *) self->clients.keys);
     memset (self, 0, sizeof *self);
 }
 
@@ -65,17 +23,8 @@ void
 sq_keyset_encode (sq_wbuf_t *w, const uint8_t *const *governors, uint32_t n_governors,
                   const uint8_t *const *clients, uint32_t n_clients)
 {
-    msgpack_pack_array (&w->pk, 3);
-    msgpack_pack_uint32 (&w->pk, SQ_MSG_KEYS);
-    for (int list = 0; list < 2; list++) {
-        const uint8_t *const *keys = list? clients: governors;
-        uint32_t n = list? n_clients: n_governors;
-        msgpack_pack_array (&w->pk, n);
-        for (uint32_t i = 0; i < n; i++) {
-            msgpack_pack_bin (&w->pk, 32);
-            msgpack_pack_bin_body (&w->pk, keys [i], 32);
-        }
-    }
+    sq_keyset_t m = { { governors, n_governors }, { clients, n_clients } };
+    sq_msg_encode (w, SQ_MSG_KEYS, &m);
 }
 
 //  UPDATE ---------------------------------------------------------------

@@ -49,6 +49,10 @@ void sqp_kind_pack_exit (msgpack_packer *pk, const void *msg, const sq_field_des
 bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
 void sqp_kind_read_results (mpr_t *r, void *msg, const sq_field_desc_t *f);
 void sqp_kind_pack_results (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
+void sqp_kind_read_keylist (mpr_t *r, void *msg, const sq_field_desc_t *f);
+void sqp_kind_pack_keylist (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
+void sqp_kind_read_owhere (mpr_t *r, void *msg, const sq_field_desc_t *f);
+void sqp_kind_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
 
 //  Each record's packer (proto_table.c): [its fields]
 #define SQ_RECORD(NAME, type_t, check) \

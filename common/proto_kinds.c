@@ -1,8 +1,9 @@
 /*  proto_kinds: the kinds of fields of the message table that fill members
-    of a struct every message of a family shares, as the other kinds fill
-    one member each (proto_table.c): a client request's (sq_request_t: IDS,
-    JOB, OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT,
-    RESULTS). proto_table.c's s_kinds names them. */
+    of a struct every message of a family shares (proto_table.c has the
+    kinds of one member each): a client request's (sq_request_t: IDS, JOB,
+    OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT, RESULTS);
+    and the kinds of a list or a record in a field (KEYLIST, OWHERE).
+    proto_table.c's s_kinds names them. */
 #include "proto_internal.h"
 
 //  Requests' kinds: members of sq_request_t
@@ -251,3 +252,61 @@ sqp_kind_pack_results (msgpack_packer *pk, const void *msg, const sq_field_desc_
         msgpack_pack_array (pk, 0);
 }
 
+//  Public keys: an owned array of pointers into the frame
+void
+sqp_kind_read_keylist (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_keylist_t *v = SQP_AT (sq_keylist_t, msg, f);
+    uint32_t n;
+    if (mpr_array (r, &n))
+        return;
+    if (n > SQ_MAX_KEYS) {
+        mpr_fail (r, "too many keys");
+        return;
+    }
+    if (n == 0)
+        return;
+    const uint8_t **keys = (const uint8_t **) malloc (n * sizeof (uint8_t *));
+    if (!keys) {
+        mpr_fail (r, "out of memory");
+        return;
+    }
+    v->keys = keys;
+    for (uint32_t i = 0; i < n && !r->error; i++) {
+        mpr_str_t key;
+        if (mpr_bin (r, &key, 32) == 0 && key.len != 32)
+            mpr_fail (r, "a key is not 32 bytes");
+        keys [i] = (const uint8_t *) key.ptr;
+        v->n = i + 1;
+    }
+}
+
+void
+sqp_kind_pack_keylist (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_keylist_t *v = SQP_CAT (sq_keylist_t, msg, f);
+    msgpack_pack_array (pk, v->n);
+    for (uint32_t i = 0; i < v->n; i++) {
+        msgpack_pack_bin (pk, 32);
+        msgpack_pack_bin_body (pk, v->keys [i], 32);
+    }
+}
+
+//  A WHERE record or nil; nil leaves the endpoint's pointer NULL
+void
+sqp_kind_read_owhere (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_where_t *v = SQP_AT (sq_where_t, msg, f);
+    if (!mpr_try_nil (r))
+        sq_record_read (r, SQ_REC_WHERE, v, "where");
+}
+
+void
+sqp_kind_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_where_t *v = SQP_CAT (sq_where_t, msg, f);
+    if (v->endpoint.ptr)
+        sq_record_pack (pk, SQ_REC_WHERE, v);
+    else
+        msgpack_pack_nil (pk);
+}

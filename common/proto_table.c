@@ -169,25 +169,6 @@ s_pack_ou32 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
     sqp_pack_int_or_nil (pk, *SQP_CAT (uint32_t, msg, f));
 }
 
-//  A WHERE record or nil; nil leaves the endpoint's pointer NULL
-static void
-s_read_owhere (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    sq_where_t *v = SQP_AT (sq_where_t, msg, f);
-    if (!mpr_try_nil (r))
-        sq_record_read (r, SQ_REC_WHERE, v, "where");
-}
-
-static void
-s_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    const sq_where_t *v = SQP_CAT (sq_where_t, msg, f);
-    if (v->endpoint.ptr)
-        sq_record_pack (pk, SQ_REC_WHERE, v);
-    else
-        msgpack_pack_nil (pk);
-}
-
 static void
 s_read_obin (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
@@ -216,6 +197,7 @@ s_zero_empty (const void *msg, const sq_field_desc_t *f)
            f->kind == SQK_JOB? !((const sq_request_t *) msg)->has_name:
            f->kind == SQK_OUTPUTS? ((const sq_event_t *) msg)->n_outputs == 0:
            f->kind == SQK_OWHERE? !SQP_CAT (sq_where_t, msg, f)->endpoint.ptr:
+           f->kind == SQK_KEYLIST? SQP_CAT (sq_keylist_t, msg, f)->n == 0:
            SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
@@ -233,7 +215,8 @@ static const s_kind_t s_kinds [] = {
     [SQK_OPTIONS] = { "OPTIONS", sqp_kind_read_options, sqp_kind_pack_options, sqp_kind_options_empty },
     [SQK_OSTR] = { "OSTR", s_read_ostr, s_pack_ostr, s_zero_empty },
     [SQK_OU32] = { "OU32", s_read_ou32, s_pack_ou32, s_zero_empty },
-    [SQK_OWHERE] = { "OWHERE", s_read_owhere, s_pack_owhere, s_zero_empty },
+    [SQK_OWHERE] = { "OWHERE", sqp_kind_read_owhere, sqp_kind_pack_owhere, s_zero_empty },
+    [SQK_KEYLIST] = { "KEYLIST", sqp_kind_read_keylist, sqp_kind_pack_keylist, s_zero_empty },
     [SQK_OUTPUTS] = { "OUTPUTS", sqp_kind_read_outputs, sqp_kind_pack_outputs, s_zero_empty },
     [SQK_EXIT] = { "EXIT", sqp_kind_read_exit, sqp_kind_pack_exit, sqp_kind_exit_empty },
     [SQK_RESULTS] = { "RESULTS", sqp_kind_read_results, sqp_kind_pack_results, s_zero_empty },
@@ -296,7 +279,8 @@ s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
         case SQK_OUTPUTS: sqp_kind_read_outputs (r, msg, f); break;
         case SQK_OSTR: s_read_ostr (r, msg, f); break;
         case SQK_OU32: s_read_ou32 (r, msg, f); break;
-        case SQK_OWHERE: s_read_owhere (r, msg, f); break;
+        case SQK_OWHERE: sqp_kind_read_owhere (r, msg, f); break;
+        case SQK_KEYLIST: sqp_kind_read_keylist (r, msg, f); break;
         case SQK_EXIT: sqp_kind_read_exit (r, msg, f); break;
         case SQK_RESULTS: sqp_kind_read_results (r, msg, f); break;
     }
@@ -329,7 +313,8 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
         case SQK_OUTPUTS: sqp_kind_pack_outputs (pk, msg, f); break;
         case SQK_OSTR: s_pack_ostr (pk, msg, f); break;
         case SQK_OU32: s_pack_ou32 (pk, msg, f); break;
-        case SQK_OWHERE: s_pack_owhere (pk, msg, f); break;
+        case SQK_OWHERE: sqp_kind_pack_owhere (pk, msg, f); break;
+        case SQK_KEYLIST: sqp_kind_pack_keylist (pk, msg, f); break;
         case SQK_EXIT: sqp_kind_pack_exit (pk, msg, f); break;
         case SQK_RESULTS: sqp_kind_pack_results (pk, msg, f); break;
     }
@@ -589,9 +574,21 @@ sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbu
         return sqp_semantic (err, "not a message of the table");
     memset (msg, 0, d->size);
     mpr_t r;
-    if (s_decode (d, msg, data, size, &r))
+    if (s_decode (d, msg, data, size, &r)) {
+        sq_msg_free_fields (type, msg);
         return sqp_error (&r, err, d->name);
+    }
     return 0;
+}
+
+void
+sq_msg_free_fields (uint32_t type, void *msg)
+{
+    switch (type) {
+#define SQ_RELEASE(NAME, fn) case SQ_MSG_##NAME: fn ((s_t_##NAME *) msg); break;
+#include "proto_messages.def"
+        default: break;
+    }
 }
 
 void

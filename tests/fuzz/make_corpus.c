@@ -109,6 +109,11 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
             case SQK_STR: *(mpr_str_t *) at = s_mstr ("text/plain"); break;
             case SQK_NAME: case SQK_OSTR: *(mpr_str_t *) at = s_mstr ("acme"); break;
             case SQK_OU32: *(uint32_t *) at = 7; break;
+            case SQK_KEYLIST: {
+                static const uint8_t *key [1] = { (const uint8_t *) bytes };
+                *(sq_keylist_t *) at = (sq_keylist_t) { key, 1 };
+                break;
+            }
             case SQK_OWHERE: ((sq_where_t *) at)->endpoint = s_mstr ("tcp://127.0.0.1:5"); break;
             case SQK_BIN: case SQK_OBIN:
                 *(mpr_str_t *) at = (mpr_str_t) { bytes, f->min? (uint32_t) f->min: 8 };

@@ -35,6 +35,7 @@ _TYPES = {
     "OSTR": {"str or nil", "str|nil"},
     "OU32": {"u32 or nil", "u32|nil", "uint or nil", "uint|nil"},
     "OWHERE": {"where", "where or nil", "where|nil"},
+    "KEYLIST": {"[bin...]", "array of bin"},
     "OPTIONS": {"map"},
     "EXIT": {"i32"},
     "OUTPUTS": None,            # its layout follows the event's: any
