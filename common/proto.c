@@ -364,16 +364,12 @@ void
 sq_welcome_encode_client (sq_wbuf_t *w, uint32_t req, uint32_t id, uint64_t inline_max,
                           const char *cluster, uint64_t epoch, const char *tenant)
 {
+    sq_welcome_t m = { .id = id, .inline_max = inline_max,
+                       .cluster = { cluster, cluster? (uint32_t) strlen (cluster): 0 },
+                       .epoch = epoch,
+                       .tenant = { tenant, tenant? (uint32_t) strlen (tenant): 0 } };
     sq_reply_begin (w, req);
-    msgpack_pack_array (&w->pk, 5);
-    msgpack_pack_uint32 (&w->pk, id);
-    msgpack_pack_uint64 (&w->pk, inline_max);
-    sq_pack_cstr (&w->pk, cluster);
-    msgpack_pack_uint64 (&w->pk, epoch);
-    if (tenant)
-        sq_pack_cstr (&w->pk, tenant);
-    else
-        msgpack_pack_nil (&w->pk);
+    sq_record_pack (&w->pk, SQ_REC_WELCOME_CLIENT, &m);
 }
 
 void
@@ -381,61 +377,21 @@ sq_welcome_encode_governor (sq_wbuf_t *w, uint32_t req, uint32_t id, uint32_t he
                             uint64_t inline_max, const char *cluster, uint64_t epoch,
                             bool reattached, const uint8_t *secret, uint64_t broker_ms)
 {
+    sq_welcome_t m = { .id = id, .heartbeat_ms = heartbeat_ms, .inline_max = inline_max,
+                       .cluster = { cluster, cluster? (uint32_t) strlen (cluster): 0 },
+                       .epoch = epoch, .reattached = reattached,
+                       .secret = { (const char *) secret, secret? SQ_SECRET_LEN: 0 },
+                       .broker_ms = broker_ms };
     sq_reply_begin (w, req);
-    msgpack_pack_array (&w->pk, 8);
-    msgpack_pack_uint32 (&w->pk, id);
-    msgpack_pack_uint32 (&w->pk, heartbeat_ms);
-    msgpack_pack_uint64 (&w->pk, inline_max);
-    sq_pack_cstr (&w->pk, cluster);
-    msgpack_pack_uint64 (&w->pk, epoch);
-    if (reattached)
-        msgpack_pack_true (&w->pk);
-    else
-        msgpack_pack_false (&w->pk);
-    sqp_pack_bin_or_nil (&w->pk, secret, SQ_SECRET_LEN);
-    msgpack_pack_uint64 (&w->pk, broker_ms);
+    sq_record_pack (&w->pk, SQ_REC_WELCOME_GOVERNOR, &m);
 }
 
 int
 sq_welcome_decode (sq_welcome_t *self, bool governor, const uint8_t *body, size_t size,
                    sq_errbuf_t *err)
 {
-    mpr_t r;
-    memset (self, 0, sizeof *self);
-    mpr_init (&r, body, size);
-    mpr_field (&r, "welcome");
-    mpr_array_exact (&r, governor? 8: 5);
-    mpr_field (&r, "id");
-    mpr_u32 (&r, &self->id);
-    if (governor) {
-        mpr_field (&r, "heartbeat_ms");
-        mpr_u32 (&r, &self->heartbeat_ms);
-        if (mpr_ok (&r) && (self->heartbeat_ms == 0 || self->heartbeat_ms > 3600000))
-            mpr_fail (&r, "out of range");
-    }
-    mpr_field (&r, "inline_max");
-    mpr_uint (&r, &self->inline_max);
-    mpr_field (&r, "cluster");
-    mpr_str (&r, &self->cluster, SQ_MAX_NAME);
-    mpr_field (&r, "epoch");
-    mpr_uint (&r, &self->epoch);
-    if (governor) {
-        mpr_field (&r, "reattached");
-        mpr_bool (&r, &self->reattached);
-        mpr_field (&r, "secret");
-        sqp_opt_bin (&r, &self->secret, SQ_SECRET_LEN);
-        mpr_field (&r, "broker_ms");
-        mpr_uint (&r, &self->broker_ms);
-    }
-    else {
-        mpr_field (&r, "tenant");
-        if (mpr_ok (&r) && !mpr_try_nil (&r))
-            mpr_str (&r, &self->tenant, SQ_MAX_NAME);
-    }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "HELLO reply");
-    return 0;
+    return sq_record_decode (governor? SQ_REC_WELCOME_GOVERNOR: SQ_REC_WELCOME_CLIENT,
+                             self, body, size, "HELLO reply", err);
 }
 
 //  --------------------------------------------------------------------------
@@ -459,13 +415,12 @@ sq_reply_decode (sq_reply_t *self, const void *data, size_t size, sq_errbuf_t *e
         mpr_skip (&r, &self->body, &self->body_size);
     else
     if (mpr_ok (&r)) {
-        mpr_array_exact (&r, 3);
-        mpr_field (&r, "message");
-        mpr_str (&r, &self->message, SQ_MAX_MESSAGE);
-        mpr_field (&r, "id");
-        sqp_opt_u32 (&r, &self->err_id);
-        mpr_field (&r, "root");
-        sqp_opt_u32 (&r, &self->err_root);
+        sq_fault_t fault;
+        if (sq_record_read (&r, SQ_REC_FAULT, &fault, "body") == 0) {
+            self->message = fault.message;
+            self->err_id = fault.id;
+            self->err_root = fault.root;
+        }
     }
     mpr_field (&r, NULL);
     if (mpr_end (&r))
@@ -486,14 +441,12 @@ void
 sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code, const char *message,
                        uint32_t id, uint32_t root)
 {
+    sq_fault_t fault = { { message, message? (uint32_t) strlen (message): 0 }, id, root };
     msgpack_pack_array (&w->pk, 4);
     msgpack_pack_uint32 (&w->pk, SQ_MSG_REPLY);
     msgpack_pack_uint32 (&w->pk, req);
     msgpack_pack_uint32 (&w->pk, (uint32_t) code);
-    msgpack_pack_array (&w->pk, 3);
-    sq_pack_cstr (&w->pk, message);
-    sqp_pack_int_or_nil (&w->pk, id);
-    sqp_pack_int_or_nil (&w->pk, root);
+    sq_record_pack (&w->pk, SQ_REC_FAULT, &fault);
 }
 
 //  --------------------------------------------------------------------------

@@ -31,37 +31,15 @@
 #define SQ_MSG(NAME, number) SQ_MSG_##NAME = number,
 #define SQ_BEGIN(NAME, number, type_t, check) SQ_MSG_##NAME = number,
 #define SQ_REQUEST(NAME, number) SQ_MSG_##NAME = number,
+#define SQ_BATCH(NAME, number, RECORD) SQ_MSG_##NAME = number,
 typedef enum {
 #include "proto_messages.def"
 } sq_msg_type_t;
 
-//  Events inside UPDATE
+//  Events inside UPDATE, from the table: SQ_EV_FINISHED ...
+#define SQ_EVENT(NAME, number) SQ_##NAME = number,
 typedef enum {
-    SQ_EV_FINISHED = 1,
-    SQ_EV_FAILED = 2,
-    SQ_EV_STARTED = 3,
-    SQ_EV_LOCATED = 4,
-    SQ_EV_LOST = 5,
-    SQ_EV_RETRACTED = 6,        //  a RETRACTed task was given back unstarted
-    SQ_EV_UPLOADED = 7,         //  a client's upload of a constant is complete here
-    SQ_EV_HELD = 8,             //  reattach inventory: an object this governor holds
-    SQ_EV_RUNNING = 9,          //  reattach inventory: a task attempt running here
-    SQ_EV_INVENTORY = 10,       //  reattach inventory: complete
-    SQ_EV_STREAMED = 11,        //  bytes of a stream written so far (progress)
-    SQ_EV_LOGTAIL = 12,         //  the answer to a LOGTAIL
-    //  Nested tasks: a running task waits on tasks it submitted and gave
-    //  its cpus back (squall.secede), or took them again (rejoin); the
-    //  public half of a key pair its squall.get_client() connects with.
-    SQ_EV_SECEDED = 13,
-    SQ_EV_TASKKEY = 14,
-    //  RESTART: the executors the REFRESHes so far retired are all gone
-    //  (key: how many REFRESH this governor was sent, counted from 1).
-    SQ_EV_REFRESHED = 18,
-    //  RUN: the answers of a governor's executors to a GRUN (key: its run).
-    SQ_EV_RAN = 19,
-    //  A stream written here went over the same-host path (its reader's
-    //  governor took the pipe itself): [21, object].
-    SQ_EV_STREAMLOCAL = 21
+#include "proto_messages.def"
 } sq_event_type_t;
 
 //  WAIT modes
@@ -131,6 +109,7 @@ typedef struct {
     void *scratch;
     size_t scratch_cap;
     sq_errbuf_t *err;
+    const void *batch;          //  sq_batch_begin: the batch's description
 } sq_iter_t;
 
 void sq_wbuf_init (sq_wbuf_t *self);
@@ -144,7 +123,8 @@ void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
 //  Kinds of fields (proto_messages.def lists what each is on the wire):
 typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
-    SQK_IDS, SQK_JOB, SQK_OPTIONS
+    SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_RESULTS, SQK_OSTR, SQK_OU32,
+    SQK_OWHERE, SQK_KEYLIST
 } sq_field_kind_t;
 
 typedef struct {
@@ -165,6 +145,12 @@ typedef struct {
     const sq_field_desc_t *fields;
     uint32_t n_fields;          //  0 and fields NULL: coded by hand
     int (*check) (mpr_t *r, const void *msg);
+    uint32_t n_required;        //  fields before the optional trailing ones
+    //  Its fields' code, made from its rows (proto_table.c): read those
+    //  of an array of n elements after its head; pack the first n.
+    void (*read) (mpr_t *r, void *msg, uint32_t n);
+    void (*pack) (msgpack_packer *pk, const void *msg, uint32_t n);
+    int32_t element;            //  SQ_BATCH: its record (SQ_REC_...), else -1
 } sq_msg_desc_t;
 
 //  The table entry of a type, NULL if none; all of them (in table order).
@@ -176,6 +162,26 @@ const char *sq_field_kind_name (sq_field_kind_t kind);
 //  encode one from it. The named sq_chunk_decode etc. are these.
 int sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbuf_t *err);
 void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
+//  Frees what a decoded message of the table owns (its SQ_RELEASE row;
+//  nothing for most)
+void sq_msg_free_fields (uint32_t type, void *msg);
+
+//  Where an object is, or where to upload one: the FETCH reply's `where`
+//  and the UPLOAD reply body. [governor_id, serve_endpoint, serve_key|nil,
+//  capability|nil]: the governor's public key (32 bytes) when keys are on,
+//  and the capability (capability.h) to present in GREAD / GFETCH / PUT.
+typedef struct {
+    uint32_t governor;
+    mpr_str_t endpoint;
+    mpr_str_t key;              //  empty if nil
+    mpr_str_t capability;       //  empty if nil
+} sq_where_t;
+
+//  A list of public keys (32 bytes each, pointing into the frame)
+typedef struct {
+    const uint8_t *const *keys;
+    uint32_t n;
+} sq_keylist_t;
 
 //  The structs of the flat messages (sq_chunk_t ...) and their codecs
 //  (sq_chunk_decode, sq_chunk_encode ...), made from the table.
@@ -190,10 +196,20 @@ void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
 #define SQ_CT_IDS uint32_t *        //  requests: their layouts, as structs no
 #define SQ_CT_JOB mpr_str_t         //  code uses (sq_request_t holds them)
 #define SQ_CT_OPTIONS mpr_str_t
+#define SQ_CT_OSTR mpr_str_t
+#define SQ_CT_OWHERE sq_where_t
+#define SQ_CT_KEYLIST sq_keylist_t
+#define SQ_CT_OU32 uint32_t
+#define SQ_CT_OUTPUTS struct sq_output_ref_s *   //  events' (sq_event_t)
+#define SQ_CT_EXIT int32_t
+#define SQ_CT_RESULTS mpr_str_t
 #define SQ_BEGIN(NAME, number, type_t, check) typedef struct sqp_##NAME type_t; struct sqp_##NAME {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) SQ_CT_##KIND member;
 #define SQ_END(NAME) };
 #define SQ_REQUEST(NAME, number) struct sqp_req_##NAME {
+#define SQ_RECORD(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
+#define SQ_RECORD_IN(NAME, type_t, check) struct sqp_in_##NAME {
+#define SQ_EVENT(NAME, number) struct sqp_ev_##NAME {
 #define SQ_CODEC(NAME, fn) \
     int sq_##fn##_decode (struct sqp_##NAME *self, const void *data, size_t size, \
                           sq_errbuf_t *err); \
@@ -202,6 +218,39 @@ void sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg);
     int sq_##fn##_decode (struct sqp_##NAME *self, const void *data, size_t size, \
                           sq_errbuf_t *err);
 #include "proto_messages.def"
+
+//  Records (SQ_RECORD rows): an array of fields with no type, an element
+//  of a batch or a reply's body. Their numbers, SQ_REC_STOP_TASK ...
+#define SQ_RECORD(NAME, type_t, check) SQ_REC_##NAME,
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_REC_##NAME,
+typedef enum {
+#include "proto_messages.def"
+    SQ_REC_COUNT_
+} sq_record_t;
+
+//  The record's description (type 0; fields as a message's), NULL if none;
+//  all of them.
+const sq_msg_desc_t *sq_record_desc (uint32_t record);
+const sq_msg_desc_t *sq_record_descs (size_t *count);
+//  Reads one record at r into msg (its struct, zeroed first), naming it
+//  `what` in errors; 0 or -1 (r failed).
+int sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what);
+void sq_record_pack (msgpack_packer *pk, uint32_t record, const void *msg);
+//  A reply body that is one record and nothing more; errors say `what`.
+int sq_record_decode (uint32_t record, void *msg, const void *data, size_t size,
+                      const char *what, sq_errbuf_t *err);
+//  Batched messages (SQ_BATCH rows) [type, [elements]]: begin, then next
+//  for each element (1: one read into elem, 0: the validated end, -1).
+int sq_batch_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
+                    sq_errbuf_t *err);
+int sq_batch_next (sq_iter_t *self, uint32_t type, void *elem);
+struct sq_event_s;
+//  UPDATE's events (SQ_EVENT rows): the description of an event type, NULL
+//  if none; read one into ev at self's reader (outputs in self's scratch);
+//  pack one, with its first n fields (-1: all but empty optional ones).
+const sq_msg_desc_t *sq_event_desc (uint32_t type);
+int sq_event_read (sq_iter_t *self, struct sq_event_s *ev);
+void sq_event_pack (msgpack_packer *pk, const struct sq_event_s *ev, int n);
 
 //  --------------------------------------------------------------------------
 //  HELLO [1, req, version, role, name, <governor fields>]
@@ -460,16 +509,7 @@ void sq_pack_session_opened (msgpack_packer *pk, uint32_t session, const uint8_t
 int sq_session_opened_decode (const uint8_t *body, size_t size, uint32_t *session,
                               uint8_t *token, sq_errbuf_t *err);
 
-//  Where an object is, or where to upload one: the FETCH reply's `where`
-//  and the UPLOAD reply body. [governor_id, serve_endpoint, serve_key|nil,
-//  capability|nil]: the governor's public key (32 bytes) when keys are on,
-//  and the capability (capability.h) to present in GREAD / GFETCH / PUT.
-typedef struct {
-    uint32_t governor;
-    mpr_str_t endpoint;
-    mpr_str_t key;              //  empty if nil
-    mpr_str_t capability;       //  empty if nil
-} sq_where_t;
+//  sq_where_t: above, with the table's structs (a record's field is one)
 
 void sq_pack_where (msgpack_packer *pk, uint32_t governor, const char *endpoint,
                     const uint8_t *key, const uint8_t *capability, size_t capability_size);
@@ -487,14 +527,10 @@ int sq_fetched_decode (sq_fetched_t *self, const uint8_t *body, size_t size, sq_
 
 //  KEYS [45, governors, clients] (broker -> governor): the public keys (32
 //  bytes each) that may connect to the governor's data socket (governors)
-//  and to its serve socket (clients). Replaces the previous lists.
+//  and to its serve socket (clients). Replaces the previous lists. Its
+//  struct sq_keyset_t {governors, clients} is the table's; each an
+//  sq_keylist_t (above), its array owned (sq_keyset_release).
 #define SQ_MAX_KEYS 65536
-typedef struct {
-    uint32_t n_governors;
-    const uint8_t **governors;  //  into the frame; owned array
-    uint32_t n_clients;
-    const uint8_t **clients;
-} sq_keyset_t;
 int sq_keyset_decode (sq_keyset_t *self, const void *data, size_t size, sq_errbuf_t *err);
 void sq_keyset_release (sq_keyset_t *self);
 void sq_keyset_encode (sq_wbuf_t *w, const uint8_t *const *governors, uint32_t n_governors,
@@ -721,7 +757,7 @@ void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 //    HEARTBEAT [31]   BYE [33]
 //    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects, tasks, piped]
 
-typedef struct {
+typedef struct sq_output_ref_s {
     uint64_t key;
     uint64_t size;
     int32_t frame;              //  payload index, -1: not inline
@@ -730,7 +766,7 @@ typedef struct {
 #define SQ_FAIL_TASK 0
 #define SQ_FAIL_MEMORY 1
 
-typedef struct {
+typedef struct sq_event_s {
     uint32_t type;              //  sq_event_type_t
     uint32_t reason;            //  FAILED: SQ_FAIL_*
     uint64_t key;               //  task (FINISHED/FAILED/STARTED/RUNNING) or object

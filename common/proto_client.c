@@ -10,30 +10,19 @@
 void
 sq_pack_session_opened (msgpack_packer *pk, uint32_t session, const uint8_t *token)
 {
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint32 (pk, session);
-    msgpack_pack_bin (pk, SQ_TOKEN_LEN);
-    msgpack_pack_bin_body (pk, token, SQ_TOKEN_LEN);
+    sq_opened_t m = { session, { (const char *) token, SQ_TOKEN_LEN } };
+    sq_record_pack (pk, SQ_REC_OPENED, &m);
 }
 
 int
 sq_session_opened_decode (const uint8_t *body, size_t size, uint32_t *session,
                           uint8_t *token, sq_errbuf_t *err)
 {
-    mpr_t r;
-    mpr_str_t t = { NULL, 0 };
-    mpr_init (&r, body, size);
-    mpr_field (&r, "session");
-    mpr_array_exact (&r, 2);
-    mpr_u32 (&r, session);
-    mpr_field (&r, "token");
-    mpr_bin (&r, &t, SQ_TOKEN_LEN);
-    if (mpr_ok (&r) && t.len != SQ_TOKEN_LEN)
-        mpr_fail (&r, "wrong number of bytes");
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "SESSION_OPEN reply");
-    memcpy (token, t.ptr, SQ_TOKEN_LEN);
+    sq_opened_t m;
+    if (sq_record_decode (SQ_REC_OPENED, &m, body, size, "SESSION_OPEN reply", err))
+        return -1;
+    *session = m.session;
+    memcpy (token, m.token.ptr, SQ_TOKEN_LEN);
     return 0;
 }
 
@@ -41,61 +30,30 @@ void
 sq_pack_where (msgpack_packer *pk, uint32_t governor, const char *endpoint,
                const uint8_t *key, const uint8_t *capability, size_t capability_size)
 {
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, governor);
-    sq_pack_cstr (pk, endpoint);
-    sqp_pack_bin_or_nil (pk, key, 32);
-    sqp_pack_bin_or_nil (pk, capability, capability_size);
+    sq_where_t m = { governor, { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
+                     { (const char *) key, key? 32: 0 },
+                     { (const char *) capability, capability? (uint32_t) capability_size: 0 } };
+    sq_record_pack (pk, SQ_REC_WHERE, &m);
 }
 
 int
 sq_where_read (mpr_t *r, sq_where_t *where)
 {
-    memset (where, 0, sizeof *where);
-    mpr_field (r, "where");
-    mpr_array_exact (r, 4);
-    mpr_field (r, "where.governor");
-    mpr_u32 (r, &where->governor);
-    mpr_field (r, "where.endpoint");
-    mpr_str (r, &where->endpoint, SQ_MAX_NAME);
-    mpr_field (r, "where.key");
-    sqp_opt_bin (r, &where->key, 32);
-    mpr_field (r, "where.capability");
-    sqp_opt_bin_max (r, &where->capability, SQ_CAP_MAX);
-    return mpr_ok (r)? 0: -1;
+    return sq_record_read (r, SQ_REC_WHERE, where, "where");
 }
 
 int
 sq_where_decode (sq_where_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
 {
-    mpr_t r;
-    mpr_init (&r, body, size);
-    sq_where_read (&r, self);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "UPLOAD reply");
-    return 0;
+    return sq_record_decode (SQ_REC_WHERE, self, body, size, "UPLOAD reply", err);
 }
 
 int
 sq_fetched_decode (sq_fetched_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
 {
-    mpr_t r;
-    memset (self, 0, sizeof *self);
-    mpr_init (&r, body, size);
-    mpr_field (&r, "body");
-    mpr_array_exact (&r, 3);
-    mpr_field (&r, "size");
-    mpr_uint (&r, &self->size);
-    mpr_field (&r, "content_type");
-    mpr_str (&r, &self->content_type, SQ_MAX_NAME);
-    if (mpr_ok (&r) && !mpr_try_nil (&r)) {
-        self->located = true;
-        sq_where_read (&r, &self->where);
-    }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "FETCH reply");
+    if (sq_record_decode (SQ_REC_FETCHED, self, body, size, "FETCH reply", err))
+        return -1;
+    self->located = self->where.endpoint.ptr != NULL;
     return 0;
 }
 
@@ -110,22 +68,9 @@ sq_pack_logwhere_head (msgpack_packer *pk, uint32_t attempt, const char *state)
 int
 sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
 {
-    mpr_t r;
-    memset (self, 0, sizeof *self);
-    mpr_init (&r, body, size);
-    mpr_field (&r, "body");
-    mpr_array_exact (&r, 3);
-    mpr_field (&r, "attempt");
-    mpr_u32 (&r, &self->attempt);
-    mpr_field (&r, "state");
-    mpr_str (&r, &self->state, SQ_MAX_NAME);
-    if (mpr_ok (&r) && !mpr_try_nil (&r)) {
-        self->located = true;
-        sq_where_read (&r, &self->where);
-    }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "LOG reply");
+    if (sq_record_decode (SQ_REC_LOGWHERE, self, body, size, "LOG reply", err))
+        return -1;
+    self->located = self->where.endpoint.ptr != NULL;
     return 0;
 }
 
@@ -595,22 +540,17 @@ sq_pack_fetched_head (msgpack_packer *pk, uint64_t size, const char *content_typ
 void
 sq_pack_resumed (msgpack_packer *pk, uint32_t max_id)
 {
-    msgpack_pack_array (pk, 1);
-    msgpack_pack_uint32 (pk, max_id);
+    sq_resumed_t m = { max_id };
+    sq_record_pack (pk, SQ_REC_RESUMED, &m);
 }
 
 int
 sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf_t *err)
 {
-    mpr_t r;
-    mpr_init (&r, body, size);
-    mpr_field (&r, "body");
-    mpr_array_exact (&r, 1);
-    mpr_field (&r, "max_id");
-    mpr_u32 (&r, max_id);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "RESUME reply");
+    sq_resumed_t m;
+    if (sq_record_decode (SQ_REC_RESUMED, &m, body, size, "RESUME reply", err))
+        return -1;
+    *max_id = m.max_id;
     return 0;
 }
 

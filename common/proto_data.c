@@ -20,57 +20,38 @@ sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key, const uint8_t *capab
 void
 sq_pack_logpart (msgpack_packer *pk, uint64_t next, uint64_t total, bool done)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint64 (pk, next);
-    msgpack_pack_uint64 (pk, total);
-    if (done)
-        msgpack_pack_true (pk);
-    else
-        msgpack_pack_false (pk);
+    sq_logpart_t m = { next, total, done };
+    sq_record_pack (pk, SQ_REC_LOGPART, &m);
 }
 
 int
 sq_logpart_decode (const uint8_t *body, size_t size, uint64_t *next, uint64_t *total,
                    bool *done, sq_errbuf_t *err)
 {
-    mpr_t r;
-    mpr_init (&r, body, size);
-    mpr_field (&r, "body");
-    mpr_array_exact (&r, 3);
-    mpr_field (&r, "next");
-    mpr_uint (&r, next);
-    mpr_field (&r, "total");
-    mpr_uint (&r, total);
-    mpr_field (&r, "done");
-    mpr_bool (&r, done);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "LOGREAD reply");
+    sq_logpart_t m;
+    if (sq_record_decode (SQ_REC_LOGPART, &m, body, size, "LOGREAD reply", err))
+        return -1;
+    *next = m.next;
+    *total = m.total;
+    *done = m.done;
     return 0;
 }
 
 void
 sq_pack_served (msgpack_packer *pk, uint64_t size, const char *content_type)
 {
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint64 (pk, size);
-    sq_pack_cstr (pk, content_type);
+    sq_served_t m = { size, { content_type, content_type? (uint32_t) strlen (content_type): 0 } };
+    sq_record_pack (pk, SQ_REC_SERVED, &m);
 }
 
 int
 sq_served_decode (const uint8_t *body, size_t size, uint64_t *object_size,
                   mpr_str_t *content_type, sq_errbuf_t *err)
 {
-    mpr_t r;
-    mpr_init (&r, body, size);
-    mpr_field (&r, "body");
-    mpr_array_exact (&r, 2);
-    mpr_field (&r, "size");
-    mpr_uint (&r, object_size);
-    mpr_field (&r, "content_type");
-    mpr_str (&r, content_type, SQ_MAX_NAME);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "GREAD reply");
+    sq_served_t m;
+    if (sq_record_decode (SQ_REC_SERVED, &m, body, size, "GREAD reply", err))
+        return -1;
+    *object_size = m.size;
+    *content_type = m.content_type;
     return 0;
 }

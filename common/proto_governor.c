@@ -3,61 +3,19 @@
     section 9). */
 #include "proto_internal.h"
 
-//  --------------------------------------------------------------------------
-//  KEYS
-
-static int
-s_keylist (mpr_t *r, const uint8_t ***keys, uint32_t *n_keys)
-{
-    uint32_t n;
-    *keys = NULL;
-    *n_keys = 0;
-    if (mpr_array (r, &n))
-        return -1;
-    if (n > SQ_MAX_KEYS)
-        return mpr_fail (r, "too many keys");
-    if (n == 0)
-        return 0;
-    *keys = (const uint8_t **) malloc (n * sizeof (uint8_t *));
-    if (!*keys)
-        return mpr_fail (r, "out of memory");
-    for (uint32_t i = 0; i < n; i++) {
-        mpr_str_t key;
-        if (mpr_bin (r, &key, 32))
-            return -1;
-        if (key.len != 32)
-            return mpr_fail (r, "a key is not 32 bytes");
-        (*keys) [i] = (const uint8_t *) key.ptr;
-        *n_keys = i + 1;
-    }
-    return 0;
-}
+//  KEYS: a message of the table (its lists a kind, KEYLIST)
 
 int
 sq_keyset_decode (sq_keyset_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
-    mpr_t r;
-    memset (self, 0, sizeof *self);
-    sqp_begin (&r, data, size, SQ_MSG_KEYS, 3);
-    mpr_field (&r, "governors");
-    if (mpr_ok (&r))
-        s_keylist (&r, &self->governors, &self->n_governors);
-    mpr_field (&r, "clients");
-    if (mpr_ok (&r))
-        s_keylist (&r, &self->clients, &self->n_clients);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r)) {
-        sq_keyset_release (self);
-        return sqp_error (&r, err, "KEYS");
-    }
-    return 0;
+    return sq_msg_decode (SQ_MSG_KEYS, self, data, size, err);
 }
 
 void
 sq_keyset_release (sq_keyset_t *self)
 {
-    free (self->governors);
-    free (self->clients);
+    free ((void *) self->governors.keys);
+    free ((void *) self->clients.keys);
     memset (self, 0, sizeof *self);
 }
 
@@ -65,17 +23,8 @@ void
 sq_keyset_encode (sq_wbuf_t *w, const uint8_t *const *governors, uint32_t n_governors,
                   const uint8_t *const *clients, uint32_t n_clients)
 {
-    msgpack_pack_array (&w->pk, 3);
-    msgpack_pack_uint32 (&w->pk, SQ_MSG_KEYS);
-    for (int list = 0; list < 2; list++) {
-        const uint8_t *const *keys = list? clients: governors;
-        uint32_t n = list? n_clients: n_governors;
-        msgpack_pack_array (&w->pk, n);
-        for (uint32_t i = 0; i < n; i++) {
-            msgpack_pack_bin (&w->pk, 32);
-            msgpack_pack_bin_body (&w->pk, keys [i], 32);
-        }
-    }
+    sq_keyset_t m = { { governors, n_governors }, { clients, n_clients } };
+    sq_msg_encode (w, SQ_MSG_KEYS, &m);
 }
 
 //  UPDATE ---------------------------------------------------------------
@@ -92,202 +41,42 @@ sq_update_next (sq_iter_t *self, sq_event_t *ev)
     int more = sqp_iter_more (self, "UPDATE");
     if (more <= 0)
         return more;
-    mpr_t *r = &self->r;
-    uint32_t n;
-    memset (ev, 0, sizeof *ev);
-    mpr_field (r, "event");
-    mpr_array (r, &n);
-    mpr_field (r, "event.type");
-    mpr_u32 (r, &ev->type);
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "UPDATE");
-    uint32_t want = ev->type == SQ_EV_FINISHED? 5:
-                    ev->type == SQ_EV_STREAMED? 3:
-                    ev->type == SQ_EV_LOGTAIL? 5:
-                    ev->type == SQ_EV_FAILED? 6:
-                    ev->type == SQ_EV_STARTED? 3:
-                    ev->type == SQ_EV_RETRACTED? 3:
-                    ev->type == SQ_EV_SECEDED? 4:
-                    ev->type == SQ_EV_TASKKEY? 4:
-                    ev->type == SQ_EV_LOCATED? 3:
-                    ev->type == SQ_EV_UPLOADED? 3:
-                    ev->type == SQ_EV_LOST? 2:
-                    ev->type == SQ_EV_STREAMLOCAL? 2:
-                    ev->type == SQ_EV_REFRESHED? 2:
-                    ev->type == SQ_EV_RAN? 3:
-                    ev->type == SQ_EV_HELD? 4:
-                    ev->type == SQ_EV_RUNNING? 3:
-                    ev->type == SQ_EV_INVENTORY? 1: 0;
-    if (want == 0)
-        mpr_fail (r, "unknown event type");
-    else
-    //  LOCATED may carry how long the copy took (a later field).
-    if (n != want && !(ev->type == SQ_EV_LOCATED && n == 4) && !(ev->type == SQ_EV_FAILED && n == 7))
-        mpr_fail (r, "wrong number of fields");
-    if (ev->type != SQ_EV_INVENTORY) {
-        mpr_field (r, "event.key");
-        mpr_uint (r, &ev->key);
-    }
-    switch (ev->type) {
-        case SQ_EV_FINISHED: {
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.outputs");
-            if (mpr_array (r, &n) == 0) {
-                sq_output_ref_t *outs = (sq_output_ref_t *) sqp_scratch (self, sizeof (sq_output_ref_t) * (n + 1));
-                for (uint32_t i = 0; outs && i < n; i++) {
-                    mpr_array_exact (r, 3);
-                    mpr_uint (r, &outs [i].key);
-                    mpr_uint (r, &outs [i].size);
-                    sqp_frame_index (r, &outs [i].frame);
-                    if (mpr_ok (r) && outs [i].frame == SQ_FRAME_STREAM)
-                        mpr_fail (r, "an output frame index of -2");
-                }
-                ev->outputs = outs;
-                ev->n_outputs = n;
-            }
-            mpr_field (r, "event.duration_us");
-            mpr_uint (r, &ev->duration_us);
-            break;
-        }
-        case SQ_EV_FAILED:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.message");
-            mpr_str (r, &ev->message, SQ_MAX_MESSAGE);
-            mpr_field (r, "event.duration_us");
-            mpr_uint (r, &ev->duration_us);
-            mpr_field (r, "event.reason");
-            if (mpr_u32 (r, &ev->reason) == 0 && ev->reason > SQ_FAIL_MEMORY)
-                mpr_fail (r, "unknown failure reason");
-            if (n == 7) {
-                int64_t code = 0;
-                mpr_field (r, "event.exit_code");
-                if (mpr_int (r, &code) == 0 && (code < INT32_MIN || code > INT32_MAX))
-                    mpr_fail (r, "not an i32");
-                ev->has_exit_code = true;
-                ev->exit_code = (int32_t) code;
-            }
-            break;
-        case SQ_EV_RAN: {
-            //  Checked here, then forwarded as it is (ev->message: the
-            //  raw array) into RUN's reply.
-            mpr_field (r, "event.results");
-            size_t at = r->pos;
-            if (mpr_array (r, &n) == 0 && n > SQ_RUN_EXECS_MAX)
-                mpr_fail (r, "more than 256 executors");
-            for (uint32_t i = 0; mpr_ok (r) && i < n; i++) {
-                uint64_t pid;
-                bool ok;
-                mpr_str_t bytes;
-                mpr_array_exact (r, 3);
-                mpr_uint (r, &pid);
-                mpr_bool (r, &ok);
-                mpr_bin (r, &bytes, SQ_RUN_RESULTS_MAX);
-            }
-            if (mpr_ok (r) && r->pos - at > SQ_RUN_RESULTS_MAX)
-                mpr_fail (r, "results over 64 KiB");
-            if (mpr_ok (r)) {
-                ev->message.ptr = (const char *) r->data + at;
-                ev->message.len = (uint32_t) (r->pos - at);
-            }
-            break;
-        }
-        case SQ_EV_SECEDED:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.seceded");
-            mpr_bool (r, &ev->seceded);
-            break;
-        case SQ_EV_TASKKEY:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.public_key");
-            if (mpr_bin (r, &ev->public_key, 32) == 0 && ev->public_key.len != 32)
-                mpr_fail (r, "a public key of other than 32 bytes");
-            break;
-        case SQ_EV_STARTED:
-        case SQ_EV_RETRACTED:
-        case SQ_EV_RUNNING:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            break;
-        case SQ_EV_LOGTAIL:
-            mpr_field (r, "event.attempt");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.req");
-            if (mpr_uint (r, &ev->size) == 0 && ev->size > UINT32_MAX)
-                mpr_fail (r, "over u32");
-            mpr_field (r, "event.bytes");
-            mpr_bin (r, &ev->message, SQ_LOGTAIL_MAX);
-            break;
-        case SQ_EV_HELD:
-            mpr_field (r, "event.version");
-            mpr_u32 (r, &ev->attempt);
-            mpr_field (r, "event.size");
-            mpr_uint (r, &ev->size);
-            break;
-        case SQ_EV_LOCATED:
-        case SQ_EV_UPLOADED:
-        case SQ_EV_STREAMED:
-            mpr_field (r, "event.size");
-            mpr_uint (r, &ev->size);
-            if (n == 4 && ev->type == SQ_EV_LOCATED) {
-                mpr_field (r, "event.duration_us");
-                mpr_uint (r, &ev->duration_us);
-            }
-            break;
-        default:
-            break;
-    }
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "UPDATE");
+    if (sq_event_read (self, ev))
+        return sqp_error (&self->r, self->err, "UPDATE");
     return 1;
 }
+
+//  The events' packers: an sq_event_t of the arguments, packed by the table
 
 void
 sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                   const sq_output_ref_t *outputs, uint32_t n, uint64_t duration_us)
 {
-    msgpack_pack_array (pk, 5);
-    msgpack_pack_uint32 (pk, SQ_EV_FINISHED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    msgpack_pack_array (pk, n);
-    for (uint32_t i = 0; i < n; i++) {
-        msgpack_pack_array (pk, 3);
-        msgpack_pack_uint64 (pk, outputs [i].key);
-        msgpack_pack_uint64 (pk, outputs [i].size);
-        msgpack_pack_int32 (pk, outputs [i].frame);
-    }
-    msgpack_pack_uint64 (pk, duration_us);
+    sq_event_t ev = { .key = task, .attempt = attempt,
+                      .outputs = (sq_output_ref_t *) outputs, .n_outputs = n,
+                      .duration_us = duration_us };
+    sqp_pack_EV_FINISHED (pk, &ev, 4);
 }
 
 void
 sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                        const char *message, uint64_t duration_us, uint32_t reason)
 {
-    msgpack_pack_array (pk, 6);
-    msgpack_pack_uint32 (pk, SQ_EV_FAILED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    sq_pack_cstr (pk, message);
-    msgpack_pack_uint64 (pk, duration_us);
-    msgpack_pack_uint32 (pk, reason);
+    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
+                      .message = { message, message? (uint32_t) strlen (message): 0 },
+                      .duration_us = duration_us, .reason = reason };
+    sqp_pack_EV_FAILED (pk, &ev, 5);
 }
 
 void
 sq_pack_failed_exit (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                      const char *message, uint64_t duration_us, int32_t exit_code)
 {
-    msgpack_pack_array (pk, 7);
-    msgpack_pack_uint32 (pk, SQ_EV_FAILED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    sq_pack_cstr (pk, message);
-    msgpack_pack_uint64 (pk, duration_us);
-    msgpack_pack_uint32 (pk, SQ_FAIL_TASK);
-    msgpack_pack_int32 (pk, exit_code);
+    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
+                      .message = { message, message? (uint32_t) strlen (message): 0 },
+                      .duration_us = duration_us, .reason = SQ_FAIL_TASK,
+                      .has_exit_code = true, .exit_code = exit_code };
+    sqp_pack_EV_FAILED (pk, &ev, 6);
 }
 
 void
@@ -297,32 +86,86 @@ sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     sq_pack_failed_reason (pk, task, attempt, message, duration_us, SQ_FAIL_TASK);
 }
 
+//  The events of a key, an attempt, a size and a duration
+#define S_EVENT(NAME, key_, attempt_, size_, duration_, n) \
+    { sq_event_t ev = { .key = key_, .attempt = attempt_, .size = size_, \
+                        .duration_us = duration_ }; \
+      sqp_pack_EV_##NAME (pk, &ev, n); }
+
 void
 sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_STARTED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-}
+S_EVENT (STARTED, task, attempt, 0, 0, 2)
 
 void
 sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_RETRACTED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-}
+S_EVENT (RETRACTED, task, attempt, 0, 0, 2)
+
+void
+sq_pack_running (msgpack_packer *pk, uint64_t task, uint32_t attempt)
+S_EVENT (RUNNING, task, attempt, 0, 0, 2)
 
 void
 sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes)
+S_EVENT (REFRESHED, refreshes, 0, 0, 0, 1)
+
+void
+sq_pack_lost (msgpack_packer *pk, uint64_t object)
+S_EVENT (LOST, object, 0, 0, 0, 1)
+
+void
+sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size)
+S_EVENT (LOCATED, object, 0, size, 0, 2)
+
+void
+sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us)
+S_EVENT (LOCATED, object, 0, size, duration_us, 3)
+
+void
+sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
+S_EVENT (UPLOADED, object, 0, size, 0, 2)
+
+void
+sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes)
+S_EVENT (STREAMED, object, 0, bytes, 0, 2)
+
+void
+sq_pack_streamlocal (msgpack_packer *pk, uint64_t object)
+S_EVENT (STREAMLOCAL, object, 0, 0, 0, 1)
+
+void
+sq_pack_held (msgpack_packer *pk, uint64_t object, uint32_t version, uint64_t size)
+S_EVENT (HELD, object, version, size, 0, 3)
+
+void
+sq_pack_inventory_end (msgpack_packer *pk)
+S_EVENT (INVENTORY, 0, 0, 0, 0, 0)
+
+void
+sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded)
 {
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint32 (pk, SQ_EV_REFRESHED);
-    msgpack_pack_uint64 (pk, refreshes);
+    sq_event_t ev = { .type = SQ_EV_SECEDED, .key = task, .attempt = attempt,
+                      .seceded = seceded };
+    sqp_pack_EV_SECEDED (pk, &ev, 3);
 }
 
+void
+sq_pack_taskkey (msgpack_packer *pk, uint64_t task, uint32_t attempt, const uint8_t *public_key)
+{
+    sq_event_t ev = { .type = SQ_EV_TASKKEY, .key = task, .attempt = attempt,
+                      .public_key = { (const char *) public_key, 32 } };
+    sqp_pack_EV_TASKKEY (pk, &ev, 3);
+}
+
+void
+sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint32_t req,
+                       const void *data, size_t size)
+{
+    sq_event_t ev = { .type = SQ_EV_LOGTAIL, .key = task, .attempt = attempt, .size = req,
+                      .message = { (const char *) data, (uint32_t) size } };
+    sqp_pack_EV_LOGTAIL (pk, &ev, 4);
+}
+
+//  RAN's results are spliced in raw, as the executors' answers came
 void
 sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, size_t size)
 {
@@ -345,92 +188,6 @@ sq_pack_ran_result (msgpack_packer *pk, uint64_t pid, bool ok, const void *data,
         msgpack_pack_false (pk);
     msgpack_pack_bin (pk, size);
     msgpack_pack_bin_body (pk, data, size);
-}
-
-void
-sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded)
-{
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, SQ_EV_SECEDED);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    if (seceded)
-        msgpack_pack_true (pk);
-    else
-        msgpack_pack_false (pk);
-}
-
-void
-sq_pack_taskkey (msgpack_packer *pk, uint64_t task, uint32_t attempt, const uint8_t *public_key)
-{
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, SQ_EV_TASKKEY);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    msgpack_pack_bin (pk, 32);
-    msgpack_pack_bin_body (pk, public_key, 32);
-}
-
-void
-sq_pack_held (msgpack_packer *pk, uint64_t object, uint32_t version, uint64_t size)
-{
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, SQ_EV_HELD);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint32 (pk, version);
-    msgpack_pack_uint64 (pk, size);
-}
-
-void
-sq_pack_running (msgpack_packer *pk, uint64_t task, uint32_t attempt)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_RUNNING);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-}
-
-void
-sq_pack_inventory_end (msgpack_packer *pk)
-{
-    msgpack_pack_array (pk, 1);
-    msgpack_pack_uint32 (pk, SQ_EV_INVENTORY);
-}
-
-void
-sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_LOCATED);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint64 (pk, size);
-}
-
-void
-sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us)
-{
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, SQ_EV_LOCATED);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint64 (pk, size);
-    msgpack_pack_uint64 (pk, duration_us);
-}
-
-void
-sq_pack_lost (msgpack_packer *pk, uint64_t object)
-{
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint32 (pk, SQ_EV_LOST);
-    msgpack_pack_uint64 (pk, object);
-}
-
-void
-sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_UPLOADED);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint64 (pk, size);
 }
 
 //  LOAD, HEARTBEAT, BYE -----------------------------------------------------
@@ -581,141 +338,67 @@ sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
     sq_pack_mstr (pk, t->tenant);
 }
 
-//  SEND, DROP, STOP -------------------------------------------------------
+//  SEND, STREAM, UNSTREAM, STOP, RETRACT: batches of the table's records
 
 int
 sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
-    return sqp_iter_begin (self, data, size, SQ_MSG_SEND, err, "SEND");
+    return sq_batch_begin (self, SQ_MSG_SEND, data, size, err);
 }
 
 int
 sq_send_next (sq_iter_t *self, sq_send_t *o)
 {
-    int more = sqp_iter_more (self, "SEND");
-    if (more <= 0)
-        return more;
-    mpr_t *r = &self->r;
-    mpr_field (r, "order");
-    mpr_array_exact (r, 5);
-    mpr_uint (r, &o->key);
-    mpr_u32 (r, &o->version);
-    mpr_u32 (r, &o->to);
-    mpr_str (r, &o->endpoint, SQ_MAX_NAME);
-    mpr_field (r, "order.to_key");
-    sqp_opt_bin (r, &o->to_key, 32);
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "SEND");
-    return 1;
+    return sq_batch_next (self, SQ_MSG_SEND, o);
 }
 
 void
 sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version, uint32_t to,
               const char *endpoint, const uint8_t *to_key)
 {
-    msgpack_pack_array (pk, 5);
-    msgpack_pack_uint64 (pk, key);
-    msgpack_pack_uint32 (pk, version);
-    msgpack_pack_uint32 (pk, to);
-    sq_pack_cstr (pk, endpoint);
-    sqp_pack_bin_or_nil (pk, to_key, 32);
+    sq_send_t o = { key, version, to, { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
+                    { (const char *) to_key, to_key? 32: 0 } };
+    sqp_pack_SEND_ORDER (pk, &o);
 }
-
-//  STREAM, UNSTREAM ---------------------------------------------------
 
 int
 sq_stream_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
                  sq_errbuf_t *err)
 {
-    return sqp_iter_begin (self, data, size, type, err,
-                           type == SQ_MSG_STREAM? "STREAM": "UNSTREAM");
+    return sq_batch_begin (self, type, data, size, err);
 }
 
 int
 sq_stream_next (sq_iter_t *self, uint32_t type, sq_stream_order_t *o)
 {
-    const char *name = type == SQ_MSG_STREAM? "STREAM": "UNSTREAM";
-    int more = sqp_iter_more (self, name);
-    if (more <= 0)
-        return more;
-    mpr_t *r = &self->r;
-    memset (o, 0, sizeof *o);
-    mpr_field (r, "order");
-    mpr_array_exact (r, type == SQ_MSG_STREAM? 6: 3);
-    mpr_uint (r, &o->key);
-    mpr_u32 (r, &o->version);
-    mpr_uint (r, &o->consumer);
-    if (type == SQ_MSG_STREAM) {
-        mpr_u32 (r, &o->to);
-        mpr_str (r, &o->endpoint, SQ_MAX_NAME);
-        mpr_field (r, "order.to_key");
-        sqp_opt_bin (r, &o->to_key, 32);
-    }
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, name);
-    return 1;
+    return sq_batch_next (self, type, o);
 }
 
 void
 sq_pack_stream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer,
                 uint32_t to, const char *endpoint, const uint8_t *to_key)
 {
-    msgpack_pack_array (pk, 6);
-    msgpack_pack_uint64 (pk, key);
-    msgpack_pack_uint32 (pk, version);
-    msgpack_pack_uint64 (pk, consumer);
-    msgpack_pack_uint32 (pk, to);
-    sq_pack_cstr (pk, endpoint);
-    sqp_pack_bin_or_nil (pk, to_key, 32);
+    sq_stream_order_t o = { key, version, consumer, to,
+                            { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
+                            { (const char *) to_key, to_key? 32: 0 } };
+    sqp_pack_STREAM_ORDER (pk, &o);
 }
 
 void
 sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint64 (pk, key);
-    msgpack_pack_uint32 (pk, version);
-    msgpack_pack_uint64 (pk, consumer);
-}
-
-void
-sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint32_t req,
-                       const void *data, size_t size)
-{
-    msgpack_pack_array (pk, 5);
-    msgpack_pack_uint32 (pk, SQ_EV_LOGTAIL);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
-    msgpack_pack_uint32 (pk, req);
-    msgpack_pack_bin (pk, size);
-    msgpack_pack_bin_body (pk, data, size);
-}
-
-void
-sq_pack_streamlocal (msgpack_packer *pk, uint64_t object)
-{
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint32 (pk, SQ_EV_STREAMLOCAL);
-    msgpack_pack_uint64 (pk, object);
-}
-
-void
-sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes)
-{
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_STREAMED);
-    msgpack_pack_uint64 (pk, object);
-    msgpack_pack_uint64 (pk, bytes);
+    sq_stream_order_t o = { .key = key, .version = version, .consumer = consumer };
+    sqp_pack_UNSTREAM_ORDER (pk, &o);
 }
 
 int
 sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
                sq_errbuf_t *err)
 {
-    return sqp_iter_begin (self, data, size, type, err, type == SQ_MSG_DROP? "DROP":
-                         type == SQ_MSG_RETRACT? "RETRACT": "STOP");
+    return sq_batch_begin (self, type, data, size, err);
 }
 
+//  DROP's elements are bare keys, not records
 int
 sq_drop_next (sq_iter_t *self, uint64_t *key)
 {
@@ -728,20 +411,17 @@ sq_drop_next (sq_iter_t *self, uint64_t *key)
     return 1;
 }
 
+//  STOP's and RETRACT's elements (errors name STOP for both)
 int
 sq_stop_next (sq_iter_t *self, uint64_t *key, uint32_t *attempt)
 {
-    int more = sqp_iter_more (self, "STOP");
-    if (more <= 0)
-        return more;
-    mpr_t *r = &self->r;
-    mpr_field (r, "task");
-    mpr_array_exact (r, 2);
-    mpr_uint (r, key);
-    mpr_u32 (r, attempt);
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "STOP");
-    return 1;
+    sq_stop_task_t t;
+    int more = sq_batch_next (self, SQ_MSG_STOP, &t);
+    if (more == 1) {
+        *key = t.task;
+        *attempt = t.attempt;
+    }
+    return more;
 }
 
 void
@@ -753,7 +433,6 @@ sq_pack_drop (msgpack_packer *pk, uint64_t object)
 void
 sq_pack_stop (msgpack_packer *pk, uint64_t task, uint32_t attempt)
 {
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint64 (pk, task);
-    msgpack_pack_uint32 (pk, attempt);
+    sq_stop_task_t t = { task, attempt };
+    sqp_pack_STOP_TASK (pk, &t);
 }

@@ -209,34 +209,20 @@ sq_jobs_reply_next (sq_iter_t *self, sq_job_info_t *job)
 void
 sq_pack_attached (msgpack_packer *pk, uint32_t max_id, uint32_t session, const uint8_t *token)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, max_id);
-    msgpack_pack_uint32 (pk, session);
-    msgpack_pack_bin (pk, SQ_TOKEN_LEN);
-    msgpack_pack_bin_body (pk, token, SQ_TOKEN_LEN);
+    sq_attached_t m = { max_id, session, { (const char *) token, SQ_TOKEN_LEN } };
+    sq_record_pack (pk, SQ_REC_ATTACHED, &m);
 }
 
 int
 sq_attached_decode (const uint8_t *body, size_t size, uint32_t *max_id,
                     uint32_t *session, uint8_t *token, sq_errbuf_t *err)
 {
-    mpr_t r;
-    mpr_str_t t = { NULL, 0 };
-    mpr_init (&r, body, size);
-    mpr_field (&r, "body");
-    mpr_array_exact (&r, 3);
-    mpr_field (&r, "max_id");
-    mpr_u32 (&r, max_id);
-    mpr_field (&r, "session");
-    mpr_u32 (&r, session);
-    mpr_field (&r, "token");
-    mpr_bin (&r, &t, SQ_TOKEN_LEN);
-    if (mpr_ok (&r) && t.len != SQ_TOKEN_LEN)
-        mpr_fail (&r, "wrong number of bytes");
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "ATTACH reply");
-    memcpy (token, t.ptr, SQ_TOKEN_LEN);
+    sq_attached_t m;
+    if (sq_record_decode (SQ_REC_ATTACHED, &m, body, size, "ATTACH reply", err))
+        return -1;
+    *max_id = m.max_id;
+    *session = m.session;
+    memcpy (token, m.token.ptr, SQ_TOKEN_LEN);
     return 0;
 }
 
@@ -363,21 +349,16 @@ sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task)
 void
 sq_pack_count (msgpack_packer *pk, uint64_t n)
 {
-    msgpack_pack_array (pk, 1);
-    msgpack_pack_uint64 (pk, n);
+    sq_count_t m = { n };
+    sq_record_pack (pk, SQ_REC_COUNT, &m);
 }
 
 int
 sq_count_decode (const uint8_t *body, size_t size, uint64_t *n, sq_errbuf_t *err)
 {
-    mpr_t r;
-    mpr_init (&r, body, size);
-    mpr_field (&r, "body");
-    mpr_array_exact (&r, 1);
-    mpr_field (&r, "n");
-    mpr_uint (&r, n);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "reply");
+    sq_count_t m;
+    if (sq_record_decode (SQ_REC_COUNT, &m, body, size, "reply", err))
+        return -1;
+    *n = m.n;
     return 0;
 }

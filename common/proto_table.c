@@ -42,8 +42,6 @@ typedef struct {
     bool (*empty) (const void *msg, const sq_field_desc_t *f);
 } s_kind_t;
 
-#define S_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
-#define S_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
 
 //  Numbers: U32 and U64 read as unsigned (U32 refusing more than 32 bits),
 //  I64 as signed, then bounded
@@ -52,14 +50,14 @@ s_read_uint (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     uint64_t v = 0;
     if (f->kind == SQK_U32) {
-        uint32_t *v32 = S_AT (uint32_t, msg, f);
+        uint32_t *v32 = SQP_AT (uint32_t, msg, f);
         if (mpr_u32 (r, v32))
             return;
         v = *v32;
     }
     else
-    if (mpr_uint (r, S_AT (uint64_t, msg, f)) == 0)
-        v = *S_AT (uint64_t, msg, f);
+    if (mpr_uint (r, SQP_AT (uint64_t, msg, f)) == 0)
+        v = *SQP_AT (uint64_t, msg, f);
     if (mpr_ok (r) && f->max && (v < (uint64_t) f->min || v > f->max))
         mpr_fail (r, f->why);
 }
@@ -68,15 +66,15 @@ static void
 s_pack_uint (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
     if (f->kind == SQK_U32)
-        msgpack_pack_uint32 (pk, *S_CAT (uint32_t, msg, f));
+        msgpack_pack_uint32 (pk, *SQP_CAT (uint32_t, msg, f));
     else
-        msgpack_pack_uint64 (pk, *S_CAT (uint64_t, msg, f));
+        msgpack_pack_uint64 (pk, *SQP_CAT (uint64_t, msg, f));
 }
 
 static void
 s_read_i64 (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    int64_t *v = S_AT (int64_t, msg, f);
+    int64_t *v = SQP_AT (int64_t, msg, f);
     if (mpr_int (r, v) == 0 && f->max && (*v < f->min || *v > (int64_t) f->max))
         mpr_fail (r, f->why);
 }
@@ -84,19 +82,19 @@ s_read_i64 (mpr_t *r, void *msg, const sq_field_desc_t *f)
 static void
 s_pack_i64 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    msgpack_pack_int64 (pk, *S_CAT (int64_t, msg, f));
+    msgpack_pack_int64 (pk, *SQP_CAT (int64_t, msg, f));
 }
 
 static void
 s_read_bool (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_bool (r, S_AT (bool, msg, f));
+    mpr_bool (r, SQP_AT (bool, msg, f));
 }
 
 static void
 s_pack_bool (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    if (*S_CAT (bool, msg, f))
+    if (*SQP_CAT (bool, msg, f))
         msgpack_pack_true (pk);
     else
         msgpack_pack_false (pk);
@@ -106,13 +104,13 @@ s_pack_bool (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 static void
 s_read_str (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_str (r, S_AT (mpr_str_t, msg, f), f->max? (uint32_t) f->max: SQ_MAX_NAME);
+    mpr_str (r, SQP_AT (mpr_str_t, msg, f), f->max? (uint32_t) f->max: SQ_MAX_NAME);
 }
 
 static void
 s_read_name (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t *v = S_AT (mpr_str_t, msg, f);
+    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
     if (mpr_str (r, v, f->max? (uint32_t) f->max: SQ_MAX_NAME) == 0
     &&  v->len && memchr (v->ptr, 0, v->len))
         mpr_fail (r, f->why? f->why: "a NUL byte");
@@ -121,29 +119,60 @@ s_read_name (mpr_t *r, void *msg, const sq_field_desc_t *f)
 static void
 s_pack_str (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    sq_pack_mstr (pk, *S_CAT (mpr_str_t, msg, f));
+    sq_pack_mstr (pk, *SQP_CAT (mpr_str_t, msg, f));
 }
 
 static void
 s_read_bin (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t *v = S_AT (mpr_str_t, msg, f);
+    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
     if (mpr_bin (r, v, (uint32_t) f->max) == 0 && f->min && v->len != (uint64_t) f->min)
-        mpr_fail (r, "wrong number of bytes");
+        mpr_fail (r, f->why? f->why: "wrong number of bytes");
 }
 
 static void
 s_pack_bin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t v = *S_CAT (mpr_str_t, msg, f);
+    mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
     msgpack_pack_bin (pk, v.len);
     msgpack_pack_bin_body (pk, v.len? v.ptr: "", v.len);
 }
 
 static void
+s_read_ostr (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
+    v->ptr = NULL;
+    v->len = 0;
+    if (!mpr_try_nil (r))
+        s_read_str (r, msg, f);
+}
+
+static void
+s_pack_ostr (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    if (SQP_CAT (mpr_str_t, msg, f)->ptr)
+        s_pack_str (pk, msg, f);
+    else
+        msgpack_pack_nil (pk);
+}
+
+static void
+s_read_ou32 (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sqp_opt_u32 (r, SQP_AT (uint32_t, msg, f));
+}
+
+static void
+s_pack_ou32 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    sqp_pack_int_or_nil (pk, *SQP_CAT (uint32_t, msg, f));
+}
+
+static void
 s_read_obin (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t *v = S_AT (mpr_str_t, msg, f);
+    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
     if (f->min)
         sqp_opt_bin (r, v, (uint32_t) f->min);
     else
@@ -153,159 +182,23 @@ s_read_obin (mpr_t *r, void *msg, const sq_field_desc_t *f)
 static void
 s_pack_obin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    mpr_str_t v = *S_CAT (mpr_str_t, msg, f);
+    mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
     sqp_pack_bin_or_nil (pk, (const uint8_t *) v.ptr, v.len);
-}
-
-//  Requests' kinds: members of sq_request_t
-static void
-s_read_ids (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    sq_request_t *q = (sq_request_t *) msg;
-    if (sqp_ids (r, &q->ids, &q->n_ids) == 0
-    &&  ((f->max && q->n_ids > f->max) || q->n_ids < f->min))
-        mpr_fail (r, f->why);
-}
-
-static void
-s_pack_ids (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    const sq_request_t *q = (const sq_request_t *) msg;
-    sqp_pack_ids (pk, q->ids, q->n_ids);
-}
-
-//  A job's name: 1 to SQ_JOB_NAME_MAX bytes, no control characters (it is
-//  printed in listings and terminals).
-static void
-s_job_name (mpr_t *r, mpr_str_t *name)
-{
-    if (mpr_str (r, name, SQ_JOB_NAME_MAX))
-        return;
-    if (name->len == 0)
-        mpr_fail (r, "empty");
-    for (uint32_t i = 0; i < name->len && mpr_ok (r); i++)
-        if ((uint8_t) name->ptr [i] < 0x20 || name->ptr [i] == 0x7f)
-            mpr_fail (r, "a control character");
-}
-
-static void
-s_read_job (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    sq_request_t *q = (sq_request_t *) msg;
-    if (!mpr_try_nil (r)) {
-        q->has_name = true;
-        s_job_name (r, &q->name);
-    }
-}
-
-static void
-s_pack_job (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    const sq_request_t *q = (const sq_request_t *) msg;
-    if (q->has_name)
-        sq_pack_mstr (pk, q->name);
-    else
-        msgpack_pack_nil (pk);
-}
-
-//  SESSION_OPEN's options map: known keys, each at most once.
-static void
-s_read_options (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    sq_request_t *self = (sq_request_t *) msg;
-    uint32_t n;
-    if (mpr_map (r, &n))
-        return;
-    bool seen_name = false, seen_detached = false;
-    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
-        mpr_str_t key;
-        mpr_field (r, "options key");
-        if (mpr_str (r, &key, 64))
-            return;
-        if (mpr_str_eq (key, "name") && !seen_name) {
-            seen_name = true;
-            mpr_field (r, "name");
-            self->has_name = true;
-            s_job_name (r, &self->name);
-        }
-        else
-        if (mpr_str_eq (key, "detached") && !seen_detached) {
-            seen_detached = true;
-            mpr_field (r, "detached");
-            mpr_bool (r, &self->detached);
-        }
-        else
-        if (mpr_str_eq (key, "after") && !self->ids) {
-            //  Jobs whose end its tasks wait for (in ids, n_ids).
-            uint32_t count;
-            mpr_field (r, "after");
-            if (mpr_array (r, &count))
-                return;
-            if (count == 0 || count > SQ_AFTER_MAX) {
-                mpr_fail (r, "1 to 64 job ids");
-                return;
-            }
-            self->ids = (uint32_t *) calloc (count, sizeof (uint32_t));
-            if (!self->ids) {
-                mpr_fail (r, "out of memory");
-                return;
-            }
-            for (uint32_t j = 0; j < count && mpr_ok (r); j++) {
-                if (mpr_u32 (r, &self->ids [j]) == 0 && self->ids [j] == 0)
-                    mpr_fail (r, "job id 0");
-                self->n_ids = j + 1;
-            }
-        }
-        else
-            mpr_fail (r, "unknown or repeated key");
-    }
-}
-
-static void
-s_pack_options (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    const sq_request_t *q = (const sq_request_t *) msg;
-    msgpack_pack_map (pk, (q->has_name? 1: 0) + 1 + (q->n_ids? 1: 0));
-    if (q->has_name) {
-        sq_pack_cstr (pk, "name");
-        sq_pack_mstr (pk, q->name);
-    }
-    sq_pack_cstr (pk, "detached");
-    if (q->detached)
-        msgpack_pack_true (pk);
-    else
-        msgpack_pack_false (pk);
-    if (q->n_ids) {
-        sq_pack_cstr (pk, "after");
-        msgpack_pack_array (pk, q->n_ids);
-        for (uint32_t i = 0; i < q->n_ids; i++)
-            msgpack_pack_uint32 (pk, q->ids [i]);
-    }
-}
-
-static bool
-s_options_empty (const void *msg, const sq_field_desc_t *f)
-{
-    (void) f;
-    const sq_request_t *q = (const sq_request_t *) msg;
-    return !q->has_name && !q->detached && !q->n_ids;
 }
 
 //  Empty: 0, false, no bytes, no ids, no name
 static bool
 s_zero_empty (const void *msg, const sq_field_desc_t *f)
 {
-    return f->kind == SQK_U32? *S_CAT (uint32_t, msg, f) == 0:
-           f->kind == SQK_BOOL? !*S_CAT (bool, msg, f):
-           f->kind == SQK_U64 || f->kind == SQK_I64? *S_CAT (uint64_t, msg, f) == 0:
+    return f->kind == SQK_U32 || f->kind == SQK_OU32? *SQP_CAT (uint32_t, msg, f) == 0:
+           f->kind == SQK_BOOL? !*SQP_CAT (bool, msg, f):
+           f->kind == SQK_U64 || f->kind == SQK_I64? *SQP_CAT (uint64_t, msg, f) == 0:
            f->kind == SQK_IDS? ((const sq_request_t *) msg)->n_ids == 0:
            f->kind == SQK_JOB? !((const sq_request_t *) msg)->has_name:
-           S_CAT (mpr_str_t, msg, f)->len == 0;
+           f->kind == SQK_OUTPUTS? ((const sq_event_t *) msg)->n_outputs == 0:
+           f->kind == SQK_OWHERE? !SQP_CAT (sq_where_t, msg, f)->endpoint.ptr:
+           f->kind == SQK_KEYLIST? SQP_CAT (sq_keylist_t, msg, f)->n == 0:
+           SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
 static const s_kind_t s_kinds [] = {
@@ -317,9 +210,16 @@ static const s_kind_t s_kinds [] = {
     [SQK_NAME] = { "NAME", s_read_name, s_pack_str, s_zero_empty },
     [SQK_BIN] = { "BIN", s_read_bin, s_pack_bin, s_zero_empty },
     [SQK_OBIN] = { "OBIN", s_read_obin, s_pack_obin, s_zero_empty },
-    [SQK_IDS] = { "IDS", s_read_ids, s_pack_ids, s_zero_empty },
-    [SQK_JOB] = { "JOB", s_read_job, s_pack_job, s_zero_empty },
-    [SQK_OPTIONS] = { "OPTIONS", s_read_options, s_pack_options, s_options_empty },
+    [SQK_IDS] = { "IDS", sqp_kind_read_ids, sqp_kind_pack_ids, s_zero_empty },
+    [SQK_JOB] = { "JOB", sqp_kind_read_job, sqp_kind_pack_job, s_zero_empty },
+    [SQK_OPTIONS] = { "OPTIONS", sqp_kind_read_options, sqp_kind_pack_options, sqp_kind_options_empty },
+    [SQK_OSTR] = { "OSTR", s_read_ostr, s_pack_ostr, s_zero_empty },
+    [SQK_OU32] = { "OU32", s_read_ou32, s_pack_ou32, s_zero_empty },
+    [SQK_OWHERE] = { "OWHERE", sqp_kind_read_owhere, sqp_kind_pack_owhere, s_zero_empty },
+    [SQK_KEYLIST] = { "KEYLIST", sqp_kind_read_keylist, sqp_kind_pack_keylist, s_zero_empty },
+    [SQK_OUTPUTS] = { "OUTPUTS", sqp_kind_read_outputs, sqp_kind_pack_outputs, s_zero_empty },
+    [SQK_EXIT] = { "EXIT", sqp_kind_read_exit, sqp_kind_pack_exit, sqp_kind_exit_empty },
+    [SQK_RESULTS] = { "RESULTS", sqp_kind_read_results, sqp_kind_pack_results, s_zero_empty },
 };
 
 const char *
@@ -334,23 +234,217 @@ sq_field_kind_name (sq_field_kind_t kind)
 //  Each message's struct, by its name, for offsetof
 #define SQ_BEGIN(NAME, number, type_t, check) typedef type_t s_t_##NAME;
 #define SQ_REQUEST(NAME, number) typedef sq_request_t s_t_##NAME;
+#define SQ_RECORD(NAME, type_t, check) typedef type_t s_t_##NAME;
+#define SQ_RECORD_IN(NAME, type_t, check) typedef type_t s_t_##NAME;
+#define SQ_EVENT(NAME, number) typedef sq_event_t s_t_##NAME;
+#include "proto_messages.def"
+
+//  Every member has its kind's size (SQ_RECORD_IN's structs are declared
+//  by hand)
+#define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
+    _Static_assert (sizeof (((s_t_##NAME *) 0)->member) == sizeof (SQ_CT_##KIND), \
+                    #NAME "." #member ": not the size of its kind");
+#include "proto_messages.def"
+
+//  One field, by kind. Each message's reader and packer below are made
+//  from its rows as straight-line code calling these with constant
+//  descriptions: inlined, the switch and the description fold away and
+//  the code is what a hand-written codec would be (bench/codec.c measures
+//  both).
+static inline __attribute__ ((always_inline)) void
+s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    switch (f->kind) {
+        case SQK_U32: {
+            uint32_t *v = SQP_AT (uint32_t, msg, f);
+            if (mpr_u32 (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
+                mpr_fail (r, f->why);
+            break;
+        }
+        case SQK_U64: {
+            uint64_t *v = SQP_AT (uint64_t, msg, f);
+            if (mpr_uint (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
+                mpr_fail (r, f->why);
+            break;
+        }
+        case SQK_I64: s_read_i64 (r, msg, f); break;
+        case SQK_BOOL: s_read_bool (r, msg, f); break;
+        case SQK_STR: s_read_str (r, msg, f); break;
+        case SQK_NAME: s_read_name (r, msg, f); break;
+        case SQK_BIN: s_read_bin (r, msg, f); break;
+        case SQK_OBIN: s_read_obin (r, msg, f); break;
+        case SQK_IDS: sqp_kind_read_ids (r, msg, f); break;
+        case SQK_JOB: sqp_kind_read_job (r, msg, f); break;
+        case SQK_OPTIONS: sqp_kind_read_options (r, msg, f); break;
+        case SQK_OUTPUTS: sqp_kind_read_outputs (r, msg, f); break;
+        case SQK_OSTR: s_read_ostr (r, msg, f); break;
+        case SQK_OU32: s_read_ou32 (r, msg, f); break;
+        case SQK_OWHERE: sqp_kind_read_owhere (r, msg, f); break;
+        case SQK_KEYLIST: sqp_kind_read_keylist (r, msg, f); break;
+        case SQK_EXIT: sqp_kind_read_exit (r, msg, f); break;
+        case SQK_RESULTS: sqp_kind_read_results (r, msg, f); break;
+    }
+}
+
+static inline __attribute__ ((always_inline)) void
+s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    switch (f->kind) {
+        case SQK_U32:
+            msgpack_pack_uint32 (pk, *SQP_CAT (uint32_t, msg, f));
+            break;
+        case SQK_U64:
+            msgpack_pack_uint64 (pk, *SQP_CAT (uint64_t, msg, f));
+            break;
+        case SQK_STR:
+        case SQK_NAME: {
+            mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
+            msgpack_pack_str (pk, v.len);
+            msgpack_pack_str_body (pk, v.len? v.ptr: "", v.len);
+            break;
+        }
+        case SQK_I64: s_pack_i64 (pk, msg, f); break;
+        case SQK_BOOL: s_pack_bool (pk, msg, f); break;
+        case SQK_BIN: s_pack_bin (pk, msg, f); break;
+        case SQK_OBIN: s_pack_obin (pk, msg, f); break;
+        case SQK_IDS: sqp_kind_pack_ids (pk, msg, f); break;
+        case SQK_JOB: sqp_kind_pack_job (pk, msg, f); break;
+        case SQK_OPTIONS: sqp_kind_pack_options (pk, msg, f); break;
+        case SQK_OUTPUTS: sqp_kind_pack_outputs (pk, msg, f); break;
+        case SQK_OSTR: s_pack_ostr (pk, msg, f); break;
+        case SQK_OU32: s_pack_ou32 (pk, msg, f); break;
+        case SQK_OWHERE: sqp_kind_pack_owhere (pk, msg, f); break;
+        case SQK_KEYLIST: sqp_kind_pack_keylist (pk, msg, f); break;
+        case SQK_EXIT: sqp_kind_pack_exit (pk, msg, f); break;
+        case SQK_RESULTS: sqp_kind_pack_results (pk, msg, f); break;
+    }
+}
+
+//  Each message's reader: its fields after the array's head (n elements
+//  in the array, of which `at` are read), then its check; and its packer
+//  of the first n fields.
+#define S_DESC(NAME, KIND, member, name, min, max, why, optional) \
+    &(const sq_field_desc_t) { name, SQK_##KIND, optional, offsetof (s_t_##NAME, member), \
+                               min, max, why }
+#define SQ_BEGIN(NAME, number, type_t, check) \
+    static void s_read_##NAME (mpr_t *r, void *msg, uint32_t n) { \
+        uint32_t at = 1; int (*check_fn) (mpr_t *, const void *) = check;
+#define SQ_REQUEST(NAME, number) \
+    static void s_read_##NAME (mpr_t *r, void *msg, uint32_t n) { \
+        uint32_t at = 2; int (*check_fn) (mpr_t *, const void *) = NULL;
+#define SQ_RECORD(NAME, type_t, check) \
+    static void s_read_##NAME (mpr_t *r, void *msg, uint32_t n) { \
+        uint32_t at = 0; int (*check_fn) (mpr_t *, const void *) = check;
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#define SQ_EVENT(NAME, number) \
+    static void s_read_##NAME (mpr_t *r, void *msg, uint32_t n) { \
+        uint32_t at = 1; int (*check_fn) (mpr_t *, const void *) = NULL;
+#define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
+        if (!r->error && (!(optional) || at < n)) { \
+            r->field = name; \
+            s_read (r, msg, S_DESC (NAME, KIND, member, name, min, max, why, optional)); \
+        } \
+        at++;
+#define SQ_END(NAME) \
+        (void) at; (void) n; \
+        if (check_fn && !r->error) \
+            check_fn (r, msg); \
+    }
+#include "proto_messages.def"
+
+#define SQ_BEGIN(NAME, number, type_t, check) \
+    static void s_pack_##NAME (msgpack_packer *pk, const void *msg, uint32_t n) { \
+        uint32_t at = 0;
+#define SQ_REQUEST(NAME, number) SQ_BEGIN (NAME, number, sq_request_t, NULL)
+#define SQ_RECORD(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
+#define SQ_EVENT(NAME, number) SQ_BEGIN (NAME, number, sq_event_t, NULL)
+#define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
+        if (!(optional) || at < n) \
+            s_pack (pk, msg, S_DESC (NAME, KIND, member, name, min, max, why, optional)); \
+        at++;
+#define SQ_END(NAME) (void) at; (void) n; (void) pk; (void) msg; }
+#include "proto_messages.def"
+
+//  Each event's packer, by name, for proto_governor.c's sq_pack_started
+//  etc.: straight-line, no description looked up (the governor packs two
+//  events a task)
+#define SQ_EVENT(NAME, number) \
+    void sqp_pack_##NAME (msgpack_packer *pk, const sq_event_t *ev, uint32_t n) \
+    { \
+        msgpack_pack_array (pk, 1 + n); \
+        msgpack_pack_uint32 (pk, number); \
+        s_pack_##NAME (pk, ev, n); \
+    }
 #include "proto_messages.def"
 
 //  Each message's fields
 #define SQ_BEGIN(NAME, number, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
 #define SQ_REQUEST(NAME, number) static const sq_field_desc_t s_fields_##NAME [] = {
+#define SQ_RECORD(NAME, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
+#define SQ_RECORD_IN(NAME, type_t, check) static const sq_field_desc_t s_fields_##NAME [] = {
+#define SQ_EVENT(NAME, number) static const sq_field_desc_t s_fields_##NAME [] = {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) \
     { name, SQK_##KIND, optional, offsetof (s_t_##NAME, member), min, max, why },
 #define SQ_END(NAME) { NULL, SQK_U32, 0, 0, 0, 0, NULL } };
 #include "proto_messages.def"
 
+//  Each message's count of required fields (optional ones trail)
+#define SQ_BEGIN(NAME, number, type_t, check) enum { S_REQUIRED_##NAME = 0
+#define SQ_REQUEST(NAME, number) enum { S_REQUIRED_##NAME = 0
+#define SQ_RECORD(NAME, type_t, check) enum { S_REQUIRED_##NAME = 0
+#define SQ_RECORD_IN(NAME, type_t, check) enum { S_REQUIRED_##NAME = 0
+#define SQ_EVENT(NAME, number) enum { S_REQUIRED_##NAME = 0
+#define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) + !(optional)
+#define SQ_END(NAME) };
+#include "proto_messages.def"
+
+//  Each row's count of fields
+#define SQ_BEGIN(NAME, number, type_t, check) enum { S_ALL_##NAME = 0
+#define SQ_REQUEST(NAME, number) enum { S_ALL_##NAME = 0
+#define SQ_EVENT(NAME, number) enum { S_ALL_##NAME = 0
+#define SQ_RECORD(NAME, type_t, check) enum { S_ALL_##NAME = 0
+#define SQ_RECORD_IN(NAME, type_t, check) enum { S_ALL_##NAME = 0
+#define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) + 1
+#define SQ_END(NAME) };
+#include "proto_messages.def"
+
 #define S_FIELDS(NAME) s_fields_##NAME, sizeof s_fields_##NAME / sizeof s_fields_##NAME [0] - 1
+#define S_DESC_OF(NAME, number_, request_, type_t, check_) \
+    { .type = number_, .name = #NAME, .request = request_, .size = sizeof (type_t), \
+      .fields = s_fields_##NAME, \
+      .n_fields = sizeof s_fields_##NAME / sizeof s_fields_##NAME [0] - 1, \
+      .check = check_, .n_required = S_REQUIRED_##NAME, \
+      .read = s_read_##NAME, .pack = s_pack_##NAME, .element = -1 },
+static const sq_msg_desc_t s_records [] = {
+#define SQ_RECORD(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
+#define SQ_RECORD_IN(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
+#include "proto_messages.def"
+};
+
+static const sq_msg_desc_t s_events [] = {
+#define SQ_EVENT(NAME, number_) S_DESC_OF (NAME, number_, false, sq_event_t, NULL)
+#include "proto_messages.def"
+};
+#define S_EVENTS (sizeof s_events / sizeof s_events [0])
+
+//  Each event type's place in s_events, plus one
+enum {
+#define SQ_EVENT(NAME, number) S_AT_##NAME,
+#include "proto_messages.def"
+};
+#define S_EVENT_TYPES 64
+static const uint8_t s_event_index [S_EVENT_TYPES] = {
+#define SQ_EVENT(NAME, number) [number] = S_AT_##NAME + 1,
+#include "proto_messages.def"
+};
+
 static const sq_msg_desc_t s_messages [] = {
-#define SQ_MSG(NAME, number) { number, #NAME, false, 0, NULL, 0, NULL },
-#define SQ_BEGIN(NAME, number, type_t, check) \
-    { number, #NAME, false, sizeof (type_t), S_FIELDS (NAME), check },
-#define SQ_REQUEST(NAME, number) \
-    { number, #NAME, true, sizeof (sq_request_t), S_FIELDS (NAME), NULL },
+#define SQ_MSG(NAME, number_) { .type = number_, .name = #NAME, .element = -1 },
+#define SQ_BATCH(NAME, number_, RECORD) \
+    { .type = number_, .name = #NAME, .element = SQ_REC_##RECORD },
+#define SQ_BEGIN(NAME, number, type_t, check) S_DESC_OF (NAME, number, false, type_t, check)
+#define SQ_REQUEST(NAME, number) S_DESC_OF (NAME, number, true, sq_request_t, NULL)
 #include "proto_messages.def"
 };
 #define S_MESSAGES (sizeof s_messages / sizeof s_messages [0])
@@ -368,6 +462,7 @@ enum {
 #define SQ_MSG(NAME, number) S_AT_##NAME,
 #define SQ_BEGIN(NAME, number, type_t, check) S_AT_##NAME,
 #define SQ_REQUEST(NAME, number) S_AT_##NAME,
+#define SQ_BATCH(NAME, number, RECORD) S_AT_##NAME,
 #include "proto_messages.def"
 };
 #define S_TYPES 256
@@ -375,6 +470,7 @@ static const uint8_t s_index [S_TYPES] = {
 #define SQ_MSG(NAME, number) [number] = S_AT_##NAME + 1,
 #define SQ_BEGIN(NAME, number, type_t, check) [number] = S_AT_##NAME + 1,
 #define SQ_REQUEST(NAME, number) [number] = S_AT_##NAME + 1,
+#define SQ_BATCH(NAME, number, RECORD) [number] = S_AT_##NAME + 1,
 #include "proto_messages.def"
 };
 
@@ -382,6 +478,31 @@ const sq_msg_desc_t *
 sq_msg_desc (uint32_t type)
 {
     return type < S_TYPES && s_index [type]? &s_messages [s_index [type] - 1]: NULL;
+}
+
+const sq_msg_desc_t *
+sq_record_desc (uint32_t record)
+{
+    return record < SQ_REC_COUNT_? &s_records [record]: NULL;
+}
+
+const sq_msg_desc_t *
+sq_record_descs (size_t *count)
+{
+    *count = SQ_REC_COUNT_;
+    return s_records;
+}
+
+static inline const sq_msg_desc_t *
+s_event_desc (uint32_t type)
+{
+    return type < S_EVENT_TYPES && s_event_index [type]? &s_events [s_event_index [type] - 1]: NULL;
+}
+
+const sq_msg_desc_t *
+sq_event_desc (uint32_t type)
+{
+    return s_event_desc (type);
 }
 
 const char *
@@ -400,47 +521,49 @@ static uint32_t
 s_present (const sq_msg_desc_t *d, const void *msg)
 {
     uint32_t n = d->n_fields;
-    while (n > 0 && d->fields [n - 1].optional
+    while (n > d->n_required
        &&  s_kinds [d->fields [n - 1].kind].empty (msg, &d->fields [n - 1]))
         n--;
     return n;
 }
 
-static uint32_t
-s_required (const sq_msg_desc_t *d)
+//  Reads the rest of a message of d into msg, already zeroed, from r
+//  where its type was read (n: elements in its array); the caller reports.
+static int
+s_decode_rest (const sq_msg_desc_t *d, void *msg, mpr_t *r, uint32_t n)
 {
-    uint32_t n = d->n_fields;
-    while (n > 0 && d->fields [n - 1].optional)
-        n--;
-    return n;
+    uint32_t head = d->request? 2: 1;       //  type (and req)
+    if (n < head + d->n_required || n > head + d->n_fields) {
+        r->field = "message";
+        mpr_fail (r, "wrong number of fields");
+    }
+    else
+    if (d->request) {
+        r->field = "req";
+        mpr_u32 (r, &((sq_request_t *) msg)->req);
+    }
+    if (!r->error)
+        d->read (r, msg, n);
+    mpr_field (r, NULL);
+    return mpr_end (r);
 }
 
-//  Reads a message of d into msg, already zeroed; the caller reports.
 static int
 s_decode (const sq_msg_desc_t *d, void *msg, const void *data, size_t size, mpr_t *r)
 {
-    uint32_t head = d->request? 2: 1;       //  type (and req)
     uint32_t n = 0;
     uint64_t type;
     mpr_init (r, data, size);
     mpr_field (r, "message");
-    if (mpr_array (r, &n) == 0 && (n < head + s_required (d) || n > head + d->n_fields))
+    if (mpr_array (r, &n) == 0 && (n < (d->request? 2: 1) + d->n_required
+                               ||  n > (d->request? 2: 1) + d->n_fields))
         mpr_fail (r, "wrong number of fields");
     mpr_field (r, "type");
     if (mpr_uint (r, &type) == 0 && type != d->type)
         mpr_fail (r, "unexpected message type");
-    if (d->request) {
-        mpr_field (r, "req");
-        mpr_u32 (r, &((sq_request_t *) msg)->req);
-    }
-    for (uint32_t i = 0; i + head < n && mpr_ok (r); i++) {
-        mpr_field (r, d->fields [i].name);
-        s_kinds [d->fields [i].kind].read (r, msg, &d->fields [i]);
-    }
-    if (mpr_ok (r) && d->check)
-        d->check (r, msg);
-    mpr_field (r, NULL);
-    return mpr_end (r);
+    if (r->error)
+        return -1;
+    return s_decode_rest (d, msg, r, n);
 }
 
 int
@@ -451,9 +574,21 @@ sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbu
         return sqp_semantic (err, "not a message of the table");
     memset (msg, 0, d->size);
     mpr_t r;
-    if (s_decode (d, msg, data, size, &r))
+    if (s_decode (d, msg, data, size, &r)) {
+        sq_msg_free_fields (type, msg);
         return sqp_error (&r, err, d->name);
+    }
     return 0;
+}
+
+void
+sq_msg_free_fields (uint32_t type, void *msg)
+{
+    switch (type) {
+#define SQ_RELEASE(NAME, fn) case SQ_MSG_##NAME: fn ((s_t_##NAME *) msg); break;
+#include "proto_messages.def"
+        default: break;
+    }
 }
 
 void
@@ -466,24 +601,25 @@ sq_msg_encode (sq_wbuf_t *w, uint32_t type, const void *msg)
     msgpack_pack_uint32 (&w->pk, type);
     if (request)
         msgpack_pack_uint32 (&w->pk, ((const sq_request_t *) msg)->req);
-    for (uint32_t i = 0; i < n; i++)
-        s_kinds [d->fields [i].kind].pack (&w->pk, msg, &d->fields [i]);
+    if (n)
+        d->pack (&w->pk, msg, n);
 }
 
 //  Client requests: every type of SQ_REQUEST, into one sq_request_t
 int
 sq_request_decode (sq_request_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
-    uint32_t type, req;
+    uint32_t type, n;
+    mpr_t r;
     memset (self, 0, sizeof *self);
-    if (sq_proto_peek (data, size, &type, &req))
+    mpr_init (&r, data, size);
+    if (mpr_array (&r, &n) || n < 1 || mpr_u32 (&r, &type))
         return sqp_semantic (err, "request: not a msgpack array starting with a type");
     const sq_msg_desc_t *d = sq_msg_desc (type);
     if (!d || !d->request)
         return sqp_semantic (err, "unknown message type (not a client request)");
     self->type = type;
-    mpr_t r;
-    if (s_decode (d, self, data, size, &r)) {
+    if (s_decode_rest (d, self, &r, n)) {
         sq_request_release (self);
         return sqp_error (&r, err, d->name);
     }
@@ -502,6 +638,129 @@ void
 sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
 {
     sq_msg_encode (w, q->type, q);
+}
+
+//  Records and batches ------------------------------------------------------
+
+//  One record at r into msg; inlined in the batches' reader, where the
+//  cost of a call per element shows.
+static inline int
+s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
+{
+    uint32_t n = 0;
+    memset (msg, 0, d->size);
+    mpr_field (r, what);
+    if (mpr_array (r, &n) == 0 && (n < d->n_required || n > d->n_fields))
+        mpr_fail (r, "wrong number of fields");
+    if (!r->error)
+        d->read (r, msg, n);
+    return r->error? -1: 0;
+}
+
+//  Each record's packer, by name (sqp_pack_STOP_TASK ...): straight-line
+#define SQ_RECORD(NAME, type_t, check) \
+    void sqp_pack_##NAME (msgpack_packer *pk, const void *msg) \
+    { \
+        uint32_t n = (int) S_REQUIRED_##NAME == (int) S_ALL_##NAME? (uint32_t) S_ALL_##NAME \
+                   : s_present (&s_records [SQ_REC_##NAME], msg); \
+        msgpack_pack_array (pk, n); \
+        s_pack_##NAME (pk, msg, n); \
+    }
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#include "proto_messages.def"
+
+int
+sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what)
+{
+    return s_record_read (&s_records [record], r, msg, what);
+}
+
+void
+sq_record_pack (msgpack_packer *pk, uint32_t record, const void *msg)
+{
+    const sq_msg_desc_t *d = &s_records [record];
+    uint32_t n = d->n_required == d->n_fields? d->n_fields: s_present (d, msg);
+    msgpack_pack_array (pk, n);
+    d->pack (pk, msg, n);
+}
+
+int
+sq_record_decode (uint32_t record, void *msg, const void *data, size_t size,
+                  const char *what, sq_errbuf_t *err)
+{
+    mpr_t r;
+    mpr_init (&r, data, size);
+    sq_record_read (&r, record, msg, "body");
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, what);
+    return 0;
+}
+
+int
+sq_batch_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
+                sq_errbuf_t *err)
+{
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    int rc = sqp_iter_begin (self, data, size, type, err, d? d->name: "message");
+    self->batch = d;
+    return rc;
+}
+
+int
+sq_batch_next (sq_iter_t *self, uint32_t type, void *elem)
+{
+    const sq_msg_desc_t *d = (const sq_msg_desc_t *) self->batch;
+    if (!d || d->type != type)
+        d = sq_msg_desc (type);
+    if (!d || d->element < 0)
+        return sqp_semantic (self->err, "not a batched message of the table");
+    int more = sqp_iter_more (self, d->name);
+    if (more <= 0)
+        return more;
+    if (s_record_read (&s_records [d->element], &self->r, elem, "element"))
+        return sqp_error (&self->r, self->err, d->name);
+    return 1;
+}
+
+//  UPDATE's events -------------------------------------------------------
+
+int
+sq_event_read (sq_iter_t *self, sq_event_t *ev)
+{
+    mpr_t *r = &self->r;
+    uint32_t n = 0;
+    memset (ev, 0, sizeof *ev);
+    if (r->error)
+        return -1;
+    r->field = "event";
+    if (mpr_array (r, &n))
+        return -1;
+    r->field = "event.type";
+    if (n == 0)
+        return mpr_fail (r, "empty");
+    if (mpr_u32 (r, &ev->type))
+        return -1;
+    const sq_msg_desc_t *d = s_event_desc (ev->type);
+    if (!d)
+        return mpr_fail (r, "unknown event type");
+    if (n < 1 + d->n_required || n > 1 + d->n_fields) {
+        r->field = "event";
+        return mpr_fail (r, "wrong number of fields");
+    }
+    d->read (r, ev, n);
+    return r->error? -1: 0;
+}
+
+void
+sq_event_pack (msgpack_packer *pk, const sq_event_t *ev, int n)
+{
+    const sq_msg_desc_t *d = s_event_desc (ev->type);
+    uint32_t fields = n >= 0? (uint32_t) n:
+                      d->n_required == d->n_fields? d->n_fields: s_present (d, ev);
+    msgpack_pack_array (pk, 1 + fields);
+    msgpack_pack_uint32 (pk, ev->type);
+    d->pack (pk, ev, fields);
 }
 
 //  The named codecs of the table's SQ_CODEC and SQ_DECODER rows

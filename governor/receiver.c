@@ -375,10 +375,10 @@ s_on_keys (receiver_t *self, sq_msg_t *msg)
         sq_warn ("bad KEYS from the broker: %s", err.text);
         return;
     }
-    s_keyset_load (&self->governors, keys.governors, keys.n_governors);
-    s_keyset_load (&self->clients, keys.clients, keys.n_clients);
-    sq_info ("keys: %u governors, %u clients may reach this governor", keys.n_governors,
-             keys.n_clients);
+    s_keyset_load (&self->governors, keys.governors.keys, keys.governors.n);
+    s_keyset_load (&self->clients, keys.clients.keys, keys.clients.n);
+    sq_info ("keys: %u governors, %u clients may reach this governor", keys.governors.n,
+             keys.clients.n);
     sq_keyset_release (&keys);
 }
 

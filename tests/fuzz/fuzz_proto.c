@@ -553,11 +553,11 @@ s_fuzz_keyset (const uint8_t *data, size_t size)
     sq_errbuf_t err;
     if (sq_keyset_decode (&keys, data, size, &err))
         return;
-    FZ_ASSERT (keys.n_governors <= SQ_MAX_KEYS && keys.n_clients <= SQ_MAX_KEYS);
-    for (uint32_t i = 0; i < keys.n_governors; i++)
-        s_touch (keys.governors [i], 32);
-    for (uint32_t i = 0; i < keys.n_clients; i++)
-        s_touch (keys.clients [i], 32);
+    FZ_ASSERT (keys.governors.n <= SQ_MAX_KEYS && keys.clients.n <= SQ_MAX_KEYS);
+    for (uint32_t i = 0; i < keys.governors.n; i++)
+        s_touch (keys.governors.keys [i], 32);
+    for (uint32_t i = 0; i < keys.clients.n; i++)
+        s_touch (keys.clients.keys [i], 32);
     sq_keyset_release (&keys);
 }
 
@@ -758,6 +758,10 @@ s_fuzz_table (const uint8_t *data, size_t size)
     if (d->request) {
         sq_request_release (&msg.request);
         sq_request_release (&again.request);
+    }
+    else {
+        sq_msg_free_fields (type, &msg);
+        sq_msg_free_fields (type, &again);
     }
     sq_wbuf_release (&w);
     sq_wbuf_release (&w2);

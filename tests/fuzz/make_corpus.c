@@ -107,7 +107,14 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
             case SQK_I64: *(int64_t *) at = f->max? f->min: 10000; break;
             case SQK_BOOL: *(bool *) at = true; break;
             case SQK_STR: *(mpr_str_t *) at = s_mstr ("text/plain"); break;
-            case SQK_NAME: *(mpr_str_t *) at = s_mstr ("acme"); break;
+            case SQK_NAME: case SQK_OSTR: *(mpr_str_t *) at = s_mstr ("acme"); break;
+            case SQK_OU32: *(uint32_t *) at = 7; break;
+            case SQK_KEYLIST: {
+                static const uint8_t *key [1] = { (const uint8_t *) bytes };
+                *(sq_keylist_t *) at = (sq_keylist_t) { key, 1 };
+                break;
+            }
+            case SQK_OWHERE: ((sq_where_t *) at)->endpoint = s_mstr ("tcp://127.0.0.1:5"); break;
             case SQK_BIN: case SQK_OBIN:
                 *(mpr_str_t *) at = (mpr_str_t) { bytes, f->min? (uint32_t) f->min: 8 };
                 break;
@@ -115,6 +122,8 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
             case SQK_OPTIONS: q->detached = true;       //  and a name
             /* FALLTHRU */
             case SQK_JOB: q->has_name = true; q->name = s_mstr ("nightly"); break;
+            //  Events' kinds (UPDATE's seeds are written by hand below)
+            case SQK_OUTPUTS: case SQK_EXIT: case SQK_RESULTS: break;
         }
     }
 }

@@ -178,7 +178,7 @@ def test_statics_are_cited_beside_their_file():
 
 def test_every_message_is_named():
     table = open(os.path.join(_ROOT, "common", "proto_messages.def")).read()
-    names = re.findall(r"^SQ_(?:MSG|BEGIN|REQUEST) \((\w+), \d+", table, re.M)
+    names = re.findall(r"^SQ_(?:MSG|BEGIN|REQUEST|BATCH) \((\w+), \d+", table, re.M)
     assert "HELLO" in names and "PUT" in names
     common = sections()["common"]
     missing = [n for n in names if not re.search(r"\b%s\b" % n.replace("_", "[_ ]"), common)]

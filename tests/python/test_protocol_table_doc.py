@@ -1,83 +1,253 @@
 """docs/protocol.md agrees with the message table, common/proto_messages.def,
 from which the codec is made: every message of the table is in the document
-with its number, and every message the table lays out field by field (flat
-messages and client requests) has a layout `[number, field, ...]` in the
-document, next to its name, whose field names are the table's in order.
-Nothing of squall runs: the table is read as text."""
+with its number; every message the table lays out field by field (flat
+messages, client requests, batches of records, UPDATE's events) has a layout
+`[number, field, ...]` (a batch `[number, [[field, ...]...]]`) in the
+document, next to its name, whose field names are the table's in order and
+whose types, where the layout gives them, are those of the table's kinds;
+and the document's appendix lists every field of the table with its kind
+and its bounds, as the codec checks them. Nothing of squall runs: the table
+is read as text, its constants from common/*.h."""
+import glob
 import os
 import re
 import sys
 
+import pytest
+
 _ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 _TABLE = os.path.join(_ROOT, "common", "proto_messages.def")
 _DOC = os.path.join(_ROOT, "docs", "protocol.md")
+_APPENDIX = "## Appendix: the fields of the codec's table"
+
+#  The types a layout may give a field of each kind
+_TYPES = {
+    "U32": {"u32", "uint"},
+    "U64": {"uint", "key", "u64"},
+    "I64": {"i64", "int"},
+    "BOOL": {"bool"},
+    "STR": {"str"},
+    "NAME": {"str"},
+    "BIN": {"bin"},
+    "OBIN": {"bin or nil", "bin|nil"},
+    "IDS": {"array of u32", "[u32...]"},
+    "JOB": {"str or nil", "str|nil"},
+    "OSTR": {"str or nil", "str|nil"},
+    "OU32": {"u32 or nil", "u32|nil", "uint or nil", "uint|nil"},
+    "OWHERE": {"where", "where or nil", "where|nil"},
+    "KEYLIST": {"[bin...]", "array of bin"},
+    "OPTIONS": {"map"},
+    "EXIT": {"i32"},
+    "OUTPUTS": None,            # its layout follows the event's: any
+    "RESULTS": None,
+}
+
+
+def compatible(field, typ):
+    """Whether a layout's type for a field of the table is its kind's: a
+    U64 bounded to 32 bits may say u32, a BIN of exactly n bytes bin n."""
+    kind = field["kind"]
+    if _TYPES[kind] is None or typ in _TYPES[kind]:
+        return True
+    if kind == "U64" and field["max"] and field["max"] <= 0xffffffff and typ == "u32":
+        return True
+    return kind == "BIN" and field["min"] and typ == "bin %d" % field["min"]
+
+
+def constants():
+    """The numbers the table's bounds name: #defines and enum members of
+    common/*.h, and the C limits it uses."""
+    raw = {"UINT32_MAX": "4294967295", "INT32_MAX": "2147483647", "NULL": "0"}
+    for path in glob.glob(os.path.join(_ROOT, "common", "*.h")):
+        for line in open(path, encoding="utf-8"):
+            m = (re.match(r"#define (SQ_\w+) +([^/]+?)\s*(//.*)?$", line)
+                 or re.match(r"\s+(SQ_\w+) = ([^,/]+?),?\s*(//.*)?$", line))
+            if m:
+                raw.setdefault(m.group(1), m.group(2))
+    return raw
+
+
+def value(text, raw, depth=0):
+    """A bound of the table as a number (C constants, u suffixes, shifts)."""
+    text = text.strip()
+    if depth > 8:
+        raise ValueError(text)
+    text = re.sub(r"\b(SQ_\w+|UINT32_MAX|INT32_MAX)\b",
+                  lambda m: "(%d)" % value(raw[m.group(1)], raw, depth + 1), text)
+    text = re.sub(r"\b(\d+)(u|ull|ul|ll)\b", r"\1", text, flags=re.I)
+    if not re.match(r"^[\d\s()+\-*<>]+$", text):
+        raise ValueError("not a number the test can read: %s" % text)
+    return int(eval(text, {"__builtins__": {}}))
 
 
 def table():
-    """[(name, number, fields or None, request)], fields as [(name, optional)]"""
+    """{"messages": [(name, number, fields or None, request, record or None)],
+        "records": {name: fields}, "events": [(name, number, fields)]},
+    fields as dicts (name, kind, min, max, optional), bounds as numbers."""
     text = open(_TABLE, encoding="utf-8").read()
     text = text[text.index("*/"):]         # the rows, after the header's example rows
-    messages, current = [], None
+    raw = constants()
+    messages, records, events, current, fields = [], {}, [], None, None
     for line in text.splitlines():
+        line = re.sub(r"\s*//.*$", "", line)
         m = re.match(r"SQ_(MSG|BEGIN|REQUEST) \((\w+), (\d+)", line)
         if m:
-            laid_out = m.group(1) != "MSG"
-            current = (m.group(2), int(m.group(3)), [] if laid_out else None,
-                       m.group(1) == "REQUEST")
-            messages.append(current)
+            fields = [] if m.group(1) != "MSG" else None
+            current = m.group(2)
+            messages.append((current, int(m.group(3)), fields, m.group(1) == "REQUEST", None))
             continue
-        m = re.match(r"\s+SQ_F(B|OPT)? \((\w+), (\w+), (\w+), \"([^\"]+)\"", line)
+        m = re.match(r"SQ_BATCH \((\w+), (\d+), (\w+)\)", line)
         if m:
-            assert current and current[2] is not None and m.group(2) == current[0], \
+            current, fields = None, None
+            messages.append((m.group(1), int(m.group(2)), None, False, m.group(3)))
+            continue
+        m = re.match(r"SQ_EVENT \((EV_\w+), (\d+)\)", line)
+        if m:
+            current, fields = m.group(1), []
+            events.append((current[3:], int(m.group(2)), fields))
+            continue
+        m = re.match(r"SQ_RECORD(_IN)? \((\w+),", line)
+        if m:
+            current, fields = m.group(2), []
+            records[current] = fields
+            continue
+        m = re.match(r"\s+SQ_F(B|OPT)? \((\w+), (\w+), (\w+), \"([^\"]+)\"(.*)\)", line)
+        if m:
+            assert fields is not None and m.group(2) == current, \
                 "proto_messages.def: a field row of %s outside its message: %s" % (m.group(2), line)
-            current[2].append((m.group(5), m.group(1) == "OPT"))
+            lo = hi = 0
+            if m.group(1) == "B":
+                args = [a.strip() for a in re.split(r",(?![^(]*\))", m.group(6))][1:]
+                lo, hi = value(args[0], raw), value(args[1], raw)
+            fields.append({"name": m.group(5), "kind": m.group(3), "min": lo, "max": hi,
+                           "optional": m.group(1) == "OPT"})
             continue
         # a field row in full (an optional one with bounds): its last argument
-        m = re.match(r"\s+SQ_FIELD \((\w+), (\w+), (\w+), \"([^\"]+)\",.*, ([01])\)", line)
+        m = re.match(r"\s+SQ_FIELD \((\w+), (\w+), (\w+), \"([^\"]+)\",(.*), ([01])\)", line)
         if m:
-            assert current and current[2] is not None and m.group(1) == current[0], \
+            assert fields is not None and m.group(1) == current, \
                 "proto_messages.def: a field row of %s outside its message: %s" % (m.group(1), line)
-            current[2].append((m.group(4), m.group(5) == "1"))
-    return messages
+            args = [a.strip() for a in re.split(r",(?![^(]*\))", m.group(5))]
+            fields.append({"name": m.group(4), "kind": m.group(2), "min": value(args[0], raw),
+                           "max": value(args[1], raw), "optional": m.group(6) == "1"})
+    for name, _, _, _, record in messages:
+        assert record is None or record in records, \
+            "proto_messages.def: %s is a batch of %s, which is no record" % (name, record)
+    return {"messages": messages, "records": records, "events": events}
+
+
+def split(inner):
+    """The top-level parts of a layout's inside, split at commas."""
+    depth, parts, part = 0, [], ""
+    for c in inner:
+        if c in "[{(":
+            depth += 1
+        elif c in "]})":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append(part)
+            part = ""
+        else:
+            part += c
+    parts.append(part)
+    return [p.strip() for p in parts]
+
+
+def named(parts):
+    """[(name, type or None)] of `name: type` parts"""
+    out = []
+    for p in parts:
+        name, _, kind = p.partition(":")
+        out.append((name.strip(), kind.strip() or None))
+    return out
 
 
 def layouts(doc, number):
     """Every backticked layout [number, ...] of the document, with the text
-    just before it: [(names, before)]."""
+    just before it: [(parts after the number, before)]."""
     found = []
     for m in re.finditer(r"`\[%d(\]|,[^`]*\])`" % number, doc):
-        inner = m.group(0)[2:-2]
-        depth, parts, part = 0, [], ""
-        for c in inner:
-            if c in "[{":
-                depth += 1
-            elif c in "]}":
-                depth -= 1
-            if c == "," and depth == 0:
-                parts.append(part)
-                part = ""
-            else:
-                part += c
-        parts.append(part)
-        names = [p.split(":")[0].strip() for p in parts[1:]]
-        found.append((names, doc[max(0, m.start() - 80):m.start()]))
+        found.append((split(m.group(0)[2:-2])[1:], doc[max(0, m.start() - 80):m.start()]))
     return found
 
 
+def wanted(message, t):
+    """The names and kinds the document's layout of a message must have:
+    [(name, kind)]; a batch's are its record's."""
+    name, number, fields, request, record = message
+    if record:
+        return t["records"][record]
+    req = {"name": "req", "kind": "U32", "min": 0, "max": 0, "optional": False}
+    return ([req] if request else []) + fields
+
+
+def documented(message, doc):
+    """The layouts of the message in the document, next to its name, as
+    [(name, type)]; a batch's: those of its element."""
+    name, number, fields, request, record = message
+    out = []
+    for parts, before in layouts(doc, number):
+        if not re.search(r"\b%s\b" % name, before):
+            continue
+        if record:
+            m = re.match(r"^\[\[(.*)\]\.\.\.\]$", parts[0]) if len(parts) == 1 else None
+            if m:
+                out.append(named(split(m.group(1))))
+        else:
+            out.append(named(parts))
+    return out
+
+
+def bounds(f):
+    """A field's bounds as the appendix says them"""
+    kind, lo, hi = f["kind"], f["min"], f["max"]
+    if kind in ("STR", "NAME"):
+        return "at most %d bytes" % (hi or value("SQ_MAX_NAME", constants()))
+    if kind in ("BIN", "OBIN"):
+        return "exactly %d bytes" % lo if lo else "at most %d bytes" % hi if hi else ""
+    if kind == "IDS":
+        return "%d to %d ids" % (lo, hi) if hi else ""
+    return "%d to %d" % (lo, hi) if hi else ""
+
+
+def appendix(t):
+    """The appendix's table rows the table makes, in its order"""
+    rows = []
+    for name, _, fields, _, _ in t["messages"]:
+        for f in fields or []:
+            rows.append((name, f))
+    for name, fields in t["records"].items():
+        for f in fields:
+            rows.append((name, f))
+    for name, _, fields in t["events"]:
+        for f in fields:
+            rows.append(("EV_" + name, f))
+    return ["| %s | %s | %s | %s |" % (name, f["name"],
+                                        f["kind"] + (", optional" if f["optional"] else ""),
+                                        bounds(f)) for name, f in rows]
+
+
 def test_the_table_reads():
-    messages = table()
-    names = [m[0] for m in messages]
-    numbers = [m[1] for m in messages]
-    assert "HELLO" in names and "CHUNK" in names and "RESTART" in names
+    t = table()
+    names = [m[0] for m in t["messages"]]
+    numbers = [m[1] for m in t["messages"]]
+    assert "HELLO" in names and "CHUNK" in names and "RESTART" in names and "STOP" in names
     assert len(set(names)) == len(names), "a message named twice in the table"
     assert len(set(numbers)) == len(numbers), "a message number used twice in the table"
-    assert all(m[2] for m in messages if m[0] in ("CHUNK", "LOAD", "KEEP"))
+    assert all(m[2] for m in t["messages"] if m[0] in ("CHUNK", "LOAD", "KEEP"))
+    assert [f["name"] for f in t["records"]["STOP_TASK"]] == ["task", "attempt"]
+    wait = [m for m in t["messages"] if m[0] == "WAIT"][0]
+    assert wait[2][1] == {"name": "mode", "kind": "U32", "min": 0, "max": 2, "optional": False}
+    assert all(f["kind"] in _TYPES for fs in t["records"].values() for f in fs)
+    assert [n for n, _, _ in t["events"]][:3] == ["FINISHED", "FAILED", "STARTED"]
+    failed = t["events"][1][2]
+    assert failed[-1]["kind"] == "EXIT" and failed[-1]["optional"]
 
 
 def test_every_message_is_in_the_document_with_its_number():
     doc = open(_DOC, encoding="utf-8").read()
     missing = []
-    for name, number, _, _ in table():
+    for name, number, _, _, _ in table()["messages"]:
         near = [before for _, before in layouts(doc, number)
                 if re.search(r"\b%s\b" % name, before)]
         field_table = re.search(r"\| 0 \| type \| uint \| %d \|" % number, doc)
@@ -87,35 +257,97 @@ def test_every_message_is_in_the_document_with_its_number():
 
 
 def test_every_layout_of_the_table_is_the_documents():
+    """Names in order; and a type the layout gives is the kind's"""
     doc = open(_DOC, encoding="utf-8").read()
+    t = table()
     wrong = []
-    for name, number, fields, request in table():
-        if fields is None:
+    events = [(name, number, fields, False, None) for name, number, fields in t["events"]]
+    for message in t["messages"] + events:
+        name, number, fields, _, record = message
+        if fields is None and record is None:
             continue
-        want = (["req"] if request else []) + [f for f, _ in fields]
-        found = [names for names, before in layouts(doc, number)
-                 if re.search(r"\b%s\b" % name, before)]
-        if want not in found:
-            wrong.append("%s: the table says [%d, %s], the document %s"
-                         % (name, number, ", ".join(want),
-                            " or ".join("[%d, %s]" % (number, ", ".join(f)) for f in found)
-                            or "has no layout"))
+        want = wanted(message, t)
+        found = documented(message, doc)
+        names = [f["name"] for f in want]
+        same = [got for got in found if [n for n, _ in got] == names]
+        if not same:
+            shape = "[%d, [[%s]...]]" if record else "[%d, %s]"
+            wrong.append("%s: the table says %s, the document %s"
+                         % (name, shape % (number, ", ".join(names)),
+                            " or ".join(str([n for n, _ in f]) for f in found) or "has no layout"))
+            continue
+        for got in same:
+            for f, (_, typ) in zip(want, got):
+                if typ is not None and not compatible(f, typ):
+                    wrong.append("%s: field %s is %s in the table (%s), the document says %s"
+                                 % (name, f["name"], f["kind"],
+                                    " or ".join(sorted(_TYPES[f["kind"]] or ())), typ))
     assert not wrong, "docs/protocol.md and common/proto_messages.def differ:\n" + "\n".join(wrong)
 
 
-def test_a_changed_table_is_caught(tmp_path, monkeypatch):
-    """The check fails when the table has a field the document lacks."""
+def test_the_appendix_is_the_table():
+    """Every field of the table, its kind and bounds, in the table's order"""
+    doc = open(_DOC, encoding="utf-8").read()
+    assert _APPENDIX in doc, "docs/protocol.md has no section '%s'" % _APPENDIX
+    section = doc[doc.index(_APPENDIX):]
+    section = section[:section.find("\n## ", 1)] if "\n## " in section[1:] else section
+    have = [line.strip() for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| message |")]
+    want = appendix(table())
+    if have != want:
+        extra = [r for r in have if r not in want]
+        lacking = [r for r in want if r not in have]
+        raise AssertionError(
+            "docs/protocol.md's appendix and common/proto_messages.def differ:\n"
+            "not in the table: %s\nnot in the document: %s\n"
+            "the appendix's rows, as the table makes them:\n%s"
+            % ("\n  ".join([""] + extra) or "none", "\n  ".join([""] + lacking) or "none",
+               "\n".join(want)))
+
+
+def _changed(tmp_path, monkeypatch, old, new):
     text = open(_TABLE, encoding="utf-8").read()
-    changed = text.replace('SQ_F (CREDIT, U32, credits, "credits")',
-                           'SQ_F (CREDIT, U32, credits, "credits")\n'
-                           '    SQ_F (CREDIT, U32, window, "window")')
+    changed = text.replace(old, new)
     assert changed != text
     path = tmp_path / "proto_messages.def"
     path.write_text(changed)
     monkeypatch.setattr(sys.modules[__name__], "_TABLE", str(path))
+
+
+def _fails(check, *words):
     try:
-        test_every_layout_of_the_table_is_the_documents()
+        check()
     except AssertionError as e:
-        assert "CREDIT" in str(e) and "window" in str(e)
+        assert all(w in str(e) for w in words), str(e)
     else:
-        raise AssertionError("a field missing from the document was not caught")
+        raise AssertionError("a table the document does not match was not caught")
+
+
+#  A change of the table the document does not follow, and what the check
+#  that must catch it says: (what, the row, changed to, the check, words)
+_CHANGES = [
+    ("a field the document lacks", 'SQ_F (CREDIT, U32, credits, "credits")',
+     'SQ_F (CREDIT, U32, credits, "credits")\n    SQ_F (CREDIT, U32, window, "window")',
+     "test_every_layout_of_the_table_is_the_documents", ("CREDIT", "window")),
+    ("a kind: CREDIT's credits as a string, its layout says u32",
+     'SQ_F (CREDIT, U32, credits, "credits")', 'SQ_F (CREDIT, STR, credits, "credits")',
+     "test_every_layout_of_the_table_is_the_documents", ("CREDIT", "credits", "u32")),
+    ("the same in the appendix", 'SQ_F (CREDIT, U32, credits, "credits")',
+     'SQ_F (CREDIT, STR, credits, "credits")',
+     "test_the_appendix_is_the_table", ("CREDIT | credits | STR",)),
+    ("a kind of a batch's record", 'SQ_F (STOP_TASK, U32, attempt, "attempt")',
+     'SQ_F (STOP_TASK, BOOL, attempt, "attempt")',
+     "test_every_layout_of_the_table_is_the_documents", ("STOP", "attempt", "u32")),
+    ("an event's field renamed", 'SQ_F (EV_HELD, U32, attempt, "version")',
+     'SQ_F (EV_HELD, U32, attempt, "attempt")',
+     "test_every_layout_of_the_table_is_the_documents", ("HELD", "attempt")),
+    ("a bound: WAIT's mode up to 3, the document's up to 2",
+     '0, SQ_WAIT_SOME, "unknown wait mode"', '0, SQ_WAIT_SOME + 1, "unknown wait mode"',
+     "test_the_appendix_is_the_table", ("| WAIT | mode | U32 | 0 to 3 |",)),
+]
+
+
+@pytest.mark.parametrize("what, old, new, check, words", _CHANGES, ids=[c[0] for c in _CHANGES])
+def test_a_changed_table_is_caught(tmp_path, monkeypatch, what, old, new, check, words):
+    _changed(tmp_path, monkeypatch, old, new)
+    _fails(globals()[check], *words)

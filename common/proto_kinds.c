@@ -1,0 +1,312 @@
+/*  proto_kinds: the kinds of fields of the message table that fill members
+    of a struct every message of a family shares (proto_table.c has the
+    kinds of one member each): a client request's (sq_request_t: IDS, JOB,
+    OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT, RESULTS);
+    and the kinds of a list or a record in a field (KEYLIST, OWHERE).
+    proto_table.c's s_kinds names them. */
+#include "proto_internal.h"
+
+//  Requests' kinds: members of sq_request_t
+void
+sqp_kind_read_ids (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_request_t *q = (sq_request_t *) msg;
+    if (sqp_ids (r, &q->ids, &q->n_ids) == 0
+    &&  ((f->max && q->n_ids > f->max) || q->n_ids < f->min))
+        mpr_fail (r, f->why);
+}
+
+void
+sqp_kind_pack_ids (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_request_t *q = (const sq_request_t *) msg;
+    sqp_pack_ids (pk, q->ids, q->n_ids);
+}
+
+//  A job's name: 1 to SQ_JOB_NAME_MAX bytes, no control characters (it is
+//  printed in listings and terminals).
+static void
+s_job_name (mpr_t *r, mpr_str_t *name)
+{
+    if (mpr_str (r, name, SQ_JOB_NAME_MAX))
+        return;
+    if (name->len == 0)
+        mpr_fail (r, "empty");
+    for (uint32_t i = 0; i < name->len && mpr_ok (r); i++)
+        if ((uint8_t) name->ptr [i] < 0x20 || name->ptr [i] == 0x7f)
+            mpr_fail (r, "a control character");
+}
+
+void
+sqp_kind_read_job (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_request_t *q = (sq_request_t *) msg;
+    if (!mpr_try_nil (r)) {
+        q->has_name = true;
+        s_job_name (r, &q->name);
+    }
+}
+
+void
+sqp_kind_pack_job (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_request_t *q = (const sq_request_t *) msg;
+    if (q->has_name)
+        sq_pack_mstr (pk, q->name);
+    else
+        msgpack_pack_nil (pk);
+}
+
+//  SESSION_OPEN's options map: known keys, each at most once.
+void
+sqp_kind_read_options (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_request_t *self = (sq_request_t *) msg;
+    uint32_t n;
+    if (mpr_map (r, &n))
+        return;
+    bool seen_name = false, seen_detached = false;
+    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
+        mpr_str_t key;
+        mpr_field (r, "options key");
+        if (mpr_str (r, &key, 64))
+            return;
+        if (mpr_str_eq (key, "name") && !seen_name) {
+            seen_name = true;
+            mpr_field (r, "name");
+            self->has_name = true;
+            s_job_name (r, &self->name);
+        }
+        else
+        if (mpr_str_eq (key, "detached") && !seen_detached) {
+            seen_detached = true;
+            mpr_field (r, "detached");
+            mpr_bool (r, &self->detached);
+        }
+        else
+        if (mpr_str_eq (key, "after") && !self->ids) {
+            //  Jobs whose end its tasks wait for (in ids, n_ids).
+            uint32_t count;
+            mpr_field (r, "after");
+            if (mpr_array (r, &count))
+                return;
+            if (count == 0 || count > SQ_AFTER_MAX) {
+                mpr_fail (r, "1 to 64 job ids");
+                return;
+            }
+            self->ids = (uint32_t *) calloc (count, sizeof (uint32_t));
+            if (!self->ids) {
+                mpr_fail (r, "out of memory");
+                return;
+            }
+            for (uint32_t j = 0; j < count && mpr_ok (r); j++) {
+                if (mpr_u32 (r, &self->ids [j]) == 0 && self->ids [j] == 0)
+                    mpr_fail (r, "job id 0");
+                self->n_ids = j + 1;
+            }
+        }
+        else
+            mpr_fail (r, "unknown or repeated key");
+    }
+}
+
+void
+sqp_kind_pack_options (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_request_t *q = (const sq_request_t *) msg;
+    msgpack_pack_map (pk, (q->has_name? 1: 0) + 1 + (q->n_ids? 1: 0));
+    if (q->has_name) {
+        sq_pack_cstr (pk, "name");
+        sq_pack_mstr (pk, q->name);
+    }
+    sq_pack_cstr (pk, "detached");
+    if (q->detached)
+        msgpack_pack_true (pk);
+    else
+        msgpack_pack_false (pk);
+    if (q->n_ids) {
+        sq_pack_cstr (pk, "after");
+        msgpack_pack_array (pk, q->n_ids);
+        for (uint32_t i = 0; i < q->n_ids; i++)
+            msgpack_pack_uint32 (pk, q->ids [i]);
+    }
+}
+
+bool
+sqp_kind_options_empty (const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_request_t *q = (const sq_request_t *) msg;
+    return !q->has_name && !q->detached && !q->n_ids;
+}
+
+//  Events' kinds: members of sq_event_t. A FINISHED event's outputs go
+//  in the scratch of the iterator whose reader r is (sq_event_read).
+void
+sqp_kind_read_outputs (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_event_t *ev = (sq_event_t *) msg;
+    sq_iter_t *it = (sq_iter_t *) r;        //  r is its first member
+    uint32_t n;
+    if (mpr_array (r, &n))
+        return;
+    //  Each output takes 4 bytes at least: the count is bounded by the
+    //  bytes left, so the scratch is too.
+    if (n > (r->size - r->pos) / 4) {
+        mpr_fail (r, "more outputs than bytes");
+        return;
+    }
+    sq_output_ref_t *outs = (sq_output_ref_t *) sqp_scratch (it, sizeof (sq_output_ref_t) * (n + 1));
+    for (uint32_t i = 0; outs && i < n && !r->error; i++) {
+        mpr_array_exact (r, 3);
+        mpr_uint (r, &outs [i].key);
+        mpr_uint (r, &outs [i].size);
+        if (sqp_frame_index (r, &outs [i].frame) == 0 && outs [i].frame == SQ_FRAME_STREAM)
+            mpr_fail (r, "an output frame index of -2");
+    }
+    ev->outputs = outs;
+    ev->n_outputs = outs? n: 0;
+}
+
+void
+sqp_kind_pack_outputs (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_event_t *ev = (const sq_event_t *) msg;
+    msgpack_pack_array (pk, ev->n_outputs);
+    for (uint32_t i = 0; i < ev->n_outputs; i++) {
+        msgpack_pack_array (pk, 3);
+        msgpack_pack_uint64 (pk, ev->outputs [i].key);
+        msgpack_pack_uint64 (pk, ev->outputs [i].size);
+        msgpack_pack_int32 (pk, ev->outputs [i].frame);
+    }
+}
+
+void
+sqp_kind_read_exit (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_event_t *ev = (sq_event_t *) msg;
+    int64_t code = 0;
+    if (mpr_int (r, &code) == 0 && (code < INT32_MIN || code > INT32_MAX))
+        mpr_fail (r, "not an i32");
+    ev->has_exit_code = true;
+    ev->exit_code = (int32_t) code;
+}
+
+void
+sqp_kind_pack_exit (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    msgpack_pack_int32 (pk, ((const sq_event_t *) msg)->exit_code);
+}
+
+bool
+sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    return !((const sq_event_t *) msg)->has_exit_code;
+}
+
+//  RAN's results: checked here, kept raw (forwarded as they are into RUN's
+//  reply)
+void
+sqp_kind_read_results (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    mpr_str_t *raw = SQP_AT (mpr_str_t, msg, f);
+    size_t at = r->pos;
+    uint32_t n;
+    if (mpr_array (r, &n) == 0 && n > SQ_RUN_EXECS_MAX)
+        mpr_fail (r, "more than 256 executors");
+    for (uint32_t i = 0; mpr_ok (r) && i < n; i++) {
+        uint64_t pid;
+        bool ok;
+        mpr_str_t bytes;
+        mpr_array_exact (r, 3);
+        mpr_uint (r, &pid);
+        mpr_bool (r, &ok);
+        mpr_bin (r, &bytes, SQ_RUN_RESULTS_MAX);
+    }
+    if (mpr_ok (r) && r->pos - at > SQ_RUN_RESULTS_MAX)
+        mpr_fail (r, "results over 64 KiB");
+    if (mpr_ok (r)) {
+        raw->ptr = (const char *) r->data + at;
+        raw->len = (uint32_t) (r->pos - at);
+    }
+}
+
+void
+sqp_kind_pack_results (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    mpr_str_t raw = *SQP_CAT (mpr_str_t, msg, f);
+    if (raw.len)
+        pk->callback (pk->data, raw.ptr, raw.len);
+    else
+        msgpack_pack_array (pk, 0);
+}
+
+//  Public keys: an owned array of pointers into the frame
+void
+sqp_kind_read_keylist (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_keylist_t *v = SQP_AT (sq_keylist_t, msg, f);
+    uint32_t n;
+    if (mpr_array (r, &n))
+        return;
+    if (n > SQ_MAX_KEYS) {
+        mpr_fail (r, "too many keys");
+        return;
+    }
+    if (n == 0)
+        return;
+    const uint8_t **keys = (const uint8_t **) malloc (n * sizeof (uint8_t *));
+    if (!keys) {
+        mpr_fail (r, "out of memory");
+        return;
+    }
+    v->keys = keys;
+    for (uint32_t i = 0; i < n && !r->error; i++) {
+        mpr_str_t key;
+        if (mpr_bin (r, &key, 32) == 0 && key.len != 32)
+            mpr_fail (r, "a key is not 32 bytes");
+        keys [i] = (const uint8_t *) key.ptr;
+        v->n = i + 1;
+    }
+}
+
+void
+sqp_kind_pack_keylist (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_keylist_t *v = SQP_CAT (sq_keylist_t, msg, f);
+    msgpack_pack_array (pk, v->n);
+    for (uint32_t i = 0; i < v->n; i++) {
+        msgpack_pack_bin (pk, 32);
+        msgpack_pack_bin_body (pk, v->keys [i], 32);
+    }
+}
+
+//  A WHERE record or nil; nil leaves the endpoint's pointer NULL
+void
+sqp_kind_read_owhere (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_where_t *v = SQP_AT (sq_where_t, msg, f);
+    if (!mpr_try_nil (r))
+        sq_record_read (r, SQ_REC_WHERE, v, "where");
+}
+
+void
+sqp_kind_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_where_t *v = SQP_CAT (sq_where_t, msg, f);
+    if (v->endpoint.ptr)
+        sq_record_pack (pk, SQ_REC_WHERE, v);
+    else
+        msgpack_pack_nil (pk);
+}
