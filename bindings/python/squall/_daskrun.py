@@ -40,16 +40,7 @@ def run_chain(spec, members, first_keys, *values):
     env = dict(zip(first_keys, values))
     value = None
     for key, node in members:
-        try:
-            if spec:
-                value = node(env)
-            else:
-                value = _evaluate(node, env)
-        except Exception as exc:
-            if hasattr(exc, "add_note"):
-                exc.add_note("in Dask key %r (fused into the task of %r)"
-                             % (key, members[-1][0]))
-            raise
+        value = _run_node(spec, key, node, env, members[-1][0])
         env = {key: value}
     return value
 
@@ -64,16 +55,7 @@ def run_group(spec, members, outer_keys, *values):
     env = dict(zip(outer_keys, values))
     value = None
     for key, node, done_with in members:
-        try:
-            if spec:
-                value = node(env)
-            else:
-                value = _evaluate(node, env)
-        except Exception as exc:
-            if hasattr(exc, "add_note"):
-                exc.add_note("in Dask key %r (fused into the task of %r)"
-                             % (key, members[-1][0]))
-            raise
+        value = _run_node(spec, key, node, env, members[-1][0])
         for done in done_with:
             del env[done]
         env[key] = value
@@ -102,3 +84,14 @@ def packed(head, *values):
     fn = {"run": run, "run_legacy": run_legacy, "run_chain": run_chain,
           "run_group": run_group}[name]
     return fn(*args, *values)
+
+
+def _run_node(spec, key, node, env, last):
+    """One fused node's value; an exception raised gets a note naming the
+    node's key and the task's (last), which is all the user knows of."""
+    try:
+        return node(env) if spec else _evaluate(node, env)
+    except Exception as exc:
+        if hasattr(exc, "add_note"):
+            exc.add_note("in Dask key %r (fused into the task of %r)" % (key, last))
+        raise

@@ -42,7 +42,11 @@ class Building:
         it fail, naming it."""
         self._open()
         data = bytes(data)
-        oid = L.sq_blob(self._h, data, len(data), content_type.encode())
+        return self._constant(L.sq_blob(self._h, data, len(data), content_type.encode()),
+                              content_type, governor)
+
+    def _constant(self, oid: int, content_type: str, governor: Optional[int]) -> "DataObject":
+        """The constant sq_blob or sq_blob_gather added (0: refused)."""
         if not oid:
             self._check(L.sq_client_errcode(self.client._h) or 4)
         self._next_id = oid + 1
@@ -66,14 +70,8 @@ class Building:
     def _blob_gather(self, parts: List[Any], content_type: str,
                      governor: Optional[int]) -> "DataObject":
         self._open()
-        oid = L.blob_gather(self._h, parts, content_type.encode())
-        if not oid:
-            self._check(L.sq_client_errcode(self.client._h) or 4)
-        self._next_id = oid + 1
-        if governor is not None:
-            self._check(L.sq_object_set_governor(self._h, oid, int(governor)))
-        self._dirty = True
-        return DataObject(self, oid, content_type)
+        return self._constant(L.blob_gather(self._h, parts, content_type.encode()),
+                              content_type, governor)
 
     # -- moving results by hand (docs/protocol.md, DELETE and PLACE)
     def delete(self, items: Sequence[Any]) -> None:
