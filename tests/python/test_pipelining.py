@@ -336,8 +336,13 @@ def test_a_broker_restart_drops_piped_tasks_that_did_not_start(capfd):
         capfd.readouterr()
         c.restart_broker()
         seen = []
-        until(lambda: seen.append(capfd.readouterr().err) or "reattach:" in "".join(seen),
-              "the governor to reattach")
+        try:
+            until(lambda: seen.append(capfd.readouterr().err) or "reattach:" in "".join(seen),
+                  "the governor to reattach")
+        except AssertionError as exc:
+            #   what the broker and the governor said meanwhile (the why)
+            raise AssertionError("%s; the cluster's log since the restart:\n%s"
+                                 % (exc, "".join(seen)[-6000:])) from None
         assert "reattach: 1 running tasks" in "".join(seen), "".join(seen)[-2000:]
         open_gate(gate)
         assert head.result(timeout=TIMEOUT) == "gated"
