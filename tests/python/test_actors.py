@@ -209,6 +209,19 @@ def test_gather_of_finished_tasks_while_an_actor_holds_every_cpu():
         client.close()
 
 
+def test_an_actor_given_no_cpus_leaves_them_to_tasks():
+    """cpus=0 (README: an actor that should not hold a cpu while idle): tasks
+    run beside it on the only cpu."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, 5, cpus=0)
+        assert counter.add(1).result(TIMEOUT) == 6      # it runs
+        assert client.submit(lambda: "ran").result(TIMEOUT) == "ran"
+        assert counter.add(1).result(TIMEOUT) == 7      # and lived throughout
+        counter.stop()
+        client.close()
+
+
 def _size_and_governor(data):
     return len(data), os.getppid()      # the executor's parent is its governor
 
