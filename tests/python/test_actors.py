@@ -209,6 +209,27 @@ def test_gather_of_finished_tasks_while_an_actor_holds_every_cpu():
         client.close()
 
 
+def test_gather_while_an_actor_fills_its_tenants_cpu_cap():
+    """--tenant-quota cpus=1: the actor fills the tenant's cap for good, with
+    cpus free on the governor. A task waiting over the cap held its tenant's
+    queue, and gather's tasks behind it never ran."""
+    with squall.LocalCluster(governors=1, cpus=2, broker_args=["--tenant-quota", "*:cpus=1"],
+                             **cluster_options()) as cluster:
+        client = cluster.client()
+        futures = client.map(lambda x: x * 2, range(10))
+        until(lambda: all(f.done() for f in futures), "the tasks to finish")
+        counter = Counter.start(client, 0)
+        assert counter.add(1).result(TIMEOUT) == 1
+        waiting = client.submit(lambda: "ran")      # over the cap, ahead of the gathers
+        assert client.gather(futures, timeout=TIMEOUT) == [x * 2 for x in range(10)]
+        assert client.gather([counter.add(1) for _ in range(20)], timeout=TIMEOUT) \
+            == list(range(2, 22))
+        assert not waiting.done()
+        counter.stop()
+        assert waiting.result(TIMEOUT) == "ran"
+        client.close()
+
+
 def test_an_actor_given_no_cpus_leaves_them_to_tasks():
     """cpus=0 (README: an actor that should not hold a cpu while idle): tasks
     run beside it on the only cpu."""

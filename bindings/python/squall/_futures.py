@@ -34,8 +34,11 @@ _GATHER_CHUNK = 2000
 #   while actors held them all (an actor's host holds its cpus for as long
 #   as it lives), so gathering an actor's results, or results already made,
 #   hung on a cluster whose cpus actors held; and it waited behind long
-#   tasks for a cpu to copy results that were long there.
-_GATHER_OPTIONS = {"cpus": 0}
+#   tasks for a cpu to copy results that were long there. The highest
+#   priority puts it at the head of its tenant's ready tasks: behind a task
+#   over the tenant's cpu cap (--tenant-quota cpus=N, which an actor can fill
+#   for good) it was never looked at.
+_GATHER_OPTIONS = {"cpus": 0, "priority": 2 ** 31 - 1}
 
 
 _UNSET = object()
