@@ -169,6 +169,80 @@ def test_an_actor_holds_its_cpus_until_it_stops():
         client.close()
 
 
+def test_gather_of_calls_needs_no_cpu_the_actor_holds():
+    """client.gather of many calls joins their results in gather tasks;
+    those took a cpu, and the actor holds the only one for good, so the
+    gather hung (also on builds before issue 26). gather's timeout turns a
+    hang into a failure."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 0)
+        calls = [counter.add(1) for _ in range(50)]
+        assert client.gather(calls, timeout=TIMEOUT) == list(range(1, 51))
+        # as_completed and wait fetch each call's result on its own
+        more = [counter.add(1) for _ in range(10)]
+        assert sorted(f.result(TIMEOUT) for f in squall.as_completed(more, timeout=TIMEOUT)) \
+            == list(range(51, 61))
+        last = [counter.add(1) for _ in range(10)]
+        done, not_done = squall.wait(last, timeout=TIMEOUT)
+        assert not not_done and sorted(f.result(0) for f in done) == list(range(61, 71))
+        assert client.gather({"a": last[:5], "b": last[5:]}, timeout=TIMEOUT) \
+            == {"a": list(range(61, 66)), "b": list(range(66, 71))}
+        counter.stop()
+        client.close()
+
+
+def test_gather_of_finished_tasks_while_an_actor_holds_every_cpu():
+    """Results already made are gathered while an actor holds every cpu of
+    the cluster: gathering them runs nothing that needs a cpu."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        futures = client.map(lambda x: x * 3, range(40))
+        until(lambda: all(f.done() for f in futures), "the tasks to finish")
+        counter = Counter.start(client, 0)
+        assert counter.add(1).result(TIMEOUT) == 1      # the actor holds the cpu now
+        waiting = client.submit(lambda: "ran")
+        assert client.gather(futures, timeout=TIMEOUT) == [x * 3 for x in range(40)]
+        assert not waiting.done()       # the cpu was the actor's throughout
+        counter.stop()
+        assert waiting.result(TIMEOUT) == "ran"
+        client.close()
+
+
+def test_gather_while_an_actor_fills_its_tenants_cpu_cap():
+    """--tenant-quota cpus=1: the actor fills the tenant's cap for good, with
+    cpus free on the governor. A task waiting over the cap held its tenant's
+    queue, and gather's tasks behind it never ran."""
+    with squall.LocalCluster(governors=1, cpus=2, broker_args=["--tenant-quota", "*:cpus=1"],
+                             **cluster_options()) as cluster:
+        client = cluster.client()
+        futures = client.map(lambda x: x * 2, range(10))
+        until(lambda: all(f.done() for f in futures), "the tasks to finish")
+        counter = Counter.start(client, 0)
+        assert counter.add(1).result(TIMEOUT) == 1
+        waiting = client.submit(lambda: "ran")      # over the cap, ahead of the gathers
+        assert client.gather(futures, timeout=TIMEOUT) == [x * 2 for x in range(10)]
+        assert client.gather([counter.add(1) for _ in range(20)], timeout=TIMEOUT) \
+            == list(range(2, 22))
+        assert not waiting.done()
+        counter.stop()
+        assert waiting.result(TIMEOUT) == "ran"
+        client.close()
+
+
+def test_an_actor_given_no_cpus_leaves_them_to_tasks():
+    """cpus=0 (README: an actor that should not hold a cpu while idle): tasks
+    run beside it on the only cpu."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, 5, cpus=0)
+        assert counter.add(1).result(TIMEOUT) == 6      # it runs
+        assert client.submit(lambda: "ran").result(TIMEOUT) == "ran"
+        assert counter.add(1).result(TIMEOUT) == 7      # and lived throughout
+        counter.stop()
+        client.close()
+
+
 def _size_and_governor(data):
     return len(data), os.getppid()      # the executor's parent is its governor
 

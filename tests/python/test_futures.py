@@ -158,3 +158,31 @@ def test_a_client_collected_in_a_thread_the_lock_holder_waits_for(cluster, kind)
         assert not finaliser.is_alive(), "the client's finaliser waited for its lock"
         assert handle.value                 # not closed while the lock is held elsewhere
     assert not handle.value                 # closed as the lock was let go
+
+
+def _wait_for_gate(started, gate):
+    import os
+    open(started, "w").close()
+    while not os.path.exists(gate):
+        time.sleep(0.01)
+    return "through"
+
+
+def test_gather_of_made_results_does_not_wait_for_a_cpu(tmp_path):
+    """Results already made are gathered while a task that waits for the
+    test holds the only cpu: gather's joining tasks take no cpu (they
+    waited for it to end before)."""
+    import os
+    from conftest import cluster_options
+    started, gate = str(tmp_path / "started"), str(tmp_path / "gate")
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        futures = client.map(inc, range(30))
+        until(lambda: all(f.done() for f in futures), "the tasks to finish")
+        blocker = client.submit(_wait_for_gate, started, gate)
+        until(lambda: os.path.exists(started), "the blocking task to start")
+        assert client.gather(futures, timeout=TIMEOUT) == list(range(1, 31))
+        assert not blocker.done()
+        open(gate, "w").close()
+        assert blocker.result(TIMEOUT) == "through"
+        client.close()

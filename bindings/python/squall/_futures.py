@@ -29,6 +29,17 @@ if TYPE_CHECKING:
 #   (a concat of their pickles, read back one pickle after the other).
 _GATHER_CHUNK = 2000
 
+#   A gather task is the client's own plumbing (a built-in concat: copies
+#   bytes, runs no code) and takes no cpu: one that needed a cpu never ran
+#   while actors held them all (an actor's host holds its cpus for as long
+#   as it lives), so gathering an actor's results, or results already made,
+#   hung on a cluster whose cpus actors held; and it waited behind long
+#   tasks for a cpu to copy results that were long there. The highest
+#   priority puts it at the head of its tenant's ready tasks: behind a task
+#   over the tenant's cpu cap (--tenant-quota cpus=N, which an actor can fill
+#   for good) it was never looked at.
+_GATHER_OPTIONS = {"cpus": 0, "priority": 2 ** 31 - 1}
+
 
 _UNSET = object()
 
@@ -582,7 +593,8 @@ def _gather_joined(s: Session, group: List[Future], deadline: Optional[float],
         for start in range(0, len(group), _GATHER_CHUNK):
             chunk = [f for f in group[start:start + _GATHER_CHUNK] if not f._resolved()]
             if chunk:
-                tid = s._add_task(b"concat", [f._oid for f in chunk], 1, None, {}, None, None)
+                tid = s._add_task(b"concat", [f._oid for f in chunk], 1, None, _GATHER_OPTIONS,
+                                  None, None)
                 L.sq_keep(s._h, tid + 1)
                 joined[tid] = chunk
         s.submit()
