@@ -151,6 +151,7 @@ typedef struct {
     void (*read) (mpr_t *r, void *msg, uint32_t n);
     void (*pack) (msgpack_packer *pk, const void *msg, uint32_t n);
     int32_t element;            //  SQ_BATCH: its record (SQ_REC_...), else -1
+    bool bare;                  //  SQ_RECORD_BARE: its one field, no array
 } sq_msg_desc_t;
 
 //  The table entry of a type, NULL if none; all of them (in table order).
@@ -535,6 +536,11 @@ int sq_keyset_decode (sq_keyset_t *self, const void *data, size_t size, sq_errbu
 void sq_keyset_release (sq_keyset_t *self);
 void sq_keyset_encode (sq_wbuf_t *w, const uint8_t *const *governors, uint32_t n_governors,
                      const uint8_t *const *clients, uint32_t n_clients);
+
+//  DROP's element: an object's key, bare (SQ_RECORD_BARE)
+typedef struct {
+    uint64_t key;
+} sq_drop_key_t;
 
 //  WAIT reply body: [n_finished, n_failed, [[id, state, root|nil, message|nil]...]]
 //  For SQ_WAIT_SESSION the list holds failures only (at most 64).

@@ -398,17 +398,15 @@ sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
     return sq_batch_begin (self, type, data, size, err);
 }
 
-//  DROP's elements are bare keys, not records
+//  DROP's elements are bare keys (the table's SQ_RECORD_BARE DROP_KEY)
 int
 sq_drop_next (sq_iter_t *self, uint64_t *key)
 {
-    int more = sqp_iter_more (self, "DROP");
-    if (more <= 0)
-        return more;
-    mpr_field (&self->r, "object");
-    if (mpr_uint (&self->r, key))
-        return sqp_error (&self->r, self->err, "DROP");
-    return 1;
+    sq_drop_key_t k;
+    int more = sq_batch_next (self, SQ_MSG_DROP, &k);
+    if (more == 1)
+        *key = k.key;
+    return more;
 }
 
 //  STOP's and RETRACT's elements (errors name STOP for both)
@@ -427,7 +425,8 @@ sq_stop_next (sq_iter_t *self, uint64_t *key, uint32_t *attempt)
 void
 sq_pack_drop (msgpack_packer *pk, uint64_t object)
 {
-    msgpack_pack_uint64 (pk, object);
+    sq_drop_key_t k = { object };
+    sqp_pack_DROP_KEY (pk, &k);
 }
 
 void

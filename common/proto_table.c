@@ -419,8 +419,17 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 static const sq_msg_desc_t s_records [] = {
 #define SQ_RECORD(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
 #define SQ_RECORD_IN(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
+#define SQ_RECORD_BARE(NAME, type_t) \
+    { .type = 0, .name = #NAME, .size = sizeof (type_t), .fields = s_fields_##NAME, \
+      .n_fields = 1, .n_required = 1, .read = s_read_##NAME, .pack = s_pack_##NAME, \
+      .element = -1, .bare = true },
 #include "proto_messages.def"
 };
+//  A bare record is its one required field
+#define SQ_RECORD_BARE(NAME, type_t) \
+    _Static_assert (S_ALL_##NAME == 1 && S_REQUIRED_##NAME == 1, \
+                    #NAME ": a bare record has one required field");
+#include "proto_messages.def"
 
 static const sq_msg_desc_t s_events [] = {
 #define SQ_EVENT(NAME, number_) S_DESC_OF (NAME, number_, false, sq_event_t, NULL)
@@ -650,6 +659,9 @@ s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
     uint32_t n = 0;
     memset (msg, 0, d->size);
     mpr_field (r, what);
+    if (d->bare)
+        n = 1;
+    else
     if (mpr_array (r, &n) == 0 && (n < d->n_required || n > d->n_fields))
         mpr_fail (r, "wrong number of fields");
     if (!r->error)
@@ -667,6 +679,11 @@ s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
         s_pack_##NAME (pk, msg, n); \
     }
 #define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#define SQ_RECORD_BARE(NAME, type_t) \
+    void sqp_pack_##NAME (msgpack_packer *pk, const void *msg) \
+    { \
+        s_pack_##NAME (pk, msg, 1); \
+    }
 #include "proto_messages.def"
 
 int
@@ -680,7 +697,8 @@ sq_record_pack (msgpack_packer *pk, uint32_t record, const void *msg)
 {
     const sq_msg_desc_t *d = &s_records [record];
     uint32_t n = d->n_required == d->n_fields? d->n_fields: s_present (d, msg);
-    msgpack_pack_array (pk, n);
+    if (!d->bare)
+        msgpack_pack_array (pk, n);
     d->pack (pk, msg, n);
 }
 

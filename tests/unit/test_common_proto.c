@@ -1804,6 +1804,86 @@ s_test_table_records (void)
     msgpack_pack_nil (&w.pk);
     CHECK (sq_logpart_decode ((const uint8_t *) w.buf.data, w.buf.size, &next, &total, &done,
                               &err) == -1 && strstr (err.text, "LOGREAD reply"));
+
+    //  DROP: a batch of a bare record, each element the key alone, the
+    //  bytes of a bare uint; an element in an array is refused
+    CHECK (sq_msg_desc (SQ_MSG_DROP)->element == SQ_REC_DROP_KEY
+           && sq_record_desc (SQ_REC_DROP_KEY)->bare && !sq_record_desc (SQ_REC_STOP_TASK)->bare);
+    sq_wbuf_reset (&w);
+    sq_drop_key_t drop = { sq_key (7, 8) }, dropped;
+    sq_record_pack (&w.pk, SQ_REC_DROP_KEY, &drop);
+    sq_wbuf_init (&v);
+    msgpack_pack_uint64 (&v.pk, sq_key (7, 8));
+    CHECK (v.buf.size == w.buf.size && memcmp (v.buf.data, w.buf.data, w.buf.size) == 0);
+    sq_wbuf_reset (&v);
+    sq_pack_drop (&v.pk, sq_key (7, 8));
+    CHECK (v.buf.size == w.buf.size && memcmp (v.buf.data, w.buf.data, w.buf.size) == 0);
+    CHECK (sq_record_decode (SQ_REC_DROP_KEY, &dropped, w.buf.data, w.buf.size, "DROP", &err) == 0
+           && dropped.key == drop.key);
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_DROP, 2);
+    sq_pack_drop (&w.pk, 5);
+    msgpack_pack_array (&w.pk, 1);
+    msgpack_pack_uint64 (&w.pk, 6);
+    uint64_t drop_key;
+    CHECK (sq_keys_begin (&it, SQ_MSG_DROP, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_drop_next (&it, &drop_key) == 1 && drop_key == 5);
+    CHECK (sq_drop_next (&it, &drop_key) == -1 && strstr (err.text, "DROP: field 'object'"));
+    sq_iter_release (&it);
+
+    //  WAIT's reply entries (the table's DONE): an id that finished has
+    //  root and message nil; a failure both; the bytes as written by hand
+    sq_wbuf_reset (&w);
+    sq_pack_wait_head (&w.pk, 1, 1, 2);
+    sq_pack_done (&w.pk, 2, SQ_STATE_FINISHED, 9, NULL);
+    sq_pack_done (&w.pk, 4, SQ_STATE_FAILED, 3, "exit status 1");
+    sq_wbuf_reset (&v);
+    msgpack_pack_array (&v.pk, 3);
+    msgpack_pack_uint32 (&v.pk, 1);
+    msgpack_pack_uint32 (&v.pk, 1);
+    msgpack_pack_array (&v.pk, 2);
+    msgpack_pack_array (&v.pk, 4);
+    msgpack_pack_uint32 (&v.pk, 2);
+    msgpack_pack_uint32 (&v.pk, SQ_STATE_FINISHED);
+    msgpack_pack_nil (&v.pk);
+    msgpack_pack_nil (&v.pk);
+    msgpack_pack_array (&v.pk, 4);
+    msgpack_pack_uint32 (&v.pk, 4);
+    msgpack_pack_uint32 (&v.pk, SQ_STATE_FAILED);
+    msgpack_pack_uint32 (&v.pk, 3);
+    sq_pack_cstr (&v.pk, "exit status 1");
+    CHECK (v.buf.size == w.buf.size && memcmp (v.buf.data, w.buf.data, w.buf.size) == 0);
+    uint64_t finished, failed;
+    sq_done_t entry;
+    CHECK (sq_wait_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, 2,
+                                &finished, &failed, &err) == 0 && finished == 1 && failed == 1);
+    CHECK (sq_wait_reply_next (&it, &entry) == 1 && entry.id == 2
+           && entry.state == SQ_STATE_FINISHED && entry.root == 0 && entry.message.ptr == NULL);
+    CHECK (sq_wait_reply_next (&it, &entry) == 1 && entry.id == 4 && entry.root == 3
+           && entry.message.len == 13 && memcmp (entry.message.ptr, "exit status 1", 13) == 0);
+    CHECK (sq_wait_reply_next (&it, &entry) == 0);
+    sq_iter_release (&it);
+    //  An unknown state; an entry of three fields
+    sq_wbuf_reset (&w);
+    sq_pack_wait_head (&w.pk, 0, 0, 1);
+    sq_pack_done (&w.pk, 2, SQ_STATE_CANCELLED + 1, 0, NULL);
+    CHECK (sq_wait_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, 1,
+                                &finished, &failed, &err) == 0);
+    CHECK (sq_wait_reply_next (&it, &entry) == -1
+           && strstr (err.text, "WAIT reply: field 'state': unknown state"));
+    sq_iter_release (&it);
+    sq_wbuf_reset (&w);
+    sq_pack_wait_head (&w.pk, 0, 0, 1);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_nil (&w.pk);
+    CHECK (sq_wait_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, 1,
+                                &finished, &failed, &err) == 0);
+    CHECK (sq_wait_reply_next (&it, &entry) == -1
+           && strstr (err.text, "WAIT reply: field 'state entry': wrong number of fields"));
+    sq_iter_release (&it);
+    sq_wbuf_release (&v);
     sq_wbuf_release (&w);
 }
 
