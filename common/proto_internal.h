@@ -31,6 +31,12 @@ int sqp_iter_more (sq_iter_t *self, const char *what);
 void *sqp_scratch (sq_iter_t *self, size_t bytes);
 int sqp_frame_index (mpr_t *r, int32_t *frame);
 
+//  Checks between fields that the table's rows name (proto_data.c,
+//  proto_jobs.c), run after the last field
+int sqp_offset_in_chunk (mpr_t *r, const void *msg);
+int sqp_offset_in_put (mpr_t *r, const void *msg);
+int sqp_task_of_element (mpr_t *r, const void *msg);
+
 //  A field's member in its message's struct (proto_table.c, proto_kinds.c)
 #define SQP_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
 #define SQP_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
@@ -53,6 +59,14 @@ void sqp_kind_read_keylist (mpr_t *r, void *msg, const sq_field_desc_t *f);
 void sqp_kind_pack_keylist (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
 void sqp_kind_read_owhere (mpr_t *r, void *msg, const sq_field_desc_t *f);
 void sqp_kind_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
+void sqp_kind_read_oint (mpr_t *r, void *msg, const sq_field_desc_t *f);
+void sqp_kind_pack_oint (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
+void sqp_kind_read_ou64 (mpr_t *r, void *msg, const sq_field_desc_t *f);
+void sqp_kind_pack_ou64 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
+void sqp_kind_read_estr (mpr_t *r, void *msg, const sq_field_desc_t *f);
+void sqp_kind_pack_estr (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
+void sqp_kind_read_tstate (mpr_t *r, void *msg, const sq_field_desc_t *f);
+void sqp_kind_pack_tstate (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
 
 //  Each record's packer (proto_table.c): [its fields]
 #define SQ_RECORD(NAME, type_t, check) \

@@ -34,6 +34,10 @@ _TYPES = {
     "JOB": {"str or nil", "str|nil"},
     "OSTR": {"str or nil", "str|nil"},
     "OU32": {"u32 or nil", "u32|nil", "uint or nil", "uint|nil"},
+    "OU64": {"uint or nil", "uint|nil"},
+    "OINT": {"int or nil", "int|nil", "i32 or nil", "i32|nil"},
+    "ESTR": {"str or nil", "str|nil"},
+    "TSTATE": {"str"},
     "OWHERE": {"where", "where or nil", "where|nil"},
     "KEYLIST": {"[bin...]", "array of bin"},
     "OPTIONS": {"map"},
@@ -57,7 +61,8 @@ def compatible(field, typ):
 def constants():
     """The numbers the table's bounds name: #defines and enum members of
     common/*.h, and the C limits it uses."""
-    raw = {"UINT32_MAX": "4294967295", "INT32_MAX": "2147483647", "NULL": "0"}
+    raw = {"UINT32_MAX": "4294967295", "INT32_MAX": "2147483647", "INT32_MIN": "(-2147483648)",
+           "NULL": "0"}
     for path in glob.glob(os.path.join(_ROOT, "common", "*.h")):
         for line in open(path, encoding="utf-8"):
             m = (re.match(r"#define (SQ_\w+) +([^/]+?)\s*(//.*)?$", line)
@@ -72,7 +77,7 @@ def value(text, raw, depth=0):
     text = text.strip()
     if depth > 8:
         raise ValueError(text)
-    text = re.sub(r"\b(SQ_\w+|UINT32_MAX|INT32_MAX)\b",
+    text = re.sub(r"\b(SQ_\w+|UINT32_MAX|INT32_MAX|INT32_MIN)\b",
                   lambda m: "(%d)" % value(raw[m.group(1)], raw, depth + 1), text)
     text = re.sub(r"\b(\d+)(u|ull|ul|ll)\b", r"\1", text, flags=re.I)
     if not re.match(r"^[\d\s()+\-*<>]+$", text):
@@ -209,7 +214,7 @@ def documented(message, doc, bare=()):
 def bounds(f):
     """A field's bounds as the appendix says them"""
     kind, lo, hi = f["kind"], f["min"], f["max"]
-    if kind in ("STR", "NAME", "OSTR"):
+    if kind in ("STR", "NAME", "OSTR", "ESTR"):
         return "at most %d bytes" % (hi or value("SQ_MAX_NAME", constants()))
     if kind in ("BIN", "OBIN"):
         return "exactly %d bytes" % lo if lo else "at most %d bytes" % hi if hi else ""

@@ -1504,16 +1504,16 @@ s_test_jobs (void)
     sq_wbuf_reset (&w);
     sq_pack_attached (&w.pk, 99, 12, token);
     s_check_truncations ("ATTACH reply", s_dec_attached, w.buf.data, w.buf.size);
-    sq_task_info_t rec = { .id = 2, .has_index = true, .index = 517, .state = 8,
-                           .has_exit_code = true, .exit_code = -9, .governor = 3, .attempts = 2,
+    sq_task_info_t rec = { .id = 2, .index = { true, 517 }, .state = 8,
+                           .exit_code = { true, -9 }, .governor = 3, .attempts = 2,
                            .started_ms = 5, .ended_ms = 6, .error = s_mstr ("killed"),
                            .name = s_mstr ("sim"), .task = 0xC0000205 };
     sq_wbuf_reset (&w);
     sq_pack_tasks_head (&w.pk, 1000, 2);
     sq_pack_task_info (&w.pk, &rec);
     rec.task = 0;
-    rec.has_index = false;
-    rec.has_exit_code = false;
+    rec.index.has = false;
+    rec.exit_code.has = false;
     rec.error.len = 0;
     rec.state = 1;
     sq_pack_task_info (&w.pk, &rec);
@@ -1524,10 +1524,10 @@ s_test_jobs (void)
     sq_task_info_t t1;
     CHECK (sq_tasks_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, &total, &n,
                                  &err) == 0 && total == 1000 && n == 2);
-    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && t1.index == 517 && t1.exit_code == -9
+    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && t1.index.value == 517 && t1.exit_code.value == -9
            && t1.state == 8 && t1.governor == 3 && t1.error.len == 6
            && t1.task == 0xC0000205);
-    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && !t1.has_index && !t1.has_exit_code
+    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && !t1.index.has && !t1.exit_code.has
            && t1.task == 0);
     CHECK (sq_tasks_reply_next (&it, &t1) == 0);
     sq_iter_release (&it);
@@ -1557,9 +1557,47 @@ s_test_jobs (void)
         CHECK (sq_tasks_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, &total,
                                      &n, &err) == 0);
         CHECK (sq_tasks_reply_next (&it, &t1) == (b == 3? 1: -1));
-        CHECK (b < 3 || (t1.task == 7 && t1.index == 5 && t1.state == 2));
+        CHECK (b < 3 || (t1.task == 7 && t1.index.value == 5 && t1.state == 2));
         sq_iter_release (&it);
     }
+    //  TASK_INFO's kinds: a state by name, an exit code of an i32, an
+    //  empty error packed as nil; a record of 9 fields
+    for (int b = 0; b < 4; b++) {
+        sq_wbuf_reset (&w);
+        sq_pack_tasks_head (&w.pk, 1, 1);
+        msgpack_pack_array (&w.pk, b == 3? 9: 10);
+        msgpack_pack_uint32 (&w.pk, 2);
+        msgpack_pack_nil (&w.pk);
+        sq_pack_cstr (&w.pk, b == 0? "sleeping": "failed");
+        if (b == 1)
+            msgpack_pack_int64 (&w.pk, (int64_t) INT32_MIN - 1);
+        else
+            msgpack_pack_int32 (&w.pk, INT32_MIN);
+        for (int f = 0; f < 5; f++)
+            if (f == 1)
+                msgpack_pack_uint32 (&w.pk, 0);         //  attempts
+            else
+                msgpack_pack_nil (&w.pk);
+        if (b != 3)
+            sq_pack_cstr (&w.pk, "sim");
+        CHECK (sq_tasks_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, &total,
+                                     &n, &err) == 0);
+        int rc = sq_tasks_reply_next (&it, &t1);
+        CHECK (b == 2? rc == 1 && t1.state == 8 && t1.exit_code.has
+                       && t1.exit_code.value == INT32_MIN && t1.error.len == 0
+                       && t1.attempts == 0 && t1.name.len == 3
+                     : rc == -1 && strstr (err.text, "TASKS reply: field '")
+                       && strstr (err.text, b == 0? "'state': unknown task state":
+                                            b == 1? "'exit_code': not an i32":
+                                                    "'record': wrong number of fields"));
+        sq_iter_release (&it);
+    }
+    sq_task_info_t blank = { .id = 1, .state = 1, .error = { "", 0 }, .name = { "", 0 } };
+    sq_wbuf_reset (&w);
+    sq_pack_task_info (&w.pk, &blank);
+    static const uint8_t blank_bytes [] = { 0x9a, 0x01, 0xc0, 0xa7, 'w', 'a', 'i', 't', 'i', 'n', 'g',
+                                            0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xa0 };
+    CHECK (w.buf.size == sizeof blank_bytes && memcmp (w.buf.data, blank_bytes, w.buf.size) == 0);
     sq_wbuf_reset (&w);
     sq_pack_count (&w.pk, 3);
     uint64_t count;
