@@ -724,16 +724,11 @@ sq_ran_reply_each (const void *body, size_t size, sq_ran_item_fn *fn, void *arg,
         mpr_u32 (&r, &gov);
         mpr_field (&r, "results");
         mpr_array (&r, &n);
-        for (uint32_t i = 0; mpr_ok (&r) && i < n; i++) {
-            uint64_t pid;
-            bool ok;
-            mpr_str_t bytes;
-            mpr_array_exact (&r, 3);
-            mpr_uint (&r, &pid);
-            mpr_bool (&r, &ok);
-            if (mpr_bin (&r, &bytes, SQ_RUN_RESULTS_MAX) == 0 && fn (arg, gov, pid, ok, bytes) != 0)
+        sq_ran_result_t res;
+        for (uint32_t i = 0; mpr_ok (&r) && i < n; i++)
+            if (sq_record_read (&r, SQ_REC_RAN_RESULT, &res, "result") == 0
+            &&  fn (arg, gov, res.pid, res.ok, res.bytes) != 0)
                 mpr_fail (&r, "out of memory");
-        }
     }
     mpr_field (&r, NULL);
     if (mpr_end (&r))

@@ -180,14 +180,8 @@ sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, 
 void
 sq_pack_ran_result (msgpack_packer *pk, uint64_t pid, bool ok, const void *data, size_t size)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint64 (pk, pid);
-    if (ok)
-        msgpack_pack_true (pk);
-    else
-        msgpack_pack_false (pk);
-    msgpack_pack_bin (pk, size);
-    msgpack_pack_bin_body (pk, data, size);
+    sq_ran_result_t result = { pid, ok, { (const char *) data, (uint32_t) size } };
+    sqp_pack_RAN_RESULT (pk, &result);
 }
 
 //  LOAD, HEARTBEAT, BYE -----------------------------------------------------

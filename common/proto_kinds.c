@@ -220,21 +220,15 @@ sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f)
 void
 sqp_kind_read_results (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    (void) f;
     mpr_str_t *raw = SQP_AT (mpr_str_t, msg, f);
     size_t at = r->pos;
     uint32_t n;
     if (mpr_array (r, &n) == 0 && n > SQ_RUN_EXECS_MAX)
         mpr_fail (r, "more than 256 executors");
-    for (uint32_t i = 0; mpr_ok (r) && i < n; i++) {
-        uint64_t pid;
-        bool ok;
-        mpr_str_t bytes;
-        mpr_array_exact (r, 3);
-        mpr_uint (r, &pid);
-        mpr_bool (r, &ok);
-        mpr_bin (r, &bytes, SQ_RUN_RESULTS_MAX);
-    }
+    sq_ran_result_t result;
+    for (uint32_t i = 0; mpr_ok (r) && i < n; i++)
+        sq_record_read (r, SQ_REC_RAN_RESULT, &result, "result");
+    mpr_field (r, f->name);
     if (mpr_ok (r) && r->pos - at > SQ_RUN_RESULTS_MAX)
         mpr_fail (r, "results over 64 KiB");
     if (mpr_ok (r)) {

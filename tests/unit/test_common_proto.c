@@ -937,7 +937,7 @@ s_test_update (void)
         sq_wbuf_reset (&w);
         sq_batch_header (&w, SQ_MSG_UPDATE, 1);
         sq_pack_ran (&w.pk, 1, 1, res.buf.data, res.buf.size);
-        CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "results"));
+        CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "field 'ok'"));
         //  A governor's results together: at most SQ_RUN_RESULTS_MAX (the
         //  broker relays them), 7 bytes of msgpack around one answer here
         static char big [SQ_RUN_RESULTS_MAX];
