@@ -140,10 +140,10 @@ sq_client_tasks (sq_client_t *self, uint32_t session, uint32_t states, uint64_t 
     while ((rc = sq_tasks_reply_next (&it, &info)) == 1) {
         sq_task_record_t *t = &list [got++];
         t->id = info.id;
-        t->index = info.has_index? info.index: -1;
+        t->index = info.index.has? info.index.value: -1;
         t->state = info.state;
-        t->has_exit_code = info.has_exit_code;
-        t->exit_code = info.exit_code;
+        t->has_exit_code = info.exit_code.has;
+        t->exit_code = (int32_t) info.exit_code.value;
         t->governor = info.governor;
         t->attempts = info.attempts;
         t->started_ms = (int64_t) info.started_ms;

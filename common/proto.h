@@ -124,8 +124,14 @@ void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
 typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
     SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_RESULTS, SQK_OSTR, SQK_OU32,
-    SQK_OWHERE, SQK_KEYLIST
+    SQK_OWHERE, SQK_KEYLIST, SQK_OINT, SQK_OU64, SQK_ESTR, SQK_TSTATE
 } sq_field_kind_t;
+
+//  An int or nil (the kind OINT)
+typedef struct {
+    bool has;                   //  false: nil
+    int64_t value;
+} sq_opt_int_t;
 
 typedef struct {
     const char *name;           //  as errors and docs/protocol.md say it
@@ -151,6 +157,7 @@ typedef struct {
     void (*read) (mpr_t *r, void *msg, uint32_t n);
     void (*pack) (msgpack_packer *pk, const void *msg, uint32_t n);
     int32_t element;            //  SQ_BATCH: its record (SQ_REC_...), else -1
+    bool bare;                  //  SQ_RECORD_BARE: its one field, no array
 } sq_msg_desc_t;
 
 //  The table entry of a type, NULL if none; all of them (in table order).
@@ -203,6 +210,10 @@ typedef struct {
 #define SQ_CT_OUTPUTS struct sq_output_ref_s *   //  events' (sq_event_t)
 #define SQ_CT_EXIT int32_t
 #define SQ_CT_RESULTS mpr_str_t
+#define SQ_CT_OINT sq_opt_int_t
+#define SQ_CT_OU64 uint64_t
+#define SQ_CT_ESTR mpr_str_t
+#define SQ_CT_TSTATE uint32_t
 #define SQ_BEGIN(NAME, number, type_t, check) typedef struct sqp_##NAME type_t; struct sqp_##NAME {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) SQ_CT_##KIND member;
 #define SQ_END(NAME) };
@@ -536,6 +547,11 @@ void sq_keyset_release (sq_keyset_t *self);
 void sq_keyset_encode (sq_wbuf_t *w, const uint8_t *const *governors, uint32_t n_governors,
                      const uint8_t *const *clients, uint32_t n_clients);
 
+//  DROP's element: an object's key, bare (SQ_RECORD_BARE)
+typedef struct {
+    uint64_t key;
+} sq_drop_key_t;
+
 //  WAIT reply body: [n_finished, n_failed, [[id, state, root|nil, message|nil]...]]
 //  For SQ_WAIT_SESSION the list holds failures only (at most 64).
 typedef struct {
@@ -598,15 +614,13 @@ void sq_pack_attached (msgpack_packer *pk, uint32_t max_id, uint32_t session,
 int sq_attached_decode (const uint8_t *body, size_t size, uint32_t *max_id,
                         uint32_t *session, uint8_t *token, sq_errbuf_t *err);
 //  A TASKS record [id, index|nil, state, exit_code|nil, governor|nil,
-//  attempts, started|nil, ended|nil, error|nil, name(, task)]. has_*: not
-//  nil; task, an element's own task id, only when it has one (else 0).
+//  attempts, started|nil, ended|nil, error|nil, name(, task)] (the table's
+//  TASK_INFO); task, an element's own task id, only when it has one (else 0).
 typedef struct {
     uint32_t id;
-    bool has_index;
-    int64_t index;
+    sq_opt_int_t index;         //  an element's; nil for a plain task
     uint32_t state;             //  one task state bit
-    bool has_exit_code;
-    int32_t exit_code;
+    sq_opt_int_t exit_code;     //  an i32, or nil
     uint32_t governor;          //  0: nil
     uint32_t attempts;
     uint64_t started_ms;        //  0: nil

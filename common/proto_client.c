@@ -459,17 +459,10 @@ sq_pack_wait_head (msgpack_packer *pk, uint32_t finished, uint32_t failed, uint3
 void
 sq_pack_done (msgpack_packer *pk, uint32_t id, uint32_t state, uint32_t root, const char *message)
 {
-    msgpack_pack_array (pk, 4);
-    msgpack_pack_uint32 (pk, id);
-    msgpack_pack_uint32 (pk, state);
-    if (message) {
-        msgpack_pack_uint32 (pk, root);
-        sq_pack_cstr (pk, message);
-    }
-    else {
-        msgpack_pack_nil (pk);
-        msgpack_pack_nil (pk);
-    }
+    //  An id that finished packs root and message as nil
+    sq_done_t d = { id, state, message? root: 0,
+                    { message, message? (uint32_t) strlen (message): 0 } };
+    sqp_pack_DONE (pk, &d);
 }
 
 int
@@ -501,24 +494,8 @@ sq_wait_reply_next (sq_iter_t *self, sq_done_t *done)
     int more = sqp_iter_more (self, "WAIT reply");
     if (more <= 0)
         return more;
-    mpr_t *r = &self->r;
-    memset (done, 0, sizeof *done);
-    mpr_field (r, "state entry");
-    mpr_array_exact (r, 4);
-    mpr_field (r, "id");
-    mpr_u32 (r, &done->id);
-    mpr_field (r, "state");
-    mpr_u32 (r, &done->state);
-    if (mpr_ok (r) && done->state > SQ_STATE_CANCELLED)
-        mpr_fail (r, "unknown state");
-    mpr_field (r, "root");
-    if (!mpr_try_nil (r))
-        mpr_u32 (r, &done->root);
-    mpr_field (r, "message");
-    if (!mpr_try_nil (r))
-        mpr_str (r, &done->message, SQ_MAX_MESSAGE);
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "WAIT reply");
+    if (sq_record_read (&self->r, SQ_REC_DONE, done, "state entry"))
+        return sqp_error (&self->r, self->err, "WAIT reply");
     return 1;
 }
 
@@ -747,16 +724,11 @@ sq_ran_reply_each (const void *body, size_t size, sq_ran_item_fn *fn, void *arg,
         mpr_u32 (&r, &gov);
         mpr_field (&r, "results");
         mpr_array (&r, &n);
-        for (uint32_t i = 0; mpr_ok (&r) && i < n; i++) {
-            uint64_t pid;
-            bool ok;
-            mpr_str_t bytes;
-            mpr_array_exact (&r, 3);
-            mpr_uint (&r, &pid);
-            mpr_bool (&r, &ok);
-            if (mpr_bin (&r, &bytes, SQ_RUN_RESULTS_MAX) == 0 && fn (arg, gov, pid, ok, bytes) != 0)
+        sq_ran_result_t res;
+        for (uint32_t i = 0; mpr_ok (&r) && i < n; i++)
+            if (sq_record_read (&r, SQ_REC_RAN_RESULT, &res, "result") == 0
+            &&  fn (arg, gov, res.pid, res.ok, res.bytes) != 0)
                 mpr_fail (&r, "out of memory");
-        }
     }
     mpr_field (&r, NULL);
     if (mpr_end (&r))

@@ -1,8 +1,35 @@
 /*  proto_data: the data plane, on governors' data and serve sockets: the
-    reply bodies of GREAD, GFETCH and LOGREAD (docs/protocol.md section 10).
+    reply bodies of GREAD, GFETCH and LOGREAD (docs/protocol.md section 10),
+    CHUNK's and PUT's checks of an offset.
     The messages themselves (OBJECT, CHUNK, CREDIT, SCHUNK, SCREDIT, GFETCH,
     GREAD, PUT, LOGREAD) are rows of proto_messages.def. */
 #include "proto_internal.h"
+
+//  CHUNK's and PUT's checks between fields, named in their SQ_BEGIN rows
+//  (proto_table.c runs them after the last field). An offset is where a
+//  range starts in the whole object.
+static int
+sqp_offset_in_size (mpr_t *r, uint64_t offset, uint64_t size)
+{
+    mpr_field (r, "size");
+    if (offset > size)
+        return mpr_fail (r, "offset past the end of the object");
+    return 0;
+}
+
+int
+sqp_offset_in_chunk (mpr_t *r, const void *msg)
+{
+    const sq_chunk_t *m = (const sq_chunk_t *) msg;
+    return sqp_offset_in_size (r, m->offset, m->size);
+}
+
+int
+sqp_offset_in_put (mpr_t *r, const void *msg)
+{
+    const sq_put_t *m = (const sq_put_t *) msg;
+    return sqp_offset_in_size (r, m->offset, m->size);
+}
 
 //  The messages of this plane are in the table (proto_messages.def); here
 //  are GFETCH's encoder of arguments and the reply bodies.

@@ -180,14 +180,8 @@ sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, 
 void
 sq_pack_ran_result (msgpack_packer *pk, uint64_t pid, bool ok, const void *data, size_t size)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint64 (pk, pid);
-    if (ok)
-        msgpack_pack_true (pk);
-    else
-        msgpack_pack_false (pk);
-    msgpack_pack_bin (pk, size);
-    msgpack_pack_bin_body (pk, data, size);
+    sq_ran_result_t result = { pid, ok, { (const char *) data, (uint32_t) size } };
+    sqp_pack_RAN_RESULT (pk, &result);
 }
 
 //  LOAD, HEARTBEAT, BYE -----------------------------------------------------
@@ -398,17 +392,15 @@ sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
     return sq_batch_begin (self, type, data, size, err);
 }
 
-//  DROP's elements are bare keys, not records
+//  DROP's elements are bare keys (the table's SQ_RECORD_BARE DROP_KEY)
 int
 sq_drop_next (sq_iter_t *self, uint64_t *key)
 {
-    int more = sqp_iter_more (self, "DROP");
-    if (more <= 0)
-        return more;
-    mpr_field (&self->r, "object");
-    if (mpr_uint (&self->r, key))
-        return sqp_error (&self->r, self->err, "DROP");
-    return 1;
+    sq_drop_key_t k;
+    int more = sq_batch_next (self, SQ_MSG_DROP, &k);
+    if (more == 1)
+        *key = k.key;
+    return more;
 }
 
 //  STOP's and RETRACT's elements (errors name STOP for both)
@@ -427,7 +419,8 @@ sq_stop_next (sq_iter_t *self, uint64_t *key, uint32_t *attempt)
 void
 sq_pack_drop (msgpack_packer *pk, uint64_t object)
 {
-    msgpack_pack_uint64 (pk, object);
+    sq_drop_key_t k = { object };
+    sqp_pack_DROP_KEY (pk, &k);
 }
 
 void

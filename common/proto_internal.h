@@ -31,28 +31,26 @@ int sqp_iter_more (sq_iter_t *self, const char *what);
 void *sqp_scratch (sq_iter_t *self, size_t bytes);
 int sqp_frame_index (mpr_t *r, int32_t *frame);
 
+//  Checks between fields that the table's rows name (proto_data.c,
+//  proto_jobs.c), run after the last field
+int sqp_offset_in_chunk (mpr_t *r, const void *msg);
+int sqp_offset_in_put (mpr_t *r, const void *msg);
+int sqp_task_of_element (mpr_t *r, const void *msg);
+
 //  A field's member in its message's struct (proto_table.c, proto_kinds.c)
 #define SQP_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
 #define SQP_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
-//  The kinds of proto_kinds.c: read a field into msg, pack it, say it empty
-void sqp_kind_read_ids (mpr_t *r, void *msg, const sq_field_desc_t *f);
-void sqp_kind_pack_ids (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
-void sqp_kind_read_job (mpr_t *r, void *msg, const sq_field_desc_t *f);
-void sqp_kind_pack_job (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
-void sqp_kind_read_options (mpr_t *r, void *msg, const sq_field_desc_t *f);
-void sqp_kind_pack_options (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
+//  The kinds of proto_kinds.c (tstate: proto_jobs.c): read a field into
+//  msg, pack it, say it empty
+#define SQP_KIND(kind) \
+    void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
+    void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
+SQP_KIND (ids) SQP_KIND (job) SQP_KIND (options) SQP_KIND (outputs) SQP_KIND (exit)
+SQP_KIND (results) SQP_KIND (keylist) SQP_KIND (owhere) SQP_KIND (oint) SQP_KIND (ou64)
+SQP_KIND (estr) SQP_KIND (tstate)
+#undef SQP_KIND
 bool sqp_kind_options_empty (const void *msg, const sq_field_desc_t *f);
-void sqp_kind_read_outputs (mpr_t *r, void *msg, const sq_field_desc_t *f);
-void sqp_kind_pack_outputs (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
-void sqp_kind_read_exit (mpr_t *r, void *msg, const sq_field_desc_t *f);
-void sqp_kind_pack_exit (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
 bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
-void sqp_kind_read_results (mpr_t *r, void *msg, const sq_field_desc_t *f);
-void sqp_kind_pack_results (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
-void sqp_kind_read_keylist (mpr_t *r, void *msg, const sq_field_desc_t *f);
-void sqp_kind_pack_keylist (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
-void sqp_kind_read_owhere (mpr_t *r, void *msg, const sq_field_desc_t *f);
-void sqp_kind_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
 
 //  Each record's packer (proto_table.c): [its fields]
 #define SQ_RECORD(NAME, type_t, check) \

@@ -1,5 +1,6 @@
 /*  proto_jobs: the bodies of the replies about jobs (docs/protocol.md,
-    "Jobs"): a job map (SESSIONS, SESSION_WAIT), ATTACH's, TASKS' records,
+    "Jobs"): a job map (SESSIONS, SESSION_WAIT), ATTACH's, TASKS' records
+    (the table's TASK_INFO: its kind TSTATE and its check are here),
     RESUBMIT's count. The requests themselves are in proto_client.c. */
 #include "proto_internal.h"
 
@@ -23,6 +24,37 @@ s_bit_of (mpr_str_t name, const char **names, uint32_t n)
         if (mpr_str_eq (name, names [i]))
             return 1u << i;
     return 0;
+}
+
+//  A TASKS record's own task id only for an element of an array
+int
+sqp_task_of_element (mpr_t *r, const void *msg)
+{
+    const sq_task_info_t *m = (const sq_task_info_t *) msg;
+    mpr_field (r, "task");
+    if (m->task && !m->index.has)
+        return mpr_fail (r, "a task id of 0 or of a plain task");
+    return 0;
+}
+
+//  The kind TSTATE (proto_table.c): a task state bit as its name
+void
+sqp_kind_read_tstate (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    uint32_t *bit = SQP_AT (uint32_t, msg, f);
+    mpr_str_t state;
+    if (mpr_str (r, &state, 64) == 0) {
+        *bit = s_bit_of (state, s_task_states, 5);
+        if (!*bit)
+            mpr_fail (r, "unknown task state");
+    }
+}
+
+void
+sqp_kind_pack_tstate (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const char *state = s_bit_name (*SQP_CAT (uint32_t, msg, f), s_task_states, 5);
+    sq_pack_cstr (pk, state? state: "waiting");
 }
 
 const char *
@@ -237,31 +269,7 @@ sq_pack_tasks_head (msgpack_packer *pk, uint64_t total, uint32_t n)
 void
 sq_pack_task_info (msgpack_packer *pk, const sq_task_info_t *task)
 {
-    //  The element's task id trails, only when there is one, so records
-    //  of plain tasks keep their 10 fields.
-    msgpack_pack_array (pk, task->task? 11: 10);
-    msgpack_pack_uint32 (pk, task->id);
-    if (task->has_index)
-        msgpack_pack_int64 (pk, task->index);
-    else
-        msgpack_pack_nil (pk);
-    const char *state = sq_task_state_bit_name (task->state);
-    sq_pack_cstr (pk, state? state: "waiting");
-    if (task->has_exit_code)
-        msgpack_pack_int32 (pk, task->exit_code);
-    else
-        msgpack_pack_nil (pk);
-    s_pack_opt_uint (pk, task->governor);
-    msgpack_pack_uint32 (pk, task->attempts);
-    s_pack_opt_uint (pk, task->started_ms);
-    s_pack_opt_uint (pk, task->ended_ms);
-    if (task->error.len)
-        sq_pack_mstr (pk, task->error);
-    else
-        msgpack_pack_nil (pk);
-    sq_pack_mstr (pk, task->name);
-    if (task->task)
-        msgpack_pack_uint32 (pk, task->task);
+    sqp_pack_TASK_INFO (pk, task);
 }
 
 int
@@ -292,57 +300,8 @@ sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task)
     int more = sqp_iter_more (self, "TASKS reply");
     if (more <= 0)
         return more;
-    mpr_t *r = &self->r;
-    memset (task, 0, sizeof *task);
-    mpr_field (r, "record");
-    uint32_t fields = 0;
-    if (mpr_array (r, &fields) == 0 && fields != 10 && fields != 11)
-        mpr_fail (r, "not 10 or 11 fields");
-    mpr_field (r, "id");
-    mpr_u32 (r, &task->id);
-    mpr_field (r, "index");
-    if (!mpr_try_nil (r)) {
-        task->has_index = true;
-        mpr_int (r, &task->index);
-    }
-    mpr_field (r, "state");
-    mpr_str_t state;
-    if (mpr_str (r, &state, 64) == 0) {
-        task->state = s_bit_of (state, s_task_states, 5);
-        if (!task->state)
-            mpr_fail (r, "unknown task state");
-    }
-    mpr_field (r, "exit_code");
-    if (!mpr_try_nil (r)) {
-        int64_t code;
-        if (mpr_int (r, &code) == 0 && (code < INT32_MIN || code > INT32_MAX))
-            mpr_fail (r, "not an i32");
-        task->has_exit_code = true;
-        task->exit_code = (int32_t) code;
-    }
-    mpr_field (r, "governor");
-    if (!mpr_try_nil (r))
-        mpr_u32 (r, &task->governor);
-    mpr_field (r, "attempts");
-    mpr_u32 (r, &task->attempts);
-    mpr_field (r, "started");
-    if (!mpr_try_nil (r))
-        mpr_uint (r, &task->started_ms);
-    mpr_field (r, "ended");
-    if (!mpr_try_nil (r))
-        mpr_uint (r, &task->ended_ms);
-    mpr_field (r, "error");
-    if (!mpr_try_nil (r))
-        mpr_str (r, &task->error, SQ_MAX_MESSAGE);
-    mpr_field (r, "name");
-    mpr_str (r, &task->name, SQ_MAX_NAME);
-    if (fields == 11) {
-        mpr_field (r, "task");
-        if (mpr_u32 (r, &task->task) == 0 && (!task->has_index || !task->task))
-            mpr_fail (r, "a task id of 0 or of a plain task");
-    }
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "TASKS reply");
+    if (sq_record_read (&self->r, SQ_REC_TASK_INFO, task, "record"))
+        return sqp_error (&self->r, self->err, "TASKS reply");
     return 1;
 }
 

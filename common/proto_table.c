@@ -5,31 +5,6 @@
 #include "proto_internal.h"
 #include <stddef.h>
 
-//  Checks between fields, named in the table's SQ_BEGIN rows: run after
-//  the last field. An offset is where a range starts in the whole object.
-static int
-sqp_offset_in_size (mpr_t *r, uint64_t offset, uint64_t size)
-{
-    mpr_field (r, "size");
-    if (offset > size)
-        return mpr_fail (r, "offset past the end of the object");
-    return 0;
-}
-
-static int
-sqp_offset_in_chunk (mpr_t *r, const void *msg)
-{
-    const sq_chunk_t *m = (const sq_chunk_t *) msg;
-    return sqp_offset_in_size (r, m->offset, m->size);
-}
-
-static int
-sqp_offset_in_put (mpr_t *r, const void *msg)
-{
-    const sq_put_t *m = (const sq_put_t *) msg;
-    return sqp_offset_in_size (r, m->offset, m->size);
-}
-
 //  --------------------------------------------------------------------------
 //  The kinds
 
@@ -192,7 +167,10 @@ s_zero_empty (const void *msg, const sq_field_desc_t *f)
 {
     return f->kind == SQK_U32 || f->kind == SQK_OU32? *SQP_CAT (uint32_t, msg, f) == 0:
            f->kind == SQK_BOOL? !*SQP_CAT (bool, msg, f):
-           f->kind == SQK_U64 || f->kind == SQK_I64? *SQP_CAT (uint64_t, msg, f) == 0:
+           f->kind == SQK_U64 || f->kind == SQK_I64 || f->kind == SQK_OU64?
+               *SQP_CAT (uint64_t, msg, f) == 0:
+           f->kind == SQK_TSTATE? *SQP_CAT (uint32_t, msg, f) == 0:
+           f->kind == SQK_OINT? !SQP_CAT (sq_opt_int_t, msg, f)->has:
            f->kind == SQK_IDS? ((const sq_request_t *) msg)->n_ids == 0:
            f->kind == SQK_JOB? !((const sq_request_t *) msg)->has_name:
            f->kind == SQK_OUTPUTS? ((const sq_event_t *) msg)->n_outputs == 0:
@@ -220,6 +198,10 @@ static const s_kind_t s_kinds [] = {
     [SQK_OUTPUTS] = { "OUTPUTS", sqp_kind_read_outputs, sqp_kind_pack_outputs, s_zero_empty },
     [SQK_EXIT] = { "EXIT", sqp_kind_read_exit, sqp_kind_pack_exit, sqp_kind_exit_empty },
     [SQK_RESULTS] = { "RESULTS", sqp_kind_read_results, sqp_kind_pack_results, s_zero_empty },
+    [SQK_OINT] = { "OINT", sqp_kind_read_oint, sqp_kind_pack_oint, s_zero_empty },
+    [SQK_OU64] = { "OU64", sqp_kind_read_ou64, sqp_kind_pack_ou64, s_zero_empty },
+    [SQK_ESTR] = { "ESTR", sqp_kind_read_estr, sqp_kind_pack_estr, s_zero_empty },
+    [SQK_TSTATE] = { "TSTATE", sqp_kind_read_tstate, sqp_kind_pack_tstate, s_zero_empty },
 };
 
 const char *
@@ -283,6 +265,10 @@ s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
         case SQK_KEYLIST: sqp_kind_read_keylist (r, msg, f); break;
         case SQK_EXIT: sqp_kind_read_exit (r, msg, f); break;
         case SQK_RESULTS: sqp_kind_read_results (r, msg, f); break;
+        case SQK_OINT: sqp_kind_read_oint (r, msg, f); break;
+        case SQK_OU64: sqp_kind_read_ou64 (r, msg, f); break;
+        case SQK_ESTR: sqp_kind_read_estr (r, msg, f); break;
+        case SQK_TSTATE: sqp_kind_read_tstate (r, msg, f); break;
     }
 }
 
@@ -317,6 +303,10 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
         case SQK_KEYLIST: sqp_kind_pack_keylist (pk, msg, f); break;
         case SQK_EXIT: sqp_kind_pack_exit (pk, msg, f); break;
         case SQK_RESULTS: sqp_kind_pack_results (pk, msg, f); break;
+        case SQK_OINT: sqp_kind_pack_oint (pk, msg, f); break;
+        case SQK_OU64: sqp_kind_pack_ou64 (pk, msg, f); break;
+        case SQK_ESTR: sqp_kind_pack_estr (pk, msg, f); break;
+        case SQK_TSTATE: sqp_kind_pack_tstate (pk, msg, f); break;
     }
 }
 
@@ -419,8 +409,17 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 static const sq_msg_desc_t s_records [] = {
 #define SQ_RECORD(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
 #define SQ_RECORD_IN(NAME, type_t, check) S_DESC_OF (NAME, 0, false, type_t, check)
+#define SQ_RECORD_BARE(NAME, type_t) \
+    { .type = 0, .name = #NAME, .size = sizeof (type_t), .fields = s_fields_##NAME, \
+      .n_fields = 1, .n_required = 1, .read = s_read_##NAME, .pack = s_pack_##NAME, \
+      .element = -1, .bare = true },
 #include "proto_messages.def"
 };
+//  A bare record is its one required field
+#define SQ_RECORD_BARE(NAME, type_t) \
+    _Static_assert (S_ALL_##NAME == 1 && S_REQUIRED_##NAME == 1, \
+                    #NAME ": a bare record has one required field");
+#include "proto_messages.def"
 
 static const sq_msg_desc_t s_events [] = {
 #define SQ_EVENT(NAME, number_) S_DESC_OF (NAME, number_, false, sq_event_t, NULL)
@@ -650,6 +649,9 @@ s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
     uint32_t n = 0;
     memset (msg, 0, d->size);
     mpr_field (r, what);
+    if (d->bare)
+        n = 1;
+    else
     if (mpr_array (r, &n) == 0 && (n < d->n_required || n > d->n_fields))
         mpr_fail (r, "wrong number of fields");
     if (!r->error)
@@ -667,6 +669,11 @@ s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
         s_pack_##NAME (pk, msg, n); \
     }
 #define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#define SQ_RECORD_BARE(NAME, type_t) \
+    void sqp_pack_##NAME (msgpack_packer *pk, const void *msg) \
+    { \
+        s_pack_##NAME (pk, msg, 1); \
+    }
 #include "proto_messages.def"
 
 int
@@ -680,7 +687,8 @@ sq_record_pack (msgpack_packer *pk, uint32_t record, const void *msg)
 {
     const sq_msg_desc_t *d = &s_records [record];
     uint32_t n = d->n_required == d->n_fields? d->n_fields: s_present (d, msg);
-    msgpack_pack_array (pk, n);
+    if (!d->bare)
+        msgpack_pack_array (pk, n);
     d->pack (pk, msg, n);
 }
 

@@ -1106,8 +1106,7 @@ s_task_info (const task_t *task, sq_task_info_t *info)
     const task_extra_t *extra = task_extra (task);
     info->id = sq_key_id (task->key);
     info->state = s_task_bit (task);
-    info->has_exit_code = extra->has_exit_code;
-    info->exit_code = extra->exit_code;
+    info->exit_code = (sq_opt_int_t) { extra->has_exit_code, extra->exit_code };
     info->governor = task->gov? task->gov->id: extra->run_gov;
     info->attempts = extra->runs;
     info->started_ms = (uint64_t) extra->started_ms;
@@ -1139,8 +1138,7 @@ s_element_info (broker_t *self, const struct _jobarray_t *a, uint32_t k, uint32_
         memset (info, 0, sizeof *info);
         info->name = (mpr_str_t) { "", 0 };
         if (e && e->state) {
-            info->has_exit_code = (e->flags & S_HAS_EXIT) != 0;
-            info->exit_code = e->exit_code;
+            info->exit_code = (sq_opt_int_t) { (e->flags & S_HAS_EXIT) != 0, e->exit_code };
             info->governor = e->gov;
             info->attempts = e->attempts;
             info->started_ms = (uint64_t) e->started_ms;
@@ -1157,8 +1155,7 @@ s_element_info (broker_t *self, const struct _jobarray_t *a, uint32_t k, uint32_
             info->name = (mpr_str_t) { pe->name, (uint32_t) strlen (pe->name) };
     }
     info->id = a->parent_id;
-    info->has_index = true;
-    info->index = s_index (a, k);
+    info->index = (sq_opt_int_t) { true, s_index (a, k) };
     info->state = bit;
     //  Its task stays in the graph until the session closes, so LOG can
     //  read its output by this id; none for an element not made yet or

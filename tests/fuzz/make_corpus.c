@@ -109,6 +109,10 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
             case SQK_STR: *(mpr_str_t *) at = s_mstr ("text/plain"); break;
             case SQK_NAME: case SQK_OSTR: *(mpr_str_t *) at = s_mstr ("acme"); break;
             case SQK_OU32: *(uint32_t *) at = 7; break;
+            case SQK_OU64: *(uint64_t *) at = 9; break;
+            case SQK_OINT: *(sq_opt_int_t *) at = (sq_opt_int_t) { true, f->max? f->min: 5 }; break;
+            case SQK_ESTR: *(mpr_str_t *) at = s_mstr ("exited"); break;
+            case SQK_TSTATE: *(uint32_t *) at = 2; break;           //  running
             case SQK_KEYLIST: {
                 static const uint8_t *key [1] = { (const uint8_t *) bytes };
                 *(sq_keylist_t *) at = (sq_keylist_t) { key, 1 };
@@ -339,8 +343,8 @@ main (int argc, char **argv)
     msgpack_pack_array (&w.pk, 1);
     sq_pack_job (&w.pk, &job);
     s_emit (FZ_REPLIES, "jobs-reply", &w);
-    sq_task_info_t info = { .id = 2, .has_index = true, .index = 517, .state = 8,
-                            .has_exit_code = true, .exit_code = 3, .governor = 1, .attempts = 1,
+    sq_task_info_t info = { .id = 2, .index = { true, 517 }, .state = 8,
+                            .exit_code = { true, 3 }, .governor = 1, .attempts = 1,
                             .started_ms = 1, .ended_ms = 2, .error = s_mstr ("exited"),
                             .name = s_mstr ("sim"), .task = 0xC0000205 };
     sq_pack_tasks_head (&w.pk, 1000, 1);

@@ -34,6 +34,10 @@ _TYPES = {
     "JOB": {"str or nil", "str|nil"},
     "OSTR": {"str or nil", "str|nil"},
     "OU32": {"u32 or nil", "u32|nil", "uint or nil", "uint|nil"},
+    "OU64": {"uint or nil", "uint|nil"},
+    "OINT": {"int or nil", "int|nil", "i32 or nil", "i32|nil"},
+    "ESTR": {"str or nil", "str|nil"},
+    "TSTATE": {"str"},
     "OWHERE": {"where", "where or nil", "where|nil"},
     "KEYLIST": {"[bin...]", "array of bin"},
     "OPTIONS": {"map"},
@@ -57,7 +61,8 @@ def compatible(field, typ):
 def constants():
     """The numbers the table's bounds name: #defines and enum members of
     common/*.h, and the C limits it uses."""
-    raw = {"UINT32_MAX": "4294967295", "INT32_MAX": "2147483647", "NULL": "0"}
+    raw = {"UINT32_MAX": "4294967295", "INT32_MAX": "2147483647", "INT32_MIN": "(-2147483648)",
+           "NULL": "0"}
     for path in glob.glob(os.path.join(_ROOT, "common", "*.h")):
         for line in open(path, encoding="utf-8"):
             m = (re.match(r"#define (SQ_\w+) +([^/]+?)\s*(//.*)?$", line)
@@ -72,7 +77,7 @@ def value(text, raw, depth=0):
     text = text.strip()
     if depth > 8:
         raise ValueError(text)
-    text = re.sub(r"\b(SQ_\w+|UINT32_MAX|INT32_MAX)\b",
+    text = re.sub(r"\b(SQ_\w+|UINT32_MAX|INT32_MAX|INT32_MIN)\b",
                   lambda m: "(%d)" % value(raw[m.group(1)], raw, depth + 1), text)
     text = re.sub(r"\b(\d+)(u|ull|ul|ll)\b", r"\1", text, flags=re.I)
     if not re.match(r"^[\d\s()+\-*<>]+$", text):
@@ -82,12 +87,14 @@ def value(text, raw, depth=0):
 
 def table():
     """{"messages": [(name, number, fields or None, request, record or None)],
-        "records": {name: fields}, "events": [(name, number, fields)]},
+        "records": {name: fields}, "bare": {names of bare records},
+        "events": [(name, number, fields)]},
     fields as dicts (name, kind, min, max, optional), bounds as numbers."""
     text = open(_TABLE, encoding="utf-8").read()
     text = text[text.index("*/"):]         # the rows, after the header's example rows
     raw = constants()
     messages, records, events, current, fields = [], {}, [], None, None
+    bare = set()
     for line in text.splitlines():
         line = re.sub(r"\s*//.*$", "", line)
         m = re.match(r"SQ_(MSG|BEGIN|REQUEST) \((\w+), (\d+)", line)
@@ -106,10 +113,12 @@ def table():
             current, fields = m.group(1), []
             events.append((current[3:], int(m.group(2)), fields))
             continue
-        m = re.match(r"SQ_RECORD(_IN)? \((\w+),", line)
+        m = re.match(r"SQ_RECORD(_IN|_BARE)? \((\w+),", line)
         if m:
             current, fields = m.group(2), []
             records[current] = fields
+            if m.group(1) == "_BARE":
+                bare.add(current)
             continue
         m = re.match(r"\s+SQ_F(B|OPT)? \((\w+), (\w+), (\w+), \"([^\"]+)\"(.*)\)", line)
         if m:
@@ -133,7 +142,9 @@ def table():
     for name, _, _, _, record in messages:
         assert record is None or record in records, \
             "proto_messages.def: %s is a batch of %s, which is no record" % (name, record)
-    return {"messages": messages, "records": records, "events": events}
+    assert all(len(records[name]) == 1 for name in bare), \
+        "proto_messages.def: a bare record of other than one field"
+    return {"messages": messages, "records": records, "bare": bare, "events": events}
 
 
 def split(inner):
@@ -181,16 +192,18 @@ def wanted(message, t):
     return ([req] if request else []) + fields
 
 
-def documented(message, doc):
+def documented(message, doc, bare=()):
     """The layouts of the message in the document, next to its name, as
-    [(name, type)]; a batch's: those of its element."""
+    [(name, type)]; a batch's: those of its element (`[[field, ...]...]`,
+    of a bare record `[field...]`)."""
     name, number, fields, request, record = message
     out = []
     for parts, before in layouts(doc, number):
         if not re.search(r"\b%s\b" % name, before):
             continue
         if record:
-            m = re.match(r"^\[\[(.*)\]\.\.\.\]$", parts[0]) if len(parts) == 1 else None
+            shape = r"^\[([^\[\],]*)\.\.\.\]$" if record in bare else r"^\[\[(.*)\]\.\.\.\]$"
+            m = re.match(shape, parts[0]) if len(parts) == 1 else None
             if m:
                 out.append(named(split(m.group(1))))
         else:
@@ -201,7 +214,7 @@ def documented(message, doc):
 def bounds(f):
     """A field's bounds as the appendix says them"""
     kind, lo, hi = f["kind"], f["min"], f["max"]
-    if kind in ("STR", "NAME"):
+    if kind in ("STR", "NAME", "OSTR", "ESTR"):
         return "at most %d bytes" % (hi or value("SQ_MAX_NAME", constants()))
     if kind in ("BIN", "OBIN"):
         return "exactly %d bytes" % lo if lo else "at most %d bytes" % hi if hi else ""
@@ -267,11 +280,12 @@ def test_every_layout_of_the_table_is_the_documents():
         if fields is None and record is None:
             continue
         want = wanted(message, t)
-        found = documented(message, doc)
+        found = documented(message, doc, t["bare"])
         names = [f["name"] for f in want]
         same = [got for got in found if [n for n, _ in got] == names]
         if not same:
-            shape = "[%d, [[%s]...]]" if record else "[%d, %s]"
+            shape = ("[%d, [%s...]]" if record in t["bare"] else "[%d, [[%s]...]]") \
+                if record else "[%d, %s]"
             wrong.append("%s: the table says %s, the document %s"
                          % (name, shape % (number, ", ".join(names)),
                             " or ".join(str([n for n, _ in f]) for f in found) or "has no layout"))
@@ -338,6 +352,9 @@ _CHANGES = [
     ("a kind of a batch's record", 'SQ_F (STOP_TASK, U32, attempt, "attempt")',
      'SQ_F (STOP_TASK, BOOL, attempt, "attempt")',
      "test_every_layout_of_the_table_is_the_documents", ("STOP", "attempt", "u32")),
+    ("a bare record's field renamed: DROP's elements", 'SQ_F (DROP_KEY, U64, key, "object")',
+     'SQ_F (DROP_KEY, U64, key, "key")',
+     "test_every_layout_of_the_table_is_the_documents", ("DROP", "[42, [key...]]")),
     ("an event's field renamed", 'SQ_F (EV_HELD, U32, attempt, "version")',
      'SQ_F (EV_HELD, U32, attempt, "attempt")',
      "test_every_layout_of_the_table_is_the_documents", ("HELD", "attempt")),
@@ -351,3 +368,14 @@ _CHANGES = [
 def test_a_changed_table_is_caught(tmp_path, monkeypatch, what, old, new, check, words):
     _changed(tmp_path, monkeypatch, old, new)
     _fails(globals()[check], *words)
+
+
+def test_a_bare_batch_documented_as_records_is_caught(tmp_path, monkeypatch):
+    """DROP's elements are bare keys: a layout of records is not DROP's"""
+    text = open(_DOC, encoding="utf-8").read()
+    changed = text.replace("`[42, [object: key...]]`", "`[42, [[object: key]...]]`")
+    assert changed != text
+    path = tmp_path / "protocol.md"
+    path.write_text(changed)
+    monkeypatch.setattr(sys.modules[__name__], "_DOC", str(path))
+    _fails(test_every_layout_of_the_table_is_the_documents, "DROP", "[42, [object...]]")

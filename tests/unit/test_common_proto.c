@@ -937,7 +937,7 @@ s_test_update (void)
         sq_wbuf_reset (&w);
         sq_batch_header (&w, SQ_MSG_UPDATE, 1);
         sq_pack_ran (&w.pk, 1, 1, res.buf.data, res.buf.size);
-        CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "results"));
+        CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "field 'ok'"));
         //  A governor's results together: at most SQ_RUN_RESULTS_MAX (the
         //  broker relays them), 7 bytes of msgpack around one answer here
         static char big [SQ_RUN_RESULTS_MAX];
@@ -1504,16 +1504,16 @@ s_test_jobs (void)
     sq_wbuf_reset (&w);
     sq_pack_attached (&w.pk, 99, 12, token);
     s_check_truncations ("ATTACH reply", s_dec_attached, w.buf.data, w.buf.size);
-    sq_task_info_t rec = { .id = 2, .has_index = true, .index = 517, .state = 8,
-                           .has_exit_code = true, .exit_code = -9, .governor = 3, .attempts = 2,
+    sq_task_info_t rec = { .id = 2, .index = { true, 517 }, .state = 8,
+                           .exit_code = { true, -9 }, .governor = 3, .attempts = 2,
                            .started_ms = 5, .ended_ms = 6, .error = s_mstr ("killed"),
                            .name = s_mstr ("sim"), .task = 0xC0000205 };
     sq_wbuf_reset (&w);
     sq_pack_tasks_head (&w.pk, 1000, 2);
     sq_pack_task_info (&w.pk, &rec);
     rec.task = 0;
-    rec.has_index = false;
-    rec.has_exit_code = false;
+    rec.index.has = false;
+    rec.exit_code.has = false;
     rec.error.len = 0;
     rec.state = 1;
     sq_pack_task_info (&w.pk, &rec);
@@ -1524,10 +1524,10 @@ s_test_jobs (void)
     sq_task_info_t t1;
     CHECK (sq_tasks_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, &total, &n,
                                  &err) == 0 && total == 1000 && n == 2);
-    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && t1.index == 517 && t1.exit_code == -9
+    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && t1.index.value == 517 && t1.exit_code.value == -9
            && t1.state == 8 && t1.governor == 3 && t1.error.len == 6
            && t1.task == 0xC0000205);
-    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && !t1.has_index && !t1.has_exit_code
+    CHECK (sq_tasks_reply_next (&it, &t1) == 1 && !t1.index.has && !t1.exit_code.has
            && t1.task == 0);
     CHECK (sq_tasks_reply_next (&it, &t1) == 0);
     sq_iter_release (&it);
@@ -1557,9 +1557,47 @@ s_test_jobs (void)
         CHECK (sq_tasks_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, &total,
                                      &n, &err) == 0);
         CHECK (sq_tasks_reply_next (&it, &t1) == (b == 3? 1: -1));
-        CHECK (b < 3 || (t1.task == 7 && t1.index == 5 && t1.state == 2));
+        CHECK (b < 3 || (t1.task == 7 && t1.index.value == 5 && t1.state == 2));
         sq_iter_release (&it);
     }
+    //  TASK_INFO's kinds: a state by name, an exit code of an i32, an
+    //  empty error packed as nil; a record of 9 fields
+    for (int b = 0; b < 4; b++) {
+        sq_wbuf_reset (&w);
+        sq_pack_tasks_head (&w.pk, 1, 1);
+        msgpack_pack_array (&w.pk, b == 3? 9: 10);
+        msgpack_pack_uint32 (&w.pk, 2);
+        msgpack_pack_nil (&w.pk);
+        sq_pack_cstr (&w.pk, b == 0? "sleeping": "failed");
+        if (b == 1)
+            msgpack_pack_int64 (&w.pk, (int64_t) INT32_MIN - 1);
+        else
+            msgpack_pack_int32 (&w.pk, INT32_MIN);
+        for (int f = 0; f < 5; f++)
+            if (f == 1)
+                msgpack_pack_uint32 (&w.pk, 0);         //  attempts
+            else
+                msgpack_pack_nil (&w.pk);
+        if (b != 3)
+            sq_pack_cstr (&w.pk, "sim");
+        CHECK (sq_tasks_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, &total,
+                                     &n, &err) == 0);
+        int rc = sq_tasks_reply_next (&it, &t1);
+        CHECK (b == 2? rc == 1 && t1.state == 8 && t1.exit_code.has
+                       && t1.exit_code.value == INT32_MIN && t1.error.len == 0
+                       && t1.attempts == 0 && t1.name.len == 3
+                     : rc == -1 && strstr (err.text, "TASKS reply: field '")
+                       && strstr (err.text, b == 0? "'state': unknown task state":
+                                            b == 1? "'exit_code': not an i32":
+                                                    "'record': wrong number of fields"));
+        sq_iter_release (&it);
+    }
+    sq_task_info_t blank = { .id = 1, .state = 1, .error = { "", 0 }, .name = { "", 0 } };
+    sq_wbuf_reset (&w);
+    sq_pack_task_info (&w.pk, &blank);
+    static const uint8_t blank_bytes [] = { 0x9a, 0x01, 0xc0, 0xa7, 'w', 'a', 'i', 't', 'i', 'n', 'g',
+                                            0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xa0 };
+    CHECK (w.buf.size == sizeof blank_bytes && memcmp (w.buf.data, blank_bytes, w.buf.size) == 0);
     sq_wbuf_reset (&w);
     sq_pack_count (&w.pk, 3);
     uint64_t count;
@@ -1804,6 +1842,86 @@ s_test_table_records (void)
     msgpack_pack_nil (&w.pk);
     CHECK (sq_logpart_decode ((const uint8_t *) w.buf.data, w.buf.size, &next, &total, &done,
                               &err) == -1 && strstr (err.text, "LOGREAD reply"));
+
+    //  DROP: a batch of a bare record, each element the key alone, the
+    //  bytes of a bare uint; an element in an array is refused
+    CHECK (sq_msg_desc (SQ_MSG_DROP)->element == SQ_REC_DROP_KEY
+           && sq_record_desc (SQ_REC_DROP_KEY)->bare && !sq_record_desc (SQ_REC_STOP_TASK)->bare);
+    sq_wbuf_reset (&w);
+    sq_drop_key_t drop = { sq_key (7, 8) }, dropped;
+    sq_record_pack (&w.pk, SQ_REC_DROP_KEY, &drop);
+    sq_wbuf_init (&v);
+    msgpack_pack_uint64 (&v.pk, sq_key (7, 8));
+    CHECK (v.buf.size == w.buf.size && memcmp (v.buf.data, w.buf.data, w.buf.size) == 0);
+    sq_wbuf_reset (&v);
+    sq_pack_drop (&v.pk, sq_key (7, 8));
+    CHECK (v.buf.size == w.buf.size && memcmp (v.buf.data, w.buf.data, w.buf.size) == 0);
+    CHECK (sq_record_decode (SQ_REC_DROP_KEY, &dropped, w.buf.data, w.buf.size, "DROP", &err) == 0
+           && dropped.key == drop.key);
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_DROP, 2);
+    sq_pack_drop (&w.pk, 5);
+    msgpack_pack_array (&w.pk, 1);
+    msgpack_pack_uint64 (&w.pk, 6);
+    uint64_t drop_key;
+    CHECK (sq_keys_begin (&it, SQ_MSG_DROP, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_drop_next (&it, &drop_key) == 1 && drop_key == 5);
+    CHECK (sq_drop_next (&it, &drop_key) == -1 && strstr (err.text, "DROP: field 'object'"));
+    sq_iter_release (&it);
+
+    //  WAIT's reply entries (the table's DONE): an id that finished has
+    //  root and message nil; a failure both; the bytes as written by hand
+    sq_wbuf_reset (&w);
+    sq_pack_wait_head (&w.pk, 1, 1, 2);
+    sq_pack_done (&w.pk, 2, SQ_STATE_FINISHED, 9, NULL);
+    sq_pack_done (&w.pk, 4, SQ_STATE_FAILED, 3, "exit status 1");
+    sq_wbuf_reset (&v);
+    msgpack_pack_array (&v.pk, 3);
+    msgpack_pack_uint32 (&v.pk, 1);
+    msgpack_pack_uint32 (&v.pk, 1);
+    msgpack_pack_array (&v.pk, 2);
+    msgpack_pack_array (&v.pk, 4);
+    msgpack_pack_uint32 (&v.pk, 2);
+    msgpack_pack_uint32 (&v.pk, SQ_STATE_FINISHED);
+    msgpack_pack_nil (&v.pk);
+    msgpack_pack_nil (&v.pk);
+    msgpack_pack_array (&v.pk, 4);
+    msgpack_pack_uint32 (&v.pk, 4);
+    msgpack_pack_uint32 (&v.pk, SQ_STATE_FAILED);
+    msgpack_pack_uint32 (&v.pk, 3);
+    sq_pack_cstr (&v.pk, "exit status 1");
+    CHECK (v.buf.size == w.buf.size && memcmp (v.buf.data, w.buf.data, w.buf.size) == 0);
+    uint64_t finished, failed;
+    sq_done_t entry;
+    CHECK (sq_wait_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, 2,
+                                &finished, &failed, &err) == 0 && finished == 1 && failed == 1);
+    CHECK (sq_wait_reply_next (&it, &entry) == 1 && entry.id == 2
+           && entry.state == SQ_STATE_FINISHED && entry.root == 0 && entry.message.ptr == NULL);
+    CHECK (sq_wait_reply_next (&it, &entry) == 1 && entry.id == 4 && entry.root == 3
+           && entry.message.len == 13 && memcmp (entry.message.ptr, "exit status 1", 13) == 0);
+    CHECK (sq_wait_reply_next (&it, &entry) == 0);
+    sq_iter_release (&it);
+    //  An unknown state; an entry of three fields
+    sq_wbuf_reset (&w);
+    sq_pack_wait_head (&w.pk, 0, 0, 1);
+    sq_pack_done (&w.pk, 2, SQ_STATE_CANCELLED + 1, 0, NULL);
+    CHECK (sq_wait_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, 1,
+                                &finished, &failed, &err) == 0);
+    CHECK (sq_wait_reply_next (&it, &entry) == -1
+           && strstr (err.text, "WAIT reply: field 'state': unknown state"));
+    sq_iter_release (&it);
+    sq_wbuf_reset (&w);
+    sq_pack_wait_head (&w.pk, 0, 0, 1);
+    msgpack_pack_array (&w.pk, 3);
+    msgpack_pack_uint32 (&w.pk, 2);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_nil (&w.pk);
+    CHECK (sq_wait_reply_begin (&it, (const uint8_t *) w.buf.data, w.buf.size, 1,
+                                &finished, &failed, &err) == 0);
+    CHECK (sq_wait_reply_next (&it, &entry) == -1
+           && strstr (err.text, "WAIT reply: field 'state entry': wrong number of fields"));
+    sq_iter_release (&it);
+    sq_wbuf_release (&v);
     sq_wbuf_release (&w);
 }
 
