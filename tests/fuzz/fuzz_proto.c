@@ -316,6 +316,19 @@ s_fuzz_submit (const uint8_t *data, size_t size)
     sq_submit_release (&s);
 }
 
+//  Whether the table has an event of this type: the oracle follows the
+//  table (a list written here went stale when RAN came, and the fuzzer
+//  found a RAN event "unknown").
+static bool
+s_event_known (uint32_t type)
+{
+    switch (type) {
+#define SQ_EVENT(NAME, number) case number: return true;
+#include "proto_messages.def"
+        default: return false;
+    }
+}
+
 static void
 s_fuzz_update (const uint8_t *data, size_t size)
 {
@@ -326,9 +339,7 @@ s_fuzz_update (const uint8_t *data, size_t size)
         sq_event_t ev;
         int rc;
         while ((rc = sq_update_next (&it, &ev)) == 1) {
-            FZ_ASSERT ((ev.type >= SQ_EV_FINISHED && ev.type <= SQ_EV_LOGTAIL)
-                       || ev.type == SQ_EV_SECEDED || ev.type == SQ_EV_TASKKEY
-                       || ev.type == SQ_EV_REFRESHED || ev.type == SQ_EV_STREAMLOCAL);
+            FZ_ASSERT (s_event_known (ev.type));
             if (ev.type == SQ_EV_TASKKEY) {
                 FZ_ASSERT (ev.public_key.len == 32);
                 s_touch_str (ev.public_key);
