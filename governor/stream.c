@@ -94,7 +94,9 @@ typedef struct {
 //  A chunk of a reader not assigned here yet.
 typedef struct _s_early_t s_early_t;
 struct _s_early_t {
-    sq_schunk_t chunk;          //  reply_to points nowhere: see address
+    sq_schunk_t chunk;          //  reply_to points nowhere: see address;
+                                //  token points into token_copy
+    uint8_t token_copy [S_TOKEN];
     char *address;
     zmq_msg_t bytes;
     uint64_t at_ns;
@@ -954,8 +956,16 @@ stream_on_chunk (stream_t *self, sq_msg_t *msg)
             free (address);
             return;
         }
+        //  The header's frame goes when we return: what the chunk points
+        //  into is copied (a hand-over's token; reply_to is the address)
         e->chunk = chunk;
         e->chunk.reply_to = (mpr_str_t) { NULL, 0 };
+        if (chunk.token.len == S_TOKEN) {
+            memcpy (e->token_copy, chunk.token.ptr, S_TOKEN);
+            e->chunk.token.ptr = (const char *) e->token_copy;
+        }
+        else
+            e->chunk.token = (mpr_str_t) { NULL, 0 };
         e->address = address;
         address = NULL;
         zmq_msg_init (&e->bytes);

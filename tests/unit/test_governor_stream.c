@@ -478,6 +478,27 @@ s_test_local (void)
     while (s_relay (w, NULL, NULL))
         ;
 
+    //  The token's chunk comes before the reader is assigned here (early):
+    //  kept with a copy of its token (its frame is gone), the pipe is taken
+    //  when the reader comes. (The token pointed into the freed frame.)
+    CHECK (pipe (wp) == 0 && pipe2 (rp, O_NONBLOCK) == 0);
+    CHECK (stream_writer_add (w, 34, 1, 44, 1, wp [0]) == 0);
+    CHECK (write (wp [1], "early", 5) == 5);
+    int local_before = s_local_count;
+    s_order (w, SQ_MSG_STREAM, 44, 1, 54, "tcp://r:1");
+    CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK);     //  no reader 54 yet
+    CHECK (s_relay (w, NULL, NULL) == 0);                       //  nothing said yet
+    CHECK (stream_reader_add (r, 54, 44, 1, rp [1]) == 0);
+    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == local_before + 1);
+    s_turn (r, 1000);
+    CHECK (read (rp [0], got, sizeof got) == 5 && memcmp (got, "early", 5) == 0);
+    close (wp [1]);
+    close (rp [0]);
+    stream_reader_remove (r, 54);
+    stream_writer_remove (w, 34);
+    while (s_relay (w, NULL, NULL) || s_relay (r, NULL, NULL))
+        ;
+
     //  The reader leaves (closes its stdin): the writer is deserted, and
     //  only then its program's pipe breaks.
     signal (SIGPIPE, SIG_IGN);
@@ -486,7 +507,7 @@ s_test_local (void)
     CHECK (stream_reader_add (r, 51, 41, 1, rp [1]) == 0);
     s_order (w, SQ_MSG_STREAM, 41, 1, 51, "tcp://r:1");
     CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 16);
-    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == 2);
+    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == 3);
     close (rp [0]);
     CHECK (write (wp [1], "x", 1) == 1);
     s_turn (r, 1000);
@@ -542,7 +563,7 @@ s_test_local (void)
         s_turn (r, 0);
     }
     CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 16);
-    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == 2);
+    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == 3);
     CHECK (write (wp [1], "hello", 5) == 5);
     s_turn (w, 1000);
     CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 0
