@@ -362,6 +362,11 @@ s_relay (stream_t *to, sq_schunk_t *chunk, size_t *payload)
         stream_on_credit (to, &msg);
     else
         stream_on_local (to, &msg);
+    //  The header's frame is the caller's once a handler returns: whatever
+    //  pointed into it must have been copied (a frame's memory may outlive
+    //  its release in a pool, where no sanitizer sees a late read).
+    if (sq_msg_size (&msg, 1))
+        memset (zmq_msg_data (&msg.frames [1]), 0xa5, sq_msg_size (&msg, 1));
     sq_msg_release (&msg);
     return type;
 }
