@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 //  Send queues are generous: a submit may carry many constants, and a
 //  request must never fail only because the peer is slow to read.
@@ -74,6 +76,7 @@ sq_client_new (void)
     sq_msg_init (&self->msg);
     self->next_req = 1;
     self->resume_ms = 60000;
+    self->local_dirfd = -1;
     snprintf (self->errmsg, sizeof self->errmsg, "no error");
     sq_client_buffers_hold (true);
     return self;
@@ -141,6 +144,8 @@ sq_client_destroy (sq_client_t **self_p)
     sq_wbuf_release (&self->w);
     zmq_ctx_term (self->ctx);
     memset (self->secret_key, 0, sizeof self->secret_key);
+    if (self->local_dirfd >= 0)
+        close (self->local_dirfd);
     free (self);
     sq_client_buffers_hold (false);
 }
@@ -166,6 +171,29 @@ sq_client_set_keys (sq_client_t *self, const char *secret_key_file, const char *
     memcpy (self->broker_key, broker.public_key, 32);
     self->has_keys = true;
     memset (&mine, 0, sizeof mine);
+    return 0;
+}
+
+int
+sq_client_set_local_dir (sq_client_t *self, const char *dir)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (!dir || !*dir)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "no directory given");
+    //  Ours and closed to others, as the governors check it: whoever could
+    //  make a socket there would be handed our constants.
+    struct stat st;
+    int fd = open (dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fstat (fd, &st) || st.st_uid != geteuid () || (st.st_mode & 077)) {
+        if (fd >= 0)
+            close (fd);
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "local directory %s: not a "
+                                 "directory of ours closed to others (mode 0700)", dir);
+    }
+    if (self->local_dirfd >= 0)
+        close (self->local_dirfd);
+    self->local_dirfd = fd;
     return 0;
 }
 
@@ -725,6 +753,9 @@ sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
         if (rc)
             return rc;
     }
+    const char *local = getenv ("SQUALL_LOCAL_DIR");
+    if (self->local_dirfd < 0 && local && *local)
+        sq_client_set_local_dir (self, local);  //  else by PUT, as elsewhere
     s_disconnect (self);
     self->cluster [0] = 0;
     self->endpoint = strdup (endpoint);

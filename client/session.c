@@ -1086,8 +1086,10 @@ s_upload (sq_session_t *self)
                                       o->governor, &target)
              && (required || sq_client_upload_target (client, self->id, o->id,
                                                       sq_blob_size (o->blob), 0, &target)))
-        ||  sq_client_put (client, &target, sq_key (self->id, o->id), o->blob,
-                           o->content_type, S_UPLOAD_TIMEOUT)) {
+        ||  (sq_client_put_local (client, &target, sq_key (self->id, o->id), o->blob,
+                                  o->content_type, S_UPLOAD_TIMEOUT) != 0
+             && sq_client_put (client, &target, sq_key (self->id, o->id), o->blob,
+                               o->content_type, S_UPLOAD_TIMEOUT))) {
             if (required) {
                 int code = sq_client_errcode (client);
                 return s_err (self, code? code: SQ_E_CONNECTION, o->id,

@@ -61,6 +61,7 @@ struct _sq_client_t {
     char cluster [SQ_CLUSTER_ID_LEN + 1];
     uint64_t epoch;
     int resume_ms;              //  how long a lost broker is waited for (sq_client_set_resume)
+    int local_dirfd;            //  sq_client_set_local_dir (O_PATH), or -1
     bool cluster_changed;       //  the last HELLO found another cluster: sessions are lost
     uint32_t next_req;
     uint32_t client_id;
@@ -134,6 +135,13 @@ size_t sq_client_buffers_kept (void);
 int sq_client_upload_target (sq_client_t *self, uint32_t session, uint32_t object,
                              uint64_t size, uint32_t governor, sq_target_t *target);
 //  Uploads the blob as object `key`. 0, or the error recorded and returned.
+//  The same on this host (PUTLOCAL): the bytes in a memory file handed to
+//  the governor's socket in the local directory. 0; 1 when there is no
+//  such path (no directory, no socket of that governor there: nothing was
+//  sent); else an error recorded (the governor refused, or is silent):
+//  the caller then PUTs.
+int sq_client_put_local (sq_client_t *self, const sq_target_t *target, uint64_t key,
+                         sq_blob_t *blob, const char *content_type, int timeout_ms);
 int sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_blob_t *blob,
                    const char *content_type, int timeout_ms);
 int sq_client_attach (sq_client_t *self, sq_session_t *session);

@@ -65,6 +65,16 @@ int sq_client_set_keys (sq_client_t *self, const char *secret_key_file,
 //  once), and the call that was waiting goes on. A session the broker no
 //  longer knows gives SQ_E_SESSION, naming it.
 void sq_client_set_resume (sq_client_t *self, int timeout_ms);
+//  Large constants for a governor on this host go as memory files handed
+//  to its socket in `dir` (the governors' --stream-dir; LocalCluster's and
+//  `squall start`'s, which prints it as SQUALL_LOCAL_DIR) instead of PUT
+//  over the network: no copy through a socket, no encryption. The
+//  directory must be this user's and closed to others (mode 0700), or
+//  SQ_E_INVALID. Without this call, sq_client_connect uses
+//  $SQUALL_LOCAL_DIR when set. A governor elsewhere (no socket of its
+//  there) is uploaded to by PUT as ever (docs/security.md, "Uploads on one
+//  host").
+int sq_client_set_local_dir (sq_client_t *self, const char *dir);
 //  Makes a CurveZMQ key pair: DIR/NAME.key (secret, mode 0600) and
 //  DIR/NAME.pub, in CZMQ's certificate format. role: "client", "governor",
 //  "admin" or "broker"; tenant NULL: a client is its own tenant, NAME. 0, or

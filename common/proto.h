@@ -497,6 +497,7 @@ typedef struct {
     uint64_t sessions, clients, objects, watches, recomputed, uploads;
     uint64_t copy_rate;         //  bytes/s placement assumes a copy moves
     uint64_t streams_local;     //  streams that went over the same-host path
+    uint64_t uploads_local;     //  constants handed over on their governor's host (PUTLOCAL)
     //  The asker's tenant: its usage and limits (0: none); NULL packs nil.
     const sq_info_tenant_t *tenant;
 } sq_info_t;
@@ -767,7 +768,8 @@ void sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *task);
 //          broker learns the cluster's copy rate from
 //      [5 LOST, object]               a copy could not be had or kept
 //      [6 RETRACTED, task, attempt]   given back unstarted (after RETRACT)
-//      [7 UPLOADED, object, size]     a client's upload (PUT) is complete here
+//      [7 UPLOADED, object, size]     a client's upload (PUT) is complete here;
+//          [7, object, size, true]: handed over on the governor's host (PUTLOCAL)
 //    HEARTBEAT [31]   BYE [33]
 //    LOAD [32, running, queued, memory_bytes, spilled_bytes, objects, tasks, piped]
 
@@ -793,6 +795,7 @@ typedef struct sq_event_s {
     uint32_t n_outputs;
     sq_output_ref_t *outputs;   //  scratch owned by the reader
     bool seceded;               //  SECEDED: true, or false (rejoined)
+    bool local;                 //  UPLOADED: handed over on the governor's host (PUTLOCAL)
     mpr_str_t public_key;       //  TASKKEY: 32 bytes
 } sq_event_t;
 
@@ -824,6 +827,7 @@ void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us);
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
 void sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size);
+void sq_pack_uploaded_local (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 //  REFRESHED [18, refreshes]: the Python executors retired by the first
 //  `refreshes` REFRESH messages have all stopped.

@@ -590,7 +590,7 @@ s_kv_str (msgpack_packer *pk, const char *key, const char *value)
 void
 sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
 {
-    msgpack_pack_map (pk, 23);
+    msgpack_pack_map (pk, 24);
     s_kv_str (pk, "cluster", info->cluster);
     s_kv (pk, "epoch", info->epoch);
     s_kv (pk, "recovering", info->recovering);
@@ -658,6 +658,7 @@ sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
     s_kv (pk, "uploads", info->uploads);
     s_kv (pk, "copy_rate", info->copy_rate);
     s_kv (pk, "streams_local", info->streams_local);
+    s_kv (pk, "uploads_local", info->uploads_local);
     sq_pack_cstr (pk, "tenant");
     const sq_info_tenant_t *t = info->tenant;
     if (!t) {

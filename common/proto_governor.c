@@ -124,6 +124,14 @@ void
 sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
 S_EVENT (UPLOADED, object, 0, size, 0, 2)
 
+//  Handed over on this host (PUTLOCAL): the optional field says so.
+void
+sq_pack_uploaded_local (msgpack_packer *pk, uint64_t object, uint64_t size)
+{
+    sq_event_t ev = { .key = object, .size = size, .local = true };
+    sqp_pack_EV_UPLOADED (pk, &ev, 3);
+}
+
 void
 sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes)
 S_EVENT (STREAMED, object, 0, bytes, 0, 2)

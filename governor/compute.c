@@ -39,6 +39,9 @@ s_copy_done (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome,
         if (outcome == TRANSFER_LOCATED)
             sq_pack_located (&self->events.pk, key, size);
         else
+        if (outcome == TRANSFER_UPLOADED_LOCAL)
+            sq_pack_uploaded_local (&self->events.pk, key, size);
+        else
             sq_pack_uploaded (&self->events.pk, key, size);
     }
     compute_event_added (self);
@@ -463,6 +466,11 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     &&  type == SQ_MSG_PUT)
         serve_put (self->transfer, self->pipe, msg);
     else
+    if (route == GOV_ROUTE_SERVE && msg->n == 3 && !msg->truncated
+    &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
+    &&  type == SQ_MSG_PUTLOCAL)
+        serve_putlocal (self->transfer, self->streams, self->pipe, msg);
+    else
     if (route == GOV_ROUTE_SERVE)
         serve_gfetch (self->store, self->pipe, msg);
     else
@@ -740,7 +748,8 @@ compute_new (const compute_args_t *args)
     }
     stream_args_t sargs = {
         .pipe = args->pipe, .governor_id = self->governor_id,
-        .data_endpoint = self->data_endpoint, .done = compute_stream_done,
+        .data_endpoint = self->data_endpoint, .serve_endpoint = args->serve_endpoint,
+        .done = compute_stream_done,
         .progress = compute_stream_progress, .local = compute_stream_local,
         .dir = args->stream_dir, .arg = self
     };

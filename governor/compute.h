@@ -26,6 +26,7 @@ typedef struct {
     uint64_t memory_limit;      //  store limit in bytes, 0: none
     uint64_t box_memory;        //  the cgroup's memory limit, 0: none (store_set_box)
     const char *data_endpoint;  //  ours, where peers send CREDITs
+    const char *serve_endpoint; //  ours, as clients are given it (stream.h)
     uint32_t n_resources;       //  named resources offered besides cpus
     const sq_resource_t *resources;
     const char *gpus;           //  devices offered ("0,1,3"), NULL: none

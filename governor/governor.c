@@ -138,6 +138,7 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
         .memory_limit = self->config->store_limit,
         .log_limit = self->config->log_limit,
         .box_memory = self->config->box_memory, .data_endpoint = receiver_data_endpoint (receiver),
+        .serve_endpoint = receiver_serve_endpoint (receiver),
         .n_resources = self->config->n_resources, .resources = self->config->resources,
         .gpus = self->config->gpus, .stream_dir = self->config->stream_dir
     };

@@ -609,6 +609,13 @@ s_serve_allowed (receiver_t *self, sq_msg_t *msg)
         key = p.key, cap = p.capability, right = SQ_CAP_WRITE;
     }
     else
+    if (type == SQ_MSG_PUTLOCAL) {
+        sq_putlocal_t p;
+        if (sq_putlocal_decode (&p, data, size, &err))
+            return true;
+        key = p.key, cap = p.capability, right = SQ_CAP_WRITE;
+    }
+    else
         return true;
     const char *why = NULL;
     uint64_t now = (uint64_t) ((int64_t) sq_wall_ms () + self->clock_offset_ms);
@@ -1169,4 +1176,10 @@ const char *
 receiver_data_endpoint (receiver_t *self)
 {
     return self->data_endpoint;
+}
+
+const char *
+receiver_serve_endpoint (receiver_t *self)
+{
+    return self->serve_endpoint;
 }

@@ -47,6 +47,8 @@ void receiver_welcome (receiver_t *self, uint32_t *governor_id, uint64_t *inline
 //  The data endpoint announced in HELLO (where peers push chunks and
 //  credits to us); valid as long as the receiver.
 const char *receiver_data_endpoint (receiver_t *self);
+//  The serve endpoint we announce (clients are given it in WHERE).
+const char *receiver_serve_endpoint (receiver_t *self);
 //  Broker's heartbeat interval, after receiver_hello.
 int receiver_heartbeat_ms (receiver_t *self);
 //  Replaces the control connection after the broker was lost (the bound

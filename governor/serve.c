@@ -129,6 +129,47 @@ serve_put (transfer_t *transfer, void *pipe, sq_msg_t *msg)
     s_reply (pipe, msg, &reply, NULL, 0, "PUT");
 }
 
+//  msg: [S][identity][PUTLOCAL]. A whole upload in a memory file the
+//  client handed to our socket just before (so it is there to be read):
+//  the token, which came over the client's CURVE channel and passed its
+//  capability check, names it. Refused (the client then PUTs the bytes)
+//  when no file came with the token, or it is not a sealable memory file
+//  of the size said that nobody maps writable any more.
+void
+serve_putlocal (transfer_t *transfer, stream_t *streams, void *pipe, sq_msg_t *msg)
+{
+    char why [512];
+    sq_errbuf_t err;
+    sq_putlocal_t put;
+    if (sq_putlocal_decode (&put, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
+        sq_warn ("bad PUTLOCAL: %s", err.text);
+        return;
+    }
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    int fd = streams? stream_take_segment (streams, (const uint8_t *) put.token.ptr): -1;
+    sq_blob_t *blob = NULL;
+    int code = 0;
+    if (fd < 0) {
+        snprintf (why, sizeof why, "no memory file was handed over with this token");
+        code = SQ_E_INVALID;
+    }
+    else
+    if (put.size == 0 || put.size > SIZE_MAX || !(blob = sq_blob_shm_adopt (fd, (size_t) put.size))) {
+        //  sq_blob_shm_adopt closed it.
+        snprintf (why, sizeof why, "the file handed over is not a sealable memory file of "
+                  "%" PRIu64 " bytes nobody maps writable", put.size);
+        code = SQ_E_INVALID;
+    }
+    else
+        code = transfer_put_local (transfer, put.key, &blob, put.content_type, why, sizeof why);
+    sq_blob_unref (&blob);
+    if (code == 0)
+        sq_reply_encode_nil (&reply, put.req);
+    else
+        sq_reply_encode_error (&reply, put.req, code, why, sq_key_id (put.key), 0);
+    s_reply (pipe, msg, &reply, NULL, 0, "PUTLOCAL");
+}
 
 //  msg: [S][identity][LOGREAD]. A range of a task's stdout or stderr.
 void

@@ -8,11 +8,15 @@
 #include "store.h"
 #include "transfer.h"
 #include "tasklog.h"
+#include "stream.h"
 #include "wire.h"
 
 void serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg);
 void serve_gread (store_t *store, void *pipe, sq_msg_t *msg);
 void serve_put (transfer_t *transfer, void *pipe, sq_msg_t *msg);
+//  PUTLOCAL: a client of this host's upload, the memory file it handed to
+//  our socket in the stream directory (stream.h) claimed by the token.
+void serve_putlocal (transfer_t *transfer, stream_t *streams, void *pipe, sq_msg_t *msg);
 //  LOGREAD: a range of a task's output (tasklog.h); tasklog may be NULL.
 void serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg);
 

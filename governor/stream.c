@@ -84,10 +84,12 @@ typedef struct {
     uint64_t told_ns;
 } s_reader_t;
 
-//  A pipe handed to us, waiting for its token's chunk.
+//  A pipe handed to us, waiting for its token's chunk; or a client's
+//  memory file (a same-host upload), waiting for its PUTLOCAL.
 typedef struct {
     uint8_t token [S_TOKEN];
     int fd;                     //  -1: a free slot
+    bool segment;               //  a memory file, not a pipe
     uint64_t at_ns;
 } s_hand_t;
 
@@ -113,6 +115,7 @@ struct _stream_t {
     void *arg;
     int dirfd;                  //  the stream directory (O_PATH), or -1
     char *sock_path;            //  our socket in it
+    char *put_path;             //  its second name, for clients (or NULL)
     int sock;                   //  bound there, or -1
     s_hand_t hands [S_HANDS_MAX];
     sq_idmap_t *writers;        //  task key -> s_writer_t
@@ -153,10 +156,22 @@ s_sock_path (char *out, size_t size, int dirfd, const char *endpoint, size_t len
     return n < 0 || (size_t) n >= size? -1: 0;
 }
 
+//  The same socket's name for clients: "put-" and FNV-1a of the serve
+//  endpoint they are given (client/fetch.c makes the same name).
+static int
+s_put_path (char *out, size_t size, int dirfd, const char *endpoint)
+{
+    uint64_t hash = 14695981039346656037ull;
+    for (size_t i = 0; endpoint [i]; i++)
+        hash = (hash ^ (uint8_t) endpoint [i]) * 1099511628211ull;
+    int n = snprintf (out, size, "/proc/self/fd/%d/put-%016" PRIx64 ".sock", dirfd, hash);
+    return n < 0 || (size_t) n >= size? -1: 0;
+}
+
 //  The directory must be ours and closed to everyone else: whoever can
 //  make a socket there could stand in for a governor's (docs/security.md).
 static int
-s_dir_open (stream_t *self, const char *dir, const char *endpoint)
+s_dir_open (stream_t *self, const char *dir, const char *endpoint, const char *serve_endpoint)
 {
     if (mkdir (dir, 0700) && errno != EEXIST) {
         sq_error ("--stream-dir %s: %s", dir, strerror (errno));
@@ -186,6 +201,18 @@ s_dir_open (stream_t *self, const char *dir, const char *endpoint)
         sq_error ("--stream-dir %s: cannot bind %s: %s", dir, addr.sun_path, strerror (errno));
         return -1;
     }
+    //  A second name (a hard link to the same socket), which clients find
+    //  from the serve endpoint they know; without it they upload by PUT.
+    char put [sizeof addr.sun_path];
+    if (serve_endpoint && *serve_endpoint
+    &&  s_put_path (put, sizeof put, self->dirfd, serve_endpoint) == 0) {
+        unlink (put);
+        if (link (addr.sun_path, put) == 0)
+            self->put_path = strdup (put);
+        else
+            sq_warn ("--stream-dir %s: cannot link %s: %s (clients of this host will upload "
+                     "by PUT)", dir, put, strerror (errno));
+    }
     return 0;
 }
 
@@ -210,7 +237,8 @@ stream_new (const stream_args_t *args)
     self->by_object = sq_idmap_new ();
     self->readers = sq_idmap_new ();
     if (!self->data_endpoint || !self->writers || !self->by_object || !self->readers
-    ||  (args->dir && *args->dir && s_dir_open (self, args->dir, self->data_endpoint)))
+    ||  (args->dir && *args->dir
+         && s_dir_open (self, args->dir, self->data_endpoint, args->serve_endpoint)))
         stream_destroy (&self);
     return self;
 }
@@ -288,7 +316,10 @@ stream_destroy (stream_t **self_p)
         close (self->sock);
     if (self->sock >= 0 && self->sock_path)
         unlink (self->sock_path);
+    if (self->put_path)
+        unlink (self->put_path);
     free (self->sock_path);
+    free (self->put_path);
     if (self->dirfd >= 0)
         close (self->dirfd);
     free (self->polled);
@@ -672,7 +703,11 @@ s_close_fds (struct msghdr *mh)
 
 //  Pipes handed to us: kept (by token) only if they come from a process of
 //  our uid (the kernel's word, SCM_CREDENTIALS) as one pipe's read end
-//  with a token. Still useless without the token from a governor.
+//  with a token. Still useless without the token from a governor. A
+//  client's memory file (a regular file) is kept the same way, useless
+//  without its token from a client's CURVE channel (PUTLOCAL); that it is
+//  a sealed memory file of the right size is checked when it is claimed
+//  (sq_blob_shm_adopt).
 static void
 s_local_recv (stream_t *self)
 {
@@ -706,9 +741,11 @@ s_local_recv (stream_t *self)
         }
         struct stat st;
         int flags = n_fds == 1? fcntl (fd, F_GETFL): -1;
+        bool segment = n_fds == 1 && fstat (fd, &st) == 0 && S_ISREG (st.st_mode);
         const char *wrong = cred.uid != geteuid ()? "from another user"
                           : n != S_TOKEN || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
                             || n_fds != 1? "not a token and one descriptor"
+                          : segment? NULL
                           : fstat (fd, &st) || !S_ISFIFO (st.st_mode) || flags < 0
                             || (flags & O_ACCMODE) != O_RDONLY? "not a pipe's read end": NULL;
         if (wrong) {
@@ -727,22 +764,41 @@ s_local_recv (stream_t *self)
             close (slot->fd);
         memcpy (slot->token, token, S_TOKEN);
         slot->fd = fd;
+        slot->segment = segment;
         slot->at_ns = task_now_ns ();
     }
 }
 
-//  The pipe handed over with this token, taken out; -1 if none.
+//  The pipe (or memory file) handed over with this token, taken out; -1
+//  if none.
 static int
-s_hand_take (stream_t *self, const uint8_t *token)
+s_hand_take (stream_t *self, const uint8_t *token, bool segment)
 {
     s_local_recv (self);        //  sent before the chunk that names it
     for (size_t i = 0; i < S_HANDS_MAX; i++)
-        if (self->hands [i].fd >= 0 && memcmp (self->hands [i].token, token, S_TOKEN) == 0) {
+        if (self->hands [i].fd >= 0 && self->hands [i].segment == segment
+        &&  memcmp (self->hands [i].token, token, S_TOKEN) == 0) {
             int fd = self->hands [i].fd;
             self->hands [i].fd = -1;
             return fd;
         }
     return -1;
+}
+
+int
+stream_take_segment (stream_t *self, const uint8_t *token)
+{
+    return s_hand_take (self, token, true);
+}
+
+size_t
+stream_segments_waiting (stream_t *self)
+{
+    s_local_recv (self);
+    size_t n = 0;
+    for (size_t i = 0; i < S_HANDS_MAX; i++)
+        n += self->hands [i].fd >= 0 && self->hands [i].segment;
+    return n;
 }
 
 static bool
@@ -805,7 +861,7 @@ s_reader_take_local (stream_t *self, s_reader_t *r, const sq_schunk_t *chunk, zm
             s_reader_break (self, r, chunk, "a hand-over after bytes");
             return;
         }
-        int fd = s_hand_take (self, (const uint8_t *) chunk->token.ptr);
+        int fd = s_hand_take (self, (const uint8_t *) chunk->token.ptr, false);
         if (fd < 0 || s_nonblocking (fd)) {
             if (fd >= 0)
                 close (fd);

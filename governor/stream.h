@@ -80,6 +80,10 @@ typedef struct {
     void *pipe;                 //  PAIR to the receive thread (borrowed)
     uint32_t governor_id;
     const char *data_endpoint;  //  ours, where readers send SCREDITs
+    //  Ours, as clients know it (WHERE): with a directory, our socket is
+    //  also linked there under a name made from it, for clients of this
+    //  host to hand memory files over (stream_take_segment). NULL: none.
+    const char *serve_endpoint;
     stream_done_fn *done;
     stream_progress_fn *progress;
     stream_local_fn *local;
@@ -107,6 +111,14 @@ void stream_writer_remove (stream_t *self, uint64_t task);
 //  STREAM and UNSTREAM orders (msg frame 1: the order batch).
 void stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg);
 void stream_on_credit (stream_t *self, sq_msg_t *msg);
+//  A client of this host's upload (PUTLOCAL): the memory file handed to
+//  our socket with `token` (16 bytes, from the client's CURVE channel),
+//  taken out (the caller owns it), or -1 if none came with that token.
+//  Files come only from our uid and expire unclaimed like pipes.
+int stream_take_segment (stream_t *self, const uint8_t *token);
+//  Memory files handed over and not claimed yet (a client that died
+//  between its hand-over and its PUTLOCAL leaves one until it expires).
+size_t stream_segments_waiting (stream_t *self);
 //  SLOCAL from the governor a pipe was handed to.
 void stream_on_local (stream_t *self, sq_msg_t *msg);
 

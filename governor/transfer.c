@@ -844,6 +844,27 @@ transfer_put (transfer_t *self, const sq_put_t *put, zmq_msg_t *frame, char *err
     return 0;
 }
 
+int
+transfer_put_local (transfer_t *self, uint64_t key, sq_blob_t **blob, mpr_str_t content_type,
+                    char *err, size_t err_size)
+{
+    if (store_has (self->store, key) || transfer_arriving (self, key)
+    ||  sq_idmap_lookup (self->uploads, key)) {
+        snprintf (err, err_size, "object %u/%u exists on this governor",
+                  sq_key_session (key), sq_key_id (key));
+        return SQ_E_DUPLICATE_ID;
+    }
+    uint64_t size = sq_blob_size (*blob);
+    sq_blob_t *taken = *blob;
+    *blob = NULL;               //  the store's, even on failure
+    if (store_put (self->store, key, taken, content_type.ptr, content_type.len)) {
+        snprintf (err, err_size, "cannot store the upload");
+        return SQ_E_NOMEM;
+    }
+    s_report (self, key, size, TRANSFER_UPLOADED_LOCAL);
+    return 0;
+}
+
 void
 transfer_forget (transfer_t *self, uint64_t key)
 {

@@ -61,7 +61,10 @@ typedef struct _transfer_t transfer_t;
 //  first chunk's arrival to its last, scaled to the whole object (the
 //  first chunk's own time is not seen here); 0 otherwise. The broker
 //  learns the cluster's copy rate from it (placement weighs copies).
-typedef enum { TRANSFER_LOST, TRANSFER_LOCATED, TRANSFER_UPLOADED } transfer_outcome_t;
+typedef enum {
+    TRANSFER_LOST, TRANSFER_LOCATED, TRANSFER_UPLOADED,
+    TRANSFER_UPLOADED_LOCAL             //  handed over on this host (transfer_put_local)
+} transfer_outcome_t;
 typedef void (transfer_fn) (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome,
                             uint64_t duration_us);
 
@@ -98,6 +101,12 @@ void transfer_on_credit (transfer_t *self, sq_msg_t *msg);
 //  0, or an sq_err_t code with a message.
 int transfer_put (transfer_t *self, const sq_put_t *put, zmq_msg_t *frame, char *err,
                   size_t err_size);
+//  A whole upload handed over on this host (PUTLOCAL): `*blob` (a sealed
+//  segment) stored under key and reported uploaded (local), the reference
+//  taken over (*blob NULL) on success. 0, or an sq_err_t code with a
+//  message (an object of that key here or arriving).
+int transfer_put_local (transfer_t *self, uint64_t key, sq_blob_t **blob, mpr_str_t content_type,
+                        char *err, size_t err_size);
 //  The object was dropped here: incoming copies of it are cancelled.
 void transfer_forget (transfer_t *self, uint64_t key);
 //  True while a copy of key is arriving.

@@ -275,6 +275,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             continue;
         }
         if (ev.type == SQ_EV_UPLOADED) {
+            self->uploads_local += ev.local;
             s_upload_confirmed (self, gov, ev.key, ev.size);
             continue;
         }

@@ -283,7 +283,8 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         .watches = watches_count (self->watches), .recomputed = graph_recomputed (self->graph),
         .uploads = uploads_count (self->uploads),
         .copy_rate = (uint64_t) scheduler_copy_rate (self->scheduler),
-        .streams_local = self->streams_local
+        .streams_local = self->streams_local,
+        .uploads_local = self->uploads_local
     };
     if (!all) {
         //  Its own numbers only.

@@ -140,6 +140,13 @@ s_dec_stream (const void *d, size_t n, sq_errbuf_t *err)
 }
 
 static int
+s_dec_putlocal (const void *d, size_t n, sq_errbuf_t *err)
+{
+    sq_putlocal_t p;
+    return sq_putlocal_decode (&p, d, n, err);
+}
+
+static int
 s_dec_schunk (const void *d, size_t n, sq_errbuf_t *err)
 {
     sq_schunk_t c;
@@ -827,6 +834,29 @@ s_test_update (void)
     CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
     CHECK (sq_update_next (&it, &ev) == -1);
     sq_iter_release (&it);
+    //  UPLOADED's optional `local` (PUTLOCAL): true read back, absent when
+    //  false, anything but a bool refused
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 2);
+    sq_pack_uploaded_local (&w.pk, sq_key (2, 4), 1ull << 20);
+    sq_pack_uploaded (&w.pk, sq_key (2, 5), 7);
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_UPLOADED && ev.key == sq_key (2, 4) && ev.size == 1ull << 20 && ev.local);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_UPLOADED && ev.key == sq_key (2, 5) && !ev.local);
+    sq_iter_release (&it);
+    s_check_truncations ("UPDATE local", s_dec_update, w.buf.data, w.buf.size);
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    msgpack_pack_array (&w.pk, 4);
+    msgpack_pack_uint32 (&w.pk, SQ_EV_UPLOADED);
+    msgpack_pack_uint64 (&w.pk, sq_key (2, 4));
+    msgpack_pack_uint64 (&w.pk, 5);
+    msgpack_pack_uint64 (&w.pk, 1);
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == -1);
+    sq_iter_release (&it);
 
     //  A nested task gives its cpus back while it waits, and takes them again
     sq_wbuf_reset (&w);
@@ -1155,6 +1185,21 @@ s_test_governor_messages (void)
     sc.token = (mpr_str_t) { "0123456789abcde", 15 };
     sq_schunk_encode (&w, &sc);
     CHECK (sq_schunk_decode (&sc2, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "token") != NULL);
+    //  PUTLOCAL: its token is 16 bytes, no other length, and it is not optional
+    sq_wbuf_reset (&w);
+    sq_putlocal_t pl = { 9, sq_key (3, 4), 1ull << 26, s_mstr ("py/pickle"), { "cap", 3 },
+                         { "0123456789abcdef", 16 } }, pl2;
+    sq_putlocal_encode (&w, &pl);
+    CHECK (sq_putlocal_decode (&pl2, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (pl2.req == 9 && pl2.key == pl.key && pl2.size == 1ull << 26
+           && mpr_str_eq (pl2.content_type, "py/pickle") && pl2.capability.len == 3
+           && pl2.token.len == 16 && memcmp (pl2.token.ptr, "0123456789abcdef", 16) == 0);
+    s_check_truncations ("PUTLOCAL", s_dec_putlocal, w.buf.data, w.buf.size);
+    sq_wbuf_reset (&w);
+    pl.token = (mpr_str_t) { "0123456789abcdef0", 17 };
+    sq_putlocal_encode (&w, &pl);
+    CHECK (sq_putlocal_decode (&pl2, w.buf.data, w.buf.size, &err) == -1);
     CHECK (strstr (err.text, "token") != NULL);
     //  SLOCAL: states 0..2 only
     sq_wbuf_reset (&w);

@@ -50,6 +50,10 @@ class Client:
     link, a broker restarted on its journal) the client reconnects and
     resumes its sessions for up to `resume` seconds: calls in progress just
     take longer.
+    `local_dir` (default $SQUALL_LOCAL_DIR; LocalCluster's clients get
+    theirs) is the governors' --stream-dir when this process runs on their
+    host: large constants then go to a governor there as memory files, not
+    over the network (docs/security.md, "Uploads on one host").
     With `forward_logs=True`, what the tasks submitted through this client
     (submit, map) print comes to this process's stdout and stderr as it
     comes, each line prefixed with its task (`(task 7 fn) ...`): a thread
@@ -70,7 +74,7 @@ class Client:
     def __init__(self, address: Optional[str] = None, timeout: float = 10.0,
                  secret_key: Optional[str] = None, broker_key: Optional[str] = None,
                  resume: float = 60.0, forward_logs: bool = False,
-                 asynchronous: bool = False):
+                 asynchronous: bool = False, local_dir: Optional[str] = None):
         #   asynchronous=True: `await Client(...)` (or `async with`) connects,
         #   and gather / close / compute(sync=True) return awaitables (see
         #   _aio); a Future is awaitable either way.
@@ -89,6 +93,10 @@ class Client:
         L.sq_client_set_resume(self._h, _ms(resume) if resume else 0)
         if secret_key and L.sq_client_set_keys(self._h, os.fsencode(secret_key),
                                                os.fsencode(broker_key)):
+            message = self._errmsg()
+            L.sq_client_destroy(ctypes.byref(self._h))
+            raise SquallError(message)
+        if local_dir and L.sq_client_set_local_dir(self._h, os.fsencode(local_dir)):
             message = self._errmsg()
             L.sq_client_destroy(ctypes.byref(self._h))
             raise SquallError(message)

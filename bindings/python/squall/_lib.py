@@ -87,6 +87,7 @@ sq_client_log = lib.sq_client_log
 _logs.declare(lib)
 sq_client_close_session = _sig("sq_client_close_session", _c.c_int, _p, _c.c_uint32)
 sq_client_set_keys = _sig("sq_client_set_keys", _c.c_int, _p, _c.c_char_p, _c.c_char_p)
+sq_client_set_local_dir = _sig("sq_client_set_local_dir", _c.c_int, _p, _c.c_char_p)
 sq_client_set_resume = _sig("sq_client_set_resume", None, _p, _c.c_int)
 sq_keygen = _sig("sq_keygen", _c.c_int, _c.c_char_p, _c.c_char_p, _c.c_char_p, _c.c_char_p,
                  _c.c_char_p, _size)

@@ -247,7 +247,10 @@ def cmd_start(args):
         print("squall: logs in %s; Ctrl-C stops the cluster" % logdir)
         # In one write: whoever reads them sees all or none.
         lines = ["SQUALL_BROKER=%s" % endpoint, "SQUALL_SECRET_KEY=%s" % client_key,
-                 "SQUALL_BROKER_KEY=%s" % broker_pub]
+                 "SQUALL_BROKER_KEY=%s" % broker_pub,
+                 #   clients of this host hand large constants to the
+                 #   governors there (docs/security.md, "Uploads on one host")
+                 "SQUALL_LOCAL_DIR=%s" % os.path.join(keydir, "streams")]
         if dashboard:
             lines.append("SQUALL_DASHBOARD=%s" % dashboard)
         if args.access:

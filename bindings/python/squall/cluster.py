@@ -314,10 +314,20 @@ class LocalCluster:
         """A new Client connected to this cluster (closed with it); with
         asynchronous=True, `await` it (squall.Client's asynchronous)."""
         client = Client(self.address, timeout=timeout, secret_key=self.secret_key,
-                        broker_key=self.broker_key, asynchronous=asynchronous)
+                        broker_key=self.broker_key, asynchronous=asynchronous,
+                        local_dir=self.local_dir)
         client.dashboard_link = self.dashboard_link
         self._clients.append(client)
         return client
+
+    @property
+    def local_dir(self) -> Optional[str]:
+        """The governors' --stream-dir: a client of this host given it
+        (Client(local_dir=...), $SQUALL_LOCAL_DIR) hands large constants
+        over as memory files. None once the cluster is closed."""
+        keydir = getattr(self, "_keydir", None)
+        path = os.path.join(keydir, "streams") if keydir else None
+        return path if path and os.path.isdir(path) else None
 
     @property
     def dashboard_link(self) -> Optional[str]:
