@@ -24,6 +24,9 @@
 #include "files.h"
 #include "route.h"
 #include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <sys/mman.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -602,6 +605,91 @@ s_test_local (void)
     CHECK (rmdir (sub) == 0 && rmdir (deep) == 0 && rmdir (dir) == 0);
 }
 
+//  Sends fd (or none) with a token to the socket named `name` in dir.
+static int
+s_send_to (const char *dir, const char *name, int fd, const char *token)
+{
+    int dfd = open (dir, O_PATH | O_DIRECTORY);
+    CHECK (dfd >= 0);
+    struct sockaddr_un to = { .sun_family = AF_UNIX };
+    CHECK (snprintf (to.sun_path, sizeof to.sun_path, "/proc/self/fd/%d/%s", dfd, name)
+           < (int) sizeof to.sun_path);
+    union { char buf [CMSG_SPACE (sizeof (int))]; struct cmsghdr align; } control;
+    memset (&control, 0, sizeof control);
+    struct iovec iov = { (void *) token, 16 };
+    struct msghdr mh = { .msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov,
+                         .msg_iovlen = 1, .msg_control = control.buf,
+                         .msg_controllen = fd >= 0? sizeof control.buf: 0 };
+    if (fd >= 0) {
+        struct cmsghdr *cm = CMSG_FIRSTHDR (&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN (sizeof (int));
+        memcpy (CMSG_DATA (cm), &fd, sizeof fd);
+    }
+    int sock = socket (AF_UNIX, SOCK_DGRAM, 0);
+    ssize_t n = sendmsg (sock, &mh, 0);
+    close (sock);
+    close (dfd);
+    return n == 16? 0: -1;
+}
+
+//  Clients' uploads on one host (PUTLOCAL): a memory file handed to the
+//  socket's second name, put-FNV(serve endpoint).sock, is given out only
+//  for its token, once, and never as a stream's pipe; a pipe handed with
+//  a token is never given out as a memory file.
+static void
+s_test_segments (void)
+{
+    char dir [] = "/tmp/test-stream-put-XXXXXX";
+    CHECK (mkdtemp (dir));
+    char sub [128];
+    snprintf (sub, sizeof sub, "%s/streams", dir);
+    stream_args_t args = { .pipe = s_in, .governor_id = 3, .data_endpoint = "tcp://g:1",
+                           .serve_endpoint = "tcp://127.0.0.1:5555", .done = s_done, .dir = sub };
+    stream_t *g = stream_new (&args);
+    CHECK (g);
+    //  FNV-1a 64 of "tcp://127.0.0.1:5555", as client/fetch.c makes it
+    uint64_t hash = 14695981039346656037ull;
+    for (const char *c = "tcp://127.0.0.1:5555"; *c; c++)
+        hash = (hash ^ (uint8_t) *c) * 1099511628211ull;
+    char name [64], path [256];
+    snprintf (name, sizeof name, "put-%016" PRIx64 ".sock", hash);
+    snprintf (path, sizeof path, "%s/%s", sub, name);
+    struct stat st;
+    CHECK (stat (path, &st) == 0 && S_ISSOCK (st.st_mode));
+    int mfd = memfd_create ("test-put", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK (mfd >= 0 && write (mfd, "segment", 7) == 7);
+    CHECK (s_send_to (sub, name, mfd, "AAAAAAAAAAAAAAAA") == 0);
+    close (mfd);
+    int sp [2];
+    CHECK (pipe (sp) == 0);
+    CHECK (s_send_to (sub, name, sp [0], "PPPPPPPPPPPPPPPP") == 0);
+    close (sp [0]);
+    CHECK (stream_segments_waiting (g) == 1);
+    //  Another token, or a pipe's: nothing
+    CHECK (stream_take_segment (g, (const uint8_t *) "BBBBBBBBBBBBBBBB") == -1);
+    CHECK (stream_take_segment (g, (const uint8_t *) "PPPPPPPPPPPPPPPP") == -1);
+    int got = stream_take_segment (g, (const uint8_t *) "AAAAAAAAAAAAAAAA");
+    CHECK (got >= 0 && fstat (got, &st) == 0 && S_ISREG (st.st_mode) && st.st_size == 7);
+    char bytes [8];
+    CHECK (pread (got, bytes, 7, 0) == 7 && memcmp (bytes, "segment", 7) == 0);
+    close (got);
+    CHECK (stream_take_segment (g, (const uint8_t *) "AAAAAAAAAAAAAAAA") == -1);
+    CHECK (stream_segments_waiting (g) == 0);
+    //  A file left unclaimed is closed with the stream (and its name goes)
+    mfd = memfd_create ("test-put", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK (mfd >= 0 && s_send_to (sub, name, mfd, "CCCCCCCCCCCCCCCC") == 0);
+    CHECK (stream_segments_waiting (g) == 1);
+    stream_destroy (&g);
+    CHECK (stat (path, &st) == -1 && errno == ENOENT);
+    //  The kernel's count: only our own descriptor is left (the stream's
+    //  went), so the file's pages go once we close it.
+    close (mfd);
+    close (sp [1]);
+    CHECK (rmdir (sub) == 0 && rmdir (dir) == 0);
+}
+
 int
 main (void)
 {
@@ -620,11 +708,12 @@ main (void)
     stream_destroy (&streams);
     CHECK (!streams);
     s_test_local ();
+    s_test_segments ();
     zmq_close (s_in);
     zmq_close (s_out);
     zmq_ctx_term (ctx);
     printf ("test_governor_stream: writers wait for their readers and their credits; readers "
             "take chunks in order, early ones too, and refuse the others; on one host the pipe is "
-            "handed over, to governors only: OK\n");
+            "handed over, to governors only; clients' memory files only for their token: OK\n");
     return 0;
 }

@@ -1,0 +1,190 @@
+"""Uploads on one host (docs/protocol.md, "Uploads on one host (PUTLOCAL)";
+docs/security.md, "Uploads on one host"): a client given the governors'
+stream directory hands large constants over as memory files, bound to a
+token sent over its CURVE channel; a hand-over without its token is
+refused and the constant goes by PUT; a client elsewhere (no directory, or
+no governor's socket in it) uploads by PUT; a client killed between its
+hand-over and its PUTLOCAL leaves nothing on the governor; a segment goes
+when its object goes."""
+import glob
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+import squall
+
+from conftest import TIMEOUT, cluster_options, until
+
+MIB = 1 << 20
+
+
+class Keeper:
+    """An actor: what each large argument it was given was."""
+
+    def digest(self, x):
+        import hashlib
+        return hashlib.sha256(memoryview(x).cast("B")).hexdigest(), x.shape, x.flags.writeable
+
+
+def _digest(x):
+    import hashlib
+    return hashlib.sha256(memoryview(x).cast("B")).hexdigest(), x.shape, x.flags.writeable
+
+
+def _local(client):
+    return client.info()["uploads_local"]
+
+
+def _segments_in(pid, name):
+    """Descriptors and mappings of process pid onto memory files called
+    `name` (memfd:NAME in /proc)."""
+    found = 0
+    fd_dir = "/proc/%d/fd" % pid
+    for fd in os.listdir(fd_dir):
+        try:
+            found += ("memfd:" + name + " ") in os.readlink(os.path.join(fd_dir, fd)) + " "
+        except OSError:
+            pass
+    with open("/proc/%d/maps" % pid) as f:
+        found += sum(1 for line in f if "/memfd:" + name + " " in line + " ")
+    return found
+
+
+@pytest.fixture(scope="module")
+def one_host():
+    """Governors of this host sharing a stream directory (LocalCluster's)."""
+    with squall.LocalCluster(governors=1, cpus=2, **cluster_options()) as c:
+        yield c
+
+
+def _client(cluster, local_dir):
+    return squall.Client(cluster.address, secret_key=cluster.secret_key,
+                         broker_key=cluster.broker_key, local_dir=local_dir)
+
+
+@pytest.mark.parametrize("size", [MIB, 64 * MIB])
+def test_numpy_arguments_arrive_equal_through_the_same_host_path(one_host, size):
+    np = pytest.importorskip("numpy")
+    client = one_host.client()
+    assert one_host.local_dir
+    rng = np.random.default_rng(size)
+    x = rng.random(size // 8)
+    want = (_digest(x)[0], x.shape)
+    keeper = client.actor(Keeper)
+    before = _local(client)
+    got = keeper.digest(x).result(TIMEOUT)
+    assert got[:2] == want and got[2] is False      # read in place, read-only
+    assert _local(client) == before + 1
+    got = client.submit(_digest, x).result(TIMEOUT)
+    assert got[:2] == want
+    assert _local(client) == before + 2
+    client.close()
+
+
+def test_the_remote_path_still_works(one_host, tmp_path):
+    """Without a directory, or with one where its governor has no socket
+    (a governor on another host): PUT, and the value is the same."""
+    np = pytest.importorskip("numpy")
+    elsewhere = str(tmp_path / "elsewhere")
+    os.mkdir(elsewhere, 0o700)
+    x = np.arange(2 * MIB // 8, dtype=np.int64)
+    for local_dir in (None, elsewhere):
+        client = _client(one_host, local_dir)
+        before = _local(client)
+        keeper = client.actor(Keeper)
+        assert keeper.digest(x).result(TIMEOUT)[:2] == _digest(x)[:2]
+        assert client.submit(_digest, x).result(TIMEOUT)[:2] == _digest(x)[:2]
+        assert _local(client) == before
+        client.close()
+
+
+def test_a_directory_open_to_others_is_refused(tmp_path):
+    open_dir = str(tmp_path / "open")
+    os.mkdir(open_dir)
+    os.chmod(open_dir, 0o755)
+    with pytest.raises(squall.SquallError, match="closed to others"):
+        squall.Client("tcp://127.0.0.1:1", local_dir=open_dir)
+
+
+def test_a_hand_over_without_its_token_is_refused(one_host):
+    """The client's memory file goes to a socket standing in for the
+    governor's (the same user could make one): the governor never got it,
+    so the PUTLOCAL naming its token is refused, and the constant goes by
+    PUT, equal."""
+    np = pytest.importorskip("numpy")
+    (put,) = glob.glob(os.path.join(one_host.local_dir, "put-*.sock"))
+    real = put + ".real"
+    os.rename(put, real)
+    thief = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        thief.bind(put)
+        client = one_host.client()
+        before = _local(client)
+        x = np.arange(MIB // 8, dtype=np.float64) * 3
+        assert client.submit(_digest, x).result(TIMEOUT)[:2] == _digest(x)[:2]
+        assert _local(client) == before
+        # the stand-in was handed the file, with a token
+        msg, fds, _, _ = socket.recv_fds(thief, 64, 1, socket.MSG_DONTWAIT)
+        assert len(msg) == 16 and len(fds) == 1
+        os.close(fds[0])
+        client.close()
+    finally:
+        thief.close()
+        os.unlink(put)
+        os.rename(real, put)
+    # the governor's own name back: the path is used again
+    client = one_host.client()
+    before = _local(client)
+    x = np.arange(MIB // 8, dtype=np.float64)
+    assert client.submit(_digest, x).result(TIMEOUT)[:2] == _digest(x)[:2]
+    assert _local(client) == before + 1
+    client.close()
+
+
+_HAND_OVER_AND_DIE = r"""
+import os, socket, sys
+fd = os.memfd_create("squall-test-killed", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+os.write(fd, b"k" * (1 << 20))
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.connect(sys.argv[1])
+socket.send_fds(s, [os.urandom(16)], [fd])
+print("handed", flush=True)
+sys.stdin.read()            # killed here, before any PUTLOCAL
+"""
+
+
+def test_a_client_killed_mid_hand_over_leaks_no_segment(one_host):
+    (put,) = glob.glob(os.path.join(one_host.local_dir, "put-*.sock"))
+    gov = one_host._governors[0].pid
+    child = subprocess.Popen([sys.executable, "-c", _HAND_OVER_AND_DIE, put],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert child.stdout.readline() == b"handed\n"
+    child.kill()
+    child.wait()
+    # the governor took it in (its socket is in its poll set) ...
+    until(lambda: _segments_in(gov, "squall-test-killed"), "the governor to hold the file")
+    # ... and closes it unclaimed (after 20 s): no descriptor, no mapping
+    until(lambda: _segments_in(gov, "squall-test-killed") == 0,
+          "the unclaimed file to be closed", timeout=TIMEOUT)
+
+
+def test_the_segment_goes_with_its_object(one_host):
+    np = pytest.importorskip("numpy")
+    gov = one_host._governors[0].pid
+    client = one_host.client()
+    base = _segments_in(gov, "squall-put")
+    before = _local(client)
+    with client.session() as s:
+        value = s.pickled(np.ones(4 * MIB // 8))
+        value.keep()
+        s.submit()
+        assert _local(client) == before + 1
+        until(lambda: _segments_in(gov, "squall-put") > base, "the governor to map the segment")
+        assert float(np.sum(value.fetch(TIMEOUT))) == 4 * MIB // 8
+    # the session closed: the object is freed, and the segment with it
+    until(lambda: _segments_in(gov, "squall-put") <= base, "the segment to go with its object")
+    client.close()
