@@ -82,6 +82,36 @@ def test_start_runs_python_tasks_with_its_own_interpreter(tmp_path):
         client.close()
 
 
+def test_start_prints_the_local_directory_its_clients_upload_through(tmp_path):
+    """SQUALL_LOCAL_DIR (docs/security.md, "Uploads on one host"): a
+    client of this host given it hands large constants over as memory
+    files, from the environment as from Client(local_dir=)."""
+    with Start(tmp_path) as cluster:
+        local_dir = cluster.values["SQUALL_LOCAL_DIR"]
+        assert os.stat(local_dir).st_mode & 0o777 == 0o700
+        env = dict(os.environ, SQUALL_LOCAL_DIR=local_dir)
+        for client in (squall.Client(cluster.broker, secret_key=cluster.values["SQUALL_SECRET_KEY"],
+                                     broker_key=cluster.values["SQUALL_BROKER_KEY"],
+                                     local_dir=local_dir),
+                       None):
+            if client is None:
+                # the C library reads $SQUALL_LOCAL_DIR itself
+                script = ("import os, squall\n"
+                          "c = squall.Client(os.environ['SQUALL_BROKER'])\n"
+                          "before = c.info()['uploads_local']\n"
+                          "f = c.scatter(b'v' * (2 << 20))\n"
+                          "assert c.submit(len, f).result(60) == 2 << 20\n"
+                          "print(c.info()['uploads_local'] - before)\n")
+                env.update(cluster.env())
+                out = run([sys.executable, "-c", script], env=env)
+                assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
+                continue
+            before = client.info()["uploads_local"]
+            assert client.submit(len, client.scatter(b"v" * (2 << 20))).result(TIMEOUT) == 2 << 20
+            assert client.info()["uploads_local"] == before + 1
+            client.close()
+
+
 def test_start_python_chooses_the_interpreter(tmp_path):
     marker = tmp_path / "used"
     wrapper = tmp_path / "python"
