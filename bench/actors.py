@@ -3,7 +3,7 @@
 
     PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build python3 bench/actors.py
     options: --calls N (20000) --big M (500: calls with a 1 MiB argument)
-             --repeat R (3, best kept) --only squall,ray,dask
+             --repeat R (3, best kept) --only squall,squall-put,ray,dask
 
 One actor holding a counter; N calls of `add(1)` made one after the other
 without waiting, then every result gathered; the results are checked to be
@@ -13,7 +13,10 @@ without waiting, then every result gathered; the results are checked to be
 distributed.LocalCluster(n_workers=2, threads_per_worker=1), an actor
 (`client.submit(Counter, actor=True)`). A peer that is not installed is
 skipped with a note; one whose calls ran out of order is flagged (squall
-fails instead: its order is part of the contract).
+fails instead: its order is part of the contract). squall-put: squall with
+a client not given the governors' stream directory, so that its large
+arguments go by PUT over CURVE, as from another host (docs/security.md,
+"Uploads on one host").
 """
 import argparse
 import sys
@@ -70,10 +73,12 @@ def _runs(call, gather, n, big, repeat, strict=False):
     return rates
 
 
-def bench_squall(n, big, repeat):
+def bench_squall(n, big, repeat, local=True):
     import squall
     with squall.LocalCluster(governors=2, cpus=1) as cluster:
-        client = cluster.client()
+        client = squall.Client(cluster.address, secret_key=cluster.secret_key,
+                               broker_key=cluster.broker_key,
+                               local_dir=cluster.local_dir if local else None)
         actor = client.actor(Counter)
         return _runs(lambda m, a: getattr(actor, m)(a), client.gather, n, big, repeat,
                      strict=True)
@@ -107,7 +112,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", default="squall,ray,dask")
     args = parser.parse_args()
-    runs = {"squall": bench_squall, "ray": bench_ray, "dask": bench_dask}
+    runs = {"squall": bench_squall, "ray": bench_ray, "dask": bench_dask,
+            "squall-put": lambda n, big, repeat: bench_squall(n, big, repeat, local=False)}
     rows = []
     for name in args.only.split(","):
         try:
@@ -121,7 +127,7 @@ def main():
             print("%s: failed (%s: %s)" % (name, type(exc).__name__, exc), flush=True)
             continue
         rows.append((name, plain, big))
-        print("%-7s %9.0f calls/s   %7.0f calls/s with a 1 MiB argument" % (name, plain, big),
+        print("%-10s %9.0f calls/s   %7.0f calls/s with a 1 MiB argument" % (name, plain, big),
               flush=True)
     if rows and rows[0][0] == "squall":
         for name, plain, big in rows[1:]:

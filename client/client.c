@@ -572,6 +572,35 @@ sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
 }
 
 int
+sq_client_send_only (sq_client_t *self)
+{
+    int rc = sq_client_check (self);
+    if (rc) {
+        sq_wbuf_reset (&self->w);
+        return rc;
+    }
+    if (sq_send (self->dealer, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT))
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to broker %s: %s",
+                                 self->endpoint, zmq_strerror (errno));
+    return 0;
+}
+
+int
+sq_client_await (sq_client_t *self, uint32_t req, int timeout_ms, sq_reply_t *reply)
+{
+    char peer [SQ_MAX_NAME + 16];
+    snprintf (peer, sizeof peer, "broker %s", self->endpoint);
+    int rc = s_await (self, self->dealer, self->monitor, req, timeout_ms, peer, reply);
+    if (rc)
+        return rc;
+    if (reply->code == SQ_E_HELLO)
+        return s_lost (self);
+    if (reply->code != SQ_OK)
+        return s_reply_error (self, reply);
+    return 0;
+}
+
+int
 sq_target_from (sq_target_t *target, const sq_where_t *where)
 {
     memset (target, 0, sizeof *target);

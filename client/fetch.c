@@ -215,36 +215,46 @@ s_memfd_of (sq_blob_t *blob)
     return fd;
 }
 
-int
-sq_client_put_local (sq_client_t *self, const sq_target_t *target, uint64_t key,
-                     sq_blob_t *blob, const char *content_type, int timeout_ms)
+//  The path of the governor's socket for clients in the local directory
+//  (governor/stream.c names it): 0 if there is one, else -1.
+static int
+s_local_path (sq_client_t *self, const sq_target_t *target, struct sockaddr_un *to)
 {
-    if (self->local_dirfd < 0 || sq_blob_size (blob) == 0)
-        return 1;
-    //  The governor's second name for its stream socket: "put-" and FNV-1a
-    //  of its serve endpoint, as governor/stream.c makes it.
+    if (self->local_dirfd < 0)
+        return -1;
+    //  "put-" and FNV-1a of its serve endpoint, as governor/stream.c makes it
     uint64_t hash = 14695981039346656037ull;
     for (const char *c = target->endpoint; *c; c++)
         hash = (hash ^ (uint8_t) *c) * 1099511628211ull;
-    struct sockaddr_un to = { .sun_family = AF_UNIX };
-    int n = snprintf (to.sun_path, sizeof to.sun_path, "/proc/self/fd/%d/put-%016" PRIx64 ".sock",
+    memset (to, 0, sizeof *to);
+    to->sun_family = AF_UNIX;
+    int n = snprintf (to->sun_path, sizeof to->sun_path, "/proc/self/fd/%d/put-%016" PRIx64 ".sock",
                       self->local_dirfd, hash);
     struct stat st;
-    if (n < 0 || (size_t) n >= sizeof to.sun_path || stat (to.sun_path, &st) || !S_ISSOCK (st.st_mode))
-        return 1;               //  not a governor of this host
-    uint8_t token [16];
-    if (getrandom (token, sizeof token, 0) != (ssize_t) sizeof token)
-        return 1;
+    if (n < 0 || (size_t) n >= sizeof to->sun_path || stat (to->sun_path, &st)
+    ||  !S_ISSOCK (st.st_mode))
+        return -1;              //  not a governor of this host
+    return 0;
+}
+
+//  Hands the blob's bytes over as a memory file with a new token (out):
+//  0, or -1 (nothing the governor could claim was sent).
+static int
+s_hand_over (const struct sockaddr_un *path, sq_blob_t *blob, uint8_t *token)
+{
+    struct sockaddr_un to = *path;
+    if (sq_blob_size (blob) == 0 || getrandom (token, 16, 0) != 16)
+        return -1;
     int fd = s_memfd_of (blob);
     if (fd < 0)
-        return 1;
+        return -1;
     int sock = socket (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     union {
         char buf [CMSG_SPACE (sizeof (int))];
         struct cmsghdr align;
     } control;
     memset (&control, 0, sizeof control);
-    struct iovec iov = { token, sizeof token };
+    struct iovec iov = { token, 16 };
     struct msghdr mh = {
         .msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov, .msg_iovlen = 1,
         .msg_control = control.buf, .msg_controllen = sizeof control.buf
@@ -260,22 +270,38 @@ sq_client_put_local (sq_client_t *self, const sq_target_t *target, uint64_t key,
     if (sock >= 0)
         close (sock);
     close (fd);                 //  the governor has its own now, or nobody
-    if (sent != (ssize_t) sizeof token)
+    return sent == 16? 0: -1;
+}
+
+static void
+s_encode_putlocal (sq_client_t *self, const sq_target_t *target, uint32_t req, uint64_t key,
+                   sq_blob_t *blob, const char *content_type, const uint8_t *token)
+{
+    const char *ct = content_type? content_type: "";
+    sq_putlocal_t put = {
+        .req = req, .key = key, .size = sq_blob_size (blob),
+        .content_type = { ct, (uint32_t) strlen (ct) },
+        .capability = { (const char *) target->capability, (uint32_t) target->capability_size },
+        .token = { (const char *) token, 16 }
+    };
+    sq_wbuf_reset (&self->w);
+    sq_putlocal_encode (&self->w, &put);
+}
+
+int
+sq_client_put_local (sq_client_t *self, const sq_target_t *target, uint64_t key,
+                     sq_blob_t *blob, const char *content_type, int timeout_ms)
+{
+    struct sockaddr_un to;
+    uint8_t token [16];
+    if (s_local_path (self, target, &to) || s_hand_over (&to, blob, token))
         return 1;
     void *socket = sq_client_governor_socket (self, target);
     if (!socket)
         return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to governor at %s: %s",
                                  target->endpoint, zmq_strerror (errno));
-    const char *ct = content_type? content_type: "";
     uint32_t req = sq_client_next_req (self);
-    sq_putlocal_t put = {
-        .req = req, .key = key, .size = sq_blob_size (blob),
-        .content_type = { ct, (uint32_t) strlen (ct) },
-        .capability = { (const char *) target->capability, (uint32_t) target->capability_size },
-        .token = { (const char *) token, sizeof token }
-    };
-    sq_wbuf_reset (&self->w);
-    sq_putlocal_encode (&self->w, &put);
+    s_encode_putlocal (self, target, req, key, blob, content_type, token);
     if (sq_send (socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT))
         return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
                                  target->endpoint, zmq_strerror (errno));
@@ -349,6 +375,142 @@ sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_bl
     if (rc && sent > answered)
         sq_client_governor_forget (self, endpoint);
     return rc;
+}
+
+void
+sq_client_put_many (sq_client_t *self, sq_upload_t *items, size_t n, int timeout_ms)
+{
+    if (n == 0)
+        return;
+    const char *endpoint = items [0].target->endpoint;
+    struct sockaddr_un to;
+    bool local = s_local_path (self, items [0].target, &to) == 0;
+    //  Request i of the run is first_req + i; what each is: its item, and
+    //  its range's offset (PUTLOCAL: UINT64_MAX).
+    uint64_t chunk = SQ_FETCH_CHUNK, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t size = sq_blob_size (items [i].blob);
+        items [i].rc = 0;
+        total += local && size? 1: size? (size + chunk - 1) / chunk: 1;
+    }
+    size_t *req_item = (size_t *) malloc (total * sizeof (size_t));
+    uint64_t *req_offset = (uint64_t *) malloc (total * sizeof (uint64_t));
+    bool *retry = (bool *) calloc (n, sizeof (bool));
+    void *socket = req_item && req_offset && retry?
+                   sq_client_governor_socket (self, items [0].target): NULL;
+    int rc = 0;
+    if (!socket)
+        rc = sq_client_seterr (self, req_item && req_offset && retry? SQ_E_CONNECTION: SQ_E_NOMEM,
+                               0, 0, "cannot upload to governor at %s", endpoint);
+    uint64_t at = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        uint64_t size = sq_blob_size (items [i].blob);
+        if (local && size) {
+            req_item [at] = i, req_offset [at++] = UINT64_MAX;
+            continue;
+        }
+        for (uint64_t off = 0; off < size || (size == 0 && off == 0); off += chunk) {
+            req_item [at] = i, req_offset [at++] = off;
+            if (size == 0)
+                break;
+        }
+    }
+    uint32_t first_req = sq_client_next_req (self);
+    for (uint64_t i = 1; i < total; i++)
+        sq_client_next_req (self);
+    uint64_t sent = 0, answered = 0;
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    while (rc == 0 && answered < total) {
+        while (sent < total && sent - answered < SQ_FETCH_WINDOW) {
+            sq_upload_t *item = &items [req_item [sent]];
+            uint32_t req = first_req + (uint32_t) sent;
+            uint64_t offset = req_offset [sent];
+            int sent_rc = 0;
+            if (item->rc)
+                ;               //  failed already: its other ranges are not sent
+            else
+            if (offset == UINT64_MAX) {
+                uint8_t token [16];
+                if (s_hand_over (&to, item->blob, token)) {
+                    retry [req_item [sent]] = true;     //  by PUT, afterwards
+                    item->rc = SQ_E_INVALID;
+                }
+                else {
+                    s_encode_putlocal (self, item->target, req, item->key, item->blob,
+                                       item->content_type, token);
+                    sent_rc = sq_send (socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT);
+                }
+            }
+            else {
+                uint64_t size = sq_blob_size (item->blob);
+                uint64_t len = size - offset < chunk? size - offset: chunk;
+                const char *ct = item->content_type? item->content_type: "";
+                sq_put_t put = {
+                    .req = req, .key = item->key, .offset = offset, .size = size,
+                    .content_type = { ct, (uint32_t) strlen (ct) },
+                    .capability = { (const char *) item->target->capability,
+                                    (uint32_t) item->target->capability_size }
+                };
+                sq_wbuf_reset (&self->w);
+                sq_put_encode (&self->w, &put);
+                zmq_msg_t payload;
+                sent_rc = sq_blob_msg_range (item->blob, (size_t) offset, (size_t) len, &payload)
+                       || sq_send (socket, NULL, 0, &self->w, &payload, 1, ZMQ_DONTWAIT);
+            }
+            if (sent_rc) {
+                rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
+                                       endpoint, zmq_strerror (errno));
+                break;
+            }
+            if (item->rc) {
+                //  Nothing went for this request: count it answered, in
+                //  order, if every one before it was.
+                if (answered == sent)
+                    answered++;
+                else
+                    req_offset [sent] = UINT64_MAX - 1;     //  skipped when its turn comes
+            }
+            sent++;
+        }
+        while (rc == 0 && answered < sent && req_offset [answered] == UINT64_MAX - 1)
+            answered++;
+        if (rc || answered == total)
+            break;
+        if (answered == sent)
+            continue;
+        uint32_t req;
+        sq_reply_t reply;
+        if ((rc = s_next_reply (self, socket, endpoint, items [req_item [answered]].key,
+                                first_req, total, answered, timeout_ms, "an upload", &msg,
+                                &reply, &req)))
+            break;
+        //  Replies come in order (one DEALER, one governor thread).
+        size_t which = req_item [req - first_req];
+        if (req - first_req == answered && reply.code != SQ_OK && items [which].rc == 0) {
+            items [which].rc = (int) reply.code;
+            retry [which] = req_offset [answered] == UINT64_MAX;
+        }
+        answered++;
+        sq_msg_close (&msg);
+    }
+    sq_msg_release (&msg);
+    if (rc) {
+        if (sent > answered)
+            sq_client_governor_forget (self, endpoint);
+        for (uint64_t i = answered; i < total; i++)
+            if (items [req_item [i]].rc == 0)
+                items [req_item [i]].rc = rc;
+    }
+    //  Refused as memory files (pushed out of the governor's slots, say):
+    //  by PUT, one by one.
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (retry [i])
+            items [i].rc = sq_client_put (self, items [i].target, items [i].key, items [i].blob,
+                                          items [i].content_type, timeout_ms);
+    free (req_item);
+    free (req_offset);
+    free (retry);
 }
 
 //  --------------------------------------------------------------------------

@@ -1063,13 +1063,17 @@ sq_unkeep_many (sq_session_t *self, const uint32_t *objects, size_t n)
 //  goes through the broker after all).
 #define S_UPLOAD_TIMEOUT 10000
 
-//  Data plane: constants of SQ_UPLOAD_MIN bytes or more go straight to a
-//  governor before the SUBMIT, which then only names it. On any failure the
-//  rest ride in the SUBMIT as before; but a constant put on a governor by
-//  name (sq_object_set_governor) goes there or the submit fails (one only
-//  preferred there, sq_object_prefer_governor, goes elsewhere).
+static bool
+s_to_upload (sq_session_t *self, const s_object_t *o)
+{
+    bool required = o->governor && !o->preferred;
+    return o->blob && o->id > self->replay_max && (required || sq_blob_size (o->blob) >= SQ_UPLOAD_MIN);
+}
+
+//  One at a time, each its own UPLOAD and upload: the objects `left`
+//  marks (all if NULL).
 static int
-s_upload (sq_session_t *self)
+s_upload_each (sq_session_t *self, const bool *left)
 {
     sq_client_t *client = self->client;
     sq_target_t target;
@@ -1077,8 +1081,7 @@ s_upload (sq_session_t *self)
     for (size_t i = 0; i < self->n_objects; i++) {
         s_object_t *o = &self->objects [i];
         bool required = o->governor && !o->preferred;
-        if (!o->blob || o->id <= self->replay_max
-        ||  (!required && (fallback || sq_blob_size (o->blob) < SQ_UPLOAD_MIN)))
+        if (!s_to_upload (self, o) || (left && !left [i]) || (!required && fallback))
             continue;
         //  Each upload its own: with keys, the right to write is per object.
         //  A preferred governor that is gone: where the broker picks.
@@ -1102,6 +1105,119 @@ s_upload (sq_session_t *self)
         o->uploaded_to = target.governor;
     }
     return 0;
+}
+
+//  Several constants: their UPLOADs in flight together (replies in
+//  order), then each governor's uploads pipelined (sq_client_put_many),
+//  so that N constants cost about one round trip to the broker and a
+//  window's worth to each governor, not 2N. What this way could not do
+//  (an UPLOAD refused, a preferred governor gone, a required governor's
+//  upload failing) is done again one at a time, as before.
+static int
+s_upload_together (sq_session_t *self, size_t n)
+{
+    sq_client_t *client = self->client;
+    size_t *which = (size_t *) malloc (n * sizeof (size_t));
+    sq_target_t *targets = (sq_target_t *) calloc (n, sizeof (sq_target_t));
+    bool *got = (bool *) calloc (n, sizeof (bool));
+    bool *left = (bool *) calloc (self->n_objects, sizeof (bool));
+    sq_upload_t *items = (sq_upload_t *) calloc (n, sizeof (sq_upload_t));
+    if (!which || !targets || !got || !left || !items) {
+        free (which), free (targets), free (got), free (left), free (items);
+        return s_upload_each (self, NULL);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < self->n_objects && k < n; i++)
+        if (s_to_upload (self, &self->objects [i]))
+            which [k++] = i;
+    uint32_t first_req = 0;
+    size_t sent = 0;
+    for (; sent < n; sent++) {
+        s_object_t *o = &self->objects [which [sent]];
+        uint32_t req = sq_client_next_req (client);
+        if (sent == 0)
+            first_req = req;
+        sq_request_t request = {
+            .type = SQ_MSG_UPLOAD, .req = req, .session = self->id, .id = o->id,
+            .size = sq_blob_size (o->blob), .governor = o->governor
+        };
+        sq_wbuf_reset (&client->w);
+        sq_request_encode (&client->w, &request);
+        if (sq_client_send_only (client))
+            break;
+    }
+    for (size_t i = 0; i < sent; i++) {
+        sq_reply_t reply;
+        sq_where_t where;
+        sq_errbuf_t err;
+        int rc = sq_client_await (client, first_req + (uint32_t) i, SQ_CLIENT_CALL_TIMEOUT, &reply);
+        got [i] = rc == 0 && sq_where_decode (&where, reply.body, reply.body_size, &err) == 0
+               && where.endpoint.len >= 7 && memcmp (where.endpoint.ptr, "tcp://", 6) == 0
+               && sq_target_from (&targets [i], &where) == 0;
+        if (rc == SQ_E_CONNECTION || rc == SQ_E_TIMEOUT)
+            break;              //  the rest one at a time (with a resume)
+    }
+    //  Each governor's in one run, in the order of the batch.
+    for (size_t i = 0; i < n; i++) {
+        if (!got [i] || items [i].target)
+            continue;
+        size_t m = 0;
+        for (size_t j = i; j < n; j++)
+            if (got [j] && !items [j].target
+            &&  strcmp (targets [j].endpoint, targets [i].endpoint) == 0
+            &&  targets [j].has_key == targets [i].has_key
+            &&  memcmp (targets [j].key, targets [i].key, 32) == 0) {
+                s_object_t *o = &self->objects [which [j]];
+                items [j] = (sq_upload_t) {
+                    &targets [j], sq_key (self->id, o->id), o->blob, o->content_type, 0
+                };
+                m++;
+            }
+        //  put_many wants them side by side: gather this governor's.
+        sq_upload_t *run = (sq_upload_t *) malloc (m * sizeof (sq_upload_t));
+        size_t *at = (size_t *) malloc (m * sizeof (size_t));
+        size_t r = 0;
+        for (size_t j = i; run && at && j < n && r < m; j++)
+            if (items [j].target && items [j].rc == 0 && got [j]
+            &&  strcmp (targets [j].endpoint, targets [i].endpoint) == 0) {
+                run [r] = items [j];
+                at [r++] = j;
+                got [j] = false;        //  taken into a run
+            }
+        if (run && at)
+            sq_client_put_many (client, run, r, S_UPLOAD_TIMEOUT);
+        for (size_t x = 0; x < r; x++) {
+            s_object_t *o = &self->objects [which [at [x]]];
+            if (run && at && run [x].rc == 0)
+                o->uploaded_to = targets [at [x]].governor;
+            else
+            if (o->governor && !o->preferred)
+                left [which [at [x]]] = true;   //  required: tried again, or the submit fails
+        }
+        free (run);
+        free (at);
+    }
+    //  UPLOAD refused or never answered: one at a time, as before.
+    for (size_t i = 0; i < n; i++)
+        if (!items [i].target)
+            left [which [i]] = true;
+    int rc = s_upload_each (self, left);
+    free (which), free (targets), free (got), free (left), free (items);
+    return rc;
+}
+
+//  Data plane: constants of SQ_UPLOAD_MIN bytes or more go straight to a
+//  governor before the SUBMIT, which then only names it. On any failure the
+//  rest ride in the SUBMIT as before; but a constant put on a governor by
+//  name (sq_object_set_governor) goes there or the submit fails (one only
+//  preferred there, sq_object_prefer_governor, goes elsewhere).
+static int
+s_upload (sq_session_t *self)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->n_objects; i++)
+        n += s_to_upload (self, &self->objects [i]);
+    return n > 1? s_upload_together (self, n): s_upload_each (self, NULL);
 }
 
 int

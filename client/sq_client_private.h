@@ -91,6 +91,13 @@ int sq_client_check (sq_client_t *self);
 //  and returned.
 int sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
                     size_t n_payloads, int timeout_ms, sq_reply_t *reply);
+//  Requests in flight together (uploads' UPLOADs): sq_client_send_only
+//  sends client->w to the broker, sq_client_await waits for the reply to
+//  req as sq_client_call does (replies come in the order of the
+//  requests); neither sends again after a resume: a caller falls back to
+//  sq_client_call on any error. 0, or the error recorded.
+int sq_client_send_only (sq_client_t *self);
+int sq_client_await (sq_client_t *self, uint32_t req, int timeout_ms, sq_reply_t *reply);
 //  The same for a request on `session` (NULL: none): if the connection is
 //  lost and resumed before the reply came, it is sent again, unless the
 //  session was lost meanwhile, or it is a SUBMIT (batch_max: its largest
@@ -142,6 +149,20 @@ int sq_client_upload_target (sq_client_t *self, uint32_t session, uint32_t objec
 //  the caller then PUTs.
 int sq_client_put_local (sq_client_t *self, const sq_target_t *target, uint64_t key,
                          sq_blob_t *blob, const char *content_type, int timeout_ms);
+//  Uploads of several constants to one governor (targets of one endpoint
+//  and key), pipelined: a window of SQ_FETCH_WINDOW requests in flight
+//  across them (PUT ranges; PUTLOCAL where `local` and a socket of that
+//  governor is in the local directory), no round trip per constant. Each
+//  item's rc says how it went (0, or an error code: then the caller sends
+//  it some other way); a PUTLOCAL refused is done again by PUT.
+typedef struct {
+    const sq_target_t *target;
+    uint64_t key;
+    sq_blob_t *blob;
+    const char *content_type;
+    int rc;                     //  out
+} sq_upload_t;
+void sq_client_put_many (sq_client_t *self, sq_upload_t *items, size_t n, int timeout_ms);
 int sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_blob_t *blob,
                    const char *content_type, int timeout_ms);
 int sq_client_attach (sq_client_t *self, sq_session_t *session);

@@ -188,3 +188,36 @@ def test_the_segment_goes_with_its_object(one_host):
     # the session closed: the object is freed, and the segment with it
     until(lambda: _segments_in(gov, "squall-put") <= base, "the segment to go with its object")
     client.close()
+
+
+def test_many_constants_of_one_submit_are_uploaded_together(one_host):
+    """A submit's large constants go with their UPLOADs in flight together
+    and each governor's uploads pipelined (client/session.c,
+    s_upload_together): of several ranges (9 MiB: three PUT ranges) or one,
+    on this host as memory files or by PUT, every one arrives whole; one
+    put on a governor that does not exist fails the submit, as one at a
+    time did; one only preferred there goes elsewhere."""
+    from squall import _lib as L
+    sizes = [64 << 10, MIB, 9 * MIB, 100 << 10, 3 * MIB + 5, MIB, 70 << 10, 2 * MIB]
+    values = [os.urandom(17) * (size // 17) + os.urandom(size % 17) for size in sizes]
+    for local_dir in (one_host.local_dir, None):
+        client = _client(one_host, local_dir)
+        before = _local(client)
+        with client.session() as s:
+            objs = [s.blob(v) for v in values]
+            gov = int(client.governors()[0]["id"])
+            s._check(L.sq_object_prefer_governor(s._h, objs[1].id, 4242))
+            s._check(L.sq_object_prefer_governor(s._h, objs[2].id, gov))
+            for o in objs:
+                o.keep()
+            s.submit()
+            for o, v in zip(objs, values):
+                assert o.fetch(TIMEOUT) == v
+            assert s.place(objs[2], timeout=TIMEOUT) == [gov]
+        assert _local(client) == before + (len(values) if local_dir else 0)
+        with client.session() as s:
+            objs = [s.blob(v) for v in values[:3]]
+            s._check(L.sq_object_set_governor(s._h, objs[1].id, 4242))
+            with pytest.raises(squall.SquallError, match="could not be put on governor 4242"):
+                s.submit()
+        client.close()
