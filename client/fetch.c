@@ -245,7 +245,10 @@ s_hand_over (const struct sockaddr_un *path, sq_blob_t *blob, uint8_t *token)
     struct sockaddr_un to = *path;
     if (sq_blob_size (blob) == 0 || getrandom (token, 16, 0) != 16)
         return -1;
-    int fd = s_memfd_of (blob);
+    //  A constant made a sealed memory file already (client/session.c)
+    //  goes as it is: the governor maps the same pages.
+    int own = sq_blob_shm_fd (blob);
+    int fd = own >= 0? own: s_memfd_of (blob);
     if (fd < 0)
         return -1;
     int sock = socket (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -269,7 +272,8 @@ s_hand_over (const struct sockaddr_un *path, sq_blob_t *blob, uint8_t *token)
     ssize_t sent = sock >= 0? sendmsg (sock, &mh, MSG_NOSIGNAL): -1;
     if (sock >= 0)
         close (sock);
-    close (fd);                 //  the governor has its own now, or nobody
+    if (fd != own)
+        close (fd);             //  the governor has its own now, or nobody
     return sent == 16? 0: -1;
 }
 
