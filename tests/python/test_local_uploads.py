@@ -131,6 +131,19 @@ def test_a_hand_over_without_its_token_is_refused(one_host):
         msg, fds, _, _ = socket.recv_fds(thief, 64, 1, socket.MSG_DONTWAIT)
         assert len(msg) == 16 and len(fds) == 1
         os.close(fds[0])
+        # several in one submit (uploaded together): each refused, each by PUT
+        with client.session() as s:
+            values = [os.urandom(MIB + i) for i in range(5)]
+            objs = [s.blob(v) for v in values]
+            for o in objs:
+                o.keep()
+            s.submit()
+            assert [o.fetch(TIMEOUT) for o in objs] == values
+        assert _local(client) == before
+        for _ in values:
+            msg, fds, _, _ = socket.recv_fds(thief, 64, 1, socket.MSG_DONTWAIT)
+            assert len(msg) == 16 and len(fds) == 1
+            os.close(fds[0])
         client.close()
     finally:
         thief.close()
