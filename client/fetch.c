@@ -403,11 +403,18 @@ sq_client_put_many (sq_client_t *self, sq_upload_t *items, size_t n, int timeout
     void *socket = req_item && req_offset && retry?
                    sq_client_governor_socket (self, items [0].target): NULL;
     int rc = 0;
-    if (!socket)
+    if (!socket) {
         rc = sq_client_seterr (self, req_item && req_offset && retry? SQ_E_CONNECTION: SQ_E_NOMEM,
                                0, 0, "cannot upload to governor at %s", endpoint);
+        for (size_t i = 0; i < n; i++)
+            items [i].rc = rc;
+        free (req_item);
+        free (req_offset);
+        free (retry);
+        return;
+    }
     uint64_t at = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    for (size_t i = 0; i < n; i++) {
         uint64_t size = sq_blob_size (items [i].blob);
         if (local && size) {
             req_item [at] = i, req_offset [at++] = UINT64_MAX;
