@@ -110,6 +110,8 @@ def test_start_prints_the_local_directory_its_clients_upload_through(tmp_path):
             assert client.submit(len, client.scatter(b"v" * (2 << 20))).result(TIMEOUT) == 2 << 20
             assert client.info()["uploads_local"] == before + 1
             client.close()
+        status = run(SQUALL + ["status"], env=cluster.env())
+        assert "constants handed over as memory files" in status.stdout, status.stdout
 
 
 def test_start_python_chooses_the_interpreter(tmp_path):

@@ -263,6 +263,9 @@ def cmd_status(args):
     if info.get("streams_local"):
         print("streams handed over as pipes (governors of one host): %d so far"
               % info["streams_local"])
+    if info.get("uploads_local"):
+        print("constants handed over as memory files (clients on a governor's host): %d so far"
+              % info["uploads_local"])
     return EXIT_OK
 
 
