@@ -374,9 +374,13 @@ def test_only_governors_use_the_same_host_path(cluster, client):
     sdir = os.path.join(cluster._keydir, "streams")
     st = os.stat(sdir)
     assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
-    socks = [os.path.join(sdir, n) for n in os.listdir(sdir)]
+    socks = [os.path.join(sdir, n) for n in os.listdir(sdir) if not n.startswith("put-")]
     assert len(socks) == len(cluster.governors)
     assert all(stat.S_IMODE(os.stat(p).st_mode) == 0o600 for p in socks)
+    # each also under the name its clients find it by (uploads on one host):
+    # the same socket, linked
+    puts = [os.path.join(sdir, n) for n in os.listdir(sdir) if n.startswith("put-")]
+    assert sorted(os.stat(p).st_ino for p in puts) == sorted(os.stat(p).st_ino for p in socks)
     if os.geteuid() == 0:
         # another user (nobody) is refused by the kernel
         pid = os.fork()
