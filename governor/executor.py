@@ -180,6 +180,27 @@ _OP_SYNCED = 7
 #   then the pickled result, or the pickled exception if not ok. Not a reply.
 _OP_RUN = 0x10
 _RAN = b"\x0a"
+#   An actor's calls (op 3) written ahead run back to back: their replies
+#   go together, up to this many per write, or when nothing more is queued
+#   to run. One write and one wakeup of the governor for several calls is
+#   most of a call's cost here (the governor writes up to 16 ahead,
+#   governor/pyexec.c S_CALLS_AHEAD: half of that keeps it writing while
+#   these run).
+_REPLIES_HELD = 8
+#   A held reply goes at the latest this long after it was held, even when
+#   the call behind it runs for longer (SIGALRM, _on_alarm): a result must
+#   never wait for a later call, which may wait for the client to have it.
+#   Only replies of calls that ran shorter than that are held: a call that
+#   ends the executor (os._exit, a crash) loses with it at most the replies
+#   of the quick calls of the last _HOLD_S, which then fail as ActorLost.
+_HOLD_S = 0.002
+_HOLD_NS = int(_HOLD_S * 1e9)
+#   What _on_alarm sends: main's (sock, out, out_fds); how many replies
+#   out holds, whether the timer is set, whether _send is under way.
+_pending = None
+_held = 0
+_armed = False
+_sending = False
 
 #   Unpickled functions by their pickled bytes: a bytes key is its own hash,
 #   and the same function sent for 20 000 tasks is loaded once.
@@ -1128,8 +1149,13 @@ def main():
     #   The last reply, sent once it is known whether a piped task starts
     #   next: then with that task's start (one write, one wakeup of the
     #   governor for both); out_fds, the memory files of its outputs.
+    global _pending, _held, _armed
     out = []
     out_fds = []
+    _pending = (sock, out, out_fds)
+    slow = True                     # the last call ran _HOLD_S or more
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.siginterrupt(signal.SIGALRM, False)
     while True:
         #   Wait only when there is nothing to run or send; else take in
         #   what came meanwhile (cancels must be seen before the task they
@@ -1156,6 +1182,7 @@ def main():
             queue.append((received, body))
         if not queue or syncing:
             _send(sock, out, out_fds)
+            _held = 0
             continue
         done, body = queue.popleft()
         log_fds = ()
@@ -1189,11 +1216,21 @@ def main():
             if body[0] & _OP_TELL:
                 body[0] &= ~_OP_TELL
                 out += [_U64.pack(9), _STARTED, _U64.pack(time.monotonic_ns())]
-            _send(sock, out, out_fds)
+            #   Replies wait for the next ones only behind a plain call
+            #   (no descriptors either way): a task's start and memory
+            #   files, and every task's reply, go as before.
+            if _held >= _REPLIES_HELD or out_fds or body[0] != 3 or wanted or slow \
+                    or (_held and not _armed and not _holding()):
+                _send(sock, out, out_fds)
+                _held = 0
+            elif _held and not _armed:
+                _armed = True
+                signal.setitimer(signal.ITIMER_REAL, _HOLD_S)
             try:
                 _number = done
                 _task_key = None
                 _set_running(True)
+                began = time.monotonic_ns()
                 try:
                     if log_fds:
                         with _captured(log_fds):
@@ -1201,6 +1238,7 @@ def main():
                     else:               # an actor's call: its log is the actor's
                         parts = _run(body, fds, done, out_fds)
                 finally:
+                    slow = time.monotonic_ns() - began >= _HOLD_NS
                     seceded = _set_running(False)
                     _task_ended()
             except _NotKept:
@@ -1214,15 +1252,54 @@ def main():
         del body
         out.append(_U64.pack(sum(len(p) for p in parts)))
         out += parts
+        _held += 1
         if seceded:
             out += [_U64.pack(1), _SYNC]
             syncing = True
+
+
+def _holding():
+    """Whether replies may be held: the timer that bounds it is ours
+    (an actor that took SIGALRM for itself gets each reply at once)."""
+    return signal.getsignal(signal.SIGALRM) is _on_alarm
+
+
+def _on_alarm(signum, frame):
+    """Held replies waited _HOLD_S: they go now, between two bytecodes of
+    whatever runs (a call), unless a send is under way here or in a
+    thread of the call (_tell), which then goes first; then soon after."""
+    global _armed, _held
+    _armed = False
+    if not _held or _pending is None:
+        return
+    sock, out, out_fds = _pending
+    if not _sending and not out_fds and _tell_lock.acquire(blocking=False):
+        try:
+            _send(sock, out, out_fds)
+            _held = 0
+        finally:
+            _tell_lock.release()
+        return
+    _armed = True
+    signal.setitimer(signal.ITIMER_REAL, _HOLD_S / 2)
 
 
 def _send(sock, parts, fds):
     """Sends the messages in parts (emptied), the memory files in fds
     with them (closed here), and first, when segments were unmapped since
     the last time, the message that says so."""
+    global _sending, _armed
+    if _armed:
+        _armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    _sending = True
+    try:
+        _send_now(sock, parts, fds)
+    finally:
+        _sending = False
+
+
+def _send_now(sock, parts, fds):
     if _released:
         items = _released[:]
         del _released[:len(items)]
