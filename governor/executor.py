@@ -114,6 +114,7 @@ import io
 import mmap
 import os
 import pickle
+import select
 import signal
 import socket
 import struct
@@ -895,9 +896,15 @@ class _Frames:
         self._buf = bytearray()
         self.fds = collections.deque()
         self._eof = False
+        #   A look without a read: most looks between calls find nothing,
+        #   and a read that finds nothing costs an exception.
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
 
     def _recv(self, block):
         """One read; True if it got bytes."""
+        if not block and not self._poll.poll(0):
+            return False
         try:
             data, anc, _, _ = self._sock.recvmsg(
                 _RECV_MAX, _ANC_SPACE, 0 if block else socket.MSG_DONTWAIT)
