@@ -1161,8 +1161,6 @@ def main():
     out_fds = []
     _pending = (sock, out, out_fds)
     slow = True                     # the last call ran _HOLD_S or more
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.siginterrupt(signal.SIGALRM, False)
     while True:
         #   Wait only when there is nothing to run or send; else take in
         #   what came meanwhile (cancels must be seen before the task they
@@ -1266,9 +1264,18 @@ def main():
 
 
 def _holding():
-    """Whether replies may be held: the timer that bounds it is ours
-    (an actor that took SIGALRM for itself gets each reply at once)."""
-    return signal.getsignal(signal.SIGALRM) is _on_alarm
+    """Whether replies may be held: the timer that bounds it is ours,
+    taken when first needed if nobody has (an actor that took SIGALRM for
+    itself gets each reply at once; a plain task's executor never takes
+    it, so a task's alarm() ends it as it would anywhere)."""
+    handler = signal.getsignal(signal.SIGALRM)
+    if handler is _on_alarm:
+        return True
+    if handler != signal.SIG_DFL:
+        return False
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.siginterrupt(signal.SIGALRM, False)
+    return True
 
 
 def _on_alarm(signum, frame):
