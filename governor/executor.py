@@ -74,6 +74,8 @@ length followed by the body, so that both sides need nothing but `struct`.
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
 here, in order, and run next without a round trip through the governor.
+The replies of an actor's quick calls run so may go several in one write
+(_REPLIES_HELD, _HOLD_S): each is still one reply, in order, within 2 ms.
 
 Two things ride inside these fields without changing the framing (the
 client, bindings/python/squall/errors.py, reads them back):
