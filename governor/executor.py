@@ -74,6 +74,8 @@ length followed by the body, so that both sides need nothing but `struct`.
 The executor runs one task at a time, but the governor may write small
 tasks to it while it runs one (pipelining, governor/pyexec.c): they wait
 here, in order, and run next without a round trip through the governor.
+The replies of an actor's quick calls run so may go several in one write
+(_REPLIES_HELD, _HOLD_S): each is still one reply, in order, within 2 ms.
 
 Two things ride inside these fields without changing the framing (the
 client, bindings/python/squall/errors.py, reads them back):
@@ -114,6 +116,7 @@ import io
 import mmap
 import os
 import pickle
+import select
 import signal
 import socket
 import struct
@@ -180,6 +183,27 @@ _OP_SYNCED = 7
 #   then the pickled result, or the pickled exception if not ok. Not a reply.
 _OP_RUN = 0x10
 _RAN = b"\x0a"
+#   An actor's calls (op 3) written ahead run back to back: their replies
+#   go together, up to this many per write, or when nothing more is queued
+#   to run. One write and one wakeup of the governor for several calls is
+#   most of a call's cost here (the governor writes up to 16 ahead,
+#   governor/pyexec.c S_CALLS_AHEAD: half of that keeps it writing while
+#   these run).
+_REPLIES_HELD = 8
+#   A held reply goes at the latest this long after it was held, even when
+#   the call behind it runs for longer (SIGALRM, _on_alarm): a result must
+#   never wait for a later call, which may wait for the client to have it.
+#   Only replies of calls that ran shorter than that are held: a call that
+#   ends the executor (os._exit, a crash) loses with it at most the replies
+#   of the quick calls of the last _HOLD_S, which then fail as ActorLost.
+_HOLD_S = 0.002
+_HOLD_NS = int(_HOLD_S * 1e9)
+#   What _on_alarm sends: main's (sock, out, out_fds); how many replies
+#   out holds, whether the timer is set, whether _send is under way.
+_pending = None
+_held = 0
+_armed = False
+_sending = False
 
 #   Unpickled functions by their pickled bytes: a bytes key is its own hash,
 #   and the same function sent for 20 000 tasks is loaded once.
@@ -874,9 +898,15 @@ class _Frames:
         self._buf = bytearray()
         self.fds = collections.deque()
         self._eof = False
+        #   A look without a read: most looks between calls find nothing,
+        #   and a read that finds nothing costs an exception.
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
 
     def _recv(self, block):
         """One read; True if it got bytes."""
+        if not block and not self._poll.poll(0):
+            return False
         try:
             data, anc, _, _ = self._sock.recvmsg(
                 _RECV_MAX, _ANC_SPACE, 0 if block else socket.MSG_DONTWAIT)
@@ -1128,8 +1158,11 @@ def main():
     #   The last reply, sent once it is known whether a piped task starts
     #   next: then with that task's start (one write, one wakeup of the
     #   governor for both); out_fds, the memory files of its outputs.
+    global _pending, _held, _armed
     out = []
     out_fds = []
+    _pending = (sock, out, out_fds)
+    slow = True                     # the last call ran _HOLD_S or more
     while True:
         #   Wait only when there is nothing to run or send; else take in
         #   what came meanwhile (cancels must be seen before the task they
@@ -1156,6 +1189,7 @@ def main():
             queue.append((received, body))
         if not queue or syncing:
             _send(sock, out, out_fds)
+            _held = 0
             continue
         done, body = queue.popleft()
         log_fds = ()
@@ -1189,11 +1223,21 @@ def main():
             if body[0] & _OP_TELL:
                 body[0] &= ~_OP_TELL
                 out += [_U64.pack(9), _STARTED, _U64.pack(time.monotonic_ns())]
-            _send(sock, out, out_fds)
+            #   Replies wait for the next ones only behind a plain call
+            #   (no descriptors either way): a task's start and memory
+            #   files, and every task's reply, go as before.
+            if _held >= _REPLIES_HELD or out_fds or body[0] != 3 or wanted or slow \
+                    or (_held and not _armed and not _holding()):
+                _send(sock, out, out_fds)
+                _held = 0
+            elif _held and not _armed:
+                _armed = True
+                signal.setitimer(signal.ITIMER_REAL, _HOLD_S)
             try:
                 _number = done
                 _task_key = None
                 _set_running(True)
+                began = time.monotonic_ns()
                 try:
                     if log_fds:
                         with _captured(log_fds):
@@ -1201,6 +1245,7 @@ def main():
                     else:               # an actor's call: its log is the actor's
                         parts = _run(body, fds, done, out_fds)
                 finally:
+                    slow = time.monotonic_ns() - began >= _HOLD_NS
                     seceded = _set_running(False)
                     _task_ended()
             except _NotKept:
@@ -1214,15 +1259,63 @@ def main():
         del body
         out.append(_U64.pack(sum(len(p) for p in parts)))
         out += parts
+        _held += 1
         if seceded:
             out += [_U64.pack(1), _SYNC]
             syncing = True
+
+
+def _holding():
+    """Whether replies may be held: the timer that bounds it is ours,
+    taken when first needed if nobody has (an actor that took SIGALRM for
+    itself gets each reply at once; a plain task's executor never takes
+    it, so a task's alarm() ends it as it would anywhere)."""
+    handler = signal.getsignal(signal.SIGALRM)
+    if handler is _on_alarm:
+        return True
+    if handler != signal.SIG_DFL:
+        return False
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.siginterrupt(signal.SIGALRM, False)
+    return True
+
+
+def _on_alarm(signum, frame):
+    """Held replies waited _HOLD_S: they go now, between two bytecodes of
+    whatever runs (a call), unless a send is under way here or in a
+    thread of the call (_tell), which then goes first; then soon after."""
+    global _armed, _held
+    _armed = False
+    if not _held or _pending is None:
+        return
+    sock, out, out_fds = _pending
+    if not _sending and not out_fds and _tell_lock.acquire(blocking=False):
+        try:
+            _send(sock, out, out_fds)
+            _held = 0
+        finally:
+            _tell_lock.release()
+        return
+    _armed = True
+    signal.setitimer(signal.ITIMER_REAL, _HOLD_S / 2)
 
 
 def _send(sock, parts, fds):
     """Sends the messages in parts (emptied), the memory files in fds
     with them (closed here), and first, when segments were unmapped since
     the last time, the message that says so."""
+    global _sending, _armed
+    if _armed:
+        _armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    _sending = True
+    try:
+        _send_now(sock, parts, fds)
+    finally:
+        _sending = False
+
+
+def _send_now(sock, parts, fds):
     if _released:
         items = _released[:]
         del _released[:len(items)]

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -135,8 +136,14 @@ typedef struct {
 //  segments, as a task's do (the call holds their references until it is
 //  written); such a call is written only to an idle executor, so that one
 //  cancelled never leaves segments handed over that it will not map.
+//  Calls written ahead go in one write (s_calls_write): the ones the
+//  broker's ASSIGN brought, and those a read of several replies makes
+//  room for, once that read or turn is over (`calls_due`, pyexec_items).
+//  The executor answers them several in one write too (executor.py,
+//  _REPLIES_HELD, half of S_CALLS_AHEAD: it keeps running while we
+//  write the next ones).
 #define S_CALLS_MAX 64
-#define S_CALLS_AHEAD 8
+#define S_CALLS_AHEAD 16
 #define S_CALLS_AHEAD_BYTES (64 * 1024)
 
 typedef struct {
@@ -201,6 +208,7 @@ typedef struct {
     s_call_t calls [S_CALLS_MAX];
     uint32_t n_calls;
     uint32_t n_written;
+    bool calls_due;             //  calls may be written: at the turn's end
     uint32_t discard;
     //  Tasks written behind `task`, replied to in this order; run frames
     //  written so far (the executor numbers them the same way: a cancel
@@ -1037,20 +1045,55 @@ s_actor_exec (pyexec_t *self, uint64_t host_key)
 //  is idle (it becomes `task`), small ones ahead of the call it runs. Not
 //  before the instance is made. A write that fails means the executor
 //  died: its end of file fails the actor and the calls (pyexec_read).
+//  Writes iov [0..n) whole (the executor reads while we write).
+static int
+s_writev_all (int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t done = writev (fd, iov, n);
+        if (done < 0 && errno == EINTR)
+            continue;
+        if (done <= 0)
+            return -1;
+        while (n > 0 && (size_t) done >= iov->iov_len) {
+            done -= (ssize_t) iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *) iov->iov_base + done;
+            iov->iov_len -= (size_t) done;
+        }
+    }
+    return 0;
+}
+
 static void
 s_calls_write (s_exec_t *ex)
 {
+    ex->calls_due = false;
     if (ex->fd < 0 || (ex->task && ex->task == ex->host))
         return;
+    size_t ahead = 0;
+    for (uint32_t i = 0; i < ex->n_written; i++)
+        ahead += ex->calls [i].size;
+    //  Frames without segments written ahead, gathered for one write.
+    struct iovec iov [S_CALLS_AHEAD];
+    int n_iov = 0;
+    uint32_t first = ex->n_written;
     while (ex->n_written < ex->n_calls) {
         s_call_t *call = &ex->calls [ex->n_written];
         bool idle = !ex->task && ex->n_written == 0;
-        size_t ahead = call->size;
-        for (uint32_t i = 0; i < ex->n_written; i++)
-            ahead += ex->calls [i].size;
+        ahead += call->size;
         if (!idle && (ex->n_written >= S_CALLS_AHEAD || ahead > S_CALLS_AHEAD_BYTES
                       || call->n_segs))
-            return;
+            break;
+        if (!idle) {
+            iov [n_iov++] = (struct iovec) { call->frame, call->size };
+            call->seq = ++ex->seq;
+            ex->n_written++;
+            continue;
+        }
         int fds [S_SEGS_MAX];
         uint32_t n_fds = 0;
         for (uint32_t i = 0; i < call->n_inputs && call->n_segs; i++)
@@ -1062,13 +1105,17 @@ s_calls_write (s_exec_t *ex)
             s_seg_hand (ex, call->segs, call->n_inputs);
         call->seq = ++ex->seq;
         s_call_free (call);
-        if (idle) {
-            ex->task = call->task;
-            memmove (ex->calls, ex->calls + 1, --ex->n_calls * sizeof ex->calls [0]);
-        }
-        else
-            ex->n_written++;
+        ex->task = call->task;
+        memmove (ex->calls, ex->calls + 1, --ex->n_calls * sizeof ex->calls [0]);
+        ahead = 0;
+        first = 0;
     }
+    if (n_iov && s_writev_all (ex->fd, iov, n_iov))
+        sq_debug ("cannot write to Python executor %d: it is gone", (int) ex->pid);
+    //  Written or not (a failed write means the executor died: its end of
+    //  file fails the actor and these calls), their frames go.
+    for (uint32_t i = first; i < ex->n_written; i++)
+        s_call_free (&ex->calls [i]);
 }
 
 //  The reply of an actor's `task` was read, or it was stopped: the next
@@ -1084,7 +1131,12 @@ s_calls_next (s_exec_t *ex)
         memmove (ex->calls, ex->calls + 1, --ex->n_calls * sizeof ex->calls [0]);
         ex->n_written--;
     }
-    s_calls_write (ex);
+    //  An idle executor gets its next call now; else the calls this read
+    //  of replies made room for go together at the turn's end.
+    if (ex->task)
+        ex->calls_due = true;
+    else
+        s_calls_write (ex);
 }
 
 //  A call goes to its actor's executor, after the calls before it. Takes
@@ -1104,7 +1156,11 @@ s_start_call (pyexec_t *self, task_t *task, uint8_t *frame, size_t size,
         return -1;
     }
     ex->calls [ex->n_calls++] = call;
-    s_calls_write (ex);
+    //  Behind a running call: with the others of this turn (pyexec_items).
+    if (ex->task)
+        ex->calls_due = true;
+    else
+        s_calls_write (ex);
     return 0;
 }
 
@@ -1395,6 +1451,9 @@ size_t
 pyexec_items (pyexec_t *self, zmq_pollitem_t *items, size_t max)
 {
     size_t n = 0;
+    for (size_t i = 0; i < self->n_execs; i++)
+        if (self->execs [i].calls_due)
+            s_calls_write (&self->execs [i]);
     for (size_t i = 0; i < self->n_execs && n < max; i++)
         if (s_watched (&self->execs [i]))
             items [n++] = (zmq_pollitem_t) { NULL, self->execs [i].fd, ZMQ_POLLIN, 0 };

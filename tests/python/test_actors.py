@@ -5,6 +5,8 @@ SIGKILLed under an actor with and without restarts."""
 import gc
 import os
 import signal
+import socket
+import struct
 import tempfile
 import threading
 import time
@@ -55,6 +57,28 @@ class Counter:
 
     def exit_now(self):
         os._exit(3)
+
+    def calls_behind(self, started, n):
+        """Runs until n more calls are written to this executor (peeked at
+        on its socket, unread: they came while it ran)."""
+        import _squall_executor as ex
+        open(started, "w").close()
+        while True:
+            try:
+                data = ex._sock.recv(1 << 16, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                data = b""
+            pos = count = 0
+            while pos + 8 <= len(data):
+                pos += 8 + struct.unpack_from("<Q", data, pos)[0]
+                count += pos <= len(data)
+            if count >= n:
+                return count
+            time.sleep(0.005)
+
+    def take_alarm(self):
+        """SIGALRM is the instance's now."""
+        signal.signal(signal.SIGALRM, lambda signum, frame: None)
 
 
 class Reader:
@@ -324,6 +348,49 @@ def test_a_stopped_call_behind_a_running_one_gives_no_reply_to_another():
         places = [place for place, _ in got]
         assert places == sorted(places) and places[0] == 1, places
         assert counter.add(1).result(TIMEOUT) == 1
+        client.close()
+
+
+def _quick_then_gated(client, counter):
+    """Three quick calls and one that runs until a gate opens, all
+    written to the executor while calls_behind runs (so read at once):
+    the quick ones' replies, which may go together, come while the gated
+    one runs."""
+    assert counter.add(0).result(TIMEOUT) == 0
+    where = tempfile.mkdtemp(prefix="squall-actor-")
+    started, gate = os.path.join(where, "started"), os.path.join(where, "gate")
+    first = counter.calls_behind(os.path.join(where, "first"), 4)
+    until(lambda: os.path.exists(os.path.join(where, "first")), "the first call to start")
+    quick = [counter.add(1) for _ in range(3)]
+    gated = counter.wait_for(started, gate)
+    client.submit(lambda: 0)        # the calls leave with this submit
+    try:
+        assert first.result(TIMEOUT) >= 4
+        assert [f.result(TIMEOUT) for f in quick] == [1, 2, 3]
+        until(lambda: os.path.exists(started), "the gated call to start")
+    finally:
+        open(gate, "w").close()
+    assert gated.result(TIMEOUT) == 3
+
+
+def test_a_result_does_not_wait_for_the_call_behind_it():
+    """The executor sends the replies of quick calls run back to back
+    together: one held so goes all the same while the call behind it runs
+    on (which could wait for the client to have that result)."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        _quick_then_gated(client, Counter.start(client, 0))
+        client.close()
+
+
+def test_an_actor_that_takes_sigalrm_gets_its_replies_at_once():
+    """The executor bounds how long it holds a reply with SIGALRM: an
+    instance that installed its own handler has its replies sent at once."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 0)
+        counter.take_alarm().result(TIMEOUT)
+        _quick_then_gated(client, counter)
         client.close()
 
 

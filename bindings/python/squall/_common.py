@@ -47,6 +47,7 @@ class _FairLock:
         self._count = 0
         self._next = 0              # the next ticket to hand out
         self._serving = 0           # the ticket whose turn it is
+        self._waiting = 0           # threads in acquire's wait: only they need a notify
         self._abandoned: set = set()  # tickets of waits interrupted (KeyboardInterrupt)
         #   Work of finalisers that could not take the lock (defer)
         self._deferred: collections.deque = collections.deque()
@@ -56,7 +57,8 @@ class _FairLock:
         while self._serving in self._abandoned:
             self._abandoned.discard(self._serving)
             self._serving += 1
-        self._cond.notify_all()
+        if self._waiting:
+            self._cond.notify_all()
 
     def acquire(self) -> bool:
         me = threading.get_ident()
@@ -69,6 +71,7 @@ class _FairLock:
                 return True
             ticket = self._next
             self._next += 1
+            self._waiting += 1
             try:
                 while self._owner is not None or self._serving != ticket:
                     self._cond.wait()
@@ -78,6 +81,8 @@ class _FairLock:
                 else:
                     self._abandoned.add(ticket)
                 raise
+            finally:
+                self._waiting -= 1
             self._owner = me
             self._count = 1
             return True
