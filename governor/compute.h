@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include "proto.h"
+#include "stream.h"
 
 typedef struct _compute_t compute_t;
 
@@ -33,7 +34,7 @@ typedef struct {
     //  tasks (squall.get_client()); NULL without keys.
     const uint8_t *broker_key;
     uint64_t log_limit;         //  kept of each task's stdout and stderr (0: tasklog's default)
-    const char *stream_dir;     //  --stream-dir (stream.h), or NULL
+    const stream_dir_t *stream_dir;  //  --stream-dir (stream.h), or NULL (borrowed)
 } compute_args_t;
 
 compute_t *compute_new (const compute_args_t *args);

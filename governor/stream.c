@@ -111,9 +111,8 @@ struct _stream_t {
     stream_progress_fn *progress;
     stream_local_fn *local;
     void *arg;
-    int dirfd;                  //  the stream directory (O_PATH), or -1
-    char *sock_path;            //  our socket in it
-    int sock;                   //  bound there, or -1
+    int dirfd;                  //  the stream directory (O_PATH), or -1 (borrowed)
+    int sock;                   //  our socket there, or -1 (borrowed)
     s_hand_t hands [S_HANDS_MAX];
     sq_idmap_t *writers;        //  task key -> s_writer_t
     sq_idmap_t *by_object;      //  object key -> s_writer_t
@@ -153,27 +152,44 @@ s_sock_path (char *out, size_t size, int dirfd, const char *endpoint, size_t len
     return n < 0 || (size_t) n >= size? -1: 0;
 }
 
+struct _stream_dir_t {
+    int dirfd;                  //  the directory (O_PATH)
+    int sock;                   //  our socket in it, bound
+    char *sock_path;
+};
+
 //  The directory must be ours and closed to everyone else: whoever can
 //  make a socket there could stand in for a governor's (docs/security.md).
-static int
-s_dir_open (stream_t *self, const char *dir, const char *endpoint)
+//  Made once per process, before the broker knows the governor: a writer's
+//  governor told to hand a pipe to us must find our socket there, or its
+//  stream goes as chunks (so it did when compute bound it, after HELLO).
+stream_dir_t *
+stream_dir_new (const char *dir, const char *endpoint)
 {
+    stream_dir_t *self = (stream_dir_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->sock = -1;
+    self->dirfd = -1;
     if (mkdir (dir, 0700) && errno != EEXIST) {
         sq_error ("--stream-dir %s: %s", dir, strerror (errno));
-        return -1;
+        stream_dir_destroy (&self);
+        return NULL;
     }
     struct stat st;
     self->dirfd = open (dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (self->dirfd < 0 || fstat (self->dirfd, &st) || !S_ISDIR (st.st_mode)
     ||  st.st_uid != geteuid () || (st.st_mode & 077)) {
         sq_error ("--stream-dir %s: not a directory of ours closed to others (mode 0700)", dir);
-        return -1;
+        stream_dir_destroy (&self);
+        return NULL;
     }
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     if (s_sock_path (addr.sun_path, sizeof addr.sun_path, self->dirfd, endpoint,
                      strlen (endpoint))) {
         sq_error ("--stream-dir %s: too long for a socket's path", dir);
-        return -1;
+        stream_dir_destroy (&self);
+        return NULL;
     }
     self->sock_path = strdup (addr.sun_path);
     self->sock = socket (AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -184,9 +200,30 @@ s_dir_open (stream_t *self, const char *dir, const char *endpoint)
     ||  chmod (addr.sun_path, 0600)
     ||  setsockopt (self->sock, SOL_SOCKET, SO_PASSCRED, &on, sizeof on)) {
         sq_error ("--stream-dir %s: cannot bind %s: %s", dir, addr.sun_path, strerror (errno));
-        return -1;
+        if (self->sock >= 0)
+            close (self->sock);
+        self->sock = -1;                //  not ours to unlink
+        stream_dir_destroy (&self);
+        return NULL;
     }
-    return 0;
+    return self;
+}
+
+void
+stream_dir_destroy (stream_dir_t **self_p)
+{
+    stream_dir_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->sock >= 0) {
+        close (self->sock);
+        unlink (self->sock_path);
+    }
+    free (self->sock_path);
+    if (self->dirfd >= 0)
+        close (self->dirfd);
+    free (self);
+    *self_p = NULL;
 }
 
 stream_t *
@@ -209,8 +246,11 @@ stream_new (const stream_args_t *args)
     self->writers = sq_idmap_new ();
     self->by_object = sq_idmap_new ();
     self->readers = sq_idmap_new ();
-    if (!self->data_endpoint || !self->writers || !self->by_object || !self->readers
-    ||  (args->dir && *args->dir && s_dir_open (self, args->dir, self->data_endpoint)))
+    if (args->dir) {
+        self->dirfd = args->dir->dirfd;
+        self->sock = args->dir->sock;
+    }
+    if (!self->data_endpoint || !self->writers || !self->by_object || !self->readers)
         stream_destroy (&self);
     return self;
 }
@@ -284,13 +324,6 @@ stream_destroy (stream_t **self_p)
     for (size_t i = 0; i < S_HANDS_MAX; i++)
         if (self->hands [i].fd >= 0)
             close (self->hands [i].fd);
-    if (self->sock >= 0)
-        close (self->sock);
-    if (self->sock >= 0 && self->sock_path)
-        unlink (self->sock_path);
-    free (self->sock_path);
-    if (self->dirfd >= 0)
-        close (self->dirfd);
     free (self->polled);
     free (self->polled_kind);
     free (self->data_endpoint);
@@ -395,6 +428,15 @@ s_writable (const s_writer_t *w)
 static void s_send_chunk (stream_t *self, s_writer_t *w, s_reader_at_t *dest, sq_blob_t *blob,
                           size_t size, bool end, const uint8_t *token);
 
+//  Whether two tcp:// endpoints name one host (their text up to the port).
+static bool
+s_same_host (const char *ours, const char *theirs, size_t len)
+{
+    const char *colon = strrchr (ours, ':');
+    size_t host = colon? (size_t) (colon - ours): strlen (ours);
+    return len > host && memcmp (ours, theirs, host) == 0 && theirs [host] == ':';
+}
+
 //  Same host: the pipe's read end goes to the reader's governor through
 //  its socket in the stream directory, the token through the CURVE
 //  channel (the first chunk). Nothing was read from the pipe yet (its one
@@ -406,9 +448,14 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
 {
     struct sockaddr_un to = { .sun_family = AF_UNIX };
     uint8_t token [S_TOKEN];
-    if (s_sock_path (to.sun_path, sizeof to.sun_path, self->dirfd, endpoint, len)
-    ||  getrandom (token, sizeof token, 0) != (ssize_t) sizeof token)
+    const char *wrong = s_sock_path (to.sun_path, sizeof to.sun_path, self->dirfd, endpoint, len)
+                      ? "its reader's socket path is too long"
+                      : getrandom (token, sizeof token, 0) != (ssize_t) sizeof token
+                      ? "no random token": NULL;
+    if (wrong) {
+        sq_warn ("stream %" PRIx64 ": chunks, not a pipe: %s", w->object, wrong);
         return;
+    }
     union {
         char buf [CMSG_SPACE (sizeof (int))];
         struct cmsghdr align;
@@ -425,8 +472,15 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
     cm->cmsg_len = CMSG_LEN (sizeof (int));
     memcpy (CMSG_DATA (cm), &w->fd, sizeof (int));
     if (sendmsg (self->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof token) {
-        if (errno != ENOENT && errno != ECONNREFUSED)
-            sq_debug ("stream %" PRIx64 ": no same-host path (%s)", w->object, strerror (errno));
+        //  No socket of that name: the reader's governor is on another
+        //  host (no fallback: said at info), or at our own address with
+        //  another directory, or not started (a fallback: warned).
+        if (errno == ENOENT && !s_same_host (self->data_endpoint, endpoint, len))
+            sq_info ("stream %" PRIx64 ": reader's governor not in our stream directory "
+                     "(another host): chunks", w->object);
+        else
+            sq_warn ("stream %" PRIx64 ": chunks, not a pipe: cannot hand it to %s: %s",
+                     w->object, to.sun_path, strerror (errno));
         return;
     }
     sq_debug ("stream %" PRIx64 ": pipe handed to %s", w->object, to.sun_path);
@@ -601,6 +655,8 @@ stream_on_local (stream_t *self, sq_msg_t *msg)
     if (local.state == SQ_SLOCAL_REFUSED) {
         if (dest->taken)
             return;             //  it said otherwise before
+        sq_warn ("stream %" PRIx64 ": chunks, not a pipe: reader %" PRIx64 "'s governor "
+                 "refused it (its log says why)", w->object, local.consumer);
         dest->local = false;    //  chunks after all, from the start
         return;
     }
@@ -676,6 +732,7 @@ s_close_fds (struct msghdr *mh)
 static void
 s_local_recv (stream_t *self)
 {
+    size_t dropped = 0;
     while (self->sock >= 0) {
         uint8_t token [S_TOKEN + 1];
         union {
@@ -691,7 +748,7 @@ s_local_recv (stream_t *self)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            return;
+            break;
         struct ucred cred = { 0, (uid_t) -1, (gid_t) -1 };
         int fd = -1, n_fds = 0;
         for (struct cmsghdr *cm = CMSG_FIRSTHDR (&mh); cm; cm = CMSG_NXTHDR (&mh, cm)) {
@@ -723,12 +780,17 @@ s_local_recv (stream_t *self)
         for (size_t i = 0; i < S_HANDS_MAX && slot->fd >= 0; i++)
             if (self->hands [i].fd < 0 || self->hands [i].at_ns < slot->at_ns)
                 slot = &self->hands [i];
-        if (slot->fd >= 0)
+        if (slot->fd >= 0) {
+            dropped++;
             close (slot->fd);
+        }
         memcpy (slot->token, token, S_TOKEN);
         slot->fd = fd;
         slot->at_ns = task_now_ns ();
     }
+    if (dropped)
+        sq_warn ("stream directory: more than %d pipes handed over wait for their chunks; "
+                 "the %zu oldest dropped (their streams go as chunks)", S_HANDS_MAX, dropped);
 }
 
 //  The pipe handed over with this token, taken out; -1 if none.
@@ -807,6 +869,9 @@ s_reader_take_local (stream_t *self, s_reader_t *r, const sq_schunk_t *chunk, zm
         }
         int fd = s_hand_take (self, (const uint8_t *) chunk->token.ptr);
         if (fd < 0 || s_nonblocking (fd)) {
+            sq_warn ("stream %" PRIx64 " to reader %" PRIx64 ": pipe refused, chunks instead: "
+                     "%s", chunk->key, chunk->consumer, fd < 0
+                     ? "no pipe came with its token": "cannot make it non-blocking");
             if (fd >= 0)
                 close (fd);
             s_slocal (self, r, SQ_SLOCAL_REFUSED);      //  chunks then
@@ -1157,6 +1222,8 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
     for (size_t i = 0; i < S_HANDS_MAX; i++)
         if (self->hands [i].fd >= 0) {
             if (now - self->hands [i].at_ns > STREAM_EARLY_MS * 1000000ull) {
+                sq_warn ("stream directory: a pipe handed over %d s ago was never claimed "
+                         "by its chunk; closed", STREAM_EARLY_MS / 1000);
                 close (self->hands [i].fd);
                 self->hands [i].fd = -1;
             }

@@ -62,6 +62,17 @@
 
 typedef struct _stream_t stream_t;
 
+//  A governor's place in a stream directory (--stream-dir: a directory of
+//  ours, mode 0700, made if missing): its socket there, named after its
+//  data endpoint. Made once per process before the broker knows the
+//  governor, and lent to each incarnation's stream_t. NULL if out of
+//  memory or the directory is unusable (not ours, open to others, the
+//  socket cannot be bound: said in the log). Destroying it removes the
+//  socket.
+typedef struct _stream_dir_t stream_dir_t;
+stream_dir_t *stream_dir_new (const char *dir, const char *endpoint);
+void stream_dir_destroy (stream_dir_t **self_p);
+
 //  A writer reached the end of its pipe and sent it whole, or every reader
 //  left (`deserted`: its pipe was closed under the program, which gets
 //  SIGPIPE as in a shell pipeline): `bytes` sent in all. Called from
@@ -83,14 +94,13 @@ typedef struct {
     stream_done_fn *done;
     stream_progress_fn *progress;
     stream_local_fn *local;
-    //  Where governors of this host meet to hand pipes over (a directory
-    //  of ours, mode 0700, made if missing), or NULL: chunks only.
-    const char *dir;
+    //  Where governors of this host meet to hand pipes over (borrowed),
+    //  or NULL: chunks only.
+    const stream_dir_t *dir;
     void *arg;
 } stream_args_t;
 
-//  NULL if out of memory or the stream directory is unusable (not ours,
-//  open to others: said in the log).
+//  NULL if out of memory.
 stream_t *stream_new (const stream_args_t *args);
 void stream_destroy (stream_t **self_p);
 

@@ -41,8 +41,9 @@ def test_three_stage_pipeline(client):
         # the stream's size is what went through it
         s.wait([seq, grep], TIMEOUT)
     # a LocalCluster's governors share a stream directory: both streams
-    # went as pipes handed over, not as chunks
-    assert _local(client) == before + 2
+    # went as pipes handed over, not as chunks (a governor that fell back
+    # to chunks said why in a warning, in the captured stderr)
+    assert _local(client) == before + 2, "a stream went as chunks: see the governors' warnings"
 
 
 def test_same_host_path_is_exact(client, tmp_path):
@@ -333,6 +334,44 @@ def test_governors_of_other_directories_send_chunks(tmp_path):
             assert head.output.fetch(TIMEOUT) == b"y\ny\n"
             s.wait([seq, yes], TIMEOUT)
             assert _local(client) == before
+
+
+def test_a_governors_socket_is_there_before_the_broker_knows_it(tmp_path):
+    """A governor binds its socket in the stream directory before its first
+    HELLO: a writer's governor told to hand it a pipe must find it. (It was
+    bound by the compute thread once the broker had accepted the governor,
+    so a stream given to a governor just accepted went as chunks.) Here no
+    broker answers, and the socket is there all the same."""
+    import subprocess
+    import time
+    from squall.cluster import find_binary
+    key = squall.keygen("gov", str(tmp_path), "governor")
+    broker_pub = squall.keygen("broker", str(tmp_path), "broker")[:-4] + ".pub"
+    streams = tmp_path / "streams"
+    env = dict(os.environ)
+    env.update(cluster_options().get("env") or {})
+    env = {k: v for k, v in env.items() if v is not None}
+    gov = subprocess.Popen([find_binary("squall-governor"), "--broker", "tcp://127.0.0.1:9",
+                            "--secret-key", key, "--broker-key", broker_pub,
+                            "--listen-host", "127.0.0.1", "--log-level", "info",
+                            "--stream-dir", str(streams)],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        said = []
+        deadline = time.monotonic() + TIMEOUT
+        for line in gov.stderr:             # HELLO is logged as it goes
+            said.append(line)
+            if "not answering" in line or time.monotonic() > deadline:
+                break
+        assert "not answering" in "".join(said), "".join(said)
+        socks = [n for n in os.listdir(str(streams)) if n.endswith(".sock")]
+        assert len(socks) == 1, (socks, "".join(said))
+    finally:
+        gov.terminate()
+        assert gov.wait(TIMEOUT) == 0
+    # and it goes with its governor
+    assert os.listdir(str(streams)) == []
 
 
 def _send_pipes(path, n, payload=b"EVIL"):

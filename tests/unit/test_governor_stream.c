@@ -429,10 +429,12 @@ s_test_local (void)
     CHECK (mkdir (deep, 0700) == 0);
     snprintf (sub, sizeof sub, "%s/streams", deep);
     CHECK (strlen (sub) + strlen ("/0123456789abcdef.sock") >= sizeof ((struct sockaddr_un *) 0)->sun_path);
+    stream_dir_t *wdir = stream_dir_new (sub, "tcp://w:1"), *rdir = stream_dir_new (sub, "tcp://r:1");
+    CHECK (wdir && rdir);
     stream_args_t wargs = { .pipe = s_in, .governor_id = 1, .data_endpoint = "tcp://w:1",
-                            .done = s_done, .local = s_local, .dir = sub };
+                            .done = s_done, .local = s_local, .dir = wdir };
     stream_args_t rargs = { .pipe = s_in, .governor_id = 2, .data_endpoint = "tcp://r:1",
-                            .done = s_done, .dir = sub };
+                            .done = s_done, .dir = rdir };
     stream_t *w = stream_new (&wargs), *r = stream_new (&rargs);
     CHECK (w && r);
     struct stat st;
@@ -595,10 +597,16 @@ s_test_local (void)
         ;
     stream_destroy (&w);
     stream_destroy (&r);
+    //  The sockets go with their directories' holders, not with a stream_t
+    //  (a governor's next incarnation keeps its socket).
+    CHECK (access (sub, F_OK) == 0);
+    stream_dir_destroy (&wdir);
+    stream_dir_destroy (&rdir);
+    CHECK (!wdir && !rdir);
 
     //  A directory open to others is refused.
     CHECK (chmod (sub, 0755) == 0);
-    CHECK (!stream_new (&wargs));
+    CHECK (!stream_dir_new (sub, "tcp://w:1"));
     CHECK (rmdir (sub) == 0 && rmdir (deep) == 0 && rmdir (dir) == 0);
 }
 
