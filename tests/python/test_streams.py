@@ -336,6 +336,45 @@ def test_governors_of_other_directories_send_chunks(tmp_path):
             assert _local(client) == before
 
 
+def _tenant_client(cluster, name, tenant):
+    """A client (no admin) of `tenant`: a key added to the broker's keyring,
+    re-read on SIGHUP."""
+    authorized = os.path.join(cluster._keydir, "authorized")
+    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
+    cluster.broker.send_signal(signal.SIGHUP)
+
+    def connect():
+        try:
+            return squall.Client(cluster.address, secret_key=key, broker_key=cluster.broker_key,
+                                 timeout=2.0)
+        except squall.ConnectionError:
+            return None
+    return until(connect, "the broker to accept %s's key" % name)
+
+
+def test_streams_local_is_counted_per_tenant(cluster, client):
+    """INFO's streams_local, as its other figures, shows a tenant its own
+    streams; an admin (the cluster's own client) sees every tenant's."""
+    alice = _tenant_client(cluster, "alice", "team-a")
+    bob = _tenant_client(cluster, "bob", "team-b")
+    try:
+        everyone, mine, theirs = _local(client), _local(alice), _local(bob)
+        assert mine == 0 and theirs == 0
+        with alice.session() as s:
+            seq = Execute("seq 1 1000", stdout=True, stream=True)
+            count = Execute("wc -l", stdin=seq.output, stdout=True)
+            count.output.keep()
+            s.submit()
+            assert count.output.fetch(TIMEOUT).strip() == b"1000"
+            s.wait([seq], TIMEOUT)
+        assert _local(alice) == 1
+        assert _local(bob) == 0
+        assert _local(client) == everyone + 1
+    finally:
+        alice.close()
+        bob.close()
+
+
 def test_a_governors_socket_is_there_before_the_broker_knows_it(tmp_path):
     """A governor binds its socket in the stream directory before its first
     HELLO: a writer's governor told to hand it a pipe must find it. (It was
