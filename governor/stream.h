@@ -32,7 +32,11 @@
     Same host: with a stream directory (--stream-dir), a writer with one
     reader whose governor has a socket there (named after its data
     endpoint) hands that governor its pipe's read end (SCM_RIGHTS) with a
-    random token, and sends the token in its first SCHUNK over the CURVE
+    random token; a writer of several readers hands each such reader's
+    governor a pipe of its own, which it fills from its pipe (a tee: what
+    does not fit waits, and the next read waits for every tee); its end
+    waits for each tee's reader to report its pipe's end. Either way the
+    writer sends the token in the reader's first SCHUNK over the CURVE
     channel. The reader's governor takes a pipe only from a process of its
     own uid, and only for a token a governor sent it: it then moves the
     bytes from the writer's pipe to the reader's with splice (no copy,

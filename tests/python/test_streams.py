@@ -83,9 +83,34 @@ def test_several_readers_and_an_empty_stream(client):
             sum(1 for i in range(1, 50001) if "5" in str(i))).encode()
         assert d.output.fetch(TIMEOUT).strip() == b"0"
         s.wait([text, nothing], TIMEOUT)
-    # a stream of several readers goes as chunks (a pipe has one reader);
-    # `nothing`, of one reader, went as a pipe handed over
-    assert _local(client) == before + 1
+    # on one host each reader of `text` got a pipe of its own, which the
+    # writer's governor fills (a tee); `nothing`, of one reader, went as the
+    # writer's pipe itself
+    assert _local(client) == before + 2, "a stream went as chunks: see the governors' warnings"
+
+
+def test_several_readers_on_one_host_each_get_a_pipe(client, tmp_path):
+    """Two readers of 48 MiB, each through a pipe of its own, checked whole;
+    a third that leaves early (`head`) does not stop the others."""
+    import hashlib
+    data = os.path.join(str(tmp_path), "data")
+    before = _local(client)
+    with client.session() as s:
+        gen = Execute("head -c 48M /dev/urandom > %s; cat %s" % (data, data),
+                      stdout=True, stream=True, name="gen")
+        a = Execute("md5sum", stdin=gen.output, stdout=True, name="a")
+        b = Execute("wc -c", stdin=gen.output, stdout=True, name="b")
+        c = Execute("head -c 10", stdin=gen.output, stdout=True, name="c")
+        for t in (a, b, c):
+            t.output.keep()
+        s.submit()
+        got = a.output.fetch(TIMEOUT).split()[0].decode()
+        assert b.output.fetch(TIMEOUT).strip() == str(48 << 20).encode()
+        assert len(c.output.fetch(TIMEOUT)) == 10
+        s.wait([gen], TIMEOUT)
+    with open(data, "rb") as f:
+        assert got == hashlib.md5(f.read()).hexdigest()
+    assert _local(client) == before + 1, "the stream went as chunks: see the governors' warnings"
 
 
 def test_a_reader_that_stops_early(client):
