@@ -11,7 +11,11 @@ docs/security.md, "Streams on one host") and as chunks over CURVE (the
 governors started with `--stream-dir ""`, as governors of different hosts
 would send them).
 
-    PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build python3 bench/streams.py [SIZE_MIB] [ROUNDS] [--no-objects]
+    PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build python3 bench/streams.py [SIZE_MIB] [ROUNDS] [--no-objects] [--two-readers]
+
+--two-readers adds a stream of two readers, `gen` read by two `wc -c` (on
+one host, each through a pipe of its own that the writer's governor fills),
+beside the shell's `gen | tee >(wc -c) | wc -c` (bash).
 
 The modes run interleaved, round after round, so that a machine's load
 weighs on all alike. Prints, per mode, the median wall time, throughput, and
@@ -63,6 +67,39 @@ def squall_run(mib, stream, local=True):
     return dt, grown
 
 
+def two_readers_run(mib, local=True):
+    args = [] if local else ["--stream-dir", ""]
+    with squall.LocalCluster(governors=3, cpus=1, log_level="error",
+                             governor_args=args) as cluster:
+        pids = [g.pid for g in cluster.governors]
+        before = {pid: _hwm(pid) for pid in pids}
+        with cluster.client() as client, client.session() as s:
+            local_before = client.info()["streams_local"]
+            gen = Execute(GEN % mib, stdout=True, stream=True)
+            counts = [Execute("wc -c", stdin=gen.output, stdout=True) for _ in range(2)]
+            for c in counts:
+                c.output.keep()
+            t0 = time.perf_counter()
+            s.submit()
+            outs = [c.output.fetch(600) for c in counts]
+            dt = time.perf_counter() - t0
+            s.wait([gen], 60)
+            went_local = client.info()["streams_local"] - local_before
+        assert all(int(o) == mib << 20 for o in outs), outs
+        assert went_local == (1 if local else 0), went_local
+        grown = max(_hwm(pid) - before[pid] for pid in pids)
+    return dt, grown
+
+
+def shell_two_readers_run(mib):
+    t0 = time.perf_counter()
+    out = subprocess.run(["bash", "-c", (GEN % mib) + " | tee >(wc -c >&2) | wc -c"],
+                         check=True, capture_output=True)
+    dt = time.perf_counter() - t0
+    assert int(out.stdout) == mib << 20 and int(out.stderr) == mib << 20, out
+    return dt, 0
+
+
 def shell_run(mib):
     t0 = time.perf_counter()
     out = subprocess.run(["sh", "-c", (GEN % mib) + " | tr a b | wc -c"], check=True,
@@ -84,14 +121,24 @@ def main():
         modes.append(("squall finished objects", lambda: squall_run(mib, False)))
     runs = {name: [] for name, _ in modes}
     ratios = {name: [] for name, _ in modes}
+    two = "shell, two readers (tee)"
+    if "--two-readers" in sys.argv:
+        modes += [(two, lambda: shell_two_readers_run(mib)),
+                  ("squall 2 readers, same host", lambda: two_readers_run(mib)),
+                  ("squall 2 readers, as chunks", lambda: two_readers_run(mib, False))]
+        runs[two] = []
+        for name, _ in modes[-3:]:
+            runs.setdefault(name, [])
+            ratios.setdefault(name, [])
     for _ in range(rounds):
         for name, run in modes:
-            if name != shell:
+            if name not in (shell, two):
                 # the shell again just before: the same load for both
+                base = two if "2 readers" in name else shell
                 ratios[name].append(None)
-                runs[shell].append(shell_run(mib))
+                runs[base].append(shell_run(mib) if base == shell else shell_two_readers_run(mib))
                 r = run()
-                ratios[name][-1] = runs[shell][-1][0] / r[0]
+                ratios[name][-1] = runs[base][-1][0] / r[0]
                 runs[name].append(r)
     for name, _ in modes:
         dt = statistics.median(r[0] for r in runs[name])

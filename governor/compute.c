@@ -748,7 +748,7 @@ compute_new (const compute_args_t *args)
     }
     stream_args_t sargs = {
         .pipe = args->pipe, .governor_id = self->governor_id,
-        .data_endpoint = self->data_endpoint, .serve_endpoint = args->serve_endpoint,
+        .data_endpoint = self->data_endpoint,
         .done = compute_stream_done,
         .progress = compute_stream_progress, .local = compute_stream_local,
         .dir = args->stream_dir, .arg = self

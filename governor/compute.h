@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include "proto.h"
+#include "stream.h"
 
 typedef struct _compute_t compute_t;
 
@@ -26,7 +27,6 @@ typedef struct {
     uint64_t memory_limit;      //  store limit in bytes, 0: none
     uint64_t box_memory;        //  the cgroup's memory limit, 0: none (store_set_box)
     const char *data_endpoint;  //  ours, where peers send CREDITs
-    const char *serve_endpoint; //  ours, as clients are given it (stream.h)
     uint32_t n_resources;       //  named resources offered besides cpus
     const sq_resource_t *resources;
     const char *gpus;           //  devices offered ("0,1,3"), NULL: none
@@ -34,7 +34,7 @@ typedef struct {
     //  tasks (squall.get_client()); NULL without keys.
     const uint8_t *broker_key;
     uint64_t log_limit;         //  kept of each task's stdout and stderr (0: tasklog's default)
-    const char *stream_dir;     //  --stream-dir (stream.h), or NULL
+    const stream_dir_t *stream_dir;  //  --stream-dir (stream.h), or NULL (borrowed)
 } compute_args_t;
 
 compute_t *compute_new (const compute_args_t *args);

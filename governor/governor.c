@@ -4,6 +4,7 @@
 #include "receiver.h"
 #include "compute.h"
 #include "balancer.h"
+#include "stream.h"
 #include "log.h"
 #include <errno.h>
 #include <pthread.h>
@@ -117,8 +118,8 @@ s_balance_main (void *args_)
 //  One incarnation: the compute and balance threads live as long as the
 //  broker knows us. Returns receiver_run's code.
 static int
-s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
-               uint64_t inline_max)
+s_incarnation (governor_t *self, receiver_t *receiver, const stream_dir_t *stream_dir,
+               uint32_t governor_id, uint64_t inline_max)
 {
     void *compute_here, *compute_there, *balance_here, *balance_there;
     balancer_load_t *load = balancer_load_new ();
@@ -138,9 +139,8 @@ s_incarnation (governor_t *self, receiver_t *receiver, uint32_t governor_id,
         .memory_limit = self->config->store_limit,
         .log_limit = self->config->log_limit,
         .box_memory = self->config->box_memory, .data_endpoint = receiver_data_endpoint (receiver),
-        .serve_endpoint = receiver_serve_endpoint (receiver),
         .n_resources = self->config->n_resources, .resources = self->config->resources,
-        .gpus = self->config->gpus, .stream_dir = self->config->stream_dir
+        .gpus = self->config->gpus, .stream_dir = stream_dir
     };
     s_balance_args_t balance_args = { .pipe = balance_there, .load = load };
     pthread_t compute_thread, balance_thread;
@@ -176,6 +176,15 @@ governor_run (governor_t *self, int signal_fd)
     receiver_t *receiver = receiver_new (self->ctx, self->config, signal_fd);
     if (!receiver)
         return 1;
+    //  Our socket is there before the broker can name us as a reader.
+    stream_dir_t *stream_dir = NULL;
+    if (self->config->stream_dir && *self->config->stream_dir
+    &&  !(stream_dir = stream_dir_new (self->config->stream_dir,
+                                       receiver_data_endpoint (receiver),
+                                       receiver_serve_endpoint (receiver)))) {
+        receiver_destroy (&receiver);
+        return 1;
+    }
     int code, backoff_ms = 250;
     bool welcomed = false;
     while (1) {
@@ -206,7 +215,7 @@ governor_run (governor_t *self, int signal_fd)
         fflush (stdout);
         sq_info ("accepted as governor %u (heartbeat %d ms, inline max %lu)", governor_id,
                  receiver_heartbeat_ms (receiver), (unsigned long) inline_max);
-        code = s_incarnation (self, receiver, governor_id, inline_max);
+        code = s_incarnation (self, receiver, stream_dir, governor_id, inline_max);
         if (code == GOV_AFRESH) {
             welcomed = true;    //  the next incarnation starts with that welcome
             continue;
@@ -222,5 +231,6 @@ governor_run (governor_t *self, int signal_fd)
     if (code != 3)
         receiver_bye (receiver);
     receiver_destroy (&receiver);
+    stream_dir_destroy (&stream_dir);
     return code;
 }

@@ -39,6 +39,14 @@ typedef struct {
     bool gone;
     bool local;                 //  our pipe went to it (same host): no chunks
     bool taken;                 //  and it said it took it
+    //  One of several readers on this host: a pipe of its own (`tee`), its
+    //  read end handed over, its write end here, into which the writer's
+    //  governor copies what the program wrote; what did not fit waits.
+    bool tee;
+    bool ended;                 //  its governor saw the pipe's end (SLOCAL)
+    int tee_fd;                 //  the write end, -1 once closed (tee only)
+    sq_blob_t *pending;         //  bytes not written into it yet, or NULL
+    size_t pending_at, pending_len;
 } s_reader_at_t;
 
 typedef struct {
@@ -52,6 +60,8 @@ typedef struct {
     uint64_t offset;            //  bytes sent
     uint64_t told;              //  bytes last reported as progress
     uint64_t told_ns;
+    bool eof;                   //  its pipe ended; its tees drain (then done)
+    bool counted;               //  reported as gone over the same-host path
 } s_writer_t;
 
 typedef struct _s_chunk_t s_chunk_t;
@@ -113,10 +123,8 @@ struct _stream_t {
     stream_progress_fn *progress;
     stream_local_fn *local;
     void *arg;
-    int dirfd;                  //  the stream directory (O_PATH), or -1
-    char *sock_path;            //  our socket in it
-    char *put_path;             //  its second name, for clients (or NULL)
-    int sock;                   //  bound there, or -1
+    int dirfd;                  //  the stream directory (O_PATH), or -1 (borrowed)
+    int sock;                   //  our socket there, or -1 (borrowed)
     s_hand_t hands [S_HANDS_MAX];
     sq_idmap_t *writers;        //  task key -> s_writer_t
     sq_idmap_t *by_object;      //  object key -> s_writer_t
@@ -139,7 +147,7 @@ struct _stream_t {
     size_t cap_polled;
 };
 
-enum { S_POLL_READER, S_POLL_WRITER, S_POLL_SOCKET };
+enum { S_POLL_READER, S_POLL_WRITER, S_POLL_SOCKET, S_POLL_TEE };
 
 //  Our socket in the stream directory is named after the data endpoint the
 //  broker gives writers in STREAM orders: FNV-1a of it, in hex. The path
@@ -168,27 +176,45 @@ s_put_path (char *out, size_t size, int dirfd, const char *endpoint)
     return n < 0 || (size_t) n >= size? -1: 0;
 }
 
+struct _stream_dir_t {
+    int dirfd;                  //  the directory (O_PATH)
+    int sock;                   //  our socket in it, bound
+    char *sock_path;
+    char *put_path;             //  its second name, for clients (or NULL)
+};
+
 //  The directory must be ours and closed to everyone else: whoever can
 //  make a socket there could stand in for a governor's (docs/security.md).
-static int
-s_dir_open (stream_t *self, const char *dir, const char *endpoint, const char *serve_endpoint)
+//  Made once per process, before the broker knows the governor: a writer's
+//  governor told to hand a pipe to us must find our socket there, or its
+//  stream goes as chunks (so it did when compute bound it, after HELLO).
+stream_dir_t *
+stream_dir_new (const char *dir, const char *endpoint, const char *serve_endpoint)
 {
+    stream_dir_t *self = (stream_dir_t *) calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->sock = -1;
+    self->dirfd = -1;
     if (mkdir (dir, 0700) && errno != EEXIST) {
         sq_error ("--stream-dir %s: %s", dir, strerror (errno));
-        return -1;
+        stream_dir_destroy (&self);
+        return NULL;
     }
     struct stat st;
     self->dirfd = open (dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (self->dirfd < 0 || fstat (self->dirfd, &st) || !S_ISDIR (st.st_mode)
     ||  st.st_uid != geteuid () || (st.st_mode & 077)) {
         sq_error ("--stream-dir %s: not a directory of ours closed to others (mode 0700)", dir);
-        return -1;
+        stream_dir_destroy (&self);
+        return NULL;
     }
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     if (s_sock_path (addr.sun_path, sizeof addr.sun_path, self->dirfd, endpoint,
                      strlen (endpoint))) {
         sq_error ("--stream-dir %s: too long for a socket's path", dir);
-        return -1;
+        stream_dir_destroy (&self);
+        return NULL;
     }
     self->sock_path = strdup (addr.sun_path);
     self->sock = socket (AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -199,7 +225,11 @@ s_dir_open (stream_t *self, const char *dir, const char *endpoint, const char *s
     ||  chmod (addr.sun_path, 0600)
     ||  setsockopt (self->sock, SOL_SOCKET, SO_PASSCRED, &on, sizeof on)) {
         sq_error ("--stream-dir %s: cannot bind %s: %s", dir, addr.sun_path, strerror (errno));
-        return -1;
+        if (self->sock >= 0)
+            close (self->sock);
+        self->sock = -1;                //  not ours to unlink
+        stream_dir_destroy (&self);
+        return NULL;
     }
     //  A second name (a hard link to the same socket), which clients find
     //  from the serve endpoint they know; without it they upload by PUT.
@@ -213,7 +243,27 @@ s_dir_open (stream_t *self, const char *dir, const char *endpoint, const char *s
             sq_warn ("--stream-dir %s: cannot link %s: %s (clients of this host will upload "
                      "by PUT)", dir, put, strerror (errno));
     }
-    return 0;
+    return self;
+}
+
+void
+stream_dir_destroy (stream_dir_t **self_p)
+{
+    stream_dir_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->sock >= 0) {
+        close (self->sock);
+        unlink (self->sock_path);
+    }
+    if (self->put_path)
+        unlink (self->put_path);
+    free (self->sock_path);
+    free (self->put_path);
+    if (self->dirfd >= 0)
+        close (self->dirfd);
+    free (self);
+    *self_p = NULL;
 }
 
 stream_t *
@@ -236,9 +286,11 @@ stream_new (const stream_args_t *args)
     self->writers = sq_idmap_new ();
     self->by_object = sq_idmap_new ();
     self->readers = sq_idmap_new ();
-    if (!self->data_endpoint || !self->writers || !self->by_object || !self->readers
-    ||  (args->dir && *args->dir
-         && s_dir_open (self, args->dir, self->data_endpoint, args->serve_endpoint)))
+    if (args->dir) {
+        self->dirfd = args->dir->dirfd;
+        self->sock = args->dir->sock;
+    }
+    if (!self->data_endpoint || !self->writers || !self->by_object || !self->readers)
         stream_destroy (&self);
     return self;
 }
@@ -249,8 +301,12 @@ s_writer_free (s_writer_t **w_p)
     s_writer_t *w = *w_p;
     if (w->fd >= 0)
         close (w->fd);
-    for (uint32_t i = 0; i < w->n_dests; i++)
+    for (uint32_t i = 0; i < w->n_dests; i++) {
         free (w->dests [i].endpoint);
+        if (w->dests [i].tee && w->dests [i].tee_fd >= 0)
+            close (w->dests [i].tee_fd);
+        sq_blob_unref (&w->dests [i].pending);
+    }
     free (w);
     *w_p = NULL;
 }
@@ -312,16 +368,6 @@ stream_destroy (stream_t **self_p)
     for (size_t i = 0; i < S_HANDS_MAX; i++)
         if (self->hands [i].fd >= 0)
             close (self->hands [i].fd);
-    if (self->sock >= 0)
-        close (self->sock);
-    if (self->sock >= 0 && self->sock_path)
-        unlink (self->sock_path);
-    if (self->put_path)
-        unlink (self->put_path);
-    free (self->sock_path);
-    free (self->put_path);
-    if (self->dirfd >= 0)
-        close (self->dirfd);
     free (self->polled);
     free (self->polled_kind);
     free (self->data_endpoint);
@@ -368,7 +414,7 @@ stream_writer_add (stream_t *self, uint64_t task, uint32_t attempt, uint64_t obj
     for (size_t i = 0; i < S_UNREAD_RING && w->n_dests < SQ_MAX_STREAM_CONSUMERS; i++)
         if (self->unread [i].object == object && self->unread [i].version == attempt
         &&  self->unread [i].consumer) {
-            w->dests [w->n_dests++] = (s_reader_at_t) { self->unread [i].consumer, NULL, 0, true, false, false };
+            w->dests [w->n_dests++] = (s_reader_at_t) { .consumer = self->unread [i].consumer, .gone = true, .tee_fd = -1 };
             self->unread [i].consumer = 0;
         }
     return 0;
@@ -412,34 +458,103 @@ s_deserted (const s_writer_t *w)
     return true;
 }
 
+//  A tee's reader stopped: its pipe closes (its governor sees the end).
+static void
+s_tee_close (s_reader_at_t *dest)
+{
+    if (dest->tee_fd >= 0)
+        close (dest->tee_fd);
+    dest->tee_fd = -1;
+    sq_blob_unref (&dest->pending);
+}
+
+//  Every reader can take the next read: chunks' in credit, tees' taken by
+//  their governors and written out. A reader given the writer's own pipe
+//  (its only reader) reads it itself.
 static bool
 s_writable (const s_writer_t *w)
 {
     if (w->fd < 0 || !s_all_named (w))
         return false;
-    for (uint32_t i = 0; i < w->n_dests; i++)
-        if (!w->dests [i].gone && (w->dests [i].credits == 0 || w->dests [i].local))
+    for (uint32_t i = 0; i < w->n_dests; i++) {
+        const s_reader_at_t *d = &w->dests [i];
+        if (d->gone)
+            continue;
+        if (d->tee? !d->taken || d->pending: d->credits == 0 || d->local)
             return false;
+    }
     return true;
+}
+
+//  Writes what waits for a tee; -1 when its reader is gone (EPIPE).
+static int
+s_tee_flush (s_reader_at_t *dest)
+{
+    while (dest->pending) {
+        ssize_t n = write (dest->tee_fd,
+                           (const char *) sq_blob_data (dest->pending) + dest->pending_at,
+                           dest->pending_len - dest->pending_at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return 0;
+        if (n < 0)
+            return -1;
+        dest->pending_at += (size_t) n;
+        if (dest->pending_at == dest->pending_len)
+            sq_blob_unref (&dest->pending);
+    }
+    return 0;
 }
 
 static void s_send_chunk (stream_t *self, s_writer_t *w, s_reader_at_t *dest, sq_blob_t *blob,
                           size_t size, bool end, const uint8_t *token);
 
+//  Whether two tcp:// endpoints name one host (their text up to the port).
+static bool
+s_same_host (const char *ours, const char *theirs, size_t len)
+{
+    const char *colon = strrchr (ours, ':');
+    size_t host = colon? (size_t) (colon - ours): strlen (ours);
+    return len > host && memcmp (ours, theirs, host) == 0 && theirs [host] == ':';
+}
+
 //  Same host: the pipe's read end goes to the reader's governor through
 //  its socket in the stream directory, the token through the CURVE
-//  channel (the first chunk). Nothing was read from the pipe yet (its one
-//  reader was only now named). On any failure (no such socket: another
-//  host, or no directory there) chunks go as ever.
+//  channel (the first chunk). Nothing was read from the pipe yet (every
+//  reader is named first). A writer's only reader gets the writer's pipe
+//  itself; one of several, a pipe of its own that the writer's governor
+//  fills (a tee). On any failure (no such socket: another host, or no
+//  directory there) chunks go as ever.
 static void
 s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *endpoint,
              size_t len)
 {
+    int tee [2] = { -1, -1 };
+    if (w->readers > 1) {
+        if (pipe2 (tee, O_CLOEXEC | O_NONBLOCK)) {
+            sq_warn ("stream %" PRIx64 ": chunks, not a pipe: %s", w->object, strerror (errno));
+            return;
+        }
+        //  A chunk's worth in flight, as the writer's own pipe would hold
+        //  (best effort: the system's limit may be lower).
+        fcntl (tee [1], F_SETPIPE_SZ, (int) STREAM_CHUNK);
+    }
+    int fd = w->readers > 1? tee [0]: w->fd;
     struct sockaddr_un to = { .sun_family = AF_UNIX };
     uint8_t token [S_TOKEN];
-    if (s_sock_path (to.sun_path, sizeof to.sun_path, self->dirfd, endpoint, len)
-    ||  getrandom (token, sizeof token, 0) != (ssize_t) sizeof token)
+    const char *wrong = s_sock_path (to.sun_path, sizeof to.sun_path, self->dirfd, endpoint, len)
+                      ? "its reader's socket path is too long"
+                      : getrandom (token, sizeof token, 0) != (ssize_t) sizeof token
+                      ? "no random token": NULL;
+    if (wrong) {
+        sq_warn ("stream %" PRIx64 ": chunks, not a pipe: %s", w->object, wrong);
+        if (tee [0] >= 0) {
+            close (tee [0]);
+            close (tee [1]);
+        }
         return;
+    }
     union {
         char buf [CMSG_SPACE (sizeof (int))];
         struct cmsghdr align;
@@ -454,14 +569,33 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN (sizeof (int));
-    memcpy (CMSG_DATA (cm), &w->fd, sizeof (int));
-    if (sendmsg (self->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof token) {
-        if (errno != ENOENT && errno != ECONNREFUSED)
-            sq_debug ("stream %" PRIx64 ": no same-host path (%s)", w->object, strerror (errno));
+    memcpy (CMSG_DATA (cm), &fd, sizeof (int));
+    bool sent = sendmsg (self->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t) sizeof token;
+    int sent_errno = errno;
+    if (tee [0] >= 0) {
+        close (tee [0]);                //  theirs now, if it went
+        if (!sent)
+            close (tee [1]);
+    }
+    errno = sent_errno;
+    if (!sent) {
+        //  No socket of that name: the reader's governor is on another
+        //  host (no fallback: said at info), or at our own address with
+        //  another directory, or not started (a fallback: warned).
+        if (errno == ENOENT && !s_same_host (self->data_endpoint, endpoint, len))
+            sq_info ("stream %" PRIx64 ": reader's governor not in our stream directory "
+                     "(another host): chunks", w->object);
+        else
+            sq_warn ("stream %" PRIx64 ": chunks, not a pipe: cannot hand it to %s: %s",
+                     w->object, to.sun_path, strerror (errno));
         return;
     }
     sq_debug ("stream %" PRIx64 ": pipe handed to %s", w->object, to.sun_path);
     dest->local = true;
+    if (tee [1] >= 0) {
+        dest->tee = true;
+        dest->tee_fd = tee [1];
+    }
     s_send_chunk (self, w, dest, NULL, 0, false, token);
 }
 
@@ -491,7 +625,7 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
                 dest->gone = true;
             else
             if (w->n_dests < SQ_MAX_STREAM_CONSUMERS)
-                w->dests [w->n_dests++] = (s_reader_at_t) { order.consumer, NULL, 0, true, false, false };
+                w->dests [w->n_dests++] = (s_reader_at_t) { .consumer = order.consumer, .gone = true, .tee_fd = -1 };
             continue;
         }
         if (dest || w->n_dests >= w->readers) {
@@ -508,8 +642,11 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
         //  Out of memory, the reader counts as gone: the writer must not
         //  wait for it for ever (it fails, having read nothing).
         dest = &w->dests [w->n_dests++];
-        *dest = (s_reader_at_t) { order.consumer, endpoint, STREAM_WINDOW, !endpoint, false, false };
-        if (self->sock >= 0 && endpoint && w->readers == 1 && w->offset == 0 && w->fd >= 0)
+        *dest = (s_reader_at_t) {
+            .consumer = order.consumer, .endpoint = endpoint, .credits = STREAM_WINDOW,
+            .gone = !endpoint, .tee_fd = -1
+        };
+        if (self->sock >= 0 && endpoint && w->offset == 0 && w->fd >= 0)
             s_hand_over (self, w, dest, order.endpoint.ptr, order.endpoint.len);
     }
     if (rc < 0)
@@ -532,6 +669,8 @@ stream_on_credit (stream_t *self, sq_msg_t *msg)
         return;                 //  late
     if (credit.credits == 0) {
         dest->gone = true;
+        if (dest->tee)
+            s_tee_close (dest);
         return;
     }
     uint64_t credits = (uint64_t) dest->credits + credit.credits;
@@ -573,12 +712,44 @@ s_send_chunk (stream_t *self, s_writer_t *w, s_reader_at_t *dest, sq_blob_t *blo
 static void
 s_writer_close (stream_t *self, s_writer_t *w, bool deserted)
 {
-    close (w->fd);
+    if (w->fd >= 0)
+        close (w->fd);
     w->fd = -1;
+    w->eof = false;
     if (self->progress)
         self->progress (self->arg, w->object, w->offset);
     if (self->done)
         self->done (self->arg, w->task, w->attempt, w->offset, deserted);
+}
+
+//  Every tee's reader has all the bytes (its governor saw its pipe end),
+//  or left.
+static bool
+s_tees_ended (const s_writer_t *w)
+{
+    for (uint32_t i = 0; i < w->n_dests; i++)
+        if (w->dests [i].tee && !w->dests [i].gone && !w->dests [i].ended)
+            return false;
+    return true;
+}
+
+//  Writes what waits for the writer's tees; a tee whose bytes are all
+//  written once its writer's pipe ended is closed (its end).
+static void
+s_writer_tees (s_writer_t *w)
+{
+    for (uint32_t i = 0; i < w->n_dests; i++) {
+        s_reader_at_t *d = &w->dests [i];
+        if (!d->tee || d->gone || d->tee_fd < 0)
+            continue;
+        if (s_tee_flush (d)) {
+            d->gone = true;     //  its governor closed it: the reader left
+            s_tee_close (d);
+        }
+        else
+        if (!d->pending && w->eof)
+            s_tee_close (d);
+    }
 }
 
 //  Reads what the pipe has (up to a chunk) and sends it to every reader;
@@ -605,15 +776,31 @@ s_writer_read (stream_t *self, s_writer_t *w)
         }
     }
     if (got) {
-        for (uint32_t i = 0; i < w->n_dests; i++)
-            if (!w->dests [i].gone)
-                s_send_chunk (self, w, &w->dests [i], blob, got, false, NULL);
+        for (uint32_t i = 0; i < w->n_dests; i++) {
+            s_reader_at_t *d = &w->dests [i];
+            if (d->gone)
+                continue;
+            if (d->tee) {
+                d->pending = sq_blob_ref (blob);
+                d->pending_at = 0;
+                d->pending_len = got;
+            }
+            else
+                s_send_chunk (self, w, d, blob, got, false, NULL);
+        }
         w->offset += got;
     }
     sq_blob_unref (&blob);
+    if (eof)
+        w->eof = true;
+    s_writer_tees (w);
     if (!eof)
         return;
-    s_writer_close (self, w, false);
+    //  With tees, done once their readers have it all.
+    close (w->fd);
+    w->fd = -1;
+    if (s_tees_ended (w))
+        s_writer_close (self, w, false);
 }
 
 void
@@ -627,18 +814,30 @@ stream_on_local (stream_t *self, sq_msg_t *msg)
     }
     s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, local.key);
     s_reader_at_t *dest = w && w->attempt == local.version? s_dest (w, local.consumer): NULL;
-    if (!dest || dest->gone || !dest->local || w->fd < 0)
+    if (!dest || dest->gone || !dest->local || (w->fd < 0 && !dest->tee))
         return;                 //  late, or never handed over
     if (local.state == SQ_SLOCAL_REFUSED) {
         if (dest->taken)
             return;             //  it said otherwise before
-        dest->local = false;    //  chunks after all, from the start
+        sq_warn ("stream %" PRIx64 ": chunks, not a pipe: reader %" PRIx64 "'s governor "
+                 "refused it (its log says why)", w->object, local.consumer);
+        dest->local = false;    //  chunks after all, from the start (nothing
+        if (dest->tee) {        //  is read before every tee is taken)
+            s_tee_close (dest);
+            dest->tee = false;
+        }
         return;
     }
     if (!dest->taken) {
         dest->taken = true;
-        if (self->local)
+        if (self->local && !w->counted)
             self->local (self->arg, w->object);
+        w->counted = true;
+    }
+    if (dest->tee) {
+        //  Its progress is ours to know; its end, that the bytes are there.
+        dest->ended |= local.state == SQ_SLOCAL_END;
+        return;
     }
     if (local.bytes > w->offset)
         w->offset = local.bytes;
@@ -711,6 +910,7 @@ s_close_fds (struct msghdr *mh)
 static void
 s_local_recv (stream_t *self)
 {
+    size_t dropped = 0;
     while (self->sock >= 0) {
         uint8_t token [S_TOKEN + 1];
         union {
@@ -726,7 +926,7 @@ s_local_recv (stream_t *self)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            return;
+            break;
         struct ucred cred = { 0, (uid_t) -1, (gid_t) -1 };
         int fd = -1, n_fds = 0;
         for (struct cmsghdr *cm = CMSG_FIRSTHDR (&mh); cm; cm = CMSG_NXTHDR (&mh, cm)) {
@@ -760,13 +960,18 @@ s_local_recv (stream_t *self)
         for (size_t i = 0; i < S_HANDS_MAX && slot->fd >= 0; i++)
             if (self->hands [i].fd < 0 || self->hands [i].at_ns < slot->at_ns)
                 slot = &self->hands [i];
-        if (slot->fd >= 0)
+        if (slot->fd >= 0) {
+            dropped++;
             close (slot->fd);
+        }
         memcpy (slot->token, token, S_TOKEN);
         slot->fd = fd;
         slot->segment = segment;
         slot->at_ns = task_now_ns ();
     }
+    if (dropped)
+        sq_warn ("stream directory: more than %d pipes handed over wait for their chunks; "
+                 "the %zu oldest dropped (their streams go as chunks)", S_HANDS_MAX, dropped);
 }
 
 //  The pipe (or memory file) handed over with this token, taken out; -1
@@ -863,6 +1068,9 @@ s_reader_take_local (stream_t *self, s_reader_t *r, const sq_schunk_t *chunk, zm
         }
         int fd = s_hand_take (self, (const uint8_t *) chunk->token.ptr, false);
         if (fd < 0 || s_nonblocking (fd)) {
+            sq_warn ("stream %" PRIx64 " to reader %" PRIx64 ": pipe refused, chunks instead: "
+                     "%s", chunk->key, chunk->consumer, fd < 0
+                     ? "no pipe came with its token": "cannot make it non-blocking");
             if (fd >= 0)
                 close (fd);
             s_slocal (self, r, SQ_SLOCAL_REFUSED);      //  chunks then
@@ -1121,7 +1329,8 @@ s_reader_splice (stream_t *self, s_reader_t *r)
 size_t
 stream_items (stream_t *self, zmq_pollitem_t *items, size_t max)
 {
-    size_t want = sq_idmap_size (self->writers) + sq_idmap_size (self->readers) + 1;
+    size_t want = sq_idmap_size (self->writers) * (1 + SQ_MAX_STREAM_CONSUMERS)
+                + sq_idmap_size (self->readers) + 1;
     if (want > self->cap_polled) {
         uint64_t *polled = (uint64_t *) realloc (self->polled, want * sizeof *polled);
         if (polled)
@@ -1143,7 +1352,13 @@ stream_items (stream_t *self, zmq_pollitem_t *items, size_t max)
     }
     while (n < max && (item = sq_idmap_next (self->writers, &cursor, NULL))) {
         s_writer_t *w = (s_writer_t *) item;
-        if (!s_writable (w))
+        for (uint32_t i = 0; i < w->n_dests && n < max; i++)
+            if (w->dests [i].pending && w->dests [i].tee_fd >= 0 && !w->dests [i].gone) {
+                items [n] = (zmq_pollitem_t) { NULL, w->dests [i].tee_fd, ZMQ_POLLOUT, 0 };
+                self->polled [n] = w->task;
+                self->polled_kind [n++] = S_POLL_TEE;
+            }
+        if (n >= max || !s_writable (w))
             continue;
         items [n] = (zmq_pollitem_t) { NULL, w->fd, ZMQ_POLLIN, 0 };
         self->polled [n] = w->task;
@@ -1176,6 +1391,13 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
             s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->writers, self->polled [i]);
             if (w && w->fd == items [i].fd && s_writable (w))
                 s_writer_read (self, w);
+        }
+        else
+        if (self->polled_kind [i] == S_POLL_TEE) {
+            //  Its tees are written together: the next read waits for all.
+            s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->writers, self->polled [i]);
+            if (w)
+                s_writer_tees (w);
         }
         else {
             s_reader_t *r = (s_reader_t *) sq_idmap_lookup (self->readers, self->polled [i]);
@@ -1213,6 +1435,8 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
     for (size_t i = 0; i < S_HANDS_MAX; i++)
         if (self->hands [i].fd >= 0) {
             if (now - self->hands [i].at_ns > STREAM_EARLY_MS * 1000000ull) {
+                sq_warn ("stream directory: a pipe handed over %d s ago was never claimed "
+                         "by its chunk; closed", STREAM_EARLY_MS / 1000);
                 close (self->hands [i].fd);
                 self->hands [i].fd = -1;
             }
@@ -1237,6 +1461,14 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
         s_writer_t *w = (s_writer_t *) item;
         if (w->fd >= 0 && s_deserted (w))
             s_writer_close (self, w, true);
+        if (w->eof) {
+            //  Its pipe ended; its tees' readers take the rest.
+            s_writer_tees (w);
+            if (s_tees_ended (w))
+                s_writer_close (self, w, false);
+            else
+                timers = true;
+        }
         if (w->fd < 0)
             continue;
         timers = true;

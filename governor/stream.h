@@ -32,7 +32,11 @@
     Same host: with a stream directory (--stream-dir), a writer with one
     reader whose governor has a socket there (named after its data
     endpoint) hands that governor its pipe's read end (SCM_RIGHTS) with a
-    random token, and sends the token in its first SCHUNK over the CURVE
+    random token; a writer of several readers hands each such reader's
+    governor a pipe of its own, which it fills from its pipe (a tee: what
+    does not fit waits, and the next read waits for every tee); its end
+    waits for each tee's reader to report its pipe's end. Either way the
+    writer sends the token in the reader's first SCHUNK over the CURVE
     channel. The reader's governor takes a pipe only from a process of its
     own uid, and only for a token a governor sent it: it then moves the
     bytes from the writer's pipe to the reader's with splice (no copy,
@@ -62,6 +66,20 @@
 
 typedef struct _stream_t stream_t;
 
+//  A governor's place in a stream directory (--stream-dir: a directory of
+//  ours, mode 0700, made if missing): its socket there, named after its
+//  data endpoint, and a second name made from its serve endpoint (as
+//  clients know it, WHERE; NULL: none) for clients of this host to hand
+//  memory files over (stream_take_segment). Made once per process before the broker knows the
+//  governor, and lent to each incarnation's stream_t. NULL if out of
+//  memory or the directory is unusable (not ours, open to others, the
+//  socket cannot be bound: said in the log). Destroying it removes the
+//  socket.
+typedef struct _stream_dir_t stream_dir_t;
+stream_dir_t *stream_dir_new (const char *dir, const char *endpoint,
+                              const char *serve_endpoint);
+void stream_dir_destroy (stream_dir_t **self_p);
+
 //  A writer reached the end of its pipe and sent it whole, or every reader
 //  left (`deserted`: its pipe was closed under the program, which gets
 //  SIGPIPE as in a shell pipeline): `bytes` sent in all. Called from
@@ -80,21 +98,16 @@ typedef struct {
     void *pipe;                 //  PAIR to the receive thread (borrowed)
     uint32_t governor_id;
     const char *data_endpoint;  //  ours, where readers send SCREDITs
-    //  Ours, as clients know it (WHERE): with a directory, our socket is
-    //  also linked there under a name made from it, for clients of this
-    //  host to hand memory files over (stream_take_segment). NULL: none.
-    const char *serve_endpoint;
     stream_done_fn *done;
     stream_progress_fn *progress;
     stream_local_fn *local;
-    //  Where governors of this host meet to hand pipes over (a directory
-    //  of ours, mode 0700, made if missing), or NULL: chunks only.
-    const char *dir;
+    //  Where governors of this host meet to hand pipes over (borrowed),
+    //  or NULL: chunks only.
+    const stream_dir_t *dir;
     void *arg;
 } stream_args_t;
 
-//  NULL if out of memory or the stream directory is unusable (not ours,
-//  open to others: said in the log).
+//  NULL if out of memory.
 stream_t *stream_new (const stream_args_t *args);
 void stream_destroy (stream_t **self_p);
 

@@ -46,6 +46,7 @@ typedef struct {
     uint64_t constants;         //  bytes of constants in its open sessions
     uint64_t sessions;          //  its open sessions (attached or not)
     uint64_t stored;            //  bytes of its sessions' results on governors
+    uint64_t streams_local;     //  its streams that went over the same-host path
 } share_t;
 
 typedef enum {

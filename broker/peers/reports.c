@@ -266,7 +266,11 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             continue;
         }
         if (ev.type == SQ_EV_STREAMLOCAL) {
+            //  INFO shows a tenant its own (and an admin all).
+            session_t *session = graph_session (self->graph, sq_key_session (ev.key));
             self->streams_local++;
+            if (session && session->share)
+                session->share->streams_local++;
             continue;
         }
         if (ev.type == SQ_EV_STREAMED) {

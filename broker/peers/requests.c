@@ -286,12 +286,13 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         .streams_local = self->streams_local,
         .uploads_local = self->uploads_local
     };
+    share_t *share = viewer && s_tenancy_on (self)? tenancy_share (self->tenancy, viewer->tenant): NULL;
     if (!all) {
         //  Its own numbers only.
         info.ready_queue = counts [TASK_READY];
         info.objects = objects;
+        info.streams_local = share? share->streams_local: 0;
     }
-    share_t *share = viewer && s_tenancy_on (self)? tenancy_share (self->tenancy, viewer->tenant): NULL;
     uint64_t stored = share? share->stored: 0;
     sq_info_tenant_t tenant;
     if (share) {

@@ -13,7 +13,10 @@
 # /proc entries, and cannot write /enroll. no-new-privs (setpriv here,
 # no-new-privileges in docker-compose.yml) is inherited by every task; the
 # container keeps only the capabilities the governor needs to switch tasks'
-# ids and manage their directories (docker-compose.yml, cap_add).
+# ids and manage their directories (docker-compose.yml, cap_add). The
+# governors of one host share the `streams` volume: each makes (umask 077)
+# or checks its directory there, root's alone, and hands streams to the
+# others as pipes.
 #
 #   governor-start.sh [squall-governor options...]
 # Environment: SQUALL_BROKER, SQUALL_CPUS (optional), SQUALL_PREFAULT,
@@ -35,4 +38,5 @@ exec setpriv --no-new-privs \
     squall-governor --broker "$SQUALL_BROKER" ${SQUALL_CPUS:+--cpus "$SQUALL_CPUS"} \
     --name "$name" --workdir /tmp --prefault "${SQUALL_PREFAULT:-auto}" \
     --task-uids "${SQUALL_TASK_UIDS:-2000000000-2000065535}" --python /usr/bin/python3 \
-    --secret-key "$dir/$name.key" --broker-key /broker/broker.pub "$@"
+    --secret-key "$dir/$name.key" --broker-key /broker/broker.pub \
+    --stream-dir /var/lib/squall/streams/governors "$@"

@@ -45,6 +45,10 @@ echo "$gov" | grep -Eq 'SQUALL_SECRET_KEY|client.key|broker.key|http-token' \
     && fail "a governor is given a client key, the broker's key or the token"
 echo "$gov" | grep -q 'broker-pub:/broker:ro' && echo "$gov" | grep -q 'enroll:/enroll' \
     && echo "$gov" | grep -q 'governor-start.sh' || fail "a governor makes and enrolls its own key"
+echo "$gov" | grep -q 'streams:/var/lib/squall/streams' \
+    && grep -q -- '--stream-dir /var/lib/squall/streams/' deploy/compose/governor-start.sh \
+    || fail "the governors of a host share a stream directory"
+echo "ok: the governors of a host share a stream directory (volume streams)"
 echo "$keys" | grep -q 'keygen governor' && fail "the keys service makes a shared governor key"
 echo "ok: governors hold their own key and the broker's public key only"
 # a task never sees a key: the governor runs as root, tasks under the

@@ -201,8 +201,9 @@ def main():
             host = sh(["docker", "inspect", "-f", "{{.Config.Hostname}}", cid]).stdout.strip()
             mounts = set(sh(["docker", "inspect", "-f",
                              "{{range .Mounts}}{{.Destination}} {{end}}", cid]).stdout.split())
-            check(mounts == {"/broker", "/enroll"}, "governor %s mounts the broker's public key "
-                  "and the enroll volume, not the keys volume: %s" % (host, sorted(mounts)))
+            check(mounts == {"/broker", "/enroll", "/var/lib/squall/streams"},
+                  "governor %s mounts the broker's public key, the enroll volume and the "
+                  "host's stream volume, not the keys volume: %s" % (host, sorted(mounts)))
             # The governor: root, no new privileges, only the capabilities
             # it needs (CHOWN DAC_OVERRIDE FOWNER KILL SETGID SETUID), its
             # key in a directory of root's; a user of the task range finds
@@ -210,7 +211,9 @@ def main():
             seen = sh(["docker", "exec", cid, "sh", "-c",
                        "grep -E '^(Uid|NoNewPrivs|CapEff|CapBnd):' /proc/1/status; "
                        "stat -c 'IDENTITY %%u %%a' /var/lib/squall/identity; "
-                       "stat -c 'KEYFILE %%u %%a' /var/lib/squall/identity/%s.key" % host]
+                       "stat -c 'KEYFILE %%u %%a' /var/lib/squall/identity/%s.key; "
+                       "stat -c 'STREAMS %%u %%a' /var/lib/squall/streams/governors; "
+                       "ls /var/lib/squall/streams/governors | grep -c '[.]sock$'" % host]
                       ).stdout.split("\n")
             status = dict(l.split(":", 1) for l in seen if ":" in l)
             check(status.get("Uid", "").split()[:1] == ["0"]
@@ -222,6 +225,9 @@ def main():
             check("IDENTITY 0 700" in seen and "KEYFILE 0 600" in seen,
                   "its key is root's, in a directory of root's (0700): %s"
                   % [l for l in seen if l.startswith(("IDENTITY", "KEYFILE"))])
+            check("STREAMS 0 700" in seen and "3" in seen,
+                  "the governors share a stream directory of root's (0700) with their 3 "
+                  "sockets: %s" % seen)
             glog = sh(["docker", "logs", cid]).stderr
             check("tasks run as user ids 2000000000-2000065535, one per tenant" in glog,
                   "it runs tasks under the user ids of --task-uids")

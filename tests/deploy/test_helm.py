@@ -1,5 +1,5 @@
 """The Helm chart (deploy/helm/squall), validated offline: `helm lint
---strict`, `helm template` for four sets of values, every rendered manifest
+--strict`, `helm template` for each set of values, every rendered manifest
 checked against Kubernetes' own schemas (kubernetes-validate, strict, for
 Kubernetes 1.29 and 1.31), and what squall needs read back from the parsed
 manifests: one broker with its journal on a volume and its keys, probes on
@@ -80,6 +80,8 @@ def main():
                   "broker.journal.storageClassName=fast", "governors.prefault=0",
                   "governors.taskUids=none"],
         "gpus": ["auth.secretName=k", "auth.governorSecretName=g", "governors.gpus=2"],
+        "streams": ["auth.secretName=k", "auth.governorSecretName=g",
+                    "governors.streamHostPath=/var/run/squall-streams"],
     }
     tmp = tempfile.mkdtemp(prefix="squall-helm-")
     try:
@@ -174,6 +176,17 @@ def main():
               and keys_volume.get("emptyDir", {}).get("medium") == "Memory",
               "the governor container mounts its copied keys (read-only, in memory) and its "
               "workdir, never the Secret")
+        check("--stream-dir" not in gargs and "streams" not in {v["name"] for v in gspec["volumes"]},
+              "by default no stream directory (a hostPath is opt-in): streams go as chunks")
+        sspec = docs["streams"]["StatefulSet/demo-squall-governor"]["spec"]["template"]["spec"]
+        sargs = sspec["containers"][0]["args"]
+        svol = next(v for v in sspec["volumes"] if v["name"] == "streams")
+        smount = next(m for m in sspec["containers"][0]["volumeMounts"] if m["name"] == "streams")
+        check(svol["hostPath"] == {"path": "/var/run/squall-streams", "type": "DirectoryOrCreate"}
+              and smount["mountPath"] == "/streams"
+              and sargs[sargs.index("--stream-dir") + 1] == "/streams/governors",
+              "governors.streamHostPath: the governor pods of a node share a directory of it "
+              "(--stream-dir /streams/governors)")
         check(gargs[gargs.index("--secret-key") + 1] == "/keys/governor.key"
               and gargs[gargs.index("--broker-key") + 1] == "/keys/broker.pub",
               "each governor runs with the key its pod was given")

@@ -156,6 +156,12 @@ def main():
         # one governor, one identity: a key made for this job's node, its
         # .pub authorised, never the client's or the broker's key
         argv = governor_argvs(gov["name"])[0]
+        # governors of this user's jobs on one node share a stream directory
+        # of the user's alone, to hand streams over as pipes
+        streams = argv[argv.index("--stream-dir") + 1] if "--stream-dir" in argv else None
+        check(streams and os.stat(streams).st_uid == os.geteuid()
+              and os.stat(streams).st_mode & 0o777 == 0o700,
+              "its stream directory (%s) is the user's alone" % streams)
         # The governor masks the path in its command line once it read the
         # key (docs/security.md): the job's key directory is beside the
         # access file, node 0's key in it.
@@ -248,6 +254,9 @@ def main():
         wait_until("a second governor once the six are ready", lambda: len(
             (info() or {}).get("governors", [])) == 2, 90, interval=0.2)
         check(True, "a second governor came for the ready tasks")
+        dirs = {a[a.index("--stream-dir") + 1] for gv in (info() or {}).get("governors", [])
+                for a in governor_argvs(gv["name"]) if "--stream-dir" in a}
+        check(dirs == {streams}, "the two governors on this node share it (%s)" % sorted(dirs))
         out, _ = g.communicate(timeout=120)
         check(g.returncode == 0 and "GRAPH OK" in out, "the graph finished (%s)" % out.strip()[-200:])
         wait_until("both governors to be retired as idle", lambda: (info() or {}).get(

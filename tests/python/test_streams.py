@@ -41,8 +41,9 @@ def test_three_stage_pipeline(client):
         # the stream's size is what went through it
         s.wait([seq, grep], TIMEOUT)
     # a LocalCluster's governors share a stream directory: both streams
-    # went as pipes handed over, not as chunks
-    assert _local(client) == before + 2
+    # went as pipes handed over, not as chunks (a governor that fell back
+    # to chunks said why in a warning, in the captured stderr)
+    assert _local(client) == before + 2, "a stream went as chunks: see the governors' warnings"
 
 
 def test_same_host_path_is_exact(client, tmp_path):
@@ -82,9 +83,34 @@ def test_several_readers_and_an_empty_stream(client):
             sum(1 for i in range(1, 50001) if "5" in str(i))).encode()
         assert d.output.fetch(TIMEOUT).strip() == b"0"
         s.wait([text, nothing], TIMEOUT)
-    # a stream of several readers goes as chunks (a pipe has one reader);
-    # `nothing`, of one reader, went as a pipe handed over
-    assert _local(client) == before + 1
+    # on one host each reader of `text` got a pipe of its own, which the
+    # writer's governor fills (a tee); `nothing`, of one reader, went as the
+    # writer's pipe itself
+    assert _local(client) == before + 2, "a stream went as chunks: see the governors' warnings"
+
+
+def test_several_readers_on_one_host_each_get_a_pipe(client, tmp_path):
+    """Two readers of 48 MiB, each through a pipe of its own, checked whole;
+    a third that leaves early (`head`) does not stop the others."""
+    import hashlib
+    data = os.path.join(str(tmp_path), "data")
+    before = _local(client)
+    with client.session() as s:
+        gen = Execute("head -c 48M /dev/urandom > %s; cat %s" % (data, data),
+                      stdout=True, stream=True, name="gen")
+        a = Execute("md5sum", stdin=gen.output, stdout=True, name="a")
+        b = Execute("wc -c", stdin=gen.output, stdout=True, name="b")
+        c = Execute("head -c 10", stdin=gen.output, stdout=True, name="c")
+        for t in (a, b, c):
+            t.output.keep()
+        s.submit()
+        got = a.output.fetch(TIMEOUT).split()[0].decode()
+        assert b.output.fetch(TIMEOUT).strip() == str(48 << 20).encode()
+        assert len(c.output.fetch(TIMEOUT)) == 10
+        s.wait([gen], TIMEOUT)
+    with open(data, "rb") as f:
+        assert got == hashlib.md5(f.read()).hexdigest()
+    assert _local(client) == before + 1, "the stream went as chunks: see the governors' warnings"
 
 
 def test_a_reader_that_stops_early(client):
@@ -333,6 +359,83 @@ def test_governors_of_other_directories_send_chunks(tmp_path):
             assert head.output.fetch(TIMEOUT) == b"y\ny\n"
             s.wait([seq, yes], TIMEOUT)
             assert _local(client) == before
+
+
+def _tenant_client(cluster, name, tenant):
+    """A client (no admin) of `tenant`: a key added to the broker's keyring,
+    re-read on SIGHUP."""
+    authorized = os.path.join(cluster._keydir, "authorized")
+    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
+    cluster.broker.send_signal(signal.SIGHUP)
+
+    def connect():
+        try:
+            return squall.Client(cluster.address, secret_key=key, broker_key=cluster.broker_key,
+                                 timeout=2.0)
+        except squall.ConnectionError:
+            return None
+    return until(connect, "the broker to accept %s's key" % name)
+
+
+def test_streams_local_is_counted_per_tenant(cluster, client):
+    """INFO's streams_local, as its other figures, shows a tenant its own
+    streams; an admin (the cluster's own client) sees every tenant's."""
+    alice = _tenant_client(cluster, "alice", "team-a")
+    bob = _tenant_client(cluster, "bob", "team-b")
+    try:
+        everyone, mine, theirs = _local(client), _local(alice), _local(bob)
+        assert mine == 0 and theirs == 0
+        with alice.session() as s:
+            seq = Execute("seq 1 1000", stdout=True, stream=True)
+            count = Execute("wc -l", stdin=seq.output, stdout=True)
+            count.output.keep()
+            s.submit()
+            assert count.output.fetch(TIMEOUT).strip() == b"1000"
+            s.wait([seq], TIMEOUT)
+        assert _local(alice) == 1
+        assert _local(bob) == 0
+        assert _local(client) == everyone + 1
+    finally:
+        alice.close()
+        bob.close()
+
+
+def test_a_governors_socket_is_there_before_the_broker_knows_it(tmp_path):
+    """A governor binds its socket in the stream directory before its first
+    HELLO: a writer's governor told to hand it a pipe must find it. (It was
+    bound by the compute thread once the broker had accepted the governor,
+    so a stream given to a governor just accepted went as chunks.) Here no
+    broker answers, and the socket is there all the same."""
+    import subprocess
+    import time
+    from squall.cluster import find_binary
+    key = squall.keygen("gov", str(tmp_path), "governor")
+    broker_pub = squall.keygen("broker", str(tmp_path), "broker")[:-4] + ".pub"
+    streams = tmp_path / "streams"
+    env = dict(os.environ)
+    env.update(cluster_options().get("env") or {})
+    env = {k: v for k, v in env.items() if v is not None}
+    gov = subprocess.Popen([find_binary("squall-governor"), "--broker", "tcp://127.0.0.1:9",
+                            "--secret-key", key, "--broker-key", broker_pub,
+                            "--listen-host", "127.0.0.1", "--log-level", "info",
+                            "--stream-dir", str(streams)],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        said = []
+        deadline = time.monotonic() + TIMEOUT
+        for line in gov.stderr:             # HELLO is logged as it goes
+            said.append(line)
+            if "not answering" in line or time.monotonic() > deadline:
+                break
+        assert "not answering" in "".join(said), "".join(said)
+        socks = [n for n in os.listdir(str(streams)) if n.endswith(".sock")]
+        assert len(socks) == 1, (socks, "".join(said))
+    finally:
+        gov.terminate()
+        assert gov.wait(TIMEOUT) == 0
+    # and it goes with its governor
+    assert os.listdir(str(streams)) == []
 
 
 def _send_pipes(path, n, payload=b"EVIL"):

@@ -432,10 +432,13 @@ s_test_local (void)
     CHECK (mkdir (deep, 0700) == 0);
     snprintf (sub, sizeof sub, "%s/streams", deep);
     CHECK (strlen (sub) + strlen ("/0123456789abcdef.sock") >= sizeof ((struct sockaddr_un *) 0)->sun_path);
+    stream_dir_t *wdir = stream_dir_new (sub, "tcp://w:1", NULL);
+    stream_dir_t *rdir = stream_dir_new (sub, "tcp://r:1", NULL);
+    CHECK (wdir && rdir);
     stream_args_t wargs = { .pipe = s_in, .governor_id = 1, .data_endpoint = "tcp://w:1",
-                            .done = s_done, .local = s_local, .dir = sub };
+                            .done = s_done, .local = s_local, .dir = wdir };
     stream_args_t rargs = { .pipe = s_in, .governor_id = 2, .data_endpoint = "tcp://r:1",
-                            .done = s_done, .dir = sub };
+                            .done = s_done, .dir = rdir };
     stream_t *w = stream_new (&wargs), *r = stream_new (&rargs);
     CHECK (w && r);
     struct stat st;
@@ -528,6 +531,65 @@ s_test_local (void)
     stream_reader_remove (r, 51);
     stream_writer_remove (w, 31);
 
+    //  Two readers on one host: each gets a pipe of its own, which the
+    //  writer's governor fills (a tee) once both took theirs; the writer is
+    //  done once both saw their pipe's end, and the stream counts once.
+    {
+        int tp [2][2];
+        CHECK (pipe (wp) == 0 && pipe2 (tp [0], O_NONBLOCK) == 0 && pipe2 (tp [1], O_NONBLOCK) == 0);
+        CHECK (stream_writer_add (w, 35, 1, 45, 2, wp [0]) == 0);
+        CHECK (stream_reader_add (r, 55, 45, 1, tp [0][1]) == 0);
+        CHECK (stream_reader_add (r, 56, 45, 1, tp [1][1]) == 0);
+        int local_before = s_local_count, done_before = s_done_count;
+        s_order (w, SQ_MSG_STREAM, 45, 1, 55, "tcp://r:1");
+        CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 16);
+        CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == local_before + 1);
+        CHECK (!s_polls (w, wp [0]));       //  one reader not named yet
+        s_order (w, SQ_MSG_STREAM, 45, 1, 56, "tcp://r:1");
+        CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 16);
+        CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL);
+        CHECK (s_local_count == local_before + 1);
+        CHECK (s_polls (w, wp [0]));        //  both took theirs: it reads
+        for (int i = 0; i < 60000; i++)
+            buf [i] = (char) ('A' + i % 26);
+        CHECK (write (wp [1], buf, 60000) == 60000);
+        close (wp [1]);
+        size_t totals [2] = { 0, 0 };
+        char gots [2][65536];
+        for (int turns = 0; turns < 1000 && (totals [0] < 60000 || totals [1] < 60000); turns++) {
+            s_turn (w, 10);
+            s_turn (r, 10);
+            for (int k = 0; k < 2; k++) {
+                ssize_t n = read (tp [k][0], gots [k] + totals [k], sizeof gots [k] - totals [k]);
+                if (n > 0)
+                    totals [k] += (size_t) n;
+            }
+        }
+        CHECK (totals [0] == 60000 && memcmp (gots [0], buf, 60000) == 0);
+        CHECK (totals [1] == 60000 && memcmp (gots [1], buf, 60000) == 0);
+        //  Both pipes' ends reported: the writer is done, with every byte.
+        for (int turns = 0; turns < 100 && s_done_count == done_before; turns++) {
+            s_turn (r, 10);
+            while (s_relay (w, NULL, NULL))
+                ;
+            s_turn (w, 10);
+        }
+        CHECK (s_done_count == done_before + 1 && s_done_bytes == 60000 && !s_was_deserted);
+        stream_writer_end (w, 35);
+        CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.end && chunk.offset == 60000);
+        CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.end && chunk.offset == 60000);
+        s_turn (r, 0);
+        CHECK (read (tp [0][0], gots [0], 1) == 0 && read (tp [1][0], gots [1], 1) == 0);
+        CHECK (!stream_reader_broken (r, 55) && !stream_reader_broken (r, 56));
+        stream_reader_remove (r, 55);
+        stream_reader_remove (r, 56);
+        stream_writer_remove (w, 35);
+        close (tp [0][0]);
+        close (tp [1][0]);
+        while (s_relay (w, NULL, NULL) || s_relay (r, NULL, NULL))
+            ;
+    }
+
     //  Strangers: a pipe's write end, a socket, no descriptor are refused
     //  (closed at once: our read end sees its end of file)...
     int sp [2];
@@ -561,6 +623,7 @@ s_test_local (void)
     CHECK (pipe (wp) == 0 && pipe2 (rp, O_NONBLOCK) == 0);
     CHECK (stream_writer_add (w, 32, 1, 42, 1, wp [0]) == 0);
     CHECK (stream_reader_add (r, 52, 42, 1, rp [1]) == 0);
+    int counted = s_local_count;
     s_order (w, SQ_MSG_STREAM, 42, 1, 52, "tcp://r:1");
     s_turn (r, 0);                          //  takes the writer's pipe in
     for (int i = 0; i < 64; i++) {
@@ -571,7 +634,7 @@ s_test_local (void)
         s_turn (r, 0);
     }
     CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 16);
-    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == 3);
+    CHECK (s_relay (w, NULL, NULL) == SQ_MSG_SLOCAL && s_local_count == counted);
     CHECK (write (wp [1], "hello", 5) == 5);
     s_turn (w, 1000);
     CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 0
@@ -598,10 +661,16 @@ s_test_local (void)
         ;
     stream_destroy (&w);
     stream_destroy (&r);
+    //  The sockets go with their directories' holders, not with a stream_t
+    //  (a governor's next incarnation keeps its socket).
+    CHECK (access (sub, F_OK) == 0);
+    stream_dir_destroy (&wdir);
+    stream_dir_destroy (&rdir);
+    CHECK (!wdir && !rdir);
 
     //  A directory open to others is refused.
     CHECK (chmod (sub, 0755) == 0);
-    CHECK (!stream_new (&wargs));
+    CHECK (!stream_dir_new (sub, "tcp://w:1", NULL));
     CHECK (rmdir (sub) == 0 && rmdir (deep) == 0 && rmdir (dir) == 0);
 }
 
@@ -645,8 +714,10 @@ s_test_segments (void)
     CHECK (mkdtemp (dir));
     char sub [128];
     snprintf (sub, sizeof sub, "%s/streams", dir);
+    stream_dir_t *gdir = stream_dir_new (sub, "tcp://g:1", "tcp://127.0.0.1:5555");
+    CHECK (gdir);
     stream_args_t args = { .pipe = s_in, .governor_id = 3, .data_endpoint = "tcp://g:1",
-                           .serve_endpoint = "tcp://127.0.0.1:5555", .done = s_done, .dir = sub };
+                           .done = s_done, .dir = gdir };
     stream_t *g = stream_new (&args);
     CHECK (g);
     //  FNV-1a 64 of "tcp://127.0.0.1:5555", as client/fetch.c makes it
@@ -677,11 +748,13 @@ s_test_segments (void)
     close (got);
     CHECK (stream_take_segment (g, (const uint8_t *) "AAAAAAAAAAAAAAAA") == -1);
     CHECK (stream_segments_waiting (g) == 0);
-    //  A file left unclaimed is closed with the stream (and its name goes)
+    //  A file left unclaimed is closed with the stream (and the name goes
+    //  with the directory's holder)
     mfd = memfd_create ("test-put", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     CHECK (mfd >= 0 && s_send_to (sub, name, mfd, "CCCCCCCCCCCCCCCC") == 0);
     CHECK (stream_segments_waiting (g) == 1);
     stream_destroy (&g);
+    stream_dir_destroy (&gdir);
     CHECK (stat (path, &st) == -1 && errno == ENOENT);
     //  The kernel's count: only our own descriptor is left (the stream's
     //  went), so the file's pages go once we close it.

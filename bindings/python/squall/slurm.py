@@ -75,6 +75,14 @@ def governor_script(access, keydir, tag, gpus=None):
              '--name "$(hostname)-$SLURM_JOB_ID" --workdir "${TMPDIR:-/tmp}" --prefault auto'
              % (shlex.quote(governor), shlex.quote(access["broker"]),
                 shlex.quote(key), shlex.quote(access["broker_key"])))
+    #   Governors of this user's jobs on one node hand streams over as
+    #   pipes (docs/security.md, "Streams on one host"): a directory on the
+    #   node, the user's alone; one another user made there is not used.
+    inner = ('d="${XDG_RUNTIME_DIR:-/tmp}/squall-streams-$(id -u)"; '
+             '(umask 077; mkdir -p "$d") 2>/dev/null; '
+             'if [ -O "$d" ] && [ "$(stat -c %a "$d")" = 700 ]; then set -- --stream-dir "$d"; '
+             'else echo "squall: $d is not ours alone: streams go as chunks" >&2; fi; '
+             + inner + ' "$@"')
     if gpus:
         #   The job's GPUs, as Slurm gave them: "auto" reads the step's
         #   $CUDA_VISIBLE_DEVICES (--gres=gpu:N), not every GPU of the node.
