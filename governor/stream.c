@@ -154,7 +154,12 @@ s_sock_path (char *out, size_t size, int dirfd, const char *endpoint, size_t len
 }
 
 //  The directory must be ours and closed to everyone else: whoever can
-//  make a socket there could stand in for a governor's (docs/security.md).
+//  make a socket there could stand in for a governor's (docs/security.md);
+//  such a directory is fatal (a misconfiguration to mend, not to run past).
+//  A bind that fails in a good directory (no /proc to name the socket
+//  through, the name taken by something not a socket) only costs speed:
+//  warned, and this governor's streams go as chunks, as without a
+//  directory (writers here too: they hand pipes through our socket).
 static int
 s_dir_open (stream_t *self, const char *dir, const char *endpoint)
 {
@@ -176,15 +181,27 @@ s_dir_open (stream_t *self, const char *dir, const char *endpoint)
         return -1;
     }
     self->sock_path = strdup (addr.sun_path);
+    if (!self->sock_path)
+        return -1;
     self->sock = socket (AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int on = 1;
     unlink (addr.sun_path);             //  one of a governor gone
-    if (!self->sock_path || self->sock < 0
-    ||  bind (self->sock, (struct sockaddr *) &addr, sizeof addr)
+    bool bound = false;
+    if (self->sock < 0
+    ||  !(bound = bind (self->sock, (struct sockaddr *) &addr, sizeof addr) == 0)
     ||  chmod (addr.sun_path, 0600)
     ||  setsockopt (self->sock, SOL_SOCKET, SO_PASSCRED, &on, sizeof on)) {
-        sq_error ("--stream-dir %s: cannot bind %s: %s", dir, addr.sun_path, strerror (errno));
-        return -1;
+        sq_warn ("--stream-dir %s: cannot bind %s: %s; streams go as chunks", dir,
+                 addr.sun_path, strerror (errno));
+        if (self->sock >= 0)
+            close (self->sock);
+        if (bound)
+            unlink (addr.sun_path);
+        self->sock = -1;
+        free (self->sock_path);
+        self->sock_path = NULL;
+        close (self->dirfd);
+        self->dirfd = -1;
     }
     return 0;
 }
