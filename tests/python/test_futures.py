@@ -143,6 +143,28 @@ def test_a_client_collected_in_a_thread_the_lock_holder_waits_for(cluster, kind)
     finalised_under_lock(box, lock, handle, "client")
 
 
+def test_a_dropped_client_is_closed_without_close(cluster):
+    """A client that submitted (so its flusher thread runs) and that the
+    user drops without close() is collected: its finaliser closes the
+    connection (the broker counts one client less), and the flusher ends.
+    The flusher held it strongly before, so it never was."""
+    import gc
+    import weakref
+    keys = dict(secret_key=cluster.secret_key, broker_key=cluster.broker_key)
+    with squall.Client(cluster.address, **keys) as watcher:
+        before = watcher.info()["clients"]
+        client = squall.Client(cluster.address, **keys)
+        until(lambda: watcher.info()["clients"] == before + 1, "the new client counted")
+        assert client.submit(inc, 1).result(TIMEOUT) == 2
+        flusher = client._flusher
+        assert flusher is not None and flusher.is_alive()
+        ref = weakref.ref(client)
+        del client
+        until(lambda: (gc.collect(), ref() is None)[1], "the dropped client collected")
+        until(lambda: watcher.info()["clients"] == before, "the dropped client's connection closed")
+        until(lambda: not flusher.is_alive(), "the dropped client's flusher ended")
+
+
 def _wait_for_gate(started, gate):
     import os
     open(started, "w").close()
