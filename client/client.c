@@ -937,14 +937,17 @@ sq_client_governor_forget (sq_client_t *self, const char *endpoint)
     s_governor_forget (self, endpoint);
 }
 
-//  RUN: the reply's answers, flattened for callers without msgpack.
+//  RUN: the answers, fetched from the governors that keep them and
+//  flattened for callers without msgpack.
 typedef struct {
+    sq_client_t *client;
+    uint32_t gov;               //  whose answers are being flattened
     char *data;
     size_t size, cap;
 } s_flat_t;
 
 static int
-s_flat_item (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes)
+s_flat_item (void *arg, uint64_t pid, bool ok, mpr_str_t bytes)
 {
     s_flat_t *f = (s_flat_t *) arg;
     size_t need = f->size + 17 + bytes.len;
@@ -960,7 +963,7 @@ s_flat_item (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes)
     }
     uint8_t *p = (uint8_t *) f->data + f->size;
     for (int i = 0; i < 4; i++)
-        *p++ = (uint8_t) (gov >> (8 * i));
+        *p++ = (uint8_t) (f->gov >> (8 * i));
     for (int i = 0; i < 8; i++)
         *p++ = (uint8_t) (pid >> (8 * i));
     *p++ = ok? 1: 0;
@@ -969,6 +972,36 @@ s_flat_item (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes)
     memcpy (p, bytes.ptr, bytes.len);
     f->size = need;
     return 0;
+}
+
+//  One governor of RUN's reply: its answers read from it (RUNREAD). Ones
+//  that cannot be read (the governor gone, its answers expired) become one
+//  answer of pid 0, not ok, saying why: the others' still count.
+static int
+s_flat_governor (void *arg, uint64_t run, uint32_t gov, uint32_t answers, uint64_t size,
+                 const sq_where_t *where)
+{
+    s_flat_t *f = (s_flat_t *) arg;
+    f->gov = gov;
+    if (answers == 0)
+        return 0;
+    char *data;
+    char why [600];
+    sq_errbuf_t err;
+    if (sq_client_runread (f->client, run, where, size, &data)) {
+        snprintf (why, sizeof why, "the answers of governor %u were lost: %s", gov,
+                  sq_client_errmsg (f->client));
+        return s_flat_item (f, 0, false, (mpr_str_t) { why, (uint32_t) strlen (why) });
+    }
+    int rc = 0;
+    size_t at = f->size;
+    if (sq_ran_results_each (data, (size_t) size, s_flat_item, f, &err)) {
+        f->size = at;           //  none of a malformed lot
+        snprintf (why, sizeof why, "governor %u sent malformed answers: %s", gov, err.text);
+        rc = s_flat_item (f, 0, false, (mpr_str_t) { why, (uint32_t) strlen (why) });
+    }
+    free (data);
+    return rc;
 }
 
 int
@@ -988,9 +1021,12 @@ sq_client_run (sq_client_t *self, int timeout_ms, const void *fn, size_t size,
     int rc = s_call_governors (self, &request, &reply);
     if (rc)
         return rc;
-    s_flat_t flat = { NULL, 0, 0 };
+    //  The reply points into the client's receive buffer, which the reads
+    //  from governors do not touch (they use their own sockets and frames).
+    s_flat_t flat = { self, 0, NULL, 0, 0 };
     sq_errbuf_t err;
-    if (sq_ran_reply_each (reply.body, reply.body_size, s_flat_item, &flat, &err)) {
+    uint64_t run;
+    if (sq_ran_reply_each (reply.body, reply.body_size, &run, s_flat_governor, &flat, &err)) {
         free (flat.data);
         return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
     }

@@ -343,3 +343,74 @@ sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t attem
     sq_msg_release (&msg);
     return rc;
 }
+
+//  --------------------------------------------------------------------------
+//  A run's answers (RUN to the broker, then RUNREAD on each governor that
+//  keeps some): the broker only says where; the bytes come from the
+//  governor, in ranges of at most SQ_LOGREAD_MAX.
+
+int
+sq_client_runread (sq_client_t *self, uint64_t run, const sq_where_t *where, uint64_t size,
+                   char **data)
+{
+    *data = NULL;
+    sq_target_t target;
+    if (where->endpoint.len < 7 || memcmp (where->endpoint.ptr, "tcp://", 6)
+    ||  sq_target_from (&target, where))
+        return sq_client_seterr (self, SQ_E_LOST, 0, 0, "the governor is gone");
+    void *socket = sq_client_governor_socket (self, &target);
+    if (!socket)
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to governor at %s: %s",
+                                 target.endpoint, zmq_strerror (errno));
+    char *buffer = (char *) malloc (size? (size_t) size: 1);
+    if (!buffer)
+        return sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "out of memory");
+    int rc = 0;
+    uint64_t offset = 0;
+    while (rc == 0 && offset < size) {
+        uint64_t length = size - offset < SQ_LOGREAD_MAX? size - offset: SQ_LOGREAD_MAX;
+        uint32_t req = sq_client_next_req (self);
+        sq_runread_t q = {
+            .req = req, .run = run, .offset = offset, .length = length,
+            .capability = { (const char *) target.capability, (uint32_t) target.capability_size }
+        };
+        sq_wbuf_reset (&self->w);
+        sq_runread_encode (&self->w, &q);
+        if (sq_send (socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT)) {
+            rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
+                                   target.endpoint, zmq_strerror (errno));
+            break;
+        }
+        sq_msg_t msg;
+        sq_msg_init (&msg);
+        sq_reply_t reply;
+        uint32_t got_req;
+        sq_errbuf_t err;
+        uint64_t next, total;
+        bool done;
+        rc = s_next_reply (self, socket, target.endpoint, 0, req, 1, 0, S_LOGREAD_TIMEOUT,
+                           "a run's answers", &msg, &reply, &got_req);
+        if (rc == 0 && reply.code != SQ_OK)
+            rc = sq_client_seterr (self, (int) reply.code, 0, 0, "%.*s",
+                                   (int) reply.message.len, reply.message.ptr);
+        else
+        if (rc == 0
+        &&  (sq_logpart_decode (reply.body, reply.body_size, &next, &total, &done, &err)
+             || msg.n != 2 || total != size || sq_msg_size (&msg, 1) == 0
+             || sq_msg_size (&msg, 1) > length || next != offset + sq_msg_size (&msg, 1)))
+            rc = sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0,
+                                   "governor at %s sent a malformed reply to RUNREAD",
+                                   target.endpoint);
+        else
+        if (rc == 0) {
+            memcpy (buffer + offset, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1));
+            offset = next;
+        }
+        sq_msg_release (&msg);
+    }
+    if (rc)
+        free (buffer);
+    else
+        *data = buffer;
+    return rc;
+}

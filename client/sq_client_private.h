@@ -113,6 +113,12 @@ void sq_client_governor_forget (sq_client_t *self, const char *endpoint);
 #define SQ_FETCH_ATTEMPTS 10
 int sq_client_gread (sq_client_t *self, const sq_target_t *target, uint64_t key,
                      uint64_t size, int timeout_ms, void **data);
+//  A run's answers kept on the governor at where (RUN's reply): all `size`
+//  bytes of them into *data (malloc'd), by RUNREAD ranges. 0, or the error
+//  recorded and returned (SQ_E_LOST: the broker named no endpoint, the
+//  governor having gone).
+int sq_client_runread (sq_client_t *self, uint64_t run, const sq_where_t *where, uint64_t size,
+                       char **data);
 //  Buffers of fetched objects (client/buffers.c): one of at least
 //  SQ_CLIENT_BUFFER_MIN bytes comes back through sq_free, which keeps it
 //  for the next fetch (up to 2 buffers, 256 MiB, while a client exists).

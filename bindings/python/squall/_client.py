@@ -737,9 +737,12 @@ class Client:
         executors answer an error). on_error="raise": the first exception
         raised there is raised here as itself; "return": exceptions are the
         values of their executors; "ignore": their executors are left out.
-        Results are small: the broker relays them, at most 64 KiB of a
-        governor's together; an executor whose result does not fit answers
-        a SquallError saying it was too large (a large result is a task's)
+        Results stay on the governors, and this client reads them from
+        there (the broker only says where): a governor keeps at most 64 MiB
+        of answers; an executor whose result does not fit answers a
+        SquallError saying it was too large (a large result is a task's).
+        A governor that dies before its answers are read gives one
+        SquallError (under executor pid 0) saying they were lost.
         With asynchronous=True, an awaitable."""
         if on_error not in ("raise", "return", "ignore"):
             raise ValueError("on_error must be 'raise', 'return' or 'ignore', not %r"
