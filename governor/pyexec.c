@@ -2089,16 +2089,25 @@ pyexec_run (pyexec_t *self, uint64_t run, const char *tenant, const void *fn, si
 void
 pyexec_ran (pyexec_t *self, pyexec_ran_fn *done, void *arg)
 {
-    for (size_t i = 0; i < self->n_runs; i++) {
+    for (size_t i = 0; i < self->n_runs; ) {
         s_run_t *r = &self->runs [i];
-        if (r->waiting || r->done)
+        if (r->waiting || r->done) {
+            i++;
             continue;
+        }
+        if (r->n == 0) {
+            //  Nothing to read (no executor of the tenant): not kept.
+            done (arg, r->id, 0, 0);
+            s_run_drop (self, i);
+            continue;
+        }
         uint8_t *head = (uint8_t *) r->results.buf.data;
         for (int k = 0; k < 4; k++)
             head [1 + k] = (uint8_t) (r->n >> (24 - 8 * k));
         r->done = true;
         r->done_ns = task_now_ns ();
         done (arg, r->id, r->n, r->results.buf.size);
+        i++;
     }
 }
 
