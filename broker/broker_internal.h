@@ -215,7 +215,8 @@ typedef struct {
     uint32_t gov;
     uint64_t seq;               //  RESTART: the REFRESH its REFRESHED must reach
     bool answered;
-    mpr_str_t results;          //  RUN: its RAN results (owned copy)
+    uint32_t answers;           //  RUN: its RAN (the answers stay on the governor)
+    uint64_t size;
 } bx_fanout_gov_t;
 typedef struct _bx_fanout_t {
     bx_fanout_kind_t kind;
@@ -233,8 +234,9 @@ void bx_fanout_start (broker_t *self, peer_t *peer, const sq_request_t *q, bx_fa
 //  are answered, those past their deadline answered SQ_E_TIMEOUT naming
 //  the others.
 void bx_fanouts_check (broker_t *self, int64_t now);
-//  A governor's RAN for run `run` (results: checked, raw).
-void bx_run_answered (broker_t *self, gov_t *gov, uint64_t run, mpr_str_t results);
+//  A governor's RAN for run `run`: how many answers it keeps, how large.
+void bx_run_answered (broker_t *self, gov_t *gov, uint64_t run, uint32_t answers,
+                      uint64_t size);
 //  A client left: its fan-outs are forgotten.
 void bx_fanouts_drop_client (broker_t *self, peer_t *peer);
 void bx_fanouts_destroy (broker_t *self);

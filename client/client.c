@@ -997,14 +997,17 @@ sq_client_governor_forget (sq_client_t *self, const char *endpoint)
     s_governor_forget (self, endpoint);
 }
 
-//  RUN: the reply's answers, flattened for callers without msgpack.
+//  RUN: the answers, fetched from the governors that keep them and
+//  flattened for callers without msgpack.
 typedef struct {
+    sq_client_t *client;
+    uint32_t gov;               //  whose answers are being flattened
     char *data;
     size_t size, cap;
 } s_flat_t;
 
 static int
-s_flat_item (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes)
+s_flat_item (void *arg, uint64_t pid, bool ok, mpr_str_t bytes)
 {
     s_flat_t *f = (s_flat_t *) arg;
     size_t need = f->size + 17 + bytes.len;
@@ -1020,7 +1023,7 @@ s_flat_item (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes)
     }
     uint8_t *p = (uint8_t *) f->data + f->size;
     for (int i = 0; i < 4; i++)
-        *p++ = (uint8_t) (gov >> (8 * i));
+        *p++ = (uint8_t) (f->gov >> (8 * i));
     for (int i = 0; i < 8; i++)
         *p++ = (uint8_t) (pid >> (8 * i));
     *p++ = ok? 1: 0;
@@ -1029,6 +1032,63 @@ s_flat_item (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes)
     memcpy (p, bytes.ptr, bytes.len);
     f->size = need;
     return 0;
+}
+
+//  The governors of RUN's reply with answers, their reads begun.
+typedef struct {
+    sq_client_t *client;
+    uint32_t *govs;
+    sq_client_ranread_t *reads;
+    uint32_t n, cap;
+} s_reads_t;
+
+static int
+s_read_begin (void *arg, uint64_t run, uint32_t gov, uint32_t answers, uint64_t size,
+              const sq_where_t *where)
+{
+    s_reads_t *reads = (s_reads_t *) arg;
+    if (answers == 0)
+        return 0;
+    if (reads->n == reads->cap) {
+        uint32_t cap = reads->cap? reads->cap * 2: 8;
+        uint32_t *govs = (uint32_t *) realloc (reads->govs, cap * sizeof *govs);
+        if (govs)
+            reads->govs = govs;
+        sq_client_ranread_t *r = govs? (sq_client_ranread_t *)
+                                 realloc (reads->reads, cap * sizeof *r): NULL;
+        if (!r)
+            return -1;
+        reads->reads = r;
+        reads->cap = cap;
+    }
+    reads->govs [reads->n] = gov;
+    sq_client_ranread_begin (reads->client, &reads->reads [reads->n++], run, where, size);
+    return 0;
+}
+
+//  One governor's answers, read and flattened. Ones that cannot be read
+//  (the governor gone, its answers expired) become one answer of pid 0,
+//  not ok, saying why: the others' still count.
+static int
+s_flat_governor (s_flat_t *f, sq_client_ranread_t *r)
+{
+    char *data;
+    char why [600];
+    sq_errbuf_t err;
+    if (sq_client_ranread_end (f->client, r, &data)) {
+        snprintf (why, sizeof why, "the answers of governor %u were lost: %s", f->gov,
+                  sq_client_errmsg (f->client));
+        return s_flat_item (f, 0, false, (mpr_str_t) { why, (uint32_t) strlen (why) });
+    }
+    int rc = 0;
+    size_t at = f->size;
+    if (sq_ran_results_each (data, (size_t) r->size, s_flat_item, f, &err)) {
+        f->size = at;           //  none of a malformed lot
+        snprintf (why, sizeof why, "governor %u sent malformed answers: %s", f->gov, err.text);
+        rc = s_flat_item (f, 0, false, (mpr_str_t) { why, (uint32_t) strlen (why) });
+    }
+    free (data);
+    return rc;
 }
 
 int
@@ -1048,9 +1108,28 @@ sq_client_run (sq_client_t *self, int timeout_ms, const void *fn, size_t size,
     int rc = s_call_governors (self, &request, &reply);
     if (rc)
         return rc;
-    s_flat_t flat = { NULL, 0, 0 };
+    //  Every governor's first read goes out before any is waited for. The
+    //  reply points into the client's receive buffer, which the reads do
+    //  not touch (their own sockets and frames).
+    s_reads_t reads = { self, NULL, NULL, 0, 0 };
+    s_flat_t flat = { self, 0, NULL, 0, 0 };
     sq_errbuf_t err;
-    if (sq_ran_reply_each (reply.body, reply.body_size, s_flat_item, &flat, &err)) {
+    uint64_t run;
+    int bad = sq_ran_reply_each (reply.body, reply.body_size, &run, s_read_begin, &reads, &err);
+    for (uint32_t i = 0; i < reads.n; i++) {
+        flat.gov = reads.govs [i];
+        if (bad) {
+            char *data;
+            sq_client_ranread_end (self, &reads.reads [i], &data);
+            free (data);
+        }
+        else
+        if (s_flat_governor (&flat, &reads.reads [i]))
+            bad = -1, snprintf (err.text, sizeof err.text, "out of memory");
+    }
+    free (reads.govs);
+    free (reads.reads);
+    if (bad) {
         free (flat.data);
         return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
     }

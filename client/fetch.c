@@ -627,3 +627,92 @@ sq_client_log (sq_client_t *self, uint32_t session, uint32_t task, int64_t attem
     sq_msg_release (&msg);
     return rc;
 }
+
+//  --------------------------------------------------------------------------
+//  A run's answers (RUN to the broker, then RUNREAD on each governor that
+//  keeps some): the broker only says where; the bytes come from the
+//  governor, in ranges of at most SQ_LOGREAD_MAX.
+
+//  Sends the RUNREAD of the next range; 0 or the recorded error.
+static int
+s_runread_send (sq_client_t *self, sq_client_ranread_t *r)
+{
+    uint64_t left = r->size - r->offset;
+    r->length = left < SQ_LOGREAD_MAX? left: SQ_LOGREAD_MAX;
+    r->req = sq_client_next_req (self);
+    sq_runread_t q = {
+        .req = r->req, .run = r->run, .offset = r->offset, .length = r->length,
+        .capability = { (const char *) r->target.capability, (uint32_t) r->target.capability_size }
+    };
+    sq_wbuf_reset (&self->w);
+    sq_runread_encode (&self->w, &q);
+    if (sq_send (r->socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT))
+        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
+                                 r->target.endpoint, zmq_strerror (errno));
+    return 0;
+}
+
+int
+sq_client_ranread_begin (sq_client_t *self, sq_client_ranread_t *r, uint64_t run,
+                         const sq_where_t *where, uint64_t size)
+{
+    memset (r, 0, sizeof *r);
+    r->run = run;
+    r->size = size;
+    if (where->endpoint.len < 7 || memcmp (where->endpoint.ptr, "tcp://", 6)
+    ||  sq_target_from (&r->target, where))
+        return r->rc = sq_client_seterr (self, SQ_E_LOST, 0, 0, "the governor is gone");
+    r->socket = sq_client_governor_socket (self, &r->target);
+    if (!r->socket)
+        return r->rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
+                                         "cannot connect to governor at %s: %s",
+                                         r->target.endpoint, zmq_strerror (errno));
+    r->buffer = (char *) malloc (size? (size_t) size: 1);
+    if (!r->buffer)
+        return r->rc = sq_client_seterr (self, SQ_E_NOMEM, 0, 0, "out of memory");
+    return r->rc = s_runread_send (self, r);
+}
+
+int
+sq_client_ranread_end (sq_client_t *self, sq_client_ranread_t *r, char **data)
+{
+    *data = NULL;
+    int rc = r->rc;
+    while (rc == 0) {
+        sq_msg_t msg;
+        sq_msg_init (&msg);
+        sq_reply_t reply;
+        uint32_t got_req;
+        sq_errbuf_t err;
+        uint64_t next, total;
+        bool done;
+        rc = s_next_reply (self, r->socket, r->target.endpoint, 0, r->req, 1, 0,
+                           S_LOGREAD_TIMEOUT, "a run's answers", &msg, &reply, &got_req);
+        if (rc == 0 && reply.code != SQ_OK)
+            rc = sq_client_seterr (self, (int) reply.code, 0, 0, "%.*s",
+                                   (int) reply.message.len, reply.message.ptr);
+        else
+        if (rc == 0
+        &&  (sq_logpart_decode (reply.body, reply.body_size, &next, &total, &done, &err)
+             || msg.n != 2 || total != r->size || sq_msg_size (&msg, 1) == 0
+             || sq_msg_size (&msg, 1) > r->length || next != r->offset + sq_msg_size (&msg, 1)))
+            rc = sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0,
+                                   "governor at %s sent a malformed reply to RUNREAD",
+                                   r->target.endpoint);
+        else
+        if (rc == 0) {
+            memcpy (r->buffer + r->offset, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1));
+            r->offset = next;
+        }
+        sq_msg_release (&msg);
+        if (rc || r->offset == r->size)
+            break;
+        rc = s_runread_send (self, r);
+    }
+    if (rc)
+        free (r->buffer);
+    else
+        *data = r->buffer;
+    r->buffer = NULL;
+    return rc;
+}

@@ -121,6 +121,23 @@ void sq_client_governor_forget (sq_client_t *self, const char *endpoint);
 #define SQ_FETCH_ATTEMPTS 10
 int sq_client_gread (sq_client_t *self, const sq_target_t *target, uint64_t key,
                      uint64_t size, int timeout_ms, void **data);
+//  A run's answers kept on the governor at where (RUN's reply): all `size`
+//  bytes of them, by RUNREAD ranges. _begin sends the first (so that the
+//  reads of several governors overlap), _end reads the rest into *data
+//  (malloc'd). Each returns 0, or the error recorded and returned
+//  (SQ_E_LOST: the broker named no endpoint, the governor having gone);
+//  _end is called after every _begin, failed or not (it frees).
+typedef struct {
+    sq_target_t target;
+    void *socket;
+    uint64_t run, size, offset, length;
+    uint32_t req;               //  the range asked for
+    char *buffer;
+    int rc;                     //  _begin's
+} sq_client_ranread_t;
+int sq_client_ranread_begin (sq_client_t *self, sq_client_ranread_t *r, uint64_t run,
+                             const sq_where_t *where, uint64_t size);
+int sq_client_ranread_end (sq_client_t *self, sq_client_ranread_t *r, char **data);
 //  Buffers of fetched objects (client/buffers.c): one of at least
 //  SQ_CLIENT_BUFFER_MIN bytes comes back through sq_free, which keeps it
 //  for the next fetch (up to 2 buffers, 256 MiB, while a client exists).

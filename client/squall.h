@@ -134,7 +134,9 @@ int sq_client_restart_wait (sq_client_t *self, int timeout_ms);
 //  (docs/protocol.md, RUN), waiting up to timeout_ms (SQ_E_TIMEOUT naming
 //  the governors that did not answer). *out (freed with sq_free) holds
 //  *out_size bytes: per executor, little-endian u32 governor id, u64 pid,
-//  u8 ok, u32 length, then that many bytes (its answer).
+//  u8 ok, u32 length, then that many bytes (its answer). The answers are
+//  read from the governors that keep them (RUNREAD); a governor's that
+//  cannot be read (gone) are one answer of pid 0, not ok, saying why.
 int sq_client_run (sq_client_t *self, int timeout_ms, const void *fn, size_t size,
                    char **out, size_t *out_size);
 //  Closes a session by its id, whichever connection has it (its tasks are

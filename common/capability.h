@@ -22,6 +22,7 @@
 #define SQ_CAP_READ 1           //  GREAD, GFETCH
 #define SQ_CAP_WRITE 2          //  PUT
 #define SQ_CAP_LOG 3            //  LOGREAD: a task's output (the key is the task's)
+#define SQ_CAP_RUN 4            //  RUNREAD: a run's answers (the key is the run's id)
 
 //  Fills out with a capability. secret: SQ_SECRET_LEN bytes.
 void sq_cap_mint (const uint8_t *secret, const uint8_t *client_key, uint64_t object,

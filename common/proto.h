@@ -123,7 +123,7 @@ void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
 //  Kinds of fields (proto_messages.def lists what each is on the wire):
 typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
-    SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_RESULTS, SQK_OSTR, SQK_OU32,
+    SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_OSTR, SQK_OU32,
     SQK_OWHERE, SQK_KEYLIST, SQK_OINT, SQK_OU64, SQK_ESTR, SQK_TSTATE
 } sq_field_kind_t;
 
@@ -209,7 +209,6 @@ typedef struct {
 #define SQ_CT_OU32 uint32_t
 #define SQ_CT_OUTPUTS struct sq_output_ref_s *   //  events' (sq_event_t)
 #define SQ_CT_EXIT int32_t
-#define SQ_CT_RESULTS mpr_str_t
 #define SQ_CT_OINT sq_opt_int_t
 #define SQ_CT_OU64 uint64_t
 #define SQ_CT_ESTR mpr_str_t
@@ -371,21 +370,32 @@ void sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code,
 //           said REFRESHED; SQ_E_TIMEOUT naming those that did not
 #define SQ_RESTART_DEFAULT_MS 30000
 //    RUN [86, req, timeout_ms, fn: bin]  (fn: at most SQ_RUN_FN_MAX bytes)
-//           body: {governor id: [[pid, ok, bytes]...]} once every governor
-//           sent RAN; SQ_E_TIMEOUT naming those that did not
+//           body: [run, {governor id: [answers, size, where]}] once every governor
+//           sent RAN; SQ_E_TIMEOUT naming those that did not. The answers
+//           stay on each governor: RUNREAD there (where's capability, right
+//           SQ_CAP_RUN over the run's id) reads their `size` bytes.
 #define SQ_RUN_FN_MAX (1u << 20)
-//  One governor's answers to a RUN together (the RAN event's results):
-//  small, as the broker relays them (it never relays large payloads).
-#define SQ_RUN_RESULTS_MAX (64u << 10)
+//  What a governor keeps of answers to runs, all its runs together (those
+//  still answering and those kept for their client to read): an answer that
+//  would pass it is replaced by an error saying so.
+#define SQ_RUN_RESULTS_MAX (64u << 20)
 #define SQ_RUN_EXECS_MAX 256
-//  RUN's body from the governors' RAN results (raw, checked when they came).
-void sq_reply_encode_ran (sq_wbuf_t *w, uint32_t req, uint32_t n, const uint32_t *govs,
-                          const mpr_str_t *results);
-//  Calls fn for each executor's answer in RUN's body; fn returns 0, or -1
-//  to fail ("out of memory").
-typedef int (sq_ran_item_fn) (void *arg, uint32_t gov, uint64_t pid, bool ok, mpr_str_t bytes);
-int sq_ran_reply_each (const void *body, size_t size, sq_ran_item_fn *fn, void *arg,
-                       sq_errbuf_t *err);
+//  RUN's body: sq_reply_begin_ran, then one sq_pack_ran_where per governor.
+void sq_reply_begin_ran (sq_wbuf_t *w, uint32_t req, uint64_t run, uint32_t n);
+void sq_pack_ran_where (msgpack_packer *pk, uint32_t gov, uint32_t answers, uint64_t size,
+                        const char *endpoint, const uint8_t *key, const uint8_t *capability,
+                        size_t capability_size);
+//  Calls fn for each governor in RUN's body; fn returns 0, or -1 to fail
+//  ("out of memory").
+typedef int (sq_ran_where_fn) (void *arg, uint64_t run, uint32_t gov, uint32_t answers,
+                               uint64_t size, const sq_where_t *where);
+int sq_ran_reply_each (const void *body, size_t size, uint64_t *run, sq_ran_where_fn *fn,
+                       void *arg, sq_errbuf_t *err);
+//  Calls fn for each executor's answer in what RUNREAD read (size bytes of
+//  a packed array of RAN_RESULT records); fn returns 0, or -1 to fail.
+typedef int (sq_ran_item_fn) (void *arg, uint64_t pid, bool ok, mpr_str_t bytes);
+int sq_ran_results_each (const void *data, size_t size, sq_ran_item_fn *fn, void *arg,
+                         sq_errbuf_t *err);
 //    RESUME [20, req, session, token]             body: [next_id]
 //    UPLOAD [21, req, session, id, size, governor] body: where (below);
 //           governor 0: the broker picks one
@@ -832,11 +842,11 @@ void sq_pack_retracted (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 //  REFRESHED [18, refreshes]: the Python executors retired by the first
 //  `refreshes` REFRESH messages have all stopped.
 void sq_pack_refreshed (msgpack_packer *pk, uint64_t refreshes);
-//  RAN [19, run, [[pid, ok: bool, bytes: bin]...]]: every executor's answer
-//  to GRUN `run` (bytes: its pickled result, or its exception if not ok).
-//  results: its n elements already packed (sq_pack_ran_result); decoded,
-//  the event's message is the array's raw bytes, checked.
-void sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, size_t size);
+//  RAN [19, run, answers, size]: every executor answered GRUN `run`; the
+//  governor keeps the answers (decoded: key, attempt = answers, size).
+void sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t answers, uint64_t size);
+//  One executor's answer, as the governor keeps it for RUNREAD (bytes: its
+//  pickled result, or its exception if not ok).
 void sq_pack_ran_result (msgpack_packer *pk, uint64_t pid, bool ok, const void *data, size_t size);
 //  SECEDED of a running task attempt (seceded true), or rejoined (false).
 void sq_pack_seceded (msgpack_packer *pk, uint64_t task, uint32_t attempt, bool seceded);

@@ -699,40 +699,80 @@ sq_pack_sessions (msgpack_packer *pk, const sq_info_session_t *sessions, size_t 
 //  RUN's reply ---------------------------------------------------------
 
 void
-sq_reply_encode_ran (sq_wbuf_t *w, uint32_t req, uint32_t n, const uint32_t *govs,
-                     const mpr_str_t *results)
+sq_reply_begin_ran (sq_wbuf_t *w, uint32_t req, uint64_t run, uint32_t n)
 {
     sq_reply_begin (w, req);
+    msgpack_pack_array (&w->pk, 2);
+    msgpack_pack_uint64 (&w->pk, run);
     msgpack_pack_map (&w->pk, n);
-    for (uint32_t i = 0; i < n; i++) {
-        msgpack_pack_uint32 (&w->pk, govs [i]);
-        w->pk.callback (w->pk.data, results [i].ptr, results [i].len);
-    }
+}
+
+void
+sq_pack_ran_where (msgpack_packer *pk, uint32_t gov, uint32_t answers, uint64_t size,
+                   const char *endpoint, const uint8_t *key, const uint8_t *capability,
+                   size_t capability_size)
+{
+    msgpack_pack_uint32 (pk, gov);
+    msgpack_pack_array (pk, 3);
+    msgpack_pack_uint32 (pk, answers);
+    msgpack_pack_uint64 (pk, size);
+    sq_pack_where (pk, gov, endpoint, key, capability, capability_size);
 }
 
 int
-sq_ran_reply_each (const void *body, size_t size, sq_ran_item_fn *fn, void *arg,
+sq_ran_reply_each (const void *body, size_t size, uint64_t *run, sq_ran_where_fn *fn, void *arg,
                    sq_errbuf_t *err)
 {
     mpr_t r;
     uint32_t n_govs, n;
     mpr_init (&r, body, size);
     mpr_field (&r, "body");
+    mpr_array_exact (&r, 2);
+    mpr_field (&r, "run");
+    mpr_uint (&r, run);
+    mpr_field (&r, "governors");
     mpr_map (&r, &n_govs);
     for (uint32_t g = 0; mpr_ok (&r) && g < n_govs; g++) {
-        uint32_t gov;
+        uint32_t gov, answers;
+        uint64_t kept;
+        sq_where_t where;
         mpr_field (&r, "governor");
         mpr_u32 (&r, &gov);
-        mpr_field (&r, "results");
-        mpr_array (&r, &n);
-        sq_ran_result_t res;
-        for (uint32_t i = 0; mpr_ok (&r) && i < n; i++)
-            if (sq_record_read (&r, SQ_REC_RAN_RESULT, &res, "result") == 0
-            &&  fn (arg, gov, res.pid, res.ok, res.bytes) != 0)
-                mpr_fail (&r, "out of memory");
+        mpr_field (&r, "answers");
+        if (mpr_array (&r, &n) == 0 && n != 3)
+            mpr_fail (&r, "not [answers, size, where]");
+        mpr_u32 (&r, &answers);
+        mpr_field (&r, "size");
+        mpr_uint (&r, &kept);
+        if (mpr_ok (&r) && (answers > SQ_RUN_EXECS_MAX || kept > SQ_RUN_RESULTS_MAX))
+            mpr_fail (&r, "over the answers' bounds");
+        if (mpr_ok (&r) && sq_where_read (&r, &where) == 0
+        &&  fn (arg, *run, gov, answers, kept, &where) != 0)
+            mpr_fail (&r, "out of memory");
     }
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return sqp_error (&r, err, "RUN reply");
+    return 0;
+}
+
+int
+sq_ran_results_each (const void *data, size_t size, sq_ran_item_fn *fn, void *arg,
+                     sq_errbuf_t *err)
+{
+    mpr_t r;
+    uint32_t n;
+    mpr_init (&r, data, size);
+    mpr_field (&r, "answers");
+    if (mpr_array (&r, &n) == 0 && n > SQ_RUN_EXECS_MAX)
+        mpr_fail (&r, "more than 256 executors");
+    sq_ran_result_t res;
+    for (uint32_t i = 0; mpr_ok (&r) && i < n; i++)
+        if (sq_record_read (&r, SQ_REC_RAN_RESULT, &res, "answer") == 0
+        &&  fn (arg, res.pid, res.ok, res.bytes) != 0)
+            mpr_fail (&r, "out of memory");
+    mpr_field (&r, NULL);
+    if (mpr_end (&r))
+        return sqp_error (&r, err, "run's answers");
     return 0;
 }

@@ -173,16 +173,11 @@ sq_pack_logtail_event (msgpack_packer *pk, uint64_t task, uint32_t attempt, uint
     sqp_pack_EV_LOGTAIL (pk, &ev, 4);
 }
 
-//  RAN's results are spliced in raw, as the executors' answers came
 void
-sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t n, const void *results, size_t size)
+sq_pack_ran (msgpack_packer *pk, uint64_t run, uint32_t answers, uint64_t size)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, SQ_EV_RAN);
-    msgpack_pack_uint64 (pk, run);
-    msgpack_pack_array (pk, n);
-    if (size)
-        pk->callback (pk->data, (const char *) results, size);
+    sq_event_t ev = { .type = SQ_EV_RAN, .key = run, .attempt = answers, .size = size };
+    sqp_pack_EV_RAN (pk, &ev, 3);
 }
 
 void

@@ -46,7 +46,7 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
     void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
     void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
 SQP_KIND (ids) SQP_KIND (job) SQP_KIND (options) SQP_KIND (outputs) SQP_KIND (exit)
-SQP_KIND (results) SQP_KIND (keylist) SQP_KIND (owhere) SQP_KIND (oint) SQP_KIND (ou64)
+SQP_KIND (keylist) SQP_KIND (owhere) SQP_KIND (oint) SQP_KIND (ou64)
 SQP_KIND (estr) SQP_KIND (tstate)
 #undef SQP_KIND
 bool sqp_kind_options_empty (const void *msg, const sq_field_desc_t *f);

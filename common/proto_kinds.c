@@ -1,7 +1,7 @@
 /*  proto_kinds: the kinds of fields of the message table that fill members
     of a struct every message of a family shares (proto_table.c has the
     kinds of one member each): a client request's (sq_request_t: IDS, JOB,
-    OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT, RESULTS);
+    OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT);
     the kinds of a list or a record in a field (KEYLIST, OWHERE); and the
     nil-able values of records (OINT, OU64, ESTR). proto_table.c's s_kinds
     names them. */
@@ -213,38 +213,6 @@ sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f)
 {
     (void) f;
     return !((const sq_event_t *) msg)->has_exit_code;
-}
-
-//  RAN's results: checked here, kept raw (forwarded as they are into RUN's
-//  reply)
-void
-sqp_kind_read_results (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    mpr_str_t *raw = SQP_AT (mpr_str_t, msg, f);
-    size_t at = r->pos;
-    uint32_t n;
-    if (mpr_array (r, &n) == 0 && n > SQ_RUN_EXECS_MAX)
-        mpr_fail (r, "more than 256 executors");
-    sq_ran_result_t result;
-    for (uint32_t i = 0; mpr_ok (r) && i < n; i++)
-        sq_record_read (r, SQ_REC_RAN_RESULT, &result, "result");
-    mpr_field (r, f->name);
-    if (mpr_ok (r) && r->pos - at > SQ_RUN_RESULTS_MAX)
-        mpr_fail (r, "results over 64 KiB");
-    if (mpr_ok (r)) {
-        raw->ptr = (const char *) r->data + at;
-        raw->len = (uint32_t) (r->pos - at);
-    }
-}
-
-void
-sqp_kind_pack_results (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    mpr_str_t raw = *SQP_CAT (mpr_str_t, msg, f);
-    if (raw.len)
-        pk->callback (pk->data, raw.ptr, raw.len);
-    else
-        msgpack_pack_array (pk, 0);
 }
 
 //  Public keys: an owned array of pointers into the frame

@@ -197,7 +197,6 @@ static const s_kind_t s_kinds [] = {
     [SQK_KEYLIST] = { "KEYLIST", sqp_kind_read_keylist, sqp_kind_pack_keylist, s_zero_empty },
     [SQK_OUTPUTS] = { "OUTPUTS", sqp_kind_read_outputs, sqp_kind_pack_outputs, s_zero_empty },
     [SQK_EXIT] = { "EXIT", sqp_kind_read_exit, sqp_kind_pack_exit, sqp_kind_exit_empty },
-    [SQK_RESULTS] = { "RESULTS", sqp_kind_read_results, sqp_kind_pack_results, s_zero_empty },
     [SQK_OINT] = { "OINT", sqp_kind_read_oint, sqp_kind_pack_oint, s_zero_empty },
     [SQK_OU64] = { "OU64", sqp_kind_read_ou64, sqp_kind_pack_ou64, s_zero_empty },
     [SQK_ESTR] = { "ESTR", sqp_kind_read_estr, sqp_kind_pack_estr, s_zero_empty },
@@ -264,7 +263,6 @@ s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
         case SQK_OWHERE: sqp_kind_read_owhere (r, msg, f); break;
         case SQK_KEYLIST: sqp_kind_read_keylist (r, msg, f); break;
         case SQK_EXIT: sqp_kind_read_exit (r, msg, f); break;
-        case SQK_RESULTS: sqp_kind_read_results (r, msg, f); break;
         case SQK_OINT: sqp_kind_read_oint (r, msg, f); break;
         case SQK_OU64: sqp_kind_read_ou64 (r, msg, f); break;
         case SQK_ESTR: sqp_kind_read_estr (r, msg, f); break;
@@ -302,7 +300,6 @@ s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
         case SQK_OWHERE: sqp_kind_pack_owhere (pk, msg, f); break;
         case SQK_KEYLIST: sqp_kind_pack_keylist (pk, msg, f); break;
         case SQK_EXIT: sqp_kind_pack_exit (pk, msg, f); break;
-        case SQK_RESULTS: sqp_kind_pack_results (pk, msg, f); break;
         case SQK_OINT: sqp_kind_pack_oint (pk, msg, f); break;
         case SQK_OU64: sqp_kind_pack_ou64 (pk, msg, f); break;
         case SQK_ESTR: sqp_kind_pack_estr (pk, msg, f); break;

@@ -56,6 +56,20 @@ balancer_load_get (balancer_load_t *self, sq_load_t *load)
     pthread_mutex_unlock (&self->lock);
 }
 
+//  LOAD's fields today are seven u64 (no padding), so memcmp happened to be
+//  right; a new field must be compared here, which the assertion enforces.
+_Static_assert (sizeof (sq_load_t) == 7 * sizeof (uint64_t),
+                "sq_load_t changed: compare its new field in balancer_load_equal");
+
+bool
+balancer_load_equal (const sq_load_t *a, const sq_load_t *b)
+{
+    return a->running == b->running && a->queued == b->queued
+        && a->memory == b->memory && a->spilled == b->spilled
+        && a->objects == b->objects && a->tasks == b->tasks
+        && a->piped == b->piped;
+}
+
 struct _balancer_t {
     void *pipe;
     balancer_load_t *load;
@@ -102,7 +116,7 @@ static void
 s_tick (balancer_t *self, uint64_t now)
 {
     balancer_load_get (self->load, &self->current);
-    bool changed = memcmp (&self->current, &self->reported, sizeof self->current) != 0;
+    bool changed = !balancer_load_equal (&self->current, &self->reported);
     if (!changed && now - self->reported_ns < S_MAX_SILENCE_NS)
         return;
     sq_wbuf_t w;

@@ -17,6 +17,7 @@
 #define GOV_BALANCER_H
 
 #include "proto.h"
+#include <stdbool.h>
 
 typedef struct _balancer_t balancer_t;
 typedef struct _balancer_load_t balancer_load_t;
@@ -27,6 +28,9 @@ void balancer_load_destroy (balancer_load_t **self_p);
 void balancer_load_set (balancer_load_t *self, const sq_load_t *load);
 //  The last load set (all zeros before the first).
 void balancer_load_get (balancer_load_t *self, sq_load_t *load);
+//  Whether two loads say the same, field by field: a struct's padding
+//  bytes (a future field narrower than 8 bytes) never count.
+bool balancer_load_equal (const sq_load_t *a, const sq_load_t *b);
 
 //  pipe: PAIR to the receive thread; load: where compute publishes.
 balancer_t *balancer_new (void *pipe, balancer_load_t *load);

@@ -303,17 +303,18 @@ s_refreshed (compute_t *self)
     compute_event_added (self);
 }
 
-//  RAN: the runs all of whose executors answered.
+//  RAN: the runs all of whose executors answered (their answers stay in
+//  pyexec for RUNREAD).
 static void
-s_ran_one (void *arg, uint64_t run, uint32_t n, const void *results, size_t size)
+s_ran_one (void *arg, uint64_t run, uint32_t n, uint64_t size)
 {
     compute_t *self = (compute_t *) arg;
-    sq_pack_ran (&self->events.pk, run, n, results, size);
+    sq_pack_ran (&self->events.pk, run, n, size);
     compute_event_added (self);
 }
 
 //  A client's run (GRUN): the tenant's live executors run its function;
-//  RAN says what each answered (at once when there is none).
+//  RAN says how many answered (at once when there is none).
 static void
 s_on_grun (compute_t *self, sq_msg_t *msg)
 {
@@ -327,13 +328,10 @@ s_on_grun (compute_t *self, sq_msg_t *msg)
     memcpy (tenant, q.tenant.ptr, q.tenant.len);
     tenant [q.tenant.len] = 0;
     if (pyexec_run (self->pyexec, q.run, tenant, q.fn.ptr, q.fn.len)) {
-        sq_warn ("GRUN %" PRIu64 ": too many runs wait for their executors", q.run);
-        sq_wbuf_t one;
-        sq_wbuf_init (&one);
-        const char *why = "too many runs wait for this governor's executors";
-        sq_pack_ran_result (&one.pk, 0, false, why, strlen (why));
-        s_ran_one (self, q.run, 1, one.buf.data, one.buf.size);
-        sq_wbuf_release (&one);
+        //  Nothing is kept for it: RAN says so (no answers).
+        sq_warn ("GRUN %" PRIu64 ": 16 runs wait for this governor's executors already: "
+                 "answered with none", q.run);
+        s_ran_one (self, q.run, 0, 0);
     }
     pyexec_ran (self->pyexec, s_ran_one, self);
 }
@@ -460,6 +458,11 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
     &&  type == SQ_MSG_LOGREAD)
         serve_logread (self->tasklog, self->pipe, msg);
+    else
+    if (route == GOV_ROUTE_SERVE && msg->n == 3 && !msg->truncated
+    &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0
+    &&  type == SQ_MSG_RUNREAD)
+        serve_runread (self->pyexec, self->pipe, msg);
     else
     if (route == GOV_ROUTE_SERVE && msg->n == 4 && !msg->truncated
     &&  sq_proto_peek (sq_msg_data (msg, 2), sq_msg_size (msg, 2), &type, &req) == 0

@@ -88,7 +88,7 @@ compute_publish_load (compute_t *self)
         .tasks = self->tasks_completed
     };
     //  The lock is taken only for a change.
-    if (memcmp (&load, &self->load_sent, sizeof load)) {
+    if (!balancer_load_equal (&load, &self->load_sent)) {
         balancer_load_set (self->load, &load);
         self->load_sent = load;
     }

@@ -98,27 +98,34 @@ extern char **environ;
 //  every live executor of the tenant; it reads it when idle, or between
 //  tasks when busy (with its frames in order: after the task, piped tasks
 //  and calls written before), runs it and answers u8 10, u8 ok, then the
-//  pickled result (or exception): not a task's reply. At most S_RUNS_MAX
-//  runs wait for answers here at once. A frame to an executor that is busy
-//  (or not ready yet) is at most S_PIPE_FRAME_MAX bytes, so that the socket
-//  takes it at once. A run's answers together are at most
-//  SQ_RUN_RESULTS_MAX (the broker relays them: docs/protocol.md, RUN): an
-//  answer is kept if S_RAN_ROOM is left for each executor still to answer,
-//  else an error says it was too large. Every error fits in S_RAN_ROOM, and
-//  SQ_RUN_EXECS_MAX of them in SQ_RUN_RESULTS_MAX.
+//  pickled result (or exception): not a task's reply. A frame to an
+//  executor that is busy (or not ready yet) is at most S_PIPE_FRAME_MAX
+//  bytes, so that the socket takes it at once.
+//  The answers stay here (RAN says only how many and how large) until the
+//  client reads them to their end (RUNREAD, pyexec_ran_read), or for
+//  S_RAN_KEEP_NS (dropped at the next run or read after that), or until
+//  the room is needed. Runs answering and runs kept together: at most
+//  S_RUNS_MAX, and SQ_RUN_RESULTS_MAX bytes of answers (kept runs, oldest
+//  first, make room for new answers; an answer that still does not fit is
+//  replaced by an error saying so). Errors are at most S_RAN_ROOM bytes and
+//  need no room: they may pass the bound by S_RUNS_MAX * SQ_RUN_EXECS_MAX *
+//  S_RAN_ROOM at most (768 KiB).
 #define S_OP_RUN 0x10
 #define S_REPLY_RAN 10
 #define S_RUNS_MAX 16
 #define S_RAN_ROOM 192u
 #define S_RAN_ENTRY 16u             //  an answer's msgpack array, pid, ok, bin header
-#define S_RAN_SLACK 8u              //  the results' array header
+#define S_RAN_HEAD 5u               //  the answers' array header (array32, patched)
+#define S_RAN_KEEP_NS (60ull * 1000000000ull)
 #define S_RUN_STOPPED "the executor stopped before it answered"
 
 typedef struct {
     uint64_t id;
     uint32_t waiting;           //  executors that did not answer yet
     uint32_t n;                 //  answers in results
-    sq_wbuf_t results;          //  the RAN event's elements, packed
+    bool done;                  //  every executor answered: kept for RUNREAD
+    uint64_t done_ns;           //  when
+    sq_wbuf_t results;          //  a msgpack array of the answers (RAN_RESULT)
 } s_run_t;
 
 typedef struct {
@@ -2007,24 +2014,81 @@ pyexec_refresh (pyexec_t *self, const char *tenant)
 //  --------------------------------------------------------------------------
 //  RUN
 
+static size_t
+s_runs_bytes (const pyexec_t *self)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < self->n_runs; i++)
+        bytes += self->runs [i].results.buf.size;
+    return bytes;
+}
+
+static void
+s_run_drop (pyexec_t *self, size_t i)
+{
+    sq_wbuf_release (&self->runs [i].results);
+    self->runs [i] = self->runs [--self->n_runs];
+    //  The packer points at its own buffer: moved, it must be told where
+    //  (else a moved run's answers went into the freed slot's buffer).
+    sq_wbuf_t *moved = &self->runs [i].results;
+    msgpack_packer_init (&moved->pk, &moved->buf, msgpack_sbuffer_write);
+}
+
+//  Kept runs past S_RAN_KEEP_NS go.
+static void
+s_runs_expire (pyexec_t *self)
+{
+    uint64_t now = task_now_ns ();
+    for (size_t i = 0; i < self->n_runs; )
+        if (self->runs [i].done && now - self->runs [i].done_ns > S_RAN_KEEP_NS)
+            s_run_drop (self, i);
+        else
+            i++;
+}
+
+//  Drops the oldest kept run; false if none is kept.
+static bool
+s_run_evict (pyexec_t *self)
+{
+    size_t oldest = self->n_runs;
+    for (size_t i = 0; i < self->n_runs; i++)
+        if (self->runs [i].done
+        &&  (oldest == self->n_runs || self->runs [i].done_ns < self->runs [oldest].done_ns))
+            oldest = i;
+    if (oldest == self->n_runs)
+        return false;
+    s_run_drop (self, oldest);
+    return true;
+}
+
 static void
 s_run_answer (pyexec_t *self, uint64_t run, pid_t pid, bool ok, const void *data, size_t size)
 {
     s_run_t *r = NULL;
     for (size_t i = 0; i < self->n_runs && !r; i++)
-        if (self->runs [i].id == run)
+        if (self->runs [i].id == run && !self->runs [i].done)
             r = &self->runs [i];
     if (!r)
         return;
     char why [S_RAN_ROOM - S_RAN_ENTRY];
-    size_t keep = (size_t) (r->waiting? r->waiting - 1: 0) * S_RAN_ROOM + S_RAN_SLACK;
-    if (r->results.buf.size + keep + S_RAN_ENTRY + size > SQ_RUN_RESULTS_MAX) {
-        ok = false;
-        snprintf (why, sizeof why, "its answer (%zu bytes) was too large: a governor's "
-                  "answers to a run are at most %u KiB together", size,
-                  SQ_RUN_RESULTS_MAX >> 10);
-        data = why;
-        size = strlen (why);
+    if (size > S_RAN_ROOM - S_RAN_ENTRY) {
+        uint64_t id = r->id;
+        while (s_runs_bytes (self) + S_RAN_ENTRY + size > SQ_RUN_RESULTS_MAX && s_run_evict (self))
+            ;
+        //  The runs moved: find ours again (it is not kept, so not evicted).
+        r = NULL;
+        for (size_t i = 0; i < self->n_runs && !r; i++)
+            if (self->runs [i].id == id && !self->runs [i].done)
+                r = &self->runs [i];
+        if (!r)
+            return;
+        if (s_runs_bytes (self) + S_RAN_ENTRY + size > SQ_RUN_RESULTS_MAX) {
+            ok = false;
+            snprintf (why, sizeof why, "its answer (%zu bytes) was too large: a governor keeps "
+                      "at most %u MiB of answers to runs", size, SQ_RUN_RESULTS_MAX >> 20);
+            data = why;
+            size = strlen (why);
+        }
     }
     sq_pack_ran_result (&r->results.pk, (uint64_t) pid, ok, data, size);
     r->n++;
@@ -2035,12 +2099,23 @@ s_run_answer (pyexec_t *self, uint64_t run, pid_t pid, bool ok, const void *data
 int
 pyexec_run (pyexec_t *self, uint64_t run, const char *tenant, const void *fn, size_t size)
 {
-    if (self->n_runs == S_RUNS_MAX)
+    s_runs_expire (self);
+    //  The broker's run ids start again with a new broker: an old run's
+    //  answers under this id are not this run's.
+    for (size_t i = 0; i < self->n_runs; i++)
+        if (self->runs [i].id == run && self->runs [i].done) {
+            s_run_drop (self, i);
+            break;
+        }
+    if (self->n_runs == S_RUNS_MAX && !s_run_evict (self))
         return -1;
     s_run_t *r = &self->runs [self->n_runs++];
     memset (r, 0, sizeof *r);
     r->id = run;
     sq_wbuf_init (&r->results);
+    //  The answers' count is not known yet: an array32 header, patched.
+    static const char head32 [S_RAN_HEAD] = { (char) 0xdd, 0, 0, 0, 0 };
+    r->results.pk.callback (r->results.pk.data, head32, S_RAN_HEAD);
     uint8_t head [9];
     s_put64 (head, 1 + size);
     head [8] = S_OP_RUN;
@@ -2075,12 +2150,49 @@ pyexec_ran (pyexec_t *self, pyexec_ran_fn *done, void *arg)
 {
     for (size_t i = 0; i < self->n_runs; ) {
         s_run_t *r = &self->runs [i];
-        if (r->waiting) {
+        if (r->waiting || r->done) {
             i++;
             continue;
         }
-        done (arg, r->id, r->n, r->results.buf.data, r->results.buf.size);
-        sq_wbuf_release (&r->results);
-        self->runs [i] = self->runs [--self->n_runs];
+        if (r->n == 0) {
+            //  Nothing to read (no executor of the tenant): not kept.
+            done (arg, r->id, 0, 0);
+            s_run_drop (self, i);
+            continue;
+        }
+        uint8_t *head = (uint8_t *) r->results.buf.data;
+        for (int k = 0; k < 4; k++)
+            head [1 + k] = (uint8_t) (r->n >> (24 - 8 * k));
+        r->done = true;
+        r->done_ns = task_now_ns ();
+        done (arg, r->id, r->n, r->results.buf.size);
+        i++;
     }
+}
+
+int
+pyexec_ran_read (pyexec_t *self, uint64_t run, uint64_t offset, size_t length,
+                 uint8_t **data, size_t *size, uint64_t *total)
+{
+    s_runs_expire (self);
+    for (size_t i = 0; i < self->n_runs; i++) {
+        s_run_t *r = &self->runs [i];
+        if (r->id != run || !r->done)
+            continue;
+        size_t all = r->results.buf.size;
+        if (offset > all)
+            return -1;
+        size_t n = all - offset < length? all - offset: length;
+        *data = (uint8_t *) malloc (n? n: 1);
+        if (!*data)
+            return -1;
+        memcpy (*data, (const char *) r->results.buf.data + offset, n);
+        *size = n;
+        *total = all;
+        //  Read to the end: the client has it all.
+        if (offset + n == all)
+            s_run_drop (self, i);
+        return 0;
+    }
+    return -1;
 }

@@ -127,10 +127,16 @@ size_t pyexec_retired (pyexec_t *self, const char *tenant);
 //  one) runs the pickled call fn: an idle one now, a busy one between its
 //  tasks. -1 if too many runs wait for answers already (16).
 int pyexec_run (pyexec_t *self, uint64_t run, const char *tenant, const void *fn, size_t size);
-//  Calls done for each run all of whose executors answered (or stopped),
-//  with its n answers packed (sq_pack_ran_result), and forgets it.
-typedef void (pyexec_ran_fn) (void *arg, uint64_t run, uint32_t n, const void *results,
-                              size_t size);
+//  Calls done once for each run all of whose executors answered (or
+//  stopped), with how many answers and their size (a msgpack array of
+//  RAN_RESULT records), which stay here for pyexec_ran_read.
+typedef void (pyexec_ran_fn) (void *arg, uint64_t run, uint32_t n, uint64_t size);
 void pyexec_ran (pyexec_t *self, pyexec_ran_fn *done, void *arg);
+//  RUNREAD: a copy (*data, malloc'd, *size bytes) of at most length bytes of
+//  run's answers from offset, and their *total size; the answers are
+//  forgotten once read to their end. -1 if not kept here (never, read,
+//  expired or evicted; see pyexec.c) or offset is past the end.
+int pyexec_ran_read (pyexec_t *self, uint64_t run, uint64_t offset, size_t length,
+                     uint8_t **data, size_t *size, uint64_t *total);
 
 #endif

@@ -602,6 +602,13 @@ s_serve_allowed (receiver_t *self, sq_msg_t *msg)
         key = l.key, cap = l.capability, right = SQ_CAP_LOG;
     }
     else
+    if (type == SQ_MSG_RUNREAD) {
+        sq_runread_t q;
+        if (sq_runread_decode (&q, data, size, &err))
+            return true;
+        key = q.run, cap = q.capability, right = SQ_CAP_RUN;
+    }
+    else
     if (type == SQ_MSG_PUT) {
         sq_put_t p;
         if (sq_put_decode (&p, data, size, &err))

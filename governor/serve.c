@@ -211,3 +211,41 @@ serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg)
     free (data);
     s_reply (pipe, msg, &reply, &payload, n_payloads, "LOGREAD");
 }
+
+//  msg: [S][identity][RUNREAD]. A range of a run's answers, kept since RAN.
+void
+serve_runread (pyexec_t *pyexec, void *pipe, sq_msg_t *msg)
+{
+    char why [256];
+    sq_errbuf_t err;
+    sq_runread_t q;
+    if (sq_runread_decode (&q, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
+        sq_warn ("bad RUNREAD: %s", err.text);
+        return;
+    }
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    uint8_t *data = NULL;
+    size_t size = 0;
+    uint64_t total = 0;
+    zmq_msg_t payload;
+    size_t n_payloads = 0;
+    if (pyexec && pyexec_ran_read (pyexec, q.run, q.offset, q.length, &data, &size, &total) == 0) {
+        if (zmq_msg_init_size (&payload, size) == 0) {
+            if (size)
+                memcpy (zmq_msg_data (&payload), data, size);
+            sq_reply_begin (&reply, q.req);
+            sq_pack_logpart (&reply.pk, q.offset + size, total, q.offset + size == total);
+            n_payloads = 1;
+        }
+        else
+            sq_reply_encode_error (&reply, q.req, SQ_E_NOMEM, "out of memory on the governor", 0, 0);
+    }
+    else {
+        snprintf (why, sizeof why, "the answers to run %" PRIu64 " are not kept by this governor "
+                  "(read already, or over a minute old)", q.run);
+        sq_reply_encode_error (&reply, q.req, SQ_E_UNKNOWN_ID, why, 0, 0);
+    }
+    free (data);
+    s_reply (pipe, msg, &reply, &payload, n_payloads, "RUNREAD");
+}

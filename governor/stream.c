@@ -184,7 +184,12 @@ struct _stream_dir_t {
 };
 
 //  The directory must be ours and closed to everyone else: whoever can
-//  make a socket there could stand in for a governor's (docs/security.md).
+//  make a socket there could stand in for a governor's (docs/security.md);
+//  such a directory is fatal (a misconfiguration to mend, not to run past).
+//  A bind that fails in a good directory (no /proc to name the socket
+//  through, the name taken by something not a socket) only costs speed:
+//  warned, and this governor's streams go as chunks, as without a
+//  directory (writers here too: they hand pipes through our socket).
 //  Made once per process, before the broker knows the governor: a writer's
 //  governor told to hand a pipe to us must find our socket there, or its
 //  stream goes as chunks (so it did when compute bound it, after HELLO).
@@ -217,19 +222,30 @@ stream_dir_new (const char *dir, const char *endpoint, const char *serve_endpoin
         return NULL;
     }
     self->sock_path = strdup (addr.sun_path);
+    if (!self->sock_path) {
+        stream_dir_destroy (&self);
+        return NULL;
+    }
     self->sock = socket (AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int on = 1;
     unlink (addr.sun_path);             //  one of a governor gone
-    if (!self->sock_path || self->sock < 0
-    ||  bind (self->sock, (struct sockaddr *) &addr, sizeof addr)
+    bool bound = false;
+    if (self->sock < 0
+    ||  !(bound = bind (self->sock, (struct sockaddr *) &addr, sizeof addr) == 0)
     ||  chmod (addr.sun_path, 0600)
     ||  setsockopt (self->sock, SOL_SOCKET, SO_PASSCRED, &on, sizeof on)) {
-        sq_error ("--stream-dir %s: cannot bind %s: %s", dir, addr.sun_path, strerror (errno));
+        sq_warn ("--stream-dir %s: cannot bind %s: %s; streams go as chunks", dir,
+                 addr.sun_path, strerror (errno));
         if (self->sock >= 0)
             close (self->sock);
-        self->sock = -1;                //  not ours to unlink
-        stream_dir_destroy (&self);
-        return NULL;
+        if (bound)
+            unlink (addr.sun_path);
+        self->sock = -1;
+        free (self->sock_path);
+        self->sock_path = NULL;
+        close (self->dirfd);
+        self->dirfd = -1;
+        return self;
     }
     //  A second name (a hard link to the same socket), which clients find
     //  from the serve endpoint they know; without it they upload by PUT.

@@ -209,15 +209,27 @@ s_holds_cpus (uint8_t state)
     return state == TASK_ASSIGNED || state == TASK_RUNNING;
 }
 
+//  Counted in share_t.cpuless: a task of 0 cpus from its tenant's queue
+//  (an actor and its calls live on the actor's cpus, outside the queue).
+static inline bool
+s_cpuless (const task_t *task)
+{
+    return task_extra (task)->cpus == 0 && !task->actor_call && !task->actor_host;
+}
+
 void
 gx_set_state (graph_t *self, task_t *task, task_state_t state)
 {
     if (s_holds_cpus (task->state) != s_holds_cpus ((uint8_t) state) && task->session->share) {
         share_t *share = task->session->share;
-        if (s_holds_cpus ((uint8_t) state))
+        if (s_holds_cpus ((uint8_t) state)) {
             share->cpus += task_extra (task)->cpus;
-        else
+            share->cpuless += s_cpuless (task);
+        }
+        else {
             share->cpus -= task_extra (task)->cpus;
+            share->cpuless -= s_cpuless (task);
+        }
     }
     self->counts [task->state]--;
     task->session->counts [task->state]--;
@@ -602,8 +614,10 @@ s_session_destroy (graph_t *self, session_t **session_p)
         task_t *task = gx_as_task (item);
         if (task) {
             self->counts [task->state]--;
-            if (session->share && s_holds_cpus (task->state))
+            if (session->share && s_holds_cpus (task->state)) {
                 session->share->cpus -= task_extra (task)->cpus;
+                session->share->cpuless -= s_cpuless (task);
+            }
             gx_task_destroy (&task);
         }
     }
@@ -636,8 +650,10 @@ graph_session_set_share (graph_t *self, session_t *session, share_t *share)
     size_t cursor = 0;
     task_t *task;
     while ((task = graph_session_next_task (session, &cursor)))
-        if (s_holds_cpus (task->state))
+        if (s_holds_cpus (task->state)) {
             share->cpus += task_extra (task)->cpus;
+            share->cpuless += s_cpuless (task);
+        }
 }
 
 void

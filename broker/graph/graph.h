@@ -43,6 +43,11 @@ typedef struct {
     uint64_t max_constants;
     uint64_t max_sessions;
     uint64_t cpus;              //  cpus of its assigned and running tasks
+    //  Its assigned and running tasks of 0 cpus (gather's joins, cpus=0
+    //  tasks): they hold no cpu, so no cap, but each holds a governor's
+    //  slot, and the fair share counts each as one cpu: else a tenant of
+    //  such tasks is always furthest below its share and takes every slot.
+    uint64_t cpuless;
     uint64_t constants;         //  bytes of constants in its open sessions
     uint64_t sessions;          //  its open sessions (attached or not)
     uint64_t stored;            //  bytes of its sessions' results on governors

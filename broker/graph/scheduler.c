@@ -243,14 +243,16 @@ s_heap_pop (scheduler_t *self, s_queue_t *queue)
 }
 
 //  Whether tenant a is further below its share than b: fewer cpus held
-//  per unit of weight (a.cpus / a.weight < b.cpus / b.weight); at equal
+//  per unit of weight (a.cpus / a.weight < b.cpus / b.weight), a task of
+//  0 cpus counted as one (share_t.cpuless: it holds a slot); at equal
 //  shares the one served least recently goes first (so two tenants
 //  alternate on a cluster that frees one slot at a time), then by heads.
 static bool
 s_behind (const s_queue_t *a, const s_queue_t *b)
 {
-    uint64_t a_cpus = a->share? a->share->cpus: 0, a_weight = a->share? a->share->weight: 1;
-    uint64_t b_cpus = b->share? b->share->cpus: 0, b_weight = b->share? b->share->weight: 1;
+    uint64_t a_cpus = a->share? a->share->cpus + a->share->cpuless: 0;
+    uint64_t b_cpus = b->share? b->share->cpus + b->share->cpuless: 0;
+    uint64_t a_weight = a->share? a->share->weight: 1, b_weight = b->share? b->share->weight: 1;
     uint64_t x = a_cpus * b_weight, y = b_cpus * a_weight;
     if (x != y)
         return x < y;

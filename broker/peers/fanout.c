@@ -76,7 +76,7 @@ bx_fanout_start (broker_t *self, peer_t *peer, const sq_request_t *q, bx_fanout_
 }
 
 void
-bx_run_answered (broker_t *self, gov_t *gov, uint64_t run, mpr_str_t results)
+bx_run_answered (broker_t *self, gov_t *gov, uint64_t run, uint32_t answers, uint64_t size)
 {
     for (size_t i = 0; i < self->n_fanouts; i++) {
         bx_fanout_t *f = &self->fanouts [i];
@@ -86,23 +86,21 @@ bx_run_answered (broker_t *self, gov_t *gov, uint64_t run, mpr_str_t results)
             bx_fanout_gov_t *g = &f->govs [k];
             if (g->gov != gov->id || g->answered)
                 continue;
-            //  At most SQ_RUN_RESULTS_MAX (checked as the event came).
-            char *copy = malloc (results.len? results.len: 1);
-            if (!copy) {
-                sq_error ("out of memory keeping a RUN's results: governor %u's are lost",
-                          gov->id);
-                return;
-            }
-            memcpy (copy, results.ptr, results.len);
-            g->results = (mpr_str_t) { copy, results.len };
+            g->answers = answers;
+            g->size = size;
             g->answered = true;
+            sq_info ("run %" PRIu64 ": governor %u answered (%u executors, %" PRIu64
+                     " bytes kept there)", run, gov->id, answers, size);
         }
         bx_fanouts_check (self, bx_now ());
         return;
     }
 }
 
-//  The reply once every governor still there answered.
+//  The reply once every governor still there answered: where each keeps
+//  its answers (RUNREAD, with a capability for this client and this run).
+//  A governor that answered and left since is still named: the client
+//  learns its answers were lost with it when it reads.
 static void
 s_reply (broker_t *self, bx_fanout_t *f)
 {
@@ -111,22 +109,20 @@ s_reply (broker_t *self, bx_fanout_t *f)
         bx_reply_nil (self, peer, f->req);
         return;
     }
-    uint32_t *ids = malloc ((f->n + 1) * sizeof *ids);
-    mpr_str_t *results = malloc ((f->n + 1) * sizeof *results);
-    if (ids && results) {
-        for (uint32_t k = 0; k < f->n; k++) {
-            ids [k] = f->govs [k].gov;
-            results [k] = f->govs [k].results;
-        }
-        sq_wbuf_reset (&self->out);
-        sq_reply_encode_ran (&self->out, f->req, f->n, ids, results);
-        bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
+    sq_wbuf_reset (&self->out);
+    sq_reply_begin_ran (&self->out, f->req, f->id, f->n);
+    for (uint32_t k = 0; k < f->n; k++) {
+        bx_fanout_gov_t *g = &f->govs [k];
+        gov_t *gov = bx_gov_by_id (self, g->gov);
+        uint8_t cap [SQ_CAP_SIZE];
+        if (gov && self->auth)
+            sq_cap_mint (gov->secret, peer->key_bin, f->id,
+                         sq_wall_ms () + (uint64_t) self->config.capability_ttl_ms, SQ_CAP_RUN, cap);
+        sq_pack_ran_where (&self->out.pk, g->gov, g->answers, g->size,
+                           gov? gov->serve_endpoint: "", gov && gov->has_key? gov->key: NULL,
+                           gov && self->auth? cap: NULL, SQ_CAP_SIZE);
     }
-    else
-        bx_reply_error (self, peer->identity, peer->identity_size, f->req, SQ_E_NOMEM,
-                        "out of memory", 0);
-    free (ids);
-    free (results);
+    bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
 }
 
 //  SQ_E_TIMEOUT naming the governors that did not answer (as many as fit).
@@ -153,8 +149,6 @@ s_reply_timeout (broker_t *self, bx_fanout_t *f, uint32_t waiting)
 static void
 s_free (bx_fanout_t *f)
 {
-    for (uint32_t k = 0; k < f->n; k++)
-        free ((void *) f->govs [k].results.ptr);
     free (f->govs);
 }
 
@@ -169,7 +163,6 @@ bx_fanouts_check (broker_t *self, int64_t now)
             gov_t *gov = bx_gov_by_id (self, g->gov);
             //  One that left is left out (RESTART: its executors went with it).
             if (!g->answered && !gov) {
-                free ((void *) g->results.ptr);
                 f->govs [k] = f->govs [--f->n];
                 continue;
             }

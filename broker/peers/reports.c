@@ -291,7 +291,7 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             continue;
         }
         if (ev.type == SQ_EV_RAN) {
-            bx_run_answered (self, gov, ev.key, ev.message);
+            bx_run_answered (self, gov, ev.key, ev.attempt, ev.size);
             continue;
         }
         if (ev.type == SQ_EV_LOGTAIL) {

@@ -344,10 +344,13 @@ s_fuzz_update (const uint8_t *data, size_t size)
                 FZ_ASSERT (ev.public_key.len == 32);
                 s_touch_str (ev.public_key);
             }
-            //  Only events that carry a size have one (LOGTAIL: its request).
+            //  Only events that carry a size have one (LOGTAIL: its request;
+            //  RAN: the answers kept).
             if (ev.type != SQ_EV_LOCATED && ev.type != SQ_EV_UPLOADED && ev.type != SQ_EV_HELD
-            &&  ev.type != SQ_EV_STREAMED && ev.type != SQ_EV_LOGTAIL)
+            &&  ev.type != SQ_EV_STREAMED && ev.type != SQ_EV_LOGTAIL && ev.type != SQ_EV_RAN)
                 FZ_ASSERT (ev.size == 0);
+            if (ev.type == SQ_EV_RAN)
+                FZ_ASSERT (ev.attempt <= SQ_RUN_EXECS_MAX && ev.size <= SQ_RUN_RESULTS_MAX);
             if (ev.type == SQ_EV_LOGTAIL) {
                 s_touch_str (ev.message);
                 FZ_ASSERT (ev.message.len <= SQ_LOGTAIL_MAX && ev.size <= UINT32_MAX);
@@ -620,6 +623,25 @@ s_fuzz_where (const uint8_t *data, size_t size)
     }
 }
 
+static int
+s_ran_where_touch (void *arg, uint64_t run, uint32_t gov, uint32_t answers, uint64_t size,
+                   const sq_where_t *where)
+{
+    (void) arg; (void) run; (void) gov;
+    FZ_ASSERT (answers <= SQ_RUN_EXECS_MAX && size <= SQ_RUN_RESULTS_MAX);
+    s_touch_str (where->endpoint);
+    s_touch_str (where->capability);
+    return 0;
+}
+
+static int
+s_ran_item_touch (void *arg, uint64_t pid, bool ok, mpr_str_t bytes)
+{
+    (void) arg; (void) pid; (void) ok;
+    s_touch_str (bytes);
+    return 0;
+}
+
 static void
 s_fuzz_replies (const uint8_t *data, size_t size)
 {
@@ -637,6 +659,9 @@ s_fuzz_replies (const uint8_t *data, size_t size)
                    && next2 == next && total2 == total && done2 == done);
         sq_wbuf_release (&w);
     }
+    uint64_t run;
+    sq_ran_reply_each (data, size, &run, s_ran_where_touch, NULL, &err);
+    sq_ran_results_each (data, size, s_ran_item_touch, NULL, &err);
     sq_iter_t it;
     uint64_t finished, failed;
     if (sq_wait_reply_begin (&it, data, size, 64, &finished, &failed, &err) == 0) {

@@ -127,7 +127,7 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
             /* FALLTHRU */
             case SQK_JOB: q->has_name = true; q->name = s_mstr ("nightly"); break;
             //  Events' kinds (UPDATE's seeds are written by hand below)
-            case SQK_OUTPUTS: case SQK_EXIT: case SQK_RESULTS: break;
+            case SQK_OUTPUTS: case SQK_EXIT: break;
         }
     }
 }
@@ -441,6 +441,9 @@ main (int argc, char **argv)
     sq_batch_header (&w, SQ_MSG_UPDATE, 1);
     sq_pack_logtail_event (&w.pk, sq_key (1, 7), 2, 9, "last line\n", 10);
     s_emit (FZ_UPDATE, "logtail", &w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+    sq_pack_ran (&w.pk, 12, 2, 4u << 20);
+    s_emit (FZ_UPDATE, "ran", &w);
     //  LOGTAIL (broker -> governor) shares the GREAD target too.
     sq_logtail_t logtail = { 9, sq_key (1, 7), 2, SQ_LOG_STDERR };
     sq_logtail_encode (&w, &logtail);
@@ -557,6 +560,10 @@ main (int argc, char **argv)
     sq_logread_t logread = { 9, sq_key (1, 5), 2, SQ_LOG_STDOUT, 524288, 1 << 20, { NULL, 0 } };
     sq_logread_encode (&w, &logread);
     s_emit (FZ_GREAD, "logread", &w);
+    //  RUNREAD too.
+    sq_runread_t runread = { 10, 12, 4u << 20, 1 << 20, { NULL, 0 } };
+    sq_runread_encode (&w, &runread);
+    s_emit (FZ_GREAD, "runread", &w);
 
     sq_put_t put = { 11, sq_key (2, 1), 65536, 1 << 20, s_mstr ("application/octet-stream"),
                      { NULL, 0 } };
@@ -643,6 +650,19 @@ main (int argc, char **argv)
         sq_wbuf_reset (&w);
         sq_pack_logpart (&w.pk, 1048576, 10485760, true);
         s_write (FZ_REPLIES, "logpart", w.buf.data, w.buf.size);
+        //  RUN's reply body and the answers RUNREAD reads
+        sq_wbuf_reset (&w);
+        msgpack_pack_array (&w.pk, 2);
+        msgpack_pack_uint64 (&w.pk, 12);
+        msgpack_pack_map (&w.pk, 2);
+        sq_pack_ran_where (&w.pk, 2, 2, 4u << 20, "tcp://10.0.0.6:41002", key, key, 32);
+        sq_pack_ran_where (&w.pk, 3, 0, 0, "", NULL, NULL, 0);
+        s_write (FZ_REPLIES, "run-reply", w.buf.data, w.buf.size);
+        sq_wbuf_reset (&w);
+        msgpack_pack_array (&w.pk, 2);
+        sq_pack_ran_result (&w.pk, 4242, true, "\x80\x04K\x01.", 5);
+        sq_pack_ran_result (&w.pk, 4243, false, "too large", 9);
+        s_write (FZ_REPLIES, "run-answers", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
         sq_pack_wait_head (&w.pk, 1, 1, 2);
         sq_pack_done (&w.pk, 2, SQ_STATE_FINISHED, 0, NULL);

@@ -55,6 +55,24 @@ def until(condition, what, timeout=TIMEOUT):
         time.sleep(0.02)
 
 
+def finalised_under_lock(box, lock, handle, what):
+    """Drops the last reference (box's one item) and runs the collector in
+    another thread while this one holds `lock`, as when the collector runs
+    in a thread the lock's holder waits for (Thread.start waits for the new
+    thread). The finaliser must neither wait for the lock (that thread ends
+    at once) nor close `handle` while the lock is held; it closes it once
+    the lock is let go."""
+    import gc
+    import threading
+    with lock:
+        finaliser = threading.Thread(target=lambda: (box.clear(), gc.collect()))
+        finaliser.start()
+        finaliser.join(timeout=TIMEOUT)
+        assert not finaliser.is_alive(), "the %s's finaliser waited for the lock" % what
+        assert handle.value                 # not closed while the lock is held elsewhere
+    assert not handle.value                 # closed as the lock was let go
+
+
 def run_example(name):
     """Runs examples/<name> as a user would (it starts its own cluster) and
     returns its standard output; skipped under the sanitizer build, whose

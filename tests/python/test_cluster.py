@@ -4,7 +4,7 @@ import socket
 import pytest
 
 import squall
-from conftest import cluster_options
+from conftest import cluster_options, finalised_under_lock
 
 
 def _free_port():
@@ -28,9 +28,6 @@ def test_a_cluster_collected_in_a_thread_a_client_lock_holder_waits_for():
     # LocalCluster's finaliser closes its clients: never waiting for their
     # locks (the collector may run it in a thread the holder of one waits
     # for), they close as the lock is let go; its processes stop
-    import gc
-    import threading
-    from conftest import TIMEOUT
     cluster = squall.LocalCluster(governors=1, cpus=1, **cluster_options())
     procs = cluster.governors
     client = cluster.client()
@@ -38,13 +35,7 @@ def test_a_cluster_collected_in_a_thread_a_client_lock_holder_waits_for():
     lock, handle = client._lock, client._h
     box = [cluster]
     del cluster
-    with lock:
-        finaliser = threading.Thread(target=lambda: (box.clear(), gc.collect()))
-        finaliser.start()
-        finaliser.join(timeout=TIMEOUT)
-        assert not finaliser.is_alive(), "the cluster's finaliser waited for a client's lock"
-        assert handle.value
-    assert not handle.value
+    finalised_under_lock(box, lock, handle, "cluster")
     assert all(p.poll() is not None for p in procs)
 
 

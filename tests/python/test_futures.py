@@ -5,7 +5,7 @@ import pytest
 
 import squall
 
-from conftest import TIMEOUT, until
+from conftest import TIMEOUT, finalised_under_lock, until
 
 
 def inc(x):
@@ -117,23 +117,14 @@ def test_a_session_collected_in_a_thread_the_lock_holder_waits_for(client):
     one the holder of the client's lock waits for (Thread.start waits for
     the new thread): the finaliser must not wait for the lock (a deadlock
     seen in CI), and the session is closed once the lock is let go."""
-    import gc
-    import threading
     from squall._session import Session
     session = Session(client)          # held by nothing else
     handle = session._h
     assert handle.value
     box = [session]
     del session
-    with client._lock:
-        #   The last reference goes in that thread; a session is in cycles,
-        #   so the collector finalises it, there
-        finaliser = threading.Thread(target=lambda: (box.clear(), gc.collect()))
-        finaliser.start()
-        finaliser.join(timeout=TIMEOUT)
-        assert not finaliser.is_alive(), "the session's finaliser waited for the client's lock"
-        assert handle.value                 # not closed while the lock is held elsewhere
-    assert not handle.value                 # closed as the lock was let go
+    #   A session is in cycles, so the collector finalises it, there
+    finalised_under_lock(box, client._lock, handle, "session")
 
 
 @pytest.mark.parametrize("kind", ["Client", "TaskClient"])
@@ -141,8 +132,6 @@ def test_a_client_collected_in_a_thread_the_lock_holder_waits_for(cluster, kind)
     """The same for a client's own finaliser (a task's client's too): it
     neither waits for its lock nor joins a thread that takes it; the
     connection closes once the lock is let go."""
-    import gc
-    import threading
     from squall import _worker
     cls = squall.Client if kind == "Client" else _worker._task_client_class()
     client = cls(cluster.address, secret_key=cluster.secret_key, broker_key=cluster.broker_key)
@@ -151,13 +140,29 @@ def test_a_client_collected_in_a_thread_the_lock_holder_waits_for(cluster, kind)
     assert handle.value
     box = [client]
     del client
-    with lock:
-        finaliser = threading.Thread(target=lambda: (box.clear(), gc.collect()))
-        finaliser.start()
-        finaliser.join(timeout=TIMEOUT)
-        assert not finaliser.is_alive(), "the client's finaliser waited for its lock"
-        assert handle.value                 # not closed while the lock is held elsewhere
-    assert not handle.value                 # closed as the lock was let go
+    finalised_under_lock(box, lock, handle, "client")
+
+
+def test_a_dropped_client_is_closed_without_close(cluster):
+    """A client that submitted (so its flusher thread runs) and that the
+    user drops without close() is collected: its finaliser closes the
+    connection (the broker counts one client less), and the flusher ends.
+    The flusher held it strongly before, so it never was."""
+    import gc
+    import weakref
+    keys = dict(secret_key=cluster.secret_key, broker_key=cluster.broker_key)
+    with squall.Client(cluster.address, **keys) as watcher:
+        before = watcher.info()["clients"]
+        client = squall.Client(cluster.address, **keys)
+        until(lambda: watcher.info()["clients"] == before + 1, "the new client counted")
+        assert client.submit(inc, 1).result(TIMEOUT) == 2
+        flusher = client._flusher
+        assert flusher is not None and flusher.is_alive()
+        ref = weakref.ref(client)
+        del client
+        until(lambda: (gc.collect(), ref() is None)[1], "the dropped client collected")
+        until(lambda: watcher.info()["clients"] == before, "the dropped client's connection closed")
+        until(lambda: not flusher.is_alive(), "the dropped client's flusher ended")
 
 
 def _wait_for_gate(started, gate):

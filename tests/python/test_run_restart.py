@@ -122,17 +122,22 @@ def test_run_on_every_executor(tmp_path):
         assert set(client.run(pid, workers=[one])) == {one}
         with pytest.raises(ValueError, match="on_error"):
             client.run(pid, on_error="skip")
-        # answers stay small (the broker relays them): 64 KiB a governor
-        # together; one that does not fit is its executor's error
-        assert values_of(client.run(blob, 16 << 10)) == [b"x" * (16 << 10)] * 4
-        with pytest.raises(squall.SquallError, match="too large.*64 KiB"):
-            client.run(blob, 100 << 10)
-        out = client.run(blob, 40 << 10, on_error="return")
+        # answers stay on the governors, which the client reads directly
+        # (RUNREAD, 4 MiB a read): 4 MiB an executor, 8 MiB a governor
+        big = client.run(blob, 4 << 20)
+        assert pids_of(big) == ran and values_of(big) == [b"x" * (4 << 20)] * 4
+        del big
+        # a governor keeps 64 MiB of answers at most: one that does not fit
+        # is its executor's error
+        with pytest.raises(squall.SquallError, match="too large.*64 MiB"):
+            client.run(blob, 65 << 20)
+        out = client.run(blob, 33 << 20, on_error="return")
         kept = [v for v in values_of(out) if isinstance(v, bytes)]
         refused = [v for v in values_of(out) if isinstance(v, squall.SquallError)]
-        assert len(kept) == 2 and len(refused) == 2, out      # one of each governor's two
-        assert all(len(by_pid) == 2 for by_pid in out.values()), out
+        assert len(kept) == 2 and len(refused) == 2, [type(v) for v in values_of(out)]
+        assert all(len(by_pid) == 2 for by_pid in out.values())   # one of each governor's two
         assert "too large" in str(refused[0])
+        del out, kept
         # a function too large to send is refused before anything runs
         with pytest.raises(squall.SquallError):
             client.run(fmt, b"x" * (2 << 20))
@@ -252,3 +257,149 @@ def test_run_and_restart_leave_out_a_governor_that_leaves(tmp_path):
         pool.shutdown()
         other.close()
         client.close()
+
+
+def _answer_after(gate, mark):
+    """Governor A's answer waits for the test; B's comes at once."""
+    open(os.path.join(mark, "%d" % os.getpid()), "w").close()
+    if os.path.exists(os.path.join(mark, "slow-%d" % os.getpid())):
+        wait_for_file(gate)
+    return os.getpid()
+
+
+def test_run_answers_of_a_governor_gone_before_the_fetch_are_lost_not_the_others(tmp_path):
+    """The answers stay on the governors until the client reads them: a
+    governor that answered and died before the client read is reported as
+    its lost answers (one error, pid 0), the other governor's still come."""
+    with squall.LocalCluster(governors=2, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        other = cluster.client()
+        govs = sorted(client.governors(), key=lambda g: int(g["id"]))
+        slow, dying = govs
+        # one live executor on each
+        first = {g["name"]: client.submit(pid, workers=int(g["id"])).result(TIMEOUT) for g in govs}
+        mark, gate = tmp_path / "mark", str(tmp_path / "gate")
+        mark.mkdir()
+        (mark / ("slow-%d" % first[slow["name"]])).touch()
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        running = pool.submit(other.run, _answer_after, gate, str(mark), on_error="return")
+        until(lambda: (mark / str(first[dying["name"]])).exists(), "the dying governor's answer")
+        # Its RAN went to the broker before this task's FINISHED (one
+        # connection, in order; one executor): once the result is here the
+        # broker knows it answered.
+        assert client.submit(pid, workers=int(dying["id"])).result(TIMEOUT) == first[dying["name"]]
+        proc = cluster.governors[int(dying["name"].rsplit("-", 1)[1]) - 1]
+        proc.kill()
+        proc.wait(TIMEOUT)
+        open(gate, "w").close()
+        out = running.result(TIMEOUT)
+        pool.shutdown()
+        assert out[slow["name"]] == {first[slow["name"]]: first[slow["name"]]}, out
+        lost = out[dying["name"]]
+        assert list(lost) == [0] and isinstance(lost[0], squall.SquallError), out
+        assert "answers of governor %s were lost" % dying["id"] in str(lost[0]), str(lost[0])
+        other.close()
+        client.close()
+
+
+def test_a_runs_answers_are_read_only_with_its_clients_capability(tmp_path):
+    """RUN's reply says where each governor keeps its answers, with a
+    capability for the client that ran it and that run: another tenant's
+    client presenting it, or its own for another run, is refused
+    (SQ_E_DENIED) and reads nothing; the owner reads the answers."""
+    zmq = pytest.importorskip("zmq")
+    msgpack = pytest.importorskip("msgpack")
+    import signal
+    import zmq.auth
+    from zmq.utils import z85
+    from squall import _pickling
+
+    def curve(sock, secret_file, server_public):
+        public, secret = zmq.auth.load_certificate(secret_file)
+        sock.curve_publickey, sock.curve_secretkey = public, secret
+        sock.curve_serverkey = server_public
+
+    def call(sock, message, frames=1):
+        sock.send(msgpack.packb(message, use_bin_type=True))
+        assert sock.poll(TIMEOUT * 1000), "no reply to %r" % (message[:2],)
+        parts = sock.recv_multipart()
+        assert len(parts) == frames or msgpack.unpackb(parts[0], raw=False, strict_map_key=False)[2] != 0, parts
+        return msgpack.unpackb(parts[0], raw=False, strict_map_key=False), parts[1:]
+
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        authorized = cluster._keys["authorized"]
+        bob_key = squall.keygen("bob-run", authorized, "client", "team-b")
+        cluster.broker.send_signal(signal.SIGHUP)
+        client = cluster.client()
+        client.submit(pid).result(TIMEOUT)          # a live executor of the tenant
+        broker_public, _ = zmq.auth.load_certificate(cluster.broker_key)
+        ctx = zmq.Context()
+        socks = []
+
+        def dealer(secret_file, server_public, endpoint):
+            s = ctx.socket(zmq.DEALER)
+            s.linger = 0
+            curve(s, secret_file, server_public)
+            s.connect(endpoint)
+            socks.append(s)
+            return s
+
+        try:
+            def run(secret_file):
+                broker = dealer(secret_file, broker_public, cluster.address)
+                hello, _ = call(broker, [1, 1, 2, "client", "raw"])
+                assert hello[2] == 0, hello
+                fn = _pickling.dumps((pid, (), {}))
+                reply, _ = call(broker, [86, 2, 10000, fn])
+                assert reply[2] == 0, reply
+                run_id, governors = reply[3]
+                ((gov, (answers, size, where)),) = governors.items()
+                assert where[0] == gov and len(where[3]) == 41
+                return run_id, answers, size, where
+
+            alice_run, answers, size, where = run(cluster.secret_key)
+            assert answers == 1 and size > 0
+            until(lambda: _connect(cluster, bob_key), "the broker to take bob's key").close()
+            bob_run, answers, _, bob_where = run(bob_key)
+            assert answers == 0 and bob_run != alice_run       # no executor of bob's tenant
+            _, endpoint, governor_key, capability = where
+            assert len(capability) == 41
+            server = z85.encode(governor_key)
+
+            def runread(secret_file, run_id, cap):
+                sock = dealer(secret_file, server, endpoint)
+                reply, payload = call(sock, [94, 7, run_id, 0, 1 << 20, cap], frames=2)
+                return reply, payload
+
+            # bob with alice's capability; bob's capability for alice's run
+            for who, run_id, cap in ((bob_key, alice_run, capability),
+                                     (bob_key, alice_run, bob_where[3]),
+                                     (cluster.secret_key, alice_run, bob_where[3])):
+                reply, payload = runread(who, run_id, cap)
+                assert reply[2] == 24 and not payload, reply         # SQ_E_DENIED
+            # alice with hers: the answers, [[pid, ok, pickled result]]
+            reply, payload = runread(cluster.secret_key, alice_run, capability)
+            assert reply[2] == 0 and reply[3] == [size, size, True], reply
+            ((executor, ok, raw),) = msgpack.unpackb(payload[0], raw=False)
+            assert ok and pickle_loads(raw) == executor
+            # read to the end: no longer kept
+            reply, _ = runread(cluster.secret_key, alice_run, capability)
+            assert reply[2] == 6, reply                               # SQ_E_UNKNOWN_ID
+        finally:
+            for s in socks:
+                s.close()
+            ctx.term()
+        client.close()
+
+
+def _connect(cluster, key):
+    try:
+        return squall.Client(cluster.address, timeout=2.0, secret_key=key,
+                             broker_key=cluster.broker_key)
+    except squall.SquallError:
+        return None             # the broker has not read the new key yet
+
+
+def pickle_loads(raw):
+    import pickle
+    return pickle.loads(raw)

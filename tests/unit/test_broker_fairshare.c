@@ -10,6 +10,8 @@
       sessions close;
     - tasks queued before their session had a share (journal replay) move
       to their tenant's queue and its cap;
+    - tasks of 0 cpus pass a tenant's capped tasks without passing its cap,
+      and count as a cpu each in the fair share;
     - --tenant-quota specs are parsed strictly, and a tenant not named
       takes the `*` quota. */
 #include "graph.h"
@@ -64,10 +66,14 @@ s_gov (uint32_t id, uint32_t cpus)
 
 //  n independent one-cpu noops at `priority` in the session, naming the
 //  governors they may run on (n_govs 0: any), or prefer (loose).
+//  cpus each task of the next s_submit_on asks for (1 unless a test says).
+static uint32_t s_task_cpus = 1;
+
 static void
 s_submit_on (session_t *session, uint32_t n, int32_t priority, uint32_t *govs,
              uint32_t n_govs, bool loose)
 {
+    sq_resource_t cpus = { { "cpus", 4 }, s_task_cpus };
     sq_submit_t sub;
     memset (&sub, 0, sizeof sub);
     sq_task_spec_t *tasks = (sq_task_spec_t *) calloc (n, sizeof *tasks);
@@ -79,7 +85,8 @@ s_submit_on (session_t *session, uint32_t n, int32_t priority, uint32_t *govs,
         tasks [i] = (sq_task_spec_t) { .id = base + 2 * i, .kind = { "noop", 4 },
                                        .outputs = &outputs [i], .n_outputs = 1,
                                        .priority = priority, .n_governors = n_govs,
-                                       .governors = govs, .loose = loose };
+                                       .governors = govs, .loose = loose,
+                                       .n_resources = s_task_cpus != 1, .resources = &cpus };
         objects [i] = (sq_object_spec_t) { .id = outputs [i], .frame = -1 };
     }
     sub.session = session->id;
@@ -343,6 +350,62 @@ s_test_governors (void)
     gov_destroy (&g4);
 }
 
+//  Tasks of 0 cpus (gather's joins: 0 cpus at the top priority) never take
+//  a tenant past its cpu cap, yet pass its tasks the cap holds; and each
+//  counts as a cpu in the fair share (share_t.cpuless), else a tenant of
+//  such tasks, always furthest below its share, took every free slot.
+static void
+s_test_cpuless (void)
+{
+    s_setup ();
+    tenancy_quota_t quota;
+    char err [200];
+    CHECK (tenancy_quota_parse ("a:cpus=2", &quota, err, sizeof err) == 0, "%s", err);
+    tenancy_t *tenancy = tenancy_new (&quota, 1);
+    share_t *a = tenancy_share (tenancy, "a"), *b = tenancy_share (tenancy, "b");
+    session_t *sa = graph_session_open (s_graph, NULL), *sb = graph_session_open (s_graph, NULL);
+    graph_session_set_share (s_graph, sa, a);
+    graph_session_set_share (s_graph, sb, b);
+    gov_t *gov = s_gov (1, 16);
+    scheduler_governor_add (s_scheduler, gov);
+    s_submit (sa, 2, 0);
+    CHECK (scheduler_run (s_scheduler, s_place, NULL) == 2 && a->cpus == 2, "a at its cap");
+    s_submit (sa, 4, 0);                //  held by the cap
+    s_task_cpus = 0;
+    s_submit (sa, 3, INT32_MAX);        //  the joins
+    s_task_cpus = 1;
+    CHECK (scheduler_run (s_scheduler, s_place, NULL) == 3, "the joins pass the held tasks");
+    CHECK (a->cpus == 2 && a->cpuless == 3, "still at the cap: %llu cpus, %llu cpuless",
+           (unsigned long long) a->cpus, (unsigned long long) a->cpuless);
+    CHECK (scheduler_ready_count (s_scheduler) == 4, "the capped tasks wait");
+    graph_session_close (s_graph, &sa);
+    CHECK (a->cpus == 0 && a->cpuless == 0, "given back with the session");
+    graph_session_close (s_graph, &sb);
+    s_teardown (&gov);
+
+    //  b's 20 tasks of no cpu against c's 20 of one, on 8 free slots: 4 and 4.
+    s_setup ();
+    share_t *c = tenancy_share (tenancy, "c");
+    sb = graph_session_open (s_graph, NULL);
+    session_t *sc = graph_session_open (s_graph, NULL);
+    graph_session_set_share (s_graph, sb, b);
+    graph_session_set_share (s_graph, sc, c);
+    s_task_cpus = 0;
+    s_submit (sb, 20, INT32_MAX);
+    s_task_cpus = 1;
+    s_submit (sc, 20, 0);
+    gov = s_gov (2, 8);
+    scheduler_governor_add (s_scheduler, gov);
+    CHECK (scheduler_run (s_scheduler, s_place, NULL) == 8, "8 slots filled");
+    CHECK (s_count (sb->id) == 4 && s_count (sc->id) == 4, "4 and 4: %zu and %zu",
+           s_count (sb->id), s_count (sc->id));
+    graph_session_close (s_graph, &sb);
+    graph_session_close (s_graph, &sc);
+    CHECK (b->cpuless == 0 && c->cpus == 0, "given back");
+    s_teardown (&gov);
+    tenancy_destroy (&tenancy);
+}
+
 int
 main (void)
 {
@@ -352,6 +415,7 @@ main (void)
     s_test_late_share ();
     s_test_parse ();
     s_test_governors ();
+    s_test_cpuless ();
     printf ("test_broker_fairshare: all checks passed\n");
     return 0;
 }

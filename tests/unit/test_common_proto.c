@@ -2,6 +2,7 @@
     version mismatch, and strict rejection of malformed input. */
 #include "proto.h"
 #include "record.h"
+#include "capability.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -779,6 +780,36 @@ s_test_submit (void)
     sq_wbuf_release (&w);
 }
 
+
+//  RUN's reply and answers, as read back
+static int s_ran_seen;
+
+static int
+s_ran_where (void *arg, uint64_t run, uint32_t gov, uint32_t answers, uint64_t size,
+             const sq_where_t *where)
+{
+    (void) arg;
+    CHECK (run == 12);
+    if (gov == 3)
+        CHECK (answers == 2 && size == 4u << 20 && mpr_str_eq (where->endpoint, "tcp://127.0.0.1:5001")
+               && where->key.len == 32 && where->capability.len == SQ_CAP_SIZE);
+    else
+        CHECK (gov == 4 && answers == 0 && size == 0 && where->endpoint.len == 0
+               && where->key.len == 0 && where->capability.len == 0);
+    s_ran_seen++;
+    return 0;
+}
+
+static int
+s_ran_item (void *arg, uint64_t pid, bool ok, mpr_str_t bytes)
+{
+    (void) arg;
+    CHECK ((pid == 100 && ok && bytes.len == 2 && memcmp (bytes.ptr, "ok", 2) == 0)
+        || (pid == 101 && !ok && bytes.len == 2 && memcmp (bytes.ptr, "no", 2) == 0));
+    s_ran_seen++;
+    return 0;
+}
+
 static void
 s_test_update (void)
 {
@@ -940,47 +971,88 @@ s_test_update (void)
         CHECK (sq_grun_decode (&gb, w.buf.data, w.buf.size, &err) == 0);
         CHECK (gb.run == 12 && mpr_str_eq (gb.tenant, "acme") && gb.fn.len == 1);
 
-        //  RAN [19, run, [[pid, ok, bytes]...]]
-        sq_wbuf_t res;
-        sq_wbuf_init (&res);
-        sq_pack_ran_result (&res.pk, 100, true, "ok", 2);
-        sq_pack_ran_result (&res.pk, 101, false, "no", 2);
+        //  RAN [19, run, answers, size]: the answers stay on the governor
         sq_wbuf_reset (&w);
         sq_batch_header (&w, SQ_MSG_UPDATE, 2);
-        sq_pack_ran (&w.pk, 12, 2, res.buf.data, res.buf.size);
-        sq_pack_ran (&w.pk, 13, 0, NULL, 0);    //  no executor of the tenant
+        sq_pack_ran (&w.pk, 12, 2, 4u << 20);
+        sq_pack_ran (&w.pk, 13, 0, 0);          //  no executor of the tenant
         CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
         CHECK (sq_update_next (&it, &ev) == 1);
-        CHECK (ev.type == SQ_EV_RAN && ev.key == 12 && ev.message.len == res.buf.size + 1
-               && memcmp (ev.message.ptr + 1, res.buf.data, res.buf.size) == 0);
+        CHECK (ev.type == SQ_EV_RAN && ev.key == 12 && ev.attempt == 2 && ev.size == 4u << 20);
         CHECK (sq_update_next (&it, &ev) == 1);
-        CHECK (ev.type == SQ_EV_RAN && ev.key == 13 && ev.message.len == 1);
+        CHECK (ev.type == SQ_EV_RAN && ev.key == 13 && ev.attempt == 0 && ev.size == 0);
         CHECK (sq_update_next (&it, &ev) == 0);
         sq_iter_release (&it);
         s_check_truncations ("UPDATE", s_dec_update, w.buf.data, w.buf.size);
-        //  A result that is not [pid, ok, bin]: refused
+        //  Over the bounds: more than 256 answers, more than a governor keeps
+        for (int which = 0; which < 2; which++) {
+            sq_wbuf_reset (&w);
+            sq_batch_header (&w, SQ_MSG_UPDATE, 1);
+            sq_pack_ran (&w.pk, 1, which? 1: SQ_RUN_EXECS_MAX + 1,
+                         which? SQ_RUN_RESULTS_MAX + 1ull: 1);
+            CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1);
+            CHECK (strstr (err.text, which? "over the answers' bound": "more than 256 executors"));
+        }
+
+        //  RUN's reply: [run, {governor: [answers, size, where]}]
+        uint8_t key [32], cap [SQ_CAP_SIZE];
+        memset (key, 7, sizeof key);
+        memset (cap, 9, sizeof cap);
+        sq_wbuf_reset (&w);
+        sq_reply_begin_ran (&w, 6, 12, 2);
+        sq_pack_ran_where (&w.pk, 3, 2, 4u << 20, "tcp://127.0.0.1:5001", key, cap, sizeof cap);
+        sq_pack_ran_where (&w.pk, 4, 0, 0, "", NULL, NULL, 0);     //  gone since
+        sq_reply_t reply;
+        CHECK (sq_reply_decode (&reply, w.buf.data, w.buf.size, &err) == 0 && reply.req == 6);
+        s_ran_seen = 0;
+        uint64_t run_id = 0;
+        CHECK (sq_ran_reply_each (reply.body, reply.body_size, &run_id, s_ran_where, NULL, &err) == 0);
+        CHECK (run_id == 12 && s_ran_seen == 2);
+        //  Truncated anywhere: refused
+        for (size_t cut = 0; cut < reply.body_size; cut++)
+            CHECK (sq_ran_reply_each (reply.body, cut, &run_id, s_ran_where, NULL, &err) == -1);
+        //  A governor claiming more than it may keep: refused
+        sq_wbuf_reset (&w);
+        sq_reply_begin_ran (&w, 6, 12, 1);
+        sq_pack_ran_where (&w.pk, 3, 2, SQ_RUN_RESULTS_MAX + 1ull, "tcp://x:1", NULL, NULL, 0);
+        CHECK (sq_reply_decode (&reply, w.buf.data, w.buf.size, &err) == 0);
+        CHECK (sq_ran_reply_each (reply.body, reply.body_size, &run_id, s_ran_where, NULL, &err) == -1
+               && strstr (err.text, "bounds"));
+
+        //  The answers RUNREAD reads: an array of [pid, ok, bytes]
+        sq_wbuf_t res;
+        sq_wbuf_init (&res);
+        msgpack_pack_array (&res.pk, 2);
+        sq_pack_ran_result (&res.pk, 100, true, "ok", 2);
+        sq_pack_ran_result (&res.pk, 101, false, "no", 2);
+        s_ran_seen = 0;
+        CHECK (sq_ran_results_each (res.buf.data, res.buf.size, s_ran_item, NULL, &err) == 0
+               && s_ran_seen == 2);
+        for (size_t cut = 0; cut < res.buf.size; cut++)
+            CHECK (sq_ran_results_each (res.buf.data, cut, s_ran_item, NULL, &err) == -1);
+        //  An answer that is not [pid, ok, bin]: refused
         sq_wbuf_reset (&res);
+        msgpack_pack_array (&res.pk, 1);
         msgpack_pack_array (&res.pk, 3);
         msgpack_pack_uint32 (&res.pk, 1);
         msgpack_pack_uint32 (&res.pk, 1);
         msgpack_pack_bin (&res.pk, 0);
-        sq_wbuf_reset (&w);
-        sq_batch_header (&w, SQ_MSG_UPDATE, 1);
-        sq_pack_ran (&w.pk, 1, 1, res.buf.data, res.buf.size);
-        CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "field 'ok'"));
-        //  A governor's results together: at most SQ_RUN_RESULTS_MAX (the
-        //  broker relays them), 7 bytes of msgpack around one answer here
-        static char big [SQ_RUN_RESULTS_MAX];
-        for (size_t extra = 0; extra < 2; extra++) {
-            sq_wbuf_reset (&res);
-            sq_pack_ran_result (&res.pk, 100, true, big, SQ_RUN_RESULTS_MAX - 7 + extra);
-            sq_wbuf_reset (&w);
-            sq_batch_header (&w, SQ_MSG_UPDATE, 1);
-            sq_pack_ran (&w.pk, 14, 1, res.buf.data, res.buf.size);
-            int rc = s_dec_update (w.buf.data, w.buf.size, &err);
-            CHECK (extra? rc == -1 && strstr (err.text, "over 64 KiB"): rc == 0);
-        }
+        CHECK (sq_ran_results_each (res.buf.data, res.buf.size, s_ran_item, NULL, &err) == -1
+               && strstr (err.text, "field 'ok'"));
         sq_wbuf_release (&res);
+
+        //  RUNREAD: a range of a run's answers, at most SQ_LOGREAD_MAX
+        sq_runread_t rr = { 9, 12, 4u << 20, SQ_LOGREAD_MAX, { (const char *) cap, sizeof cap } }, rb;
+        sq_wbuf_reset (&w);
+        sq_runread_encode (&w, &rr);
+        CHECK (sq_runread_decode (&rb, w.buf.data, w.buf.size, &err) == 0);
+        CHECK (rb.req == 9 && rb.run == 12 && rb.offset == 4u << 20 && rb.length == SQ_LOGREAD_MAX
+               && rb.capability.len == sizeof cap);
+        rr.length = SQ_LOGREAD_MAX + 1;
+        sq_wbuf_reset (&w);
+        sq_runread_encode (&w, &rr);
+        CHECK (sq_runread_decode (&rb, w.buf.data, w.buf.size, &err) == -1
+               && strstr (err.text, "longer than a read may be"));
     }
 
     //  Unknown event type, wrong count for a type

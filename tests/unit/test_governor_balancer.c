@@ -54,9 +54,31 @@ s_load (uint64_t n)
                          .spilled = n, .objects = n * 3, .tasks = n * 7 };
 }
 
+//  Equality is by field: the same fields over different bytes between
+//  them are equal; any one field changed alone is not.
+static void
+s_check_equal (void)
+{
+    sq_load_t a, b;
+    memset (&a, 0x55, sizeof a);
+    memset (&b, 0xAA, sizeof b);
+    a = s_load (9);
+    b = s_load (9);
+    CHECK (balancer_load_equal (&a, &b));
+    for (int field = 0; field < 7; field++) {
+        b = s_load (9);
+        uint64_t *f [] = { &b.running, &b.queued, &b.memory, &b.spilled, &b.objects,
+                           &b.tasks, &b.piped };
+        *f [field] += 1;
+        CHECK (!balancer_load_equal (&a, &b));
+        CHECK (!balancer_load_equal (&b, &a));
+    }
+}
+
 int
 main (void)
 {
+    s_check_equal ();
     void *ctx = zmq_ctx_new ();
     void *in = zmq_socket (ctx, ZMQ_PAIR);
     void *out = zmq_socket (ctx, ZMQ_PAIR);

@@ -28,6 +28,7 @@
 #include <inttypes.h>
 #include <sys/mman.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -667,6 +668,39 @@ s_test_local (void)
     stream_dir_destroy (&wdir);
     stream_dir_destroy (&rdir);
     CHECK (!wdir && !rdir);
+
+    //  A good directory where the writer's socket cannot be bound (its name
+    //  taken by a directory; the same path as a host without /proc): the
+    //  governor starts all the same, and its streams go as chunks even to a
+    //  reader whose governor has a socket there.
+    char taken [320];
+    uint64_t hash = 14695981039346656037ull;
+    for (const char *c = "tcp://w:1"; *c; c++)
+        hash = (hash ^ (uint8_t) *c) * 1099511628211ull;
+    snprintf (taken, sizeof taken, "%s/%016" PRIx64 ".sock", sub, hash);
+    CHECK (mkdir (taken, 0700) == 0);
+    r = stream_new (&rargs);
+    w = stream_new (&wargs);
+    CHECK (w && r);
+    CHECK (pipe (wp) == 0 && pipe2 (rp, O_NONBLOCK) == 0);
+    CHECK (stream_writer_add (w, 34, 1, 44, 1, wp [0]) == 0);
+    CHECK (stream_reader_add (r, 54, 44, 1, rp [1]) == 0);
+    s_order (w, SQ_MSG_STREAM, 44, 1, 54, "tcp://r:1");
+    CHECK (write (wp [1], "xyz", 3) == 3);
+    s_turn (w, 1000);
+    CHECK (s_relay (r, &chunk, &payload) == SQ_MSG_SCHUNK && chunk.token.len == 0
+           && chunk.offset == 0 && payload == 3);
+    s_turn (r, 1000);
+    CHECK (read (rp [0], got, sizeof got) == 3 && memcmp (got, "xyz", 3) == 0);
+    close (wp [1]);
+    close (rp [0]);
+    stream_reader_remove (r, 54);
+    stream_writer_remove (w, 34);
+    while (s_relay (w, NULL, NULL))
+        ;
+    stream_destroy (&w);
+    stream_destroy (&r);
+    CHECK (rmdir (taken) == 0);
 
     //  A directory open to others is refused.
     CHECK (chmod (sub, 0755) == 0);

@@ -10,6 +10,7 @@ import pickle
 import re
 import threading
 import time
+import weakref
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import _lib as L
@@ -282,7 +283,15 @@ class Client:
 
     def close(self) -> Any:
         """Closes the connection (and every session of this client); with
-        asynchronous=True, an awaitable."""
+        asynchronous=True, an awaitable.
+
+        A client dropped without close() (nothing refers to it, nor to its
+        futures and sessions) is closed by its finaliser when the garbage
+        collector takes it, exactly as close(): its sessions are closed, so
+        their unfinished tasks are cancelled and their objects freed (a
+        detached job goes on). The submit flusher thread holds the client
+        only weakly, so it does not keep a dropped client, or its
+        connection, alive."""
         if getattr(self, "asynchronous", False):
             import asyncio
             try:
@@ -412,24 +421,36 @@ class Client:
         caller makes no other call (a tight loop of submits sends one
         message; a chain of submits runs without a round trip per task)."""
         if self._flusher is None:
-            self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
-                                             name="squall-submit")
+            #   The thread holds the client weakly: a client the user drops
+            #   without close() is collected, and its finaliser closes it.
+            self._flusher = threading.Thread(target=Client._flush_loop,
+                                             args=(weakref.ref(self), self._flush_wanted),
+                                             daemon=True, name="squall-submit")
             self._flusher.start()
         self._flush_wanted.set()
 
-    def _flush_loop(self) -> None:
+    @staticmethod
+    def _flush_loop(ref: "weakref.ref[Client]", wanted: threading.Event) -> None:
+        """The flusher: holds its client (ref()) only while it sends; ends
+        when the client is closed or collected (_destroy wakes it)."""
         while True:
-            self._flush_wanted.wait()
+            wanted.wait()
             time.sleep(_SUBMIT_DELAY)
-            self._flush_wanted.clear()
-            with self._lock:
-                if not getattr(self, "_h", None) or not self._h.value:
+            wanted.clear()
+            client = ref()
+            if client is None:
+                return
+            with client._lock:
+                if not getattr(client, "_h", None) or not client._h.value:
                     return
-                if self._fs is not None and not self._fs.closed:
+                if client._fs is not None and not client._fs.closed:
                     try:
-                        self._fs.submit()
+                        client._fs.submit()
                     except SquallError as exc:
-                        self._fs._submit_error = exc
+                        client._fs._submit_error = exc
+            #   The last reference may go here: the finaliser then runs in
+            #   this thread, with the lock free.
+            del client
 
     def map(self, fn: Callable, *iterables: Iterable, **options) -> List["Future"]:
         """[submit(fn, *xs) for xs in zip(*iterables)], sent in one request."""
@@ -724,9 +745,12 @@ class Client:
         executors answer an error). on_error="raise": the first exception
         raised there is raised here as itself; "return": exceptions are the
         values of their executors; "ignore": their executors are left out.
-        Results are small: the broker relays them, at most 64 KiB of a
-        governor's together; an executor whose result does not fit answers
-        a SquallError saying it was too large (a large result is a task's)
+        Results stay on the governors, and this client reads them from
+        there (the broker only says where): a governor keeps at most 64 MiB
+        of answers; an executor whose result does not fit answers a
+        SquallError saying it was too large (a large result is a task's).
+        A governor that dies before its answers are read gives one
+        SquallError (under executor pid 0) saying they were lost.
         With asynchronous=True, an awaitable."""
         if on_error not in ("raise", "return", "ignore"):
             raise ValueError("on_error must be 'raise', 'return' or 'ignore', not %r"

@@ -37,7 +37,12 @@ _GATHER_CHUNK = 2000
 #   tasks for a cpu to copy results that were long there. The highest
 #   priority puts it at the head of its tenant's ready tasks: behind a task
 #   over the tenant's cpu cap (--tenant-quota cpus=N, which an actor can fill
-#   for good) it was never looked at.
+#   for good) it was never looked at. It jumps no cap (0 cpus never count
+#   against one) and starves nobody: its tenant's fair share counts each
+#   join as a cpu (the broker's share_t.cpuless), and there is one per
+#   _GATHER_CHUNK futures gathered. A user task at this same priority that
+#   the cap holds still comes first (ties go by submission order): the
+#   gather then waits for it, as that task itself does.
 _GATHER_OPTIONS = {"cpus": 0, "priority": 2 ** 31 - 1}
 
 
