@@ -679,6 +679,11 @@ s_test_local (void)
         hash = (hash ^ (uint8_t) *c) * 1099511628211ull;
     snprintf (taken, sizeof taken, "%s/%016" PRIx64 ".sock", sub, hash);
     CHECK (mkdir (taken, 0700) == 0);
+    wdir = stream_dir_new (sub, "tcp://w:1", NULL);
+    rdir = stream_dir_new (sub, "tcp://r:1", NULL);
+    CHECK (wdir && rdir);
+    wargs.dir = wdir;
+    rargs.dir = rdir;
     r = stream_new (&rargs);
     w = stream_new (&wargs);
     CHECK (w && r);
@@ -700,6 +705,8 @@ s_test_local (void)
         ;
     stream_destroy (&w);
     stream_destroy (&r);
+    stream_dir_destroy (&wdir);
+    stream_dir_destroy (&rdir);
     CHECK (rmdir (taken) == 0);
 
     //  A directory open to others is refused.
