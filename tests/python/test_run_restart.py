@@ -7,6 +7,7 @@ import os
 import pytest
 
 import squall
+from squall import _clusterwide
 from conftest import TIMEOUT, cluster_options, until
 
 
@@ -94,7 +95,7 @@ def test_run_on_every_executor(tmp_path):
         pool = concurrent.futures.ThreadPoolExecutor(1)
         busy = pool.submit(other.run, pid)
         with pytest.raises(squall.SquallError) as info:
-            client._run(pid, (), {}, None, "raise", 0.3)    # run's 30 s, shorter
+            _clusterwide.run(client, pid, (), {}, None, "raise", 0.3)    # run's 30 s, shorter
         assert info.value.code == 16 and "2 governor(s) did not answer" in str(info.value)
         assert not busy.done()
         open(gate, "w").close()

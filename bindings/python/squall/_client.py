@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 from . import _lib as L
 from . import _logs
 from . import _intask
+from . import _clusterwide
 from . import _pickling
 from .errors import (ActorLost, ConnectionError, ObjectDeleted, ObjectLost, SquallError,
                      TaskCancelled, TaskFailed, TimeoutError, UpstreamFailed)
@@ -676,25 +677,7 @@ class Client:
         run under uids of their own), for that task only: another client of
         the tenant never imports them (bindings README). load=True: a .py
         is imported by a task now, so that an error in it is raised here."""
-        import hashlib
-        import zipfile
-        name = os.path.basename(path)
-        if not name.endswith((".py", ".zip", ".egg")) or name.startswith("."):
-            raise ValueError("upload_file takes a .py module, or a .zip or .egg of modules, "
-                             "not %r" % name)
-        with open(path, "rb") as f:
-            data = f.read()
-        if name.endswith(".py"):
-            compile(data, path, "exec")         # a SyntaxError is the caller's, here
-        elif not zipfile.is_zipfile(path):
-            raise ValueError("%s is not a zip archive" % path)
-        digest = hashlib.sha256(name.encode() + b"\0" + data).hexdigest()[:32]
-        with self._lock:
-            self._uploads = [u for u in self._uploads if u[0] != name] + [(name, digest, data)]
-            self._uploads_version += 1
-        if load and name.endswith(".py"):
-            from . import _uploads
-            self.submit(_uploads.load, name[:-3], key="upload_file").result()
+        _clusterwide.upload_file(self, path, load)
 
     def restart(self, keep_results: bool = False, timeout: float = 30.0) -> Any:
         """Fresh Python executors for this client's tenant on every
@@ -711,22 +694,7 @@ class Client:
         running tasks first finish); after `timeout` seconds, SquallError
         (SQ_E_TIMEOUT) naming the governors that did not confirm (the
         restart goes on there). With asynchronous=True, an awaitable."""
-        return self._aio(self._restart, bool(keep_results), timeout)
-
-    def _restart(self, keep_results: bool, timeout: float = 30.0) -> None:
-        with self._lock:
-            if not keep_results and self._fs is not None:
-                #   Closing the session cancels its tasks and frees its
-                #   results; its futures are cancelled (a value fetched
-                #   before too, as Dask's).
-                self._fs._dropped = True
-                self._fs.close()
-                self._fs = None
-                self._released.clear()
-            if L.sq_client_restart_wait is None:
-                self._check(L.sq_client_restart(self._h))
-            else:
-                self._check(L.sq_client_restart_wait(self._h, max(0, int(timeout * 1000))))
+        return self._aio(_clusterwide.restart, self, bool(keep_results), timeout)
 
     def run(self, function: Callable, *args, workers: Any = None, on_error: str = "raise",
             **kwargs) -> Dict[Any, Dict[int, Any]]:
@@ -755,62 +723,7 @@ class Client:
         if on_error not in ("raise", "return", "ignore"):
             raise ValueError("on_error must be 'raise', 'return' or 'ignore', not %r"
                              % (on_error,))
-        return self._aio(self._run, function, args, kwargs, workers, on_error)
-
-    def _run(self, function: Callable, args: tuple, kwargs: dict, workers: Any,
-             on_error: str, timeout: float = 30.0) -> Dict[Any, Dict[int, Any]]:
-        import struct
-        if L.sq_client_run is None:
-            raise SquallError("client.run needs a newer libsquall (sq_client_run)", L.SQ_E_INVALID)
-        governors = self.governors()
-        names = {int(g["id"]): g.get("name") for g in governors}
-        counts = list(names.values())
-        wanted = set(self._governor_ids(workers)) if workers is not None else None
-        call = (function, args, kwargs)
-        fn = _pickling._cloud_dumps(call) if _pickling.cloudpickle else _pickling.dumps(call)
-        out_p = ctypes.c_void_p()
-        size = ctypes.c_size_t()
-        with self._lock:
-            self._check(L.sq_client_run(self._h, max(0, int(timeout * 1000)), fn, len(fn),
-                                        ctypes.byref(out_p), ctypes.byref(size)))
-        try:
-            data = ctypes.string_at(out_p.value, size.value) if size.value else b""
-        finally:
-            L.sq_free(out_p)
-        out: Dict[Any, Dict[int, Any]] = {}
-        first_error = None
-        pos = 0
-        head = struct.Struct("<IQBI")
-        while pos < len(data):
-            gov, pid, ok, length = head.unpack_from(data, pos)
-            pos += head.size
-            raw = data[pos:pos + length]
-            pos += length
-            if wanted is not None and gov not in wanted:
-                continue
-            name = names.get(gov)
-            key = name if name and counts.count(name) == 1 else gov
-            results = out.setdefault(key, {})
-            try:
-                value = pickle.loads(raw)
-            except Exception:               # noqa: BLE001 - the governor's own words
-                value = SquallError("run on executor %d: %s"
-                                    % (pid, raw.decode("utf-8", "replace")), 0)
-                ok = 0
-            if ok:
-                results[pid] = value
-            elif on_error == "raise":
-                first_error = first_error or value
-            elif on_error == "return":
-                results[pid] = value
-        for gov in names:
-            name = names[gov]
-            key = name if name and counts.count(name) == 1 else gov
-            if wanted is None or gov in wanted:
-                out.setdefault(key, {})
-        if first_error is not None:
-            raise first_error
-        return out
+        return self._aio(_clusterwide.run, self, function, args, kwargs, workers, on_error)
 
     def compute(self, collections: Any, sync: bool = False, **kwargs) -> Any:
         """Dask distributed's compute: a Future of each Dask collection's
