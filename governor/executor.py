@@ -39,6 +39,12 @@ length followed by the body, so that both sides need nothing but `struct`.
       u32 type_len | 0x80000000, u64 size, type, u64 segment id, and
       its value is the first size bytes of its memory file, which the
       executor maps read-only in place of receiving them (see _Segment).
+      Input cache (see _cache): an input whose type_len has bit 30 set
+      is followed, after its bytes, by a u64 token to keep its value
+      under; an input with type_len 0xfffffffe is the value kept under
+      its u64 (no type, no bytes); after the outputs, optionally u32 n
+      and n u64 tokens to forget (n 0xffffffff: all).
+      or u8 0x14 (forget), u32 n, n u64 tokens (or n 0xffffffff: all)
       or u8 5 (cancel), u32 number: the run frame (ops 1 to 4, numbered
       from 1 in the order they came) not to run, if not run yet
   executor -> governor, one reply per run frame, in their order:
