@@ -673,6 +673,7 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
     #   fail, so that the governor hears of each one it handed over.
     fields = []
     offers = {}                     # input index -> token to keep its value under
+    cached = {}                     # input index -> the value kept here it names
     for i in range(n_in):
         type_len, size = _INPUT.unpack_from(view, pos)
         pos += _INPUT.size
@@ -680,6 +681,7 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
             fields.append((None, size))
             continue
         if type_len == _CACHED_INPUT:
+            cached[i] = _cache.get(size)
             fields.append((_CACHED, size))
             continue
         offer = type_len & _CACHE_OFFER
@@ -707,10 +709,9 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
         pos += _U32.size
         out_types.append(bytes(view[pos:pos + type_len]).decode())
         pos += type_len
-    cached = {i: _cache.get(data) for i, (content_type, data) in enumerate(fields)
-              if content_type is _CACHED}
-    _forget_from(view, pos)
-    if None in cached.values():
+    if pos < len(view):
+        _forget_from(view, pos)
+    if cached and None in cached.values():
         raise _NotKept()
     inputs = []
     upstream = []                   # warnings the inputs carry
