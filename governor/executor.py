@@ -672,15 +672,23 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
     #   Every segment is mapped (or its failure noted) before anything can
     #   fail, so that the governor hears of each one it handed over.
     fields = []
-    offers = {}                     # input index -> token to keep its value under
-    cached = {}                     # input index -> the value kept here it names
+    offers = cached = None          # by input index: a token to keep its value
+                                    # under; the value kept here it names
     for i in range(n_in):
         type_len, size = _INPUT.unpack_from(view, pos)
         pos += _INPUT.size
+        if type_len < _CACHE_OFFER:     # bytes in the frame, the common case
+            content_type = bytes(view[pos:pos + type_len]).decode()
+            pos += type_len
+            fields.append((content_type, view[pos:pos + size]))
+            pos += size
+            continue
         if type_len == _KEPT_INPUT:
             fields.append((None, size))
             continue
         if type_len == _CACHED_INPUT:
+            if cached is None:
+                cached = {}
             cached[i] = _cache.get(size)
             fields.append((_CACHED, size))
             continue
@@ -700,6 +708,8 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
             data = view[pos:pos + size]
             pos += size
             if offer:
+                if offers is None:
+                    offers = {}
                 offers[i] = _U64.unpack_from(view, pos)[0]
                 pos += _U64.size
         fields.append((content_type, data))
@@ -736,7 +746,7 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
         elif content_type == PICKLE:
             value, head = _load_value(data)
             inputs.append(value)
-            if i in offers and head is data:    # (out of band: views of the frame)
+            if offers and i in offers and head is data:   # (out of band: views of the frame)
                 warned = []
                 _input_warnings(head, warned)
                 _cache[offers[i]] = (value, warned)
