@@ -549,6 +549,10 @@ s_cache_plan (pyexec_t *self, s_exec_t *ex, task_t *task, store_t *store, uint32
               sq_blob_t **segs, s_plan_t *plan)
 {
     memset (plan, 0, sizeof *plan);
+    //  An actor's executor serves its calls only, whose frames carry no
+    //  forgets: what it keeps goes now, with the actor's own frame.
+    if (task->conf.actor && ex->n_cache)
+        s_cache_clear (ex);
     plan->n_drops = ex->drop_all? S_FORGET_ALL: ex->n_drops;
     plan->drops = ex->drops;
     if (!task->conf.share_inputs || task->conf.call || task->conf.actor || !task->n_inputs)

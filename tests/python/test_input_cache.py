@@ -171,3 +171,25 @@ def test_a_killed_executor_takes_its_cache_with_it(one, sharing, tmp_path):
     #   its own: nothing of the dead one's cache is named) keeps it anew.
     assert again4
     assert after == client.submit(pid).result(timeout=TIMEOUT)
+
+
+class Keeper:
+    """An actor: asks its executor what it keeps."""
+
+    def kept(self):
+        import _squall_executor
+        return _squall_executor.cached_inputs(), os.getpid()
+
+
+def test_an_actor_executor_keeps_nothing_of_the_tasks_before(one, sharing):
+    client = one
+    a = client.submit(make, N, 4.0)            # alive: the executor keeps it
+    graph = {"r%d" % i: (seen, a, i) for i in range(3)}
+    assert [s for _, _, s in client.get(graph, list(graph))] == [4.0 * N] * 3
+    executor = client.submit(forget_seen).result(timeout=TIMEOUT)
+    assert client.submit(kept).result(timeout=TIMEOUT) >= 1
+    keeper = client.actor(Keeper)
+    #   The actor took that executor; it forgot what it kept with the
+    #   actor's own frame (an actor's calls carry no forgets).
+    assert keeper.kept().result(timeout=TIMEOUT) == (0, executor)
+    assert float(a.result(timeout=TIMEOUT).sum()) == 4.0 * N
