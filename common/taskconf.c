@@ -313,6 +313,11 @@ s_py_key (sq_taskconf_t *self, mpr_t *r, mpr_str_t key, uint32_t n_in, uint32_t 
         mpr_bool (r, &self->fn_in);
         return 4;
     }
+    if (mpr_str_eq (key, "share_inputs")) {
+        mpr_field (r, "share_inputs");
+        mpr_bool (r, &self->share_inputs);
+        return 64;
+    }
     if (mpr_str_eq (key, "actor")) {
         mpr_field (r, "actor");
         mpr_bool (r, &self->actor);

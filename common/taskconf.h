@@ -58,6 +58,10 @@ typedef struct {
     mpr_str_t fn;               //  cloudpickled function, non-empty; or
     bool fn_in;                 //  the function is the task's first input instead
     mpr_str_t py_args;          //  pickled (args, kwargs) template, may be empty
+    //  The task does not change its inputs (a Dask node): its executor may
+    //  keep them unpickled for later tasks and hand it those it keeps
+    //  (governor/pyexec.c, "Input cache"), shared rather than copied.
+    bool share_inputs;
     //  py actors: `actor` true starts one (fn is the class, no outputs);
     //  `call` is the id of the task that started the actor whose method
     //  `method` this task calls (docs/protocol.md, "Actors")

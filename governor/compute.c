@@ -694,6 +694,13 @@ compute_run (compute_t *self)
 
 //  --------------------------------------------------------------------------
 
+//  An object left the store: no executor keeps its value any more.
+static void
+s_forget_cached (void *arg, uint64_t key, uint64_t gen)
+{
+    pyexec_forget ((pyexec_t *) arg, key, gen);
+}
+
 compute_t *
 compute_new (const compute_args_t *args)
 {
@@ -724,6 +731,8 @@ compute_new (const compute_args_t *args)
     self->deadlines = deadlines_new ();
     self->sandbox = sandbox_new (args->task_uid_first, args->task_uid_count);
     self->pyexec = self->sandbox? pyexec_new (self->cpus, self->workdir, self->sandbox): NULL;
+    if (self->store && self->pyexec)
+        store_set_forget (self->store, s_forget_cached, self->pyexec);
     if (self->workdir) {
         char log_dir [4096];
         snprintf (log_dir, sizeof log_dir, "%s/logs", self->workdir);
@@ -815,6 +824,8 @@ compute_destroy (compute_t **self_p)
     deadlines_destroy (&self->deadlines);
     transfer_destroy (&self->transfer);
     stream_destroy (&self->streams);
+    if (self->store)
+        store_set_forget (self->store, NULL, NULL);
     store_destroy (&self->store);
     cgroup_usage_destroy (&self->box);
     free (self->data_endpoint);

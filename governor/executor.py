@@ -39,6 +39,12 @@ length followed by the body, so that both sides need nothing but `struct`.
       u32 type_len | 0x80000000, u64 size, type, u64 segment id, and
       its value is the first size bytes of its memory file, which the
       executor maps read-only in place of receiving them (see _Segment).
+      Input cache (see _cache): an input whose type_len has bit 30 set
+      is followed, after its bytes, by a u64 token to keep its value
+      under; an input with type_len 0xfffffffe is the value kept under
+      its u64 (no type, no bytes); after the outputs, optionally u32 n
+      and n u64 tokens to forget (n 0xffffffff: all).
+      or u8 0x14 (forget), u32 n, n u64 tokens (or n 0xffffffff: all)
       or u8 5 (cancel), u32 number: the run frame (ops 1 to 4, numbered
       from 1 in the order they came) not to run, if not run yet
   executor -> governor, one reply per run frame, in their order:
@@ -155,6 +161,11 @@ _SEGS_MAX = 64
 _SHARE_MIN = 1 << 20
 _OP_SEGMENTS = 0x20
 _SEG_INPUT = 0x80000000
+#   Input cache (governor/pyexec.c, "Input cache"; see _cache).
+_CACHE_OFFER = 0x40000000
+_CACHED_INPUT = 0xFFFFFFFE
+_FORGET_ALL = 0xFFFFFFFF
+_OP_FORGET = 0x14
 _SEG_OUTPUT = 1 << 63
 _RELEASED = b"\x09"
 _SEG = struct.Struct("<IQ")
@@ -308,6 +319,74 @@ _KEPT_INPUT = 0xFFFFFFFF
 
 class _NotKept(Exception):
     pass
+
+
+#   Input cache: values of inputs unpickled once and kept by token for
+#   later tasks, which the governor decides and knows exactly: it offers a
+#   task's input (type_len with _CACHE_OFFER, a u64 token after its bytes)
+#   only to a task that does not change its inputs (a Dask node: the task
+#   config's share_inputs), names a kept one by its token alone
+#   (_CACHED_INPUT), and says which tokens to forget after a run frame's
+#   outputs (u32 n, n u64 tokens; n _FORGET_ALL: all), or, to an idle
+#   executor, in a frame of their own (_OP_FORGET, the same list). A run
+#   frame's forgets apply once its references are resolved and before its
+#   offers are kept. A reference to a token not here (its value failed to
+#   unpickle) hands the task back unrun (_NotKept), as a chain's does.
+#   Such a task gets the kept value itself, not a copy: what the threaded
+#   scheduler does too.
+_cache = {}                         # token -> (value, its warnings)
+_CACHED = object()                  # a field's content type: a kept value
+
+
+def cached_inputs():
+    """How many input values this executor keeps (tests look)."""
+    return len(_cache)
+
+
+def _forget_from(body, pos):
+    """Forgets the tokens listed at pos in body, if anything is there."""
+    if pos + _U32.size > len(body):
+        return
+    (n,) = _U32.unpack_from(body, pos)
+    if n == _FORGET_ALL:
+        _cache.clear()
+        return
+    for k in range(n):
+        _cache.pop(_U64.unpack_from(body, pos + _U32.size + k * _U64.size)[0], None)
+
+
+def _trailer_pos(body):
+    """Where the forgets of a run frame start (after its outputs)."""
+    op, n_in, n_out, fn_len, args_len = _HEAD.unpack_from(body, 0)
+    pos = _HEAD.size
+    if op & 0x0F == 4:
+        pos += _STREAMS.size
+    if op & _OP_SEGMENTS:
+        pos += _U32.size
+    pos += fn_len + args_len
+    for _ in range(n_in):
+        type_len, size = _INPUT.unpack_from(body, pos)
+        pos += _INPUT.size
+        if type_len in (_KEPT_INPUT, _CACHED_INPUT):
+            continue
+        if type_len & _SEG_INPUT:
+            pos += (type_len & ~_SEG_INPUT) + _U64.size
+        elif type_len & _CACHE_OFFER:
+            pos += (type_len & ~_CACHE_OFFER) + size + _U64.size
+        else:
+            pos += type_len + size
+    for _ in range(n_out):
+        (type_len,) = _U32.unpack_from(body, pos)
+        pos += _U32.size + type_len
+    return pos
+
+
+def _add_warnings(items, out):
+    for item in items:
+        if len(out) >= _WARN_MAX:
+            break
+        if item not in out:
+            out.append(item)
 
 
 # ----------------------------------------------------------------------------
@@ -617,14 +696,29 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
     #   Every segment is mapped (or its failure noted) before anything can
     #   fail, so that the governor hears of each one it handed over.
     fields = []
+    offers = cached = None          # by input index: a token to keep its value
+                                    # under; the value kept here it names
     for i in range(n_in):
         type_len, size = _INPUT.unpack_from(view, pos)
         pos += _INPUT.size
+        if type_len < _CACHE_OFFER:     # bytes in the frame, the common case
+            content_type = bytes(view[pos:pos + type_len]).decode()
+            pos += type_len
+            fields.append((content_type, view[pos:pos + size]))
+            pos += size
+            continue
         if type_len == _KEPT_INPUT:
             fields.append((None, size))
             continue
+        if type_len == _CACHED_INPUT:
+            if cached is None:
+                cached = {}
+            cached[i] = _cache.get(size)
+            fields.append((_CACHED, size))
+            continue
+        offer = type_len & _CACHE_OFFER
         segment = type_len & _SEG_INPUT
-        type_len &= ~_SEG_INPUT
+        type_len &= ~(_SEG_INPUT | _CACHE_OFFER)
         content_type = bytes(view[pos:pos + type_len]).decode()
         pos += type_len
         if segment:
@@ -637,14 +731,33 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
         else:
             data = view[pos:pos + size]
             pos += size
+            if offer:
+                if offers is None:
+                    offers = {}
+                offers[i] = _U64.unpack_from(view, pos)[0]
+                pos += _U64.size
         fields.append((content_type, data))
+    out_types = []
+    for _ in range(n_out):
+        (type_len,) = _U32.unpack_from(view, pos)
+        pos += _U32.size
+        out_types.append(bytes(view[pos:pos + type_len]).decode())
+        pos += type_len
+    if pos < len(view):
+        _forget_from(view, pos)
+    if cached and None in cached.values():
+        raise _NotKept()
     inputs = []
     upstream = []                   # warnings the inputs carry
     for i, (content_type, data) in enumerate(fields):
         if isinstance(data, Exception):
             raise RuntimeError("cannot map input %d from the governor's memory: %s"
                                % (i, data))
-        if content_type is None:
+        if content_type is _CACHED:
+            value, warned = cached[i]
+            inputs.append(value)
+            _add_warnings(warned, upstream)
+        elif content_type is None:
             #   An output of the task run before, still here (a chain).
             kept = _kept.get((data & 0xFFFFFFFF, data >> 32))
             if kept is None:
@@ -657,19 +770,19 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
         elif content_type == PICKLE:
             value, head = _load_value(data)
             inputs.append(value)
-            _input_warnings(head, upstream)
+            if offers and i in offers and head is data:   # (out of band: views of the frame)
+                warned = []
+                _input_warnings(head, warned)
+                _cache[offers[i]] = (value, warned)
+                _add_warnings(warned, upstream)
+            else:
+                _input_warnings(head, upstream)
         else:
             inputs.append(bytes(data))
-    fields = data = value = head = None     # the inputs hold what they need
+    fields = data = value = head = cached = None    # the inputs hold what they need
     #   What this task returns replaces what the one before kept (failing,
     #   it keeps nothing).
     _kept = {}
-    out_types = []
-    for _ in range(n_out):
-        (type_len,) = _U32.unpack_from(view, pos)
-        pos += _U32.size
-        out_types.append(bytes(view[pos:pos + type_len]).decode())
-        pos += type_len
 
     if op == 3:
         if _actor is None:
@@ -1185,6 +1298,9 @@ def main():
             if body[0] == _OP_RUN:
                 out += _run_call(body)
                 continue
+            if body[0] == _OP_FORGET:
+                _forget_from(body, 1)
+                continue
             received += 1
             queue.append((received, body))
         if not queue or syncing:
@@ -1216,6 +1332,10 @@ def main():
             cancelled.discard(done)
             for fd in fds:
                 os.close(fd)
+            try:                        # what it says to forget holds all the same
+                _forget_from(body, _trailer_pos(body))
+            except struct.error:
+                pass
             parts = [_SKIPPED]
             for fd in log_fds:
                 os.close(fd)

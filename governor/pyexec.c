@@ -119,6 +119,50 @@ extern char **environ;
 #define S_RAN_KEEP_NS (60ull * 1000000000ull)
 #define S_RUN_STOPPED "the executor stopped before it answered"
 
+//  Input cache (docs/architecture.md, "Input cache"): a task that does not
+//  change its inputs (conf.share_inputs: a Dask node) may be handed values
+//  its executor kept, unpickled, from earlier tasks, so that a block read
+//  by many tasks is copied here and unpickled there once. The governor
+//  decides what an executor keeps and knows it exactly: it offers a
+//  py/pickle input of S_CACHE_MIN bytes up to S_SHARE_MIN (bigger ones
+//  are segments, mapped, not copied) under a token (its type_len has
+//  S_CACHE_OFFER set, a u64 token after its bytes); a later task's input
+//  that is that same object (key and store generation) goes as
+//  S_CACHED_INPUT and the token, nothing else. Tokens to forget (the
+//  object left the store, or was pushed out by newer ones: at most
+//  S_CACHE_ENTRIES and S_CACHE_BYTES of pickles per executor, least
+//  recently used out first) ride at the end of the next run frame, after
+//  its outputs (u32 n, n u64 tokens; n S_FORGET_ALL: every one), applied
+//  once its references are resolved and before its offers are kept; an
+//  idle executor is told at once (op S_OP_FORGET, the same list). The
+//  bound is part of the executor's STORE_EXEC_RESERVE, and what its cache
+//  grew by during a task is not counted as the task's memory.
+#define S_CACHE_MIN (4u << 10)
+#define S_CACHE_BYTES (32ull << 20)
+#define S_CACHE_ENTRIES 256u
+#define S_CACHE_OFFER 0x40000000u
+#define S_CACHED_INPUT 0xFFFFFFFEu
+#define S_FORGET_ALL UINT32_MAX
+#define S_OP_FORGET 0x14
+
+typedef struct {
+    uint64_t key;
+    uint64_t gen;               //  store_generation of the object kept
+    uint64_t token;
+    uint64_t size;              //  its pickle's
+    uint64_t used;              //  when a frame last named it (pyexec tick)
+} s_cached_t;
+
+//  A frame's use of its executor's cache, per input (n_inputs each; 0:
+//  none): a token the executor holds it under, or one it is to keep it
+//  under; and the tokens to forget that ride with it.
+typedef struct {
+    uint64_t *ref;
+    uint64_t *offer;
+    uint32_t n_drops;           //  S_FORGET_ALL: every one
+    const uint64_t *drops;
+} s_plan_t;
+
 typedef struct {
     uint64_t id;
     uint32_t waiting;           //  executors that did not answer yet
@@ -243,6 +287,17 @@ typedef struct {
     //  Runs written to it and not answered, in order (its answers come so).
     uint64_t runs [S_RUNS_MAX];
     uint32_t n_runs;
+    //  Its input cache (S_CACHE_ENTRIES at most, allocated with the first
+    //  offer), the pickles' bytes in it, those when `task` was given to it
+    //  (its memory check does not count the growth), and the tokens it is
+    //  to forget with its next frame (drop_all: every one).
+    s_cached_t *cache;
+    uint32_t n_cache;
+    uint64_t cache_bytes;
+    uint64_t task_cache;
+    uint64_t drops [S_CACHE_ENTRIES];
+    uint32_t n_drops;
+    bool drop_all;
 } s_exec_t;
 
 //  What became of tasks, for the compute thread, in the order it happened.
@@ -267,6 +322,8 @@ struct _pyexec_t {
     size_t cap_outcomes;
     s_run_t runs [S_RUNS_MAX];  //  RUN: those waiting for answers
     size_t n_runs;
+    uint64_t tokens;            //  input cache tokens given so far
+    uint64_t tick;              //  frames that used a cache
 };
 
 static s_exec_t *s_idle_slot (pyexec_t *self);
@@ -441,6 +498,183 @@ s_release (s_exec_t *ex)
 static int s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, const char *gpus,
                        char *err, size_t err_size);
 
+//  --------------------------------------------------------------------------
+//  Input cache (see S_CACHE_MIN)
+
+//  The executor is to forget entry k: gone from our table now, told with
+//  its next frame (or at once when idle: s_cache_flush). More tokens than
+//  the list holds: it forgets every one.
+static void
+s_cache_drop (s_exec_t *ex, uint32_t k)
+{
+    uint64_t token = ex->cache [k].token;
+    ex->cache_bytes -= ex->cache [k].size;
+    ex->cache [k] = ex->cache [--ex->n_cache];
+    if (ex->drop_all)
+        return;
+    if (ex->n_drops < S_CACHE_ENTRIES) {
+        ex->drops [ex->n_drops++] = token;
+        return;
+    }
+    ex->drop_all = true;
+    ex->n_drops = 0;
+    ex->n_cache = 0;
+    ex->cache_bytes = 0;
+}
+
+//  The executor is to forget everything it keeps (it handed a task back
+//  for an input it did not have: our table is wrong somewhere).
+static void
+s_cache_clear (s_exec_t *ex)
+{
+    ex->drop_all = true;
+    ex->n_drops = 0;
+    ex->n_cache = 0;
+    ex->cache_bytes = 0;
+}
+
+//  An idle executor is told at once what to forget, so that it does not
+//  hold values of freed objects until its next task. A busy one (or one
+//  with frames queued) is told with its next frame, in order with them.
+static void
+s_cache_flush (s_exec_t *ex)
+{
+    if ((!ex->n_drops && !ex->drop_all) || ex->fd < 0 || !ex->pid || ex->task
+    ||  ex->host || ex->n_piped || ex->discard)
+        return;
+    uint8_t frame [8 + 5 + 8 * S_CACHE_ENTRIES];
+    uint32_t n = ex->drop_all? 0: ex->n_drops;
+    uint8_t *p = s_put64 (frame, 5 + 8 * (uint64_t) n);
+    *p++ = S_OP_FORGET;
+    p = s_put32 (p, ex->drop_all? S_FORGET_ALL: n);
+    for (uint32_t i = 0; i < n; i++)
+        p = s_put64 (p, ex->drops [i]);
+    //  A write that fails means it died: its cache goes with it (s_stop).
+    if (s_write_all (ex->fd, frame, (size_t) (p - frame)) == 0) {
+        ex->n_drops = 0;
+        ex->drop_all = false;
+    }
+}
+
+//  How the task's frame to ex uses ex's cache (plan->ref NULL: not at all;
+//  it carries ex's pending forgets all the same). segs: inputs that go as
+//  segments (never cached). A plan that cannot be made is no plan.
+static void
+s_cache_plan (pyexec_t *self, s_exec_t *ex, task_t *task, store_t *store, uint32_t first,
+              sq_blob_t **segs, s_plan_t *plan)
+{
+    memset (plan, 0, sizeof *plan);
+    //  An actor's executor serves its calls only, whose frames carry no
+    //  forgets: what it keeps goes now, with the actor's own frame.
+    if (task->conf.actor && ex->n_cache)
+        s_cache_clear (ex);
+    plan->n_drops = ex->drop_all? S_FORGET_ALL: ex->n_drops;
+    plan->drops = ex->drops;
+    if (!task->conf.share_inputs || task->conf.call || task->conf.actor || !task->n_inputs)
+        return;
+    if (!ex->cache && !(ex->cache = (s_cached_t *) calloc (S_CACHE_ENTRIES, sizeof *ex->cache)))
+        return;
+    if (!(plan->ref = (uint64_t *) calloc (2 * (size_t) task->n_inputs, sizeof (uint64_t))))
+        return;
+    plan->offer = plan->ref + task->n_inputs;
+    uint32_t offers = 0;
+    uint64_t offered = 0;
+    for (uint32_t i = first; i < task->n_inputs; i++) {
+        if ((int32_t) i == task->stream_in || (segs && segs [i]))
+            continue;
+        uint64_t key = task->inputs [i];
+        const char *type = NULL;
+        sq_blob_t *blob = store_get (store, key, &type);
+        if (!blob || strcmp (type, S_PICKLE))
+            continue;
+        uint64_t gen = store_generation (store, key);
+        uint32_t k = 0;
+        while (k < ex->n_cache && (ex->cache [k].key != key || ex->cache [k].gen != gen))
+            k++;
+        if (k < ex->n_cache) {
+            plan->ref [i] = ex->cache [k].token;
+            continue;
+        }
+        size_t size = sq_blob_size (blob);
+        bool again = false;         //  offered once is enough
+        for (uint32_t j = first; j < i && !again; j++)
+            again = task->inputs [j] == key;
+        if (again || size < S_CACHE_MIN || size >= S_SHARE_MIN || offers == S_CACHE_ENTRIES
+        ||  offered + size > S_CACHE_BYTES)
+            continue;
+        plan->offer [i] = ++self->tokens;
+        offers++;
+        offered += size;
+    }
+}
+
+static void
+s_plan_release (s_plan_t *plan)
+{
+    free (plan->ref);
+    plan->ref = plan->offer = NULL;
+}
+
+//  The frame made by plan was written to ex: the forgets it carried are
+//  told, its offers kept (the least recently used go past the bounds).
+static void
+s_cache_commit (pyexec_t *self, s_exec_t *ex, task_t *task, store_t *store,
+                const s_plan_t *plan)
+{
+    if (plan->n_drops) {
+        ex->n_drops = 0;
+        ex->drop_all = false;
+    }
+    if (!plan->ref)
+        return;
+    uint64_t tick = ++self->tick;
+    for (uint32_t i = 0; i < task->n_inputs; i++) {
+        for (uint32_t k = 0; plan->ref [i] && k < ex->n_cache; k++)
+            if (ex->cache [k].token == plan->ref [i])
+                ex->cache [k].used = tick;
+        if (!plan->offer [i])
+            continue;
+        sq_blob_t *blob = store_get (store, task->inputs [i], NULL);
+        uint64_t size = blob? sq_blob_size (blob): 0;
+        while (ex->n_cache && (ex->n_cache == S_CACHE_ENTRIES
+                               || ex->cache_bytes + size > S_CACHE_BYTES)) {
+            uint32_t lru = 0;
+            for (uint32_t k = 1; k < ex->n_cache; k++)
+                if (ex->cache [k].used < ex->cache [lru].used)
+                    lru = k;
+            s_cache_drop (ex, lru);
+        }
+        ex->cache [ex->n_cache++] = (s_cached_t) {
+            task->inputs [i], store_generation (store, task->inputs [i]), plan->offer [i],
+            size, tick };
+        ex->cache_bytes += size;
+    }
+}
+
+static void
+s_cache_reset (s_exec_t *ex)
+{
+    ex->n_cache = 0;
+    ex->cache_bytes = 0;
+    ex->task_cache = 0;
+    ex->n_drops = 0;
+    ex->drop_all = false;
+}
+
+void
+pyexec_forget (pyexec_t *self, uint64_t key, uint64_t gen)
+{
+    for (size_t i = 0; self && i < self->n_execs; i++) {
+        s_exec_t *ex = &self->execs [i];
+        for (uint32_t k = 0; k < ex->n_cache; k++)
+            if (ex->cache [k].key == key && ex->cache [k].gen == gen) {
+                s_cache_drop (ex, k);
+                s_cache_flush (ex);
+                break;
+            }
+    }
+}
+
 //  Starts an executor for the tenant's tasks that hold the devices gpus
 //  (NULL or "": none) in the free slot ex.
 static int
@@ -551,7 +785,8 @@ s_stop (pyexec_t *self, s_exec_t *ex, bool grace)
     ex->ready = false;
     ex->seq = 0;
     ex->rlen = 0;
-    //  What it mapped the kernel unmaps with it: our references go.
+    //  What it kept and mapped goes with it: our references go.
+    s_cache_reset (ex);
     for (size_t i = 0; i < ex->n_segs; i++)
         sq_blob_unref (&ex->segs [i].blob);
     ex->n_segs = 0;
@@ -656,6 +891,7 @@ pyexec_destroy (pyexec_t **self_p)
         s_stop (self, &self->execs [i], false);
         free (self->execs [i].rbuf);
         free (self->execs [i].segs);
+        free (self->execs [i].cache);
     }
     for (size_t i = self->first_outcome; i < self->n_outcomes; i++)
         free (self->outcomes [i].message);
@@ -731,7 +967,7 @@ s_share_inputs (task_t *task, store_t *store, uint32_t first, sq_blob_t **segs)
 //  or NULL (every input in the frame).
 static int
 s_frame_size (task_t *task, store_t *store, const task_t *tail, sq_blob_t **segs,
-              size_t *size_p)
+              const s_plan_t *plan, size_t *size_p)
 {
     sq_blob_t *fn_blob;
     const char *fn_ptr;
@@ -750,6 +986,12 @@ s_frame_size (task_t *task, store_t *store, const task_t *tail, sq_blob_t **segs
         sq_blob_t *blob = store_get (store, task->inputs [i], &type);
         if (!blob && s_kept_output (task, i, tail) < 0)
             return -1;
+        if (blob && plan && plan->ref && plan->ref [i])
+            size += 12;
+        else
+        if (blob && plan && plan->ref && plan->offer [i])
+            size += 12 + strlen (type) + sq_blob_size (blob) + 8;
+        else
         if (segs && segs [i])
             size += 12 + strlen (type) + 8;
         else
@@ -757,6 +999,8 @@ s_frame_size (task_t *task, store_t *store, const task_t *tail, sq_blob_t **segs
     }
     for (uint32_t j = 0; j < task->n_outputs; j++)
         size += 4 + strlen (task->out_types [j]);
+    if (plan && plan->n_drops)
+        size += 4 + (plan->n_drops == S_FORGET_ALL? 0: 8 * (size_t) plan->n_drops);
     *size_p = size;
     return 0;
 }
@@ -769,7 +1013,7 @@ s_frame_size (task_t *task, store_t *store, const task_t *tail, sq_blob_t **segs
 //  is missing).
 static uint8_t *
 s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq,
-          sq_blob_t **segs, uint32_t n_segs, size_t *size_p)
+          sq_blob_t **segs, uint32_t n_segs, const s_plan_t *plan, size_t *size_p)
 {
     size_t size;
     sq_blob_t *fn_blob;
@@ -778,7 +1022,7 @@ s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq,
     uint32_t first;
     if (!n_segs)
         segs = NULL;
-    if (s_frame_size (task, store, tail, segs, &size)
+    if (s_frame_size (task, store, tail, segs, plan, &size)
     ||  s_fn_field (task, store, &fn_blob, &fn_ptr, &fn_len, &first))
         return NULL;
     bool streams = task->stream_in >= 0 || task->stream_out >= 0;
@@ -820,6 +1064,20 @@ s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq,
             continue;
         }
         size_t type_len = strlen (type), data_len = sq_blob_size (blob);
+        if (plan && plan->ref && plan->ref [i]) {
+            p = s_put32 (p, S_CACHED_INPUT);
+            p = s_put64 (p, plan->ref [i]);
+            continue;
+        }
+        if (plan && plan->ref && plan->offer [i]) {
+            p = s_put32 (p, S_CACHE_OFFER | (uint32_t) type_len);
+            p = s_put64 (p, data_len);
+            memcpy (p, type, type_len);
+            p += type_len;
+            sq_blob_read (blob, 0, p, data_len);
+            p = s_put64 (p + data_len, plan->offer [i]);
+            continue;
+        }
         if (segs && segs [i]) {
             p = s_put32 (p, S_SEG_INPUT | (uint32_t) type_len);
             p = s_put64 (p, data_len);
@@ -839,6 +1097,11 @@ s_encode (task_t *task, store_t *store, const task_t *tail, uint32_t tail_seq,
         p = s_put32 (p, (uint32_t) type_len);
         memcpy (p, task->out_types [j], type_len);
         p += type_len;
+    }
+    if (plan && plan->n_drops) {
+        p = s_put32 (p, plan->n_drops);
+        for (uint32_t i = 0; plan->n_drops != S_FORGET_ALL && i < plan->n_drops; i++)
+            p = s_put64 (p, plan->drops [i]);
     }
     *size_p = size;
     return frame;
@@ -1230,8 +1493,12 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
     for (uint32_t i = 0; segs && i < task->n_inputs; i++)
         if (segs [i])
             all_fds [n_all++] = sq_blob_shm_fd (segs [i]);
-    uint8_t *frame = s_encode (task, store, NULL, 0, segs, n_segs, &size);
-    if (!frame) {
+    //  A call's frame is made now (it may wait); a task's once its executor
+    //  is known, since what it holds in its cache is not sent again.
+    uint8_t *frame = task->conf.call? s_encode (task, store, NULL, 0, segs, n_segs, NULL, &size)
+                                    : NULL;
+    if (task->conf.call? !frame: s_frame_size (task, store, NULL, n_segs? segs: NULL, NULL,
+                                               &size) != 0) {
         for (uint32_t i = 0; segs && i < task->n_inputs; i++)
             sq_blob_unref (&segs [i]);
         free (segs);
@@ -1260,12 +1527,22 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
             snprintf (err, err_size, "out of memory on the governor");
             break;
         }
+        s_plan_t plan;
+        s_cache_plan (self, ex, task, store, task->conf.fn_in? 1: 0, n_segs? segs: NULL, &plan);
+        frame = s_encode (task, store, NULL, 0, segs, n_segs, &plan, &size);
+        if (!frame) {
+            s_plan_release (&plan);
+            snprintf (err, err_size, "out of memory on the governor (or an input is missing)");
+            break;
+        }
         frame [8] |= log_fds? S_OP_LOGS: 0;
         if (s_write_with_fds (ex->fd, frame, size, all_fds, n_all) == 0) {
             if (segs)
                 s_seg_hand (ex, segs, task->n_inputs);
             ex->task = task;
             ex->task_rss = ex->ready && task->memory? s_rss (ex->pid): 0;
+            ex->task_cache = ex->cache_bytes;
+            s_cache_commit (self, ex, task, store, &plan);
             ex->seq++;
             if (task->conf.actor)
                 ex->host = task;
@@ -1276,6 +1553,9 @@ pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, size
                       strerror (errno));
             s_stop (self, ex, true);
         }
+        s_plan_release (&plan);
+        free (frame);
+        frame = NULL;
     }
     for (uint32_t i = 0; segs && i < task->n_inputs; i++)
         sq_blob_unref (&segs [i]);
@@ -1356,14 +1636,21 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fd
             }
     }
     size_t size;
-    if (!best || s_frame_size (task, store, tail, NULL, &size) || size > S_PIPE_FRAME_MAX)
+    if (!best)
         return -1;
-    uint8_t *frame = s_encode (task, store, tail, tail_seq, NULL, 0, &size);
-    if (!frame)
+    //  Inputs its executor keeps are named only: a task reading blocks
+    //  others read before may be small enough to pipe.
+    s_plan_t plan;
+    s_cache_plan (self, best, task, store, task->conf.fn_in? 1: 0, NULL, &plan);
+    if (s_frame_size (task, store, tail, NULL, &plan, &size) || size > S_PIPE_FRAME_MAX) {
+        s_plan_release (&plan);
         return -1;
+    }
+    uint8_t *frame = s_encode (task, store, tail, tail_seq, NULL, 0, &plan, &size);
     int fds [2] = { -1, -1 };
     size_t n_fds = 0;
-    if (log_fds && log_fds (arg, task, fds)) {
+    if (!frame || (log_fds && log_fds (arg, task, fds))) {
+        s_plan_release (&plan);
         free (frame);
         return -1;
     }
@@ -1396,6 +1683,9 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fd
     free (frame);
     for (size_t i = 0; i < n_fds; i++)
         close (fds [i]);
+    if (n > 0)
+        s_cache_commit (self, best, task, store, &plan);
+    s_plan_release (&plan);
     if (n <= 0)
         return -1;
     best->piped [best->n_piped++] = (s_piped_t) { task, ++best->seq };
@@ -1421,6 +1711,10 @@ pyexec_over_memory (pyexec_t *self, size_t *cursor, uint64_t *grown)
         if (!ex->task || !ex->task->memory || !ex->ready || ex->unstarted || ex->host)
             continue;
         uint64_t rss = s_rss (ex->pid);
+        //  What its input cache grew by is the governor's (bounded), not
+        //  the task's.
+        uint64_t cached = ex->cache_bytes > ex->task_cache? ex->cache_bytes - ex->task_cache: 0;
+        rss -= rss < cached? rss: cached;
         if (rss > ex->task_rss && rss - ex->task_rss > ex->task->memory) {
             *grown = rss - ex->task_rss;
             return ex->task;
@@ -1759,9 +2053,12 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     bool unstarted = ex->unstarted;
     ex->unstarted = false;
     if (body [0] == S_REPLY_NOT_RUN && size == 1) {
-        //  An input it was to find in the executor was not kept there.
+        //  An input it was to find in the executor was not kept there
+        //  (nor, then, may anything else it is thought to keep be).
+        s_cache_clear (ex);
         s_push (self, task, PYEXEC_UNRUN, NULL);
         s_next_piped (self, ex);
+        s_cache_flush (ex);
         return;
     }
     if (unstarted)              //  it did not say so, but it ran

@@ -58,6 +58,9 @@ int pyexec_start (pyexec_t *self, task_t *task, store_t *store, const int *fds, 
 typedef int (pyexec_log_fn) (void *arg, task_t *task, int fds [2]);
 int pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fds,
                  void *arg);
+//  The store's object (key, generation gen) left it (store_set_forget):
+//  no executor keeps its value from now on (pyexec.c, "Input cache").
+void pyexec_forget (pyexec_t *self, uint64_t key, uint64_t gen);
 //  Chains: the tasks written last to executors that may take another
 //  behind them, one per call from *cursor (start at 0); NULL at the end.
 task_t *pyexec_tail (pyexec_t *self, size_t *cursor);

@@ -18,6 +18,7 @@ typedef struct _s_entry_t s_entry_t;
 struct _s_entry_t {
     uint64_t key;
     uint32_t version;           //  producer attempt of this copy (reattach inventory)
+    uint64_t gen;               //  which put made it (store_generation)
     sq_blob_t *blob;
     char *content_type;
     s_entry_t *prev, *next;     //  LRU list
@@ -40,6 +41,9 @@ struct _store_t {
     void *beside_arg;
     uint64_t box_checked_ms;
     uint64_t box_checked_memory;
+    uint64_t gen;               //  puts so far
+    store_forget_fn *forget;    //  store_set_forget
+    void *forget_arg;
 };
 
 static void
@@ -88,6 +92,8 @@ static void
 s_entry_destroy (store_t *self, s_entry_t **entry_p)
 {
     s_entry_t *entry = *entry_p;
+    if (self->forget)
+        self->forget (self->forget_arg, entry->key, entry->gen);
     s_account (self, entry->blob, false);
     sq_blob_unref (&entry->blob);
     free (entry->content_type);
@@ -313,6 +319,7 @@ store_put (store_t *self, uint64_t key, sq_blob_t *blob,
         return -1;
     }
     entry->key = key;
+    entry->gen = ++self->gen;
     entry->blob = blob;
     entry->content_type = type;
     s_entry_t *old = (s_entry_t *) sq_idmap_remove (self->map, key);
@@ -395,6 +402,20 @@ bool
 store_has (store_t *self, uint64_t key)
 {
     return sq_idmap_lookup (self->map, key) != NULL;
+}
+
+uint64_t
+store_generation (store_t *self, uint64_t key)
+{
+    s_entry_t *entry = (s_entry_t *) sq_idmap_lookup (self->map, key);
+    return entry? entry->gen: 0;
+}
+
+void
+store_set_forget (store_t *self, store_forget_fn *forget, void *arg)
+{
+    self->forget = forget;
+    self->forget_arg = arg;
 }
 
 void

@@ -97,6 +97,17 @@ sq_blob_t *store_get_flat (store_t *self, uint64_t key, const char **content_typ
 //  empty or out of memory.
 sq_blob_t *store_get_shared (store_t *self, uint64_t key, const char **content_type);
 bool store_has (store_t *self, uint64_t key);
+//  Which put made the object now under key (never 0, never reused: a
+//  replaced object has another), 0 if absent. Spilling, flattening and
+//  sharing keep it: they change how the bytes are held, not what they are.
+uint64_t store_generation (store_t *self, uint64_t key);
+//  `forget` (NULL: none) is called with an object's key and generation
+//  when it leaves the store (removed, replaced, or the store destroyed),
+//  before its blob is released; it must not touch the store. Readers that
+//  keep something derived from an object elsewhere (the executors' input
+//  caches, pyexec.c) drop it then.
+typedef void (store_forget_fn) (void *arg, uint64_t key, uint64_t gen);
+void store_set_forget (store_t *self, store_forget_fn *forget, void *arg);
 //  The producer attempt the stored copy comes from (0 unless set), which
 //  a reattaching governor reports with it.
 void store_set_version (store_t *self, uint64_t key, uint32_t version);

@@ -404,6 +404,28 @@ s_test_execute (void)
     sq_pack_cstr (pk, "stdout_path");
     sq_pack_cstr (pk, "%{CWD}/out.txt");
     CHECK (s_refuses (SQ_KIND_PY, 0, 0, "absolute path"));
+    //  share_inputs (the executors' input cache): a bool, false unless said.
+    for (int share = 0; share < 3; share++) {
+        pk = s_new ();
+        msgpack_pack_map (pk, share? 2: 1);
+        sq_pack_cstr (pk, "fn");
+        msgpack_pack_bin (pk, 1);
+        msgpack_pack_bin_body (pk, "f", 1);
+        if (share == 1) {
+            sq_pack_cstr (pk, "share_inputs");
+            msgpack_pack_true (pk);
+        }
+        if (share == 2) {
+            sq_pack_cstr (pk, "share_inputs");
+            msgpack_pack_uint64 (pk, 1);
+            CHECK (s_refuses (SQ_KIND_PY, 1, 1, "share_inputs"));
+            continue;
+        }
+        sq_taskconf_t conf;
+        CHECK (s_decode (SQ_KIND_PY, 1, 1, &conf) == 0);
+        CHECK (conf.share_inputs == (share == 1));
+        sq_taskconf_release (&conf);
+    }
     pk = s_new ();
     msgpack_pack_map (pk, 2);
     sq_pack_cstr (pk, "args");

@@ -134,10 +134,67 @@ s_check_segments (void)
     return 0;
 }
 
+//  What store_set_forget told, in order.
+typedef struct {
+    uint64_t keys [8], gens [8];
+    int n;
+} s_forgot_t;
+
+static void
+s_forget (void *arg, uint64_t key, uint64_t gen)
+{
+    s_forgot_t *f = (s_forgot_t *) arg;
+    if (f->n < 8) {
+        f->keys [f->n] = key;
+        f->gens [f->n] = gen;
+    }
+    f->n++;
+}
+
+//  Generations (what the executors' input caches key by, with the key):
+//  a replaced object has a new one, spilling and sharing keep it, and the
+//  store says when each leaves it.
+static int
+s_check_generations (void)
+{
+    store_t *store = store_new ();
+    s_forgot_t forgot = { { 0 }, { 0 }, 0 };
+    CHECK (store);
+    store_set_forget (store, s_forget, &forgot);
+    CHECK (store_generation (store, 1) == 0);
+    CHECK (store_put (store, 1, sq_blob_copy ("one", 3), "py/pickle", 9) == 0);
+    CHECK (store_put (store, 2, sq_blob_copy ("two", 3), "py/pickle", 9) == 0);
+    uint64_t g1 = store_generation (store, 1), g2 = store_generation (store, 2);
+    CHECK (g1 && g2 && g1 != g2 && forgot.n == 0);
+    //  Held another way, the same object.
+    sq_blob_t *shared = store_get_shared (store, 1, NULL);
+    CHECK (shared && store_generation (store, 1) == g1 && forgot.n == 0);
+    sq_blob_unref (&shared);
+    //  Replaced: a new generation; the old one is told, before its blob goes.
+    CHECK (store_put (store, 1, sq_blob_copy ("uno", 3), "py/pickle", 9) == 0);
+    uint64_t g1b = store_generation (store, 1);
+    CHECK (g1b && g1b != g1 && g1b != g2);
+    CHECK (forgot.n == 1 && forgot.keys [0] == 1 && forgot.gens [0] == g1);
+    //  Removed: told; gone, generation 0.
+    CHECK (store_remove (store, 2) == 0);
+    CHECK (forgot.n == 2 && forgot.keys [1] == 2 && forgot.gens [1] == g2);
+    CHECK (store_generation (store, 2) == 0);
+    //  Put again under a key once freed: never a generation seen before.
+    CHECK (store_put (store, 2, sq_blob_copy ("two", 3), "py/pickle", 9) == 0);
+    CHECK (store_generation (store, 2) > g1b);
+    //  Unhooked, nothing is told; destroyed hooked, every object is.
+    store_set_forget (store, NULL, NULL);
+    CHECK (store_remove (store, 2) == 0 && forgot.n == 2);
+    store_set_forget (store, s_forget, &forgot);
+    store_destroy (&store);
+    CHECK (forgot.n == 3 && forgot.keys [2] == 1 && forgot.gens [2] == g1b);
+    return 0;
+}
+
 int
 main (void)
 {
-    if (s_check_segments ())
+    if (s_check_segments () || s_check_generations ())
         return 1;
     store_t *store = store_new ();
     CHECK (store && store_count (store) == 0 && s_bytes (store) == 0);

@@ -16,6 +16,7 @@ from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, dump
 from .errors import SquallError
 from ._common import TaskConfigTooLarge, _LOG_OPTIONS, _check_options, _locked, _with_log_options
 from ._futures import Future
+from ._msgmap import with_key
 from ._objects import DataObject, Task
 
 
@@ -180,10 +181,14 @@ class Building:
         return isinstance(x, (DataObject, Task, Future))
 
     def _py_task(self, fn: Callable, args: tuple, kwargs: Optional[dict], n_outputs: int,
-                 options: dict, name: Optional[str], stream: bool = False) -> int:
+                 options: dict, name: Optional[str], stream: bool = False,
+                 share_inputs: bool = False) -> int:
         """Adds a "py" task calling fn(*args, **kwargs); returns its id.
         stream: its one output is a stream (bytes chunks the function
-        yields)."""
+        yields). share_inputs: fn changes none of its inputs (a Dask
+        node), so its executor may hand it values it keeps from earlier
+        tasks rather than a copy of each (docs/protocol.md, the "py"
+        kind's `share_inputs`)."""
         if options:
             _check_options(options)     # before anything is added
         if self.client._uploads:
@@ -203,6 +208,8 @@ class Building:
             self._fn_objects[fn_bytes] = fn_oid
         inputs.insert(0, fn_oid)
         config = py_config_fn_in(template)
+        if share_inputs:
+            config = with_key(config, b"share_inputs", b"\xc3")
         if len(config) > _CONFIG_MAX:
             raise TaskConfigTooLarge(
                 "task %s: its pickled function and arguments take %.1f MiB, over the %d MiB a "

@@ -296,6 +296,14 @@ def _group_members(group: List[Hashable], deps: Dict[Hashable, List[Hashable]],
     return members, outer
 
 
+#   Dask's tasks do not change their inputs (its threaded scheduler hands
+#   every reader the same object), so their executors may keep an input
+#   unpickled and hand it to the next task reading it, not a copy
+#   (docs/architecture.md, "Input cache"). False: a copy each, for a graph
+#   whose functions change their arguments in place.
+SHARE_INPUTS = True
+
+
 def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
            wanted: List[Hashable], options: Any,
            packed: bool = False, fan_in: Any = 0) -> Dict[Hashable, DataObject]:
@@ -307,6 +315,7 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
     them (0: never; or a function giving it: see _groups)."""
     if isinstance(options, dict):
         options = _Options(options, {})
+    share = SHARE_INPUTS
     if spec:
         from dask._task_spec import Alias, DataNode
         deps = {k: sorted(n.dependencies, key=repr) for k, n in graph.items()}
@@ -371,7 +380,8 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
             except Exception:           # left to the template's pickling
                 pass
         try:
-            tid = session._py_task(fn, args, None, 1, options.of(key), str(key))
+            tid = session._py_task(fn, args, None, 1, options.of(key), str(key),
+                                   share_inputs=share)
         except TaskConfigTooLarge:
             #   The node embeds data: it travels as a data object (uploaded
             #   to a governor when large), an input of its task.
@@ -386,7 +396,8 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
                 fn = _daskrun.run_chain
                 args = (spec, session.pickled([(k, graph[k]) for k in chain]),
                         list(deps[first])) + inputs
-            tid = session._py_task(fn, args, None, 1, options.of(key), str(key))
+            tid = session._py_task(fn, args, None, 1, options.of(key), str(key),
+                                   share_inputs=share)
         objects[key] = DataObject(session, tid + 1, "py/pickle")
     return objects
 
