@@ -98,62 +98,6 @@ sq_pack_mstr (msgpack_packer *pk, mpr_str_t s)
     msgpack_pack_str_body (pk, s.len? s.ptr: "", s.len);
 }
 
-void
-sqp_pack_int_or_nil (msgpack_packer *pk, uint32_t value)
-{
-    if (value)
-        msgpack_pack_uint32 (pk, value);
-    else
-        msgpack_pack_nil (pk);
-}
-
-int
-sqp_opt_u32 (mpr_t *r, uint32_t *value)
-{
-    if (mpr_try_nil (r)) {
-        *value = 0;
-        return 0;
-    }
-    return mpr_u32 (r, value);
-}
-
-//  Exactly `len` bytes of bin, or nil (value->len 0).
-int
-sqp_opt_bin (mpr_t *r, mpr_str_t *value, uint32_t len)
-{
-    value->ptr = NULL;
-    value->len = 0;
-    if (mpr_try_nil (r))
-        return 0;
-    if (mpr_bin (r, value, len))
-        return -1;
-    if (value->len != len)
-        return mpr_fail (r, "wrong number of bytes");
-    return 0;
-}
-
-//  bin of at most `max` bytes, or nil (value->len 0).
-int
-sqp_opt_bin_max (mpr_t *r, mpr_str_t *value, uint32_t max)
-{
-    value->ptr = NULL;
-    value->len = 0;
-    if (mpr_try_nil (r))
-        return 0;
-    return mpr_bin (r, value, max);
-}
-
-void
-sqp_pack_bin_or_nil (msgpack_packer *pk, const uint8_t *bytes, size_t size)
-{
-    if (!bytes || !size) {
-        msgpack_pack_nil (pk);
-        return;
-    }
-    msgpack_pack_bin (pk, size);
-    msgpack_pack_bin_body (pk, bytes, size);
-}
-
 //  Resources map {name: amount}, or nil.
 int
 sqp_resources (mpr_t *r, sq_resource_t *out, uint32_t *n_out, uint32_t max)

@@ -14,11 +14,6 @@ int sqp_error (mpr_t *r, sq_errbuf_t *err, const char *what);
 int sqp_semantic (sq_errbuf_t *err, const char *text);
 //  Opens frame 0: an array of exactly `fields` whose first element is `type`.
 int sqp_begin (mpr_t *r, const void *data, size_t size, uint32_t type, uint32_t fields);
-void sqp_pack_int_or_nil (msgpack_packer *pk, uint32_t value);
-int sqp_opt_u32 (mpr_t *r, uint32_t *value);
-int sqp_opt_bin (mpr_t *r, mpr_str_t *value, uint32_t len);
-int sqp_opt_bin_max (mpr_t *r, mpr_str_t *value, uint32_t max);
-void sqp_pack_bin_or_nil (msgpack_packer *pk, const uint8_t *bytes, size_t size);
 int sqp_resources (mpr_t *r, sq_resource_t *out, uint32_t *n_out, uint32_t max);
 void sqp_pack_resources (msgpack_packer *pk, const sq_resource_t *res, uint32_t n);
 int sqp_ids (mpr_t *r, uint32_t **ids, uint32_t *n_ids);
@@ -41,13 +36,14 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
 #define SQP_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
 #define SQP_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
 //  The kinds of proto_kinds.c (tstate: proto_jobs.c): read a field into
-//  msg, pack it, say it empty
-#define SQP_KIND(kind) \
+//  msg, pack it (proto_table.c's s_read and s_pack dispatch to them)
+#define SQP_FN_KINDS(X) \
+    X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (OWHERE, owhere) \
+    X (KEYLIST, keylist) X (EXIT, exit) X (RESULTS, results) X (TSTATE, tstate)
+#define SQP_KIND(KIND, kind) \
     void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
     void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
-SQP_KIND (ids) SQP_KIND (job) SQP_KIND (options) SQP_KIND (outputs) SQP_KIND (exit)
-SQP_KIND (results) SQP_KIND (keylist) SQP_KIND (owhere) SQP_KIND (oint) SQP_KIND (ou64)
-SQP_KIND (estr) SQP_KIND (tstate)
+SQP_FN_KINDS (SQP_KIND)
 #undef SQP_KIND
 bool sqp_kind_options_empty (const void *msg, const sq_field_desc_t *f);
 bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
