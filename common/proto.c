@@ -441,6 +441,57 @@ sqp_iter_begin (sq_iter_t *self, const void *data, size_t size, uint32_t type,
     return 0;
 }
 
+//  A reply's body that is a list, [head..., [elements]] (WAIT's, TASKS'),
+//  or only [elements] with no heads (SESSIONS'): reads the heads, uints
+//  named in heads, into values, and opens the list of at most max
+//  elements, named list, failing with too_many beyond it.
+int
+sqp_list_begin (sq_iter_t *self, const uint8_t *body, size_t size, const char *what,
+                const char *const *heads, uint64_t *values, uint32_t n_heads,
+                const char *list, uint32_t max, const char *too_many, sq_errbuf_t *err)
+{
+    memset (self, 0, sizeof *self);
+    self->err = err;
+    mpr_t *r = &self->r;
+    mpr_init (r, body, size);
+    if (n_heads) {
+        mpr_field (r, "body");
+        mpr_array_exact (r, n_heads + 1);
+    }
+    for (uint32_t i = 0; i < n_heads; i++) {
+        mpr_field (r, heads [i]);
+        mpr_uint (r, &values [i]);
+    }
+    mpr_field (r, list);
+    mpr_array (r, &self->left);
+    if (mpr_ok (r) && self->left > max)
+        mpr_fail (r, too_many);
+    if (!mpr_ok (r))
+        return sqp_error (r, err, what);
+    return 0;
+}
+
+//  The list's next element, a record of the table
+int
+sqp_list_next (sq_iter_t *self, uint32_t record, void *elem, const char *entry,
+               const char *what)
+{
+    int more = sqp_iter_more (self, what);
+    if (more > 0 && sq_record_read (&self->r, record, elem, entry))
+        return sqp_error (&self->r, self->err, what);
+    return more;
+}
+
+void
+sqp_pack_list_head (msgpack_packer *pk, const uint64_t *heads, uint32_t n_heads,
+                    uint32_t listed)
+{
+    msgpack_pack_array (pk, n_heads + 1);
+    for (uint32_t i = 0; i < n_heads; i++)
+        msgpack_pack_uint64 (pk, heads [i]);
+    msgpack_pack_array (pk, listed);
+}
+
 //  0 at a clean end, 1 when an element follows, -1 on error.
 int
 sqp_iter_more (sq_iter_t *self, const char *what)

@@ -450,10 +450,7 @@ sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *t)
 void
 sq_pack_wait_head (msgpack_packer *pk, uint32_t finished, uint32_t failed, uint32_t listed)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, finished);
-    msgpack_pack_uint32 (pk, failed);
-    msgpack_pack_array (pk, listed);
+    sqp_pack_list_head (pk, (uint64_t []) { finished, failed }, 2, listed);
 }
 
 void
@@ -469,34 +466,19 @@ int
 sq_wait_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size, uint32_t max_listed,
                      uint64_t *finished, uint64_t *failed, sq_errbuf_t *err)
 {
-    memset (self, 0, sizeof *self);
-    self->err = err;
-    mpr_t *r = &self->r;
-    mpr_init (r, body, size);
-    mpr_field (r, "body");
-    mpr_array_exact (r, 3);
-    mpr_field (r, "n_finished");
-    mpr_uint (r, finished);
-    mpr_field (r, "n_failed");
-    mpr_uint (r, failed);
-    mpr_field (r, "states");
-    mpr_array (r, &self->left);
-    if (mpr_ok (r) && self->left > max_listed)
-        mpr_fail (r, "more states than ids asked for");
-    if (!mpr_ok (r))
-        return sqp_error (r, err, "WAIT reply");
-    return 0;
+    static const char *heads [] = { "n_finished", "n_failed" };
+    uint64_t values [2] = { 0, 0 };
+    int rc = sqp_list_begin (self, body, size, "WAIT reply", heads, values, 2, "states",
+                             max_listed, "more states than ids asked for", err);
+    *finished = values [0];
+    *failed = values [1];
+    return rc;
 }
 
 int
 sq_wait_reply_next (sq_iter_t *self, sq_done_t *done)
 {
-    int more = sqp_iter_more (self, "WAIT reply");
-    if (more <= 0)
-        return more;
-    if (sq_record_read (&self->r, SQ_REC_DONE, done, "state entry"))
-        return sqp_error (&self->r, self->err, "WAIT reply");
-    return 1;
+    return sqp_list_next (self, SQ_REC_DONE, done, "state entry", "WAIT reply");
 }
 
 void

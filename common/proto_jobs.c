@@ -214,15 +214,9 @@ int
 sq_jobs_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
                      uint32_t *n, sq_errbuf_t *err)
 {
-    memset (self, 0, sizeof *self);
-    self->err = err;
-    mpr_init (&self->r, body, size);
-    mpr_field (&self->r, "jobs");
-    mpr_array (&self->r, &self->left);
-    if (mpr_ok (&self->r) && self->left > SQ_JOBS_MAX)
-        mpr_fail (&self->r, "more than 100000");
-    if (!mpr_ok (&self->r))
-        return sqp_error (&self->r, err, "SESSIONS reply");
+    if (sqp_list_begin (self, body, size, "SESSIONS reply", NULL, NULL, 0, "jobs",
+                        SQ_JOBS_MAX, "more than 100000", err))
+        return -1;
     *n = self->left;
     return 0;
 }
@@ -231,11 +225,9 @@ int
 sq_jobs_reply_next (sq_iter_t *self, sq_job_info_t *job)
 {
     int more = sqp_iter_more (self, "SESSIONS reply");
-    if (more <= 0)
-        return more;
-    if (sq_job_read (&self->r, job))
+    if (more > 0 && sq_job_read (&self->r, job))
         return sqp_error (&self->r, self->err, "SESSIONS reply");
-    return 1;
+    return more;
 }
 
 void
@@ -261,9 +253,7 @@ sq_attached_decode (const uint8_t *body, size_t size, uint32_t *max_id,
 void
 sq_pack_tasks_head (msgpack_packer *pk, uint64_t total, uint32_t n)
 {
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint64 (pk, total);
-    msgpack_pack_array (pk, n);
+    sqp_pack_list_head (pk, &total, 1, n);
 }
 
 void
@@ -276,20 +266,11 @@ int
 sq_tasks_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
                       uint64_t *total, uint32_t *n, sq_errbuf_t *err)
 {
-    memset (self, 0, sizeof *self);
-    self->err = err;
-    mpr_t *r = &self->r;
-    mpr_init (r, body, size);
-    mpr_field (r, "body");
-    mpr_array_exact (r, 2);
-    mpr_field (r, "total");
-    mpr_uint (r, total);
-    mpr_field (r, "records");
-    mpr_array (r, &self->left);
-    if (mpr_ok (r) && self->left > SQ_TASKS_PAGE_MAX)
-        mpr_fail (r, "more than 10000");
-    if (!mpr_ok (r))
-        return sqp_error (r, err, "TASKS reply");
+    static const char *heads [] = { "total" };
+    *total = 0;
+    if (sqp_list_begin (self, body, size, "TASKS reply", heads, total, 1, "records",
+                        SQ_TASKS_PAGE_MAX, "more than 10000", err))
+        return -1;
     *n = self->left;
     return 0;
 }
@@ -297,12 +278,7 @@ sq_tasks_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
 int
 sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task)
 {
-    int more = sqp_iter_more (self, "TASKS reply");
-    if (more <= 0)
-        return more;
-    if (sq_record_read (&self->r, SQ_REC_TASK_INFO, task, "record"))
-        return sqp_error (&self->r, self->err, "TASKS reply");
-    return 1;
+    return sqp_list_next (self, SQ_REC_TASK_INFO, task, "record", "TASKS reply");
 }
 
 void
