@@ -61,6 +61,9 @@ bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
     void sqp_pack_##NAME (msgpack_packer *pk, const void *msg);
 #define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
 #include "proto_messages.def"
+//  Each map's packer (proto_maps.c): {its keys}
+#define SQ_MAP(NAME, type_t) void sqp_pack_map_##NAME (msgpack_packer *pk, const type_t *m);
+#include "proto_messages.def"
 //  Each event's packer (proto_table.c): [number, its first n fields]
 #define SQ_EVENT(NAME, number) \
     void sqp_pack_##NAME (msgpack_packer *pk, const sq_event_t *ev, uint32_t n);
