@@ -64,6 +64,17 @@ bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
 //  Each map's packer (proto_maps.c): {its keys}
 #define SQ_MAP(NAME, type_t) void sqp_pack_map_##NAME (msgpack_packer *pk, const type_t *m);
 #include "proto_messages.def"
+//  ... and the reader of each map that is read: 0, or -1 with r failed
+#define SQ_MAP_RW(NAME, type_t) \
+    int sqp_read_map_##NAME (mpr_t *r, type_t *m); \
+    void sqp_pack_map_##NAME (msgpack_packer *pk, const type_t *m);
+#include "proto_messages.def"
+//  The job map's own HOWs (proto_jobs.c): a job state's name, the counts
+//  of a job's tasks by state
+int sqp_read_job_state (mpr_t *r, uint32_t *bit);
+void sqp_pack_job_state (msgpack_packer *pk, uint32_t bit);
+int sqp_read_task_counts (mpr_t *r, uint64_t *counts);
+void sqp_pack_task_counts (msgpack_packer *pk, const uint64_t *counts);
 //  Each event's packer (proto_table.c): [number, its first n fields]
 #define SQ_EVENT(NAME, number) \
     void sqp_pack_##NAME (msgpack_packer *pk, const sq_event_t *ev, uint32_t n);

@@ -327,7 +327,7 @@ def maps():
     out, current = {}, None
     for line in text.splitlines():
         line = re.sub(r"\s*//.*$", "", line)
-        m = re.match(r"SQ_MAP \((\w+),", line)
+        m = re.match(r"SQ_MAP(?:_RW)? \((\w+),", line)
         if m:
             current = m.group(1)
             out[current] = []
@@ -375,6 +375,28 @@ def test_the_keys_of_info_are_the_documents():
                 wrong.append("INFO's %s (%s): the document does not name %s"
                              % (key, with_, ", ".join(lacking)))
     assert not wrong, "docs/protocol.md and common/proto_messages.def differ:\n" + "\n".join(wrong)
+
+
+#  The types the document may give a key of a read map, by its HOW
+_MAP_TYPES = {"UINT": {"u32", "uint"}, "BOOL": {"bool"}, "OU64": {"uint or nil"},
+              "ESTR": {"str or nil"}, "JSTATE": {"str"}, "TCOUNTS": {"map str→uint"}}
+
+
+def test_the_job_map_is_the_documents():
+    """The job's table in the document: the JOB map's keys in order, each
+    with a type of its HOW"""
+    doc = open(_DOC, encoding="utf-8").read()
+    start = doc.index("A *job* (in SESSIONS and SESSION_WAIT replies) is a map")
+    section = doc[start:doc.index("\n### ", start)]
+    rows = [(m.group(1), m.group(2).strip()) for m in
+            re.finditer(r"^\| `(\w+)` \| ([^|]+) \|", section, re.M)]
+    job = maps()["JOB"]
+    assert [k for k, _ in rows] == [k for k, _, _ in job], \
+        "docs/protocol.md's job map has keys %s, the table %s" \
+        % ([k for k, _ in rows], [k for k, _, _ in job])
+    wrong = ["%s: %s in the table, the document says %s" % (key, how, typ)
+             for (key, how, _), (_, typ) in zip(job, rows) if typ not in _MAP_TYPES[how]]
+    assert not wrong, "docs/protocol.md's job map and the table differ:\n" + "\n".join(wrong)
 
 
 def _changed(tmp_path, monkeypatch, old, new):
@@ -429,6 +451,14 @@ _CHANGES = [
      'SQ_KEY (INFO_LIMITS, UINT, max_stored, 0, "stored", 0)',
      'SQ_KEY (INFO_LIMITS, UINT, max_stored, 0, "max_bytes", 0)',
      "test_the_keys_of_info_are_the_documents", ("tenant", "max_bytes")),
+    ("a key of the job map renamed",
+     'SQ_KEY (JOB, UINT, created_ms, 0, "created", 0)',
+     'SQ_KEY (JOB, UINT, created_ms, 0, "opened", 0)',
+     "test_the_job_map_is_the_documents", ("opened",)),
+    ("a key of the job map of another type",
+     'SQ_KEY (JOB, BOOL, attached, 0, "attached", 0)',
+     'SQ_KEY (JOB, UINT, attached, 0, "attached", 0)',
+     "test_the_job_map_is_the_documents", ("attached: UINT", "bool")),
 ]
 
 
