@@ -444,11 +444,13 @@ sqp_iter_begin (sq_iter_t *self, const void *data, size_t size, uint32_t type,
 //  A reply's body that is a list, [head..., [elements]] (WAIT's, TASKS'),
 //  or only [elements] with no heads (SESSIONS'): reads the heads, uints
 //  named in heads, into values, and opens the list of at most max
-//  elements, named list, failing with too_many beyond it.
+//  elements, named list, failing with too_many beyond it; their count in
+//  *count if count.
 int
 sqp_list_begin (sq_iter_t *self, const uint8_t *body, size_t size, const char *what,
                 const char *const *heads, uint64_t *values, uint32_t n_heads,
-                const char *list, uint32_t max, const char *too_many, sq_errbuf_t *err)
+                const char *list, uint32_t max, const char *too_many, uint32_t *count,
+                sq_errbuf_t *err)
 {
     memset (self, 0, sizeof *self);
     self->err = err;
@@ -468,6 +470,8 @@ sqp_list_begin (sq_iter_t *self, const uint8_t *body, size_t size, const char *w
         mpr_fail (r, too_many);
     if (!mpr_ok (r))
         return sqp_error (r, err, what);
+    if (count)
+        *count = self->left;
     return 0;
 }
 

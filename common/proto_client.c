@@ -219,6 +219,18 @@ s_array_spec (mpr_t *r, sq_task_spec_t *t)
     t->array_items_size = r->pos - start;
 }
 
+//  A task's array of ids, into the pool (sized by the counting pass)
+static uint32_t *
+s_pooled_ids (mpr_t *r, uint32_t *pool, size_t *used, uint32_t *n)
+{
+    uint32_t *ids = pool + *used;
+    if (mpr_array (r, n))
+        return NULL;
+    for (uint32_t j = 0; j < *n; j++)
+        mpr_u32 (r, &pool [(*used)++]);
+    return ids;
+}
+
 int
 sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
@@ -294,7 +306,6 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
     size_t ids_used = 0, res_used = 0;
     for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
         sq_task_spec_t *t = &self->tasks [i];
-        uint32_t n;
         int64_t priority;
         uint32_t fields = 0;
         mpr_field (&r, "task");
@@ -305,19 +316,9 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
         mpr_field (&r, "task.kind");
         mpr_str (&r, &t->kind, SQ_MAX_NAME);
         mpr_field (&r, "task.inputs");
-        if (mpr_array (&r, &n) == 0) {
-            t->inputs = self->id_pool + ids_used;
-            t->n_inputs = n;
-            for (uint32_t j = 0; j < n; j++)
-                mpr_u32 (&r, &self->id_pool [ids_used++]);
-        }
+        t->inputs = s_pooled_ids (&r, self->id_pool, &ids_used, &t->n_inputs);
         mpr_field (&r, "task.outputs");
-        if (mpr_array (&r, &n) == 0) {
-            t->outputs = self->id_pool + ids_used;
-            t->n_outputs = n;
-            for (uint32_t j = 0; j < n; j++)
-                mpr_u32 (&r, &self->id_pool [ids_used++]);
-        }
+        t->outputs = s_pooled_ids (&r, self->id_pool, &ids_used, &t->n_outputs);
         mpr_field (&r, "task.config");
         mpr_skip (&r, &t->config, &t->config_size);
         if (mpr_ok (&r) && t->config_size > SQ_MAX_CONFIG)
@@ -469,7 +470,7 @@ sq_wait_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size, uint32_t
     static const char *heads [] = { "n_finished", "n_failed" };
     uint64_t values [2] = { 0, 0 };
     int rc = sqp_list_begin (self, body, size, "WAIT reply", heads, values, 2, "states",
-                             max_listed, "more states than ids asked for", err);
+                             max_listed, "more states than ids asked for", NULL, err);
     *finished = values [0];
     *failed = values [1];
     return rc;

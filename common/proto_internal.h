@@ -27,7 +27,8 @@ void *sqp_scratch (sq_iter_t *self, size_t bytes);
 //  Replies' lists [head..., [elements]] (proto.c, sqp_list_begin)
 int sqp_list_begin (sq_iter_t *self, const uint8_t *body, size_t size, const char *what,
                     const char *const *heads, uint64_t *values, uint32_t n_heads,
-                    const char *list, uint32_t max, const char *too_many, sq_errbuf_t *err);
+                    const char *list, uint32_t max, const char *too_many, uint32_t *count,
+                    sq_errbuf_t *err);
 int sqp_list_next (sq_iter_t *self, uint32_t record, void *elem, const char *entry,
                    const char *what);
 void sqp_pack_list_head (msgpack_packer *pk, const uint64_t *heads, uint32_t n_heads,

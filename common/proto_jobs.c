@@ -154,11 +154,8 @@ int
 sq_jobs_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
                      uint32_t *n, sq_errbuf_t *err)
 {
-    if (sqp_list_begin (self, body, size, "SESSIONS reply", NULL, NULL, 0, "jobs",
-                        SQ_JOBS_MAX, "more than 100000", err))
-        return -1;
-    *n = self->left;
-    return 0;
+    return sqp_list_begin (self, body, size, "SESSIONS reply", NULL, NULL, 0, "jobs",
+                           SQ_JOBS_MAX, "more than 100000", n, err);
 }
 
 int
@@ -208,11 +205,8 @@ sq_tasks_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
 {
     static const char *heads [] = { "total" };
     *total = 0;
-    if (sqp_list_begin (self, body, size, "TASKS reply", heads, total, 1, "records",
-                        SQ_TASKS_PAGE_MAX, "more than 10000", err))
-        return -1;
-    *n = self->left;
-    return 0;
+    return sqp_list_begin (self, body, size, "TASKS reply", heads, total, 1, "records",
+                           SQ_TASKS_PAGE_MAX, "more than 10000", n, err);
 }
 
 int
