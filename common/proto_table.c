@@ -597,11 +597,14 @@ sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what)
 void
 sq_record_pack (msgpack_packer *pk, uint32_t record, const void *msg)
 {
-    const sq_msg_desc_t *d = &s_records [record];
-    uint32_t n = d->n_required == d->n_fields? d->n_fields: s_present (d, msg);
-    if (!d->bare)
-        msgpack_pack_array (pk, n);
-    d->pack (pk, msg, n);
+    //  Each record's packer called directly (as sq_batch_next's readers)
+    switch (record) {
+#define SQ_RECORD(NAME, type_t, check) case SQ_REC_##NAME: sqp_pack_##NAME (pk, msg); return;
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#define SQ_RECORD_BARE(NAME, type_t) SQ_RECORD (NAME, type_t, NULL)
+#include "proto_messages.def"
+        default: break;
+    }
 }
 
 int
@@ -661,15 +664,20 @@ sq_event_read (sq_iter_t *self, sq_event_t *ev)
         return mpr_fail (r, "empty");
     if (mpr_u32 (r, &ev->type))
         return -1;
-    const sq_msg_desc_t *d = s_event_desc (ev->type);
-    if (!d)
-        return mpr_fail (r, "unknown event type");
-    if (n < 1 + d->n_required || n > 1 + d->n_fields) {
-        r->field = "event";
-        return mpr_fail (r, "wrong number of fields");
+    //  Each event's reader called directly, its counts constants
+    switch (ev->type) {
+#define SQ_EVENT(NAME, number) \
+        case number: \
+            if (n < 1 + S_REQUIRED_##NAME || n > 1 + S_ALL_##NAME) \
+                break; \
+            s_read_##NAME (r, ev, n); \
+            return r->error? -1: 0;
+#include "proto_messages.def"
+        default:
+            return mpr_fail (r, "unknown event type");
     }
-    d->read (r, ev, n);
-    return r->error? -1: 0;
+    r->field = "event";
+    return mpr_fail (r, "wrong number of fields");
 }
 
 void
