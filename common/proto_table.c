@@ -74,17 +74,23 @@ static const s_kind_t s_kinds [] = {
     X (OU32, U32, 0) X (OU64, U64, 0) X (OINT, I64, offsetof (sq_opt_int_t, value)) \
     X (OSTR, STR, 0) X (ESTR, STR, 0) X (OBIN, BIN, 0)
 
-//  A nil-or-value kind's base, described in b
-static inline __attribute__ ((always_inline)) bool
-s_optional (const sq_field_desc_t *f, sq_field_desc_t *b)
+//  A kind's base and where in the member its value is: the kind itself at
+//  0 but for the nil-or-value kinds. (Returned by value: a descriptor
+//  copied into a local whose address is taken, inlined for every field,
+//  made the sanitizer's build of this file sixteen times slower.)
+typedef struct {
+    sq_field_kind_t kind;
+    size_t at;
+} s_base_t;
+
+static inline __attribute__ ((always_inline)) s_base_t
+s_base (sq_field_kind_t kind)
 {
-    *b = *f;
-    switch (f->kind) {
-#define S_CASE(KIND, BASE, at) \
-        case SQK_##KIND: b->kind = SQK_##BASE; b->offset += at; return true;
+    switch (kind) {
+#define S_CASE(KIND, BASE, at) case SQK_##KIND: return (s_base_t) { SQK_##BASE, at };
         S_OPTIONAL (S_CASE)
 #undef S_CASE
-        default: return false;
+        default: return (s_base_t) { kind, 0 };
     }
 }
 
@@ -117,39 +123,41 @@ sq_field_kind_name (sq_field_kind_t kind)
 //  descriptions: inlined, the switches and the description fold away and
 //  the code is what a hand-written codec would be (bench/codec.c measures
 //  both). Numbers and lengths are bounded when max is set.
+#define S_MEMBER(type) ((type *) ((char *) msg + offset))
 static inline __attribute__ ((always_inline)) void
-s_read_value (mpr_t *r, void *msg, const sq_field_desc_t *f)
+s_read_value (mpr_t *r, void *msg, const sq_field_desc_t *f, sq_field_kind_t kind,
+              size_t offset)
 {
-    switch (f->kind) {
+    switch (kind) {
         case SQK_U32: {
-            uint32_t *v = SQP_AT (uint32_t, msg, f);
+            uint32_t *v = S_MEMBER (uint32_t);
             if (mpr_u32 (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
                 mpr_fail (r, f->why);
             break;
         }
         case SQK_U64: {
-            uint64_t *v = SQP_AT (uint64_t, msg, f);
+            uint64_t *v = S_MEMBER (uint64_t);
             if (mpr_uint (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
                 mpr_fail (r, f->why);
             break;
         }
         case SQK_I64: {
-            int64_t *v = SQP_AT (int64_t, msg, f);
+            int64_t *v = S_MEMBER (int64_t);
             if (mpr_int (r, v) == 0 && f->max && (*v < f->min || *v > (int64_t) f->max))
                 mpr_fail (r, f->why);
             break;
         }
-        case SQK_BOOL: mpr_bool (r, SQP_AT (bool, msg, f)); break;
+        case SQK_BOOL: mpr_bool (r, S_MEMBER (bool)); break;
         case SQK_STR:
         case SQK_NAME: {
-            mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
+            mpr_str_t *v = S_MEMBER (mpr_str_t);
             if (mpr_str (r, v, f->max? (uint32_t) f->max: SQ_MAX_NAME) == 0
-            &&  f->kind == SQK_NAME && v->len && memchr (v->ptr, 0, v->len))
+            &&  kind == SQK_NAME && v->len && memchr (v->ptr, 0, v->len))
                 mpr_fail (r, f->why? f->why: "a NUL byte");
             break;
         }
         case SQK_BIN: {
-            mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
+            mpr_str_t *v = S_MEMBER (mpr_str_t);
             if (mpr_bin (r, v, (uint32_t) f->max) == 0 && f->min && v->len != (uint64_t) f->min)
                 mpr_fail (r, f->why? f->why: "wrong number of bytes");
             break;
@@ -164,26 +172,28 @@ s_read_value (mpr_t *r, void *msg, const sq_field_desc_t *f)
 static inline __attribute__ ((always_inline)) void
 s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    sq_field_desc_t base;
-    if (!s_optional (f, &base))
-        s_read_value (r, msg, f);
+    s_base_t base = s_base (f->kind);
+    if (base.kind == f->kind)
+        s_read_value (r, msg, f, f->kind, f->offset);
     else
     if (!mpr_try_nil (r)) {
         if (f->kind == SQK_OINT)
             SQP_AT (sq_opt_int_t, msg, f)->has = true;
-        s_read_value (r, msg, &base);
+        s_read_value (r, msg, f, base.kind, f->offset + base.at);
     }
 }
 
+#define S_CMEMBER(type) ((const type *) ((const char *) msg + offset))
 static inline __attribute__ ((always_inline)) void
-s_pack_value (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+s_pack_value (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f,
+              sq_field_kind_t kind, size_t offset)
 {
-    switch (f->kind) {
-        case SQK_U32: msgpack_pack_uint32 (pk, *SQP_CAT (uint32_t, msg, f)); break;
-        case SQK_U64: msgpack_pack_uint64 (pk, *SQP_CAT (uint64_t, msg, f)); break;
-        case SQK_I64: msgpack_pack_int64 (pk, *SQP_CAT (int64_t, msg, f)); break;
+    switch (kind) {
+        case SQK_U32: msgpack_pack_uint32 (pk, *S_CMEMBER (uint32_t)); break;
+        case SQK_U64: msgpack_pack_uint64 (pk, *S_CMEMBER (uint64_t)); break;
+        case SQK_I64: msgpack_pack_int64 (pk, *S_CMEMBER (int64_t)); break;
         case SQK_BOOL:
-            if (*SQP_CAT (bool, msg, f))
+            if (*S_CMEMBER (bool))
                 msgpack_pack_true (pk);
             else
                 msgpack_pack_false (pk);
@@ -191,8 +201,8 @@ s_pack_value (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
         case SQK_STR:
         case SQK_NAME:
         case SQK_BIN: {
-            mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
-            if (f->kind == SQK_BIN) {
+            mpr_str_t v = *S_CMEMBER (mpr_str_t);
+            if (kind == SQK_BIN) {
                 msgpack_pack_bin (pk, v.len);
                 msgpack_pack_bin_body (pk, v.len? v.ptr: "", v.len);
             }
@@ -212,14 +222,14 @@ s_pack_value (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 static inline __attribute__ ((always_inline)) void
 s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    sq_field_desc_t base;
-    if (!s_optional (f, &base))
-        s_pack_value (pk, msg, f);
+    s_base_t base = s_base (f->kind);
+    if (base.kind == f->kind)
+        s_pack_value (pk, msg, f, f->kind, f->offset);
     else
     if (s_is_empty (msg, f))
         msgpack_pack_nil (pk);
     else
-        s_pack_value (pk, msg, &base);
+        s_pack_value (pk, msg, f, base.kind, f->offset + base.at);
 }
 
 //  Each message's reader: its fields after the array's head (n elements
