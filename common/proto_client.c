@@ -1,10 +1,7 @@
 /*  proto_client: the client plane, client <-> broker: requests (SESSION_OPEN
     .. UPLOAD), SUBMIT, and the bodies of their replies (docs/protocol.md
-    sections 5 and 6).
-
-    Over 800 lines: the client plane has the most messages (every request
-    and its reply's body); the other planes are proto_governor.c and
-    proto_data.c. */
+    sections 5 and 6); INFO's body is the table's (proto_maps.c). The
+    other planes are proto_governor.c and proto_data.c. */
 #include "proto_internal.h"
 
 void
