@@ -98,62 +98,6 @@ sq_pack_mstr (msgpack_packer *pk, mpr_str_t s)
     msgpack_pack_str_body (pk, s.len? s.ptr: "", s.len);
 }
 
-void
-sqp_pack_int_or_nil (msgpack_packer *pk, uint32_t value)
-{
-    if (value)
-        msgpack_pack_uint32 (pk, value);
-    else
-        msgpack_pack_nil (pk);
-}
-
-int
-sqp_opt_u32 (mpr_t *r, uint32_t *value)
-{
-    if (mpr_try_nil (r)) {
-        *value = 0;
-        return 0;
-    }
-    return mpr_u32 (r, value);
-}
-
-//  Exactly `len` bytes of bin, or nil (value->len 0).
-int
-sqp_opt_bin (mpr_t *r, mpr_str_t *value, uint32_t len)
-{
-    value->ptr = NULL;
-    value->len = 0;
-    if (mpr_try_nil (r))
-        return 0;
-    if (mpr_bin (r, value, len))
-        return -1;
-    if (value->len != len)
-        return mpr_fail (r, "wrong number of bytes");
-    return 0;
-}
-
-//  bin of at most `max` bytes, or nil (value->len 0).
-int
-sqp_opt_bin_max (mpr_t *r, mpr_str_t *value, uint32_t max)
-{
-    value->ptr = NULL;
-    value->len = 0;
-    if (mpr_try_nil (r))
-        return 0;
-    return mpr_bin (r, value, max);
-}
-
-void
-sqp_pack_bin_or_nil (msgpack_packer *pk, const uint8_t *bytes, size_t size)
-{
-    if (!bytes || !size) {
-        msgpack_pack_nil (pk);
-        return;
-    }
-    msgpack_pack_bin (pk, size);
-    msgpack_pack_bin_body (pk, bytes, size);
-}
-
 //  Resources map {name: amount}, or nil.
 int
 sqp_resources (mpr_t *r, sq_resource_t *out, uint32_t *n_out, uint32_t max)
@@ -495,6 +439,61 @@ sqp_iter_begin (sq_iter_t *self, const void *data, size_t size, uint32_t type,
     if (!mpr_ok (&self->r))
         return sqp_error (&self->r, err, what);
     return 0;
+}
+
+//  A reply's body that is a list, [head..., [elements]] (WAIT's, TASKS'),
+//  or only [elements] with no heads (SESSIONS'): reads the heads, uints
+//  named in heads, into values, and opens the list of at most max
+//  elements, named list, failing with too_many beyond it; their count in
+//  *count if count.
+int
+sqp_list_begin (sq_iter_t *self, const uint8_t *body, size_t size, const char *what,
+                const char *const *heads, uint64_t *values, uint32_t n_heads,
+                const char *list, uint32_t max, const char *too_many, uint32_t *count,
+                sq_errbuf_t *err)
+{
+    memset (self, 0, sizeof *self);
+    self->err = err;
+    mpr_t *r = &self->r;
+    mpr_init (r, body, size);
+    if (n_heads) {
+        mpr_field (r, "body");
+        mpr_array_exact (r, n_heads + 1);
+    }
+    for (uint32_t i = 0; i < n_heads; i++) {
+        mpr_field (r, heads [i]);
+        mpr_uint (r, &values [i]);
+    }
+    mpr_field (r, list);
+    mpr_array (r, &self->left);
+    if (mpr_ok (r) && self->left > max)
+        mpr_fail (r, too_many);
+    if (!mpr_ok (r))
+        return sqp_error (r, err, what);
+    if (count)
+        *count = self->left;
+    return 0;
+}
+
+//  The list's next element, a record of the table
+int
+sqp_list_next (sq_iter_t *self, uint32_t record, void *elem, const char *entry,
+               const char *what)
+{
+    int more = sqp_iter_more (self, what);
+    if (more > 0 && sq_record_read (&self->r, record, elem, entry))
+        return sqp_error (&self->r, self->err, what);
+    return more;
+}
+
+void
+sqp_pack_list_head (msgpack_packer *pk, const uint64_t *heads, uint32_t n_heads,
+                    uint32_t listed)
+{
+    msgpack_pack_array (pk, n_heads + 1);
+    for (uint32_t i = 0; i < n_heads; i++)
+        msgpack_pack_uint64 (pk, heads [i]);
+    msgpack_pack_array (pk, listed);
 }
 
 //  0 at a clean end, 1 when an element follows, -1 on error.

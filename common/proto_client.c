@@ -1,10 +1,7 @@
 /*  proto_client: the client plane, client <-> broker: requests (SESSION_OPEN
     .. UPLOAD), SUBMIT, and the bodies of their replies (docs/protocol.md
-    sections 5 and 6).
-
-    Over 800 lines: the client plane has the most messages (every request
-    and its reply's body); the other planes are proto_governor.c and
-    proto_data.c. */
+    sections 5 and 6); INFO's body is the table's (proto_maps.c). The
+    other planes are proto_governor.c and proto_data.c. */
 #include "proto_internal.h"
 
 void
@@ -219,6 +216,18 @@ s_array_spec (mpr_t *r, sq_task_spec_t *t)
     t->array_items_size = r->pos - start;
 }
 
+//  A task's array of ids, into the pool (sized by the counting pass)
+static uint32_t *
+s_pooled_ids (mpr_t *r, uint32_t *pool, size_t *used, uint32_t *n)
+{
+    uint32_t *ids = pool + *used;
+    if (mpr_array (r, n))
+        return NULL;
+    for (uint32_t j = 0; j < *n; j++)
+        mpr_u32 (r, &pool [(*used)++]);
+    return ids;
+}
+
 int
 sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
@@ -294,7 +303,6 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
     size_t ids_used = 0, res_used = 0;
     for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
         sq_task_spec_t *t = &self->tasks [i];
-        uint32_t n;
         int64_t priority;
         uint32_t fields = 0;
         mpr_field (&r, "task");
@@ -305,19 +313,9 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
         mpr_field (&r, "task.kind");
         mpr_str (&r, &t->kind, SQ_MAX_NAME);
         mpr_field (&r, "task.inputs");
-        if (mpr_array (&r, &n) == 0) {
-            t->inputs = self->id_pool + ids_used;
-            t->n_inputs = n;
-            for (uint32_t j = 0; j < n; j++)
-                mpr_u32 (&r, &self->id_pool [ids_used++]);
-        }
+        t->inputs = s_pooled_ids (&r, self->id_pool, &ids_used, &t->n_inputs);
         mpr_field (&r, "task.outputs");
-        if (mpr_array (&r, &n) == 0) {
-            t->outputs = self->id_pool + ids_used;
-            t->n_outputs = n;
-            for (uint32_t j = 0; j < n; j++)
-                mpr_u32 (&r, &self->id_pool [ids_used++]);
-        }
+        t->outputs = s_pooled_ids (&r, self->id_pool, &ids_used, &t->n_outputs);
         mpr_field (&r, "task.config");
         mpr_skip (&r, &t->config, &t->config_size);
         if (mpr_ok (&r) && t->config_size > SQ_MAX_CONFIG)
@@ -450,10 +448,7 @@ sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *t)
 void
 sq_pack_wait_head (msgpack_packer *pk, uint32_t finished, uint32_t failed, uint32_t listed)
 {
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, finished);
-    msgpack_pack_uint32 (pk, failed);
-    msgpack_pack_array (pk, listed);
+    sqp_pack_list_head (pk, (uint64_t []) { finished, failed }, 2, listed);
 }
 
 void
@@ -469,34 +464,19 @@ int
 sq_wait_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size, uint32_t max_listed,
                      uint64_t *finished, uint64_t *failed, sq_errbuf_t *err)
 {
-    memset (self, 0, sizeof *self);
-    self->err = err;
-    mpr_t *r = &self->r;
-    mpr_init (r, body, size);
-    mpr_field (r, "body");
-    mpr_array_exact (r, 3);
-    mpr_field (r, "n_finished");
-    mpr_uint (r, finished);
-    mpr_field (r, "n_failed");
-    mpr_uint (r, failed);
-    mpr_field (r, "states");
-    mpr_array (r, &self->left);
-    if (mpr_ok (r) && self->left > max_listed)
-        mpr_fail (r, "more states than ids asked for");
-    if (!mpr_ok (r))
-        return sqp_error (r, err, "WAIT reply");
-    return 0;
+    static const char *heads [] = { "n_finished", "n_failed" };
+    uint64_t values [2] = { 0, 0 };
+    int rc = sqp_list_begin (self, body, size, "WAIT reply", heads, values, 2, "states",
+                             max_listed, "more states than ids asked for", NULL, err);
+    *finished = values [0];
+    *failed = values [1];
+    return rc;
 }
 
 int
 sq_wait_reply_next (sq_iter_t *self, sq_done_t *done)
 {
-    int more = sqp_iter_more (self, "WAIT reply");
-    if (more <= 0)
-        return more;
-    if (sq_record_read (&self->r, SQ_REC_DONE, done, "state entry"))
-        return sqp_error (&self->r, self->err, "WAIT reply");
-    return 1;
+    return sqp_list_next (self, SQ_REC_DONE, done, "state entry", "WAIT reply");
 }
 
 void
@@ -568,132 +548,6 @@ void
 sq_pack_submit_tasks (msgpack_packer *pk, uint32_t n_tasks)
 {
     msgpack_pack_array (pk, n_tasks);
-}
-
-//  --------------------------------------------------------------------------
-//  INFO, and the dashboard's sessions
-
-static void
-s_kv (msgpack_packer *pk, const char *key, uint64_t value)
-{
-    sq_pack_cstr (pk, key);
-    msgpack_pack_uint64 (pk, value);
-}
-
-static void
-s_kv_str (msgpack_packer *pk, const char *key, const char *value)
-{
-    sq_pack_cstr (pk, key);
-    sq_pack_cstr (pk, value? value: "");
-}
-
-void
-sq_pack_info (msgpack_packer *pk, const sq_info_t *info)
-{
-    msgpack_pack_map (pk, 24);
-    s_kv_str (pk, "cluster", info->cluster);
-    s_kv (pk, "epoch", info->epoch);
-    s_kv (pk, "recovering", info->recovering);
-    s_kv (pk, "secure", info->secure);
-    s_kv (pk, "insecure", info->insecure);
-    s_kv (pk, "journal_bytes", info->journal_bytes);
-    s_kv (pk, "journal_errors", info->journal_errors);
-    s_kv_str (pk, "version", info->version);
-    sq_pack_cstr (pk, "governors");
-    msgpack_pack_array (pk, (uint32_t) info->n_govs);
-    for (size_t i = 0; i < info->n_govs; i++) {
-        const sq_info_gov_t *gov = &info->govs [i];
-        msgpack_pack_map (pk, 17);
-        s_kv (pk, "id", gov->id);
-        s_kv (pk, "draining", gov->draining);
-        s_kv_str (pk, "name", gov->name);
-        s_kv (pk, "cpus", gov->cpus);
-        sq_pack_cstr (pk, "resources");
-        if (gov->n_resources)
-            sqp_pack_resources (pk, gov->resources, gov->n_resources);
-        else
-            msgpack_pack_map (pk, 0);
-        s_kv (pk, "assigned", gov->assigned);
-        s_kv (pk, "running", gov->running);
-        s_kv (pk, "queued", gov->queued);
-        s_kv (pk, "piped", gov->piped);
-        s_kv (pk, "memory", gov->memory);
-        s_kv (pk, "spilled", gov->spilled);
-        s_kv (pk, "objects", gov->objects);
-        s_kv (pk, "tasks_done", gov->tasks_done);
-        s_kv (pk, "tasks_run", gov->tasks_run);
-        s_kv (pk, "joined", (uint64_t) gov->joined);
-        s_kv_str (pk, "data_endpoint", gov->data_endpoint);
-        s_kv_str (pk, "serve_endpoint", gov->serve_endpoint);
-    }
-    sq_pack_cstr (pk, "tasks");
-    msgpack_pack_map (pk, (uint32_t) info->n_states);
-    for (size_t i = 0; i < info->n_states; i++)
-        s_kv (pk, info->state_names [i], info->state_counts [i]);
-    s_kv (pk, "ready_queue", info->ready_queue);
-    s_kv (pk, "blocked", info->blocked);
-    sq_pack_cstr (pk, "resource_waits");
-    msgpack_pack_array (pk, (uint32_t) info->n_waits);
-    for (size_t i = 0; i < info->n_waits; i++) {
-        msgpack_pack_map (pk, 4);
-        s_kv (pk, "session", info->waits [i].session);
-        s_kv (pk, "task", info->waits [i].task);
-        s_kv_str (pk, "needs", info->waits [i].needs);
-        s_kv (pk, "left_ms", info->waits [i].left_ms);
-    }
-    sq_pack_cstr (pk, "streams");
-    msgpack_pack_array (pk, (uint32_t) info->n_streams);
-    for (size_t i = 0; i < info->n_streams; i++) {
-        msgpack_pack_map (pk, 4);
-        s_kv (pk, "session", info->streams [i].session);
-        s_kv (pk, "object", info->streams [i].object);
-        s_kv (pk, "governor", info->streams [i].governor);
-        s_kv (pk, "bytes", info->streams [i].bytes);
-    }
-    s_kv (pk, "sessions", info->sessions);
-    s_kv (pk, "clients", info->clients);
-    s_kv (pk, "objects", info->objects);
-    s_kv (pk, "watches", info->watches);
-    s_kv (pk, "recomputed", info->recomputed);
-    s_kv (pk, "uploads", info->uploads);
-    s_kv (pk, "copy_rate", info->copy_rate);
-    s_kv (pk, "streams_local", info->streams_local);
-    s_kv (pk, "uploads_local", info->uploads_local);
-    sq_pack_cstr (pk, "tenant");
-    const sq_info_tenant_t *t = info->tenant;
-    if (!t) {
-        msgpack_pack_nil (pk);
-        return;
-    }
-    msgpack_pack_map (pk, 7);
-    s_kv_str (pk, "name", t->name);
-    s_kv (pk, "weight", t->weight);
-    s_kv (pk, "cpus", t->cpus);
-    s_kv (pk, "stored", t->stored);
-    s_kv (pk, "constants", t->constants);
-    s_kv (pk, "sessions", t->sessions);
-    sq_pack_cstr (pk, "limits");
-    msgpack_pack_map (pk, 4);
-    s_kv (pk, "cpus", t->max_cpus);
-    s_kv (pk, "stored", t->max_stored);
-    s_kv (pk, "constants", t->max_constants);
-    s_kv (pk, "sessions", t->max_sessions);
-}
-
-void
-sq_pack_sessions (msgpack_packer *pk, const sq_info_session_t *sessions, size_t n)
-{
-    msgpack_pack_array (pk, (uint32_t) n);
-    for (size_t i = 0; i < n; i++) {
-        msgpack_pack_map (pk, 7);
-        s_kv (pk, "id", sessions [i].id);
-        s_kv (pk, "client", sessions [i].client);
-        s_kv_str (pk, "client_name", sessions [i].client_name);
-        s_kv (pk, "tasks", sessions [i].tasks);
-        s_kv (pk, "unfinished", sessions [i].unfinished);
-        s_kv (pk, "finished", sessions [i].finished);
-        s_kv (pk, "failed", sessions [i].failed);
-    }
 }
 
 //  RUN's reply ---------------------------------------------------------

@@ -39,11 +39,9 @@ int
 sq_update_next (sq_iter_t *self, sq_event_t *ev)
 {
     int more = sqp_iter_more (self, "UPDATE");
-    if (more <= 0)
-        return more;
-    if (sq_event_read (self, ev))
+    if (more > 0 && sq_event_read (self, ev))
         return sqp_error (&self->r, self->err, "UPDATE");
-    return 1;
+    return more;
 }
 
 //  The events' packers: an sq_event_t of the arguments, packed by the table

@@ -14,11 +14,6 @@ int sqp_error (mpr_t *r, sq_errbuf_t *err, const char *what);
 int sqp_semantic (sq_errbuf_t *err, const char *text);
 //  Opens frame 0: an array of exactly `fields` whose first element is `type`.
 int sqp_begin (mpr_t *r, const void *data, size_t size, uint32_t type, uint32_t fields);
-void sqp_pack_int_or_nil (msgpack_packer *pk, uint32_t value);
-int sqp_opt_u32 (mpr_t *r, uint32_t *value);
-int sqp_opt_bin (mpr_t *r, mpr_str_t *value, uint32_t len);
-int sqp_opt_bin_max (mpr_t *r, mpr_str_t *value, uint32_t max);
-void sqp_pack_bin_or_nil (msgpack_packer *pk, const uint8_t *bytes, size_t size);
 int sqp_resources (mpr_t *r, sq_resource_t *out, uint32_t *n_out, uint32_t max);
 void sqp_pack_resources (msgpack_packer *pk, const sq_resource_t *res, uint32_t n);
 int sqp_ids (mpr_t *r, uint32_t **ids, uint32_t *n_ids);
@@ -29,6 +24,15 @@ int sqp_iter_begin (sq_iter_t *self, const void *data, size_t size, uint32_t typ
                     sq_errbuf_t *err, const char *what);
 int sqp_iter_more (sq_iter_t *self, const char *what);
 void *sqp_scratch (sq_iter_t *self, size_t bytes);
+//  Replies' lists [head..., [elements]] (proto.c, sqp_list_begin)
+int sqp_list_begin (sq_iter_t *self, const uint8_t *body, size_t size, const char *what,
+                    const char *const *heads, uint64_t *values, uint32_t n_heads,
+                    const char *list, uint32_t max, const char *too_many, uint32_t *count,
+                    sq_errbuf_t *err);
+int sqp_list_next (sq_iter_t *self, uint32_t record, void *elem, const char *entry,
+                   const char *what);
+void sqp_pack_list_head (msgpack_packer *pk, const uint64_t *heads, uint32_t n_heads,
+                         uint32_t listed);
 int sqp_frame_index (mpr_t *r, int32_t *frame);
 
 //  Checks between fields that the table's rows name (proto_data.c,
@@ -41,13 +45,14 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
 #define SQP_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
 #define SQP_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
 //  The kinds of proto_kinds.c (tstate: proto_jobs.c): read a field into
-//  msg, pack it, say it empty
-#define SQP_KIND(kind) \
+//  msg, pack it (proto_table.c's s_read and s_pack dispatch to them)
+#define SQP_FN_KINDS(X) \
+    X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (OWHERE, owhere) \
+    X (KEYLIST, keylist) X (EXIT, exit) X (TSTATE, tstate)
+#define SQP_KIND(KIND, kind) \
     void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
     void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
-SQP_KIND (ids) SQP_KIND (job) SQP_KIND (options) SQP_KIND (outputs) SQP_KIND (exit)
-SQP_KIND (keylist) SQP_KIND (owhere) SQP_KIND (oint) SQP_KIND (ou64)
-SQP_KIND (estr) SQP_KIND (tstate)
+SQP_FN_KINDS (SQP_KIND)
 #undef SQP_KIND
 bool sqp_kind_options_empty (const void *msg, const sq_field_desc_t *f);
 bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
@@ -57,6 +62,20 @@ bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
     void sqp_pack_##NAME (msgpack_packer *pk, const void *msg);
 #define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
 #include "proto_messages.def"
+//  Each map's packer (proto_maps.c): {its keys}
+#define SQ_MAP(NAME, type_t) void sqp_pack_map_##NAME (msgpack_packer *pk, const type_t *m);
+#include "proto_messages.def"
+//  ... and the reader of each map that is read: 0, or -1 with r failed
+#define SQ_MAP_RW(NAME, type_t) \
+    int sqp_read_map_##NAME (mpr_t *r, type_t *m); \
+    void sqp_pack_map_##NAME (msgpack_packer *pk, const type_t *m);
+#include "proto_messages.def"
+//  The job map's own HOWs (proto_jobs.c): a job state's name, the counts
+//  of a job's tasks by state
+int sqp_read_job_state (mpr_t *r, uint32_t *bit);
+void sqp_pack_job_state (msgpack_packer *pk, uint32_t bit);
+int sqp_read_task_counts (mpr_t *r, uint64_t *counts);
+void sqp_pack_task_counts (msgpack_packer *pk, const uint64_t *counts);
 //  Each event's packer (proto_table.c): [number, its first n fields]
 #define SQ_EVENT(NAME, number) \
     void sqp_pack_##NAME (msgpack_packer *pk, const sq_event_t *ev, uint32_t n);

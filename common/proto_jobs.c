@@ -1,5 +1,6 @@
 /*  proto_jobs: the bodies of the replies about jobs (docs/protocol.md,
-    "Jobs"): a job map (SESSIONS, SESSION_WAIT), ATTACH's, TASKS' records
+    "Jobs"): a job map (SESSIONS, SESSION_WAIT: the table's JOB map, whose
+    job state and task counts are read and packed here), ATTACH's, TASKS' records
     (the table's TASK_INFO: its kind TSTATE and its check are here),
     RESUBMIT's count. The requests themselves are in proto_client.c. */
 #include "proto_internal.h"
@@ -69,133 +70,72 @@ sq_task_state_bit_name (uint32_t bit)
     return s_bit_name (bit, s_task_states, 5);
 }
 
-static void
-s_pack_opt_uint (msgpack_packer *pk, uint64_t value)
+//  The job map's own HOWs (proto_messages.def's JOB map)
+int
+sqp_read_job_state (mpr_t *r, uint32_t *bit)
 {
-    if (value)
-        msgpack_pack_uint64 (pk, value);
-    else
-        msgpack_pack_nil (pk);
+    mpr_str_t state;
+    if (mpr_str (r, &state, 64))
+        return -1;
+    *bit = s_bit_of (state, s_job_states, 4);
+    return *bit? 0: mpr_fail (r, "unknown job state");
+}
+
+void
+sqp_pack_job_state (msgpack_packer *pk, uint32_t bit)
+{
+    const char *state = sq_job_state_name (bit);
+    sq_pack_cstr (pk, state? state: "running");
+}
+
+int
+sqp_read_task_counts (mpr_t *r, uint64_t *counts)
+{
+    uint32_t n, got = 0;
+    if (mpr_map (r, &n))
+        return -1;
+    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
+        mpr_str_t state;
+        uint64_t count;
+        mpr_field (r, "tasks key");
+        if (mpr_str (r, &state, 64))
+            break;
+        uint32_t bit = s_bit_of (state, s_task_states, 5);
+        mpr_field (r, "tasks count");
+        if (mpr_uint (r, &count))
+            break;
+        if (!bit || (got & bit))
+            return mpr_fail (r, "unknown or repeated task state");
+        got |= bit;
+        counts [__builtin_ctz (bit)] = count;
+    }
+    return mpr_ok (r)? 0: -1;
+}
+
+void
+sqp_pack_task_counts (msgpack_packer *pk, const uint64_t *counts)
+{
+    msgpack_pack_map (pk, 5);
+    for (int i = 0; i < 5; i++) {
+        sq_pack_cstr (pk, s_task_states [i]);
+        msgpack_pack_uint64 (pk, counts [i]);
+    }
 }
 
 void
 sq_pack_job (msgpack_packer *pk, const sq_job_info_t *job)
 {
-    msgpack_pack_map (pk, 8);
-    sq_pack_cstr (pk, "id");
-    msgpack_pack_uint32 (pk, job->id);
-    sq_pack_cstr (pk, "name");
-    if (job->name.len)
-        sq_pack_mstr (pk, job->name);
-    else
-        msgpack_pack_nil (pk);
-    sq_pack_cstr (pk, "state");
-    const char *state = sq_job_state_name (job->state);
-    sq_pack_cstr (pk, state? state: "running");
-    sq_pack_cstr (pk, "detached");
-    if (job->detached) msgpack_pack_true (pk); else msgpack_pack_false (pk);
-    sq_pack_cstr (pk, "attached");
-    if (job->attached) msgpack_pack_true (pk); else msgpack_pack_false (pk);
-    sq_pack_cstr (pk, "tasks");
-    msgpack_pack_map (pk, 5);
-    for (int i = 0; i < 5; i++) {
-        sq_pack_cstr (pk, s_task_states [i]);
-        msgpack_pack_uint64 (pk, job->tasks [i]);
-    }
-    sq_pack_cstr (pk, "created");
-    msgpack_pack_uint64 (pk, job->created_ms);
-    sq_pack_cstr (pk, "ended");
-    s_pack_opt_uint (pk, job->ended_ms);
+    sqp_pack_map_JOB (pk, job);
 }
 
-//  Reads a job map; keys it does not know are skipped (a newer broker may
-//  say more), each known key at most once, all of them required.
+//  Reads a job map (the table's JOB): keys it does not know are skipped (a
+//  newer broker may say more), each known key at most once, all of them
+//  required.
 int
 sq_job_read (mpr_t *r, sq_job_info_t *job)
 {
-    memset (job, 0, sizeof *job);
-    uint32_t n, seen = 0;
     mpr_field (r, "job");
-    if (mpr_map (r, &n))
-        return -1;
-    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
-        mpr_str_t key;
-        mpr_field (r, "job key");
-        if (mpr_str (r, &key, 64))
-            break;
-        static const char *keys [] = {
-            "id", "name", "state", "detached", "attached", "tasks", "created", "ended"
-        };
-        uint32_t k = 0;
-        while (k < 8 && !mpr_str_eq (key, keys [k]))
-            k++;
-        if (k == 8) {
-            mpr_field (r, "job value");
-            mpr_skip (r, NULL, NULL);
-            continue;
-        }
-        if (seen & (1u << k)) {
-            mpr_fail (r, "a key twice");
-            break;
-        }
-        seen |= 1u << k;
-        mpr_field (r, keys [k]);
-        if (k == 0)
-            mpr_u32 (r, &job->id);
-        else
-        if (k == 1) {
-            if (!mpr_try_nil (r))
-                mpr_str (r, &job->name, SQ_JOB_NAME_MAX);
-        }
-        else
-        if (k == 2) {
-            mpr_str_t state;
-            if (mpr_str (r, &state, 64) == 0) {
-                job->state = s_bit_of (state, s_job_states, 4);
-                if (!job->state)
-                    mpr_fail (r, "unknown job state");
-            }
-        }
-        else
-        if (k == 3)
-            mpr_bool (r, &job->detached);
-        else
-        if (k == 4)
-            mpr_bool (r, &job->attached);
-        else
-        if (k == 5) {
-            uint32_t m, got = 0;
-            if (mpr_map (r, &m))
-                break;
-            for (uint32_t j = 0; j < m && mpr_ok (r); j++) {
-                mpr_str_t state;
-                mpr_field (r, "tasks key");
-                if (mpr_str (r, &state, 64))
-                    break;
-                uint32_t bit = s_bit_of (state, s_task_states, 5);
-                uint64_t count;
-                mpr_field (r, "tasks count");
-                if (mpr_uint (r, &count))
-                    break;
-                if (!bit || (got & bit)) {
-                    mpr_fail (r, "unknown or repeated task state");
-                    break;
-                }
-                got |= bit;
-                job->tasks [__builtin_ctz (bit)] = count;
-            }
-        }
-        else
-        if (k == 6)
-            mpr_uint (r, &job->created_ms);
-        else {
-            if (!mpr_try_nil (r))
-                mpr_uint (r, &job->ended_ms);
-        }
-    }
-    if (mpr_ok (r) && seen != 0xff)
-        mpr_fail (r, "a key missing");
-    return mpr_ok (r)? 0: -1;
+    return sqp_read_map_JOB (r, job);
 }
 
 int
@@ -214,28 +154,17 @@ int
 sq_jobs_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
                      uint32_t *n, sq_errbuf_t *err)
 {
-    memset (self, 0, sizeof *self);
-    self->err = err;
-    mpr_init (&self->r, body, size);
-    mpr_field (&self->r, "jobs");
-    mpr_array (&self->r, &self->left);
-    if (mpr_ok (&self->r) && self->left > SQ_JOBS_MAX)
-        mpr_fail (&self->r, "more than 100000");
-    if (!mpr_ok (&self->r))
-        return sqp_error (&self->r, err, "SESSIONS reply");
-    *n = self->left;
-    return 0;
+    return sqp_list_begin (self, body, size, "SESSIONS reply", NULL, NULL, 0, "jobs",
+                           SQ_JOBS_MAX, "more than 100000", n, err);
 }
 
 int
 sq_jobs_reply_next (sq_iter_t *self, sq_job_info_t *job)
 {
     int more = sqp_iter_more (self, "SESSIONS reply");
-    if (more <= 0)
-        return more;
-    if (sq_job_read (&self->r, job))
+    if (more > 0 && sq_job_read (&self->r, job))
         return sqp_error (&self->r, self->err, "SESSIONS reply");
-    return 1;
+    return more;
 }
 
 void
@@ -261,9 +190,7 @@ sq_attached_decode (const uint8_t *body, size_t size, uint32_t *max_id,
 void
 sq_pack_tasks_head (msgpack_packer *pk, uint64_t total, uint32_t n)
 {
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint64 (pk, total);
-    msgpack_pack_array (pk, n);
+    sqp_pack_list_head (pk, &total, 1, n);
 }
 
 void
@@ -276,33 +203,16 @@ int
 sq_tasks_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
                       uint64_t *total, uint32_t *n, sq_errbuf_t *err)
 {
-    memset (self, 0, sizeof *self);
-    self->err = err;
-    mpr_t *r = &self->r;
-    mpr_init (r, body, size);
-    mpr_field (r, "body");
-    mpr_array_exact (r, 2);
-    mpr_field (r, "total");
-    mpr_uint (r, total);
-    mpr_field (r, "records");
-    mpr_array (r, &self->left);
-    if (mpr_ok (r) && self->left > SQ_TASKS_PAGE_MAX)
-        mpr_fail (r, "more than 10000");
-    if (!mpr_ok (r))
-        return sqp_error (r, err, "TASKS reply");
-    *n = self->left;
-    return 0;
+    static const char *heads [] = { "total" };
+    *total = 0;
+    return sqp_list_begin (self, body, size, "TASKS reply", heads, total, 1, "records",
+                           SQ_TASKS_PAGE_MAX, "more than 10000", n, err);
 }
 
 int
 sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task)
 {
-    int more = sqp_iter_more (self, "TASKS reply");
-    if (more <= 0)
-        return more;
-    if (sq_record_read (&self->r, SQ_REC_TASK_INFO, task, "record"))
-        return sqp_error (&self->r, self->err, "TASKS reply");
-    return 1;
+    return sqp_list_next (self, SQ_REC_TASK_INFO, task, "record", "TASKS reply");
 }
 
 void

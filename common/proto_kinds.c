@@ -1,10 +1,10 @@
 /*  proto_kinds: the kinds of fields of the message table that fill members
     of a struct every message of a family shares (proto_table.c has the
     kinds of one member each): a client request's (sq_request_t: IDS, JOB,
-    OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT);
-    the kinds of a list or a record in a field (KEYLIST, OWHERE); and the
-    nil-able values of records (OINT, OU64, ESTR). proto_table.c's s_kinds
-    names them. */
+    OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT),
+    and the kinds of a list or a record in a field (KEYLIST, OWHERE).
+    proto_table.c's s_kinds names them; the nil-or-value kinds (OU32, OU64,
+    OINT, OSTR, ESTR, OBIN) are one wrapper there around a base kind. */
 #include "proto_internal.h"
 
 //  Requests' kinds: members of sq_request_t
@@ -270,73 +270,6 @@ sqp_kind_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t
     const sq_where_t *v = SQP_CAT (sq_where_t, msg, f);
     if (v->endpoint.ptr)
         sq_record_pack (pk, SQ_REC_WHERE, v);
-    else
-        msgpack_pack_nil (pk);
-}
-
-//  Nil-able values of records (TASKS' TASK_INFO)
-
-//  An int or nil, bounded min..max when max
-void
-sqp_kind_read_oint (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    sq_opt_int_t *v = SQP_AT (sq_opt_int_t, msg, f);
-    v->has = false;
-    v->value = 0;
-    if (mpr_try_nil (r))
-        return;
-    v->has = true;
-    if (mpr_int (r, &v->value) == 0 && f->max
-    &&  (v->value < f->min || v->value > (int64_t) f->max))
-        mpr_fail (r, f->why);
-}
-
-void
-sqp_kind_pack_oint (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    const sq_opt_int_t *v = SQP_CAT (sq_opt_int_t, msg, f);
-    if (v->has)
-        msgpack_pack_int64 (pk, v->value);
-    else
-        msgpack_pack_nil (pk);
-}
-
-//  A uint, nil for 0
-void
-sqp_kind_read_ou64 (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    uint64_t *v = SQP_AT (uint64_t, msg, f);
-    *v = 0;
-    if (!mpr_try_nil (r))
-        mpr_uint (r, v);
-}
-
-void
-sqp_kind_pack_ou64 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    uint64_t v = *SQP_CAT (uint64_t, msg, f);
-    if (v)
-        msgpack_pack_uint64 (pk, v);
-    else
-        msgpack_pack_nil (pk);
-}
-
-//  A str, nil when empty (decoded as empty)
-void
-sqp_kind_read_estr (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
-    v->ptr = NULL;
-    v->len = 0;
-    if (!mpr_try_nil (r))
-        mpr_str (r, v, f->max? (uint32_t) f->max: SQ_MAX_NAME);
-}
-
-void
-sqp_kind_pack_estr (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    if (SQP_CAT (mpr_str_t, msg, f)->len)
-        sq_pack_mstr (pk, *SQP_CAT (mpr_str_t, msg, f));
     else
         msgpack_pack_nil (pk);
 }

@@ -10,167 +10,22 @@
 
 typedef struct {
     const char *name;
-    //  Reads the field into msg; bounds are checked after (numbers, ids).
-    void (*read) (mpr_t *r, void *msg, const sq_field_desc_t *f);
-    void (*pack) (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
     //  The value a trailing optional field leaves out.
     bool (*empty) (const void *msg, const sq_field_desc_t *f);
 } s_kind_t;
 
-
-//  Numbers: U32 and U64 read as unsigned (U32 refusing more than 32 bits),
-//  I64 as signed, then bounded
-static void
-s_read_uint (mpr_t *r, void *msg, const sq_field_desc_t *f)
+//  Empty: 0, false, no bytes, no ids, no name. For a nil-or-value kind,
+//  the value that packs as nil (OSTR: no pointer, "" is a value).
+static inline __attribute__ ((always_inline)) bool
+s_is_empty (const void *msg, const sq_field_desc_t *f)
 {
-    uint64_t v = 0;
-    if (f->kind == SQK_U32) {
-        uint32_t *v32 = SQP_AT (uint32_t, msg, f);
-        if (mpr_u32 (r, v32))
-            return;
-        v = *v32;
-    }
-    else
-    if (mpr_uint (r, SQP_AT (uint64_t, msg, f)) == 0)
-        v = *SQP_AT (uint64_t, msg, f);
-    if (mpr_ok (r) && f->max && (v < (uint64_t) f->min || v > f->max))
-        mpr_fail (r, f->why);
-}
-
-static void
-s_pack_uint (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    if (f->kind == SQK_U32)
-        msgpack_pack_uint32 (pk, *SQP_CAT (uint32_t, msg, f));
-    else
-        msgpack_pack_uint64 (pk, *SQP_CAT (uint64_t, msg, f));
-}
-
-static void
-s_read_i64 (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    int64_t *v = SQP_AT (int64_t, msg, f);
-    if (mpr_int (r, v) == 0 && f->max && (*v < f->min || *v > (int64_t) f->max))
-        mpr_fail (r, f->why);
-}
-
-static void
-s_pack_i64 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    msgpack_pack_int64 (pk, *SQP_CAT (int64_t, msg, f));
-}
-
-static void
-s_read_bool (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    mpr_bool (r, SQP_AT (bool, msg, f));
-}
-
-static void
-s_pack_bool (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    if (*SQP_CAT (bool, msg, f))
-        msgpack_pack_true (pk);
-    else
-        msgpack_pack_false (pk);
-}
-
-//  Strings and bins: max is the longest (a string's default SQ_MAX_NAME)
-static void
-s_read_str (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    mpr_str (r, SQP_AT (mpr_str_t, msg, f), f->max? (uint32_t) f->max: SQ_MAX_NAME);
-}
-
-static void
-s_read_name (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
-    if (mpr_str (r, v, f->max? (uint32_t) f->max: SQ_MAX_NAME) == 0
-    &&  v->len && memchr (v->ptr, 0, v->len))
-        mpr_fail (r, f->why? f->why: "a NUL byte");
-}
-
-static void
-s_pack_str (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    sq_pack_mstr (pk, *SQP_CAT (mpr_str_t, msg, f));
-}
-
-static void
-s_read_bin (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
-    if (mpr_bin (r, v, (uint32_t) f->max) == 0 && f->min && v->len != (uint64_t) f->min)
-        mpr_fail (r, f->why? f->why: "wrong number of bytes");
-}
-
-static void
-s_pack_bin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
-    msgpack_pack_bin (pk, v.len);
-    msgpack_pack_bin_body (pk, v.len? v.ptr: "", v.len);
-}
-
-static void
-s_read_ostr (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
-    v->ptr = NULL;
-    v->len = 0;
-    if (!mpr_try_nil (r))
-        s_read_str (r, msg, f);
-}
-
-static void
-s_pack_ostr (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    if (SQP_CAT (mpr_str_t, msg, f)->ptr)
-        s_pack_str (pk, msg, f);
-    else
-        msgpack_pack_nil (pk);
-}
-
-static void
-s_read_ou32 (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    sqp_opt_u32 (r, SQP_AT (uint32_t, msg, f));
-}
-
-static void
-s_pack_ou32 (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    sqp_pack_int_or_nil (pk, *SQP_CAT (uint32_t, msg, f));
-}
-
-static void
-s_read_obin (mpr_t *r, void *msg, const sq_field_desc_t *f)
-{
-    mpr_str_t *v = SQP_AT (mpr_str_t, msg, f);
-    if (f->min)
-        sqp_opt_bin (r, v, (uint32_t) f->min);
-    else
-        sqp_opt_bin_max (r, v, (uint32_t) f->max);
-}
-
-static void
-s_pack_obin (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
-{
-    mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
-    sqp_pack_bin_or_nil (pk, (const uint8_t *) v.ptr, v.len);
-}
-
-//  Empty: 0, false, no bytes, no ids, no name
-static bool
-s_zero_empty (const void *msg, const sq_field_desc_t *f)
-{
-    return f->kind == SQK_U32 || f->kind == SQK_OU32? *SQP_CAT (uint32_t, msg, f) == 0:
+    return f->kind == SQK_U32 || f->kind == SQK_OU32 || f->kind == SQK_TSTATE?
+               *SQP_CAT (uint32_t, msg, f) == 0:
            f->kind == SQK_BOOL? !*SQP_CAT (bool, msg, f):
            f->kind == SQK_U64 || f->kind == SQK_I64 || f->kind == SQK_OU64?
                *SQP_CAT (uint64_t, msg, f) == 0:
-           f->kind == SQK_TSTATE? *SQP_CAT (uint32_t, msg, f) == 0:
            f->kind == SQK_OINT? !SQP_CAT (sq_opt_int_t, msg, f)->has:
+           f->kind == SQK_OSTR? !SQP_CAT (mpr_str_t, msg, f)->ptr:
            f->kind == SQK_IDS? ((const sq_request_t *) msg)->n_ids == 0:
            f->kind == SQK_JOB? !((const sq_request_t *) msg)->has_name:
            f->kind == SQK_OUTPUTS? ((const sq_event_t *) msg)->n_outputs == 0:
@@ -179,29 +34,64 @@ s_zero_empty (const void *msg, const sq_field_desc_t *f)
            SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
+static bool
+s_zero_empty (const void *msg, const sq_field_desc_t *f)
+{
+    return s_is_empty (msg, f);
+}
+
 static const s_kind_t s_kinds [] = {
-    [SQK_U32] = { "U32", s_read_uint, s_pack_uint, s_zero_empty },
-    [SQK_U64] = { "U64", s_read_uint, s_pack_uint, s_zero_empty },
-    [SQK_I64] = { "I64", s_read_i64, s_pack_i64, s_zero_empty },
-    [SQK_BOOL] = { "BOOL", s_read_bool, s_pack_bool, s_zero_empty },
-    [SQK_STR] = { "STR", s_read_str, s_pack_str, s_zero_empty },
-    [SQK_NAME] = { "NAME", s_read_name, s_pack_str, s_zero_empty },
-    [SQK_BIN] = { "BIN", s_read_bin, s_pack_bin, s_zero_empty },
-    [SQK_OBIN] = { "OBIN", s_read_obin, s_pack_obin, s_zero_empty },
-    [SQK_IDS] = { "IDS", sqp_kind_read_ids, sqp_kind_pack_ids, s_zero_empty },
-    [SQK_JOB] = { "JOB", sqp_kind_read_job, sqp_kind_pack_job, s_zero_empty },
-    [SQK_OPTIONS] = { "OPTIONS", sqp_kind_read_options, sqp_kind_pack_options, sqp_kind_options_empty },
-    [SQK_OSTR] = { "OSTR", s_read_ostr, s_pack_ostr, s_zero_empty },
-    [SQK_OU32] = { "OU32", s_read_ou32, s_pack_ou32, s_zero_empty },
-    [SQK_OWHERE] = { "OWHERE", sqp_kind_read_owhere, sqp_kind_pack_owhere, s_zero_empty },
-    [SQK_KEYLIST] = { "KEYLIST", sqp_kind_read_keylist, sqp_kind_pack_keylist, s_zero_empty },
-    [SQK_OUTPUTS] = { "OUTPUTS", sqp_kind_read_outputs, sqp_kind_pack_outputs, s_zero_empty },
-    [SQK_EXIT] = { "EXIT", sqp_kind_read_exit, sqp_kind_pack_exit, sqp_kind_exit_empty },
-    [SQK_OINT] = { "OINT", sqp_kind_read_oint, sqp_kind_pack_oint, s_zero_empty },
-    [SQK_OU64] = { "OU64", sqp_kind_read_ou64, sqp_kind_pack_ou64, s_zero_empty },
-    [SQK_ESTR] = { "ESTR", sqp_kind_read_estr, sqp_kind_pack_estr, s_zero_empty },
-    [SQK_TSTATE] = { "TSTATE", sqp_kind_read_tstate, sqp_kind_pack_tstate, s_zero_empty },
+    [SQK_U32] = { "U32", s_zero_empty },
+    [SQK_U64] = { "U64", s_zero_empty },
+    [SQK_I64] = { "I64", s_zero_empty },
+    [SQK_BOOL] = { "BOOL", s_zero_empty },
+    [SQK_STR] = { "STR", s_zero_empty },
+    [SQK_NAME] = { "NAME", s_zero_empty },
+    [SQK_BIN] = { "BIN", s_zero_empty },
+    [SQK_OBIN] = { "OBIN", s_zero_empty },
+    [SQK_IDS] = { "IDS", s_zero_empty },
+    [SQK_JOB] = { "JOB", s_zero_empty },
+    [SQK_OPTIONS] = { "OPTIONS", sqp_kind_options_empty },
+    [SQK_OSTR] = { "OSTR", s_zero_empty },
+    [SQK_OU32] = { "OU32", s_zero_empty },
+    [SQK_OWHERE] = { "OWHERE", s_zero_empty },
+    [SQK_KEYLIST] = { "KEYLIST", s_zero_empty },
+    [SQK_OUTPUTS] = { "OUTPUTS", s_zero_empty },
+    [SQK_EXIT] = { "EXIT", sqp_kind_exit_empty },
+    [SQK_OINT] = { "OINT", s_zero_empty },
+    [SQK_OU64] = { "OU64", s_zero_empty },
+    [SQK_ESTR] = { "ESTR", s_zero_empty },
+    [SQK_TSTATE] = { "TSTATE", s_zero_empty },
 };
+
+//  The nil-or-value kinds: each is one generic wrapper around a base kind
+//  (s_read, s_pack). Nil reads as the empty value (every reader zeroed the
+//  struct) and an empty value packs as nil; else the base kind's value, at
+//  `at` within the member (OINT's value, beside its has). OSTR and ESTR
+//  differ in what is empty: no pointer, or no bytes.
+#define S_OPTIONAL(X) \
+    X (OU32, U32, 0) X (OU64, U64, 0) X (OINT, I64, offsetof (sq_opt_int_t, value)) \
+    X (OSTR, STR, 0) X (ESTR, STR, 0) X (OBIN, BIN, 0)
+
+//  A kind's base and where in the member its value is: the kind itself at
+//  0 but for the nil-or-value kinds. (Returned by value: a descriptor
+//  copied into a local whose address is taken, inlined for every field,
+//  made the sanitizer's build of this file sixteen times slower.)
+typedef struct {
+    sq_field_kind_t kind;
+    size_t at;
+} s_base_t;
+
+static inline __attribute__ ((always_inline)) s_base_t
+s_base (sq_field_kind_t kind)
+{
+    switch (kind) {
+#define S_CASE(KIND, BASE, at) case SQK_##KIND: return (s_base_t) { SQK_##BASE, at };
+        S_OPTIONAL (S_CASE)
+#undef S_CASE
+        default: return (s_base_t) { kind, 0 };
+    }
+}
 
 const char *
 sq_field_kind_name (sq_field_kind_t kind)
@@ -229,82 +119,116 @@ sq_field_kind_name (sq_field_kind_t kind)
 
 //  One field, by kind. Each message's reader and packer below are made
 //  from its rows as straight-line code calling these with constant
-//  descriptions: inlined, the switch and the description fold away and
+//  descriptions: inlined, the switches and the description fold away and
 //  the code is what a hand-written codec would be (bench/codec.c measures
-//  both).
+//  both). Numbers and lengths are bounded when max is set.
+#define S_MEMBER(type) ((type *) ((char *) msg + offset))
 static inline __attribute__ ((always_inline)) void
-s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
+s_read_value (mpr_t *r, void *msg, const sq_field_desc_t *f, sq_field_kind_t kind,
+              size_t offset)
 {
-    switch (f->kind) {
+    switch (kind) {
         case SQK_U32: {
-            uint32_t *v = SQP_AT (uint32_t, msg, f);
+            uint32_t *v = S_MEMBER (uint32_t);
             if (mpr_u32 (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
                 mpr_fail (r, f->why);
             break;
         }
         case SQK_U64: {
-            uint64_t *v = SQP_AT (uint64_t, msg, f);
+            uint64_t *v = S_MEMBER (uint64_t);
             if (mpr_uint (r, v) == 0 && f->max && (*v < (uint64_t) f->min || *v > f->max))
                 mpr_fail (r, f->why);
             break;
         }
-        case SQK_I64: s_read_i64 (r, msg, f); break;
-        case SQK_BOOL: s_read_bool (r, msg, f); break;
-        case SQK_STR: s_read_str (r, msg, f); break;
-        case SQK_NAME: s_read_name (r, msg, f); break;
-        case SQK_BIN: s_read_bin (r, msg, f); break;
-        case SQK_OBIN: s_read_obin (r, msg, f); break;
-        case SQK_IDS: sqp_kind_read_ids (r, msg, f); break;
-        case SQK_JOB: sqp_kind_read_job (r, msg, f); break;
-        case SQK_OPTIONS: sqp_kind_read_options (r, msg, f); break;
-        case SQK_OUTPUTS: sqp_kind_read_outputs (r, msg, f); break;
-        case SQK_OSTR: s_read_ostr (r, msg, f); break;
-        case SQK_OU32: s_read_ou32 (r, msg, f); break;
-        case SQK_OWHERE: sqp_kind_read_owhere (r, msg, f); break;
-        case SQK_KEYLIST: sqp_kind_read_keylist (r, msg, f); break;
-        case SQK_EXIT: sqp_kind_read_exit (r, msg, f); break;
-        case SQK_OINT: sqp_kind_read_oint (r, msg, f); break;
-        case SQK_OU64: sqp_kind_read_ou64 (r, msg, f); break;
-        case SQK_ESTR: sqp_kind_read_estr (r, msg, f); break;
-        case SQK_TSTATE: sqp_kind_read_tstate (r, msg, f); break;
+        case SQK_I64: {
+            int64_t *v = S_MEMBER (int64_t);
+            if (mpr_int (r, v) == 0 && f->max && (*v < f->min || *v > (int64_t) f->max))
+                mpr_fail (r, f->why);
+            break;
+        }
+        case SQK_BOOL: mpr_bool (r, S_MEMBER (bool)); break;
+        case SQK_STR:
+        case SQK_NAME: {
+            mpr_str_t *v = S_MEMBER (mpr_str_t);
+            if (mpr_str (r, v, f->max? (uint32_t) f->max: SQ_MAX_NAME) == 0
+            &&  kind == SQK_NAME && v->len && memchr (v->ptr, 0, v->len))
+                mpr_fail (r, f->why? f->why: "a NUL byte");
+            break;
+        }
+        case SQK_BIN: {
+            mpr_str_t *v = S_MEMBER (mpr_str_t);
+            if (mpr_bin (r, v, (uint32_t) f->max) == 0 && f->min && v->len != (uint64_t) f->min)
+                mpr_fail (r, f->why? f->why: "wrong number of bytes");
+            break;
+        }
+#define S_CASE(KIND, kind) case SQK_##KIND: sqp_kind_read_##kind (r, msg, f); break;
+        SQP_FN_KINDS (S_CASE)
+#undef S_CASE
+        default: break;         //  the nil-or-value kinds: s_read
+    }
+}
+
+static inline __attribute__ ((always_inline)) void
+s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    s_base_t base = s_base (f->kind);
+    if (base.kind == f->kind)
+        s_read_value (r, msg, f, f->kind, f->offset);
+    else
+    if (!mpr_try_nil (r)) {
+        if (f->kind == SQK_OINT)
+            SQP_AT (sq_opt_int_t, msg, f)->has = true;
+        s_read_value (r, msg, f, base.kind, f->offset + base.at);
+    }
+}
+
+#define S_CMEMBER(type) ((const type *) ((const char *) msg + offset))
+static inline __attribute__ ((always_inline)) void
+s_pack_value (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f,
+              sq_field_kind_t kind, size_t offset)
+{
+    switch (kind) {
+        case SQK_U32: msgpack_pack_uint32 (pk, *S_CMEMBER (uint32_t)); break;
+        case SQK_U64: msgpack_pack_uint64 (pk, *S_CMEMBER (uint64_t)); break;
+        case SQK_I64: msgpack_pack_int64 (pk, *S_CMEMBER (int64_t)); break;
+        case SQK_BOOL:
+            if (*S_CMEMBER (bool))
+                msgpack_pack_true (pk);
+            else
+                msgpack_pack_false (pk);
+            break;
+        case SQK_STR:
+        case SQK_NAME:
+        case SQK_BIN: {
+            mpr_str_t v = *S_CMEMBER (mpr_str_t);
+            if (kind == SQK_BIN) {
+                msgpack_pack_bin (pk, v.len);
+                msgpack_pack_bin_body (pk, v.len? v.ptr: "", v.len);
+            }
+            else {
+                msgpack_pack_str (pk, v.len);
+                msgpack_pack_str_body (pk, v.len? v.ptr: "", v.len);
+            }
+            break;
+        }
+#define S_CASE(KIND, kind) case SQK_##KIND: sqp_kind_pack_##kind (pk, msg, f); break;
+        SQP_FN_KINDS (S_CASE)
+#undef S_CASE
+        default: break;         //  the nil-or-value kinds: s_pack
     }
 }
 
 static inline __attribute__ ((always_inline)) void
 s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    switch (f->kind) {
-        case SQK_U32:
-            msgpack_pack_uint32 (pk, *SQP_CAT (uint32_t, msg, f));
-            break;
-        case SQK_U64:
-            msgpack_pack_uint64 (pk, *SQP_CAT (uint64_t, msg, f));
-            break;
-        case SQK_STR:
-        case SQK_NAME: {
-            mpr_str_t v = *SQP_CAT (mpr_str_t, msg, f);
-            msgpack_pack_str (pk, v.len);
-            msgpack_pack_str_body (pk, v.len? v.ptr: "", v.len);
-            break;
-        }
-        case SQK_I64: s_pack_i64 (pk, msg, f); break;
-        case SQK_BOOL: s_pack_bool (pk, msg, f); break;
-        case SQK_BIN: s_pack_bin (pk, msg, f); break;
-        case SQK_OBIN: s_pack_obin (pk, msg, f); break;
-        case SQK_IDS: sqp_kind_pack_ids (pk, msg, f); break;
-        case SQK_JOB: sqp_kind_pack_job (pk, msg, f); break;
-        case SQK_OPTIONS: sqp_kind_pack_options (pk, msg, f); break;
-        case SQK_OUTPUTS: sqp_kind_pack_outputs (pk, msg, f); break;
-        case SQK_OSTR: s_pack_ostr (pk, msg, f); break;
-        case SQK_OU32: s_pack_ou32 (pk, msg, f); break;
-        case SQK_OWHERE: sqp_kind_pack_owhere (pk, msg, f); break;
-        case SQK_KEYLIST: sqp_kind_pack_keylist (pk, msg, f); break;
-        case SQK_EXIT: sqp_kind_pack_exit (pk, msg, f); break;
-        case SQK_OINT: sqp_kind_pack_oint (pk, msg, f); break;
-        case SQK_OU64: sqp_kind_pack_ou64 (pk, msg, f); break;
-        case SQK_ESTR: sqp_kind_pack_estr (pk, msg, f); break;
-        case SQK_TSTATE: sqp_kind_pack_tstate (pk, msg, f); break;
-    }
+    s_base_t base = s_base (f->kind);
+    if (base.kind == f->kind)
+        s_pack_value (pk, msg, f, f->kind, f->offset);
+    else
+    if (s_is_empty (msg, f))
+        msgpack_pack_nil (pk);
+    else
+        s_pack_value (pk, msg, f, base.kind, f->offset + base.at);
 }
 
 //  Each message's reader: its fields after the array's head (n elements
@@ -682,11 +606,14 @@ sq_record_read (mpr_t *r, uint32_t record, void *msg, const char *what)
 void
 sq_record_pack (msgpack_packer *pk, uint32_t record, const void *msg)
 {
-    const sq_msg_desc_t *d = &s_records [record];
-    uint32_t n = d->n_required == d->n_fields? d->n_fields: s_present (d, msg);
-    if (!d->bare)
-        msgpack_pack_array (pk, n);
-    d->pack (pk, msg, n);
+    //  Each record's packer called directly (as sq_batch_next's readers)
+    switch (record) {
+#define SQ_RECORD(NAME, type_t, check) case SQ_REC_##NAME: sqp_pack_##NAME (pk, msg); return;
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#define SQ_RECORD_BARE(NAME, type_t) SQ_RECORD (NAME, type_t, NULL)
+#include "proto_messages.def"
+        default: break;
+    }
 }
 
 int
@@ -746,15 +673,20 @@ sq_event_read (sq_iter_t *self, sq_event_t *ev)
         return mpr_fail (r, "empty");
     if (mpr_u32 (r, &ev->type))
         return -1;
-    const sq_msg_desc_t *d = s_event_desc (ev->type);
-    if (!d)
-        return mpr_fail (r, "unknown event type");
-    if (n < 1 + d->n_required || n > 1 + d->n_fields) {
-        r->field = "event";
-        return mpr_fail (r, "wrong number of fields");
+    //  Each event's reader called directly, its counts constants
+    switch (ev->type) {
+#define SQ_EVENT(NAME, number) \
+        case number: \
+            if (n < 1 + S_REQUIRED_##NAME || n > 1 + S_ALL_##NAME) \
+                break; \
+            s_read_##NAME (r, ev, n); \
+            return r->error? -1: 0;
+#include "proto_messages.def"
+        default:
+            return mpr_fail (r, "unknown event type");
     }
-    d->read (r, ev, n);
-    return r->error? -1: 0;
+    r->field = "event";
+    return mpr_fail (r, "wrong number of fields");
 }
 
 void

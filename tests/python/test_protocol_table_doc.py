@@ -319,6 +319,86 @@ def test_the_appendix_is_the_table():
                "\n".join(want)))
 
 
+def maps():
+    """{name: [(key, how, with)]} of the table's maps (SQ_MAP rows), keys in
+    the order they are packed"""
+    text = open(_TABLE, encoding="utf-8").read()
+    text = text[text.index("*/"):]
+    out, current = {}, None
+    for line in text.splitlines():
+        line = re.sub(r"\s*//.*$", "", line)
+        m = re.match(r"SQ_MAP(?:_RW)? \((\w+),", line)
+        if m:
+            current = m.group(1)
+            out[current] = []
+            continue
+        m = re.match(r"\s+SQ_KEY \((\w+), (\w+), \w+, \w+, \"([^\"]+)\", (\w+)\)", line)
+        if m:
+            assert m.group(1) == current, \
+                "proto_messages.def: a key row of %s outside its map: %s" % (m.group(1), line)
+            out[current].append((m.group(3), m.group(2), m.group(4)))
+    return out
+
+
+def _keys_of(name, all_maps):
+    """A map's keys, and those of the maps of the same struct it holds (SUB)"""
+    keys = []
+    for key, how, with_ in all_maps[name]:
+        keys.append(key)
+        if how == "SUB":
+            keys += _keys_of(with_, all_maps)
+    return keys
+
+
+def test_the_keys_of_info_are_the_documents():
+    """INFO's table in the document has a row for every key of the INFO map
+    and none besides; the row of a key that holds maps (governors, tenant,
+    ...) names every key of them"""
+    doc = open(_DOC, encoding="utf-8").read()
+    start = doc.index("### INFO `[18, req]`")
+    section = doc[start:doc.index("\n### ", start + 1)]
+    rows = {}
+    for line in section.splitlines():
+        m = re.match(r"\| `(\w+)` \|", line)
+        if m:
+            rows[m.group(1)] = line
+    all_maps = maps()
+    info = all_maps["INFO"]
+    wrong = []
+    if set(rows) != {key for key, _, _ in info}:
+        wrong.append("INFO's keys: the table has %s, the document %s"
+                     % (sorted(k for k, _, _ in info), sorted(rows)))
+    for key, how, with_ in info:
+        if how in ("LIST", "OMAP") and key in rows:
+            lacking = [k for k in _keys_of(with_, all_maps) if "`%s`" % k not in rows[key]]
+            if lacking:
+                wrong.append("INFO's %s (%s): the document does not name %s"
+                             % (key, with_, ", ".join(lacking)))
+    assert not wrong, "docs/protocol.md and common/proto_messages.def differ:\n" + "\n".join(wrong)
+
+
+#  The types the document may give a key of a read map, by its HOW
+_MAP_TYPES = {"UINT": {"u32", "uint"}, "BOOL": {"bool"}, "OU64": {"uint or nil"},
+              "ESTR": {"str or nil"}, "JSTATE": {"str"}, "TCOUNTS": {"map str→uint"}}
+
+
+def test_the_job_map_is_the_documents():
+    """The job's table in the document: the JOB map's keys in order, each
+    with a type of its HOW"""
+    doc = open(_DOC, encoding="utf-8").read()
+    start = doc.index("A *job* (in SESSIONS and SESSION_WAIT replies) is a map")
+    section = doc[start:doc.index("\n### ", start)]
+    rows = [(m.group(1), m.group(2).strip()) for m in
+            re.finditer(r"^\| `(\w+)` \| ([^|]+) \|", section, re.M)]
+    job = maps()["JOB"]
+    assert [k for k, _ in rows] == [k for k, _, _ in job], \
+        "docs/protocol.md's job map has keys %s, the table %s" \
+        % ([k for k, _ in rows], [k for k, _, _ in job])
+    wrong = ["%s: %s in the table, the document says %s" % (key, how, typ)
+             for (key, how, _), (_, typ) in zip(job, rows) if typ not in _MAP_TYPES[how]]
+    assert not wrong, "docs/protocol.md's job map and the table differ:\n" + "\n".join(wrong)
+
+
 def _changed(tmp_path, monkeypatch, old, new):
     text = open(_TABLE, encoding="utf-8").read()
     changed = text.replace(old, new)
@@ -361,6 +441,24 @@ _CHANGES = [
     ("a bound: WAIT's mode up to 3, the document's up to 2",
      '0, SQ_WAIT_SOME, "unknown wait mode"', '0, SQ_WAIT_SOME + 1, "unknown wait mode"',
      "test_the_appendix_is_the_table", ("| WAIT | mode | U32 | 0 to 3 |",)),
+    ("a key of INFO's governors the document lacks",
+     'SQ_KEY (INFO_GOV, UINT, piped, 0, "piped", 0)', 'SQ_KEY (INFO_GOV, UINT, piped, 0, "pipes", 0)',
+     "test_the_keys_of_info_are_the_documents", ("governors", "pipes")),
+    ("a key of INFO the document lacks",
+     'SQ_KEY (INFO, UINT, blocked, 0, "blocked", 0)', 'SQ_KEY (INFO, UINT, blocked, 0, "stuck", 0)',
+     "test_the_keys_of_info_are_the_documents", ("stuck",)),
+    ("a key of the tenant's limits the document lacks",
+     'SQ_KEY (INFO_LIMITS, UINT, max_stored, 0, "stored", 0)',
+     'SQ_KEY (INFO_LIMITS, UINT, max_stored, 0, "max_bytes", 0)',
+     "test_the_keys_of_info_are_the_documents", ("tenant", "max_bytes")),
+    ("a key of the job map renamed",
+     'SQ_KEY (JOB, UINT, created_ms, 0, "created", 0)',
+     'SQ_KEY (JOB, UINT, created_ms, 0, "opened", 0)',
+     "test_the_job_map_is_the_documents", ("opened",)),
+    ("a key of the job map of another type",
+     'SQ_KEY (JOB, BOOL, attached, 0, "attached", 0)',
+     'SQ_KEY (JOB, UINT, attached, 0, "attached", 0)',
+     "test_the_job_map_is_the_documents", ("attached: UINT", "bool")),
 ]
 
 

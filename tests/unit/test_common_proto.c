@@ -3,6 +3,7 @@
 #include "proto.h"
 #include "record.h"
 #include "capability.h"
+#include "json.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2127,6 +2128,61 @@ s_test_table_keys (void)
     sq_wbuf_release (&w);
 }
 
+//  INFO's body and the dashboard's sessions, made from the table's maps
+//  (SQ_MAP rows): every key, in order, with its value, as JSON
+static void
+s_test_info_map (void)
+{
+    sq_resource_t res [1] = { { { "gpus", 4 }, 1500 } };
+    sq_info_gov_t govs [1] = { { 1, true, "g1", 4, res, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                 1700000000, "tcp://a", NULL } };
+    const char *names [] = { "waiting", "running" };
+    uint64_t counts [] = { 3, 4 };
+    sq_info_wait_t waits [1] = { { 3, 4, "cpus=1", 999 } };
+    sq_info_stream_t streams [1] = { { 1, 2, 3, 4 } };
+    sq_info_tenant_t tenant = { "t", 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    sq_info_t info = { "c", 1, 0, 1, 0, 12345, 2, "0.1", govs, 1, names, counts, 2, 7, 8,
+                       waits, 1, streams, 1, 1, 2, 3, 4, 5, 6, 7, 8, &tenant };
+    const char *want =
+        "{\"cluster\":\"c\",\"epoch\":1,\"recovering\":0,\"secure\":1,\"insecure\":0,"
+        "\"journal_bytes\":12345,\"journal_errors\":2,\"version\":\"0.1\",\"governors\":"
+        "[{\"id\":1,\"draining\":1,\"name\":\"g1\",\"cpus\":4,\"resources\":{\"gpus\":1.5},"
+        "\"assigned\":1,\"running\":2,\"queued\":3,\"piped\":4,\"memory\":5,\"spilled\":6,"
+        "\"objects\":7,\"tasks_done\":8,\"tasks_run\":9,\"joined\":1700000000,"
+        "\"data_endpoint\":\"tcp://a\",\"serve_endpoint\":\"\"}],\"tasks\":{\"waiting\":3,"
+        "\"running\":4},\"ready_queue\":7,\"blocked\":8,\"resource_waits\":[{\"session\":3,"
+        "\"task\":4,\"needs\":\"cpus=1\",\"left_ms\":999}],\"streams\":[{\"session\":1,"
+        "\"object\":2,\"governor\":3,\"bytes\":4}],\"sessions\":1,\"clients\":2,\"objects\":3,"
+        "\"watches\":4,\"recomputed\":5,\"uploads\":6,\"copy_rate\":7,\"streams_local\":8,"
+        "\"tenant\":{\"name\":\"t\",\"weight\":1,\"cpus\":2,\"stored\":3,\"constants\":4,"
+        "\"sessions\":5,\"limits\":{\"cpus\":6,\"stored\":7,\"constants\":8,\"sessions\":9}}}";
+    sq_wbuf_t w;
+    sq_errbuf_t err;
+    char *json = NULL;
+    sq_wbuf_init (&w);
+    sq_pack_info (&w.pk, &info);
+    CHECK (sq_json_from_msgpack (w.buf.data, w.buf.size, true, &json, &err) == 0);
+    CHECK (json && strcmp (json, want) == 0);
+    free (json);
+    //  No tenant, no governors: nil and an empty array
+    info.tenant = NULL;
+    info.n_govs = 0;
+    sq_wbuf_reset (&w);
+    sq_pack_info (&w.pk, &info);
+    CHECK (sq_json_from_msgpack (w.buf.data, w.buf.size, true, &json, &err) == 0);
+    CHECK (json && strstr (json, "\"governors\":[],\"tasks\"")
+                && strstr (json, "\"streams_local\":8,\"tenant\":null}"));
+    free (json);
+    sq_info_session_t rows [1] = { { 1, 2, NULL, 3, 4, 5, 6 } };
+    sq_wbuf_reset (&w);
+    sq_pack_sessions (&w.pk, rows, 1);
+    CHECK (sq_json_from_msgpack (w.buf.data, w.buf.size, false, &json, &err) == 0);
+    CHECK (json && strcmp (json, "[{\"id\":1,\"client\":2,\"client_name\":\"\",\"tasks\":3,"
+                                 "\"unfinished\":4,\"finished\":5,\"failed\":6}]") == 0);
+    free (json);
+    sq_wbuf_release (&w);
+}
+
 int
 main (void)
 {
@@ -2143,6 +2199,7 @@ main (void)
     s_test_table_records ();
     s_test_table_events ();
     s_test_table_keys ();
+    s_test_info_map ();
     if (s_failures) {
         fprintf (stderr, "test_common_proto: %d check(s) failed\n", s_failures);
         return 1;
