@@ -2142,7 +2142,7 @@ s_test_info_map (void)
     sq_info_stream_t streams [1] = { { 1, 2, 3, 4 } };
     sq_info_tenant_t tenant = { "t", 1, 2, 3, 4, 5, 6, 7, 8, 9 };
     sq_info_t info = { "c", 1, 0, 1, 0, 12345, 2, "0.1", govs, 1, names, counts, 2, 7, 8,
-                       waits, 1, streams, 1, 1, 2, 3, 4, 5, 6, 7, 8, &tenant };
+                       waits, 1, streams, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, &tenant };
     const char *want =
         "{\"cluster\":\"c\",\"epoch\":1,\"recovering\":0,\"secure\":1,\"insecure\":0,"
         "\"journal_bytes\":12345,\"journal_errors\":2,\"version\":\"0.1\",\"governors\":"
@@ -2154,6 +2154,7 @@ s_test_info_map (void)
         "\"task\":4,\"needs\":\"cpus=1\",\"left_ms\":999}],\"streams\":[{\"session\":1,"
         "\"object\":2,\"governor\":3,\"bytes\":4}],\"sessions\":1,\"clients\":2,\"objects\":3,"
         "\"watches\":4,\"recomputed\":5,\"uploads\":6,\"copy_rate\":7,\"streams_local\":8,"
+        "\"uploads_local\":9,"
         "\"tenant\":{\"name\":\"t\",\"weight\":1,\"cpus\":2,\"stored\":3,\"constants\":4,"
         "\"sessions\":5,\"limits\":{\"cpus\":6,\"stored\":7,\"constants\":8,\"sessions\":9}}}";
     sq_wbuf_t w;
@@ -2171,7 +2172,7 @@ s_test_info_map (void)
     sq_pack_info (&w.pk, &info);
     CHECK (sq_json_from_msgpack (w.buf.data, w.buf.size, true, &json, &err) == 0);
     CHECK (json && strstr (json, "\"governors\":[],\"tasks\"")
-                && strstr (json, "\"streams_local\":8,\"tenant\":null}"));
+                && strstr (json, "\"uploads_local\":9,\"tenant\":null}"));
     free (json);
     sq_info_session_t rows [1] = { { 1, 2, NULL, 3, 4, 5, 6 } };
     sq_wbuf_reset (&w);
