@@ -9,6 +9,7 @@
     to free, so it cannot be the frames themselves), whose memory is reused
     from earlier fetches the caller freed (client/buffers.c). */
 #include "sq_client_private.h"
+#include "fdpass.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +243,6 @@ s_local_path (sq_client_t *self, const sq_target_t *target, struct sockaddr_un *
 static int
 s_hand_over (const struct sockaddr_un *path, sq_blob_t *blob, uint8_t *token)
 {
-    struct sockaddr_un to = *path;
     if (sq_blob_size (blob) == 0 || getrandom (token, 16, 0) != 16)
         return -1;
     //  A constant made a sealed memory file already (client/session.c)
@@ -252,24 +252,9 @@ s_hand_over (const struct sockaddr_un *path, sq_blob_t *blob, uint8_t *token)
     if (fd < 0)
         return -1;
     int sock = socket (AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    union {
-        char buf [CMSG_SPACE (sizeof (int))];
-        struct cmsghdr align;
-    } control;
-    memset (&control, 0, sizeof control);
-    struct iovec iov = { token, 16 };
-    struct msghdr mh = {
-        .msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov, .msg_iovlen = 1,
-        .msg_control = control.buf, .msg_controllen = sizeof control.buf
-    };
-    struct cmsghdr *cm = CMSG_FIRSTHDR (&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN (sizeof (int));
-    memcpy (CMSG_DATA (cm), &fd, sizeof (int));
     //  Blocking: a full socket buffer is a governor busy for a moment.
     //  Sent before the PUTLOCAL, so the file is there when that comes.
-    ssize_t sent = sock >= 0? sendmsg (sock, &mh, MSG_NOSIGNAL): -1;
+    ssize_t sent = sock >= 0? sq_fdpass_send (sock, path, sizeof *path, token, 16, &fd, 1, 0): -1;
     if (sock >= 0)
         close (sock);
     if (fd != own)

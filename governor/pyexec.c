@@ -8,6 +8,7 @@
 #include "pyexec.h"
 #include "files.h"
 #include "log.h"
+#include "fdpass.h"
 #include "pyexec_source.h"      //  s_executor_source: governor/executor.py
 #include <errno.h>
 #include <inttypes.h>
@@ -84,6 +85,7 @@ extern char **environ;
 //  file's creation, sealing and mapping (docs/architecture.md).
 #define S_SHARE_MIN (1u << 20)
 #define S_SEGS_MAX 64
+_Static_assert (S_FDS_MAX + S_SEGS_MAX <= SQ_FDPASS_MAX, "a frame's descriptors fit one message");
 #define S_OP_SEGMENTS 0x20
 #define S_SEG_INPUT 0x80000000u
 //  A reply's output whose size has S_SEG_OUTPUT set is not in the reply:
@@ -368,24 +370,8 @@ s_write_with_fds (int fd, const uint8_t *data, size_t size, const int *fds, size
 {
     if (n_fds == 0)
         return s_write_all (fd, data, size);
-    //  Two stream pipes, two log descriptors and the segments at most.
-    char control [CMSG_SPACE ((S_FDS_MAX + S_SEGS_MAX) * sizeof (int))];
-    if (n_fds > S_FDS_MAX + S_SEGS_MAX) {
-        errno = EINVAL;
-        return -1;
-    }
-    memset (control, 0, sizeof control);
-    struct iovec iov = { (void *) data, 1 };
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-                          .msg_controllen = CMSG_SPACE (n_fds * sizeof (int)) };
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR (&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN (n_fds * sizeof (int));
-    memcpy (CMSG_DATA (cmsg), fds, n_fds * sizeof (int));
-    ssize_t n;
-    while ((n = sendmsg (fd, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-        ;
+    //  The descriptors go with the first byte; the rest as any write.
+    ssize_t n = sq_fdpass_send (fd, NULL, 0, data, 1, fds, n_fds, 0);
     if (n != 1)
         return -1;
     return s_write_all (fd, data + 1, size - 1);
@@ -1662,22 +1648,7 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fd
     //  part is finished: the executor reads all it is sent between tasks
     //  (a write that fails means it died: its end of file hands the task
     //  back, PYEXEC_UNRUN).
-    ssize_t n;
-    char control [CMSG_SPACE (S_FDS_MAX * sizeof (int))];
-    memset (control, 0, sizeof control);
-    struct iovec iov = { frame, size };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-    if (n_fds) {
-        mh.msg_control = control;
-        mh.msg_controllen = CMSG_SPACE (n_fds * sizeof (int));
-        struct cmsghdr *cmsg = CMSG_FIRSTHDR (&mh);
-        cmsg->cmsg_level = SOL_SOCKET;
-        cmsg->cmsg_type = SCM_RIGHTS;
-        cmsg->cmsg_len = CMSG_LEN (n_fds * sizeof (int));
-        memcpy (CMSG_DATA (cmsg), fds, n_fds * sizeof (int));
-    }
-    while ((n = sendmsg (best->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
-        ;
+    ssize_t n = sq_fdpass_send (best->fd, NULL, 0, frame, size, fds, n_fds, MSG_DONTWAIT);
     if (n > 0 && (size_t) n < size)
         s_write_all (best->fd, frame + n, size - (size_t) n);
     free (frame);

@@ -9,6 +9,7 @@
 #include "blob.h"
 #include "idmap.h"
 #include "log.h"
+#include "fdpass.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -571,22 +572,8 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
         }
         return;
     }
-    union {
-        char buf [CMSG_SPACE (sizeof (int))];
-        struct cmsghdr align;
-    } control;
-    memset (&control, 0, sizeof control);
-    struct iovec iov = { token, sizeof token };
-    struct msghdr mh = {
-        .msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov, .msg_iovlen = 1,
-        .msg_control = control.buf, .msg_controllen = sizeof control.buf
-    };
-    struct cmsghdr *cm = CMSG_FIRSTHDR (&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN (sizeof (int));
-    memcpy (CMSG_DATA (cm), &fd, sizeof (int));
-    bool sent = sendmsg (self->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t) sizeof token;
+    bool sent = sq_fdpass_send (self->sock, &to, sizeof to, token, sizeof token, &fd, 1,
+                                MSG_DONTWAIT) == (ssize_t) sizeof token;
     int sent_errno = errno;
     if (tee [0] >= 0) {
         close (tee [0]);                //  theirs now, if it went
