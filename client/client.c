@@ -469,6 +469,18 @@ s_close_all (zmq_msg_t *msgs, size_t n)
         zmq_msg_close (&msgs [i]);
 }
 
+//  A broker's reply's code as the call's result: a broker that does not
+//  know us (restarted) means the connection is lost; an error is said.
+static int
+s_reply_code (sq_client_t *self, sq_reply_t *reply)
+{
+    if (reply->code == SQ_E_HELLO)
+        return s_lost (self);
+    if (reply->code != SQ_OK)
+        return s_reply_error (self, reply);
+    return 0;
+}
+
 int
 sq_client_call_submit (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
                        size_t n_payloads, int timeout_ms, sq_reply_t *reply,
@@ -555,13 +567,7 @@ sq_client_call_submit (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
     free (header);
     s_close_all (copies, copies? n_payloads: 0);
     free (copies);
-    if (rc)
-        return rc;
-    if (reply->code == SQ_E_HELLO)
-        return s_lost (self);
-    if (reply->code != SQ_OK)
-        return s_reply_error (self, reply);
-    return 0;
+    return rc? rc: s_reply_code (self, reply);
 }
 
 int
@@ -591,13 +597,7 @@ sq_client_await (sq_client_t *self, uint32_t req, int timeout_ms, sq_reply_t *re
     char peer [SQ_MAX_NAME + 16];
     snprintf (peer, sizeof peer, "broker %s", self->endpoint);
     int rc = s_await (self, self->dealer, self->monitor, req, timeout_ms, peer, reply);
-    if (rc)
-        return rc;
-    if (reply->code == SQ_E_HELLO)
-        return s_lost (self);
-    if (reply->code != SQ_OK)
-        return s_reply_error (self, reply);
-    return 0;
+    return rc? rc: s_reply_code (self, reply);
 }
 
 int

@@ -171,81 +171,84 @@ serve_putlocal (transfer_t *transfer, stream_t *streams, void *pipe, sq_msg_t *m
     s_reply (pipe, msg, &reply, NULL, 0, "PUTLOCAL");
 }
 
+//  An error reply to a read (LOGREAD, RUNREAD).
+static void
+s_reply_error (void *pipe, sq_msg_t *msg, uint32_t req, int code, const char *why, uint32_t id,
+               const char *name)
+{
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    sq_reply_encode_error (&reply, req, code, why, id, 0);
+    s_reply (pipe, msg, &reply, NULL, 0, name);
+}
+
+//  A read's part (LOGREAD, RUNREAD): LOGPART and the bytes, copied.
+static void
+s_reply_part (void *pipe, sq_msg_t *msg, uint32_t req, const uint8_t *data, size_t size,
+              uint64_t next, uint64_t total, bool done, uint32_t id, const char *name)
+{
+    zmq_msg_t payload;
+    if (zmq_msg_init_size (&payload, size)) {
+        s_reply_error (pipe, msg, req, SQ_E_NOMEM, "out of memory on the governor", id, name);
+        return;
+    }
+    if (size)
+        memcpy (zmq_msg_data (&payload), data, size);
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    sq_reply_begin (&reply, req);
+    sq_pack_logpart (&reply.pk, next, total, done);
+    s_reply (pipe, msg, &reply, &payload, 1, name);
+}
+
 //  msg: [S][identity][LOGREAD]. A range of a task's stdout or stderr.
 void
 serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg)
 {
-    char why [512];
     sq_errbuf_t err;
     sq_logread_t q;
     if (sq_logread_decode (&q, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
         sq_warn ("bad LOGREAD: %s", err.text);
         return;
     }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
     uint8_t *data = NULL;
     size_t size = 0;
     uint64_t next = 0, total = 0;
     bool done = false;
-    zmq_msg_t payload;
-    size_t n_payloads = 0;
     if (tasklog && tasklog_read (tasklog, q.key, q.attempt, q.stream, q.offset, q.length,
-                                 &data, &size, &next, &total, &done) == 0) {
-        if (zmq_msg_init_size (&payload, size) == 0) {
-            if (size)
-                memcpy (zmq_msg_data (&payload), data, size);
-            sq_reply_begin (&reply, q.req);
-            sq_pack_logpart (&reply.pk, next, total, done);
-            n_payloads = 1;
-        }
-        else
-            sq_reply_encode_error (&reply, q.req, SQ_E_NOMEM, "out of memory on the governor",
-                                   sq_key_id (q.key), 0);
-    }
+                                 &data, &size, &next, &total, &done) == 0)
+        s_reply_part (pipe, msg, q.req, data, size, next, total, done, sq_key_id (q.key),
+                      "LOGREAD");
     else {
+        char why [512];
         snprintf (why, sizeof why, "no log of attempt %u of task %u/%u is kept by this governor",
                   q.attempt, sq_key_session (q.key), sq_key_id (q.key));
-        sq_reply_encode_error (&reply, q.req, SQ_E_UNKNOWN_ID, why, sq_key_id (q.key), 0);
+        s_reply_error (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, sq_key_id (q.key), "LOGREAD");
     }
     free (data);
-    s_reply (pipe, msg, &reply, &payload, n_payloads, "LOGREAD");
 }
 
 //  msg: [S][identity][RUNREAD]. A range of a run's answers, kept since RAN.
 void
 serve_runread (pyexec_t *pyexec, void *pipe, sq_msg_t *msg)
 {
-    char why [256];
     sq_errbuf_t err;
     sq_runread_t q;
     if (sq_runread_decode (&q, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
         sq_warn ("bad RUNREAD: %s", err.text);
         return;
     }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
     uint8_t *data = NULL;
     size_t size = 0;
     uint64_t total = 0;
-    zmq_msg_t payload;
-    size_t n_payloads = 0;
-    if (pyexec && pyexec_ran_read (pyexec, q.run, q.offset, q.length, &data, &size, &total) == 0) {
-        if (zmq_msg_init_size (&payload, size) == 0) {
-            if (size)
-                memcpy (zmq_msg_data (&payload), data, size);
-            sq_reply_begin (&reply, q.req);
-            sq_pack_logpart (&reply.pk, q.offset + size, total, q.offset + size == total);
-            n_payloads = 1;
-        }
-        else
-            sq_reply_encode_error (&reply, q.req, SQ_E_NOMEM, "out of memory on the governor", 0, 0);
-    }
+    if (pyexec && pyexec_ran_read (pyexec, q.run, q.offset, q.length, &data, &size, &total) == 0)
+        s_reply_part (pipe, msg, q.req, data, size, q.offset + size, total,
+                      q.offset + size == total, 0, "RUNREAD");
     else {
+        char why [256];
         snprintf (why, sizeof why, "the answers to run %" PRIu64 " are not kept by this governor "
                   "(read already, or over a minute old)", q.run);
-        sq_reply_encode_error (&reply, q.req, SQ_E_UNKNOWN_ID, why, 0, 0);
+        s_reply_error (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, 0, "RUNREAD");
     }
     free (data);
-    s_reply (pipe, msg, &reply, &payload, n_payloads, "RUNREAD");
 }
