@@ -412,6 +412,48 @@ def test_calls_queued_behind_a_dying_executor_are_lost():
         client.close()
 
 
+def test_an_executor_that_exits_loses_at_most_its_held_replies():
+    """The executor holds the replies of quick calls for up to 2 ms
+    (docs/architecture.md): one that exits loses those, and those calls
+    fail with ActorLost although they ran. Quick calls run back to back,
+    then one that exits: each call before it returned its own value or
+    failed with ActorLost, those that returned come first, none hangs; it
+    and every call behind it fail with ActorLost."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, key="exits")
+        early = [counter.add(1) for _ in range(300)]
+        where = tempfile.mkdtemp(prefix="squall-actor-")
+        started = os.path.join(where, "started")
+        #   Runs until the quick calls and the exit are written to the
+        #   executor, which then runs them back to back (their replies held).
+        first = counter.calls_behind(started, 6)
+        until(lambda: os.path.exists(started), "the first call to start")
+        quick = [counter.add(1) for _ in range(5)]
+        exits = counter.exit_now()
+        behind = [counter.add(1) for _ in range(20)]
+        client.submit(lambda: 0)        # the calls leave with this submit
+        expected = [lambda v, i=i: v == i + 1 for i in range(300)]
+        expected.append(lambda v: v >= 6)
+        expected += [lambda v, i=i: v == 301 + i for i in range(5)]
+        returned = []
+        for f, good in zip(early + [first] + quick, expected):
+            try:
+                value = f.result(TIMEOUT)
+            except squall.ActorLost as exc:
+                assert "exits" in str(exc)
+                returned.append(False)
+            else:
+                assert good(value), (len(returned), value)
+                returned.append(True)
+        assert returned == sorted(returned, reverse=True), "a reply after one lost"
+        for f in [exits] + behind + [counter.add(1)]:
+            with pytest.raises(squall.ActorLost, match="exits"):
+                f.result(TIMEOUT)
+        client.close()
+    assert cluster.exit_codes["broker"] == 0, cluster.exit_codes
+
+
 def _kill_under_actor(restarts, then, big=False):
     """Starts an actor, SIGKILLs its governor while a call runs there: that
     call fails with ActorLost naming the actor, and so do the calls made
