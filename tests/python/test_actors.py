@@ -310,6 +310,50 @@ def _gated(counter):
     return call, gate
 
 
+def test_calls_made_like_the_last_one_keep_their_values_names_and_order():
+    """Calls of plain values after the first of their method in a batch
+    are copies of it with their own arguments (Session._call_like): two
+    methods interleaved, with calls that cannot be copies (keywords, a
+    long string) among them, each runs once, in order, with its own
+    arguments, named as its method."""
+    from squall._pickling import py_config_call, py_config_call_head
+    from squall._pickling import _bin
+    for method, template in (("add", b"\x80\x05"), ("m" * 40, b"t" * 300)):
+        assert py_config_call_head(7, method) + _bin(template) == \
+            py_config_call(7, method, template)
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, key="tally")
+        long = "x" * (1 << 16)
+        made, expected, n = [], [], 0
+        for i in range(600):
+            if i % 50 == 7:
+                made.append(counter.add(k=0))
+                expected.append(n)
+            elif i % 50 == 8:
+                made.append(counter.seq(long))
+                expected.append(None)
+            elif i % 2:
+                made.append(counter.seq("t%d" % i))
+                expected.append(None)
+            else:
+                made.append(counter.add(i))
+                n += i
+                expected.append(n)
+        results = client.gather(made, timeout=TIMEOUT)
+        places = [r[0] for r, e in zip(results, expected) if e is None]
+        assert places == list(range(1, len(places) + 1))
+        for i, (r, e) in enumerate(zip(results, expected)):
+            if e is not None:
+                assert r == e, (i, r, e)
+            elif i % 50 == 8:
+                assert r[1] == long
+            else:
+                assert r[1] == "t%d" % i
+        assert {f.key for f in made} == {"tally.add", "tally.seq"}
+        client.close()
+
+
 def test_calls_in_flight_keep_their_order_failures_and_replies():
     """Calls go to the actor's governor many at a time and are written to
     its executor ahead of the one running: 2 000 calls with failures among
