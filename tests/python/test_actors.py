@@ -310,6 +310,50 @@ def _gated(counter):
     return call, gate
 
 
+def test_calls_made_like_the_last_one_keep_their_values_names_and_order():
+    """Calls of plain values after the first of their method in a batch
+    are copies of it with their own arguments (Session._call_like): two
+    methods interleaved, with calls that cannot be copies (keywords, a
+    long string) among them, each runs once, in order, with its own
+    arguments, named as its method."""
+    from squall._pickling import py_config_call, py_config_call_head
+    from squall._pickling import _bin
+    for method, template in (("add", b"\x80\x05"), ("m" * 40, b"t" * 300)):
+        assert py_config_call_head(7, method) + _bin(template) == \
+            py_config_call(7, method, template)
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, key="tally")
+        long = "x" * (1 << 16)
+        made, expected, n = [], [], 0
+        for i in range(600):
+            if i % 50 == 7:
+                made.append(counter.add(k=0))
+                expected.append(n)
+            elif i % 50 == 8:
+                made.append(counter.seq(long))
+                expected.append(None)
+            elif i % 2:
+                made.append(counter.seq("t%d" % i))
+                expected.append(None)
+            else:
+                made.append(counter.add(i))
+                n += i
+                expected.append(n)
+        results = client.gather(made, timeout=TIMEOUT)
+        places = [r[0] for r, e in zip(results, expected) if e is None]
+        assert places == list(range(1, len(places) + 1))
+        for i, (r, e) in enumerate(zip(results, expected)):
+            if e is not None:
+                assert r == e, (i, r, e)
+            elif i % 50 == 8:
+                assert r[1] == long
+            else:
+                assert r[1] == "t%d" % i
+        assert {f.key for f in made} == {"tally.add", "tally.seq"}
+        client.close()
+
+
 def test_calls_in_flight_keep_their_order_failures_and_replies():
     """Calls go to the actor's governor many at a time and are written to
     its executor ahead of the one running: 2 000 calls with failures among
@@ -410,6 +454,48 @@ def test_calls_queued_behind_a_dying_executor_are_lost():
                 f.result(TIMEOUT)
         assert running.result(TIMEOUT) == 0
         client.close()
+
+
+def test_an_executor_that_exits_loses_at_most_its_held_replies():
+    """The executor holds the replies of quick calls for up to 2 ms
+    (docs/architecture.md): one that exits loses those, and those calls
+    fail with ActorLost although they ran. Quick calls run back to back,
+    then one that exits: each call before it returned its own value or
+    failed with ActorLost, those that returned come first, none hangs; it
+    and every call behind it fail with ActorLost."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, key="exits")
+        early = [counter.add(1) for _ in range(300)]
+        where = tempfile.mkdtemp(prefix="squall-actor-")
+        started = os.path.join(where, "started")
+        #   Runs until the quick calls and the exit are written to the
+        #   executor, which then runs them back to back (their replies held).
+        first = counter.calls_behind(started, 6)
+        until(lambda: os.path.exists(started), "the first call to start")
+        quick = [counter.add(1) for _ in range(5)]
+        exits = counter.exit_now()
+        behind = [counter.add(1) for _ in range(20)]
+        client.submit(lambda: 0)        # the calls leave with this submit
+        expected = [lambda v, i=i: v == i + 1 for i in range(300)]
+        expected.append(lambda v: v >= 6)
+        expected += [lambda v, i=i: v == 301 + i for i in range(5)]
+        returned = []
+        for f, good in zip(early + [first] + quick, expected):
+            try:
+                value = f.result(TIMEOUT)
+            except squall.ActorLost as exc:
+                assert "exits" in str(exc)
+                returned.append(False)
+            else:
+                assert good(value), (len(returned), value)
+                returned.append(True)
+        assert returned == sorted(returned, reverse=True), "a reply after one lost"
+        for f in [exits] + behind + [counter.add(1)]:
+            with pytest.raises(squall.ActorLost, match="exits"):
+                f.result(TIMEOUT)
+        client.close()
+    assert cluster.exit_codes["broker"] == 0, cluster.exit_codes
 
 
 def _kill_under_actor(restarts, then, big=False):

@@ -294,6 +294,13 @@ def py_config_call(host: int, method: str, args_bytes: bytes) -> bytes:
     return config + (b"\xa4args" + _bin(args_bytes) if args_bytes else b"")
 
 
+def py_config_call_head(host: int, method: str) -> bytes:
+    """py_config_call(host, method, args_bytes) up to args_bytes' bin, when
+    args_bytes is not empty: head + _bin(args_bytes) is that config."""
+    return b"\x83\xa4call\xce" + host.to_bytes(4, "big") + b"\xa6method" + _str(method) \
+        + b"\xa4args"
+
+
 # ----------------------------------------------------------------------------
 # Results: a pickle, maybe followed by the warnings the task raised
 # (governor/executor.py: WARN_MAGIC, u32 length, pickle of a list of

@@ -12,7 +12,8 @@ from typing import Any, Callable, Iterable, List, Optional, Sequence
 
 from . import _lib as L
 from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, dumps, dumps_value,
-                        dumps_value_parts, function_bytes, py_config_actor, py_config_call, py_config_fn_in)
+                        dumps_value_parts, function_bytes, _bin, py_config_actor, py_config_call,
+                        py_config_fn_in)
 from .errors import SquallError
 from ._common import TaskConfigTooLarge, _LOG_OPTIONS, _check_options, _locked, _with_log_options
 from ._futures import Future
@@ -32,6 +33,9 @@ _NUMBER_TYPES = frozenset((int, float, bool, type(None)))    # _large_as_data le
 class Building:
     """Session's graph building: it adds to the pending batch (lock held),
     which Submitting sends."""
+
+    #   _call_like's ends array, id and pointer to it (lock held: reused)
+    _like = None
 
     # -- graph building
     @_locked
@@ -298,6 +302,34 @@ class Building:
                                      "values as data (client.scatter, or a future)"
                                      % (name, len(config) / 2.0 ** 20))
         return self._add_task(b"py", inputs, 1, config, {}, name, (PICKLE,))
+
+    def _call_like(self, model: int, head: bytes, args: tuple) -> Optional[int]:
+        """Adds a call like model, with args (plain values, not large): model
+        is a call of the same method of the same actor in this unsubmitted
+        batch, which _call_task made from plain values (so no inputs), and
+        head its config up to the arguments (py_config_call_head). The
+        library copies its name, settings and kept output (sq_tasks_like):
+        one C call, not the four of _call_task and sq_keep. None (nothing
+        added) when the config would be too large: _call_task says why."""
+        config = head + _bin(pickle.dumps((args, {}), _PICKLE_PROTOCOL))
+        if len(config) > _CONFIG_MAX:
+            return None
+        like = self._like
+        if like is None:
+            first = ctypes.c_uint32()
+            like = self._like = ((ctypes.c_size_t * 1)(), first, ctypes.pointer(first))
+        like[0][0] = len(config)
+        self._check(L.sq_tasks_like(self._h, model, 1, config, like[0], like[2]))
+        tid = like[1].value
+        self._next_id = tid + 2
+        name = self._names.get(model)
+        if name:
+            self._names[tid] = name
+        self._outputs[tid + 1] = tid
+        self._task_ids.append(tid)
+        self._n_tasks += 1
+        self._dirty = True
+        return tid
 
     def _stop_actor(self, tid: int) -> None:
         """Cancels the actor's task: its instance goes, calls not done

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from . import _lib as L
 from ._futures import Future
+from ._pickling import py_config_call_head
 from .errors import SquallError
 
 if TYPE_CHECKING:
@@ -34,6 +35,18 @@ if TYPE_CHECKING:
 
 ACTOR_OPTIONS = ("cpus", "resources", "max_restarts", "priority", "key")
 _RUNNING = 2                        # sq_client_tasks' state bit of a running task
+_NUMBERS = frozenset((int, float, bool, type(None)))
+_SMALL = 1 << 16                    # str and bytes shorter: plain (_plain)
+
+
+def _plain(args: tuple) -> bool:
+    """Whether a call's arguments are numbers and short strings only: its
+    config is the pickle of them, nothing to look for in it or to move."""
+    for a in args:
+        t = type(a)
+        if t not in _NUMBERS and ((t is not str and t is not bytes) or len(a) >= _SMALL):
+            return False
+    return True
 
 
 class ActorHandle:
@@ -66,6 +79,9 @@ class ActorHandle:
         self._cls = cls
         self._name = options.pop("key", None) or cls.__name__
         self._stopped = False
+        #   Per method: the last call of it made from plain values, and
+        #   its config's head (_call_plain)
+        self._models = {}
         with client._lock:
             session = client._futures_session()
             session._submit_calls()
@@ -97,10 +113,28 @@ class ActorHandle:
             session = self._session
             if session.closed:
                 raise SquallError("actor %s (%d): its client was closed" % (self._name, self._tid))
-            future = session._recorded_call(lambda: self._call_tid(session, method, args,
-                                                                   kwargs))
+            if not kwargs and _plain(args):
+                future = session._recorded_call(lambda: self._call_plain(session, method, args))
+            else:
+                future = session._recorded_call(lambda: self._call_tid(session, method, args,
+                                                                       kwargs))
             client._buffered_one(session)
         return future
+
+    def _call_plain(self, session, method: str, args: tuple) -> int:
+        """A call taking plain values only: made like the last one of the
+        method if that is in the unsubmitted batch (Session._call_like),
+        which a call in a loop is but for the first of each batch."""
+        model = self._models.get(method)
+        if model is not None and model[0] >= session._batch_first:
+            tid = session._call_like(model[0], model[1], args)
+            if tid is not None:
+                return tid
+        tid = self._call_tid(session, method, args, None)
+        if model is None:
+            model = self._models[method] = [tid, py_config_call_head(self._tid, method)]
+        model[0] = tid
+        return tid
 
     def _call_tid(self, session, method: str, args: tuple, kwargs: dict) -> int:
         tid = session._call_task(self._tid, method, args, kwargs, "%s.%s" % (self._name, method),
