@@ -119,6 +119,10 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
                 break;
             }
             case SQK_OWHERE: ((sq_where_t *) at)->endpoint = s_mstr ("tcp://127.0.0.1:5"); break;
+            case SQK_RESOURCES:
+                *(sq_resources_t *) at = (sq_resources_t) { 1, { { s_mstr ("cpus"), 2 } } };
+                break;
+            case SQK_PREVIOUS: *(sq_previous_t *) at = (sq_previous_t) { s_mstr ("acme"), 3 }; break;
             case SQK_BIN: case SQK_OBIN:
                 *(mpr_str_t *) at = (mpr_str_t) { bytes, f->min? (uint32_t) f->min: 8 };
                 break;

@@ -318,10 +318,30 @@ s_test_hello (void)
         many [i].name = s_mstr (names [i]);
         many [i].amount = 1;
     }
+    //  The encoder sends no more than the broker takes; a peer that sends
+    //  more is refused.
     sq_wbuf_reset (&w);
     sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", many, SQ_MAX_RESOURCES + 1, NULL, 0);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0);
+    CHECK (h.n_resources == SQ_MAX_RESOURCES && h.resources [SQ_MAX_RESOURCES - 1].amount == 1);
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 10);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, SQUALL_PROTOCOL_VERSION);
+    sq_pack_cstr (&w.pk, "governor");
+    sq_pack_cstr (&w.pk, "g");
+    msgpack_pack_uint64 (&w.pk, 1);
+    sq_pack_cstr (&w.pk, "a");
+    sq_pack_cstr (&w.pk, "b");
+    msgpack_pack_map (&w.pk, SQ_MAX_RESOURCES + 1);
+    for (int i = 0; i <= SQ_MAX_RESOURCES; i++) {
+        sq_pack_cstr (&w.pk, names [i]);
+        msgpack_pack_uint64 (&w.pk, 1);
+    }
+    msgpack_pack_nil (&w.pk);
     CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
-    CHECK (strstr (err.text, "too many"));
+    CHECK (strstr (err.text, "'resources'") && strstr (err.text, "too many"));
 
     //  Oversized name
     char *big = (char *) malloc (SQ_MAX_NAME + 2);
