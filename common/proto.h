@@ -678,9 +678,8 @@ void sq_pack_task_info (msgpack_packer *pk, const sq_task_info_t *task);
 int sq_tasks_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
                           uint64_t *total, uint32_t *n, sq_errbuf_t *err);
 int sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task);
-//  RESUBMIT reply body [n].
-void sq_pack_count (msgpack_packer *pk, uint64_t n);
-int sq_count_decode (const uint8_t *body, size_t size, uint64_t *n, sq_errbuf_t *err);
+//  RESUBMIT reply body [n]: the record COUNT (sq_count_t), with
+//  sq_record_pack / sq_record_decode.
 //  LOG reply body [attempt: u32, state: str, where|nil]: state "waiting"
 //  (not started: where nil), "running" or "ended"; where as sq_pack_where
 //  (the capability's right SQ_CAP_LOG, for the task's key).
@@ -693,9 +692,8 @@ typedef struct {
 } sq_logwhere_t;
 int sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err);
 
-//  RESUME reply body [max_id].
-void sq_pack_resumed (msgpack_packer *pk, uint32_t max_id);
-int sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf_t *err);
+//  RESUME reply body [max_id]: the record RESUMED (sq_resumed_t), with
+//  sq_record_pack / sq_record_decode.
 //  PLACE's reply: the governors holding the object, at most SQ_PLACE_MAX
 //  of them. The decoder fills ids (room for `max`) and *n.
 void sq_pack_holders (msgpack_packer *pk, const uint32_t *ids, uint32_t n);

@@ -676,15 +676,16 @@ s_fuzz_replies (const uint8_t *data, size_t size)
         FZ_ASSERT (n <= 64);
     }
     sq_iter_release (&it);
-    uint32_t max_id;
-    if (sq_resumed_decode (data, size, &max_id, &err) == 0) {
+    sq_resumed_t resumed;
+    if (sq_record_decode (SQ_REC_RESUMED, &resumed, data, size, "RESUME reply", &err) == 0) {
         //  Round trip: what decodes re-encodes to the same value.
         sq_wbuf_t w;
         sq_wbuf_init (&w);
-        sq_pack_resumed (&w.pk, max_id);
-        uint32_t again = 0;
-        FZ_ASSERT (sq_resumed_decode ((const uint8_t *) w.buf.data, w.buf.size, &again, &err) == 0);
-        FZ_ASSERT (again == max_id);
+        sq_record_pack (&w.pk, SQ_REC_RESUMED, &resumed);
+        sq_resumed_t again = { 0 };
+        FZ_ASSERT (sq_record_decode (SQ_REC_RESUMED, &again, w.buf.data, w.buf.size,
+                                     "RESUME reply", &err) == 0);
+        FZ_ASSERT (again.max_id == resumed.max_id);
         sq_wbuf_release (&w);
     }
     static uint32_t holders [SQ_PLACE_MAX], holders2 [SQ_PLACE_MAX];
@@ -727,8 +728,8 @@ s_fuzz_replies (const uint8_t *data, size_t size)
     uint32_t a_max, a_session;
     uint8_t token [SQ_TOKEN_LEN];
     s_sink += (uint32_t) sq_attached_decode (data, size, &a_max, &a_session, token, &err);
-    uint64_t count;
-    s_sink += (uint32_t) sq_count_decode (data, size, &count, &err);
+    sq_count_t count;
+    s_sink += (uint32_t) sq_record_decode (SQ_REC_COUNT, &count, data, size, "reply", &err);
     s_sink += (uint32_t) sq_nil_decode (data, size, &err);
     uint64_t object_size;
     mpr_str_t type;

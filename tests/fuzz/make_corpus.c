@@ -673,7 +673,7 @@ main (int argc, char **argv)
         sq_pack_done (&w.pk, 4, SQ_STATE_FAILED, 4, "exit status 1");
         s_write (FZ_REPLIES, "wait", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
-        sq_pack_resumed (&w.pk, 13);
+        sq_record_pack (&w.pk, SQ_REC_RESUMED, &(sq_resumed_t) { 13 });
         s_write (FZ_REPLIES, "resumed", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
         sq_pack_served (&w.pk, 20000, "text/plain");

@@ -1737,10 +1737,10 @@ s_test_jobs (void)
                                             0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xa0 };
     CHECK (w.buf.size == sizeof blank_bytes && memcmp (w.buf.data, blank_bytes, w.buf.size) == 0);
     sq_wbuf_reset (&w);
-    sq_pack_count (&w.pk, 3);
-    uint64_t count;
-    CHECK (sq_count_decode ((const uint8_t *) w.buf.data, w.buf.size, &count, &err) == 0
-           && count == 3);
+    sq_record_pack (&w.pk, SQ_REC_COUNT, &(sq_count_t) { 3 });
+    sq_count_t count;
+    CHECK (sq_record_decode (SQ_REC_COUNT, &count, w.buf.data, w.buf.size, "reply", &err) == 0
+           && count.n == 3);
 
     //  Array tasks in SUBMIT: a range and items round trip; bad ones refused
     sq_task_spec_t range = { .id = 2, .kind = s_mstr ("execute"), .name = s_mstr (""),
