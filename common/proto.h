@@ -1043,10 +1043,8 @@ void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key,
 
 
 //  The OK reply body of GREAD and GFETCH: [size, content_type] (the bytes
-//  are its payload frame).
-void sq_pack_served (msgpack_packer *pk, uint64_t size, const char *content_type);
-int sq_served_decode (const uint8_t *body, size_t size, uint64_t *object_size,
-                      mpr_str_t *content_type, sq_errbuf_t *err);
+//  are its payload frame): the record SERVED (sq_served_t), with
+//  sq_record_pack / sq_record_decode.
 
 //  Serve socket: GREAD [71, req, object, offset, length, capability|nil]
 //  -> REPLY body [size, content_type] + one payload frame holding bytes

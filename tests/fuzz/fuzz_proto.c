@@ -731,10 +731,9 @@ s_fuzz_replies (const uint8_t *data, size_t size)
     sq_count_t count;
     s_sink += (uint32_t) sq_record_decode (SQ_REC_COUNT, &count, data, size, "reply", &err);
     s_sink += (uint32_t) sq_nil_decode (data, size, &err);
-    uint64_t object_size;
-    mpr_str_t type;
-    if (sq_served_decode (data, size, &object_size, &type, &err) == 0)
-        s_touch_str (type);
+    sq_served_t served;
+    if (sq_record_decode (SQ_REC_SERVED, &served, data, size, "GREAD reply", &err) == 0)
+        s_touch_str (served.content_type);
     char *json = NULL;
     int rc = sq_json_from_msgpack (data, size, false, &json, &err);
     FZ_ASSERT ((rc == 0) == (json != NULL));

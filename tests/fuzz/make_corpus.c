@@ -676,7 +676,7 @@ main (int argc, char **argv)
         sq_record_pack (&w.pk, SQ_REC_RESUMED, &(sq_resumed_t) { 13 });
         s_write (FZ_REPLIES, "resumed", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
-        sq_pack_served (&w.pk, 20000, "text/plain");
+        sq_record_pack (&w.pk, SQ_REC_SERVED, &(sq_served_t) { 20000, { "text/plain", 10 } });
         s_write (FZ_REPLIES, "served", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
         msgpack_pack_map (&w.pk, 2);
