@@ -962,8 +962,7 @@ typedef struct {
     mpr_str_t to_key;           //  empty if nil
 } sq_send_t;
 
-int sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
-int sq_send_next (sq_iter_t *self, sq_send_t *order);
+//  Read with sq_batch_begin / sq_batch_next (SQ_MSG_SEND, sq_send_t).
 void sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version,
                    uint32_t to, const char *endpoint, const uint8_t *to_key);
 //  STREAM [47, [[object, version, consumer, to_governor, to_endpoint,
@@ -980,9 +979,8 @@ typedef struct {
     mpr_str_t to_key;           //  empty if nil
 } sq_stream_order_t;
 
-int sq_stream_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
-                     sq_errbuf_t *err);
-int sq_stream_next (sq_iter_t *self, uint32_t type, sq_stream_order_t *order);
+//  Read with sq_batch_begin / sq_batch_next (SQ_MSG_STREAM or
+//  SQ_MSG_UNSTREAM, sq_stream_order_t).
 void sq_pack_stream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer,
                      uint32_t to, const char *endpoint, const uint8_t *to_key);
 void sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer);
@@ -995,9 +993,8 @@ void sq_pack_streamlocal (msgpack_packer *pk, uint64_t object);
 //  (read RETRACT with sq_stop_next). RETRACT [44, [[task, attempt]...]]:
 //  the governor gives back each task it has not started (a RETRACTED
 //  event) and ignores the others, which run and finish as usual.
-int sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
-                   sq_errbuf_t *err);
-//  Elements of those batches (after sq_batch_header).
+//  Begun with sq_batch_begin. Elements of those batches (after
+//  sq_batch_header).
 void sq_pack_drop (msgpack_packer *pk, uint64_t object);
 void sq_pack_stop (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 int sq_drop_next (sq_iter_t *self, uint64_t *key);

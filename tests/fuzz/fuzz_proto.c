@@ -433,9 +433,9 @@ s_fuzz_send (const uint8_t *data, size_t size)
     sq_iter_t it;
     sq_errbuf_t err;
     memset (&it, 0, sizeof it);
-    if (sq_send_begin (&it, data, size, &err) == 0) {
+    if (sq_batch_begin (&it, SQ_MSG_SEND, data, size, &err) == 0) {
         sq_send_t o;
-        while (sq_send_next (&it, &o) == 1)
+        while (sq_batch_next (&it, SQ_MSG_SEND, &o) == 1)
             s_touch_str (o.endpoint);
     }
     sq_iter_release (&it);
@@ -447,7 +447,7 @@ s_fuzz_keys (const uint8_t *data, size_t size, uint32_t type)
     sq_iter_t it;
     sq_errbuf_t err;
     memset (&it, 0, sizeof it);
-    if (sq_keys_begin (&it, type, data, size, &err) == 0) {
+    if (sq_batch_begin (&it, type, data, size, &err) == 0) {
         uint64_t key;
         uint32_t attempt;
         if (type == SQ_MSG_DROP)
@@ -468,9 +468,9 @@ s_fuzz_stream (const uint8_t *data, size_t size)
         sq_iter_t it;
         sq_errbuf_t err;
         memset (&it, 0, sizeof it);
-        if (sq_stream_begin (&it, types [t], data, size, &err) == 0) {
+        if (sq_batch_begin (&it, types [t], data, size, &err) == 0) {
             sq_stream_order_t o;
-            while (sq_stream_next (&it, types [t], &o) == 1) {
+            while (sq_batch_next (&it, types [t], &o) == 1) {
                 s_touch_str (o.endpoint);
                 FZ_ASSERT (o.to_key.len == 0 || o.to_key.len == 32);
             }
