@@ -258,7 +258,7 @@ s_stop_round (sq_wbuf_t *w, bool table)
             sq_pack_stop (&w->pk, 0x100000000ull + i, i);
         else
             s_pack_stop_hand (&w->pk, 0x100000000ull + i, i);
-    sq_keys_begin (&it, SQ_MSG_STOP, w->buf.data, w->buf.size, &err);
+    sq_batch_begin (&it, SQ_MSG_STOP, w->buf.data, w->buf.size, &err);
     int more;
     while ((more = table? sq_stop_next (&it, &key, &attempt)
                         : s_stop_next_hand (&it, &key, &attempt)) == 1)

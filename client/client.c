@@ -834,15 +834,16 @@ s_resume_sessions (sq_client_t *self)
                           &reply);
         if (rc)
             return rc;
-        uint32_t max_id = 0;
+        sq_resumed_t resumed = { 0 };
         if (reply.code == SQ_OK) {
             sq_errbuf_t err;
-            if (sq_resumed_decode (reply.body, reply.body_size, &max_id, &err))
+            if (sq_record_decode (SQ_REC_RESUMED, &resumed, reply.body, reply.body_size,
+                                  "RESUME reply", &err))
                 return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
         }
         else
             s_reply_error (self, &reply);
-        sq_session_resumed (session, (int) reply.code, max_id);
+        sq_session_resumed (session, (int) reply.code, resumed.max_id);
     }
     return 0;
 }

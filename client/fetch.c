@@ -132,11 +132,11 @@ sq_client_gread (sq_client_t *self, const sq_target_t *target, uint64_t key, uin
         uint64_t index = req - first_req;
         uint64_t offset = index * chunk;
         uint64_t want = size - offset < chunk? size - offset: chunk;
-        uint64_t got_size;
-        mpr_str_t got_type;
+        sq_served_t served;
         sq_errbuf_t err;
-        if (sq_served_decode (reply.body, reply.body_size, &got_size, &got_type, &err)
-        ||  index != received || got_size != size || msg.n != 2
+        if (sq_record_decode (SQ_REC_SERVED, &served, reply.body, reply.body_size, "GREAD reply",
+                              &err)
+        ||  index != received || served.size != size || msg.n != 2
         ||  sq_msg_size (&msg, 1) != want) {
             rc = sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
                                    "governor at %s sent a wrong range of object %u",

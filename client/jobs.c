@@ -178,12 +178,12 @@ sq_client_resubmit (sq_client_t *self, uint32_t session, const uint32_t *ids, si
     int rc = s_call (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply);
     if (rc)
         return rc;
-    uint64_t count;
+    sq_count_t count;
     sq_errbuf_t err;
-    if (sq_count_decode (reply.body, reply.body_size, &count, &err))
+    if (sq_record_decode (SQ_REC_COUNT, &count, reply.body, reply.body_size, "reply", &err))
         return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed RESUBMIT %s", err.text);
     if (again)
-        *again = count;
+        *again = count.n;
     return 0;
 }
 

@@ -185,6 +185,9 @@ sq_resource_format (const sq_resource_t *res, char *out, size_t size)
 //  --------------------------------------------------------------------------
 //  HELLO
 
+//  type, req, version, role: before the role's record
+#define S_HELLO_HEAD 4u
+
 int
 sq_hello_decode (sq_hello_t *self, const void *data, size_t size, int *code,
                  sq_errbuf_t *err)
@@ -231,35 +234,19 @@ sq_hello_decode (sq_hello_t *self, const void *data, size_t size, int *code,
         self->governor = true;
     else
         return sqp_semantic (err, "HELLO: field 'role': must be \"client\" or \"governor\"");
-    if (n != (self->governor? 10u: 5u)) {
+    //  The rest is the role's record of the table
+    const sq_msg_desc_t *d = sq_record_desc (self->governor? SQ_REC_HELLO_GOVERNOR
+                                                           : SQ_REC_HELLO_CLIENT);
+    if (n != S_HELLO_HEAD + d->n_fields) {
         //  The count is the message's, whatever field was read last.
+        char why [64];
+        snprintf (why, sizeof why, "wrong number of fields (a %s's HELLO has %u)",
+                  self->governor? "governor": "client", S_HELLO_HEAD + d->n_fields);
         mpr_field (&r, "message");
-        mpr_fail (&r, self->governor? "wrong number of fields (a governor's HELLO has 10)"
-                                    : "wrong number of fields (a client's HELLO has 5)");
+        mpr_fail (&r, why);
         return sqp_error (&r, err, "HELLO");
     }
-    mpr_field (&r, "name");
-    mpr_str (&r, &self->name, SQ_MAX_NAME);
-    if (self->governor) {
-        mpr_field (&r, "incarnation");
-        mpr_uint (&r, &self->incarnation);
-        mpr_field (&r, "data_endpoint");
-        mpr_str (&r, &self->data_endpoint, SQ_MAX_NAME);
-        mpr_field (&r, "serve_endpoint");
-        mpr_str (&r, &self->serve_endpoint, SQ_MAX_NAME);
-        mpr_field (&r, "resources");
-        sqp_resources (&r, self->resources, &self->n_resources, SQ_MAX_RESOURCES);
-        mpr_field (&r, "previous");
-        if (mpr_ok (&r) && !mpr_try_nil (&r)) {
-            mpr_array_exact (&r, 2);
-            mpr_field (&r, "previous.cluster");
-            mpr_str (&r, &self->previous_cluster, SQ_MAX_NAME);
-            if (mpr_ok (&r) && self->previous_cluster.len == 0)
-                mpr_fail (&r, "empty");
-            mpr_field (&r, "previous.governor");
-            mpr_u32 (&r, &self->previous_id);
-        }
-    }
+    d->read (&r, self, d->n_fields);
     mpr_field (&r, NULL);
     if (mpr_end (&r))
         return sqp_error (&r, err, "HELLO");
@@ -267,15 +254,31 @@ sq_hello_decode (sq_hello_t *self, const void *data, size_t size, int *code,
     return 0;
 }
 
+//  [type, req, version, role] and the role's record's fields
+static void
+s_hello_encode (sq_wbuf_t *w, const sq_hello_t *hello)
+{
+    const sq_msg_desc_t *d = sq_record_desc (hello->governor? SQ_REC_HELLO_GOVERNOR
+                                                            : SQ_REC_HELLO_CLIENT);
+    msgpack_pack_array (&w->pk, S_HELLO_HEAD + d->n_fields);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w->pk, hello->req);
+    msgpack_pack_uint32 (&w->pk, SQUALL_PROTOCOL_VERSION);
+    sq_pack_cstr (&w->pk, hello->governor? "governor": "client");
+    d->pack (&w->pk, hello, d->n_fields);
+}
+
+static mpr_str_t
+s_mstr (const char *s)
+{
+    return (mpr_str_t) { s? s: "", s? (uint32_t) strlen (s): 0 };
+}
+
 void
 sq_hello_encode_client (sq_wbuf_t *w, uint32_t req, const char *name)
 {
-    msgpack_pack_array (&w->pk, 5);
-    msgpack_pack_uint32 (&w->pk, SQ_MSG_HELLO);
-    msgpack_pack_uint32 (&w->pk, req);
-    msgpack_pack_uint32 (&w->pk, SQUALL_PROTOCOL_VERSION);
-    sq_pack_cstr (&w->pk, "client");
-    sq_pack_cstr (&w->pk, name);
+    sq_hello_t hello = { .req = req, .name = s_mstr (name) };
+    s_hello_encode (w, &hello);
 }
 
 void
@@ -285,23 +288,15 @@ sq_hello_encode_governor (sq_wbuf_t *w, uint32_t req, const char *name,
                           const sq_resource_t *resources, uint32_t n,
                           const char *previous_cluster, uint32_t previous_id)
 {
-    msgpack_pack_array (&w->pk, 10);
-    msgpack_pack_uint32 (&w->pk, SQ_MSG_HELLO);
-    msgpack_pack_uint32 (&w->pk, req);
-    msgpack_pack_uint32 (&w->pk, SQUALL_PROTOCOL_VERSION);
-    sq_pack_cstr (&w->pk, "governor");
-    sq_pack_cstr (&w->pk, name);
-    msgpack_pack_uint64 (&w->pk, incarnation);
-    sq_pack_cstr (&w->pk, data_endpoint);
-    sq_pack_cstr (&w->pk, serve_endpoint);
-    sqp_pack_resources (&w->pk, resources, n);
-    if (previous_cluster && *previous_cluster) {
-        msgpack_pack_array (&w->pk, 2);
-        sq_pack_cstr (&w->pk, previous_cluster);
-        msgpack_pack_uint32 (&w->pk, previous_id);
-    }
-    else
-        msgpack_pack_nil (&w->pk);
+    sq_hello_t hello = { .req = req, .governor = true, .name = s_mstr (name),
+                         .incarnation = incarnation,
+                         .data_endpoint = s_mstr (data_endpoint),
+                         .serve_endpoint = s_mstr (serve_endpoint),
+                         .previous = { s_mstr (previous_cluster), previous_id } };
+    hello.n_resources = n < SQ_MAX_RESOURCES? n: SQ_MAX_RESOURCES;
+    if (hello.n_resources)
+        memcpy (hello.resources, resources, hello.n_resources * sizeof *resources);
+    s_hello_encode (w, &hello);
 }
 
 void

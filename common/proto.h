@@ -124,7 +124,8 @@ void sq_pack_mstr (msgpack_packer *pk, mpr_str_t s);
 typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
     SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_OSTR, SQK_OU32,
-    SQK_OWHERE, SQK_KEYLIST, SQK_OINT, SQK_OU64, SQK_ESTR, SQK_TSTATE
+    SQK_OWHERE, SQK_KEYLIST, SQK_OINT, SQK_OU64, SQK_ESTR, SQK_TSTATE, SQK_RESOURCES,
+    SQK_PREVIOUS
 } sq_field_kind_t;
 
 //  An int or nil (the kind OINT)
@@ -190,6 +191,26 @@ typedef struct {
     uint32_t n;
 } sq_keylist_t;
 
+//  A resource a task needs or a governor offers (gpus in thousandths)
+typedef struct {
+    mpr_str_t name;
+    uint64_t amount;
+} sq_resource_t;
+
+//  The kind RESOURCES: a map {name: amount} or nil (none), at most
+//  SQ_MAX_RESOURCES, names non-empty and distinct; gpus in thousandths.
+typedef struct {
+    uint32_t n;
+    sq_resource_t items [SQ_MAX_RESOURCES];
+} sq_resources_t;
+
+//  The kind PREVIOUS: [cluster (non-empty), governor id] or nil (an empty
+//  cluster)
+typedef struct {
+    mpr_str_t cluster;
+    uint32_t id;
+} sq_previous_t;
+
 //  The structs of the flat messages (sq_chunk_t ...) and their codecs
 //  (sq_chunk_decode, sq_chunk_encode ...), made from the table.
 #define SQ_CT_U32 uint32_t
@@ -213,6 +234,8 @@ typedef struct {
 #define SQ_CT_OU64 uint64_t
 #define SQ_CT_ESTR mpr_str_t
 #define SQ_CT_TSTATE uint32_t
+#define SQ_CT_RESOURCES sq_resources_t     //  HELLO's (declared with it)
+#define SQ_CT_PREVIOUS sq_previous_t
 #define SQ_BEGIN(NAME, number, type_t, check) typedef struct sqp_##NAME type_t; struct sqp_##NAME {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) SQ_CT_##KIND member;
 #define SQ_END(NAME) };
@@ -266,11 +289,9 @@ void sq_event_pack (msgpack_packer *pk, const struct sq_event_s *ev, int n);
 //  HELLO [1, req, version, role, name, <governor fields>]
 //  governor fields: incarnation, data_endpoint, serve_endpoint, resources
 
-typedef struct {
-    mpr_str_t name;
-    uint64_t amount;
-} sq_resource_t;
-
+//  The fields after role are the records HELLO_CLIENT and HELLO_GOVERNOR
+//  of the table; the unions name the table's members (resource_list,
+//  previous) and the names callers use, which alias them.
 typedef struct {
     uint32_t req;
     uint32_t version;
@@ -279,13 +300,23 @@ typedef struct {
     uint64_t incarnation;
     mpr_str_t data_endpoint;
     mpr_str_t serve_endpoint;
-    uint32_t n_resources;
-    sq_resource_t resources [SQ_MAX_RESOURCES];
+    union {
+        sq_resources_t resource_list;
+        struct {
+            uint32_t n_resources;
+            sq_resource_t resources [SQ_MAX_RESOURCES];
+        };
+    };
     //  A governor that kept its objects and tasks through a lost broker
     //  names the cluster and the id it had there (reattach); else the
     //  cluster is empty.
-    mpr_str_t previous_cluster;
-    uint32_t previous_id;
+    union {
+        sq_previous_t previous;
+        struct {
+            mpr_str_t previous_cluster;
+            uint32_t previous_id;
+        };
+    };
 } sq_hello_t;
 
 //  The version is checked before anything else so that a peer speaking
@@ -294,7 +325,8 @@ int sq_hello_decode (sq_hello_t *self, const void *data, size_t size,
                      int *code, sq_errbuf_t *err);
 void sq_hello_encode_client (sq_wbuf_t *w, uint32_t req, const char *name);
 //  previous_cluster NULL: a fresh governor; else it asks to reattach as
-//  previous_id of that cluster.
+//  previous_id of that cluster. At most SQ_MAX_RESOURCES resources are
+//  sent (the broker refuses more).
 void sq_hello_encode_governor (sq_wbuf_t *w, uint32_t req, const char *name,
                                uint64_t incarnation, const char *data_endpoint,
                                const char *serve_endpoint,
@@ -646,9 +678,8 @@ void sq_pack_task_info (msgpack_packer *pk, const sq_task_info_t *task);
 int sq_tasks_reply_begin (sq_iter_t *self, const uint8_t *body, size_t size,
                           uint64_t *total, uint32_t *n, sq_errbuf_t *err);
 int sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task);
-//  RESUBMIT reply body [n].
-void sq_pack_count (msgpack_packer *pk, uint64_t n);
-int sq_count_decode (const uint8_t *body, size_t size, uint64_t *n, sq_errbuf_t *err);
+//  RESUBMIT reply body [n]: the record COUNT (sq_count_t), with
+//  sq_record_pack / sq_record_decode.
 //  LOG reply body [attempt: u32, state: str, where|nil]: state "waiting"
 //  (not started: where nil), "running" or "ended"; where as sq_pack_where
 //  (the capability's right SQ_CAP_LOG, for the task's key).
@@ -661,9 +692,8 @@ typedef struct {
 } sq_logwhere_t;
 int sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err);
 
-//  RESUME reply body [max_id].
-void sq_pack_resumed (msgpack_packer *pk, uint32_t max_id);
-int sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf_t *err);
+//  RESUME reply body [max_id]: the record RESUMED (sq_resumed_t), with
+//  sq_record_pack / sq_record_decode.
 //  PLACE's reply: the governors holding the object, at most SQ_PLACE_MAX
 //  of them. The decoder fills ids (room for `max`) and *n.
 void sq_pack_holders (msgpack_packer *pk, const uint32_t *ids, uint32_t n);
@@ -932,8 +962,7 @@ typedef struct {
     mpr_str_t to_key;           //  empty if nil
 } sq_send_t;
 
-int sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
-int sq_send_next (sq_iter_t *self, sq_send_t *order);
+//  Read with sq_batch_begin / sq_batch_next (SQ_MSG_SEND, sq_send_t).
 void sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version,
                    uint32_t to, const char *endpoint, const uint8_t *to_key);
 //  STREAM [47, [[object, version, consumer, to_governor, to_endpoint,
@@ -950,9 +979,8 @@ typedef struct {
     mpr_str_t to_key;           //  empty if nil
 } sq_stream_order_t;
 
-int sq_stream_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
-                     sq_errbuf_t *err);
-int sq_stream_next (sq_iter_t *self, uint32_t type, sq_stream_order_t *order);
+//  Read with sq_batch_begin / sq_batch_next (SQ_MSG_STREAM or
+//  SQ_MSG_UNSTREAM, sq_stream_order_t).
 void sq_pack_stream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer,
                      uint32_t to, const char *endpoint, const uint8_t *to_key);
 void sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t consumer);
@@ -965,9 +993,8 @@ void sq_pack_streamlocal (msgpack_packer *pk, uint64_t object);
 //  (read RETRACT with sq_stop_next). RETRACT [44, [[task, attempt]...]]:
 //  the governor gives back each task it has not started (a RETRACTED
 //  event) and ignores the others, which run and finish as usual.
-int sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
-                   sq_errbuf_t *err);
-//  Elements of those batches (after sq_batch_header).
+//  Begun with sq_batch_begin. Elements of those batches (after
+//  sq_batch_header).
 void sq_pack_drop (msgpack_packer *pk, uint64_t object);
 void sq_pack_stop (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 int sq_drop_next (sq_iter_t *self, uint64_t *key);
@@ -1013,10 +1040,8 @@ void sq_gfetch_encode (sq_wbuf_t *w, uint32_t req, uint64_t key,
 
 
 //  The OK reply body of GREAD and GFETCH: [size, content_type] (the bytes
-//  are its payload frame).
-void sq_pack_served (msgpack_packer *pk, uint64_t size, const char *content_type);
-int sq_served_decode (const uint8_t *body, size_t size, uint64_t *object_size,
-                      mpr_str_t *content_type, sq_errbuf_t *err);
+//  are its payload frame): the record SERVED (sq_served_t), with
+//  sq_record_pack / sq_record_decode.
 
 //  Serve socket: GREAD [71, req, object, offset, length, capability|nil]
 //  -> REPLY body [size, content_type] + one payload frame holding bytes

@@ -495,23 +495,6 @@ sq_pack_fetched_head (msgpack_packer *pk, uint64_t size, const char *content_typ
 }
 
 void
-sq_pack_resumed (msgpack_packer *pk, uint32_t max_id)
-{
-    sq_resumed_t m = { max_id };
-    sq_record_pack (pk, SQ_REC_RESUMED, &m);
-}
-
-int
-sq_resumed_decode (const uint8_t *body, size_t size, uint32_t *max_id, sq_errbuf_t *err)
-{
-    sq_resumed_t m;
-    if (sq_record_decode (SQ_REC_RESUMED, &m, body, size, "RESUME reply", err))
-        return -1;
-    *max_id = m.max_id;
-    return 0;
-}
-
-void
 sq_pack_holders (msgpack_packer *pk, const uint32_t *ids, uint32_t n)
 {
     sqp_pack_ids (pk, ids, n);

@@ -1,5 +1,6 @@
 /*  proto_data: the data plane, on governors' data and serve sockets: the
-    reply bodies of GREAD, GFETCH and LOGREAD (docs/protocol.md section 10),
+    reply body of LOGREAD (GREAD's and GFETCH's is the table's record
+    SERVED; docs/protocol.md section 10),
     CHUNK's and PUT's checks of an offset.
     The messages themselves (OBJECT, CHUNK, CREDIT, SCHUNK, SCREDIT, GFETCH,
     GREAD, PUT, LOGREAD) are rows of proto_messages.def. */
@@ -64,21 +65,3 @@ sq_logpart_decode (const uint8_t *body, size_t size, uint64_t *next, uint64_t *t
     return 0;
 }
 
-void
-sq_pack_served (msgpack_packer *pk, uint64_t size, const char *content_type)
-{
-    sq_served_t m = { size, { content_type, content_type? (uint32_t) strlen (content_type): 0 } };
-    sq_record_pack (pk, SQ_REC_SERVED, &m);
-}
-
-int
-sq_served_decode (const uint8_t *body, size_t size, uint64_t *object_size,
-                  mpr_str_t *content_type, sq_errbuf_t *err)
-{
-    sq_served_t m;
-    if (sq_record_decode (SQ_REC_SERVED, &m, body, size, "GREAD reply", err))
-        return -1;
-    *object_size = m.size;
-    *content_type = m.content_type;
-    return 0;
-}

@@ -335,18 +335,6 @@ sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
 
 //  SEND, STREAM, UNSTREAM, STOP, RETRACT: batches of the table's records
 
-int
-sq_send_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
-{
-    return sq_batch_begin (self, SQ_MSG_SEND, data, size, err);
-}
-
-int
-sq_send_next (sq_iter_t *self, sq_send_t *o)
-{
-    return sq_batch_next (self, SQ_MSG_SEND, o);
-}
-
 void
 sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version, uint32_t to,
               const char *endpoint, const uint8_t *to_key)
@@ -354,19 +342,6 @@ sq_pack_send (msgpack_packer *pk, uint64_t key, uint32_t version, uint32_t to,
     sq_send_t o = { key, version, to, { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
                     { (const char *) to_key, to_key? 32: 0 } };
     sqp_pack_SEND_ORDER (pk, &o);
-}
-
-int
-sq_stream_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
-                 sq_errbuf_t *err)
-{
-    return sq_batch_begin (self, type, data, size, err);
-}
-
-int
-sq_stream_next (sq_iter_t *self, uint32_t type, sq_stream_order_t *o)
-{
-    return sq_batch_next (self, type, o);
 }
 
 void
@@ -384,13 +359,6 @@ sq_pack_unstream (msgpack_packer *pk, uint64_t key, uint32_t version, uint64_t c
 {
     sq_stream_order_t o = { .key = key, .version = version, .consumer = consumer };
     sqp_pack_UNSTREAM_ORDER (pk, &o);
-}
-
-int
-sq_keys_begin (sq_iter_t *self, uint32_t type, const void *data, size_t size,
-               sq_errbuf_t *err)
-{
-    return sq_batch_begin (self, type, data, size, err);
 }
 
 //  DROP's elements are bare keys (the table's SQ_RECORD_BARE DROP_KEY)

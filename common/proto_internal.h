@@ -48,7 +48,8 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
 //  msg, pack it (proto_table.c's s_read and s_pack dispatch to them)
 #define SQP_FN_KINDS(X) \
     X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (OWHERE, owhere) \
-    X (KEYLIST, keylist) X (EXIT, exit) X (TSTATE, tstate)
+    X (KEYLIST, keylist) X (EXIT, exit) X (TSTATE, tstate) X (RESOURCES, resources) \
+    X (PREVIOUS, previous)
 #define SQP_KIND(KIND, kind) \
     void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
     void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);

@@ -214,20 +214,3 @@ sq_tasks_reply_next (sq_iter_t *self, sq_task_info_t *task)
 {
     return sqp_list_next (self, SQ_REC_TASK_INFO, task, "record", "TASKS reply");
 }
-
-void
-sq_pack_count (msgpack_packer *pk, uint64_t n)
-{
-    sq_count_t m = { n };
-    sq_record_pack (pk, SQ_REC_COUNT, &m);
-}
-
-int
-sq_count_decode (const uint8_t *body, size_t size, uint64_t *n, sq_errbuf_t *err)
-{
-    sq_count_t m;
-    if (sq_record_decode (SQ_REC_COUNT, &m, body, size, "reply", err))
-        return -1;
-    *n = m.n;
-    return 0;
-}

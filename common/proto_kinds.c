@@ -2,7 +2,8 @@
     of a struct every message of a family shares (proto_table.c has the
     kinds of one member each): a client request's (sq_request_t: IDS, JOB,
     OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT),
-    and the kinds of a list or a record in a field (KEYLIST, OWHERE).
+    and the kinds of a list or a record in a field (KEYLIST, OWHERE,
+    RESOURCES, PREVIOUS).
     proto_table.c's s_kinds names them; the nil-or-value kinds (OU32, OU64,
     OINT, OSTR, ESTR, OBIN) are one wrapper there around a base kind. */
 #include "proto_internal.h"
@@ -270,6 +271,50 @@ sqp_kind_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t
     const sq_where_t *v = SQP_CAT (sq_where_t, msg, f);
     if (v->endpoint.ptr)
         sq_record_pack (pk, SQ_REC_WHERE, v);
+    else
+        msgpack_pack_nil (pk);
+}
+
+//  Resources: a map {name: amount} or nil (proto.c's sqp_resources, which
+//  ASSIGN and SUBMIT's tasks read too)
+void
+sqp_kind_read_resources (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_resources_t *v = SQP_AT (sq_resources_t, msg, f);
+    sqp_resources (r, v->items, &v->n, SQ_MAX_RESOURCES);
+}
+
+void
+sqp_kind_pack_resources (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_resources_t *v = SQP_CAT (sq_resources_t, msg, f);
+    sqp_pack_resources (pk, v->items, v->n);
+}
+
+//  A governor's previous place, [cluster, governor] or nil: the cluster
+//  is not empty, so that an empty one means nil
+void
+sqp_kind_read_previous (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_previous_t *v = SQP_AT (sq_previous_t, msg, f);
+    if (mpr_try_nil (r) || mpr_array_exact (r, 2))
+        return;
+    mpr_field (r, "previous.cluster");
+    if (mpr_str (r, &v->cluster, SQ_MAX_NAME) == 0 && v->cluster.len == 0)
+        mpr_fail (r, "empty");
+    mpr_field (r, "previous.governor");
+    mpr_u32 (r, &v->id);
+}
+
+void
+sqp_kind_pack_previous (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_previous_t *v = SQP_CAT (sq_previous_t, msg, f);
+    if (v->cluster.len) {
+        msgpack_pack_array (pk, 2);
+        sq_pack_mstr (pk, v->cluster);
+        msgpack_pack_uint32 (pk, v->id);
+    }
     else
         msgpack_pack_nil (pk);
 }

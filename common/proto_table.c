@@ -31,6 +31,8 @@ s_is_empty (const void *msg, const sq_field_desc_t *f)
            f->kind == SQK_OUTPUTS? ((const sq_event_t *) msg)->n_outputs == 0:
            f->kind == SQK_OWHERE? !SQP_CAT (sq_where_t, msg, f)->endpoint.ptr:
            f->kind == SQK_KEYLIST? SQP_CAT (sq_keylist_t, msg, f)->n == 0:
+           f->kind == SQK_RESOURCES? SQP_CAT (sq_resources_t, msg, f)->n == 0:
+           f->kind == SQK_PREVIOUS? SQP_CAT (sq_previous_t, msg, f)->cluster.len == 0:
            SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
@@ -62,6 +64,8 @@ static const s_kind_t s_kinds [] = {
     [SQK_OU64] = { "OU64", s_zero_empty },
     [SQK_ESTR] = { "ESTR", s_zero_empty },
     [SQK_TSTATE] = { "TSTATE", s_zero_empty },
+    [SQK_RESOURCES] = { "RESOURCES", s_zero_empty },
+    [SQK_PREVIOUS] = { "PREVIOUS", s_zero_empty },
 };
 
 //  The nil-or-value kinds: each is one generic wrapper around a base kind

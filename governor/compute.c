@@ -171,8 +171,8 @@ s_on_send (compute_t *self, sq_msg_t *msg)
     sq_errbuf_t err;
     sq_iter_t it;
     sq_send_t order;
-    int rc = sq_send_begin (&it, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
-    while (rc == 0 && (rc = sq_send_next (&it, &order)) == 1) {
+    int rc = sq_batch_begin (&it, SQ_MSG_SEND, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    while (rc == 0 && (rc = sq_batch_next (&it, SQ_MSG_SEND, &order)) == 1) {
         rc = 0;
         char address [SQ_MAX_NAME + 48];
         if (gov_peer_address (address, sizeof address, order.to_key.len? (const uint8_t *) order.to_key.ptr: NULL,
@@ -210,7 +210,7 @@ s_on_drop (compute_t *self, sq_msg_t *msg)
     sq_errbuf_t err;
     sq_iter_t it;
     uint64_t key;
-    int rc = sq_keys_begin (&it, SQ_MSG_DROP, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    int rc = sq_batch_begin (&it, SQ_MSG_DROP, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
     while (rc == 0 && (rc = sq_drop_next (&it, &key)) == 1) {
         rc = 0;
         store_remove (self->store, key);
@@ -229,7 +229,7 @@ s_on_stop (compute_t *self, sq_msg_t *msg)
     sq_iter_t it;
     uint64_t key;
     uint32_t attempt;
-    int rc = sq_keys_begin (&it, SQ_MSG_STOP, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    int rc = sq_batch_begin (&it, SQ_MSG_STOP, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
     while (rc == 0 && (rc = sq_stop_next (&it, &key, &attempt)) == 1) {
         rc = 0;
         task_t *task = (task_t *) sq_idmap_lookup (self->tasks, key);
@@ -269,7 +269,7 @@ s_on_retract (compute_t *self, sq_msg_t *msg)
     sq_iter_t it;
     uint64_t key;
     uint32_t attempt;
-    int rc = sq_keys_begin (&it, SQ_MSG_RETRACT, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    int rc = sq_batch_begin (&it, SQ_MSG_RETRACT, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
     while (rc == 0 && (rc = sq_stop_next (&it, &key, &attempt)) == 1) {
         rc = 0;
         task_t *task = (task_t *) sq_idmap_lookup (self->tasks, key);

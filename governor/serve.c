@@ -17,6 +17,13 @@
 //  The reply to a request ([S][identity][...]) back through the compute
 //  pipe: the route, the client's identity, the header and the payloads,
 //  which are closed whatever happens (a payload holds its stored blob).
+//  An object's content type as the table's string (NULL: none, packed "")
+static mpr_str_t
+s_mstr (const char *s)
+{
+    return (mpr_str_t) { s, s? (uint32_t) strlen (s): 0 };
+}
+
 static void
 s_reply (void *pipe, sq_msg_t *msg, sq_wbuf_t *reply, zmq_msg_t *payloads, size_t n_payloads,
          const char *what)
@@ -56,7 +63,7 @@ serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg)
     size_t n_payloads = 0;
     if (blob && sq_blob_msg (blob, &payload) == 0) {
         sq_reply_begin (&reply, fetch.req);
-        sq_pack_served (&reply.pk, sq_blob_size (blob), type);
+        sq_record_pack (&reply.pk, SQ_REC_SERVED, &(sq_served_t) { sq_blob_size (blob), s_mstr (type) });
         n_payloads = 1;
     }
     else {
@@ -91,7 +98,7 @@ serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
         uint64_t len = size - gread.offset < gread.length? size - gread.offset: gread.length;
         if (sq_blob_msg_range (blob, (size_t) gread.offset, (size_t) len, &payload) == 0) {
             sq_reply_begin (&reply, gread.req);
-            sq_pack_served (&reply.pk, size, type);
+            sq_record_pack (&reply.pk, SQ_REC_SERVED, &(sq_served_t) { size, s_mstr (type) });
             n_payloads = 1;
         }
     }

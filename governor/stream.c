@@ -608,8 +608,8 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
     sq_errbuf_t err;
     sq_iter_t it;
     sq_stream_order_t order;
-    int rc = sq_stream_begin (&it, type, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
-    while (rc == 0 && (rc = sq_stream_next (&it, type, &order)) == 1) {
+    int rc = sq_batch_begin (&it, type, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err);
+    while (rc == 0 && (rc = sq_batch_next (&it, type, &order)) == 1) {
         rc = 0;
         s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, order.key);
         if (!w && type == SQ_MSG_UNSTREAM) {

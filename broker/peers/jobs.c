@@ -1288,7 +1288,7 @@ jobs_request (broker_t *self, peer_t *peer, const sq_request_t *q)
             }
             sq_wbuf_reset (&self->out);
             sq_reply_begin (&self->out, q->req);
-            sq_pack_count (&self->out.pk, again);
+            sq_record_pack (&self->out.pk, SQ_REC_COUNT, &(sq_count_t) { again });
             bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
             break;
         }

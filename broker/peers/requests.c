@@ -489,7 +489,7 @@ s_client_resume (broker_t *self, peer_t *peer, const sq_request_t *q)
         return;
     sq_wbuf_reset (&self->out);
     sq_reply_begin (&self->out, q->req);
-    sq_pack_resumed (&self->out.pk, session->max_id);
+    sq_record_pack (&self->out.pk, SQ_REC_RESUMED, &(sq_resumed_t) { session->max_id });
     bx_send_to (self, peer->identity, peer->identity_size, &self->out, NULL);
 }
 

@@ -433,9 +433,9 @@ s_fuzz_send (const uint8_t *data, size_t size)
     sq_iter_t it;
     sq_errbuf_t err;
     memset (&it, 0, sizeof it);
-    if (sq_send_begin (&it, data, size, &err) == 0) {
+    if (sq_batch_begin (&it, SQ_MSG_SEND, data, size, &err) == 0) {
         sq_send_t o;
-        while (sq_send_next (&it, &o) == 1)
+        while (sq_batch_next (&it, SQ_MSG_SEND, &o) == 1)
             s_touch_str (o.endpoint);
     }
     sq_iter_release (&it);
@@ -447,7 +447,7 @@ s_fuzz_keys (const uint8_t *data, size_t size, uint32_t type)
     sq_iter_t it;
     sq_errbuf_t err;
     memset (&it, 0, sizeof it);
-    if (sq_keys_begin (&it, type, data, size, &err) == 0) {
+    if (sq_batch_begin (&it, type, data, size, &err) == 0) {
         uint64_t key;
         uint32_t attempt;
         if (type == SQ_MSG_DROP)
@@ -468,9 +468,9 @@ s_fuzz_stream (const uint8_t *data, size_t size)
         sq_iter_t it;
         sq_errbuf_t err;
         memset (&it, 0, sizeof it);
-        if (sq_stream_begin (&it, types [t], data, size, &err) == 0) {
+        if (sq_batch_begin (&it, types [t], data, size, &err) == 0) {
             sq_stream_order_t o;
-            while (sq_stream_next (&it, types [t], &o) == 1) {
+            while (sq_batch_next (&it, types [t], &o) == 1) {
                 s_touch_str (o.endpoint);
                 FZ_ASSERT (o.to_key.len == 0 || o.to_key.len == 32);
             }
@@ -676,15 +676,16 @@ s_fuzz_replies (const uint8_t *data, size_t size)
         FZ_ASSERT (n <= 64);
     }
     sq_iter_release (&it);
-    uint32_t max_id;
-    if (sq_resumed_decode (data, size, &max_id, &err) == 0) {
+    sq_resumed_t resumed;
+    if (sq_record_decode (SQ_REC_RESUMED, &resumed, data, size, "RESUME reply", &err) == 0) {
         //  Round trip: what decodes re-encodes to the same value.
         sq_wbuf_t w;
         sq_wbuf_init (&w);
-        sq_pack_resumed (&w.pk, max_id);
-        uint32_t again = 0;
-        FZ_ASSERT (sq_resumed_decode ((const uint8_t *) w.buf.data, w.buf.size, &again, &err) == 0);
-        FZ_ASSERT (again == max_id);
+        sq_record_pack (&w.pk, SQ_REC_RESUMED, &resumed);
+        sq_resumed_t again = { 0 };
+        FZ_ASSERT (sq_record_decode (SQ_REC_RESUMED, &again, w.buf.data, w.buf.size,
+                                     "RESUME reply", &err) == 0);
+        FZ_ASSERT (again.max_id == resumed.max_id);
         sq_wbuf_release (&w);
     }
     static uint32_t holders [SQ_PLACE_MAX], holders2 [SQ_PLACE_MAX];
@@ -727,13 +728,12 @@ s_fuzz_replies (const uint8_t *data, size_t size)
     uint32_t a_max, a_session;
     uint8_t token [SQ_TOKEN_LEN];
     s_sink += (uint32_t) sq_attached_decode (data, size, &a_max, &a_session, token, &err);
-    uint64_t count;
-    s_sink += (uint32_t) sq_count_decode (data, size, &count, &err);
+    sq_count_t count;
+    s_sink += (uint32_t) sq_record_decode (SQ_REC_COUNT, &count, data, size, "reply", &err);
     s_sink += (uint32_t) sq_nil_decode (data, size, &err);
-    uint64_t object_size;
-    mpr_str_t type;
-    if (sq_served_decode (data, size, &object_size, &type, &err) == 0)
-        s_touch_str (type);
+    sq_served_t served;
+    if (sq_record_decode (SQ_REC_SERVED, &served, data, size, "GREAD reply", &err) == 0)
+        s_touch_str (served.content_type);
     char *json = NULL;
     int rc = sq_json_from_msgpack (data, size, false, &json, &err);
     FZ_ASSERT ((rc == 0) == (json != NULL));

@@ -20,9 +20,9 @@ typedef enum {
     FZ_LOAD = 6,                //  sq_load_decode
     FZ_BARE = 7,                //  sq_bare_decode (HEARTBEAT, BYE, DRAIN, LEAVE)
     FZ_ASSIGN = 8,              //  sq_assign_begin / next, then every config
-    FZ_SEND = 9,                //  sq_send_begin / next
-    FZ_DROP = 10,               //  sq_keys_begin + sq_drop_next
-    FZ_STOP = 11,               //  sq_keys_begin + sq_stop_next
+    FZ_SEND = 9,                //  sq_batch_begin / next of SEND
+    FZ_DROP = 10,               //  sq_batch_begin + sq_drop_next
+    FZ_STOP = 11,               //  sq_batch_begin + sq_stop_next
     FZ_OBJECT = 12,             //  sq_object_decode
     FZ_GFETCH = 13,             //  sq_gfetch_decode
     FZ_TASKCONF = 14,           //  sq_taskconf_decode, any kind
@@ -39,7 +39,7 @@ typedef enum {
     FZ_WHERE = 25,              //  sq_fetched_decode and sq_where_decode
     FZ_REPLIES = 26,            //  reply bodies a client reads: WAIT, RESUME, nil, GREAD;
                                 //  sq_json_from_msgpack (INFO)
-    FZ_STREAM = 27,             //  sq_stream_begin / next, as STREAM and as UNSTREAM
+    FZ_STREAM = 27,             //  sq_batch_begin / next, as STREAM and as UNSTREAM
     FZ_SCHUNK = 28,             //  sq_schunk_decode
     FZ_SCREDIT = 29,            //  sq_scredit_decode
     //  Any message of the table (proto_messages.def), by its type: the

@@ -119,6 +119,10 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
                 break;
             }
             case SQK_OWHERE: ((sq_where_t *) at)->endpoint = s_mstr ("tcp://127.0.0.1:5"); break;
+            case SQK_RESOURCES:
+                *(sq_resources_t *) at = (sq_resources_t) { 1, { { s_mstr ("cpus"), 2 } } };
+                break;
+            case SQK_PREVIOUS: *(sq_previous_t *) at = (sq_previous_t) { s_mstr ("acme"), 3 }; break;
             case SQK_BIN: case SQK_OBIN:
                 *(mpr_str_t *) at = (mpr_str_t) { bytes, f->min? (uint32_t) f->min: 8 };
                 break;
@@ -669,10 +673,10 @@ main (int argc, char **argv)
         sq_pack_done (&w.pk, 4, SQ_STATE_FAILED, 4, "exit status 1");
         s_write (FZ_REPLIES, "wait", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
-        sq_pack_resumed (&w.pk, 13);
+        sq_record_pack (&w.pk, SQ_REC_RESUMED, &(sq_resumed_t) { 13 });
         s_write (FZ_REPLIES, "resumed", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
-        sq_pack_served (&w.pk, 20000, "text/plain");
+        sq_record_pack (&w.pk, SQ_REC_SERVED, &(sq_served_t) { 20000, { "text/plain", 10 } });
         s_write (FZ_REPLIES, "served", w.buf.data, w.buf.size);
         sq_wbuf_reset (&w);
         msgpack_pack_map (&w.pk, 2);

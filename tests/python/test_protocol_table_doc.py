@@ -39,6 +39,8 @@ _TYPES = {
     "ESTR": {"str or nil", "str|nil"},
     "TSTATE": {"str"},
     "OWHERE": {"where", "where or nil", "where|nil"},
+    "RESOURCES": {"map str→uint, or nil", "map or nil"},
+    "PREVIOUS": {"nil, or `[cluster: str, governor_id: u32]`"},
     "KEYLIST": {"[bin...]", "array of bin"},
     "OPTIONS": {"map"},
     "EXIT": {"i32"},
@@ -477,3 +479,42 @@ def test_a_bare_batch_documented_as_records_is_caught(tmp_path, monkeypatch):
     path.write_text(changed)
     monkeypatch.setattr(sys.modules[__name__], "_DOC", str(path))
     _fails(test_every_layout_of_the_table_is_the_documents, "DROP", "[42, [object...]]")
+
+
+def test_hello_is_the_table():
+    """HELLO's fields after its role are the records HELLO_CLIENT and
+    HELLO_GOVERNOR: the document's field tables (section 2's and section
+    9's), its layouts and its counts of fields say the same."""
+    doc = open(_DOC, encoding="utf-8").read()
+    t = table()
+    client, governor = t["records"]["HELLO_CLIENT"], t["records"]["HELLO_GOVERNOR"]
+    head = 4                    # type, req, version, role
+
+    def rows(after):
+        """The rows `| # | field | type |` of the field table after a heading,
+        from the role's first field on"""
+        section = doc[doc.index(after) + len(after):]
+        section = section[:section.index("\n\n", section.index("|---"))]
+        return [(int(n), name, typ.strip()) for n, name, typ in
+                re.findall(r"^\| (\d+) \| (\w+) \| ([^|]+) \|", section, re.M)
+                if int(n) >= head]
+
+    def agree(have, fields):
+        assert [(n, name) for n, name, _ in have] == \
+            [(head + i, f["name"]) for i, f in enumerate(fields)][-len(have):], have
+        for (_, _, typ), f in zip(have, fields[-len(have):]):
+            assert compatible(f, typ), "HELLO: field %s is %s in the table, %s in the document" \
+                % (f["name"], f["kind"], typ)
+
+    # Section 2 shows the fields both roles share (the client's), section 9
+    # the governor's after them.
+    agree(rows("HELLO `[1, req, version, role, name, ...]`:"), client)
+    layout = re.search(r'### Governor HELLO `\[1, req, 2, "governor", ([^\]]*)\]`', doc)
+    assert layout, "docs/protocol.md: no heading with the governor HELLO's layout"
+    assert [x.strip() for x in layout.group(1).split(",")] == [f["name"] for f in governor]
+    agree(rows(layout.group(0)), governor)
+    assert governor[:len(client)] == client, "a governor's HELLO starts as a client's"
+    for sent in re.findall(r'HELLO \[1, req, 2, "client", ([^\]]*)\]', doc):
+        assert [x.strip() for x in sent.split(",")] == [f["name"] for f in client]
+    assert "A client HELLO has exactly these %d fields. A governor HELLO has %d" \
+        % (head + len(client), head + len(governor)) in doc

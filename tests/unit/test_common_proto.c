@@ -122,8 +122,8 @@ s_dec_send (const void *d, size_t n, sq_errbuf_t *err)
 {
     sq_iter_t it;
     sq_send_t o;
-    int rc = sq_send_begin (&it, d, n, err);
-    while (rc == 0 && (rc = sq_send_next (&it, &o)) == 1)
+    int rc = sq_batch_begin (&it, SQ_MSG_SEND, d, n, err);
+    while (rc == 0 && (rc = sq_batch_next (&it, SQ_MSG_SEND, &o)) == 1)
         rc = 0;
     sq_iter_release (&it);
     return rc;
@@ -134,8 +134,8 @@ s_dec_stream (const void *d, size_t n, sq_errbuf_t *err)
 {
     sq_iter_t it;
     sq_stream_order_t o;
-    int rc = sq_stream_begin (&it, SQ_MSG_STREAM, d, n, err);
-    while (rc == 0 && (rc = sq_stream_next (&it, SQ_MSG_STREAM, &o)) == 1)
+    int rc = sq_batch_begin (&it, SQ_MSG_STREAM, d, n, err);
+    while (rc == 0 && (rc = sq_batch_next (&it, SQ_MSG_STREAM, &o)) == 1)
         rc = 0;
     sq_iter_release (&it);
     return rc;
@@ -174,7 +174,7 @@ s_dec_drop (const void *d, size_t n, sq_errbuf_t *err)
 {
     sq_iter_t it;
     uint64_t key;
-    int rc = sq_keys_begin (&it, SQ_MSG_DROP, d, n, err);
+    int rc = sq_batch_begin (&it, SQ_MSG_DROP, d, n, err);
     while (rc == 0 && (rc = sq_drop_next (&it, &key)) == 1)
         rc = 0;
     sq_iter_release (&it);
@@ -187,7 +187,7 @@ s_dec_stop (const void *d, size_t n, sq_errbuf_t *err)
     sq_iter_t it;
     uint64_t key;
     uint32_t attempt;
-    int rc = sq_keys_begin (&it, SQ_MSG_STOP, d, n, err);
+    int rc = sq_batch_begin (&it, SQ_MSG_STOP, d, n, err);
     while (rc == 0 && (rc = sq_stop_next (&it, &key, &attempt)) == 1)
         rc = 0;
     sq_iter_release (&it);
@@ -318,10 +318,30 @@ s_test_hello (void)
         many [i].name = s_mstr (names [i]);
         many [i].amount = 1;
     }
+    //  The encoder sends no more than the broker takes; a peer that sends
+    //  more is refused.
     sq_wbuf_reset (&w);
     sq_hello_encode_governor (&w, 1, "g", 1, "a", "b", many, SQ_MAX_RESOURCES + 1, NULL, 0);
+    CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == 0);
+    CHECK (h.n_resources == SQ_MAX_RESOURCES && h.resources [SQ_MAX_RESOURCES - 1].amount == 1);
+    sq_wbuf_reset (&w);
+    msgpack_pack_array (&w.pk, 10);
+    msgpack_pack_uint32 (&w.pk, SQ_MSG_HELLO);
+    msgpack_pack_uint32 (&w.pk, 1);
+    msgpack_pack_uint32 (&w.pk, SQUALL_PROTOCOL_VERSION);
+    sq_pack_cstr (&w.pk, "governor");
+    sq_pack_cstr (&w.pk, "g");
+    msgpack_pack_uint64 (&w.pk, 1);
+    sq_pack_cstr (&w.pk, "a");
+    sq_pack_cstr (&w.pk, "b");
+    msgpack_pack_map (&w.pk, SQ_MAX_RESOURCES + 1);
+    for (int i = 0; i <= SQ_MAX_RESOURCES; i++) {
+        sq_pack_cstr (&w.pk, names [i]);
+        msgpack_pack_uint64 (&w.pk, 1);
+    }
+    msgpack_pack_nil (&w.pk);
     CHECK (sq_hello_decode (&h, w.buf.data, w.buf.size, &code, &err) == -1);
-    CHECK (strstr (err.text, "too many"));
+    CHECK (strstr (err.text, "'resources'") && strstr (err.text, "too many"));
 
     //  Oversized name
     char *big = (char *) malloc (SQ_MAX_NAME + 2);
@@ -1193,11 +1213,11 @@ s_test_governor_messages (void)
     sq_pack_send (&w.pk, sq_key (1, 1), 3, 7, "tcp://h:9", NULL);
     sq_pack_send (&w.pk, sq_key (1, 2), 1, 8, "ipc:///x", NULL);
     sq_send_t o;
-    CHECK (sq_send_begin (&it, w.buf.data, w.buf.size, &err) == 0);
-    CHECK (sq_send_next (&it, &o) == 1);
+    CHECK (sq_batch_begin (&it, SQ_MSG_SEND, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_batch_next (&it, SQ_MSG_SEND, &o) == 1);
     CHECK (o.key == sq_key (1, 1) && o.version == 3 && o.to == 7 && mpr_str_eq (o.endpoint, "tcp://h:9"));
-    CHECK (sq_send_next (&it, &o) == 1 && o.to == 8);
-    CHECK (sq_send_next (&it, &o) == 0);
+    CHECK (sq_batch_next (&it, SQ_MSG_SEND, &o) == 1 && o.to == 8);
+    CHECK (sq_batch_next (&it, SQ_MSG_SEND, &o) == 0);
     sq_iter_release (&it);
     s_check_truncations ("SEND", s_dec_send, w.buf.data, w.buf.size);
 
@@ -1208,27 +1228,27 @@ s_test_governor_messages (void)
     sq_pack_stream (&w.pk, sq_key (1, 7), 2, sq_key (1, 8), 4, "tcp://h:1", skey);
     sq_pack_stream (&w.pk, sq_key (1, 7), 2, sq_key (1, 9), 5, "tcp://h:2", NULL);
     sq_stream_order_t so;
-    CHECK (sq_stream_begin (&it, SQ_MSG_STREAM, w.buf.data, w.buf.size, &err) == 0);
-    CHECK (sq_stream_next (&it, SQ_MSG_STREAM, &so) == 1);
+    CHECK (sq_batch_begin (&it, SQ_MSG_STREAM, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_batch_next (&it, SQ_MSG_STREAM, &so) == 1);
     CHECK (so.key == sq_key (1, 7) && so.version == 2 && so.consumer == sq_key (1, 8) && so.to == 4);
     CHECK (mpr_str_eq (so.endpoint, "tcp://h:1") && so.to_key.len == 32 && so.to_key.ptr [0] == 7);
-    CHECK (sq_stream_next (&it, SQ_MSG_STREAM, &so) == 1 && so.to_key.len == 0 && so.to == 5);
-    CHECK (sq_stream_next (&it, SQ_MSG_STREAM, &so) == 0);
+    CHECK (sq_batch_next (&it, SQ_MSG_STREAM, &so) == 1 && so.to_key.len == 0 && so.to == 5);
+    CHECK (sq_batch_next (&it, SQ_MSG_STREAM, &so) == 0);
     sq_iter_release (&it);
     s_check_truncations ("STREAM", s_dec_stream, w.buf.data, w.buf.size);
     //  An UNSTREAM is not a STREAM
-    CHECK (sq_stream_begin (&it, SQ_MSG_UNSTREAM, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (sq_batch_begin (&it, SQ_MSG_UNSTREAM, w.buf.data, w.buf.size, &err) == -1);
     sq_iter_release (&it);
     sq_wbuf_reset (&w);
     sq_batch_header (&w, SQ_MSG_UNSTREAM, 1);
     sq_pack_unstream (&w.pk, sq_key (1, 7), 2, sq_key (1, 9));
-    CHECK (sq_stream_begin (&it, SQ_MSG_UNSTREAM, w.buf.data, w.buf.size, &err) == 0);
-    CHECK (sq_stream_next (&it, SQ_MSG_UNSTREAM, &so) == 1 && so.consumer == sq_key (1, 9) && so.to == 0);
-    CHECK (sq_stream_next (&it, SQ_MSG_UNSTREAM, &so) == 0);
+    CHECK (sq_batch_begin (&it, SQ_MSG_UNSTREAM, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_batch_next (&it, SQ_MSG_UNSTREAM, &so) == 1 && so.consumer == sq_key (1, 9) && so.to == 0);
+    CHECK (sq_batch_next (&it, SQ_MSG_UNSTREAM, &so) == 0);
     sq_iter_release (&it);
     //  An UNSTREAM order read as a STREAM's (6 fields) is refused
-    CHECK (sq_stream_begin (&it, SQ_MSG_UNSTREAM, w.buf.data, w.buf.size, &err) == 0);
-    CHECK (sq_stream_next (&it, SQ_MSG_STREAM, &so) == -1);
+    CHECK (sq_batch_begin (&it, SQ_MSG_UNSTREAM, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_batch_next (&it, SQ_MSG_STREAM, &so) == -1);
     sq_iter_release (&it);
 
     //  SCHUNK, SCREDIT
@@ -1295,7 +1315,7 @@ s_test_governor_messages (void)
     msgpack_pack_uint64 (&w.pk, sq_key (UINT32_MAX, UINT32_MAX));
     msgpack_pack_uint64 (&w.pk, 0);
     uint64_t key;
-    CHECK (sq_keys_begin (&it, SQ_MSG_DROP, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_batch_begin (&it, SQ_MSG_DROP, w.buf.data, w.buf.size, &err) == 0);
     CHECK (sq_drop_next (&it, &key) == 1 && key == sq_key (1, 1));
     CHECK (sq_drop_next (&it, &key) == 1 && sq_key_session (key) == UINT32_MAX && sq_key_id (key) == UINT32_MAX);
     CHECK (sq_drop_next (&it, &key) == 1 && key == 0);
@@ -1303,7 +1323,7 @@ s_test_governor_messages (void)
     sq_iter_release (&it);
     s_check_truncations ("DROP", s_dec_drop, w.buf.data, w.buf.size);
     //  A DROP is not a STOP
-    CHECK (sq_keys_begin (&it, SQ_MSG_STOP, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (sq_batch_begin (&it, SQ_MSG_STOP, w.buf.data, w.buf.size, &err) == -1);
     sq_iter_release (&it);
 
     //  STOP
@@ -1313,7 +1333,7 @@ s_test_governor_messages (void)
     msgpack_pack_uint64 (&w.pk, sq_key (3, 4));
     msgpack_pack_uint32 (&w.pk, 2);
     uint32_t attempt;
-    CHECK (sq_keys_begin (&it, SQ_MSG_STOP, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_batch_begin (&it, SQ_MSG_STOP, w.buf.data, w.buf.size, &err) == 0);
     CHECK (sq_stop_next (&it, &key, &attempt) == 1 && key == sq_key (3, 4) && attempt == 2);
     CHECK (sq_stop_next (&it, &key, &attempt) == 0);
     sq_iter_release (&it);
@@ -1717,10 +1737,10 @@ s_test_jobs (void)
                                             0xc0, 0xc0, 0x00, 0xc0, 0xc0, 0xc0, 0xa0 };
     CHECK (w.buf.size == sizeof blank_bytes && memcmp (w.buf.data, blank_bytes, w.buf.size) == 0);
     sq_wbuf_reset (&w);
-    sq_pack_count (&w.pk, 3);
-    uint64_t count;
-    CHECK (sq_count_decode ((const uint8_t *) w.buf.data, w.buf.size, &count, &err) == 0
-           && count == 3);
+    sq_record_pack (&w.pk, SQ_REC_COUNT, &(sq_count_t) { 3 });
+    sq_count_t count;
+    CHECK (sq_record_decode (SQ_REC_COUNT, &count, w.buf.data, w.buf.size, "reply", &err) == 0
+           && count.n == 3);
 
     //  Array tasks in SUBMIT: a range and items round trip; bad ones refused
     sq_task_spec_t range = { .id = 2, .kind = s_mstr ("execute"), .name = s_mstr (""),
@@ -1982,7 +2002,7 @@ s_test_table_records (void)
     msgpack_pack_array (&w.pk, 1);
     msgpack_pack_uint64 (&w.pk, 6);
     uint64_t drop_key;
-    CHECK (sq_keys_begin (&it, SQ_MSG_DROP, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_batch_begin (&it, SQ_MSG_DROP, w.buf.data, w.buf.size, &err) == 0);
     CHECK (sq_drop_next (&it, &drop_key) == 1 && drop_key == 5);
     CHECK (sq_drop_next (&it, &drop_key) == -1 && strstr (err.text, "DROP: field 'object'"));
     sq_iter_release (&it);
