@@ -958,34 +958,33 @@ sq_object_set_stream (sq_session_t *self, uint32_t object)
     return 0;
 }
 
-int
-sq_object_set_governor (sq_session_t *self, uint32_t object, uint32_t governor)
+//  Where a constant of the unsubmitted batch goes: required, or preferred.
+static int
+s_constant_governor (sq_session_t *self, uint32_t object, uint32_t governor, bool preferred,
+                     const char *caller)
 {
     if (!self)
         return SQ_E_INVALID;
     s_slot_t *slot = s_slot (self, object);
     if (!slot || slot->task || !self->objects [slot->index].blob)
         return s_err (self, SQ_E_INVALID, object,
-                      "sq_object_set_governor: %u is not a constant of the unsubmitted batch",
-                      object);
+                      "%s: %u is not a constant of the unsubmitted batch", caller, object);
     self->objects [slot->index].governor = governor;
-    self->objects [slot->index].preferred = false;
+    self->objects [slot->index].preferred = preferred;
     return 0;
+}
+
+int
+sq_object_set_governor (sq_session_t *self, uint32_t object, uint32_t governor)
+{
+    return s_constant_governor (self, object, governor, false, "sq_object_set_governor");
 }
 
 int
 sq_object_prefer_governor (sq_session_t *self, uint32_t object, uint32_t governor)
 {
-    if (!self)
-        return SQ_E_INVALID;
-    s_slot_t *slot = s_slot (self, object);
-    if (!slot || slot->task || !self->objects [slot->index].blob)
-        return s_err (self, SQ_E_INVALID, object,
-                      "sq_object_prefer_governor: %u is not a constant of the unsubmitted batch",
-                      object);
-    self->objects [slot->index].governor = governor;
-    self->objects [slot->index].preferred = governor != 0;
-    return 0;
+    return s_constant_governor (self, object, governor, governor != 0,
+                                "sq_object_prefer_governor");
 }
 
 //  --------------------------------------------------------------------------

@@ -487,6 +487,17 @@ static int s_spawn_in (pyexec_t *self, s_exec_t *ex, const char *tenant, const c
 //  --------------------------------------------------------------------------
 //  Input cache (see S_CACHE_MIN)
 
+//  The executor is to forget everything it keeps (it handed a task back
+//  for an input it did not have: our table is wrong somewhere).
+static void
+s_cache_clear (s_exec_t *ex)
+{
+    ex->drop_all = true;
+    ex->n_drops = 0;
+    ex->n_cache = 0;
+    ex->cache_bytes = 0;
+}
+
 //  The executor is to forget entry k: gone from our table now, told with
 //  its next frame (or at once when idle: s_cache_flush). More tokens than
 //  the list holds: it forgets every one.
@@ -502,21 +513,7 @@ s_cache_drop (s_exec_t *ex, uint32_t k)
         ex->drops [ex->n_drops++] = token;
         return;
     }
-    ex->drop_all = true;
-    ex->n_drops = 0;
-    ex->n_cache = 0;
-    ex->cache_bytes = 0;
-}
-
-//  The executor is to forget everything it keeps (it handed a task back
-//  for an input it did not have: our table is wrong somewhere).
-static void
-s_cache_clear (s_exec_t *ex)
-{
-    ex->drop_all = true;
-    ex->n_drops = 0;
-    ex->n_cache = 0;
-    ex->cache_bytes = 0;
+    s_cache_clear (ex);
 }
 
 //  An idle executor is told at once what to forget, so that it does not
