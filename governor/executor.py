@@ -124,6 +124,7 @@ import os
 import pickle
 import select
 import signal
+import _signal
 import socket
 import struct
 import sys
@@ -828,13 +829,22 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
         values = values[:stream_out] + (b"",) + values[stream_out + 1:]
         out_types[stream_out] = ""
     trailer = _warnings_trailer(upstream, caught)
-    parts = [b"\0", _U32.pack(n_out)]
+    parts, _kept = _output_parts(op, values, out_types, trailer, number, out_fds)
+    return parts
+
+
+def _output_parts(op, values, out_types, trailer, number, out_fds, hooks=True):
+    """The reply's parts for the task's values, and what it keeps of them
+    (a plain run's small pickled outputs, for the task chained behind);
+    hooks: whether the before_pickling hooks are still to be called."""
+    parts = [b"\0", _U32.pack(len(values))]
     kept = {}
     for j, (value, content_type) in enumerate(zip(values, out_types)):
         try:
             if content_type == PICKLE:
-                for fn in _before_pickling:
-                    fn(value)
+                if hooks:
+                    for fn in _before_pickling:
+                        fn(value)
                 pieces = _pickled_parts(value, trailer)
                 trailer = b""
             else:
@@ -863,8 +873,101 @@ def _call(op, view, pos, n_in, n_out, fn_len, args_len, stream_in, reader, strea
             kept[(number, j)] = data
         parts.append(_U64.pack(len(data)))
         parts.append(data)
-    _kept = kept
-    return parts
+    return parts, kept
+
+
+class _Recording:
+    """warnings.catch_warnings(record=True) with simplefilter("always"), as
+    _call wraps each task in, kept on across an actor's quick calls run
+    back to back (_call_quick): entering and leaving it per call was a
+    quarter of such a call's cost here. A call that changed the filters
+    or the hooks finds them put back before the next one (as leaving
+    would); the main loop leaves it before anything else runs and before
+    it waits, so between calls warnings go where they would."""
+
+    def __init__(self):
+        self._cm = None
+        self._log = None
+
+    def start(self):
+        """The log list, empty, with recording on."""
+        if self._cm is not None:
+            filters = self._filters
+            if warnings.filters is filters and len(filters) == self._n \
+                    and filters[0] is self._head and warnings.showwarning is self._show \
+                    and warnings._showwarnmsg_impl is self._impl:
+                return self._log
+            self.stop()
+        cm = warnings.catch_warnings(record=True)
+        self._log = cm.__enter__()
+        self._cm = cm
+        warnings.simplefilter("always")
+        self._filters = warnings.filters
+        self._n = len(self._filters)
+        self._head = self._filters[0]
+        self._show = warnings.showwarning
+        self._impl = warnings._showwarnmsg_impl
+        return self._log
+
+    def stop(self):
+        if self._cm is not None:
+            cm, self._cm = self._cm, None
+            self._log = None
+            cm.__exit__(None, None, None)
+
+
+_recording = _Recording()
+_PICKLE_OUT = _U32.pack(len(PICKLE)) + PICKLE.encode()
+_ONE = _U32.pack(1)
+
+
+def _call_quick(body, out_fds):
+    """The reply to an actor's call (op 3, no flags) that takes no inputs
+    and returns one pickled value, made with what such a call needs only;
+    None for any other frame (_run then). Same results, failures and
+    warnings as _call."""
+    global _kept
+    op, n_in, n_out, fn_len, args_len = _HEAD.unpack_from(body, 0)
+    if n_in or n_out != 1:
+        return None
+    pos = _HEAD.size + fn_len
+    end = pos + args_len
+    if len(body) != end + len(_PICKLE_OUT) or body[end:] != _PICKLE_OUT:
+        return None
+    if _actor is None:
+        raise RuntimeError("this executor holds no actor")
+    fn = getattr(_actor, body[_HEAD.size:pos].decode())
+    if _kept:
+        _kept = {}
+    log = _recording.start()
+    try:
+        if args_len:
+            args, kwargs = pickle.loads(memoryview(body)[pos:end])
+            result = fn(*args, **kwargs)
+        else:
+            result = fn()
+    finally:
+        caught = ()
+        if log:
+            caught = log[:]
+            del log[:]
+            _log_warnings(caught)
+    trailer = _warnings_trailer((), caught)
+    for hook in _before_pickling:
+        hook(result)
+    found = []
+    try:
+        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL,
+                            buffer_callback=found.append)
+    except Exception:
+        data = None
+    if data is None or found or len(data) + len(trailer) >= _SHARE_MIN:
+        #   cloudpickle, buffers out of band, a memory file, or the error
+        #   _call gives: as _call does.
+        return _output_parts(3, (result,), (PICKLE,), trailer, 0, out_fds, hooks=False)[0]
+    if trailer:
+        data += trailer
+    return [b"\0", _ONE, _U64.pack(len(data)), data]
 
 
 def _input_warnings(data, out):
@@ -1280,7 +1383,10 @@ def main():
         #   Wait only when there is nothing to run or send; else take in
         #   what came meanwhile (cancels must be seen before the task they
         #   name runs).
-        got = frames.read(block=(not queue or syncing) and not out and not _early)
+        block = (not queue or syncing) and not out and not _early
+        if block:
+            _recording.stop()
+        got = frames.read(block=block)
         if got is None:
             return
         if _early:
@@ -1296,6 +1402,7 @@ def main():
                 syncing = False
                 continue
             if body[0] == _OP_RUN:
+                _recording.stop()
                 out += _run_call(body)
                 continue
             if body[0] == _OP_FORGET:
@@ -1323,7 +1430,7 @@ def main():
                 del frames.fds[skip]
                 del frames.fds[skip]
         try:
-            wanted = _frame_fds(body)
+            wanted = 0 if body[0] == 3 else _frame_fds(body)
         except struct.error:        # too short: _run says so
             wanted = 0
         fds = [frames.fds.popleft() for _ in range(min(wanted, len(frames.fds)))]
@@ -1359,14 +1466,23 @@ def main():
                 _set_running(True)
                 began = time.monotonic_ns()
                 try:
-                    if log_fds:
+                    parts = None
+                    if body[0] == 3 and len(body) >= _HEAD.size:
+                        parts = _call_quick(body, out_fds)
+                    if parts is not None:
+                        pass
+                    elif log_fds:
+                        _recording.stop()
                         with _captured(log_fds):
                             parts = _run(body, fds, done, out_fds)
                     else:               # an actor's call: its log is the actor's
+                        _recording.stop()
                         parts = _run(body, fds, done, out_fds)
                 finally:
                     slow = time.monotonic_ns() - began >= _HOLD_NS
                     seceded = _set_running(False)
+                    if _at_end:
+                        _recording.stop()
                     _task_ended()
             except _NotKept:
                 parts = [_SKIPPED]          # the governor runs it again later
@@ -1390,7 +1506,9 @@ def _holding():
     taken when first needed if nobody has (an actor that took SIGALRM for
     itself gets each reply at once; a plain task's executor never takes
     it, so a task's alarm() ends it as it would anywhere)."""
-    handler = signal.getsignal(signal.SIGALRM)
+    #   _signal's: signal.getsignal makes an enum of the handler, a cost
+    #   paid here for every call held.
+    handler = _signal.getsignal(signal.SIGALRM)
     if handler is _on_alarm:
         return True
     if handler != signal.SIG_DFL:

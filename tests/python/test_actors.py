@@ -10,6 +10,7 @@ import struct
 import tempfile
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -79,6 +80,20 @@ class Counter:
     def take_alarm(self):
         """SIGALRM is the instance's now."""
         signal.signal(signal.SIGALRM, lambda signum, frame: None)
+
+    def warn(self, tag):
+        warnings.warn("warned %s" % tag)
+        return tag
+
+    def ignore_warnings(self):
+        warnings.simplefilter("ignore")
+        return "ignoring"
+
+    def lock(self):
+        return threading.Lock()
+
+    def adder(self, k):
+        return lambda x: x + k      # by value: cloudpickle
 
 
 class Reader:
@@ -351,6 +366,104 @@ def test_calls_made_like_the_last_one_keep_their_values_names_and_order():
             else:
                 assert r[1] == "t%d" % i
         assert {f.key for f in made} == {"tally.add", "tally.seq"}
+        client.close()
+
+
+def _inc(x):
+    return x + 1
+
+
+def test_calls_made_like_the_last_one_are_added_again_after_a_refused_batch():
+    """The broker refuses a batch for one task in it (an input deleted):
+    the actor calls around it, copies of their method's last call
+    (Session._call_like), are added again, the first of each method the
+    plain way (its model was in the refused batch), the rest as copies of
+    that; each runs once, in order, with its own arguments and name."""
+    with squall.LocalCluster(governors=1, cpus=2, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, key="again")
+        assert counter.add(0).result(TIMEOUT) == 0
+        gone = client.submit(_inc, 1)
+        assert gone.result(TIMEOUT) == 2
+        gone.delete()
+        session = counter._session
+        copied = []
+        like = session._call_like
+
+        def counted(model, head, args):
+            tid = like(model, head, args)
+            copied.append(tid is not None)
+            return tid
+
+        session._call_like = counted
+        #   The client's lock held: all leave in one batch, which the
+        #   broker refuses whole for the task given the deleted object.
+        with client._lock:
+            made = [counter.seq("b%d" % i) for i in range(6)]
+            made += [counter.add(i) for i in range(1, 4)]
+            refused = client.submit(_inc, gone)
+            made += [counter.seq("a%d" % i) for i in range(6)]
+            made += [counter.add(i) for i in range(4, 7)]
+            before = copied.count(True)
+        assert before == 5 + 2 + 6 + 3     # all but the first of each method
+        with pytest.raises(squall.SquallError, match="refused the task of"):
+            refused.result(TIMEOUT)
+        results = client.gather(made, timeout=TIMEOUT)
+        #   Added again: copies once more, but for the first of each method
+        #   (not even tried: its model was void).
+        assert copied == [True] * (2 * before), copied
+        seqs = [r for r in results if isinstance(r, tuple)]
+        assert [tag for _, tag in seqs] == ["b%d" % i for i in range(6)] + \
+            ["a%d" % i for i in range(6)]
+        assert [place for place, _ in seqs] == list(range(1, 13))
+        adds = [r for r in results if not isinstance(r, tuple)]
+        assert adds == [1, 3, 6, 10, 15, 21]
+        assert {f.key for f in made} == {"again.add", "again.seq"}
+        session._call_like = like
+        client.close()
+
+
+def test_calls_run_back_to_back_keep_their_own_warnings_and_outputs():
+    """Calls written to the executor while another runs then run back to
+    back (executor.py's _call_quick, warnings recorded across them): each
+    result carries its own call's warnings only, a call that changes the
+    warnings filters changes them for itself only, a failure in the middle
+    fails its call alone, and results that a plain pickle does not cover
+    (a large one in a memory file, one by cloudpickle, one that cannot be
+    pickled) come as they do from a single call."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 0)
+        assert counter.add(0).result(TIMEOUT) == 0
+        where = tempfile.mkdtemp(prefix="squall-actor-")
+        first = counter.calls_behind(os.path.join(where, "first"), 9)
+        until(lambda: os.path.exists(os.path.join(where, "first")), "the first call to start")
+        calls = [counter.warn("a"), counter.warn("b"), counter.ignore_warnings(),
+                 counter.warn("c"), counter.boom(), counter.blob(3 << 20), counter.lock(),
+                 counter.adder(5), counter.warn("d")]
+        client.submit(lambda: 0)        # the calls leave with this submit
+        assert first.result(TIMEOUT) >= 9
+
+        def read(future):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    value = future.result(TIMEOUT)
+                except Exception as exc:    # noqa: BLE001 - compared below
+                    value = exc
+            return value, [str(w.message) for w in caught if "warned" in str(w.message)]
+
+        got = [read(f) for f in calls]
+        assert got[0] == ("a", ["warned a"])
+        assert got[1] == ("b", ["warned b"])
+        assert got[2] == ("ignoring", [])
+        assert got[3] == ("c", ["warned c"])
+        assert isinstance(got[4][0], ValueError) and "boom" in str(got[4][0])
+        assert got[5] == (b"x" * (3 << 20), [])
+        assert isinstance(got[6][0], Exception) and "cannot be pickled" in str(got[6][0])
+        assert got[7][0](1) == 6 and got[7][1] == []
+        assert got[8] == ("d", ["warned d"])
+        assert counter.add(2).result(TIMEOUT) == 2
         client.close()
 
 
