@@ -198,10 +198,10 @@ _RAN = b"\x0a"
 #   An actor's calls (op 3) written ahead run back to back: their replies
 #   go together, up to this many per write, or when nothing more is queued
 #   to run. One write and one wakeup of the governor for several calls is
-#   most of a call's cost here (the governor writes up to 16 ahead,
+#   most of a call's cost here (the governor writes up to 32 ahead,
 #   governor/pyexec.c S_CALLS_AHEAD: half of that keeps it writing while
 #   these run).
-_REPLIES_HELD = 8
+_REPLIES_HELD = 16
 #   A held reply goes at the latest this long after it was held, even when
 #   the call behind it runs for longer (SIGALRM, _on_alarm): a result must
 #   never wait for a later call, which may wait for the client to have it.

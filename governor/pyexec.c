@@ -196,7 +196,7 @@ typedef struct {
 //  _REPLIES_HELD, half of S_CALLS_AHEAD: it keeps running while we
 //  write the next ones).
 #define S_CALLS_MAX 64
-#define S_CALLS_AHEAD 16
+#define S_CALLS_AHEAD 32
 #define S_CALLS_AHEAD_BYTES (64 * 1024)
 
 typedef struct {

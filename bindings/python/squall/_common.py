@@ -42,7 +42,11 @@ class _FairLock:
     ticket and waits for its turn."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        #   Taken directly (a C-level with) where nothing waits or is
+        #   notified: an actor call takes this lock and lets it go, and
+        #   Condition's Python-level enter and exit were most of that.
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._owner: Optional[int] = None
         self._count = 0
         self._next = 0              # the next ticket to hand out
@@ -65,7 +69,7 @@ class _FairLock:
         if self._owner == me:           # only this thread can change that
             self._count += 1
             return True
-        with self._cond:
+        with self._mutex:
             if self._owner == me:
                 self._count += 1
                 return True
@@ -94,7 +98,7 @@ class _FairLock:
         if self._owner == me:
             self._count += 1
             return True
-        with self._cond:
+        with self._mutex:
             if self._owner is not None or self._serving != self._next:
                 return False
             self._next += 1
@@ -124,16 +128,17 @@ class _FairLock:
             self.release()
 
     def release(self) -> None:
-        if self._count > 1 and self._owner == threading.get_ident():
+        me = threading.get_ident()
+        if self._count > 1 and self._owner == me:
             self._count -= 1
             return
-        while self._deferred and self._owner == threading.get_ident():
+        while self._deferred and self._owner == me:
             try:
                 self._deferred.popleft()()
             except Exception:
                 pass
-        with self._cond:
-            if self._owner != threading.get_ident():
+        with self._mutex:
+            if self._owner != me:
                 raise RuntimeError("squall: releasing a client lock this thread does not hold")
             self._count -= 1
             if self._count == 0:
