@@ -883,7 +883,11 @@ class _Recording:
     quarter of such a call's cost here. A call that changed the filters
     or the hooks finds them put back before the next one (as leaving
     would); the main loop leaves it before anything else runs and before
-    it waits, so between calls warnings go where they would."""
+    it waits. One difference remains: a warning that a thread of the
+    instance raises between two such calls is recorded with the next
+    call's, where it would have gone to the executor's stderr (one raised
+    during a call is recorded with it either way: the filters are the
+    process's)."""
 
     def __init__(self):
         self._cm = None
