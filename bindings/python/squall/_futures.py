@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 from . import _lib as L
 from . import _logs
 from . import _intask
-from ._pickling import PICKLE, loads_result, read_value
+from ._pickling import PICKLE, loads_result, read_values
 from ._progress import Progress
 from .errors import ActorLost, SquallError, TaskCancelled, TaskFailed, TimeoutError
 from ._common import _SLICE_MS, _ms
@@ -642,9 +642,8 @@ def _gather_joined(s: Session, group: List[Future], deadline: Optional[float],
                         if not s.closed:
                             L.sq_unkeep(s._h, tid + 1)
                 if data is not None:
-                    stream = io.BytesIO(data)
                     with unpickling(s):
-                        values = [read_value(stream) for _ in chunk]
+                        values = read_values(data, len(chunk))
                     Future._set_values(chunk, values)
                 elif errors == "raise":
                     #   The futures already done hold the failure.
