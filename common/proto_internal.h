@@ -49,7 +49,7 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
 #define SQP_FN_KINDS(X) \
     X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (OWHERE, owhere) \
     X (KEYLIST, keylist) X (EXIT, exit) X (TSTATE, tstate) X (RESOURCES, resources) \
-    X (PREVIOUS, previous)
+    X (PREVIOUS, previous) X (INPUTS, inputs) X (OUTDECLS, outdecls)
 #define SQP_KIND(KIND, kind) \
     void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
     void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);

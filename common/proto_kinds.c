@@ -1,7 +1,8 @@
 /*  proto_kinds: the kinds of fields of the message table that fill members
     of a struct every message of a family shares (proto_table.c has the
     kinds of one member each): a client request's (sq_request_t: IDS, JOB,
-    OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT),
+    OPTIONS), an UPDATE event's (sq_event_t: OUTPUTS, EXIT) and an ASSIGN
+    task's (sq_assign_t: INPUTS, OUTDECLS),
     and the kinds of a list or a record in a field (KEYLIST, OWHERE,
     RESOURCES, PREVIOUS).
     proto_table.c's s_kinds names them; the nil-or-value kinds (OU32, OU64,
@@ -214,6 +215,104 @@ sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f)
 {
     (void) f;
     return !((const sq_event_t *) msg)->has_exit_code;
+}
+
+//  ASSIGN's tasks' kinds: members of sq_assign_t. The inputs and the
+//  outputs share the scratch of the iterator whose reader r is (read by
+//  sq_batch_next): inputs first, the outputs after them. Each input takes
+//  5 bytes at least, an output 3: the counts are bounded by the bytes
+//  left, so the scratch is too.
+void
+sqp_kind_read_inputs (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_assign_t *t = (sq_assign_t *) msg;
+    sq_iter_t *it = (sq_iter_t *) r;        //  r is its first member
+    uint32_t n;
+    if (mpr_array (r, &n))
+        return;
+    if (n > (r->size - r->pos) / 5) {
+        mpr_fail (r, "more inputs than bytes");
+        return;
+    }
+    sq_input_ref_t *ins = (sq_input_ref_t *) sqp_scratch (it, sizeof (sq_input_ref_t) * (n + 1));
+    for (uint32_t i = 0; ins && i < n && !r->error; i++) {
+        sq_input_ref_t *in = &ins [i];
+        mpr_array_exact (r, 4);
+        mpr_uint (r, &in->key);
+        mpr_uint (r, &in->size);
+        sqp_frame_index (r, &in->frame);
+        mpr_str (r, &in->content_type, SQ_MAX_NAME);
+    }
+    t->inputs = ins;
+    t->n_inputs = ins? n: 0;
+}
+
+void
+sqp_kind_pack_inputs (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_assign_t *t = (const sq_assign_t *) msg;
+    msgpack_pack_array (pk, t->n_inputs);
+    for (uint32_t i = 0; i < t->n_inputs; i++) {
+        msgpack_pack_array (pk, 4);
+        msgpack_pack_uint64 (pk, t->inputs [i].key);
+        msgpack_pack_uint64 (pk, t->inputs [i].size);
+        msgpack_pack_int32 (pk, t->inputs [i].frame);
+        sq_pack_mstr (pk, t->inputs [i].content_type);
+    }
+}
+
+void
+sqp_kind_read_outdecls (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_assign_t *t = (sq_assign_t *) msg;
+    sq_iter_t *it = (sq_iter_t *) r;
+    uint32_t n;
+    if (mpr_array (r, &n))
+        return;
+    if (n > (r->size - r->pos) / 3) {
+        mpr_fail (r, "more outputs than bytes");
+        return;
+    }
+    //  After the inputs, which move with the scratch
+    size_t in_bytes = sizeof (sq_input_ref_t) * (t->n_inputs + 1);
+    char *block = (char *) sqp_scratch (it, in_bytes + sizeof (sq_out_decl_t) * (n + 1));
+    if (!block)
+        return;
+    t->inputs = (sq_input_ref_t *) block;
+    sq_out_decl_t *outs = (sq_out_decl_t *) (block + in_bytes);
+    for (uint32_t i = 0; i < n && !r->error; i++) {
+        uint32_t fields = 0;
+        mpr_array (r, &fields);
+        if (!r->error && fields != 2 && fields != 3)
+            mpr_fail (r, "an output is [object, content_type] or [object, content_type, consumers]");
+        mpr_uint (r, &outs [i].key);
+        mpr_str (r, &outs [i].content_type, SQ_MAX_NAME);
+        outs [i].stream = fields == 3;
+        outs [i].consumers = 0;
+        if (fields == 3 && mpr_u32 (r, &outs [i].consumers) == 0
+        &&  outs [i].consumers > SQ_MAX_STREAM_CONSUMERS)
+            mpr_fail (r, "more stream consumers than allowed");
+    }
+    t->outputs = outs;
+    t->n_outputs = n;
+}
+
+void
+sqp_kind_pack_outdecls (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_assign_t *t = (const sq_assign_t *) msg;
+    msgpack_pack_array (pk, t->n_outputs);
+    for (uint32_t i = 0; i < t->n_outputs; i++) {
+        msgpack_pack_array (pk, t->outputs [i].stream? 3: 2);
+        msgpack_pack_uint64 (pk, t->outputs [i].key);
+        sq_pack_mstr (pk, t->outputs [i].content_type);
+        if (t->outputs [i].stream)
+            msgpack_pack_uint32 (pk, t->outputs [i].consumers);
+    }
 }
 
 //  Public keys: an owned array of pointers into the frame

@@ -33,6 +33,7 @@ s_is_empty (const void *msg, const sq_field_desc_t *f)
            f->kind == SQK_KEYLIST? SQP_CAT (sq_keylist_t, msg, f)->n == 0:
            f->kind == SQK_RESOURCES? SQP_CAT (sq_resources_t, msg, f)->n == 0:
            f->kind == SQK_PREVIOUS? SQP_CAT (sq_previous_t, msg, f)->cluster.len == 0:
+           f->kind == SQK_RAW? SQP_CAT (sq_raw_t, msg, f)->size == 0:
            SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
@@ -66,6 +67,9 @@ static const s_kind_t s_kinds [] = {
     [SQK_TSTATE] = { "TSTATE", s_zero_empty },
     [SQK_RESOURCES] = { "RESOURCES", s_zero_empty },
     [SQK_PREVIOUS] = { "PREVIOUS", s_zero_empty },
+    [SQK_RAW] = { "RAW", s_zero_empty },
+    [SQK_INPUTS] = { "INPUTS", s_zero_empty },
+    [SQK_OUTDECLS] = { "OUTDECLS", s_zero_empty },
 };
 
 //  The nil-or-value kinds: each is one generic wrapper around a base kind
@@ -165,6 +169,12 @@ s_read_value (mpr_t *r, void *msg, const sq_field_desc_t *f, sq_field_kind_t kin
                 mpr_fail (r, f->why? f->why: "wrong number of bytes");
             break;
         }
+        case SQK_RAW: {
+            sq_raw_t *v = S_MEMBER (sq_raw_t);
+            if (mpr_skip (r, &v->ptr, &v->size) == 0 && f->max && v->size > f->max)
+                mpr_fail (r, f->why);
+            break;
+        }
 #define S_CASE(KIND, kind) case SQK_##KIND: sqp_kind_read_##kind (r, msg, f); break;
         SQP_FN_KINDS (S_CASE)
 #undef S_CASE
@@ -213,6 +223,14 @@ s_pack_value (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f,
                 msgpack_pack_str (pk, v.len);
                 msgpack_pack_str_body (pk, v.len? v.ptr: "", v.len);
             }
+            break;
+        }
+        case SQK_RAW: {         //  the bytes as they were read
+            sq_raw_t v = *S_CMEMBER (sq_raw_t);
+            if (v.ptr && v.size)
+                msgpack_pack_str_body (pk, v.ptr, v.size);
+            else
+                msgpack_pack_nil (pk);
             break;
         }
 #define S_CASE(KIND, kind) case SQK_##KIND: sqp_kind_pack_##kind (pk, msg, f); break;

@@ -46,6 +46,9 @@ _TYPES = {
     "EXIT": {"i32"},
     "OUTPUTS": None,            # its layout follows the event's: any
     "RESULTS": None,
+    "RAW": {"any"},
+    "INPUTS": None,             # ASSIGN's lists: laid out below its table
+    "OUTDECLS": None,
 }
 
 
