@@ -56,25 +56,30 @@ sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     sqp_pack_EV_FINISHED (pk, &ev, 4);
 }
 
+//  FAILED with a reason, and an execute program's exit code if exited
+static void
+s_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt, const char *message,
+               uint64_t duration_us, uint32_t reason, bool exited, int32_t exit_code)
+{
+    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
+                      .message = { message, message? (uint32_t) strlen (message): 0 },
+                      .duration_us = duration_us, .reason = reason,
+                      .has_exit_code = exited, .exit_code = exit_code };
+    sqp_pack_EV_FAILED (pk, &ev, exited? 6: 5);
+}
+
 void
 sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                        const char *message, uint64_t duration_us, uint32_t reason)
 {
-    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
-                      .message = { message, message? (uint32_t) strlen (message): 0 },
-                      .duration_us = duration_us, .reason = reason };
-    sqp_pack_EV_FAILED (pk, &ev, 5);
+    s_pack_failed (pk, task, attempt, message, duration_us, reason, false, 0);
 }
 
 void
 sq_pack_failed_exit (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                      const char *message, uint64_t duration_us, int32_t exit_code)
 {
-    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
-                      .message = { message, message? (uint32_t) strlen (message): 0 },
-                      .duration_us = duration_us, .reason = SQ_FAIL_TASK,
-                      .has_exit_code = true, .exit_code = exit_code };
-    sqp_pack_EV_FAILED (pk, &ev, 6);
+    s_pack_failed (pk, task, attempt, message, duration_us, SQ_FAIL_TASK, true, exit_code);
 }
 
 void

@@ -8,6 +8,7 @@
     proto_table.c's s_kinds names them; the nil-or-value kinds (OU32, OU64,
     OINT, OSTR, ESTR, OBIN) are one wrapper there around a base kind. */
 #include "proto_internal.h"
+#include <stddef.h>
 
 //  Requests' kinds: members of sq_request_t
 void
@@ -148,33 +149,82 @@ sqp_kind_options_empty (const void *msg, const sq_field_desc_t *f)
     return !q->has_name && !q->detached && !q->n_ids;
 }
 
-//  Events' kinds: members of sq_event_t. A FINISHED event's outputs go
-//  in the scratch of the iterator whose reader r is (sq_event_read).
+//  The lists of ASSIGN's tasks and of FINISHED events, in the scratch of
+//  the iterator whose reader r is (r is its first member; sq_batch_next,
+//  sq_event_read): opens the array, of at most one element per min_bytes
+//  left (so the scratch is bounded by the frame), and makes room for
+//  `before` bytes (kept) and its n elements after them; NULL with r failed.
+static char *
+s_list_open (mpr_t *r, size_t before, size_t elem, size_t min_bytes, uint32_t *n,
+             const char *too_many)
+{
+    if (mpr_array (r, n))
+        return NULL;
+    if (*n > (r->size - r->pos) / min_bytes) {
+        mpr_fail (r, too_many);
+        return NULL;
+    }
+    return (char *) sqp_scratch ((sq_iter_t *) r, before + elem * (*n + 1));
+}
+
+//  A list of inputs' or outputs' references: [object, size, frame] each,
+//  and an input's content type after them; an output's frame is not a
+//  stream's (-2). An input begins as an output does, so one reader and
+//  one packer serve both, with the element's size.
+_Static_assert (offsetof (sq_input_ref_t, key) == offsetof (sq_output_ref_t, key)
+                && offsetof (sq_input_ref_t, size) == offsetof (sq_output_ref_t, size)
+                && offsetof (sq_input_ref_t, frame) == offsetof (sq_output_ref_t, frame),
+                "an input's reference begins as an output's");
+#define S_REF(items, i, inputs) ((sq_output_ref_t *) ((char *) (items) \
+    + (i) * ((inputs)? sizeof (sq_input_ref_t): sizeof (sq_output_ref_t))))
+#define S_REF_CT(ref) ((mpr_str_t *) ((char *) (ref) + offsetof (sq_input_ref_t, content_type)))
+
+//  Reads the list into the scratch after `before` bytes: its elements, or
+//  NULL (*n_items 0) on error
+static void *
+s_refs_read (mpr_t *r, size_t before, uint32_t *n_items, bool inputs)
+{
+    uint32_t n;
+    char *block = s_list_open (r, before, inputs? sizeof (sq_input_ref_t): sizeof (sq_output_ref_t),
+                               inputs? 5: 4, &n,
+                               inputs? "more inputs than bytes": "more outputs than bytes");
+    char *refs = block? block + before: NULL;
+    for (uint32_t i = 0; refs && i < n && !r->error; i++) {
+        sq_output_ref_t *ref = S_REF (refs, i, inputs);
+        mpr_array_exact (r, inputs? 4: 3);
+        mpr_uint (r, &ref->key);
+        mpr_uint (r, &ref->size);
+        if (sqp_frame_index (r, &ref->frame) == 0 && !inputs && ref->frame == SQ_FRAME_STREAM)
+            mpr_fail (r, "an output frame index of -2");
+        if (inputs)
+            mpr_str (r, S_REF_CT (ref), SQ_MAX_NAME);
+    }
+    *n_items = refs? n: 0;
+    return refs;
+}
+
+static void
+s_refs_pack (msgpack_packer *pk, const void *items, uint32_t n, bool inputs)
+{
+    msgpack_pack_array (pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        const sq_output_ref_t *ref = S_REF (items, i, inputs);
+        msgpack_pack_array (pk, inputs? 4: 3);
+        msgpack_pack_uint64 (pk, ref->key);
+        msgpack_pack_uint64 (pk, ref->size);
+        msgpack_pack_int32 (pk, ref->frame);
+        if (inputs)
+            sq_pack_mstr (pk, *S_REF_CT (ref));
+    }
+}
+
+//  Events' kinds: members of sq_event_t. Each output takes 4 bytes at least.
 void
 sqp_kind_read_outputs (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     (void) f;
     sq_event_t *ev = (sq_event_t *) msg;
-    sq_iter_t *it = (sq_iter_t *) r;        //  r is its first member
-    uint32_t n;
-    if (mpr_array (r, &n))
-        return;
-    //  Each output takes 4 bytes at least: the count is bounded by the
-    //  bytes left, so the scratch is too.
-    if (n > (r->size - r->pos) / 4) {
-        mpr_fail (r, "more outputs than bytes");
-        return;
-    }
-    sq_output_ref_t *outs = (sq_output_ref_t *) sqp_scratch (it, sizeof (sq_output_ref_t) * (n + 1));
-    for (uint32_t i = 0; outs && i < n && !r->error; i++) {
-        mpr_array_exact (r, 3);
-        mpr_uint (r, &outs [i].key);
-        mpr_uint (r, &outs [i].size);
-        if (sqp_frame_index (r, &outs [i].frame) == 0 && outs [i].frame == SQ_FRAME_STREAM)
-            mpr_fail (r, "an output frame index of -2");
-    }
-    ev->outputs = outs;
-    ev->n_outputs = outs? n: 0;
+    ev->outputs = (sq_output_ref_t *) s_refs_read (r, 0, &ev->n_outputs, false);
 }
 
 void
@@ -182,13 +232,7 @@ sqp_kind_pack_outputs (msgpack_packer *pk, const void *msg, const sq_field_desc_
 {
     (void) f;
     const sq_event_t *ev = (const sq_event_t *) msg;
-    msgpack_pack_array (pk, ev->n_outputs);
-    for (uint32_t i = 0; i < ev->n_outputs; i++) {
-        msgpack_pack_array (pk, 3);
-        msgpack_pack_uint64 (pk, ev->outputs [i].key);
-        msgpack_pack_uint64 (pk, ev->outputs [i].size);
-        msgpack_pack_int32 (pk, ev->outputs [i].frame);
-    }
+    s_refs_pack (pk, ev->outputs, ev->n_outputs, false);
 }
 
 void
@@ -218,34 +262,14 @@ sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f)
 }
 
 //  ASSIGN's tasks' kinds: members of sq_assign_t. The inputs and the
-//  outputs share the scratch of the iterator whose reader r is (read by
-//  sq_batch_next): inputs first, the outputs after them. Each input takes
-//  5 bytes at least, an output 3: the counts are bounded by the bytes
-//  left, so the scratch is too.
+//  outputs share the iterator's scratch: inputs first, the outputs after
+//  them. An input takes 5 bytes at least, an output 3.
 void
 sqp_kind_read_inputs (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     (void) f;
     sq_assign_t *t = (sq_assign_t *) msg;
-    sq_iter_t *it = (sq_iter_t *) r;        //  r is its first member
-    uint32_t n;
-    if (mpr_array (r, &n))
-        return;
-    if (n > (r->size - r->pos) / 5) {
-        mpr_fail (r, "more inputs than bytes");
-        return;
-    }
-    sq_input_ref_t *ins = (sq_input_ref_t *) sqp_scratch (it, sizeof (sq_input_ref_t) * (n + 1));
-    for (uint32_t i = 0; ins && i < n && !r->error; i++) {
-        sq_input_ref_t *in = &ins [i];
-        mpr_array_exact (r, 4);
-        mpr_uint (r, &in->key);
-        mpr_uint (r, &in->size);
-        sqp_frame_index (r, &in->frame);
-        mpr_str (r, &in->content_type, SQ_MAX_NAME);
-    }
-    t->inputs = ins;
-    t->n_inputs = ins? n: 0;
+    t->inputs = (sq_input_ref_t *) s_refs_read (r, 0, &t->n_inputs, true);
 }
 
 void
@@ -253,14 +277,7 @@ sqp_kind_pack_inputs (msgpack_packer *pk, const void *msg, const sq_field_desc_t
 {
     (void) f;
     const sq_assign_t *t = (const sq_assign_t *) msg;
-    msgpack_pack_array (pk, t->n_inputs);
-    for (uint32_t i = 0; i < t->n_inputs; i++) {
-        msgpack_pack_array (pk, 4);
-        msgpack_pack_uint64 (pk, t->inputs [i].key);
-        msgpack_pack_uint64 (pk, t->inputs [i].size);
-        msgpack_pack_int32 (pk, t->inputs [i].frame);
-        sq_pack_mstr (pk, t->inputs [i].content_type);
-    }
+    s_refs_pack (pk, t->inputs, t->n_inputs, true);
 }
 
 void
@@ -268,17 +285,11 @@ sqp_kind_read_outdecls (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     (void) f;
     sq_assign_t *t = (sq_assign_t *) msg;
-    sq_iter_t *it = (sq_iter_t *) r;
     uint32_t n;
-    if (mpr_array (r, &n))
-        return;
-    if (n > (r->size - r->pos) / 3) {
-        mpr_fail (r, "more outputs than bytes");
-        return;
-    }
     //  After the inputs, which move with the scratch
     size_t in_bytes = sizeof (sq_input_ref_t) * (t->n_inputs + 1);
-    char *block = (char *) sqp_scratch (it, in_bytes + sizeof (sq_out_decl_t) * (n + 1));
+    char *block = s_list_open (r, in_bytes, sizeof (sq_out_decl_t), 3, &n,
+                               "more outputs than bytes");
     if (!block)
         return;
     t->inputs = (sq_input_ref_t *) block;

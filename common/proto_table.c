@@ -185,15 +185,13 @@ s_read_value (mpr_t *r, void *msg, const sq_field_desc_t *f, sq_field_kind_t kin
 static inline __attribute__ ((always_inline)) void
 s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
+    //  A nil-or-value kind's nil leaves the member empty
     s_base_t base = s_base (f->kind);
-    if (base.kind == f->kind)
-        s_read_value (r, msg, f, f->kind, f->offset);
-    else
-    if (!mpr_try_nil (r)) {
-        if (f->kind == SQK_OINT)
-            SQP_AT (sq_opt_int_t, msg, f)->has = true;
-        s_read_value (r, msg, f, base.kind, f->offset + base.at);
-    }
+    if (base.kind != f->kind && mpr_try_nil (r))
+        return;
+    if (f->kind == SQK_OINT)
+        SQP_AT (sq_opt_int_t, msg, f)->has = true;
+    s_read_value (r, msg, f, base.kind, f->offset + base.at);
 }
 
 #define S_CMEMBER(type) ((const type *) ((const char *) msg + offset))
@@ -244,11 +242,8 @@ static inline __attribute__ ((always_inline)) void
 s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
     s_base_t base = s_base (f->kind);
-    if (base.kind == f->kind)
-        s_pack_value (pk, msg, f, f->kind, f->offset);
-    else
-    if (s_is_empty (msg, f))
-        msgpack_pack_nil (pk);
+    if (base.kind != f->kind && s_is_empty (msg, f))
+        msgpack_pack_nil (pk);          //  a nil-or-value kind's empty value
     else
         s_pack_value (pk, msg, f, base.kind, f->offset + base.at);
 }
@@ -645,10 +640,7 @@ sq_record_decode (uint32_t record, void *msg, const void *data, size_t size,
     mpr_t r;
     mpr_init (&r, data, size);
     sq_record_read (&r, record, msg, "body");
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, what);
-    return 0;
+    return sqp_end (&r, err, what);
 }
 
 int
