@@ -125,7 +125,7 @@ typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
     SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_OSTR, SQK_OU32,
     SQK_OWHERE, SQK_KEYLIST, SQK_OINT, SQK_OU64, SQK_ESTR, SQK_TSTATE, SQK_RESOURCES,
-    SQK_PREVIOUS, SQK_RAW, SQK_INPUTS, SQK_OUTDECLS
+    SQK_PREVIOUS, SQK_RAW, SQK_INPUTS, SQK_OUTDECLS, SQK_WHERE
 } sq_field_kind_t;
 
 //  An int or nil (the kind OINT)
@@ -233,6 +233,7 @@ typedef struct {
 #define SQ_CT_OPTIONS mpr_str_t
 #define SQ_CT_OSTR mpr_str_t
 #define SQ_CT_OWHERE sq_where_t
+#define SQ_CT_WHERE sq_where_t
 #define SQ_CT_KEYLIST sq_keylist_t
 #define SQ_CT_OU32 uint32_t
 #define SQ_CT_OUTPUTS struct sq_output_ref_s *   //  events' (sq_event_t)

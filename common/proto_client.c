@@ -35,13 +35,20 @@ sq_session_opened_decode (const uint8_t *body, size_t size, uint32_t *session,
                                     session, token, err);
 }
 
+static sq_where_t
+s_where (uint32_t governor, const char *endpoint, const uint8_t *key,
+         const uint8_t *capability, size_t capability_size)
+{
+    return (sq_where_t) { governor, { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
+                          { (const char *) key, key? 32: 0 },
+                          { (const char *) capability, capability? (uint32_t) capability_size: 0 } };
+}
+
 void
 sq_pack_where (msgpack_packer *pk, uint32_t governor, const char *endpoint,
                const uint8_t *key, const uint8_t *capability, size_t capability_size)
 {
-    sq_where_t m = { governor, { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
-                     { (const char *) key, key? 32: 0 },
-                     { (const char *) capability, capability? (uint32_t) capability_size: 0 } };
+    sq_where_t m = s_where (governor, endpoint, key, capability, capability_size);
     sq_record_pack (pk, SQ_REC_WHERE, &m);
 }
 
@@ -566,11 +573,9 @@ sq_pack_ran_where (msgpack_packer *pk, uint32_t gov, uint32_t answers, uint64_t 
                    const char *endpoint, const uint8_t *key, const uint8_t *capability,
                    size_t capability_size)
 {
+    sq_ran_where_t m = { answers, size, s_where (gov, endpoint, key, capability, capability_size) };
     msgpack_pack_uint32 (pk, gov);
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, answers);
-    msgpack_pack_uint64 (pk, size);
-    sq_pack_where (pk, gov, endpoint, key, capability, capability_size);
+    sqp_pack_RAN_WHERE (pk, &m);
 }
 
 int
@@ -578,7 +583,7 @@ sq_ran_reply_each (const void *body, size_t size, uint64_t *run, sq_ran_where_fn
                    sq_errbuf_t *err)
 {
     mpr_t r;
-    uint32_t n_govs, n;
+    uint32_t n_govs;
     mpr_init (&r, body, size);
     mpr_field (&r, "body");
     mpr_array_exact (&r, 2);
@@ -587,21 +592,12 @@ sq_ran_reply_each (const void *body, size_t size, uint64_t *run, sq_ran_where_fn
     mpr_field (&r, "governors");
     mpr_map (&r, &n_govs);
     for (uint32_t g = 0; mpr_ok (&r) && g < n_govs; g++) {
-        uint32_t gov, answers;
-        uint64_t kept;
-        sq_where_t where;
+        uint32_t gov;
+        sq_ran_where_t m;
         mpr_field (&r, "governor");
-        mpr_u32 (&r, &gov);
-        mpr_field (&r, "answers");
-        if (mpr_array (&r, &n) == 0 && n != 3)
-            mpr_fail (&r, "not [answers, size, where]");
-        mpr_u32 (&r, &answers);
-        mpr_field (&r, "size");
-        mpr_uint (&r, &kept);
-        if (mpr_ok (&r) && (answers > SQ_RUN_EXECS_MAX || kept > SQ_RUN_RESULTS_MAX))
-            mpr_fail (&r, "over the answers' bounds");
-        if (mpr_ok (&r) && sq_where_read (&r, &where) == 0
-        &&  fn (arg, *run, gov, answers, kept, &where) != 0)
+        if (mpr_u32 (&r, &gov) == 0
+        &&  sq_record_read (&r, SQ_REC_RAN_WHERE, &m, "answers") == 0
+        &&  fn (arg, *run, gov, m.answers, m.size, &m.where) != 0)
             mpr_fail (&r, "out of memory");
     }
     return sqp_end (&r, err, "RUN reply");

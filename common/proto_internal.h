@@ -55,7 +55,7 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
 //  The kinds of proto_kinds.c (tstate: proto_jobs.c): read a field into
 //  msg, pack it (proto_table.c's s_read and s_pack dispatch to them)
 #define SQP_FN_KINDS(X) \
-    X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (OWHERE, owhere) \
+    X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (WHERE, where) \
     X (KEYLIST, keylist) X (EXIT, exit) X (TSTATE, tstate) X (RESOURCES, resources) \
     X (PREVIOUS, previous) X (INPUTS, inputs) X (OUTDECLS, outdecls)
 #define SQP_KIND(KIND, kind) \

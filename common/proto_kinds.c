@@ -3,7 +3,7 @@
     kinds of one member each): a client request's (sq_request_t: IDS, JOB,
     OPTIONS), an UPDATE event's (sq_event_t: OUTPUTS, EXIT) and an ASSIGN
     task's (sq_assign_t: INPUTS, OUTDECLS),
-    and the kinds of a list or a record in a field (KEYLIST, OWHERE,
+    and the kinds of a list or a record in a field (KEYLIST, WHERE,
     RESOURCES, PREVIOUS).
     proto_table.c's s_kinds names them; the nil-or-value kinds (OU32, OU64,
     OINT, OSTR, ESTR, OBIN) are one wrapper there around a base kind. */
@@ -179,9 +179,11 @@ _Static_assert (offsetof (sq_input_ref_t, key) == offsetof (sq_output_ref_t, key
     + (i) * ((inputs)? sizeof (sq_input_ref_t): sizeof (sq_output_ref_t))))
 #define S_REF_CT(ref) ((mpr_str_t *) ((char *) (ref) + offsetof (sq_input_ref_t, content_type)))
 
+//  (Inlined in each kind, where `inputs` is a constant: the outputs of
+//  UPDATE's FINISHED are read and packed twice a task.)
 //  Reads the list into the scratch after `before` bytes: its elements, or
 //  NULL (*n_items 0) on error
-static void *
+static inline __attribute__ ((always_inline)) void *
 s_refs_read (mpr_t *r, size_t before, uint32_t *n_items, bool inputs)
 {
     uint32_t n;
@@ -203,7 +205,7 @@ s_refs_read (mpr_t *r, size_t before, uint32_t *n_items, bool inputs)
     return refs;
 }
 
-static void
+static inline __attribute__ ((always_inline)) void
 s_refs_pack (msgpack_packer *pk, const void *items, uint32_t n, bool inputs)
 {
     msgpack_pack_array (pk, n);
@@ -366,23 +368,17 @@ sqp_kind_pack_keylist (msgpack_packer *pk, const void *msg, const sq_field_desc_
     }
 }
 
-//  A WHERE record or nil; nil leaves the endpoint's pointer NULL
+//  A WHERE record (OWHERE is one or nil: proto_table.c's S_OPTIONAL)
 void
-sqp_kind_read_owhere (mpr_t *r, void *msg, const sq_field_desc_t *f)
+sqp_kind_read_where (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    sq_where_t *v = SQP_AT (sq_where_t, msg, f);
-    if (!mpr_try_nil (r))
-        sq_record_read (r, SQ_REC_WHERE, v, "where");
+    sq_record_read (r, SQ_REC_WHERE, SQP_AT (sq_where_t, msg, f), "where");
 }
 
 void
-sqp_kind_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+sqp_kind_pack_where (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    const sq_where_t *v = SQP_CAT (sq_where_t, msg, f);
-    if (v->endpoint.ptr)
-        sq_record_pack (pk, SQ_REC_WHERE, v);
-    else
-        msgpack_pack_nil (pk);
+    sq_record_pack (pk, SQ_REC_WHERE, SQP_CAT (sq_where_t, msg, f));
 }
 
 //  Resources: a map {name: amount} or nil (proto.c's sqp_resources, which

@@ -70,16 +70,18 @@ static const s_kind_t s_kinds [] = {
     [SQK_RAW] = { "RAW", s_zero_empty },
     [SQK_INPUTS] = { "INPUTS", s_zero_empty },
     [SQK_OUTDECLS] = { "OUTDECLS", s_zero_empty },
+    [SQK_WHERE] = { "WHERE", s_zero_empty },
 };
 
 //  The nil-or-value kinds: each is one generic wrapper around a base kind
 //  (s_read, s_pack). Nil reads as the empty value (every reader zeroed the
 //  struct) and an empty value packs as nil; else the base kind's value, at
 //  `at` within the member (OINT's value, beside its has). OSTR and ESTR
-//  differ in what is empty: no pointer, or no bytes.
+//  differ in what is empty: no pointer, or no bytes; OWHERE's empty is no
+//  endpoint's pointer.
 #define S_OPTIONAL(X) \
     X (OU32, U32, 0) X (OU64, U64, 0) X (OINT, I64, offsetof (sq_opt_int_t, value)) \
-    X (OSTR, STR, 0) X (ESTR, STR, 0) X (OBIN, BIN, 0)
+    X (OSTR, STR, 0) X (ESTR, STR, 0) X (OBIN, BIN, 0) X (OWHERE, WHERE, 0)
 
 //  A kind's base and where in the member its value is: the kind itself at
 //  0 but for the nil-or-value kinds. (Returned by value: a descriptor

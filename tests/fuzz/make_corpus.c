@@ -118,7 +118,9 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
                 *(sq_keylist_t *) at = (sq_keylist_t) { key, 1 };
                 break;
             }
-            case SQK_OWHERE: ((sq_where_t *) at)->endpoint = s_mstr ("tcp://127.0.0.1:5"); break;
+            case SQK_OWHERE: case SQK_WHERE:
+                ((sq_where_t *) at)->endpoint = s_mstr ("tcp://127.0.0.1:5");
+                break;
             case SQK_RESOURCES:
                 *(sq_resources_t *) at = (sq_resources_t) { 1, { { s_mstr ("cpus"), 2 } } };
                 break;

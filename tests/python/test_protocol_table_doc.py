@@ -39,6 +39,7 @@ _TYPES = {
     "ESTR": {"str or nil", "str|nil"},
     "TSTATE": {"str"},
     "OWHERE": {"where", "where or nil", "where|nil"},
+    "WHERE": {"where"},
     "RESOURCES": {"map str→uint, or nil", "map or nil"},
     "PREVIOUS": {"nil, or `[cluster: str, governor_id: u32]`"},
     "KEYLIST": {"[bin...]", "array of bin"},
