@@ -234,3 +234,45 @@ def test_many_constants_of_one_submit_are_uploaded_together(one_host):
             with pytest.raises(squall.SquallError, match="could not be put on governor 4242"):
                 s.submit()
         client.close()
+
+
+def _tenant_client(cluster, name, tenant):
+    """A client (no admin) of `tenant` on the governors' host: a key added to
+    the broker's keyring, re-read on SIGHUP."""
+    import signal
+    authorized = os.path.join(cluster._keydir, "authorized")
+    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
+    cluster.broker.send_signal(signal.SIGHUP)
+
+    def connect():
+        try:
+            return squall.Client(cluster.address, secret_key=key, broker_key=cluster.broker_key,
+                                 local_dir=cluster.local_dir, timeout=2.0)
+        except squall.ConnectionError:
+            return None
+    return until(connect, "the broker to accept %s's key" % name)
+
+
+def test_uploads_local_is_counted_per_tenant(one_host):
+    """INFO's uploads_local, as its other figures, shows a tenant its own
+    uploads on this host; an admin (the cluster's own client) sees every
+    tenant's."""
+    admin = one_host.client()
+    alice = _tenant_client(one_host, "alice", "team-a")
+    bob = _tenant_client(one_host, "bob", "team-b")
+    try:
+        everyone = _local(admin)
+        assert _local(alice) == 0 and _local(bob) == 0
+        value = os.urandom(2 * MIB)
+        with alice.session() as s:
+            obj = s.blob(value)
+            obj.keep()
+            s.submit()
+            assert obj.fetch(TIMEOUT) == value
+        assert _local(alice) == 1
+        assert _local(bob) == 0
+        assert _local(admin) == everyone + 1
+    finally:
+        alice.close()
+        bob.close()
+        admin.close()
