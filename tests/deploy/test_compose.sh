@@ -56,7 +56,8 @@ echo "$ex" | grep -q 'streams:/var/lib/squall/streams:ro' \
     && echo "$ex" | grep -q 'SQUALL_LOCAL_DIR: /var/lib/squall/streams/governors' \
     && echo "$ex" | grep -q 'no-new-privileges:true' \
     && echo "$ex" | awk '/cap_drop:/{on=1; next} on && /^    [a-z]/{on=0} on' | grep -q ALL \
-    || fail "the example client uploads through the stream volume, read-only, no capability"
+    && [ "$(echo "$ex" | awk '/cap_add:/{on=1; next} on && /^    [a-z]/{on=0} on' | tr -d ' -')" = DAC_READ_SEARCH ] \
+    || fail "the example client uploads through the stream volume, read-only, one capability"
 echo "ok: the example client hands uploads to the governors of its host"
 echo "$keys" | grep -q 'keygen governor' && fail "the keys service makes a shared governor key"
 echo "ok: governors hold their own key and the broker's public key only"
