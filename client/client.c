@@ -174,6 +174,23 @@ sq_client_set_keys (sq_client_t *self, const char *secret_key_file, const char *
     return 0;
 }
 
+//  A Slurm job step: the stream directory squall's governor jobs of this
+//  user use on this node (bindings/python/squall/slurm.py,
+//  governor_script), when it is there and the user's alone; a node with no
+//  governor of ours has no socket in it, and uploads go by PUT.
+static void
+s_slurm_local_dir (sq_client_t *self)
+{
+    const char *run = getenv ("XDG_RUNTIME_DIR");
+    char dir [4096];
+    int n = snprintf (dir, sizeof dir, "%s/squall-streams-%u", run && *run? run: "/tmp",
+                      (unsigned) geteuid ());
+    struct stat st;
+    if (n > 0 && (size_t) n < sizeof dir && lstat (dir, &st) == 0 && S_ISDIR (st.st_mode)
+    &&  st.st_uid == geteuid () && !(st.st_mode & 077))
+        sq_client_set_local_dir (self, dir);
+}
+
 int
 sq_client_set_local_dir (sq_client_t *self, const char *dir)
 {
@@ -785,6 +802,9 @@ sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
     const char *local = getenv ("SQUALL_LOCAL_DIR");
     if (self->local_dirfd < 0 && local && *local)
         sq_client_set_local_dir (self, local);  //  else by PUT, as elsewhere
+    else
+    if (self->local_dirfd < 0 && getenv ("SLURM_JOB_ID"))
+        s_slurm_local_dir (self);
     s_disconnect (self);
     self->cluster [0] = 0;
     self->endpoint = strdup (endpoint);

@@ -30,6 +30,14 @@
 #define S_TOKEN 16                      //  bytes of a hand-over's token
 #define S_HANDS_MAX 64                  //  pipes handed to us, not claimed yet
 #define S_SPLICES 16                    //  per poll, so that nothing waits behind one
+//  A hand-over that found the reader's governor's socket queue full (the
+//  kernel's net.unix.max_dgram_qlen datagrams, 10 by default: more readers
+//  of one writer on one governor than that, handed over in one turn) is
+//  tried again, every 1 ms at first, doubling up to S_HANDING_STEP_MS, for
+//  S_HANDING_MS at most: then chunks (its governor is stuck; the writer
+//  must not wait for it for ever).
+#define S_HANDING_STEP_MS 32
+#define S_HANDING_MS 5000
 
 //  A reader of a writer's stream: named by STREAM (endpoint), or gone
 //  (UNSTREAM, or its SCREDIT 0).
@@ -40,6 +48,11 @@ typedef struct {
     bool gone;
     bool local;                 //  our pipe went to it (same host): no chunks
     bool taken;                 //  and it said it took it
+    //  Its governor's socket was full: tried again at handing_next_ns (the
+    //  writer reads nothing meanwhile), until handing_until_ns.
+    bool handing;
+    uint32_t handing_ms;        //  the wait before the next try
+    uint64_t handing_next_ns, handing_until_ns;
     //  One of several readers on this host: a pipe of its own (`tee`), its
     //  read end handed over, its write end here, into which the writer's
     //  governor copies what the program wrote; what did not fit waits.
@@ -497,7 +510,7 @@ s_writable (const s_writer_t *w)
         const s_reader_at_t *d = &w->dests [i];
         if (d->gone)
             continue;
-        if (d->tee? !d->taken || d->pending: d->credits == 0 || d->local)
+        if (d->handing || (d->tee? !d->taken || d->pending: d->credits == 0 || d->local))
             return false;
     }
     return true;
@@ -581,6 +594,28 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
             close (tee [1]);
     }
     errno = sent_errno;
+    if (!sent && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        //  Its queue is full: again a little later (stream_poll), within
+        //  a bound.
+        uint64_t now = task_now_ns ();
+        if (!dest->handing) {
+            dest->handing = true;
+            dest->handing_ms = 1;
+            dest->handing_until_ns = now + S_HANDING_MS * 1000000ull;
+        }
+        else
+        if (dest->handing_ms < S_HANDING_STEP_MS)
+            dest->handing_ms *= 2;
+        if (now < dest->handing_until_ns) {
+            dest->handing_next_ns = now + dest->handing_ms * 1000000ull;
+            return;
+        }
+        dest->handing = false;
+        sq_warn ("stream %" PRIx64 ": chunks, not a pipe: %s's queue stayed full for %d ms",
+                 w->object, to.sun_path, S_HANDING_MS);
+        return;
+    }
+    dest->handing = false;
     if (!sent) {
         //  No socket of that name: the reader's governor is on another
         //  host (no fallback: said at info), or at our own address with
@@ -600,6 +635,35 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
         dest->tee_fd = tee [1];
     }
     s_send_chunk (self, w, dest, NULL, 0, false, token);
+}
+
+//  Hand-overs whose governor's socket was full, tried again when due;
+//  returns the ms until the next one is (or -1: none waits).
+static long
+s_handing_retry (stream_t *self, s_writer_t *w, uint64_t now)
+{
+    long next = -1;
+    for (uint32_t i = 0; i < w->n_dests; i++) {
+        s_reader_at_t *d = &w->dests [i];
+        if (!d->handing)
+            continue;
+        if (d->gone || w->fd < 0) {
+            d->handing = false;
+            continue;
+        }
+        if (now >= d->handing_next_ns) {
+            //  Its endpoint as STREAM gave it: the route's, past the key
+            //  (gov_peer_address).
+            const char *endpoint = d->endpoint [0] == 'K'? d->endpoint + 41: d->endpoint;
+            s_hand_over (self, w, d, endpoint, strlen (endpoint));
+        }
+        if (d->handing) {
+            long ms = d->handing_next_ns > now
+                    ? (long) ((d->handing_next_ns - now + 999999) / 1000000): 0;
+            next = next < 0 || ms < next? ms: next;
+        }
+    }
+    return next;
 }
 
 void
@@ -1413,6 +1477,7 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
     }
     uint64_t now = task_now_ns ();
     bool timers = false;
+    long soonest = -1;
     //  A reader whose queue just got an end with nothing before it closes
     //  now, without waiting for the pipe to be writable.
     //  A reader of a pipe handed over closes once both the pipe and its
@@ -1475,12 +1540,17 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
         if (w->fd < 0)
             continue;
         timers = true;
+        long ms = s_handing_retry (self, w, now);
+        if (ms >= 0 && (soonest < 0 || ms < soonest))
+            soonest = ms;
         if (w->offset != w->told && now - w->told_ns >= S_PROGRESS_NS && self->progress) {
             self->progress (self->arg, w->object, w->offset);
             w->told = w->offset;
             w->told_ns = now;
         }
     }
+    if (soonest >= 0 && soonest < S_TICK_MS)
+        return soonest;
     return timers? S_TICK_MS: -1;
 }
 

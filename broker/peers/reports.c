@@ -279,7 +279,11 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             continue;
         }
         if (ev.type == SQ_EV_UPLOADED) {
+            //  Counted per tenant too, as streams_local is.
             self->uploads_local += ev.local;
+            session_t *session = ev.local? graph_session (self->graph, sq_key_session (ev.key)): NULL;
+            if (session && session->share)
+                session->share->uploads_local += ev.local;
             s_upload_confirmed (self, gov, ev.key, ev.size);
             continue;
         }

@@ -292,6 +292,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         info.ready_queue = counts [TASK_READY];
         info.objects = objects;
         info.streams_local = share? share->streams_local: 0;
+        info.uploads_local = share? share->uploads_local: 0;
     }
     uint64_t stored = share? share->stored: 0;
     sq_info_tenant_t tenant;
