@@ -14,9 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-//  The reply to a request ([S][identity][...]) back through the compute
-//  pipe: the route, the client's identity, the header and the payloads,
-//  which are closed whatever happens (a payload holds its stored blob).
 //  An object's content type as the table's string (NULL: none, packed "")
 static mpr_str_t
 s_mstr (const char *s)
@@ -24,6 +21,9 @@ s_mstr (const char *s)
     return (mpr_str_t) { s, s? (uint32_t) strlen (s): 0 };
 }
 
+//  The reply to a request ([S][identity][...]) back through the compute
+//  pipe: the route, the client's identity, the header and the payloads,
+//  which are closed whatever happens (a payload holds its stored blob).
 static void
 s_reply (void *pipe, sq_msg_t *msg, sq_wbuf_t *reply, zmq_msg_t *payloads, size_t n_payloads,
          const char *what)
@@ -40,21 +40,45 @@ s_reply (void *pipe, sq_msg_t *msg, sq_wbuf_t *reply, zmq_msg_t *payloads, size_
     sq_wbuf_release (reply);
 }
 
+//  Frame 2 of msg, a message of the table of `type`, decoded into `out`.
+//  A bad one is warned of and dropped: -1.
+static int
+s_decode (uint32_t type, void *out, sq_msg_t *msg)
+{
+    sq_errbuf_t err;
+    if (sq_msg_decode (type, out, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err) == 0)
+        return 0;
+    sq_warn ("bad %s: %s", sq_msg_name (type), err.text);
+    return -1;
+}
+
+//  A reply with no body (code 0), or an error reply (PUT, PUTLOCAL, and
+//  the reads' refusals).
+static void
+s_reply_code (void *pipe, sq_msg_t *msg, uint32_t req, int code, const char *why, uint32_t id,
+              const char *name)
+{
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    if (code == 0)
+        sq_reply_encode_nil (&reply, req);
+    else
+        sq_reply_encode_error (&reply, req, code, why, id, 0);
+    s_reply (pipe, msg, &reply, NULL, 0, name);
+}
+
 //  msg: [S][identity][GFETCH]
 void
 serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg)
 {
     char why [512];
-    sq_errbuf_t err;
     sq_gfetch_t fetch;
     if (msg->n != 3 || msg->truncated) {
         sq_warn ("GFETCH with %zu frames; discarded", msg->n);
         return;
     }
-    if (sq_gfetch_decode (&fetch, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad GFETCH: %s", err.text);
+    if (s_decode (SQ_MSG_GFETCH, &fetch, msg))
         return;
-    }
     sq_wbuf_t reply;
     sq_wbuf_init (&reply);
     const char *type = NULL;
@@ -81,12 +105,9 @@ void
 serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
 {
     char why [512];
-    sq_errbuf_t err;
     sq_gread_t gread;
-    if (sq_gread_decode (&gread, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad GREAD: %s", err.text);
+    if (s_decode (SQ_MSG_GREAD, &gread, msg))
         return;
-    }
     sq_wbuf_t reply;
     sq_wbuf_init (&reply);
     const char *type = NULL;
@@ -120,20 +141,11 @@ void
 serve_put (transfer_t *transfer, void *pipe, sq_msg_t *msg)
 {
     char why [512];
-    sq_errbuf_t err;
     sq_put_t put;
-    if (sq_put_decode (&put, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad PUT: %s", err.text);
+    if (s_decode (SQ_MSG_PUT, &put, msg))
         return;
-    }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
     int code = transfer_put (transfer, &put, &msg->frames [3], why, sizeof why);
-    if (code == 0)
-        sq_reply_encode_nil (&reply, put.req);
-    else
-        sq_reply_encode_error (&reply, put.req, code, why, sq_key_id (put.key), 0);
-    s_reply (pipe, msg, &reply, NULL, 0, "PUT");
+    s_reply_code (pipe, msg, put.req, code, why, sq_key_id (put.key), "PUT");
 }
 
 //  msg: [S][identity][PUTLOCAL]. A whole upload in a memory file the
@@ -146,14 +158,9 @@ void
 serve_putlocal (transfer_t *transfer, stream_t *streams, void *pipe, sq_msg_t *msg)
 {
     char why [512];
-    sq_errbuf_t err;
     sq_putlocal_t put;
-    if (sq_putlocal_decode (&put, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad PUTLOCAL: %s", err.text);
+    if (s_decode (SQ_MSG_PUTLOCAL, &put, msg))
         return;
-    }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
     int fd = streams? stream_take_segment (streams, (const uint8_t *) put.token.ptr): -1;
     sq_blob_t *blob = NULL;
     int code = 0;
@@ -171,22 +178,7 @@ serve_putlocal (transfer_t *transfer, stream_t *streams, void *pipe, sq_msg_t *m
     else
         code = transfer_put_local (transfer, put.key, &blob, put.content_type, why, sizeof why);
     sq_blob_unref (&blob);
-    if (code == 0)
-        sq_reply_encode_nil (&reply, put.req);
-    else
-        sq_reply_encode_error (&reply, put.req, code, why, sq_key_id (put.key), 0);
-    s_reply (pipe, msg, &reply, NULL, 0, "PUTLOCAL");
-}
-
-//  An error reply to a read (LOGREAD, RUNREAD).
-static void
-s_reply_error (void *pipe, sq_msg_t *msg, uint32_t req, int code, const char *why, uint32_t id,
-               const char *name)
-{
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
-    sq_reply_encode_error (&reply, req, code, why, id, 0);
-    s_reply (pipe, msg, &reply, NULL, 0, name);
+    s_reply_code (pipe, msg, put.req, code, why, sq_key_id (put.key), "PUTLOCAL");
 }
 
 //  A read's part (LOGREAD, RUNREAD): LOGPART and the bytes, copied.
@@ -196,7 +188,7 @@ s_reply_part (void *pipe, sq_msg_t *msg, uint32_t req, const uint8_t *data, size
 {
     zmq_msg_t payload;
     if (zmq_msg_init_size (&payload, size)) {
-        s_reply_error (pipe, msg, req, SQ_E_NOMEM, "out of memory on the governor", id, name);
+        s_reply_code (pipe, msg, req, SQ_E_NOMEM, "out of memory on the governor", id, name);
         return;
     }
     if (size)
@@ -212,12 +204,9 @@ s_reply_part (void *pipe, sq_msg_t *msg, uint32_t req, const uint8_t *data, size
 void
 serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg)
 {
-    sq_errbuf_t err;
     sq_logread_t q;
-    if (sq_logread_decode (&q, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad LOGREAD: %s", err.text);
+    if (s_decode (SQ_MSG_LOGREAD, &q, msg))
         return;
-    }
     uint8_t *data = NULL;
     size_t size = 0;
     uint64_t next = 0, total = 0;
@@ -230,7 +219,7 @@ serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg)
         char why [512];
         snprintf (why, sizeof why, "no log of attempt %u of task %u/%u is kept by this governor",
                   q.attempt, sq_key_session (q.key), sq_key_id (q.key));
-        s_reply_error (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, sq_key_id (q.key), "LOGREAD");
+        s_reply_code (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, sq_key_id (q.key), "LOGREAD");
     }
     free (data);
 }
@@ -239,12 +228,9 @@ serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg)
 void
 serve_runread (pyexec_t *pyexec, void *pipe, sq_msg_t *msg)
 {
-    sq_errbuf_t err;
     sq_runread_t q;
-    if (sq_runread_decode (&q, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad RUNREAD: %s", err.text);
+    if (s_decode (SQ_MSG_RUNREAD, &q, msg))
         return;
-    }
     uint8_t *data = NULL;
     size_t size = 0;
     uint64_t total = 0;
@@ -255,7 +241,7 @@ serve_runread (pyexec_t *pyexec, void *pipe, sq_msg_t *msg)
         char why [256];
         snprintf (why, sizeof why, "the answers to run %" PRIu64 " are not kept by this governor "
                   "(read already, or over a minute old)", q.run);
-        s_reply_error (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, 0, "RUNREAD");
+        s_reply_code (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, 0, "RUNREAD");
     }
     free (data);
 }
