@@ -67,58 +67,25 @@ s_reply_code (void *pipe, sq_msg_t *msg, uint32_t req, int code, const char *why
     s_reply (pipe, msg, &reply, NULL, 0, name);
 }
 
-//  msg: [S][identity][GFETCH]
-void
-serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg)
+//  The reply to a read of [offset, offset + length) of object `key`
+//  (clipped to its end): SERVED and the bytes, sent zero-copy from the
+//  stored blob, or why not.
+static void
+s_serve_range (store_t *store, void *pipe, sq_msg_t *msg, uint32_t req, uint64_t key,
+               uint64_t offset, uint64_t length, const char *name)
 {
     char why [512];
-    sq_gfetch_t fetch;
-    if (msg->n != 3 || msg->truncated) {
-        sq_warn ("GFETCH with %zu frames; discarded", msg->n);
-        return;
-    }
-    if (s_decode (SQ_MSG_GFETCH, &fetch, msg))
-        return;
     sq_wbuf_t reply;
     sq_wbuf_init (&reply);
     const char *type = NULL;
-    sq_blob_t *blob = store_get (store, fetch.key, &type);
-    zmq_msg_t payload;
-    size_t n_payloads = 0;
-    if (blob && sq_blob_msg (blob, &payload) == 0) {
-        sq_reply_begin (&reply, fetch.req);
-        sq_record_pack (&reply.pk, SQ_REC_SERVED, &(sq_served_t) { sq_blob_size (blob), s_mstr (type) });
-        n_payloads = 1;
-    }
-    else {
-        snprintf (why, sizeof why, "object %u/%u is not held by this governor",
-                  sq_key_session (fetch.key), sq_key_id (fetch.key));
-        sq_reply_encode_error (&reply, fetch.req, SQ_E_UNKNOWN_ID, why,
-                               sq_key_id (fetch.key), 0);
-    }
-    s_reply (pipe, msg, &reply, &payload, n_payloads, "GFETCH");
-}
-
-//  msg: [S][identity][GREAD]. One range of an object, sent zero-copy from
-//  the stored blob; the client keeps a window of these outstanding.
-void
-serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
-{
-    char why [512];
-    sq_gread_t gread;
-    if (s_decode (SQ_MSG_GREAD, &gread, msg))
-        return;
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
-    const char *type = NULL;
-    sq_blob_t *blob = store_get (store, gread.key, &type);
+    sq_blob_t *blob = store_get (store, key, &type);
     zmq_msg_t payload;
     size_t n_payloads = 0;
     uint64_t size = blob? sq_blob_size (blob): 0;
-    if (blob && gread.offset <= size) {
-        uint64_t len = size - gread.offset < gread.length? size - gread.offset: gread.length;
-        if (sq_blob_msg_range (blob, (size_t) gread.offset, (size_t) len, &payload) == 0) {
-            sq_reply_begin (&reply, gread.req);
+    if (blob && offset <= size) {
+        uint64_t len = size - offset < length? size - offset: length;
+        if (sq_blob_msg_range (blob, (size_t) offset, (size_t) len, &payload) == 0) {
+            sq_reply_begin (&reply, req);
             sq_record_pack (&reply.pk, SQ_REC_SERVED, &(sq_served_t) { size, s_mstr (type) });
             n_payloads = 1;
         }
@@ -126,14 +93,38 @@ serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
     if (n_payloads == 0) {
         if (blob)
             snprintf (why, sizeof why, "offset %" PRIu64 " is past the end of object %u/%u",
-                      gread.offset, sq_key_session (gread.key), sq_key_id (gread.key));
+                      offset, sq_key_session (key), sq_key_id (key));
         else
             snprintf (why, sizeof why, "object %u/%u is not held by this governor",
-                      sq_key_session (gread.key), sq_key_id (gread.key));
-        sq_reply_encode_error (&reply, gread.req, blob? SQ_E_INVALID: SQ_E_UNKNOWN_ID,
-                               why, sq_key_id (gread.key), 0);
+                      sq_key_session (key), sq_key_id (key));
+        sq_reply_encode_error (&reply, req, blob? SQ_E_INVALID: SQ_E_UNKNOWN_ID, why,
+                               sq_key_id (key), 0);
     }
-    s_reply (pipe, msg, &reply, &payload, n_payloads, "GREAD");
+    s_reply (pipe, msg, &reply, &payload, n_payloads, name);
+}
+
+//  msg: [S][identity][GFETCH]. A whole object.
+void
+serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg)
+{
+    sq_gfetch_t fetch;
+    if (msg->n != 3 || msg->truncated) {
+        sq_warn ("GFETCH with %zu frames; discarded", msg->n);
+        return;
+    }
+    if (s_decode (SQ_MSG_GFETCH, &fetch, msg) == 0)
+        s_serve_range (store, pipe, msg, fetch.req, fetch.key, 0, UINT64_MAX, "GFETCH");
+}
+
+//  msg: [S][identity][GREAD]. One range of an object; the client keeps a
+//  window of these outstanding.
+void
+serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
+{
+    sq_gread_t gread;
+    if (s_decode (SQ_MSG_GREAD, &gread, msg) == 0)
+        s_serve_range (store, pipe, msg, gread.req, gread.key, gread.offset, gread.length,
+                       "GREAD");
 }
 
 //  msg: [S][identity][PUT][bytes]. One range of a client's upload.
