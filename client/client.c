@@ -595,6 +595,17 @@ sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
 }
 
 int
+sq_client_nil_reply (sq_client_t *self, int rc, const sq_reply_t *reply)
+{
+    if (rc)
+        return rc;
+    sq_errbuf_t err;
+    if (sq_nil_decode (reply->body, reply->body_size, &err))
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
+    return 0;
+}
+
+int
 sq_client_send_only (sq_client_t *self)
 {
     int rc = sq_client_check (self);
@@ -939,12 +950,7 @@ s_call_nil (sq_client_t *self, sq_request_t *request)
 {
     sq_reply_t reply;
     int rc = s_call (self, request, &reply);
-    if (rc)
-        return rc;
-    sq_errbuf_t err;
-    if (sq_nil_decode (reply.body, reply.body_size, &err))
-        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
-    return 0;
+    return sq_client_nil_reply (self, rc, &reply);
 }
 
 int
@@ -987,12 +993,7 @@ sq_client_restart_wait (sq_client_t *self, int timeout_ms)
     sq_request_t request = { .type = SQ_MSG_RESTART, .timeout_ms = timeout_ms };
     sq_reply_t reply;
     int rc = s_call_governors (self, &request, &reply);
-    if (rc)
-        return rc;
-    sq_errbuf_t err;
-    if (sq_nil_decode (reply.body, reply.body_size, &err))
-        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
-    return 0;
+    return sq_client_nil_reply (self, rc, &reply);
 }
 
 int

@@ -721,17 +721,38 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
     sq_iter_release (&it);
 }
 
+//  Frame 1 of msg ([route][message]...), a message of the table of
+//  `type`, decoded into `out`; msg must have `frames` frames (else
+//  `frames_why`). A bad one is warned of and dropped: -1.
+static int
+s_decode (uint32_t type, void *out, sq_msg_t *msg, size_t frames, const char *frames_why)
+{
+    sq_errbuf_t err;
+    if (msg->n == frames
+    &&  sq_msg_decode (type, out, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err) == 0)
+        return 0;
+    sq_warn ("bad %s: %s", sq_msg_name (type), msg->n != frames? frames_why: err.text);
+    return -1;
+}
+
+//  The reader `consumer` of the writer of `key` in its attempt `version`
+//  (*writer: that writer, or NULL), or NULL: a late message.
+static s_reader_at_t *
+s_dest_of (stream_t *self, uint64_t key, uint32_t version, uint64_t consumer, s_writer_t **writer)
+{
+    s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, key);
+    *writer = w;
+    return w && w->attempt == version? s_dest (w, consumer): NULL;
+}
+
 void
 stream_on_credit (stream_t *self, sq_msg_t *msg)
 {
     sq_scredit_t credit;
-    sq_errbuf_t err;
-    if (msg->n != 2 || sq_scredit_decode (&credit, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
-        sq_warn ("bad SCREDIT: %s", msg->n != 2? "payload frames": err.text);
+    if (s_decode (SQ_MSG_SCREDIT, &credit, msg, 2, "payload frames"))
         return;
-    }
-    s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, credit.key);
-    s_reader_at_t *dest = w && w->attempt == credit.version? s_dest (w, credit.consumer): NULL;
+    s_writer_t *w;
+    s_reader_at_t *dest = s_dest_of (self, credit.key, credit.version, credit.consumer, &w);
     if (!dest || dest->gone)
         return;                 //  late
     if (credit.credits == 0) {
@@ -874,13 +895,10 @@ void
 stream_on_local (stream_t *self, sq_msg_t *msg)
 {
     sq_slocal_t local;
-    sq_errbuf_t err;
-    if (msg->n != 2 || sq_slocal_decode (&local, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
-        sq_warn ("bad SLOCAL: %s", msg->n != 2? "payload frames": err.text);
+    if (s_decode (SQ_MSG_SLOCAL, &local, msg, 2, "payload frames"))
         return;
-    }
-    s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, local.key);
-    s_reader_at_t *dest = w && w->attempt == local.version? s_dest (w, local.consumer): NULL;
+    s_writer_t *w;
+    s_reader_at_t *dest = s_dest_of (self, local.key, local.version, local.consumer, &w);
     if (!dest || dest->gone || !dest->local || (w->fd < 0 && !dest->tee))
         return;                 //  late, or never handed over
     if (local.state == SQ_SLOCAL_REFUSED) {
@@ -1260,11 +1278,8 @@ void
 stream_on_chunk (stream_t *self, sq_msg_t *msg)
 {
     sq_schunk_t chunk;
-    sq_errbuf_t err;
-    if (msg->n != 3 || sq_schunk_decode (&chunk, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
-        sq_warn ("bad SCHUNK: %s", msg->n != 3? "not one payload frame": err.text);
+    if (s_decode (SQ_MSG_SCHUNK, &chunk, msg, 3, "not one payload frame"))
         return;
-    }
     zmq_msg_t *bytes = &msg->frames [2];
     if (zmq_msg_size (bytes) > SQ_CHUNK_MAX) {
         sq_warn ("SCHUNK of %zu bytes refused", zmq_msg_size (bytes));

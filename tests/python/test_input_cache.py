@@ -12,7 +12,7 @@ import pytest
 
 import squall
 import squall.dask as sd
-from conftest import TIMEOUT, cluster_options, until
+from conftest import TIMEOUT, clean_exit, cluster_options, until
 
 dask = pytest.importorskip("dask")
 np = pytest.importorskip("numpy")
@@ -69,16 +69,12 @@ def pid(*_):
     return os.getpid()
 
 
-def _clean_exit(c):
-    assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
-
-
 @pytest.fixture
 def one():
     c = squall.LocalCluster(governors=1, cpus=1, **cluster_options())
     with c:
         yield c.client()
-    _clean_exit(c)
+    clean_exit(c)
 
 
 @pytest.fixture

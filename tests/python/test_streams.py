@@ -10,7 +10,7 @@ import pytest
 import squall
 from squall.tasks import Execute
 
-from conftest import TIMEOUT, cluster_options, run_example, until
+from conftest import TIMEOUT, cluster_options, run_example, tenant_client, until
 
 MIB = 1 << 20
 
@@ -410,27 +410,11 @@ def test_governors_of_other_directories_send_chunks(tmp_path):
             assert _local(client) == before
 
 
-def _tenant_client(cluster, name, tenant):
-    """A client (no admin) of `tenant`: a key added to the broker's keyring,
-    re-read on SIGHUP."""
-    authorized = os.path.join(cluster._keydir, "authorized")
-    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
-    cluster.broker.send_signal(signal.SIGHUP)
-
-    def connect():
-        try:
-            return squall.Client(cluster.address, secret_key=key, broker_key=cluster.broker_key,
-                                 timeout=2.0)
-        except squall.ConnectionError:
-            return None
-    return until(connect, "the broker to accept %s's key" % name)
-
-
 def test_streams_local_is_counted_per_tenant(cluster, client):
     """INFO's streams_local, as its other figures, shows a tenant its own
     streams; an admin (the cluster's own client) sees every tenant's."""
-    alice = _tenant_client(cluster, "alice", "team-a")
-    bob = _tenant_client(cluster, "bob", "team-b")
+    alice = tenant_client(cluster, "alice", "team-a")
+    bob = tenant_client(cluster, "bob", "team-b")
     try:
         everyone, mine, theirs = _local(client), _local(alice), _local(bob)
         assert mine == 0 and theirs == 0

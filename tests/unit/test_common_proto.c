@@ -60,6 +60,29 @@ s_check_truncations (const char *what, s_decoder_fn *decode, const void *data, s
 //  --------------------------------------------------------------------------
 //  Decoder wrappers
 
+//  A decoder that fills one struct of `type`.
+#define S_DEC_STRUCT(name, type, decode) \
+static int \
+s_dec_##name (const void *d, size_t n, sq_errbuf_t *err) \
+{ \
+    type value; \
+    return decode (&value, d, n, err); \
+}
+
+//  A batch of the table's records of message `msg`, read to its end.
+#define S_DEC_BATCH(name, msg, type) \
+static int \
+s_dec_##name (const void *d, size_t n, sq_errbuf_t *err) \
+{ \
+    sq_iter_t it; \
+    type o; \
+    int rc = sq_batch_begin (&it, msg, d, n, err); \
+    while (rc == 0 && (rc = sq_batch_next (&it, msg, &o)) == 1) \
+        rc = 0; \
+    sq_iter_release (&it); \
+    return rc; \
+}
+
 static int
 s_dec_hello (const void *d, size_t n, sq_errbuf_t *err)
 {
@@ -68,12 +91,7 @@ s_dec_hello (const void *d, size_t n, sq_errbuf_t *err)
     return sq_hello_decode (&h, d, n, &code, err);
 }
 
-static int
-s_dec_reply (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_reply_t r;
-    return sq_reply_decode (&r, d, n, err);
-}
+S_DEC_STRUCT (reply, sq_reply_t, sq_reply_decode)
 
 static int
 s_dec_request (const void *d, size_t n, sq_errbuf_t *err)
@@ -117,57 +135,17 @@ s_dec_assign (const void *d, size_t n, sq_errbuf_t *err)
     return rc;
 }
 
-static int
-s_dec_send (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_iter_t it;
-    sq_send_t o;
-    int rc = sq_batch_begin (&it, SQ_MSG_SEND, d, n, err);
-    while (rc == 0 && (rc = sq_batch_next (&it, SQ_MSG_SEND, &o)) == 1)
-        rc = 0;
-    sq_iter_release (&it);
-    return rc;
-}
+S_DEC_BATCH (send, SQ_MSG_SEND, sq_send_t)
 
-static int
-s_dec_stream (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_iter_t it;
-    sq_stream_order_t o;
-    int rc = sq_batch_begin (&it, SQ_MSG_STREAM, d, n, err);
-    while (rc == 0 && (rc = sq_batch_next (&it, SQ_MSG_STREAM, &o)) == 1)
-        rc = 0;
-    sq_iter_release (&it);
-    return rc;
-}
+S_DEC_BATCH (stream, SQ_MSG_STREAM, sq_stream_order_t)
 
-static int
-s_dec_putlocal (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_putlocal_t p;
-    return sq_putlocal_decode (&p, d, n, err);
-}
+S_DEC_STRUCT (putlocal, sq_putlocal_t, sq_putlocal_decode)
 
-static int
-s_dec_schunk (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_schunk_t c;
-    return sq_schunk_decode (&c, d, n, err);
-}
+S_DEC_STRUCT (schunk, sq_schunk_t, sq_schunk_decode)
 
-static int
-s_dec_scredit (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_scredit_t c;
-    return sq_scredit_decode (&c, d, n, err);
-}
+S_DEC_STRUCT (scredit, sq_scredit_t, sq_scredit_decode)
 
-static int
-s_dec_slocal (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_slocal_t c;
-    return sq_slocal_decode (&c, d, n, err);
-}
+S_DEC_STRUCT (slocal, sq_slocal_t, sq_slocal_decode)
 
 static int
 s_dec_drop (const void *d, size_t n, sq_errbuf_t *err)
@@ -194,12 +172,7 @@ s_dec_stop (const void *d, size_t n, sq_errbuf_t *err)
     return rc;
 }
 
-static int
-s_dec_load (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_load_t l;
-    return sq_load_decode (&l, d, n, err);
-}
+S_DEC_STRUCT (load, sq_load_t, sq_load_decode)
 
 static int
 s_dec_heartbeat (const void *d, size_t n, sq_errbuf_t *err)
@@ -214,19 +187,9 @@ s_dec_refresh (const void *d, size_t n, sq_errbuf_t *err)
     return sq_refresh_decode (d, n, &tenant, err);
 }
 
-static int
-s_dec_object (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_object_msg_t m;
-    return sq_object_decode (&m, d, n, err);
-}
+S_DEC_STRUCT (object, sq_object_msg_t, sq_object_decode)
 
-static int
-s_dec_gfetch (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_gfetch_t g;
-    return sq_gfetch_decode (&g, d, n, err);
-}
+S_DEC_STRUCT (gfetch, sq_gfetch_t, sq_gfetch_decode)
 
 //  --------------------------------------------------------------------------
 
