@@ -189,3 +189,48 @@ def test_an_actor_executor_keeps_nothing_of_the_tasks_before(one, sharing):
     #   actor's own frame (an actor's calls carry no forgets).
     assert keeper.kept().result(timeout=TIMEOUT) == (0, executor)
     assert float(a.result(timeout=TIMEOUT).sum()) == 4.0 * N
+
+
+def mark(a, *_):
+    """Keeps the object this task was given, to be compared later."""
+    import builtins
+    builtins.__dict__.setdefault("_squall_test_before", []).append(a)
+    return os.getpid()
+
+
+def fresh(a, *_):
+    """(whether this object is none of those marked, the executor's pid,
+    the array's sum)."""
+    import builtins
+    before = builtins.__dict__.get("_squall_test_before", [])
+    return not any(x is a for x in before), os.getpid(), float(a.sum())
+
+
+def test_an_object_replaced_on_a_governor_is_not_served_from_the_cache(sharing):
+    """Same key, new store generation: the object moved away from a
+    governor and back is a new copy there, and its readers get that copy,
+    never the value the executor kept of the old one."""
+    c = squall.LocalCluster(governors=2, cpus=1, **cluster_options())
+    with c:
+        client = c.client()
+        govs = sorted((int(g["id"]), g["name"]) for g in client.governors())
+        (g1, _), (g2, name2) = govs
+        a = client.submit(make, N, 5.0, workers=[name2])
+        s = a._session
+        assert s.place(a, [g2], move=True, timeout=TIMEOUT) == [g2]
+        graph = {"m%d" % i: (mark, a, i) for i in range(3)}
+        marked = set(client.get(graph, list(graph), workers=[name2]))
+        there = client.submit(kept, workers=[name2])
+        assert there.result(timeout=TIMEOUT) >= 1, "the value was not kept: nothing to test"
+        #   Away: the store on g2 drops it and its executor forgets it...
+        assert s.place(a, [g1], move=True, timeout=TIMEOUT) == [g1]
+        until(lambda: client.submit(kept, workers=[name2]).result(timeout=TIMEOUT) == 0,
+              "g2's executor to forget the object moved away")
+        #   ...and back: the same key, a new copy (generation) on g2.
+        assert s.place(a, [g2], move=True, timeout=TIMEOUT) == [g2]
+        graph = {"f%d" % i: (fresh, a, i) for i in range(3)}
+        got = client.get(graph, list(graph), workers=[name2])
+        assert [(new, total) for new, _, total in got] == [(True, 5.0 * N)] * 3, got
+        #   The same executor as before: it held the old value's objects.
+        assert {p for _, p, _ in got} <= marked, (got, marked)
+    _clean_exit(c)
