@@ -369,6 +369,40 @@ def test_calls_made_like_the_last_one_keep_their_values_names_and_order():
         client.close()
 
 
+def test_gathered_calls_finish_their_futures_for_waiters_callbacks_and_later_reads():
+    """gather finishes a chunk's futures together (Future._set_values):
+    those nobody waits on without a lock each, the others the usual way.
+    Each kind must come out done with its own value: a future with a
+    done-callback, futures another thread waits on, one already read, and
+    the plain rest (which concurrent.futures.wait and as_completed must
+    then see as finished, not pending)."""
+    import concurrent.futures as cf
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = Counter.start(client, 0)
+        running, gate = _gated(counter)
+        calls = [counter.add(1) for _ in range(300)]
+        called = {}
+        for i in range(0, 300, 7):
+            calls[i].add_done_callback(lambda f, i=i: called.__setitem__(i, f.result()))
+        waited, box = calls[100:110], []
+        waiter = threading.Thread(target=lambda: box.append(cf.wait(waited, timeout=TIMEOUT)))
+        waiter.start()
+        open(gate, "w").close()
+        assert running.result(TIMEOUT) == 0
+        assert calls[5].result(TIMEOUT) == 6
+        assert client.gather(calls, timeout=TIMEOUT) == list(range(1, 301))
+        waiter.join(TIMEOUT)
+        assert not waiter.is_alive() and len(box[0].done) == 10 and not box[0].not_done
+        assert called == {i: i + 1 for i in range(0, 300, 7)}
+        assert all(f.done() and not f.cancelled() and f.exception() is None for f in calls)
+        done, not_done = cf.wait(calls, timeout=0)
+        assert len(done) == 300 and not not_done
+        assert sorted(f.result() for f in cf.as_completed(calls, timeout=0)) == \
+            list(range(1, 301))
+        client.close()
+
+
 def _inc(x):
     return x + 1
 

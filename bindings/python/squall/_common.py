@@ -148,8 +148,8 @@ class _FairLock:
     def held(self) -> bool:
         return self._owner == threading.get_ident()
 
-    def __enter__(self) -> bool:
-        return self.acquire()
+    #   acquire itself: one Python call less per `with` (an actor call's).
+    __enter__ = acquire
 
     def __exit__(self, *exc) -> None:
         self.release()

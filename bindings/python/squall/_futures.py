@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 from . import _lib as L
 from . import _logs
 from . import _intask
-from ._pickling import PICKLE, loads_result, read_value
+from ._pickling import PICKLE, loads_result, read_values
 from ._progress import Progress
 from .errors import ActorLost, SquallError, TaskCancelled, TaskFailed, TimeoutError
 from ._common import _SLICE_MS, _ms
@@ -69,6 +69,8 @@ class _Waiters(list):
 
 _CONDITION_LOCK = threading.Lock()
 _CANCELLED_STATES = (_cf._base.CANCELLED, _cf._base.CANCELLED_AND_NOTIFIED)
+_SETTLED_STATES = _CANCELLED_STATES + (_cf._base.FINISHED,)
+_PENDING, _FINISHED = _cf._base.PENDING, _cf._base.FINISHED
 
 class Future(_cf.Future):
     """The result of client.submit: a value being computed on the cluster.
@@ -144,8 +146,7 @@ class Future(_cf.Future):
         self._invoke_callbacks()
 
     def _finish(self, result: Any, exception: Optional[BaseException]) -> None:
-        if self._state in (_cf._base.CANCELLED, _cf._base.CANCELLED_AND_NOTIFIED,
-                           _cf._base.FINISHED):
+        if self._state in _SETTLED_STATES:
             raise _cf.InvalidStateError("%s: %r" % (self._state, self))
         if exception is None:
             self._result = result
@@ -180,7 +181,7 @@ class Future(_cf.Future):
 
     def _resolved(self) -> bool:
         return self._value is not _UNSET or self._exc is not None or \
-            self._state in (_cf._base.CANCELLED, _cf._base.CANCELLED_AND_NOTIFIED)
+            self._state in _CANCELLED_STATES
 
     def _set_value(self, value: Any) -> None:
         """Completes the concurrent.futures side: waiters wake, callbacks
@@ -190,6 +191,27 @@ class Future(_cf.Future):
             self.set_result(value)
         except _cf.InvalidStateError:   # cancelled meanwhile, or set by another thread
             pass
+
+    @staticmethod
+    def _set_values(futures: List["Future"], values: List[Any]) -> None:
+        """_set_value of each future with its value, for a gathered chunk:
+        those nobody waits on nor watches (no condition made, so no waiter,
+        no callback, not cancelled) are finished under one _CONDITION_LOCK,
+        not one each; the others the usual way."""
+        others = []
+        with _CONDITION_LOCK:
+            for f, value in zip(futures, values):
+                f._value = value
+                if f._state is _PENDING and "_cond" not in f.__dict__:
+                    f._result = value
+                    f._state = _FINISHED
+                else:
+                    others.append(f)
+        for f in others:
+            try:
+                f.set_result(f._value)
+            except _cf.InvalidStateError:
+                pass
 
     def _set_exc(self, exc: BaseException) -> None:
         self._exc = exc
@@ -533,7 +555,7 @@ def _left(deadline: Optional[float]) -> Optional[float]:
 
 def _raise_first(futures: List[Future]) -> None:
     for f in futures:
-        if _failed(f):
+        if f._exc is not None or f._state in _CANCELLED_STATES:     # _failed, inline: per future
             f.result()
 
 def _gather_values(futures: List[Future], timeout: Optional[float], errors: str = "raise") -> None:
@@ -620,11 +642,9 @@ def _gather_joined(s: Session, group: List[Future], deadline: Optional[float],
                         if not s.closed:
                             L.sq_unkeep(s._h, tid + 1)
                 if data is not None:
-                    stream = io.BytesIO(data)
                     with unpickling(s):
-                        values = [read_value(stream) for _ in chunk]
-                    for f, value in zip(chunk, values):
-                        f._set_value(value)
+                        values = read_values(data, len(chunk))
+                    Future._set_values(chunk, values)
                 elif errors == "raise":
                     #   The futures already done hold the failure.
                     _gather_few(s, chunk, deadline, errors)

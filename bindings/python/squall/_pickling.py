@@ -393,6 +393,27 @@ def read_value(stream: "io.BytesIO", buffers: Any = None) -> Any:
     return value
 
 
+def read_values(data: bytes, n: int) -> list:
+    """The n values one after the other in data (a gather's concat), each
+    as read_value reads it: the magics looked for in data in place, not read
+    out of the stream and sought back over per value."""
+    stream = io.BytesIO(data)
+    values = []
+    for _ in range(n):
+        if data.startswith(OOB_MAGIC, stream.tell()):
+            values.append(_read_oob(stream))
+            continue
+        values.append(pickle.load(stream))
+        pos = stream.tell()
+        if data.startswith(WARN_MAGIC, pos):
+            stream.seek(pos + len(WARN_MAGIC))
+            size = int.from_bytes(stream.read(4), "little")
+            payload = stream.read(size)
+            stream.read(4 + len(WARN_MAGIC))        # the closing length and magic
+            _emit_warnings(payload)
+    return values
+
+
 def loads_result(data: bytes) -> Any:
     """A task's pickled result (warnings re-emitted)."""
     return read_value(io.BytesIO(data))

@@ -318,7 +318,9 @@ class Building:
             first = ctypes.c_uint32()
             like = self._like = ((ctypes.c_size_t * 1)(), first, ctypes.pointer(first))
         like[0][0] = len(config)
-        self._check(L.sq_tasks_like(self._h, model, 1, config, like[0], like[2]))
+        rc = L.sq_tasks_like(self._h, model, 1, config, like[0], like[2])
+        if rc:
+            self._check(rc)
         tid = like[1].value
         self._next_id = tid + 2
         name = self._names.get(model)
