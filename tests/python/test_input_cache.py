@@ -233,4 +233,4 @@ def test_an_object_replaced_on_a_governor_is_not_served_from_the_cache(sharing):
         assert [(new, total) for new, _, total in got] == [(True, 5.0 * N)] * 3, got
         #   The same executor as before: it held the old value's objects.
         assert {p for _, p, _ in got} <= marked, (got, marked)
-    _clean_exit(c)
+    clean_exit(c)
