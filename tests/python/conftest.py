@@ -55,25 +55,26 @@ def until(condition, what, timeout=TIMEOUT):
         time.sleep(0.02)
 
 
-def key_client(cluster, key):
+def key_client(cluster, key, **options):
     """A client of the cluster with a key of its own, or None while the
     broker has not read the key yet (poll it with `until`)."""
     try:
         return squall.Client(cluster.address, timeout=2.0, secret_key=key,
-                             broker_key=cluster.broker_key)
+                             broker_key=cluster.broker_key, **options)
     except squall.SquallError:
         return None
 
 
-def tenant_client(cluster, name, tenant):
+def tenant_client(cluster, name, tenant, **options):
     """A client (no admin) of `tenant`: a key named after `name` and this
     process added to the cluster's keyring, which the broker re-reads on
-    SIGHUP; polled until the broker accepts it."""
+    SIGHUP; polled until the broker accepts it. `options` go to Client."""
     import signal
     authorized = os.path.join(cluster._keydir, "authorized")
     key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
     cluster.broker.send_signal(signal.SIGHUP)
-    return until(lambda: key_client(cluster, key), "the broker to accept %s's key" % name)
+    return until(lambda: key_client(cluster, key, **options),
+                 "the broker to accept %s's key" % name)
 
 
 def clean_exit(c):

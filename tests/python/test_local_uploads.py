@@ -17,7 +17,7 @@ import pytest
 
 import squall
 
-from conftest import TIMEOUT, cluster_options, until
+from conftest import TIMEOUT, cluster_options, tenant_client, until
 
 MIB = 1 << 20
 
@@ -236,30 +236,13 @@ def test_many_constants_of_one_submit_are_uploaded_together(one_host):
         client.close()
 
 
-def _tenant_client(cluster, name, tenant):
-    """A client (no admin) of `tenant` on the governors' host: a key added to
-    the broker's keyring, re-read on SIGHUP."""
-    import signal
-    authorized = os.path.join(cluster._keydir, "authorized")
-    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
-    cluster.broker.send_signal(signal.SIGHUP)
-
-    def connect():
-        try:
-            return squall.Client(cluster.address, secret_key=key, broker_key=cluster.broker_key,
-                                 local_dir=cluster.local_dir, timeout=2.0)
-        except squall.ConnectionError:
-            return None
-    return until(connect, "the broker to accept %s's key" % name)
-
-
 def test_uploads_local_is_counted_per_tenant(one_host):
     """INFO's uploads_local, as its other figures, shows a tenant its own
     uploads on this host; an admin (the cluster's own client) sees every
     tenant's."""
     admin = one_host.client()
-    alice = _tenant_client(one_host, "alice", "team-a")
-    bob = _tenant_client(one_host, "bob", "team-b")
+    alice = tenant_client(one_host, "alice", "team-a", local_dir=one_host.local_dir)
+    bob = tenant_client(one_host, "bob", "team-b", local_dir=one_host.local_dir)
     try:
         everyone = _local(admin)
         assert _local(alice) == 0 and _local(bob) == 0
