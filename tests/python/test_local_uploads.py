@@ -36,6 +36,11 @@ def _digest(x):
 
 
 def _local(client):
+    """INFO's uploads_local once the broker has matched every upload's
+    claim (the SUBMIT) with its governor's confirmation (UPLOADED): the two
+    come on different connections, so a submit can return before the
+    governor's report is counted."""
+    until(lambda: client.info()["uploads"] == 0, "the broker to match every upload")
     return client.info()["uploads_local"]
 
 
