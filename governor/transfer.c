@@ -373,6 +373,9 @@ s_hand_over (transfer_t *self, s_out_t *out)
         .reply_to = { self->data_endpoint, (uint32_t) strlen (self->data_endpoint) },
         .token = { (const char *) token, sizeof token }
     };
+    //  Waiting for its answer before it is asked.
+    if (sq_idmap_insert (self->out, out->id, out))
+        return false;
     char route [SQ_MAX_NAME + 50];
     int route_len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, out->endpoint);
     sq_wbuf_t header;
@@ -381,8 +384,9 @@ s_hand_over (transfer_t *self, s_out_t *out)
     int rc = route_len > 0 && (size_t) route_len < sizeof route
            ? sq_send (self->pipe, route, (size_t) route_len, &header, NULL, 0, 0): -1;
     sq_wbuf_release (&header);
-    //  Unsent, the file handed over expires unclaimed at the receiver.
-    if (rc || sq_idmap_insert (self->out, out->id, out)) {
+    if (rc) {
+        //  The file handed over expires unclaimed at the receiver.
+        sq_idmap_remove (self->out, out->id);
         sq_warn ("copy of %" PRIx64 ": chunks, not a hand-over: cannot send LCOPY", out->key);
         return false;
     }
@@ -896,6 +900,8 @@ transfer_on_lcopy (transfer_t *self, sq_msg_t *msg)
         return;
     }
     sq_blob_t *blob = NULL;
+    if (fd >= 0 && lcopy.size <= SIZE_MAX)
+        store_make_room (self->store, lcopy.size);
     const char *why = fd < 0? "no memory file came with its token"
                     : lcopy.size > SIZE_MAX? "too big"
                     : !(blob = sq_blob_shm_adopt (fd, (size_t) lcopy.size))
