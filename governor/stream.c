@@ -1009,9 +1009,11 @@ stream_hand_segment (stream_t *self, const char *endpoint, size_t len, int fd, u
         return -1;
     if (sq_fdpass_send (self->sock, &to, sizeof to, token, S_TOKEN, &fd, 1, MSG_DONTWAIT)
         != (ssize_t) S_TOKEN) {
-        if (errno == ENOENT && !s_same_host (self->data_endpoint, endpoint, len))
-            sq_debug ("copy to %.*s: not in our stream directory (another host): chunks",
-                      (int) len, endpoint);
+        //  Not in our directory (another host, or another directory here):
+        //  said at debug only, as copies are many (a stream's warning is
+        //  once per stream).
+        if (errno == ENOENT)
+            sq_debug ("copy to %.*s: not in our stream directory: chunks", (int) len, endpoint);
         else
             sq_warn ("copy to %.*s: chunks, not a hand-over: %s", (int) len, endpoint,
                      strerror (errno));
