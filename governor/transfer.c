@@ -354,9 +354,13 @@ static int s_out_start (transfer_t *self, s_out_t *out);
 static bool
 s_hand_over (transfer_t *self, s_out_t *out)
 {
+    //  Only a file sealed against writes (F_SEAL_WRITE: an executor's result,
+    //  an upload, a copy handed over) can be taken: one of ours sealed
+    //  against future writes only (our own writable mapping kept) would be
+    //  refused there, a round trip lost.
     int fd = sq_blob_shm_fd (out->blob);
     if (!self->hand || fd < 0 || sq_blob_size (out->blob) == 0
-    ||  self->n_local >= TRANSFER_MAX_QUEUED)
+    ||  self->n_local >= TRANSFER_MAX_QUEUED || !(fcntl (fd, F_GET_SEALS) & F_SEAL_WRITE))
         return false;
     //  The route's address: "K" and the receiver's key in Z85 under CURVE
     //  (route.h), then its data endpoint, which names its socket.
