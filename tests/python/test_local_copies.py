@@ -2,8 +2,9 @@
 docs/security.md, "Copies on one host"): an object held in a memory file
 on one governor, needed by a task on another governor sharing its stream
 directory, goes as that file (no byte copied, counted in INFO's
-copies_local) and arrives equal; the copy outlives its holder; governors of
-different directories (as on two hosts) copy in chunks as ever."""
+copies_local, per tenant) and arrives equal; the copy outlives its holder;
+governors of different directories (as on two hosts) copy in chunks as
+ever."""
 import os
 import signal
 
@@ -86,3 +87,41 @@ def test_governors_of_other_directories_copy_in_chunks(tmp_path):
             got = client.submit(read, made, resources={"b": 1}).result(timeout=TIMEOUT)
             assert got[0] == _want(5.0) and got[1] == (N,)
             assert _copies(client) == before
+
+
+def _tenant_client(cluster, name, tenant):
+    """A client (no admin) of `tenant`: a key added to the broker's keyring,
+    re-read on SIGHUP (as test_streams.py's)."""
+    authorized = os.path.join(cluster._keydir, "authorized")
+    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
+    cluster.broker.send_signal(signal.SIGHUP)
+
+    def connect():
+        try:
+            return squall.Client(cluster.address, secret_key=key, broker_key=cluster.broker_key,
+                                 timeout=2.0)
+        except squall.ConnectionError:
+            return None
+    return until(connect, "the broker to accept %s's key" % name)
+
+
+def test_copies_local_is_counted_per_tenant():
+    """INFO's copies_local shows a tenant its own copies; an admin (the
+    cluster's own client) sees every tenant's."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        _two_governors(cluster)
+        alice = _tenant_client(cluster, "alice", "team-a")
+        bob = _tenant_client(cluster, "bob", "team-b")
+        try:
+            with cluster.client() as client:
+                everyone = _copies(client)
+                assert _copies(alice) == 0 and _copies(bob) == 0
+                made = alice.submit(make, N, 2.0, resources={"a": 1})
+                got = alice.submit(read, made, resources={"b": 1}).result(timeout=TIMEOUT)
+                assert got[0] == _want(2.0)
+                assert _copies(alice) == 1
+                assert _copies(bob) == 0
+                assert _copies(client) == everyone + 1
+        finally:
+            alice.close()
+            bob.close()
