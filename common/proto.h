@@ -551,6 +551,7 @@ typedef struct {
     uint64_t copy_rate;         //  bytes/s placement assumes a copy moves
     uint64_t streams_local;     //  streams that went over the same-host path
     uint64_t uploads_local;     //  constants handed over on their governor's host (PUTLOCAL)
+    uint64_t copies_local;      //  copies handed over between governors of one host (LCOPY)
     //  The asker's tenant: its usage and limits (0: none); NULL packs nil.
     const sq_info_tenant_t *tenant;
 } sq_info_t;
@@ -876,6 +877,7 @@ void sq_pack_failed_exit (msgpack_packer *pk, uint64_t task, uint32_t attempt,
 void sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us);
+void sq_pack_located_local (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
 void sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_uploaded_local (msgpack_packer *pk, uint64_t object, uint64_t size);

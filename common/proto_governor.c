@@ -123,6 +123,15 @@ void
 sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us)
 S_EVENT (LOCATED, object, 0, size, duration_us, 3)
 
+//  Handed over between governors of one host (LCOPY): the optional field
+//  says so (duration_us, before it, 0: nothing was timed).
+void
+sq_pack_located_local (msgpack_packer *pk, uint64_t object, uint64_t size)
+{
+    sq_event_t ev = { .key = object, .size = size, .local = true };
+    sqp_pack_EV_LOCATED (pk, &ev, 4);
+}
+
 void
 sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
 S_EVENT (UPLOADED, object, 0, size, 0, 2)

@@ -1081,6 +1081,29 @@ stream_take_segment (stream_t *self, const uint8_t *token)
     return s_hand_take (self, token, true);
 }
 
+int
+stream_hand_segment (stream_t *self, const char *endpoint, size_t len, int fd, uint8_t *token)
+{
+    struct sockaddr_un to = { .sun_family = AF_UNIX };
+    if (self->sock < 0 || fd < 0
+    ||  s_sock_path (to.sun_path, sizeof to.sun_path, self->dirfd, endpoint, len)
+    ||  getrandom (token, S_TOKEN, 0) != (ssize_t) S_TOKEN)
+        return -1;
+    if (sq_fdpass_send (self->sock, &to, sizeof to, token, S_TOKEN, &fd, 1, MSG_DONTWAIT)
+        != (ssize_t) S_TOKEN) {
+        //  Not in our directory (another host, or another directory here):
+        //  said at debug only, as copies are many (a stream's warning is
+        //  once per stream).
+        if (errno == ENOENT)
+            sq_debug ("copy to %.*s: not in our stream directory: chunks", (int) len, endpoint);
+        else
+            sq_warn ("copy to %.*s: chunks, not a hand-over: %s", (int) len, endpoint,
+                     strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
 size_t
 stream_segments_waiting (stream_t *self)
 {

@@ -258,6 +258,13 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
                 graph_object_add_location (self->graph, object, gov, true);
                 scheduler_note_copy (self->scheduler, ev.size, ev.duration_us);
                 sq_idmap_remove (gov->recopies, ev.key);
+                if (ev.local) {
+                    //  INFO shows a tenant its own (and an admin all).
+                    session_t *session = graph_session (self->graph, sq_key_session (ev.key));
+                    self->copies_local++;
+                    if (session && session->share)
+                        session->share->copies_local++;
+                }
             }
             else
                 bx_drop (gov, ev.key);   //  a copy nobody wants any more

@@ -266,6 +266,9 @@ def cmd_status(args):
     if info.get("uploads_local"):
         print("constants handed over as memory files (clients on a governor's host): %d so far"
               % info["uploads_local"])
+    if info.get("copies_local"):
+        print("copies handed over as memory files (governors of one host): %d so far"
+              % info["copies_local"])
     return EXIT_OK
 
 
