@@ -359,8 +359,9 @@ s_hand_over (transfer_t *self, s_out_t *out)
     //  against future writes only (our own writable mapping kept) would be
     //  refused there, a round trip lost.
     int fd = sq_blob_shm_fd (out->blob);
-    if (!self->hand || fd < 0 || sq_blob_size (out->blob) == 0
-    ||  self->n_local >= TRANSFER_MAX_QUEUED || !(fcntl (fd, F_GET_SEALS) & F_SEAL_WRITE))
+    int seals = fd >= 0? fcntl (fd, F_GET_SEALS): -1;     //  -1: not a memory file
+    if (!self->hand || seals < 0 || !(seals & F_SEAL_WRITE) || sq_blob_size (out->blob) == 0
+    ||  self->n_local >= TRANSFER_MAX_QUEUED)
         return false;
     //  The route's address: "K" and the receiver's key in Z85 under CURVE
     //  (route.h), then its data endpoint, which names its socket.
