@@ -1,14 +1,14 @@
 /*  codec: what the table codec (proto_messages.def) costs per message next
     to the code it replaced, in the same run. The reference encoders and
     decoders here are the hand-written ones of CHUNK, KEEP and a STOP
-    batch as they were before the table (git 0d8a831^); they are the
-    yardstick, not code squall uses.
+    batch as they were before the table (git 0d8a831^), UPDATE's, and
+    ASSIGN's (git 20def1f); they are the yardstick, not code squall uses.
 
-    usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3]]]
+    usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3|4]]]
     Prints one line per message: ns per encode+decode by hand and by the
     table, and their ratio (table / hand). The machine's load moves both
     alike; compare the ratio, not the times. With hand or table it runs
-    that side only, once (only CHUNK, KEEP, STOP or UPDATE with 0 to 3): for
+    that side only, once (only CHUNK, KEEP, STOP, UPDATE or ASSIGN with 0 to 4): for
     counting instructions,
     valgrind --tool=callgrind squall-bench-codec 10000 table (and hand). */
 #include "proto_internal.h"
@@ -208,6 +208,110 @@ s_pack_finished_hand (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     msgpack_pack_uint64 (pk, duration_us);
 }
 
+//  ASSIGN's task as proto_governor.c read and packed it before the table
+//  (git 20def1f)
+static S_LIBRARY int
+s_assign_next_hand (sq_iter_t *self, sq_assign_t *t)
+{
+    int more = sqp_iter_more (self, "ASSIGN");
+    if (more <= 0)
+        return more;
+    mpr_t *r = &self->r;
+    uint32_t n_in = 0, n_out = 0;
+    memset (t, 0, sizeof *t);
+    mpr_field (r, "task");
+    mpr_array_exact (r, 11);
+    mpr_field (r, "task.key");
+    mpr_uint (r, &t->key);
+    mpr_field (r, "task.attempt");
+    mpr_u32 (r, &t->attempt);
+    mpr_field (r, "task.kind");
+    mpr_str (r, &t->kind, SQ_MAX_NAME);
+    mpr_field (r, "task.config");
+    mpr_skip (r, &t->config, &t->config_size);
+    mpr_field (r, "task.inputs");
+    mpr_array (r, &n_in);
+    size_t in_bytes = sizeof (sq_input_ref_t) * n_in;
+    size_t out_max = r->size - r->pos;
+    char *block = mpr_ok (r)? (char *) sqp_scratch (self, in_bytes + sizeof (sq_out_decl_t) * (out_max + 1)): NULL;
+    if (!block)
+        return sqp_error (r, self->err, "ASSIGN");
+    t->inputs = (sq_input_ref_t *) block;
+    for (uint32_t i = 0; i < n_in && mpr_ok (r); i++) {
+        sq_input_ref_t *in = &t->inputs [i];
+        mpr_array_exact (r, 4);
+        mpr_uint (r, &in->key);
+        mpr_uint (r, &in->size);
+        sqp_frame_index (r, &in->frame);
+        mpr_str (r, &in->content_type, SQ_MAX_NAME);
+    }
+    t->n_inputs = n_in;
+    mpr_field (r, "task.outputs");
+    mpr_array (r, &n_out);
+    t->outputs = (sq_out_decl_t *) (block + in_bytes);
+    for (uint32_t i = 0; i < n_out && mpr_ok (r); i++) {
+        uint32_t fields = 0;
+        mpr_array (r, &fields);
+        if (mpr_ok (r) && fields != 2 && fields != 3)
+            mpr_fail (r, "an output is [object, content_type] or [object, content_type, consumers]");
+        mpr_uint (r, &t->outputs [i].key);
+        mpr_str (r, &t->outputs [i].content_type, SQ_MAX_NAME);
+        t->outputs [i].stream = fields == 3;
+        t->outputs [i].consumers = 0;
+        if (fields == 3 && mpr_u32 (r, &t->outputs [i].consumers) == 0
+        &&  t->outputs [i].consumers > SQ_MAX_STREAM_CONSUMERS)
+            mpr_fail (r, "more stream consumers than allowed");
+    }
+    t->n_outputs = n_out;
+    mpr_field (r, "task.cpus");
+    mpr_u32 (r, &t->cpus);
+    mpr_field (r, "task.timeout_ms");
+    mpr_u32 (r, &t->timeout_ms);
+    mpr_field (r, "task.name");
+    mpr_str (r, &t->name, SQ_MAX_NAME);
+    mpr_field (r, "task.resources");
+    sqp_resources (r, t->resources, &t->n_resources, SQ_MAX_RESOURCES);
+    mpr_field (r, "task.tenant");
+    mpr_str (r, &t->tenant, SQ_MAX_NAME);
+    if (!mpr_ok (r))
+        return sqp_error (r, self->err, "ASSIGN");
+    return 1;
+}
+
+static S_LIBRARY void
+s_pack_assign_hand (msgpack_packer *pk, const sq_assign_t *t)
+{
+    msgpack_pack_array (pk, 11);
+    msgpack_pack_uint64 (pk, t->key);
+    msgpack_pack_uint32 (pk, t->attempt);
+    sq_pack_mstr (pk, t->kind);
+    if (t->config && t->config_size)
+        msgpack_pack_str_body (pk, t->config, t->config_size);
+    else
+        msgpack_pack_nil (pk);
+    msgpack_pack_array (pk, t->n_inputs);
+    for (uint32_t i = 0; i < t->n_inputs; i++) {
+        msgpack_pack_array (pk, 4);
+        msgpack_pack_uint64 (pk, t->inputs [i].key);
+        msgpack_pack_uint64 (pk, t->inputs [i].size);
+        msgpack_pack_int32 (pk, t->inputs [i].frame);
+        sq_pack_mstr (pk, t->inputs [i].content_type);
+    }
+    msgpack_pack_array (pk, t->n_outputs);
+    for (uint32_t i = 0; i < t->n_outputs; i++) {
+        msgpack_pack_array (pk, t->outputs [i].stream? 3: 2);
+        msgpack_pack_uint64 (pk, t->outputs [i].key);
+        sq_pack_mstr (pk, t->outputs [i].content_type);
+        if (t->outputs [i].stream)
+            msgpack_pack_uint32 (pk, t->outputs [i].consumers);
+    }
+    msgpack_pack_uint32 (pk, t->cpus);
+    msgpack_pack_uint32 (pk, t->timeout_ms);
+    sq_pack_mstr (pk, t->name);
+    sqp_pack_resources (pk, t->resources, t->n_resources);
+    sq_pack_mstr (pk, t->tenant);
+}
+
 //  The rounds -----------------------------------------------------------------
 
 #define S_STOPS 16
@@ -292,7 +396,38 @@ s_update_round (sq_wbuf_t *w, bool table)
     sq_iter_release (&it);
 }
 
-typedef enum { S_CHUNK, S_KEEP, S_STOP, S_UPDATE } s_which_t;
+//  An ASSIGN of 8 tasks, two inputs and one output each, a config
+#define S_ASSIGNS 8
+static void
+s_assign_round (sq_wbuf_t *w, bool table)
+{
+    sq_iter_t it;
+    sq_errbuf_t err;
+    sq_assign_t t;
+    static const uint8_t config [] = { 0x81, 0xa1, 'n', 0x01 };
+    sq_input_ref_t ins [2] = { { 0x100000001ull, 4096, 1, { "text/plain", 10 } },
+                               { 0x100000002ull, 1 << 20, -1, { "", 0 } } };
+    sq_out_decl_t out = { 0x100000003ull, { "application/octet-stream", 24 }, false, 0 };
+    sq_wbuf_reset (w);
+    sq_batch_header (w, SQ_MSG_ASSIGN, S_ASSIGNS);
+    for (uint32_t i = 0; i < S_ASSIGNS; i++) {
+        sq_assign_t a = { .key = 0x100000100ull + i, .attempt = 1, .kind = { "py", 2 },
+                          .config = config, .config_size = sizeof config,
+                          .n_inputs = 2, .inputs = ins, .n_outputs = 1, .outputs = &out,
+                          .cpus = 1, .timeout_ms = 0, .name = { "inc", 3 },
+                          .tenant = { "team-a", 6 } };
+        if (table)
+            sq_pack_assign (&w->pk, &a);
+        else
+            s_pack_assign_hand (&w->pk, &a);
+    }
+    sq_assign_begin (&it, w->buf.data, w->buf.size, &err);
+    while ((table? sq_assign_next (&it, &t): s_assign_next_hand (&it, &t)) == 1)
+        s_sink += t.key + t.n_inputs + t.n_outputs;
+    sq_iter_release (&it);
+}
+
+typedef enum { S_CHUNK, S_KEEP, S_STOP, S_UPDATE, S_ASSIGN, S_LAST = S_ASSIGN } s_which_t;
 
 static double
 s_time (s_which_t which, bool table, long rounds)
@@ -316,7 +451,10 @@ s_time (s_which_t which, bool table, long rounds)
         if (which == S_STOP)
             s_stop_round (&w, table);
         else
+        if (which == S_UPDATE)
             s_update_round (&w, table);
+        else
+            s_assign_round (&w, table);
     double took = s_now () - start;
     sq_wbuf_release (&w);
     return took * 1e9 / rounds;
@@ -328,17 +466,17 @@ main (int argc, char *argv [])
     long rounds = argc > 1? atol (argv [1]): 1000000;
     const char *side = argc > 2? argv [2]: NULL;
     if (rounds <= 0 || (side && strcmp (side, "hand") && strcmp (side, "table"))) {
-        fprintf (stderr, "usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3]]]\n");
+        fprintf (stderr, "usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3|4]]]\n");
         return 1;
     }
     if (side) {
-        for (int which = S_CHUNK; which <= S_UPDATE; which++)
+        for (int which = S_CHUNK; which <= S_LAST; which++)
             if (argc < 4 || atoi (argv [3]) == which)
                 s_time ((s_which_t) which, strcmp (side, "table") == 0, rounds);
         return s_sink == 42? 2: 0;
     }
-    const char *names [] = { "CHUNK", "KEEP", "STOP x16", "UPDATE x16" };
-    for (int which = S_CHUNK; which <= S_UPDATE; which++) {
+    const char *names [] = { "CHUNK", "KEEP", "STOP x16", "UPDATE x16", "ASSIGN x8" };
+    for (int which = S_CHUNK; which <= S_LAST; which++) {
         //  Alternated, best of five each: the load of a shared machine
         //  comes and goes.
         double hand = 1e18, table = 1e18;

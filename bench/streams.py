@@ -42,7 +42,12 @@ def _hwm(pid):
     return 0
 
 
-def squall_run(mib, stream, local=True):
+def _cluster_run(local, build, went_local_expected):
+    """Runs the graph that build() makes (it returns the tasks to wait for
+    and the tasks whose kept outputs to fetch) on three governors of one cpu
+    each, timing submit to the last fetch. Returns the time, the largest
+    growth of a governor's VmHWM and the fetched outputs; checks that as
+    many streams as expected went over the same-host path."""
     args = [] if local else ["--stream-dir", ""]
     with squall.LocalCluster(governors=3, cpus=1, log_level="error",
                              governor_args=args) as cluster:
@@ -50,44 +55,38 @@ def squall_run(mib, stream, local=True):
         before = {pid: _hwm(pid) for pid in pids}
         with cluster.client() as client, client.session() as s:
             local_before = client.info()["streams_local"]
-            gen = Execute(GEN % mib, stdout=True, stream=stream)
-            swap = Execute("tr a b", stdin=gen.output, stdout=True, stream=stream)
-            count = Execute("wc -c", stdin=swap.output, stdout=True)
-            count.output.keep()
+            waits, fetches = build()
+            for task in fetches:
+                task.output.keep()
             t0 = time.perf_counter()
             s.submit()
-            out = count.output.fetch(600)
+            outs = [task.output.fetch(600) for task in fetches]
             dt = time.perf_counter() - t0
-            s.wait([gen, swap], 60)
+            s.wait(waits, 60)
             went_local = client.info()["streams_local"] - local_before
-        assert int(out) == mib << 20, out
-        # the mode is what it says: both streams handed over, or neither
-        assert went_local == (2 if stream and local else 0), went_local
+        # the mode is what it says: streams handed over as many as expected
+        assert went_local == went_local_expected, went_local
         grown = max(_hwm(pid) - before[pid] for pid in pids)
+    return dt, grown, outs
+
+
+def squall_run(mib, stream, local=True):
+    def build():
+        gen = Execute(GEN % mib, stdout=True, stream=stream)
+        swap = Execute("tr a b", stdin=gen.output, stdout=True, stream=stream)
+        return [gen, swap], [Execute("wc -c", stdin=swap.output, stdout=True)]
+    # both streams handed over, or neither
+    dt, grown, outs = _cluster_run(local, build, 2 if stream and local else 0)
+    assert int(outs[0]) == mib << 20, outs
     return dt, grown
 
 
 def two_readers_run(mib, local=True):
-    args = [] if local else ["--stream-dir", ""]
-    with squall.LocalCluster(governors=3, cpus=1, log_level="error",
-                             governor_args=args) as cluster:
-        pids = [g.pid for g in cluster.governors]
-        before = {pid: _hwm(pid) for pid in pids}
-        with cluster.client() as client, client.session() as s:
-            local_before = client.info()["streams_local"]
-            gen = Execute(GEN % mib, stdout=True, stream=True)
-            counts = [Execute("wc -c", stdin=gen.output, stdout=True) for _ in range(2)]
-            for c in counts:
-                c.output.keep()
-            t0 = time.perf_counter()
-            s.submit()
-            outs = [c.output.fetch(600) for c in counts]
-            dt = time.perf_counter() - t0
-            s.wait([gen], 60)
-            went_local = client.info()["streams_local"] - local_before
-        assert all(int(o) == mib << 20 for o in outs), outs
-        assert went_local == (1 if local else 0), went_local
-        grown = max(_hwm(pid) - before[pid] for pid in pids)
+    def build():
+        gen = Execute(GEN % mib, stdout=True, stream=True)
+        return [gen], [Execute("wc -c", stdin=gen.output, stdout=True) for _ in range(2)]
+    dt, grown, outs = _cluster_run(local, build, 1 if local else 0)
+    assert all(int(o) == mib << 20 for o in outs), outs
     return dt, grown
 
 

@@ -154,6 +154,7 @@ struct _broker_t {
     size_t n_open_streams;
     uint64_t streams_local;     //  went over the same-host path (INFO)
     uint64_t uploads_local;     //  constants handed over on their governor's host (INFO)
+    uint64_t copies_local;      //  copies handed over between governors of one host (INFO)
     //  Stream consumers ready to be placed (streams.c), by key
     uint64_t *stream_ready;
     size_t n_stream_ready, cap_stream_ready;

@@ -174,6 +174,23 @@ sq_client_set_keys (sq_client_t *self, const char *secret_key_file, const char *
     return 0;
 }
 
+//  A Slurm job step: the stream directory squall's governor jobs of this
+//  user use on this node (bindings/python/squall/slurm.py,
+//  governor_script), when it is there and the user's alone; a node with no
+//  governor of ours has no socket in it, and uploads go by PUT.
+static void
+s_slurm_local_dir (sq_client_t *self)
+{
+    const char *run = getenv ("XDG_RUNTIME_DIR");
+    char dir [4096];
+    int n = snprintf (dir, sizeof dir, "%s/squall-streams-%u", run && *run? run: "/tmp",
+                      (unsigned) geteuid ());
+    struct stat st;
+    if (n > 0 && (size_t) n < sizeof dir && lstat (dir, &st) == 0 && S_ISDIR (st.st_mode)
+    &&  st.st_uid == geteuid () && !(st.st_mode & 077))
+        sq_client_set_local_dir (self, dir);
+}
+
 int
 sq_client_set_local_dir (sq_client_t *self, const char *dir)
 {
@@ -578,6 +595,17 @@ sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
 }
 
 int
+sq_client_nil_reply (sq_client_t *self, int rc, const sq_reply_t *reply)
+{
+    if (rc)
+        return rc;
+    sq_errbuf_t err;
+    if (sq_nil_decode (reply->body, reply->body_size, &err))
+        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
+    return 0;
+}
+
+int
 sq_client_send_only (sq_client_t *self)
 {
     int rc = sq_client_check (self);
@@ -785,6 +813,9 @@ sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
     const char *local = getenv ("SQUALL_LOCAL_DIR");
     if (self->local_dirfd < 0 && local && *local)
         sq_client_set_local_dir (self, local);  //  else by PUT, as elsewhere
+    else
+    if (self->local_dirfd < 0 && getenv ("SLURM_JOB_ID"))
+        s_slurm_local_dir (self);
     s_disconnect (self);
     self->cluster [0] = 0;
     self->endpoint = strdup (endpoint);
@@ -919,12 +950,7 @@ s_call_nil (sq_client_t *self, sq_request_t *request)
 {
     sq_reply_t reply;
     int rc = s_call (self, request, &reply);
-    if (rc)
-        return rc;
-    sq_errbuf_t err;
-    if (sq_nil_decode (reply.body, reply.body_size, &err))
-        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
-    return 0;
+    return sq_client_nil_reply (self, rc, &reply);
 }
 
 int
@@ -967,12 +993,7 @@ sq_client_restart_wait (sq_client_t *self, int timeout_ms)
     sq_request_t request = { .type = SQ_MSG_RESTART, .timeout_ms = timeout_ms };
     sq_reply_t reply;
     int rc = s_call_governors (self, &request, &reply);
-    if (rc)
-        return rc;
-    sq_errbuf_t err;
-    if (sq_nil_decode (reply.body, reply.body_size, &err))
-        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
-    return 0;
+    return sq_client_nil_reply (self, rc, &reply);
 }
 
 int

@@ -70,6 +70,104 @@ s_next_reply (sq_client_t *self, void *socket, const char *endpoint, uint64_t ke
     }
 }
 
+//  One request a range, [0, n_ranges), on `socket`: `send` sends range i
+//  as request first_req + i while fewer than SQ_FETCH_WINDOW are
+//  unanswered, and `take` handles each reply in turn (its code unchecked;
+//  `take` says what a refusal means). 0, or the first error recorded;
+//  then, with replies still on their way, the link is renewed (their
+//  request ids are never used again, but a broken link is better renewed).
+typedef int (s_range_send_fn) (sq_client_t *self, void *socket, uint32_t req, uint64_t index,
+                               void *arg);
+typedef int (s_range_take_fn) (sq_client_t *self, sq_msg_t *msg, sq_reply_t *reply,
+                               uint64_t index, void *arg);
+
+static int
+s_window (sq_client_t *self, void *socket, const char *endpoint, uint64_t key,
+          uint64_t n_ranges, int timeout_ms, const char *what,
+          s_range_send_fn *send, s_range_take_fn *take, void *arg)
+{
+    //  Request ids of the run are consecutive: range i has first_req + i.
+    uint32_t first_req = sq_client_next_req (self);
+    for (uint64_t i = 1; i < n_ranges; i++)
+        sq_client_next_req (self);
+    uint64_t sent = 0, answered = 0;
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    int rc = 0;
+    while (answered < n_ranges && rc == 0) {
+        while (sent < n_ranges && sent - answered < SQ_FETCH_WINDOW) {
+            if ((rc = send (self, socket, first_req + (uint32_t) sent, sent, arg))) {
+                rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
+                                       endpoint, zmq_strerror (errno));
+                break;
+            }
+            sent++;
+        }
+        if (rc)
+            break;
+        uint32_t req;
+        sq_reply_t reply;
+        if ((rc = s_next_reply (self, socket, endpoint, key, first_req, n_ranges, answered,
+                                timeout_ms, what, &msg, &reply, &req)))
+            break;
+        rc = take (self, &msg, &reply, req - first_req, arg);
+        answered++;
+        sq_msg_close (&msg);
+    }
+    sq_msg_release (&msg);
+    if (rc && sent > answered)
+        sq_client_governor_forget (self, endpoint);
+    return rc;
+}
+
+//  A fetch's ranges: GREAD i reads [i * chunk, (i + 1) * chunk) into buffer.
+typedef struct {
+    const sq_target_t *target;
+    uint64_t key, size, received;
+    char *buffer;
+} s_fetch_t;
+
+static int
+s_gread_send (sq_client_t *self, void *socket, uint32_t req, uint64_t index, void *arg)
+{
+    s_fetch_t *fetch = (s_fetch_t *) arg;
+    sq_gread_t gread = {
+        .req = req, .key = fetch->key,
+        .offset = index * SQ_FETCH_CHUNK, .length = SQ_FETCH_CHUNK,
+        .capability = { (const char *) fetch->target->capability,
+                        (uint32_t) fetch->target->capability_size }
+    };
+    sq_wbuf_reset (&self->w);
+    sq_gread_encode (&self->w, &gread);
+    return sq_send (socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT);
+}
+
+static int
+s_gread_take (sq_client_t *self, sq_msg_t *msg, sq_reply_t *reply, uint64_t index, void *arg)
+{
+    s_fetch_t *fetch = (s_fetch_t *) arg;
+    uint64_t key = fetch->key;
+    if (reply->code != SQ_OK)
+        return sq_client_seterr (self, (int) reply->code, sq_key_id (key), 0, "%.*s",
+                                 (int) reply->message.len, reply->message.ptr);
+    //  Ranges come back in order (one DEALER, one governor thread).
+    uint64_t offset = index * SQ_FETCH_CHUNK, size = fetch->size;
+    uint64_t want = size - offset < SQ_FETCH_CHUNK? size - offset: SQ_FETCH_CHUNK;
+    sq_served_t served;
+    sq_errbuf_t err;
+    if (sq_record_decode (SQ_REC_SERVED, &served, reply->body, reply->body_size, "GREAD reply",
+                          &err)
+    ||  index != fetch->received || served.size != size || msg->n != 2
+    ||  sq_msg_size (msg, 1) != want)
+        return sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
+                                 "governor at %s sent a wrong range of object %u",
+                                 fetch->target->endpoint, sq_key_id (key));
+    if (want)
+        memcpy (fetch->buffer + offset, sq_msg_data (msg, 1), (size_t) want);
+    fetch->received++;
+    return 0;
+}
+
 int
 sq_client_gread (sq_client_t *self, const sq_target_t *target, uint64_t key, uint64_t size,
                  int timeout_ms, void **data)
@@ -90,70 +188,10 @@ sq_client_gread (sq_client_t *self, const sq_target_t *target, uint64_t key, uin
         return sq_client_seterr (self, SQ_E_NOMEM, sq_key_id (key), 0, "out of memory for %llu bytes",
                                  (unsigned long long) size);
     uint64_t chunk = SQ_FETCH_CHUNK;
-    uint64_t n_ranges = size? (size + chunk - 1) / chunk: 1;
-    //  Request ids of this fetch are consecutive: range i has first_req + i.
-    uint32_t first_req = sq_client_next_req (self);
-    for (uint64_t i = 1; i < n_ranges; i++)
-        sq_client_next_req (self);
-    uint64_t sent = 0, received = 0;
-    sq_msg_t msg;
-    sq_msg_init (&msg);
-    int rc = 0;
-    while (received < n_ranges && rc == 0) {
-        while (sent < n_ranges && sent - received < SQ_FETCH_WINDOW) {
-            sq_gread_t gread = {
-                .req = first_req + (uint32_t) sent, .key = key,
-                .offset = sent * chunk, .length = chunk,
-                .capability = { (const char *) target->capability,
-                                (uint32_t) target->capability_size }
-            };
-            sq_wbuf_reset (&self->w);
-            sq_gread_encode (&self->w, &gread);
-            if (sq_send (socket, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT)) {
-                rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
-                                       endpoint, zmq_strerror (errno));
-                break;
-            }
-            sent++;
-        }
-        if (rc)
-            break;
-        uint32_t req;
-        sq_reply_t reply;
-        if ((rc = s_next_reply (self, socket, endpoint, key, first_req, n_ranges, received,
-                                timeout_ms, "a fetch", &msg, &reply, &req)))
-            break;
-        if (reply.code != SQ_OK) {
-            rc = sq_client_seterr (self, (int) reply.code, sq_key_id (key), 0, "%.*s",
-                                   (int) reply.message.len, reply.message.ptr);
-            break;
-        }
-        //  Ranges come back in order (one DEALER, one governor thread).
-        uint64_t index = req - first_req;
-        uint64_t offset = index * chunk;
-        uint64_t want = size - offset < chunk? size - offset: chunk;
-        sq_served_t served;
-        sq_errbuf_t err;
-        if (sq_record_decode (SQ_REC_SERVED, &served, reply.body, reply.body_size, "GREAD reply",
-                              &err)
-        ||  index != received || served.size != size || msg.n != 2
-        ||  sq_msg_size (&msg, 1) != want) {
-            rc = sq_client_seterr (self, SQ_E_PROTOCOL, sq_key_id (key), 0,
-                                   "governor at %s sent a wrong range of object %u",
-                                   endpoint, sq_key_id (key));
-            break;
-        }
-        if (want)
-            memcpy (buffer + offset, sq_msg_data (&msg, 1), (size_t) want);
-        received++;
-        sq_msg_close (&msg);
-    }
-    sq_msg_release (&msg);
+    s_fetch_t fetch = { target, key, size, 0, buffer };
+    int rc = s_window (self, socket, endpoint, key, size? (size + chunk - 1) / chunk: 1,
+                       timeout_ms, "a fetch", s_gread_send, s_gread_take, &fetch);
     if (rc) {
-        //  Replies still on their way would confuse nothing (their request
-        //  ids are never used again), but a broken link is better renewed.
-        if (sent > received)
-            sq_client_governor_forget (self, endpoint);
         sq_free (buffer);
         return rc;
     }
@@ -307,6 +345,47 @@ sq_client_put_local (sq_client_t *self, const sq_target_t *target, uint64_t key,
     return rc;
 }
 
+//  An upload's ranges: PUT i carries [i * chunk, (i + 1) * chunk) of the
+//  blob, sent zero-copy.
+typedef struct {
+    const sq_target_t *target;
+    uint64_t key;
+    sq_blob_t *blob;
+    const char *content_type;
+} s_upload_t;
+
+static int
+s_put_send (sq_client_t *self, void *socket, uint32_t req, uint64_t index, void *arg)
+{
+    s_upload_t *upload = (s_upload_t *) arg;
+    uint64_t size = sq_blob_size (upload->blob), offset = index * SQ_FETCH_CHUNK;
+    uint64_t len = size - offset < SQ_FETCH_CHUNK? size - offset: SQ_FETCH_CHUNK;
+    const char *ct = upload->content_type;
+    sq_put_t put = {
+        .req = req, .key = upload->key, .offset = offset, .size = size,
+        .content_type = { ct, (uint32_t) strlen (ct) },
+        .capability = { (const char *) upload->target->capability,
+                        (uint32_t) upload->target->capability_size }
+    };
+    sq_wbuf_reset (&self->w);
+    sq_put_encode (&self->w, &put);
+    zmq_msg_t payload;
+    if (sq_blob_msg_range (upload->blob, (size_t) offset, (size_t) len, &payload))
+        return -1;
+    return sq_send (socket, NULL, 0, &self->w, &payload, 1, ZMQ_DONTWAIT);
+}
+
+static int
+s_put_take (sq_client_t *self, sq_msg_t *msg, sq_reply_t *reply, uint64_t index, void *arg)
+{
+    (void) msg;
+    (void) index;
+    if (reply->code != SQ_OK)
+        return sq_client_seterr (self, (int) reply->code, sq_key_id (((s_upload_t *) arg)->key), 0,
+                                 "%.*s", (int) reply->message.len, reply->message.ptr);
+    return 0;
+}
+
 int
 sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_blob_t *blob,
                const char *content_type, int timeout_ms)
@@ -317,53 +396,9 @@ sq_client_put (sq_client_t *self, const sq_target_t *target, uint64_t key, sq_bl
         return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot connect to governor at %s: %s",
                                  endpoint, zmq_strerror (errno));
     uint64_t size = sq_blob_size (blob), chunk = SQ_FETCH_CHUNK;
-    uint64_t n_ranges = size? (size + chunk - 1) / chunk: 1;
-    uint32_t first_req = sq_client_next_req (self);
-    for (uint64_t i = 1; i < n_ranges; i++)
-        sq_client_next_req (self);
-    uint64_t sent = 0, answered = 0;
-    sq_msg_t msg;
-    sq_msg_init (&msg);
-    int rc = 0;
-    const char *ct = content_type? content_type: "";
-    while (answered < n_ranges && rc == 0) {
-        while (sent < n_ranges && sent - answered < SQ_FETCH_WINDOW) {
-            uint64_t offset = sent * chunk;
-            uint64_t len = size - offset < chunk? size - offset: chunk;
-            sq_put_t put = {
-                .req = first_req + (uint32_t) sent, .key = key, .offset = offset, .size = size,
-                .content_type = { ct, (uint32_t) strlen (ct) },
-                .capability = { (const char *) target->capability,
-                                (uint32_t) target->capability_size }
-            };
-            sq_wbuf_reset (&self->w);
-            sq_put_encode (&self->w, &put);
-            zmq_msg_t payload;
-            if (sq_blob_msg_range (blob, (size_t) offset, (size_t) len, &payload)
-            ||  sq_send (socket, NULL, 0, &self->w, &payload, 1, ZMQ_DONTWAIT)) {
-                rc = sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to governor at %s: %s",
-                                       endpoint, zmq_strerror (errno));
-                break;
-            }
-            sent++;
-        }
-        if (rc)
-            break;
-        uint32_t req;
-        sq_reply_t reply;
-        if ((rc = s_next_reply (self, socket, endpoint, key, first_req, n_ranges, answered,
-                                timeout_ms, "an upload", &msg, &reply, &req)))
-            break;
-        if (reply.code != SQ_OK)
-            rc = sq_client_seterr (self, (int) reply.code, sq_key_id (key), 0, "%.*s",
-                                   (int) reply.message.len, reply.message.ptr);
-        answered++;
-        sq_msg_close (&msg);
-    }
-    sq_msg_release (&msg);
-    if (rc && sent > answered)
-        sq_client_governor_forget (self, endpoint);
-    return rc;
+    s_upload_t upload = { target, key, blob, content_type? content_type: "" };
+    return s_window (self, socket, endpoint, key, size? (size + chunk - 1) / chunk: 1, timeout_ms,
+                     "an upload", s_put_send, s_put_take, &upload);
 }
 
 void

@@ -195,12 +195,7 @@ s_call_nil (sq_client_t *self, uint32_t type, uint32_t session)
     sq_request_t request = { .type = type, .session = session };
     sq_reply_t reply;
     int rc = s_call (self, &request, SQ_CLIENT_CALL_TIMEOUT, &reply);
-    if (rc)
-        return rc;
-    sq_errbuf_t err;
-    if (sq_nil_decode (reply.body, reply.body_size, &err))
-        return sq_client_seterr (self, SQ_E_PROTOCOL, 0, 0, "malformed %s", err.text);
-    return 0;
+    return sq_client_nil_reply (self, rc, &reply);
 }
 
 int

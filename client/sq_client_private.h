@@ -91,6 +91,9 @@ int sq_client_check (sq_client_t *self);
 //  and returned.
 int sq_client_call (sq_client_t *self, uint32_t req, zmq_msg_t *payloads,
                     size_t n_payloads, int timeout_ms, sq_reply_t *reply);
+//  rc, a call's outcome, or when it is 0 the check that the reply's body
+//  is nil (a request that answers nothing more). 0, or the error recorded.
+int sq_client_nil_reply (sq_client_t *self, int rc, const sq_reply_t *reply);
 //  Requests in flight together (uploads' UPLOADs): sq_client_send_only
 //  sends client->w to the broker, sq_client_await waits for the reply to
 //  req as sq_client_call does (replies come in the order of the

@@ -71,7 +71,10 @@ void sq_client_set_resume (sq_client_t *self, int timeout_ms);
 //  over the network: no copy through a socket, no encryption. The
 //  directory must be this user's and closed to others (mode 0700), or
 //  SQ_E_INVALID. Without this call, sq_client_connect uses
-//  $SQUALL_LOCAL_DIR when set. A governor elsewhere (no socket of its
+//  $SQUALL_LOCAL_DIR when set, or in a Slurm job ($SLURM_JOB_ID) the
+//  directory squall's Slurm governors of this user use on this node
+//  (${XDG_RUNTIME_DIR:-/tmp}/squall-streams-UID) when it is this user's
+//  alone. A governor elsewhere (no socket of its
 //  there) is uploaded to by PUT as ever (docs/security.md, "Uploads on one
 //  host").
 int sq_client_set_local_dir (sq_client_t *self, const char *dir);

@@ -2,6 +2,7 @@
 #include "fdpass.h"
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 ssize_t
 sq_fdpass_send (int sock, const void *to, socklen_t to_len, const void *data, size_t size,
@@ -33,4 +34,20 @@ sq_fdpass_send (int sock, const void *to, socklen_t to_len, const void *data, si
     while ((n = sendmsg (sock, &mh, flags | MSG_NOSIGNAL)) < 0 && errno == EINTR)
         ;
     return n;
+}
+
+int
+sq_write_all (int fd, const void *data, size_t size)
+{
+    const char *at = (const char *) data;
+    while (size) {
+        ssize_t n = write (fd, at, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        at += n;
+        size -= (size_t) n;
+    }
+    return 0;
 }

@@ -5,7 +5,9 @@
     to its governor (PUTLOCAL), the governor a task's pipes, logs and
     segments to an executor (two frame writers). The control message is
     built here once; each caller keeps its own policy (blocking or not,
-    what a partial write means, who closes what).
+    what a partial write means, who closes what). And the plain write of
+    all of a buffer that follows such a message or stands alone (a frame's
+    rest, the broker's journal, a key file).
 
     Ownership: nothing is taken. The descriptors stay the caller's (the
     kernel gives the receiver copies); the bytes are only read. */
@@ -27,5 +29,10 @@
 //  descriptors). The descriptors go with the first byte sent.
 ssize_t sq_fdpass_send (int sock, const void *to, socklen_t to_len, const void *data,
                         size_t size, const int *fds, size_t n_fds, int flags);
+
+//  Writes all of data to fd, a blocking descriptor (a file, a pipe, a
+//  stream socket), retried on EINTR and short writes. 0, or -1 with errno
+//  (a write of 0 bytes counts as a failure).
+int sq_write_all (int fd, const void *data, size_t size);
 
 #endif

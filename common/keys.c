@@ -1,6 +1,7 @@
 /*  keys: CurveZMQ key pairs, key files and the keyring. */
 #include "keys.h"
 #include "log.h"
+#include "fdpass.h"
 #include <zmq.h>
 #include <dirent.h>
 #include <errno.h>
@@ -267,16 +268,8 @@ s_write_new (const char *path, mode_t mode, const char *text, char *err, size_t 
         snprintf (err, err_size, "cannot create %s: %s", path, strerror (errno));
         return -1;
     }
-    size_t n = strlen (text), done = 0;
-    while (done < n) {
-        ssize_t w = write (fd, text + done, n - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        done += (size_t) w;
-    }
-    if (fchmod (fd, mode) || done != n || fsync (fd)) {
+    int wrote = sq_write_all (fd, text, strlen (text));
+    if (fchmod (fd, mode) || wrote || fsync (fd)) {
         snprintf (err, err_size, "cannot write %s: %s", path, strerror (errno));
         close (fd);
         unlink (path);

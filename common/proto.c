@@ -19,6 +19,14 @@ sqp_error (mpr_t *r, sq_errbuf_t *err, const char *what)
     return -1;
 }
 
+//  The end of a frame or a body read: nothing may follow.
+int
+sqp_end (mpr_t *r, sq_errbuf_t *err, const char *what)
+{
+    mpr_field (r, NULL);
+    return mpr_end (r)? sqp_error (r, err, what): 0;
+}
+
 int
 sqp_semantic (sq_errbuf_t *err, const char *text)
 {
@@ -247,9 +255,8 @@ sq_hello_decode (sq_hello_t *self, const void *data, size_t size, int *code,
         return sqp_error (&r, err, "HELLO");
     }
     d->read (&r, self, d->n_fields);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "HELLO");
+    if (sqp_end (&r, err, "HELLO"))
+        return -1;
     *code = SQ_OK;
     return 0;
 }
@@ -361,10 +368,7 @@ sq_reply_decode (sq_reply_t *self, const void *data, size_t size, sq_errbuf_t *e
             self->err_root = fault.root;
         }
     }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "REPLY");
-    return 0;
+    return sqp_end (&r, err, "REPLY");
 }
 
 void
@@ -404,10 +408,18 @@ sqp_ids (mpr_t *r, uint32_t **ids, uint32_t *n_ids)
     *ids = (uint32_t *) malloc (sizeof (uint32_t) * n);
     if (!*ids)
         return mpr_fail (r, "out of memory");
-    for (uint32_t i = 0; i < n; i++)
-        if (mpr_u32 (r, &(*ids) [i]))
-            return -1;
+    if (sqp_u32s (r, *ids, n))
+        return -1;
     *n_ids = n;
+    return 0;
+}
+
+int
+sqp_u32s (mpr_t *r, uint32_t *ids, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (mpr_u32 (r, &ids [i]))
+            return -1;
     return 0;
 }
 
@@ -564,10 +576,7 @@ sq_nil_decode (const uint8_t *body, size_t size, sq_errbuf_t *err)
     mpr_init (&r, body, size);
     mpr_field (&r, "body");
     mpr_nil (&r);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "reply");
-    return 0;
+    return sqp_end (&r, err, "reply");
 }
 
 int

@@ -125,7 +125,7 @@ typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
     SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_OSTR, SQK_OU32,
     SQK_OWHERE, SQK_KEYLIST, SQK_OINT, SQK_OU64, SQK_ESTR, SQK_TSTATE, SQK_RESOURCES,
-    SQK_PREVIOUS
+    SQK_PREVIOUS, SQK_RAW, SQK_INPUTS, SQK_OUTDECLS, SQK_WHERE
 } sq_field_kind_t;
 
 //  An int or nil (the kind OINT)
@@ -191,6 +191,13 @@ typedef struct {
     uint32_t n;
 } sq_keylist_t;
 
+//  The kind RAW: any msgpack value, kept as its bytes in the frame (a
+//  task's config); none packs nil
+typedef struct {
+    const uint8_t *ptr;
+    size_t size;
+} sq_raw_t;
+
 //  A resource a task needs or a governor offers (gpus in thousandths)
 typedef struct {
     mpr_str_t name;
@@ -226,6 +233,7 @@ typedef struct {
 #define SQ_CT_OPTIONS mpr_str_t
 #define SQ_CT_OSTR mpr_str_t
 #define SQ_CT_OWHERE sq_where_t
+#define SQ_CT_WHERE sq_where_t
 #define SQ_CT_KEYLIST sq_keylist_t
 #define SQ_CT_OU32 uint32_t
 #define SQ_CT_OUTPUTS struct sq_output_ref_s *   //  events' (sq_event_t)
@@ -236,6 +244,9 @@ typedef struct {
 #define SQ_CT_TSTATE uint32_t
 #define SQ_CT_RESOURCES sq_resources_t     //  HELLO's (declared with it)
 #define SQ_CT_PREVIOUS sq_previous_t
+#define SQ_CT_RAW sq_raw_t
+#define SQ_CT_INPUTS struct sq_input_ref_s *     //  ASSIGN's (sq_assign_t)
+#define SQ_CT_OUTDECLS struct sq_out_decl_s *
 #define SQ_BEGIN(NAME, number, type_t, check) typedef struct sqp_##NAME type_t; struct sqp_##NAME {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) SQ_CT_##KIND member;
 #define SQ_END(NAME) };
@@ -540,6 +551,7 @@ typedef struct {
     uint64_t copy_rate;         //  bytes/s placement assumes a copy moves
     uint64_t streams_local;     //  streams that went over the same-host path
     uint64_t uploads_local;     //  constants handed over on their governor's host (PUTLOCAL)
+    uint64_t copies_local;      //  copies handed over between governors of one host (LCOPY)
     //  The asker's tenant: its usage and limits (0: none); NULL packs nil.
     const sq_info_tenant_t *tenant;
 } sq_info_t;
@@ -865,6 +877,7 @@ void sq_pack_failed_exit (msgpack_packer *pk, uint64_t task, uint32_t attempt,
 void sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt);
 void sq_pack_located (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us);
+void sq_pack_located_local (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_lost (msgpack_packer *pk, uint64_t object);
 void sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size);
 void sq_pack_uploaded_local (msgpack_packer *pk, uint64_t object, uint64_t size);
@@ -909,26 +922,33 @@ int sq_refresh_decode (const void *data, size_t size, mpr_str_t *tenant, sq_errb
 //           for a stream output: how many consumers will read it
 #define SQ_FRAME_STREAM (-2)
 
-typedef struct {
+typedef struct sq_input_ref_s {
     uint64_t key;
     uint64_t size;
     int32_t frame;
     mpr_str_t content_type;
 } sq_input_ref_t;
 
-typedef struct {
+typedef struct sq_out_decl_s {
     uint64_t key;
     mpr_str_t content_type;
     bool stream;
     uint32_t consumers;         //  of a stream: consumers that will read it
 } sq_out_decl_t;
 
+//  The record ASSIGN_TASK of the table; the unions name the table's
+//  members (config_raw, resource_list) and the names callers use.
 typedef struct {
     uint64_t key;
     uint32_t attempt;
     mpr_str_t kind;
-    const uint8_t *config;
-    size_t config_size;
+    union {
+        sq_raw_t config_raw;
+        struct {
+            const uint8_t *config;
+            size_t config_size;
+        };
+    };
     uint32_t n_inputs;
     sq_input_ref_t *inputs;     //  scratch owned by the reader
     uint32_t n_outputs;
@@ -939,15 +959,35 @@ typedef struct {
     //  Requests besides cpus ("memory" in bytes, "gpus", custom names): the
     //  governor runs the task only while they fit, and kills it if it uses
     //  more memory than it asked for.
-    uint32_t n_resources;
-    sq_resource_t resources [SQ_MAX_RESOURCES];
+    union {
+        sq_resources_t resource_list;
+        struct {
+            uint32_t n_resources;
+            sq_resource_t resources [SQ_MAX_RESOURCES];
+        };
+    };
     mpr_str_t tenant;           //  at most SQ_MAX_NAME bytes
 } sq_assign_t;
 
-int sq_assign_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err);
-int sq_assign_next (sq_iter_t *self, sq_assign_t *task);
+//  ASSIGN is the table's batch of ASSIGN_TASK records
+static inline int
+sq_assign_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    return sq_batch_begin (self, SQ_MSG_ASSIGN, data, size, err);
+}
+
+static inline int
+sq_assign_next (sq_iter_t *self, sq_assign_t *task)
+{
+    return sq_batch_next (self, SQ_MSG_ASSIGN, task);
+}
+
 //  Packs one task; inputs/outputs as in the struct.
-void sq_pack_assign (msgpack_packer *pk, const sq_assign_t *task);
+static inline void
+sq_pack_assign (msgpack_packer *pk, const sq_assign_t *task)
+{
+    sq_record_pack (pk, SQ_REC_ASSIGN_TASK, task);
+}
 
 //  SEND [41, [[object, version, to_governor, to_endpoint]...]]
 //  DROP [42, [objects]]

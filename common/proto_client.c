@@ -12,24 +12,43 @@ sq_pack_session_opened (msgpack_packer *pk, uint32_t session, const uint8_t *tok
 }
 
 int
+sqp_session_body_decode (uint32_t record, const char *what, const uint8_t *body, size_t size,
+                         uint32_t *max_id, uint32_t *session, uint8_t *token,
+                         sq_errbuf_t *err)
+{
+    union { sq_opened_t opened; sq_attached_t attached; } m;
+    if (sq_record_decode (record, &m, body, size, what, err))
+        return -1;
+    bool attached = record == SQ_REC_ATTACHED;
+    *session = attached? m.attached.session: m.opened.session;
+    if (max_id)
+        *max_id = attached? m.attached.max_id: 0;
+    memcpy (token, attached? m.attached.token.ptr: m.opened.token.ptr, SQ_TOKEN_LEN);
+    return 0;
+}
+
+int
 sq_session_opened_decode (const uint8_t *body, size_t size, uint32_t *session,
                           uint8_t *token, sq_errbuf_t *err)
 {
-    sq_opened_t m;
-    if (sq_record_decode (SQ_REC_OPENED, &m, body, size, "SESSION_OPEN reply", err))
-        return -1;
-    *session = m.session;
-    memcpy (token, m.token.ptr, SQ_TOKEN_LEN);
-    return 0;
+    return sqp_session_body_decode (SQ_REC_OPENED, "SESSION_OPEN reply", body, size, NULL,
+                                    session, token, err);
+}
+
+static sq_where_t
+s_where (uint32_t governor, const char *endpoint, const uint8_t *key,
+         const uint8_t *capability, size_t capability_size)
+{
+    return (sq_where_t) { governor, { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
+                          { (const char *) key, key? 32: 0 },
+                          { (const char *) capability, capability? (uint32_t) capability_size: 0 } };
 }
 
 void
 sq_pack_where (msgpack_packer *pk, uint32_t governor, const char *endpoint,
                const uint8_t *key, const uint8_t *capability, size_t capability_size)
 {
-    sq_where_t m = { governor, { endpoint, endpoint? (uint32_t) strlen (endpoint): 0 },
-                     { (const char *) key, key? 32: 0 },
-                     { (const char *) capability, capability? (uint32_t) capability_size: 0 } };
+    sq_where_t m = s_where (governor, endpoint, key, capability, capability_size);
     sq_record_pack (pk, SQ_REC_WHERE, &m);
 }
 
@@ -45,13 +64,22 @@ sq_where_decode (sq_where_t *self, const uint8_t *body, size_t size, sq_errbuf_t
     return sq_record_decode (SQ_REC_WHERE, self, body, size, "UPLOAD reply", err);
 }
 
+//  A reply's body that holds a WHERE or nil (FETCH's, LOG's): located
+//  says which
+static int
+s_where_body_decode (uint32_t record, void *self, const sq_where_t *where, bool *located,
+                     const uint8_t *body, size_t size, const char *what, sq_errbuf_t *err)
+{
+    int rc = sq_record_decode (record, self, body, size, what, err);
+    *located = rc == 0 && where->endpoint.ptr != NULL;
+    return rc;
+}
+
 int
 sq_fetched_decode (sq_fetched_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
 {
-    if (sq_record_decode (SQ_REC_FETCHED, self, body, size, "FETCH reply", err))
-        return -1;
-    self->located = self->where.endpoint.ptr != NULL;
-    return 0;
+    return s_where_body_decode (SQ_REC_FETCHED, self, &self->where, &self->located,
+                                body, size, "FETCH reply", err);
 }
 
 void
@@ -65,10 +93,8 @@ sq_pack_logwhere_head (msgpack_packer *pk, uint32_t attempt, const char *state)
 int
 sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_errbuf_t *err)
 {
-    if (sq_record_decode (SQ_REC_LOGWHERE, self, body, size, "LOG reply", err))
-        return -1;
-    self->located = self->where.endpoint.ptr != NULL;
-    return 0;
+    return s_where_body_decode (SQ_REC_LOGWHERE, self, &self->where, &self->located,
+                                body, size, "LOG reply", err);
 }
 
 //  --------------------------------------------------------------------------
@@ -348,10 +374,9 @@ sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t 
         }
         self->n_tasks = i + 1;
     }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r)) {
+    if (sqp_end (&r, err, "SUBMIT")) {
         sq_submit_release (self);
-        return sqp_error (&r, err, "SUBMIT");
+        return -1;
     }
     return 0;
 }
@@ -512,11 +537,10 @@ sq_holders_decode (const uint8_t *body, size_t size, uint32_t *ids, uint32_t max
     mpr_array (&r, &count);
     if (mpr_ok (&r) && count > max)
         mpr_fail (&r, "more governors than room for them");
-    for (uint32_t i = 0; i < count && mpr_ok (&r); i++)
-        mpr_u32 (&r, &ids [i]);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "PLACE reply");
+    if (mpr_ok (&r))
+        sqp_u32s (&r, ids, count);
+    if (sqp_end (&r, err, "PLACE reply"))
+        return -1;
     *n = count;
     return 0;
 }
@@ -549,11 +573,9 @@ sq_pack_ran_where (msgpack_packer *pk, uint32_t gov, uint32_t answers, uint64_t 
                    const char *endpoint, const uint8_t *key, const uint8_t *capability,
                    size_t capability_size)
 {
+    sq_ran_where_t m = { answers, size, s_where (gov, endpoint, key, capability, capability_size) };
     msgpack_pack_uint32 (pk, gov);
-    msgpack_pack_array (pk, 3);
-    msgpack_pack_uint32 (pk, answers);
-    msgpack_pack_uint64 (pk, size);
-    sq_pack_where (pk, gov, endpoint, key, capability, capability_size);
+    sqp_pack_RAN_WHERE (pk, &m);
 }
 
 int
@@ -561,7 +583,7 @@ sq_ran_reply_each (const void *body, size_t size, uint64_t *run, sq_ran_where_fn
                    sq_errbuf_t *err)
 {
     mpr_t r;
-    uint32_t n_govs, n;
+    uint32_t n_govs;
     mpr_init (&r, body, size);
     mpr_field (&r, "body");
     mpr_array_exact (&r, 2);
@@ -570,27 +592,15 @@ sq_ran_reply_each (const void *body, size_t size, uint64_t *run, sq_ran_where_fn
     mpr_field (&r, "governors");
     mpr_map (&r, &n_govs);
     for (uint32_t g = 0; mpr_ok (&r) && g < n_govs; g++) {
-        uint32_t gov, answers;
-        uint64_t kept;
-        sq_where_t where;
+        uint32_t gov;
+        sq_ran_where_t m;
         mpr_field (&r, "governor");
-        mpr_u32 (&r, &gov);
-        mpr_field (&r, "answers");
-        if (mpr_array (&r, &n) == 0 && n != 3)
-            mpr_fail (&r, "not [answers, size, where]");
-        mpr_u32 (&r, &answers);
-        mpr_field (&r, "size");
-        mpr_uint (&r, &kept);
-        if (mpr_ok (&r) && (answers > SQ_RUN_EXECS_MAX || kept > SQ_RUN_RESULTS_MAX))
-            mpr_fail (&r, "over the answers' bounds");
-        if (mpr_ok (&r) && sq_where_read (&r, &where) == 0
-        &&  fn (arg, *run, gov, answers, kept, &where) != 0)
+        if (mpr_u32 (&r, &gov) == 0
+        &&  sq_record_read (&r, SQ_REC_RAN_WHERE, &m, "answers") == 0
+        &&  fn (arg, *run, gov, m.answers, m.size, &m.where) != 0)
             mpr_fail (&r, "out of memory");
     }
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "RUN reply");
-    return 0;
+    return sqp_end (&r, err, "RUN reply");
 }
 
 int
@@ -608,8 +618,5 @@ sq_ran_results_each (const void *data, size_t size, sq_ran_item_fn *fn, void *ar
         if (sq_record_read (&r, SQ_REC_RAN_RESULT, &res, "answer") == 0
         &&  fn (arg, res.pid, res.ok, res.bytes) != 0)
             mpr_fail (&r, "out of memory");
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "run's answers");
-    return 0;
+    return sqp_end (&r, err, "run's answers");
 }

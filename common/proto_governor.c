@@ -1,6 +1,6 @@
 /*  proto_governor: the governor plane, governor <-> broker: UPDATE events,
-    LOAD, ASSIGN, SEND, DROP, STOP, RETRACT, KEYS (docs/protocol.md
-    section 9). */
+    LOAD, SEND, DROP, STOP, RETRACT, KEYS (docs/protocol.md section 9);
+    ASSIGN is the table's batch of ASSIGN_TASK records (proto.h). */
 #include "proto_internal.h"
 
 //  KEYS: a message of the table (its lists a kind, KEYLIST)
@@ -56,25 +56,30 @@ sq_pack_finished (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     sqp_pack_EV_FINISHED (pk, &ev, 4);
 }
 
+//  FAILED with a reason, and an execute program's exit code if exited
+static void
+s_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt, const char *message,
+               uint64_t duration_us, uint32_t reason, bool exited, int32_t exit_code)
+{
+    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
+                      .message = { message, message? (uint32_t) strlen (message): 0 },
+                      .duration_us = duration_us, .reason = reason,
+                      .has_exit_code = exited, .exit_code = exit_code };
+    sqp_pack_EV_FAILED (pk, &ev, exited? 6: 5);
+}
+
 void
 sq_pack_failed_reason (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                        const char *message, uint64_t duration_us, uint32_t reason)
 {
-    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
-                      .message = { message, message? (uint32_t) strlen (message): 0 },
-                      .duration_us = duration_us, .reason = reason };
-    sqp_pack_EV_FAILED (pk, &ev, 5);
+    s_pack_failed (pk, task, attempt, message, duration_us, reason, false, 0);
 }
 
 void
 sq_pack_failed_exit (msgpack_packer *pk, uint64_t task, uint32_t attempt,
                      const char *message, uint64_t duration_us, int32_t exit_code)
 {
-    sq_event_t ev = { .type = SQ_EV_FAILED, .key = task, .attempt = attempt,
-                      .message = { message, message? (uint32_t) strlen (message): 0 },
-                      .duration_us = duration_us, .reason = SQ_FAIL_TASK,
-                      .has_exit_code = true, .exit_code = exit_code };
-    sqp_pack_EV_FAILED (pk, &ev, 6);
+    s_pack_failed (pk, task, attempt, message, duration_us, SQ_FAIL_TASK, true, exit_code);
 }
 
 void
@@ -117,6 +122,15 @@ S_EVENT (LOCATED, object, 0, size, 0, 2)
 void
 sq_pack_located_in (msgpack_packer *pk, uint64_t object, uint64_t size, uint64_t duration_us)
 S_EVENT (LOCATED, object, 0, size, duration_us, 3)
+
+//  Handed over between governors of one host (LCOPY): the optional field
+//  says so (duration_us, before it, 0: nothing was timed).
+void
+sq_pack_located_local (msgpack_packer *pk, uint64_t object, uint64_t size)
+{
+    sq_event_t ev = { .key = object, .size = size, .local = true };
+    sqp_pack_EV_LOCATED (pk, &ev, 4);
+}
 
 void
 sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
@@ -219,118 +233,6 @@ sq_bare_decode (const void *data, size_t size, uint32_t type, sq_errbuf_t *err)
     if (mpr_end (&r))
         return sqp_error (&r, err, sq_msg_name (type)? sq_msg_name (type): "message");
     return 0;
-}
-
-//  ASSIGN ---------------------------------------------------------------
-
-int
-sq_assign_begin (sq_iter_t *self, const void *data, size_t size, sq_errbuf_t *err)
-{
-    return sqp_iter_begin (self, data, size, SQ_MSG_ASSIGN, err, "ASSIGN");
-}
-
-int
-sq_assign_next (sq_iter_t *self, sq_assign_t *t)
-{
-    int more = sqp_iter_more (self, "ASSIGN");
-    if (more <= 0)
-        return more;
-    mpr_t *r = &self->r;
-    uint32_t n_in = 0, n_out = 0;
-    memset (t, 0, sizeof *t);
-    mpr_field (r, "task");
-    mpr_array_exact (r, 11);
-    mpr_field (r, "task.key");
-    mpr_uint (r, &t->key);
-    mpr_field (r, "task.attempt");
-    mpr_u32 (r, &t->attempt);
-    mpr_field (r, "task.kind");
-    mpr_str (r, &t->kind, SQ_MAX_NAME);
-    mpr_field (r, "task.config");
-    mpr_skip (r, &t->config, &t->config_size);
-    //  Inputs and outputs share one scratch block: inputs first. The counts
-    //  are bounded by the bytes left, so the block is too.
-    mpr_field (r, "task.inputs");
-    mpr_array (r, &n_in);
-    size_t in_bytes = sizeof (sq_input_ref_t) * n_in;
-    size_t out_max = r->size - r->pos;
-    char *block = mpr_ok (r)? (char *) sqp_scratch (self, in_bytes + sizeof (sq_out_decl_t) * (out_max + 1)): NULL;
-    if (!block)
-        return sqp_error (r, self->err, "ASSIGN");
-    t->inputs = (sq_input_ref_t *) block;
-    for (uint32_t i = 0; i < n_in && mpr_ok (r); i++) {
-        sq_input_ref_t *in = &t->inputs [i];
-        mpr_array_exact (r, 4);
-        mpr_uint (r, &in->key);
-        mpr_uint (r, &in->size);
-        sqp_frame_index (r, &in->frame);
-        mpr_str (r, &in->content_type, SQ_MAX_NAME);
-    }
-    t->n_inputs = n_in;
-    mpr_field (r, "task.outputs");
-    mpr_array (r, &n_out);
-    t->outputs = (sq_out_decl_t *) (block + in_bytes);
-    for (uint32_t i = 0; i < n_out && mpr_ok (r); i++) {
-        uint32_t fields = 0;
-        mpr_array (r, &fields);
-        if (mpr_ok (r) && fields != 2 && fields != 3)
-            mpr_fail (r, "an output is [object, content_type] or [object, content_type, consumers]");
-        mpr_uint (r, &t->outputs [i].key);
-        mpr_str (r, &t->outputs [i].content_type, SQ_MAX_NAME);
-        t->outputs [i].stream = fields == 3;
-        t->outputs [i].consumers = 0;
-        if (fields == 3 && mpr_u32 (r, &t->outputs [i].consumers) == 0
-        &&  t->outputs [i].consumers > SQ_MAX_STREAM_CONSUMERS)
-            mpr_fail (r, "more stream consumers than allowed");
-    }
-    t->n_outputs = n_out;
-    mpr_field (r, "task.cpus");
-    mpr_u32 (r, &t->cpus);
-    mpr_field (r, "task.timeout_ms");
-    mpr_u32 (r, &t->timeout_ms);
-    mpr_field (r, "task.name");
-    mpr_str (r, &t->name, SQ_MAX_NAME);
-    mpr_field (r, "task.resources");
-    sqp_resources (r, t->resources, &t->n_resources, SQ_MAX_RESOURCES);
-    mpr_field (r, "task.tenant");
-    mpr_str (r, &t->tenant, SQ_MAX_NAME);
-    if (!mpr_ok (r))
-        return sqp_error (r, self->err, "ASSIGN");
-    return 1;
-}
-
-void
-sq_pack_assign (msgpack_packer *pk, const sq_assign_t *t)
-{
-    msgpack_pack_array (pk, 11);
-    msgpack_pack_uint64 (pk, t->key);
-    msgpack_pack_uint32 (pk, t->attempt);
-    sq_pack_mstr (pk, t->kind);
-    if (t->config && t->config_size)
-        msgpack_pack_str_body (pk, t->config, t->config_size);
-    else
-        msgpack_pack_nil (pk);
-    msgpack_pack_array (pk, t->n_inputs);
-    for (uint32_t i = 0; i < t->n_inputs; i++) {
-        msgpack_pack_array (pk, 4);
-        msgpack_pack_uint64 (pk, t->inputs [i].key);
-        msgpack_pack_uint64 (pk, t->inputs [i].size);
-        msgpack_pack_int32 (pk, t->inputs [i].frame);
-        sq_pack_mstr (pk, t->inputs [i].content_type);
-    }
-    msgpack_pack_array (pk, t->n_outputs);
-    for (uint32_t i = 0; i < t->n_outputs; i++) {
-        msgpack_pack_array (pk, t->outputs [i].stream? 3: 2);
-        msgpack_pack_uint64 (pk, t->outputs [i].key);
-        sq_pack_mstr (pk, t->outputs [i].content_type);
-        if (t->outputs [i].stream)
-            msgpack_pack_uint32 (pk, t->outputs [i].consumers);
-    }
-    msgpack_pack_uint32 (pk, t->cpus);
-    msgpack_pack_uint32 (pk, t->timeout_ms);
-    sq_pack_mstr (pk, t->name);
-    sqp_pack_resources (pk, t->resources, t->n_resources);
-    sq_pack_mstr (pk, t->tenant);
 }
 
 //  SEND, STREAM, UNSTREAM, STOP, RETRACT: batches of the table's records

@@ -12,11 +12,14 @@
 //  Records a decode error with the field it happened in; returns -1.
 int sqp_error (mpr_t *r, sq_errbuf_t *err, const char *what);
 int sqp_semantic (sq_errbuf_t *err, const char *text);
+//  The end of what r reads: 0, or -1 with the error recorded if more follows
+int sqp_end (mpr_t *r, sq_errbuf_t *err, const char *what);
 //  Opens frame 0: an array of exactly `fields` whose first element is `type`.
 int sqp_begin (mpr_t *r, const void *data, size_t size, uint32_t type, uint32_t fields);
 int sqp_resources (mpr_t *r, sq_resource_t *out, uint32_t *n_out, uint32_t max);
 void sqp_pack_resources (msgpack_packer *pk, const sq_resource_t *res, uint32_t n);
 int sqp_ids (mpr_t *r, uint32_t **ids, uint32_t *n_ids);
+int sqp_u32s (mpr_t *r, uint32_t *ids, uint32_t n);       //  n u32s into ids
 void sqp_pack_ids (msgpack_packer *pk, const uint32_t *ids, uint32_t n);
 //  Batched messages [type, [elements]]: begin, then more (1: an element
 //  follows, 0: the validated end, -1: error) before reading each one.
@@ -34,6 +37,11 @@ int sqp_list_next (sq_iter_t *self, uint32_t record, void *elem, const char *ent
 void sqp_pack_list_head (msgpack_packer *pk, const uint64_t *heads, uint32_t n_heads,
                          uint32_t listed);
 int sqp_frame_index (mpr_t *r, int32_t *frame);
+//  SESSION_OPEN's and ATTACH's bodies (OPENED, ATTACHED): the session,
+//  its token and (ATTACHED's) max_id
+int sqp_session_body_decode (uint32_t record, const char *what, const uint8_t *body,
+                             size_t size, uint32_t *max_id, uint32_t *session,
+                             uint8_t *token, sq_errbuf_t *err);
 
 //  Checks between fields that the table's rows name (proto_data.c,
 //  proto_jobs.c), run after the last field
@@ -47,9 +55,9 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
 //  The kinds of proto_kinds.c (tstate: proto_jobs.c): read a field into
 //  msg, pack it (proto_table.c's s_read and s_pack dispatch to them)
 #define SQP_FN_KINDS(X) \
-    X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (OWHERE, owhere) \
+    X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (WHERE, where) \
     X (KEYLIST, keylist) X (EXIT, exit) X (TSTATE, tstate) X (RESOURCES, resources) \
-    X (PREVIOUS, previous)
+    X (PREVIOUS, previous) X (INPUTS, inputs) X (OUTDECLS, outdecls)
 #define SQP_KIND(KIND, kind) \
     void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
     void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);

@@ -144,10 +144,7 @@ sq_job_decode (sq_job_info_t *self, const uint8_t *body, size_t size, sq_errbuf_
     mpr_t r;
     mpr_init (&r, body, size);
     sq_job_read (&r, self);
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, "job");
-    return 0;
+    return sqp_end (&r, err, "job");
 }
 
 int
@@ -178,13 +175,8 @@ int
 sq_attached_decode (const uint8_t *body, size_t size, uint32_t *max_id,
                     uint32_t *session, uint8_t *token, sq_errbuf_t *err)
 {
-    sq_attached_t m;
-    if (sq_record_decode (SQ_REC_ATTACHED, &m, body, size, "ATTACH reply", err))
-        return -1;
-    *max_id = m.max_id;
-    *session = m.session;
-    memcpy (token, m.token.ptr, SQ_TOKEN_LEN);
-    return 0;
+    return sqp_session_body_decode (SQ_REC_ATTACHED, "ATTACH reply", body, size, max_id,
+                                    session, token, err);
 }
 
 void

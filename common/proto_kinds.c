@@ -1,12 +1,14 @@
 /*  proto_kinds: the kinds of fields of the message table that fill members
     of a struct every message of a family shares (proto_table.c has the
     kinds of one member each): a client request's (sq_request_t: IDS, JOB,
-    OPTIONS) and an UPDATE event's (sq_event_t: OUTPUTS, EXIT),
-    and the kinds of a list or a record in a field (KEYLIST, OWHERE,
+    OPTIONS), an UPDATE event's (sq_event_t: OUTPUTS, EXIT) and an ASSIGN
+    task's (sq_assign_t: INPUTS, OUTDECLS),
+    and the kinds of a list or a record in a field (KEYLIST, WHERE,
     RESOURCES, PREVIOUS).
     proto_table.c's s_kinds names them; the nil-or-value kinds (OU32, OU64,
     OINT, OSTR, ESTR, OBIN) are one wrapper there around a base kind. */
 #include "proto_internal.h"
+#include <stddef.h>
 
 //  Requests' kinds: members of sq_request_t
 void
@@ -147,33 +149,84 @@ sqp_kind_options_empty (const void *msg, const sq_field_desc_t *f)
     return !q->has_name && !q->detached && !q->n_ids;
 }
 
-//  Events' kinds: members of sq_event_t. A FINISHED event's outputs go
-//  in the scratch of the iterator whose reader r is (sq_event_read).
+//  The lists of ASSIGN's tasks and of FINISHED events, in the scratch of
+//  the iterator whose reader r is (r is its first member; sq_batch_next,
+//  sq_event_read): opens the array, of at most one element per min_bytes
+//  left (so the scratch is bounded by the frame), and makes room for
+//  `before` bytes (kept) and its n elements after them; NULL with r failed.
+static char *
+s_list_open (mpr_t *r, size_t before, size_t elem, size_t min_bytes, uint32_t *n,
+             const char *too_many)
+{
+    if (mpr_array (r, n))
+        return NULL;
+    if (*n > (r->size - r->pos) / min_bytes) {
+        mpr_fail (r, too_many);
+        return NULL;
+    }
+    return (char *) sqp_scratch ((sq_iter_t *) r, before + elem * (*n + 1));
+}
+
+//  A list of inputs' or outputs' references: [object, size, frame] each,
+//  and an input's content type after them; an output's frame is not a
+//  stream's (-2). An input begins as an output does, so one reader and
+//  one packer serve both, with the element's size.
+_Static_assert (offsetof (sq_input_ref_t, key) == offsetof (sq_output_ref_t, key)
+                && offsetof (sq_input_ref_t, size) == offsetof (sq_output_ref_t, size)
+                && offsetof (sq_input_ref_t, frame) == offsetof (sq_output_ref_t, frame),
+                "an input's reference begins as an output's");
+#define S_REF(items, i, inputs) ((sq_output_ref_t *) ((char *) (items) \
+    + (i) * ((inputs)? sizeof (sq_input_ref_t): sizeof (sq_output_ref_t))))
+#define S_REF_CT(ref) ((mpr_str_t *) ((char *) (ref) + offsetof (sq_input_ref_t, content_type)))
+
+//  (Inlined in each kind, where `inputs` is a constant: the outputs of
+//  UPDATE's FINISHED are read and packed twice a task.)
+//  Reads the list into the scratch after `before` bytes: its elements, or
+//  NULL (*n_items 0) on error
+static inline __attribute__ ((always_inline)) void *
+s_refs_read (mpr_t *r, size_t before, uint32_t *n_items, bool inputs)
+{
+    uint32_t n;
+    char *block = s_list_open (r, before, inputs? sizeof (sq_input_ref_t): sizeof (sq_output_ref_t),
+                               inputs? 5: 4, &n,
+                               inputs? "more inputs than bytes": "more outputs than bytes");
+    char *refs = block? block + before: NULL;
+    for (uint32_t i = 0; refs && i < n && !r->error; i++) {
+        sq_output_ref_t *ref = S_REF (refs, i, inputs);
+        mpr_array_exact (r, inputs? 4: 3);
+        mpr_uint (r, &ref->key);
+        mpr_uint (r, &ref->size);
+        if (sqp_frame_index (r, &ref->frame) == 0 && !inputs && ref->frame == SQ_FRAME_STREAM)
+            mpr_fail (r, "an output frame index of -2");
+        if (inputs)
+            mpr_str (r, S_REF_CT (ref), SQ_MAX_NAME);
+    }
+    *n_items = refs? n: 0;
+    return refs;
+}
+
+static inline __attribute__ ((always_inline)) void
+s_refs_pack (msgpack_packer *pk, const void *items, uint32_t n, bool inputs)
+{
+    msgpack_pack_array (pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        const sq_output_ref_t *ref = S_REF (items, i, inputs);
+        msgpack_pack_array (pk, inputs? 4: 3);
+        msgpack_pack_uint64 (pk, ref->key);
+        msgpack_pack_uint64 (pk, ref->size);
+        msgpack_pack_int32 (pk, ref->frame);
+        if (inputs)
+            sq_pack_mstr (pk, *S_REF_CT (ref));
+    }
+}
+
+//  Events' kinds: members of sq_event_t. Each output takes 4 bytes at least.
 void
 sqp_kind_read_outputs (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     (void) f;
     sq_event_t *ev = (sq_event_t *) msg;
-    sq_iter_t *it = (sq_iter_t *) r;        //  r is its first member
-    uint32_t n;
-    if (mpr_array (r, &n))
-        return;
-    //  Each output takes 4 bytes at least: the count is bounded by the
-    //  bytes left, so the scratch is too.
-    if (n > (r->size - r->pos) / 4) {
-        mpr_fail (r, "more outputs than bytes");
-        return;
-    }
-    sq_output_ref_t *outs = (sq_output_ref_t *) sqp_scratch (it, sizeof (sq_output_ref_t) * (n + 1));
-    for (uint32_t i = 0; outs && i < n && !r->error; i++) {
-        mpr_array_exact (r, 3);
-        mpr_uint (r, &outs [i].key);
-        mpr_uint (r, &outs [i].size);
-        if (sqp_frame_index (r, &outs [i].frame) == 0 && outs [i].frame == SQ_FRAME_STREAM)
-            mpr_fail (r, "an output frame index of -2");
-    }
-    ev->outputs = outs;
-    ev->n_outputs = outs? n: 0;
+    ev->outputs = (sq_output_ref_t *) s_refs_read (r, 0, &ev->n_outputs, false);
 }
 
 void
@@ -181,13 +234,7 @@ sqp_kind_pack_outputs (msgpack_packer *pk, const void *msg, const sq_field_desc_
 {
     (void) f;
     const sq_event_t *ev = (const sq_event_t *) msg;
-    msgpack_pack_array (pk, ev->n_outputs);
-    for (uint32_t i = 0; i < ev->n_outputs; i++) {
-        msgpack_pack_array (pk, 3);
-        msgpack_pack_uint64 (pk, ev->outputs [i].key);
-        msgpack_pack_uint64 (pk, ev->outputs [i].size);
-        msgpack_pack_int32 (pk, ev->outputs [i].frame);
-    }
+    s_refs_pack (pk, ev->outputs, ev->n_outputs, false);
 }
 
 void
@@ -214,6 +261,71 @@ sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f)
 {
     (void) f;
     return !((const sq_event_t *) msg)->has_exit_code;
+}
+
+//  ASSIGN's tasks' kinds: members of sq_assign_t. The inputs and the
+//  outputs share the iterator's scratch: inputs first, the outputs after
+//  them. An input takes 5 bytes at least, an output 3.
+void
+sqp_kind_read_inputs (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_assign_t *t = (sq_assign_t *) msg;
+    t->inputs = (sq_input_ref_t *) s_refs_read (r, 0, &t->n_inputs, true);
+}
+
+void
+sqp_kind_pack_inputs (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_assign_t *t = (const sq_assign_t *) msg;
+    s_refs_pack (pk, t->inputs, t->n_inputs, true);
+}
+
+void
+sqp_kind_read_outdecls (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_assign_t *t = (sq_assign_t *) msg;
+    uint32_t n;
+    //  After the inputs, which move with the scratch
+    size_t in_bytes = sizeof (sq_input_ref_t) * (t->n_inputs + 1);
+    char *block = s_list_open (r, in_bytes, sizeof (sq_out_decl_t), 3, &n,
+                               "more outputs than bytes");
+    if (!block)
+        return;
+    t->inputs = (sq_input_ref_t *) block;
+    sq_out_decl_t *outs = (sq_out_decl_t *) (block + in_bytes);
+    for (uint32_t i = 0; i < n && !r->error; i++) {
+        uint32_t fields = 0;
+        mpr_array (r, &fields);
+        if (!r->error && fields != 2 && fields != 3)
+            mpr_fail (r, "an output is [object, content_type] or [object, content_type, consumers]");
+        mpr_uint (r, &outs [i].key);
+        mpr_str (r, &outs [i].content_type, SQ_MAX_NAME);
+        outs [i].stream = fields == 3;
+        outs [i].consumers = 0;
+        if (fields == 3 && mpr_u32 (r, &outs [i].consumers) == 0
+        &&  outs [i].consumers > SQ_MAX_STREAM_CONSUMERS)
+            mpr_fail (r, "more stream consumers than allowed");
+    }
+    t->outputs = outs;
+    t->n_outputs = n;
+}
+
+void
+sqp_kind_pack_outdecls (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_assign_t *t = (const sq_assign_t *) msg;
+    msgpack_pack_array (pk, t->n_outputs);
+    for (uint32_t i = 0; i < t->n_outputs; i++) {
+        msgpack_pack_array (pk, t->outputs [i].stream? 3: 2);
+        msgpack_pack_uint64 (pk, t->outputs [i].key);
+        sq_pack_mstr (pk, t->outputs [i].content_type);
+        if (t->outputs [i].stream)
+            msgpack_pack_uint32 (pk, t->outputs [i].consumers);
+    }
 }
 
 //  Public keys: an owned array of pointers into the frame
@@ -256,23 +368,17 @@ sqp_kind_pack_keylist (msgpack_packer *pk, const void *msg, const sq_field_desc_
     }
 }
 
-//  A WHERE record or nil; nil leaves the endpoint's pointer NULL
+//  A WHERE record (OWHERE is one or nil: proto_table.c's S_OPTIONAL)
 void
-sqp_kind_read_owhere (mpr_t *r, void *msg, const sq_field_desc_t *f)
+sqp_kind_read_where (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
-    sq_where_t *v = SQP_AT (sq_where_t, msg, f);
-    if (!mpr_try_nil (r))
-        sq_record_read (r, SQ_REC_WHERE, v, "where");
+    sq_record_read (r, SQ_REC_WHERE, SQP_AT (sq_where_t, msg, f), "where");
 }
 
 void
-sqp_kind_pack_owhere (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+sqp_kind_pack_where (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    const sq_where_t *v = SQP_CAT (sq_where_t, msg, f);
-    if (v->endpoint.ptr)
-        sq_record_pack (pk, SQ_REC_WHERE, v);
-    else
-        msgpack_pack_nil (pk);
+    sq_record_pack (pk, SQ_REC_WHERE, SQP_CAT (sq_where_t, msg, f));
 }
 
 //  Resources: a map {name: amount} or nil (proto.c's sqp_resources, which

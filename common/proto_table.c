@@ -33,6 +33,7 @@ s_is_empty (const void *msg, const sq_field_desc_t *f)
            f->kind == SQK_KEYLIST? SQP_CAT (sq_keylist_t, msg, f)->n == 0:
            f->kind == SQK_RESOURCES? SQP_CAT (sq_resources_t, msg, f)->n == 0:
            f->kind == SQK_PREVIOUS? SQP_CAT (sq_previous_t, msg, f)->cluster.len == 0:
+           f->kind == SQK_RAW? SQP_CAT (sq_raw_t, msg, f)->size == 0:
            SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
@@ -66,16 +67,21 @@ static const s_kind_t s_kinds [] = {
     [SQK_TSTATE] = { "TSTATE", s_zero_empty },
     [SQK_RESOURCES] = { "RESOURCES", s_zero_empty },
     [SQK_PREVIOUS] = { "PREVIOUS", s_zero_empty },
+    [SQK_RAW] = { "RAW", s_zero_empty },
+    [SQK_INPUTS] = { "INPUTS", s_zero_empty },
+    [SQK_OUTDECLS] = { "OUTDECLS", s_zero_empty },
+    [SQK_WHERE] = { "WHERE", s_zero_empty },
 };
 
 //  The nil-or-value kinds: each is one generic wrapper around a base kind
 //  (s_read, s_pack). Nil reads as the empty value (every reader zeroed the
 //  struct) and an empty value packs as nil; else the base kind's value, at
 //  `at` within the member (OINT's value, beside its has). OSTR and ESTR
-//  differ in what is empty: no pointer, or no bytes.
+//  differ in what is empty: no pointer, or no bytes; OWHERE's empty is no
+//  endpoint's pointer.
 #define S_OPTIONAL(X) \
     X (OU32, U32, 0) X (OU64, U64, 0) X (OINT, I64, offsetof (sq_opt_int_t, value)) \
-    X (OSTR, STR, 0) X (ESTR, STR, 0) X (OBIN, BIN, 0)
+    X (OSTR, STR, 0) X (ESTR, STR, 0) X (OBIN, BIN, 0) X (OWHERE, WHERE, 0)
 
 //  A kind's base and where in the member its value is: the kind itself at
 //  0 but for the nil-or-value kinds. (Returned by value: a descriptor
@@ -165,6 +171,12 @@ s_read_value (mpr_t *r, void *msg, const sq_field_desc_t *f, sq_field_kind_t kin
                 mpr_fail (r, f->why? f->why: "wrong number of bytes");
             break;
         }
+        case SQK_RAW: {
+            sq_raw_t *v = S_MEMBER (sq_raw_t);
+            if (mpr_skip (r, &v->ptr, &v->size) == 0 && f->max && v->size > f->max)
+                mpr_fail (r, f->why);
+            break;
+        }
 #define S_CASE(KIND, kind) case SQK_##KIND: sqp_kind_read_##kind (r, msg, f); break;
         SQP_FN_KINDS (S_CASE)
 #undef S_CASE
@@ -175,15 +187,13 @@ s_read_value (mpr_t *r, void *msg, const sq_field_desc_t *f, sq_field_kind_t kin
 static inline __attribute__ ((always_inline)) void
 s_read (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
+    //  A nil-or-value kind's nil leaves the member empty
     s_base_t base = s_base (f->kind);
-    if (base.kind == f->kind)
-        s_read_value (r, msg, f, f->kind, f->offset);
-    else
-    if (!mpr_try_nil (r)) {
-        if (f->kind == SQK_OINT)
-            SQP_AT (sq_opt_int_t, msg, f)->has = true;
-        s_read_value (r, msg, f, base.kind, f->offset + base.at);
-    }
+    if (base.kind != f->kind && mpr_try_nil (r))
+        return;
+    if (f->kind == SQK_OINT)
+        SQP_AT (sq_opt_int_t, msg, f)->has = true;
+    s_read_value (r, msg, f, base.kind, f->offset + base.at);
 }
 
 #define S_CMEMBER(type) ((const type *) ((const char *) msg + offset))
@@ -215,6 +225,14 @@ s_pack_value (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f,
             }
             break;
         }
+        case SQK_RAW: {         //  the bytes as they were read
+            sq_raw_t v = *S_CMEMBER (sq_raw_t);
+            if (v.ptr && v.size)
+                msgpack_pack_str_body (pk, v.ptr, v.size);
+            else
+                msgpack_pack_nil (pk);
+            break;
+        }
 #define S_CASE(KIND, kind) case SQK_##KIND: sqp_kind_pack_##kind (pk, msg, f); break;
         SQP_FN_KINDS (S_CASE)
 #undef S_CASE
@@ -226,11 +244,8 @@ static inline __attribute__ ((always_inline)) void
 s_pack (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
     s_base_t base = s_base (f->kind);
-    if (base.kind == f->kind)
-        s_pack_value (pk, msg, f, f->kind, f->offset);
-    else
-    if (s_is_empty (msg, f))
-        msgpack_pack_nil (pk);
+    if (base.kind != f->kind && s_is_empty (msg, f))
+        msgpack_pack_nil (pk);          //  a nil-or-value kind's empty value
     else
         s_pack_value (pk, msg, f, base.kind, f->offset + base.at);
 }
@@ -566,13 +581,15 @@ sq_request_encode (sq_wbuf_t *w, const sq_request_t *q)
 
 //  Records and batches ------------------------------------------------------
 
-//  One record at r into msg; inlined in the batches' reader, where the
-//  cost of a call per element shows.
-static inline int
-s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
+//  One record at r into msg, its size and reader given (constants in
+//  sq_batch_next, where the cost of a call per element shows: the zeroing
+//  of the struct and its reader then inline).
+static inline __attribute__ ((always_inline)) int
+s_record_read_as (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what, size_t size,
+                  void (*read) (mpr_t *, void *, uint32_t))
 {
     uint32_t n = 0;
-    memset (msg, 0, d->size);
+    memset (msg, 0, size);
     mpr_field (r, what);
     if (d->bare)
         n = 1;
@@ -580,8 +597,14 @@ s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
     if (mpr_array (r, &n) == 0 && (n < d->n_required || n > d->n_fields))
         mpr_fail (r, "wrong number of fields");
     if (!r->error)
-        d->read (r, msg, n);
+        read (r, msg, n);
     return r->error? -1: 0;
+}
+
+static inline int
+s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
+{
+    return s_record_read_as (d, r, msg, what, d->size, d->read);
 }
 
 //  Each record's packer, by name (sqp_pack_STOP_TASK ...): straight-line
@@ -627,10 +650,7 @@ sq_record_decode (uint32_t record, void *msg, const void *data, size_t size,
     mpr_t r;
     mpr_init (&r, data, size);
     sq_record_read (&r, record, msg, "body");
-    mpr_field (&r, NULL);
-    if (mpr_end (&r))
-        return sqp_error (&r, err, what);
-    return 0;
+    return sqp_end (&r, err, what);
 }
 
 int
@@ -654,7 +674,20 @@ sq_batch_next (sq_iter_t *self, uint32_t type, void *elem)
     int more = sqp_iter_more (self, d->name);
     if (more <= 0)
         return more;
-    if (s_record_read (&s_records [d->element], &self->r, elem, "element"))
+    //  Each record's reader by its number: its size and reader constants
+    int rc = -1;
+    switch (d->element) {
+#define SQ_RECORD(NAME, type_t, check) \
+        case SQ_REC_##NAME: \
+            rc = s_record_read_as (&s_records [SQ_REC_##NAME], &self->r, elem, "element", \
+                                   sizeof (type_t), s_read_##NAME); \
+            break;
+#define SQ_RECORD_IN(NAME, type_t, check) SQ_RECORD (NAME, type_t, check)
+#define SQ_RECORD_BARE(NAME, type_t) SQ_RECORD (NAME, type_t, NULL)
+#include "proto_messages.def"
+        default: break;
+    }
+    if (rc)
         return sqp_error (&self->r, self->err, d->name);
     return 1;
 }

@@ -39,12 +39,29 @@ s_copy_done (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome,
         if (outcome == TRANSFER_LOCATED)
             sq_pack_located (&self->events.pk, key, size);
         else
+        if (outcome == TRANSFER_LOCATED_LOCAL)
+            sq_pack_located_local (&self->events.pk, key, size);
+        else
         if (outcome == TRANSFER_UPLOADED_LOCAL)
             sq_pack_uploaded_local (&self->events.pk, key, size);
         else
             sq_pack_uploaded (&self->events.pk, key, size);
     }
     compute_event_added (self);
+}
+
+//  transfer_hand_fn, transfer_take_fn: copies on this host go through the
+//  stream directory's socket.
+static int
+s_hand_segment (void *arg, const char *endpoint, size_t len, int fd, uint8_t *token)
+{
+    return stream_hand_segment ((stream_t *) arg, endpoint, len, fd, token);
+}
+
+static int
+s_take_segment (void *arg, const uint8_t *token)
+{
+    return stream_take_segment ((stream_t *) arg, token);
 }
 
 //  An object just entered the store: wake its waiters, run its orders.
@@ -487,6 +504,9 @@ s_on_message (compute_t *self, sq_msg_t *msg)
     if (route == GOV_ROUTE_DATA && type == SQ_MSG_CREDIT)
         transfer_on_credit (self->transfer, msg);
     else
+    if (route == GOV_ROUTE_DATA && type == SQ_MSG_LCOPY)
+        transfer_on_lcopy (self->transfer, msg);
+    else
     if (route == GOV_ROUTE_DATA && type == SQ_MSG_SCHUNK)
         stream_on_chunk (self->streams, msg);
     else
@@ -766,6 +786,8 @@ compute_new (const compute_args_t *args)
         .dir = args->stream_dir, .arg = self
     };
     self->streams = stream_new (&sargs);
+    if (self->transfer && self->streams)
+        transfer_set_local (self->transfer, s_hand_segment, s_take_segment, self->streams);
     if (!self->workdir || !self->data_endpoint || !self->transfer || !self->streams || !self->store || !self->tasks || !self->waiters || !self->orders
     ||  !self->deadlines || !self->pyexec || !self->items || !self->item_tasks) {
         compute_destroy (&self);

@@ -363,33 +363,15 @@ s_get (const uint8_t *p, int bytes)
 //  The first byte of a task goes with the executor's ends of its stream
 //  pipes (SCM_RIGHTS), the rest as usual.
 static int
-s_write_all (int fd, const uint8_t *data, size_t size);
-
-static int
 s_write_with_fds (int fd, const uint8_t *data, size_t size, const int *fds, size_t n_fds)
 {
     if (n_fds == 0)
-        return s_write_all (fd, data, size);
+        return sq_write_all (fd, data, size);
     //  The descriptors go with the first byte; the rest as any write.
     ssize_t n = sq_fdpass_send (fd, NULL, 0, data, 1, fds, n_fds, 0);
     if (n != 1)
         return -1;
-    return s_write_all (fd, data + 1, size - 1);
-}
-
-static int
-s_write_all (int fd, const uint8_t *data, size_t size)
-{
-    while (size) {
-        ssize_t n = write (fd, data, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        data += n;
-        size -= (size_t) n;
-    }
-    return 0;
+    return sq_write_all (fd, data + 1, size - 1);
 }
 
 //  0, or -1 on end of file or error (errno 0 at end of file).
@@ -533,7 +515,7 @@ s_cache_flush (s_exec_t *ex)
     for (uint32_t i = 0; i < n; i++)
         p = s_put64 (p, ex->drops [i]);
     //  A write that fails means it died: its cache goes with it (s_stop).
-    if (s_write_all (ex->fd, frame, (size_t) (p - frame)) == 0) {
+    if (sq_write_all (ex->fd, frame, (size_t) (p - frame)) == 0) {
         ex->n_drops = 0;
         ex->drop_all = false;
     }
@@ -835,7 +817,7 @@ pyexec_new (uint32_t cpus, const char *workdir, sandbox_t *sandbox)
         errno = saved;
     }
     size_t length = strlen (s_executor_source);
-    bool written = fd >= 0 && s_write_all (fd, (const uint8_t *) s_executor_source, length) == 0;
+    bool written = fd >= 0 && sq_write_all (fd, (const uint8_t *) s_executor_source, length) == 0;
     if (fd >= 0 && close (fd))
         written = false;
     if (!written) {
@@ -1438,7 +1420,7 @@ s_call_stop (s_exec_t *ex, const task_t *task)
             *p++ = S_OP_CANCEL;
             s_put32 (p, ex->calls [k].seq);
             ex->calls [k].task = NULL;
-            if (s_write_all (ex->fd, cancel, sizeof cancel))
+            if (sq_write_all (ex->fd, cancel, sizeof cancel))
                 sq_debug ("cannot cancel an actor's call: its executor is gone");
         }
         else {
@@ -1647,7 +1629,7 @@ pyexec_pipe (pyexec_t *self, task_t *task, store_t *store, pyexec_log_fn *log_fd
     //  back, PYEXEC_UNRUN).
     ssize_t n = sq_fdpass_send (best->fd, NULL, 0, frame, size, fds, n_fds, MSG_DONTWAIT);
     if (n > 0 && (size_t) n < size)
-        s_write_all (best->fd, frame + n, size - (size_t) n);
+        sq_write_all (best->fd, frame + n, size - (size_t) n);
     free (frame);
     for (size_t i = 0; i < n_fds; i++)
         close (fds [i]);
@@ -1888,7 +1870,7 @@ s_seceded (pyexec_t *self, s_exec_t *ex, bool seceded, uint64_t size)
         *p++ = S_OP_CANCEL;
         s_put32 (p, ex->piped [k].seq);
         ex->piped [k].task = NULL;
-        if (s_write_all (ex->fd, cancel, sizeof cancel))
+        if (sq_write_all (ex->fd, cancel, sizeof cancel))
             sq_debug ("cannot cancel a piped task: its executor is gone");
         s_push (self, piped, PYEXEC_UNRUN, NULL);
     }
@@ -1961,7 +1943,7 @@ s_replied (pyexec_t *self, s_exec_t *ex, const uint8_t *body, uint64_t size)
     if (body [0] == S_REPLY_SYNC) {
         uint8_t synced [9], *p = s_put64 (synced, 1);
         *p = S_OP_SYNCED;
-        if (ex->fd >= 0 && s_write_all (ex->fd, synced, sizeof synced))
+        if (ex->fd >= 0 && sq_write_all (ex->fd, synced, sizeof synced))
             sq_debug ("cannot answer Python executor %d: it is gone", (int) ex->pid);
         return;
     }
@@ -2197,7 +2179,7 @@ pyexec_abandon (pyexec_t *self, task_t *task)
                 *p++ = S_OP_CANCEL;
                 s_put32 (p, ex->piped [k].seq);
                 ex->piped [k].task = NULL;
-                if (s_write_all (ex->fd, cancel, sizeof cancel))
+                if (sq_write_all (ex->fd, cancel, sizeof cancel))
                     sq_debug ("cannot cancel a piped task: its executor is gone");
                 return;
             }
@@ -2231,7 +2213,7 @@ pyexec_credential (pyexec_t *self, task_t *task, const char *text)
         *p++ = S_OP_CREDENTIAL;
         memcpy (p, text, len);
         //  A write that fails means it died: its end of file says so.
-        if (s_write_all (ex->fd, frame, 9 + len))
+        if (sq_write_all (ex->fd, frame, 9 + len))
             sq_debug ("cannot answer a task's credential: its executor is gone");
         return;
     }
@@ -2400,7 +2382,7 @@ pyexec_run (pyexec_t *self, uint64_t run, const char *tenant, const void *fn, si
             s_run_answer (self, run, ex->pid, false, why, strlen (why));
         }
         else
-        if (s_write_all (ex->fd, head, sizeof head) || s_write_all (ex->fd, fn, size)) {
+        if (sq_write_all (ex->fd, head, sizeof head) || sq_write_all (ex->fd, fn, size)) {
             const char *why = "the executor could not be written to";
             s_run_answer (self, run, ex->pid, false, why, strlen (why));
         }

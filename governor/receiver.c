@@ -15,6 +15,7 @@
 #include "log.h"
 #include <czmq.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -563,6 +564,35 @@ s_serve_refuse (receiver_t *self, sq_msg_t *msg, uint32_t req, int code, const c
     sq_wbuf_release (&w);
 }
 
+//  The serve socket's requests: where each carries the object (or run) it
+//  names and its capability, and the right that capability must give.
+typedef struct {
+    uint32_t type;
+    size_t key_at, capability_at;
+    uint8_t right;
+} s_serve_right_t;
+
+#define S_SERVE_RIGHT(TYPE, type_t, key, right) \
+    { TYPE, offsetof (type_t, key), offsetof (type_t, capability), right }
+static const s_serve_right_t s_serve_rights [] = {
+    S_SERVE_RIGHT (SQ_MSG_GREAD, sq_gread_t, key, SQ_CAP_READ),
+    S_SERVE_RIGHT (SQ_MSG_GFETCH, sq_gfetch_t, key, SQ_CAP_READ),
+    S_SERVE_RIGHT (SQ_MSG_LOGREAD, sq_logread_t, key, SQ_CAP_LOG),
+    S_SERVE_RIGHT (SQ_MSG_RUNREAD, sq_runread_t, run, SQ_CAP_RUN),
+    S_SERVE_RIGHT (SQ_MSG_PUT, sq_put_t, key, SQ_CAP_WRITE),
+    S_SERVE_RIGHT (SQ_MSG_PUTLOCAL, sq_putlocal_t, key, SQ_CAP_WRITE),
+};
+
+//  Any of them, decoded.
+typedef union {
+    sq_gread_t gread;
+    sq_gfetch_t gfetch;
+    sq_logread_t logread;
+    sq_runread_t runread;
+    sq_put_t put;
+    sq_putlocal_t putlocal;
+} s_serve_msg_t;
+
 //  True when the request may go on to compute.
 static bool
 s_serve_allowed (receiver_t *self, sq_msg_t *msg)
@@ -577,53 +607,19 @@ s_serve_allowed (receiver_t *self, sq_msg_t *msg)
     size_t size = sq_msg_size (msg, 1);
     if (sq_proto_peek (data, size, &type, &req))
         return true;            //  compute refuses it
+    const s_serve_right_t *what = NULL;
+    for (size_t i = 0; i < sizeof s_serve_rights / sizeof s_serve_rights [0]; i++)
+        if (s_serve_rights [i].type == type)
+            what = &s_serve_rights [i];
     sq_errbuf_t err;
-    uint64_t key = 0;
-    mpr_str_t cap = { NULL, 0 };
-    uint8_t right = SQ_CAP_READ;
-    if (type == SQ_MSG_GREAD) {
-        sq_gread_t g;
-        if (sq_gread_decode (&g, data, size, &err))
-            return true;
-        key = g.key, cap = g.capability;
-    }
-    else
-    if (type == SQ_MSG_GFETCH) {
-        sq_gfetch_t g;
-        if (sq_gfetch_decode (&g, data, size, &err))
-            return true;
-        key = g.key, cap = g.capability;
-    }
-    else
-    if (type == SQ_MSG_LOGREAD) {
-        sq_logread_t l;
-        if (sq_logread_decode (&l, data, size, &err))
-            return true;
-        key = l.key, cap = l.capability, right = SQ_CAP_LOG;
-    }
-    else
-    if (type == SQ_MSG_RUNREAD) {
-        sq_runread_t q;
-        if (sq_runread_decode (&q, data, size, &err))
-            return true;
-        key = q.run, cap = q.capability, right = SQ_CAP_RUN;
-    }
-    else
-    if (type == SQ_MSG_PUT) {
-        sq_put_t p;
-        if (sq_put_decode (&p, data, size, &err))
-            return true;
-        key = p.key, cap = p.capability, right = SQ_CAP_WRITE;
-    }
-    else
-    if (type == SQ_MSG_PUTLOCAL) {
-        sq_putlocal_t p;
-        if (sq_putlocal_decode (&p, data, size, &err))
-            return true;
-        key = p.key, cap = p.capability, right = SQ_CAP_WRITE;
-    }
-    else
-        return true;
+    s_serve_msg_t decoded;
+    if (!what || sq_msg_decode (type, &decoded, data, size, &err))
+        return true;            //  compute refuses it
+    uint64_t key;
+    mpr_str_t cap;
+    memcpy (&key, (const char *) &decoded + what->key_at, sizeof key);
+    memcpy (&cap, (const char *) &decoded + what->capability_at, sizeof cap);
+    uint8_t right = what->right;
     const char *why = NULL;
     uint64_t now = (uint64_t) ((int64_t) sq_wall_ms () + self->clock_offset_ms);
     if (sq_cap_check (self->secret, client, key, right, now, (const uint8_t *) cap.ptr,

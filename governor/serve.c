@@ -14,9 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-//  The reply to a request ([S][identity][...]) back through the compute
-//  pipe: the route, the client's identity, the header and the payloads,
-//  which are closed whatever happens (a payload holds its stored blob).
 //  An object's content type as the table's string (NULL: none, packed "")
 static mpr_str_t
 s_mstr (const char *s)
@@ -24,6 +21,9 @@ s_mstr (const char *s)
     return (mpr_str_t) { s, s? (uint32_t) strlen (s): 0 };
 }
 
+//  The reply to a request ([S][identity][...]) back through the compute
+//  pipe: the route, the client's identity, the header and the payloads,
+//  which are closed whatever happens (a payload holds its stored blob).
 static void
 s_reply (void *pipe, sq_msg_t *msg, sq_wbuf_t *reply, zmq_msg_t *payloads, size_t n_payloads,
          const char *what)
@@ -40,64 +40,52 @@ s_reply (void *pipe, sq_msg_t *msg, sq_wbuf_t *reply, zmq_msg_t *payloads, size_
     sq_wbuf_release (reply);
 }
 
-//  msg: [S][identity][GFETCH]
-void
-serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg)
+//  Frame 2 of msg, a message of the table of `type`, decoded into `out`.
+//  A bad one is warned of and dropped: -1.
+static int
+s_decode (uint32_t type, void *out, sq_msg_t *msg)
 {
-    char why [512];
     sq_errbuf_t err;
-    sq_gfetch_t fetch;
-    if (msg->n != 3 || msg->truncated) {
-        sq_warn ("GFETCH with %zu frames; discarded", msg->n);
-        return;
-    }
-    if (sq_gfetch_decode (&fetch, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad GFETCH: %s", err.text);
-        return;
-    }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
-    const char *type = NULL;
-    sq_blob_t *blob = store_get (store, fetch.key, &type);
-    zmq_msg_t payload;
-    size_t n_payloads = 0;
-    if (blob && sq_blob_msg (blob, &payload) == 0) {
-        sq_reply_begin (&reply, fetch.req);
-        sq_record_pack (&reply.pk, SQ_REC_SERVED, &(sq_served_t) { sq_blob_size (blob), s_mstr (type) });
-        n_payloads = 1;
-    }
-    else {
-        snprintf (why, sizeof why, "object %u/%u is not held by this governor",
-                  sq_key_session (fetch.key), sq_key_id (fetch.key));
-        sq_reply_encode_error (&reply, fetch.req, SQ_E_UNKNOWN_ID, why,
-                               sq_key_id (fetch.key), 0);
-    }
-    s_reply (pipe, msg, &reply, &payload, n_payloads, "GFETCH");
+    if (sq_msg_decode (type, out, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err) == 0)
+        return 0;
+    sq_warn ("bad %s: %s", sq_msg_name (type), err.text);
+    return -1;
 }
 
-//  msg: [S][identity][GREAD]. One range of an object, sent zero-copy from
-//  the stored blob; the client keeps a window of these outstanding.
-void
-serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
+//  A reply with no body (code 0), or an error reply (PUT, PUTLOCAL, and
+//  the reads' refusals).
+static void
+s_reply_code (void *pipe, sq_msg_t *msg, uint32_t req, int code, const char *why, uint32_t id,
+              const char *name)
+{
+    sq_wbuf_t reply;
+    sq_wbuf_init (&reply);
+    if (code == 0)
+        sq_reply_encode_nil (&reply, req);
+    else
+        sq_reply_encode_error (&reply, req, code, why, id, 0);
+    s_reply (pipe, msg, &reply, NULL, 0, name);
+}
+
+//  The reply to a read of [offset, offset + length) of object `key`
+//  (clipped to its end): SERVED and the bytes, sent zero-copy from the
+//  stored blob, or why not.
+static void
+s_serve_range (store_t *store, void *pipe, sq_msg_t *msg, uint32_t req, uint64_t key,
+               uint64_t offset, uint64_t length, const char *name)
 {
     char why [512];
-    sq_errbuf_t err;
-    sq_gread_t gread;
-    if (sq_gread_decode (&gread, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad GREAD: %s", err.text);
-        return;
-    }
     sq_wbuf_t reply;
     sq_wbuf_init (&reply);
     const char *type = NULL;
-    sq_blob_t *blob = store_get (store, gread.key, &type);
+    sq_blob_t *blob = store_get (store, key, &type);
     zmq_msg_t payload;
     size_t n_payloads = 0;
     uint64_t size = blob? sq_blob_size (blob): 0;
-    if (blob && gread.offset <= size) {
-        uint64_t len = size - gread.offset < gread.length? size - gread.offset: gread.length;
-        if (sq_blob_msg_range (blob, (size_t) gread.offset, (size_t) len, &payload) == 0) {
-            sq_reply_begin (&reply, gread.req);
+    if (blob && offset <= size) {
+        uint64_t len = size - offset < length? size - offset: length;
+        if (sq_blob_msg_range (blob, (size_t) offset, (size_t) len, &payload) == 0) {
+            sq_reply_begin (&reply, req);
             sq_record_pack (&reply.pk, SQ_REC_SERVED, &(sq_served_t) { size, s_mstr (type) });
             n_payloads = 1;
         }
@@ -105,14 +93,38 @@ serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
     if (n_payloads == 0) {
         if (blob)
             snprintf (why, sizeof why, "offset %" PRIu64 " is past the end of object %u/%u",
-                      gread.offset, sq_key_session (gread.key), sq_key_id (gread.key));
+                      offset, sq_key_session (key), sq_key_id (key));
         else
             snprintf (why, sizeof why, "object %u/%u is not held by this governor",
-                      sq_key_session (gread.key), sq_key_id (gread.key));
-        sq_reply_encode_error (&reply, gread.req, blob? SQ_E_INVALID: SQ_E_UNKNOWN_ID,
-                               why, sq_key_id (gread.key), 0);
+                      sq_key_session (key), sq_key_id (key));
+        sq_reply_encode_error (&reply, req, blob? SQ_E_INVALID: SQ_E_UNKNOWN_ID, why,
+                               sq_key_id (key), 0);
     }
-    s_reply (pipe, msg, &reply, &payload, n_payloads, "GREAD");
+    s_reply (pipe, msg, &reply, &payload, n_payloads, name);
+}
+
+//  msg: [S][identity][GFETCH]. A whole object.
+void
+serve_gfetch (store_t *store, void *pipe, sq_msg_t *msg)
+{
+    sq_gfetch_t fetch;
+    if (msg->n != 3 || msg->truncated) {
+        sq_warn ("GFETCH with %zu frames; discarded", msg->n);
+        return;
+    }
+    if (s_decode (SQ_MSG_GFETCH, &fetch, msg) == 0)
+        s_serve_range (store, pipe, msg, fetch.req, fetch.key, 0, UINT64_MAX, "GFETCH");
+}
+
+//  msg: [S][identity][GREAD]. One range of an object; the client keeps a
+//  window of these outstanding.
+void
+serve_gread (store_t *store, void *pipe, sq_msg_t *msg)
+{
+    sq_gread_t gread;
+    if (s_decode (SQ_MSG_GREAD, &gread, msg) == 0)
+        s_serve_range (store, pipe, msg, gread.req, gread.key, gread.offset, gread.length,
+                       "GREAD");
 }
 
 //  msg: [S][identity][PUT][bytes]. One range of a client's upload.
@@ -120,20 +132,11 @@ void
 serve_put (transfer_t *transfer, void *pipe, sq_msg_t *msg)
 {
     char why [512];
-    sq_errbuf_t err;
     sq_put_t put;
-    if (sq_put_decode (&put, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad PUT: %s", err.text);
+    if (s_decode (SQ_MSG_PUT, &put, msg))
         return;
-    }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
     int code = transfer_put (transfer, &put, &msg->frames [3], why, sizeof why);
-    if (code == 0)
-        sq_reply_encode_nil (&reply, put.req);
-    else
-        sq_reply_encode_error (&reply, put.req, code, why, sq_key_id (put.key), 0);
-    s_reply (pipe, msg, &reply, NULL, 0, "PUT");
+    s_reply_code (pipe, msg, put.req, code, why, sq_key_id (put.key), "PUT");
 }
 
 //  msg: [S][identity][PUTLOCAL]. A whole upload in a memory file the
@@ -146,14 +149,9 @@ void
 serve_putlocal (transfer_t *transfer, stream_t *streams, void *pipe, sq_msg_t *msg)
 {
     char why [512];
-    sq_errbuf_t err;
     sq_putlocal_t put;
-    if (sq_putlocal_decode (&put, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad PUTLOCAL: %s", err.text);
+    if (s_decode (SQ_MSG_PUTLOCAL, &put, msg))
         return;
-    }
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
     int fd = streams? stream_take_segment (streams, (const uint8_t *) put.token.ptr): -1;
     sq_blob_t *blob = NULL;
     int code = 0;
@@ -171,22 +169,7 @@ serve_putlocal (transfer_t *transfer, stream_t *streams, void *pipe, sq_msg_t *m
     else
         code = transfer_put_local (transfer, put.key, &blob, put.content_type, why, sizeof why);
     sq_blob_unref (&blob);
-    if (code == 0)
-        sq_reply_encode_nil (&reply, put.req);
-    else
-        sq_reply_encode_error (&reply, put.req, code, why, sq_key_id (put.key), 0);
-    s_reply (pipe, msg, &reply, NULL, 0, "PUTLOCAL");
-}
-
-//  An error reply to a read (LOGREAD, RUNREAD).
-static void
-s_reply_error (void *pipe, sq_msg_t *msg, uint32_t req, int code, const char *why, uint32_t id,
-               const char *name)
-{
-    sq_wbuf_t reply;
-    sq_wbuf_init (&reply);
-    sq_reply_encode_error (&reply, req, code, why, id, 0);
-    s_reply (pipe, msg, &reply, NULL, 0, name);
+    s_reply_code (pipe, msg, put.req, code, why, sq_key_id (put.key), "PUTLOCAL");
 }
 
 //  A read's part (LOGREAD, RUNREAD): LOGPART and the bytes, copied.
@@ -196,7 +179,7 @@ s_reply_part (void *pipe, sq_msg_t *msg, uint32_t req, const uint8_t *data, size
 {
     zmq_msg_t payload;
     if (zmq_msg_init_size (&payload, size)) {
-        s_reply_error (pipe, msg, req, SQ_E_NOMEM, "out of memory on the governor", id, name);
+        s_reply_code (pipe, msg, req, SQ_E_NOMEM, "out of memory on the governor", id, name);
         return;
     }
     if (size)
@@ -212,12 +195,9 @@ s_reply_part (void *pipe, sq_msg_t *msg, uint32_t req, const uint8_t *data, size
 void
 serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg)
 {
-    sq_errbuf_t err;
     sq_logread_t q;
-    if (sq_logread_decode (&q, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad LOGREAD: %s", err.text);
+    if (s_decode (SQ_MSG_LOGREAD, &q, msg))
         return;
-    }
     uint8_t *data = NULL;
     size_t size = 0;
     uint64_t next = 0, total = 0;
@@ -230,7 +210,7 @@ serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg)
         char why [512];
         snprintf (why, sizeof why, "no log of attempt %u of task %u/%u is kept by this governor",
                   q.attempt, sq_key_session (q.key), sq_key_id (q.key));
-        s_reply_error (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, sq_key_id (q.key), "LOGREAD");
+        s_reply_code (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, sq_key_id (q.key), "LOGREAD");
     }
     free (data);
 }
@@ -239,12 +219,9 @@ serve_logread (tasklog_t *tasklog, void *pipe, sq_msg_t *msg)
 void
 serve_runread (pyexec_t *pyexec, void *pipe, sq_msg_t *msg)
 {
-    sq_errbuf_t err;
     sq_runread_t q;
-    if (sq_runread_decode (&q, sq_msg_data (msg, 2), sq_msg_size (msg, 2), &err)) {
-        sq_warn ("bad RUNREAD: %s", err.text);
+    if (s_decode (SQ_MSG_RUNREAD, &q, msg))
         return;
-    }
     uint8_t *data = NULL;
     size_t size = 0;
     uint64_t total = 0;
@@ -255,7 +232,7 @@ serve_runread (pyexec_t *pyexec, void *pipe, sq_msg_t *msg)
         char why [256];
         snprintf (why, sizeof why, "the answers to run %" PRIu64 " are not kept by this governor "
                   "(read already, or over a minute old)", q.run);
-        s_reply_error (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, 0, "RUNREAD");
+        s_reply_code (pipe, msg, q.req, SQ_E_UNKNOWN_ID, why, 0, "RUNREAD");
     }
     free (data);
 }

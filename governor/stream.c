@@ -30,6 +30,14 @@
 #define S_TOKEN 16                      //  bytes of a hand-over's token
 #define S_HANDS_MAX 64                  //  pipes handed to us, not claimed yet
 #define S_SPLICES 16                    //  per poll, so that nothing waits behind one
+//  A hand-over that found the reader's governor's socket queue full (the
+//  kernel's net.unix.max_dgram_qlen datagrams, 10 by default: more readers
+//  of one writer on one governor than that, handed over in one turn) is
+//  tried again, every 1 ms at first, doubling up to S_HANDING_STEP_MS, for
+//  S_HANDING_MS at most: then chunks (its governor is stuck; the writer
+//  must not wait for it for ever).
+#define S_HANDING_STEP_MS 32
+#define S_HANDING_MS 5000
 
 //  A reader of a writer's stream: named by STREAM (endpoint), or gone
 //  (UNSTREAM, or its SCREDIT 0).
@@ -40,6 +48,11 @@ typedef struct {
     bool gone;
     bool local;                 //  our pipe went to it (same host): no chunks
     bool taken;                 //  and it said it took it
+    //  Its governor's socket was full: tried again at handing_next_ns (the
+    //  writer reads nothing meanwhile), until handing_until_ns.
+    bool handing;
+    uint32_t handing_ms;        //  the wait before the next try
+    uint64_t handing_next_ns, handing_until_ns;
     //  One of several readers on this host: a pipe of its own (`tee`), its
     //  read end handed over, its write end here, into which the writer's
     //  governor copies what the program wrote; what did not fit waits.
@@ -497,7 +510,7 @@ s_writable (const s_writer_t *w)
         const s_reader_at_t *d = &w->dests [i];
         if (d->gone)
             continue;
-        if (d->tee? !d->taken || d->pending: d->credits == 0 || d->local)
+        if (d->handing || (d->tee? !d->taken || d->pending: d->credits == 0 || d->local))
             return false;
     }
     return true;
@@ -581,6 +594,28 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
             close (tee [1]);
     }
     errno = sent_errno;
+    if (!sent && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        //  Its queue is full: again a little later (stream_poll), within
+        //  a bound.
+        uint64_t now = task_now_ns ();
+        if (!dest->handing) {
+            dest->handing = true;
+            dest->handing_ms = 1;
+            dest->handing_until_ns = now + S_HANDING_MS * 1000000ull;
+        }
+        else
+        if (dest->handing_ms < S_HANDING_STEP_MS)
+            dest->handing_ms *= 2;
+        if (now < dest->handing_until_ns) {
+            dest->handing_next_ns = now + dest->handing_ms * 1000000ull;
+            return;
+        }
+        dest->handing = false;
+        sq_warn ("stream %" PRIx64 ": chunks, not a pipe: %s's queue stayed full for %d ms",
+                 w->object, to.sun_path, S_HANDING_MS);
+        return;
+    }
+    dest->handing = false;
     if (!sent) {
         //  No socket of that name: the reader's governor is on another
         //  host (no fallback: said at info), or at our own address with
@@ -600,6 +635,35 @@ s_hand_over (stream_t *self, s_writer_t *w, s_reader_at_t *dest, const char *end
         dest->tee_fd = tee [1];
     }
     s_send_chunk (self, w, dest, NULL, 0, false, token);
+}
+
+//  Hand-overs whose governor's socket was full, tried again when due;
+//  returns the ms until the next one is (or -1: none waits).
+static long
+s_handing_retry (stream_t *self, s_writer_t *w, uint64_t now)
+{
+    long next = -1;
+    for (uint32_t i = 0; i < w->n_dests; i++) {
+        s_reader_at_t *d = &w->dests [i];
+        if (!d->handing)
+            continue;
+        if (d->gone || w->fd < 0) {
+            d->handing = false;
+            continue;
+        }
+        if (now >= d->handing_next_ns) {
+            //  Its endpoint as STREAM gave it: the route's, past the key
+            //  (gov_peer_address).
+            const char *endpoint = d->endpoint [0] == 'K'? d->endpoint + 41: d->endpoint;
+            s_hand_over (self, w, d, endpoint, strlen (endpoint));
+        }
+        if (d->handing) {
+            long ms = d->handing_next_ns > now
+                    ? (long) ((d->handing_next_ns - now + 999999) / 1000000): 0;
+            next = next < 0 || ms < next? ms: next;
+        }
+    }
+    return next;
 }
 
 void
@@ -657,17 +721,38 @@ stream_on_order (stream_t *self, uint32_t type, sq_msg_t *msg)
     sq_iter_release (&it);
 }
 
+//  Frame 1 of msg ([route][message]...), a message of the table of
+//  `type`, decoded into `out`; msg must have `frames` frames (else
+//  `frames_why`). A bad one is warned of and dropped: -1.
+static int
+s_decode (uint32_t type, void *out, sq_msg_t *msg, size_t frames, const char *frames_why)
+{
+    sq_errbuf_t err;
+    if (msg->n == frames
+    &&  sq_msg_decode (type, out, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err) == 0)
+        return 0;
+    sq_warn ("bad %s: %s", sq_msg_name (type), msg->n != frames? frames_why: err.text);
+    return -1;
+}
+
+//  The reader `consumer` of the writer of `key` in its attempt `version`
+//  (*writer: that writer, or NULL), or NULL: a late message.
+static s_reader_at_t *
+s_dest_of (stream_t *self, uint64_t key, uint32_t version, uint64_t consumer, s_writer_t **writer)
+{
+    s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, key);
+    *writer = w;
+    return w && w->attempt == version? s_dest (w, consumer): NULL;
+}
+
 void
 stream_on_credit (stream_t *self, sq_msg_t *msg)
 {
     sq_scredit_t credit;
-    sq_errbuf_t err;
-    if (msg->n != 2 || sq_scredit_decode (&credit, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
-        sq_warn ("bad SCREDIT: %s", msg->n != 2? "payload frames": err.text);
+    if (s_decode (SQ_MSG_SCREDIT, &credit, msg, 2, "payload frames"))
         return;
-    }
-    s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, credit.key);
-    s_reader_at_t *dest = w && w->attempt == credit.version? s_dest (w, credit.consumer): NULL;
+    s_writer_t *w;
+    s_reader_at_t *dest = s_dest_of (self, credit.key, credit.version, credit.consumer, &w);
     if (!dest || dest->gone)
         return;                 //  late
     if (credit.credits == 0) {
@@ -810,13 +895,10 @@ void
 stream_on_local (stream_t *self, sq_msg_t *msg)
 {
     sq_slocal_t local;
-    sq_errbuf_t err;
-    if (msg->n != 2 || sq_slocal_decode (&local, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
-        sq_warn ("bad SLOCAL: %s", msg->n != 2? "payload frames": err.text);
+    if (s_decode (SQ_MSG_SLOCAL, &local, msg, 2, "payload frames"))
         return;
-    }
-    s_writer_t *w = (s_writer_t *) sq_idmap_lookup (self->by_object, local.key);
-    s_reader_at_t *dest = w && w->attempt == local.version? s_dest (w, local.consumer): NULL;
+    s_writer_t *w;
+    s_reader_at_t *dest = s_dest_of (self, local.key, local.version, local.consumer, &w);
     if (!dest || dest->gone || !dest->local || (w->fd < 0 && !dest->tee))
         return;                 //  late, or never handed over
     if (local.state == SQ_SLOCAL_REFUSED) {
@@ -997,6 +1079,29 @@ int
 stream_take_segment (stream_t *self, const uint8_t *token)
 {
     return s_hand_take (self, token, true);
+}
+
+int
+stream_hand_segment (stream_t *self, const char *endpoint, size_t len, int fd, uint8_t *token)
+{
+    struct sockaddr_un to = { .sun_family = AF_UNIX };
+    if (self->sock < 0 || fd < 0
+    ||  s_sock_path (to.sun_path, sizeof to.sun_path, self->dirfd, endpoint, len)
+    ||  getrandom (token, S_TOKEN, 0) != (ssize_t) S_TOKEN)
+        return -1;
+    if (sq_fdpass_send (self->sock, &to, sizeof to, token, S_TOKEN, &fd, 1, MSG_DONTWAIT)
+        != (ssize_t) S_TOKEN) {
+        //  Not in our directory (another host, or another directory here):
+        //  said at debug only, as copies are many (a stream's warning is
+        //  once per stream).
+        if (errno == ENOENT)
+            sq_debug ("copy to %.*s: not in our stream directory: chunks", (int) len, endpoint);
+        else
+            sq_warn ("copy to %.*s: chunks, not a hand-over: %s", (int) len, endpoint,
+                     strerror (errno));
+        return -1;
+    }
+    return 0;
 }
 
 size_t
@@ -1196,11 +1301,8 @@ void
 stream_on_chunk (stream_t *self, sq_msg_t *msg)
 {
     sq_schunk_t chunk;
-    sq_errbuf_t err;
-    if (msg->n != 3 || sq_schunk_decode (&chunk, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
-        sq_warn ("bad SCHUNK: %s", msg->n != 3? "not one payload frame": err.text);
+    if (s_decode (SQ_MSG_SCHUNK, &chunk, msg, 3, "not one payload frame"))
         return;
-    }
     zmq_msg_t *bytes = &msg->frames [2];
     if (zmq_msg_size (bytes) > SQ_CHUNK_MAX) {
         sq_warn ("SCHUNK of %zu bytes refused", zmq_msg_size (bytes));
@@ -1413,6 +1515,7 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
     }
     uint64_t now = task_now_ns ();
     bool timers = false;
+    long soonest = -1;
     //  A reader whose queue just got an end with nothing before it closes
     //  now, without waiting for the pipe to be writable.
     //  A reader of a pipe handed over closes once both the pipe and its
@@ -1475,12 +1578,17 @@ stream_poll (stream_t *self, zmq_pollitem_t *items, size_t n_items)
         if (w->fd < 0)
             continue;
         timers = true;
+        long ms = s_handing_retry (self, w, now);
+        if (ms >= 0 && (soonest < 0 || ms < soonest))
+            soonest = ms;
         if (w->offset != w->told && now - w->told_ns >= S_PROGRESS_NS && self->progress) {
             self->progress (self->arg, w->object, w->offset);
             w->told = w->offset;
             w->told_ns = now;
         }
     }
+    if (soonest >= 0 && soonest < S_TICK_MS)
+        return soonest;
     return timers? S_TICK_MS: -1;
 }
 

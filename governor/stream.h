@@ -129,6 +129,14 @@ void stream_on_credit (stream_t *self, sq_msg_t *msg);
 //  taken out (the caller owns it), or -1 if none came with that token.
 //  Files come only from our uid and expire unclaimed like pipes.
 int stream_take_segment (stream_t *self, const uint8_t *token);
+//  A copy to a governor of this host (LCOPY): `fd` (a sealed memory file,
+//  still the caller's) handed to the socket in our stream directory of the
+//  governor whose data endpoint is `endpoint` (`len` bytes), with a fresh
+//  random `token` (16 bytes, written) for the LCOPY that names it. 0, or
+//  -1 when it cannot go (no directory, no such socket: another host, or
+//  its queue full): the copy then goes as chunks.
+int stream_hand_segment (stream_t *self, const char *endpoint, size_t len, int fd,
+                         uint8_t *token);
 //  Memory files handed over and not claimed yet (a client that died
 //  between its hand-over and its PUTLOCAL leaves one until it expires).
 size_t stream_segments_waiting (stream_t *self);

@@ -38,6 +38,7 @@ struct _s_out_t {
     uint32_t credits;
     uint64_t last_ns;           //  last credit (or start)
     s_out_t *next;              //  in its destination's waiting FIFO
+    bool local;                 //  handed over on this host (LCOPY), no slot held
 };
 
 //  A governor copies go to: its copies under way and waiting. A slow or
@@ -87,8 +88,12 @@ struct _transfer_t {
     size_t chunk;
     uint32_t window;
 
+    transfer_hand_fn *hand;     //  our stream directory's socket, or NULL
+    transfer_take_fn *take;
+    void *local_arg;
     uint32_t next_id;
     sq_idmap_t *out;            //  transfer id -> s_out_t, under way
+    size_t n_local;             //  of which hand-overs awaiting their answer
     size_t n_active;
     size_t n_queued;
     zhashx_t *dests;            //  endpoint -> s_dest_t
@@ -337,6 +342,66 @@ s_out_over (transfer_t *self, s_out_t *out)
     s_dest_gc (self, dest);
 }
 
+static int s_out_start (transfer_t *self, s_out_t *out);
+
+//  Same host: an object in a sealed memory file goes to the receiver's
+//  governor as that file, handed to its socket in the shared stream
+//  directory, and named by an LCOPY over the data channel (CURVE). The
+//  copy waits (no slot held) for the receiver's CREDIT: 0 when it took the
+//  file, more when it did not (then it goes as chunks). False when it
+//  cannot be handed over (not in a memory file, no such socket: another
+//  host or another directory): the caller sends chunks.
+static bool
+s_hand_over (transfer_t *self, s_out_t *out)
+{
+    //  Only a file sealed against writes (F_SEAL_WRITE: an executor's result,
+    //  an upload, a copy handed over) can be taken: one of ours sealed
+    //  against future writes only (our own writable mapping kept) would be
+    //  refused there, a round trip lost.
+    int fd = sq_blob_shm_fd (out->blob);
+    int seals = fd >= 0? fcntl (fd, F_GET_SEALS): -1;     //  -1: not a memory file
+    if (!self->hand || seals < 0 || !(seals & F_SEAL_WRITE) || sq_blob_size (out->blob) == 0
+    ||  self->n_local >= TRANSFER_MAX_QUEUED)
+        return false;
+    //  The route's address: "K" and the receiver's key in Z85 under CURVE
+    //  (route.h), then its data endpoint, which names its socket.
+    const char *plain = out->endpoint [0] == 'K' && strlen (out->endpoint) > 41
+                      ? out->endpoint + 41: out->endpoint;
+    uint8_t token [16];
+    if (self->hand (self->local_arg, plain, strlen (plain), fd, token))
+        return false;
+    sq_lcopy_t lcopy = {
+        .transfer = out->id, .key = out->key, .version = out->version,
+        .size = sq_blob_size (out->blob),
+        .content_type = { out->content_type, (uint32_t) strlen (out->content_type) },
+        .from = self->governor_id,
+        .reply_to = { self->data_endpoint, (uint32_t) strlen (self->data_endpoint) },
+        .token = { (const char *) token, sizeof token }
+    };
+    //  Waiting for its answer before it is asked.
+    if (sq_idmap_insert (self->out, out->id, out))
+        return false;
+    char route [SQ_MAX_NAME + 50];
+    int route_len = snprintf (route, sizeof route, "%c%s", GOV_ROUTE_PEER, out->endpoint);
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_lcopy_encode (&header, &lcopy);
+    int rc = route_len > 0 && (size_t) route_len < sizeof route
+           ? sq_send (self->pipe, route, (size_t) route_len, &header, NULL, 0, 0): -1;
+    sq_wbuf_release (&header);
+    if (rc) {
+        //  The file handed over expires unclaimed at the receiver.
+        sq_idmap_remove (self->out, out->id);
+        sq_warn ("copy of %" PRIx64 ": chunks, not a hand-over: cannot send LCOPY", out->key);
+        return false;
+    }
+    out->local = true;
+    out->last_ns = task_now_ns ();
+    self->n_local++;
+    sq_debug ("copy %u of %" PRIx64 " handed over to %s", out->id, out->key, plain);
+    return true;
+}
+
 int
 transfer_send (transfer_t *self, uint64_t key, uint32_t version, const char *endpoint)
 {
@@ -359,9 +424,20 @@ transfer_send (transfer_t *self, uint64_t key, uint32_t version, const char *end
         s_out_destroy (&out);
         return -1;
     }
+    if (s_hand_over (self, out))
+        return 0;
+    return s_out_start (self, out);
+}
+
+//  Sends out as chunks (at once when it is one chunk, else queued for a
+//  slot). 0, or -1 (out destroyed) when out of memory.
+static int
+s_out_start (transfer_t *self, s_out_t *out)
+{
+    const char *endpoint = out->endpoint;
     //  One chunk is all of it: it holds no slot, so it goes now rather
     //  than behind big copies waiting for one (which may take minutes).
-    if (sq_blob_size (blob) <= self->chunk) {
+    if (sq_blob_size (out->blob) <= self->chunk) {
         out->credits = 1;
         s_pump (self, out);
         s_out_destroy (&out);
@@ -410,6 +486,19 @@ transfer_on_credit (transfer_t *self, sq_msg_t *msg)
     s_out_t *out = (s_out_t *) sq_idmap_lookup (self->out, credit.transfer);
     if (!out || out->key != credit.key)
         return;                 //  a copy already over: late credit
+    if (out->local) {
+        //  The receiver's answer to LCOPY: taken (0), or chunks wanted.
+        sq_idmap_remove (self->out, out->id);
+        self->n_local--;
+        out->local = false;
+        if (credit.credits == 0)
+            s_out_destroy (&out);
+        else {
+            sq_debug ("copy %u of %" PRIx64 ": not taken on this host; chunks", out->id, out->key);
+            s_out_start (self, out);
+        }
+        return;
+    }
     bool over = true;
     if (credit.credits > 0) {
         //  Never more than a window ahead, whatever the receiver says.
@@ -777,6 +866,81 @@ transfer_on_chunk (transfer_t *self, sq_msg_t *msg)
         s_credit (self, in->reply_to, in->transfer, in->key, 1);
 }
 
+void
+transfer_on_lcopy (transfer_t *self, sq_msg_t *msg)
+{
+    sq_lcopy_t lcopy;
+    sq_errbuf_t err;
+    if (msg->n != 2) {
+        sq_warn ("LCOPY with payload frames; discarded");
+        return;
+    }
+    if (sq_lcopy_decode (&lcopy, sq_msg_data (msg, 1), sq_msg_size (msg, 1), &err)) {
+        sq_warn ("bad LCOPY: %s", err.text);
+        return;
+    }
+    if (lcopy.reply_to.len < 7 || memcmp (lcopy.reply_to.ptr, "tcp://", 6)) {
+        sq_warn ("LCOPY with reply_to '%.*s' refused", (int) lcopy.reply_to.len,
+                 lcopy.reply_to.ptr);
+        return;
+    }
+    char *reply_to = transfer_reply_address (msg, lcopy.reply_to);
+    if (!reply_to)
+        return;
+    //  Taken out now, whatever follows: a file left unclaimed would wait
+    //  for its expiry.
+    int fd = self->take? self->take (self->local_arg, (const uint8_t *) lcopy.token.ptr): -1;
+    uint64_t id = (uint64_t) lcopy.from << 32 | lcopy.transfer;
+    s_in_t *other = (s_in_t *) sq_idmap_lookup (self->in_keys, lcopy.key);
+    if (store_has (self->store, lcopy.key) || (other && other->version >= lcopy.version)) {
+        //  Already here, or arriving: as for a CHUNK (transfer_on_chunk).
+        if (fd >= 0)
+            close (fd);
+        s_credit (self, reply_to, lcopy.transfer, lcopy.key, 0);
+        self->cancelled [self->cancelled_next++ % S_CANCELLED_RING] = id;
+        free (reply_to);
+        if (!other)
+            s_report (self, lcopy.key, sq_blob_size (store_get (self->store, lcopy.key, NULL)),
+                      TRANSFER_LOCATED);
+        return;
+    }
+    sq_blob_t *blob = NULL;
+    if (fd >= 0 && lcopy.size <= SIZE_MAX)
+        store_make_room (self->store, lcopy.size);
+    const char *why = fd < 0? "no memory file came with its token"
+                    : lcopy.size > SIZE_MAX? "too big"
+                    : !(blob = sq_blob_shm_adopt (fd, (size_t) lcopy.size))
+                    ? "not a sealed memory file of its size": NULL;
+    bool ok = !why && store_put (self->store, lcopy.key, blob, lcopy.content_type.ptr,
+                                 lcopy.content_type.len) == 0;
+    blob = NULL;                //  the store's, even on failure (sq_blob_shm_adopt
+                                //  closed fd on its own failure)
+    if (!ok) {
+        //  Chunks then, from offset 0 (the sender waits for this credit).
+        sq_warn ("copy of %" PRIx64 " from governor %u: chunks, not a hand-over: %s",
+                 lcopy.key, lcopy.from, why? why: "cannot store it");
+        s_credit (self, reply_to, lcopy.transfer, lcopy.key, self->window);
+        free (reply_to);
+        return;
+    }
+    if (other)                  //  from an older attempt: the newer one wins
+        s_in_abort (self, other, true, "a copy of a newer version arrives");
+    store_set_version (self->store, lcopy.key, lcopy.version);
+    s_credit (self, reply_to, lcopy.transfer, lcopy.key, 0);
+    free (reply_to);
+    sq_debug ("copy of %" PRIx64 " from governor %u: %" PRIu64 " bytes handed over", lcopy.key,
+              lcopy.from, lcopy.size);
+    s_report (self, lcopy.key, lcopy.size, TRANSFER_LOCATED_LOCAL);
+}
+
+void
+transfer_set_local (transfer_t *self, transfer_hand_fn *hand, transfer_take_fn *take, void *arg)
+{
+    self->hand = hand;
+    self->take = take;
+    self->local_arg = arg;
+}
+
 int
 transfer_put (transfer_t *self, const sq_put_t *put, zmq_msg_t *frame, char *err,
               size_t err_size)
@@ -886,7 +1050,7 @@ long
 transfer_tick (transfer_t *self)
 {
     if (sq_idmap_size (self->in) == 0 && self->n_active == 0
-    &&  sq_idmap_size (self->uploads) == 0)
+    &&  sq_idmap_size (self->uploads) == 0 && self->n_local == 0)
         return -1;
     uint64_t now = task_now_ns ();
     if (now - self->last_tick_ns >= (uint64_t) S_TICK_MS * 1000000ull) {
@@ -917,7 +1081,13 @@ transfer_tick (transfer_t *self)
             s_out_t *out = (s_out_t *) late [i];
             sq_warn ("copy of %" PRIx64 " to %s abandoned: the receiver went silent",
                      out->key, out->endpoint);
-            s_out_over (self, out);
+            if (out->local) {
+                sq_idmap_remove (self->out, out->id);
+                self->n_local--;
+                s_out_destroy (&out);
+            }
+            else
+                s_out_over (self, out);
         }
     }
     return S_TICK_MS;
@@ -933,5 +1103,5 @@ bool
 transfer_sending_idle (transfer_t *self)
 {
     return self->n_active == 0 && self->n_queued == 0 && zhashx_size (self->dests) == 0
-        && !self->blocked_head;
+        && !self->blocked_head && self->n_local == 0;
 }

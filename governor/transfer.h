@@ -63,7 +63,8 @@ typedef struct _transfer_t transfer_t;
 //  learns the cluster's copy rate from it (placement weighs copies).
 typedef enum {
     TRANSFER_LOST, TRANSFER_LOCATED, TRANSFER_UPLOADED,
-    TRANSFER_UPLOADED_LOCAL             //  handed over on this host (transfer_put_local)
+    TRANSFER_UPLOADED_LOCAL,            //  handed over on this host (transfer_put_local)
+    TRANSFER_LOCATED_LOCAL              //  a copy handed over on this host (LCOPY)
 } transfer_outcome_t;
 typedef void (transfer_fn) (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome,
                             uint64_t duration_us);
@@ -94,6 +95,23 @@ int transfer_send (transfer_t *self, uint64_t key, uint32_t version,
 //  msg: [D][CHUNK][payload] and [D][CREDIT] from the data socket.
 void transfer_on_chunk (transfer_t *self, sq_msg_t *msg);
 void transfer_on_credit (transfer_t *self, sq_msg_t *msg);
+//  msg: [D][LCOPY] from a governor of this host. Its memory file (handed to
+//  our stream socket with the token the LCOPY carries) stored as the copy,
+//  with no byte copied, and reported located (local); CREDIT 0 tells the
+//  sender so. When it cannot be had (no file with that token, not a sealed
+//  memory file of the size said), CREDIT asks for chunks instead.
+void transfer_on_lcopy (transfer_t *self, sq_msg_t *msg);
+//  Copies to and from governors of this host: `hand` hands a memory file
+//  to the governor of data endpoint `endpoint` (`len` bytes) with a fresh
+//  16-byte token (0, or -1: not on this host, or it cannot go);
+//  `take` takes out the file handed to us with `token` (-1 if none). The
+//  stream directory's socket (stream_hand_segment, stream_take_segment);
+//  not set: every copy goes as chunks.
+typedef int (transfer_hand_fn) (void *arg, const char *endpoint, size_t len, int fd,
+                                uint8_t *token);
+typedef int (transfer_take_fn) (void *arg, const uint8_t *token);
+void transfer_set_local (transfer_t *self, transfer_hand_fn *hand, transfer_take_fn *take,
+                         void *arg);
 //  One range of a constant a client uploads (PUT on the serve socket), in
 //  order from offset 0 (its frame is taken over or copied), stored and
 //  reported uploaded when complete: the broker counts it only once both

@@ -52,6 +52,8 @@ typedef struct {
     uint64_t sessions;          //  its open sessions (attached or not)
     uint64_t stored;            //  bytes of its sessions' results on governors
     uint64_t streams_local;     //  its streams that went over the same-host path
+    uint64_t uploads_local;     //  its constants handed over on their governor's host
+    uint64_t copies_local;      //  its copies handed over between governors of one host
 } share_t;
 
 typedef enum {

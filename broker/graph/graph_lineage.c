@@ -203,6 +203,58 @@ s_recompute (graph_t *self, object_t *lost)
     free (reset);
 }
 
+//  Drops one of object's copies (loc, one of its locations).
+static void
+s_location_drop (object_t *object, location_t *loc)
+{
+    uint64_t was = gx_stored (object);
+    *loc = object_locations (object) [--object->n_locations];
+    gx_stored_update (object, was);
+}
+
+//  A finished result that no governor holds any more and something still
+//  needs: it is computed again.
+static bool
+s_is_lost (object_t *object)
+{
+    return object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
+        && s_needed (object);
+}
+
+//  Lost results collected before any is computed again (recomputation
+//  changes states under an iteration).
+typedef struct {
+    object_t **items;
+    size_t n, cap;
+} s_lost_t;
+
+//  Adds object; true when out of memory (the collection stops there).
+static bool
+s_lost_add (s_lost_t *lost, object_t *object)
+{
+    if (lost->n == lost->cap) {
+        size_t cap = lost->cap? lost->cap * 2: 16;
+        object_t **p = (object_t **) realloc (lost->items, cap * sizeof *p);
+        if (!p)
+            return true;
+        lost->items = p;
+        lost->cap = cap;
+    }
+    lost->items [lost->n++] = object;
+    return false;
+}
+
+//  Computes each again and empties the list. Returns how many.
+static size_t
+s_lost_recompute (graph_t *self, s_lost_t *lost)
+{
+    for (size_t i = 0; i < lost->n; i++)
+        s_recompute (self, lost->items [i]);
+    free (lost->items);
+    gx_flush_frees (self);
+    return lost->n;
+}
+
 void
 gx_recompute (graph_t *self, object_t *lost)
 {
@@ -213,13 +265,9 @@ void
 graph_object_lost (graph_t *self, object_t *object, gov_t *gov)
 {
     location_t *loc = graph_object_location (object, gov);
-    if (loc) {
-        uint64_t was = gx_stored (object);
-        *loc = object_locations (object) [--object->n_locations];
-        gx_stored_update (object, was);
-    }
-    if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
-    &&  s_needed (object))
+    if (loc)
+        s_location_drop (object, loc);
+    if (s_is_lost (object))
         s_recompute (self, object);
     gx_flush_frees (self);
 }
@@ -232,12 +280,34 @@ graph_object_lost_why (graph_t *self, object_t *object, gov_t *gov, const char *
     self->constant_why = NULL;
 }
 
-void
-graph_forget_governor (graph_t *self, gov_t *gov)
+//  Whether an object of a forgotten governor's may be lost: a copy it had
+//  there is dropped, and copies still on their way, which may have come
+//  from the dead governor, are ordered again from a copy that exists.
+static bool
+s_forget_at (graph_t *self, object_t *object, void *arg)
 {
-    //  Collect first: recomputation changes states under the iteration.
-    size_t n_lost = 0, cap = 0;
-    object_t **lost = NULL;
+    location_t *loc = graph_object_location (object, (gov_t *) arg);
+    if (!loc)
+        return false;
+    s_location_drop (object, loc);
+    location_t *locations = object_locations (object);
+    location_t *source = NULL;
+    for (uint32_t i = 0; i < object->n_locations && !source; i++)
+        if (locations [i].arrived)
+            source = &locations [i];
+    for (uint32_t i = 0; source && i < object->n_locations; i++)
+        if (!locations [i].arrived && self->hooks.object_copy)
+            self->hooks.object_copy (self->hooks.arg, object, source->gov, locations [i].gov);
+    return true;
+}
+
+//  Computes again every lost object of every session that `visit` (NULL:
+//  all) says may be lost. Collects first: recomputation changes states
+//  under the iteration. Returns how many.
+static size_t
+s_recover (graph_t *self, bool (*visit) (graph_t *, object_t *, void *), void *arg)
+{
+    s_lost_t lost = { NULL, 0, 0 };
     size_t s_cursor = 0;
     session_t *session;
     while ((session = (session_t *) sq_idmap_next (self->sessions, &s_cursor, NULL))) {
@@ -245,71 +315,24 @@ graph_forget_governor (graph_t *self, gov_t *gov)
         void *item;
         while ((item = gx_session_next (session, &cursor))) {
             object_t *object = gx_as_object (item);
-            location_t *loc = object? graph_object_location (object, gov): NULL;
-            if (!loc)
-                continue;
-            location_t *locations = object_locations (object);
-            uint64_t was = gx_stored (object);
-            *loc = locations [--object->n_locations];
-            gx_stored_update (object, was);
-            //  Copies still on their way may have come from the dead
-            //  governor: order them again from a copy that exists.
-            location_t *source = NULL;
-            for (uint32_t i = 0; i < object->n_locations && !source; i++)
-                if (locations [i].arrived)
-                    source = &locations [i];
-            for (uint32_t i = 0; source && i < object->n_locations; i++)
-                if (!locations [i].arrived && self->hooks.object_copy)
-                    self->hooks.object_copy (self->hooks.arg, object, source->gov, locations [i].gov);
-            if (object->state == OBJ_FINISHED && !object->released && !s_has_copy (object)
-            &&  s_needed (object)) {
-                if (n_lost == cap) {
-                    cap = cap? cap * 2: 16;
-                    object_t **p = (object_t **) realloc (lost, cap * sizeof *p);
-                    if (!p)
-                        break;
-                    lost = p;
-                }
-                lost [n_lost++] = object;
-            }
+            if (object && (!visit || visit (self, object, arg)) && s_is_lost (object)
+            &&  s_lost_add (&lost, object))
+                break;
         }
     }
-    for (size_t i = 0; i < n_lost; i++)
-        s_recompute (self, lost [i]);
-    free (lost);
-    gx_flush_frees (self);
+    return s_lost_recompute (self, &lost);
+}
+
+void
+graph_forget_governor (graph_t *self, gov_t *gov)
+{
+    s_recover (self, s_forget_at, gov);
 }
 
 size_t
 graph_recover_sweep (graph_t *self)
 {
-    size_t n_lost = 0, cap = 0;
-    object_t **lost = NULL;
-    size_t s_cursor = 0;
-    session_t *session;
-    while ((session = (session_t *) sq_idmap_next (self->sessions, &s_cursor, NULL))) {
-        size_t cursor = 0;
-        void *item;
-        while ((item = gx_session_next (session, &cursor))) {
-            object_t *object = gx_as_object (item);
-            if (!object || object->state != OBJ_FINISHED || object->released
-            ||  s_has_copy (object) || !s_needed (object))
-                continue;
-            if (n_lost == cap) {
-                cap = cap? cap * 2: 16;
-                object_t **p = (object_t **) realloc (lost, cap * sizeof *p);
-                if (!p)
-                    break;
-                lost = p;
-            }
-            lost [n_lost++] = object;
-        }
-    }
-    for (size_t i = 0; i < n_lost; i++)
-        s_recompute (self, lost [i]);
-    free (lost);
-    gx_flush_frees (self);
-    return n_lost;
+    return s_recover (self, NULL, NULL);
 }
 
 bool

@@ -216,6 +216,24 @@ s_governor_inventory (broker_t *self, gov_t *gov, const sq_event_t *ev)
     }
 }
 
+//  What an attempt that no longer counts stored here (it finished after
+//  the broker failed or moved its task: an input found wrong meanwhile, a
+//  STOP that came too late) is nobody's: without a DROP it would stay on
+//  the governor for ever. Kept: an object the graph knows there, and the
+//  outputs of the current attempt given to this governor, which writes
+//  them again.
+static void
+s_drop_stale_outputs (broker_t *self, gov_t *gov, task_t *task, const sq_event_t *ev)
+{
+    if (task && task->gov == gov && (task->state == TASK_ASSIGNED || task->state == TASK_RUNNING))
+        return;
+    for (uint32_t i = 0; i < ev->n_outputs; i++) {
+        object_t *object = graph_object (self->graph, ev->outputs [i].key);
+        if (!object || !graph_object_location (object, gov))
+            bx_drop (gov, ev->outputs [i].key);
+    }
+}
+
 static void
 s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
 {
@@ -258,6 +276,13 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
                 graph_object_add_location (self->graph, object, gov, true);
                 scheduler_note_copy (self->scheduler, ev.size, ev.duration_us);
                 sq_idmap_remove (gov->recopies, ev.key);
+                if (ev.local) {
+                    //  INFO shows a tenant its own (and an admin all).
+                    session_t *session = graph_session (self->graph, sq_key_session (ev.key));
+                    self->copies_local++;
+                    if (session && session->share)
+                        session->share->copies_local++;
+                }
             }
             else
                 bx_drop (gov, ev.key);   //  a copy nobody wants any more
@@ -279,7 +304,11 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
             continue;
         }
         if (ev.type == SQ_EV_UPLOADED) {
+            //  Counted per tenant too, as streams_local is.
             self->uploads_local += ev.local;
+            session_t *session = ev.local? graph_session (self->graph, sq_key_session (ev.key)): NULL;
+            if (session && session->share)
+                session->share->uploads_local += ev.local;
             s_upload_confirmed (self, gov, ev.key, ev.size);
             continue;
         }
@@ -308,6 +337,8 @@ s_governor_update (broker_t *self, peer_t *peer, sq_msg_t *msg)
         ||  (task->state != TASK_ASSIGNED && task->state != TASK_RUNNING)) {
             sq_debug ("governor %u: ignoring event %u for task %llx attempt %u",
                       gov->id, ev.type, (unsigned long long) ev.key, ev.attempt);
+            if (ev.type == SQ_EV_FINISHED)
+                s_drop_stale_outputs (self, gov, task, &ev);
             continue;
         }
         if (ev.type == SQ_EV_SECEDED) {

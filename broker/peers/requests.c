@@ -284,7 +284,8 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         .uploads = uploads_count (self->uploads),
         .copy_rate = (uint64_t) scheduler_copy_rate (self->scheduler),
         .streams_local = self->streams_local,
-        .uploads_local = self->uploads_local
+        .uploads_local = self->uploads_local,
+        .copies_local = self->copies_local
     };
     share_t *share = viewer && s_tenancy_on (self)? tenancy_share (self->tenancy, viewer->tenant): NULL;
     if (!all) {
@@ -292,6 +293,8 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
         info.ready_queue = counts [TASK_READY];
         info.objects = objects;
         info.streams_local = share? share->streams_local: 0;
+        info.uploads_local = share? share->uploads_local: 0;
+        info.copies_local = share? share->copies_local: 0;
     }
     uint64_t stored = share? share->stored: 0;
     sq_info_tenant_t tenant;

@@ -4,6 +4,7 @@
 #include "capability.h"
 #include "proto.h"
 #include "log.h"
+#include "fdpass.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -58,21 +59,6 @@ struct _journal_t {
 //  --------------------------------------------------------------------------
 //  Writing
 
-static int
-s_write_all (int fd, const char *data, size_t size)
-{
-    while (size) {
-        ssize_t n = write (fd, data, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        data += n;
-        size -= (size_t) n;
-    }
-    return 0;
-}
-
 static void
 s_sync_dir (const char *path)
 {
@@ -115,7 +101,7 @@ s_syncer (void *arg)
             unlink (self->tmp_path);
             int fd = open (self->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                            0600);
-            if (fd >= 0 && (s_write_all (fd, job->data, job->size) || fdatasync (fd))) {
+            if (fd >= 0 && (sq_write_all (fd, job->data, job->size) || fdatasync (fd))) {
                 sq_error ("journal compaction: cannot write %s: %s", self->tmp_path,
                           strerror (errno));
                 close (fd);
@@ -167,7 +153,7 @@ journal_flush (journal_t *self)
 {
     if (self->pending.size == 0)
         return 0;
-    if (s_write_all (self->fd, self->pending.data, self->pending.size)) {
+    if (sq_write_all (self->fd, self->pending.data, self->pending.size)) {
         self->stats.errors++;
         if (!self->broken)
             sq_error ("journal: cannot write %s: %s (records are kept in memory and "
@@ -271,7 +257,7 @@ journal_tick (journal_t *self)
     msgpack_sbuffer_free (job);
     journal_flush (self);
     if (fd < 0 || !self->compacting
-    ||  s_write_all (fd, self->tail.data, self->tail.size)
+    ||  sq_write_all (fd, self->tail.data, self->tail.size)
     ||  rename (self->tmp_path, self->path)) {
         if (fd >= 0) {
             close (fd);

@@ -49,6 +49,16 @@ echo "$gov" | grep -q 'streams:/var/lib/squall/streams' \
     && grep -q -- '--stream-dir /var/lib/squall/streams/' deploy/compose/governor-start.sh \
     || fail "the governors of a host share a stream directory"
 echo "ok: the governors of a host share a stream directory (volume streams)"
+# the example client, on their host, uploads through their sockets: the
+# governors' user (root) with no capability, the volume read-only
+ex=$(echo "$out" | awk '/^  example:/{on=1; next} /^  [a-z]/{on=0} on')
+echo "$ex" | grep -q 'streams:/var/lib/squall/streams:ro' \
+    && echo "$ex" | grep -q 'SQUALL_LOCAL_DIR: /var/lib/squall/streams/governors' \
+    && echo "$ex" | grep -q 'no-new-privileges:true' \
+    && echo "$ex" | awk '/cap_drop:/{on=1; next} on && /^    [a-z]/{on=0} on' | grep -q ALL \
+    && [ "$(echo "$ex" | awk '/cap_add:/{on=1; next} on && /^    [a-z]/{on=0} on' | tr -d ' -')" = DAC_READ_SEARCH ] \
+    || fail "the example client uploads through the stream volume, read-only, one capability"
+echo "ok: the example client hands uploads to the governors of its host"
 echo "$keys" | grep -q 'keygen governor' && fail "the keys service makes a shared governor key"
 echo "ok: governors hold their own key and the broker's public key only"
 # a task never sees a key: the governor runs as root, tasks under the

@@ -12,7 +12,9 @@ capabilities) with its key in a directory of root's, and execute and
 Python tasks submitted to the cluster (taskprobe.py) run under a user id
 of the task range, with no capabilities, and can read neither the
 governor's key (the path on its command line is masked; the known path)
-nor its directory, nor write /enroll; health checks that leave the broker's log quiet; the image's
+nor its directory, nor write /enroll; on one host, a stream between two
+governor containers goes as a pipe and the example client's container
+uploads a constant as a memory file (both counted in INFO); health checks that leave the broker's log quiet; the image's
 Python packages from PyPI (the client's cloudpickle, numpy, pandas, dask);
 one governor stopped with `docker stop` (SIGTERM: it drains and exits 0),
 then a second, and the last one, in its 1 GiB container, keeps 24 Python
@@ -94,6 +96,42 @@ for i, f in enumerate(futures):
 print("KEEP OK" if not bad else "KEEP BAD %s" % bad, flush=True)
 client.close()
 sys.exit(1 if bad else 0)
+"""
+
+
+# On one host: a stream between two governor containers (each task takes
+# every cpu of a governor, so writer and reader are on two) goes as a pipe
+# through the `streams` volume (streams_local), and the example client,
+# in a container of its own on that host, uploads a constant as a memory
+# file (uploads_local).
+LOCAL = """
+import os, squall
+from squall.tasks import Execute
+client = squall.Client(os.environ["SQUALL_BROKER"])
+cpus = max(g["cpus"] for g in client.info()["governors"])
+before = client.info()
+with client.session() as s:
+    w = Execute("hostname > host; seq 1 1000000", stdout=True, stream=True, outputs=["host"],
+                cpus=cpus)
+    stream, host = w.outputs
+    r = Execute("hostname; wc -l", stdin=stream, stdout=True, cpus=cpus)
+    r.output.keep()
+    host.keep()
+    s.submit()
+    read = r.output.fetch(300).decode().split()
+    wrote = host.fetch(300).decode().strip()
+    s.wait([w], 300)
+value = os.urandom(4 << 20)
+with client.session() as s:
+    o = s.blob(value)
+    o.keep()
+    s.submit()
+    same = o.fetch(300) == value
+after = client.info()
+print("STREAM %s %s %s %d" % (wrote, read[0], read[1],
+                              after["streams_local"] - before["streams_local"]), flush=True)
+print("UPLOAD %s %d" % (same, after["uploads_local"] - before["uploads_local"]), flush=True)
+client.close()
 """
 
 
@@ -192,6 +230,22 @@ def main():
         check(len(versions) == 5 and int(versions[1].split(".")[0]) >= 3,
               "the image has cloudpickle %s from PyPI, numpy %s, pandas %s, dask %s (Python %s)"
               % tuple(versions[1:] + versions[:1]))
+
+        t = time.monotonic()
+        r = sh(dc + ["run", "--rm", "-T", "example", "python3", "-c", LOCAL], timeout=600,
+               env=env)
+        stream = next((l.split()[1:] for l in r.stdout.splitlines() if l.startswith("STREAM ")),
+                      None)
+        upload = next((l.split()[1:] for l in r.stdout.splitlines() if l.startswith("UPLOAD ")),
+                      None)
+        check(stream and stream[0] != stream[1] and stream[2] == "1000000" and stream[3] == "1",
+              "a stream from governor container %s to %s went as a pipe through the shared "
+              "volume (streams_local +1), its bytes whole: %s"
+              % (stream and stream[0], stream and stream[1], r.stdout.strip()[-300:]))
+        check(upload == ["True", "1"],
+              "the example client's container, on the governors' host, uploaded a constant as "
+              "a memory file (uploads_local +1) in %.0f s: %s"
+              % (time.monotonic() - t, r.stdout.strip()[-300:]))
 
         # One governor, one identity.
         ids = sh(dc + ["ps", "-q", "governor"], env=env).stdout.split()

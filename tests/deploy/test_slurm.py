@@ -8,7 +8,8 @@ directories). A broker (`squall start --governors 0 --access FILE`), then:
    cannot read its key nor write the broker's authorized keys
    (taskprobe.py), or, when it warned that it cannot (this test's
    interpreter out of their reach), as root, as it said; `squall retire`
-   drains it and its job ends.
+   drains it and its job ends; a client run as a step of that job uploads
+   through the governors' stream directory, one outside Slurm by PUT.
 2. `squall alloc slurm --max-governors 2`: with a gate task running and six
    tasks waiting on its output, no second governor is asked for; once the
    six are ready (more than the first governor's cpus), a second job comes;
@@ -63,6 +64,22 @@ SlurmdLogFile={dir}/slurmd.log
 KillWait=40
 NodeName={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=2048 State=UNKNOWN
 PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+UPLOAD = """
+import os, squall
+client = squall.Client()
+before = client.info()["uploads_local"]
+value = os.urandom(4 << 20)
+with client.session() as s:
+    o = s.blob(value)
+    o.keep()
+    s.submit()
+    same = o.fetch(120) == value
+print("UPLOAD", os.environ.get("SLURM_JOB_ID"), same, client.info()["uploads_local"] - before,
+      flush=True)
+client.close()
 """
 
 
@@ -186,6 +203,20 @@ def main():
         r = subprocess.run(SQUALL + ["run", PIPELINE, "--parts", "8", "--sleep", "0.05"],
                            env=cenv, capture_output=True, text=True, timeout=120)
         check(r.returncode == 0 and "pipeline: OK" in r.stdout, "a pipeline through the Slurm governor")
+        # A client run as a step of the governor's job, on its node, finds
+        # the governors' stream directory itself ($SLURM_JOB_ID) and uploads
+        # a constant as a memory file; the same client outside Slurm, by PUT.
+        penv = dict(cenv, PYTHONPATH=os.path.join(SOURCE, "bindings", "python"))
+        r = subprocess.run(["srun", "--jobid", job, "--overlap", "-N1", "-n1", sys.executable,
+                            "-c", UPLOAD], env=penv, capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0 and "UPLOAD %s True 1" % job in r.stdout,
+              "a client in a step of job %s on the governor's node uploaded through its stream "
+              "directory (uploads_local +1): %s" % (job, (r.stdout + r.stderr).strip()[-400:]))
+        r = subprocess.run([sys.executable, "-c", UPLOAD], env=penv, capture_output=True,
+                           text=True, timeout=120)
+        check(r.returncode == 0 and "UPLOAD None True 0" in r.stdout,
+              "and outside Slurm, without SQUALL_LOCAL_DIR, by PUT: %s"
+              % (r.stdout + r.stderr).strip()[-400:])
         # A job of root's: its governor runs tasks under the default task
         # ids, and they reach neither its key, the job's key directory nor
         # the broker's authorized keys (taskprobe.py, docs/security.md);

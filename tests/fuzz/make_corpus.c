@@ -118,7 +118,9 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
                 *(sq_keylist_t *) at = (sq_keylist_t) { key, 1 };
                 break;
             }
-            case SQK_OWHERE: ((sq_where_t *) at)->endpoint = s_mstr ("tcp://127.0.0.1:5"); break;
+            case SQK_OWHERE: case SQK_WHERE:
+                ((sq_where_t *) at)->endpoint = s_mstr ("tcp://127.0.0.1:5");
+                break;
             case SQK_RESOURCES:
                 *(sq_resources_t *) at = (sq_resources_t) { 1, { { s_mstr ("cpus"), 2 } } };
                 break;
@@ -132,6 +134,13 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
             case SQK_JOB: q->has_name = true; q->name = s_mstr ("nightly"); break;
             //  Events' kinds (UPDATE's seeds are written by hand below)
             case SQK_OUTPUTS: case SQK_EXIT: break;
+            case SQK_RAW: {
+                static const uint8_t empty_map [] = { 0x80 };
+                *(sq_raw_t *) at = (sq_raw_t) { empty_map, 1 };
+                break;
+            }
+            //  ASSIGN's tasks' lists (its seed is written by hand below)
+            case SQK_INPUTS: case SQK_OUTDECLS: break;
         }
     }
 }
@@ -480,12 +489,14 @@ main (int argc, char **argv)
                                { sq_key (1, 21), s_mstr (""), true, 2 } };
     sq_batch_header (&w, SQ_MSG_ASSIGN, (uint32_t) n_confs);
     for (size_t i = 0; i < n_confs; i++) {
-        sq_assign_t t = { sq_key (1, 100 + (uint32_t) i), (uint32_t) i % 3,
-                          s_mstr (sq_kind_name (confs [i].kind)),
-                          (const uint8_t *) confs [i].config, confs [i].size,
-                          confs [i].n_in, ains, confs [i].n_out, aouts, 1, 0,
-                          s_mstr (confs [i].name), 0, { { { NULL, 0 }, 0 } },
-                          s_mstr (i % 2? "team-a": "") };
+        sq_assign_t t = { .key = sq_key (1, 100 + (uint32_t) i), .attempt = (uint32_t) i % 3,
+                          .kind = s_mstr (sq_kind_name (confs [i].kind)),
+                          .config = (const uint8_t *) confs [i].config,
+                          .config_size = confs [i].size,
+                          .n_inputs = confs [i].n_in, .inputs = ains,
+                          .n_outputs = confs [i].n_out, .outputs = aouts, .cpus = 1,
+                          .name = s_mstr (confs [i].name),
+                          .tenant = s_mstr (i % 2? "team-a": "") };
         if (i % 2) {
             t.n_resources = 2;
             t.resources [0] = (sq_resource_t) { s_mstr ("memory"), 1 << 20 };

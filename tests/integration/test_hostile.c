@@ -455,6 +455,46 @@ s_fill_garbage (msgpack_packer *pk, void *arg)
     msgpack_pack_double (pk, -1.0);
 }
 
+//  A finished attempt of a task the broker does not count (here: one it
+//  never knew) whose output was stored on the governor.
+static void
+s_fill_stale (msgpack_packer *pk, void *arg)
+{
+    (void) arg;
+    sq_output_ref_t out = { sq_key (0xfffff, 21), 30000, -1 };
+    sq_pack_finished (pk, sq_key (0xfffff, 20), 0, &out, 1, 1);
+}
+
+//  Reads DROPs until one names `key`: 0, or -1 at the deadline.
+static int
+s_wait_drop (raw_t *raw, uint64_t key, int timeout_ms)
+{
+    double deadline = harness_now () + timeout_ms / 1000.0;
+    while (harness_now () < deadline) {
+        zmq_pollitem_t item = { raw->handle, 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (&item, 1, 100) <= 0)
+            continue;
+        while (sq_msg_recv (&raw->msg, raw->handle, ZMQ_DONTWAIT, SQ_MAX_FRAMES) == 0) {
+            if (raw->msg.n == 0)
+                continue;
+            sq_errbuf_t err;
+            sq_iter_t it;
+            uint64_t dropped;
+            bool found = false;
+            int rc = sq_batch_begin (&it, SQ_MSG_DROP, sq_msg_data (&raw->msg, 0),
+                                     sq_msg_size (&raw->msg, 0), &err);
+            while (rc == 0 && (rc = sq_drop_next (&it, &dropped)) == 1) {
+                rc = 0;
+                found |= dropped == key;
+            }
+            sq_iter_release (&it);
+            if (found)
+                return 0;
+        }
+    }
+    return -1;
+}
+
 //  Reads until a message of `type` arrives: 0, or -1 at the deadline.
 static int
 s_wait_type (raw_t *raw, uint32_t type, int timeout_ms)
@@ -519,6 +559,9 @@ s_fake_governor (void)
     sq_wbuf_release (&w);
     //  The genuine result must be the genuine one.
     FETCH_EXPECT (gs, out, "genuine", 7);
+    s_update (fake, s_fill_stale, 1, NULL, NULL);
+    CHECK (s_wait_drop (fake, sq_key (0xfffff, 21), 10000) == 0,
+           "the output a stale attempt stored on its governor is dropped there");
     harness_note ("forged FINISHED/FAILED/LOST events for a real task (attempts 0-5) from a "
                   "governor that never ran it were ignored: the result is genuine");
 

@@ -55,6 +55,47 @@ def until(condition, what, timeout=TIMEOUT):
         time.sleep(0.02)
 
 
+def key_client(cluster, key, **options):
+    """A client of the cluster with a key of its own, or None while the
+    broker has not read the key yet (poll it with `until`)."""
+    try:
+        return squall.Client(cluster.address, timeout=2.0, secret_key=key,
+                             broker_key=cluster.broker_key, **options)
+    except squall.SquallError:
+        return None
+
+
+def tenant_client(cluster, name, tenant, **options):
+    """A client (no admin) of `tenant`: a key named after `name` and this
+    process added to the cluster's keyring, which the broker re-reads on
+    SIGHUP; polled until the broker accepts it. `options` go to Client."""
+    import signal
+    authorized = os.path.join(cluster._keydir, "authorized")
+    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
+    cluster.broker.send_signal(signal.SIGHUP)
+    return until(lambda: key_client(cluster, key, **options),
+                 "the broker to accept %s's key" % name)
+
+
+def clean_exit(c):
+    """A clean stop of a LocalCluster (and, under ASan, no leak or error
+    report): every process it started exited 0."""
+    assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
+
+
+def children_of(pid):
+    """The pids whose parent is `pid` (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
 def finalised_under_lock(box, lock, handle, what):
     """Drops the last reference (box's one item) and runs the collector in
     another thread while this one holds `lock`, as when the collector runs

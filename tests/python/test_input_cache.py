@@ -12,7 +12,7 @@ import pytest
 
 import squall
 import squall.dask as sd
-from conftest import TIMEOUT, cluster_options, until
+from conftest import TIMEOUT, clean_exit, cluster_options, until
 
 dask = pytest.importorskip("dask")
 np = pytest.importorskip("numpy")
@@ -69,16 +69,12 @@ def pid(*_):
     return os.getpid()
 
 
-def _clean_exit(c):
-    assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
-
-
 @pytest.fixture
 def one():
     c = squall.LocalCluster(governors=1, cpus=1, **cluster_options())
     with c:
         yield c.client()
-    _clean_exit(c)
+    clean_exit(c)
 
 
 @pytest.fixture
@@ -237,4 +233,4 @@ def test_an_object_replaced_on_a_governor_is_not_served_from_the_cache(sharing):
         assert [(new, total) for new, _, total in got] == [(True, 5.0 * N)] * 3, got
         #   The same executor as before: it held the old value's objects.
         assert {p for _, p, _ in got} <= marked, (got, marked)
-    _clean_exit(c)
+    clean_exit(c)

@@ -16,7 +16,7 @@ import pytest
 
 import squall
 from squall import tasks
-from conftest import TIMEOUT, cluster_options, until
+from conftest import TIMEOUT, cluster_options, key_client, until
 
 FIRST_UID = 2000000000
 TASK_UIDS = "%d-%d" % (FIRST_UID, FIRST_UID + 65535)
@@ -42,14 +42,6 @@ def _python_for_others():
     return None
 
 
-def _connect(cluster, key):
-    try:
-        return squall.Client(cluster.address, timeout=2.0, secret_key=key,
-                             broker_key=cluster.broker_key)
-    except squall.SquallError:
-        return None             # the broker has not read the new key yet
-
-
 @pytest.fixture(scope="module")
 def shared():
     """One governor (2 cpus) shared by tenants team-a (alice) and team-b
@@ -69,8 +61,8 @@ def shared():
         alice = squall.keygen("alice", authorized, "client", "team-a")
         bob = squall.keygen("bob", authorized, "client", "team-b")
         cluster.broker.send_signal(signal.SIGHUP)
-        a = until(lambda: _connect(cluster, alice), "the broker to take alice's key")
-        b = until(lambda: _connect(cluster, bob), "the broker to take bob's key")
+        a = until(lambda: key_client(cluster, alice), "the broker to take alice's key")
+        b = until(lambda: key_client(cluster, bob), "the broker to take bob's key")
         yield cluster, a, b, env_key
         a.close()
         b.close()
@@ -323,8 +315,8 @@ def test_executors_are_keyed_by_tenant_and_devices():
         alice = squall.keygen("alice-gpu", authorized, "client", "team-a")
         bob = squall.keygen("bob-gpu", authorized, "client", "team-b")
         cluster.broker.send_signal(signal.SIGHUP)
-        a = until(lambda: _connect(cluster, alice), "the broker to take alice's key")
-        b = until(lambda: _connect(cluster, bob), "the broker to take bob's key")
+        a = until(lambda: key_client(cluster, alice), "the broker to take alice's key")
+        b = until(lambda: key_client(cluster, bob), "the broker to take bob's key")
         gpu = {"gpus": 1}
         first = a.submit(_probe, "a-gpu", resources=gpu).result(TIMEOUT)
         assert first["uid"] >= FIRST_UID and first["home_uid"] == first["uid"], first
@@ -394,8 +386,8 @@ def test_run_and_restart_touch_only_the_tenants_executors():
         alice = squall.keygen("alice-restart", authorized, "client", "team-a")
         bob = squall.keygen("bob-restart", authorized, "client", "team-b")
         cluster.broker.send_signal(signal.SIGHUP)
-        a = until(lambda: _connect(cluster, alice), "the broker to take alice's key")
-        b = until(lambda: _connect(cluster, bob), "the broker to take bob's key")
+        a = until(lambda: key_client(cluster, alice), "the broker to take alice's key")
+        b = until(lambda: key_client(cluster, bob), "the broker to take bob's key")
         def ran(client, plant):
             """The one executor client.run reached: (pid, uid, seen)."""
             (by_pid,) = client.run(_who, plant).values()

@@ -6,6 +6,9 @@ on top of the parts below it:
   only, are never run);
 - governor/: no file's includes reach back to it (module X uses Y when
   X.c or X.h includes Y.h);
+- broker/: the placement files (the scheduler's interface, and the streams,
+  actors and PLACE that ask it) are in no include cycle with each other,
+  and the scheduler is in none at all: it sits below what places;
 - a source file (C or Python, outside tests/) of more than 800 lines says
   why at its top ("over 800 lines" in its first comment or docstring):
   split where a seam exists, else the reason is read before the file."""
@@ -96,6 +99,29 @@ def governor_includes():
     return edges
 
 
+def broker_includes():
+    """{module: broker modules whose header it includes}, over broker/'s
+    folders (a module is a file name without .c / .h)."""
+    sources = {}
+    for top, _, files in os.walk(os.path.join(_ROOT, "broker")):
+        for f in files:
+            if f.endswith((".c", ".h")):
+                sources.setdefault(f[:-2], []).append(os.path.join(top, f))
+    headers = {m for m, paths in sources.items() if any(p.endswith(".h") for p in paths)}
+    edges = {}
+    for module, paths in sources.items():
+        for path in paths:
+            for m in re.finditer(r'^\s*#\s*include\s+"(\w+)\.h"', open(path).read(), re.M):
+                if m.group(1) in headers and m.group(1) != module:
+                    edges.setdefault(module, set()).add(m.group(1))
+    return edges
+
+
+#   Where governors are picked: the scheduler, and the streams' readers,
+#   actors and PLACE's copies, which ask it (docs/architecture.md).
+_PLACEMENT = {"scheduler", "streams", "graph_actor", "place"}
+
+
 def test_cycles_are_found():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
@@ -113,6 +139,17 @@ def test_governor_has_no_include_cycle():
     assert edges.get("compute"), "the governor's includes were not found"
     cycles = _cycles(edges)
     assert not cycles, "include cycles in governor/: " + _explain(cycles, edges)
+
+
+def test_broker_placement_files_have_no_include_cycle():
+    edges = broker_includes()
+    assert _PLACEMENT <= set(edges), "the broker's placement files were not found: %s" % (
+        sorted(_PLACEMENT - set(edges)))
+    assert "scheduler" in edges["place"] or any(
+        "scheduler" in edges.get(h, ()) for h in edges["place"]), "place's includes were not read"
+    cycles = _cycles(edges)
+    joined = [c for c in cycles if len(_PLACEMENT.intersection(c)) > 1 or "scheduler" in c]
+    assert not joined, "include cycles through the broker's placement: " + _explain(joined, edges)
 
 
 _LONG = 800

@@ -14,7 +14,7 @@ import pytest
 
 import squall
 
-from conftest import TIMEOUT, cluster_options
+from conftest import TIMEOUT, children_of, cluster_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -73,19 +73,6 @@ def wait_gone(pids, seconds):
         time.sleep(0.02)            # a polling interval, not a synchronisation
         left = [p for p in left if alive(p)]
     return left
-
-
-def children_of(pid):
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
 
 
 def read_line(stream, prefix, seconds):

@@ -17,7 +17,7 @@ import pytest
 
 import squall
 
-from conftest import TIMEOUT, cluster_options, until
+from conftest import TIMEOUT, cluster_options, tenant_client, until
 
 MIB = 1 << 20
 
@@ -239,3 +239,67 @@ def test_many_constants_of_one_submit_are_uploaded_together(one_host):
             with pytest.raises(squall.SquallError, match="could not be put on governor 4242"):
                 s.submit()
         client.close()
+
+
+def test_uploads_local_is_counted_per_tenant(one_host):
+    """INFO's uploads_local, as its other figures, shows a tenant its own
+    uploads on this host; an admin (the cluster's own client) sees every
+    tenant's."""
+    admin = one_host.client()
+    alice = tenant_client(one_host, "alice", "team-a", local_dir=one_host.local_dir)
+    bob = tenant_client(one_host, "bob", "team-b", local_dir=one_host.local_dir)
+    try:
+        everyone = _local(admin)
+        assert _local(alice) == 0 and _local(bob) == 0
+        value = os.urandom(2 * MIB)
+        with alice.session() as s:
+            obj = s.blob(value)
+            obj.keep()
+            s.submit()
+            assert obj.fetch(TIMEOUT) == value
+        assert _local(alice) == 1
+        assert _local(bob) == 0
+        assert _local(admin) == everyone + 1
+    finally:
+        alice.close()
+        bob.close()
+        admin.close()
+
+
+def test_a_client_in_a_slurm_job_finds_the_governors_directory(tmp_path, monkeypatch):
+    """With no $SQUALL_LOCAL_DIR, a client in a Slurm job ($SLURM_JOB_ID)
+    takes the directory squall's Slurm governors of its user use on its node
+    (${XDG_RUNTIME_DIR:-/tmp}/squall-streams-UID, squall/slurm.py) when it is
+    the user's alone; outside Slurm, or with that directory open to others,
+    it uploads by PUT."""
+    run = tmp_path / "run"
+    run.mkdir()
+    streams = run / ("squall-streams-%d" % os.getuid())
+    monkeypatch.delenv("SQUALL_LOCAL_DIR", raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    value = os.urandom(2 * MIB)
+    with squall.LocalCluster(governors=0, prestart=False, **cluster_options()) as cluster:
+        cluster.add_governor(args=["--stream-dir", str(streams)])
+
+        def uploaded():
+            client = squall.Client(cluster.address, secret_key=cluster.secret_key,
+                                   broker_key=cluster.broker_key)
+            try:
+                before = _local(client)
+                with client.session() as s:
+                    obj = s.blob(value)
+                    obj.keep()
+                    s.submit()
+                    assert obj.fetch(TIMEOUT) == value
+                return _local(client) - before
+            finally:
+                client.close()
+        monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+        assert uploaded() == 0
+        monkeypatch.setenv("SLURM_JOB_ID", "42")
+        assert uploaded() == 1
+        os.chmod(str(streams), 0o755)
+        try:
+            assert uploaded() == 0
+        finally:
+            os.chmod(str(streams), 0o700)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import squall
-from conftest import TIMEOUT, cluster_options, run_example, until
+from conftest import TIMEOUT, cluster_options, run_example, tenant_client, until
 
 
 @pytest.fixture(scope="module")
@@ -106,29 +106,13 @@ def tenant_and_admin(_):
     return tenant, retire
 
 
-def _other_tenant_client(cluster, tmp, name="other"):
-    """A client of another tenant: a key added to the broker's keyring
-    (re-read on SIGHUP)."""
-    authorized = os.path.join(cluster._keydir, "authorized")
-    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant="other")
-    cluster._broker.send_signal(signal.SIGHUP)
-
-    def connect():
-        try:
-            return squall.Client(cluster.address, secret_key=key, broker_key=cluster.broker_key,
-                                 timeout=2.0)
-        except squall.ConnectionError:
-            return None
-    return until(connect, "the broker to accept the new tenant's key")
-
-
 def test_task_client_is_the_submitters_tenant_and_no_more(nested_cluster, tmp_path):
     admin = nested_cluster.client()
     # the test's client is an admin of tenant "client": its task's client is
     # of that tenant but no admin (SQ_E_DENIED, 24)
     assert admin.info()["tenant"]["name"] == "client"
     assert admin.submit(tenant_and_admin, 0).result(timeout=TIMEOUT) == ("client", 24)
-    other = _other_tenant_client(nested_cluster, str(tmp_path))
+    other = tenant_client(nested_cluster, "other", "other")
     try:
         assert other.submit(tenant_and_admin, 1).result(timeout=TIMEOUT) == ("other", 24)
     finally:
@@ -355,7 +339,7 @@ def test_a_childrens_session_is_its_tenants_and_ends_with_its_task(nested_cluste
     os.mkfifo(fifo)
     task = client.submit(blocked_on_fifo, fifo)
     name = "nested/%d/%d" % (task._session.id, task._tid)
-    other = _other_tenant_client(nested_cluster, str(tmp_path), "other-children")
+    other = tenant_client(nested_cluster, "other-children", "other")
     try:
         with pytest.raises(squall.SquallError) as info:
             other.session(name=name, detached=True)
@@ -551,7 +535,7 @@ def test_another_tenant_cannot_use_a_returned_future(nested_cluster, tmp_path):
     client = nested_cluster.client()
     f = client.submit(return_a_future, 7).result(timeout=TIMEOUT)
     assert f.result(timeout=TIMEOUT) == 8
-    other = _other_tenant_client(nested_cluster, str(tmp_path), "other-adopt")
+    other = tenant_client(nested_cluster, "other-adopt", "other")
     try:
         mine = other._futures_session()
         # the caller's session id in a pickle: not the other's session

@@ -47,10 +47,14 @@ def test_a_task_leaves_its_input_for_an_idle_governor_when_its_own_is_busy_long(
         client.close()
 
 
-def test_the_copy_rate_is_learned_from_governors_copies():
+def test_the_copy_rate_is_learned_from_governors_copies(tmp_path):
     with squall.LocalCluster(governors=0, cpus=1, **cluster_options()) as cluster:
-        cluster.add_governor(args=["--resource", "here=1"])
-        cluster.add_governor(args=["--resource", "there=1"])
+        # A stream directory each, as governors of two hosts: a copy between
+        # governors sharing one goes as a memory file (LCOPY), untimed.
+        for name in ("here", "there"):
+            (tmp_path / name).mkdir(mode=0o700)
+            cluster.add_governor(args=["--resource", name + "=1",
+                                       "--stream-dir", str(tmp_path / name)])
         client = cluster.client()
         assert client.info()["copy_rate"] == 1 << 30       # the default, until told
         # 12 MB made on one governor and read on the other: a copy of

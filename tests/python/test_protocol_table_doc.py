@@ -39,6 +39,7 @@ _TYPES = {
     "ESTR": {"str or nil", "str|nil"},
     "TSTATE": {"str"},
     "OWHERE": {"where", "where or nil", "where|nil"},
+    "WHERE": {"where"},
     "RESOURCES": {"map str→uint, or nil", "map or nil"},
     "PREVIOUS": {"nil, or `[cluster: str, governor_id: u32]`"},
     "KEYLIST": {"[bin...]", "array of bin"},
@@ -46,6 +47,9 @@ _TYPES = {
     "EXIT": {"i32"},
     "OUTPUTS": None,            # its layout follows the event's: any
     "RESULTS": None,
+    "RAW": {"any"},
+    "INPUTS": None,             # ASSIGN's lists: laid out below its table
+    "OUTDECLS": None,
 }
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import squall
 from squall import _clusterwide
-from conftest import TIMEOUT, cluster_options, until
+from conftest import TIMEOUT, cluster_options, key_client, until
 
 
 def pid():
@@ -360,7 +360,7 @@ def test_a_runs_answers_are_read_only_with_its_clients_capability(tmp_path):
 
             alice_run, answers, size, where = run(cluster.secret_key)
             assert answers == 1 and size > 0
-            until(lambda: _connect(cluster, bob_key), "the broker to take bob's key").close()
+            until(lambda: key_client(cluster, bob_key), "the broker to take bob's key").close()
             bob_run, answers, _, bob_where = run(bob_key)
             assert answers == 0 and bob_run != alice_run       # no executor of bob's tenant
             _, endpoint, governor_key, capability = where
@@ -391,14 +391,6 @@ def test_a_runs_answers_are_read_only_with_its_clients_capability(tmp_path):
                 s.close()
             ctx.term()
         client.close()
-
-
-def _connect(cluster, key):
-    try:
-        return squall.Client(cluster.address, timeout=2.0, secret_key=key,
-                             broker_key=cluster.broker_key)
-    except squall.SquallError:
-        return None             # the broker has not read the new key yet
 
 
 def pickle_loads(raw):

@@ -11,7 +11,7 @@ import signal
 import pytest
 
 import squall
-from conftest import TIMEOUT, cluster_options, until
+from conftest import TIMEOUT, children_of, clean_exit, cluster_options, until
 
 np = pytest.importorskip("numpy")
 
@@ -84,31 +84,12 @@ def mapped(pid):
         return set()
 
 
-def children(pid):
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
-
-
-def _clean_exit(c):
-    #   A clean stop (and, under ASan, no leak or error report) is part of
-    #   every test here.
-    assert c.exit_codes and all(code == 0 for code in c.exit_codes.values()), c.exit_codes
-
-
 @pytest.fixture
 def one():
     c = squall.LocalCluster(governors=1, cpus=1, **cluster_options())
     with c:
         yield c, c.client(), c.governors[0].pid
-    _clean_exit(c)
+    clean_exit(c)
 
 
 def test_a_big_input_is_read_in_place_and_a_big_result_comes_back_equal(one):
@@ -213,7 +194,7 @@ def test_a_segment_lives_while_the_store_or_an_executor_holds_it(one):
     _, client, governor = one
     made = client.submit(make, 1 << 20)
     executor = client.submit(keep, made).result(timeout=TIMEOUT)
-    assert executor in children(governor)
+    assert executor in children_of(governor)
     #   The store holds it, and the executor maps it (it keeps the array).
     assert len(memfds(governor)) == 1
     assert len(mapped(executor)) == 1
@@ -275,4 +256,4 @@ def test_spilled_objects_are_still_read_and_the_inputs_do_not_count_as_task_memo
         got = client.submit(total, *parts, resources={"memory": 64 * MiB}).result(
             timeout=TIMEOUT)
         assert got == float(sum(k * n for k in range(4)))
-    _clean_exit(c)
+    clean_exit(c)

@@ -10,7 +10,7 @@ import pytest
 import squall
 from squall.tasks import Execute
 
-from conftest import TIMEOUT, cluster_options, run_example, until
+from conftest import TIMEOUT, cluster_options, run_example, tenant_client, until
 
 MIB = 1 << 20
 
@@ -111,6 +111,55 @@ def test_several_readers_on_one_host_each_get_a_pipe(client, tmp_path):
     with open(data, "rb") as f:
         assert got == hashlib.md5(f.read()).hexdigest()
     assert _local(client) == before + 1, "the stream went as chunks: see the governors' warnings"
+
+
+def test_many_readers_on_one_governor_each_get_a_pipe(tmp_path):
+    """A writer on one governor, 24 readers of its stream on another of the
+    same host: more pipes handed over at once than the readers' governor's
+    socket queues (the kernel's net.unix.max_dgram_qlen, 10 by default).
+    Those that find it full are handed over again a little later
+    (governor/stream.c, s_handing_retry), so every reader gets a pipe of its
+    own (the writer's governor logs each, at debug), none gets chunks, and
+    each has the bytes whole. The governors' stderr goes to a file."""
+    import hashlib
+    readers = 24
+    data = os.path.join(str(tmp_path), "data")
+    log = os.path.join(str(tmp_path), "log")
+    saved = os.dup(2)
+    try:
+        with open(log, "wb") as f:
+            os.dup2(f.fileno(), 2)
+        try:
+            cluster = squall.LocalCluster(governors=0, prestart=False, log_level="debug",
+                                          **cluster_options())
+            cluster.add_governor(cpus=1, args=["--resource", "w=1"])
+            cluster.add_governor(cpus=readers, args=["--resource", "r=%d" % readers])
+        finally:
+            os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+    with cluster:
+        with cluster.client() as client, client.session() as s:
+            before = _local(client)
+            gen = Execute("head -c 4M /dev/urandom > %s; cat %s" % (data, data),
+                          stdout=True, stream=True, name="gen", resources={"w": 1})
+            sums = [Execute("md5sum", stdin=gen.output, stdout=True, name="md5-%d" % i,
+                            resources={"r": 1})
+                    for i in range(readers)]
+            for t in sums:
+                t.output.keep()
+            s.submit()
+            got = [t.output.fetch(TIMEOUT).split()[0].decode() for t in sums]
+            s.wait([gen], TIMEOUT)
+            assert _local(client) == before + 1
+    assert cluster.exit_codes and all(c == 0 for c in cluster.exit_codes.values())
+    with open(data, "rb") as f:
+        want = hashlib.md5(f.read()).hexdigest()
+    assert got == [want] * readers
+    with open(log, errors="replace") as f:
+        said = f.read()
+    assert "chunks, not a pipe" not in said, said[-4000:]
+    assert said.count("pipe handed to") == readers, said[-4000:]
 
 
 def test_a_reader_that_stops_early(client):
@@ -361,27 +410,11 @@ def test_governors_of_other_directories_send_chunks(tmp_path):
             assert _local(client) == before
 
 
-def _tenant_client(cluster, name, tenant):
-    """A client (no admin) of `tenant`: a key added to the broker's keyring,
-    re-read on SIGHUP."""
-    authorized = os.path.join(cluster._keydir, "authorized")
-    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
-    cluster.broker.send_signal(signal.SIGHUP)
-
-    def connect():
-        try:
-            return squall.Client(cluster.address, secret_key=key, broker_key=cluster.broker_key,
-                                 timeout=2.0)
-        except squall.ConnectionError:
-            return None
-    return until(connect, "the broker to accept %s's key" % name)
-
-
 def test_streams_local_is_counted_per_tenant(cluster, client):
     """INFO's streams_local, as its other figures, shows a tenant its own
     streams; an admin (the cluster's own client) sees every tenant's."""
-    alice = _tenant_client(cluster, "alice", "team-a")
-    bob = _tenant_client(cluster, "bob", "team-b")
+    alice = tenant_client(cluster, "alice", "team-a")
+    bob = tenant_client(cluster, "bob", "team-b")
     try:
         everyone, mine, theirs = _local(client), _local(alice), _local(bob)
         assert mine == 0 and theirs == 0

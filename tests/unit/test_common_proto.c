@@ -60,6 +60,29 @@ s_check_truncations (const char *what, s_decoder_fn *decode, const void *data, s
 //  --------------------------------------------------------------------------
 //  Decoder wrappers
 
+//  A decoder that fills one struct of `type`.
+#define S_DEC_STRUCT(name, type, decode) \
+static int \
+s_dec_##name (const void *d, size_t n, sq_errbuf_t *err) \
+{ \
+    type value; \
+    return decode (&value, d, n, err); \
+}
+
+//  A batch of the table's records of message `msg`, read to its end.
+#define S_DEC_BATCH(name, msg, type) \
+static int \
+s_dec_##name (const void *d, size_t n, sq_errbuf_t *err) \
+{ \
+    sq_iter_t it; \
+    type o; \
+    int rc = sq_batch_begin (&it, msg, d, n, err); \
+    while (rc == 0 && (rc = sq_batch_next (&it, msg, &o)) == 1) \
+        rc = 0; \
+    sq_iter_release (&it); \
+    return rc; \
+}
+
 static int
 s_dec_hello (const void *d, size_t n, sq_errbuf_t *err)
 {
@@ -68,12 +91,7 @@ s_dec_hello (const void *d, size_t n, sq_errbuf_t *err)
     return sq_hello_decode (&h, d, n, &code, err);
 }
 
-static int
-s_dec_reply (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_reply_t r;
-    return sq_reply_decode (&r, d, n, err);
-}
+S_DEC_STRUCT (reply, sq_reply_t, sq_reply_decode)
 
 static int
 s_dec_request (const void *d, size_t n, sq_errbuf_t *err)
@@ -117,57 +135,18 @@ s_dec_assign (const void *d, size_t n, sq_errbuf_t *err)
     return rc;
 }
 
-static int
-s_dec_send (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_iter_t it;
-    sq_send_t o;
-    int rc = sq_batch_begin (&it, SQ_MSG_SEND, d, n, err);
-    while (rc == 0 && (rc = sq_batch_next (&it, SQ_MSG_SEND, &o)) == 1)
-        rc = 0;
-    sq_iter_release (&it);
-    return rc;
-}
+S_DEC_BATCH (send, SQ_MSG_SEND, sq_send_t)
 
-static int
-s_dec_stream (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_iter_t it;
-    sq_stream_order_t o;
-    int rc = sq_batch_begin (&it, SQ_MSG_STREAM, d, n, err);
-    while (rc == 0 && (rc = sq_batch_next (&it, SQ_MSG_STREAM, &o)) == 1)
-        rc = 0;
-    sq_iter_release (&it);
-    return rc;
-}
+S_DEC_BATCH (stream, SQ_MSG_STREAM, sq_stream_order_t)
 
-static int
-s_dec_putlocal (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_putlocal_t p;
-    return sq_putlocal_decode (&p, d, n, err);
-}
+S_DEC_STRUCT (putlocal, sq_putlocal_t, sq_putlocal_decode)
 
-static int
-s_dec_schunk (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_schunk_t c;
-    return sq_schunk_decode (&c, d, n, err);
-}
+S_DEC_STRUCT (lcopy, sq_lcopy_t, sq_lcopy_decode)
+S_DEC_STRUCT (schunk, sq_schunk_t, sq_schunk_decode)
 
-static int
-s_dec_scredit (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_scredit_t c;
-    return sq_scredit_decode (&c, d, n, err);
-}
+S_DEC_STRUCT (scredit, sq_scredit_t, sq_scredit_decode)
 
-static int
-s_dec_slocal (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_slocal_t c;
-    return sq_slocal_decode (&c, d, n, err);
-}
+S_DEC_STRUCT (slocal, sq_slocal_t, sq_slocal_decode)
 
 static int
 s_dec_drop (const void *d, size_t n, sq_errbuf_t *err)
@@ -194,12 +173,7 @@ s_dec_stop (const void *d, size_t n, sq_errbuf_t *err)
     return rc;
 }
 
-static int
-s_dec_load (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_load_t l;
-    return sq_load_decode (&l, d, n, err);
-}
+S_DEC_STRUCT (load, sq_load_t, sq_load_decode)
 
 static int
 s_dec_heartbeat (const void *d, size_t n, sq_errbuf_t *err)
@@ -214,19 +188,9 @@ s_dec_refresh (const void *d, size_t n, sq_errbuf_t *err)
     return sq_refresh_decode (d, n, &tenant, err);
 }
 
-static int
-s_dec_object (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_object_msg_t m;
-    return sq_object_decode (&m, d, n, err);
-}
+S_DEC_STRUCT (object, sq_object_msg_t, sq_object_decode)
 
-static int
-s_dec_gfetch (const void *d, size_t n, sq_errbuf_t *err)
-{
-    sq_gfetch_t g;
-    return sq_gfetch_decode (&g, d, n, err);
-}
+S_DEC_STRUCT (gfetch, sq_gfetch_t, sq_gfetch_decode)
 
 //  --------------------------------------------------------------------------
 
@@ -886,6 +850,20 @@ s_test_update (void)
     CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
     CHECK (sq_update_next (&it, &ev) == -1);
     sq_iter_release (&it);
+    //  LOCATED's optional `local` (LCOPY): after duration_us, read back;
+    //  false where absent
+    sq_wbuf_reset (&w);
+    sq_batch_header (&w, SQ_MSG_UPDATE, 2);
+    sq_pack_located_local (&w.pk, sq_key (2, 7), 3ull << 20);
+    sq_pack_located_in (&w.pk, sq_key (2, 8), 9, 12);
+    CHECK (sq_update_begin (&it, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_LOCATED && ev.key == sq_key (2, 7) && ev.size == 3ull << 20
+           && ev.duration_us == 0 && ev.local);
+    CHECK (sq_update_next (&it, &ev) == 1);
+    CHECK (ev.type == SQ_EV_LOCATED && ev.duration_us == 12 && !ev.local);
+    sq_iter_release (&it);
+    s_check_truncations ("UPDATE located local", s_dec_update, w.buf.data, w.buf.size);
     //  UPLOADED's optional `local` (PUTLOCAL): true read back, absent when
     //  false, anything but a bool refused
     sq_wbuf_reset (&w);
@@ -1096,12 +1074,12 @@ s_test_update (void)
     msgpack_pack_uint32 (&w.pk, SQ_EV_UPLOADED);
     msgpack_pack_uint32 (&w.pk, 1);
     CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "number of fields"));
-    //  LOCATED: 3 or 4 fields, no more; its duration a uint
+    //  LOCATED: 3 to 5 fields, no more; its duration a uint
     sq_wbuf_reset (&w);
     sq_batch_header (&w, SQ_MSG_UPDATE, 1);
-    msgpack_pack_array (&w.pk, 5);
+    msgpack_pack_array (&w.pk, 6);
     msgpack_pack_uint32 (&w.pk, SQ_EV_LOCATED);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         msgpack_pack_uint32 (&w.pk, 1);
     CHECK (s_dec_update (w.buf.data, w.buf.size, &err) == -1 && strstr (err.text, "number of fields"));
     sq_wbuf_reset (&w);
@@ -1293,6 +1271,22 @@ s_test_governor_messages (void)
     pl.token = (mpr_str_t) { "0123456789abcdef0", 17 };
     sq_putlocal_encode (&w, &pl);
     CHECK (sq_putlocal_decode (&pl2, w.buf.data, w.buf.size, &err) == -1);
+    CHECK (strstr (err.text, "token") != NULL);
+    //  LCOPY: as a CHUNK's head, with a token of 16 bytes, no other length
+    sq_wbuf_reset (&w);
+    sq_lcopy_t lc = { 7, sq_key (3, 5), 2, 9ull << 20, s_mstr ("py/pickle"), 4,
+                      s_mstr ("tcp://127.0.0.1:5000"), { "0123456789abcdef", 16 } }, lc2;
+    sq_lcopy_encode (&w, &lc);
+    CHECK (sq_lcopy_decode (&lc2, w.buf.data, w.buf.size, &err) == 0);
+    CHECK (lc2.transfer == 7 && lc2.key == lc.key && lc2.version == 2 && lc2.size == 9ull << 20
+           && mpr_str_eq (lc2.content_type, "py/pickle") && lc2.from == 4
+           && mpr_str_eq (lc2.reply_to, "tcp://127.0.0.1:5000")
+           && lc2.token.len == 16 && memcmp (lc2.token.ptr, "0123456789abcdef", 16) == 0);
+    s_check_truncations ("LCOPY", s_dec_lcopy, w.buf.data, w.buf.size);
+    sq_wbuf_reset (&w);
+    lc.token = (mpr_str_t) { "0123456789abcde", 15 };
+    sq_lcopy_encode (&w, &lc);
+    CHECK (sq_lcopy_decode (&lc2, w.buf.data, w.buf.size, &err) == -1);
     CHECK (strstr (err.text, "token") != NULL);
     //  SLOCAL: states 0..2 only
     sq_wbuf_reset (&w);
@@ -2162,7 +2156,7 @@ s_test_info_map (void)
     sq_info_stream_t streams [1] = { { 1, 2, 3, 4 } };
     sq_info_tenant_t tenant = { "t", 1, 2, 3, 4, 5, 6, 7, 8, 9 };
     sq_info_t info = { "c", 1, 0, 1, 0, 12345, 2, "0.1", govs, 1, names, counts, 2, 7, 8,
-                       waits, 1, streams, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, &tenant };
+                       waits, 1, streams, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, &tenant };
     const char *want =
         "{\"cluster\":\"c\",\"epoch\":1,\"recovering\":0,\"secure\":1,\"insecure\":0,"
         "\"journal_bytes\":12345,\"journal_errors\":2,\"version\":\"0.1\",\"governors\":"
@@ -2174,7 +2168,7 @@ s_test_info_map (void)
         "\"task\":4,\"needs\":\"cpus=1\",\"left_ms\":999}],\"streams\":[{\"session\":1,"
         "\"object\":2,\"governor\":3,\"bytes\":4}],\"sessions\":1,\"clients\":2,\"objects\":3,"
         "\"watches\":4,\"recomputed\":5,\"uploads\":6,\"copy_rate\":7,\"streams_local\":8,"
-        "\"uploads_local\":9,"
+        "\"uploads_local\":9,\"copies_local\":10,"
         "\"tenant\":{\"name\":\"t\",\"weight\":1,\"cpus\":2,\"stored\":3,\"constants\":4,"
         "\"sessions\":5,\"limits\":{\"cpus\":6,\"stored\":7,\"constants\":8,\"sessions\":9}}}";
     sq_wbuf_t w;
@@ -2192,7 +2186,7 @@ s_test_info_map (void)
     sq_pack_info (&w.pk, &info);
     CHECK (sq_json_from_msgpack (w.buf.data, w.buf.size, true, &json, &err) == 0);
     CHECK (json && strstr (json, "\"governors\":[],\"tasks\"")
-                && strstr (json, "\"uploads_local\":9,\"tenant\":null}"));
+                && strstr (json, "\"copies_local\":10,\"tenant\":null}"));
     free (json);
     sq_info_session_t rows [1] = { { 1, 2, NULL, 3, 4, 5, 6 } };
     sq_wbuf_reset (&w);

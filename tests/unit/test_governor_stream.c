@@ -23,6 +23,7 @@
 #include "store.h"
 #include "files.h"
 #include "route.h"
+#include "fdpass.h"
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -385,38 +386,38 @@ s_local (void *arg, uint64_t object)
     s_local_count++;
 }
 
-//  Sends fd with a token to the one socket in dir, as a stranger would.
+//  Sends fd (or none) with a token to the socket named `name` in dir, as
+//  a stranger would: through the directory's descriptor, as governors do
+//  (the directory's own path is longer than a socket address).
+static int
+s_send_to (const char *dir, const char *name, int fd, const char *token)
+{
+    int dfd = open (dir, O_PATH | O_DIRECTORY);
+    CHECK (dfd >= 0);
+    struct sockaddr_un to = { .sun_family = AF_UNIX };
+    CHECK (snprintf (to.sun_path, sizeof to.sun_path, "/proc/self/fd/%d/%s", dfd, name)
+           < (int) sizeof to.sun_path);
+    int sock = socket (AF_UNIX, SOCK_DGRAM, 0);
+    ssize_t n = sq_fdpass_send (sock, &to, sizeof to, token, 16, &fd, fd >= 0? 1: 0, 0);
+    close (sock);
+    close (dfd);
+    return n == 16? 0: -1;
+}
+
+//  Sends fd with a token to the (last listed) socket in dir.
 static int
 s_stranger_sends (const char *dir, int fd, const char *token)
 {
-    //  Through the directory's descriptor, as governors do (the directory's
-    //  own path is longer than a socket address)
     DIR *d = opendir (dir);
     CHECK (d);
-    struct sockaddr_un to = { .sun_family = AF_UNIX };
+    char name [256] = "";
     struct dirent *e;
     while ((e = readdir (d)))
         if (strstr (e->d_name, ".sock"))
-            CHECK (snprintf (to.sun_path, sizeof to.sun_path, "/proc/self/fd/%d/%s",
-                             dirfd (d), e->d_name) < (int) sizeof to.sun_path);
-    union { char buf [CMSG_SPACE (sizeof (int))]; struct cmsghdr align; } control;
-    memset (&control, 0, sizeof control);
-    struct iovec iov = { (void *) token, 16 };
-    struct msghdr mh = { .msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov,
-                         .msg_iovlen = 1, .msg_control = control.buf,
-                         .msg_controllen = fd >= 0? sizeof control.buf: 0 };
-    if (fd >= 0) {
-        struct cmsghdr *cm = CMSG_FIRSTHDR (&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN (sizeof (int));
-        memcpy (CMSG_DATA (cm), &fd, sizeof fd);
-    }
-    int sock = socket (AF_UNIX, SOCK_DGRAM, 0);
-    ssize_t n = sendmsg (sock, &mh, 0);
-    close (sock);
+            snprintf (name, sizeof name, "%s", e->d_name);
     closedir (d);
-    return n == 16? 0: -1;
+    CHECK (*name);
+    return s_send_to (dir, name, fd, token);
 }
 
 static void
@@ -713,35 +714,6 @@ s_test_local (void)
     CHECK (chmod (sub, 0755) == 0);
     CHECK (!stream_dir_new (sub, "tcp://w:1", NULL));
     CHECK (rmdir (sub) == 0 && rmdir (deep) == 0 && rmdir (dir) == 0);
-}
-
-//  Sends fd (or none) with a token to the socket named `name` in dir.
-static int
-s_send_to (const char *dir, const char *name, int fd, const char *token)
-{
-    int dfd = open (dir, O_PATH | O_DIRECTORY);
-    CHECK (dfd >= 0);
-    struct sockaddr_un to = { .sun_family = AF_UNIX };
-    CHECK (snprintf (to.sun_path, sizeof to.sun_path, "/proc/self/fd/%d/%s", dfd, name)
-           < (int) sizeof to.sun_path);
-    union { char buf [CMSG_SPACE (sizeof (int))]; struct cmsghdr align; } control;
-    memset (&control, 0, sizeof control);
-    struct iovec iov = { (void *) token, 16 };
-    struct msghdr mh = { .msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov,
-                         .msg_iovlen = 1, .msg_control = control.buf,
-                         .msg_controllen = fd >= 0? sizeof control.buf: 0 };
-    if (fd >= 0) {
-        struct cmsghdr *cm = CMSG_FIRSTHDR (&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN (sizeof (int));
-        memcpy (CMSG_DATA (cm), &fd, sizeof fd);
-    }
-    int sock = socket (AF_UNIX, SOCK_DGRAM, 0);
-    ssize_t n = sendmsg (sock, &mh, 0);
-    close (sock);
-    close (dfd);
-    return n == 16? 0: -1;
 }
 
 //  Clients' uploads on one host (PUTLOCAL): a memory file handed to the

@@ -13,7 +13,9 @@
 #include "store.h"
 #include "files.h"
 #include "route.h"
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -121,6 +123,119 @@ s_give_credit (transfer_t *transfer, uint32_t id, uint64_t key)
 
 static char s_endpoint [S_DESTS][32];
 
+//  Same host (LCOPY): a stand-in for the stream directory's socket. d1 is
+//  on this host (its files are kept, as its socket would), the others not.
+static int s_handed = -1;
+static int s_take_fd = -1;
+static transfer_outcome_t s_outcome;
+static uint64_t s_outcome_key;
+
+static int
+s_fake_hand (void *arg, const char *endpoint, size_t len, int fd, uint8_t *token)
+{
+    (void) arg;
+    if (len != strlen ("tcp://d1:1") || memcmp (endpoint, "tcp://d1:1", len))
+        return -1;
+    memset (token, 7, 16);
+    if (s_handed >= 0)
+        close (s_handed);
+    s_handed = dup (fd);
+    return 0;
+}
+
+static int
+s_fake_take (void *arg, const uint8_t *token)
+{
+    (void) arg;
+    for (int i = 0; i < 16; i++)
+        CHECK (token [i] == 9);
+    int fd = s_take_fd;
+    s_take_fd = -1;
+    return fd;
+}
+
+static void
+s_done (void *arg, uint64_t key, uint64_t size, transfer_outcome_t outcome, uint64_t us)
+{
+    (void) arg, (void) size, (void) us;
+    s_outcome = outcome;
+    s_outcome_key = key;
+}
+
+//  A message on the data socket, as the receive thread passes it on.
+static void
+s_feed (transfer_t *transfer, sq_wbuf_t *header)
+{
+    CHECK (sq_send (s_credit_out, "D", 1, header, NULL, 0, 0) == 0);
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    CHECK (sq_msg_recv (&msg, s_credit_in, 0, 8) == 0);
+    uint32_t type, req;
+    CHECK (sq_proto_peek (sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &type, &req) == 0);
+    if (type == SQ_MSG_CREDIT)
+        transfer_on_credit (transfer, &msg);
+    else
+        transfer_on_lcopy (transfer, &msg);
+    sq_msg_release (&msg);
+}
+
+static void
+s_credit_n (transfer_t *transfer, uint32_t id, uint64_t key, uint32_t credits)
+{
+    sq_credit_t credit = { .transfer = id, .key = key, .credits = credits };
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    sq_credit_encode (&header, &credit);
+    s_feed (transfer, &header);
+    sq_wbuf_release (&header);
+}
+
+//  The next message on the pipe: an LCOPY to d1 (its transfer id), or a
+//  CREDIT to d3 (its credits); CHECKed.
+static uint32_t
+s_next_lcopy (uint64_t key)
+{
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    CHECK (sq_msg_recv (&msg, s_pipe_out, ZMQ_DONTWAIT, 8) == 0 && msg.n == 2);
+    CHECK (sq_msg_size (&msg, 0) == 11 && memcmp (sq_msg_data (&msg, 0), "Ptcp://d1:1", 11) == 0);
+    sq_lcopy_t lcopy;
+    sq_errbuf_t err;
+    CHECK (sq_lcopy_decode (&lcopy, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &err) == 0);
+    CHECK (lcopy.key == key && lcopy.size == 2 * S_CHUNK + 100 && lcopy.from == 1
+           && lcopy.token.len == 16 && ((const uint8_t *) lcopy.token.ptr) [15] == 7
+           && mpr_str_eq (lcopy.reply_to, "tcp://self:1"));
+    uint32_t id = lcopy.transfer;
+    sq_msg_release (&msg);
+    return id;
+}
+
+static uint32_t
+s_next_credit (uint32_t transfer)
+{
+    sq_msg_t msg;
+    sq_msg_init (&msg);
+    CHECK (sq_msg_recv (&msg, s_pipe_out, ZMQ_DONTWAIT, 8) == 0 && msg.n == 2);
+    CHECK (sq_msg_size (&msg, 0) == 11 && memcmp (sq_msg_data (&msg, 0), "Ptcp://d3:1", 11) == 0);
+    sq_credit_t credit;
+    sq_errbuf_t err;
+    CHECK (sq_credit_decode (&credit, sq_msg_data (&msg, 1), sq_msg_size (&msg, 1), &err) == 0);
+    CHECK (credit.transfer == transfer);
+    sq_msg_release (&msg);
+    return credit.credits;
+}
+
+//  Sends copy of key to its end, a credit per chunk.
+static void
+s_finish (transfer_t *transfer, s_copy_t *copy)
+{
+    while (copy->open) {
+        s_give_credit (transfer, copy->transfer, copy->key);
+        CHECK (s_next_chunk () == copy);
+    }
+    CHECK (!s_next_chunk ());
+}
+
 int
 main (void)
 {
@@ -150,7 +265,7 @@ main (void)
         CHECK (store_put (store, key, sq_blob_copy (bytes, sizeof bytes), "", 0) == 0);
     CHECK (store_put (store, 1000, sq_blob_copy (bytes, S_CHUNK), "", 0) == 0);
     transfer_args_t args = { .pipe = pipe_in, .store = store, .governor_id = 1,
-                             .data_endpoint = "tcp://self:1" };
+                             .data_endpoint = "tcp://self:1", .done = s_done };
     transfer_t *transfer = transfer_new (&args);
     CHECK (transfer);
 
@@ -214,6 +329,98 @@ main (void)
     CHECK (s_chunks_of [1000] == 1);
     CHECK (transfer_sending_idle (transfer));
     CHECK (transfer_tick (transfer) == -1);
+
+    //  Same host: an object in a sealed memory file goes to d1 as LCOPY
+    //  (its file handed over), no chunk; the receiver's CREDIT 0 ends it.
+    //  (Written and sealed against writes as an executor's result is.)
+    int memfd = memfd_create ("test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK (memfd >= 0 && write (memfd, bytes, sizeof bytes) == (ssize_t) sizeof bytes);
+    CHECK (fcntl (memfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    sq_blob_t *seg = sq_blob_shm_adopt (memfd, sizeof bytes);
+    CHECK (seg);
+    CHECK (store_put (store, 500, sq_blob_ref (seg), "", 0) == 0);
+    transfer_set_local (transfer, s_fake_hand, s_fake_take, NULL);
+    CHECK (transfer_send (transfer, 500, 0, s_endpoint [1]) == 0);
+    uint32_t id = s_next_lcopy (500);
+    CHECK (s_handed >= 0 && !s_next_chunk () && !transfer_sending_idle (transfer));
+    CHECK (transfer_tick (transfer) != -1);
+    s_credit_n (transfer, id, 500, 0);
+    CHECK (!s_next_chunk () && transfer_sending_idle (transfer));
+    //  Not taken there (CREDIT > 0): the same transfer as chunks from 0.
+    CHECK (transfer_send (transfer, 500, 0, s_endpoint [1]) == 0);
+    id = s_next_lcopy (500);
+    s_credit_n (transfer, id, 500, 1);
+    copy = s_next_chunk ();
+    CHECK (copy && copy->key == 500 && copy->transfer == id && copy->dest == 1 && copy->open);
+    s_finish (transfer, copy);
+    //  Not on this host (d2): chunks at once.
+    CHECK (transfer_send (transfer, 500, 0, s_endpoint [2]) == 0);
+    copy = s_next_chunk ();
+    CHECK (copy && copy->key == 500 && copy->dest == 2);
+    s_finish (transfer, copy);
+    //  A copy in a plain blob (not a memory file), or in a segment of ours
+    //  sealed against future writes only (not to be taken there), goes as
+    //  chunks to d1.
+    CHECK (transfer_send (transfer, 1, 0, s_endpoint [1]) == 0);
+    copy = s_next_chunk ();
+    CHECK (copy && copy->key == 1 && copy->dest == 1);
+    s_finish (transfer, copy);
+    sq_blob_t *ours = sq_blob_shm_new (sizeof bytes);
+    CHECK (ours);
+    memcpy (sq_blob_wdata (ours), bytes, sizeof bytes);
+    CHECK (sq_blob_shm_seal (ours) == 0);
+    CHECK (store_put (store, 501, ours, "", 0) == 0);
+    if (!(fcntl (sq_blob_shm_fd (ours), F_GET_SEALS) & F_SEAL_WRITE)) {
+        CHECK (transfer_send (transfer, 501, 0, s_endpoint [1]) == 0);
+        copy = s_next_chunk ();
+        CHECK (copy && copy->key == 501 && copy->dest == 1);
+        s_finish (transfer, copy);
+    }
+    CHECK (transfer_sending_idle (transfer));
+
+    //  The receiving end: LCOPYs from d3 for objects 4000 and 4001.
+    sq_lcopy_t lc = {
+        .transfer = 5, .key = 4000, .version = 2, .size = sizeof bytes,
+        .content_type = { "", 0 }, .from = 9, .reply_to = { "tcp://d3:1", 10 },
+        .token = { "\11\11\11\11\11\11\11\11\11\11\11\11\11\11\11\11", 16 }
+    };
+    sq_wbuf_t header;
+    sq_wbuf_init (&header);
+    //  No file came with the token: chunks asked for, nothing stored.
+    sq_lcopy_encode (&header, &lc);
+    s_feed (transfer, &header);
+    CHECK (s_next_credit (5) > 0 && !store_has (store, 4000));
+    //  A file of another size: the same.
+    s_take_fd = dup (sq_blob_shm_fd (seg));
+    lc.size++;
+    sq_wbuf_reset (&header);
+    sq_lcopy_encode (&header, &lc);
+    s_feed (transfer, &header);
+    CHECK (s_next_credit (5) > 0 && !store_has (store, 4000) && s_take_fd == -1);
+    //  The file itself: stored (the same pages), CREDIT 0, LOCATED local.
+    s_take_fd = dup (sq_blob_shm_fd (seg));
+    lc.size--;
+    sq_wbuf_reset (&header);
+    sq_lcopy_encode (&header, &lc);
+    s_feed (transfer, &header);
+    CHECK (s_next_credit (5) == 0 && store_has (store, 4000));
+    CHECK (s_outcome == TRANSFER_LOCATED_LOCAL && s_outcome_key == 4000);
+    sq_blob_t *got = store_get (store, 4000, NULL);
+    CHECK (got && sq_blob_size (got) == sizeof bytes
+           && memcmp (sq_blob_data (got), bytes, sizeof bytes) == 0);
+    //  The holder's copy dropped: the receiver's stays whole.
+    sq_blob_unref (&seg);
+    CHECK (store_remove (store, 500) == 0);
+    got = store_get (store, 4000, NULL);
+    CHECK (got && memcmp (sq_blob_data (got), bytes, sizeof bytes) == 0);
+    //  Already here: CREDIT 0 and LOCATED again (plain).
+    sq_wbuf_reset (&header);
+    lc.transfer = 6;
+    sq_lcopy_encode (&header, &lc);
+    s_feed (transfer, &header);
+    CHECK (s_next_credit (6) == 0 && s_outcome == TRANSFER_LOCATED);
+    sq_wbuf_release (&header);
+    close (s_handed);
 
     transfer_destroy (&transfer);
     CHECK (transfer == NULL);

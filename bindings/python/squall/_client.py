@@ -340,7 +340,7 @@ class Client:
     def _repr_html_(self) -> str:
         """Jupyter's view: the broker, its governors, the tasks and the
         dashboard's link."""
-        from ._html import client_html
+        from ._html import client_html     # Jupyter's view only: loaded when first shown
         return client_html(self)
 
     def __copy__(self) -> "Client":

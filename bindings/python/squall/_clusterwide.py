@@ -9,7 +9,7 @@ import pickle
 from typing import Any, Callable, Dict
 
 from . import _lib as L
-from . import _pickling
+from . import _pickling, _uploads
 from .errors import SquallError
 
 
@@ -31,7 +31,6 @@ def upload_file(client: Any, path: str, load: bool) -> None:
         client._uploads = [u for u in client._uploads if u[0] != name] + [(name, digest, data)]
         client._uploads_version += 1
     if load and name.endswith(".py"):
-        from . import _uploads
         client.submit(_uploads.load, name[:-3], key="upload_file").result()
 
 

@@ -367,7 +367,7 @@ class Future(_cf.Future):
         return "<squall.Future %s %s>" % (self.key, self._state_name())
 
     def _repr_html_(self) -> str:
-        from ._html import future_html
+        from ._html import future_html     # Jupyter's view only: loaded when first shown
         return future_html(self)
 
 class _LogForwarder:

@@ -201,7 +201,7 @@ class Session(Building, Submitting, Waiting):
         return "<squall.Session %d%s>" % (self.id, " closed" if self.closed else "")
 
     def _repr_html_(self) -> str:
-        from ._html import session_html
+        from ._html import session_html     # Jupyter's view only: loaded when first shown
         return session_html(self)
 
     def _check(self, rc: int) -> None:

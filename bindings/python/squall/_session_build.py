@@ -10,7 +10,7 @@ import pickle
 import time
 from typing import Any, Callable, Iterable, List, Optional, Sequence
 
-from . import _lib as L
+from . import _lib as L, _uploads
 from ._pickling import (_PROTOCOL as _PICKLE_PROTOCOL, PICKLE, PY_FUNCTION, dumps, dumps_value,
                         dumps_value_parts, function_bytes, _bin, py_config_actor, py_config_call,
                         py_config_fn_in)
@@ -231,7 +231,6 @@ class Building:
     def _installing_files(self, fn: Callable, args: tuple):
         """fn wrapped to install the client's uploaded files first, and its
         arguments after the files' data object (Client.upload_file)."""
-        from . import _uploads
         try:
             import cloudpickle
             cloudpickle.register_pickle_by_value(_uploads)

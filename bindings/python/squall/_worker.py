@@ -26,7 +26,7 @@ from ._client import Client
 from . import _futures, _intask
 from ._intask import _executor
 from ._session import Session
-from .errors import SquallError
+from .errors import ConnectionError as SqConnectionError, SquallError
 
 #   The depth of the task running in this executor (0: a client's task),
 #   set by _Nested around the call.
@@ -127,7 +127,6 @@ def _connect(address: str, keys: Optional[tuple], timeout: float):
     the governor sent the key's public half to the broker just before
     handing it over here, and this connection may arrive first."""
     import time
-    from .errors import ConnectionError as SqConnectionError
     cls = _task_client_class()
     if keys is None:
         return cls(address, timeout=timeout)

@@ -266,31 +266,36 @@ def cmd_status(args):
     if info.get("uploads_local"):
         print("constants handed over as memory files (clients on a governor's host): %d so far"
               % info["uploads_local"])
+    if info.get("copies_local"):
+        print("copies handed over as memory files (governors of one host): %d so far"
+              % info["copies_local"])
     return EXIT_OK
 
 
-_LOGS = None
+def _by_path(name):
+    """squall/NAME.py (standard library only) loaded by its path as this
+    file is, as module squall_NAME, once. (jobcli.py, loaded so before
+    `cli` is set, has its own.)"""
+    module = sys.modules.get("squall_" + name)
+    if module is None:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("squall_" + name,
+                                                      os.path.join(_HERE, name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["squall_" + name] = module
+    return module
 
 
 def _logs_module():
     """squall/_logs.py (stdlib only), loaded by path like this file."""
-    global _LOGS
-    if _LOGS is None:
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("squall_logs", os.path.join(_HERE, "_logs.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _LOGS = module
-    return _LOGS
+    return _by_path("_logs")
 
 
 def _slurm():
     """squall/slurm.py, loaded by path like this file (stdlib only), with
     this module's helpers."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("squall_slurm", os.path.join(_HERE, "slurm.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _by_path("slurm")
     import types
     module.cli = types.SimpleNamespace(cluster_info=cluster_info, retire_governor=retire_governor,
                                        keygen=keygen,
@@ -471,14 +476,7 @@ def _part(name):
     """squall/NAME.py (jobcli, clistart, clireplay), loaded by path as this
     file is (standard library only), with `cli` set to what it uses of this
     file."""
-    module = sys.modules.get("squall_" + name)
-    if module is None:
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("squall_" + name,
-                                                      os.path.join(_HERE, name + ".py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["squall_" + name] = module
+    module = _by_path(name)
     # what it uses of this file (loaded by path, maybe not in sys.modules)
     module.cli = argparse.Namespace(**globals())
     return module

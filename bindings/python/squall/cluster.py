@@ -339,7 +339,7 @@ class LocalCluster:
         return "http://127.0.0.1:%d/?token=%s" % (self.http_port, self.http_token)
 
     def _repr_html_(self) -> str:
-        from ._html import cluster_html
+        from ._html import cluster_html     # Jupyter's view only: loaded when first shown
         return cluster_html(self)
 
     def _stop(self, procs, sig: int, deadline: float) -> None:

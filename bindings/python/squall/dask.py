@@ -33,13 +33,14 @@ import warnings
 from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Optional, Tuple
 
 from . import _daskrun
+from . import _lib as L
 from ._common import TaskConfigTooLarge
 from ._futures import Future
 from ._objects import DataObject
 from ._session import Session
 from ._pickling import dumps
 from ._progress import Progress
-from .errors import SquallError
+from .errors import SquallError, TimeoutError as SqTimeoutError
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -523,7 +524,6 @@ def _to_futures(client: Client, graph: Dict[Hashable, Any], spec: bool,
 
 
 def _keep(s: Session, oid: int) -> int:
-    from . import _lib as L
     return L.sq_keep(s._h, oid)
 
 
@@ -670,8 +670,7 @@ def progress(*futures: Any, stream: Any = None, timeout: Optional[float] = None)
             if done >= total:
                 return
             if deadline is not None and time.monotonic() >= deadline:
-                from .errors import TimeoutError
-                raise TimeoutError("%d of %d tasks done after %s s" % (done, total, timeout))
+                raise SqTimeoutError("%d of %d tasks done after %s s" % (done, total, timeout))
             #   Wait for any task of the first session not done yet: the
             #   bar moves when something finishes, not on a clock.
             for s, ids in by_session.items():

@@ -29,31 +29,26 @@ JOB_STATES = ("running", "finished", "failed", "cancelled")          # bits 1, 2
 TASK_STATES = ("waiting", "running", "finished", "failed", "cancelled")  # 1 .. 16
 
 
-def _jobfile():
-    module = sys.modules.get("squall_jobfile")
+def _by_path(name, filename):
+    """squall/<filename> loaded by its path as module `name`, once."""
+    module = sys.modules.get(name)
     if module is None:
         import importlib.util
         spec = importlib.util.spec_from_file_location(
-            "squall_jobfile", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                           "jobfile.py"))
+            name, os.path.join(os.path.dirname(os.path.abspath(__file__)), filename))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        sys.modules["squall_jobfile"] = module
+        sys.modules[name] = module
     return module
+
+
+def _jobfile():
+    return _by_path("squall_jobfile", "jobfile.py")
 
 
 def _records():
     """squall/_records.py (sq_job_t, sq_task_record_t), loaded by path."""
-    module = sys.modules.get("squall_records")
-    if module is None:
-        import importlib.util
-        spec = importlib.util.spec_from_file_location(
-            "squall_records", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                           "_records.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["squall_records"] = module
-    return module
+    return _by_path("squall_records", "_records.py")
 
 
 _Job, _TaskRecord = _records().Job, _records().TaskRecord

@@ -1,0 +1,127 @@
+"""Copies on one host (docs/protocol.md, "Copies on one host (LCOPY)";
+docs/security.md, "Copies on one host"): an object held in a memory file
+on one governor, needed by a task on another governor sharing its stream
+directory, goes as that file (no byte copied, counted in INFO's
+copies_local, per tenant) and arrives equal; the copy outlives its holder;
+governors of different directories (as on two hosts) copy in chunks as
+ever."""
+import os
+import signal
+
+import pytest
+
+import squall
+from conftest import TIMEOUT, cluster_options, until
+
+np = pytest.importorskip("numpy")
+
+N = 1 << 20                                     # 8 MiB of float64
+
+
+def make(n, value):
+    import numpy
+    return numpy.arange(n, dtype=numpy.float64) * value
+
+
+def read(a):
+    """The array's sum and the name of the mapping its data lies in."""
+    address = a.__array_interface__["data"][0]
+    name = ""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            low, high = (int(x, 16) for x in fields[0].split("-"))
+            if low <= address < high:
+                name = " ".join(fields[5:])
+    return float(a.sum()), a.shape, name
+
+
+def _copies(client):
+    return client.info()["copies_local"]
+
+
+def _want(value):
+    return float(np.arange(N, dtype=np.float64).sum() * value)
+
+
+def _two_governors(cluster, dirs=None):
+    """Governors "a" and "b" (resources of those names); dirs: their own
+    stream directories instead of the cluster's shared one."""
+    procs = []
+    for i, name in enumerate("ab"):
+        args = ["--resource", name + "=1"]
+        if dirs:
+            args += ["--stream-dir", str(dirs[i])]
+        procs.append(cluster.add_governor(args=args))
+    return procs
+
+
+def test_an_object_goes_to_a_governor_of_this_host_as_its_memory_file():
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        holder, _ = _two_governors(cluster)
+        with cluster.client() as client:
+            before = _copies(client)
+            made = client.submit(make, N, 3.0, resources={"a": 1})
+            got = client.submit(read, made, resources={"b": 1}).result(timeout=TIMEOUT)
+            assert got[0] == _want(3.0) and got[1] == (N,)
+            assert got[2].startswith("/memfd:squall"), got
+            assert _copies(client) == before + 1
+            #   The holder goes (its store, its memory file with it): the
+            #   copy lives on in the pages the other governor holds, read
+            #   there again without running make again.
+            recomputed = client.info()["recomputed"]
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(TIMEOUT)
+            got = client.submit(read, made, resources={"b": 1}).result(timeout=TIMEOUT)
+            assert got[0] == _want(3.0)
+            assert client.info()["recomputed"] == recomputed
+            assert _copies(client) == before + 1
+
+
+def test_governors_of_other_directories_copy_in_chunks(tmp_path):
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        _two_governors(cluster, [tmp_path / "a", tmp_path / "b"])
+        with cluster.client() as client:
+            before = _copies(client)
+            made = client.submit(make, N, 5.0, resources={"a": 1})
+            got = client.submit(read, made, resources={"b": 1}).result(timeout=TIMEOUT)
+            assert got[0] == _want(5.0) and got[1] == (N,)
+            assert _copies(client) == before
+
+
+def _tenant_client(cluster, name, tenant):
+    """A client (no admin) of `tenant`: a key added to the broker's keyring,
+    re-read on SIGHUP (as test_streams.py's)."""
+    authorized = os.path.join(cluster._keydir, "authorized")
+    key = squall.keygen("%s-%d" % (name, os.getpid()), authorized, "client", tenant=tenant)
+    cluster.broker.send_signal(signal.SIGHUP)
+
+    def connect():
+        try:
+            return squall.Client(cluster.address, secret_key=key, broker_key=cluster.broker_key,
+                                 timeout=2.0)
+        except squall.ConnectionError:
+            return None
+    return until(connect, "the broker to accept %s's key" % name)
+
+
+def test_copies_local_is_counted_per_tenant():
+    """INFO's copies_local shows a tenant its own copies; an admin (the
+    cluster's own client) sees every tenant's."""
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        _two_governors(cluster)
+        alice = _tenant_client(cluster, "alice", "team-a")
+        bob = _tenant_client(cluster, "bob", "team-b")
+        try:
+            with cluster.client() as client:
+                everyone = _copies(client)
+                assert _copies(alice) == 0 and _copies(bob) == 0
+                made = alice.submit(make, N, 2.0, resources={"a": 1})
+                got = alice.submit(read, made, resources={"b": 1}).result(timeout=TIMEOUT)
+                assert got[0] == _want(2.0)
+                assert _copies(alice) == 1
+                assert _copies(bob) == 0
+                assert _copies(client) == everyone + 1
+        finally:
+            alice.close()
+            bob.close()
