@@ -206,3 +206,49 @@ def test_a_copy_not_taken_on_this_host_goes_in_chunks():
                 assert _copies(client) == before
         finally:
             decoy.close()
+
+
+def test_a_hand_over_lost_with_its_holder_is_made_again():
+    """The holder dies between handing its memory file over and the copy's
+    end: as for a copy in chunks whose sender died, the broker makes the
+    object again (its only copy went) and the reader gets it whole. The
+    receiving governor is stopped while the holder hands the file over (to
+    a socket of the test's standing where the receiver's was, so the file
+    cannot be taken either way), then the holder is killed and the
+    receiver let go on: the LCOPY it finds names a file it does not have,
+    and its refusal goes to a dead holder."""
+    import socket
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        cluster.add_governor(args=["--resource", "a=1"])
+        known = _sockets(cluster)
+        receiver = cluster.add_governor(args=["--resource", "b=1"])
+        (name,) = _sockets(cluster) - known
+        path = os.path.join(cluster.local_dir, name)
+        os.unlink(path)
+        decoy = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        decoy.bind(path)
+        decoy.settimeout(TIMEOUT)
+        holder = cluster.governors[1]
+        try:
+            with cluster.client() as client:
+                before = _copies(client)
+                made = client.submit(make, N, 17.0, resources={"a": 1})
+                made.result(timeout=TIMEOUT)
+                cluster.add_governor(args=["--resource", "a=1"])     # to make it again
+                recomputed = client.info()["recomputed"]
+                receiver.send_signal(signal.SIGSTOP)
+                try:
+                    read_it = client.submit(read, made, resources={"b": 1})
+                    _, fds, _, _ = socket.recv_fds(decoy, 64, 4)
+                    for fd in fds:
+                        os.close(fd)
+                    holder.send_signal(signal.SIGKILL)
+                    holder.wait(TIMEOUT)
+                finally:
+                    receiver.send_signal(signal.SIGCONT)
+                got = read_it.result(timeout=TIMEOUT)
+                assert got[0] == _want(17.0) and got[1] == (N,)
+                assert client.info()["recomputed"] > recomputed
+                assert _copies(client) == before
+        finally:
+            decoy.close()
