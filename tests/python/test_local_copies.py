@@ -216,9 +216,12 @@ def test_a_hand_over_lost_with_its_holder_is_made_again():
     a socket of the test's standing where the receiver's was, so the file
     cannot be taken either way), then the holder is killed and the
     receiver let go on: the LCOPY it finds names a file it does not have,
-    and its refusal goes to a dead holder."""
+    and its refusal goes to a dead holder. (10 heartbeats missed make a
+    governor dead, not 5: the receiver stopped a while under a sanitizer
+    must not be.)"""
     import socket
-    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+    with squall.LocalCluster(governors=1, cpus=1, broker_args=["--liveness", "10"],
+                             **cluster_options()) as cluster:
         cluster.add_governor(args=["--resource", "a=1"])
         known = _sockets(cluster)
         receiver = cluster.add_governor(args=["--resource", "b=1"])
