@@ -354,10 +354,9 @@ static int s_out_start (transfer_t *self, s_out_t *out);
 static bool
 s_hand_over (transfer_t *self, s_out_t *out)
 {
-    //  Only a file sealed against writes (F_SEAL_WRITE: an executor's result,
-    //  an upload, a copy handed over) can be taken: one of ours sealed
-    //  against future writes only (our own writable mapping kept) would be
-    //  refused there, a round trip lost.
+    //  Only a file sealed against writes (F_SEAL_WRITE: every segment a
+    //  store holds, whoever wrote it; sq_blob_shm_seal, _copy, _adopt) can
+    //  be taken there: any other would be refused, a round trip lost.
     int fd = sq_blob_shm_fd (out->blob);
     int seals = fd >= 0? fcntl (fd, F_GET_SEALS): -1;     //  -1: not a memory file
     if (!self->hand || seals < 0 || !(seals & F_SEAL_WRITE) || sq_blob_size (out->blob) == 0
