@@ -28,6 +28,8 @@ _CONFIG_MAX = 16 << 20
 #   calls taking only these in bulk (Session._map_futures).
 _PLAIN_TYPES = frozenset((int, float, str, bytes, bool, type(None)))
 _NUMBER_TYPES = frozenset((int, float, bool, type(None)))    # _large_as_data leaves them
+#   msgpack's bin 8 heads (_bin of fewer than 256 bytes): a call's arguments
+_BIN8 = [b"\xc4" + bytes((n,)) for n in range(256)]
 
 
 class Building:
@@ -35,7 +37,7 @@ class Building:
     which Submitting sends."""
 
     #   Calls _call_like added that the library has not yet (lock held):
-    #   (model, first id, [config of each]), or None
+    #   (model, first id, [config of each], their name), or None
     _likes = None
     #   Whether _next_id is the library's next id (false after a failed
     #   _flush_likes, until the library gives one again)
@@ -319,7 +321,9 @@ class Building:
         a loop of calls costs one C call per batch, not one per call. None
         (nothing added) when the config would be too large: _call_task says
         why."""
-        config = head + _bin(pickle.dumps((args, {}), _PICKLE_PROTOCOL))
+        data = pickle.dumps((args, {}), _PICKLE_PROTOCOL)
+        n = len(data)
+        config = head + (_BIN8[n] + data if n < 256 else _bin(data))
         if len(config) > _CONFIG_MAX:
             return None
         likes = self._likes
@@ -328,13 +332,12 @@ class Building:
         if likes is None or likes[0] != model:
             if likes is not None:
                 self._flush_likes()
-            likes = self._likes = (model, self._next_id, [])
+            likes = self._likes = (model, self._next_id, [], self._names.get(model))
         likes[2].append(config)
         tid = self._next_id
         self._next_id = tid + 2
-        name = self._names.get(model)
-        if name:
-            self._names[tid] = name
+        if likes[3]:
+            self._names[tid] = likes[3]
         self._outputs[tid + 1] = tid
         self._task_ids.append(tid)
         self._n_tasks += 1
@@ -353,7 +356,7 @@ class Building:
         likes, self._likes = self._likes, None
         if likes is None:
             return
-        model, expected, configs = likes
+        model, expected, configs, _ = likes
         n = len(configs)
         ends = (ctypes.c_size_t * n)(*itertools.accumulate(map(len, configs)))
         first = ctypes.c_uint32(0)
