@@ -2,6 +2,7 @@
 #include "keys.h"
 #include "log.h"
 #include "fdpass.h"
+#include "grow.h"
 #include <zmq.h>
 #include <dirent.h>
 #include <errno.h>
@@ -400,12 +401,8 @@ sq_keyring_load (sq_keyring_t *self, const char *dir, char *err, size_t err_size
             sq_warn ("key skipped: %s has no client, governor or admin role", path);
             continue;
         }
-        if (n == cap) {
-            sq_keyentry_t *p = (sq_keyentry_t *) realloc (entries, (cap *= 2) * sizeof *p);
-            if (!p)
-                break;
-            entries = p;
-        }
+        if (n == cap && sq_grow ((void **) &entries, &cap, n + 1, sizeof *entries, 16, SIZE_MAX))
+            break;
         sq_keyentry_t *entry = &entries [n];
         memset (entry, 0, sizeof *entry);
         memcpy (entry->key, cert.public_key, SQ_KEY_LEN);
