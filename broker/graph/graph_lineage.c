@@ -4,6 +4,7 @@
     producer's inputs is gone too; a governor lost takes its copies with it;
     a restarted broker recomputes what no governor reported. */
 #include "graph_internal.h"
+#include "grow.h"
 
 //  --------------------------------------------------------------------------
 //  Locations
@@ -147,12 +148,9 @@ s_recompute (graph_t *self, object_t *lost)
         s_unready_consumers (self, o);
         if (producer->state != TASK_FINISHED)
             continue;           //  already being re-run for another output
-        if (n_reset == cap_reset) {
-            task_t **p = (task_t **) realloc (reset, (cap_reset *= 2) * sizeof *p);
-            if (!p)
-                break;
-            reset = p;
-        }
+        if (n_reset == cap_reset
+        &&  sq_grow ((void **) &reset, &cap_reset, n_reset + 1, sizeof *reset, 16, SIZE_MAX))
+            break;
         reset [n_reset++] = producer;
         self->recomputed++;
         producer->attempt++;
@@ -166,12 +164,8 @@ s_recompute (graph_t *self, object_t *lost)
             if (input->state == OBJ_FINISHED && !s_has_copy (input)) {
                 //  Lost or released too: recompute it first. Its own
                 //  consumers (the producer among them) are counted then.
-                if (n == cap) {
-                    object_t **p = (object_t **) realloc (stack, (cap *= 2) * sizeof *p);
-                    if (!p)
-                        break;
-                    stack = p;
-                }
+                if (n == cap && sq_grow ((void **) &stack, &cap, n + 1, sizeof *stack, 16, SIZE_MAX))
+                    break;
                 stack [n++] = input;
             }
             else
@@ -232,14 +226,9 @@ typedef struct {
 static bool
 s_lost_add (s_lost_t *lost, object_t *object)
 {
-    if (lost->n == lost->cap) {
-        size_t cap = lost->cap? lost->cap * 2: 16;
-        object_t **p = (object_t **) realloc (lost->items, cap * sizeof *p);
-        if (!p)
-            return true;
-        lost->items = p;
-        lost->cap = cap;
-    }
+    if (lost->n == lost->cap
+    &&  sq_grow ((void **) &lost->items, &lost->cap, lost->n + 1, sizeof *lost->items, 16, SIZE_MAX))
+        return true;
     lost->items [lost->n++] = object;
     return false;
 }
