@@ -1432,14 +1432,8 @@ typedef struct {
 static int
 s_append (s_subst_t *x, size_t *len, const char *s, size_t n)
 {
-    if (*len + n + 1 > x->cap) {
-        size_t cap = (*len + n + 1) * 2;
-        char *p = realloc (x->buf, cap);
-        if (!p)
-            return -1;
-        x->buf = p;
-        x->cap = cap;
-    }
+    if (*len + n + 1 > x->cap && sq_grow ((void **) &x->buf, &x->cap, *len + n + 1, 1, 64, SIZE_MAX))
+        return -1;
     memcpy (x->buf + *len, s, n);
     *len += n;
     return 0;
