@@ -22,20 +22,9 @@ import argparse
 import sys
 import time
 
+from actor_cluster import Counter, squall_actor
+
 ARG = b"x" * (1 << 20)
-
-
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def add(self, k):
-        self.n += k
-        return self.n
-
-    def size(self, b):
-        self.n += 1
-        return self.n + len(b) - len(b)
 
 
 def _best(fn, repeat):
@@ -74,12 +63,7 @@ def _runs(call, gather, n, big, repeat, strict=False):
 
 
 def bench_squall(n, big, repeat, local=True):
-    import squall
-    with squall.LocalCluster(governors=2, cpus=1) as cluster:
-        client = squall.Client(cluster.address, secret_key=cluster.secret_key,
-                               broker_key=cluster.broker_key,
-                               local_dir=cluster.local_dir if local else None)
-        actor = client.actor(Counter)
+    with squall_actor(local) as (client, actor):
         return _runs(lambda m, a: getattr(actor, m)(a), client.gather, n, big, repeat,
                      strict=True)
 
