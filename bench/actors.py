@@ -20,20 +20,11 @@ arguments go by PUT over CURVE, as from another host (docs/security.md,
 """
 import argparse
 import sys
-import time
 
 from actor_cluster import Counter, squall_actor
+from timing import best
 
 ARG = b"x" * (1 << 20)
-
-
-def _best(fn, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _runs(call, gather, n, big, repeat, strict=False):
@@ -55,7 +46,7 @@ def _runs(call, gather, n, big, repeat, strict=False):
         check(gather([call("size", ARG) for _ in range(big)]), big)
 
     gather([call("add", 0) for _ in range(100)])        # warm
-    rates = n / _best(plain, repeat), big / _best(with_arg, repeat)
+    rates = n / best(plain, repeat), big / best(with_arg, repeat)
     if state["disorder"]:
         print("  (%d of %d runs saw the calls run out of the order they were made)"
               % (state["disorder"], 2 * repeat), flush=True)
