@@ -158,20 +158,11 @@ sq_client_set_keys (sq_client_t *self, const char *secret_key_file, const char *
         return SQ_E_INVALID;
     if (!secret_key_file || !broker_key_file)
         return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "both key files are needed");
-    sq_cert_t mine, broker;
-    char err [600];
-    if (sq_cert_load (&mine, secret_key_file, err, sizeof err))
-        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "secret key: %s", err);
-    if (!mine.has_secret)
-        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "%s holds no secret key "
-                                 "(give the .key file, not the .pub)", secret_key_file);
-    if (sq_cert_load (&broker, broker_key_file, err, sizeof err))
-        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "broker key: %s", err);
-    memcpy (self->public_key, mine.public_key, 32);
-    memcpy (self->secret_key, mine.secret_key, 32);
-    memcpy (self->broker_key, broker.public_key, 32);
+    char err [700];
+    if (sq_cert_load_pair (secret_key_file, broker_key_file, "secret key", "broker key",
+                           self->public_key, self->secret_key, self->broker_key, err, sizeof err))
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "%s", err);
     self->has_keys = true;
-    memset (&mine, 0, sizeof mine);
     return 0;
 }
 
