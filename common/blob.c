@@ -346,6 +346,22 @@ s_shm_blob (int fd, void *data, size_t size)
     return self;
 }
 
+//  The blob of a memory file mapped at data (MAP_FAILED if it could not
+//  be); else NULL with errno set, and the file closed and unmapped.
+static sq_blob_t *
+s_shm_take (int fd, void *data, size_t size)
+{
+    sq_blob_t *self = data != MAP_FAILED? s_shm_blob (fd, data, size): NULL;
+    if (!self) {
+        int saved = errno;
+        if (data != MAP_FAILED)
+            munmap (data, size);
+        close (fd);
+        errno = saved? saved: ENOMEM;
+    }
+    return self;
+}
+
 sq_blob_t *
 sq_blob_shm_new (size_t size)
 {
@@ -359,15 +375,7 @@ sq_blob_shm_new (size_t size)
     void *data = MAP_FAILED;
     if (ftruncate (fd, (off_t) size) == 0)
         data = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    sq_blob_t *self = data != MAP_FAILED? s_shm_blob (fd, data, size): NULL;
-    if (!self) {
-        int saved = errno;
-        if (data != MAP_FAILED)
-            munmap (data, size);
-        close (fd);
-        errno = saved? saved: ENOMEM;
-    }
-    return self;
+    return s_shm_take (fd, data, size);
 }
 
 //  Seals the file against writes and maps it read-only: F_SEAL_WRITE, not
@@ -456,15 +464,7 @@ sq_blob_shm_adopt (int fd, size_t size)
         return NULL;
     }
     void *data = mmap (NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    sq_blob_t *self = data != MAP_FAILED? s_shm_blob (fd, data, size): NULL;
-    if (!self) {
-        int saved = errno;
-        if (data != MAP_FAILED)
-            munmap (data, size);
-        close (fd);
-        errno = saved? saved: ENOMEM;
-    }
-    return self;
+    return s_shm_take (fd, data, size);
 }
 
 int

@@ -5,6 +5,7 @@
     so that a change to one end is read beside the other: over 800 lines
     for that reason. */
 #include "transfer.h"
+#include "grow.h"
 #include "route.h"
 #include "task.h"
 #include "idmap.h"
@@ -698,14 +699,9 @@ s_in_append (s_in_t *in, zmq_msg_t *frame)
     if (in->blob)
         memcpy ((char *) sq_blob_wdata (in->blob) + in->received, zmq_msg_data (frame), len);
     else {
-        if (in->n_parts == in->cap_parts) {
-            size_t cap = in->cap_parts? in->cap_parts * 2: 16;
-            sq_blob_t **parts = (sq_blob_t **) realloc (in->parts, cap * sizeof *parts);
-            if (!parts)
-                return "out of memory";
-            in->parts = parts;
-            in->cap_parts = cap;
-        }
+        if (in->n_parts == in->cap_parts
+        &&  sq_grow ((void **) &in->parts, &in->cap_parts, in->n_parts + 1, sizeof *in->parts, 16, SIZE_MAX))
+            return "out of memory";
         sq_blob_t *part = sq_blob_from_msg (frame);
         zmq_msg_init (frame);
         if (!part)

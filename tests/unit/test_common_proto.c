@@ -1,5 +1,9 @@
 /*  Unit test of common/proto: encode -> decode round trips of every message,
-    version mismatch, and strict rejection of malformed input. */
+    version mismatch, and strict rejection of malformed input.
+
+    Over 800 lines: one case or more per message of the one codec table and
+    of those coded by hand, sharing this file's decoder wrappers
+    (S_DEC_STRUCT, S_DEC_BATCH); a file per plane would copy them. */
 #include "proto.h"
 #include "record.h"
 #include "capability.h"
