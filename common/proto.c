@@ -11,6 +11,10 @@ sqp_error (mpr_t *r, sq_errbuf_t *err, const char *what)
 {
     if (err) {
         const char *why = r && r->error? r->error: "invalid value";
+        if (r && r->field && r->scope && strcmp (r->field, r->scope))
+            snprintf (err->text, sizeof err->text, "%s: field '%s.%s': %s", what, r->scope,
+                      r->field, why);
+        else
         if (r && r->field)
             snprintf (err->text, sizeof err->text, "%s: field '%s': %s", what, r->field, why);
         else

@@ -57,7 +57,9 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
 #define SQP_FN_KINDS(X) \
     X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (WHERE, where) \
     X (KEYLIST, keylist) X (EXIT, exit) X (TSTATE, tstate) X (RESOURCES, resources) \
-    X (PREVIOUS, previous) X (INPUTS, inputs) X (OUTDECLS, outdecls)
+    X (PREVIOUS, previous) X (INPUTS, inputs) X (OUTDECLS, outdecls) X (FRAME, frame) \
+    X (IDLIST, idlist) X (RESLIST, reslist) X (ARRAY, array) X (TOPTIONS, toptions) \
+    X (OBJECTS, objects) X (TASKS, tasks)
 #define SQP_KIND(KIND, kind) \
     void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
     void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
@@ -65,6 +67,14 @@ SQP_FN_KINDS (SQP_KIND)
 #undef SQP_KIND
 bool sqp_kind_options_empty (const void *msg, const sq_field_desc_t *f);
 bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
+bool sqp_kind_array_empty (const void *msg, const sq_field_desc_t *f);
+bool sqp_kind_toptions_empty (const void *msg, const sq_field_desc_t *f);
+//  A record into msg as it is (zeroed by the caller, who may have set
+//  members the record's kinds use: a SUBMIT task's blocks)
+int sqp_record_read_zeroed (mpr_t *r, uint32_t record, void *msg, const char *what);
+//  The blocks a decoded SUBMIT's tasks' lists are in (proto_kinds.c)
+typedef struct sqp_block_s sqp_block_t;
+void sqp_blocks_free (sqp_block_t **blocks);
 
 //  Each record's packer (proto_table.c): [its fields]
 #define SQ_RECORD(NAME, type_t, check) \
