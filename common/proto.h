@@ -127,7 +127,7 @@ typedef enum {
     SQK_OWHERE, SQK_KEYLIST, SQK_OINT, SQK_OU64, SQK_ESTR, SQK_TSTATE, SQK_RESOURCES,
     SQK_PREVIOUS, SQK_RAW, SQK_INPUTS, SQK_OUTDECLS, SQK_WHERE,
     SQK_I32, SQK_FRAME, SQK_IDLIST, SQK_RESLIST, SQK_ARRAY, SQK_TOPTIONS, SQK_OBJECTS,
-    SQK_TASKS
+    SQK_TASKS, SQK_BODY
 } sq_field_kind_t;
 
 //  An int or nil (the kind OINT)
@@ -269,6 +269,7 @@ typedef struct {
 #define SQ_CT_TOPTIONS uint32_t
 #define SQ_CT_OBJECTS struct sq_object_spec_s *
 #define SQ_CT_TASKS struct sq_task_spec_s *
+#define SQ_CT_BODY sq_raw_t             //  REPLY's (sq_reply_t)
 #define SQ_BEGIN(NAME, number, type_t, check) typedef struct sqp_##NAME type_t; struct sqp_##NAME {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) SQ_CT_##KIND member;
 #define SQ_END(NAME) };
@@ -406,14 +407,26 @@ int sq_welcome_decode (sq_welcome_t *self, bool governor, const uint8_t *body, s
 //  code 0: body depends on the request. Otherwise body = [message, id, root]
 //  (id and root are nil or uint).
 
+//  The message REPLY of the table (SQ_BEGIN_IN); the unions name the
+//  table's members (body_raw, fault) and the names callers use.
 typedef struct {
     uint32_t req;
     uint32_t code;
-    const uint8_t *body;        //  raw msgpack of the body (code 0)
-    size_t body_size;
-    mpr_str_t message;          //  code != 0
-    uint32_t err_id;
-    uint32_t err_root;
+    union {
+        sq_raw_t body_raw;
+        struct {
+            const uint8_t *body;        //  raw msgpack of the body (code 0)
+            size_t body_size;
+        };
+    };
+    union {
+        sq_fault_t fault;
+        struct {
+            mpr_str_t message;          //  code != 0
+            uint32_t err_id;
+            uint32_t err_root;
+        };
+    };
 } sq_reply_t;
 
 int sq_reply_decode (sq_reply_t *self, const void *data, size_t size, sq_errbuf_t *err);

@@ -1,6 +1,7 @@
 /*  proto_client: the client plane, client <-> broker: requests (SESSION_OPEN
-    .. UPLOAD), SUBMIT, and the bodies of their replies (docs/protocol.md
-    sections 5 and 6); INFO's body is the table's (proto_maps.c). The
+    .. UPLOAD), SUBMIT's kinds of fields and its packers (its rows are the
+    table's), and the bodies of their replies (docs/protocol.md sections 5
+    and 6); INFO's body is the table's (proto_maps.c). The
     other planes are proto_governor.c and proto_data.c. */
 #include "proto_internal.h"
 
@@ -95,6 +96,364 @@ sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_er
 {
     return s_where_body_decode (SQ_REC_LOGWHERE, self, &self->where, &self->located,
                                 body, size, "LOG reply", err);
+}
+
+//  --------------------------------------------------------------------------
+//  SUBMIT's kinds: its lists of objects and tasks (members of sq_submit_t),
+//  an object's frame (of sq_object_spec_t), a task's pooled lists, its
+//  array and its options (of sq_task_spec_t).
+
+//  A task's lists of ids and resources go into blocks the decoded SUBMIT
+//  owns: a list never spans two, so what points into one stays good as
+//  more come; each block twice the last (at least the list), so a SUBMIT
+//  takes a few allocations and about its lists' bytes, with no first pass
+//  to count them.
+struct sqp_block_s {
+    struct sqp_block_s *next;
+    size_t used, cap;           //  bytes
+    uint64_t data [];
+};
+
+static uint32_t s_no_ids [1];
+static sq_resource_t s_no_resources [1];
+
+//  bytes of the task's blocks (a new block if the last has no room), or
+//  NULL with r failed
+static void *
+s_block_take (mpr_t *r, sq_task_spec_t *t, size_t bytes)
+{
+    if (!t->blocks) {
+        mpr_fail (r, "a task read outside SUBMIT");
+        return NULL;
+    }
+    bytes = (bytes + 7) & ~(size_t) 7;
+    sqp_block_t *b = *t->blocks;
+    if (!b || b->cap - b->used < bytes) {
+        size_t cap = b? 2 * b->cap: 1024;
+        if (cap < bytes)
+            cap = bytes;
+        b = (sqp_block_t *) malloc (sizeof *b + cap);
+        if (!b) {
+            mpr_fail (r, "out of memory");
+            return NULL;
+        }
+        b->next = *t->blocks;
+        b->used = 0;
+        b->cap = cap;
+        *t->blocks = b;
+    }
+    void *at = (char *) b->data + b->used;
+    b->used += bytes;
+    return at;
+}
+
+void
+sqp_blocks_free (sqp_block_t **blocks)
+{
+    while (*blocks) {
+        sqp_block_t *next = (*blocks)->next;
+        free (*blocks);
+        *blocks = next;
+    }
+}
+
+//  An array of u32 into the blocks
+void
+sqp_kind_read_idlist (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_idlist_t *v = SQP_AT (sq_idlist_t, msg, f);
+    uint32_t n;
+    if (mpr_array (r, &n))
+        return;
+    v->ids = n? (uint32_t *) s_block_take (r, (sq_task_spec_t *) msg, n * sizeof (uint32_t))
+              : s_no_ids;
+    if (v->ids && sqp_u32s (r, v->ids, n) == 0)
+        v->n = n;
+}
+
+void
+sqp_kind_pack_idlist (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_idlist_t *v = SQP_CAT (sq_idlist_t, msg, f);
+    sqp_pack_ids (pk, v->ids, v->n);
+}
+
+//  Resources as RESOURCES reads them, into the blocks: as many as the map
+//  says, seen ahead on a copy of the reader (sqp_resources refuses a map
+//  of more before it writes one).
+void
+sqp_kind_read_reslist (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_reslist_t *v = SQP_AT (sq_reslist_t, msg, f);
+    mpr_t ahead = *r;
+    uint32_t n = 0;
+    if (mpr_try_nil (&ahead) || mpr_map (&ahead, &n) || n > SQ_MAX_RESOURCES)
+        n = 0;
+    v->items = n? (sq_resource_t *) s_block_take (r, (sq_task_spec_t *) msg,
+                                                  n * sizeof (sq_resource_t))
+                : s_no_resources;
+    if (v->items)
+        sqp_resources (r, v->items, &v->n, SQ_MAX_RESOURCES);
+}
+
+void
+sqp_kind_pack_reslist (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_reslist_t *v = SQP_CAT (sq_reslist_t, msg, f);
+    sqp_pack_resources (pk, v->items, v->n);
+}
+
+//  An object's frame: a payload frame's index (min..max: -1, produced by a
+//  task, to the last frame), or [governor, size] of a constant uploaded
+//  there (SQ_FRAME_UPLOADED)
+void
+sqp_kind_read_frame (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_object_spec_t *o = (sq_object_spec_t *) msg;
+    if (mpr_peek (r) == MPR_ARRAY) {
+        mpr_array_exact (r, 2);
+        mpr_field (r, "frame.governor");
+        mpr_u32 (r, &o->governor);
+        mpr_field (r, "frame.size");
+        mpr_uint (r, &o->size);
+        o->frame = SQ_FRAME_UPLOADED;
+        o->uploaded = true;
+        return;
+    }
+    int64_t frame;
+    if (mpr_int (r, &frame) == 0 && (frame < f->min || frame > (int64_t) f->max))
+        mpr_fail (r, f->why);
+    o->frame = (int32_t) frame;
+}
+
+void
+sqp_kind_pack_frame (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_object_spec_t *o = (const sq_object_spec_t *) msg;
+    if (o->uploaded) {
+        msgpack_pack_array (pk, 2);
+        msgpack_pack_uint32 (pk, o->governor);
+        msgpack_pack_uint64 (pk, o->size);
+    }
+    else
+        msgpack_pack_int32 (pk, o->frame);
+}
+
+//  A task's array, one of three shapes: nil, [first, last, step], or a
+//  list of strings (kept as its bytes)
+void
+sqp_kind_read_array (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_task_spec_t *t = (sq_task_spec_t *) msg;
+    if (mpr_try_nil (r))
+        return;
+    uint32_t n;
+    size_t start = r->pos;
+    if (mpr_array (r, &n))
+        return;
+    if (n == 0) {
+        mpr_fail (r, "an empty array");
+        return;
+    }
+    if (mpr_peek (r) == MPR_UINT) {
+        if (n != 3) {
+            mpr_fail (r, "a range is [first, last, step]");
+            return;
+        }
+        mpr_u32 (r, &t->array_first);
+        mpr_u32 (r, &t->array_last);
+        mpr_u32 (r, &t->array_step);
+        if (!mpr_ok (r))
+            return;
+        if (t->array_first > t->array_last || t->array_step == 0) {
+            mpr_fail (r, "a range needs first <= last and a step of at least 1");
+            return;
+        }
+        if ((t->array_last - t->array_first) / t->array_step >= SQ_ARRAY_MAX) {
+            mpr_fail (r, "more than 2^24 elements");
+            return;
+        }
+        t->array = SQ_ARRAY_RANGE;
+        t->array_size = (t->array_last - t->array_first) / t->array_step + 1;
+        return;
+    }
+    if (n > SQ_ARRAY_MAX) {
+        mpr_fail (r, "more than 2^24 elements");
+        return;
+    }
+    for (uint32_t i = 0; i < n && mpr_ok (r); i++) {
+        mpr_str_t item;
+        if (mpr_str (r, &item, SQ_MAX_NAME) == 0 && memchr (item.ptr, 0, item.len))
+            mpr_fail (r, "an item with a NUL");
+    }
+    if (!mpr_ok (r))
+        return;
+    t->array = SQ_ARRAY_ITEMS;
+    t->array_size = n;
+    t->array_items = r->data + start;
+    t->array_items_size = r->pos - start;
+}
+
+void
+sqp_kind_pack_array (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_task_spec_t *t = (const sq_task_spec_t *) msg;
+    if (t->array == SQ_ARRAY_RANGE) {
+        msgpack_pack_array (pk, 3);
+        msgpack_pack_uint32 (pk, t->array_first);
+        msgpack_pack_uint32 (pk, t->array_last);
+        msgpack_pack_uint32 (pk, t->array_step);
+    }
+    else
+    if (t->array == SQ_ARRAY_ITEMS)
+        msgpack_pack_str_body (pk, t->array_items, t->array_items_size);    //  raw
+    else
+        msgpack_pack_nil (pk);
+}
+
+//  A task's options map {"governors": [u32...], "loose": bool}, governors
+//  required, each key at most once, no other; the governors into the
+//  blocks.
+void
+sqp_kind_read_toptions (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_task_spec_t *t = (sq_task_spec_t *) msg;
+    uint32_t n = 0;
+    bool seen_governors = false, seen_loose = false;
+    mpr_map (r, &n);
+    for (uint32_t k = 0; k < n && mpr_ok (r); k++) {
+        mpr_str_t key;
+        if (mpr_str (r, &key, SQ_MAX_NAME))
+            break;
+        if (mpr_str_eq (key, "governors") && !seen_governors) {
+            uint32_t count = 0;
+            seen_governors = true;
+            mpr_field (r, "options.governors");
+            if (mpr_array (r, &count) == 0
+            &&  (count == 0 || count > SQ_MAX_TASK_GOVERNORS))
+                mpr_fail (r, "1 to 64 governors");
+            if (!mpr_ok (r))
+                break;
+            t->governors = (uint32_t *) s_block_take (r, t, count * sizeof (uint32_t));
+            for (uint32_t g = 0; t->governors && g < count && mpr_ok (r); g++)
+                if (mpr_u32 (r, &t->governors [g]) == 0 && t->governors [g] == 0)
+                    mpr_fail (r, "governor id 0");
+            t->n_governors = count;
+        }
+        else
+        if (mpr_str_eq (key, "loose") && !seen_loose) {
+            seen_loose = true;
+            mpr_field (r, "options.loose");
+            mpr_bool (r, &t->loose);
+        }
+        else
+            mpr_fail (r, "unknown or repeated key");
+    }
+    if (mpr_ok (r) && !seen_governors)
+        mpr_fail (r, "governors missing");
+}
+
+void
+sqp_kind_pack_toptions (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_task_spec_t *t = (const sq_task_spec_t *) msg;
+    msgpack_pack_map (pk, t->loose? 2: 1);
+    sq_pack_cstr (pk, "governors");
+    sqp_pack_ids (pk, t->governors, t->n_governors);
+    if (t->loose) {
+        sq_pack_cstr (pk, "loose");
+        msgpack_pack_true (pk);
+    }
+}
+
+//  SUBMIT's objects and tasks: arrays of the records SUBMIT_OBJECT and
+//  SUBMIT_TASK, each read in the scope "object" or "task" (errors name
+//  "task.inputs"), into arrays it owns; a task's lists into its blocks.
+void
+sqp_kind_read_objects (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_submit_t *s = (sq_submit_t *) msg;
+    uint32_t n;
+    if (mpr_array (r, &n) || n == 0)
+        return;
+    s->objects = (sq_object_spec_t *) calloc (n, sizeof (sq_object_spec_t));
+    if (!s->objects) {
+        mpr_fail (r, "out of memory");
+        return;
+    }
+    r->scope = "object";
+    for (uint32_t i = 0; i < n; i++) {
+        if (sq_record_read (r, SQ_REC_SUBMIT_OBJECT, &s->objects [i], r->scope))
+            return;
+        s->n_objects = i + 1;
+    }
+    r->scope = NULL;
+}
+
+void
+sqp_kind_pack_objects (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_submit_t *s = (const sq_submit_t *) msg;
+    msgpack_pack_array (pk, s->n_objects);
+    for (uint32_t i = 0; i < s->n_objects; i++)
+        sqp_pack_SUBMIT_OBJECT (pk, &s->objects [i]);
+}
+
+void
+sqp_kind_read_tasks (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_submit_t *s = (sq_submit_t *) msg;
+    uint32_t n;
+    if (mpr_array (r, &n) || n == 0)
+        return;
+    s->tasks = (sq_task_spec_t *) calloc (n, sizeof (sq_task_spec_t));
+    if (!s->tasks) {
+        mpr_fail (r, "out of memory");
+        return;
+    }
+    r->scope = "task";
+    for (uint32_t i = 0; i < n; i++) {
+        sq_task_spec_t *t = &s->tasks [i];
+        t->blocks = &s->blocks;         //  (calloc zeroed the rest)
+        int rc = sqp_record_read_zeroed (r, SQ_REC_SUBMIT_TASK, t, r->scope);
+        t->blocks = NULL;
+        if (rc)
+            return;
+        s->n_tasks = i + 1;
+    }
+    r->scope = NULL;
+}
+
+void
+sqp_kind_pack_tasks (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_submit_t *s = (const sq_submit_t *) msg;
+    msgpack_pack_array (pk, s->n_tasks);
+    for (uint32_t i = 0; i < s->n_tasks; i++)
+        sqp_pack_SUBMIT_TASK (pk, &s->tasks [i]);
+}
+
+bool
+sqp_kind_array_empty (const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    return ((const sq_task_spec_t *) msg)->array == SQ_ARRAY_NONE;
+}
+
+bool
+sqp_kind_toptions_empty (const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    return ((const sq_task_spec_t *) msg)->n_governors == 0;
 }
 
 //  --------------------------------------------------------------------------

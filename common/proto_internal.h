@@ -52,14 +52,15 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
 //  A field's member in its message's struct (proto_table.c, proto_kinds.c)
 #define SQP_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
 #define SQP_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
-//  The kinds of proto_kinds.c (tstate: proto_jobs.c): read a field into
+//  The kinds of proto_kinds.c (tstate: proto_jobs.c; SUBMIT's, frame ..
+//  tasks: proto_client.c; body: proto.c): read a field into
 //  msg, pack it (proto_table.c's s_read and s_pack dispatch to them)
 #define SQP_FN_KINDS(X) \
     X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (WHERE, where) \
     X (KEYLIST, keylist) X (EXIT, exit) X (TSTATE, tstate) X (RESOURCES, resources) \
     X (PREVIOUS, previous) X (INPUTS, inputs) X (OUTDECLS, outdecls) X (FRAME, frame) \
     X (IDLIST, idlist) X (RESLIST, reslist) X (ARRAY, array) X (TOPTIONS, toptions) \
-    X (OBJECTS, objects) X (TASKS, tasks)
+    X (OBJECTS, objects) X (TASKS, tasks) X (BODY, body)
 #define SQP_KIND(KIND, kind) \
     void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
     void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);

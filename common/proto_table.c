@@ -38,7 +38,7 @@ s_is_empty (const void *msg, const sq_field_desc_t *f)
            f->kind == SQK_KEYLIST? SQP_CAT (sq_keylist_t, msg, f)->n == 0:
            f->kind == SQK_RESOURCES? SQP_CAT (sq_resources_t, msg, f)->n == 0:
            f->kind == SQK_PREVIOUS? SQP_CAT (sq_previous_t, msg, f)->cluster.len == 0:
-           f->kind == SQK_RAW? SQP_CAT (sq_raw_t, msg, f)->size == 0:
+           f->kind == SQK_RAW || f->kind == SQK_BODY? SQP_CAT (sq_raw_t, msg, f)->size == 0:
            SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
@@ -84,6 +84,7 @@ static const s_kind_t s_kinds [] = {
     [SQK_TOPTIONS] = { "TOPTIONS", sqp_kind_toptions_empty },
     [SQK_OBJECTS] = { "OBJECTS", s_zero_empty },
     [SQK_TASKS] = { "TASKS", s_zero_empty },
+    [SQK_BODY] = { "BODY", s_zero_empty },
 };
 
 //  The nil-or-value kinds: each is one generic wrapper around a base kind

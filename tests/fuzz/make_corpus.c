@@ -146,6 +146,7 @@ s_table_example (const sq_msg_desc_t *d, void *msg)
             case SQK_OBJECTS: case SQK_TASKS: break;
             case SQK_I32: case SQK_FRAME: case SQK_IDLIST: case SQK_RESLIST: case SQK_ARRAY:
             case SQK_TOPTIONS: break;
+            case SQK_BODY: break;               //  REPLY's: an empty FAULT (code 3)
         }
     }
 }

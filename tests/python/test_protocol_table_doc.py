@@ -58,6 +58,7 @@ _TYPES = {
     "TOPTIONS": {"map"},
     "OBJECTS": {"array of *object*"},
     "TASKS": {"array of *task*"},
+    "BODY": {"any"},            # REPLY's
 }
 
 
