@@ -374,26 +374,51 @@ sqp_kind_pack_toptions (msgpack_packer *pk, const void *msg, const sq_field_desc
 //  SUBMIT's objects and tasks: arrays of the records SUBMIT_OBJECT and
 //  SUBMIT_TASK, each read in the scope "object" or "task" (errors name
 //  "task.inputs"), into arrays it owns; a task's lists into its blocks.
+//  Returns the array (NULL if none) with *read the records read whole.
+static void *
+s_list_read (mpr_t *r, uint32_t record, size_t size, const char *scope, uint32_t *read,
+             sqp_block_t **blocks)
+{
+    uint32_t n;
+    if (mpr_array (r, &n) || n == 0)
+        return NULL;
+    char *items = (char *) calloc (n, size);
+    if (!items) {
+        mpr_fail (r, "out of memory");
+        return NULL;
+    }
+    r->scope = scope;
+    for (uint32_t i = 0; i < n; i++) {
+        sq_task_spec_t *task = blocks? (sq_task_spec_t *) (items + i * size): NULL;
+        if (task)
+            task->blocks = blocks;      //  (calloc zeroed the rest)
+        int rc = sqp_record_read_zeroed (r, record, items + i * size, scope);
+        if (task)
+            task->blocks = NULL;
+        if (rc)
+            return items;
+        *read = i + 1;
+    }
+    r->scope = NULL;
+    return items;
+}
+
+static void
+s_list_pack (msgpack_packer *pk, uint32_t record, const void *items, size_t size, uint32_t n)
+{
+    msgpack_pack_array (pk, n);
+    for (uint32_t i = 0; i < n; i++)
+        sq_record_pack (pk, record, (const char *) items + i * size);
+}
+
 void
 sqp_kind_read_objects (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     (void) f;
     sq_submit_t *s = (sq_submit_t *) msg;
-    uint32_t n;
-    if (mpr_array (r, &n) || n == 0)
-        return;
-    s->objects = (sq_object_spec_t *) calloc (n, sizeof (sq_object_spec_t));
-    if (!s->objects) {
-        mpr_fail (r, "out of memory");
-        return;
-    }
-    r->scope = "object";
-    for (uint32_t i = 0; i < n; i++) {
-        if (sq_record_read (r, SQ_REC_SUBMIT_OBJECT, &s->objects [i], r->scope))
-            return;
-        s->n_objects = i + 1;
-    }
-    r->scope = NULL;
+    s->objects = (sq_object_spec_t *) s_list_read (r, SQ_REC_SUBMIT_OBJECT,
+                                                   sizeof (sq_object_spec_t), "object",
+                                                   &s->n_objects, NULL);
 }
 
 void
@@ -401,9 +426,7 @@ sqp_kind_pack_objects (msgpack_packer *pk, const void *msg, const sq_field_desc_
 {
     (void) f;
     const sq_submit_t *s = (const sq_submit_t *) msg;
-    msgpack_pack_array (pk, s->n_objects);
-    for (uint32_t i = 0; i < s->n_objects; i++)
-        sqp_pack_SUBMIT_OBJECT (pk, &s->objects [i]);
+    s_list_pack (pk, SQ_REC_SUBMIT_OBJECT, s->objects, sizeof (sq_object_spec_t), s->n_objects);
 }
 
 void
@@ -411,25 +434,8 @@ sqp_kind_read_tasks (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
     (void) f;
     sq_submit_t *s = (sq_submit_t *) msg;
-    uint32_t n;
-    if (mpr_array (r, &n) || n == 0)
-        return;
-    s->tasks = (sq_task_spec_t *) calloc (n, sizeof (sq_task_spec_t));
-    if (!s->tasks) {
-        mpr_fail (r, "out of memory");
-        return;
-    }
-    r->scope = "task";
-    for (uint32_t i = 0; i < n; i++) {
-        sq_task_spec_t *t = &s->tasks [i];
-        t->blocks = &s->blocks;         //  (calloc zeroed the rest)
-        int rc = sqp_record_read_zeroed (r, SQ_REC_SUBMIT_TASK, t, r->scope);
-        t->blocks = NULL;
-        if (rc)
-            return;
-        s->n_tasks = i + 1;
-    }
-    r->scope = NULL;
+    s->tasks = (sq_task_spec_t *) s_list_read (r, SQ_REC_SUBMIT_TASK, sizeof (sq_task_spec_t),
+                                               "task", &s->n_tasks, &s->blocks);
 }
 
 void
@@ -437,9 +443,7 @@ sqp_kind_pack_tasks (msgpack_packer *pk, const void *msg, const sq_field_desc_t 
 {
     (void) f;
     const sq_submit_t *s = (const sq_submit_t *) msg;
-    msgpack_pack_array (pk, s->n_tasks);
-    for (uint32_t i = 0; i < s->n_tasks; i++)
-        sqp_pack_SUBMIT_TASK (pk, &s->tasks [i]);
+    s_list_pack (pk, SQ_REC_SUBMIT_TASK, s->tasks, sizeof (sq_task_spec_t), s->n_tasks);
 }
 
 bool
