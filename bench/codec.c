@@ -2,15 +2,17 @@
     to the code it replaced, in the same run. The reference encoders and
     decoders here are the hand-written ones of CHUNK, KEEP and a STOP
     batch as they were before the table (git 0d8a831^), UPDATE's, and
-    ASSIGN's (git 20def1f), SUBMIT's (git 626d9c8); they are the yardstick,
+    ASSIGN's (git 20def1f), SUBMIT's (git 626d9c8), REPLY's (git b42c4ad);
+    they are the yardstick,
     not code squall uses. Over 800 lines: each yardstick is the old code
     whole, as it ran, so that the comparison is with what was replaced.
 
-    usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3|4|5]]]
+    usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3|4|5|6]]]
     Prints one line per message: ns per encode+decode by hand and by the
     table, and their ratio (table / hand). The machine's load moves both
     alike; compare the ratio, not the times. With hand or table it runs
-    that side only, once (only CHUNK, KEEP, STOP, UPDATE, ASSIGN or SUBMIT with 0 to 5): for
+    that side only, once (only CHUNK, KEEP, STOP, UPDATE, ASSIGN, SUBMIT or REPLY
+    with 0 to 6): for
     counting instructions,
     valgrind --tool=callgrind squall-bench-codec 10000 table (and hand). */
 #include "proto_internal.h"
@@ -646,6 +648,48 @@ s_pack_task_spec_hand (msgpack_packer *pk, const sq_task_spec_t *t)
     sq_pack_mstr (pk, t->name);
 }
 
+
+//  REPLY as proto.c read and packed it before the table (git b42c4ad)
+static S_LIBRARY int
+s_reply_decode_hand (sq_reply_t *self, const void *data, size_t size, sq_errbuf_t *err)
+{
+    mpr_t r;
+    memset (self, 0, sizeof *self);
+    if (sqp_begin (&r, data, size, SQ_MSG_REPLY, 4))
+        return sqp_error (&r, err, "REPLY");
+    mpr_field (&r, "req");
+    mpr_u32 (&r, &self->req);
+    mpr_field (&r, "code");
+    mpr_u32 (&r, &self->code);
+    mpr_field (&r, "body");
+    if (mpr_ok (&r) && self->code >= SQ_E_COUNT_)
+        mpr_fail (&r, "unknown error code");
+    if (mpr_ok (&r) && self->code == SQ_OK)
+        mpr_skip (&r, &self->body, &self->body_size);
+    else
+    if (mpr_ok (&r)) {
+        sq_fault_t fault;
+        if (sq_record_read (&r, SQ_REC_FAULT, &fault, "body") == 0) {
+            self->message = fault.message;
+            self->err_id = fault.id;
+            self->err_root = fault.root;
+        }
+    }
+    return sqp_end (&r, err, "REPLY");
+}
+
+static S_LIBRARY void
+s_reply_encode_error_hand (sq_wbuf_t *w, uint32_t req, int code, const char *message,
+                           uint32_t id, uint32_t root)
+{
+    sq_fault_t fault = { { message, message? (uint32_t) strlen (message): 0 }, id, root };
+    msgpack_pack_array (&w->pk, 4);
+    msgpack_pack_uint32 (&w->pk, SQ_MSG_REPLY);
+    msgpack_pack_uint32 (&w->pk, req);
+    msgpack_pack_uint32 (&w->pk, (uint32_t) code);
+    sq_record_pack (&w->pk, SQ_REC_FAULT, &fault);
+}
+
 //  The rounds -----------------------------------------------------------------
 
 #define S_STOPS 16
@@ -812,7 +856,32 @@ s_submit_round (sq_wbuf_t *w, bool table)
     }
 }
 
-typedef enum { S_CHUNK, S_KEEP, S_STOP, S_UPDATE, S_ASSIGN, S_SUBMIT, S_LAST = S_SUBMIT } s_which_t;
+//  A REPLY: one OK (its body packed by the caller) and one error, each
+//  encoded and decoded
+static void
+s_reply_round (sq_wbuf_t *w, bool table)
+{
+    sq_reply_t r;
+    sq_errbuf_t err;
+    sq_wbuf_reset (w);
+    sq_reply_begin (w, 42);
+    msgpack_pack_array (&w->pk, 2);
+    msgpack_pack_uint32 (&w->pk, 5);
+    sq_pack_cstr (&w->pk, "x");
+    int rc = table? sq_reply_decode (&r, w->buf.data, w->buf.size, &err)
+                  : s_reply_decode_hand (&r, w->buf.data, w->buf.size, &err);
+    s_sink += (uint64_t) rc + r.body_size;
+    sq_wbuf_reset (w);
+    if (table)
+        sq_reply_encode_error (w, 3, SQ_E_UPSTREAM_FAILED, "task 9 failed", 9, 7);
+    else
+        s_reply_encode_error_hand (w, 3, SQ_E_UPSTREAM_FAILED, "task 9 failed", 9, 7);
+    rc = table? sq_reply_decode (&r, w->buf.data, w->buf.size, &err)
+              : s_reply_decode_hand (&r, w->buf.data, w->buf.size, &err);
+    s_sink += (uint64_t) rc + r.err_id;
+}
+
+typedef enum { S_CHUNK, S_KEEP, S_STOP, S_UPDATE, S_ASSIGN, S_SUBMIT, S_REPLY, S_LAST = S_REPLY } s_which_t;
 
 static double
 s_time (s_which_t which, bool table, long rounds)
@@ -842,7 +911,10 @@ s_time (s_which_t which, bool table, long rounds)
         if (which == S_ASSIGN)
             s_assign_round (&w, table);
         else
+        if (which == S_SUBMIT)
             s_submit_round (&w, table);
+        else
+            s_reply_round (&w, table);
     double took = s_now () - start;
     sq_wbuf_release (&w);
     return took * 1e9 / rounds;
@@ -854,7 +926,7 @@ main (int argc, char *argv [])
     long rounds = argc > 1? atol (argv [1]): 1000000;
     const char *side = argc > 2? argv [2]: NULL;
     if (rounds <= 0 || (side && strcmp (side, "hand") && strcmp (side, "table"))) {
-        fprintf (stderr, "usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3|4|5]]]\n");
+        fprintf (stderr, "usage: squall-bench-codec [ROUNDS [hand|table [0|1|2|3|4|5|6]]]\n");
         return 1;
     }
     if (side) {
@@ -864,7 +936,7 @@ main (int argc, char *argv [])
         return s_sink == 42? 2: 0;
     }
     const char *names [] = { "CHUNK", "KEEP", "STOP x16", "UPDATE x16", "ASSIGN x8",
-                             "SUBMIT x8" };
+                             "SUBMIT x8", "REPLY x2" };
     for (int which = S_CHUNK; which <= S_LAST; which++) {
         //  Alternated, best of five each: the load of a shared machine
         //  comes and goes.
