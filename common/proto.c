@@ -382,7 +382,7 @@ sqp_kind_pack_body (msgpack_packer *pk, const void *msg, const sq_field_desc_t *
 int
 sq_reply_decode (sq_reply_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
-    return sq_msg_decode (SQ_MSG_REPLY, self, data, size, err);
+    return sqp_decode_REPLY (self, data, size, err);
 }
 
 void

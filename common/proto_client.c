@@ -468,7 +468,7 @@ sqp_kind_toptions_empty (const void *msg, const sq_field_desc_t *f)
 int
 sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
-    return sq_msg_decode (SQ_MSG_SUBMIT, self, data, size, err);
+    return sqp_decode_SUBMIT (self, data, size, err);
 }
 
 void

@@ -73,6 +73,10 @@ bool sqp_kind_toptions_empty (const void *msg, const sq_field_desc_t *f);
 //  A record into msg as it is (zeroed by the caller, who may have set
 //  members the record's kinds use: a SUBMIT task's blocks)
 int sqp_record_read_zeroed (mpr_t *r, uint32_t record, void *msg, const char *what);
+//  The decoders of SQ_BEGIN_IN rows (proto_table.c): sqp_decode_SUBMIT ...
+#define SQ_BEGIN_IN(NAME, number, type_t, check) \
+    int sqp_decode_##NAME (type_t *msg, const void *data, size_t size, sq_errbuf_t *err);
+#include "proto_messages.def"
 //  The blocks a decoded SUBMIT's tasks' lists are in (proto_kinds.c)
 typedef struct sqp_block_s sqp_block_t;
 void sqp_blocks_free (sqp_block_t **blocks);

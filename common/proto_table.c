@@ -491,7 +491,7 @@ s_present (const sq_msg_desc_t *d, const void *msg)
 
 //  Reads the rest of a message of d into msg, already zeroed, from r
 //  where its type was read (n: elements in its array); the caller reports.
-static int
+static inline __attribute__ ((always_inline)) int
 s_decode_rest (const sq_msg_desc_t *d, void *msg, mpr_t *r, uint32_t n)
 {
     uint32_t head = d->request? 2: 1;       //  type (and req)
@@ -510,7 +510,7 @@ s_decode_rest (const sq_msg_desc_t *d, void *msg, mpr_t *r, uint32_t n)
     return mpr_end (r);
 }
 
-static int
+static inline __attribute__ ((always_inline)) int
 s_decode (const sq_msg_desc_t *d, void *msg, const void *data, size_t size, mpr_t *r)
 {
     uint32_t n = 0;
@@ -528,12 +528,11 @@ s_decode (const sq_msg_desc_t *d, void *msg, const void *data, size_t size, mpr_
     return s_decode_rest (d, msg, r, n);
 }
 
-int
-sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbuf_t *err)
+//  A message of d into msg, or an error with its struct freed
+static inline __attribute__ ((always_inline)) int
+s_msg_decode (const sq_msg_desc_t *d, uint32_t type, void *msg, const void *data, size_t size,
+              sq_errbuf_t *err)
 {
-    const sq_msg_desc_t *d = sq_msg_desc (type);
-    if (!d || !d->fields)
-        return sqp_semantic (err, "not a message of the table");
     memset (msg, 0, d->size);
     mpr_t r;
     if (s_decode (d, msg, data, size, &r)) {
@@ -542,6 +541,26 @@ sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbu
     }
     return 0;
 }
+
+int
+sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbuf_t *err)
+{
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    if (!d || !d->fields)
+        return sqp_semantic (err, "not a message of the table");
+    return s_msg_decode (d, type, msg, data, size, err);
+}
+
+//  The decoders of the messages whose structs are by hand (SUBMIT,
+//  REPLY: every request's answer): their description and reader
+//  constants, folded into one straight-line decoder each
+#define SQ_BEGIN_IN(NAME, number, type_t, check) \
+    int sqp_decode_##NAME (type_t *msg, const void *data, size_t size, sq_errbuf_t *err) \
+    { \
+        static const sq_msg_desc_t d [] = { S_DESC_OF (NAME, number, false, type_t, check) }; \
+        return s_msg_decode (d, number, msg, data, size, err); \
+    }
+#include "proto_messages.def"
 
 void
 sq_msg_free_fields (uint32_t type, void *msg)
