@@ -20,31 +20,11 @@ arguments go by PUT over CURVE, as from another host (docs/security.md,
 """
 import argparse
 import sys
-import time
+
+from actor_cluster import Counter, squall_actor
+from timing import best
 
 ARG = b"x" * (1 << 20)
-
-
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def add(self, k):
-        self.n += k
-        return self.n
-
-    def size(self, b):
-        self.n += 1
-        return self.n + len(b) - len(b)
-
-
-def _best(fn, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _runs(call, gather, n, big, repeat, strict=False):
@@ -66,7 +46,7 @@ def _runs(call, gather, n, big, repeat, strict=False):
         check(gather([call("size", ARG) for _ in range(big)]), big)
 
     gather([call("add", 0) for _ in range(100)])        # warm
-    rates = n / _best(plain, repeat), big / _best(with_arg, repeat)
+    rates = n / best(plain, repeat), big / best(with_arg, repeat)
     if state["disorder"]:
         print("  (%d of %d runs saw the calls run out of the order they were made)"
               % (state["disorder"], 2 * repeat), flush=True)
@@ -74,12 +54,7 @@ def _runs(call, gather, n, big, repeat, strict=False):
 
 
 def bench_squall(n, big, repeat, local=True):
-    import squall
-    with squall.LocalCluster(governors=2, cpus=1) as cluster:
-        client = squall.Client(cluster.address, secret_key=cluster.secret_key,
-                               broker_key=cluster.broker_key,
-                               local_dir=cluster.local_dir if local else None)
-        actor = client.actor(Counter)
+    with squall_actor(local) as (client, actor):
         return _runs(lambda m, a: getattr(actor, m)(a), client.gather, n, big, repeat,
                      strict=True)
 

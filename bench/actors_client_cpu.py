@@ -3,8 +3,8 @@
 
     PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build python3 bench/actors_client_cpu.py [ROUNDS]
 
-One actor (LocalCluster(governors=2, cpus=1), bench/actors_cpu.py's
-Counter); each of ROUNDS (4) rounds makes 20 000 calls `add(1)` without
+One actor (bench/actor_cluster.py's Counter in a LocalCluster(governors=2,
+cpus=1)); each of ROUNDS (4) rounds makes 20 000 calls `add(1)` without
 waiting, then gathers them and checks their order. time.process_time (all
 the client's threads) is read around each phase. Prints the least and
 every round's figure per phase. Compare two builds alternately, in the same
@@ -16,17 +16,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import squall                                   # noqa: E402
-from actors_cpu import Counter                  # noqa: E402
+from actor_cluster import squall_actor         # noqa: E402
 
 N = 20000
 
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    with squall.LocalCluster(governors=2, cpus=1) as cluster:
-        client = cluster.client()
-        actor = client.actor(Counter)
+    with squall_actor() as (client, actor):
         client.gather([actor.add(0) for _ in range(200)])
         made, gathered = [], []
         for _ in range(rounds):

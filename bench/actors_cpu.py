@@ -14,16 +14,7 @@ import argparse
 import os
 import time
 
-import squall
-
-
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def add(self, k):
-        self.n += k
-        return self.n
+from actor_cluster import squall_actor
 
 
 def _children(pid):
@@ -68,9 +59,7 @@ def main():
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    with squall.LocalCluster(governors=2, cpus=1) as cluster:
-        client = cluster.client()
-        actor = client.actor(Counter)
+    with squall_actor() as (client, actor):
         client.gather([actor.add(0) for _ in range(200)])
         pids = _children(os.getpid())
         before = _cpu(pids)

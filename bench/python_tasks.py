@@ -16,20 +16,12 @@ first submit to last result; the ratios are squall's rate over theirs.
 """
 import argparse
 import sys
-import time
+
+from timing import best
 
 
 def noop(x=None):
     return None
-
-
-def _best(fn, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def bench_squall(n, m, repeat):
@@ -47,7 +39,7 @@ def bench_squall(n, m, repeat):
                 f = client.submit(noop, f)
             f.result()
 
-        return n / _best(independent, repeat), m / _best(chain, repeat)
+        return n / best(independent, repeat), m / best(chain, repeat)
 
 
 def bench_dask(n, m, repeat):
@@ -67,7 +59,7 @@ def bench_dask(n, m, repeat):
                 f = client.submit(noop, f, pure=False)
             f.result()
 
-        return n / _best(independent, repeat), m / _best(chain, repeat)
+        return n / best(independent, repeat), m / best(chain, repeat)
 
 
 def bench_ray(n, m, repeat):
@@ -86,7 +78,7 @@ def bench_ray(n, m, repeat):
                 f = remote_noop.remote(f)
             ray.get(f)
 
-        return n / _best(independent, repeat), m / _best(chain, repeat)
+        return n / best(independent, repeat), m / best(chain, repeat)
     finally:
         ray.shutdown()
 

@@ -23,6 +23,7 @@
 #include "jobs.h"
 #include "drain.h"
 #include "place.h"
+#include "grow.h"
 
 int64_t
 bx_now (void)
@@ -873,14 +874,8 @@ broker_pack_sessions (broker_t *self, msgpack_packer *pk)
             session_t *session = graph_session (self->graph, p->sessions [i]);
             if (!session)
                 continue;
-            if (n == cap) {
-                size_t more = cap? cap * 2: 64;
-                sq_info_session_t *bigger = (sq_info_session_t *) realloc (rows, more * sizeof *rows);
-                if (!bigger)
-                    break;              //  out of memory: the dashboard shows fewer
-                rows = bigger;
-                cap = more;
-            }
+            if (n == cap && sq_grow ((void **) &rows, &cap, n + 1, sizeof *rows, 64, SIZE_MAX))
+                break;                  //  out of memory: the dashboard shows fewer
             rows [n++] = (sq_info_session_t) {
                 session->id, p->id, p->name? p->name: "", session->n_tasks,
                 session->unfinished, session->finished, session->failed

@@ -9,6 +9,7 @@
 #include "zap.h"
 #include "json.h"
 #include "args.h"
+#include "grow.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -157,20 +158,11 @@ sq_client_set_keys (sq_client_t *self, const char *secret_key_file, const char *
         return SQ_E_INVALID;
     if (!secret_key_file || !broker_key_file)
         return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "both key files are needed");
-    sq_cert_t mine, broker;
-    char err [600];
-    if (sq_cert_load (&mine, secret_key_file, err, sizeof err))
-        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "secret key: %s", err);
-    if (!mine.has_secret)
-        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "%s holds no secret key "
-                                 "(give the .key file, not the .pub)", secret_key_file);
-    if (sq_cert_load (&broker, broker_key_file, err, sizeof err))
-        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "broker key: %s", err);
-    memcpy (self->public_key, mine.public_key, 32);
-    memcpy (self->secret_key, mine.secret_key, 32);
-    memcpy (self->broker_key, broker.public_key, 32);
+    char err [700];
+    if (sq_cert_load_pair (secret_key_file, broker_key_file, "secret key", "broker key",
+                           self->public_key, self->secret_key, self->broker_key, err, sizeof err))
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "%s", err);
     self->has_keys = true;
-    memset (&mine, 0, sizeof mine);
     return 0;
 }
 
@@ -284,14 +276,10 @@ sq_client_next_req (sq_client_t *self)
 int
 sq_client_attach (sq_client_t *self, sq_session_t *session)
 {
-    if (self->n_sessions == self->sessions_cap) {
-        size_t cap = self->sessions_cap? self->sessions_cap * 2: 8;
-        sq_session_t **sessions = (sq_session_t **) realloc (self->sessions, cap * sizeof *sessions);
-        if (!sessions)
-            return -1;
-        self->sessions = sessions;
-        self->sessions_cap = cap;
-    }
+    if (self->n_sessions == self->sessions_cap
+    &&  sq_grow ((void **) &self->sessions, &self->sessions_cap, self->n_sessions + 1,
+                 sizeof *self->sessions, 8, SIZE_MAX))
+        return -1;
     self->sessions [self->n_sessions++] = session;
     return 0;
 }
@@ -1033,16 +1021,8 @@ s_flat_item (void *arg, uint64_t pid, bool ok, mpr_str_t bytes)
 {
     s_flat_t *f = (s_flat_t *) arg;
     size_t need = f->size + 17 + bytes.len;
-    if (need > f->cap) {
-        size_t cap = f->cap? f->cap: 256;
-        while (cap < need)
-            cap *= 2;
-        char *p = (char *) realloc (f->data, cap);
-        if (!p)
-            return -1;
-        f->data = p;
-        f->cap = cap;
-    }
+    if (need > f->cap && sq_grow ((void **) &f->data, &f->cap, need, 1, 256, SIZE_MAX))
+        return -1;
     uint8_t *p = (uint8_t *) f->data + f->size;
     for (int i = 0; i < 4; i++)
         *p++ = (uint8_t) (f->gov >> (8 * i));
@@ -1071,18 +1051,14 @@ s_read_begin (void *arg, uint64_t run, uint32_t gov, uint32_t answers, uint64_t 
     s_reads_t *reads = (s_reads_t *) arg;
     if (answers == 0)
         return 0;
-    if (reads->n == reads->cap) {
-        uint32_t cap = reads->cap? reads->cap * 2: 8;
-        uint32_t *govs = (uint32_t *) realloc (reads->govs, cap * sizeof *govs);
-        if (govs)
-            reads->govs = govs;
-        sq_client_ranread_t *r = govs? (sq_client_ranread_t *)
-                                 realloc (reads->reads, cap * sizeof *r): NULL;
-        if (!r)
-            return -1;
-        reads->reads = r;
-        reads->cap = cap;
-    }
+    //  Two arrays side by side: both grow from one capacity
+    uint32_t cap_govs = reads->cap;
+    if (reads->n == reads->cap
+    &&  (sq_grow32 ((void **) &reads->govs, &cap_govs, (size_t) reads->n + 1, sizeof *reads->govs,
+                    8, UINT32_MAX)
+    ||   sq_grow32 ((void **) &reads->reads, &reads->cap, (size_t) reads->n + 1, sizeof *reads->reads,
+                    8, UINT32_MAX)))
+        return -1;
     reads->govs [reads->n] = gov;
     sq_client_ranread_begin (reads->client, &reads->reads [reads->n++], run, where, size);
     return 0;

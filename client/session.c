@@ -8,6 +8,7 @@
     id bookkeeping and the resend-after-resume logic, which would otherwise
     be spread over files that all reach into the session. */
 #include "sq_client_private.h"
+#include "grow.h"
 #include <errno.h>
 #include <math.h>
 #include <unistd.h>
@@ -345,21 +346,14 @@ sq_session_id (sq_session_t *self)
 //  --------------------------------------------------------------------------
 //  Graph building
 
-static void *
-s_grow (void *array, size_t *cap, size_t need, size_t item)
+//  Room for `need` items, 0 or -1 (no memory). An array is allocated even
+//  for nothing, so that it is never NULL once a batch has begun.
+static inline int
+s_room (void *array_p, size_t *cap, size_t need, size_t item)
 {
-    //  Never NULL for a valid request, even of nothing: NULL means no memory.
     if (need == 0)
         need = 1;
-    if (need <= *cap)
-        return array;
-    size_t n = *cap? *cap: 16;
-    while (n < need)
-        n *= 2;
-    void *grown = realloc (array, n * item);
-    if (grown)
-        *cap = n;
-    return grown;
+    return need <= *cap? 0: sq_grow ((void **) array_p, cap, need, item, 16, SIZE_MAX);
 }
 
 //  Reserves ids [next_id, next_id + count) in the batch; 0 or -1.
@@ -371,26 +365,21 @@ s_reserve_ids (sq_session_t *self, uint64_t count)
         return -1;
     }
     size_t need = (size_t) (self->next_id - self->batch_first) + (size_t) count;
-    s_slot_t *slots = (s_slot_t *) s_grow (self->slots, &self->slots_cap, need, sizeof (s_slot_t));
-    if (!slots) {
+    if (s_room (&self->slots, &self->slots_cap, need, sizeof *self->slots)) {
         s_err (self, SQ_E_NOMEM, 0, "out of memory");
         return -1;
     }
-    self->slots = slots;
     return 0;
 }
 
 static s_object_t *
 s_new_object (sq_session_t *self)
 {
-    s_object_t *objects = (s_object_t *) s_grow (self->objects, &self->objects_cap,
-                                                 self->n_objects + 1, sizeof (s_object_t));
-    if (!objects) {
+    if (s_room (&self->objects, &self->objects_cap, self->n_objects + 1, sizeof *self->objects)) {
         s_err (self, SQ_E_NOMEM, 0, "out of memory");
         return NULL;
     }
-    self->objects = objects;
-    s_object_t *o = &objects [self->n_objects];
+    s_object_t *o = &self->objects [self->n_objects];
     memset (o, 0, sizeof *o);
     o->id = self->next_id;
     o->frame = -1;
@@ -578,18 +567,11 @@ sq_task (sq_session_t *self, const char *kind, const uint32_t *inputs, size_t n_
     }
     if (s_reserve_ids (self, 1 + (uint64_t) n_outputs))
         return 0;
-    s_task_t *tasks = (s_task_t *) s_grow (self->tasks, &self->tasks_cap, self->n_tasks + 1,
-                                           sizeof (s_task_t));
-    if (tasks)
-        self->tasks = tasks;
-    s_object_t *objects = (s_object_t *) s_grow (self->objects, &self->objects_cap,
-                                                 self->n_objects + n_outputs, sizeof (s_object_t));
-    if (objects)
-        self->objects = objects;
-    uint32_t *pool = (uint32_t *) s_grow (self->inputs, &self->inputs_cap,
-                                          self->n_inputs + n_inputs, sizeof (uint32_t));
-    if (pool)
-        self->inputs = pool;
+    bool room = s_room (&self->tasks, &self->tasks_cap, self->n_tasks + 1, sizeof *self->tasks) == 0;
+    room &= s_room (&self->objects, &self->objects_cap, self->n_objects + n_outputs,
+                    sizeof *self->objects) == 0;
+    room &= s_room (&self->inputs, &self->inputs_cap, self->n_inputs + n_inputs,
+                    sizeof *self->inputs) == 0;
     s_task_t t;
     memset (&t, 0, sizeof t);
     s_task_t *before = self->n_tasks? &self->tasks [self->n_tasks - 1]: NULL;
@@ -600,7 +582,7 @@ sq_task (sq_session_t *self, const char *kind, const uint32_t *inputs, size_t n_
     else
         t.kind = strdup (kind);
     t.config = config && config_size? (uint8_t *) malloc (config_size): NULL;
-    if (!tasks || !objects || !pool || !t.kind || (config && config_size && !t.config)) {
+    if (!room || !t.kind || (config && config_size && !t.config)) {
         if (!t.kind_shared)
             free (t.kind);
         free (t.config);

@@ -187,7 +187,8 @@ sq_blob_unref (sq_blob_t **self_p)
         munmap (self->data, self->size);
     else
     if (self->backing == S_SHM) {
-        munmap (self->data, self->size);
+        if (self->data)         //  NULL: sq_blob_shm_seal failed
+            munmap (self->data, self->size);
         close (self->fd);
     }
     else {
@@ -327,11 +328,7 @@ sq_blob_mapped (const sq_blob_t *self)
 //  --------------------------------------------------------------------------
 //  Shared segments
 
-//  The seals that make a segment's bytes final. F_SEAL_FUTURE_WRITE lets
-//  the mapping that filled it stay (no remap, whose page faults would cost
-//  as much as a copy on a big segment) while nobody can write it any more;
-//  a kernel without it (before 5.1) gets F_SEAL_WRITE, which needs that
-//  mapping gone first.
+//  The seals that make a segment's bytes final, beside F_SEAL_WRITE.
 #define S_SEALS_FIXED (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
 static sq_blob_t *
@@ -349,6 +346,22 @@ s_shm_blob (int fd, void *data, size_t size)
     return self;
 }
 
+//  The blob of a memory file mapped at data (MAP_FAILED if it could not
+//  be); else NULL with errno set, and the file closed and unmapped.
+static sq_blob_t *
+s_shm_take (int fd, void *data, size_t size)
+{
+    sq_blob_t *self = data != MAP_FAILED? s_shm_blob (fd, data, size): NULL;
+    if (!self) {
+        int saved = errno;
+        if (data != MAP_FAILED)
+            munmap (data, size);
+        close (fd);
+        errno = saved? saved: ENOMEM;
+    }
+    return self;
+}
+
 sq_blob_t *
 sq_blob_shm_new (size_t size)
 {
@@ -362,6 +375,58 @@ sq_blob_shm_new (size_t size)
     void *data = MAP_FAILED;
     if (ftruncate (fd, (off_t) size) == 0)
         data = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return s_shm_take (fd, data, size);
+}
+
+//  Seals the file against writes and maps it read-only: F_SEAL_WRITE, not
+//  F_SEAL_FUTURE_WRITE, so that another governor of this host may take it
+//  (LCOPY, sq_blob_shm_adopt there). The kernel refuses F_SEAL_WRITE while
+//  any shared mapping that may write exists, a read-only one of our
+//  writable descriptor included: the file is mapped only once sealed, its
+//  pages filled in at once (MAP_POPULATE: no fault per page later).
+static void *
+s_shm_seal_map (int fd, size_t size)
+{
+    if (fcntl (fd, F_ADD_SEALS, F_SEAL_WRITE | S_SEALS_FIXED))
+        return MAP_FAILED;
+    return mmap (NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+}
+
+int
+sq_blob_shm_seal (sq_blob_t *self)
+{
+    assert (self->backing == S_SHM);
+    munmap (self->data, self->size);
+    void *data = s_shm_seal_map (self->fd, self->size);
+    self->data = data != MAP_FAILED? data: NULL;
+    return self->data? 0: -1;
+}
+
+sq_blob_t *
+sq_blob_shm_copy (const sq_blob_t *source)
+{
+    size_t size = sq_blob_size (source);
+    if (size == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    int fd = memfd_create ("squall-object", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return NULL;
+    //  Written, not mapped writable: no fault per page, and no writable
+    //  mapping to take down before F_SEAL_WRITE.
+    size_t offset = 0;
+    while (offset < size) {
+        size_t len;
+        const uint8_t *span = (const uint8_t *) sq_blob_span (source, offset, &len);
+        ssize_t n = write (fd, span, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        offset += (size_t) n;
+    }
+    void *data = offset == size? s_shm_seal_map (fd, size): MAP_FAILED;
     sq_blob_t *self = data != MAP_FAILED? s_shm_blob (fd, data, size): NULL;
     if (!self) {
         int saved = errno;
@@ -371,21 +436,6 @@ sq_blob_shm_new (size_t size)
         errno = saved? saved: ENOMEM;
     }
     return self;
-}
-
-int
-sq_blob_shm_seal (sq_blob_t *self)
-{
-    assert (self->backing == S_SHM);
-    if (fcntl (self->fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | S_SEALS_FIXED) == 0)
-        return 0;
-    //  An older kernel: the writable mapping goes, then F_SEAL_WRITE.
-    void *data = mmap (NULL, self->size, PROT_READ, MAP_SHARED, self->fd, 0);
-    if (data == MAP_FAILED)
-        return -1;
-    munmap (self->data, self->size);
-    self->data = data;
-    return fcntl (self->fd, F_ADD_SEALS, F_SEAL_WRITE | S_SEALS_FIXED);
 }
 
 sq_blob_t *
@@ -414,15 +464,7 @@ sq_blob_shm_adopt (int fd, size_t size)
         return NULL;
     }
     void *data = mmap (NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    sq_blob_t *self = data != MAP_FAILED? s_shm_blob (fd, data, size): NULL;
-    if (!self) {
-        int saved = errno;
-        if (data != MAP_FAILED)
-            munmap (data, size);
-        close (fd);
-        errno = saved? saved: ENOMEM;
-    }
-    return self;
+    return s_shm_take (fd, data, size);
 }
 
 int

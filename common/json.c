@@ -1,5 +1,6 @@
 /*  json: a msgpack value as JSON text. */
 #include "json.h"
+#include "grow.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -38,17 +39,10 @@ s_put (s_text_t *t, const char *bytes, size_t n)
         t->failed = t->too_large = true;
         return;
     }
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap? t->cap: 256;
-        while (t->len + n + 1 > cap)
-            cap *= 2;
-        char *data = (char *) realloc (t->data, cap);
-        if (!data) {
-            t->failed = true;
-            return;
-        }
-        t->data = data;
-        t->cap = cap;
+    if (t->len + n + 1 > t->cap
+    &&  sq_grow ((void **) &t->data, &t->cap, t->len + n + 1, 1, 256, S_JSON_MAX + 1)) {
+        t->failed = true;
+        return;
     }
     memcpy (t->data + t->len, bytes, n);
     t->len += n;

@@ -2,6 +2,7 @@
 #include "keys.h"
 #include "log.h"
 #include "fdpass.h"
+#include "grow.h"
 #include <zmq.h>
 #include <dirent.h>
 #include <errno.h>
@@ -258,6 +259,34 @@ sq_cert_load (sq_cert_t *cert, const char *path, char *err, size_t err_size)
     return 0;
 }
 
+int
+sq_cert_load_pair (const char *secret_file, const char *broker_file,
+                   const char *secret_name, const char *broker_name,
+                   uint8_t *public_key, uint8_t *secret_key, uint8_t *broker_key,
+                   char *err, size_t err_size)
+{
+    sq_cert_t mine, broker;
+    char why [600];
+    if (sq_cert_load (&mine, secret_file, why, sizeof why)) {
+        snprintf (err, err_size, "%s: %s", secret_name, why);
+        return -1;
+    }
+    if (!mine.has_secret) {
+        snprintf (err, err_size, "%s holds no secret key (give the .key file, not the .pub)",
+                  secret_file);
+        return -1;
+    }
+    if (sq_cert_load (&broker, broker_file, why, sizeof why)) {
+        snprintf (err, err_size, "%s: %s", broker_name, why);
+        return -1;
+    }
+    memcpy (public_key, mine.public_key, SQ_KEY_LEN);
+    memcpy (secret_key, mine.secret_key, SQ_KEY_LEN);
+    memcpy (broker_key, broker.public_key, SQ_KEY_LEN);
+    memset (&mine, 0, sizeof mine);
+    return 0;
+}
+
 //  Writes a file that must not exist yet, with the given mode from the
 //  start (a secret is never readable by others, not even for a moment).
 static int
@@ -400,12 +429,8 @@ sq_keyring_load (sq_keyring_t *self, const char *dir, char *err, size_t err_size
             sq_warn ("key skipped: %s has no client, governor or admin role", path);
             continue;
         }
-        if (n == cap) {
-            sq_keyentry_t *p = (sq_keyentry_t *) realloc (entries, (cap *= 2) * sizeof *p);
-            if (!p)
-                break;
-            entries = p;
-        }
+        if (n == cap && sq_grow ((void **) &entries, &cap, n + 1, sizeof *entries, 16, SIZE_MAX))
+            break;
         sq_keyentry_t *entry = &entries [n];
         memset (entry, 0, sizeof *entry);
         memcpy (entry->key, cert.public_key, SQ_KEY_LEN);

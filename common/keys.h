@@ -56,6 +56,14 @@ int sq_cert_parse (sq_cert_t *cert, const char *text, size_t size, char *err, si
 //  Reads and parses a certificate file. A secret key file that others may
 //  read is refused (it should be 0600).
 int sq_cert_load (sq_cert_t *cert, const char *path, char *err, size_t err_size);
+//  What a client or a governor speaks CURVE with: its key pair, from its
+//  secret key file (.key), and the broker's public key, from the broker's
+//  file. 0, or -1 with a message in err that names the file at fault as
+//  its caller does (secret_name, broker_name: "--secret-key" ...).
+int sq_cert_load_pair (const char *secret_file, const char *broker_file,
+                       const char *secret_name, const char *broker_name,
+                       uint8_t *public_key, uint8_t *secret_key, uint8_t *broker_key,
+                       char *err, size_t err_size);
 //  Makes a key pair: DIR/NAME.key (secret, 0600, never overwritten) and
 //  DIR/NAME.pub. role: "client", "governor", "admin" or "broker"; tenant
 //  NULL: a client or admin key is its own tenant, named NAME. 0, or -1

@@ -15,6 +15,7 @@ mpr_init (mpr_t *self, const void *data, size_t size)
     self->pos = 0;
     self->error = NULL;
     self->field = NULL;
+    self->scope = NULL;
 }
 
 bool

@@ -27,6 +27,8 @@ typedef struct {
     size_t pos;
     const char *error;          //  static string, NULL while ok
     const char *field;          //  name of the field being read (for messages)
+    const char *scope;          //  a record's, its fields' names are within
+                                //  (errors name "task.inputs"); NULL: none
 } mpr_t;
 
 typedef struct {

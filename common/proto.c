@@ -1,4 +1,5 @@
-/*  proto: what every plane shares (frames, HELLO and its welcome, REPLY,
+/*  proto: what every plane shares (frames, HELLO and its welcome, REPLY's
+    kind BODY and its head,
     batched-message readers) and the helpers of proto_client.c,
     proto_governor.c and proto_data.c. Layouts: proto.h, docs/protocol.md. */
 #include "proto_internal.h"
@@ -11,6 +12,10 @@ sqp_error (mpr_t *r, sq_errbuf_t *err, const char *what)
 {
     if (err) {
         const char *why = r && r->error? r->error: "invalid value";
+        if (r && r->field && r->scope && strcmp (r->field, r->scope))
+            snprintf (err->text, sizeof err->text, "%s: field '%s.%s': %s", what, r->scope,
+                      r->field, why);
+        else
         if (r && r->field)
             snprintf (err->text, sizeof err->text, "%s: field '%s': %s", what, r->field, why);
         else
@@ -343,32 +348,41 @@ sq_welcome_decode (sq_welcome_t *self, bool governor, const uint8_t *body, size_
 //  --------------------------------------------------------------------------
 //  REPLY
 
+//  A REPLY's body: any value when its code is SQ_OK (the request's own,
+//  kept as its bytes), else the record FAULT; a code that is none is
+//  refused here, before the body
+void
+sqp_kind_read_body (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_reply_t *m = (sq_reply_t *) msg;
+    if (m->code >= SQ_E_COUNT_)
+        mpr_fail (r, "unknown error code");
+    else
+    if (m->code == SQ_OK)
+        mpr_skip (r, &m->body, &m->body_size);
+    else
+        sq_record_read (r, SQ_REC_FAULT, &m->fault, "body");
+}
+
+void
+sqp_kind_pack_body (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_reply_t *m = (const sq_reply_t *) msg;
+    if (m->code != SQ_OK)
+        sqp_pack_FAULT (pk, &m->fault);
+    else
+    if (m->body && m->body_size)
+        msgpack_pack_str_body (pk, m->body, m->body_size);     //  raw
+    else
+        msgpack_pack_nil (pk);
+}
+
 int
 sq_reply_decode (sq_reply_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
-    mpr_t r;
-    memset (self, 0, sizeof *self);
-    if (sqp_begin (&r, data, size, SQ_MSG_REPLY, 4))
-        return sqp_error (&r, err, "REPLY");
-    mpr_field (&r, "req");
-    mpr_u32 (&r, &self->req);
-    mpr_field (&r, "code");
-    mpr_u32 (&r, &self->code);
-    mpr_field (&r, "body");
-    if (mpr_ok (&r) && self->code >= SQ_E_COUNT_)
-        mpr_fail (&r, "unknown error code");
-    if (mpr_ok (&r) && self->code == SQ_OK)
-        mpr_skip (&r, &self->body, &self->body_size);
-    else
-    if (mpr_ok (&r)) {
-        sq_fault_t fault;
-        if (sq_record_read (&r, SQ_REC_FAULT, &fault, "body") == 0) {
-            self->message = fault.message;
-            self->err_id = fault.id;
-            self->err_root = fault.root;
-        }
-    }
-    return sqp_end (&r, err, "REPLY");
+    return sqp_decode_REPLY (self, data, size, err);
 }
 
 void
@@ -384,12 +398,9 @@ void
 sq_reply_encode_error (sq_wbuf_t *w, uint32_t req, int code, const char *message,
                        uint32_t id, uint32_t root)
 {
-    sq_fault_t fault = { { message, message? (uint32_t) strlen (message): 0 }, id, root };
-    msgpack_pack_array (&w->pk, 4);
-    msgpack_pack_uint32 (&w->pk, SQ_MSG_REPLY);
-    msgpack_pack_uint32 (&w->pk, req);
-    msgpack_pack_uint32 (&w->pk, (uint32_t) code);
-    sq_record_pack (&w->pk, SQ_REC_FAULT, &fault);
+    sq_reply_t m = { .req = req, .code = (uint32_t) code,
+                     .fault = { s_mstr (message), id, root } };
+    sq_msg_encode (w, SQ_MSG_REPLY, &m);
 }
 
 //  --------------------------------------------------------------------------

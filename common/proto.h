@@ -125,7 +125,9 @@ typedef enum {
     SQK_U32, SQK_U64, SQK_I64, SQK_BOOL, SQK_STR, SQK_NAME, SQK_BIN, SQK_OBIN,
     SQK_IDS, SQK_JOB, SQK_OPTIONS, SQK_OUTPUTS, SQK_EXIT, SQK_OSTR, SQK_OU32,
     SQK_OWHERE, SQK_KEYLIST, SQK_OINT, SQK_OU64, SQK_ESTR, SQK_TSTATE, SQK_RESOURCES,
-    SQK_PREVIOUS, SQK_RAW, SQK_INPUTS, SQK_OUTDECLS, SQK_WHERE
+    SQK_PREVIOUS, SQK_RAW, SQK_INPUTS, SQK_OUTDECLS, SQK_WHERE,
+    SQK_I32, SQK_FRAME, SQK_IDLIST, SQK_RESLIST, SQK_ARRAY, SQK_TOPTIONS, SQK_OBJECTS,
+    SQK_TASKS, SQK_BODY
 } sq_field_kind_t;
 
 //  An int or nil (the kind OINT)
@@ -218,6 +220,18 @@ typedef struct {
     uint32_t id;
 } sq_previous_t;
 
+//  The kinds IDLIST and RESLIST (SUBMIT's tasks): an array of u32, a map of
+//  resources as RESOURCES, their items in the decoded SUBMIT's blocks
+typedef struct {
+    uint32_t n;
+    uint32_t *ids;
+} sq_idlist_t;
+
+typedef struct {
+    uint32_t n;
+    sq_resource_t *items;
+} sq_reslist_t;
+
 //  The structs of the flat messages (sq_chunk_t ...) and their codecs
 //  (sq_chunk_decode, sq_chunk_encode ...), made from the table.
 #define SQ_CT_U32 uint32_t
@@ -247,12 +261,22 @@ typedef struct {
 #define SQ_CT_RAW sq_raw_t
 #define SQ_CT_INPUTS struct sq_input_ref_s *     //  ASSIGN's (sq_assign_t)
 #define SQ_CT_OUTDECLS struct sq_out_decl_s *
+#define SQ_CT_I32 int32_t
+#define SQ_CT_FRAME int32_t             //  SUBMIT's (sq_object_spec_t, sq_task_spec_t,
+#define SQ_CT_IDLIST sq_idlist_t        //  sq_submit_t, declared with SUBMIT)
+#define SQ_CT_RESLIST sq_reslist_t
+#define SQ_CT_ARRAY uint8_t
+#define SQ_CT_TOPTIONS uint32_t
+#define SQ_CT_OBJECTS struct sq_object_spec_s *
+#define SQ_CT_TASKS struct sq_task_spec_s *
+#define SQ_CT_BODY sq_raw_t             //  REPLY's (sq_reply_t)
 #define SQ_BEGIN(NAME, number, type_t, check) typedef struct sqp_##NAME type_t; struct sqp_##NAME {
 #define SQ_FIELD(NAME, KIND, member, name, min, max, why, optional) SQ_CT_##KIND member;
 #define SQ_END(NAME) };
 #define SQ_REQUEST(NAME, number) struct sqp_req_##NAME {
 #define SQ_RECORD(NAME, type_t, check) SQ_BEGIN (NAME, 0, type_t, check)
 #define SQ_RECORD_IN(NAME, type_t, check) struct sqp_in_##NAME {
+#define SQ_BEGIN_IN(NAME, number, type_t, check) struct sqp_in_##NAME {
 #define SQ_EVENT(NAME, number) struct sqp_ev_##NAME {
 #define SQ_CODEC(NAME, fn) \
     int sq_##fn##_decode (struct sqp_##NAME *self, const void *data, size_t size, \
@@ -383,14 +407,26 @@ int sq_welcome_decode (sq_welcome_t *self, bool governor, const uint8_t *body, s
 //  code 0: body depends on the request. Otherwise body = [message, id, root]
 //  (id and root are nil or uint).
 
+//  The message REPLY of the table (SQ_BEGIN_IN); the unions name the
+//  table's members (body_raw, fault) and the names callers use.
 typedef struct {
     uint32_t req;
     uint32_t code;
-    const uint8_t *body;        //  raw msgpack of the body (code 0)
-    size_t body_size;
-    mpr_str_t message;          //  code != 0
-    uint32_t err_id;
-    uint32_t err_root;
+    union {
+        sq_raw_t body_raw;
+        struct {
+            const uint8_t *body;        //  raw msgpack of the body (code 0)
+            size_t body_size;
+        };
+    };
+    union {
+        sq_fault_t fault;
+        struct {
+            mpr_str_t message;          //  code != 0
+            uint32_t err_id;
+            uint32_t err_root;
+        };
+    };
 } sq_reply_t;
 
 int sq_reply_decode (sq_reply_t *self, const void *data, size_t size, sq_errbuf_t *err);
@@ -732,7 +768,8 @@ int sq_opaque_check (const void *data, size_t size);
 //  field is then [governor, size] instead of an index (docs/protocol.md).
 #define SQ_FRAME_UPLOADED (-2)
 
-typedef struct {
+//  The record SUBMIT_OBJECT of the table
+typedef struct sq_object_spec_s {
     uint32_t id;
     uint32_t flags;
     mpr_str_t content_type;
@@ -740,19 +777,42 @@ typedef struct {
     mpr_str_t name;
     uint32_t governor;          //  SQ_FRAME_UPLOADED: where it is
     uint64_t size;              //  SQ_FRAME_UPLOADED: its size
+    bool uploaded;              //  frame is [governor, size] (SQ_FRAME_UPLOADED)
 } sq_object_spec_t;
 
-typedef struct {
+//  The record SUBMIT_TASK of the table; the unions name the table's
+//  members (input_list ...) and the names callers use, which alias them.
+typedef struct sq_task_spec_s {
     uint32_t id;
     mpr_str_t kind;
-    uint32_t n_inputs;
-    uint32_t *inputs;           //  into sq_submit_t's pool
-    uint32_t n_outputs;
-    uint32_t *outputs;
-    const uint8_t *config;      //  raw msgpack value (nil if none)
-    size_t config_size;
-    uint32_t n_resources;
-    sq_resource_t *resources;   //  into sq_submit_t's pool; none = cpus 1
+    union {
+        sq_idlist_t input_list;
+        struct {
+            uint32_t n_inputs;
+            uint32_t *inputs;   //  into sq_submit_t's blocks
+        };
+    };
+    union {
+        sq_idlist_t output_list;
+        struct {
+            uint32_t n_outputs;
+            uint32_t *outputs;
+        };
+    };
+    union {
+        sq_raw_t config_raw;
+        struct {
+            const uint8_t *config;      //  raw msgpack value (nil if none)
+            size_t config_size;
+        };
+    };
+    union {
+        sq_reslist_t resource_list;
+        struct {
+            uint32_t n_resources;
+            sq_resource_t *resources;   //  into sq_submit_t's blocks; none = cpus 1
+        };
+    };
     int32_t priority;
     uint32_t max_retries;
     uint32_t timeout_ms;
@@ -768,8 +828,10 @@ typedef struct {
     //  Options (element 11, may be absent; element 10 is then the array or nil): the governors it may run on
     //  (none: any), or only prefers when `loose`.
     uint32_t n_governors;
-    uint32_t *governors;        //  into sq_submit_t's pool
+    uint32_t *governors;        //  into sq_submit_t's blocks
     bool loose;
+    //  Decoding only: the blocks its lists go into (its SUBMIT's)
+    struct sqp_block_s **blocks;
 } sq_task_spec_t;
 #define SQ_ARRAY_NONE 0
 #define SQ_ARRAY_RANGE 1
@@ -779,6 +841,7 @@ typedef struct {
 //  Governors one task may name in its options.
 #define SQ_MAX_TASK_GOVERNORS 64
 
+//  The message SUBMIT of the table (SQ_BEGIN_IN: declared here)
 typedef struct {
     uint32_t req;
     uint32_t session;
@@ -786,8 +849,9 @@ typedef struct {
     sq_object_spec_t *objects;
     uint32_t n_tasks;
     sq_task_spec_t *tasks;
-    uint32_t *id_pool;
-    sq_resource_t *res_pool;
+    //  The tasks' lists of ids and resources (blocks owned, freed by
+    //  sq_submit_release)
+    struct sqp_block_s *blocks;
 } sq_submit_t;
 
 int sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t *err);

@@ -1,6 +1,7 @@
 /*  proto_client: the client plane, client <-> broker: requests (SESSION_OPEN
-    .. UPLOAD), SUBMIT, and the bodies of their replies (docs/protocol.md
-    sections 5 and 6); INFO's body is the table's (proto_maps.c). The
+    .. UPLOAD), SUBMIT's kinds of fields and its packers (its rows are the
+    table's), and the bodies of their replies (docs/protocol.md sections 5
+    and 6); INFO's body is the table's (proto_maps.c). The
     other planes are proto_governor.c and proto_data.c. */
 #include "proto_internal.h"
 
@@ -98,101 +99,154 @@ sq_logwhere_decode (sq_logwhere_t *self, const uint8_t *body, size_t size, sq_er
 }
 
 //  --------------------------------------------------------------------------
-//  SUBMIT
+//  SUBMIT's kinds: its lists of objects and tasks (members of sq_submit_t),
+//  an object's frame (of sq_object_spec_t), a task's pooled lists, its
+//  array and its options (of sq_task_spec_t).
 
-//  A task's options map {"governors": [u32...], "loose": bool}, each key
-//  at most once, no other. Fills t (governors into its pool slot, room
-//  for SQ_MAX_TASK_GOVERNORS) unless t is NULL (the counting pass);
-//  returns the number of governors read.
-static uint32_t
-s_options (mpr_t *r, sq_task_spec_t *t)
+//  A task's lists of ids and resources go into blocks the decoded SUBMIT
+//  owns: a list never spans two, so what points into one stays good as
+//  more come; each block twice the last (at least the list), so a SUBMIT
+//  takes a few allocations and about its lists' bytes, with no first pass
+//  to count them.
+struct sqp_block_s {
+    struct sqp_block_s *next;
+    size_t used, cap;           //  bytes
+    uint64_t data [];
+};
+
+static uint32_t s_no_ids [1];
+static sq_resource_t s_no_resources [1];
+
+//  bytes of the task's blocks (a new block if the last has no room), or
+//  NULL with r failed
+static void *
+s_block_take (mpr_t *r, sq_task_spec_t *t, size_t bytes)
 {
-    uint32_t n = 0, n_governors = 0;
-    bool seen_governors = false, seen_loose = false;
-    mpr_field (r, "task.options");
-    mpr_map (r, &n);
-    for (uint32_t k = 0; k < n && mpr_ok (r); k++) {
-        mpr_str_t key;
-        mpr_str (r, &key, SQ_MAX_NAME);
-        if (!mpr_ok (r))
-            break;
-        if (mpr_str_eq (key, "governors") && !seen_governors) {
-            seen_governors = true;
-            mpr_field (r, "task.options.governors");
-            if (mpr_array (r, &n_governors) == 0
-            &&  (n_governors == 0 || n_governors > SQ_MAX_TASK_GOVERNORS))
-                mpr_fail (r, "1 to 64 governors");
-            for (uint32_t g = 0; g < n_governors && mpr_ok (r); g++) {
-                uint32_t id = 0;
-                mpr_u32 (r, &id);
-                if (mpr_ok (r) && id == 0)
-                    mpr_fail (r, "governor id 0");
-                if (t)
-                    t->governors [g] = id;
-            }
-        }
-        else
-        if (mpr_str_eq (key, "loose") && !seen_loose) {
-            seen_loose = true;
-            bool loose = false;
-            mpr_field (r, "task.options.loose");
-            mpr_bool (r, &loose);
-            if (t)
-                t->loose = loose;
-        }
-        else
-            mpr_fail (r, "unknown or repeated key");
+    if (!t->blocks) {
+        mpr_fail (r, "a task read outside SUBMIT");
+        return NULL;
     }
-    if (mpr_ok (r) && !seen_governors)
-        mpr_fail (r, "governors missing");
-    if (!mpr_ok (r))
-        return 0;
-    if (t)
-        t->n_governors = n_governors;
-    return n_governors;
+    bytes = (bytes + 7) & ~(size_t) 7;
+    sqp_block_t *b = *t->blocks;
+    if (!b || b->cap - b->used < bytes) {
+        size_t cap = b? 2 * b->cap: 1024;
+        if (cap < bytes)
+            cap = bytes;
+        b = (sqp_block_t *) malloc (sizeof *b + cap);
+        if (!b) {
+            mpr_fail (r, "out of memory");
+            return NULL;
+        }
+        b->next = *t->blocks;
+        b->used = 0;
+        b->cap = cap;
+        *t->blocks = b;
+    }
+    void *at = (char *) b->data + b->used;
+    b->used += bytes;
+    return at;
 }
 
-//  Counts the ids and resources of n tasks on a copy of the reader; leaves
-//  the counts alone unless the whole list reads cleanly.
-static void
-s_submit_count (mpr_t r, uint32_t n_tasks, size_t *n_ids, size_t *n_res)
+void
+sqp_blocks_free (sqp_block_t **blocks)
 {
-    size_t ids = 0, res = 0;
-    for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
-        uint32_t n, fields = 0;
-        if (mpr_array (&r, &fields) == 0 && fields != 10 && fields != 11 && fields != 12)
-            mpr_fail (&r, "a task of neither 10, 11 nor 12 fields");
-        mpr_skip (&r, NULL, NULL);                  //  id
-        mpr_skip (&r, NULL, NULL);                  //  kind
-        for (int list = 0; list < 2; list++) {      //  inputs, outputs
-            if (mpr_array (&r, &n) == 0) {
-                ids += n;
-                for (uint32_t j = 0; j < n; j++)
-                    mpr_skip (&r, NULL, NULL);
-            }
-        }
-        mpr_skip (&r, NULL, NULL);                  //  config
-        if (!mpr_try_nil (&r) && mpr_map (&r, &n) == 0) {
-            res += n;
-            for (uint32_t j = 0; j < 2 * n; j++)
-                mpr_skip (&r, NULL, NULL);
-        }
-        //  priority .. name (, array); fields is 10, 11 or 12 unless r failed
-        for (uint32_t j = 0; j < 4 + (fields >= 11) && mpr_ok (&r); j++)
-            mpr_skip (&r, NULL, NULL);
-        if (fields == 12)                           //  options: its governors
-            ids += s_options (&r, NULL);
-    }
-    if (mpr_ok (&r)) {
-        *n_ids = ids;
-        *n_res = res;
+    while (*blocks) {
+        sqp_block_t *next = (*blocks)->next;
+        free (*blocks);
+        *blocks = next;
     }
 }
 
-//  A task's array: nil, [first, last, step], or a list of strings.
-static void
-s_array_spec (mpr_t *r, sq_task_spec_t *t)
+//  An array of u32 into the blocks
+void
+sqp_kind_read_idlist (mpr_t *r, void *msg, const sq_field_desc_t *f)
 {
+    sq_idlist_t *v = SQP_AT (sq_idlist_t, msg, f);
+    uint32_t n;
+    if (mpr_array (r, &n))
+        return;
+    v->ids = n? (uint32_t *) s_block_take (r, (sq_task_spec_t *) msg, n * sizeof (uint32_t))
+              : s_no_ids;
+    if (v->ids && sqp_u32s (r, v->ids, n) == 0)
+        v->n = n;
+}
+
+void
+sqp_kind_pack_idlist (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_idlist_t *v = SQP_CAT (sq_idlist_t, msg, f);
+    sqp_pack_ids (pk, v->ids, v->n);
+}
+
+//  Resources as RESOURCES reads them, into the blocks: as many as the map
+//  says, seen ahead on a copy of the reader (sqp_resources refuses a map
+//  of more before it writes one).
+void
+sqp_kind_read_reslist (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_reslist_t *v = SQP_AT (sq_reslist_t, msg, f);
+    mpr_t ahead = *r;
+    uint32_t n = 0;
+    if (mpr_try_nil (&ahead) || mpr_map (&ahead, &n) || n > SQ_MAX_RESOURCES)
+        n = 0;
+    v->items = n? (sq_resource_t *) s_block_take (r, (sq_task_spec_t *) msg,
+                                                  n * sizeof (sq_resource_t))
+                : s_no_resources;
+    if (v->items)
+        sqp_resources (r, v->items, &v->n, SQ_MAX_RESOURCES);
+}
+
+void
+sqp_kind_pack_reslist (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    const sq_reslist_t *v = SQP_CAT (sq_reslist_t, msg, f);
+    sqp_pack_resources (pk, v->items, v->n);
+}
+
+//  An object's frame: a payload frame's index (min..max: -1, produced by a
+//  task, to the last frame), or [governor, size] of a constant uploaded
+//  there (SQ_FRAME_UPLOADED)
+void
+sqp_kind_read_frame (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    sq_object_spec_t *o = (sq_object_spec_t *) msg;
+    if (mpr_peek (r) == MPR_ARRAY) {
+        mpr_array_exact (r, 2);
+        mpr_field (r, "frame.governor");
+        mpr_u32 (r, &o->governor);
+        mpr_field (r, "frame.size");
+        mpr_uint (r, &o->size);
+        o->frame = SQ_FRAME_UPLOADED;
+        o->uploaded = true;
+        return;
+    }
+    int64_t frame;
+    if (mpr_int (r, &frame) == 0 && (frame < f->min || frame > (int64_t) f->max))
+        mpr_fail (r, f->why);
+    o->frame = (int32_t) frame;
+}
+
+void
+sqp_kind_pack_frame (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_object_spec_t *o = (const sq_object_spec_t *) msg;
+    if (o->uploaded) {
+        msgpack_pack_array (pk, 2);
+        msgpack_pack_uint32 (pk, o->governor);
+        msgpack_pack_uint64 (pk, o->size);
+    }
+    else
+        msgpack_pack_int32 (pk, o->frame);
+}
+
+//  A task's array, one of three shapes: nil, [first, last, step], or a
+//  list of strings (kept as its bytes)
+void
+sqp_kind_read_array (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_task_spec_t *t = (sq_task_spec_t *) msg;
     if (mpr_try_nil (r))
         return;
     uint32_t n;
@@ -242,143 +296,179 @@ s_array_spec (mpr_t *r, sq_task_spec_t *t)
     t->array_items_size = r->pos - start;
 }
 
-//  A task's array of ids, into the pool (sized by the counting pass)
-static uint32_t *
-s_pooled_ids (mpr_t *r, uint32_t *pool, size_t *used, uint32_t *n)
+void
+sqp_kind_pack_array (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
 {
-    uint32_t *ids = pool + *used;
-    if (mpr_array (r, n))
-        return NULL;
-    for (uint32_t j = 0; j < *n; j++)
-        mpr_u32 (r, &pool [(*used)++]);
-    return ids;
+    (void) f;
+    const sq_task_spec_t *t = (const sq_task_spec_t *) msg;
+    if (t->array == SQ_ARRAY_RANGE) {
+        msgpack_pack_array (pk, 3);
+        msgpack_pack_uint32 (pk, t->array_first);
+        msgpack_pack_uint32 (pk, t->array_last);
+        msgpack_pack_uint32 (pk, t->array_step);
+    }
+    else
+    if (t->array == SQ_ARRAY_ITEMS)
+        msgpack_pack_str_body (pk, t->array_items, t->array_items_size);    //  raw
+    else
+        msgpack_pack_nil (pk);
 }
+
+//  A task's options map {"governors": [u32...], "loose": bool}, governors
+//  required, each key at most once, no other; the governors into the
+//  blocks.
+void
+sqp_kind_read_toptions (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_task_spec_t *t = (sq_task_spec_t *) msg;
+    uint32_t n = 0;
+    bool seen_governors = false, seen_loose = false;
+    mpr_map (r, &n);
+    for (uint32_t k = 0; k < n && mpr_ok (r); k++) {
+        mpr_str_t key;
+        if (mpr_str (r, &key, SQ_MAX_NAME))
+            break;
+        if (mpr_str_eq (key, "governors") && !seen_governors) {
+            uint32_t count = 0;
+            seen_governors = true;
+            mpr_field (r, "options.governors");
+            if (mpr_array (r, &count) == 0
+            &&  (count == 0 || count > SQ_MAX_TASK_GOVERNORS))
+                mpr_fail (r, "1 to 64 governors");
+            if (!mpr_ok (r))
+                break;
+            t->governors = (uint32_t *) s_block_take (r, t, count * sizeof (uint32_t));
+            for (uint32_t g = 0; t->governors && g < count && mpr_ok (r); g++)
+                if (mpr_u32 (r, &t->governors [g]) == 0 && t->governors [g] == 0)
+                    mpr_fail (r, "governor id 0");
+            t->n_governors = count;
+        }
+        else
+        if (mpr_str_eq (key, "loose") && !seen_loose) {
+            seen_loose = true;
+            mpr_field (r, "options.loose");
+            mpr_bool (r, &t->loose);
+        }
+        else
+            mpr_fail (r, "unknown or repeated key");
+    }
+    if (mpr_ok (r) && !seen_governors)
+        mpr_fail (r, "governors missing");
+}
+
+void
+sqp_kind_pack_toptions (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_task_spec_t *t = (const sq_task_spec_t *) msg;
+    msgpack_pack_map (pk, t->loose? 2: 1);
+    sq_pack_cstr (pk, "governors");
+    sqp_pack_ids (pk, t->governors, t->n_governors);
+    if (t->loose) {
+        sq_pack_cstr (pk, "loose");
+        msgpack_pack_true (pk);
+    }
+}
+
+//  SUBMIT's objects and tasks: arrays of the records SUBMIT_OBJECT and
+//  SUBMIT_TASK, each read in the scope "object" or "task" (errors name
+//  "task.inputs"), into arrays it owns; a task's lists into its blocks.
+//  Returns the array (NULL if none) with *read the records read whole.
+static void *
+s_list_read (mpr_t *r, uint32_t record, size_t size, const char *scope, uint32_t *read,
+             sqp_block_t **blocks)
+{
+    uint32_t n;
+    if (mpr_array (r, &n) || n == 0)
+        return NULL;
+    char *items = (char *) calloc (n, size);
+    if (!items) {
+        mpr_fail (r, "out of memory");
+        return NULL;
+    }
+    r->scope = scope;
+    for (uint32_t i = 0; i < n; i++) {
+        sq_task_spec_t *task = blocks? (sq_task_spec_t *) (items + i * size): NULL;
+        if (task)
+            task->blocks = blocks;      //  (calloc zeroed the rest)
+        int rc = sqp_record_read_zeroed (r, record, items + i * size, scope);
+        if (task)
+            task->blocks = NULL;
+        if (rc)
+            return items;
+        *read = i + 1;
+    }
+    r->scope = NULL;
+    return items;
+}
+
+static void
+s_list_pack (msgpack_packer *pk, uint32_t record, const void *items, size_t size, uint32_t n)
+{
+    msgpack_pack_array (pk, n);
+    for (uint32_t i = 0; i < n; i++)
+        sq_record_pack (pk, record, (const char *) items + i * size);
+}
+
+void
+sqp_kind_read_objects (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_submit_t *s = (sq_submit_t *) msg;
+    s->objects = (sq_object_spec_t *) s_list_read (r, SQ_REC_SUBMIT_OBJECT,
+                                                   sizeof (sq_object_spec_t), "object",
+                                                   &s->n_objects, NULL);
+}
+
+void
+sqp_kind_pack_objects (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_submit_t *s = (const sq_submit_t *) msg;
+    s_list_pack (pk, SQ_REC_SUBMIT_OBJECT, s->objects, sizeof (sq_object_spec_t), s->n_objects);
+}
+
+void
+sqp_kind_read_tasks (mpr_t *r, void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    sq_submit_t *s = (sq_submit_t *) msg;
+    s->tasks = (sq_task_spec_t *) s_list_read (r, SQ_REC_SUBMIT_TASK, sizeof (sq_task_spec_t),
+                                               "task", &s->n_tasks, &s->blocks);
+}
+
+void
+sqp_kind_pack_tasks (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    const sq_submit_t *s = (const sq_submit_t *) msg;
+    s_list_pack (pk, SQ_REC_SUBMIT_TASK, s->tasks, sizeof (sq_task_spec_t), s->n_tasks);
+}
+
+bool
+sqp_kind_array_empty (const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    return ((const sq_task_spec_t *) msg)->array == SQ_ARRAY_NONE;
+}
+
+bool
+sqp_kind_toptions_empty (const void *msg, const sq_field_desc_t *f)
+{
+    (void) f;
+    return ((const sq_task_spec_t *) msg)->n_governors == 0;
+}
+
+//  --------------------------------------------------------------------------
+//  SUBMIT: the table's (SUBMIT, its records SUBMIT_OBJECT and SUBMIT_TASK,
+//  proto_kinds.c's kinds OBJECTS .. TOPTIONS); callers pack it piece by
+//  piece, as they walk their own lists.
 
 int
 sq_submit_decode (sq_submit_t *self, const void *data, size_t size, sq_errbuf_t *err)
 {
-    mpr_t r;
-    memset (self, 0, sizeof *self);
-    sqp_begin (&r, data, size, SQ_MSG_SUBMIT, 5);
-    mpr_field (&r, "req");
-    mpr_u32 (&r, &self->req);
-    mpr_field (&r, "session");
-    mpr_u32 (&r, &self->session);
-    mpr_field (&r, "objects");
-    uint32_t n_objects = 0;
-    mpr_array (&r, &n_objects);
-    if (!mpr_ok (&r))
-        return sqp_error (&r, err, "SUBMIT");
-    if (n_objects) {
-        self->objects = (sq_object_spec_t *) calloc (n_objects, sizeof (sq_object_spec_t));
-        if (!self->objects)
-            mpr_fail (&r, "out of memory");
-    }
-    for (uint32_t i = 0; i < n_objects && mpr_ok (&r); i++) {
-        sq_object_spec_t *o = &self->objects [i];
-        int64_t frame;
-        mpr_field (&r, "object");
-        mpr_array_exact (&r, 5);
-        mpr_field (&r, "object.id");
-        mpr_u32 (&r, &o->id);
-        mpr_field (&r, "object.flags");
-        mpr_u32 (&r, &o->flags);
-        mpr_field (&r, "object.content_type");
-        mpr_str (&r, &o->content_type, SQ_MAX_NAME);
-        mpr_field (&r, "object.frame");
-        if (mpr_peek (&r) == MPR_ARRAY) {
-            //  [governor, size]: a constant the client uploaded there.
-            mpr_array_exact (&r, 2);
-            mpr_field (&r, "object.frame.governor");
-            mpr_u32 (&r, &o->governor);
-            mpr_field (&r, "object.frame.size");
-            mpr_uint (&r, &o->size);
-            frame = SQ_FRAME_UPLOADED;
-        }
-        else {
-            mpr_int (&r, &frame);
-            if (mpr_ok (&r) && (frame < -1 || frame >= SQ_MAX_FRAMES))
-                mpr_fail (&r, "frame index out of range");
-        }
-        o->frame = (int32_t) frame;
-        mpr_field (&r, "object.name");
-        mpr_str (&r, &o->name, SQ_MAX_NAME);
-        self->n_objects = i + 1;
-    }
-    mpr_field (&r, "tasks");
-    uint32_t n_tasks = 0;
-    mpr_array (&r, &n_tasks);
-    if (!mpr_ok (&r)) {
-        sq_submit_release (self);
-        return sqp_error (&r, err, "SUBMIT");
-    }
-    //  A first, counting pass sizes the id and resource pools exactly: a
-    //  bound from the bytes left would reserve several times the message
-    //  for the usual task with one output and no resources. If it stops
-    //  early (malformed input), the bound is used and the real pass below
-    //  reports the error: every id takes at least one byte, a resource two.
-    size_t left = r.size - r.pos, n_ids = left + 1, n_res = left / 2 + 1;
-    s_submit_count (r, n_tasks, &n_ids, &n_res);
-    if (n_tasks) {
-        self->tasks = (sq_task_spec_t *) calloc (n_tasks, sizeof (sq_task_spec_t));
-        self->id_pool = (uint32_t *) malloc (sizeof (uint32_t) * (n_ids + 1));
-        self->res_pool = (sq_resource_t *) malloc (sizeof (sq_resource_t) * (n_res + 1));
-        if (!self->tasks || !self->id_pool || !self->res_pool)
-            mpr_fail (&r, "out of memory");
-    }
-    size_t ids_used = 0, res_used = 0;
-    for (uint32_t i = 0; i < n_tasks && mpr_ok (&r); i++) {
-        sq_task_spec_t *t = &self->tasks [i];
-        int64_t priority;
-        uint32_t fields = 0;
-        mpr_field (&r, "task");
-        if (mpr_array (&r, &fields) == 0 && fields != 10 && fields != 11 && fields != 12)
-            mpr_fail (&r, "a task of neither 10, 11 nor 12 fields");
-        mpr_field (&r, "task.id");
-        mpr_u32 (&r, &t->id);
-        mpr_field (&r, "task.kind");
-        mpr_str (&r, &t->kind, SQ_MAX_NAME);
-        mpr_field (&r, "task.inputs");
-        t->inputs = s_pooled_ids (&r, self->id_pool, &ids_used, &t->n_inputs);
-        mpr_field (&r, "task.outputs");
-        t->outputs = s_pooled_ids (&r, self->id_pool, &ids_used, &t->n_outputs);
-        mpr_field (&r, "task.config");
-        mpr_skip (&r, &t->config, &t->config_size);
-        if (mpr_ok (&r) && t->config_size > SQ_MAX_CONFIG)
-            mpr_fail (&r, "config too large");
-        mpr_field (&r, "task.resources");
-        t->resources = self->res_pool + res_used;
-        sqp_resources (&r, t->resources, &t->n_resources, SQ_MAX_RESOURCES);
-        res_used += t->n_resources;
-        mpr_field (&r, "task.priority");
-        mpr_int (&r, &priority);
-        if (mpr_ok (&r) && (priority < INT32_MIN || priority > INT32_MAX))
-            mpr_fail (&r, "priority out of 32-bit range");
-        t->priority = (int32_t) priority;
-        mpr_field (&r, "task.max_retries");
-        mpr_u32 (&r, &t->max_retries);
-        mpr_field (&r, "task.timeout_ms");
-        mpr_u32 (&r, &t->timeout_ms);
-        mpr_field (&r, "task.name");
-        mpr_str (&r, &t->name, SQ_MAX_NAME);
-        if (fields >= 11) {
-            mpr_field (&r, "task.array");
-            s_array_spec (&r, t);
-        }
-        if (fields == 12 && mpr_ok (&r)) {
-            //  Counted with the ids (or within the bound of the bytes
-            //  left: each takes one at least).
-            mpr_field (&r, "task.options");
-            t->governors = self->id_pool + ids_used;
-            ids_used += s_options (&r, t);
-        }
-        self->n_tasks = i + 1;
-    }
-    if (sqp_end (&r, err, "SUBMIT")) {
-        sq_submit_release (self);
-        return -1;
-    }
-    return 0;
+    return sqp_decode_SUBMIT (self, data, size, err);
 }
 
 void
@@ -386,11 +476,18 @@ sq_submit_release (sq_submit_t *self)
 {
     free (self->objects);
     free (self->tasks);
-    free (self->id_pool);
-    free (self->res_pool);
+    sqp_blocks_free (&self->blocks);
     memset (self, 0, sizeof *self);
 }
 
+static mpr_str_t
+s_mstr (const char *s)
+{
+    return (mpr_str_t) { s, s? (uint32_t) strlen (s): 0 };
+}
+
+//  Its head: the type and the two fields before the lists (req, session:
+//  U32s), which the caller packs after it
 void
 sq_pack_submit_begin (msgpack_packer *pk, uint32_t req, uint32_t session)
 {
@@ -404,12 +501,9 @@ void
 sq_pack_object_spec (msgpack_packer *pk, uint32_t id, uint32_t flags,
                      const char *content_type, int32_t frame, const char *name)
 {
-    msgpack_pack_array (pk, 5);
-    msgpack_pack_uint32 (pk, id);
-    msgpack_pack_uint32 (pk, flags);
-    sq_pack_cstr (pk, content_type);
-    msgpack_pack_int32 (pk, frame);
-    sq_pack_cstr (pk, name);
+    sq_object_spec_t o = { .id = id, .flags = flags, .content_type = s_mstr (content_type),
+                           .frame = frame, .name = s_mstr (name) };
+    sqp_pack_SUBMIT_OBJECT (pk, &o);
 }
 
 void
@@ -417,54 +511,16 @@ sq_pack_object_uploaded (msgpack_packer *pk, uint32_t id, uint32_t flags,
                          const char *content_type, uint32_t governor, uint64_t size,
                          const char *name)
 {
-    msgpack_pack_array (pk, 5);
-    msgpack_pack_uint32 (pk, id);
-    msgpack_pack_uint32 (pk, flags);
-    sq_pack_cstr (pk, content_type);
-    msgpack_pack_array (pk, 2);
-    msgpack_pack_uint32 (pk, governor);
-    msgpack_pack_uint64 (pk, size);
-    sq_pack_cstr (pk, name);
+    sq_object_spec_t o = { .id = id, .flags = flags, .content_type = s_mstr (content_type),
+                           .frame = SQ_FRAME_UPLOADED, .name = s_mstr (name),
+                           .governor = governor, .size = size, .uploaded = true };
+    sqp_pack_SUBMIT_OBJECT (pk, &o);
 }
 
 void
 sq_pack_task_spec (msgpack_packer *pk, const sq_task_spec_t *t)
 {
-    msgpack_pack_array (pk, t->n_governors? 12: t->array? 11: 10);
-    msgpack_pack_uint32 (pk, t->id);
-    sq_pack_mstr (pk, t->kind);
-    sqp_pack_ids (pk, t->inputs, t->n_inputs);
-    sqp_pack_ids (pk, t->outputs, t->n_outputs);
-    if (t->config && t->config_size)
-        msgpack_pack_str_body (pk, t->config, t->config_size);   //  raw bytes
-    else
-        msgpack_pack_nil (pk);
-    sqp_pack_resources (pk, t->resources, t->n_resources);
-    msgpack_pack_int32 (pk, t->priority);
-    msgpack_pack_uint32 (pk, t->max_retries);
-    msgpack_pack_uint32 (pk, t->timeout_ms);
-    sq_pack_mstr (pk, t->name);
-    if (t->array == SQ_ARRAY_RANGE) {
-        msgpack_pack_array (pk, 3);
-        msgpack_pack_uint32 (pk, t->array_first);
-        msgpack_pack_uint32 (pk, t->array_last);
-        msgpack_pack_uint32 (pk, t->array_step);
-    }
-    else
-    if (t->array == SQ_ARRAY_ITEMS)
-        msgpack_pack_str_body (pk, t->array_items, t->array_items_size);    //  raw
-    else
-    if (t->n_governors)
-        msgpack_pack_nil (pk);
-    if (t->n_governors) {
-        msgpack_pack_map (pk, t->loose? 2: 1);
-        sq_pack_cstr (pk, "governors");
-        sqp_pack_ids (pk, t->governors, t->n_governors);
-        if (t->loose) {
-            sq_pack_cstr (pk, "loose");
-            msgpack_pack_true (pk);
-        }
-    }
+    sqp_pack_SUBMIT_TASK (pk, t);
 }
 
 //  --------------------------------------------------------------------------

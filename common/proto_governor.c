@@ -94,6 +94,10 @@ sq_pack_failed (msgpack_packer *pk, uint64_t task, uint32_t attempt,
     { sq_event_t ev = { .key = key_, .attempt = attempt_, .size = size_, \
                         .duration_us = duration_ }; \
       sqp_pack_EV_##NAME (pk, &ev, n); }
+//  ... and of an object handed over on this host (its last field, local)
+#define S_EVENT_LOCAL(NAME, n) \
+    { sq_event_t ev = { .key = object, .size = size, .local = true }; \
+      sqp_pack_EV_##NAME (pk, &ev, n); }
 
 void
 sq_pack_started (msgpack_packer *pk, uint64_t task, uint32_t attempt)
@@ -127,10 +131,7 @@ S_EVENT (LOCATED, object, 0, size, duration_us, 3)
 //  says so (duration_us, before it, 0: nothing was timed).
 void
 sq_pack_located_local (msgpack_packer *pk, uint64_t object, uint64_t size)
-{
-    sq_event_t ev = { .key = object, .size = size, .local = true };
-    sqp_pack_EV_LOCATED (pk, &ev, 4);
-}
+S_EVENT_LOCAL (LOCATED, 4)
 
 void
 sq_pack_uploaded (msgpack_packer *pk, uint64_t object, uint64_t size)
@@ -139,10 +140,7 @@ S_EVENT (UPLOADED, object, 0, size, 0, 2)
 //  Handed over on this host (PUTLOCAL): the optional field says so.
 void
 sq_pack_uploaded_local (msgpack_packer *pk, uint64_t object, uint64_t size)
-{
-    sq_event_t ev = { .key = object, .size = size, .local = true };
-    sqp_pack_EV_UPLOADED (pk, &ev, 3);
-}
+S_EVENT_LOCAL (UPLOADED, 3)
 
 void
 sq_pack_streamed (msgpack_packer *pk, uint64_t object, uint64_t bytes)

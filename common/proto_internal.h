@@ -52,12 +52,15 @@ int sqp_task_of_element (mpr_t *r, const void *msg);
 //  A field's member in its message's struct (proto_table.c, proto_kinds.c)
 #define SQP_AT(type, msg, f) ((type *) ((char *) (msg) + (f)->offset))
 #define SQP_CAT(type, msg, f) ((const type *) ((const char *) (msg) + (f)->offset))
-//  The kinds of proto_kinds.c (tstate: proto_jobs.c): read a field into
+//  The kinds of proto_kinds.c (tstate: proto_jobs.c; SUBMIT's, frame ..
+//  tasks: proto_client.c; body: proto.c): read a field into
 //  msg, pack it (proto_table.c's s_read and s_pack dispatch to them)
 #define SQP_FN_KINDS(X) \
     X (IDS, ids) X (JOB, job) X (OPTIONS, options) X (OUTPUTS, outputs) X (WHERE, where) \
     X (KEYLIST, keylist) X (EXIT, exit) X (TSTATE, tstate) X (RESOURCES, resources) \
-    X (PREVIOUS, previous) X (INPUTS, inputs) X (OUTDECLS, outdecls)
+    X (PREVIOUS, previous) X (INPUTS, inputs) X (OUTDECLS, outdecls) X (FRAME, frame) \
+    X (IDLIST, idlist) X (RESLIST, reslist) X (ARRAY, array) X (TOPTIONS, toptions) \
+    X (OBJECTS, objects) X (TASKS, tasks) X (BODY, body)
 #define SQP_KIND(KIND, kind) \
     void sqp_kind_read_##kind (mpr_t *r, void *msg, const sq_field_desc_t *f); \
     void sqp_kind_pack_##kind (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f);
@@ -65,6 +68,18 @@ SQP_FN_KINDS (SQP_KIND)
 #undef SQP_KIND
 bool sqp_kind_options_empty (const void *msg, const sq_field_desc_t *f);
 bool sqp_kind_exit_empty (const void *msg, const sq_field_desc_t *f);
+bool sqp_kind_array_empty (const void *msg, const sq_field_desc_t *f);
+bool sqp_kind_toptions_empty (const void *msg, const sq_field_desc_t *f);
+//  A record into msg as it is (zeroed by the caller, who may have set
+//  members the record's kinds use: a SUBMIT task's blocks)
+int sqp_record_read_zeroed (mpr_t *r, uint32_t record, void *msg, const char *what);
+//  The decoders of SQ_BEGIN_IN rows (proto_table.c): sqp_decode_SUBMIT ...
+#define SQ_BEGIN_IN(NAME, number, type_t, check) \
+    int sqp_decode_##NAME (type_t *msg, const void *data, size_t size, sq_errbuf_t *err);
+#include "proto_messages.def"
+//  The blocks a decoded SUBMIT's tasks' lists are in (proto_kinds.c)
+typedef struct sqp_block_s sqp_block_t;
+void sqp_blocks_free (sqp_block_t **blocks);
 
 //  Each record's packer (proto_table.c): [its fields]
 #define SQ_RECORD(NAME, type_t, check) \

@@ -4,7 +4,8 @@
     OPTIONS), an UPDATE event's (sq_event_t: OUTPUTS, EXIT) and an ASSIGN
     task's (sq_assign_t: INPUTS, OUTDECLS),
     and the kinds of a list or a record in a field (KEYLIST, WHERE,
-    RESOURCES, PREVIOUS).
+    RESOURCES, PREVIOUS). SUBMIT's kinds are in proto_client.c, REPLY's
+    BODY in proto.c, TSTATE in proto_jobs.c.
     proto_table.c's s_kinds names them; the nil-or-value kinds (OU32, OU64,
     OINT, OSTR, ESTR, OBIN) are one wrapper there around a base kind. */
 #include "proto_internal.h"

@@ -21,6 +21,11 @@ s_is_empty (const void *msg, const sq_field_desc_t *f)
 {
     return f->kind == SQK_U32 || f->kind == SQK_OU32 || f->kind == SQK_TSTATE?
                *SQP_CAT (uint32_t, msg, f) == 0:
+           f->kind == SQK_I32 || f->kind == SQK_FRAME? *SQP_CAT (int32_t, msg, f) == 0:
+           f->kind == SQK_IDLIST? SQP_CAT (sq_idlist_t, msg, f)->n == 0:
+           f->kind == SQK_RESLIST? SQP_CAT (sq_reslist_t, msg, f)->n == 0:
+           f->kind == SQK_OBJECTS? ((const sq_submit_t *) msg)->n_objects == 0:
+           f->kind == SQK_TASKS? ((const sq_submit_t *) msg)->n_tasks == 0:
            f->kind == SQK_BOOL? !*SQP_CAT (bool, msg, f):
            f->kind == SQK_U64 || f->kind == SQK_I64 || f->kind == SQK_OU64?
                *SQP_CAT (uint64_t, msg, f) == 0:
@@ -33,7 +38,7 @@ s_is_empty (const void *msg, const sq_field_desc_t *f)
            f->kind == SQK_KEYLIST? SQP_CAT (sq_keylist_t, msg, f)->n == 0:
            f->kind == SQK_RESOURCES? SQP_CAT (sq_resources_t, msg, f)->n == 0:
            f->kind == SQK_PREVIOUS? SQP_CAT (sq_previous_t, msg, f)->cluster.len == 0:
-           f->kind == SQK_RAW? SQP_CAT (sq_raw_t, msg, f)->size == 0:
+           f->kind == SQK_RAW || f->kind == SQK_BODY? SQP_CAT (sq_raw_t, msg, f)->size == 0:
            SQP_CAT (mpr_str_t, msg, f)->len == 0;
 }
 
@@ -71,6 +76,15 @@ static const s_kind_t s_kinds [] = {
     [SQK_INPUTS] = { "INPUTS", s_zero_empty },
     [SQK_OUTDECLS] = { "OUTDECLS", s_zero_empty },
     [SQK_WHERE] = { "WHERE", s_zero_empty },
+    [SQK_I32] = { "I32", s_zero_empty },
+    [SQK_FRAME] = { "FRAME", s_zero_empty },
+    [SQK_IDLIST] = { "IDLIST", s_zero_empty },
+    [SQK_RESLIST] = { "RESLIST", s_zero_empty },
+    [SQK_ARRAY] = { "ARRAY", sqp_kind_array_empty },
+    [SQK_TOPTIONS] = { "TOPTIONS", sqp_kind_toptions_empty },
+    [SQK_OBJECTS] = { "OBJECTS", s_zero_empty },
+    [SQK_TASKS] = { "TASKS", s_zero_empty },
+    [SQK_BODY] = { "BODY", s_zero_empty },
 };
 
 //  The nil-or-value kinds: each is one generic wrapper around a base kind
@@ -156,6 +170,14 @@ s_read_value (mpr_t *r, void *msg, const sq_field_desc_t *f, sq_field_kind_t kin
                 mpr_fail (r, f->why);
             break;
         }
+        case SQK_I32: {         //  bounded by min..max if max, else to 32 bits
+            int64_t v;
+            if (mpr_int (r, &v) == 0
+            &&  (f->max? v < f->min || v > (int64_t) f->max: v < INT32_MIN || v > INT32_MAX))
+                mpr_fail (r, f->why? f->why: "not an i32");
+            *S_MEMBER (int32_t) = (int32_t) v;
+            break;
+        }
         case SQK_BOOL: mpr_bool (r, S_MEMBER (bool)); break;
         case SQK_STR:
         case SQK_NAME: {
@@ -205,6 +227,7 @@ s_pack_value (msgpack_packer *pk, const void *msg, const sq_field_desc_t *f,
         case SQK_U32: msgpack_pack_uint32 (pk, *S_CMEMBER (uint32_t)); break;
         case SQK_U64: msgpack_pack_uint64 (pk, *S_CMEMBER (uint64_t)); break;
         case SQK_I64: msgpack_pack_int64 (pk, *S_CMEMBER (int64_t)); break;
+        case SQK_I32: msgpack_pack_int32 (pk, *S_CMEMBER (int32_t)); break;
         case SQK_BOOL:
             if (*S_CMEMBER (bool))
                 msgpack_pack_true (pk);
@@ -468,7 +491,7 @@ s_present (const sq_msg_desc_t *d, const void *msg)
 
 //  Reads the rest of a message of d into msg, already zeroed, from r
 //  where its type was read (n: elements in its array); the caller reports.
-static int
+static inline __attribute__ ((always_inline)) int
 s_decode_rest (const sq_msg_desc_t *d, void *msg, mpr_t *r, uint32_t n)
 {
     uint32_t head = d->request? 2: 1;       //  type (and req)
@@ -487,7 +510,7 @@ s_decode_rest (const sq_msg_desc_t *d, void *msg, mpr_t *r, uint32_t n)
     return mpr_end (r);
 }
 
-static int
+static inline __attribute__ ((always_inline)) int
 s_decode (const sq_msg_desc_t *d, void *msg, const void *data, size_t size, mpr_t *r)
 {
     uint32_t n = 0;
@@ -505,12 +528,11 @@ s_decode (const sq_msg_desc_t *d, void *msg, const void *data, size_t size, mpr_
     return s_decode_rest (d, msg, r, n);
 }
 
-int
-sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbuf_t *err)
+//  A message of d into msg, or an error with its struct freed
+static inline __attribute__ ((always_inline)) int
+s_msg_decode (const sq_msg_desc_t *d, uint32_t type, void *msg, const void *data, size_t size,
+              sq_errbuf_t *err)
 {
-    const sq_msg_desc_t *d = sq_msg_desc (type);
-    if (!d || !d->fields)
-        return sqp_semantic (err, "not a message of the table");
     memset (msg, 0, d->size);
     mpr_t r;
     if (s_decode (d, msg, data, size, &r)) {
@@ -519,6 +541,26 @@ sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbu
     }
     return 0;
 }
+
+int
+sq_msg_decode (uint32_t type, void *msg, const void *data, size_t size, sq_errbuf_t *err)
+{
+    const sq_msg_desc_t *d = sq_msg_desc (type);
+    if (!d || !d->fields)
+        return sqp_semantic (err, "not a message of the table");
+    return s_msg_decode (d, type, msg, data, size, err);
+}
+
+//  The decoders of the messages whose structs are by hand (SUBMIT,
+//  REPLY: every request's answer): their description and reader
+//  constants, folded into one straight-line decoder each
+#define SQ_BEGIN_IN(NAME, number, type_t, check) \
+    int sqp_decode_##NAME (type_t *msg, const void *data, size_t size, sq_errbuf_t *err) \
+    { \
+        static const sq_msg_desc_t d [] = { S_DESC_OF (NAME, number, false, type_t, check) }; \
+        return s_msg_decode (d, number, msg, data, size, err); \
+    }
+#include "proto_messages.def"
 
 void
 sq_msg_free_fields (uint32_t type, void *msg)
@@ -605,6 +647,12 @@ static inline int
 s_record_read (const sq_msg_desc_t *d, mpr_t *r, void *msg, const char *what)
 {
     return s_record_read_as (d, r, msg, what, d->size, d->read);
+}
+
+int
+sqp_record_read_zeroed (mpr_t *r, uint32_t record, void *msg, const char *what)
+{
+    return s_record_read_as (&s_records [record], r, msg, what, 0, s_records [record].read);
 }
 
 //  Each record's packer, by name (sqp_pack_STOP_TASK ...): straight-line

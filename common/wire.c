@@ -1,5 +1,6 @@
 /*  wire: whole-message receive and send over raw zmq_msg_t frames. */
 #include "wire.h"
+#include "grow.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +17,7 @@ s_reserve (sq_msg_t *self)
 {
     if (self->n < self->cap)
         return 0;
-    size_t cap = self->cap? self->cap * 2: 4;
-    zmq_msg_t *frames = (zmq_msg_t *) realloc (self->frames, cap * sizeof (zmq_msg_t));
-    if (!frames)
-        return -1;
-    self->frames = frames;
-    self->cap = cap;
-    return 0;
+    return sq_grow ((void **) &self->frames, &self->cap, self->n + 1, sizeof *self->frames, 4, SIZE_MAX);
 }
 
 int

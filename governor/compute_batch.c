@@ -1,6 +1,7 @@
 /*  compute_batch: the UPDATE batch and the load published to the balance
     thread (compute_batch.h). */
 #include "compute_batch.h"
+#include "grow.h"
 
 //  --------------------------------------------------------------------------
 //  Events and the UPDATE batch
@@ -19,14 +20,10 @@ compute_event_added (compute_t *self)
 int32_t
 compute_add_payload (compute_t *self, sq_blob_t *blob)
 {
-    if (self->n_payloads == self->cap_payloads) {
-        size_t cap = self->cap_payloads? self->cap_payloads * 2: 64;
-        zmq_msg_t *p = (zmq_msg_t *) realloc (self->payloads, cap * sizeof (zmq_msg_t));
-        if (!p)
-            return -1;
-        self->payloads = p;
-        self->cap_payloads = cap;
-    }
+    if (self->n_payloads == self->cap_payloads
+    &&  sq_grow ((void **) &self->payloads, &self->cap_payloads, self->n_payloads + 1,
+                 sizeof *self->payloads, 64, SIZE_MAX))
+        return -1;
     if (sq_blob_msg (blob, &self->payloads [self->n_payloads]))
         return -1;
     self->payload_bytes += sq_blob_size (blob);

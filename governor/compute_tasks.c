@@ -4,6 +4,7 @@
     execute.c, pyexec.c) and their streams (stream.c) live elsewhere. */
 #include "compute_tasks.h"
 #include "compute_batch.h"
+#include "grow.h"
 
 //  --------------------------------------------------------------------------
 //  Small containers
@@ -11,14 +12,9 @@
 int
 compute_list_push (compute_list_t *list, void *item)
 {
-    if (list->n == list->cap) {
-        size_t cap = list->cap? list->cap * 2: 4;
-        void **items = (void **) realloc (list->items, cap * sizeof (void *));
-        if (!items)
-            return -1;
-        list->items = items;
-        list->cap = cap;
-    }
+    if (list->n == list->cap
+    &&  sq_grow ((void **) &list->items, &list->cap, list->n + 1, sizeof *list->items, 4, SIZE_MAX))
+        return -1;
     list->items [list->n++] = item;
     return 0;
 }
@@ -541,19 +537,15 @@ s_start (compute_t *self, task_t *task)
             s_complete (self, task, -1, "out of memory on the governor (streams)");
             return;
         }
-        if (self->n_execs == self->cap_execs) {
-            size_t cap = self->cap_execs? self->cap_execs * 2: 16;
-            task_t **execs = (task_t **) realloc (self->execs, cap * sizeof (task_t *));
-            if (!execs) {
-                self->n_running--;
-                s_hold (self, task, -1);
-                sq_idmap_remove (self->tasks, task->key);
-                compute_failed (self, task->key, task->attempt, "out of memory on the governor", 0);
-                task_destroy (&task);
-                return;
-            }
-            self->execs = execs;
-            self->cap_execs = cap;
+        if (self->n_execs == self->cap_execs
+        &&  sq_grow ((void **) &self->execs, &self->cap_execs, self->n_execs + 1,
+                     sizeof *self->execs, 16, SIZE_MAX)) {
+            self->n_running--;
+            s_hold (self, task, -1);
+            sq_idmap_remove (self->tasks, task->key);
+            compute_failed (self, task->key, task->attempt, "out of memory on the governor", 0);
+            task_destroy (&task);
+            return;
         }
         task->exec_slot = self->n_execs;
         self->execs [self->n_execs++] = task;

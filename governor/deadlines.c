@@ -1,5 +1,6 @@
 /*  deadlines: array-backed binary heap with back-pointers for removal. */
 #include "deadlines.h"
+#include "grow.h"
 #include <stdlib.h>
 
 struct _deadlines_t {
@@ -70,14 +71,9 @@ s_down (deadlines_t *self, size_t i)
 int
 deadlines_add (deadlines_t *self, task_t *task)
 {
-    if (self->n == self->cap) {
-        size_t cap = self->cap? self->cap * 2: 64;
-        task_t **heap = (task_t **) realloc (self->heap, cap * sizeof (task_t *));
-        if (!heap)
-            return -1;
-        self->heap = heap;
-        self->cap = cap;
-    }
+    if (self->n == self->cap
+    &&  sq_grow ((void **) &self->heap, &self->cap, self->n + 1, sizeof *self->heap, 64, SIZE_MAX))
+        return -1;
     s_set (self, self->n++, task);
     s_up (self, self->n - 1);
     return 0;

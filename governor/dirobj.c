@@ -1,5 +1,6 @@
 /*  dirobj: packing and unpacking directory objects. */
 #include "dirobj.h"
+#include "grow.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -79,15 +80,10 @@ s_target_inside (const char *rel, const char *target)
 static int
 s_add (s_walk_t *w, s_entry_t entry)
 {
-    if (w->n == w->cap) {
-        size_t cap = w->cap? w->cap * 2: 64;
-        s_entry_t *items = (s_entry_t *) realloc (w->items, cap * sizeof *items);
-        if (!items) {
-            errno = ENOMEM;
-            return s_fail (w, "out of memory at", entry.path);
-        }
-        w->items = items;
-        w->cap = cap;
+    if (w->n == w->cap
+    &&  sq_grow ((void **) &w->items, &w->cap, w->n + 1, sizeof *w->items, 64, SIZE_MAX)) {
+        errno = ENOMEM;
+        return s_fail (w, "out of memory at", entry.path);
     }
     w->items [w->n++] = entry;
     w->bytes += 1 + 4 + 4 + strlen (entry.path)
@@ -123,11 +119,9 @@ s_walk (s_walk_t *w, const char *rel, int depth)
     while ((de = readdir (dir))) {
         if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
             continue;
-        if (n == cap) {
-            cap = cap? cap * 2: 16;
-            char **more = (char **) realloc (names, cap * sizeof *names);
-            if (!more) { rc = -1; break; }
-            names = more;
+        if (n == cap && sq_grow ((void **) &names, &cap, n + 1, sizeof *names, 16, SIZE_MAX)) {
+            rc = -1;
+            break;
         }
         if (!(names [n] = strdup (de->d_name))) { rc = -1; break; }
         n++;
@@ -435,17 +429,12 @@ dirobj_unpack (const void *data, size_t size, const char *root, char *err, size_
                 rc = -1;
             }
             else {
-                if (n_dirs == cap_dirs) {
-                    cap_dirs = cap_dirs? cap_dirs * 2: 16;
-                    char **d = (char **) realloc (dirs, cap_dirs * sizeof *d);
-                    uint32_t *m = (uint32_t *) realloc (modes, cap_dirs * sizeof *m);
-                    if (d)
-                        dirs = d;
-                    if (m)
-                        modes = m;
-                    if (!d || !m)
-                        rc = -1;
-                }
+                //  Two arrays side by side: both grow from one capacity
+                size_t cap_modes = cap_dirs;
+                if (n_dirs == cap_dirs
+                &&  (sq_grow ((void **) &modes, &cap_modes, n_dirs + 1, sizeof *modes, 16, SIZE_MAX)
+                ||   sq_grow ((void **) &dirs, &cap_dirs, n_dirs + 1, sizeof *dirs, 16, SIZE_MAX)))
+                    rc = -1;
                 if (rc == 0 && (dirs [n_dirs] = strdup (path)))
                     modes [n_dirs++] = mode;
                 else {

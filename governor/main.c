@@ -252,26 +252,14 @@ s_loopback_host (const char *host)
 static int
 s_load_keys (gov_config_t *config, const char *secret_key, const char *broker_key)
 {
-    sq_cert_t mine, broker;
-    char err [600];
-    if (sq_cert_load (&mine, secret_key, err, sizeof err)) {
-        fprintf (stderr, "squall-governor: --secret-key: %s\n", err);
+    char err [700];
+    if (sq_cert_load_pair (secret_key, broker_key, "--secret-key", "--broker-key",
+                           config->public_key, config->secret_key, config->broker_key,
+                           err, sizeof err)) {
+        fprintf (stderr, "squall-governor: %s\n", err);
         return -1;
     }
-    if (!mine.has_secret) {
-        fprintf (stderr, "squall-governor: --secret-key %s holds no secret key (give the "
-                 ".key file, not the .pub)\n", secret_key);
-        return -1;
-    }
-    if (sq_cert_load (&broker, broker_key, err, sizeof err)) {
-        fprintf (stderr, "squall-governor: --broker-key: %s\n", err);
-        return -1;
-    }
-    memcpy (config->public_key, mine.public_key, 32);
-    memcpy (config->secret_key, mine.secret_key, 32);
-    memcpy (config->broker_key, broker.public_key, 32);
     config->has_keys = true;
-    memset (&mine, 0, sizeof mine);
     return 0;
 }
 

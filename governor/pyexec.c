@@ -6,6 +6,7 @@
     machine over its socketpair; split, its parts would share every field of
     the executor. */
 #include "pyexec.h"
+#include "grow.h"
 #include "files.h"
 #include "log.h"
 #include "fdpass.h"
@@ -1089,19 +1090,14 @@ s_seg_hand (s_exec_t *ex, sq_blob_t **segs, uint32_t n)
             sq_blob_unref (&segs [i]);
             continue;
         }
-        if (ex->n_segs == ex->cap_segs) {
-            size_t cap = ex->cap_segs? ex->cap_segs * 2: 16;
-            s_seg_t *more = (s_seg_t *) realloc (ex->segs, cap * sizeof *more);
-            if (!more) {
-                //  The executor maps it all the same (the kernel keeps the
-                //  memory); only our count of it is lost.
-                sq_warn ("out of memory: a segment mapped by Python executor %d is not "
-                         "accounted", (int) ex->pid);
-                sq_blob_unref (&segs [i]);
-                continue;
-            }
-            ex->segs = more;
-            ex->cap_segs = cap;
+        if (ex->n_segs == ex->cap_segs
+        &&  sq_grow ((void **) &ex->segs, &ex->cap_segs, ex->n_segs + 1, sizeof *ex->segs, 16, SIZE_MAX)) {
+            //  The executor maps it all the same (the kernel keeps the
+            //  memory); only our count of it is lost.
+            sq_warn ("out of memory: a segment mapped by Python executor %d is not "
+                     "accounted", (int) ex->pid);
+            sq_blob_unref (&segs [i]);
+            continue;
         }
         ex->segs [ex->n_segs++] = (s_seg_t) { id, segs [i], 1 };
         segs [i] = NULL;
@@ -1718,15 +1714,11 @@ s_push (pyexec_t *self, task_t *task, pyexec_outcome_t outcome, const char *mess
         return;
     if (self->first_outcome == self->n_outcomes)
         self->first_outcome = self->n_outcomes = 0;
-    if (self->n_outcomes == self->cap_outcomes) {
-        size_t cap = self->cap_outcomes? self->cap_outcomes * 2: 16;
-        s_outcome_t *p = (s_outcome_t *) realloc (self->outcomes, cap * sizeof *p);
-        if (!p) {
-            sq_error ("out of memory: task %" PRIx64 " stays running", task->key);
-            return;
-        }
-        self->outcomes = p;
-        self->cap_outcomes = cap;
+    if (self->n_outcomes == self->cap_outcomes
+    &&  sq_grow ((void **) &self->outcomes, &self->cap_outcomes, self->n_outcomes + 1,
+                 sizeof *self->outcomes, 16, SIZE_MAX)) {
+        sq_error ("out of memory: task %" PRIx64 " stays running", task->key);
+        return;
     }
     self->outcomes [self->n_outcomes++] = (s_outcome_t) {
         task, outcome, outcome == PYEXEC_FAILED? strdup (message? message: ""): NULL };

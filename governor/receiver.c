@@ -634,6 +634,20 @@ s_serve_allowed (receiver_t *self, sq_msg_t *msg)
 
 static void s_broker_lost (receiver_t *self, const char *why);
 
+//  What the broker told us in its welcome, first or on reattaching.
+static void
+s_take_welcome (receiver_t *self, const sq_welcome_t *welcome)
+{
+    self->heartbeat_ms = (int) welcome->heartbeat_ms;
+    self->governor_id = welcome->id;
+    self->inline_max = welcome->inline_max;
+    snprintf (self->cluster, sizeof self->cluster, "%.*s", (int) welcome->cluster.len,
+              welcome->cluster.ptr);
+    if (welcome->secret.len)
+        memcpy (self->secret, welcome->secret.ptr, SQ_SECRET_LEN);
+    self->clock_offset_ms = (int64_t) welcome->broker_ms - (int64_t) sq_wall_ms ();
+}
+
 //  The broker's answer to a reattaching HELLO.
 static void
 s_on_welcome (receiver_t *self, sq_msg_t *msg)
@@ -656,14 +670,7 @@ s_on_welcome (receiver_t *self, sq_msg_t *msg)
         return;
     }
     self->detached = false;
-    self->heartbeat_ms = (int) welcome.heartbeat_ms;
-    self->governor_id = welcome.id;
-    self->inline_max = welcome.inline_max;
-    snprintf (self->cluster, sizeof self->cluster, "%.*s", (int) welcome.cluster.len,
-              welcome.cluster.ptr);
-    if (welcome.secret.len)
-        memcpy (self->secret, welcome.secret.ptr, SQ_SECRET_LEN);
-    self->clock_offset_ms = (int64_t) welcome.broker_ms - (int64_t) sq_wall_ms ();
+    s_take_welcome (self, &welcome);
     self->last_recv_ns = self->last_send_ns = task_now_ns ();
     if (!welcome.reattached) {
         //  It does not know us (no journal, another cluster): what we
@@ -1110,14 +1117,7 @@ s_hello_reply (receiver_t *self, sq_msg_t *msg)
         sq_error ("the broker gave no capability secret: is it running without keys?");
         return 1;
     }
-    self->heartbeat_ms = (int) welcome.heartbeat_ms;
-    self->governor_id = welcome.id;
-    self->inline_max = welcome.inline_max;
-    snprintf (self->cluster, sizeof self->cluster, "%.*s", (int) welcome.cluster.len,
-              welcome.cluster.ptr);
-    if (welcome.secret.len)
-        memcpy (self->secret, welcome.secret.ptr, SQ_SECRET_LEN);
-    self->clock_offset_ms = (int64_t) welcome.broker_ms - (int64_t) sq_wall_ms ();
+    s_take_welcome (self, &welcome);
     return 0;
 }
 

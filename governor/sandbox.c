@@ -1,5 +1,6 @@
 /*  sandbox: tasks' identities and the spawning of their processes. */
 #include "sandbox.h"
+#include "grow.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -121,15 +122,11 @@ sandbox_identity (sandbox_t *self, const char *tenant, sandbox_id_t *id,
         if (taken)
             slot = (slot + 1) % self->count;
     }
-    if (self->n_entries == self->cap_entries) {
-        size_t cap = self->cap_entries? self->cap_entries * 2: 8;
-        s_entry_t *entries = (s_entry_t *) realloc (self->entries, cap * sizeof *entries);
-        if (!entries) {
-            snprintf (err, err_size, "out of memory on the governor");
-            return -1;
-        }
-        self->entries = entries;
-        self->cap_entries = cap;
+    if (self->n_entries == self->cap_entries
+    &&  sq_grow ((void **) &self->entries, &self->cap_entries, self->n_entries + 1,
+                 sizeof *self->entries, 8, SIZE_MAX)) {
+        snprintf (err, err_size, "out of memory on the governor");
+        return -1;
     }
     char *copy = strdup (tenant);
     if (!copy) {

@@ -380,14 +380,11 @@ store_get_shared (store_t *self, uint64_t key, const char **content_type)
         return NULL;
     if (sq_blob_shm_fd (blob) >= 0)
         return sq_blob_ref (blob);
-    sq_blob_t *shared = sq_blob_shm_new (sq_blob_size (blob));
+    //  Sealed against writes as an executor's result is: served to a
+    //  governor of this host as the file itself (LCOPY), not in chunks.
+    sq_blob_t *shared = sq_blob_shm_copy (blob);
     if (!shared)
         return NULL;
-    sq_blob_read (blob, 0, sq_blob_wdata (shared), sq_blob_size (blob));
-    if (sq_blob_shm_seal (shared)) {
-        sq_blob_unref (&shared);
-        return NULL;
-    }
     if (!sq_blob_mapped (blob)) {
         s_entry_t *entry = (s_entry_t *) sq_idmap_lookup (self->map, key);
         s_account (self, entry->blob, false);

@@ -5,6 +5,7 @@
     so that a change to one end is read beside the other: over 800 lines
     for that reason. */
 #include "transfer.h"
+#include "grow.h"
 #include "route.h"
 #include "task.h"
 #include "idmap.h"
@@ -354,10 +355,9 @@ static int s_out_start (transfer_t *self, s_out_t *out);
 static bool
 s_hand_over (transfer_t *self, s_out_t *out)
 {
-    //  Only a file sealed against writes (F_SEAL_WRITE: an executor's result,
-    //  an upload, a copy handed over) can be taken: one of ours sealed
-    //  against future writes only (our own writable mapping kept) would be
-    //  refused there, a round trip lost.
+    //  Only a file sealed against writes (F_SEAL_WRITE: every segment a
+    //  store holds, whoever wrote it; sq_blob_shm_seal, _copy, _adopt) can
+    //  be taken there: any other would be refused, a round trip lost.
     int fd = sq_blob_shm_fd (out->blob);
     int seals = fd >= 0? fcntl (fd, F_GET_SEALS): -1;     //  -1: not a memory file
     if (!self->hand || seals < 0 || !(seals & F_SEAL_WRITE) || sq_blob_size (out->blob) == 0
@@ -699,14 +699,9 @@ s_in_append (s_in_t *in, zmq_msg_t *frame)
     if (in->blob)
         memcpy ((char *) sq_blob_wdata (in->blob) + in->received, zmq_msg_data (frame), len);
     else {
-        if (in->n_parts == in->cap_parts) {
-            size_t cap = in->cap_parts? in->cap_parts * 2: 16;
-            sq_blob_t **parts = (sq_blob_t **) realloc (in->parts, cap * sizeof *parts);
-            if (!parts)
-                return "out of memory";
-            in->parts = parts;
-            in->cap_parts = cap;
-        }
+        if (in->n_parts == in->cap_parts
+        &&  sq_grow ((void **) &in->parts, &in->cap_parts, in->n_parts + 1, sizeof *in->parts, 16, SIZE_MAX))
+            return "out of memory";
         sq_blob_t *part = sq_blob_from_msg (frame);
         zmq_msg_init (frame);
         if (!part)

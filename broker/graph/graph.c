@@ -11,6 +11,7 @@
     is read beside the invariants it keeps.
 */
 #include "graph_internal.h"
+#include "grow.h"
 
 
 static const char *s_state_names [TASK_STATE_COUNT_] = {
@@ -246,14 +247,10 @@ gx_queue_free_check (graph_t *self, object_t *object)
 {
     if (object->free_queued)
         return;
-    if (self->n_maybe_free == self->cap_maybe_free) {
-        size_t cap = self->cap_maybe_free? self->cap_maybe_free * 2: 64;
-        object_t **p = (object_t **) realloc (self->maybe_free, cap * sizeof *p);
-        if (!p)
-            return;             //  the object stays until its session closes
-        self->maybe_free = p;
-        self->cap_maybe_free = cap;
-    }
+    if (self->n_maybe_free == self->cap_maybe_free
+    &&  sq_grow ((void **) &self->maybe_free, &self->cap_maybe_free, self->n_maybe_free + 1,
+                 sizeof *self->maybe_free, 64, SIZE_MAX))
+        return;                 //  the object stays until its session closes
     object->free_queued = true;
     self->maybe_free [self->n_maybe_free++] = object;
 }
@@ -364,14 +361,9 @@ gx_count_down (graph_t *self, object_t *object)
 static int
 s_push (graph_t *self, size_t *n, task_t *task)
 {
-    if (*n == self->cap_stack) {
-        size_t cap = self->cap_stack? self->cap_stack * 2: 64;
-        task_t **p = (task_t **) realloc (self->stack, cap * sizeof *p);
-        if (!p)
-            return -1;
-        self->stack = p;
-        self->cap_stack = cap;
-    }
+    if (*n == self->cap_stack
+    &&  sq_grow ((void **) &self->stack, &self->cap_stack, *n + 1, sizeof *self->stack, 64, SIZE_MAX))
+        return -1;
     self->stack [(*n)++] = task;
     return 0;
 }

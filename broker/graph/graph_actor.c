@@ -31,6 +31,7 @@
     Ownership: a host's task_extra owns its actor_t; the queue borrows the
     call tasks (same session, freed together). */
 #include "graph_internal.h"
+#include "grow.h"
 
 struct _actor_t {
     task_t **calls;             //  unfinished calls, oldest at head
@@ -64,15 +65,12 @@ gx_actor_touch (graph_t *self, task_t *task)
     if (!host || host->actor_dirty)
         return;
     if (self->n_actors_dirty == self->cap_actors_dirty) {
-        size_t cap = self->cap_actors_dirty? self->cap_actors_dirty * 2: 16;
-        uint64_t *p = (uint64_t *) realloc (self->actors_dirty, cap * sizeof *p);
-        if (!p) {
+        if (sq_grow ((void **) &self->actors_dirty, &self->cap_actors_dirty, self->n_actors_dirty + 1,
+                     sizeof *self->actors_dirty, 16, SIZE_MAX)) {
             sq_error ("out of memory: actor %u of session %u waits for its next change",
                       sq_key_id (host->key), sq_key_session (host->key));
             return;
         }
-        self->actors_dirty = p;
-        self->cap_actors_dirty = cap;
     }
     host->actor_dirty = true;
     self->actors_dirty [self->n_actors_dirty++] = host->key;
@@ -95,13 +93,8 @@ gx_actor_reserve (task_t *host)
     }
     if (actor->head + actor->count < actor->cap)
         return 0;
-    uint32_t cap = actor->cap? actor->cap * 2: 8;
-    task_t **calls = (task_t **) realloc (actor->calls, cap * sizeof *calls);
-    if (!calls)
-        return -1;
-    actor->calls = calls;
-    actor->cap = cap;
-    return 0;
+    return sq_grow32 ((void **) &actor->calls, &actor->cap, (size_t) actor->cap + 1,
+                      sizeof *actor->calls, 8, UINT32_MAX);
 }
 
 void

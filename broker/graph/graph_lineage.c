@@ -4,6 +4,7 @@
     producer's inputs is gone too; a governor lost takes its copies with it;
     a restarted broker recomputes what no governor reported. */
 #include "graph_internal.h"
+#include "grow.h"
 
 //  --------------------------------------------------------------------------
 //  Locations
@@ -147,12 +148,9 @@ s_recompute (graph_t *self, object_t *lost)
         s_unready_consumers (self, o);
         if (producer->state != TASK_FINISHED)
             continue;           //  already being re-run for another output
-        if (n_reset == cap_reset) {
-            task_t **p = (task_t **) realloc (reset, (cap_reset *= 2) * sizeof *p);
-            if (!p)
-                break;
-            reset = p;
-        }
+        if (n_reset == cap_reset
+        &&  sq_grow ((void **) &reset, &cap_reset, n_reset + 1, sizeof *reset, 16, SIZE_MAX))
+            break;
         reset [n_reset++] = producer;
         self->recomputed++;
         producer->attempt++;
@@ -166,12 +164,8 @@ s_recompute (graph_t *self, object_t *lost)
             if (input->state == OBJ_FINISHED && !s_has_copy (input)) {
                 //  Lost or released too: recompute it first. Its own
                 //  consumers (the producer among them) are counted then.
-                if (n == cap) {
-                    object_t **p = (object_t **) realloc (stack, (cap *= 2) * sizeof *p);
-                    if (!p)
-                        break;
-                    stack = p;
-                }
+                if (n == cap && sq_grow ((void **) &stack, &cap, n + 1, sizeof *stack, 16, SIZE_MAX))
+                    break;
                 stack [n++] = input;
             }
             else
@@ -232,14 +226,9 @@ typedef struct {
 static bool
 s_lost_add (s_lost_t *lost, object_t *object)
 {
-    if (lost->n == lost->cap) {
-        size_t cap = lost->cap? lost->cap * 2: 16;
-        object_t **p = (object_t **) realloc (lost->items, cap * sizeof *p);
-        if (!p)
-            return true;
-        lost->items = p;
-        lost->cap = cap;
-    }
+    if (lost->n == lost->cap
+    &&  sq_grow ((void **) &lost->items, &lost->cap, lost->n + 1, sizeof *lost->items, 16, SIZE_MAX))
+        return true;
     lost->items [lost->n++] = object;
     return false;
 }
@@ -301,6 +290,27 @@ s_forget_at (graph_t *self, object_t *object, void *arg)
     return true;
 }
 
+//  Every object of every session in turn; a walk starts zeroed. Objects may
+//  change state during a walk, but none may be added or freed.
+typedef struct {
+    size_t s_cursor, cursor;
+    session_t *session;
+} s_walk_t;
+
+static object_t *
+s_walk_next (graph_t *self, s_walk_t *walk)
+{
+    while (true) {
+        object_t *object = walk->session? graph_session_next_object (walk->session, &walk->cursor): NULL;
+        if (object)
+            return object;
+        walk->session = (session_t *) sq_idmap_next (self->sessions, &walk->s_cursor, NULL);
+        if (!walk->session)
+            return NULL;
+        walk->cursor = 0;
+    }
+}
+
 //  Computes again every lost object of every session that `visit` (NULL:
 //  all) says may be lost. Collects first: recomputation changes states
 //  under the iteration. Returns how many.
@@ -308,18 +318,12 @@ static size_t
 s_recover (graph_t *self, bool (*visit) (graph_t *, object_t *, void *), void *arg)
 {
     s_lost_t lost = { NULL, 0, 0 };
-    size_t s_cursor = 0;
-    session_t *session;
-    while ((session = (session_t *) sq_idmap_next (self->sessions, &s_cursor, NULL))) {
-        size_t cursor = 0;
-        void *item;
-        while ((item = gx_session_next (session, &cursor))) {
-            object_t *object = gx_as_object (item);
-            if (object && (!visit || visit (self, object, arg)) && s_is_lost (object)
-            &&  s_lost_add (&lost, object))
-                break;
-        }
-    }
+    s_walk_t walk = { 0 };
+    object_t *object;
+    bool full = false;          //  out of memory: the rest is visited, not collected
+    while ((object = s_walk_next (self, &walk)))
+        if ((!visit || visit (self, object, arg)) && !full && s_is_lost (object))
+            full = s_lost_add (&lost, object);
     return s_lost_recompute (self, &lost);
 }
 
@@ -344,15 +348,9 @@ graph_object_needed (const object_t *object)
 void
 graph_each_located (graph_t *self, gov_t *gov, graph_object_fn *fn, void *arg)
 {
-    size_t s_cursor = 0;
-    session_t *session;
-    while ((session = (session_t *) sq_idmap_next (self->sessions, &s_cursor, NULL))) {
-        size_t cursor = 0;
-        void *item;
-        while ((item = gx_session_next (session, &cursor))) {
-            object_t *object = gx_as_object (item);
-            if (object && !object->released && graph_object_location (object, gov))
-                fn (arg, object);
-        }
-    }
+    s_walk_t walk = { 0 };
+    object_t *object;
+    while ((object = s_walk_next (self, &walk)))
+        if (!object->released && graph_object_location (object, gov))
+            fn (arg, object);
 }

@@ -10,6 +10,7 @@
     unfinished member of the group is stopped and the group runs again,
     producers first. Members that finished keep their results. */
 #include "graph_internal.h"
+#include "grow.h"
 
 uint32_t
 graph_stream_consumers (const object_t *stream)
@@ -75,14 +76,9 @@ typedef struct {
 static int
 s_add (s_list_t *list, void *item)
 {
-    if (list->n == list->cap) {
-        size_t cap = list->cap? list->cap * 2: 16;
-        void **p = (void **) realloc (list->items, cap * sizeof *p);
-        if (!p)
-            return -1;
-        list->items = p;
-        list->cap = cap;
-    }
+    if (list->n == list->cap
+    &&  sq_grow ((void **) &list->items, &list->cap, list->n + 1, sizeof *list->items, 16, SIZE_MAX))
+        return -1;
     list->items [list->n++] = item;
     return 0;
 }

@@ -5,6 +5,7 @@
     copying). */
 #include "scheduler.h"
 #include "reswait.h"
+#include "grow.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,14 +96,8 @@ struct _scheduler_t {
 static int
 s_push (uint64_t **array, size_t *n, size_t *cap, uint64_t key)
 {
-    if (*n == *cap) {
-        size_t new_cap = *cap? *cap * 2: 1024;
-        uint64_t *p = (uint64_t *) realloc (*array, new_cap * sizeof *p);
-        if (!p)
-            return -1;
-        *array = p;
-        *cap = new_cap;
-    }
+    if (*n == *cap && sq_grow ((void **) array, cap, *n + 1, sizeof **array, 1024, SIZE_MAX))
+        return -1;
     (*array) [(*n)++] = key;
     return 0;
 }
@@ -181,14 +176,9 @@ static inline int
 s_queue_insert (scheduler_t *self, s_queue_t *queue, const s_entry_t *item)
 {
     s_entry_t entry = *item;
-    if (queue->n == queue->cap) {
-        size_t cap = queue->cap? queue->cap * 2: 1024;
-        s_entry_t *p = (s_entry_t *) realloc (queue->heap, cap * sizeof *p);
-        if (!p)
-            return -1;
-        queue->heap = p;
-        queue->cap = cap;
-    }
+    if (queue->n == queue->cap
+    &&  sq_grow ((void **) &queue->heap, &queue->cap, queue->n + 1, sizeof *queue->heap, 1024, SIZE_MAX))
+        return -1;
     size_t i = queue->n++;
     while (i > 0 && s_before (&entry, &queue->heap [(i - 1) / 2])) {
         queue->heap [i] = queue->heap [(i - 1) / 2];

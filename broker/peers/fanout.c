@@ -3,6 +3,7 @@
     timeout message for both; what differs (the order sent, what counts as
     an answer, the reply's body) is a switch on the kind. */
 #include "broker_internal.h"
+#include "grow.h"
 
 //  Whether governor g answered: RESTART's REFRESHED count reached the
 //  REFRESH it was sent; RUN's RAN came (bx_run_answered).
@@ -48,17 +49,13 @@ bx_fanout_start (broker_t *self, peer_t *peer, const sq_request_t *q, bx_fanout_
                         "out of memory", 0);
         return;
     }
-    if (self->n_fanouts == self->cap_fanouts) {
-        size_t cap = self->cap_fanouts? self->cap_fanouts * 2: 4;
-        bx_fanout_t *p = realloc (self->fanouts, cap * sizeof *p);
-        if (!p) {
-            free (f.govs);
-            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
-                            "out of memory", 0);
-            return;
-        }
-        self->fanouts = p;
-        self->cap_fanouts = cap;
+    if (self->n_fanouts == self->cap_fanouts
+    &&  sq_grow ((void **) &self->fanouts, &self->cap_fanouts, self->n_fanouts + 1,
+                 sizeof *self->fanouts, 4, SIZE_MAX)) {
+        free (f.govs);
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
+                        "out of memory", 0);
+        return;
     }
     for (size_t i = 0; i < self->n_govs; i++) {
         gov_t *gov = self->govs [i];

@@ -3,6 +3,7 @@
 #include "reattach.h"
 #include "wire.h"
 #include "blob.h"
+#include "grow.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,14 +189,10 @@ gov_attach (gov_t *self, sq_blob_t *blob)
 {
     if (self->n_payloads + 1 >= SQ_MAX_FRAMES)
         return -1;
-    if (self->n_payloads == self->cap_payloads) {
-        size_t cap = self->cap_payloads? self->cap_payloads * 2: 16;
-        zmq_msg_t *p = (zmq_msg_t *) realloc (self->payloads, cap * sizeof *p);
-        if (!p)
-            return -1;
-        self->payloads = p;
-        self->cap_payloads = cap;
-    }
+    if (self->n_payloads == self->cap_payloads
+    &&  sq_grow ((void **) &self->payloads, &self->cap_payloads, self->n_payloads + 1,
+                 sizeof *self->payloads, 16, SQ_MAX_FRAMES))
+        return -1;
     if (sq_blob_msg (blob, &self->payloads [self->n_payloads]))
         return -1;
     return (int) ++self->n_payloads;

@@ -4,6 +4,7 @@
     RESUBMIT, FORGET, JOB_CANCEL) all read the compact records of array
     tasks' elements kept here. */
 #include "jobs.h"
+#include "grow.h"
 
 struct _jobwait_t {
     peer_t *peer;
@@ -106,14 +107,10 @@ jobarray_new (task_t *task, const sq_task_spec_t *spec)
     struct _jobx_t *x = s_jobx (session);
     if (!x)
         return NULL;
-    if (x->n_arrays == x->cap_arrays) {
-        uint32_t cap = x->cap_arrays? x->cap_arrays * 2: 4;
-        struct _jobarray_t **p = realloc (x->arrays, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        x->arrays = p;
-        x->cap_arrays = cap;
-    }
+    if (x->n_arrays == x->cap_arrays
+    &&  sq_grow32 ((void **) &x->arrays, &x->cap_arrays, (size_t) x->n_arrays + 1,
+                   sizeof *x->arrays, 4, UINT32_MAX))
+        return NULL;
     struct _jobarray_t *self = (struct _jobarray_t *) calloc (1, sizeof *self);
     if (!self)
         return NULL;
@@ -419,13 +416,8 @@ s_nested_release (broker_t *self, session_t *session, bool all)
         if (!adopted || all || !object->producer)
             continue;
         //  Upstream of an adopted object, within the session
-        if (n == cap) {
-            cap = cap? cap * 2: 16;
-            task_t **p = (task_t **) realloc (stack, cap * sizeof *p);
-            if (!p)
-                goto done;
-            stack = p;
-        }
+        if (n == cap && sq_grow ((void **) &stack, &cap, n + 1, sizeof *stack, 16, SIZE_MAX))
+            goto done;
         stack [n++] = object->producer;
         while (n) {
             task_t *task = stack [--n];
@@ -437,13 +429,8 @@ s_nested_release (broker_t *self, session_t *session, bool all)
                 task_t *up = task->io [i]->producer;
                 if (!up || up->session != session || sq_idmap_lookup (needed, up->key))
                     continue;
-                if (n == cap) {
-                    cap *= 2;
-                    task_t **p = (task_t **) realloc (stack, cap * sizeof *p);
-                    if (!p)
-                        goto done;
-                    stack = p;
-                }
+                if (n == cap && sq_grow ((void **) &stack, &cap, n + 1, sizeof *stack, 16, SIZE_MAX))
+                    goto done;
                 stack [n++] = up;
             }
         }
@@ -680,14 +667,9 @@ jobs_hold (broker_t *self, task_t *task)
     struct _jobx_t *x = task->session->jobx;
     if (!x || !x->n_after)
         return false;
-    if (x->n_held == x->cap_held) {
-        size_t cap = x->cap_held? x->cap_held * 2: 16;
-        task_t **held = (task_t **) realloc (x->held, cap * sizeof (task_t *));
-        if (!held)
-            return false;       //  out of memory: it runs now rather than never
-        x->held = held;
-        x->cap_held = cap;
-    }
+    if (x->n_held == x->cap_held
+    &&  sq_grow ((void **) &x->held, &x->cap_held, x->n_held + 1, sizeof *x->held, 16, SIZE_MAX))
+        return false;           //  out of memory: it runs now rather than never
     x->held [x->n_held++] = task;
     return true;
 }
@@ -837,16 +819,12 @@ s_session_wait (broker_t *self, peer_t *peer, const sq_request_t *q, session_t *
                         "too many waits and fetches outstanding on this connection", 0);
         return;
     }
-    if (self->n_jobwaits == self->cap_jobwaits) {
-        size_t cap = self->cap_jobwaits? self->cap_jobwaits * 2: 16;
-        struct _jobwait_t *p = realloc (self->jobwaits, cap * sizeof *p);
-        if (!p) {
-            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
-                            "out of memory", 0);
-            return;
-        }
-        self->jobwaits = p;
-        self->cap_jobwaits = cap;
+    if (self->n_jobwaits == self->cap_jobwaits
+    &&  sq_grow ((void **) &self->jobwaits, &self->cap_jobwaits, self->n_jobwaits + 1,
+                 sizeof *self->jobwaits, 16, SIZE_MAX)) {
+        bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
+                        "out of memory", 0);
+        return;
     }
     peer->outstanding++;
     self->jobwaits [self->n_jobwaits++] = (struct _jobwait_t) {
@@ -966,14 +944,9 @@ jobs_task_done (broker_t *self, task_t *task)
 {
     session_t *session = task->session;
     if (self->nested && sq_idmap_lookup (self->nested, task->key)) {
-        if (self->n_nested_ended == self->cap_nested_ended) {
-            size_t cap = self->cap_nested_ended? self->cap_nested_ended * 2: 16;
-            uint64_t *p = (uint64_t *) realloc (self->nested_ended, cap * sizeof *p);
-            if (p) {
-                self->nested_ended = p;
-                self->cap_nested_ended = cap;
-            }
-        }
+        if (self->n_nested_ended == self->cap_nested_ended)
+            sq_grow ((void **) &self->nested_ended, &self->cap_nested_ended, self->n_nested_ended + 1,
+                     sizeof *self->nested_ended, 16, SIZE_MAX);
         if (self->n_nested_ended < self->cap_nested_ended) {
             self->nested_ended [self->n_nested_ended++] = task->key;
             self->jobs_dirty = true;
@@ -1034,16 +1007,11 @@ s_sessions (broker_t *self, peer_t *peer, const sq_request_t *q)
         s_job_info (s, &job);
         if (q->states && !(q->states & job.state))
             continue;
-        if (n == cap) {
-            cap = cap? cap * 2: 64;
-            session_t **p = realloc (list, cap * sizeof *p);
-            if (!p) {
-                free (list);
-                bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
-                                "out of memory", 0);
-                return;
-            }
-            list = p;
+        if (n == cap && sq_grow ((void **) &list, &cap, n + 1, sizeof *list, 64, SIZE_MAX)) {
+            free (list);
+            bx_reply_error (self, peer->identity, peer->identity_size, q->req, SQ_E_NOMEM,
+                            "out of memory", 0);
+            return;
         }
         list [n++] = s;
     }
@@ -1230,13 +1198,8 @@ s_cancel_all (broker_t *self, session_t *session)
     //  Collected first: cancelling changes the states the walk reads.
     while ((task = graph_session_next_task (session, &cursor)))
         if (task->state < TASK_FINISHED) {
-            if (n == cap) {
-                cap = cap? cap * 2: 64;
-                task_t **p = realloc (list, cap * sizeof *p);
-                if (!p)
-                    break;
-                list = p;
-            }
+            if (n == cap && sq_grow ((void **) &list, &cap, n + 1, sizeof *list, 64, SIZE_MAX))
+                break;
             list [n++] = task;
         }
     for (size_t i = 0; i < n; i++)
@@ -1338,13 +1301,8 @@ s_retention (broker_t *self)
     session_t *s, **idle = NULL;
     while ((s = graph_session_next (self->graph, &cursor)))
         if (s->job && !s->client && !s_unfinished (s) && !(s->jobx && s->jobx->parent)) {
-            if (n == cap) {
-                cap = cap? cap * 2: 64;
-                session_t **p = realloc (idle, cap * sizeof *p);
-                if (!p)
-                    break;
-                idle = p;
-            }
+            if (n == cap && sq_grow ((void **) &idle, &cap, n + 1, sizeof *idle, 64, SIZE_MAX))
+                break;
             idle [n++] = s;
         }
     if (n == 0) {
@@ -1474,14 +1432,8 @@ typedef struct {
 static int
 s_append (s_subst_t *x, size_t *len, const char *s, size_t n)
 {
-    if (*len + n + 1 > x->cap) {
-        size_t cap = (*len + n + 1) * 2;
-        char *p = realloc (x->buf, cap);
-        if (!p)
-            return -1;
-        x->buf = p;
-        x->cap = cap;
-    }
+    if (*len + n + 1 > x->cap && sq_grow ((void **) &x->buf, &x->cap, *len + n + 1, 1, 64, SIZE_MAX))
+        return -1;
     memcpy (x->buf + *len, s, n);
     *len += n;
     return 0;

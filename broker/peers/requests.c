@@ -8,6 +8,7 @@
 #include "drain.h"
 #include "place.h"
 #include "jobs.h"
+#include "grow.h"
 
 //  --------------------------------------------------------------------------
 //  Client requests
@@ -370,14 +371,10 @@ bx_peer_add_session (peer_t *peer, uint32_t id)
 {
     if (peer->n_sessions >= S_MAX_SESSIONS)
         return false;
-    if (peer->n_sessions == peer->cap_sessions) {
-        uint32_t cap = peer->cap_sessions? peer->cap_sessions * 2: 4;
-        uint32_t *p = (uint32_t *) realloc (peer->sessions, cap * sizeof *p);
-        if (!p)
-            return false;
-        peer->sessions = p;
-        peer->cap_sessions = cap;
-    }
+    if (peer->n_sessions == peer->cap_sessions
+    &&  sq_grow32 ((void **) &peer->sessions, &peer->cap_sessions, (size_t) peer->n_sessions + 1,
+                   sizeof *peer->sessions, 4, S_MAX_SESSIONS))
+        return false;
     peer->sessions [peer->n_sessions++] = id;
     return true;
 }

@@ -10,19 +10,16 @@
     waits, so a consumer queued behind slots or cpus could wait for ever;
     a consumer runs at its producer's pace anyway. */
 #include "broker_internal.h"
+#include "grow.h"
 
 //  Ready consumers wait here (keys) for the end of the turn.
 int
 bx_stream_ready (broker_t *self, task_t *task)
 {
-    if (self->n_stream_ready == self->cap_stream_ready) {
-        size_t cap = self->cap_stream_ready? self->cap_stream_ready * 2: 64;
-        uint64_t *p = (uint64_t *) realloc (self->stream_ready, cap * sizeof *p);
-        if (!p)
-            return -1;
-        self->stream_ready = p;
-        self->cap_stream_ready = cap;
-    }
+    if (self->n_stream_ready == self->cap_stream_ready
+    &&  sq_grow ((void **) &self->stream_ready, &self->cap_stream_ready, self->n_stream_ready + 1,
+                 sizeof *self->stream_ready, 64, SIZE_MAX))
+        return -1;
     self->stream_ready [self->n_stream_ready++] = task->key;
     return 0;
 }

@@ -1,6 +1,7 @@
 /*  tenancy: tenants' quotas and shares. */
 #include "tenancy.h"
 #include "args.h"
+#include "grow.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,14 +145,10 @@ tenancy_share (tenancy_t *self, const char *tenant)
     for (size_t i = 0; i < self->n_shares; i++)
         if (strcmp (self->shares [i]->name, tenant) == 0)
             return self->shares [i];
-    if (self->n_shares == self->cap_shares) {
-        size_t cap = self->cap_shares? self->cap_shares * 2: 8;
-        share_t **p = (share_t **) realloc (self->shares, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        self->shares = p;
-        self->cap_shares = cap;
-    }
+    if (self->n_shares == self->cap_shares
+    &&  sq_grow ((void **) &self->shares, &self->cap_shares, self->n_shares + 1,
+                 sizeof *self->shares, 8, SIZE_MAX))
+        return NULL;
     share_t *share = (share_t *) calloc (1, sizeof *share);
     if (!share || !(share->name = strdup (tenant))) {
         free (share);

@@ -1,6 +1,7 @@
 /*  watch: parked WAIT and FETCH requests. */
 #include "watch.h"
 #include "gov.h"
+#include "grow.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,14 +119,10 @@ s_register (sq_idmap_t *map, uint64_t key, watch_t *watch)
             return -1;
         }
     }
-    if (list->n == list->cap) {
-        uint32_t cap = list->cap? list->cap * 2: 2;
-        watch_t **p = (watch_t **) realloc (list->items, cap * sizeof *p);
-        if (!p)
-            return -1;
-        list->items = p;
-        list->cap = cap;
-    }
+    if (list->n == list->cap
+    &&  sq_grow32 ((void **) &list->items, &list->cap, (size_t) list->n + 1, sizeof *list->items,
+                   2, UINT32_MAX))
+        return -1;
     list->items [list->n++] = watch;
     watch->refs++;
     return 0;
@@ -288,14 +285,9 @@ s_watch_new (watches_t *self, void *client, uint32_t req, uint32_t session,
         return NULL;
     watch->ids = (uint32_t *) calloc (n_ids + 1, sizeof (uint32_t));
     watch->deciders = (uint64_t *) calloc (n_ids + 1, sizeof (uint64_t));
-    if (self->n_active == self->cap_active) {
-        size_t cap = self->cap_active? self->cap_active * 2: 64;
-        watch_t **p = (watch_t **) realloc (self->active, cap * sizeof *p);
-        if (p) {
-            self->active = p;
-            self->cap_active = cap;
-        }
-    }
+    if (self->n_active == self->cap_active)
+        sq_grow ((void **) &self->active, &self->cap_active, self->n_active + 1,
+                 sizeof *self->active, 64, SIZE_MAX);
     if (!watch->ids || !watch->deciders || self->n_active == self->cap_active) {
         free (watch->ids);
         free (watch->deciders);

@@ -362,6 +362,19 @@ s_replay (journal_t *self, const uint8_t *data, size_t size, journal_replay_fn *
     return (int64_t) good;
 }
 
+//  What a journal holds besides its files and its syncer thread.
+static void
+s_free (journal_t *self)
+{
+    msgpack_sbuffer_destroy (&self->pending);
+    msgpack_sbuffer_destroy (&self->tail);
+    pthread_mutex_destroy (&self->lock);
+    pthread_cond_destroy (&self->wake);
+    free (self->path);
+    free (self->tmp_path);
+    free (self);
+}
+
 journal_t *
 journal_open (const char *path, int sync_ms, uint64_t compact_min, journal_replay_fn *replay,
               void *arg, char *err, size_t err_size)
@@ -460,13 +473,7 @@ journal_open (const char *path, int sync_ms, uint64_t compact_min, journal_repla
 fail:
     if (self->fd >= 0)
         close (self->fd);
-    msgpack_sbuffer_destroy (&self->pending);
-    msgpack_sbuffer_destroy (&self->tail);
-    pthread_mutex_destroy (&self->lock);
-    pthread_cond_destroy (&self->wake);
-    free (self->path);
-    free (self->tmp_path);
-    free (self);
+    s_free (self);
     return NULL;
 }
 
@@ -497,13 +504,7 @@ journal_destroy (journal_t **self_p)
     if (fdatasync (self->fd))
         sq_error ("journal: last fdatasync failed: %s", strerror (errno));
     close (self->fd);
-    msgpack_sbuffer_destroy (&self->pending);
-    msgpack_sbuffer_destroy (&self->tail);
-    pthread_mutex_destroy (&self->lock);
-    pthread_cond_destroy (&self->wake);
-    free (self->path);
-    free (self->tmp_path);
-    free (self);
+    s_free (self);
     *self_p = NULL;
 }
 

@@ -7,6 +7,7 @@
 #include "gov.h"
 #include "taskconf.h"
 #include "log.h"
+#include "grow.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,14 +115,10 @@ s_gov_remember (persist_t *self, uint32_t id, uint64_t incarnation, mpr_str_t na
     s_gov_forget (self, id);
     if (self->n_govs == S_MAX_GOVERNORS)
         return;
-    if (self->n_govs == self->cap_govs) {
-        size_t cap = self->cap_govs? self->cap_govs * 2: 16;
-        persist_gov_t *p = (persist_gov_t *) realloc (self->govs, cap * sizeof *p);
-        if (!p)
-            return;
-        self->govs = p;
-        self->cap_govs = cap;
-    }
+    if (self->n_govs == self->cap_govs
+    &&  sq_grow ((void **) &self->govs, &self->cap_govs, self->n_govs + 1, sizeof *self->govs,
+                 16, S_MAX_GOVERNORS))
+        return;
     persist_gov_t *gov = &self->govs [self->n_govs];
     gov->id = id;
     gov->incarnation = incarnation;
@@ -629,13 +626,9 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
             sq_pack_object_spec (&pk, sq_key_id (o->key), flags, type, -1, "");
         else
         if (o->data) {
-            if (*n_payloads == cap) {
-                cap = cap? cap * 2: 16;
-                sq_blob_t **p = (sq_blob_t **) realloc (*payloads, cap * sizeof *p);
-                if (!p)
-                    return -1;
-                *payloads = p;
-            }
+            if (*n_payloads == cap
+            &&  sq_grow ((void **) payloads, &cap, *n_payloads + 1, sizeof **payloads, 16, SIZE_MAX))
+                return -1;
             (*payloads) [(*n_payloads)++] = o->data;
             sq_pack_object_spec (&pk, sq_key_id (o->key), flags, type, (int32_t) *n_payloads, "");
         }
@@ -698,14 +691,8 @@ s_pack_session_submit (persist_t *self, session_t *session, msgpack_sbuffer *fra
 static int
 s_push_id (uint32_t **ids, uint32_t *n, uint32_t *cap, uint32_t id)
 {
-    if (*n == *cap) {
-        uint32_t grown = *cap? *cap * 2: 16;
-        uint32_t *p = (uint32_t *) realloc (*ids, grown * sizeof *p);
-        if (!p)
-            return -1;
-        *ids = p;
-        *cap = grown;
-    }
+    if (*n == *cap && sq_grow32 ((void **) ids, cap, (size_t) *n + 1, sizeof **ids, 16, UINT32_MAX))
+        return -1;
     (*ids) [(*n)++] = id;
     return 0;
 }

@@ -1,6 +1,7 @@
 /*  reattach: settling a reattaching governor's inventory. */
 #include "reattach.h"
 #include "log.h"
+#include "grow.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,14 +47,8 @@ s_push (s_entry_t **list, size_t *n, size_t *cap, uint64_t key, uint32_t version
 {
     if (*n >= S_MAX_LISTED)
         return -1;
-    if (*n == *cap) {
-        size_t c = *cap? *cap * 2: 64;
-        s_entry_t *p = (s_entry_t *) realloc (*list, c * sizeof *p);
-        if (!p)
-            return -1;
-        *list = p;
-        *cap = c;
-    }
+    if (*n == *cap && sq_grow ((void **) list, cap, *n + 1, sizeof **list, 64, S_MAX_LISTED))
+        return -1;
     (*list) [(*n)++] = (s_entry_t) { key, version, size };
     return 0;
 }

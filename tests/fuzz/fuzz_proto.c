@@ -1,4 +1,6 @@
 /*  fuzz_proto: one libFuzzer target over every decoder in common/.
+    Over 800 lines: one target must reach every decoder, a case each (its
+    decode, the reading of what it returned, its round trip).
 
     The first input byte selects the decoder (tests/fuzz/fuzz_targets.h);
     the rest is the frame handed to it, in a heap buffer of exactly its size

@@ -1,4 +1,8 @@
-/*  harness: real processes on loopback for the integration tests. */
+/*  harness: real processes on loopback for the integration tests.
+
+    Over 800 lines: every integration test links this one harness (brokers,
+    governors, keys, a client's raw socket, waiting for a condition), whose
+    parts share its table of started processes and their clean-up. */
 #include "harness.h"
 #include "keys.h"
 #include <errno.h>

@@ -1,7 +1,11 @@
 """Actors (issue 17, seed 003's "bound to a single worker because it has
 state"): state across calls, order of calls made from two threads, data
 objects in and out, resources held while the actor lives, and a governor
-SIGKILLed under an actor with and without restarts."""
+SIGKILLed under an actor with and without restarts.
+
+Over 800 lines: every actor case shares this file's cluster fixtures and
+its helpers for calls made in runs and batches; split by theme, the
+batching cases would need them in a third module."""
 import gc
 import os
 import signal
@@ -454,6 +458,92 @@ def test_calls_made_like_the_last_one_are_added_again_after_a_refused_batch():
         assert adds == [1, 3, 6, 10, 15, 21]
         assert {f.key for f in made} == {"again.add", "again.seq"}
         session._call_like = like
+        client.close()
+
+
+def test_calls_made_like_the_last_one_reach_the_library_once_per_batch():
+    """Copies of a method's last call wait in the client (Session._likes)
+    and reach the library in one sq_tasks_like when anything next uses it:
+    a task submitted between them, another method, the submit. Each keeps
+    the id it was given and its place: values, names and order as made."""
+    from squall import _lib as L
+    with squall.LocalCluster(governors=1, cpus=2, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, key="bulk")
+        assert counter.add(0).result(TIMEOUT) == 0
+        real, seen = L.sq_tasks_like, []
+
+        def counted(h, model, n, configs, ends, first):
+            seen.append(n)
+            return real(h, model, n, configs, ends, first)
+
+        L.sq_tasks_like = counted
+        try:
+            with client._lock:      # one batch
+                made = [counter.add(1) for _ in range(300)]
+                between = client.submit(_inc, 41)
+                made += [counter.add(1) for _ in range(200)]
+                made += [counter.seq("s%d" % i) for i in range(3)]
+                made += [counter.add(2) for _ in range(4)]
+            counter._session.submit()
+        finally:
+            L.sq_tasks_like = real
+        #   The first of each method is made the plain way: the model of
+        #   the others. Each run of copies goes when the library is next
+        #   used: by the task, seq's model, the first seq copy's own
+        #   change of model (the add copies), the submit.
+        assert seen == [299, 200, 2, 4], seen
+        assert between.result(TIMEOUT) == 42
+        results = client.gather(made, timeout=TIMEOUT)
+        assert results[:500] == list(range(1, 501))
+        assert results[500:503] == [(1, "s0"), (2, "s1"), (3, "s2")]
+        assert results[503:] == [502, 504, 506, 508]
+        assert [f.key for f in made] == ["bulk.add"] * 500 + ["bulk.seq"] * 3 + ["bulk.add"] * 4
+        assert len({f.task_id for f in made}) == len(made)
+        client.close()
+
+
+def test_copied_calls_the_library_refuses_fail_alone():
+    """The library refuses copied calls only when out of memory or ids:
+    then those calls fail, each with the error, their futures naming no
+    id, and what used the library goes on: the task that made the copies
+    leave, the calls after them run, in order."""
+    from squall import _lib as L
+    with squall.LocalCluster(governors=1, cpus=2, **cluster_options()) as cluster:
+        client = cluster.client()
+        counter = client.actor(Counter, key="short")
+        assert counter.add(0).result(TIMEOUT) == 0
+        real, seen = L.sq_tasks_like, []
+
+        def refusing(h, model, n, configs, ends, first):
+            seen.append(n)
+            if len(seen) == 1:
+                return 21           # SQ_E_NOMEM (common/squall_codes.h)
+            return real(h, model, n, configs, ends, first)
+
+        L.sq_tasks_like = refusing
+        try:
+            with client._lock:
+                made = [counter.add(1) for _ in range(10)]
+                between = client.submit(_inc, 1)     # uses the library: the copies go first
+                after = [counter.add(10) for _ in range(5)]
+            counter._session.submit()
+        finally:
+            L.sq_tasks_like = real
+        #   The task gave the library's next id again: the later calls are
+        #   copies once more.
+        assert seen == [9, 5], seen
+        assert between.result(TIMEOUT) == 2
+        assert made[0].result(TIMEOUT) == 1
+        for f in made[1:]:
+            with pytest.raises(squall.SquallError):
+                f.result(TIMEOUT)
+            assert f.task_id == 0
+        assert client.gather(after, timeout=TIMEOUT) == [11, 21, 31, 41, 51]
+        assert counter.add(0).result(TIMEOUT) == 51
+        del made, f
+        gc.collect()
+        assert counter.add(1).result(TIMEOUT) == 52
         client.close()
 
 

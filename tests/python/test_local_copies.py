@@ -125,3 +125,133 @@ def test_copies_local_is_counted_per_tenant():
         finally:
             alice.close()
             bob.close()
+
+
+def _remote_client(cluster):
+    """A client not given the stream directory: its uploads go over CURVE
+    in chunks (PUT), stored by the governor as received, not as a memory
+    file."""
+    env = os.environ.pop("SQUALL_LOCAL_DIR", None)
+    try:
+        return squall.Client(cluster.address, secret_key=cluster.secret_key,
+                             broker_key=cluster.broker_key, timeout=10.0)
+    finally:
+        if env is not None:
+            os.environ["SQUALL_LOCAL_DIR"] = env
+
+
+def _sockets(cluster):
+    return {n for n in os.listdir(cluster.local_dir)
+            if n.endswith(".sock") and not n.startswith("put-")}
+
+
+def test_a_segment_the_governor_made_goes_as_its_memory_file():
+    """An object uploaded in chunks becomes, once a task on its governor
+    reads it, a segment that governor wrote itself (store_get_shared):
+    sealed against writes as an executor's result is, it goes to a
+    governor of this host as that file too."""
+    value = np.arange(N, dtype=np.float64) * 7.0
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        _two_governors(cluster)
+        with _remote_client(cluster) as client, cluster.client() as admin:
+            uploads = admin.info()["uploads_local"]
+            before = _copies(admin)
+            x = client.scatter(value, governor="local-2")
+            got = client.submit(read, x, resources={"a": 1}).result(timeout=TIMEOUT)
+            assert got[0] == _want(7.0) and got[2].startswith("/memfd:squall"), got
+            assert _copies(admin) == before
+            got = client.submit(read, x, resources={"b": 1}).result(timeout=TIMEOUT)
+            assert got[0] == _want(7.0) and got[1] == (N,)
+            assert got[2].startswith("/memfd:squall"), got
+            assert _copies(admin) == before + 1
+            assert admin.info()["uploads_local"] == uploads
+            assert np.array_equal(client.gather(x), value)
+
+
+def test_a_copy_not_taken_on_this_host_goes_in_chunks():
+    """The receiving governor cannot take the memory file: a socket of
+    the test's stands where its own was, so the file handed over never
+    reaches it; the LCOPY naming it is refused (CREDIT > 0) and the holder
+    sends the copy in chunks, whole. Then with no socket there at all the
+    holder does not hand over and sends chunks at once."""
+    import socket
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        cluster.add_governor(args=["--resource", "a=1"])
+        known = _sockets(cluster)
+        cluster.add_governor(args=["--resource", "b=1"])
+        (name,) = _sockets(cluster) - known
+        path = os.path.join(cluster.local_dir, name)
+        os.unlink(path)
+        decoy = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        decoy.bind(path)
+        try:
+            with cluster.client() as client:
+                before = _copies(client)
+                made = client.submit(make, N, 11.0, resources={"a": 1})
+                got = client.submit(read, made, resources={"b": 1}).result(timeout=TIMEOUT)
+                assert got[0] == _want(11.0) and got[1] == (N,)
+                assert _copies(client) == before
+                #   The holder did hand the file over (to the decoy): the
+                #   chunks came after the receiver's refusal.
+                decoy.settimeout(TIMEOUT)
+                token, fds, _, _ = socket.recv_fds(decoy, 64, 4)
+                assert len(token) == 16 and len(fds) == 1
+                for fd in fds:
+                    os.close(fd)
+                decoy.close()
+                os.unlink(path)
+                made = client.submit(make, N, 13.0, resources={"a": 1})
+                got = client.submit(read, made, resources={"b": 1}).result(timeout=TIMEOUT)
+                assert got[0] == _want(13.0) and got[1] == (N,)
+                assert _copies(client) == before
+        finally:
+            decoy.close()
+
+
+def test_a_hand_over_lost_with_its_holder_is_made_again():
+    """The holder dies between handing its memory file over and the copy's
+    end: as for a copy in chunks whose sender died, the broker makes the
+    object again (its only copy went) and the reader gets it whole. The
+    receiving governor is stopped while the holder hands the file over (to
+    a socket of the test's standing where the receiver's was, so the file
+    cannot be taken either way), then the holder is killed and the
+    receiver let go on: the LCOPY it finds names a file it does not have,
+    and its refusal goes to a dead holder. (10 heartbeats missed make a
+    governor dead, not 5: the receiver stopped a while under a sanitizer
+    must not be.)"""
+    import socket
+    with squall.LocalCluster(governors=1, cpus=1, broker_args=["--liveness", "10"],
+                             **cluster_options()) as cluster:
+        cluster.add_governor(args=["--resource", "a=1"])
+        known = _sockets(cluster)
+        receiver = cluster.add_governor(args=["--resource", "b=1"])
+        (name,) = _sockets(cluster) - known
+        path = os.path.join(cluster.local_dir, name)
+        os.unlink(path)
+        decoy = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        decoy.bind(path)
+        decoy.settimeout(TIMEOUT)
+        holder = cluster.governors[1]
+        try:
+            with cluster.client() as client:
+                before = _copies(client)
+                made = client.submit(make, N, 17.0, resources={"a": 1})
+                made.result(timeout=TIMEOUT)
+                cluster.add_governor(args=["--resource", "a=1"])     # to make it again
+                recomputed = client.info()["recomputed"]
+                receiver.send_signal(signal.SIGSTOP)
+                try:
+                    read_it = client.submit(read, made, resources={"b": 1})
+                    _, fds, _, _ = socket.recv_fds(decoy, 64, 4)
+                    for fd in fds:
+                        os.close(fd)
+                    holder.send_signal(signal.SIGKILL)
+                    holder.wait(TIMEOUT)
+                finally:
+                    receiver.send_signal(signal.SIGCONT)
+                got = read_it.result(timeout=TIMEOUT)
+                assert got[0] == _want(17.0) and got[1] == (N,)
+                assert client.info()["recomputed"] > recomputed
+                assert _copies(client) == before
+        finally:
+            decoy.close()

@@ -50,6 +50,15 @@ _TYPES = {
     "RAW": {"any"},
     "INPUTS": None,             # ASSIGN's lists: laid out below its table
     "OUTDECLS": None,
+    "I32": {"i32"},             # SUBMIT's (its object and task tables)
+    "FRAME": {"i64 or array"},
+    "IDLIST": {"array of u32"},
+    "RESLIST": {"map str→uint, or nil"},
+    "ARRAY": {"nil, `[first: uint, last: uint, step: uint]`, or array of str"},
+    "TOPTIONS": {"map"},
+    "OBJECTS": {"array of *object*"},
+    "TASKS": {"array of *task*"},
+    "BODY": {"any"},            # REPLY's
 }
 
 
@@ -103,7 +112,7 @@ def table():
     bare = set()
     for line in text.splitlines():
         line = re.sub(r"\s*//.*$", "", line)
-        m = re.match(r"SQ_(MSG|BEGIN|REQUEST) \((\w+), (\d+)", line)
+        m = re.match(r"SQ_(MSG|BEGIN|BEGIN_IN|REQUEST) \((\w+), (\d+)", line)
         if m:
             fields = [] if m.group(1) != "MSG" else None
             current = m.group(2)
@@ -222,6 +231,8 @@ def bounds(f):
     kind, lo, hi = f["kind"], f["min"], f["max"]
     if kind in ("STR", "NAME", "OSTR", "ESTR"):
         return "at most %d bytes" % (hi or value("SQ_MAX_NAME", constants()))
+    if kind == "RAW":
+        return "at most %d bytes" % hi if hi else ""
     if kind in ("BIN", "OBIN"):
         return "exactly %d bytes" % lo if lo else "at most %d bytes" % hi if hi else ""
     if kind == "IDS":
@@ -461,6 +472,13 @@ _CHANGES = [
      'SQ_KEY (JOB, UINT, created_ms, 0, "created", 0)',
      'SQ_KEY (JOB, UINT, created_ms, 0, "opened", 0)',
      "test_the_job_map_is_the_documents", ("opened",)),
+    ("a SUBMIT task's field renamed",
+     'SQ_F (SUBMIT_TASK, U32, max_retries, "max_retries")',
+     'SQ_F (SUBMIT_TASK, U32, max_retries, "retries")',
+     "test_submit_is_the_table", ("task", "retries")),
+    ("a SUBMIT object's field of another kind",
+     'SQ_F (SUBMIT_OBJECT, U32, flags, "flags")', 'SQ_F (SUBMIT_OBJECT, STR, flags, "flags")',
+     "test_submit_is_the_table", ("object", "flags", "STR")),
     ("a key of the job map of another type",
      'SQ_KEY (JOB, BOOL, attached, 0, "attached", 0)',
      'SQ_KEY (JOB, UINT, attached, 0, "attached", 0)',
@@ -522,3 +540,42 @@ def test_hello_is_the_table():
         assert [x.strip() for x in sent.split(",")] == [f["name"] for f in client]
     assert "A client HELLO has exactly these %d fields. A governor HELLO has %d" \
         % (head + len(client), head + len(governor)) in doc
+
+
+def test_submit_is_the_table():
+    """SUBMIT is the table's message of the records SUBMIT_OBJECT and
+    SUBMIT_TASK: the document's field tables of SUBMIT, its *object* and its
+    *task* name the table's fields in order, with types of their kinds; the
+    headings' layouts and the task's counts of fields say the same."""
+    doc = open(_DOC, encoding="utf-8").read()
+    t = table()
+    submit = [m for m in t["messages"] if m[0] == "SUBMIT"][0]
+    #  (SUBMIT's table begins with its type, row 0)
+    parts = {"SUBMIT": ("### SUBMIT `[12, ", submit[2], 1),
+             "object": ("*object* `[", t["records"]["SUBMIT_OBJECT"], 0),
+             "task": ("*task* `[", t["records"]["SUBMIT_TASK"], 0)}
+    wrong = []
+    for what, (heading, fields, first) in parts.items():
+        at = doc.index(heading)
+        layout = doc[at + len(heading):doc.index("]`", at)]
+        names = [f["name"] for f in fields]
+        if [x.strip() for x in layout.split(",")] != names:
+            wrong.append("%s: the table says %s, the document's heading %s" % (what, names, layout))
+        section = doc[at:]
+        section = section[:section.index("\n\n", section.index("|---"))]
+        rows = [(int(n), name, typ.strip()) for n, name, typ in
+                re.findall(r"^\| (\d+) \| (\w+) \| ([^|]+) \|", section, re.M) if int(n) >= first]
+        if [name for _, name, _ in rows] != names:
+            wrong.append("%s: the table's fields %s, the document's %s"
+                         % (what, names, [name for _, name, _ in rows]))
+            continue
+        for (_, name, typ), f in zip(rows, fields):
+            if not compatible(f, typ):
+                wrong.append("%s: field %s is %s in the table, %s in the document"
+                             % (what, name, f["kind"], typ))
+    task = t["records"]["SUBMIT_TASK"]
+    required = len([f for f in task if not f["optional"]])
+    counts = "(%d elements, %d with `array`, or %d with" % (required, required + 1, len(task))
+    if counts not in doc:
+        wrong.append("task: the document does not say %s" % counts)
+    assert not wrong, "docs/protocol.md and common/proto_messages.def differ:\n" + "\n".join(wrong)

@@ -9,7 +9,10 @@
     Placement on many governors: the scheduler looks at a sample of the
     governors with free slots, so it must still fill every slot, and find
     the one governor offering a resource a task needs; it weighs copying a
-    task's inputs against waiting where they are (a long task, an actor). */
+    task's inputs against waiting where they are (a long task, an actor).
+
+    Over 800 lines: the records and the placement over many governors are
+    checked on the same graph and governors, built by this file's helpers. */
 #include "graph.h"
 #include "gov.h"
 #include "scheduler.h"

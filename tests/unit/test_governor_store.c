@@ -69,9 +69,13 @@ s_check_segments (void)
     sq_blob_t *other = sq_blob_shm_new (100);
     CHECK (other && sq_blob_shm_id (other) != sq_blob_shm_id (seg));
     sq_blob_unref (&other);
-    //  Sealed with F_SEAL_FUTURE_WRITE only, a mapping made before could
-    //  still write it: not taken as another process's output.
-    CHECK (sq_blob_shm_adopt (dup (fd), 100) == NULL);
+    //  Sealed against writes through any mapping (its writable one gone):
+    //  another process (a governor of this host) may take it as it is.
+    void *view = mmap (NULL, 100, PROT_READ, MAP_SHARED, fd, 0);
+    CHECK (view != MAP_FAILED && munmap (view, 100) == 0);
+    sq_blob_t *taken = sq_blob_shm_adopt (dup (fd), 100);
+    CHECK (taken && ((const uint8_t *) sq_blob_data (taken)) [0] == 7);
+    sq_blob_unref (&taken);
     sq_blob_t *heap = sq_blob_copy ("x", 1);
     CHECK (heap && sq_blob_shm_fd (heap) == -1 && sq_blob_shm_id (heap) == 0);
     sq_blob_unref (&heap);
@@ -110,6 +114,24 @@ s_check_segments (void)
     unlink (path);
     CHECK (sq_blob_shm_adopt (file, 6) == NULL);
     CHECK (sq_blob_shm_new (0) == NULL);
+    //  A copy of a joined blob (chunks as they came): sealed against every
+    //  write, its bytes in order, taken by another process as they are.
+    sq_blob_t *parts [3] = { sq_blob_copy ("abc", 3), sq_blob_copy ("de", 2),
+                             sq_blob_copy ("f", 1) };
+    sq_blob_t *joined = sq_blob_join (parts, 3);
+    sq_blob_t *copied = joined? sq_blob_shm_copy (joined): NULL;
+    CHECK (copied && sq_blob_size (copied) == 6
+           && memcmp (sq_blob_data (copied), "abcdef", 6) == 0);
+    CHECK (fcntl (sq_blob_shm_fd (copied), F_GET_SEALS) & F_SEAL_WRITE);
+    CHECK (write (sq_blob_shm_fd (copied), "x", 1) < 0 && errno == EPERM);
+    got = sq_blob_shm_adopt (dup (sq_blob_shm_fd (copied)), 6);
+    CHECK (got && memcmp (sq_blob_data (got), "abcdef", 6) == 0);
+    sq_blob_unref (&got);
+    sq_blob_unref (&copied);
+    sq_blob_unref (&joined);
+    sq_blob_t *empty = sq_blob_copy ("", 0);
+    CHECK (empty && sq_blob_shm_copy (empty) == NULL);
+    sq_blob_unref (&empty);
 
     //  The store hands out an object as a segment: copied once, replacing
     //  the stored blob; a segment is handed out as it is.
@@ -119,6 +141,7 @@ s_check_segments (void)
     const char *type = NULL;
     sq_blob_t *shared = store_get_shared (store, 1, &type);
     CHECK (shared && sq_blob_shm_fd (shared) >= 0 && strcmp (type, "t") == 0);
+    CHECK (fcntl (sq_blob_shm_fd (shared), F_GET_SEALS) & F_SEAL_WRITE);
     CHECK (memcmp (sq_blob_data (shared), "hello", 5) == 0);
     CHECK (store_get (store, 1, NULL) == shared && store_memory (store) == 5);
     sq_blob_t *twice = store_get_shared (store, 1, NULL);

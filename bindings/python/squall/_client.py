@@ -362,7 +362,8 @@ class Client:
                 #   An actor's handle (-its task id): the actor stops.
                 if session is self._fs and not session.closed:
                     session._stop_actor(-oid)
-            elif session is self._fs and not session._is_void(oid):
+            elif oid and session is self._fs and not session._is_void(oid):
+                #   (0: a call whose id the library never gave, _flush_likes)
                 self._released.append(oid)
 
     def _futures_session(self) -> "Session":

@@ -73,6 +73,13 @@ class _FairLock:
             if self._owner == me:
                 self._count += 1
                 return True
+            if self._owner is None and self._serving == self._next:
+                #   Free, nobody waiting (try_acquire): no ticket to wait for
+                #   (an actor call's every acquire).
+                self._next += 1
+                self._owner = me
+                self._count = 1
+                return True
             ticket = self._next
             self._next += 1
             self._waiting += 1
@@ -127,7 +134,7 @@ class _FairLock:
         finally:
             self.release()
 
-    def release(self) -> None:
+    def release(self, *_exc) -> None:
         me = threading.get_ident()
         if self._count > 1 and self._owner == me:
             self._count -= 1
@@ -143,7 +150,10 @@ class _FairLock:
             self._count -= 1
             if self._count == 0:
                 self._owner = None
-                self._advance()
+                if self._waiting or self._abandoned:
+                    self._advance()
+                else:
+                    self._serving += 1  # _advance with nobody to wake or skip
 
     def held(self) -> bool:
         return self._owner == threading.get_ident()
@@ -151,8 +161,8 @@ class _FairLock:
     #   acquire itself: one Python call less per `with` (an actor call's).
     __enter__ = acquire
 
-    def __exit__(self, *exc) -> None:
-        self.release()
+    #   release itself (it takes and ignores exc): as __enter__.
+    __exit__ = release
 
 class TaskConfigTooLarge(SquallError, ValueError):
     """A Python task's pickled function and arguments are over the size a

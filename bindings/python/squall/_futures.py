@@ -537,6 +537,17 @@ def _collect(x: Any, out: List[Future]) -> None:
             _collect(y, out)
 
 def _rebuild(x: Any, skip: bool = False) -> Any:
+    if type(x) is list:
+        #   A gather's list: a finished future's value as result() gives
+        #   it, without its calls (two per value otherwise).
+        out = []
+        for y in x:
+            if type(y) is Future and y._state is _FINISHED and y._exc is None \
+                    and y._value is not _UNSET and not y._session._dropped:
+                out.append(y._value)
+            elif not (skip and isinstance(y, Future) and _failed(y)):
+                out.append(_rebuild(y, skip))
+        return out
     if isinstance(x, Future):
         return x.result()
     if isinstance(x, (list, tuple, set, frozenset)):

@@ -32,6 +32,14 @@ class Session(Building, Submitting, Waiting):
     #   client.restart() dropped it: its futures are cancelled.
     _dropped = False
 
+    @property
+    def _h(self) -> ctypes.c_void_p:
+        """The library's session handle (_hv), the calls _call_like
+        deferred added first: whatever uses it sees them, in their order."""
+        if self._likes is not None:
+            self._flush_likes()
+        return self._hv
+
     def __init__(self, client: Client, name: Optional[str] = None, detached: bool = False,
                  _handle: Optional[int] = None):
         self.client = client
@@ -51,7 +59,7 @@ class Session(Building, Submitting, Waiting):
                 handle = L.sq_session_new(client._h)
         if not handle:
             raise client._error(L.sq_client_errcode(client._h))
-        self._h = ctypes.c_void_p(handle)
+        self._hv = ctypes.c_void_p(handle)
         self.id = L.sq_session_id(self._h)
         self.name = name
         self._names: Dict[int, str] = {}       # task id -> name
@@ -95,7 +103,7 @@ class Session(Building, Submitting, Waiting):
         """Closes the session on the broker: unfinished tasks are cancelled
         and every object is freed (a job is forgotten too)."""
         with self._lock:
-            if self._h.value:
+            if self._hv.value:
                 L.sq_session_destroy(ctypes.byref(self._h))
 
     def detach(self) -> None:
@@ -103,10 +111,10 @@ class Session(Building, Submitting, Waiting):
         goes on, for `client.attach` to take back; a plain session is
         closed by the broker after its --session-grace."""
         _jobs_call(L.sq_session_detach)
-        if self._h.value and self._dirty:
+        if self._hv.value and self._dirty:
             self.submit()           # what was built goes with the job
         with self._lock:
-            if self._h.value:
+            if self._hv.value:
                 L.sq_session_detach(ctypes.byref(self._h))
 
     forget = close
@@ -195,7 +203,7 @@ class Session(Building, Submitting, Waiting):
 
     @property
     def closed(self) -> bool:
-        return not self._h.value
+        return not self._hv.value
 
     def __repr__(self) -> str:
         return "<squall.Session %d%s>" % (self.id, " closed" if self.closed else "")
@@ -211,7 +219,7 @@ class Session(Building, Submitting, Waiting):
     def _open(self) -> None:
         """Raises if the session is closed (the library, given no session,
         would have no error to tell)."""
-        if not self._h.value:
+        if not self._hv.value:
             raise TaskCancelled("session %d is closed" % self.id)
 
     def _task_of(self, oid: int) -> int:

@@ -28,14 +28,20 @@ _CONFIG_MAX = 16 << 20
 #   calls taking only these in bulk (Session._map_futures).
 _PLAIN_TYPES = frozenset((int, float, str, bytes, bool, type(None)))
 _NUMBER_TYPES = frozenset((int, float, bool, type(None)))    # _large_as_data leaves them
+#   msgpack's bin 8 heads (_bin of fewer than 256 bytes): a call's arguments
+_BIN8 = [b"\xc4" + bytes((n,)) for n in range(256)]
 
 
 class Building:
     """Session's graph building: it adds to the pending batch (lock held),
     which Submitting sends."""
 
-    #   _call_like's ends array, id and pointer to it (lock held: reused)
-    _like = None
+    #   Calls _call_like added that the library has not yet (lock held):
+    #   (model, first id, [config of each], their name), or None
+    _likes = None
+    #   Whether _next_id is the library's next id (false after a failed
+    #   _flush_likes, until the library gives one again)
+    _likes_sure = True
 
     # -- graph building
     @_locked
@@ -129,6 +135,7 @@ class Building:
         if not tid:
             self._check(L.sq_client_errcode(self.client._h) or 4)
         self._next_id = tid + 1 + n_outputs
+        self._likes_sure = True
         if name:
             L.sq_task_set_name(h, tid, name.encode())
             self._names[tid] = name
@@ -307,30 +314,74 @@ class Building:
         is a call of the same method of the same actor in this unsubmitted
         batch, which _call_task made from plain values (so no inputs), and
         head its config up to the arguments (py_config_call_head). The
-        library copies its name, settings and kept output (sq_tasks_like):
-        one C call, not the four of _call_task and sq_keep. None (nothing
-        added) when the config would be too large: _call_task says why."""
-        config = head + _bin(pickle.dumps((args, {}), _PICKLE_PROTOCOL))
+        library copies its name, settings and kept output (sq_tasks_like),
+        but not now: the call's id is the library's next (the library gives
+        ids in order, a task and its one output), and its config waits in
+        _likes until the library handle is next used (_flush_likes), so that
+        a loop of calls costs one C call per batch, not one per call. None
+        (nothing added) when the config would be too large: _call_task says
+        why."""
+        data = pickle.dumps((args, {}), _PICKLE_PROTOCOL)
+        n = len(data)
+        config = head + (_BIN8[n] + data if n < 256 else _bin(data))
         if len(config) > _CONFIG_MAX:
             return None
-        like = self._like
-        if like is None:
-            first = ctypes.c_uint32()
-            like = self._like = ((ctypes.c_size_t * 1)(), first, ctypes.pointer(first))
-        like[0][0] = len(config)
-        rc = L.sq_tasks_like(self._h, model, 1, config, like[0], like[2])
-        if rc:
-            self._check(rc)
-        tid = like[1].value
+        likes = self._likes
+        if not self._likes_sure:
+            return None
+        if likes is None or likes[0] != model:
+            if likes is not None:
+                self._flush_likes()
+            likes = self._likes = (model, self._next_id, [], self._names.get(model))
+        likes[2].append(config)
+        tid = self._next_id
         self._next_id = tid + 2
-        name = self._names.get(model)
-        if name:
-            self._names[tid] = name
+        if likes[3]:
+            self._names[tid] = likes[3]
         self._outputs[tid + 1] = tid
         self._task_ids.append(tid)
         self._n_tasks += 1
         self._dirty = True
         return tid
+
+    def _flush_likes(self) -> None:
+        """Adds the calls _call_like deferred, in one sq_tasks_like (lock
+        held): before anything else reaches the library (Session._h), so
+        they keep their place and the ids they were given. The library
+        refuses them only when out of memory or ids, having added some of
+        them or none (it does not say; so did one call at a time): then the
+        calls fail, each alone, their futures naming no id, and whatever
+        used the library goes on. Deferring waits until the library gives
+        an id again (_add_task): _next_id may not be its next one."""
+        likes, self._likes = self._likes, None
+        if likes is None:
+            return
+        model, expected, configs, _ = likes
+        n = len(configs)
+        ends = (ctypes.c_size_t * n)(*itertools.accumulate(map(len, configs)))
+        first = ctypes.c_uint32(0)
+        rc = L.sq_tasks_like(self._hv, model, n, b"".join(configs), ends, ctypes.byref(first))
+        if not rc and first.value == expected:
+            return
+        exc = self.client._error(rc, self) if rc else SquallError(
+            "internal: the library gave deferred calls ids from %d, not %d"
+            % (first.value, expected))
+        self._likes_sure = False
+        end = expected + 2 * n
+        self._task_ids[:] = [t for t in self._task_ids if not expected <= t < end]
+        self._n_tasks = len(self._task_ids)
+        for tid in range(expected, end, 2):
+            self._names.pop(tid, None)
+            self._outputs.pop(tid + 1, None)
+        kept = []
+        for call in self._calls:
+            if expected <= call[0] < end and call[2] is not None:
+                future = call[2]
+                future._tid = future._oid = 0
+                future._set_exc(exc)
+            else:
+                kept.append(call)
+        self._calls[:] = kept
 
     def _stop_actor(self, tid: int) -> None:
         """Cancels the actor's task: its instance goes, calls not done

@@ -116,7 +116,19 @@ class ActorHandle:
                 raise SquallError("actor %s (%d): its client was closed" % (self._name, self._tid))
             #   partial, not a lambda: one Python frame less per call.
             if not kwargs and _plain(args):
-                future = session._recorded_call(partial(self._call_plain, session, method, args))
+                add = partial(self._call_plain, session, method, args)
+                model = self._models.get(method)
+                tid = None
+                if model is not None and model[0] >= session._batch_first:
+                    #   A call in a loop: _call_plain's copy, without its
+                    #   frame nor _recorded_call's (which _call_like needs
+                    #   not: it adds nothing when it raises).
+                    tid = session._call_like(model[0], model[1], args)
+                if tid is not None:
+                    future = Future(session, tid)
+                    session._calls.append((tid, tid + 2, future, add))
+                else:
+                    future = session._recorded_call(add)
             else:
                 future = session._recorded_call(partial(self._call_tid, session, method, args,
                                                         kwargs))
