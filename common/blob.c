@@ -187,8 +187,7 @@ sq_blob_unref (sq_blob_t **self_p)
         munmap (self->data, self->size);
     else
     if (self->backing == S_SHM) {
-        if (self->data)         //  NULL: sq_blob_shm_seal failed
-            munmap (self->data, self->size);
+        munmap (self->data, self->size);
         close (self->fd);
     }
     else {
@@ -362,22 +361,6 @@ s_shm_take (int fd, void *data, size_t size)
     return self;
 }
 
-sq_blob_t *
-sq_blob_shm_new (size_t size)
-{
-    if (size == 0) {
-        errno = EINVAL;
-        return NULL;
-    }
-    int fd = memfd_create ("squall-object", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return NULL;
-    void *data = MAP_FAILED;
-    if (ftruncate (fd, (off_t) size) == 0)
-        data = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    return s_shm_take (fd, data, size);
-}
-
 //  Seals the file against writes and maps it read-only: F_SEAL_WRITE, not
 //  F_SEAL_FUTURE_WRITE, so that another governor of this host may take it
 //  (LCOPY, sq_blob_shm_adopt there). The kernel refuses F_SEAL_WRITE while
@@ -390,16 +373,6 @@ s_shm_seal_map (int fd, size_t size)
     if (fcntl (fd, F_ADD_SEALS, F_SEAL_WRITE | S_SEALS_FIXED))
         return MAP_FAILED;
     return mmap (NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-}
-
-int
-sq_blob_shm_seal (sq_blob_t *self)
-{
-    assert (self->backing == S_SHM);
-    munmap (self->data, self->size);
-    void *data = s_shm_seal_map (self->fd, self->size);
-    self->data = data != MAP_FAILED? data: NULL;
-    return self->data? 0: -1;
 }
 
 sq_blob_t *
@@ -426,16 +399,7 @@ sq_blob_shm_copy (const sq_blob_t *source)
             break;
         offset += (size_t) n;
     }
-    void *data = offset == size? s_shm_seal_map (fd, size): MAP_FAILED;
-    sq_blob_t *self = data != MAP_FAILED? s_shm_blob (fd, data, size): NULL;
-    if (!self) {
-        int saved = errno;
-        if (data != MAP_FAILED)
-            munmap (data, size);
-        close (fd);
-        errno = saved? saved: ENOMEM;
-    }
-    return self;
+    return s_shm_take (fd, offset == size? s_shm_seal_map (fd, size): MAP_FAILED, size);
 }
 
 sq_blob_t *

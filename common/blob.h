@@ -84,18 +84,11 @@ bool sq_blob_mapped (const sq_blob_t *self);
 //  dropped and no process maps it any more (the kernel's count). Segments
 //  count as memory, not as mappings (sq_blob_mapped is false).
 //
-//  A writable segment of `size` (> 0) bytes, to be filled through
-//  sq_blob_wdata and then sealed; NULL with errno set.
-sq_blob_t *sq_blob_shm_new (size_t size);
-//  Seals a segment made by sq_blob_shm_new: its bytes are final, against
-//  writes through any mapping (F_SEAL_WRITE: the writable mapping goes,
-//  the blob is mapped again read-only, so sq_blob_data changes), so that
-//  another process may take it as sq_blob_shm_adopt does. 0, or -1 (then
-//  only sq_blob_unref may be called).
-int sq_blob_shm_seal (sq_blob_t *self);
-//  A sealed segment (as sq_blob_shm_seal leaves one) holding a copy of
-//  `source`'s bytes (any blob of at least one byte), written into the
-//  file rather than through a mapping; NULL with errno set.
+//  A segment holding a copy of `source`'s bytes (any blob of at least one
+//  byte), written into the file rather than through a mapping and then
+//  sealed against writes through any mapping (F_SEAL_WRITE), so that
+//  another process may take it as sq_blob_shm_adopt does; NULL with errno
+//  set.
 sq_blob_t *sq_blob_shm_copy (const sq_blob_t *source);
 //  A segment of `size` bytes that another process wrote (a memory file
 //  made with MFD_ALLOW_SEALING): takes over `fd` (closed on failure),

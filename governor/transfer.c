@@ -356,7 +356,7 @@ static bool
 s_hand_over (transfer_t *self, s_out_t *out)
 {
     //  Only a file sealed against writes (F_SEAL_WRITE: every segment a
-    //  store holds, whoever wrote it; sq_blob_shm_seal, _copy, _adopt) can
+    //  store holds, whoever wrote it; sq_blob_shm_copy, _adopt) can
     //  be taken there: any other would be refused, a round trip lost.
     int fd = sq_blob_shm_fd (out->blob);
     int seals = fd >= 0? fcntl (fd, F_GET_SEALS): -1;     //  -1: not a memory file

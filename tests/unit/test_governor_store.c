@@ -57,16 +57,18 @@ s_bytes (store_t *store)
 static int
 s_check_segments (void)
 {
-    sq_blob_t *seg = sq_blob_shm_new (100);
+    uint8_t sevens [100];
+    memset (sevens, 7, sizeof sevens);
+    sq_blob_t *heap7 = sq_blob_copy (sevens, sizeof sevens);
+    sq_blob_t *seg = heap7? sq_blob_shm_copy (heap7): NULL;
+    sq_blob_unref (&heap7);
     CHECK (seg && sq_blob_shm_fd (seg) >= 0 && sq_blob_shm_id (seg) != 0);
-    memset (sq_blob_wdata (seg), 7, 100);
-    CHECK (sq_blob_shm_seal (seg) == 0);
     int fd = sq_blob_shm_fd (seg);
     CHECK (write (fd, "x", 1) < 0 && errno == EPERM);
     CHECK (mmap (NULL, 100, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED);
     CHECK (ftruncate (fd, 50) < 0);
     CHECK (((const uint8_t *) sq_blob_data (seg)) [99] == 7 && !sq_blob_mapped (seg));
-    sq_blob_t *other = sq_blob_shm_new (100);
+    sq_blob_t *other = sq_blob_shm_copy (seg);
     CHECK (other && sq_blob_shm_id (other) != sq_blob_shm_id (seg));
     sq_blob_unref (&other);
     //  Sealed against writes through any mapping (its writable one gone):
@@ -113,7 +115,9 @@ s_check_segments (void)
     CHECK (file >= 0 && write (file, "abcdef", 6) == 6);
     unlink (path);
     CHECK (sq_blob_shm_adopt (file, 6) == NULL);
-    CHECK (sq_blob_shm_new (0) == NULL);
+    sq_blob_t *none = sq_blob_new (0);
+    CHECK (none && sq_blob_shm_copy (none) == NULL && errno == EINVAL);
+    sq_blob_unref (&none);
     //  A copy of a joined blob (chunks as they came): sealed against every
     //  write, its bytes in order, taken by another process as they are.
     sq_blob_t *parts [3] = { sq_blob_copy ("abc", 3), sq_blob_copy ("de", 2),

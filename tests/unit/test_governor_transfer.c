@@ -366,10 +366,10 @@ main (void)
     //  A segment the governor made itself (a stored object copied into one
     //  for its executors, store_get_shared) is sealed against writes as an
     //  executor's result is: handed over too, no chunk.
-    sq_blob_t *ours = sq_blob_shm_new (sizeof bytes);
+    sq_blob_t *heap = sq_blob_copy (bytes, sizeof bytes);
+    sq_blob_t *ours = heap? sq_blob_shm_copy (heap): NULL;
+    sq_blob_unref (&heap);
     CHECK (ours);
-    memcpy (sq_blob_wdata (ours), bytes, sizeof bytes);
-    CHECK (sq_blob_shm_seal (ours) == 0);
     CHECK (fcntl (sq_blob_shm_fd (ours), F_GET_SEALS) & F_SEAL_WRITE);
     CHECK (store_put (store, 501, ours, "", 0) == 0);
     CHECK (transfer_send (transfer, 501, 0, s_endpoint [1]) == 0);
