@@ -465,53 +465,62 @@ s_fill_stale (msgpack_packer *pk, void *arg)
     sq_pack_finished (pk, sq_key (0xfffff, 20), 0, &out, 1, 1);
 }
 
-//  Reads DROPs until one names `key`: 0, or -1 at the deadline.
+//  Does the message just read match? (s_wait_for)
+typedef bool (s_match_fn) (raw_t *raw, const void *arg);
+
+//  Reads until a message matches: 0, or -1 at the deadline.
 static int
-s_wait_drop (raw_t *raw, uint64_t key, int timeout_ms)
+s_wait_for (raw_t *raw, s_match_fn *match, const void *arg, int timeout_ms)
 {
     double deadline = harness_now () + timeout_ms / 1000.0;
     while (harness_now () < deadline) {
         zmq_pollitem_t item = { raw->handle, 0, ZMQ_POLLIN, 0 };
         if (zmq_poll (&item, 1, 100) <= 0)
             continue;
-        while (sq_msg_recv (&raw->msg, raw->handle, ZMQ_DONTWAIT, SQ_MAX_FRAMES) == 0) {
-            if (raw->msg.n == 0)
-                continue;
-            sq_errbuf_t err;
-            sq_iter_t it;
-            uint64_t dropped;
-            bool found = false;
-            int rc = sq_batch_begin (&it, SQ_MSG_DROP, sq_msg_data (&raw->msg, 0),
-                                     sq_msg_size (&raw->msg, 0), &err);
-            while (rc == 0 && (rc = sq_drop_next (&it, &dropped)) == 1) {
-                rc = 0;
-                found |= dropped == key;
-            }
-            sq_iter_release (&it);
-            if (found)
+        while (sq_msg_recv (&raw->msg, raw->handle, ZMQ_DONTWAIT, SQ_MAX_FRAMES) == 0)
+            if (raw->msg.n && match (raw, arg))
                 return 0;
-        }
     }
     return -1;
 }
 
-//  Reads until a message of `type` arrives: 0, or -1 at the deadline.
+//  A message of type *arg
+static bool
+s_is_type (raw_t *raw, const void *arg)
+{
+    uint32_t got, req;
+    return sq_proto_peek (sq_msg_data (&raw->msg, 0), sq_msg_size (&raw->msg, 0), &got, &req) == 0
+        && got == *(const uint32_t *) arg;
+}
+
+//  A DROP naming the key *arg
+static bool
+s_drops_key (raw_t *raw, const void *arg)
+{
+    sq_errbuf_t err;
+    sq_iter_t it;
+    uint64_t dropped;
+    bool found = false;
+    int rc = sq_batch_begin (&it, SQ_MSG_DROP, sq_msg_data (&raw->msg, 0),
+                             sq_msg_size (&raw->msg, 0), &err);
+    while (rc == 0 && (rc = sq_drop_next (&it, &dropped)) == 1) {
+        rc = 0;
+        found |= dropped == *(const uint64_t *) arg;
+    }
+    sq_iter_release (&it);
+    return found;
+}
+
 static int
 s_wait_type (raw_t *raw, uint32_t type, int timeout_ms)
 {
-    double deadline = harness_now () + timeout_ms / 1000.0;
-    while (harness_now () < deadline) {
-        zmq_pollitem_t item = { raw->handle, 0, ZMQ_POLLIN, 0 };
-        if (zmq_poll (&item, 1, 100) <= 0)
-            continue;
-        while (sq_msg_recv (&raw->msg, raw->handle, ZMQ_DONTWAIT, SQ_MAX_FRAMES) == 0) {
-            uint32_t got, req;
-            if (raw->msg.n && sq_proto_peek (sq_msg_data (&raw->msg, 0), sq_msg_size (&raw->msg, 0),
-                                             &got, &req) == 0 && got == type)
-                return 0;
-        }
-    }
-    return -1;
+    return s_wait_for (raw, s_is_type, &type, timeout_ms);
+}
+
+static int
+s_wait_drop (raw_t *raw, uint64_t key, int timeout_ms)
+{
+    return s_wait_for (raw, s_drops_key, &key, timeout_ms);
 }
 
 static void
