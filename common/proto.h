@@ -549,6 +549,7 @@ typedef struct {
     int64_t joined;                     //  Unix seconds
     const char *data_endpoint;
     const char *serve_endpoint;
+    uint64_t shared;                    //  of memory, LOAD's shared
 } sq_info_gov_t;
 
 typedef struct {

@@ -56,9 +56,9 @@ balancer_load_get (balancer_load_t *self, sq_load_t *load)
     pthread_mutex_unlock (&self->lock);
 }
 
-//  LOAD's fields today are seven u64 (no padding), so memcmp happened to be
+//  LOAD's fields today are eight u64 (no padding), so memcmp happened to be
 //  right; a new field must be compared here, which the assertion enforces.
-_Static_assert (sizeof (sq_load_t) == 7 * sizeof (uint64_t),
+_Static_assert (sizeof (sq_load_t) == 8 * sizeof (uint64_t),
                 "sq_load_t changed: compare its new field in balancer_load_equal");
 
 bool
@@ -67,7 +67,7 @@ balancer_load_equal (const sq_load_t *a, const sq_load_t *b)
     return a->running == b->running && a->queued == b->queued
         && a->memory == b->memory && a->spilled == b->spilled
         && a->objects == b->objects && a->tasks == b->tasks
-        && a->piped == b->piped;
+        && a->piped == b->piped && a->shared == b->shared;
 }
 
 struct _balancer_t {

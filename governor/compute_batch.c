@@ -80,7 +80,7 @@ compute_publish_load (compute_t *self)
         .queued = self->n_queued + self->n_piped, .piped = self->n_piped,
         .memory = store_memory (self->store) + transfer_incoming_bytes (self->transfer)
                 + stream_bytes (self->streams),
-        .spilled = store_spilled (self->store),
+        .spilled = store_spilled (self->store), .shared = store_shared (self->store),
         .objects = store_count (self->store),
         .tasks = self->tasks_completed
     };

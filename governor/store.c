@@ -21,6 +21,8 @@ struct _s_entry_t {
     uint64_t gen;               //  which put made it (store_generation)
     sq_blob_t *blob;
     char *content_type;
+    bool shared;                //  its segment went to or came from another
+                                //  governor of this host (store_set_shared)
     s_entry_t *prev, *next;     //  LRU list
 };
 
@@ -28,6 +30,7 @@ struct _store_t {
     sq_idmap_t *map;
     uint64_t bytes;
     uint64_t memory;            //  of blobs that are not file mappings
+    uint64_t shared;            //  of those, in entries marked shared
     uint64_t limit;             //  0: none
     char *spill_dir;
     uint64_t spill_seq;
@@ -59,6 +62,17 @@ s_account (store_t *self, sq_blob_t *blob, bool add)
         self->bytes -= size;
         if (!sq_blob_mapped (blob))
             self->memory -= size;
+    }
+}
+
+//  The entry's bytes stop being the segment another governor holds (its
+//  blob is replaced or freed).
+static void
+s_unshare (store_t *self, s_entry_t *entry)
+{
+    if (entry->shared) {
+        self->shared -= sq_blob_size (entry->blob);
+        entry->shared = false;
     }
 }
 
@@ -94,6 +108,7 @@ s_entry_destroy (store_t *self, s_entry_t **entry_p)
     s_entry_t *entry = *entry_p;
     if (self->forget)
         self->forget (self->forget_arg, entry->key, entry->gen);
+    s_unshare (self, entry);
     s_account (self, entry->blob, false);
     sq_blob_unref (&entry->blob);
     free (entry->content_type);
@@ -195,6 +210,7 @@ s_spill (store_t *self, s_entry_t *entry)
         sq_warn ("cannot map spill file %s: %s", path, strerror (errno));
         return -1;
     }
+    s_unshare (self, entry);
     s_account (self, entry->blob, false);
     sq_blob_unref (&entry->blob);
     entry->blob = mapped;
@@ -204,18 +220,29 @@ s_spill (store_t *self, s_entry_t *entry)
 }
 
 //  Spills least recently used unreferenced objects until memory + need is
-//  at most `target` bytes. True when it is.
+//  at most `target` bytes. True when it is. Objects whose segment another
+//  governor of this host holds too (entry->shared) go last: their pages
+//  stay in memory while that governor keeps them, so spilling them frees
+//  nothing but the file's duplicate on disk; only when spilling the rest
+//  is not enough are they spilled, least recently used first as well
+//  (they may be the last holders: the other let go unseen).
 static bool
 s_spill_to (store_t *self, uint64_t need, uint64_t target)
 {
-    s_entry_t *entry = self->head;
-    while (self->memory + need > target && entry && !self->spill_broken) {
-        s_entry_t *next = entry->next;
-        //  Tiny objects are not worth a file each.
-        if (!sq_blob_mapped (entry->blob) && sq_blob_size (entry->blob) >= 4096
-        &&  sq_blob_refs (entry->blob) == 1 && s_spill (self, entry))
-            self->spill_broken = true;
-        entry = next;
+    for (int pass = 0; pass < 2; pass++) {
+        bool shared = pass == 1;
+        if (shared && self->shared == 0)
+            break;
+        s_entry_t *entry = self->head;
+        while (self->memory + need > target && entry && !self->spill_broken) {
+            s_entry_t *next = entry->next;
+            //  Tiny objects are not worth a file each.
+            if (entry->shared == shared
+            &&  !sq_blob_mapped (entry->blob) && sq_blob_size (entry->blob) >= 4096
+            &&  sq_blob_refs (entry->blob) == 1 && s_spill (self, entry))
+                self->spill_broken = true;
+            entry = next;
+        }
     }
     return self->memory + need <= target;
 }
@@ -365,6 +392,7 @@ store_get_flat (store_t *self, uint64_t key, const char **content_type)
     if (!flat)
         return NULL;
     s_entry_t *entry = (s_entry_t *) sq_idmap_lookup (self->map, key);
+    s_unshare (self, entry);
     s_account (self, entry->blob, false);
     sq_blob_unref (&entry->blob);
     entry->blob = flat;
@@ -387,6 +415,7 @@ store_get_shared (store_t *self, uint64_t key, const char **content_type)
         return NULL;
     if (!sq_blob_mapped (blob)) {
         s_entry_t *entry = (s_entry_t *) sq_idmap_lookup (self->map, key);
+        s_unshare (self, entry);
         s_account (self, entry->blob, false);
         sq_blob_unref (&entry->blob);
         entry->blob = sq_blob_ref (shared);
@@ -413,6 +442,17 @@ store_set_forget (store_t *self, store_forget_fn *forget, void *arg)
 {
     self->forget = forget;
     self->forget_arg = arg;
+}
+
+void
+store_set_shared (store_t *self, uint64_t key, const sq_blob_t *blob)
+{
+    s_entry_t *entry = (s_entry_t *) sq_idmap_lookup (self->map, key);
+    if (!entry || entry->shared || entry->blob != blob || sq_blob_mapped (blob)
+    ||  sq_blob_shm_fd (blob) < 0)
+        return;
+    entry->shared = true;
+    self->shared += sq_blob_size (blob);
 }
 
 void
@@ -462,6 +502,12 @@ uint64_t
 store_spilled (store_t *self)
 {
     return self->bytes - self->memory;
+}
+
+uint64_t
+store_shared (store_t *self)
+{
+    return self->shared;
 }
 
 uint64_t

@@ -16,7 +16,9 @@
     or the governor exits (or crashes). Spilling stops at STORE_SPILL_LOW
     percent. Mapped blobs (spilled objects, execute outputs, load) count as
     spilled bytes, not as memory. Nothing is ever lost by spilling: a spill
-    that cannot be written leaves the object in memory.
+    that cannot be written leaves the object in memory. Objects marked
+    shared (store_set_shared) are spilled only when the others are not
+    enough.
 
     Ownership: the store owns one reference per object and a copy of each
     content type. store_put takes over the caller's reference. Pointers
@@ -111,6 +113,14 @@ void store_set_forget (store_t *self, store_forget_fn *forget, void *arg);
 //  The producer attempt the stored copy comes from (0 unless set), which
 //  a reattaching governor reports with it.
 void store_set_version (store_t *self, uint64_t key, uint32_t version);
+//  Marks the object under key as shared with another governor of this
+//  host (its segment was handed over by LCOPY, either way), if its blob is
+//  still `blob`, a segment in memory: such pages stay while the other
+//  holds them, so spilling it would free no memory, and it is spilled
+//  after every unshared object. A guess, never a fact (the other may let
+//  go unseen): it orders spilling, nothing else. It lasts until the
+//  object's blob changes (spilled, replaced, removed).
+void store_set_shared (store_t *self, uint64_t key, const sq_blob_t *blob);
 //  Iterates over the objects: *cursor starts at 0; false at the end. The
 //  store must not change during the iteration.
 bool store_next (store_t *self, size_t *cursor, uint64_t *key, uint32_t *version,
@@ -121,6 +131,8 @@ size_t store_count (store_t *self);
 //  Bytes held in memory, and bytes held in file mappings.
 uint64_t store_memory (store_t *self);
 uint64_t store_spilled (store_t *self);
+//  Of store_memory, the bytes of objects marked shared.
+uint64_t store_shared (store_t *self);
 uint64_t store_limit (store_t *self);
 //  Spills until `need` more bytes fit under the high mark (before a big
 //  allocation, e.g. an arriving copy). Returns true when they fit.

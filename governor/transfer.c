@@ -491,8 +491,12 @@ transfer_on_credit (transfer_t *self, sq_msg_t *msg)
         sq_idmap_remove (self->out, out->id);
         self->n_local--;
         out->local = false;
-        if (credit.credits == 0)
+        if (credit.credits == 0) {
+            //  Both now hold the pages: spilling ours frees nothing while
+            //  the receiver keeps its (store_set_shared).
+            store_set_shared (self->store, out->key, out->blob);
             s_out_destroy (&out);
+        }
         else {
             sq_debug ("copy %u of %" PRIx64 ": not taken on this host; chunks", out->id, out->key);
             s_out_start (self, out);
@@ -906,10 +910,16 @@ transfer_on_lcopy (transfer_t *self, sq_msg_t *msg)
                     : lcopy.size > SIZE_MAX? "too big"
                     : !(blob = sq_blob_shm_adopt (fd, (size_t) lcopy.size))
                     ? "not a sealed memory file of its size": NULL;
+    //  Held across the put to mark it shared with the sender (the put takes
+    //  it over).
+    sq_blob_t *taken = blob? sq_blob_ref (blob): NULL;
     bool ok = !why && store_put (self->store, lcopy.key, blob, lcopy.content_type.ptr,
                                  lcopy.content_type.len) == 0;
     blob = NULL;                //  the store's, even on failure (sq_blob_shm_adopt
                                 //  closed fd on its own failure)
+    if (ok)
+        store_set_shared (self->store, lcopy.key, taken);
+    sq_blob_unref (&taken);
     if (!ok) {
         //  Chunks then, from offset 0 (the sender waits for this credit).
         sq_warn ("copy of %" PRIx64 " from governor %u: chunks, not a hand-over: %s",

@@ -239,7 +239,7 @@ s_pack_info (broker_t *self, msgpack_packer *pk, const peer_t *viewer)
             .resources = gov->resources, .n_resources = gov->n_resources,
             .assigned = sq_idmap_size (gov->tasks), .running = gov->load.running,
             .queued = gov->load.queued, .piped = gov->load.piped, .memory = gov->load.memory,
-            .spilled = gov->load.spilled, .objects = gov->load.objects,
+            .spilled = gov->load.spilled, .shared = gov->load.shared, .objects = gov->load.objects,
             .tasks_done = gov->tasks_done, .tasks_run = gov->load.tasks, .joined = gov->joined,
             .data_endpoint = gov->data_endpoint, .serve_endpoint = gov->serve_endpoint
         };

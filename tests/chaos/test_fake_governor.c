@@ -535,7 +535,7 @@ main (void)
                      sq_key ((uint32_t) session, sleeper_out), "AFTER-BYE");
     s_fake_bare (&fake, SQ_MSG_HEARTBEAT);
     s_fake_bare (&fake, SQ_MSG_BYE);
-    sq_load_t load = { 1, 2, 3, 4, 5, 6, 0 };
+    sq_load_t load = { 1, 2, 3, 4, 5, 6, 0, 0 };
     sq_load_encode (&w, &load);
     s_fake_send (&fake, &w, NULL);
     //  A task for fakeres now has nowhere to run: it must not be sent to

@@ -7,7 +7,10 @@ the HTTP port, Prometheus annotations, governors whose resources are their
 --cpus and --memory, keys from the Secret, a drain before they go, a
 governor container of root's (six capabilities) that runs tasks under
 --task-uids, or with governors.taskUids=none as the pod's user, GPUs as
-devices with governors.gpus. That the
+devices with governors.gpus, a stream directory shared by the governors of
+a node with governors.streamHostPath, and with localClient a client pod on
+a governor's node that uploads through it (the directory read-only, the
+governors' user, no capability). That the
 validator refuses a broken manifest is checked too, so a pass means
 something. Nothing here talks to a cluster (none exists here).
 
@@ -70,6 +73,13 @@ def main():
     r = render(helm, "auth.secretName=squall-keys")
     check(r.returncode != 0 and "auth.governorSecretName" in r.stderr,
           "and without the governors' Secret too")
+    keys = ["auth.secretName=k", "auth.governorSecretName=g"]
+    r = render(helm, *keys, "localClient.enabled=true", "localClient.secretName=c")
+    check(r.returncode != 0 and "governors.streamHostPath" in r.stderr,
+          "a local client without the governors' stream directory is refused, saying which value")
+    r = render(helm, *keys, "localClient.enabled=true", "governors.streamHostPath=/var/run/s")
+    check(r.returncode != 0 and "localClient.secretName" in r.stderr,
+          "a local client with keys and no Secret of its own is refused, saying which value")
     cases = {
         "keys": ["auth.secretName=squall-keys", "auth.governorSecretName=squall-governor-keys"],
         "no-keys": ["auth.enabled=false"],
@@ -82,6 +92,13 @@ def main():
         "gpus": ["auth.secretName=k", "auth.governorSecretName=g", "governors.gpus=2"],
         "streams": ["auth.secretName=k", "auth.governorSecretName=g",
                     "governors.streamHostPath=/var/run/squall-streams"],
+        "local-client": ["auth.secretName=k", "auth.governorSecretName=g",
+                         "governors.streamHostPath=/var/run/squall-streams",
+                         "localClient.enabled=true", "localClient.secretName=c",
+                         "localClient.replicas=2"],
+        "local-client-none": ["auth.enabled=false", "governors.taskUids=none",
+                              "governors.streamHostPath=/srv/squall-streams",
+                              "localClient.enabled=true"],
     }
     tmp = tempfile.mkdtemp(prefix="squall-helm-")
     try:
@@ -187,6 +204,55 @@ def main():
               and sargs[sargs.index("--stream-dir") + 1] == "/streams/governors",
               "governors.streamHostPath: the governor pods of a node share a directory of it "
               "(--stream-dir /streams/governors)")
+        check(not any(k.startswith("Deployment/") for d in ("keys", "streams") for k in docs[d]),
+              "no client pod by default, nor with the stream directory alone")
+        # localClient: a client pod on a governor's node, uploading through
+        # the governors' sockets there (PUTLOCAL), as their user.
+        local = docs["local-client"]
+        client = local["Deployment/demo-squall-client"]
+        cspec = client["spec"]["template"]["spec"]
+        (cont,) = cspec["containers"]
+        env = {e["name"]: e.get("value") for e in cont["env"]}
+        cvol = {v["name"]: v for v in cspec["volumes"]}
+        cmounts = {m["name"]: m for m in cont["volumeMounts"]}
+        lgov = local["StatefulSet/demo-squall-governor"]["spec"]["template"]["spec"]
+        largs = lgov["containers"][0]["args"]
+        check(client["spec"]["replicas"] == 2
+              and env.get("SQUALL_LOCAL_DIR") == largs[largs.index("--stream-dir") + 1]
+              == "/streams/governors"
+              and env.get("SQUALL_BROKER") == "tcp://demo-squall-broker:7760"
+              and env.get("SQUALL_SECRET_KEY") == "/keys/client.key"
+              and env.get("SQUALL_BROKER_KEY") == "/keys/broker.pub",
+              "the client pod: SQUALL_LOCAL_DIR the governors' --stream-dir, the broker, its keys: %s"
+              % env)
+        check(cvol["streams"]["hostPath"] == {"path": "/var/run/squall-streams", "type": "Directory"}
+              and cmounts["streams"]["mountPath"] == "/streams" and cmounts["streams"].get("readOnly")
+              is True,
+              "the client mounts the governors' hostPath read-only, at their path, never making it")
+        term = cspec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        check(term["topologyKey"] == "kubernetes.io/hostname"
+              and term["labelSelector"]["matchLabels"] == {"app.kubernetes.io/instance": "demo",
+                                                           "app.kubernetes.io/component": "governor"},
+              "the client runs only on a node where a governor of the release runs")
+        csec = [c["securityContext"] for c in cspec["initContainers"] + cspec["containers"]]
+        check(all(s == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                        "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False} for s in csec),
+              "as the root governors' user, with no capability and no escalation: %s" % csec)
+        check({v["secret"]["secretName"] for v in cspec["volumes"] if "secret" in v} == {"c"}
+              and "secret" not in cmounts and cmounts["keys"].get("readOnly")
+              and cvol["keys"].get("emptyDir", {}).get("medium") == "Memory",
+              "the client's own Secret, copied by its init container; the client never mounts it")
+        none = docs["local-client-none"]
+        nspec = none["Deployment/demo-squall-client"]["spec"]["template"]["spec"]
+        (ncont,) = nspec["containers"]
+        check(ncont["securityContext"] == {"allowPrivilegeEscalation": False,
+                                           "capabilities": {"drop": ["ALL"]}}
+              and nspec["securityContext"]["runAsUser"] == 10001 and "initContainers" not in nspec
+              and "SQUALL_SECRET_KEY" not in {e["name"] for e in ncont["env"]}
+              and next(v for v in nspec["volumes"] if v["name"] == "streams")["hostPath"]["path"]
+              == "/srv/squall-streams",
+              "governors.taskUids=none: the client runs as the pod's user, the governors' too; "
+              "without keys, no Secret")
         check(gargs[gargs.index("--secret-key") + 1] == "/keys/governor.key"
               and gargs[gargs.index("--broker-key") + 1] == "/keys/broker.pub",
               "each governor runs with the key its pod was given")

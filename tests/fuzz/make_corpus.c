@@ -475,7 +475,7 @@ main (int argc, char **argv)
     s_emit (FZ_GREAD, "logtail-order", &w);
 
     //  LOAD, HEARTBEAT, BYE
-    sq_load_t load = { 2, 10, 1ull << 30, 12345, 77, 1000, 3 };
+    sq_load_t load = { 2, 10, 1ull << 30, 12345, 77, 1000, 3, 1ull << 29 };
     sq_load_encode (&w, &load);
     s_emit (FZ_LOAD, "load", &w);
     sq_bare_encode (&w, SQ_MSG_HEARTBEAT);

@@ -172,7 +172,7 @@ def test_every_client_request(cluster):
     assert info["cluster"] == welcome[2] and info["secure"] == 0
     g = info["governors"][0]
     for key in ("id", "name", "cpus", "resources", "running", "queued", "piped", "assigned", "memory",
-                "spilled", "objects", "tasks_done", "tasks_run", "joined", "data_endpoint",
+                "spilled", "shared", "objects", "tasks_done", "tasks_run", "joined", "data_endpoint",
                 "serve_endpoint"):
         assert key in g, key
     assert abs(g["joined"] - time.time()) < 3600, "joined is Unix time in seconds"

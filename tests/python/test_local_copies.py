@@ -255,3 +255,49 @@ def test_a_hand_over_lost_with_its_holder_is_made_again():
                 assert _copies(client) == before
         finally:
             decoy.close()
+
+
+def _governor(client, resource):
+    (g,) = [g for g in client.info()["governors"] if resource in g["resources"]]
+    return g
+
+
+def test_a_shared_object_is_spilled_after_an_unshared_one():
+    """Spilling prefers objects whose spill frees memory: one whose memory
+    file the other governor of the host holds too (it came by LCOPY) stays
+    while the governor spills an unshared one, though it was used longer
+    ago. INFO's `shared` counts it on both governors. Governor "b" has 512
+    MiB: its store spills above about 134 MiB, down to 96; three objects of
+    46 MiB make it spill one."""
+    n = 46 << 17                                # 46 MiB of float64
+    size = n * 8
+    with squall.LocalCluster(governors=1, cpus=1, **cluster_options()) as cluster:
+        cluster.add_governor(args=["--resource", "a=1"])
+        cluster.add_governor(args=["--resource", "b=1", "--memory", "512MiB"])
+        with cluster.client() as client:
+            before = _copies(client)
+            shared = client.submit(make, n, 3.0, resources={"a": 1})
+            got = client.submit(read, shared, resources={"b": 1}).result(timeout=TIMEOUT)
+            assert got[0] == float(np.arange(n, dtype=np.float64).sum() * 3.0)
+            assert _copies(client) == before + 1
+
+            def counted():
+                a, b = _governor(client, "a"), _governor(client, "b")
+                return a["shared"] >= size and b["shared"] >= size and (a, b)
+            a, b = until(counted, "both governors to count the copy shared")
+            assert a["shared"] < size + (1 << 20) and b["shared"] < size + (1 << 20)
+            assert b["spilled"] == 0
+            #   Two objects made on "b" after it: the second passes the mark.
+            unshared = client.submit(make, n, 5.0, resources={"b": 1})
+            unshared.result(timeout=TIMEOUT)
+            last = client.submit(make, n, 7.0, resources={"b": 1})
+            last.result(timeout=TIMEOUT)
+            b = until(lambda: (lambda g: g["spilled"] > 0 and g)(_governor(client, "b")),
+                      "governor b to spill")
+            #   One object spilled, not the shared one.
+            assert size <= b["spilled"] < size + (1 << 20), b
+            assert size <= b["shared"] < size + (1 << 20), b
+            #   Every object reads back whole.
+            for x, v in ((shared, 3.0), (unshared, 5.0), (last, 7.0)):
+                got = client.submit(read, x, resources={"b": 1}).result(timeout=TIMEOUT)
+                assert got[0] == float(np.arange(n, dtype=np.float64).sum() * v)

@@ -1161,12 +1161,18 @@ s_test_governor_messages (void)
     sq_errbuf_t err;
 
     //  LOAD
-    sq_load_t load = { 1, 2, 3ull << 33, 4, 5, 6, 7 }, l;
+    sq_load_t load = { 1, 2, 3ull << 33, 4, 5, 6, 7, 8 }, l;
     sq_load_encode (&w, &load);
     CHECK (sq_load_decode (&l, w.buf.data, w.buf.size, &err) == 0);
     CHECK (l.running == 1 && l.queued == 2 && l.memory == 3ull << 33 && l.spilled == 4 && l.objects == 5
-           && l.tasks == 6 && l.piped == 7);
+           && l.tasks == 6 && l.piped == 7 && l.shared == 8);
     s_check_truncations ("LOAD", s_dec_load, w.buf.data, w.buf.size);
+    //  shared is optional: absent when 0, read as 0 from a governor without it.
+    sq_wbuf_reset (&w);
+    load.shared = 0;
+    sq_load_encode (&w, &load);
+    CHECK (sq_load_decode (&l, w.buf.data, w.buf.size, &err) == 0 && l.shared == 0 && l.piped == 7);
+    CHECK (((const uint8_t *) w.buf.data) [0] == 0x98);     //  an array of 8: no shared
 
     //  HEARTBEAT, BYE
     sq_wbuf_reset (&w);
@@ -2209,7 +2215,7 @@ s_test_info_map (void)
 {
     sq_resource_t res [1] = { { { "gpus", 4 }, 1500 } };
     sq_info_gov_t govs [1] = { { 1, true, "g1", 4, res, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9,
-                                 1700000000, "tcp://a", NULL } };
+                                 1700000000, "tcp://a", NULL, 10 } };
     const char *names [] = { "waiting", "running" };
     uint64_t counts [] = { 3, 4 };
     sq_info_wait_t waits [1] = { { 3, 4, "cpus=1", 999 } };
@@ -2221,7 +2227,7 @@ s_test_info_map (void)
         "{\"cluster\":\"c\",\"epoch\":1,\"recovering\":0,\"secure\":1,\"insecure\":0,"
         "\"journal_bytes\":12345,\"journal_errors\":2,\"version\":\"0.1\",\"governors\":"
         "[{\"id\":1,\"draining\":1,\"name\":\"g1\",\"cpus\":4,\"resources\":{\"gpus\":1.5},"
-        "\"assigned\":1,\"running\":2,\"queued\":3,\"piped\":4,\"memory\":5,\"spilled\":6,"
+        "\"assigned\":1,\"running\":2,\"queued\":3,\"piped\":4,\"memory\":5,\"spilled\":6,\"shared\":10,"
         "\"objects\":7,\"tasks_done\":8,\"tasks_run\":9,\"joined\":1700000000,"
         "\"data_endpoint\":\"tcp://a\",\"serve_endpoint\":\"\"}],\"tasks\":{\"waiting\":3,"
         "\"running\":4},\"ready_queue\":7,\"blocked\":8,\"resource_waits\":[{\"session\":3,"

@@ -51,7 +51,7 @@ static sq_load_t
 s_load (uint64_t n)
 {
     return (sq_load_t) { .running = n, .queued = n + 1, .piped = n / 2, .memory = n << 20,
-                         .spilled = n, .objects = n * 3, .tasks = n * 7 };
+                         .spilled = n, .objects = n * 3, .tasks = n * 7, .shared = n * 5 };
 }
 
 //  Equality is by field: the same fields over different bytes between
@@ -65,10 +65,10 @@ s_check_equal (void)
     a = s_load (9);
     b = s_load (9);
     CHECK (balancer_load_equal (&a, &b));
-    for (int field = 0; field < 7; field++) {
+    for (int field = 0; field < 8; field++) {
         b = s_load (9);
         uint64_t *f [] = { &b.running, &b.queued, &b.memory, &b.spilled, &b.objects,
-                           &b.tasks, &b.piped };
+                           &b.tasks, &b.piped, &b.shared };
         *f [field] += 1;
         CHECK (!balancer_load_equal (&a, &b));
         CHECK (!balancer_load_equal (&b, &a));

@@ -218,6 +218,60 @@ s_check_generations (void)
     return 0;
 }
 
+//  Spilling's choice: an object whose segment another governor of the
+//  host holds too (store_set_shared) goes after every unshared one, since
+//  spilling it frees nothing while the other keeps it; when the unshared
+//  ones are not enough it goes too. The mark follows the blob.
+static int
+s_check_shared_spill (const char *dir)
+{
+    const size_t mib = 1 << 20;
+    store_t *store = store_new ();
+    CHECK (store && store_configure (store, 4 * mib + 4096, dir) == 0);  //  2.8 MiB down to 2
+    sq_blob_t *heap = s_filled (mib, 1);
+    sq_blob_t *seg = heap? sq_blob_shm_copy (heap): NULL;
+    CHECK (seg);
+    CHECK (store_put (store, 1, seg, "a", 1) == 0);
+    //  Only the stored blob itself, and only a segment, is marked.
+    store_set_shared (store, 1, heap);
+    CHECK (store_shared (store) == 0);
+    CHECK (store_put (store, 2, heap, "b", 1) == 0);
+    store_set_shared (store, 2, heap);
+    CHECK (store_shared (store) == 0);
+    store_set_shared (store, 1, seg);
+    store_set_shared (store, 1, seg);                   //  counted once
+    CHECK (store_shared (store) == mib && store_memory (store) == 2 * mib);
+    //  1 is the least recently used, yet 2 is spilled for the third.
+    CHECK (store_put (store, 3, s_filled (mib, 3), "c", 1) == 0);
+    CHECK (store_spilled (store) == mib && store_memory (store) == 2 * mib);
+    CHECK (sq_blob_mapped (store_get (store, 2, NULL)));
+    CHECK (!sq_blob_mapped (store_get (store, 1, NULL)) && store_shared (store) == mib);
+    //  Unshared ones that are read (referenced) cannot go: the shared one
+    //  does, least recently used first, and is no longer counted shared.
+    sq_blob_t *held3 = sq_blob_ref (store_get (store, 3, NULL));
+    sq_blob_t *four = s_filled (mib, 4);
+    sq_blob_t *held4 = four? sq_blob_ref (four): NULL;
+    CHECK (held3 && held4 && store_put (store, 4, four, "d", 1) == 0);
+    CHECK (store_spilled (store) == 2 * mib && sq_blob_mapped (store_get (store, 1, NULL)));
+    CHECK (store_shared (store) == 0 && store_memory (store) == 2 * mib);
+    const uint8_t *one = (const uint8_t *) sq_blob_data (store_get (store, 1, NULL));
+    CHECK (one && one [0] == 1 && one [mib - 1] == 1);
+    sq_blob_unref (&held3);
+    sq_blob_unref (&held4);
+    //  Removed or replaced: no longer counted.
+    seg = sq_blob_shm_copy (store_get (store, 4, NULL));
+    CHECK (seg && store_put (store, 5, seg, "e", 1) == 0);
+    store_set_shared (store, 5, seg);
+    CHECK (store_shared (store) == mib);
+    CHECK (store_remove (store, 5) == 0 && store_shared (store) == 0);
+    seg = sq_blob_shm_copy (store_get (store, 4, NULL));
+    CHECK (seg && store_put (store, 5, seg, "e", 1) == 0);
+    store_set_shared (store, 5, seg);
+    CHECK (store_put (store, 5, sq_blob_copy ("x", 1), "e", 1) == 0 && store_shared (store) == 0);
+    store_destroy (&store);
+    return 0;
+}
+
 int
 main (void)
 {
@@ -290,6 +344,8 @@ main (void)
     //  that needs one buffer.
     char dir [] = "/tmp/squall-store-test-XXXXXX";
     CHECK (mkdtemp (dir));
+    if (s_check_shared_spill (dir))
+        return 1;
     store = store_new ();
     CHECK (store && store_configure (store, 0, dir) == 0);
     CHECK (store_put (store, 7, sq_blob_ref (joined), "j", 1) == 0);

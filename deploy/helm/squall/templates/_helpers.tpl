@@ -70,3 +70,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   emptyDir:
     medium: Memory
 {{- end -}}
+
+{{/* A local client's containers (templates/client.yaml): the governors'
+     user, so that their sockets take its files. Root (governors.taskUids
+     not "none") with no capability and no escalation: it reads only what
+     is its own; else the pod's user, as the governors. */}}
+{{- define "squall.localClientSecurity" -}}
+allowPrivilegeEscalation: false
+capabilities:
+  drop: [ALL]
+{{- if . }}
+runAsUser: 0
+runAsGroup: 0
+runAsNonRoot: false
+{{- end }}
+{{- end -}}
