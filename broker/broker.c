@@ -122,9 +122,6 @@ bx_reply_nil (broker_t *self, peer_t *peer, uint32_t req)
 //  --------------------------------------------------------------------------
 //  One message from the ROUTER
 
-//  With keys, every message is checked against the key its connection
-//  authenticated with: the peer's key must be the one it said HELLO with,
-//  and still in the keyring. True if the message was refused (answered).
 //  A handshake is answered only once the monitor's events before it are
 //  read: a connection over the limits is closed before it can finish its
 //  handshake, not just after (its HELLO would be lost; auth.h).
@@ -145,6 +142,9 @@ s_task_key_live (void *arg, const auth_taskref_t *ref)
         && (task->state == TASK_ASSIGNED || task->state == TASK_RUNNING);
 }
 
+//  With keys, every message is checked against the key its connection
+//  authenticated with: the peer's key must be the one it said HELLO with,
+//  and still in the keyring. True if the message was refused (answered).
 static bool
 s_auth_refused (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t req)
 {
