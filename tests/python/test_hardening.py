@@ -140,12 +140,21 @@ def test_idle_connections_under_a_small_descriptor_limit():
                     poller.unregister(fd)
                 return not pending
             until(settled, "1100 connections made", timeout=60)
-            # A client with a key, while they stand: served at once (its
-            # connection pushes out an idle one, it never waits for them).
+            # A client with a key, while they stand: served. The kernel
+            # still hands the broker connections whose last ACK it dropped
+            # with the backlog full (it sends SYN-ACK again 1, 3, 7... s
+            # later): for a second after such a burst every idle one is
+            # younger than a second, and the client's connections are
+            # closed as newcomers. Each is closed before its handshake
+            # ends, so its HELLO goes out on the next (test_broker_admission).
             t = time.monotonic()
-            c = b.client(timeout=10.0)
-            assert c.info()["governors"] == []
-            c.close()
+            try:
+                c = b.client(timeout=10.0)
+                assert c.info()["governors"] == []
+                c.close()
+            except Exception as e:
+                raise AssertionError("%s after %.1f s; the broker's log ends:\n%s"
+                                     % (e, time.monotonic() - t, b.text()[-3000:])) from e
             served = time.monotonic() - t
             # Then the broker rests: over a second window its CPU time is a
             # small part of it (spinning, it would be all of a core's share).
