@@ -192,6 +192,67 @@ def _expect_closed(s):
     assert time.monotonic() - t < 25, "the silent connection was kept"
 
 
+def _zmtp_null_server(conn):
+    """The server's half of a ZMTP 3 NULL handshake on `conn` (a ROUTER,
+    as the broker is); then the frames of the client's first message."""
+    conn.sendall(b"\xff" + bytes(8) + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00")
+                 + b"\x00" + bytes(31))
+    f = conn.makefile("rb")
+    assert len(f.read(64)) == 64                    # the client's greeting
+
+    def frame():
+        flags = f.read(1)[0]
+        size = int.from_bytes(f.read(8 if flags & 2 else 1), "big")
+        return flags, f.read(size)
+    flags, body = frame()
+    assert flags & 4 and body[1:6] == b"READY", (flags, body)
+    prop = b"\x0bSocket-Type" + (6).to_bytes(4, "big") + b"ROUTER"
+    body = b"\x05READY" + prop
+    conn.sendall(bytes([4, len(body)]) + body)
+    frames = []
+    while True:
+        flags, body = frame()
+        frames.append(body)
+        if not flags & 1:
+            return frames
+
+
+def test_hello_lost_with_its_connection_is_said_again():
+    """A broker over its connection limits may close a connection after its
+    handshake (without keys there is no ZAP answer to hold it back, security.md
+    "Limits"): the client's HELLO went with it. The client says HELLO again,
+    on a new connection, instead of waiting for its timeout."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    hellos = []
+
+    def serve():
+        # Each connection: handshake, read the first message, close it.
+        listener.settimeout(30)
+        try:
+            while len(hellos) < 2:
+                conn, _ = listener.accept()
+                with conn:
+                    conn.settimeout(30)
+                    hellos.append(_zmtp_null_server(conn))
+        except OSError:
+            pass
+    import threading
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    t = time.monotonic()
+    with pytest.raises(squall.SquallError):
+        squall.Client("tcp://127.0.0.1:%d" % port, timeout=3.0)
+    listener.close()
+    server.join(30)
+    assert len(hellos) == 2, "the HELLO was said %d time(s) in %.1f s" % (
+        len(hellos), time.monotonic() - t)
+    assert hellos[0] != hellos[1]                   # a new request number
+    assert all(len(h) == 1 for h in hellos), hellos
+
+
 def test_silent_connection_is_closed():
     """A connection that completes no handshake is closed by the broker
     (ZMQ_HANDSHAKE_IVL), without anyone else doing anything."""
