@@ -798,7 +798,8 @@ s_open (sq_client_t *self, int timeout_ms)
     int64_t deadline = timeout_ms < 0? -1: s_now_ms () + timeout_ms;
     while (1) {
         int64_t left = deadline < 0? -1: deadline - s_now_ms ();
-        int rc = left == 0? SQ_E_TIMEOUT: s_open_once (self, left > INT32_MAX? INT32_MAX: (int) left);
+        int rc = deadline >= 0 && left <= 0? SQ_E_TIMEOUT
+               : s_open_once (self, left > INT32_MAX? INT32_MAX: (int) left);
         if (rc == S_HELLO_LOST) {
             zmq_socket_monitor (self->dealer, NULL, 0);
             s_close_socket (&self->monitor);
