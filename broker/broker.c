@@ -122,9 +122,15 @@ bx_reply_nil (broker_t *self, peer_t *peer, uint32_t req)
 //  --------------------------------------------------------------------------
 //  One message from the ROUTER
 
-//  With keys, every message is checked against the key its connection
-//  authenticated with: the peer's key must be the one it said HELLO with,
-//  and still in the keyring. True if the message was refused (answered).
+//  A handshake is answered only once the monitor's events before it are
+//  read: a connection over the limits is closed before it can finish its
+//  handshake, not just after (its HELLO would be lost; auth.h).
+static void
+s_before_answer (void *arg)
+{
+    bx_drain_monitor ((broker_t *) arg);
+}
+
 //  A task key lives while its task attempt runs on the governor that
 //  registered it (auth.h).
 static bool
@@ -136,6 +142,9 @@ s_task_key_live (void *arg, const auth_taskref_t *ref)
         && (task->state == TASK_ASSIGNED || task->state == TASK_RUNNING);
 }
 
+//  With keys, every message is checked against the key its connection
+//  authenticated with: the peer's key must be the one it said HELLO with,
+//  and still in the keyring. True if the message was refused (answered).
 static bool
 s_auth_refused (broker_t *self, peer_t *peer, sq_msg_t *msg, uint32_t req)
 {
@@ -688,8 +697,10 @@ broker_new (const broker_config_t *config)
         broker_destroy (&self);
         return NULL;
     }
-    if (self->auth)
+    if (self->auth) {
         auth_set_live (self->auth, s_task_key_live, self);
+        auth_set_before_answer (self->auth, s_before_answer, self);
+    }
     if (config->journal) {
         if (s_open_journal (self)) {
             broker_destroy (&self);

@@ -25,6 +25,7 @@
 //  Send queues are generous: a submit may carry many constants, and a
 //  request must never fail only because the peer is slow to read.
 #define S_HWM 100000
+#define S_HELLO_LOST (-2)       //  s_await: see there
 //  Deepest INFO document converted to JSON.
 
 static const char *s_errnames [SQ_E_COUNT_] = {
@@ -354,8 +355,13 @@ s_monitor_event (sq_client_t *self)
             uint32_t value;
             memcpy (&event, zmq_msg_data (&frame), sizeof event);
             memcpy (&value, (uint8_t *) zmq_msg_data (&frame) + 2, sizeof value);
-            if (event & ZMQ_EVENT_DISCONNECTED)
+            if (event & ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+                self->handshaken = true;
+            else
+            if (event & ZMQ_EVENT_DISCONNECTED) {
                 result = 1;
+                self->handshaken = false;
+            }
             else
             if (event & (ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
                 s_handshake_failed (self, event, value);
@@ -402,7 +408,9 @@ sq_client_check (sq_client_t *self)
 
 //  Waits for the REPLY to req on socket, discarding stale replies to older
 //  requests. monitor may be NULL. 0 with the decoded reply (of any code), or
-//  an error recorded: SQ_E_TIMEOUT, SQ_E_CONNECTION, SQ_E_PROTOCOL.
+//  an error recorded: SQ_E_TIMEOUT, SQ_E_CONNECTION, SQ_E_PROTOCOL, and
+//  S_HELLO_LOST (not recorded) before HELLO is answered when a connection
+//  whose handshake had succeeded ends: the HELLO may have gone with it.
 static int
 s_await (sq_client_t *self, void *socket, void *monitor, uint32_t req,
          int timeout_ms, const char *peer, sq_reply_t *reply)
@@ -426,11 +434,14 @@ s_await (sq_client_t *self, void *socket, void *monitor, uint32_t req,
                                      "waiting for %s: %s", peer, zmq_strerror (errno));
         }
         if (monitor && (items [1].revents & ZMQ_POLLIN)) {
+            bool handshaken = self->handshaken;
             int event = s_monitor_event (self);
             if (event < 0)
                 return SQ_E_DENIED;
             if (event > 0 && self->connected)
                 return s_lost (self);
+            if (event > 0 && handshaken)
+                return S_HELLO_LOST;
         }
         if (items [0].revents & ZMQ_POLLIN) {
             if (sq_msg_recv (&self->msg, socket, ZMQ_DONTWAIT, SQ_CLIENT_MAX_FRAMES)) {
@@ -691,9 +702,10 @@ s_governor_forget (sq_client_t *self, const char *endpoint)
 //  --------------------------------------------------------------------------
 //  Connect
 
-//  A new DEALER to self->endpoint (CURVE with keys) and HELLO on it.
+//  A new DEALER to self->endpoint (CURVE with keys) and HELLO on it; or
+//  S_HELLO_LOST.
 static int
-s_open (sq_client_t *self, int timeout_ms)
+s_open_once (sq_client_t *self, int timeout_ms)
 {
     const char *endpoint = self->endpoint;
     self->dealer = zmq_socket (self->ctx, ZMQ_DEALER);
@@ -723,7 +735,9 @@ s_open (sq_client_t *self, int timeout_ms)
               (void *) self, atomic_fetch_add (&s_monitors, 1));
     //  A handshake failing without detail (a peer closing midway, as a
     //  stopping broker does) is left to the retries and the timeout.
+    self->handshaken = false;
     if (zmq_socket_monitor (self->dealer, monitor_ep, ZMQ_EVENT_DISCONNECTED
+                            | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
                             | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
                             | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
     ||  zmq_connect (self->monitor, monitor_ep))
@@ -743,17 +757,14 @@ s_open (sq_client_t *self, int timeout_ms)
     if (sq_send (self->dealer, NULL, 0, &self->w, NULL, 0, ZMQ_DONTWAIT))
         return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0, "cannot send to %s: %s",
                                  endpoint, zmq_strerror (errno));
-    //  Until HELLO is answered a dropped connection is only retried by
-    //  ZeroMQ, so s_await ignores disconnects (connected is false) and the
-    //  timeout decides.
+    //  Until HELLO is answered a connection dropped during its handshake
+    //  is only retried by ZeroMQ (the HELLO still waits in the socket's
+    //  queue), so s_await ignores such disconnects (connected is false)
+    //  and the timeout decides; one dropped after it is S_HELLO_LOST.
     char peer [SQ_MAX_NAME + 16];
     snprintf (peer, sizeof peer, "broker %s", endpoint);
     sq_reply_t reply;
     int rc = s_await (self, self->dealer, self->monitor, req, timeout_ms, peer, &reply);
-    if (rc == SQ_E_TIMEOUT)
-        return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
-                                 "no answer from broker at %s within %d ms%s", endpoint,
-                                 timeout_ms, self->has_keys? " (are the keys right?)": "");
     if (rc)
         return rc;
     if (reply.code != SQ_OK)
@@ -774,6 +785,36 @@ s_open (sq_client_t *self, int timeout_ms)
     self->connected = true;
     self->broken = false;
     return 0;
+}
+
+//  s_open_once until HELLO is answered or the time is up. A broker over its
+//  connection limits closes newcomers (docs/security.md, "Limits"); one
+//  closed after its handshake took the HELLO with it: the HELLO is said
+//  again on a new socket (on the same one it could still be queued, and
+//  go twice).
+static int
+s_open (sq_client_t *self, int timeout_ms)
+{
+    int64_t deadline = timeout_ms < 0? -1: s_now_ms () + timeout_ms;
+    while (1) {
+        int64_t left = deadline < 0? -1: deadline - s_now_ms ();
+        int rc = deadline >= 0 && left <= 0? SQ_E_TIMEOUT
+               : s_open_once (self, left > INT32_MAX? INT32_MAX: (int) left);
+        if (rc == S_HELLO_LOST) {
+            zmq_socket_monitor (self->dealer, NULL, 0);
+            s_close_socket (&self->monitor);
+            s_close_socket (&self->dealer);
+            left = deadline < 0? 100: deadline - s_now_ms ();
+            zmq_pollitem_t none = { NULL, -1, 0, 0 };
+            zmq_poll (&none, 0, left < 100? (left > 0? (long) left: 0): 100);
+            continue;
+        }
+        if (rc == SQ_E_TIMEOUT)
+            return sq_client_seterr (self, SQ_E_CONNECTION, 0, 0,
+                                     "no answer from broker at %s within %d ms%s", self->endpoint,
+                                     timeout_ms, self->has_keys? " (are the keys right?)": "");
+        return rc;
+    }
 }
 
 int

@@ -52,6 +52,7 @@ struct _sq_client_t {
     char *endpoint;
     bool connected;             //  HELLO answered
     bool broken;                //  connection lost: the next call resumes, or fails
+    bool handshaken;            //  the link's handshake succeeded (HELLO may be out)
     //  Keys (sq_client_set_keys): ours and the broker's public key.
     bool has_keys;
     uint8_t public_key [32];

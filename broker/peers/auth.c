@@ -30,6 +30,8 @@ struct _auth_t {
     sq_idmap_t *task_keys;
     auth_live_fn *live;
     void *live_arg;
+    auth_before_fn *before;
+    void *before_arg;
     uint64_t task_gen;          //  bumped when a task key goes
 };
 
@@ -98,6 +100,13 @@ auth_set_live (auth_t *self, auth_live_fn *live, void *arg)
 {
     self->live = live;
     self->live_arg = arg;
+}
+
+void
+auth_set_before_answer (auth_t *self, auth_before_fn *before, void *arg)
+{
+    self->before = before;
+    self->before_arg = arg;
 }
 
 int
@@ -302,6 +311,8 @@ auth_handle (auth_t *self)
         if (why && sq_ratelimit_take (&self->refused_log, S_REFUSED_LINES, S_REFUSED_WINDOW_MS))
             sq_info ("connection refused: %s%s%s", why, request.curve? ": key ": "",
                      request.curve? request.z85: "");
+        if (self->before)
+            self->before (self->before_arg);
         sq_zap_reply (self->zap, &request, entry != NULL, entry? entry->z85: NULL, why);
         sq_msg_close (&self->msg);
     }

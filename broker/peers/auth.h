@@ -25,6 +25,14 @@ void auth_destroy (auth_t **self_p);
 //  The ZAP socket, for the reactor's poll; auth_handle answers what waits.
 void *auth_socket (auth_t *self);
 void auth_handle (auth_t *self);
+//  Called with each ZAP request read, before it is answered. libzmq reports
+//  a connection's ACCEPTED on the socket monitor before that connection can
+//  ask ZAP, so the broker reads its monitor here and closes a connection
+//  over the limits (conns.h) before its handshake can finish: a client's
+//  first message then stays queued on its side for the next connection,
+//  never sent into one already condemned (where it would be lost).
+typedef void (auth_before_fn) (void *arg);
+void auth_set_before_answer (auth_t *self, auth_before_fn *before, void *arg);
 //  Re-reads the keyring. 0, or -1 (keyring unchanged) with a logged reason.
 int auth_reload (auth_t *self);
 //  The keyring's entry of a key, else its live task key's (role client).
