@@ -202,3 +202,88 @@ def test_fan_in_groups_in_the_graph():
     assert not fanned and group_of["q0"] == ["r", "p0", "q0"]
     group_of, fanned = sqdask._groups(order, deps, lambda k: False, {"u"}, opts, lambda: 2)
     assert len(fanned) == 2
+
+
+def holds(lock):
+    return hasattr(lock, "acquire")
+
+
+def test_tasks_sharing_an_input_made_for_them_run_as_one_task(client, monkeypatch):
+    from squall import dask as sqdask
+    # A lock read by two wanted readers: with bundles, the lock and both
+    # readers are one task with two outputs, so the lock is never pickled.
+    dsk = {"l": (make_lock,), "a": (holds, "l"), "b": (holds, "l")}
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    made = []
+    real = sqdask.Session._py_task
+
+    def counting(self, *args, **kwargs):
+        made.append((args[-1], args[3]))            # (name, outputs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sqdask.Session, "_py_task", counting)
+    assert client.get(dsk, ["a", "b"]) == (True, True)
+    assert made == [("b", 2)]
+    # (x + x.T).mean()'s shape: each random block is read by its own sum
+    # and by the transposed one; no block is a task of its own, and the
+    # value is the reference scheduler's.
+    import dask.array as da
+    x = da.random.RandomState(7).random_sample((60, 60), chunks=(10, 10))
+    y = (x + x.T).mean()
+    made.clear()
+    assert np.allclose(dask.compute(y, scheduler=client.get)[0],
+                       dask.compute(y, scheduler=dask.get)[0])
+    import re
+    bare = re.compile(r"random_sample-[0-9a-f]+'")     # not Dask's random_sample-mean_chunk
+    assert made and not any(bare.search(name) for name, _ in made), made
+    assert any(n == 2 for _, n in made), made
+    # Fewer bundles than the cluster's measure of enough: not made, and the
+    # lock must be pickled to reach its two readers.
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 2)
+    made.clear()
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        client.get(dsk, ["a", "b"])
+    assert ("l", 1) in made
+
+
+def test_bundles_in_the_graph():
+    from squall import _daskbundle as B
+    from squall import dask as sqdask
+    opts = sqdask._Options({}, {})
+    same = opts.same
+
+    def groups(order, deps, wanted):
+        return sqdask._groups(order, deps, lambda k: False, wanted, opts, 0)[0]
+
+    # r read by a and b; b also reads c, which reads a (wanted, so not in
+    # a's group): one task of r, a, b would read c, made from a: a cycle.
+    deps = {"r": [], "a": ["r"], "c": ["a"], "b": ["r", "c"]}
+    order = ["r", "a", "c", "b"]
+    g = groups(order, deps, {"a", "b", "c"})
+    assert B.bundles(order, deps, g, {"a", "b", "c"}, same, 1) == {}
+    # without c: r, a, b are one bundle; r is let go after b, its last reader
+    deps = {"r": [], "a": ["r"], "b": ["r"], "t": ["a", "b"]}
+    order = ["r", "a", "b", "t"]
+    g = groups(order, deps, {"t"})
+    got = B.bundles(order, deps, g, {"t"}, same, 1)
+    bundle = got["r"]
+    assert bundle.members == ["r", "a", "b"] and bundle.outputs == ["a", "b"]
+    members, outer = B.bundle_members(bundle, deps, {k: k for k in deps})
+    assert outer == [] and members == [("r", "r", []), ("a", "a", []), ("b", "b", ["r"])]
+    assert B.bundles(order, deps, g, {"t"}, same, 2) == {}         # too few
+    # b has other task options than r (dask.annotate): not bundled
+    assert B.bundles(order, deps, g, {"t"}, lambda a, b: b != "b", 1) == {}
+    # an input read by more tasks than a bundle holds stays a task
+    deps = {"r": []}
+    deps.update({"p%d" % i: ["r"] for i in range(B._GROUPS_MAX)})
+    order = list(deps)
+    g = groups(order, deps, set(order[1:]))
+    assert B.bundles(order, deps, g, set(order[1:]), same, 1) == {}
+    # tasks in an order where each bundle's outputs come before their readers
+    deps = {"r": [], "a": ["r"], "x": ["a"], "b": ["r"]}
+    order = ["r", "a", "x", "b"]
+    g = groups(order, deps, {"x", "b", "a"})
+    got = B.bundles(order, deps, g, {"x", "b", "a"}, same, 1)
+    assert got["r"].outputs == ["a", "b"]
+    unit = lambda k: id(got[k]) if k in got else id(g[k])
+    assert B.unit_order(order, deps, unit) == ["r", "a", "b", "x"]

@@ -32,7 +32,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Optional, Tuple
 
-from . import _daskrun
+from . import _daskbundle, _daskrun
 from . import _lib as L
 from ._common import TaskConfigTooLarge
 from ._futures import Future
@@ -303,6 +303,9 @@ def _group_members(group: List[Hashable], deps: Dict[Hashable, List[Hashable]],
 #   (docs/architecture.md, "Input cache"). False: a copy each, for a graph
 #   whose functions change their arguments in place.
 SHARE_INPUTS = True
+#   Bundles (_daskbundle): tasks sharing an input made for them alone run
+#   as one task. False: each stays a task, the shared input one of its own.
+BUNDLES = True
 
 
 def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
@@ -338,7 +341,20 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
         return not deps[key] and not (type(node) is tuple and node and callable(node[0])) \
             and type(node) is not list
 
+    if callable(fan_in):
+        fan_in = _once(fan_in)
     chain_of, fanned = _groups(order, deps, is_data, wanted_set, options, fan_in)
+    bundle_of = {}
+    if fan_in and BUNDLES:
+        bundle_of = _daskbundle.bundles(order, deps, chain_of, wanted_set, options.same, fan_in)
+    if bundle_of:
+        def unit_of(key: Hashable) -> Any:
+            if key in bundle_of:
+                return ("task", id(bundle_of[key]))
+            if key in chain_of:
+                return ("task", id(chain_of[key]))
+            return ("data", key)
+        order = _daskbundle.unit_order(order, deps, unit_of)
 
     objects: Dict[Hashable, DataObject] = {}
     for key in order:
@@ -355,6 +371,11 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
                 objects[key] = DataObject(session, future._oid, "py/pickle")
             else:
                 objects[key] = session.pickled(node.value if spec else node)
+            continue
+        if key in bundle_of:
+            if bundle_of[key].members[-1] == key:
+                _add_bundle(session, bundle_of[key], deps, graph, spec, objects,
+                            options.of(key), packed, share)
             continue
         chain = chain_of[key]
         if chain[-1] != key:
@@ -401,6 +422,46 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
                                    share_inputs=share)
         objects[key] = DataObject(session, tid + 1, "py/pickle")
     return objects
+
+
+def _once(fn: Any) -> Any:
+    """fn, called at most once (the cluster's cpus are asked once)."""
+    got: List[Any] = []
+
+    def once() -> Any:
+        if not got:
+            got.append(fn())
+        return got[0]
+    return once
+
+
+def _add_bundle(session: Session, bundle: "_daskbundle.Bundle",
+                deps: Dict[Hashable, List[Hashable]], graph: Dict[Hashable, Any], spec: bool,
+                objects: Dict[Hashable, DataObject], options: dict, packed: bool,
+                share: bool) -> None:
+    """A bundle's task (_daskrun.run_bundle), one output for each of its
+    outputs, named after the last."""
+    members, outer = _daskbundle.bundle_members(bundle, deps, graph)
+    inputs = tuple(objects[d] for d in outer)
+    head = (spec, members, outer, bundle.outputs)
+    fn: Any = _daskrun.run_bundle
+    args = head + inputs
+    if packed:
+        try:
+            args = (dumps(("run_bundle", head)),) + inputs
+            fn = _daskrun.packed
+        except Exception:               # left to the template's pickling
+            pass
+    n = len(bundle.outputs)
+    name = str(bundle.outputs[-1])
+    try:
+        tid = session._py_task(fn, args, None, n, options, name, share_inputs=share)
+    except TaskConfigTooLarge:
+        args = (spec, session.pickled(members), outer, bundle.outputs) + inputs
+        tid = session._py_task(_daskrun.run_bundle, args, None, n, options, name,
+                               share_inputs=share)
+    for j, key in enumerate(bundle.outputs):
+        objects[key] = DataObject(session, tid + 1 + j, "py/pickle")
 
 
 _OPTION_NAMES = ("cpus", "max_retries", "resources", "priority", "timeout", "workers",
