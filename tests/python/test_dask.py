@@ -236,7 +236,9 @@ def test_tasks_sharing_an_input_made_for_them_run_as_one_task(client, monkeypatc
     import re
     bare = re.compile(r"random_sample-[0-9a-f]+'")     # not Dask's random_sample-mean_chunk
     assert made and not any(bare.search(name) for name, _ in made), made
-    assert any(n == 2 for _, n in made), made
+    # the 15 pairs (i, j), (j, i), i < j, of 6 x 6 blocks: two blocks and
+    # their two sums each, not whole partial steps of the reduction
+    assert sum(n == 2 for _, n in made) == 15, made
     # Fewer bundles than the cluster's measure of enough: not made, and the
     # lock must be pickled to reach its two readers.
     monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 2)
@@ -271,6 +273,9 @@ def test_bundles_in_the_graph():
     members, outer = B.bundle_members(bundle, deps, {k: k for k in deps})
     assert outer == [] and members == [("r", "r", []), ("a", "a", []), ("b", "b", ["r"])]
     assert B.bundles(order, deps, g, {"t"}, same, 2) == {}         # too few
+    # a bundle's members are in no other group, and absorbed by none
+    g2, fanned = sqdask._groups(order, deps, lambda k: False, {"t"}, opts, 1, got)
+    assert set(g2) == {"t"} and g2["t"] == ["t"] and not fanned
     # b has other task options than r (dask.annotate): not bundled
     assert B.bundles(order, deps, g, {"t"}, lambda a, b: b != "b", 1) == {}
     # an input read by more tasks than a bundle holds stays a task

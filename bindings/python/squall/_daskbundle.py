@@ -13,7 +13,10 @@ they share): block (i, j), block (j, i) and the two sums and their
 `mean_chunk`s are one task whose outputs are the two small `mean_chunk`
 values; the blocks never leave the executor.
 
-Kept bounded so that parallelism is not lost: a bundle holds at most
+Bundles are made of linear chains, before fan-ins (which then leave
+their members alone): a bundle of whole partial steps of `mean` held 8
+blocks, and tasks that large split 2 cpus' work unevenly. Kept bounded
+so that parallelism is not lost: a bundle holds at most
 _GROUPS_MAX tasks of before and _OUTPUTS_MAX outputs (a shared input read
 by more tasks, as `matmul`'s blocks are by 16 products, is left as it
 was), and bundles are kept only when the caller's measure of enough tasks

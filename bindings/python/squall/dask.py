@@ -217,7 +217,7 @@ _FAN_IN_MAX = 16
 
 def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data: Any,
             wanted: set, options: "_Options",
-            fan_in: Any) -> Tuple[Dict[Hashable, List[Hashable]], set]:
+            fan_in: Any, taken: Any = ()) -> Tuple[Dict[Hashable, List[Hashable]], set]:
     """The tasks the computed nodes are fused into: ({key: its group, a
     list shared by its members in dependency order, the last one the
     group's output}, the ids of the groups that absorbed a fan-in).
@@ -234,7 +234,8 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
     parallelism: else a reduction's branches, which could run on
     different cpus at once, would run one after the other). fan_in may be
     a function giving that number, called only when a fan-in was found
-    (it may ask the broker)."""
+    (it may ask the broker). Keys in `taken` (bundles' members) are in
+    no group and absorbed by none."""
     dependents: Dict[Hashable, int] = {}
     for key in order:
         for d in deps[key]:
@@ -249,7 +250,7 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
                 and group_of[d][-1] == d and options.same(d, key)
 
         for key in order:
-            if is_data(key):
+            if is_data(key) or key in taken:
                 continue
             ds = deps[key]
             if len(ds) == 1 and alone(ds[0], key):
@@ -343,10 +344,15 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
 
     if callable(fan_in):
         fan_in = _once(fan_in)
-    chain_of, fanned = _groups(order, deps, is_data, wanted_set, options, fan_in)
     bundle_of = {}
     if fan_in and BUNDLES:
-        bundle_of = _daskbundle.bundles(order, deps, chain_of, wanted_set, options.same, fan_in)
+        #   Bundles of linear chains first, then fan-ins of the rest: a
+        #   bundle of a few blocks and their small outputs, not of whole
+        #   reductions' partial steps (tasks of a few ms keep 2 cpus evenly
+        #   busy; (x + x.T).mean()'s would be 8 blocks each).
+        chains = _groups(order, deps, is_data, wanted_set, options, 0)[0]
+        bundle_of = _daskbundle.bundles(order, deps, chains, wanted_set, options.same, fan_in)
+    chain_of, fanned = _groups(order, deps, is_data, wanted_set, options, fan_in, bundle_of)
     if bundle_of:
         def unit_of(key: Hashable) -> Any:
             if key in bundle_of:
