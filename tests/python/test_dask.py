@@ -292,3 +292,26 @@ def test_bundles_in_the_graph():
     assert got["r"].outputs == ["a", "b"]
     unit = lambda k: id(got[k]) if k in got else id(g[k])
     assert B.unit_order(order, deps, unit) == ["r", "a", "b", "x"]
+
+
+def test_the_cluster_cpus_are_asked_once_for_graphs_in_a_row(client, monkeypatch):
+    from squall import dask as sqdask
+    asked = []
+    real = type(client).governors
+
+    def counting(self):
+        asked.append(1)
+        return real(self)
+
+    monkeypatch.setattr(type(client), "governors", counting)
+    monkeypatch.setattr(sqdask, "_CPUS_KEPT_S", 3600.0)
+    dsk = {"s": (sum, [("p", i) for i in range(4)])}
+    dsk.update({("p", i): (add, ("q", i), 1) for i in range(4)})
+    dsk.update({("q", i): (mul, i, 2) for i in range(4)})
+    for _ in range(3):
+        assert client.get(dsk, "s") == dask.get(dsk, "s")
+    assert len(asked) == 1
+    # once the count is older than that, it is asked again
+    monkeypatch.setattr(sqdask, "_CPUS_KEPT_S", 0.0)
+    assert client.get(dsk, "s") == dask.get(dsk, "s")
+    assert len(asked) == 2
