@@ -111,6 +111,9 @@ def test_large_nodes_travel_as_data(client, monkeypatch):
     monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
     assert client.get({"n": (len, big), "k": (add, 1, 1), "s": (add, "n", "k")}, "s") == \
         len(big) + 2
+    #   and in a bundle (n read by a and b only: one task, two outputs)
+    assert client.get({"n": (len, big), "a": (add, "n", 1), "b": (add, "n", 2)},
+                      ["a", "b"]) == (len(big) + 1, len(big) + 2)
     #   client.submit sends a large argument as data too, with Dask's warning
     with pytest.warns(UserWarning, match=r"Large object of size 17\.00 MiB .*client\.scatter"):
         assert client.submit(len, big).result(60) == len(big)
