@@ -8,7 +8,8 @@ failures and the dashboard show the key); literal nodes become constants;
 aliases point at their target's output. Linear chains (a node whose only
 dependency is a node nothing else needs and nobody asked for) are fused into
 one task, so their intermediate values stay Python objects in one executor
-and are never pickled: only values that move between tasks or come back to
+and are never pickled (so are a node read by several tasks and by nothing
+else and all its readers: a bundle, _daskbundle): only values that move between tasks or come back to
 the client must pickle, and one that cannot fails with a TypeError saying
 so. A node too large for a task's config (it embeds data) travels as a data
 object instead. Dask is imported only here and only
