@@ -281,12 +281,17 @@ def test_bundles_in_the_graph():
     assert set(g2) == {"t"} and g2["t"] == ["t"] and not fanned
     # b has other task options than r (dask.annotate): not bundled
     assert B.bundles(order, deps, g, {"t"}, lambda a, b: b != "b", 1) == {}
-    # an input read by more tasks than a bundle holds stays a task
+    # an input read by more tasks than a bundle holds stays a task (and the
+    # graph is not even looked at for bundles)
     deps = {"r": []}
     deps.update({"p%d" % i: ["r"] for i in range(B._GROUPS_MAX)})
     order = list(deps)
     g = groups(order, deps, set(order[1:]))
     assert B.bundles(order, deps, g, set(order[1:]), same, 1) == {}
+    assert not B.any_candidate(order, deps, lambda k: False, set(order[1:]))
+    del deps["p0"]
+    assert B.any_candidate(order[:1] + order[2:], deps, lambda k: False, set(order[2:]))
+    assert not B.any_candidate(order[:1] + order[2:], deps, lambda k: k == "r", set(order[2:]))
     # tasks in an order where each bundle's outputs come before their readers
     deps = {"r": [], "a": ["r"], "x": ["a"], "b": ["r"]}
     order = ["r", "a", "x", "b"]

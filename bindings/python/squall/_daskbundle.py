@@ -43,6 +43,19 @@ class Bundle:
         self.outputs = outputs
 
 
+def any_candidate(order: List[Hashable], deps: Dict[Hashable, List[Hashable]],
+                  is_data: Any, wanted: set) -> bool:
+    """Whether some computed node, not wanted, has from 2 to _GROUPS_MAX - 1
+    readers: else no bundle can be made, and the grouping it needs is not
+    worth making (`matmul`'s blocks have 32 readers each)."""
+    readers: Dict[Hashable, int] = {}
+    for key in order:
+        for d in deps[key]:
+            readers[d] = readers.get(d, 0) + 1
+    return any(2 <= n < _GROUPS_MAX and k not in wanted and not is_data(k)
+               for k, n in readers.items())
+
+
 def bundles(order: List[Hashable], deps: Dict[Hashable, List[Hashable]],
             group_of: Dict[Hashable, List[Hashable]], wanted: set, same: Any,
             enough: Any) -> Dict[Hashable, Bundle]:

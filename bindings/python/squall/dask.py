@@ -346,7 +346,7 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
     if callable(fan_in):
         fan_in = _once(fan_in)
     bundle_of = {}
-    if fan_in and BUNDLES:
+    if fan_in and BUNDLES and _daskbundle.any_candidate(order, deps, is_data, wanted_set):
         #   Bundles of linear chains first, then fan-ins of the rest: a
         #   bundle of a few blocks and their small outputs, not of whole
         #   reductions' partial steps (tasks of a few ms keep 2 cpus evenly
