@@ -323,3 +323,35 @@ def test_the_cluster_cpus_are_asked_once_for_graphs_in_a_row(client, monkeypatch
     monkeypatch.setattr(sqdask, "_CPUS_KEPT_S", 0.0)
     assert client.get(dsk, "s") == dask.get(dsk, "s")
     assert len(asked) == 2
+
+
+def test_a_graph_first_tasks_are_submitted_while_the_rest_are_made(client, monkeypatch):
+    from squall import dask as sqdask
+    sent = []
+    real = sqdask.Session.submit
+
+    def counting(self):
+        sent.append(self._n_tasks)
+        return real(self)
+
+    monkeypatch.setattr(sqdask.Session, "submit", counting)
+    monkeypatch.setattr(sqdask, "_EARLY_TASKS", 3)
+    # ten tasks read by a sum made after them: the first three go on their
+    # own, and their values are still there for the sum (kept till all is
+    # submitted)
+    dsk = {("p", i): (mul, i, 3) for i in range(10)}
+    dsk["s"] = (sum, [("p", i) for i in range(10)])
+    for _ in range(3):
+        sent.clear()
+        assert client.get(dsk, "s") == 135
+        assert sent[:2] == [3, 11], sent             # tasks made at each submit
+    # wanted keys among the first ones come back too
+    keys = [("p", i) for i in range(10)] + ["s"]
+    assert client.get(dsk, keys) == dask.get(dsk, keys)
+    # and the same for a graph of bundles
+    import dask.array as da
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    x = da.random.RandomState(7).random_sample((60, 60), chunks=(10, 10))
+    y = (x + x.T).mean()
+    assert np.allclose(dask.compute(y, scheduler=client.get)[0],
+                       dask.compute(y, scheduler=dask.get)[0])
