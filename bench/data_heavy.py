@@ -6,7 +6,8 @@ distributed, in one run (issue 29), and a big array handed to a task.
         /work/main/.venv-distributed/bin/python3 bench/data_heavy.py
     options: --repeat R (3, best kept) --only squall,threaded,distributed
              (squall-nocache too: squall without the executors' input
-             cache, squall.dask.SHARE_INPUTS False)
+             cache, squall.dask.SHARE_INPUTS False; squall-nobundle:
+             squall without bundles, squall.dask.BUNDLES False)
              --skip-big --blas-threads N (1) --matmul-chunk C (125)
 
 Workloads (each result checked equal to the threaded scheduler's):
@@ -142,11 +143,12 @@ def run_distributed(work, repeat):
     return out
 
 
-def run_squall(work, repeat, share=True):
+def run_squall(work, repeat, share=True, bundles=True):
     import dask
     import squall
     import squall.dask
     squall.dask.SHARE_INPUTS = share
+    squall.dask.BUNDLES = bundles
     out = {}
     for name, make in work.items():
         with squall.LocalCluster(governors=2, cpus=1) as cluster:
@@ -155,7 +157,8 @@ def run_squall(work, repeat, share=True):
             pids = [g.pid for g in cluster.governors]
             pids += [c for g in cluster.governors for c in _children(g.pid)]
             out[name] = (t, value, sum(_hwm(p) for p in pids))
-            print("squall" if share else "squall-nocache", name, t, out[name][2] >> 20,
+            print("squall" if share and bundles else "squall-nobundle" if share
+                  else "squall-nocache", name, t, out[name][2] >> 20,
                   file=sys.stderr, flush=True)
     return out
 
@@ -209,6 +212,7 @@ def main():
     results = {}
     for system, run in (("threaded", run_threaded), ("squall", run_squall),
                         ("squall-nocache", lambda w, r: run_squall(w, r, share=False)),
+                        ("squall-nobundle", lambda w, r: run_squall(w, r, bundles=False)),
                         ("distributed", run_distributed)):
         if system in only and work:
             results[system] = run(work, args.repeat)

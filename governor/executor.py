@@ -1206,37 +1206,6 @@ def _die_with_governor(governor_pid):
         os._exit(1)
 
 
-#   glibc's mallopt parameters (malloc.h).
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-
-
-def _heap_configure():
-    """Keeps the memory a task frees for the next task (glibc only): by
-    default malloc starts by mapping every block over 128 KiB afresh and
-    gives the top of its heap back to Linux past twice its threshold, so
-    each task's temporaries (a pandas groupby's hash tables: about 7 000
-    pages a groupby partition of bench/data_heavy.py) are faulted in and
-    zeroed again, about a quarter of such a task's CPU. glibc raises the
-    threshold itself as large blocks are freed, up to 32 MiB (trim 64 MiB),
-    which Dask's threaded scheduler's process soon reaches; an executor
-    starts there. At most 64 MiB freed stays resident at the heap's top,
-    and a task's memory limit counts what its RSS grows by, which the
-    kept pages do not add to. Left alone when the environment sets glibc's
-    own MALLOC_TRIM_THRESHOLD_ or MALLOC_MMAP_THRESHOLD_."""
-    if os.environ.get("MALLOC_TRIM_THRESHOLD_") or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
-        return
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None)
-    except OSError:
-        return
-    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
-        return                          # not glibc
-    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-    libc.mallopt(_M_TRIM_THRESHOLD, 64 << 20)
-
-
 def _preload():
     """Imports the governor's --python-preload modules now, while no task
     waits (a module that fails is reported, not fatal: the task that needs
@@ -1250,6 +1219,42 @@ def _preload():
             except BaseException as exc:    # noqa: B902 - SystemExit in a module too
                 print("squall executor: cannot preload %s: %s: %s"
                       % (name, type(exc).__name__, exc), file=sys.stderr, flush=True)
+
+
+#   glibc's malloc: arrays up to _MMAP_MAX come from the heap, and up to
+#   _TRIM_KEEP of it stays when freed. By default a block over 128 KiB (a
+#   few MiB once its dynamic threshold moved) is a mapping of its own that
+#   free unmaps, and the heap's free top over twice that is given back: a
+#   task making 2 MB numpy blocks, or a pandas groupby's hash tables (about
+#   7 000 pages a partition of bench/data_heavy.py), then faults every page
+#   in and zeroes it again (on a virtual machine ~2 s a GiB; 20 % of
+#   `mean`'s executor cpu, a quarter of the groupby's). glibc moves its
+#   threshold there itself as large blocks are freed, as Dask's threaded
+#   scheduler's process soon does; an executor starts there. At most 64 MiB
+#   freed stays resident, and a task's memory limit counts what its RSS
+#   grows by, which kept pages do not add to. The governor's own heap is set
+#   the same way (governor/heap.c).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_MMAP_MAX = 32 << 20
+_TRIM_KEEP = 64 << 20
+
+
+def _heap_configure():
+    """Sets the thresholds above, unless the user set malloc's own
+    (MALLOC_*_ or GLIBC_TUNABLES) or this is not glibc."""
+    if "malloc" in os.environ.get("GLIBC_TUNABLES", "") \
+            or any(k.startswith("MALLOC_") and k.endswith("_") for k in os.environ):
+        return
+    try:
+        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+            return
+        import ctypes
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, ValueError, ImportError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX)
+    mallopt(_M_TRIM_THRESHOLD, _TRIM_KEEP)
 
 
 def _resident():

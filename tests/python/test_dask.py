@@ -111,6 +111,9 @@ def test_large_nodes_travel_as_data(client, monkeypatch):
     monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
     assert client.get({"n": (len, big), "k": (add, 1, 1), "s": (add, "n", "k")}, "s") == \
         len(big) + 2
+    #   and in a bundle (n read by a and b only: one task, two outputs)
+    assert client.get({"n": (len, big), "a": (add, "n", 1), "b": (add, "n", 2)},
+                      ["a", "b"]) == (len(big) + 1, len(big) + 2)
     #   client.submit sends a large argument as data too, with Dask's warning
     with pytest.warns(UserWarning, match=r"Large object of size 17\.00 MiB .*client\.scatter"):
         assert client.submit(len, big).result(60) == len(big)
@@ -202,3 +205,153 @@ def test_fan_in_groups_in_the_graph():
     assert not fanned and group_of["q0"] == ["r", "p0", "q0"]
     group_of, fanned = sqdask._groups(order, deps, lambda k: False, {"u"}, opts, lambda: 2)
     assert len(fanned) == 2
+
+
+def holds(lock):
+    return hasattr(lock, "acquire")
+
+
+def test_tasks_sharing_an_input_made_for_them_run_as_one_task(client, monkeypatch):
+    from squall import dask as sqdask
+    # A lock read by two wanted readers: with bundles, the lock and both
+    # readers are one task with two outputs, so the lock is never pickled.
+    dsk = {"l": (make_lock,), "a": (holds, "l"), "b": (holds, "l")}
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    made = []
+    real = sqdask.Session._py_task
+
+    def counting(self, *args, **kwargs):
+        made.append((args[-1], args[3]))            # (name, outputs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sqdask.Session, "_py_task", counting)
+    assert client.get(dsk, ["a", "b"]) == (True, True)
+    assert made == [("b", 2)]
+    # (x + x.T).mean()'s shape: each random block is read by its own sum
+    # and by the transposed one; no block is a task of its own, and the
+    # value is the reference scheduler's.
+    import dask.array as da
+    x = da.random.RandomState(7).random_sample((60, 60), chunks=(10, 10))
+    y = (x + x.T).mean()
+    made.clear()
+    assert np.allclose(dask.compute(y, scheduler=client.get)[0],
+                       dask.compute(y, scheduler=dask.get)[0])
+    import re
+    bare = re.compile(r"random_sample-[0-9a-f]+'")     # not Dask's random_sample-mean_chunk
+    assert made and not any(bare.search(name) for name, _ in made), made
+    # the 15 pairs (i, j), (j, i), i < j, of 6 x 6 blocks: two blocks and
+    # their two sums each, not whole partial steps of the reduction
+    assert sum(n == 2 for _, n in made) == 15, made
+    # Fewer bundles than the cluster's measure of enough: not made, and the
+    # lock must be pickled to reach its two readers.
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 2)
+    made.clear()
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        client.get(dsk, ["a", "b"])
+    assert ("l", 1) in made
+
+
+def test_bundles_in_the_graph():
+    from squall import _daskbundle as B
+    from squall import dask as sqdask
+    opts = sqdask._Options({}, {})
+    same = opts.same
+
+    def groups(order, deps, wanted):
+        return sqdask._groups(order, deps, lambda k: False, wanted, opts, 0)[0]
+
+    # r read by a and b; b also reads c, which reads a (wanted, so not in
+    # a's group): one task of r, a, b would read c, made from a: a cycle.
+    deps = {"r": [], "a": ["r"], "c": ["a"], "b": ["r", "c"]}
+    order = ["r", "a", "c", "b"]
+    g = groups(order, deps, {"a", "b", "c"})
+    assert B.bundles(order, deps, g, {"a", "b", "c"}, same, 1) == {}
+    # without c: r, a, b are one bundle; r is let go after b, its last reader
+    deps = {"r": [], "a": ["r"], "b": ["r"], "t": ["a", "b"]}
+    order = ["r", "a", "b", "t"]
+    g = groups(order, deps, {"t"})
+    got = B.bundles(order, deps, g, {"t"}, same, 1)
+    bundle = got["r"]
+    assert bundle.members == ["r", "a", "b"] and bundle.outputs == ["a", "b"]
+    members, outer = B.bundle_members(bundle, deps, {k: k for k in deps})
+    assert outer == [] and members == [("r", "r", []), ("a", "a", []), ("b", "b", ["r"])]
+    assert B.bundles(order, deps, g, {"t"}, same, 2) == {}         # too few
+    # a bundle's members are in no other group, and absorbed by none
+    g2, fanned = sqdask._groups(order, deps, lambda k: False, {"t"}, opts, 1, got)
+    assert set(g2) == {"t"} and g2["t"] == ["t"] and not fanned
+    # b has other task options than r (dask.annotate): not bundled
+    assert B.bundles(order, deps, g, {"t"}, lambda a, b: b != "b", 1) == {}
+    # an input read by more tasks than a bundle holds stays a task (and the
+    # graph is not even looked at for bundles)
+    deps = {"r": []}
+    deps.update({"p%d" % i: ["r"] for i in range(B._GROUPS_MAX)})
+    order = list(deps)
+    g = groups(order, deps, set(order[1:]))
+    assert B.bundles(order, deps, g, set(order[1:]), same, 1) == {}
+    assert not B.any_candidate(order, deps, lambda k: False, set(order[1:]))
+    del deps["p0"]
+    assert B.any_candidate(order[:1] + order[2:], deps, lambda k: False, set(order[2:]))
+    assert not B.any_candidate(order[:1] + order[2:], deps, lambda k: k == "r", set(order[2:]))
+    # tasks in an order where each bundle's outputs come before their readers
+    deps = {"r": [], "a": ["r"], "x": ["a"], "b": ["r"]}
+    order = ["r", "a", "x", "b"]
+    g = groups(order, deps, {"x", "b", "a"})
+    got = B.bundles(order, deps, g, {"x", "b", "a"}, same, 1)
+    assert got["r"].outputs == ["a", "b"]
+    unit = lambda k: id(got[k]) if k in got else id(g[k])
+    assert B.unit_order(order, deps, unit) == ["r", "a", "b", "x"]
+
+
+def test_the_cluster_cpus_are_asked_once_for_graphs_in_a_row(client, monkeypatch):
+    from squall import dask as sqdask
+    asked = []
+    real = type(client).governors
+
+    def counting(self):
+        asked.append(1)
+        return real(self)
+
+    monkeypatch.setattr(type(client), "governors", counting)
+    monkeypatch.setattr(sqdask, "_CPUS_KEPT_S", 3600.0)
+    dsk = {"s": (sum, [("p", i) for i in range(4)])}
+    dsk.update({("p", i): (add, ("q", i), 1) for i in range(4)})
+    dsk.update({("q", i): (mul, i, 2) for i in range(4)})
+    for _ in range(3):
+        assert client.get(dsk, "s") == dask.get(dsk, "s")
+    assert len(asked) == 1
+    # once the count is older than that, it is asked again
+    monkeypatch.setattr(sqdask, "_CPUS_KEPT_S", 0.0)
+    assert client.get(dsk, "s") == dask.get(dsk, "s")
+    assert len(asked) == 2
+
+
+def test_a_graph_first_tasks_are_submitted_while_the_rest_are_made(client, monkeypatch):
+    from squall import dask as sqdask
+    sent = []
+    real = sqdask.Session.submit
+
+    def counting(self):
+        sent.append(self._n_tasks)
+        return real(self)
+
+    monkeypatch.setattr(sqdask.Session, "submit", counting)
+    monkeypatch.setattr(sqdask, "_EARLY_TASKS", 3)
+    # ten tasks read by a sum made after them: the first three go on their
+    # own, and their values are still there for the sum (kept till all is
+    # submitted)
+    dsk = {("p", i): (mul, i, 3) for i in range(10)}
+    dsk["s"] = (sum, [("p", i) for i in range(10)])
+    for _ in range(3):
+        sent.clear()
+        assert client.get(dsk, "s") == 135
+        assert sent[:2] == [3, 11], sent             # tasks made at each submit
+    # wanted keys among the first ones come back too
+    keys = [("p", i) for i in range(10)] + ["s"]
+    assert client.get(dsk, keys) == dask.get(dsk, keys)
+    # and the same for a graph of bundles
+    import dask.array as da
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    x = da.random.RandomState(7).random_sample((60, 60), chunks=(10, 10))
+    y = (x + x.T).mean()
+    assert np.allclose(dask.compute(y, scheduler=client.get)[0],
+                       dask.compute(y, scheduler=dask.get)[0])

@@ -79,9 +79,9 @@ def one():
 
 @pytest.fixture
 def sharing():
-    before = sd.SHARE_INPUTS
+    before = sd.SHARE_INPUTS, sd.BUNDLES
     yield
-    sd.SHARE_INPUTS = before
+    sd.SHARE_INPUTS, sd.BUNDLES = before
 
 
 N = 20000                               # 160 KB: copied, not a segment
@@ -136,6 +136,7 @@ def test_results_are_equal_with_and_without_the_cache(one, sharing):
 
 def test_the_cache_is_bounded(one, sharing):
     client = one
+    sd.BUNDLES = False                  # else each a%d and its readers are one task
     size = 75000                        # 600 KB pickles: 53 fit in 32 MiB
     graph = {}
     keys = []

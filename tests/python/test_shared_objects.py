@@ -257,3 +257,19 @@ def test_spilled_objects_are_still_read_and_the_inputs_do_not_count_as_task_memo
             timeout=TIMEOUT)
         assert got == float(sum(k * n for k in range(4)))
     clean_exit(c)
+
+
+def made_where(n):
+    return where(make(n))[2], "asan" in os.environ.get("LD_PRELOAD", "")
+
+
+def test_an_executor_makes_big_arrays_in_its_heap(one):
+    # A 2 MB block and a 20 MB one come from malloc's heap, not from
+    # mappings of their own that free unmaps (each made again would fault
+    # in every page anew: executor.py, _heap_configure).
+    _, client, _ = one
+    name, sanitized = client.submit(made_where, 2 * MiB // 8).result(timeout=TIMEOUT)
+    if sanitized:
+        pytest.skip("the executor's malloc is the sanitizer's, which has no such thresholds")
+    assert name == "[heap]"
+    assert client.submit(made_where, 20 * MiB // 8).result(timeout=TIMEOUT)[0] == "[heap]"

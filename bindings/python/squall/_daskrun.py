@@ -62,6 +62,22 @@ def run_group(spec, members, outer_keys, *values):
     return value
 
 
+def run_bundle(spec, members, outer_keys, out_keys, *values):
+    """Graph nodes that share inputs made for them alone, fused into one
+    task with an output for each of out_keys (squall/_daskbundle.py):
+    members as in run_group, but a value is let go after its last reader,
+    and the outputs are kept to the end. One output is the value itself;
+    several, a tuple."""
+    env = dict(zip(outer_keys, values))
+    for key, node, done_with in members:
+        env[key] = _run_node(spec, key, node, env, out_keys[-1])
+        for done in done_with:
+            del env[done]
+    if len(out_keys) == 1:
+        return env[out_keys[0]]
+    return tuple(env[k] for k in out_keys)
+
+
 def run_data(node, keys, *values):
     """run() for a node that travelled as a data object (too large to sit in
     the task's config): the same call."""
@@ -82,7 +98,7 @@ def packed(head, *values):
     #   Named here, not looked up in globals(): pickled by value, this
     #   module's functions carry only the globals they name.
     fn = {"run": run, "run_legacy": run_legacy, "run_chain": run_chain,
-          "run_group": run_group}[name]
+          "run_group": run_group, "run_bundle": run_bundle}[name]
     return fn(*args, *values)
 
 

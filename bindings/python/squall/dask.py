@@ -8,7 +8,8 @@ failures and the dashboard show the key); literal nodes become constants;
 aliases point at their target's output. Linear chains (a node whose only
 dependency is a node nothing else needs and nobody asked for) are fused into
 one task, so their intermediate values stay Python objects in one executor
-and are never pickled: only values that move between tasks or come back to
+and are never pickled (so are a node read by several tasks and by nothing
+else and all its readers: a bundle, _daskbundle): only values that move between tasks or come back to
 the client must pickle, and one that cannot fails with a TypeError saying
 so. A node too large for a task's config (it embeds data) travels as a data
 object instead. Dask is imported only here and only
@@ -32,7 +33,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Optional, Tuple
 
-from . import _daskrun
+from . import _daskbundle, _daskrun
 from . import _lib as L
 from ._common import TaskConfigTooLarge
 from ._futures import Future
@@ -217,7 +218,7 @@ _FAN_IN_MAX = 16
 
 def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data: Any,
             wanted: set, options: "_Options",
-            fan_in: Any) -> Tuple[Dict[Hashable, List[Hashable]], set]:
+            fan_in: Any, taken: Any = ()) -> Tuple[Dict[Hashable, List[Hashable]], set]:
     """The tasks the computed nodes are fused into: ({key: its group, a
     list shared by its members in dependency order, the last one the
     group's output}, the ids of the groups that absorbed a fan-in).
@@ -234,7 +235,8 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
     parallelism: else a reduction's branches, which could run on
     different cpus at once, would run one after the other). fan_in may be
     a function giving that number, called only when a fan-in was found
-    (it may ask the broker)."""
+    (it may ask the broker). Keys in `taken` (bundles' members) are in
+    no group and absorbed by none."""
     dependents: Dict[Hashable, int] = {}
     for key in order:
         for d in deps[key]:
@@ -249,7 +251,7 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
                 and group_of[d][-1] == d and options.same(d, key)
 
         for key in order:
-            if is_data(key):
+            if is_data(key) or key in taken:
                 continue
             ds = deps[key]
             if len(ds) == 1 and alone(ds[0], key):
@@ -303,19 +305,40 @@ def _group_members(group: List[Hashable], deps: Dict[Hashable, List[Hashable]],
 #   (docs/architecture.md, "Input cache"). False: a copy each, for a graph
 #   whose functions change their arguments in place.
 SHARE_INPUTS = True
+#   Bundles (_daskbundle): tasks sharing an input made for them alone run
+#   as one task. False: each stays a task, the shared input one of its own.
+BUNDLES = True
 
 
 def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
            wanted: List[Hashable], options: Any,
-           packed: bool = False, fan_in: Any = 0) -> Dict[Hashable, DataObject]:
+           packed: bool = False, fan_in: Any = 0, early: int = 0,
+           held: Optional[List[int]] = None) -> Dict[Hashable, DataObject]:
     """Adds the graph's tasks for `wanted` to the session; {key: its data
     object}. options: a dict for every task, or an _Options. packed: the
     graph holds no futures, so each node is pickled as it is (one C
     pickle, _daskrun.packed) rather than searched for them. fan_in: fuse
     reductions' branches when that makes at least this many tasks of
-    them (0: never; or a function giving it: see _groups)."""
+    them (0: never; or a function giving it: see _groups). early, held:
+    once `early` tasks are added, they are submitted, so that the cluster
+    starts on them while the rest are made; every object made so far is
+    kept first (an object nobody keeps is released once the readers
+    submitted with it are done, and later tasks read it too), and its id
+    put in `held` for the caller to let go once all is submitted."""
     if isinstance(options, dict):
         options = _Options(options, {})
+    built = 0
+
+    def added() -> None:
+        nonlocal built
+        built += 1
+        if built == early and held is not None:
+            ids = sorted({o.id for o in objects.values()})
+            with session._lock:
+                for oid in ids:
+                    session._check(_keep(session, oid))
+            held.extend(ids)
+            session.submit()
     share = SHARE_INPUTS
     if spec:
         from dask._task_spec import Alias, DataNode
@@ -338,7 +361,25 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
         return not deps[key] and not (type(node) is tuple and node and callable(node[0])) \
             and type(node) is not list
 
-    chain_of, fanned = _groups(order, deps, is_data, wanted_set, options, fan_in)
+    if callable(fan_in):
+        fan_in = _once(fan_in)
+    bundle_of = {}
+    if fan_in and BUNDLES and _daskbundle.any_candidate(order, deps, is_data, wanted_set):
+        #   Bundles of linear chains first, then fan-ins of the rest: a
+        #   bundle of a few blocks and their small outputs, not of whole
+        #   reductions' partial steps (tasks of a few ms keep 2 cpus evenly
+        #   busy; (x + x.T).mean()'s would be 8 blocks each).
+        chains = _groups(order, deps, is_data, wanted_set, options, 0)[0]
+        bundle_of = _daskbundle.bundles(order, deps, chains, wanted_set, options.same, fan_in)
+    chain_of, fanned = _groups(order, deps, is_data, wanted_set, options, fan_in, bundle_of)
+    if bundle_of:
+        def unit_of(key: Hashable) -> Any:
+            if key in bundle_of:
+                return ("task", id(bundle_of[key]))
+            if key in chain_of:
+                return ("task", id(chain_of[key]))
+            return ("data", key)
+        order = _daskbundle.unit_order(order, deps, unit_of)
 
     objects: Dict[Hashable, DataObject] = {}
     for key in order:
@@ -355,6 +396,12 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
                 objects[key] = DataObject(session, future._oid, "py/pickle")
             else:
                 objects[key] = session.pickled(node.value if spec else node)
+            continue
+        if key in bundle_of:
+            if bundle_of[key].members[-1] == key:
+                _add_bundle(session, bundle_of[key], deps, graph, spec, objects,
+                            options.of(key), packed, share)
+                added()
             continue
         chain = chain_of[key]
         if chain[-1] != key:
@@ -400,7 +447,48 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
             tid = session._py_task(fn, args, None, 1, options.of(key), str(key),
                                    share_inputs=share)
         objects[key] = DataObject(session, tid + 1, "py/pickle")
+        added()
     return objects
+
+
+def _once(fn: Any) -> Any:
+    """fn, called at most once (the cluster's cpus are asked once)."""
+    got: List[Any] = []
+
+    def once() -> Any:
+        if not got:
+            got.append(fn())
+        return got[0]
+    return once
+
+
+def _add_bundle(session: Session, bundle: "_daskbundle.Bundle",
+                deps: Dict[Hashable, List[Hashable]], graph: Dict[Hashable, Any], spec: bool,
+                objects: Dict[Hashable, DataObject], options: dict, packed: bool,
+                share: bool) -> None:
+    """A bundle's task (_daskrun.run_bundle), one output for each of its
+    outputs, named after the last."""
+    members, outer = _daskbundle.bundle_members(bundle, deps, graph)
+    inputs = tuple(objects[d] for d in outer)
+    head = (spec, members, outer, bundle.outputs)
+    fn: Any = _daskrun.run_bundle
+    args = head + inputs
+    if packed:
+        try:
+            args = (dumps(("run_bundle", head)),) + inputs
+            fn = _daskrun.packed
+        except Exception:               # left to the template's pickling
+            pass
+    n = len(bundle.outputs)
+    name = str(bundle.outputs[-1])
+    try:
+        tid = session._py_task(fn, args, None, n, options, name, share_inputs=share)
+    except TaskConfigTooLarge:
+        args = (spec, session.pickled(members), outer, bundle.outputs) + inputs
+        tid = session._py_task(_daskrun.run_bundle, args, None, n, options, name,
+                               share_inputs=share)
+    for j, key in enumerate(bundle.outputs):
+        objects[key] = DataObject(session, tid + 1 + j, "py/pickle")
 
 
 _OPTION_NAMES = ("cpus", "max_retries", "resources", "priority", "timeout", "workers",
@@ -449,14 +537,33 @@ def _wait_showing(session: Session, ids: List[int], timeout: Optional[float]) ->
         session.wait(ids, timeout)
 
 
+#   How long a client's count of cpus serves later graphs (seconds): asking
+#   the broker is a round trip before the graph's first task is sent (5 ms
+#   of `mean`'s 135 on 2 loaded cores), and 4 a cpu is a rule of thumb.
+_CPUS_KEPT_S = 2.0
+
+
 def _enough_tasks(client: Client) -> int:
     """How many fused reduction steps keep the cluster's cpus busy: 4 a
     cpu (a fan-in fusion that makes fewer is not done)."""
+    asked = getattr(client, "_dask_cpus", None)
+    now = time.monotonic()
+    if asked is not None and now - asked[0] < _CPUS_KEPT_S:
+        return asked[1]
     try:
         cpus = sum(int(g.get("cpus") or 0) for g in client.governors())
     except (SquallError, TypeError, ValueError, AttributeError):
         cpus = 0
-    return 4 * max(cpus, 1)
+    enough = 4 * max(cpus, 1)
+    if cpus:
+        client._dask_cpus = (now, enough)
+    return enough
+
+
+#   client.get submits a graph's first tasks while it makes the others
+#   (`mean`'s client spends ~10 ms making its 57 tasks, the cluster idle
+#   till then): enough to keep a few cpus busy meanwhile.
+_EARLY_TASKS = 8
 
 
 def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) -> Any:
@@ -478,15 +585,21 @@ def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) ->
         values = {k: f.result(timeout) for k, f in futures.items()}
         return _rebuild(keys, values)
     with client.session() as session:
+        held: List[int] = []
         objects = _build(session, graph, spec, wanted, options, packed=True,
-                         fan_in=lambda: _enough_tasks(client))
-        kept = set()
+                         fan_in=lambda: _enough_tasks(client), early=_EARLY_TASKS,
+                         held=held)
+        kept = set(held)
         for k in wanted:
             oid = objects[k].id
             if oid not in kept:
                 objects[k].keep()
                 kept.add(oid)
         session.submit()
+        release = [oid for oid in held if oid not in {objects[k].id for k in wanted}]
+        if release:
+            with session._lock:
+                session._check(L.sq_unkeep_many(session._h, L.ids(release), len(release)))
         _wait_showing(session, list(session._task_ids), timeout)
         values = {}
         for k in wanted:
