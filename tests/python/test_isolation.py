@@ -189,7 +189,11 @@ def test_tenants_cannot_read_each_others_running_tasks(shared):
             for d in os.listdir("/tmp"):
                 path = os.path.join("/tmp", d)
                 if d.startswith("squall-governor-"):
-                    for t in os.listdir(path):
+                    try:
+                        entries = os.listdir(path)
+                    except (FileNotFoundError, NotADirectoryError):
+                        continue    # another test's governor, gone since /tmp was listed
+                    for t in entries:
                         if os.path.isfile(os.path.join(path, t, mark)):
                             return os.path.join(path, t)
             return None
