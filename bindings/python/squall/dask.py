@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Optional, Tuple
 from . import _daskbundle, _daskrun
 from . import _lib as L
 from ._common import TaskConfigTooLarge
+from . import _futures
 from ._futures import Future
 from ._objects import DataObject
 from ._session import Session
@@ -598,7 +599,7 @@ def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) ->
     graph, spec = _nodes(dsk)
     wanted: List[Hashable] = []
     _flatten(keys, wanted)
-    if _has_futures(graph, spec):
+    if _futures.made_any and _has_futures(graph, spec):
         futures = _to_futures(client, graph, spec, wanted, options)
         if futures:
             first = next(iter(futures.values()))
