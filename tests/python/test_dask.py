@@ -145,13 +145,14 @@ def test_reductions_fuse_their_branches_when_the_cluster_has_enough_of_them(clie
     monkeypatch.setattr(sqdask.Session, "_py_task", counting)
     assert client.get(dsk, "out") == 6
     assert made == ["all", "out"]           # locks, branches and their reduction: one task
-    # Enough fan-ins wanted and too few made: linear chains only, and the
-    # branches' locks must be pickled to reach the reduction.
+    # Enough fan-ins wanted and too few made: the branches stay tasks and
+    # their locks must be pickled to reach the reduction (only the last
+    # step, "out", absorbs "all", a partial step reading several tasks).
     monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 2)
     made.clear()
     with pytest.raises(TypeError, match="cannot be pickled"):
         client.get(dsk, "out")
-    assert sorted(made) == sorted(["all", "out"] + [str(("lock", i)) for i in range(3)])
+    assert sorted(made) == sorted(["out"] + [str(("lock", i)) for i in range(3)])
 
 
 def test_fused_reductions_give_the_same_values_and_errors(client, monkeypatch):
@@ -355,3 +356,33 @@ def test_a_graph_first_tasks_are_submitted_while_the_rest_are_made(client, monke
     y = (x + x.T).mean()
     assert np.allclose(dask.compute(y, scheduler=client.get)[0],
                        dask.compute(y, scheduler=dask.get)[0])
+
+
+def test_a_reduction_last_step_absorbs_its_partial_steps():
+    from squall import dask as sqdask
+    opts = sqdask._Options({}, {})
+    # c0..c7 the work (they read no task), p0 and p1 partial steps, t the
+    # last one, read by the alias "out" only
+    deps = {"c%d" % i: [] for i in range(8)}
+    deps.update({"p0": ["c0", "c1", "c2", "c3"], "p1": ["c4", "c5", "c6", "c7"],
+                 "t": ["p0", "p1"], "out": ["t"]})
+    order = list(deps)
+    is_data = lambda k: k == "out"                                  # noqa: E731
+    # enough fan-ins: every partial step absorbs its branches, as before
+    g, fanned = sqdask._groups(order, deps, is_data, {"out"}, opts, 2)
+    assert g["p0"] == ["c0", "c1", "c2", "c3", "p0"] and len(fanned) == 2
+    # too few: only the last step absorbs the partial ones, one hop fewer
+    # after the work's end; the work stays a task each, to run in parallel
+    g, fanned = sqdask._groups(order, deps, is_data, {"out"}, opts, 8)
+    assert g["t"] == ["p0", "p1", "t"] and fanned == {id(g["t"])}
+    assert all(g["c%d" % i] == ["c%d" % i] for i in range(8))
+    members, outer = sqdask._group_members(g["t"], deps, {k: k for k in deps})
+    assert outer == ["c%d" % i for i in range(8)]
+    assert members[-1] == ("t", "t", ["p0", "p1"])
+    # a last step whose branches read no task (they may be the work): none
+    deps2 = {"a": [], "b": [], "t": ["a", "b"]}
+    g, fanned = sqdask._groups(list(deps2), deps2, lambda k: False, {"t"}, opts, 8)
+    assert g["t"] == ["t"] and not fanned
+    # fan_in 0 (futures' graphs): nothing fused
+    g, fanned = sqdask._groups(order, deps, is_data, {"out"}, opts, 0)
+    assert g["t"] == ["t"] and not fanned

@@ -89,6 +89,28 @@ def test_persist_keeps_parts_on_the_cluster(client, tmp_path):
     assert float(client.compute(big.sum(), sync=True)) == 4 * 8192
 
 
+def test_graphs_are_searched_for_futures_once_one_was_made(client, monkeypatch):
+    # No Future made in the process: no graph can hold one, and client.get
+    # sends its first tasks without searching every node's arguments.
+    from squall import _futures
+    monkeypatch.setattr(_futures, "made_any", False)
+    searched = []
+    real = squall.dask._has_futures
+
+    def search(graph, spec):
+        searched.append(len(graph))
+        return real(graph, spec)
+
+    monkeypatch.setattr(squall.dask, "_has_futures", search)
+    x = da.arange(40, chunks=10)
+    assert dask.compute(x.sum(), scheduler=client.get)[0] == sum(range(40))
+    assert searched == []
+    y = client.persist(x + 1)                       # futures of its parts
+    assert _futures.made_any
+    assert dask.compute(y.sum(), scheduler=client.get)[0] == sum(range(1, 41))
+    assert len(searched) == 1
+
+
 def test_progress_follows_compute_and_persist(client):
     x = client.persist(da.arange(200, chunks=10) + 1)
     out = io.StringIO()

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Optional, Tuple
 from . import _daskbundle, _daskrun
 from . import _lib as L
 from ._common import TaskConfigTooLarge
+from . import _futures
 from ._futures import Future
 from ._objects import DataObject
 from ._session import Session
@@ -233,7 +234,10 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
     a fan-in is never absorbed again, and fan-in groups are kept only when
     at least fan_in of them are made (the caller's measure of enough
     parallelism: else a reduction's branches, which could run on
-    different cpus at once, would run one after the other). fan_in may be
+    different cpus at once, would run one after the other); when too few,
+    a last node (read by no task) still absorbs those of its dependencies
+    that are partial steps reading several tasks, one hop fewer at the
+    reduction's end (its branches' inputs stay tasks). fan_in may be
     a function giving that number, called only when a fan-in was found
     (it may ask the broker). Keys in `taken` (bundles' members) are in
     no group and absorbed by none."""
@@ -242,9 +246,14 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
         for d in deps[key]:
             dependents[d] = dependents.get(d, 0) + 1
 
-    def make(fan: bool) -> Tuple[Dict[Hashable, List[Hashable]], set]:
+    def make(fan: bool, tail: bool = False) -> Tuple[Dict[Hashable, List[Hashable]], set]:
         group_of: Dict[Hashable, List[Hashable]] = {}
         fanned: Dict[int, List[Hashable]] = {}
+
+        def combine(d: Hashable) -> bool:
+            #   A reduction's partial step: one node reading several tasks.
+            return group_of[d] == [d] and \
+                sum(1 for x in deps[d] if not is_data(x)) >= 2
 
         def alone(d: Hashable, key: Hashable) -> bool:
             return d in group_of and dependents.get(d) == 1 and d not in wanted \
@@ -259,9 +268,10 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
                 group.append(key)
             else:
                 group = [key]
-                if fan:
+                if fan or (tail and key in sinks):
                     branches = [d for d in ds if alone(d, key)
-                                and id(group_of[d]) not in fanned]
+                                and id(group_of[d]) not in fanned
+                                and (fan or combine(d))]
                     if 0 < len(branches) <= _FAN_IN_MAX:
                         group = [m for d in branches for m in group_of[d]] + [key]
                         for m in group:
@@ -274,6 +284,18 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
     if fan_in:
         group_of, fanned = make(True)
         if fanned and len(fanned) >= (fan_in() if callable(fan_in) else fan_in):
+            return group_of, fanned
+        #   Too few fan-ins to fuse them all: the reduction's last step
+        #   still absorbs its partial steps (mean's aggregate and the 4
+        #   combines before it, after bundles), as they only combine small
+        #   values and each would be one more hop (executor, governor,
+        #   broker, governor, executor) on the critical path after the
+        #   last block; its branches that read no task are left alone
+        #   (they may be the work, which must run in parallel).
+        read_by_task = {d for k in order if not is_data(k) for d in deps[k]}
+        sinks = {k for k in order if k not in read_by_task and not is_data(k)}
+        group_of, fanned = make(False, True)
+        if fanned:
             return group_of, fanned
     return make(False)[0], set()
 
@@ -577,7 +599,7 @@ def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) ->
     graph, spec = _nodes(dsk)
     wanted: List[Hashable] = []
     _flatten(keys, wanted)
-    if _has_futures(graph, spec):
+    if _futures.made_any and _has_futures(graph, spec):
         futures = _to_futures(client, graph, spec, wanted, options)
         if futures:
             first = next(iter(futures.values()))
