@@ -39,7 +39,7 @@ from ._common import TaskConfigTooLarge
 from ._futures import Future
 from ._objects import DataObject
 from ._session import Session
-from ._pickling import dumps
+from ._pickling import PICKLE, dumps, dumps_value_parts
 from ._progress import Progress
 from .errors import SquallError, TimeoutError as SqTimeoutError
 
@@ -328,17 +328,27 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
     if isinstance(options, dict):
         options = _Options(options, {})
     built = 0
+    uploaded = 0                # bytes of the graph's data made so far
+    kept: set = set()
 
     def added() -> None:
         nonlocal built
         built += 1
-        if built == early and held is not None:
-            ids = sorted({o.id for o in objects.values()})
-            with session._lock:
-                for oid in ids:
-                    session._check(_keep(session, oid))
-            held.extend(ids)
-            session.submit()
+        if held is None or built > early:
+            return
+        #   Besides the `early`th task: with much data made (a frame's
+        #   partitions the client writes into memory files, ~3 ms each),
+        #   also the 2nd and 4th, so the first partitions' tasks run while
+        #   the client writes the others.
+        if built != early and not (uploaded >= _EARLY_BYTES and built in _EARLY_STEPS):
+            return
+        ids = sorted({o.id for o in objects.values()} - kept)
+        with session._lock:
+            for oid in ids:
+                session._check(_keep(session, oid))
+        kept.update(ids)
+        held.extend(ids)
+        session.submit()
     share = SHARE_INPUTS
     if spec:
         from dask._task_spec import Alias, DataNode
@@ -395,7 +405,9 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
                     raise SquallError("%r is a future of another client or session" % (future,))
                 objects[key] = DataObject(session, future._oid, "py/pickle")
             else:
-                objects[key] = session.pickled(node.value if spec else node)
+                parts = dumps_value_parts(node.value if spec else node)
+                uploaded += sum(memoryview(p).nbytes for p in parts)
+                objects[key] = session._blob_parts(parts, PICKLE)
             continue
         if key in bundle_of:
             if bundle_of[key].members[-1] == key:
@@ -564,6 +576,12 @@ def _enough_tasks(client: Client) -> int:
 #   (`mean`'s client spends ~10 ms making its 57 tasks, the cluster idle
 #   till then): enough to keep a few cpus busy meanwhile.
 _EARLY_TASKS = 8
+#   ... and, once the graph's data made so far is this large, also after
+#   these many tasks (the groupby's 8 partitions of 6 MB: the client
+#   writes for ~25 ms before its 8th task; each extra submit costs a
+#   round trip to the broker and one to a governor).
+_EARLY_BYTES = 8 << 20
+_EARLY_STEPS = (2, 4)
 
 
 def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) -> Any:
