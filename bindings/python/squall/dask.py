@@ -327,28 +327,19 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
     put in `held` for the caller to let go once all is submitted."""
     if isinstance(options, dict):
         options = _Options(options, {})
-    built = 0
-    uploaded = 0                # bytes of the graph's data made so far
-    kept: set = set()
+    built = uploaded = 0        # tasks added; bytes of the graph's data made
 
     def added() -> None:
         nonlocal built
         built += 1
-        if held is None or built > early:
-            return
-        #   Besides the `early`th task: with much data made (a frame's
-        #   partitions the client writes into memory files, ~3 ms each),
-        #   also the 2nd and 4th, so the first partitions' tasks run while
-        #   the client writes the others.
-        if built != early and not (uploaded >= _EARLY_BYTES and built in _EARLY_STEPS):
-            return
-        ids = sorted({o.id for o in objects.values()} - kept)
-        with session._lock:
-            for oid in ids:
-                session._check(_keep(session, oid))
-        kept.update(ids)
-        held.extend(ids)
-        session.submit()
+        if held is not None and (built == early or built < early and built in _EARLY_STEPS
+                                 and uploaded >= _EARLY_BYTES):
+            ids = sorted({o.id for o in objects.values()} - set(held))
+            with session._lock:
+                for oid in ids:
+                    session._check(_keep(session, oid))
+            held.extend(ids)
+            session.submit()
     share = SHARE_INPUTS
     if spec:
         from dask._task_spec import Alias, DataNode
@@ -405,9 +396,9 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
                     raise SquallError("%r is a future of another client or session" % (future,))
                 objects[key] = DataObject(session, future._oid, "py/pickle")
             else:
-                parts = dumps_value_parts(node.value if spec else node)
+                objects[key] = session._blob_parts(parts := dumps_value_parts(
+                    node.value if spec else node), PICKLE)
                 uploaded += sum(memoryview(p).nbytes for p in parts)
-                objects[key] = session._blob_parts(parts, PICKLE)
             continue
         if key in bundle_of:
             if bundle_of[key].members[-1] == key:
@@ -576,12 +567,8 @@ def _enough_tasks(client: Client) -> int:
 #   (`mean`'s client spends ~10 ms making its 57 tasks, the cluster idle
 #   till then): enough to keep a few cpus busy meanwhile.
 _EARLY_TASKS = 8
-#   ... and, once the graph's data made so far is this large, also after
-#   these many tasks (the groupby's 8 partitions of 6 MB: the client
-#   writes for ~25 ms before its 8th task; each extra submit costs a
-#   round trip to the broker and one to a governor).
-_EARLY_BYTES = 8 << 20
-_EARLY_STEPS = (2, 4)
+#   ... and the 2nd and 4th once 8 MiB of data is made (a frame's partitions).
+_EARLY_BYTES, _EARLY_STEPS = 8 << 20, (2, 4)
 
 
 def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) -> Any:
