@@ -37,6 +37,17 @@ def _stat(pid):
     return int(fields[7]), (int(fields[11]) + int(fields[12])) / HZ
 
 
+def _sched(pid):
+    """(seconds on a cpu, seconds waiting for one) of a process's main
+    thread (/proc/PID/schedstat), (0, 0) if gone."""
+    try:
+        with open("/proc/%d/schedstat" % pid) as f:
+            run, wait = f.read().split()[:2]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(run) / 1e9, int(wait) / 1e9
+
+
 def _self():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_minflt, r.ru_utime + r.ru_stime
@@ -69,14 +80,23 @@ def _measure(compute, get_calls, repeat, pids=()):
     return rows
 
 
-def _timed(fn, calls):
+def _timed(fn, calls, asleep=None, idle=()):
+    """fn, adding (faults, CPU s) of each call to calls; with `idle`
+    pids, also (wall s, s those processes slept: neither on a cpu nor
+    waiting for one, so idle for want of work, whatever the load) to
+    asleep."""
     def wrapper(*args, **kwargs):
         f0, c0 = _self()
+        s0, t0 = [_sched(p) for p in idle], time.monotonic()
         try:
             return fn(*args, **kwargs)
         finally:
             f1, c1 = _self()
+            s1, t1 = [_sched(p) for p in idle], time.monotonic()
             calls.append((f1 - f0, c1 - c0))
+            if asleep is not None:
+                asleep.append((t1 - t0, sum((t1 - t0) - (b[0] - a[0]) - (b[1] - a[1])
+                                            for a, b in zip(s0, s1))))
     return wrapper
 
 
@@ -103,12 +123,17 @@ def main():
         pids = [g.pid for g in cluster.governors]
         pids += [c for g in cluster.governors for c in data_heavy._children(g.pid)]
         pids += [p for p in data_heavy._children(os.getpid()) if p not in pids]
-        get = _timed(client.get, calls)
+        executors = [p for p in pids if _name(p) == "executor"]
+        asleep = []
+        get = _timed(client.get, calls, asleep, executors)
         rows = _measure(lambda: dask.compute(make(), scheduler=get), calls, args.repeat, pids)
+        asleep = asleep[-args.repeat:]
     print("squall (2 governors x 1 cpu), per compute: CPU s, minor faults")
     for label, cpu, faults in rows:
         print("  %-28s %.4f %7d" % (label, cpu, faults))
     print("  %-28s %.4f" % ("client.get + every process", sum(r[1] for r in rows[1:])))
+    print("  %-28s %.4f" % ("client.get wall (loaded)", sum(w for w, _ in asleep) / len(asleep)))
+    print("  %-28s %.4f" % ("executors asleep in get", sum(s for _, s in asleep) / len(asleep)))
     return 0
 
 

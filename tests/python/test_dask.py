@@ -386,3 +386,36 @@ def test_a_reduction_last_step_absorbs_its_partial_steps():
     # fan_in 0 (futures' graphs): nothing fused
     g, fanned = sqdask._groups(order, deps, is_data, {"out"}, opts, 0)
     assert g["t"] == ["t"] and not fanned
+
+
+def test_a_graph_with_much_data_submits_its_first_tasks_sooner(client, monkeypatch):
+    from squall import dask as sqdask
+    sent = []
+    real = sqdask.Session.submit
+
+    def counting(self):
+        sent.append(self._n_tasks)
+        return real(self)
+
+    monkeypatch.setattr(sqdask.Session, "submit", counting)
+    monkeypatch.setattr(sqdask, "_EARLY_TASKS", 8)
+    # ten blocks the client holds (a frame's partitions), each read by a
+    # task together with a block made before it: once the data made is
+    # over _EARLY_BYTES the 2nd and 4th tasks are submitted too, not only
+    # the 8th, and every block made so far is kept for the later readers
+    monkeypatch.setattr(sqdask, "_EARLY_BYTES", 3 * 8 * 1000)
+    blocks = [np.full(1000, i, dtype=np.float64) for i in range(10)]
+    dsk = {("d", i): blocks[i] for i in range(10)}
+    dsk.update({("p", i): (np.dot, ("d", i), ("d", max(i - 3, 0))) for i in range(10)})
+    dsk["s"] = (sum, [("p", i) for i in range(10)])
+    want = dask.get(dsk, "s")
+    for _ in range(3):
+        sent.clear()
+        assert client.get(dsk, "s") == want
+        # tasks made at each submit; the 1st block alone is under the bytes
+        assert sent[:4] == [2, 4, 8, 11], sent
+    # under the bytes: only the 8th, as before
+    monkeypatch.setattr(sqdask, "_EARLY_BYTES", 10 ** 9)
+    sent.clear()
+    assert client.get(dsk, "s") == want
+    assert sent[:2] == [8, 11], sent

@@ -41,7 +41,7 @@ from . import _futures
 from ._futures import Future
 from ._objects import DataObject
 from ._session import Session
-from ._pickling import dumps
+from ._pickling import PICKLE, dumps, dumps_value_parts
 from ._progress import Progress
 from .errors import SquallError, TimeoutError as SqTimeoutError
 
@@ -213,13 +213,14 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
     put in `held` for the caller to let go once all is submitted."""
     if isinstance(options, dict):
         options = _Options(options, {})
-    built = 0
+    built = uploaded = 0        # tasks added; bytes of the graph's data made
 
     def added() -> None:
         nonlocal built
         built += 1
-        if built == early and held is not None:
-            ids = sorted({o.id for o in objects.values()})
+        if held is not None and (built == early or built < early and built in _EARLY_STEPS
+                                 and uploaded >= _EARLY_BYTES):
+            ids = sorted({o.id for o in objects.values()} - set(held))
             with session._lock:
                 for oid in ids:
                     session._check(_keep(session, oid))
@@ -281,7 +282,9 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
                     raise SquallError("%r is a future of another client or session" % (future,))
                 objects[key] = DataObject(session, future._oid, "py/pickle")
             else:
-                objects[key] = session.pickled(node.value if spec else node)
+                objects[key] = session._blob_parts(parts := dumps_value_parts(
+                    node.value if spec else node), PICKLE)
+                uploaded += sum(memoryview(p).nbytes for p in parts)
             continue
         if key in bundle_of:
             if bundle_of[key].members[-1] == key:
@@ -450,6 +453,8 @@ def _enough_tasks(client: Client) -> int:
 #   (`mean`'s client spends ~10 ms making its 57 tasks, the cluster idle
 #   till then): enough to keep a few cpus busy meanwhile.
 _EARLY_TASKS = 8
+#   ... and the 2nd and 4th once 8 MiB of data is made (a frame's partitions).
+_EARLY_BYTES, _EARLY_STEPS = 8 << 20, (2, 4)
 
 
 def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) -> Any:
