@@ -85,7 +85,16 @@ s_governor_lost (broker_t *self, peer_t *peer, const char *why)
     }
     free (tasks);
     persist_gone (self->persist, gov->id);
+    //  Kept outputs whose only copy it held are computed again (lineage):
+    //  said, so that tasks seen running twice after a governor left (a
+    //  second SIGTERM, a crash) are explained in the log.
+    uint64_t recomputed = graph_recomputed (self->graph);
     graph_forget_governor (self->graph, gov);
+    recomputed = graph_recomputed (self->graph) - recomputed;
+    if (recomputed > 0)
+        sq_warn ("governor %u (%s) held the only copy of outputs still needed: "
+                 "%llu task(s) run again", gov->id, gov->name,
+                 (unsigned long long) recomputed);
     gov_destroy (&peer->gov);
 }
 

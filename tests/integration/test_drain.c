@@ -11,6 +11,10 @@
     3. A second SIGTERM leaves at once: a governor running a 60 s task gets
        SIGTERM (it would wait for the task) and then another; it exits
        long before the task would have ended.
+    4. If the governor that left at once held the only copies of part 1's
+       kept outputs, they are computed again: every extra run is counted
+       as recomputed, results stay exact, and the run log is read (and
+       removed) only once no task of the session runs or waits.
 */
 #include "harness.h"
 #include <signal.h>
@@ -147,6 +151,53 @@ main (void)
     CHECK (took < 40, "it left in %.1f s, long before the task's 60 s", took);
     CHECK_RC (sq_cancel (session, &long_task, 1), SQ_OK, "cancel the long task");
     harness_note ("a second SIGTERM: out in %.1f s while a 60 s task ran", took);
+
+    //  4. What that loss costs. Governor 1 held the only copies of part 1's
+    //  kept outputs (g0 drained to it; third and slow came later): if it is
+    //  the one that left at once, they are computed again on slow (lineage),
+    //  each task echoing into the run log once more. The broker knows of
+    //  the loss once INFO lists one governor; then every task of the
+    //  session ends before the run log is read, and before it is removed.
+    CHECK (harness_info_wait (client, "governors", 1, 20000) == 1, "the broker saw it leave");
+    double deadline = harness_now () + 60;
+    long active = -1;
+    while (active != 0 && harness_now () < deadline) {
+        json = harness_info (client);
+        active = harness_json_active (json);
+        sq_free (json);
+        if (active != 0)
+            harness_pause (50);
+    }
+    CHECK (active == 0, "no task of the session runs or waits: %ld still do", active);
+    long recomputed = harness_info_long (client, "recomputed");
+    file = fopen (runs_path, "r");
+    CHECK (file, "run log");
+    memset (ran, 0, sizeof ran);
+    long runs = 0;
+    while (fscanf (file, "%d", &n) == 1)
+        if (n >= 0 && n < S_TASKS) {
+            ran [n]++;
+            runs++;
+        }
+    fclose (file);
+    for (int i = 0; i < S_TASKS; i++)
+        CHECK (ran [i] == 1 || ran [i] == 2, "task %d ran %d times (recomputed %ld)",
+               i, ran [i], recomputed);
+    CHECK (runs - S_TASKS == recomputed,
+           "every run after part 1 is a recomputation: %ld runs of %d tasks, recomputed %ld",
+           runs, S_TASKS, recomputed);
+    CHECK (which != 1 || recomputed == S_TASKS,
+           "governor 1 left with all of part 1's outputs: recomputed %ld, not %d",
+           recomputed, S_TASKS);
+    expected = (char *) malloc (S_SIZE);
+    for (int i = 0; i < S_TASKS; i++) {
+        s_expected (expected, i);
+        FETCH_EXPECT (session, outputs [i], expected, S_SIZE);
+    }
+    free (expected);
+    harness_note ("%s left at once: %ld of part 1's tasks computed again, results exact",
+                  which == 1? "governor 1 (part 1's outputs only there)": "slow (nothing only there)",
+                  recomputed);
 
     char command [600];
     snprintf (command, sizeof command, "rm -rf %s", dir);
