@@ -326,7 +326,9 @@ def test_the_cluster_cpus_are_asked_once_for_graphs_in_a_row(client, monkeypatch
     assert len(asked) == 2
 
 
-def test_a_graph_first_tasks_are_submitted_while_the_rest_are_made(client, monkeypatch):
+def _submits_counted(monkeypatch):
+    """The number of tasks made at each Session.submit of client.get, as
+    a list that grows while the test runs."""
     from squall import dask as sqdask
     sent = []
     real = sqdask.Session.submit
@@ -336,6 +338,12 @@ def test_a_graph_first_tasks_are_submitted_while_the_rest_are_made(client, monke
         return real(self)
 
     monkeypatch.setattr(sqdask.Session, "submit", counting)
+    return sent
+
+
+def test_a_graph_first_tasks_are_submitted_while_the_rest_are_made(client, monkeypatch):
+    from squall import dask as sqdask
+    sent = _submits_counted(monkeypatch)
     monkeypatch.setattr(sqdask, "_EARLY_TASKS", 3)
     # ten tasks read by a sum made after them: the first three go on their
     # own, and their values are still there for the sum (kept till all is
@@ -390,14 +398,7 @@ def test_a_reduction_last_step_absorbs_its_partial_steps():
 
 def test_a_graph_with_much_data_submits_its_first_tasks_sooner(client, monkeypatch):
     from squall import dask as sqdask
-    sent = []
-    real = sqdask.Session.submit
-
-    def counting(self):
-        sent.append(self._n_tasks)
-        return real(self)
-
-    monkeypatch.setattr(sqdask.Session, "submit", counting)
+    sent = _submits_counted(monkeypatch)
     monkeypatch.setattr(sqdask, "_EARLY_TASKS", 8)
     # ten blocks the client holds (a frame's partitions), each read by a
     # task together with a block made before it: once the data made is
