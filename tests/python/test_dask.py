@@ -252,6 +252,22 @@ def test_tasks_sharing_an_input_made_for_them_run_as_one_task(client, monkeypatc
     assert ("l", 1) in made
 
 
+def test_a_bundle_whose_cycle_check_walks_too_far_is_not_made(monkeypatch):
+    from squall import _daskbundle as B
+    # r read by a and b; b also reads the end of a chain of 20 nodes after
+    # r that does not come from r: no cycle, found by walking the chain
+    deps = {"r": [], "a": ["r"]}
+    deps.update({"n%d" % i: (["n%d" % (i - 1)] if i else []) for i in range(20)})
+    deps["b"] = ["r", "n19"]
+    order = ["r", "a"] + ["n%d" % i for i in range(20)] + ["b"]
+    index = {k: i for i, k in enumerate(order)}
+    members = ["r", "a", "b"]
+    assert not B._cyclic(members, set(members), deps, index)
+    # with a walk of 10 allowed it gives up, and says "cyclic": no bundle
+    monkeypatch.setattr(B, "_CYCLE_WALK_MAX", 10)
+    assert B._cyclic(members, set(members), deps, index)
+
+
 def test_bundles_in_the_graph():
     from squall import _daskbundle as B
     from squall import dask as sqdask

@@ -30,6 +30,10 @@ from typing import Any, Dict, Hashable, List, Tuple
 _GROUPS_MAX = 16
 _OUTPUTS_MAX = 4
 _MEMBERS_MAX = 64
+#   How many nodes the cycle check may visit for one bundle: past it the
+#   bundle is not made (never wrong, only a bundle lost), so the check of
+#   every bundle of a large graph stays linear in the graph, not quadratic.
+_CYCLE_WALK_MAX = 1024
 
 
 class Bundle:
@@ -92,7 +96,7 @@ def bundles(order: List[Hashable], deps: Dict[Hashable, List[Hashable]],
             continue
         merged = []
         for g in ids:
-            merged.extend(sets.get(g) or [group_of_id(g, group, rs, group_of)])
+            merged.extend(sets.get(g) or [_group_of_id(g, group, rs, group_of)])
         if len(merged) > _GROUPS_MAX or sum(len(g) for g in merged) > _MEMBERS_MAX:
             continue
         top = min(ids)
@@ -121,7 +125,7 @@ def bundles(order: List[Hashable], deps: Dict[Hashable, List[Hashable]],
     return out
 
 
-def group_of_id(g: int, group: List[Hashable], rs: List[Hashable],
+def _group_of_id(g: int, group: List[Hashable], rs: List[Hashable],
                 group_of: Dict[Hashable, List[Hashable]]) -> List[Hashable]:
     """The group whose id is g, among the shared input's and its readers'."""
     if id(group) == g:
@@ -135,7 +139,9 @@ def group_of_id(g: int, group: List[Hashable], rs: List[Hashable],
 def _cyclic(members: List[Hashable], inside: set, deps: Dict[Hashable, List[Hashable]],
             index: Dict[Hashable, int]) -> bool:
     """Whether an input the bundle reads from outside depends on one of
-    its members (only nodes after the first member in `order` can)."""
+    its members (only nodes after the first member in `order` can); also
+    true, to be safe, when finding out would visit over _CYCLE_WALK_MAX
+    nodes."""
     first = index[members[0]]
     seen = set()
     stack = [d for m in members for d in deps[m] if d not in inside]
@@ -143,6 +149,8 @@ def _cyclic(members: List[Hashable], inside: set, deps: Dict[Hashable, List[Hash
         k = stack.pop()
         if k in seen or index.get(k, -1) < first:
             continue
+        if len(seen) >= _CYCLE_WALK_MAX:
+            return True
         seen.add(k)
         for d in deps[k]:
             if d in inside:
