@@ -487,7 +487,8 @@ def get(client: Client, dsk: Any, keys: Any, timeout: float = None, **kwargs) ->
                 objects[k].keep()
                 kept.add(oid)
         session.submit()
-        release = [oid for oid in held if oid not in {objects[k].id for k in wanted}]
+        wanted_ids = {objects[k].id for k in wanted}
+        release = [oid for oid in held if oid not in wanted_ids]
         if release:
             with session._lock:
                 session._check(L.sq_unkeep_many(session._h, L.ids(release), len(release)))
