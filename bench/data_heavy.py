@@ -4,10 +4,11 @@ distributed, in one run (issue 29), and a big array handed to a task.
 
     PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build \\
         /work/main/.venv-distributed/bin/python3 bench/data_heavy.py
-    options: --repeat R (3, best kept) --only squall,threaded,distributed
+    options: --repeat R (3, best kept) --only squall,threaded,distributed,floor
              (squall-nocache too: squall without the executors' input
              cache, squall.dask.SHARE_INPUTS False; squall-nobundle:
-             squall without bundles, squall.dask.BUNDLES False)
+             squall without bundles, squall.dask.BUNDLES False; floor:
+             Dask's own work before any scheduler runs, see below)
              --skip-big --blas-threads N (1) --matmul-chunk C (125)
 
 Workloads (each result checked equal to the threaded scheduler's):
@@ -29,6 +30,13 @@ threads on each side. Peak memory
 is the highest resident set of the processes doing the work, summed:
 squall's governors and executors, Dask's workers, the threaded scheduler's
 own process (which also holds the client's state, so it is an upper bound).
+
+floor: a scheduler that does nothing: its get returns the values the
+threaded scheduler computed in the untimed first compute of the workload, so its time is all Dask's own work in compute() (the graph built
+and lowered, dask-expr's divisions, tokens) that every scheduler waits
+for. No scheduler can beat it: distributed / floor is the highest
+squall / distributed any scheduler could show on that workload (printed
+as "bound").
 
 big: a 512 MiB numpy array made by a task, then a task on the same governor
 that takes it: the time from submit to that task holding it (it reports
@@ -125,6 +133,24 @@ def run_threaded(work, repeat):
     return out
 
 
+def run_floor(work, repeat):
+    import dask
+    out = {}
+    for name, make in work.items():
+        known = []
+
+        #   The same workload each time (its keys need not be: dask.array's
+        #   random names are new each call): the first, untimed compute's.
+        def get(dsk, keys, **kwargs):
+            if not known:
+                known.append(dask.threaded.get(dsk, keys, num_workers=2))
+            return known[0]
+        t, value = _time(lambda: dask.compute(make(), scheduler=get)[0], repeat)
+        out[name] = (t, value, 0)
+        print("floor", name, t, file=sys.stderr, flush=True)
+    return out
+
+
 def run_distributed(work, repeat):
     from distributed import Client, LocalCluster
     out = {}
@@ -194,7 +220,7 @@ def run_big(repeat):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", default="squall,threaded,distributed")
+    ap.add_argument("--only", default="squall,threaded,distributed,floor")
     ap.add_argument("--skip-big", action="store_true")
     ap.add_argument("--workloads", default="mean,matmul,groupby")
     ap.add_argument("--blas-threads", type=int, default=1)
@@ -213,25 +239,28 @@ def main():
     for system, run in (("threaded", run_threaded), ("squall", run_squall),
                         ("squall-nocache", lambda w, r: run_squall(w, r, share=False)),
                         ("squall-nobundle", lambda w, r: run_squall(w, r, bundles=False)),
-                        ("distributed", run_distributed)):
+                        ("distributed", run_distributed), ("floor", run_floor)):
         if system in only and work:
             results[system] = run(work, args.repeat)
     ref = results.get("threaded")
     if results:
         print("| workload (nodes) | " + " | ".join("%s s (peak MiB)" % s for s in results)
-              + " | squall / threaded | squall / distributed |")
-        print("|---" * (len(results) + 3) + "|")
+              + " | squall / threaded | squall / distributed | bound |")
+        print("|---" * (len(results) + 4) + "|")
     for name in work if results else ():
         cells = []
         for system, res in results.items():
             t, value, peak = res[name]
             same = ref is None or _equal(value, ref[name][1])
-            cells.append("%.3f (%d)%s" % (t, peak >> 20, "" if same else " DIFFERENT"))
+            cells.append(("%.3f (%d)" % (t, peak >> 20) if peak else "%.3f" % t)
+                         + ("" if same else " DIFFERENT"))
         sq = results.get("squall", {}).get(name)
         ratios = []
         for other in ("threaded", "distributed"):
             o = results.get(other, {}).get(name)
             ratios.append("%.2fx" % (o[0] / sq[0]) if sq and o else "")
+        o, f = results.get("distributed", {}).get(name), results.get("floor", {}).get(name)
+        ratios.append("%.2fx" % (o[0] / f[0]) if o and f else "")
         print("| %s (%d) | %s | %s |" % (name, nodes[name], " | ".join(cells), " | ".join(ratios)))
     if not args.skip_big:
         print("\n512 MiB array, submit to the task holding it (same governor): %.2f ms"
