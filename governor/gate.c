@@ -24,6 +24,7 @@ struct _gate_t {
     void *zap;                      //  ZAP handler, with keys
     sq_msg_t msg;
     sq_ratelimit_t refused_log;
+    int64_t now_ms;                 //  the latest time we were told
     struct {
         void *socket;               //  the receiver's
         void *monitor;
@@ -93,7 +94,8 @@ gate_unwatch (gate_t *self)
         if (!self->watch [i].socket)
             continue;
         if (self->watch [i].monitor)
-            conns_drain (self->watch [i].conns, self->watch [i].monitor, SIZE_MAX, 0, NULL, NULL);
+            conns_drain (self->watch [i].conns, self->watch [i].monitor, SIZE_MAX, self->now_ms,
+                         NULL, NULL);
         zmq_socket_monitor (self->watch [i].socket, NULL, 0);
         self->watch [i].socket = NULL;
     }
@@ -120,6 +122,7 @@ gate_conns (gate_t *self, int which)
 void
 gate_events (gate_t *self, int which, int64_t now_ms)
 {
+    self->now_ms = now_ms;
     if (self->watch [which].monitor)
         conns_drain (self->watch [which].conns, self->watch [which].monitor, S_BURST, now_ms,
                      NULL, NULL);
@@ -128,6 +131,7 @@ gate_events (gate_t *self, int which, int64_t now_ms)
 void
 gate_tick (gate_t *self, int64_t now_ms)
 {
+    self->now_ms = now_ms;
     for (int i = 0; i < 2; i++)
         if (self->watch [i].conns)
             conns_tick (self->watch [i].conns, now_ms);
@@ -136,6 +140,7 @@ gate_tick (gate_t *self, int64_t now_ms)
 void
 gate_identified (gate_t *self, int which, int fd, int64_t now_ms)
 {
+    self->now_ms = now_ms;
     if (self->watch [which].conns)
         conns_active (self->watch [which].conns, fd, true, now_ms);
 }
@@ -189,6 +194,7 @@ gate_admits (gate_t *self, int which, const uint8_t *key)
 void
 gate_handle (gate_t *self, int64_t now_ms)
 {
+    self->now_ms = now_ms;
     if (!self->zap)
         return;
     unsigned withheld = sq_ratelimit_withheld (&self->refused_log, S_REFUSED_WINDOW_MS);
