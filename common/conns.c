@@ -262,6 +262,32 @@ conns_event (conns_t *self, const void *frame, size_t size, int64_t now_ms)
     }
 }
 
+size_t
+conns_drain (conns_t *self, void *monitor, size_t max, int64_t now_ms, conns_also_fn *also,
+             void *arg)
+{
+    size_t n = 0;
+    zmq_msg_t frame;
+    zmq_msg_init (&frame);
+    while (n < max && zmq_msg_recv (&frame, monitor, ZMQ_DONTWAIT) >= 0) {
+        n++;
+        size_t size = zmq_msg_size (&frame);
+        conns_event (self, zmq_msg_data (&frame), size, now_ms);
+        if (also && size >= 6) {
+            uint16_t type;
+            uint32_t value;
+            memcpy (&type, zmq_msg_data (&frame), 2);
+            memcpy (&value, (const uint8_t *) zmq_msg_data (&frame) + 2, 4);
+            also (arg, type, value);
+        }
+        //  The event's other frames (its endpoint): a message comes whole.
+        while (zmq_msg_more (&frame) && zmq_msg_recv (&frame, monitor, ZMQ_DONTWAIT) >= 0)
+            ;
+    }
+    zmq_msg_close (&frame);
+    return n;
+}
+
 void
 conns_active (conns_t *self, int fd, bool identified, int64_t now_ms)
 {

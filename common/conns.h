@@ -59,6 +59,17 @@ void conns_destroy (conns_t **self_p);
 //  carries no descriptor: a connection is known by its messages.) Events
 //  to watch: CONNS_EVENTS.
 void conns_event (conns_t *self, const void *frame, size_t size, int64_t now_ms);
+//  Reads the events waiting on `monitor` (the reading end of the socket's
+//  monitor, watching CONNS_EVENTS) into conns: at most `max` (SIZE_MAX:
+//  until none waits). `also`, if given, sees each event's type and value
+//  too (the owner's own use of DISCONNECTED). The number of events read.
+//  An owner answering handshakes (ZAP) drains first: libzmq reports a
+//  connection's ACCEPTED before that connection asks ZAP, so one over a
+//  limit is closed before its handshake can finish, never just after
+//  (the peer's first message, sent on success, would be lost with it).
+typedef void (conns_also_fn) (void *arg, uint16_t type, uint32_t value);
+size_t conns_drain (conns_t *self, void *monitor, size_t max, int64_t now_ms,
+                    conns_also_fn *also, void *arg);
 //  A message came on descriptor `fd`: the connection is active and, if
 //  `identified`, belongs to a peer that proved who it is (for good).
 void conns_active (conns_t *self, int fd, bool identified, int64_t now_ms);

@@ -2,16 +2,18 @@
 
     Every socket of the governor lives on the receive thread and so in this
     file: the control DEALER and its handshake, detached
-    mode and reattach, the data PULL, the serve ROUTER with its ZAP handler
-    and capability checks, and the PUSH sockets to peers. ZeroMQ sockets
-    are not thread-safe, so splitting them across files would only spread
-    one thread's state: over 800 lines for that reason. */
+    mode and reattach, the data PULL, the serve ROUTER with its capability
+    checks, and the PUSH sockets to peers. ZeroMQ sockets are not
+    thread-safe, so splitting them across files would only spread one
+    thread's state: over 800 lines for that reason. Who may connect to the
+    data and serve sockets (their ZAP handler and connection accounting) is
+    gate.c's, on this thread too. */
 #include "receiver.h"
 #include "task.h"
 #include "wire.h"
 #include "zap.h"
 #include "capability.h"
-#include "conns.h"
+#include "gate.h"
 #include "log.h"
 #include <czmq.h>
 #include <errno.h>
@@ -33,22 +35,12 @@
 //  Descriptors kept from connections: the store's files, executors' pipes,
 //  PUSH sockets to other governors.
 #define S_FD_RESERVE 512
-//  Refused handshakes logged: at most this many lines per window.
-#define S_REFUSED_LINES 10
-#define S_REFUSED_WINDOW_MS 10000
-
-//  Keys that may reach a socket, sorted for bsearch (KEYS from the broker).
-typedef struct {
-    uint8_t (*keys) [32];
-    size_t n;
-} s_keyset_t;
-
 struct _receiver_t {
     void *ctx;
     const gov_config_t *config;
     int signal_fd;
     void *ctrl, *data, *serve;
-    void *zap;                      //  ZAP handler, with keys
+    gate_t *gate;                   //  who may connect to data and serve
     zhashx_t *peers;                //  peer address (governor.h) -> PUSH socket
     void *compute, *balance;        //  pipes, during run and stop
     char data_endpoint [256];
@@ -70,8 +62,6 @@ struct _receiver_t {
     char cluster [SQ_CLUSTER_ID_LEN + 1];   //  "" until welcomed
     uint8_t secret [SQ_SECRET_LEN]; //  checks capabilities
     int64_t clock_offset_ms;        //  broker's wall clock minus ours
-    s_keyset_t governors;           //  may push to our data socket
-    s_keyset_t clients;             //  may use our serve socket
     //  A lost broker, waited for within --broker-grace (everything kept).
     bool detached;
     uint64_t detached_ns;
@@ -81,12 +71,6 @@ struct _receiver_t {
     uint64_t next_hello_ns;
     int backoff_ms;
     uint64_t dropped;               //  messages for the broker while detached
-    sq_ratelimit_t refused_log;     //  refused handshakes logged
-    //  The data and serve sockets' connections (conns.h), from monitors.
-    struct {
-        void *monitor;
-        conns_t *conns;
-    } watch [2];
 };
 
 static uint64_t
@@ -121,71 +105,6 @@ s_bind (receiver_t *self, void *socket, char *announce, size_t size)
 }
 
 static void *s_socket (receiver_t *self, int type);
-
-//  Connection accounting on a socket anyone may reach (conns.h): a
-//  connection's first message identifies it (it passed the handshake, and
-//  with keys CURVE and ZAP are all the authentication these sockets have),
-//  the counts stay below the descriptor limit.
-static int
-s_watch (receiver_t *self, int i, void *socket, const char *what)
-{
-    conns_limits_t limits;
-    conns_limits_for (conns_raise_nofile (), S_FD_RESERVE, &limits);
-    char endpoint [64];
-    snprintf (endpoint, sizeof endpoint, "inproc://squall-conns-%p-%d", (void *) self, i);
-    self->watch [i].conns = conns_new (&limits, what);
-    if (!self->watch [i].conns || zmq_socket_monitor (socket, endpoint, CONNS_EVENTS))
-        return -1;
-    //  libzmq's I/O thread blocks on a full monitor pipe: a deep one.
-    int hwm = 100000, zero = 0;
-    self->watch [i].monitor = zmq_socket (self->ctx, ZMQ_PAIR);
-    if (!self->watch [i].monitor)
-        return -1;
-    zmq_setsockopt (self->watch [i].monitor, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt (self->watch [i].monitor, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    return zmq_connect (self->watch [i].monitor, endpoint);
-}
-
-static void
-s_watch_events (receiver_t *self, int i)
-{
-    uint64_t now = task_now_ns () / 1000000;
-    for (int n = 0; n < S_READ_BURST; n++) {
-        zmq_msg_t frame;
-        zmq_msg_init (&frame);
-        if (zmq_msg_recv (&frame, self->watch [i].monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&frame);
-            break;
-        }
-        bool first = true;
-        do {
-            if (first)
-                conns_event (self->watch [i].conns, zmq_msg_data (&frame), zmq_msg_size (&frame),
-                             (int64_t) now);
-            first = false;
-            if (!zmq_msg_more (&frame))
-                break;
-            zmq_msg_close (&frame);
-            zmq_msg_init (&frame);
-        } while (zmq_msg_recv (&frame, self->watch [i].monitor, ZMQ_DONTWAIT) >= 0);
-        zmq_msg_close (&frame);
-    }
-}
-
-//  Stops a socket's monitor, reading what is pending first so that no
-//  event send blocks libzmq's I/O thread while it holds the monitor's lock.
-static void
-s_unwatch (receiver_t *self, int i, void *socket)
-{
-    if (socket && self->watch [i].monitor) {
-        s_watch_events (self, i);
-        zmq_socket_monitor (socket, NULL, 0);
-    }
-    if (self->watch [i].monitor)
-        zmq_close (self->watch [i].monitor);
-    self->watch [i].monitor = NULL;
-    conns_destroy (&self->watch [i].conns);
-}
 
 //  A fresh control connection: a new DEALER is a new identity to the
 //  broker, so nothing of an earlier incarnation can be mistaken for ours.
@@ -242,7 +161,8 @@ receiver_new (void *ctx, const gov_config_t *config, int signal_fd)
     sq_msg_init (&self->stalled);
     self->peers = zhashx_new ();
     //  The ZAP handler first: no handshake may come before it is there.
-    if (config->has_keys && !(self->zap = sq_zap_bind (ctx))) {
+    self->gate = gate_new (ctx, config->has_keys);
+    if (!self->gate) {
         receiver_destroy (&self);
         return NULL;
     }
@@ -268,9 +188,11 @@ receiver_new (void *ctx, const gov_config_t *config, int signal_fd)
         receiver_destroy (&self);
         return NULL;
     }
+    conns_limits_t limits;
+    conns_limits_for (conns_raise_nofile (), S_FD_RESERVE, &limits);
     if (!self->peers || !self->data || !self->serve
-    ||  s_watch (self, 0, self->data, "data socket")
-    ||  s_watch (self, 1, self->serve, "serve socket")
+    ||  gate_watch (self->gate, GATE_DATA, self->data, &limits, "data socket")
+    ||  gate_watch (self->gate, GATE_SERVE, self->serve, &limits, "serve socket")
     ||  s_bind (self, self->data, self->data_endpoint, sizeof self->data_endpoint)
     ||  s_bind (self, self->serve, self->serve_endpoint, sizeof self->serve_endpoint)
     ||  s_connect (self)) {
@@ -308,16 +230,13 @@ receiver_destroy (receiver_t **self_p)
     }
     if (self->ctrl)
         zmq_close (self->ctrl);
-    s_unwatch (self, 0, self->data);
-    s_unwatch (self, 1, self->serve);
+    if (self->gate)
+        gate_unwatch (self->gate);
     if (self->data)
         zmq_close (self->data);
     if (self->serve)
         zmq_close (self->serve);
-    if (self->zap)
-        zmq_close (self->zap);
-    free (self->governors.keys);
-    free (self->clients.keys);
+    gate_destroy (&self->gate);
     sq_msg_close (&self->msg);
     sq_msg_close (&self->stalled);
     free (self->msg.frames);
@@ -330,41 +249,12 @@ receiver_destroy (receiver_t **self_p)
 //  --------------------------------------------------------------------------
 //  Keys (KEYS from the broker)
 
-static int
-s_key_cmp (const void *a, const void *b)
-{
-    return memcmp (a, b, 32);
-}
-
-static bool
-s_keyset_has (const s_keyset_t *set, const uint8_t *key)
-{
-    return set->n && bsearch (key, set->keys, set->n, 32, s_key_cmp) != NULL;
-}
-
 //  The key a message came with (its User-Id, Z85), decoded; false if none.
 static bool
 s_user_key (zmq_msg_t *frame, uint8_t *key)
 {
     const char *user = sq_msg_user (frame);
     return user && sq_key_from_z85 (user, strlen (user), key) == 0;
-}
-
-static void
-s_keyset_load (s_keyset_t *set, const uint8_t *const *keys, uint32_t n)
-{
-    uint8_t (*copy) [32] = n? (uint8_t (*) [32]) malloc (n * 32): NULL;
-    if (n && !copy) {
-        sq_error ("out of memory: keys not updated");
-        return;
-    }
-    for (uint32_t i = 0; i < n; i++)
-        memcpy (copy [i], keys [i], 32);
-    if (n)                      //  qsort of NULL is undefined even for 0 keys
-        qsort (copy, n, 32, s_key_cmp);
-    free (set->keys);
-    set->keys = copy;
-    set->n = n;
 }
 
 static void
@@ -376,43 +266,8 @@ s_on_keys (receiver_t *self, sq_msg_t *msg)
         sq_warn ("bad KEYS from the broker: %s", err.text);
         return;
     }
-    s_keyset_load (&self->governors, keys.governors.keys, keys.governors.n);
-    s_keyset_load (&self->clients, keys.clients.keys, keys.clients.n);
-    sq_info ("keys: %u governors, %u clients may reach this governor", keys.governors.n,
-             keys.clients.n);
+    gate_keys (self->gate, &keys);
     sq_keyset_release (&keys);
-}
-
-//  ZAP: a governor's key on the data socket, a client's on the serve socket.
-static void
-s_on_zap (receiver_t *self)
-{
-    unsigned withheld = sq_ratelimit_withheld (&self->refused_log, S_REFUSED_WINDOW_MS);
-    if (withheld)
-        sq_info ("%u more connections refused (not logged one by one: at most %d lines per "
-                 "%d s)", withheld, S_REFUSED_LINES, S_REFUSED_WINDOW_MS / 1000);
-    for (int i = 0; i < S_READ_BURST; i++) {
-        if (sq_msg_recv (&self->msg, self->zap, ZMQ_DONTWAIT, 8))
-            break;
-        sq_zap_request_t request;
-        char err [200];
-        bool allow = false;
-        if (sq_zap_decode_msg (&request, &self->msg, err, sizeof err) == 0 && request.curve)
-            allow = strcmp (request.domain, "data") == 0? s_keyset_has (&self->governors, request.key)
-                  : strcmp (request.domain, "serve") == 0? s_keyset_has (&self->clients, request.key)
-                  : false;
-        else
-        if (self->msg.n > 1 && sq_msg_size (&self->msg, 1) <= sizeof request.request_id) {
-            memset (&request, 0, sizeof request);
-            request.request_id_size = sq_msg_size (&self->msg, 1);
-            memcpy (request.request_id, sq_msg_data (&self->msg, 1), request.request_id_size);
-        }
-        if (!allow && sq_ratelimit_take (&self->refused_log, S_REFUSED_LINES, S_REFUSED_WINDOW_MS))
-            sq_info ("connection to the %s socket refused: key %s not admitted by the broker",
-                     request.domain [0]? request.domain: "?", request.curve? request.z85: "?");
-        sq_zap_reply (self->zap, &request, allow, request.z85, "not admitted");
-        sq_msg_close (&self->msg);
-    }
 }
 
 //  --------------------------------------------------------------------------
@@ -600,7 +455,7 @@ s_serve_allowed (receiver_t *self, sq_msg_t *msg)
     if (!self->config->has_keys)
         return true;
     uint8_t client [32];
-    if (msg->n < 2 || !s_user_key (&msg->frames [1], client) || !s_keyset_has (&self->clients, client))
+    if (msg->n < 2 || !s_user_key (&msg->frames [1], client) || !gate_admits (self->gate, GATE_SERVE, client))
         return false;           //  not admitted (any more): not answered
     uint32_t type = 0, req = 0;
     const void *data = sq_msg_data (msg, 1);
@@ -753,7 +608,7 @@ s_on_data (receiver_t *self, sq_msg_t *msg)
         return;
     }
     uint8_t key [32];
-    if (!s_user_key (&msg->frames [0], key) || !s_keyset_has (&self->governors, key))
+    if (!s_user_key (&msg->frames [0], key) || !gate_admits (self->gate, GATE_DATA, key))
         return;                 //  a key removed since it connected
     char route [42];
     route [0] = GOV_ROUTE_DATA;
@@ -768,8 +623,8 @@ s_read (receiver_t *self, void *socket, char route)
         if (sq_msg_recv (&self->msg, socket, ZMQ_DONTWAIT, SQ_MAX_FRAMES))
             break;
         if (route != GOV_ROUTE_BROKER)
-            conns_active (self->watch [route == GOV_ROUTE_DATA? 0: 1].conns, self->msg.srcfd,
-                          true, (int64_t) (task_now_ns () / 1000000));
+            gate_identified (self->gate, route == GOV_ROUTE_DATA? GATE_DATA: GATE_SERVE,
+                             self->msg.srcfd, (int64_t) (task_now_ns () / 1000000));
         if (route == GOV_ROUTE_BROKER) {
             self->last_recv_ns = task_now_ns ();
             s_on_broker (self, &self->msg);
@@ -965,22 +820,22 @@ receiver_run (receiver_t *self, void *compute, void *balance)
             { self->ctrl, 0, net, 0 },
             { self->data, 0, net, 0 },
             { self->serve, 0, net, 0 },
-            { self->watch [0].monitor, 0, ZMQ_POLLIN, 0 },
-            { self->watch [1].monitor, 0, ZMQ_POLLIN, 0 },
-            { self->zap, -1, ZMQ_POLLIN, 0 }
+            { gate_monitor (self->gate, GATE_DATA), 0, ZMQ_POLLIN, 0 },
+            { gate_monitor (self->gate, GATE_SERVE), 0, ZMQ_POLLIN, 0 },
+            { gate_zap (self->gate), -1, ZMQ_POLLIN, 0 }
         };
         long timeout = s_keepalive (self);
         //  Unidentified connections are closed once idle (conns.h).
         if (timeout < 0 || timeout > 1000)
             timeout = 1000;
-        if (zmq_poll (items, self->zap? 9: 8, timeout) < 0 && errno == ETERM)
+        if (zmq_poll (items, items [8].socket? 9: 8, timeout) < 0 && errno == ETERM)
             break;
         //  Connections first: one over a limit goes before it costs more.
-        for (int i = 0; i < 2; i++) {
+        int64_t now_ms = (int64_t) (task_now_ns () / 1000000);
+        for (int i = 0; i < 2; i++)
             if (items [6 + i].revents & ZMQ_POLLIN)
-                s_watch_events (self, i);
-            conns_tick (self->watch [i].conns, (int64_t) (task_now_ns () / 1000000));
-        }
+                gate_events (self->gate, i, now_ms);
+        gate_tick (self->gate, now_ms);
         if (items [0].revents & ZMQ_POLLIN)
             s_on_signal (self);
         if (items [1].revents & ZMQ_POLLIN)
@@ -992,8 +847,8 @@ receiver_run (receiver_t *self, void *compute, void *balance)
         //  The broker's messages before handshakes: KEYS may admit them.
         if (items [3].revents & ZMQ_POLLIN)
             s_read (self, self->ctrl, GOV_ROUTE_BROKER);
-        if (self->zap && (items [8].revents & ZMQ_POLLIN))
-            s_on_zap (self);
+        if (items [8].revents & ZMQ_POLLIN)
+            gate_handle (self->gate, (int64_t) (task_now_ns () / 1000000));
         if (items [4].revents & ZMQ_POLLIN)
             s_read (self, self->data, GOV_ROUTE_DATA);
         if (items [5].revents & ZMQ_POLLIN)
@@ -1012,8 +867,8 @@ receiver_stop (receiver_t *self)
         zmq_pollitem_t items [3];
         for (int i = 0; i < 2; i++)
             items [i] = (zmq_pollitem_t) { pipes [i], 0, ZMQ_POLLIN | (told [i]? 0: ZMQ_POLLOUT), 0 };
-        items [2] = (zmq_pollitem_t) { self->zap, -1, ZMQ_POLLIN, 0 };
-        if (zmq_poll (items, self->zap? 3: 2, -1) < 0 && errno == ETERM)
+        items [2] = (zmq_pollitem_t) { gate_zap (self->gate), -1, ZMQ_POLLIN, 0 };
+        if (zmq_poll (items, items [2].socket? 3: 2, -1) < 0 && errno == ETERM)
             break;
         for (int i = 0; i < 2; i++) {
             if (items [i].revents & ZMQ_POLLIN)
@@ -1023,8 +878,8 @@ receiver_stop (receiver_t *self)
                 told [i] = true;
         }
         //  Peers connecting meanwhile must not wait on us for an answer.
-        if (self->zap && (items [2].revents & ZMQ_POLLIN))
-            s_on_zap (self);
+        if (items [2].revents & ZMQ_POLLIN)
+            gate_handle (self->gate, (int64_t) (task_now_ns () / 1000000));
     }
 }
 

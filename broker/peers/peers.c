@@ -178,26 +178,22 @@ bx_peer_end (broker_t *self, peer_t *peer, const char *why)
     zhashx_delete (self->peers, key);     //  destructor frees the peer
 }
 
+//  A dropped connection's peer becomes a suspect (bx_check_suspects probes it).
+static void
+s_monitor_event (void *arg, uint16_t type, uint32_t value)
+{
+    broker_t *self = (broker_t *) arg;
+    if (type != ZMQ_EVENT_DISCONNECTED)
+        return;
+    peer_t *peer = (peer_t *) sq_idmap_remove (self->by_fd, value);
+    if (peer && !peer->suspect_since)
+        peer->suspect_since = bx_now ();
+}
+
 void
 bx_drain_monitor (broker_t *self)
 {
-    sq_msg_t event;
-    sq_msg_init (&event);
-    while (sq_msg_recv (&event, self->monitor, ZMQ_DONTWAIT, 4) == 0) {
-        if (event.n < 1 || sq_msg_size (&event, 0) < 6)
-            continue;
-        conns_event (self->conns, sq_msg_data (&event, 0), sq_msg_size (&event, 0), bx_now ());
-        uint16_t type;
-        uint32_t value;
-        memcpy (&type, sq_msg_data (&event, 0), 2);
-        memcpy (&value, (uint8_t *) sq_msg_data (&event, 0) + 2, 4);
-        if (type != ZMQ_EVENT_DISCONNECTED)
-            continue;
-        peer_t *peer = (peer_t *) sq_idmap_remove (self->by_fd, value);
-        if (peer && !peer->suspect_since)
-            peer->suspect_since = bx_now ();
-    }
-    sq_msg_release (&event);
+    conns_drain (self->conns, self->monitor, SIZE_MAX, bx_now (), s_monitor_event, self);
 }
 
 //  Whether the ROUTER still has a connection for this identity. An empty

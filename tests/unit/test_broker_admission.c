@@ -19,25 +19,14 @@
     its monitor after: the client could finish its handshake and send its
     HELLO on a connection closed a moment later; it then waited for an
     answer until its timeout, tests/python/test_hardening.py.) */
+#include "admission.h"
 #include "auth.h"
 #include "conns.h"
 #include "keys.h"
 #include "squall.h"
 #include "zap.h"
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-#include <zmq.h>
-
-#define CHECK(cond, ...) do { if (!(cond)) { \
-    fprintf (stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-    fprintf (stderr, __VA_ARGS__); fprintf (stderr, "\n"); exit (1); } } while (0)
 
 //  The time conns is told (ms): chosen by the test, not the clock's.
 static int64_t s_now;
@@ -45,33 +34,11 @@ static void *s_monitor;
 static conns_t *s_conns;
 static int s_hook_calls;
 
-static int64_t
-s_clock_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 //  Reads every monitor event waiting into conns, as bx_drain_monitor does.
 static void
 s_drain (void)
 {
-    while (1) {
-        zmq_msg_t frame;
-        zmq_msg_init (&frame);
-        if (zmq_msg_recv (&frame, s_monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&frame);
-            return;
-        }
-        conns_event (s_conns, zmq_msg_data (&frame), zmq_msg_size (&frame), s_now);
-        while (zmq_msg_more (&frame)) {
-            zmq_msg_close (&frame);
-            zmq_msg_init (&frame);
-            zmq_msg_recv (&frame, s_monitor, 0);
-        }
-        zmq_msg_close (&frame);
-    }
+    conns_drain (s_conns, s_monitor, SIZE_MAX, s_now, NULL, NULL);
 }
 
 static void
@@ -80,34 +47,6 @@ s_before_answer (void *arg)
     (void) arg;
     s_hook_calls++;
     s_drain ();
-}
-
-//  Waits (10 s at most) for socket to be readable.
-static bool
-s_readable (void *socket)
-{
-    zmq_pollitem_t item = { socket, 0, ZMQ_POLLIN, 0 };
-    return zmq_poll (&item, 1, 10000) == 1;
-}
-
-//  The next event of the client's monitor (10 s at most), 0 if none.
-static uint16_t
-s_client_event (void *monitor)
-{
-    if (!s_readable (monitor))
-        return 0;
-    zmq_msg_t frame;
-    zmq_msg_init (&frame);
-    uint16_t event = 0;
-    if (zmq_msg_recv (&frame, monitor, 0) >= 6)
-        memcpy (&event, zmq_msg_data (&frame), 2);
-    while (zmq_msg_more (&frame)) {
-        zmq_msg_close (&frame);
-        zmq_msg_init (&frame);
-        zmq_msg_recv (&frame, monitor, 0);
-    }
-    zmq_msg_close (&frame);
-    return event;
 }
 
 int
@@ -143,19 +82,15 @@ main (void)
                                ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) == 0, "monitor");
     s_monitor = zmq_socket (ctx, ZMQ_PAIR);
     CHECK (zmq_connect (s_monitor, "inproc://admission-monitor") == 0, "monitor");
-    CHECK (zmq_bind (router, "tcp://127.0.0.1:*") == 0, "bind");
     char endpoint [100];
-    size_t size = sizeof endpoint;
-    zmq_getsockopt (router, ZMQ_LAST_ENDPOINT, endpoint, &size);
-    struct sockaddr_in addr = { .sin_family = AF_INET };
-    addr.sin_port = htons ((uint16_t) atoi (strrchr (endpoint, ':') + 1));
-    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    struct sockaddr_in addr;
+    adm_bind (router, endpoint, sizeof endpoint, &addr);
 
     //  A stranger's idle connection takes the address's one place, at 0 ms.
     int idle = socket (AF_INET, SOCK_STREAM, 0);
     CHECK (connect (idle, (struct sockaddr *) &addr, sizeof addr) == 0, "connect");
     while (conns_open (s_conns) < 1) {
-        CHECK (s_readable (s_monitor), "the idle connection's ACCEPTED");
+        CHECK (adm_readable (s_monitor), "the idle connection's ACCEPTED");
         s_drain ();
     }
 
@@ -167,10 +102,7 @@ main (void)
     void *dealer = zmq_socket (ctx, ZMQ_DEALER);
     zmq_setsockopt (dealer, ZMQ_LINGER, &zero, sizeof zero);
     CHECK (sq_curve_client (dealer, public_key, secret_key, server_key) == 0, "curve client");
-    CHECK (zmq_socket_monitor (dealer, "inproc://admission-client",
-                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) == 0, "m");
-    void *client_monitor = zmq_socket (ctx, ZMQ_PAIR);
-    CHECK (zmq_connect (client_monitor, "inproc://admission-client") == 0, "monitor");
+    void *client_monitor = adm_client_monitor (ctx, dealer, "admission-client");
     CHECK (zmq_connect (dealer, endpoint) == 0, "connect");
     CHECK (zmq_send (dealer, "HELLO", 5, ZMQ_DONTWAIT) == 5, "send");
 
@@ -181,10 +113,10 @@ main (void)
     //  saw its connection end), as it did before the hook, when this
     //  handshake succeeded and the HELLO went into the condemned
     //  connection.
-    CHECK (s_readable (auth_socket (auth)), "the client's ZAP request");
+    CHECK (adm_readable (auth_socket (auth)), "the client's ZAP request");
     CHECK (conns_closed (s_conns) == 0, "nothing closed yet");
     auth_handle (auth);
-    uint16_t first = s_client_event (client_monitor);
+    uint16_t first = adm_client_event (client_monitor);
     CHECK (first == ZMQ_EVENT_DISCONNECTED, "the client's first connection ends before its "
            "handshake succeeds (event 0x%x; hook calls %d)", first, s_hook_calls);
     s_drain ();
@@ -194,12 +126,12 @@ main (void)
     //  A second later the idle one may be pushed out: the reconnection is
     //  let in and its handshake answered; the HELLO comes on it.
     s_now = 2000;
-    int64_t deadline = s_clock_ms () + 10000;
+    int64_t deadline = adm_clock_ms () + ADM_WAIT_MS;
     bool succeeded = false;
     zmq_msg_t frame;
     zmq_msg_init (&frame);
     char got [16] = "";
-    while (!got [0] && s_clock_ms () < deadline) {
+    while (!got [0] && adm_clock_ms () < deadline) {
         zmq_pollitem_t items [] = {
             { router, 0, ZMQ_POLLIN, 0 },
             { s_monitor, 0, ZMQ_POLLIN, 0 },
@@ -210,7 +142,7 @@ main (void)
         auth_handle (auth);
         s_drain ();
         if (items [3].revents & ZMQ_POLLIN) {
-            uint16_t event = s_client_event (client_monitor);
+            uint16_t event = adm_client_event (client_monitor);
             if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
                 succeeded = true;
         }
@@ -224,7 +156,7 @@ main (void)
     CHECK (conns_closed (s_conns) == 2, "the idle one was pushed out for it");
     //  The success event may trail the message a little.
     while (!succeeded) {
-        uint16_t event = s_client_event (client_monitor);
+        uint16_t event = adm_client_event (client_monitor);
         CHECK (event, "the client's handshake succeeded");
         succeeded = event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
     }
