@@ -3,17 +3,21 @@
 (2 governors x 1 cpu), from client.get's call to its result: the client's
 submits (tasks made by then), each task's run on its executor (from inside
 the task, CLOCK_MONOTONIC, shared by the processes of one host), and the
-final fetch; then per executor its first start, busy and idle ms. Median
-over --repeat computes after warm-up.
+final fetch; then the medians over --repeat computes (after two warm-up
+ones) of: the submits, the first task's start and the second executor's,
+the last task's end, the fetch, and the executors' time in tasks and
+between them (the gaps: the per-task path, and waiting for work).
 
     PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build \\
-        /tmp/bv/bin/python bench/data_heavy_timeline.py [--workload mean] [--repeat 10] [--show 1]
+        /tmp/bv/bin/python bench/data_heavy_timeline.py [--workload mean] [--repeat 10] \\
+        [--show 1] [--keys]
 
 The tasks are timed by wrapping squall.dask's packed runner (each task
 appends a line to a file in a temporary directory: a few us a task).
 """
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -118,6 +122,7 @@ def main():
                     tasks[int(name)] = sorted((float(a), float(b), rest[0] if rest else "")
                                               for a, b, *rest in (l.split() for l in f))
             rows.append(_summary(marks, tasks, t0, t1, i - 2 < args.show))
+    shutil.rmtree(_LOG_DIR, ignore_errors=True)
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     print("%s: median of %d computes (ms from get; load %s)" % (args.workload, len(rows), load))
@@ -165,8 +170,8 @@ def _summary(marks, tasks, t0, t1, show):
         print("timeline (ms from get):")
         print("  " + ", ".join("%s %.1f" % (nm, ms(t)) for nm, t in marks))
         for pid, ts in sorted(tasks.items()):
-            print("  executor %d: %s" % (pid, " ".join("%.1f-%.1f%s" % (ms(a), ms(b), " " + k if k else "")
-                                                      for a, b, k in ts)))
+            runs = ("%.1f-%.1f%s" % (ms(a), ms(b), " " + k if k else "") for a, b, k in ts)
+            print("  executor %d: %s" % (pid, " ".join(runs)))
     return out
 
 
