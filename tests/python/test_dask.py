@@ -412,6 +412,59 @@ def test_a_reduction_last_step_absorbs_its_partial_steps():
     assert g["t"] == ["t"] and not fanned
 
 
+def test_a_reduction_last_step_absorbs_the_partial_steps_below_its_own(monkeypatch):
+    from squall import dask as sqdask
+    from squall import _daskfuse
+    opts = sqdask._Options({}, {})
+    # 16 blocks (b) read by 8 work tasks (w); 4 first partial steps (p) of
+    # 2 each, 2 second ones (q), the last step t
+    deps = {"b%d" % i: [] for i in range(16)}
+    deps.update({"w%d" % i: ["b%d" % (2 * i), "b%d" % (2 * i + 1)] for i in range(8)})
+    deps.update({"p%d" % i: ["w%d" % (2 * i), "w%d" % (2 * i + 1)] for i in range(4)})
+    deps.update({"q%d" % i: ["p%d" % (2 * i), "p%d" % (2 * i + 1)] for i in range(2)})
+    deps["t"] = ["q0", "q1"]
+    order = list(deps)
+    work = {k for k in deps if k[0] in "bw"}
+
+    def groups():
+        # too few fan-ins for all (100 wanted); the work in bundles
+        return sqdask._groups(order, deps, lambda k: False, {"t"}, opts, 100, work)
+    g, fanned = groups()
+    # t takes its own partial steps and those below them, which read only
+    # bundles' outputs, in dependency order
+    assert g["t"] == ["p0", "p1", "q0", "p2", "p3", "q1", "t"], g["t"]
+    assert fanned == {id(g["t"])}
+    members, outer = sqdask._group_members(g["t"], deps, {k: k for k in deps})
+    assert outer == ["w%d" % i for i in range(8)]
+    assert [m[0] for m in members] == g["t"]
+    # work that is no bundle's (w reads tasks: it might be a partial step
+    # or work of its own): one level, as before, and the rest tasks each
+    g, fanned = sqdask._groups(order, deps, lambda k: False, {"t"}, opts, 100)
+    assert g["t"] == ["q0", "q1", "t"] and g["p0"] == ["p0"] and g["w0"] == ["w0"]
+    # past _TAIL_STEPS_MAX partial steps: one level too
+    monkeypatch.setattr(_daskfuse, "_TAIL_STEPS_MAX", 5)
+    g, fanned = groups()
+    assert g["t"] == ["q0", "q1", "t"] and g["p0"] == ["p0"]
+
+
+def test_mean_of_a_sum_with_its_transpose_runs_its_combines_in_the_last_task(client,
+                                                                             monkeypatch):
+    import dask.array as da
+    from squall import dask as sqdask
+    sent = _submits_counted(monkeypatch)
+    # bench/data_heavy.py's mean at a small size: 8 x 8 blocks, bundled in
+    # 36 tasks (28 of two blocks and their transposes, 8 of a diagonal
+    # block), whose mean_chunks the 16 combines and the aggregate's 4 read:
+    # those 20 steps are one task with the aggregate, 37 in all (53 when
+    # only the aggregate's 4 were absorbed)
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 8)
+    x = da.random.RandomState(5).random_sample((80, 80), chunks=(10, 10))
+    y = (x + x.T).mean()
+    assert np.allclose(dask.compute(y, scheduler=client.get)[0],
+                       dask.compute(y, scheduler=dask.get)[0])
+    assert sent[-1] == 37, sent
+
+
 def test_a_graph_with_much_data_submits_its_first_tasks_sooner(client, monkeypatch):
     from squall import dask as sqdask
     sent = _submits_counted(monkeypatch)

@@ -39,6 +39,10 @@ def _order(graph: Dict[Hashable, Any], deps: Dict[Hashable, List[Hashable]],
 
 #   Fan-in fusion: at most this many branches absorbed by one node.
 _FAN_IN_MAX = 16
+#   A reduction's last step absorbs at most this many partial steps below
+#   it (they only combine small values, one after the other, once every
+#   branch is done).
+_TAIL_STEPS_MAX = 32
 
 
 def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data: Any,
@@ -60,8 +64,10 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
     parallelism: else a reduction's branches, which could run on
     different cpus at once, would run one after the other); when too few,
     a last node (read by no task) still absorbs those of its dependencies
-    that are partial steps reading several tasks, one hop fewer at the
-    reduction's end (its branches' inputs stay tasks). fan_in may be
+    that are partial steps reading several tasks, and the partial steps
+    below those that read only bundles' outputs (`taken`) or such steps
+    (at most _TAIL_STEPS_MAX in all), one hop fewer at the reduction's
+    end and a task fewer each (its branches' inputs stay tasks). fan_in may be
     a function giving that number, called only when a fan-in was found
     (it may ask the broker). Keys in `taken` (bundles' members) are in
     no group and absorbed by none."""
@@ -83,6 +89,35 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
             return d in group_of and dependents.get(d) == 1 and d not in wanted \
                 and group_of[d][-1] == d and options.same(d, key)
 
+        #   Partial steps that read only bundles' outputs (the work) or
+        #   other such steps: they only combine what the work made (set in
+        #   dependency order, below, when the last step may take them).
+        under: set = set()
+
+        def below(d: Hashable, reader: Hashable) -> bool:
+            return d in under and alone(d, reader) and id(group_of[d]) not in fanned \
+                and combine(d)
+
+        def steps(key: Hashable, one_level: List[Hashable]) -> List[Hashable]:
+            #   The last step with its partial steps (one_level) and those
+            #   below them (mean's 16 combines under the aggregate's 4):
+            #   each is one more task, and one more hop after the last
+            #   block. At most _TAIL_STEPS_MAX, else one level as before.
+            out: List[Hashable] = []
+            stack = [(key, False)]
+            while stack:
+                k, expanded = stack.pop()
+                if expanded:
+                    out.append(k)
+                    if len(out) > _TAIL_STEPS_MAX:
+                        return one_level
+                    continue
+                stack.append((k, True))
+                inside = one_level if k == key else ()
+                stack.extend((d, False) for d in reversed(deps[k])
+                             if d in inside or (k != key and below(d, k)))
+            return out
+
         for key in order:
             if is_data(key) or key in taken:
                 continue
@@ -98,11 +133,16 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
                                 and (fan or combine(d))]
                     if 0 < len(branches) <= _FAN_IN_MAX:
                         group = [m for d in branches for m in group_of[d]] + [key]
+                        if not fan:
+                            group = steps(key, group)
                         for m in group:
                             group_of[m] = group
                         #   Held here, so that no other list reuses its id.
                         fanned[id(group)] = group
             group_of[key] = group
+            if tail and group == [key] and combine(key) and all(
+                    x in taken or below(x, key) for x in ds if not is_data(x)):
+                under.add(key)
         return group_of, set(fanned)
 
     if fan_in:
@@ -110,8 +150,9 @@ def _groups(order: List[Hashable], deps: Dict[Hashable, List[Hashable]], is_data
         if fanned and len(fanned) >= (fan_in() if callable(fan_in) else fan_in):
             return group_of, fanned
         #   Too few fan-ins to fuse them all: the reduction's last step
-        #   still absorbs its partial steps (mean's aggregate and the 4
-        #   combines before it, after bundles), as they only combine small
+        #   still absorbs its partial steps (mean's aggregate, the 4
+        #   combines before it and the 16 under them, after bundles), as
+        #   they only combine small
         #   values and each would be one more hop (executor, governor,
         #   broker, governor, executor) on the critical path after the
         #   last block; its branches that read no task are left alone
