@@ -7,7 +7,9 @@ distributed, in one run (issue 29), and a big array handed to a task.
     options: --repeat R (3, best kept) --only squall,threaded,distributed
              (squall-nocache too: squall without the executors' input
              cache, squall.dask.SHARE_INPUTS False; squall-nobundle:
-             squall without bundles, squall.dask.BUNDLES False)
+             squall without bundles, squall.dask.BUNDLES False;
+             squall-noconst: squall whose client writes every large
+             constant anew, Client(constant_cache=0))
              --skip-big --blas-threads N (1) --matmul-chunk C (125)
 
 Workloads (each result checked equal to the threaded scheduler's):
@@ -143,7 +145,7 @@ def run_distributed(work, repeat):
     return out
 
 
-def run_squall(work, repeat, share=True, bundles=True):
+def run_squall(work, repeat, share=True, bundles=True, constant_cache=None):
     import dask
     import squall
     import squall.dask
@@ -152,14 +154,14 @@ def run_squall(work, repeat, share=True, bundles=True):
     out = {}
     for name, make in work.items():
         with squall.LocalCluster(governors=2, cpus=1) as cluster:
-            client = cluster.client()
+            client = cluster.client(constant_cache=constant_cache)
             t, value = _time(lambda: dask.compute(make(), scheduler=client.get)[0], repeat)
             pids = [g.pid for g in cluster.governors]
             pids += [c for g in cluster.governors for c in _children(g.pid)]
             out[name] = (t, value, sum(_hwm(p) for p in pids))
-            print("squall" if share and bundles else "squall-nobundle" if share
-                  else "squall-nocache", name, t, out[name][2] >> 20,
-                  file=sys.stderr, flush=True)
+            print("squall-noconst" if constant_cache == 0 else "squall" if share and bundles
+                  else "squall-nobundle" if share else "squall-nocache", name, t,
+                  out[name][2] >> 20, file=sys.stderr, flush=True)
     return out
 
 
@@ -213,6 +215,7 @@ def main():
     for system, run in (("threaded", run_threaded), ("squall", run_squall),
                         ("squall-nocache", lambda w, r: run_squall(w, r, share=False)),
                         ("squall-nobundle", lambda w, r: run_squall(w, r, bundles=False)),
+                        ("squall-noconst", lambda w, r: run_squall(w, r, constant_cache=0)),
                         ("distributed", run_distributed)):
         if system in only and work:
             results[system] = run(work, args.repeat)
