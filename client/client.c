@@ -234,8 +234,10 @@ sq_client_set_constant_cache (sq_client_t *self, uint64_t bytes)
 int
 sq_client_constant_cache_stats (sq_client_t *self, sq_constant_cache_stats_t *stats)
 {
-    if (!self || !stats)
+    if (!self)
         return SQ_E_INVALID;
+    if (!stats)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "no stats to fill in");
     sq_constants_stats (self->constants, stats);
     return 0;
 }
