@@ -9,6 +9,8 @@ are: the memory files (their inodes) the governors and this process map,
 from /proc."""
 import hashlib
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -50,6 +52,25 @@ def _put_files(pid, size):
                 if high - low == size:
                     inodes.append(int(fields[4]))
     return inodes
+
+
+def _holders(inode):
+    """Processes of this machine mapping, or holding a descriptor of, the
+    memory file of that inode."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/maps" % pid) as f:
+                mapped = any(line.split()[4:6] == [str(inode), "/memfd:squall-put"] for line in f)
+            fds = os.listdir("/proc/%s/fd" % pid) if not mapped else ()
+            held = any(os.stat("/proc/%s/fd/%s" % (pid, fd)).st_ino == inode
+                       and "memfd:squall-put" in os.readlink("/proc/%s/fd/%s" % (pid, fd))
+                       for fd in fds)
+        except OSError:
+            continue
+        if mapped or held:
+            found.append(int(pid))
+    return found
 
 
 def _governors_files(cluster, size):
@@ -292,3 +313,47 @@ def _totals(session, objs):
         t.output.keep()
     session.submit()
     return [t.output.fetch(TIMEOUT) for t in tasks]
+
+
+_KEEP_AND_DIE = r"""
+import os, sys
+import squall
+client = squall.Client(sys.argv[1], secret_key=sys.argv[2], broker_key=sys.argv[3],
+                       local_dir=sys.argv[4])
+s = client.session()
+value = b"q" * int(sys.argv[5])
+for _ in range(2):                  # the second: a hit
+    obj = s.blob(value)
+    obj.keep()
+    s.submit()
+    assert obj.fetch(60) == value
+assert client.constant_cache_stats()["hits"] == 1
+print(s.id, flush=True)
+sys.stdin.read()                    # killed here
+"""
+
+
+def test_a_killed_client_leaves_no_file_behind(cluster):
+    """The cache's references are descriptors and mappings of the client's
+    process: killed, it holds nothing, and once its session is closed no
+    process holds the file."""
+    from squall import _lib as L
+    size = 2 * MIB + 11 * PAGE
+    child = subprocess.Popen([sys.executable, "-c", _KEEP_AND_DIE, cluster.address,
+                              cluster.secret_key, cluster.broker_key, cluster.local_dir,
+                              str(size)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    try:
+        session = int(child.stdout.readline())
+        (inode,) = set(_put_files(child.pid, size))
+        assert child.pid in _holders(inode)
+        assert len(_governors_files(cluster, size)) == 2     # two objects, one file
+    finally:
+        child.kill()
+        child.wait()
+    assert child.pid not in _holders(inode)
+    closer = cluster.client()
+    with closer._lock:
+        closer._check(L.sq_client_close_session(closer._h, session))
+    until(lambda: not _holders(inode), "every holder of the file to let it go")
+    closer.close()
