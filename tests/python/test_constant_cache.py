@@ -101,9 +101,9 @@ def _constant(session, value):
 @pytest.mark.parametrize("cache", [None, 0])
 def test_a_constant_made_again_is_handed_over_as_the_same_file(cluster, cache):
     """Two sessions, the same bytes: with the cache (default) the second
-    writes no new file, both stored objects map the same inode, and either
-    is read while the other is freed; off (0), each has a file of its
-    own."""
+    writes no new file, both stored objects map the same inode (and a copy
+    of one on the other governor too), and either is read while the other
+    is freed; off (0), each has a file of its own."""
     size = 4 * MIB + 3 * PAGE
     value = os.urandom(size)
     client = cluster.client(constant_cache=cache)
@@ -129,9 +129,13 @@ def test_a_constant_made_again_is_handed_over_as_the_same_file(cluster, cache):
             assert stats["hits"] == before["hits"] == 0 and stats["entries"] == 0
             assert stats["misses"] == before["misses"] + 2
             assert stats["bytes_written"] == before["bytes_written"] + 2 * size
+        # the second copied to the other governor (LCOPY hands the file over)
+        assert len(s2.place(o2, copies=2, timeout=TIMEOUT)) == 2
+        files = _governors_files(cluster, size)
+        assert len(files) == 3 and len(set(files)) == (1 if cache is None else 2)
         # the first object freed: the second, the same file, is read as before
         s1.close()
-        until(lambda: len(_governors_files(cluster, size)) == 1, "the first object to go")
+        until(lambda: len(_governors_files(cluster, size)) == 2, "the first object to go")
         again = sha(o2)
         again.output.keep()
         s2.submit()
