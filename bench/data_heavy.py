@@ -7,8 +7,10 @@ distributed, in one run (issue 29), and a big array handed to a task.
     options: --repeat R (3, best kept) --only squall,threaded,distributed,floor
              (squall-nocache too: squall without the executors' input
              cache, squall.dask.SHARE_INPUTS False; squall-nobundle:
-             squall without bundles, squall.dask.BUNDLES False; floor:
-             Dask's own work before any scheduler runs, see below)
+             squall without bundles, squall.dask.BUNDLES False;
+             squall-noconst: squall whose client writes every large
+             constant anew, Client(constant_cache=0); floor: Dask's own
+             work before any scheduler runs, see below)
              --skip-big --blas-threads N (1) --matmul-chunk C (125)
 
 Workloads (each result checked equal to the threaded scheduler's):
@@ -169,7 +171,7 @@ def run_distributed(work, repeat):
     return out
 
 
-def run_squall(work, repeat, share=True, bundles=True):
+def run_squall(work, repeat, share=True, bundles=True, constant_cache=None):
     import dask
     import squall
     import squall.dask
@@ -178,14 +180,14 @@ def run_squall(work, repeat, share=True, bundles=True):
     out = {}
     for name, make in work.items():
         with squall.LocalCluster(governors=2, cpus=1) as cluster:
-            client = cluster.client()
+            client = cluster.client(constant_cache=constant_cache)
             t, value = _time(lambda: dask.compute(make(), scheduler=client.get)[0], repeat)
             pids = [g.pid for g in cluster.governors]
             pids += [c for g in cluster.governors for c in _children(g.pid)]
             out[name] = (t, value, sum(_hwm(p) for p in pids))
-            print("squall" if share and bundles else "squall-nobundle" if share
-                  else "squall-nocache", name, t, out[name][2] >> 20,
-                  file=sys.stderr, flush=True)
+            print("squall-noconst" if constant_cache == 0 else "squall" if share and bundles
+                  else "squall-nobundle" if share else "squall-nocache", name, t,
+                  out[name][2] >> 20, file=sys.stderr, flush=True)
     return out
 
 
@@ -239,6 +241,7 @@ def main():
     for system, run in (("threaded", run_threaded), ("squall", run_squall),
                         ("squall-nocache", lambda w, r: run_squall(w, r, share=False)),
                         ("squall-nobundle", lambda w, r: run_squall(w, r, bundles=False)),
+                        ("squall-noconst", lambda w, r: run_squall(w, r, constant_cache=0)),
                         ("distributed", run_distributed), ("floor", run_floor)):
         if system in only and work:
             results[system] = run(work, args.repeat)

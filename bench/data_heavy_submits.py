@@ -4,10 +4,13 @@ groupby: for each submit, the tasks made by then and the client's CPU ms
 and wall ms since get began; the early submits of data-heavy graphs
 (squall.dask._EARLY_BYTES) off and on, alternated. The client's CPU before
 its first submit is the load-insensitive part: the cluster can start no
-task before it.
+task before it. With --vary constant-cache, the client's constant cache
+off (a client with constant_cache=0) and on (the default) alternated
+instead, early submits on.
 
     PYTHONPATH=bindings/python SQUALL_BUILD_DIR=build \\
         /tmp/s4-venv/bin/python bench/data_heavy_submits.py [--rounds 6]
+        [--vary early|constant-cache]
 """
 import argparse
 import os
@@ -23,6 +26,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", default="groupby")
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--vary", choices=("early", "constant-cache"), default="early")
     args = ap.parse_args()
     import dask
     import data_heavy
@@ -47,9 +51,13 @@ def main():
 
     sd.Session.submit = submit
     with squall.LocalCluster(governors=2, cpus=1) as cluster:
-        client = cluster.client()
+        clients = {True: cluster.client(), False: cluster.client()}
+        if args.vary == "constant-cache":
+            clients[True] = cluster.client(constant_cache=0)
         for off in [True, False] * args.rounds:
-            sd._EARLY_BYTES = 1 << 62 if off else on_bytes
+            if args.vary == "early":
+                sd._EARLY_BYTES = 1 << 62 if off else on_bytes
+            client = clients[off]
             runs.clear()
             for _ in range(3):          # the first one warm-up
                 dask.compute(make(), scheduler=lambda *a, **k: get(client, *a, **k))

@@ -80,6 +80,20 @@ sq_client_new (void)
     self->resume_ms = 60000;
     self->local_dirfd = -1;
     snprintf (self->errmsg, sizeof self->errmsg, "no error");
+    //  A malformed size is not taken for 0 (off) nor ignored: connect
+    //  fails naming it, and nothing else changes meanwhile.
+    const char *cache = getenv ("SQUALL_CONSTANT_CACHE");
+    uint64_t limit = SQ_CONSTANTS_DEFAULT;
+    if (cache && *cache && sq_parse_size (cache, &limit)) {
+        snprintf (self->constants_env_bad, sizeof self->constants_env_bad, "%s", cache);
+        limit = SQ_CONSTANTS_DEFAULT;
+    }
+    self->constants = sq_constants_new (limit);
+    if (!self->constants) {
+        zmq_ctx_term (self->ctx);
+        free (self);
+        return NULL;
+    }
     sq_client_buffers_hold (true);
     return self;
 }
@@ -148,6 +162,7 @@ sq_client_destroy (sq_client_t **self_p)
     memset (self->secret_key, 0, sizeof self->secret_key);
     if (self->local_dirfd >= 0)
         close (self->local_dirfd);
+    sq_constants_destroy (&self->constants);
     free (self);
     sq_client_buffers_hold (false);
 }
@@ -204,6 +219,26 @@ sq_client_set_local_dir (sq_client_t *self, const char *dir)
     if (self->local_dirfd >= 0)
         close (self->local_dirfd);
     self->local_dirfd = fd;
+    return 0;
+}
+
+void
+sq_client_set_constant_cache (sq_client_t *self, uint64_t bytes)
+{
+    if (!self)
+        return;
+    sq_constants_set_limit (self->constants, bytes);
+    self->constants_env_bad [0] = 0;
+}
+
+int
+sq_client_constant_cache_stats (sq_client_t *self, sq_constant_cache_stats_t *stats)
+{
+    if (!self)
+        return SQ_E_INVALID;
+    if (!stats)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "no stats to fill in");
+    sq_constants_stats (self->constants, stats);
     return 0;
 }
 
@@ -830,6 +865,10 @@ sq_client_connect (sq_client_t *self, const char *endpoint, int timeout_ms)
     if (sq_parse_endpoint (endpoint, normal, sizeof normal, err, sizeof err))
         return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "invalid broker endpoint %s", err);
     endpoint = normal;
+    if (*self->constants_env_bad)
+        return sq_client_seterr (self, SQ_E_INVALID, 0, 0, "SQUALL_CONSTANT_CACHE=%s is not a "
+                                 "size (bytes, or with K, M, G or T: 256M)",
+                                 self->constants_env_bad);
     //  Keys from the environment when none were set, as the Python
     //  package and the squall command do: a program then needs no change
     //  to join a cluster with keys.

@@ -283,8 +283,9 @@ s_hand_over (const struct sockaddr_un *path, sq_blob_t *blob, uint8_t *token)
 {
     if (sq_blob_size (blob) == 0 || getrandom (token, 16, 0) != 16)
         return -1;
-    //  A constant made a sealed memory file already (client/session.c)
-    //  goes as it is: the governor maps the same pages.
+    //  A constant made a sealed memory file already (client/constants.c,
+    //  maybe one handed over before) goes as it is: the governor maps the
+    //  same pages.
     int own = sq_blob_shm_fd (blob);
     int fd = own >= 0? own: s_memfd_of (blob);
     if (fd < 0)

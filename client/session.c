@@ -11,8 +11,6 @@
 #include "grow.h"
 #include <errno.h>
 #include <math.h>
-#include <unistd.h>
-#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -400,36 +398,10 @@ s_name_ok (const char *s)
 //  file would be copied out again.
 #define S_SEGMENT_MIN (1u << 20)
 
-//  A sealed memory file holding the parts, written (never mapped
-//  writable, so the governor can seal it against writes too) and then
-//  mapped read-only; NULL if that fails (the caller copies into memory).
-static sq_blob_t *
-s_blob_segment (const void *const *parts, const size_t *sizes, size_t n, size_t size)
-{
-    int fd = memfd_create ("squall-put", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        const char *p = (const char *) parts [i];
-        size_t left = sizes [i];
-        while (left) {
-            ssize_t w = write (fd, p, left);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                close (fd);
-                return NULL;
-            }
-            p += w;
-            left -= (size_t) w;
-        }
-    }
-    return sq_blob_shm_adopt (fd, size);        //  closes fd on failure
-}
-
 //  sq_blob and sq_blob_gather: the constant's bytes are the n parts one
 //  after the other, copied once into the blob the session keeps (on a
-//  governor's host, a large one into a memory file: s_blob_segment).
+//  governor's host, a large one into a memory file, or one of the same
+//  bytes reused: client/constants.c).
 static uint32_t
 s_blob_parts (sq_session_t *self, const void *const *parts, const size_t *sizes, size_t n,
               const char *content_type, const char *what)
@@ -464,9 +436,10 @@ s_blob_parts (sq_session_t *self, const void *const *parts, const size_t *sizes,
         return 0;
     //  For a governor of this host, a large constant is written once into
     //  the memory file it will be handed over as (sq_client_put_local),
-    //  not into memory first and the file then.
+    //  not into memory first and the file then; or not at all when the
+    //  client still has a file of exactly these bytes.
     sq_blob_t *blob = self->client && self->client->local_dirfd >= 0 && size >= S_SEGMENT_MIN?
-                      s_blob_segment (parts, sizes, n, size): NULL;
+                      sq_constants_segment (self->client->constants, parts, sizes, n, size): NULL;
     if (!blob)
         blob = n == 1? sq_blob_copy (parts [0], size): sq_blob_new (size);
     else

@@ -24,6 +24,29 @@
 //  Frames accepted in one reply: header plus at most one payload.
 #define SQ_CLIENT_MAX_FRAMES 4
 
+//  The cache of a client's large constants' memory files (client/constants.c;
+//  its bounds in squall.h, sq_client_set_constant_cache). Ownership: the
+//  client owns the cache, the cache one reference to each blob it holds.
+#define SQ_CONSTANTS_DEFAULT ((uint64_t) 256 << 20)
+#define SQ_CONSTANTS_ENTRIES 64
+typedef struct _sq_constants_t sq_constants_t;
+//  NULL only when out of memory.
+sq_constants_t *sq_constants_new (uint64_t limit);
+void sq_constants_destroy (sq_constants_t **self_p);
+//  A new bound in bytes (0: nothing is cached); evicts down to it.
+void sq_constants_set_limit (sq_constants_t *self, uint64_t limit);
+//  The constant of the n parts (`size` bytes in all, > 0) as a sealed
+//  memory file: a new reference to a cached one holding exactly these
+//  bytes, else one written now (and cached if it fits the bound). NULL if
+//  no file could be made (the caller copies into memory instead).
+sq_blob_t *sq_constants_segment (sq_constants_t *self, const void *const *parts,
+                                 const size_t *sizes, size_t n, size_t size);
+void sq_constants_stats (const sq_constants_t *self, sq_constant_cache_stats_t *stats);
+//  The sampled fingerprint that picks the candidates (tests: which bytes
+//  it does not see).
+uint64_t sq_constants_fingerprint (const void *const *parts, const size_t *sizes, size_t n,
+                                   size_t size);
+
 typedef struct {
     char *endpoint;
     void *socket;
@@ -63,6 +86,9 @@ struct _sq_client_t {
     uint64_t epoch;
     int resume_ms;              //  how long a lost broker is waited for (sq_client_set_resume)
     int local_dirfd;            //  sq_client_set_local_dir (O_PATH), or -1
+    sq_constants_t *constants;  //  large constants' memory files, reused
+    //  $SQUALL_CONSTANT_CACHE when it is no size (truncated): connect fails
+    char constants_env_bad [65];
     bool cluster_changed;       //  the last HELLO found another cluster: sessions are lost
     uint32_t next_req;
     uint32_t client_id;

@@ -78,6 +78,35 @@ void sq_client_set_resume (sq_client_t *self, int timeout_ms);
 //  there) is uploaded to by PUT as ever (docs/security.md, "Uploads on one
 //  host").
 int sq_client_set_local_dir (sq_client_t *self, const char *dir);
+//  The constant cache: with a local directory, the memory files of this
+//  client's recent large constants (1 MiB or more) are kept, and a later
+//  constant of exactly the same bytes (same size, then compared byte for
+//  byte with the file) is handed over as that file again, in any session,
+//  instead of being written into a new one. Sealed memory files never
+//  change, so a governor given the same file twice holds two equal
+//  objects. At most `bytes` (default 256 MiB; 0: off) in at most 64
+//  files, least recently used evicted first; the cache holds a reference,
+//  so up to that much stays in memory after the cluster freed the objects
+//  (freed by sq_client_destroy, or with the process). Without this call,
+//  sq_client_new takes $SQUALL_CONSTANT_CACHE (bytes, or with K, M, G, T:
+//  "64M"); one that is not such a size makes sq_client_connect fail with
+//  SQ_E_INVALID naming it, unless this call set the bound since.
+void sq_client_set_constant_cache (sq_client_t *self, uint64_t bytes);
+//  What the constant cache did (counts since sq_client_new) and holds.
+//  Constants written into memory files count as misses whether the cache
+//  is on or off.
+typedef struct {
+    uint64_t hits;              //  constants that reused a cached file
+    uint64_t misses;            //  constants written into a new file
+    uint64_t collisions;        //  cached files of the same size and sampled
+                                //  bytes whose other bytes differed
+    uint64_t bytes_reused;      //  not written, thanks to hits
+    uint64_t bytes_written;     //  by misses
+    uint64_t entries;           //  files held now
+    uint64_t bytes;             //  bytes held now (<= limit)
+    uint64_t limit;
+} sq_constant_cache_stats_t;
+int sq_client_constant_cache_stats (sq_client_t *self, sq_constant_cache_stats_t *stats);
 //  Makes a CurveZMQ key pair: DIR/NAME.key (secret, mode 0600) and
 //  DIR/NAME.pub, in CZMQ's certificate format. role: "client", "governor",
 //  "admin" or "broker"; tenant NULL: a client is its own tenant, NAME. 0, or

@@ -20,8 +20,8 @@ from . import _clusterwide
 from . import _pickling
 from .errors import (ActorLost, ConnectionError, ObjectDeleted, ObjectLost, SquallError,
                      TaskCancelled, TaskFailed, TimeoutError, UpstreamFailed)
-from ._common import (TASK_OPTIONS, _FairLock, _JOB_STATES, _job_dict, _jobs_call, _locked, _ms,
-                      _workers)
+from ._common import (TASK_OPTIONS, _FairLock, _JOB_STATES, _count, _job_dict, _jobs_call,
+                      _locked, _ms, _workers)
 from ._futures import Future, _LogForwarder, _Watcher, _collect, _gather_values, _rebuild
 from ._session import Session
 from . import dask as _dask
@@ -55,7 +55,12 @@ class Client:
     `local_dir` (default $SQUALL_LOCAL_DIR; LocalCluster's clients get
     theirs) is the governors' --stream-dir when this process runs on their
     host: large constants then go to a governor there as memory files, not
-    over the network (docs/security.md, "Uploads on one host").
+    over the network (docs/security.md, "Uploads on one host"); the files
+    of its recent ones are kept, up to `constant_cache` bytes (default
+    $SQUALL_CONSTANT_CACHE, else 256 MiB; 0: off), and a constant of exactly
+    the same bytes (compared byte for byte) is handed over as the same file
+    again instead of being written anew: computing the same Dask collection
+    twice writes its partitions once (constant_cache_stats()).
     With `forward_logs=True`, what the tasks submitted through this client
     (submit, map) print comes to this process's stdout and stderr as it
     comes, each line prefixed with its task (`(task 7 fn) ...`): a thread
@@ -76,7 +81,8 @@ class Client:
     def __init__(self, address: Optional[str] = None, timeout: float = 10.0,
                  secret_key: Optional[str] = None, broker_key: Optional[str] = None,
                  resume: float = 60.0, forward_logs: bool = False,
-                 asynchronous: bool = False, local_dir: Optional[str] = None):
+                 asynchronous: bool = False, local_dir: Optional[str] = None,
+                 constant_cache: Optional[int] = None):
         #   asynchronous=True: `await Client(...)` (or `async with`) connects,
         #   and gather / close / compute(sync=True) return awaitables (see
         #   _aio); a Future is awaitable either way.
@@ -85,6 +91,8 @@ class Client:
         self.address = address or os.environ.get("SQUALL_BROKER") or DEFAULT_ADDRESS
         secret_key = secret_key or os.environ.get("SQUALL_SECRET_KEY") or None
         broker_key = broker_key or os.environ.get("SQUALL_BROKER_KEY") or None
+        if constant_cache is not None:
+            constant_cache = _count("constant_cache", constant_cache)
         if bool(secret_key) != bool(broker_key):
             raise SquallError("a client with keys needs both secret_key and broker_key "
                               "(or $SQUALL_SECRET_KEY and $SQUALL_BROKER_KEY)")
@@ -102,6 +110,8 @@ class Client:
             message = self._errmsg()
             L.sq_client_destroy(ctypes.byref(self._h))
             raise SquallError(message)
+        if constant_cache is not None:
+            L.sq_client_set_constant_cache(self._h, constant_cache)
         self._connect_timeout = timeout
         self._connected = False
         if not self.asynchronous:
@@ -261,6 +271,18 @@ class Client:
             if out:
                 L.sq_free(ctypes.cast(out, ctypes.c_void_p))
         return [j for j in jobs if sessions or j["detached"]]
+
+    @_locked
+    def constant_cache_stats(self) -> dict:
+        """What the constant cache (Client's `constant_cache`) did since the
+        client was made: hits (constants handed over as a file kept from an
+        earlier one of the same bytes), misses (written into a new file),
+        collisions (kept files of the same size and sampled bytes whose
+        other bytes differed), bytes_reused, bytes_written; and what it
+        holds: entries, bytes, limit."""
+        stats = L.ConstantCacheStats()
+        self._check(L.sq_client_constant_cache_stats(self._h, ctypes.byref(stats)))
+        return {name: getattr(stats, name) for name, _ in stats._fields_}
 
     @_locked
     def info(self) -> dict:

@@ -89,6 +89,18 @@ sq_client_close_session = _sig("sq_client_close_session", _c.c_int, _p, _c.c_uin
 sq_client_set_keys = _sig("sq_client_set_keys", _c.c_int, _p, _c.c_char_p, _c.c_char_p)
 sq_client_set_local_dir = _sig("sq_client_set_local_dir", _c.c_int, _p, _c.c_char_p)
 sq_client_set_resume = _sig("sq_client_set_resume", None, _p, _c.c_int)
+
+
+class ConstantCacheStats(_c.Structure):
+    """sq_constant_cache_stats_t (client/squall.h)."""
+    _fields_ = [(name, _c.c_uint64) for name in (
+        "hits", "misses", "collisions", "bytes_reused", "bytes_written", "entries", "bytes",
+        "limit")]
+
+
+sq_client_set_constant_cache = _sig("sq_client_set_constant_cache", None, _p, _c.c_uint64)
+sq_client_constant_cache_stats = _sig("sq_client_constant_cache_stats", _c.c_int, _p,
+                                      _c.POINTER(ConstantCacheStats))
 sq_keygen = _sig("sq_keygen", _c.c_int, _c.c_char_p, _c.c_char_p, _c.c_char_p, _c.c_char_p,
                  _c.c_char_p, _size)
 sq_free = _sig("sq_free", None, _p)

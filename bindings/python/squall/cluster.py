@@ -310,12 +310,14 @@ class LocalCluster:
         """The governor processes (for tests that stop one)."""
         return list(self._governors)
 
-    def client(self, timeout: float = 10.0, asynchronous: bool = False):
+    def client(self, timeout: float = 10.0, asynchronous: bool = False,
+               constant_cache: Optional[int] = None):
         """A new Client connected to this cluster (closed with it); with
-        asynchronous=True, `await` it (squall.Client's asynchronous)."""
+        asynchronous=True, `await` it (squall.Client's asynchronous);
+        constant_cache: squall.Client's."""
         client = Client(self.address, timeout=timeout, secret_key=self.secret_key,
                         broker_key=self.broker_key, asynchronous=asynchronous,
-                        local_dir=self.local_dir)
+                        local_dir=self.local_dir, constant_cache=constant_cache)
         client.dashboard_link = self.dashboard_link
         self._clients.append(client)
         return client
