@@ -489,3 +489,38 @@ def test_a_graph_with_much_data_submits_its_first_tasks_sooner(client, monkeypat
     sent.clear()
     assert client.get(dsk, "s") == want
     assert sent[:2] == [8, 11], sent
+
+
+def test_data_found_in_the_constant_cache_does_not_submit_the_first_tasks_sooner(cluster,
+                                                                                  monkeypatch):
+    from squall import dask as sqdask
+    sent = _submits_counted(monkeypatch)
+    monkeypatch.setattr(sqdask, "_EARLY_TASKS", 8)
+    monkeypatch.setattr(sqdask, "_EARLY_BYTES", 3 << 20)
+    # ten blocks of 1 MiB (memory files the client's cache keeps): made
+    # the first time, they are over _EARLY_BYTES by the 4th task; found in
+    # the cache the second time, nothing is made, and the early submits'
+    # round trips would only delay the rest
+    n = (1 << 20) // 8
+    blocks = [np.full(n, i, dtype=np.float64) for i in range(10)]
+    dsk = {("d", i): blocks[i] for i in range(10)}
+    dsk.update({("p", i): (np.dot, ("d", i), ("d", max(i - 3, 0))) for i in range(10)})
+    dsk["s"] = (sum, [("p", i) for i in range(10)])
+    want = dask.get(dsk, "s")
+    client = cluster.client()
+    try:
+        assert client.get(dsk, "s") == want
+        assert sent[:4] == [2, 4, 8, 11], sent
+        hits = client.constant_cache_stats()["hits"]
+        sent.clear()
+        assert client.get(dsk, "s") == want
+        assert client.constant_cache_stats()["hits"] == hits + 10
+        assert sent[:2] == [8, 11], sent
+        # one block new among the cached ones: under the bytes still
+        blocks[0] = np.full(n, -1.0)
+        dsk[("d", 0)] = blocks[0]
+        sent.clear()
+        assert client.get(dsk, "s") == dask.get(dsk, "s")
+        assert sent[:2] == [8, 11], sent
+    finally:
+        client.close()
