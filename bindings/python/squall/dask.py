@@ -288,8 +288,8 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
                 #   its cache costs a compare, nothing to overlap with the
                 #   round trips of an early submit (the groupby's second
                 #   compute: 3 ms more in get with them).
-                hits = _cache_hits(session) if _EARLY_STEPS and size >= _CACHED_MIN \
-                    and uploaded < _EARLY_BYTES else None
+                hits = _cache_hits(session) if held is not None and _EARLY_STEPS \
+                    and size >= _CACHED_MIN and uploaded < _EARLY_BYTES else None
                 objects[key] = session._blob_parts(parts, PICKLE)
                 if hits is None or _cache_hits(session) == hits:
                     uploaded += size
