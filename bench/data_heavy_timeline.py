@@ -12,7 +12,7 @@ between them (the gaps: the per-task path, and waiting for work).
         /tmp/bv/bin/python bench/data_heavy_timeline.py [--workload mean] [--repeat 10] \\
         [--show 1] [--keys]
 
-The tasks are timed by wrapping squall.dask's packed runner (each task
+The tasks are timed by wrapping squall.dask's runners (_daskrun: each task
 appends a line to a file in a temporary directory: a few us a task).
 """
 import argparse
@@ -32,8 +32,9 @@ _LOG_DIR = None
 
 def _timed(real, keys):
     log_dir = _LOG_DIR
+    name = real.__name__
 
-    def packed(head, *values):
+    def timed(head, *values):
         import os as _os
         import time as _time
         t0 = _time.monotonic()
@@ -44,17 +45,17 @@ def _timed(real, keys):
             label = ""
             if keys:            # the fused node's last key (a second unpickle)
                 import pickle as _pickle
-                name, args = _pickle.loads(head)
+                args = _pickle.loads(head) if type(head) is bytes else head
                 label = " %s:%s" % (name, _short(args))
             with open("%s/%d" % (log_dir, _os.getpid()), "a") as f:
                 f.write("%.6f %.6f%s\n" % (t0, t1, label))
-    return packed
+    return timed
 
 
 def _short(args):
-    """A short name of a task from its packed head's arguments."""
+    """A short name of a task from its head's arguments."""
     try:
-        node = args[0] if not isinstance(args[0], bool) else args[1]
+        node = args[0]
         key = node[-1][0] if isinstance(node, list) else getattr(node, "key", "?")
     except (IndexError, TypeError, KeyError):
         return "?"
@@ -79,8 +80,8 @@ def main():
     from squall import _objects
     make = data_heavy.workloads()[args.workload]
     _LOG_DIR = tempfile.mkdtemp(prefix="sq-timeline-")
-    real_packed = sd._daskrun.packed
-    sd._daskrun.packed = _timed(real_packed, args.keys)
+    for runner in ("run", "run_chain", "run_group", "run_bundle"):
+        setattr(sd._daskrun, runner, _timed(getattr(sd._daskrun, runner), args.keys))
     marks = []
     real_submit, real_get, real_fetch = sd.Session.submit, sd.get, _objects.DataObject.fetch
 

@@ -1,6 +1,6 @@
 """The Dask adapter on real dask.array / dask.bag / dask.delayed graphs,
 compared with dask.get (the synchronous reference scheduler)."""
-from operator import add, mul
+from operator import add, mul, truediv
 
 import pytest
 
@@ -524,3 +524,148 @@ def test_data_found_in_the_constant_cache_does_not_submit_the_first_tasks_sooner
         assert sent[:2] == [8, 11], sent
     finally:
         client.close()
+
+
+#   docs/protocol.md: objects of at most inline_max bytes (4096 unless the
+#   broker is told otherwise) ride inside control messages.
+INLINE_MAX = 4096
+
+
+def _functions_pickled(monkeypatch):
+    """{module.name: bytes} of the functions the client pickles for its
+    Python tasks from now on."""
+    from squall import _session_build
+    seen = {}
+    real = _session_build.function_bytes
+
+    def recording(fn):
+        data = real(fn)
+        seen["%s.%s" % (fn.__module__, fn.__qualname__)] = len(data)
+        return data
+    monkeypatch.setattr(_session_build, "function_bytes", recording)
+    return seen
+
+
+def _legacy_nodes(dsk):
+    """squall.dask._nodes as with a Dask that has no dask._task_spec (or
+    none at all): the legacy graph as it is."""
+    return dict(dsk), False
+
+
+def test_the_function_each_task_calls_is_small(client, monkeypatch):
+    # Pickled by value, it goes to each governor once a session (inline in
+    # its first ASSIGN there), then to the executor with every task: each
+    # kind of task calls a function of its own, with nothing else in it.
+    from squall import dask as sqdask
+    import dask.array as da
+    seen = _functions_pickled(monkeypatch)
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    x = da.random.RandomState(3).random_sample((40, 40), chunks=(10, 10))
+    for y in ((x + x.T).mean(), x.sum()):           # bundles, fused reductions
+        assert np.allclose(dask.compute(y, scheduler=client.get)[0],
+                           dask.compute(y, scheduler=dask.get)[0])
+    dsk = {"n": 3, "a": (add, "n", 1), "b": (mul, "a", 2), "c": (add, "b", "n")}
+    assert client.get(dsk, ["c", "b"]) == dask.get(dsk, ["c", "b"])   # chains
+    runners = ["squall._daskrun." + n for n in ("run", "run_chain", "run_group", "run_bundle")]
+    assert all(size <= INLINE_MAX // 2 for size in seen.values()), seen
+    assert sorted(seen) == sorted(runners), seen
+    # legacy graphs' functions carry the expressions' evaluation too
+    monkeypatch.setattr(sqdask, "_nodes", _legacy_nodes)
+    seen.clear()
+    assert client.get(dsk, ["c", "b"]) == dask.get(dsk, ["c", "b"])
+    dsk = {"l": (make_lock,), "a": (holds, "l"), "b": (holds, "l"),
+           "s": (add, "a", "b"), "t": (add, "s", 1)}
+    assert client.get(dsk, ["a", "b", "t"]) == (True, True, 3)      # a bundle
+    dsk = {"k": (add, 1, 1), "m": (mul, 2, 3), "s": (add, "k", "m")}
+    assert client.get(dsk, "s") == 8                                # a fused reduction
+    assert all(size <= INLINE_MAX - 512 for size in seen.values()), seen
+    assert sorted(seen) == sorted(r.replace("_daskrun", "_daskrun_legacy") for r in runners), \
+        seen
+
+
+def test_legacy_graphs_without_task_spec(client, monkeypatch):
+    # squall.dask without dask._task_spec: the legacy graph's expressions
+    # are evaluated by _daskrun_legacy, in every kind of task
+    from squall import dask as sqdask
+    from squall import _session_build
+    monkeypatch.setattr(sqdask, "_nodes", _legacy_nodes)
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    dsk = {"x": 1, "y": (add, "x", 1), "z": (sum, ["x", "y", (mul, "y", 2)]), "w": "z",
+           ("t", 0): (add, "w", 1)}
+    for keys in ("z", ["x", "w"], [["x", "y"], ("t", 0)]):
+        assert client.get(dsk, keys) == dask.get(dsk, keys)
+    # a chain, a bundle and a fused reduction, whose locks never leave
+    # their task
+    assert client.get({"l": (make_lock,), "held": (identity, "l"), "out": (str, "held")},
+                      "out") == "True"
+    assert client.get({"l": (make_lock,), "a": (holds, "l"), "b": (holds, "l")},
+                      ["a", "b"]) == (True, True)
+    dsk = {"n": 3, ("lock", 0): (make_lock,), ("lock", 1): (make_lock,),
+           "all": (locks, ("lock", 0), ("lock", 1)), "out": (add, "all", "n")}
+    assert client.get(dsk, "out") == 5
+
+    def broken(v):
+        raise ValueError("bad value %s" % v)
+
+    with pytest.raises(ValueError, match="bad value 1") as info:
+        client.get({"s": 1, "broken-key": (broken, "s"), "final": (add, "broken-key", 1)},
+                   "final")
+    assert any("'broken-key'" in note for note in info.value.__notes__)
+    # nodes over a task config's bound travel as data (the bound made
+    # small here): a single node, a chain, a fused reduction, a bundle
+    monkeypatch.setattr(_session_build, "_CONFIG_MAX", 1 << 16)
+    big = b"x" * (1 << 17)
+    assert client.get({"n": (len, big)}, "n") == len(big)
+    assert client.get({"n": (len, big), "m": (add, "n", 1)}, "m") == len(big) + 1
+    assert client.get({"n": (len, big), "k": (add, 1, 1), "s": (add, "n", "k")}, "s") == \
+        len(big) + 2
+    assert client.get({"n": (len, big), "a": (add, "n", 1), "b": (add, "n", 2)},
+                      ["a", "b"]) == (len(big) + 1, len(big) + 2)
+
+
+def test_executors_need_no_squall(tmp_path, monkeypatch):
+    # The functions squall.dask's tasks call are pickled by value: executors
+    # that cannot import squall run every kind of task (Dask's own
+    # functions only here: this module imports squall).
+    import importlib.util
+    import os
+    import sys
+    import dask.array as da
+    from conftest import cluster_options
+    from squall import dask as sqdask
+    from squall import _session_build
+    options = cluster_options()
+    python = options.pop("python", sys.executable)
+    paths = [p for p in sys.path if p and os.path.isdir(p)
+             and not os.path.exists(os.path.join(p, "squall"))]
+    wrapper = tmp_path / "python"
+    wrapper.write_text("#!/bin/sh\nPYTHONPATH='%s' exec '%s' \"$@\"\n"
+                       % (os.pathsep.join(paths), python))
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(sqdask, "_enough_tasks", lambda c: 1)
+    with squall.LocalCluster(governors=2, cpus=1, python=str(wrapper), **options) as cluster:
+        client = cluster.client()
+        assert client.get({"spec": (importlib.util.find_spec, "squall")}, "spec") is None
+        x = da.random.RandomState(3).random_sample((40, 40), chunks=(10, 10))
+        for y in ((x + x.T).mean(), x.sum(), (x + 1).T.max()):
+            assert np.allclose(dask.compute(y, scheduler=client.get)[0],
+                               dask.compute(y, scheduler=dask.get)[0])
+        with pytest.raises(ZeroDivisionError) as info:
+            client.get({"n": 0, "q": (truediv, 1, "n"), "r": (add, "q", 1)}, "r")
+        assert any("'q'" in note for note in info.value.__notes__)
+        # a graph holding futures: heads pickled by the argument template
+        y = client.persist(x)
+        assert np.allclose(dask.compute((y + y.T).mean(), scheduler=client.get)[0],
+                           dask.compute((x + x.T).mean(), scheduler=dask.get)[0])
+        # a node sent as data (the config's bound made small here)
+        monkeypatch.setattr(_session_build, "_CONFIG_MAX", 1 << 16)
+        big = b"x" * (1 << 17)
+        assert client.get({"n": (len, big), "m": (add, "n", 1)}, "m") == len(big) + 1
+        # a legacy graph (a Dask without dask._task_spec)
+        monkeypatch.setattr(sqdask, "_nodes", _legacy_nodes)
+        dsk = {"n": 3, "a": (add, "n", 1), "b": (mul, "a", 2), "c": (add, "b", "n"),
+               "d": (add, "a", 1)}
+        assert client.get(dsk, ["c", "d"]) == dask.get(dsk, ["c", "d"])
+        client.close()
+    assert cluster.exit_codes and all(c == 0 for c in cluster.exit_codes.values()), \
+        cluster.exit_codes

@@ -33,7 +33,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, Hashable, List, Optional, Tuple
 
-from . import _daskbundle, _daskrun
+from . import _daskbundle, _daskrun, _daskrun_legacy
 from ._daskfuse import _FAN_IN_MAX, _group_members, _groups, _order  # noqa: F401 - tests reach them here
 from . import _lib as L
 from ._common import TaskConfigTooLarge
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 try:
     import cloudpickle as _cloudpickle
     _cloudpickle.register_pickle_by_value(_daskrun)
+    _cloudpickle.register_pickle_by_value(_daskrun_legacy)
 except (ImportError, ValueError):  # pragma: no cover
     pass
 
@@ -202,8 +203,8 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
            held: Optional[List[int]] = None) -> Dict[Hashable, DataObject]:
     """Adds the graph's tasks for `wanted` to the session; {key: its data
     object}. options: a dict for every task, or an _Options. packed: the
-    graph holds no futures, so each node is pickled as it is (one C
-    pickle, _daskrun.packed) rather than searched for them. fan_in: fuse
+    graph holds no futures, so each task's head is pickled as it is (one C
+    pickle, see _daskrun) rather than searched for them. fan_in: fuse
     reductions' branches when that makes at least this many tasks of
     them (0: never; or a function giving it: see _groups). early, held:
     once `early` tasks are added, they are submitted, so that the cluster
@@ -268,6 +269,7 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
             return ("data", key)
         order = _daskbundle.unit_order(order, deps, unit_of)
 
+    runners: Any = _daskrun if spec else _daskrun_legacy
     objects: Dict[Hashable, DataObject] = {}
     for key in order:
         node = graph[key]
@@ -306,42 +308,27 @@ def _build(session: Session, graph: Dict[Hashable, Any], spec: bool,
         first = chain[0]
         if id(chain) in fanned:
             members, outer = _group_members(chain, deps, graph)
-            inputs = tuple(objects[d] for d in outer)
-            fn = _daskrun.run_group
-            args = (spec, members, outer) + inputs
+            fn, head, reads = runners.run_group, (members, outer), outer
         elif len(chain) == 1:
-            inputs = tuple(objects[d] for d in deps[first])
-            fn = _daskrun.run if spec else _daskrun.run_legacy
-            args = (node, list(deps[key])) + inputs
+            fn, head, reads = runners.run, (node, list(deps[key])), deps[key]
         else:
-            inputs = tuple(objects[d] for d in deps[first])
-            fn = _daskrun.run_chain
-            args = (spec, [(k, graph[k]) for k in chain], list(deps[first])) + inputs
+            members = [(k, graph[k]) for k in chain]
+            fn, head, reads = runners.run_chain, (members, list(deps[first])), deps[first]
+        inputs = tuple(objects[d] for d in reads)
+        packed_head = None
         if packed:
-            head = args[:len(args) - len(inputs)]
             try:
-                args = (dumps((fn.__name__, head)),) + inputs
-                fn = _daskrun.packed
+                packed_head = dumps(head)
             except Exception:           # left to the template's pickling
                 pass
         try:
-            tid = session._py_task(fn, args, None, 1, options.of(key), str(key),
-                                   share_inputs=share)
+            tid = session._py_task(fn, (head if packed_head is None else packed_head,) + inputs,
+                                   None, 1, options.of(key), str(key), share_inputs=share)
         except TaskConfigTooLarge:
             #   The node embeds data: it travels as a data object (uploaded
             #   to a governor when large), an input of its task.
-            #   (fn named again: it may have become _daskrun.packed above.)
-            if id(chain) in fanned:
-                fn = _daskrun.run_group
-                args = (spec, session.pickled(members), outer) + inputs
-            elif len(chain) == 1:
-                fn = _daskrun.run_data if spec else _daskrun.run_legacy_data
-                args = (session.pickled(node), list(deps[key])) + inputs
-            else:
-                fn = _daskrun.run_chain
-                args = (spec, session.pickled([(k, graph[k]) for k in chain]),
-                        list(deps[first])) + inputs
-            tid = session._py_task(fn, args, None, 1, options.of(key), str(key),
+            head = (session.pickled(head[0]),) + head[1:]
+            tid = session._py_task(fn, (head,) + inputs, None, 1, options.of(key), str(key),
                                    share_inputs=share)
         objects[key] = DataObject(session, tid + 1, "py/pickle")
         added()
@@ -366,24 +353,23 @@ def _add_bundle(session: Session, bundle: "_daskbundle.Bundle",
     """A bundle's task (_daskrun.run_bundle), one output for each of its
     outputs, named after the last."""
     members, outer = _daskbundle.bundle_members(bundle, deps, graph)
+    fn = _daskrun.run_bundle if spec else _daskrun_legacy.run_bundle
+    head: Any = (members, outer, bundle.outputs)
     inputs = tuple(objects[d] for d in outer)
-    head = (spec, members, outer, bundle.outputs)
-    fn: Any = _daskrun.run_bundle
-    args = head + inputs
+    packed_head = None
     if packed:
         try:
-            args = (dumps(("run_bundle", head)),) + inputs
-            fn = _daskrun.packed
+            packed_head = dumps(head)
         except Exception:               # left to the template's pickling
             pass
     n = len(bundle.outputs)
     name = str(bundle.outputs[-1])
     try:
-        tid = session._py_task(fn, args, None, n, options, name, share_inputs=share)
+        tid = session._py_task(fn, (head if packed_head is None else packed_head,) + inputs,
+                               None, n, options, name, share_inputs=share)
     except TaskConfigTooLarge:
-        args = (spec, session.pickled(members), outer, bundle.outputs) + inputs
-        tid = session._py_task(_daskrun.run_bundle, args, None, n, options, name,
-                               share_inputs=share)
+        head = (session.pickled(members), outer, bundle.outputs)
+        tid = session._py_task(fn, (head,) + inputs, None, n, options, name, share_inputs=share)
     for j, key in enumerate(bundle.outputs):
         objects[key] = DataObject(session, tid + 1 + j, "py/pickle")
 
