@@ -52,6 +52,13 @@ import sys
 import time
 
 
+def set_blas_threads(n):
+    """Every system's numpy runs n BLAS threads (the module doc): to be
+    called before numpy is imported. The data_heavy_* tools call it with 1."""
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(n)
+
+
 def _hwm(pid):
     """Peak resident bytes of a process (VmHWM), 0 if gone."""
     try:
@@ -229,8 +236,7 @@ def main():
     ap.add_argument("--matmul-chunk", type=int, default=125)
     args = ap.parse_args()
     if args.blas_threads > 0:
-        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[name] = str(args.blas_threads)
+        set_blas_threads(args.blas_threads)
     if "numpy" in sys.modules:
         raise SystemExit("numpy was imported before the BLAS threads were set")
     only = args.only.split(",")

@@ -21,8 +21,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_name] = "1"
+import data_heavy  # noqa: E402  (stdlib only at import: numpy comes later)
+data_heavy.set_blas_threads(1)
 
 
 def main():
@@ -32,7 +32,6 @@ def main():
                     help="fresh mappings with MAP_POPULATE (the faults taken in mmap)")
     args = ap.parse_args()
     import dask
-    import data_heavy
     graph = dict(dask.base.collections_to_expr([data_heavy.workloads()["groupby"]()])
                  .optimize().__dask_graph__())
     parts = sorted(k for k in graph if "frompandas" in str(k[0]))

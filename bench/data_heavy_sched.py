@@ -15,8 +15,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_name] = "1"
+import data_heavy  # noqa: E402  (stdlib only at import: numpy comes later)
+data_heavy.set_blas_threads(1)
 
 
 def _schedstat(pid):
@@ -32,7 +32,6 @@ def main():
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args()
     import dask
-    import data_heavy
     import squall
     make = data_heavy.workloads()[args.workload]
     with squall.LocalCluster(governors=2, cpus=1) as cluster:

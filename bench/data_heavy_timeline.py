@@ -24,8 +24,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_name] = "1"
+import data_heavy  # noqa: E402  (stdlib only at import: numpy comes later)
+data_heavy.set_blas_threads(1)
 
 _LOG_DIR = None
 
@@ -74,7 +74,6 @@ def main():
                     help="name each task in the timelines printed (costs the executors a little)")
     args = ap.parse_args()
     import dask
-    import data_heavy
     import squall
     import squall.dask as sd
     from squall import _objects
